@@ -1,0 +1,27 @@
+// cudaMalloc / cudaFree: the baseline. Every call goes to the driver; cudaFree synchronises the
+// device, so memory is never reused while a stream still uses it (record_stream has nothing to do).
+#pragma once
+#include "gpumem/detail/allocation_table.hpp"
+#include "gpumem/memory_resource.hpp"
+
+namespace gpumem {
+
+class cuda_resource final : public memory_resource {
+ public:
+  explicit cuda_resource(int device = 0);  // throws invalid_state without CUDA, cuda_error for a bad device
+  ~cuda_resource() override;
+
+ private:
+  void* do_allocate(std::size_t bytes, stream_handle stream) override;
+  void do_deallocate(void* ptr, std::size_t bytes, stream_handle stream) override;
+  resource_stats do_stats() const override { return table_.stats(); }
+  void do_reset_peak() override { table_.reset_peak(); }
+  std::size_t do_allocation_size(const void* ptr) const override { return table_.size_of(ptr); }
+  memory_kind do_kind() const noexcept override { return memory_kind::device; }
+  int do_device() const noexcept override { return device_; }
+
+  int device_;
+  detail::allocation_table table_;
+};
+
+}  // namespace gpumem

@@ -1,0 +1,73 @@
+// Typed errors. Out-of-memory is told apart from bad arguments and from other CUDA failures so the
+// binding can turn each into its own JavaScript error. Deallocation paths and destructors that
+// release memory never throw for driver failures (they are counted and logged instead); they throw
+// invalid_argument only for a pointer or size the caller got wrong, before touching any state.
+#pragma once
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+
+#include "gpumem/stats.hpp"
+
+namespace gpumem {
+
+class error : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// The request could not be met; the resource is still usable.
+class out_of_memory : public error {
+ public:
+  out_of_memory(const std::string& what, std::uint64_t requested_bytes, const resource_stats& stats)
+      : error(what), requested_bytes_(requested_bytes), stats_(stats) {}
+  std::uint64_t requested_bytes() const noexcept { return requested_bytes_; }
+  const resource_stats& stats() const noexcept { return stats_; }
+
+ private:
+  std::uint64_t requested_bytes_;
+  resource_stats stats_;
+};
+
+// A bad argument: which one, and whether it is a type/identity error (pointer never handed out,
+// double free) or a range error (size 0, wrong size).
+class invalid_argument : public error {
+ public:
+  enum class kind { range, type };
+  invalid_argument(kind k, std::string argument, const std::string& what)
+      : error(what), kind_(k), argument_(std::move(argument)) {}
+  kind error_kind() const noexcept { return kind_; }
+  const std::string& argument() const noexcept { return argument_; }
+
+ private:
+  kind kind_;
+  std::string argument_;
+};
+
+// Called on a resource after dispose(), or a feature the build lacks.
+class invalid_state : public error {
+ public:
+  using error::error;
+};
+
+// A CUDA runtime call failed. code is the cudaError_t value, name its cudaGetErrorName.
+class cuda_error : public error {
+ public:
+  cuda_error(const std::string& what, int code, std::string name)
+      : error(what), code_(code), name_(std::move(name)) {}
+  int code() const noexcept { return code_; }
+  const std::string& name() const noexcept { return name_; }
+
+ private:
+  int code_;
+  std::string name_;
+};
+
+// Helpers that build the messages in one style.
+[[noreturn]] void throw_unknown_pointer(const void* ptr);
+[[noreturn]] void throw_size_mismatch(const void* ptr, std::uint64_t given, std::uint64_t expected);
+[[noreturn]] void throw_zero_size();
+std::string format_bytes(std::uint64_t bytes);
+std::string format_pointer(const void* ptr);
+
+}  // namespace gpumem

@@ -1,0 +1,39 @@
+// cudaMallocManaged (unified memory) with cudaMemAdvise hints. Prefetch moves pages to the device
+// or back to the host with CUDA 13's cudaMemLocation form. Prefetch-on-allocate is not done here:
+// it is the prefetch_adaptor's job, so it composes with any managed upstream.
+#pragma once
+#include "gpumem/detail/allocation_table.hpp"
+#include "gpumem/memory_resource.hpp"
+
+namespace gpumem {
+
+enum class advise_target { none, device, host };
+
+struct managed_options {
+  advise_target preferred_location = advise_target::none;  // cudaMemAdviseSetPreferredLocation
+  advise_target accessed_by = advise_target::none;         // cudaMemAdviseSetAccessedBy
+  bool read_mostly = false;                                 // cudaMemAdviseSetReadMostly
+};
+
+class managed_resource final : public memory_resource {
+ public:
+  explicit managed_resource(int device = 0, managed_options options = {});
+  ~managed_resource() override;
+  const managed_options& options() const noexcept { return options_; }
+
+ private:
+  void* do_allocate(std::size_t bytes, stream_handle stream) override;
+  void do_deallocate(void* ptr, std::size_t bytes, stream_handle stream) override;
+  bool do_prefetch(void* ptr, std::size_t bytes, location to, stream_handle stream) override;
+  resource_stats do_stats() const override { return table_.stats(); }
+  void do_reset_peak() override { table_.reset_peak(); }
+  std::size_t do_allocation_size(const void* ptr) const override { return table_.size_of(ptr); }
+  memory_kind do_kind() const noexcept override { return memory_kind::managed; }
+  int do_device() const noexcept override { return device_; }
+
+  int device_;
+  managed_options options_;
+  detail::allocation_table table_;
+};
+
+}  // namespace gpumem

@@ -1,0 +1,66 @@
+// The caching block pool: blocks carved from large upstream segments, as PyTorch's caching
+// allocator does, with RMM's stream-ordered reuse.
+//
+//  - sizes are rounded up to 512 bytes;
+//  - small requests (<= small_request_limit, 1 MiB) are packed into small segments (2 MiB); large
+//    requests get large segments rounded up to 2 MiB; small and large blocks never share a segment;
+//  - best fit: the smallest free block of the right class, on the same stream, that fits; the rest
+//    of the block is split off as a free block; freed blocks coalesce with free neighbours of the
+//    same segment and stream;
+//  - free lists are per stream: memory freed on stream A is reused on A at once. A request on B
+//    that A's free memory can serve takes it after making B wait on an event recorded on A, instead
+//    of growing the pool;
+//  - record_stream(p, s) marks p used on s; when p is freed, an event is recorded on every such
+//    stream and the block only returns to the free lists once they have all completed;
+//  - on upstream out_of_memory, every cached free segment is released and the request retried once;
+//  - trim() releases every free segment; max_reserved_bytes caps what the pool takes upstream;
+//  - thread-safe.
+#pragma once
+#include <cstddef>
+#include <memory>
+
+#include "gpumem/memory_resource.hpp"
+#include "gpumem/stream_ordering.hpp"
+
+namespace gpumem {
+
+struct pool_options {
+  std::size_t max_reserved_bytes = 0;               // 0: no cap beyond the upstream's own
+  std::size_t small_request_limit = 1u << 20;       // requests up to this size are "small"
+  std::size_t small_segment_bytes = 2u << 20;       // small requests share segments of this size
+  std::size_t large_segment_rounding = 2u << 20;    // large segments are rounded up to this
+};
+
+class pool_resource final : public memory_resource {
+ public:
+  static constexpr std::size_t rounding = 512;
+
+  // `upstream` is not owned and must outlive the pool. `ordering` defaults to the one matching the
+  // upstream's memory kind (CUDA events for device memory, nothing for host memory).
+  explicit pool_resource(memory_resource& upstream, pool_options options = {},
+                         std::unique_ptr<stream_ordering> ordering = nullptr);
+  ~pool_resource() override;  // gives every segment back to the upstream
+
+  memory_resource& upstream() const noexcept;
+  const pool_options& options() const noexcept;
+
+  // Blocks parked after free() that wait on events from record_stream (for tests and stats).
+  std::size_t pending_free_blocks() const;
+
+ private:
+  void* do_allocate(std::size_t bytes, stream_handle stream) override;
+  void do_deallocate(void* ptr, std::size_t bytes, stream_handle stream) override;
+  void do_record_stream(void* ptr, stream_handle stream) override;
+  bool do_prefetch(void* ptr, std::size_t bytes, location to, stream_handle stream) override;
+  resource_stats do_stats() const override;
+  void do_reset_peak() override;
+  void do_trim(std::size_t bytes_to_keep) override;
+  std::size_t do_allocation_size(const void* ptr) const override;
+  memory_kind do_kind() const noexcept override;
+  int do_device() const noexcept override;
+
+  struct impl;
+  std::unique_ptr<impl> impl_;
+};
+
+}  // namespace gpumem

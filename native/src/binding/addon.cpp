@@ -1,0 +1,17 @@
+// The addon's entry point: it only registers what the binding layer defines.
+#include <napi.h>
+
+#include "device_functions.hpp"
+#include "resource_object.hpp"
+
+namespace {
+
+Napi::Object Init(Napi::Env env, Napi::Object exports) {
+  gpumem::binding::register_device_functions(env, exports);
+  exports.Set("Resource", gpumem::binding::ResourceObject::Define(env));
+  return exports;
+}
+
+}  // namespace
+
+NODE_API_MODULE(gpumem, Init)

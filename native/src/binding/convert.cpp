@@ -1,0 +1,99 @@
+#include "convert.hpp"
+
+#include <new>
+
+#include "gpumem/errors.hpp"
+
+namespace gpumem::binding {
+
+std::uint64_t to_u64(const Napi::Value& v) {
+  if (v.IsBigInt()) {
+    bool lossless = false;
+    return v.As<Napi::BigInt>().Uint64Value(&lossless);
+  }
+  return static_cast<std::uint64_t>(v.As<Napi::Number>().DoubleValue());
+}
+
+void* to_pointer(const Napi::Value& v) { return reinterpret_cast<void*>(static_cast<std::uintptr_t>(to_u64(v))); }
+
+stream_handle to_stream(const Napi::Value& v) {
+  if (v.IsUndefined() || v.IsNull()) return nullptr;
+  return to_pointer(v);
+}
+
+Napi::Value from_pointer(Napi::Env env, const void* p) {
+  return Napi::Number::New(env, static_cast<double>(reinterpret_cast<std::uintptr_t>(p)));
+}
+
+Napi::Object from_stats(Napi::Env env, const resource_stats& s) {
+  Napi::Object o = Napi::Object::New(env);
+  auto num = [&](const char* k, std::uint64_t v) { o.Set(k, Napi::Number::New(env, static_cast<double>(v))); };
+  num("allocatedBytes", s.allocated_bytes);
+  num("peakAllocatedBytes", s.peak_allocated_bytes);
+  num("reservedBytes", s.reserved_bytes);
+  num("peakReservedBytes", s.peak_reserved_bytes);
+  num("allocCount", s.alloc_count);
+  num("freeCount", s.free_count);
+  num("upstreamAllocCount", s.upstream_alloc_count);
+  num("upstreamFreeCount", s.upstream_free_count);
+  num("oomCount", s.oom_count);
+  num("segmentCount", s.segment_count);
+  if (s.largest_free_block >= 0) num("largestFreeBlock", static_cast<std::uint64_t>(s.largest_free_block));
+  return o;
+}
+
+std::uint64_t get_u64(const Napi::Object& o, const char* key, std::uint64_t fallback) {
+  Napi::Value v = o.Get(key);
+  return v.IsUndefined() || v.IsNull() ? fallback : to_u64(v);
+}
+
+bool get_bool(const Napi::Object& o, const char* key, bool fallback) {
+  Napi::Value v = o.Get(key);
+  return v.IsUndefined() || v.IsNull() ? fallback : v.ToBoolean().Value();
+}
+
+std::string get_string(const Napi::Object& o, const char* key, const std::string& fallback) {
+  Napi::Value v = o.Get(key);
+  return v.IsUndefined() || v.IsNull() ? fallback : v.ToString().Utf8Value();
+}
+
+namespace {
+Napi::Error with_code(Napi::Error error, const char* code) {
+  error.Set("code", Napi::String::New(error.Env(), code));
+  return error;
+}
+}  // namespace
+
+void throw_js(Napi::Env env) {
+  try {
+    throw;
+  } catch (const out_of_memory& e) {
+    Napi::Error error = with_code(Napi::Error::New(env, e.what()), "GPUMEM_OOM");
+    error.Set("requestedBytes", Napi::Number::New(env, static_cast<double>(e.requested_bytes())));
+    error.Set("stats", from_stats(env, e.stats()));
+    throw error;
+  } catch (const invalid_argument& e) {
+    auto tag = [&](Napi::Error error) {
+      with_code(error, "GPUMEM_INVALID_ARGUMENT");
+      error.Set("argument", Napi::String::New(env, e.argument()));
+      return error;
+    };
+    if (e.error_kind() == invalid_argument::kind::range) throw tag(Napi::RangeError::New(env, e.what()));
+    throw tag(Napi::TypeError::New(env, e.what()));
+  } catch (const cuda_error& e) {
+    Napi::Error error = with_code(Napi::Error::New(env, e.what()), "GPUMEM_CUDA");
+    error.Set("cudaError", Napi::Number::New(env, e.code()));
+    error.Set("cudaErrorName", Napi::String::New(env, e.name()));
+    throw error;
+  } catch (const invalid_state& e) {
+    throw with_code(Napi::Error::New(env, e.what()), "GPUMEM_INVALID_STATE");
+  } catch (const std::bad_alloc&) {
+    throw with_code(Napi::Error::New(env, "out of host memory"), "GPUMEM_HOST_OOM");
+  } catch (const std::exception& e) {
+    throw Napi::Error::New(env, e.what());
+  } catch (...) {
+    throw Napi::Error::New(env, "unknown native error");
+  }
+}
+
+}  // namespace gpumem::binding

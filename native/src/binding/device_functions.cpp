@@ -1,0 +1,136 @@
+#include "device_functions.hpp"
+
+#include "convert.hpp"
+#include "gpumem/device.hpp"
+
+namespace gpumem::binding {
+namespace {
+
+int device_arg(const Napi::CallbackInfo& info, std::size_t i) {
+  return info[i].IsUndefined() ? 0 : static_cast<int>(info[i].As<Napi::Number>().Int32Value());
+}
+
+Napi::Value DeviceCount(const Napi::CallbackInfo& info) { return Napi::Number::New(info.Env(), device_count()); }
+
+Napi::Value DeviceStatus(const Napi::CallbackInfo& info) {
+  return guarded(info.Env(), [&] { return Napi::String::New(info.Env(), device_status()); });
+}
+
+Napi::Value DeviceProperties(const Napi::CallbackInfo& info) {
+  return guarded(info.Env(), [&] {
+    device_properties p = get_device_properties(device_arg(info, 0));
+    Napi::Env env = info.Env();
+    Napi::Object o = Napi::Object::New(env);
+    o.Set("index", p.index);
+    o.Set("name", p.name);
+    o.Set("computeCapability", std::to_string(p.compute_major) + "." + std::to_string(p.compute_minor));
+    o.Set("totalMemory", Napi::Number::New(env, static_cast<double>(p.total_memory)));
+    o.Set("multiprocessors", p.multiprocessors);
+    o.Set("managedMemory", p.managed_memory);
+    o.Set("concurrentManagedAccess", p.concurrent_managed_access);
+    o.Set("memoryPools", p.memory_pools);
+    o.Set("pciBusId", p.pci_bus_id);
+    o.Set("l2CacheBytes", Napi::Number::New(env, static_cast<double>(p.l2_cache_bytes)));
+    return o;
+  });
+}
+
+Napi::Value MemoryInfo(const Napi::CallbackInfo& info) {
+  return guarded(info.Env(), [&] {
+    memory_info m = get_memory_info(device_arg(info, 0));
+    Napi::Object o = Napi::Object::New(info.Env());
+    o.Set("freeBytes", Napi::Number::New(info.Env(), static_cast<double>(m.free_bytes)));
+    o.Set("totalBytes", Napi::Number::New(info.Env(), static_cast<double>(m.total_bytes)));
+    return o;
+  });
+}
+
+Napi::Value CreateStream(const Napi::CallbackInfo& info) {
+  return guarded(info.Env(), [&] { return from_pointer(info.Env(), create_stream(device_arg(info, 0))); });
+}
+
+Napi::Value DestroyStream(const Napi::CallbackInfo& info) {
+  destroy_stream(to_stream(info[0]));
+  return info.Env().Undefined();
+}
+
+Napi::Value SynchronizeStream(const Napi::CallbackInfo& info) {
+  return guarded(info.Env(), [&] {
+    synchronize_stream(to_stream(info[0]));
+    return info.Env().Undefined();
+  });
+}
+
+Napi::Value SynchronizeDevice(const Napi::CallbackInfo& info) {
+  return guarded(info.Env(), [&] {
+    synchronize_device(device_arg(info, 0));
+    return info.Env().Undefined();
+  });
+}
+
+Napi::Value CreateEvent(const Napi::CallbackInfo& info) {
+  return guarded(info.Env(), [&] { return from_pointer(info.Env(), create_event(device_arg(info, 0))); });
+}
+
+Napi::Value DestroyEvent(const Napi::CallbackInfo& info) {
+  destroy_event(to_pointer(info[0]));
+  return info.Env().Undefined();
+}
+
+Napi::Value RecordEvent(const Napi::CallbackInfo& info) {
+  return guarded(info.Env(), [&] {
+    record_event(to_pointer(info[0]), to_stream(info[1]));
+    return info.Env().Undefined();
+  });
+}
+
+Napi::Value SynchronizeEvent(const Napi::CallbackInfo& info) {
+  return guarded(info.Env(), [&] {
+    synchronize_event(to_pointer(info[0]));
+    return info.Env().Undefined();
+  });
+}
+
+Napi::Value QueryEvent(const Napi::CallbackInfo& info) {
+  return guarded(info.Env(), [&] { return Napi::Boolean::New(info.Env(), query_event(to_pointer(info[0]))); });
+}
+
+Napi::Value ElapsedMs(const Napi::CallbackInfo& info) {
+  return guarded(info.Env(), [&] {
+    return Napi::Number::New(info.Env(), elapsed_ms(to_pointer(info[0]), to_pointer(info[1])));
+  });
+}
+
+Napi::Value CanLoadLibrary(const Napi::CallbackInfo& info) {
+  std::string error;
+  bool ok = can_load_library(info[0].ToString().Utf8Value(), &error);
+  Napi::Object o = Napi::Object::New(info.Env());
+  o.Set("ok", ok);
+  if (!ok) o.Set("error", error);
+  return o;
+}
+
+}  // namespace
+
+void register_device_functions(Napi::Env env, Napi::Object exports) {
+  exports.Set("builtWithCuda", Napi::Boolean::New(env, built_with_cuda()));
+  exports.Set("driverVersion", Napi::Number::New(env, driver_version()));
+  exports.Set("runtimeVersion", Napi::Number::New(env, runtime_version()));
+  exports.Set("deviceCount", Napi::Function::New<DeviceCount>(env, "deviceCount"));
+  exports.Set("deviceStatus", Napi::Function::New<DeviceStatus>(env, "deviceStatus"));
+  exports.Set("deviceProperties", Napi::Function::New<DeviceProperties>(env, "deviceProperties"));
+  exports.Set("memoryInfo", Napi::Function::New<MemoryInfo>(env, "memoryInfo"));
+  exports.Set("createStream", Napi::Function::New<CreateStream>(env, "createStream"));
+  exports.Set("destroyStream", Napi::Function::New<DestroyStream>(env, "destroyStream"));
+  exports.Set("synchronizeStream", Napi::Function::New<SynchronizeStream>(env, "synchronizeStream"));
+  exports.Set("synchronizeDevice", Napi::Function::New<SynchronizeDevice>(env, "synchronizeDevice"));
+  exports.Set("createEvent", Napi::Function::New<CreateEvent>(env, "createEvent"));
+  exports.Set("destroyEvent", Napi::Function::New<DestroyEvent>(env, "destroyEvent"));
+  exports.Set("recordEvent", Napi::Function::New<RecordEvent>(env, "recordEvent"));
+  exports.Set("synchronizeEvent", Napi::Function::New<SynchronizeEvent>(env, "synchronizeEvent"));
+  exports.Set("queryEvent", Napi::Function::New<QueryEvent>(env, "queryEvent"));
+  exports.Set("elapsedMs", Napi::Function::New<ElapsedMs>(env, "elapsedMs"));
+  exports.Set("canLoadLibrary", Napi::Function::New<CanLoadLibrary>(env, "canLoadLibrary"));
+}
+
+}  // namespace gpumem::binding

@@ -1,0 +1,50 @@
+// A JavaScript handle on a chain of memory resources built from a plain spec object, e.g.
+//   { type: 'pool', upstream: { type: 'limit', limitBytes: 8 << 30, upstream: { type: 'cuda', device: 0 } } }
+// The chain owns every layer; upstreams are non-owning references inside it.
+#pragma once
+#include <napi.h>
+
+#include <memory>
+#include <vector>
+
+#include "gpumem/memory_resource.hpp"
+#include "gpumem/tracking_adaptor.hpp"
+
+namespace gpumem::binding {
+
+class ResourceObject : public Napi::ObjectWrap<ResourceObject> {
+ public:
+  static Napi::Function Define(Napi::Env env);
+  explicit ResourceObject(const Napi::CallbackInfo& info);
+  ~ResourceObject() override;
+
+ private:
+  memory_resource& top();  // throws invalid_state after dispose
+
+  Napi::Value Allocate(const Napi::CallbackInfo& info);
+  Napi::Value Deallocate(const Napi::CallbackInfo& info);
+  Napi::Value Prefetch(const Napi::CallbackInfo& info);
+  Napi::Value RecordStream(const Napi::CallbackInfo& info);
+  Napi::Value Stats(const Napi::CallbackInfo& info);
+  Napi::Value ResetPeak(const Napi::CallbackInfo& info);
+  Napi::Value Trim(const Napi::CallbackInfo& info);
+  Napi::Value AllocationSize(const Napi::CallbackInfo& info);
+  Napi::Value Write(const Napi::CallbackInfo& info);
+  Napi::Value Read(const Napi::CallbackInfo& info);
+  Napi::Value Dispose(const Napi::CallbackInfo& info);
+  Napi::Value Describe(const Napi::CallbackInfo& info);
+  Napi::Value TrackingEvents(const Napi::CallbackInfo& info);
+  Napi::Value SetTrackingTag(const Napi::CallbackInfo& info);
+  Napi::Value SetTrackingEnabled(const Napi::CallbackInfo& info);
+  Napi::Value BenchPairs(const Napi::CallbackInfo& info);
+  Napi::Value BenchTrace(const Napi::CallbackInfo& info);
+  Napi::Value FillU32(const Napi::CallbackInfo& info);
+  Napi::Value SumU32(const Napi::CallbackInfo& info);
+
+  void release_chain() noexcept;
+
+  std::vector<std::unique_ptr<memory_resource>> layers_;  // bottom (leaf) first
+  tracking_adaptor* tracker_ = nullptr;
+};
+
+}  // namespace gpumem::binding

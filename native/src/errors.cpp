@@ -1,0 +1,46 @@
+#include "gpumem/errors.hpp"
+
+#include <cstdio>
+
+namespace gpumem {
+
+std::string format_pointer(const void* ptr) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "0x%llx", static_cast<unsigned long long>(reinterpret_cast<std::uintptr_t>(ptr)));
+  return buf;
+}
+
+std::string format_bytes(std::uint64_t bytes) {
+  static const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
+  double v = static_cast<double>(bytes);
+  int u = 0;
+  while (v >= 1024.0 && u < 5) {
+    v /= 1024.0;
+    ++u;
+  }
+  char buf[64];
+  if (u == 0) {
+    std::snprintf(buf, sizeof buf, "%llu B", static_cast<unsigned long long>(bytes));
+  } else {
+    std::snprintf(buf, sizeof buf, "%.2f %s (%llu bytes)", v, units[u], static_cast<unsigned long long>(bytes));
+  }
+  return buf;
+}
+
+void throw_unknown_pointer(const void* ptr) {
+  throw invalid_argument(invalid_argument::kind::type, "ptr",
+                         "Expected ptr to be a live allocation of this allocator but received " +
+                             format_pointer(ptr) + " (never allocated here, or already freed)");
+}
+
+void throw_size_mismatch(const void* ptr, std::uint64_t given, std::uint64_t expected) {
+  throw invalid_argument(invalid_argument::kind::range, "bytes",
+                         "Expected bytes to be " + std::to_string(expected) + ", the size allocated at " +
+                             format_pointer(ptr) + ", but received " + std::to_string(given));
+}
+
+void throw_zero_size() {
+  throw invalid_argument(invalid_argument::kind::range, "bytes", "Expected bytes to be a positive integer but received 0");
+}
+
+}  // namespace gpumem

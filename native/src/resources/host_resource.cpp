@@ -1,0 +1,33 @@
+#include "gpumem/host_resource.hpp"
+
+#include <cstdlib>
+#include <limits>
+
+namespace gpumem {
+
+host_resource::~host_resource() {
+  for (auto& [ptr, reserved] : table_.take_all()) std::free(ptr);
+}
+
+void* host_resource::do_allocate(std::size_t bytes, stream_handle) {
+  const std::size_t max = std::numeric_limits<std::size_t>::max() - alignment;
+  void* ptr = nullptr;
+  std::size_t rounded = 0;
+  if (bytes <= max) {
+    rounded = (bytes + alignment - 1) / alignment * alignment;
+    ptr = std::aligned_alloc(alignment, rounded);
+  }
+  if (ptr == nullptr) {
+    table_.count_oom();
+    throw out_of_memory("host_resource: out of host memory allocating " + format_bytes(bytes), bytes, table_.stats());
+  }
+  table_.add(ptr, bytes, rounded);
+  return ptr;
+}
+
+void host_resource::do_deallocate(void* ptr, std::size_t bytes, stream_handle) {
+  table_.remove(ptr, bytes);
+  std::free(ptr);
+}
+
+}  // namespace gpumem

@@ -1,0 +1,44 @@
+/**
+ * The 'async' strategy: cudaMallocAsync on a cudaMemPool_t it owns. The release threshold is how
+ * much freed memory the pool keeps at a synchronisation point (default: all of it); trim(n)
+ * gives the rest back. Reserved bytes come from the pool's own attributes.
+ * Side-effect free; index.ts registers it.
+ * @module
+ */
+import {
+  checkNonNegative,
+  checkOptionKeys,
+  cudaDevice,
+  NativeAllocator,
+  type NativeLayerOptions,
+} from '@gpumem/allocator-core';
+
+export interface AsyncAllocatorOptions extends NativeLayerOptions {
+  /** CUDA device ordinal (default 0). */
+  device?: number;
+  /** Bytes of freed memory the pool keeps at a synchronisation point (default: keep everything, UINT64_MAX). */
+  releaseThreshold?: number;
+}
+
+export class AsyncAllocator extends NativeAllocator {
+  /** The release threshold; Infinity for the default (keep everything). */
+  readonly releaseThreshold: number;
+
+  constructor(options: AsyncAllocatorOptions = {}) {
+    checkOptionKeys(options, ['device', 'releaseThreshold', 'limitBytes', 'trackingCapacity'], 'async');
+    const index = options.device ?? 0;
+    checkNonNegative(index, 'device');
+    if (options.releaseThreshold !== undefined) checkNonNegative(options.releaseThreshold, 'releaseThreshold');
+    super(
+      'async',
+      cudaDevice(index),
+      {
+        type: 'async',
+        device: index,
+        ...(options.releaseThreshold !== undefined && { releaseThreshold: options.releaseThreshold }),
+      },
+      options,
+    );
+    this.releaseThreshold = options.releaseThreshold ?? Infinity;
+  }
+}

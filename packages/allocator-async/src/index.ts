@@ -1,0 +1,19 @@
+/**
+ * @gpumem/allocator-async: registers the 'async' strategy on import.
+ * @packageDocumentation
+ */
+import { registerAllocator } from '@gpumem/allocator-core';
+import { AsyncAllocator, type AsyncAllocatorOptions } from './base.js';
+
+declare module '@gpumem/allocator-core' {
+  interface AllocatorOptionsMap {
+    async: AsyncAllocatorOptions;
+  }
+}
+
+registerAllocator('async', (options) => new AsyncAllocator(options), {
+  description: 'cudaMallocAsync on an owned cudaMemPool_t with a release threshold',
+  requiresCuda: true,
+});
+
+export { AsyncAllocator, type AsyncAllocatorOptions } from './base.js';

@@ -1,0 +1,72 @@
+/**
+ * Typed errors. Every failure an allocator reports is one of these or a built-in `RangeError` /
+ * `TypeError` for a bad argument (whose message names the argument).
+ * @module
+ */
+import type { AllocatorStats } from './types.js';
+
+/** The request could not be met. The allocator is still usable. */
+export class OutOfMemoryError extends Error {
+  override readonly name = 'OutOfMemoryError';
+  readonly code = 'GPUMEM_OOM';
+  constructor(
+    message: string,
+    /** Bytes asked for. */
+    readonly requestedBytes: number,
+    /** The allocator's statistics when the request failed. */
+    readonly stats: AllocatorStats,
+    /** The allocator's name. */
+    readonly allocator: string,
+  ) {
+    super(message);
+  }
+}
+
+/** A CUDA runtime call failed. */
+export class CudaError extends Error {
+  override readonly name = 'CudaError';
+  readonly code = 'GPUMEM_CUDA';
+  constructor(
+    message: string,
+    /** The cudaError_t value. */
+    readonly cudaError: number,
+    /** Its name, e.g. `cudaErrorInvalidValue`. */
+    readonly cudaErrorName: string,
+  ) {
+    super(message);
+  }
+}
+
+/** A call on an allocator after `dispose()`, or a feature this build or machine lacks. */
+export class InvalidStateError extends Error {
+  override readonly name = 'InvalidStateError';
+  readonly code = 'GPUMEM_INVALID_STATE';
+}
+
+interface NativeErrorShape {
+  code?: string;
+  message: string;
+  requestedBytes?: number;
+  stats?: AllocatorStats;
+  cudaError?: number;
+  cudaErrorName?: string;
+}
+
+/**
+ * Turns an error thrown by the addon into its typed form, keeping the caller's stack.
+ * RangeError/TypeError from the addon already have the right class and pass through.
+ */
+export function translateNativeError(e: unknown, allocator: string): Error {
+  if (!(e instanceof Error)) return new Error(String(e));
+  const n = e as Error & NativeErrorShape;
+  switch (n.code) {
+    case 'GPUMEM_OOM':
+      return new OutOfMemoryError(`${allocator}: ${n.message}`, n.requestedBytes ?? 0, n.stats as AllocatorStats, allocator);
+    case 'GPUMEM_CUDA':
+      return new CudaError(`${allocator}: ${n.message}`, n.cudaError ?? -1, n.cudaErrorName ?? 'unknown');
+    case 'GPUMEM_INVALID_STATE':
+      return new InvalidStateError(`${allocator}: ${n.message}`);
+    default:
+      return e;
+  }
+}

@@ -1,0 +1,39 @@
+/**
+ * @gpumem/allocator-core: the Allocator interface, statistics, typed errors, the registry, devices
+ * and streams, the native loader, and the 'cuda' and 'host' strategies (registered on import).
+ * @packageDocumentation
+ */
+import './register.js';
+
+export type { Allocator, AllocatorStats, DevicePtr, PrefetchTarget } from './types.js';
+export { BaseAllocator } from './base.js';
+export { NativeAllocator, type NativeLayerOptions, type TrackingEvent } from './native-allocator.js';
+export { OutOfMemoryError, CudaError, InvalidStateError } from './errors.js';
+export {
+  registerAllocator,
+  createAllocator,
+  listAllocators,
+  hasAllocator,
+  type AllocatorOptionsMap,
+  type AllocatorFactory,
+  type StrategyInfo,
+} from './registry.js';
+export {
+  hostDevice,
+  cudaDevice,
+  deviceCount,
+  deviceStatus,
+  hasCudaDevice,
+  deviceProperties,
+  memoryInfo,
+  synchronizeDevice,
+  type Device,
+  type DeviceProperties,
+} from './device.js';
+export { Stream, CudaEvent } from './stream.js';
+export { loadNative, addonCandidates, NativeLoadError, type ResourceSpec } from './native.js';
+export { CudaAllocator, type CudaAllocatorOptions } from './strategies/cuda.js';
+export { HostAllocator, type HostAllocatorOptions } from './strategies/host.js';
+export { checkBytes, checkNonNegative, checkPointer, checkBoolean, checkOneOf, checkOptionKeys } from './validate.js';
+export { fillU32, sumU32 } from './testing.js';
+export { systemInfo, formatSystemInfo, type SystemInfo } from './info.js';

@@ -1,0 +1,71 @@
+/**
+ * What `gpumem info` prints: devices, driver and runtime versions, memory, registered strategies,
+ * and whether cuBLAS and cuSPARSE can be loaded.
+ * @module
+ */
+import { listAllocators, type StrategyInfo } from './registry.js';
+import { loadNative, type NativeDeviceProperties } from './native.js';
+
+export interface SystemInfo {
+  builtWithCuda: boolean;
+  /** e.g. '13.0'; null where there is no driver. */
+  driverVersion: string | null;
+  runtimeVersion: string | null;
+  deviceStatus: string;
+  devices: Array<NativeDeviceProperties & { freeBytes: number; totalBytes: number }>;
+  strategies: Array<StrategyInfo & { available: boolean }>;
+  libraries: Array<{ name: string; loadable: boolean; error?: string }>;
+}
+
+const libraries = ['libcublas.so.13', 'libcublasLt.so.13', 'libcusparse.so.12'];
+
+function version(v: number): string | null {
+  return v > 0 ? `${Math.floor(v / 1000)}.${Math.floor((v % 1000) / 10)}` : null;
+}
+
+/** Gathers the system's information. */
+export function systemInfo(): SystemInfo {
+  const native = loadNative();
+  const count = native.deviceCount();
+  const devices = [];
+  for (let i = 0; i < count; i++) devices.push({ ...native.deviceProperties(i), ...native.memoryInfo(i) });
+  return {
+    builtWithCuda: native.builtWithCuda,
+    driverVersion: version(native.driverVersion),
+    runtimeVersion: version(native.runtimeVersion),
+    deviceStatus: count > 0 ? `${count} CUDA device(s)` : native.deviceStatus(),
+    devices,
+    strategies: listAllocators().map((s) => ({ ...s, available: !s.requiresCuda || count > 0 })),
+    libraries: libraries.map((name) => {
+      const r = native.canLoadLibrary(name);
+      return r.ok ? { name, loadable: true } : { name, loadable: false, error: r.error ?? 'unknown' };
+    }),
+  };
+}
+
+function gib(bytes: number): string {
+  return `${(bytes / 2 ** 30).toFixed(1)} GiB`;
+}
+
+/** The human-readable form of {@link systemInfo}. */
+export function formatSystemInfo(info: SystemInfo): string {
+  const lines: string[] = [];
+  lines.push(`gpumem native core: ${info.builtWithCuda ? 'built with CUDA' : 'built WITHOUT CUDA (host strategies only)'}`);
+  lines.push(`CUDA driver: ${info.driverVersion ?? 'none'}   runtime: ${info.runtimeVersion ?? 'none'}`);
+  lines.push(`devices: ${info.deviceStatus}`);
+  for (const d of info.devices) {
+    lines.push(
+      `  [${d.index}] ${d.name}  sm_${d.computeCapability.replace('.', '')}  ${d.multiprocessors} SMs  ` +
+        `memory ${gib(d.freeBytes)} free of ${gib(d.totalBytes)}  managed: ${d.managedMemory ? 'yes' : 'no'}  ` +
+        `memory pools: ${d.memoryPools ? 'yes' : 'no'}`,
+    );
+  }
+  lines.push('strategies:');
+  const width = Math.max(...info.strategies.map((s) => s.name.length));
+  for (const s of info.strategies) {
+    lines.push(`  ${s.name.padEnd(width)}  ${s.available ? 'available  ' : 'needs a GPU'}  ${s.description}`);
+  }
+  lines.push('libraries:');
+  for (const l of info.libraries) lines.push(`  ${l.name.padEnd(20)} ${l.loadable ? 'loadable' : `not loadable (${l.error})`}`);
+  return lines.join('\n');
+}

@@ -1,0 +1,176 @@
+/**
+ * The one place that finds and loads the native addon (gpumem.node). It tries each candidate in
+ * order, keeps every failure, and throws one error listing what it tried and how to fix it.
+ * @module
+ */
+import { createRequire } from 'node:module';
+import { existsSync } from 'node:fs';
+import { dirname, join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+/** A native resource chain, as the addon exposes it. Internal: use the Allocator API. */
+export interface NativeResource {
+  allocate(bytes: number, stream: number): number;
+  deallocate(ptr: number, bytes: number, stream: number): void;
+  prefetch(ptr: number, bytes: number, toDevice: boolean, stream: number): boolean;
+  recordStream(ptr: number, stream: number): void;
+  stats(): NativeStats;
+  resetPeak(): void;
+  trim(bytesToKeep: number): void;
+  allocationSize(ptr: number): number;
+  write(ptr: number, offset: number, data: ArrayBufferView, stream: number): void;
+  read(ptr: number, offset: number, target: ArrayBufferView, stream: number): void;
+  dispose(): void;
+  describe(): { kind: 'host' | 'device' | 'managed'; device: number; tracking: boolean };
+  trackingEvents(clear: boolean): NativeTrackingEvents;
+  setTrackingTag(tag: number): void;
+  setTrackingEnabled(on: boolean): void;
+  benchPairs(bytes: number, iterations: number, repeats: number, stream: number): NativeTiming;
+  benchTrace(sizes: Float64Array, window: number, repeats: number, stream: number): NativeTiming;
+  fillU32(ptr: number, count: number, value: number, stream: number): void;
+  sumU32(ptr: number, count: number, outPtr: number, stream: number, spinNs?: number): void;
+}
+
+export interface NativeStats {
+  allocatedBytes: number;
+  peakAllocatedBytes: number;
+  reservedBytes: number;
+  peakReservedBytes: number;
+  allocCount: number;
+  freeCount: number;
+  upstreamAllocCount: number;
+  upstreamFreeCount: number;
+  oomCount: number;
+  segmentCount: number;
+  largestFreeBlock?: number;
+}
+
+export interface NativeTrackingEvents {
+  timeNs: Float64Array;
+  pointer: Float64Array;
+  bytes: Float64Array;
+  stream: Float64Array;
+  tag: Uint32Array;
+  action: Uint8Array;
+  dropped: number;
+}
+
+export interface NativeTiming {
+  medianNsPerPair: number;
+  minNsPerPair: number;
+}
+
+/** A spec the native side turns into a chain of resources (leaf first). */
+export type ResourceSpec =
+  | { type: 'host' }
+  | { type: 'cuda'; device: number }
+  | { type: 'managed'; device: number; preferredLocation?: string; accessedBy?: string; readMostly?: boolean }
+  | { type: 'async'; device: number; releaseThreshold?: number }
+  | {
+      type: 'pool';
+      upstream: ResourceSpec;
+      maxReservedBytes?: number;
+      smallRequestLimit?: number;
+      smallSegmentBytes?: number;
+      largeSegmentRounding?: number;
+    }
+  | { type: 'limit'; upstream: ResourceSpec; limitBytes: number }
+  | { type: 'prefetch'; upstream: ResourceSpec }
+  | { type: 'statistics'; upstream: ResourceSpec }
+  | { type: 'track'; upstream: ResourceSpec; capacity: number };
+
+export interface NativeAddon {
+  builtWithCuda: boolean;
+  driverVersion: number;
+  runtimeVersion: number;
+  deviceCount(): number;
+  deviceStatus(): string;
+  deviceProperties(device: number): NativeDeviceProperties;
+  memoryInfo(device: number): { freeBytes: number; totalBytes: number };
+  createStream(device: number): number;
+  destroyStream(stream: number): void;
+  synchronizeStream(stream: number): void;
+  synchronizeDevice(device: number): void;
+  createEvent(device: number): number;
+  destroyEvent(event: number): void;
+  recordEvent(event: number, stream: number): void;
+  synchronizeEvent(event: number): void;
+  queryEvent(event: number): boolean;
+  elapsedMs(start: number, end: number): number;
+  canLoadLibrary(name: string): { ok: boolean; error?: string };
+  Resource: new (spec: ResourceSpec) => NativeResource;
+}
+
+export interface NativeDeviceProperties {
+  index: number;
+  name: string;
+  computeCapability: string;
+  totalMemory: number;
+  multiprocessors: number;
+  managedMemory: boolean;
+  concurrentManagedAccess: boolean;
+  memoryPools: boolean;
+  pciBusId: number;
+  l2CacheBytes: number;
+}
+
+/** Thrown when the addon cannot be loaded; lists every path tried and why each failed. */
+export class NativeLoadError extends Error {
+  override readonly name = 'NativeLoadError';
+  constructor(
+    message: string,
+    readonly attempts: ReadonlyArray<{ path: string; error: string }>,
+  ) {
+    super(message);
+  }
+}
+
+/** Where the addon may be, in the order tried. GPUMEM_ADDON overrides everything. */
+export function addonCandidates(): string[] {
+  const here = dirname(fileURLToPath(import.meta.url));
+  const repoRoot = resolve(here, '..', '..', '..');
+  const candidates: string[] = [];
+  if (process.env.GPUMEM_ADDON) candidates.push(resolve(process.env.GPUMEM_ADDON));
+  const req = createRequire(import.meta.url);
+  try {
+    const nativePkg = dirname(req.resolve('@gpumem/native/package.json'));
+    candidates.push(join(nativePkg, 'build', 'Release', 'gpumem.node'), join(nativePkg, 'build', 'Debug', 'gpumem.node'));
+  } catch {
+    // not installed as a dependency; the repository layout below still works
+  }
+  candidates.push(
+    join(repoRoot, 'native', 'build', 'Release', 'gpumem.node'),
+    join(repoRoot, 'native', 'build', 'Debug', 'gpumem.node'),
+  );
+  return [...new Set(candidates)];
+}
+
+let cached: NativeAddon | undefined;
+
+/** Loads the addon once; throws {@link NativeLoadError} listing every attempt when none loads. */
+export function loadNative(): NativeAddon {
+  if (cached) return cached;
+  const req = createRequire(import.meta.url);
+  const attempts: { path: string; error: string }[] = [];
+  for (const path of addonCandidates()) {
+    if (!existsSync(path)) {
+      attempts.push({ path, error: 'not found' });
+      continue;
+    }
+    try {
+      cached = req(path) as NativeAddon;
+      return cached;
+    } catch (e) {
+      attempts.push({ path, error: e instanceof Error ? e.message : String(e) });
+    }
+  }
+  const lines = attempts.map((a) => `  - ${a.path}: ${a.error}`).join('\n');
+  throw new NativeLoadError(
+    `Could not load the gpumem native addon (gpumem.node). Tried:\n${lines}\n` +
+      'Possible solutions:\n' +
+      '  - build it: run `npm ci` (or `npm run build:native`) at the repository root;\n' +
+      '  - the build needs cmake >= 3.20 and a C++17 compiler; CUDA strategies also need nvcc (CUDA 12+);\n' +
+      '  - point GPUMEM_ADDON at a gpumem.node you built elsewhere.',
+    attempts,
+  );
+}

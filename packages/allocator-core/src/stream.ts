@@ -1,0 +1,100 @@
+/**
+ * Streams and events. On a GPU a Stream is a non-blocking cudaStream_t; over host memory it is a
+ * key that keeps free lists apart, so stream-aware strategies behave the same on machines with no GPU.
+ * @module
+ */
+import { hostDevice, type Device } from './device.js';
+import { InvalidStateError } from './errors.js';
+import { loadNative } from './native.js';
+
+let nextHostStream = 1;
+
+/** An ordered queue of work on a device. */
+export class Stream {
+  #handle: number;
+  readonly #owned: boolean;
+
+  private constructor(
+    /** The device the stream belongs to. */
+    readonly device: Device,
+    handle: number,
+    owned: boolean,
+  ) {
+    this.#handle = handle;
+    this.#owned = owned;
+  }
+
+  /** A new stream on `device` (a CUDA device, or the host). */
+  static create(device: Device): Stream {
+    if (device.kind === 'host') return new Stream(device, nextHostStream++, true);
+    return new Stream(device, loadNative().createStream(device.index), true);
+  }
+
+  /** The default stream of `device` (CUDA's legacy default stream; handle 0). */
+  static default(device: Device = hostDevice): Stream {
+    return new Stream(device, 0, false);
+  }
+
+  /** The native handle (cudaStream_t as a number; 0 for the default stream). */
+  get handle(): number {
+    if (this.#handle < 0) throw new InvalidStateError('this stream has been destroyed');
+    return this.#handle;
+  }
+
+  get destroyed(): boolean {
+    return this.#handle < 0;
+  }
+
+  /** Waits for all work queued on the stream. */
+  synchronize(): void {
+    if (this.device.kind === 'cuda') loadNative().synchronizeStream(this.handle);
+  }
+
+  /** Destroys a stream made by create(). The default stream cannot be destroyed. */
+  destroy(): void {
+    if (this.#handle < 0 || !this.#owned) return;
+    if (this.device.kind === 'cuda') loadNative().destroyStream(this.#handle);
+    this.#handle = -1;
+  }
+}
+
+/** A CUDA event with timing, for ordering and measuring work on streams. */
+export class CudaEvent {
+  #handle: number;
+  private constructor(
+    readonly device: Device,
+    handle: number,
+  ) {
+    this.#handle = handle;
+  }
+
+  static create(device: Device): CudaEvent {
+    if (device.kind !== 'cuda') throw new TypeError(`Expected a CUDA device for device but received '${device.id}'`);
+    return new CudaEvent(device, loadNative().createEvent(device.index));
+  }
+
+  private get handle(): number {
+    if (this.#handle < 0) throw new InvalidStateError('this event has been destroyed');
+    return this.#handle;
+  }
+
+  record(stream: Stream): void {
+    loadNative().recordEvent(this.handle, stream.handle);
+  }
+  synchronize(): void {
+    loadNative().synchronizeEvent(this.handle);
+  }
+  /** True once the work before the last record() has finished. */
+  query(): boolean {
+    return loadNative().queryEvent(this.handle);
+  }
+  /** Milliseconds from this event to `end` (both recorded and complete). */
+  elapsedMs(end: CudaEvent): number {
+    return loadNative().elapsedMs(this.handle, end.handle);
+  }
+  destroy(): void {
+    if (this.#handle < 0) return;
+    loadNative().destroyEvent(this.#handle);
+    this.#handle = -1;
+  }
+}

@@ -1,0 +1,81 @@
+/**
+ * The contract every strategy implements, native or written in TypeScript.
+ * @module
+ */
+import type { Device } from './device.js';
+import type { Stream } from './stream.js';
+
+/**
+ * An address handed out by an allocator: device memory, managed memory or host memory,
+ * depending on the allocator's device. A plain number (addresses fit in 2^53).
+ */
+export type DevicePtr = number;
+
+/** Where {@link Allocator.prefetch} moves pages. */
+export type PrefetchTarget = 'device' | 'host';
+
+/** A snapshot of an allocator's statistics; a plain object. */
+export interface AllocatorStats {
+  /** Bytes callers asked for and still hold. */
+  allocatedBytes: number;
+  /** Highest allocatedBytes since creation or the last resetPeak(). */
+  peakAllocatedBytes: number;
+  /** Bytes the strategy took from its upstream (the driver, or another allocator) and still holds. */
+  reservedBytes: number;
+  /** Highest reservedBytes since creation or the last resetPeak(). */
+  peakReservedBytes: number;
+  /** malloc calls served. */
+  allocCount: number;
+  /** free calls served. */
+  freeCount: number;
+  /** Calls made upstream (cudaMalloc*, the driver, or the upstream allocator) to get memory. */
+  upstreamAllocCount: number;
+  /** Calls made upstream to give memory back. */
+  upstreamFreeCount: number;
+  /** malloc calls that ended in OutOfMemoryError. */
+  oomCount: number;
+  /** Pool strategies: the largest cached free block, a view of fragmentation. */
+  largestFreeBlock?: number;
+  /** Upstream allocations (segments) currently held, where the strategy knows. */
+  segmentCount?: number;
+}
+
+/**
+ * A memory allocation strategy. All sizes are in bytes.
+ *
+ * Stream-ordered, as in RMM and CUDA's own allocator: `free(p, n, s)` means work already queued on
+ * `s` may still use `p`; the memory may be handed out again at once on `s`, and on another stream
+ * only once that stream is ordered after the work on `s`. {@link Allocator.recordStream} marks a
+ * block used on another stream too.
+ *
+ * Bad arguments throw `RangeError` or `TypeError` whose message names the argument, and change
+ * nothing. A request that cannot be met throws {@link OutOfMemoryError}; the allocator stays usable.
+ */
+export interface Allocator {
+  /** The registered name: 'cuda' | 'uvm' | 'pool' | 'async' | 'host' | a plug-in's. */
+  readonly name: string;
+  /** Which GPU (or the host) the memory lives on. */
+  readonly device: Device;
+  /** True after dispose(). */
+  readonly disposed: boolean;
+  /** Allocates `bytes` (a positive integer), usable in stream order on `stream`. */
+  malloc(bytes: number, stream?: Stream): DevicePtr;
+  /** Frees `ptr`, which must be a live allocation of exactly `bytes`. */
+  free(ptr: DevicePtr, bytes: number, stream?: Stream): void;
+  /** Moves the pages of `ptr` towards `to`; false where the strategy has nothing to move. */
+  prefetch(ptr: DevicePtr, bytes: number, to: PrefetchTarget, stream?: Stream): boolean;
+  /** Marks `ptr` as used on `stream` as well, so its memory is not reused before that work is done. */
+  recordStream(ptr: DevicePtr, stream: Stream): void;
+  /** Copies `data` into the allocation `ptr` at `offset`, after the work queued on `stream`. */
+  write(ptr: DevicePtr, data: ArrayBufferView, offset?: number, stream?: Stream): void;
+  /** Copies from the allocation `ptr` at `offset` into `target`, after the work queued on `stream`. */
+  read(ptr: DevicePtr, target: ArrayBufferView, offset?: number, stream?: Stream): void;
+  /** A snapshot of the statistics. */
+  stats(): AllocatorStats;
+  /** Sets the peaks to the current values. */
+  resetPeak(): void;
+  /** Gives cached memory back to the driver (emptyCache), keeping at most `bytesToKeep` where the strategy can. */
+  trim(bytesToKeep?: number): void;
+  /** Frees everything the allocator still holds; later calls throw InvalidStateError. Idempotent. */
+  dispose(): void;
+}

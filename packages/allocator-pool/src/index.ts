@@ -1,0 +1,19 @@
+/**
+ * @gpumem/allocator-pool: registers the 'pool' strategy on import.
+ * @packageDocumentation
+ */
+import { registerAllocator } from '@gpumem/allocator-core';
+import { PoolAllocator, type PoolAllocatorOptions } from './base.js';
+
+declare module '@gpumem/allocator-core' {
+  interface AllocatorOptionsMap {
+    pool: PoolAllocatorOptions;
+  }
+}
+
+registerAllocator('pool', (options) => new PoolAllocator(options), {
+  description: 'caching block pool: 512 B rounding, best fit with split/coalesce, per-stream free lists (over cudaMalloc, or host memory without a GPU)',
+  requiresCuda: false,
+});
+
+export { PoolAllocator, type PoolAllocatorOptions, type PoolUpstream } from './base.js';

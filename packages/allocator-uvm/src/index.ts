@@ -1,0 +1,19 @@
+/**
+ * @gpumem/allocator-uvm: registers the 'uvm' strategy on import.
+ * @packageDocumentation
+ */
+import { registerAllocator } from '@gpumem/allocator-core';
+import { UvmAllocator, type UvmAllocatorOptions } from './base.js';
+
+declare module '@gpumem/allocator-core' {
+  interface AllocatorOptionsMap {
+    uvm: UvmAllocatorOptions;
+  }
+}
+
+registerAllocator('uvm', (options) => new UvmAllocator(options), {
+  description: 'cudaMallocManaged (unified memory) with prefetch-on-allocate and cudaMemAdvise hints',
+  requiresCuda: true,
+});
+
+export { UvmAllocator, defaultLogThresholdBytes, type UvmAllocatorOptions, type AdviseTarget } from './base.js';
