@@ -117,9 +117,7 @@ void check_range(memory_resource& r, void* ptr, std::uint64_t offset, std::uint6
 
 Napi::Function ResourceObject::Define(Napi::Env env) {
   return DefineClass(env, "Resource",
-                     {InstanceMethod<&ResourceObject::Allocate>("allocate"),
-                      InstanceMethod<&ResourceObject::Deallocate>("deallocate"),
-                      InstanceMethod<&ResourceObject::Prefetch>("prefetch"),
+                     {InstanceMethod<&ResourceObject::Prefetch>("prefetch"),
                       InstanceMethod<&ResourceObject::RecordStream>("recordStream"),
                       InstanceMethod<&ResourceObject::Stats>("stats"),
                       InstanceMethod<&ResourceObject::ResetPeak>("resetPeak"),
@@ -135,7 +133,8 @@ Napi::Function ResourceObject::Define(Napi::Env env) {
                       InstanceMethod<&ResourceObject::BenchPairs>("benchPairs"),
                       InstanceMethod<&ResourceObject::BenchTrace>("benchTrace"),
                       InstanceMethod<&ResourceObject::FillU32>("fillU32"),
-                      InstanceMethod<&ResourceObject::SumU32>("sumU32")});
+                      InstanceMethod<&ResourceObject::SumU32>("sumU32"),
+                      InstanceMethod<&ResourceObject::FastPath>("fastPath")});
 }
 
 ResourceObject::ResourceObject(const Napi::CallbackInfo& info) : Napi::ObjectWrap<ResourceObject>(info) {
@@ -161,19 +160,6 @@ void ResourceObject::release_chain() noexcept {
 memory_resource& ResourceObject::top() {
   if (layers_.empty()) throw invalid_state("the allocator has been disposed");
   return *layers_.back();
-}
-
-Napi::Value ResourceObject::Allocate(const Napi::CallbackInfo& info) {
-  return guarded(info.Env(), [&] {
-    return from_pointer(info.Env(), top().allocate(to_u64(info[0]), to_stream(info[1])));
-  });
-}
-
-Napi::Value ResourceObject::Deallocate(const Napi::CallbackInfo& info) {
-  return guarded(info.Env(), [&] {
-    top().deallocate(to_pointer(info[0]), to_u64(info[1]), to_stream(info[2]));
-    return info.Env().Undefined();
-  });
 }
 
 Napi::Value ResourceObject::Prefetch(const Napi::CallbackInfo& info) {
@@ -363,6 +349,68 @@ Napi::Value ResourceObject::SumU32(const Napi::CallbackInfo& info) {
     kernels::spin_then_sum_u32(ptr, count, spin_ns, out, to_stream(info[3]));
 #endif
     return info.Env().Undefined();
+  });
+}
+
+Napi::Value ResourceObject::FastPath(const Napi::CallbackInfo& info) {
+  return guarded(info.Env(), [&] {
+    Napi::Env env = info.Env();
+    if (!info[0].IsTypedArray() || info[0].As<Napi::TypedArray>().TypedArrayType() != napi_float64_array ||
+        info[0].As<Napi::Float64Array>().ElementLength() < 3) {
+      throw invalid_argument(invalid_argument::kind::type, "args", "Expected a Float64Array of at least 3 elements for args");
+    }
+    auto args = info[0].As<Napi::Float64Array>();
+    fast_args_ = args.Data();
+    fast_args_ref_ = Napi::Persistent(args);
+    napi_value allocate = nullptr, deallocate = nullptr;
+    NAPI_THROW_IF_FAILED(env, napi_create_function(env, "allocate", NAPI_AUTO_LENGTH, FastAllocate, this, &allocate),
+                         Napi::Value());
+    NAPI_THROW_IF_FAILED(env, napi_create_function(env, "deallocate", NAPI_AUTO_LENGTH, FastDeallocate, this, &deallocate),
+                         Napi::Value());
+    Napi::Object o = Napi::Object::New(env);
+    o.Set("allocate", Napi::Value(env, allocate));
+    o.Set("deallocate", Napi::Value(env, deallocate));
+    return static_cast<Napi::Value>(o);
+  });
+}
+
+namespace {
+// Runs f; a C++ exception becomes a pending JavaScript exception (raw callbacks must not throw).
+template <class F>
+napi_value run_fast(napi_env env, F&& f) {
+  try {
+    f();
+  } catch (...) {
+    try {
+      throw_js(Napi::Env(env));
+    } catch (const Napi::Error& e) {
+      e.ThrowAsJavaScriptException();
+    }
+  }
+  return nullptr;
+}
+}  // namespace
+
+napi_value ResourceObject::FastAllocate(napi_env env, napi_callback_info info) {
+  void* data = nullptr;
+  napi_get_cb_info(env, info, nullptr, nullptr, nullptr, &data);
+  auto* self = static_cast<ResourceObject*>(data);
+  return run_fast(env, [&] {
+    double* a = self->fast_args_;
+    void* ptr = self->top().allocate(static_cast<std::size_t>(a[0]),
+                                     reinterpret_cast<stream_handle>(static_cast<std::uintptr_t>(a[1])));
+    a[2] = static_cast<double>(reinterpret_cast<std::uintptr_t>(ptr));
+  });
+}
+
+napi_value ResourceObject::FastDeallocate(napi_env env, napi_callback_info info) {
+  void* data = nullptr;
+  napi_get_cb_info(env, info, nullptr, nullptr, nullptr, &data);
+  auto* self = static_cast<ResourceObject*>(data);
+  return run_fast(env, [&] {
+    double* a = self->fast_args_;
+    self->top().deallocate(reinterpret_cast<void*>(static_cast<std::uintptr_t>(a[2])), static_cast<std::size_t>(a[0]),
+                           reinterpret_cast<stream_handle>(static_cast<std::uintptr_t>(a[1])));
   });
 }
 

@@ -21,8 +21,6 @@ class ResourceObject : public Napi::ObjectWrap<ResourceObject> {
  private:
   memory_resource& top();  // throws invalid_state after dispose
 
-  Napi::Value Allocate(const Napi::CallbackInfo& info);
-  Napi::Value Deallocate(const Napi::CallbackInfo& info);
   Napi::Value Prefetch(const Napi::CallbackInfo& info);
   Napi::Value RecordStream(const Napi::CallbackInfo& info);
   Napi::Value Stats(const Napi::CallbackInfo& info);
@@ -39,6 +37,15 @@ class ResourceObject : public Napi::ObjectWrap<ResourceObject> {
   Napi::Value BenchPairs(const Napi::CallbackInfo& info);
   Napi::Value BenchTrace(const Napi::CallbackInfo& info);
   Napi::Value FillU32(const Napi::CallbackInfo& info);
+  Napi::Value FastPath(const Napi::CallbackInfo& info);
+
+  // The fast path: malloc/free with their arguments in a Float64Array shared with JavaScript
+  // ([0] bytes, [1] stream, [2] pointer: in for free, out for malloc), so that a call costs one
+  // napi_get_cb_info instead of a conversion per argument.
+  static napi_value FastAllocate(napi_env env, napi_callback_info info);
+  static napi_value FastDeallocate(napi_env env, napi_callback_info info);
+  double* fast_args_ = nullptr;
+  Napi::Reference<Napi::Float64Array> fast_args_ref_;
   Napi::Value SumU32(const Napi::CallbackInfo& info);
 
   void release_chain() noexcept;

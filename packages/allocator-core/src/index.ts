@@ -31,9 +31,10 @@ export {
   type DeviceProperties,
 } from './device.js';
 export { Stream, CudaEvent } from './stream.js';
-export { loadNative, addonCandidates, NativeLoadError, type ResourceSpec } from './native.js';
+export { loadNative, loadNativeFrom, addonCandidates, NativeLoadError, type ResourceSpec } from './native.js';
 export { CudaAllocator, type CudaAllocatorOptions } from './strategies/cuda.js';
 export { HostAllocator, type HostAllocatorOptions } from './strategies/host.js';
 export { checkBytes, checkNonNegative, checkPointer, checkBoolean, checkOneOf, checkOptionKeys } from './validate.js';
 export { fillU32, sumU32 } from './testing.js';
 export { systemInfo, formatSystemInfo, type SystemInfo } from './info.js';
+export { formatBytes } from './format.js';

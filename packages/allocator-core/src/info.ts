@@ -4,6 +4,7 @@
  * @module
  */
 import { listAllocators, type StrategyInfo } from './registry.js';
+import { formatBytes } from './format.js';
 import { loadNative, type NativeDeviceProperties } from './native.js';
 
 export interface SystemInfo {
@@ -43,10 +44,6 @@ export function systemInfo(): SystemInfo {
   };
 }
 
-function gib(bytes: number): string {
-  return `${(bytes / 2 ** 30).toFixed(1)} GiB`;
-}
-
 /** The human-readable form of {@link systemInfo}. */
 export function formatSystemInfo(info: SystemInfo): string {
   const lines: string[] = [];
@@ -56,7 +53,7 @@ export function formatSystemInfo(info: SystemInfo): string {
   for (const d of info.devices) {
     lines.push(
       `  [${d.index}] ${d.name}  sm_${d.computeCapability.replace('.', '')}  ${d.multiprocessors} SMs  ` +
-        `memory ${gib(d.freeBytes)} free of ${gib(d.totalBytes)}  managed: ${d.managedMemory ? 'yes' : 'no'}  ` +
+        `memory ${formatBytes(d.freeBytes)} free of ${formatBytes(d.totalBytes)}  managed: ${d.managedMemory ? 'yes' : 'no'}  ` +
         `memory pools: ${d.memoryPools ? 'yes' : 'no'}`,
     );
   }

@@ -48,6 +48,9 @@ function handleOf(stream: Stream | undefined): number {
 
 export abstract class NativeAllocator extends BaseAllocator {
   readonly #native: NativeResource;
+  readonly #args = new Float64Array(3); // [bytes, stream, pointer], shared with the addon
+  readonly #allocate: () => void;
+  readonly #deallocate: () => void;
 
   /**
    * @param spec the strategy's own resource; a limiting layer goes under it and a tracking layer
@@ -74,20 +77,31 @@ export abstract class NativeAllocator extends BaseAllocator {
     } catch (e) {
       throw translateNativeError(e, name);
     }
+    const fast = this.#native.fastPath(this.#args);
+    this.#allocate = fast.allocate;
+    this.#deallocate = fast.deallocate;
     resources.set(this, this.#native);
   }
 
   protected doMalloc(bytes: number, stream: Stream | undefined): DevicePtr {
+    const args = this.#args;
+    args[0] = bytes;
+    args[1] = handleOf(stream);
     try {
-      return this.#native.allocate(bytes, handleOf(stream));
+      this.#allocate();
     } catch (e) {
       throw translateNativeError(e, this.name);
     }
+    return args[2]!;
   }
 
   protected doFree(ptr: DevicePtr, bytes: number, stream: Stream | undefined): void {
+    const args = this.#args;
+    args[0] = bytes;
+    args[1] = handleOf(stream);
+    args[2] = ptr;
     try {
-      this.#native.deallocate(ptr, bytes, handleOf(stream));
+      this.#deallocate();
     } catch (e) {
       throw translateNativeError(e, this.name);
     }

@@ -10,8 +10,12 @@ import { fileURLToPath } from 'node:url';
 
 /** A native resource chain, as the addon exposes it. Internal: use the Allocator API. */
 export interface NativeResource {
-  allocate(bytes: number, stream: number): number;
-  deallocate(ptr: number, bytes: number, stream: number): void;
+  /**
+   * Binds `args` ([0] bytes, [1] stream, [2] pointer) to two argument-less functions: allocate()
+   * reads bytes and stream and writes the pointer; deallocate() reads all three. One N-API call
+   * each, with no per-argument conversion: the hot path of every native allocator.
+   */
+  fastPath(args: Float64Array): { allocate(): void; deallocate(): void };
   prefetch(ptr: number, bytes: number, toDevice: boolean, stream: number): boolean;
   recordStream(ptr: number, stream: number): void;
   stats(): NativeStats;
@@ -149,17 +153,21 @@ let cached: NativeAddon | undefined;
 
 /** Loads the addon once; throws {@link NativeLoadError} listing every attempt when none loads. */
 export function loadNative(): NativeAddon {
-  if (cached) return cached;
+  cached ??= loadNativeFrom(addonCandidates());
+  return cached;
+}
+
+/** Loads the first candidate that loads; throws {@link NativeLoadError} listing every attempt. */
+export function loadNativeFrom(candidates: readonly string[]): NativeAddon {
   const req = createRequire(import.meta.url);
   const attempts: { path: string; error: string }[] = [];
-  for (const path of addonCandidates()) {
+  for (const path of candidates) {
     if (!existsSync(path)) {
       attempts.push({ path, error: 'not found' });
       continue;
     }
     try {
-      cached = req(path) as NativeAddon;
-      return cached;
+      return req(path) as NativeAddon;
     } catch (e) {
       attempts.push({ path, error: e instanceof Error ? e.message : String(e) });
     }

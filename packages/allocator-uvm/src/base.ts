@@ -11,6 +11,7 @@ import {
   checkOneOf,
   checkOptionKeys,
   cudaDevice,
+  formatBytes,
   NativeAllocator,
   type DevicePtr,
   type NativeLayerOptions,
@@ -91,7 +92,7 @@ export class UvmAllocator extends NativeAllocator {
     const ptr = super.doMalloc(bytes, stream);
     if (bytes >= this.logThresholdBytes) {
       this.#logger(
-        `gpumem uvm: allocated ${(bytes / 2 ** 30).toFixed(2)} GiB of managed memory at 0x${ptr.toString(16)} ` +
+        `gpumem uvm: allocated ${formatBytes(bytes)} of managed memory at 0x${ptr.toString(16)} ` +
           `on ${this.device.id} (prefetch on allocate: ${this.prefetchOnAllocate ? 'on' : 'off'})`,
       );
     }

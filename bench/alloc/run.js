@@ -1,0 +1,209 @@
+#!/usr/bin/env node
+// bench/alloc: malloc+free pair latency per strategy, through the TypeScript interface and in a
+// native loop, at fixed sizes and over a mixed-size trace. Prints a table and writes JSON.
+//
+//   node bench/alloc/run.js [--out bench/alloc/out/alloc.json] [--quick] [--allocators pool,async,...]
+//
+// On a machine without a GPU only the host strategies run. Medians over repeated batches; each
+// batch is timed as a whole (steady clock) and divided by its number of pairs.
+import { mkdirSync, writeFileSync } from 'node:fs';
+import { dirname } from 'node:path';
+import { performance } from 'node:perf_hooks';
+import {
+  createAllocator,
+  deviceProperties,
+  formatBytes,
+  hasCudaDevice,
+  listAllocators,
+  Stream,
+} from '@gpumem/allocator-core';
+import '@gpumem/allocator-uvm';
+import '@gpumem/allocator-pool';
+import '@gpumem/allocator-async';
+
+const usage = `Usage: node bench/alloc/run.js [--out FILE] [--quick] [--allocators a,b,...]
+  --out FILE         where to write the JSON (default bench/alloc/out/alloc.json)
+  --quick            fewer iterations (a smoke run)
+  --allocators LIST  comma-separated registered strategies (default: every one that can run here)`;
+
+function parseArgs(argv) {
+  const args = { out: 'bench/alloc/out/alloc.json', quick: false, allocators: undefined };
+  for (let i = 0; i < argv.length; i++) {
+    const a = argv[i];
+    if (a === '--out') args.out = argv[++i];
+    else if (a === '--quick') args.quick = true;
+    else if (a === '--allocators') args.allocators = argv[++i]?.split(',');
+    else if (a === '-h' || a === '--help') {
+      console.log(usage);
+      process.exit(0);
+    } else {
+      console.error(`bench/alloc: unknown option '${a}'\n${usage}`);
+      process.exit(2);
+    }
+  }
+  return args;
+}
+
+const MiB = 2 ** 20;
+const sizes = [256, 64 * 1024, MiB, 64 * MiB];
+const gpu = hasCudaDevice();
+
+// Strategy variants to measure; uvm's managed memory stays small and capped.
+const variants = {
+  host: [['host', {}]],
+  cuda: [['cuda', {}]],
+  uvm: [['uvm', { logThresholdBytes: false, limitBytes: 1024 * MiB }]],
+  async: [['async', {}]],
+  pool: gpu ? [['pool', { upstream: 'cuda' }], ['pool(host)', { upstream: 'host' }]] : [['pool(host)', { upstream: 'host' }]],
+};
+
+// A mixed-size trace like a training step's: many small tensors, some medium, a few large ones,
+// with a window of live allocations. Deterministic (xorshift), so every run measures the same trace.
+function mixedTrace(count) {
+  let x = 0x9e3779b9;
+  const rand = () => {
+    x ^= x << 13;
+    x ^= x >>> 17;
+    x ^= x << 5;
+    return (x >>> 0) / 2 ** 32;
+  };
+  const out = new Float64Array(count);
+  for (let i = 0; i < count; i++) {
+    const r = rand();
+    if (r < 0.6) out[i] = 64 + Math.floor(rand() * 16 * 1024);
+    else if (r < 0.9) out[i] = 16 * 1024 + Math.floor(rand() * 2 * MiB);
+    else out[i] = 2 * MiB + Math.floor(rand() * 30 * MiB);
+  }
+  return out;
+}
+
+function median(values) {
+  const s = [...values].sort((a, b) => a - b);
+  return s[Math.floor(s.length / 2)];
+}
+
+// iterations per batch: the driver strategies cost tens of microseconds a pair
+function iterationsFor(name, quick) {
+  const slow = name === 'cuda' || name === 'uvm';
+  const n = slow ? 300 : name === 'async' ? 20_000 : 200_000;
+  return quick ? Math.max(50, Math.floor(n / 20)) : n;
+}
+
+function tsPairs(allocator, bytes, iterations, repeats, stream) {
+  for (let i = 0; i < Math.min(iterations, 1000); i++) allocator.free(allocator.malloc(bytes, stream), bytes, stream);
+  const samples = [];
+  for (let r = 0; r < repeats; r++) {
+    const t0 = performance.now();
+    for (let i = 0; i < iterations; i++) {
+      const p = allocator.malloc(bytes, stream);
+      allocator.free(p, bytes, stream);
+    }
+    samples.push(((performance.now() - t0) * 1e6) / iterations);
+  }
+  return median(samples);
+}
+
+function tsTrace(allocator, trace, window, repeats, stream) {
+  const run = () => {
+    const live = [];
+    for (let i = 0; i < trace.length; i++) {
+      if (live.length >= window) {
+        const [p, n] = live.shift();
+        allocator.free(p, n, stream);
+      }
+      live.push([allocator.malloc(trace[i], stream), trace[i]]);
+    }
+    for (const [p, n] of live) allocator.free(p, n, stream);
+  };
+  run();
+  const samples = [];
+  for (let r = 0; r < repeats; r++) {
+    const t0 = performance.now();
+    run();
+    samples.push(((performance.now() - t0) * 1e6) / trace.length);
+  }
+  return median(samples);
+}
+
+function fmt(ns) {
+  if (ns === undefined) return '-';
+  return ns >= 1000 ? `${(ns / 1000).toFixed(2)} µs` : `${ns.toFixed(1)} ns`;
+}
+
+function main() {
+  const args = parseArgs(process.argv.slice(2));
+  const repeats = args.quick ? 3 : 7;
+  const registered = listAllocators().map((s) => s.name);
+  const wanted = args.allocators ?? registered;
+  for (const name of wanted) {
+    if (!registered.includes(name)) {
+      console.error(`bench/alloc: unknown allocator '${name}' for --allocators (registered: ${registered.join(', ')})`);
+      process.exit(2);
+    }
+  }
+  const traceSizes = mixedTrace(args.quick ? 2000 : 20_000);
+  const window = 64;
+  const rows = [];
+  for (const name of wanted) {
+    const info = listAllocators().find((s) => s.name === name);
+    if (info.requiresCuda && !gpu) continue;
+    for (const [label, options] of variants[name] ?? [[name, {}]]) {
+      const allocator = createAllocator(name, options);
+      const stream = Stream.create(allocator.device);
+      const iterations = iterationsFor(name, args.quick);
+      const row = { allocator: label, options, iterations, repeats, sizes: {}, trace: {} };
+      try {
+        for (const bytes of sizes) {
+          const native = allocator.benchmarkPairs
+            ? allocator.benchmarkPairs(bytes, iterations, repeats, stream).medianNsPerPair
+            : undefined;
+          const ts = tsPairs(allocator, bytes, iterations, repeats, stream);
+          row.sizes[bytes] = { nativeNsPerPair: native, typescriptNsPerPair: ts };
+        }
+        const traceIters = name === 'cuda' || name === 'uvm' ? traceSizes.subarray(0, 500) : traceSizes;
+        row.trace = {
+          operations: traceIters.length,
+          window,
+          nativeNsPerPair: allocator.benchmarkTrace?.(traceIters, window, repeats, stream).medianNsPerPair,
+          typescriptNsPerPair: tsTrace(allocator, traceIters, window, repeats, stream),
+        };
+        row.stats = allocator.stats();
+      } finally {
+        stream.synchronize();
+        stream.destroy();
+        allocator.dispose();
+      }
+      rows.push(row);
+      process.stderr.write(`measured ${label}\n`);
+    }
+  }
+
+  const header = ['allocator', ...sizes.flatMap((s) => [`${formatBytes(s)} native`, `${formatBytes(s)} TS`]), 'trace native', 'trace TS'];
+  const table = rows.map((r) => [
+    r.allocator,
+    ...sizes.flatMap((s) => [fmt(r.sizes[s].nativeNsPerPair), fmt(r.sizes[s].typescriptNsPerPair)]),
+    fmt(r.trace.nativeNsPerPair),
+    fmt(r.trace.typescriptNsPerPair),
+  ]);
+  const widths = header.map((h, i) => Math.max(h.length, ...table.map((row) => row[i].length)));
+  const line = (cells) => `| ${cells.map((c, i) => c.padEnd(widths[i])).join(' | ')} |`;
+  console.log(`median malloc+free pair latency (${gpu ? deviceProperties(0).name : 'no GPU: host strategies only'})`);
+  console.log(line(header));
+  console.log(`|${widths.map((w) => '-'.repeat(w + 2)).join('|')}|`);
+  for (const row of table) console.log(line(row));
+
+  const result = {
+    benchmark: 'alloc',
+    date: new Date().toISOString(),
+    node: process.version,
+    gpu: gpu ? deviceProperties(0) : null,
+    quick: args.quick,
+    sizes,
+    rows,
+  };
+  mkdirSync(dirname(args.out), { recursive: true });
+  writeFileSync(args.out, `${JSON.stringify(result, null, 2)}\n`);
+  console.log(`wrote ${args.out}`);
+}
+
+main();

@@ -1,0 +1,48 @@
+import { describe, expect, it } from 'vitest';
+import { createAllocator, hasAllocator, listAllocators, registerAllocator, HostAllocator } from './index.js';
+
+describe('registry', () => {
+  it('has the core strategies registered on import', () => {
+    const names = listAllocators().map((s) => s.name);
+    expect(names).toEqual(expect.arrayContaining(['cuda', 'host']));
+    expect(listAllocators().find((s) => s.name === 'cuda')?.requiresCuda).toBe(true);
+    expect(listAllocators().find((s) => s.name === 'host')?.requiresCuda).toBe(false);
+  });
+
+  it('registers a plug-in and creates it by name with its options', () => {
+    const seen: unknown[] = [];
+    registerAllocator(
+      'registry-test-plugin',
+      (options) => {
+        seen.push(options);
+        return new HostAllocator();
+      },
+      { description: 'test', requiresCuda: false },
+    );
+    expect(hasAllocator('registry-test-plugin')).toBe(true);
+    const a = createAllocator('registry-test-plugin', { answer: 42 });
+    expect(seen).toEqual([{ answer: 42 }]);
+    a.dispose();
+  });
+
+  it('rejects duplicates and malformed names', () => {
+    expect(() => registerAllocator('host', () => new HostAllocator(), { description: '', requiresCuda: false })).toThrow(
+      /already registered/,
+    );
+    expect(() => registerAllocator('Bad Name', () => new HostAllocator(), { description: '', requiresCuda: false })).toThrow(
+      TypeError,
+    );
+    expect(() => registerAllocator('no-factory', 42 as never, { description: '', requiresCuda: false })).toThrow(/factory/);
+  });
+
+  it('names the registered strategies when asked for an unknown one', () => {
+    expect(() => createAllocator('nope')).toThrow(RangeError);
+    expect(() => createAllocator('nope')).toThrow(/registered: .*host/);
+  });
+
+  it('rejects unknown and ill-typed options, naming them', () => {
+    expect(() => createAllocator('host', { limitbytes: 5 } as never)).toThrow(/Unknown option 'limitbytes'.*limitBytes/);
+    expect(() => createAllocator('host', { limitBytes: -5 })).toThrow(/limitBytes/);
+    expect(() => createAllocator('host', 'x' as never)).toThrow(TypeError);
+  });
+});

@@ -1,0 +1,20 @@
+import { describe, expect, it } from 'vitest';
+import { checkBytes, checkOneOf, checkOptionKeys, formatBytes } from './index.js';
+
+describe('argument checks', () => {
+  it('say what was expected, for which argument, and what was received', () => {
+    expect(() => checkBytes(-1)).toThrow('Expected positive integer for bytes but received -1 of type number');
+    expect(() => checkBytes('8', 'size')).toThrow("Expected positive integer for size but received '8' of type string");
+    expect(() => checkBytes(2 ** 53)).toThrow(RangeError);
+    expect(() => checkBytes(null)).toThrow(TypeError);
+    expect(() => checkOneOf('gpu', ['device', 'host'], 'to')).toThrow("Expected one of 'device', 'host' for to but received 'gpu' of type string");
+    expect(() => checkOptionKeys({ x: 1 }, ['y'], 'demo')).toThrow("Unknown option 'x' for the 'demo' allocator; expected one of: y");
+    expect(() => checkBytes(2 ** 53 - 1)).not.toThrow();
+  });
+
+  it('formats byte counts for people', () => {
+    expect(formatBytes(512)).toBe('512 B');
+    expect(formatBytes(2 * 2 ** 20)).toBe('2.00 MiB');
+    expect(formatBytes(1.5 * 2 ** 30)).toBe('1.50 GiB');
+  });
+});

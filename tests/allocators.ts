@@ -1,0 +1,62 @@
+/**
+ * The allocators under test: every registered strategy (plug-ins included, so a new one is
+ * covered as soon as it registers), with the options that make it run here, plus variants.
+ */
+import { listAllocators, type Allocator, createAllocator } from '@gpumem/allocator-core';
+import '@gpumem/allocator-uvm';
+import '@gpumem/allocator-pool';
+import '@gpumem/allocator-async';
+import '@gpumem/examples/arena';
+import { gpuAvailable } from './gpu.js';
+
+export interface AllocatorCase {
+  /** Shown in test names. */
+  label: string;
+  name: string;
+  options: Record<string, unknown>;
+  requiresCuda: boolean;
+  /** A request this allocator cannot meet, to check OutOfMemoryError. */
+  oversizeBytes: number;
+}
+
+const hostOversize = 2 ** 52; // 4 PiB: more than any machine's memory, still a safe integer
+
+/**
+ * Options per strategy. Managed memory is capped with limitBytes so that the out-of-memory
+ * check never asks the driver for more managed memory than the card has free.
+ */
+const variants: Record<string, Array<Omit<AllocatorCase, 'name' | 'requiresCuda'>>> = {
+  host: [{ label: 'host', options: {}, oversizeBytes: hostOversize }],
+  cuda: [{ label: 'cuda', options: {}, oversizeBytes: 2 ** 50 }],
+  uvm: [{ label: 'uvm', options: { limitBytes: 256 * 2 ** 20 }, oversizeBytes: 512 * 2 ** 20 }],
+  async: [{ label: 'async', options: {}, oversizeBytes: 2 ** 50 }],
+  pool: [
+    { label: 'pool(host)', options: { upstream: 'host' }, oversizeBytes: hostOversize },
+    { label: 'pool(cuda)', options: { upstream: 'cuda' }, oversizeBytes: 2 ** 50 },
+  ],
+  arena: [
+    { label: 'arena(host)', options: { upstream: 'host' }, oversizeBytes: hostOversize },
+    { label: 'arena(cuda)', options: { upstream: 'cuda' }, oversizeBytes: 2 ** 50 },
+  ],
+};
+
+function needsCuda(name: string, options: Record<string, unknown>, registered: boolean): boolean {
+  return registered || options.upstream === 'cuda';
+}
+
+/** Every case; `runnable` says whether it can run on this machine. */
+export function allocatorCases(): Array<AllocatorCase & { runnable: boolean }> {
+  const cases: Array<AllocatorCase & { runnable: boolean }> = [];
+  for (const info of listAllocators()) {
+    const list = variants[info.name] ?? [{ label: info.name, options: {}, oversizeBytes: hostOversize }];
+    for (const v of list) {
+      const requiresCuda = needsCuda(info.name, v.options, info.requiresCuda);
+      cases.push({ ...v, name: info.name, requiresCuda, runnable: gpuAvailable || !requiresCuda });
+    }
+  }
+  return cases;
+}
+
+export function make(c: AllocatorCase): Allocator {
+  return createAllocator(c.name, c.options);
+}
