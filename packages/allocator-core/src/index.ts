@@ -31,7 +31,19 @@ export {
   type DeviceProperties,
 } from './device.js';
 export { Stream, CudaEvent } from './stream.js';
-export { loadNative, loadNativeFrom, addonCandidates, NativeLoadError, type ResourceSpec } from './native.js';
+export {
+  loadNative,
+  loadNativeFrom,
+  addonCandidates,
+  NativeLoadError,
+  type ResourceSpec,
+  type NativeAddon,
+  type NativeResource,
+  type NativeStats,
+  type NativeTiming,
+  type NativeTrackingEvents,
+  type NativeDeviceProperties,
+} from './native.js';
 export { CudaAllocator, type CudaAllocatorOptions } from './strategies/cuda.js';
 export { HostAllocator, type HostAllocatorOptions } from './strategies/host.js';
 export { checkBytes, checkNonNegative, checkPointer, checkBoolean, checkOneOf, checkOptionKeys } from './validate.js';

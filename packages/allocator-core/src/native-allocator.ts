@@ -53,10 +53,10 @@ export abstract class NativeAllocator extends BaseAllocator {
   readonly #deallocate: () => void;
 
   /**
-   * @param spec the strategy's own resource; a limiting layer goes under it and a tracking layer
-   *   over it, as `layers` asks.
-   * @param wrapUpstream where the limit goes: strategies with an upstream (the pool) pass a
-   *   function that puts their own layer over the limited leaf.
+   * @param leaf the resource that takes memory from the driver (or the host).
+   * @param layers a limiting layer goes right over the leaf, a tracking layer on top of everything.
+   * @param wrapUpstream strategies built over the leaf (the pool, prefetch-on-allocate) put their
+   *   own layer over the limited leaf here.
    */
   protected constructor(
     name: string,
