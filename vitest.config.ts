@@ -20,6 +20,6 @@ export default defineConfig({
     include: ['packages/*/src/**/*.test.ts', 'examples/src/**/*.test.ts', 'tests/**/*.test.ts'],
     testTimeout: 120_000,
     hookTimeout: 120_000,
-    reporters: ['default'],
+    reporters: ['default', './tests/summary-reporter.ts'],
   },
 });
