@@ -17,7 +17,7 @@ struct async_options {
   std::uint64_t release_threshold = std::numeric_limits<std::uint64_t>::max();
 };
 
-class async_resource final : public memory_resource {
+class async_resource final : public detail::leaf_resource {
  public:
   explicit async_resource(int device = 0, async_options options = {});
   ~async_resource() override;
@@ -31,14 +31,12 @@ class async_resource final : public memory_resource {
   resource_stats do_stats() const override;
   void do_reset_peak() override;
   void do_trim(std::size_t bytes_to_keep) override;
-  std::size_t do_allocation_size(const void* ptr) const override { return table_.size_of(ptr); }
   memory_kind do_kind() const noexcept override { return memory_kind::device; }
   int do_device() const noexcept override { return device_; }
 
   int device_;
   async_options options_;
   void* pool_ = nullptr;  // cudaMemPool_t
-  detail::allocation_table table_;
   std::mutex recorded_mutex_;
   std::unordered_map<void*, std::vector<stream_handle>> recorded_streams_;
 };

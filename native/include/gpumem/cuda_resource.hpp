@@ -6,7 +6,7 @@
 
 namespace gpumem {
 
-class cuda_resource final : public memory_resource {
+class cuda_resource final : public detail::leaf_resource {
  public:
   explicit cuda_resource(int device = 0);  // throws invalid_state without CUDA, cuda_error for a bad device
   ~cuda_resource() override;
@@ -14,14 +14,10 @@ class cuda_resource final : public memory_resource {
  private:
   void* do_allocate(std::size_t bytes, stream_handle stream) override;
   void do_deallocate(void* ptr, std::size_t bytes, stream_handle stream) override;
-  resource_stats do_stats() const override { return table_.stats(); }
-  void do_reset_peak() override { table_.reset_peak(); }
-  std::size_t do_allocation_size(const void* ptr) const override { return table_.size_of(ptr); }
   memory_kind do_kind() const noexcept override { return memory_kind::device; }
   int do_device() const noexcept override { return device_; }
 
   int device_;
-  detail::allocation_table table_;
 };
 
 }  // namespace gpumem

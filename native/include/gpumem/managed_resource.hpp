@@ -15,7 +15,7 @@ struct managed_options {
   bool read_mostly = false;                                 // cudaMemAdviseSetReadMostly
 };
 
-class managed_resource final : public memory_resource {
+class managed_resource final : public detail::leaf_resource {
  public:
   explicit managed_resource(int device = 0, managed_options options = {});
   ~managed_resource() override;
@@ -25,15 +25,11 @@ class managed_resource final : public memory_resource {
   void* do_allocate(std::size_t bytes, stream_handle stream) override;
   void do_deallocate(void* ptr, std::size_t bytes, stream_handle stream) override;
   bool do_prefetch(void* ptr, std::size_t bytes, location to, stream_handle stream) override;
-  resource_stats do_stats() const override { return table_.stats(); }
-  void do_reset_peak() override { table_.reset_peak(); }
-  std::size_t do_allocation_size(const void* ptr) const override { return table_.size_of(ptr); }
   memory_kind do_kind() const noexcept override { return memory_kind::managed; }
   int do_device() const noexcept override { return device_; }
 
   int device_;
   managed_options options_;
-  detail::allocation_table table_;
 };
 
 }  // namespace gpumem

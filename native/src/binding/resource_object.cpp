@@ -201,29 +201,25 @@ Napi::Value ResourceObject::AllocationSize(const Napi::CallbackInfo& info) {
   });
 }
 
-Napi::Value ResourceObject::Write(const Napi::CallbackInfo& info) {
+// write(ptr, offset, view, stream) / read(ptr, offset, view, stream): one checked copy between a
+// host buffer and [ptr + offset, + view length) of a live allocation.
+Napi::Value ResourceObject::Copy(const Napi::CallbackInfo& info, bool to_allocation) {
   return guarded(info.Env(), [&] {
     memory_resource& r = top();
     void* ptr = to_pointer(info[0]);
     std::uint64_t offset = to_u64(info[1]);
     auto [data, bytes] = view_bytes(info[2]);
     check_range(r, ptr, offset, bytes);
-    if (bytes > 0) copy_to(static_cast<std::uint8_t*>(ptr) + offset, r.kind(), data, bytes, to_stream(info[3]));
+    std::uint8_t* target = static_cast<std::uint8_t*>(ptr) + offset;
+    if (bytes == 0) return info.Env().Undefined();
+    if (to_allocation) copy_to(target, r.kind(), data, bytes, to_stream(info[3]));
+    else copy_from(data, target, r.kind(), bytes, to_stream(info[3]));
     return info.Env().Undefined();
   });
 }
 
-Napi::Value ResourceObject::Read(const Napi::CallbackInfo& info) {
-  return guarded(info.Env(), [&] {
-    memory_resource& r = top();
-    void* ptr = to_pointer(info[0]);
-    std::uint64_t offset = to_u64(info[1]);
-    auto [data, bytes] = view_bytes(info[2]);
-    check_range(r, ptr, offset, bytes);
-    if (bytes > 0) copy_from(data, static_cast<std::uint8_t*>(ptr) + offset, r.kind(), bytes, to_stream(info[3]));
-    return info.Env().Undefined();
-  });
-}
+Napi::Value ResourceObject::Write(const Napi::CallbackInfo& info) { return Copy(info, true); }
+Napi::Value ResourceObject::Read(const Napi::CallbackInfo& info) { return Copy(info, false); }
 
 Napi::Value ResourceObject::Dispose(const Napi::CallbackInfo& info) {
   release_chain();

@@ -29,6 +29,7 @@ class ResourceObject : public Napi::ObjectWrap<ResourceObject> {
   Napi::Value AllocationSize(const Napi::CallbackInfo& info);
   Napi::Value Write(const Napi::CallbackInfo& info);
   Napi::Value Read(const Napi::CallbackInfo& info);
+  Napi::Value Copy(const Napi::CallbackInfo& info, bool to_allocation);
   Napi::Value Dispose(const Napi::CallbackInfo& info);
   Napi::Value Describe(const Napi::CallbackInfo& info);
   Napi::Value TrackingEvents(const Napi::CallbackInfo& info);

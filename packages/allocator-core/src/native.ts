@@ -7,6 +7,7 @@ import { createRequire } from 'node:module';
 import { existsSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import type { AllocatorStats } from './types.js';
 
 /** A native resource chain, as the addon exposes it. Internal: use the Allocator API. */
 export interface NativeResource {
@@ -35,19 +36,8 @@ export interface NativeResource {
   sumU32(ptr: number, count: number, outPtr: number, stream: number, spinNs?: number): void;
 }
 
-export interface NativeStats {
-  allocatedBytes: number;
-  peakAllocatedBytes: number;
-  reservedBytes: number;
-  peakReservedBytes: number;
-  allocCount: number;
-  freeCount: number;
-  upstreamAllocCount: number;
-  upstreamFreeCount: number;
-  oomCount: number;
-  segmentCount: number;
-  largestFreeBlock?: number;
-}
+/** Statistics as the addon reports them: exactly the allocator's. */
+export type NativeStats = AllocatorStats;
 
 export interface NativeTrackingEvents {
   timeNs: Float64Array;

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "gpumem/errors.hpp"
+#include "gpumem/memory_resource.hpp"
 #include "gpumem/stats.hpp"
 
 namespace gpumem::detail {
@@ -80,6 +81,18 @@ class allocation_table {
   mutable std::mutex mutex_;
   std::unordered_map<void*, entry> live_;
   stats_counter counter_;
+};
+
+// A leaf resource whose statistics and live-pointer checks come from an allocation_table: one
+// driver call per allocation. Subclasses implement allocate/deallocate and say where memory lives.
+class leaf_resource : public memory_resource {
+ protected:
+  allocation_table table_;
+
+ private:
+  resource_stats do_stats() const override { return table_.stats(); }
+  void do_reset_peak() override { table_.reset_peak(); }
+  std::size_t do_allocation_size(const void* ptr) const override { return table_.size_of(ptr); }
 };
 
 }  // namespace gpumem::detail
