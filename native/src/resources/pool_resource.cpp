@@ -1,0 +1,604 @@
+#include "gpumem/pool_resource.hpp"
+
+#include <algorithm>
+#include <limits>
+#include <mutex>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "pool_detail.hpp"
+
+namespace gpumem {
+
+namespace {
+
+using detail::pool::block;
+using detail::pool::block_state;
+using detail::pool::block_store;
+using detail::pool::free_index;
+using detail::pool::granule;
+using detail::pool::live_table;
+using detail::pool::round_up;
+using detail::pool::segment;
+
+// std::mutex measured slower than the spin lock for uncontended pairs (see tests/pool_microbench);
+// define GPUMEM_POOL_STD_MUTEX to compare again.
+#ifdef GPUMEM_POOL_STD_MUTEX
+using pool_lock = std::mutex;
+#else
+using pool_lock = detail::pool::spin_lock;
+#endif
+
+// The free blocks that one stream may reuse without waiting on anything.
+struct stream_pool {
+  explicit stream_pool(stream_handle s) : stream(s) {}
+  free_index& index(bool small) noexcept { return small ? small_blocks : large_blocks; }
+  bool empty() const noexcept { return small_blocks.empty() && large_blocks.empty(); }
+
+  stream_handle stream;
+  free_index small_blocks;
+  free_index large_blocks;
+};
+
+void check_options(const pool_options& options) {
+  auto check = [](std::size_t value, const char* name) {
+    if (value == 0 || value % granule != 0) {
+      throw invalid_argument(invalid_argument::kind::range, name,
+                             std::string("Expected ") + name + " to be a positive multiple of " +
+                                 std::to_string(granule) + " but received " + std::to_string(value));
+    }
+  };
+  check(options.small_segment_bytes, "small_segment_bytes");
+  check(options.large_segment_rounding, "large_segment_rounding");
+}
+
+}  // namespace
+
+struct pool_resource::impl {
+  impl(memory_resource& upstream_resource, const pool_options& opts, std::unique_ptr<stream_ordering> order)
+      : upstream(upstream_resource), options(opts), ordering(std::move(order)) {
+    // A request rounded past this is large, whatever small_request_limit says: it cannot share a
+    // small segment.
+    small_limit = std::min(options.small_request_limit, options.small_segment_bytes);
+    // Past this, rounding up to a segment would overflow: such a request can only fail.
+    max_request = std::numeric_limits<std::size_t>::max() - options.large_segment_rounding - granule;
+  }
+
+  ~impl() { release_everything(); }
+
+  // ----- allocate -----------------------------------------------------------------------------
+
+  GPUMEM_POOL_INLINE void* allocate(std::size_t bytes, stream_handle stream) {
+    if (pending_head != nullptr) process_pending();
+    if (bytes > max_request) throw_pool_oom(bytes, "the request exceeds any segment size");
+    // Get what the rest may need first, so that nothing below fails half-way.
+    live.reserve_one();
+    blocks.reserve(2);
+    const std::size_t rounded = round_up(bytes, granule);
+    const bool small = rounded <= small_limit;
+    stream_pool* own = pool_for(stream);
+    block* b = own->index(small).best_fit(rounded);
+    if (b == nullptr) b = allocate_slow(bytes, rounded, small, own);
+    take_block(b, rounded, stream);
+    b->requested = bytes;
+    live.insert(b);
+    counter.on_allocate(bytes);
+    return reinterpret_cast<void*>(b->addr);
+  }
+
+  // Nothing free on the requesting stream fits: borrow another stream's free block, else grow.
+  GPUMEM_POOL_COLD block* allocate_slow(std::size_t bytes, std::size_t rounded, bool small, stream_pool* own) {
+    if (block* b = take_from_other_streams(own, small, rounded)) return b;
+
+    const std::size_t segment_bytes =
+        small ? options.small_segment_bytes : round_up(rounded, options.large_segment_rounding);
+    std::string failure;
+    bool asked_upstream = false;
+    if (make_room_under_cap(segment_bytes)) {
+      asked_upstream = true;
+      try {
+        return new_segment(segment_bytes, small, own);
+      } catch (const out_of_memory& e) {
+        failure = std::string("upstream: ") + e.what();
+      }
+    }
+
+    // Reclaim: wait for the blocks that record_stream parked and reuse them if one fits; else give
+    // every cached free segment back and ask the upstream once more.
+    synchronize_pending();
+    if (block* b = own->index(small).best_fit(rounded)) return b;
+    if (block* b = take_from_other_streams(own, small, rounded)) return b;
+    const bool released = release_free_segments(0) > 0;
+    if (fits_under_cap(segment_bytes) && (released || !asked_upstream)) {
+      try {
+        return new_segment(segment_bytes, small, own);
+      } catch (const out_of_memory& e) {
+        failure = std::string("upstream: ") + e.what();
+      }
+    }
+    if (failure.empty()) {
+      failure = "a segment of " + format_bytes(segment_bytes) + " would exceed max_reserved_bytes " +
+                format_bytes(options.max_reserved_bytes);
+    }
+    throw_pool_oom(bytes, failure);
+  }
+
+  // The best fit among the other streams' free blocks, made safe to use on `own` by an event: work
+  // on `own` after this waits for everything queued on the owner stream so far. The block stays in
+  // its owner's index; take_block moves it.
+  block* take_from_other_streams(stream_pool* own, bool small, std::size_t rounded) {
+    block* best = nullptr;
+    for (auto& other : streams) {
+      if (other.get() == own) continue;
+      block* b = other->index(small).best_fit(rounded);
+      if (b != nullptr && free_index::better(b, best)) best = b;
+    }
+    if (best == nullptr) return nullptr;
+    event_handle event = ordering->record(best->stream);
+    try {
+      ordering->wait(own->stream, event);
+    } catch (...) {
+      ordering->release(event);
+      throw;
+    }
+    ordering->release(event);
+    return best;
+  }
+
+  // Takes free block `b` out of its index for a request of `rounded` bytes on `stream`. The rest,
+  // when there is any (always >= 512 bytes, as sizes are multiples of 512), is split off and stays
+  // free on b's previous stream. Large blocks split on the same rule as small ones: a remainder is
+  // never wasted inside a live block, and it merges back when its neighbour is freed.
+  GPUMEM_POOL_INLINE void take_block(block* b, std::size_t rounded, stream_handle stream) noexcept {
+    free_index* index = b->index;
+    index->remove(b);
+    if (b->size > rounded) {
+      block* rest = blocks.take();
+      rest->addr = b->addr + rounded;
+      rest->size = b->size - rounded;
+      rest->seg = b->seg;
+      rest->stream = b->stream;
+      rest->state = block_state::free;
+      rest->prev_in_segment = b;
+      rest->next_in_segment = b->next_in_segment;
+      if (rest->next_in_segment != nullptr) rest->next_in_segment->prev_in_segment = rest;
+      b->next_in_segment = rest;
+      b->size = rounded;
+      // No merge needed: b had no free neighbour on its stream, so neither has the rest.
+      index->insert(rest);
+    }
+    b->stream = stream;
+    b->state = block_state::live;
+    ++b->seg->used_blocks;
+  }
+
+  bool fits_under_cap(std::size_t segment_bytes) const noexcept {
+    const std::size_t cap = options.max_reserved_bytes;
+    return cap == 0 || (segment_bytes <= cap && counter.get().reserved_bytes <= cap - segment_bytes);
+  }
+
+  // Releases free segments until a new segment of `segment_bytes` fits under max_reserved_bytes.
+  bool make_room_under_cap(std::size_t segment_bytes) {
+    if (fits_under_cap(segment_bytes)) return true;
+    if (segment_bytes > options.max_reserved_bytes) return false;  // releasing cannot help
+    release_free_segments(options.max_reserved_bytes - segment_bytes);
+    return fits_under_cap(segment_bytes);
+  }
+
+  // Allocates a segment upstream and returns its single free block, in `own`'s index.
+  block* new_segment(std::size_t segment_bytes, bool small, stream_pool* own) {
+    auto seg = std::make_unique<segment>();
+    void* base = upstream.allocate(segment_bytes, own->stream);
+    block* b = blocks.take();  // reserved by allocate()
+    seg->base = reinterpret_cast<std::uintptr_t>(base);
+    seg->size = segment_bytes;
+    seg->small = small;
+    seg->first = b;
+    b->addr = seg->base;
+    b->size = segment_bytes;
+    b->prev_in_segment = b->next_in_segment = nullptr;
+    b->seg = seg.get();
+    b->stream = own->stream;
+    b->state = block_state::free;
+    seg->next = segments;
+    if (segments != nullptr) segments->prev = seg.get();
+    segments = seg.release();
+    counter.on_reserve(segment_bytes);
+    own->index(small).insert(b);
+    return b;
+  }
+
+  [[noreturn]] void throw_pool_oom(std::size_t bytes, const std::string& reason) {
+    counter.on_oom();
+    const resource_stats& s = counter.get();
+    throw out_of_memory("pool_resource: out of memory allocating " + format_bytes(bytes) + " with " +
+                            format_bytes(s.reserved_bytes) + " reserved and " + format_bytes(s.allocated_bytes) +
+                            " allocated (" + reason + ")",
+                        bytes, snapshot());
+  }
+
+  // ----- deallocate ---------------------------------------------------------------------------
+
+  // The block joins the free list of the stream it is freed on (as in RMM, the caller orders any
+  // other stream's use of it before that stream, or names such streams with record_stream).
+  GPUMEM_POOL_INLINE void deallocate(void* ptr, std::size_t bytes, stream_handle stream) {
+    const std::size_t slot = live.find(reinterpret_cast<std::uintptr_t>(ptr));
+    if (slot == live_table::npos) throw_unknown_pointer(ptr);
+    block* b = live.at(slot);
+    if (b->requested != bytes) throw_size_mismatch(ptr, bytes, b->requested);
+    stream_pool* target = pool_for(stream);  // may allocate: before any change
+    if (!b->used_on.empty()) record_use_events(b, stream);
+    live.erase_at(slot);
+    counter.on_deallocate(bytes);
+    b->stream = stream;
+    if (!b->events.empty() || b->quarantined) {
+      b->state = block_state::pending;
+      push_pending(b);
+    } else {
+      --b->seg->used_blocks;
+      free_block(b, target);
+    }
+  }
+
+  // Records an event on every stream record_stream named (but the one freeing, which orders its
+  // own reuse). Deallocation does not throw for driver failures: a block whose event could not be
+  // recorded is quarantined (never reused) rather than reused too early.
+  GPUMEM_POOL_COLD void record_use_events(block* b, stream_handle freeing_stream) noexcept {
+    try {
+      b->events.reserve(b->used_on.size());
+      for (stream_handle s : b->used_on) {
+        if (s == freeing_stream) continue;
+        event_handle event = ordering->record(s);
+        if (event != nullptr) b->events.push_back(event);  // nullptr: nothing to wait for
+      }
+    } catch (...) {
+      for (event_handle event : b->events) ordering->release(event);
+      b->events.clear();
+      b->quarantined = true;
+    }
+    b->used_on.clear();
+  }
+
+  // Returns a block to `target`'s free index, merging it with free neighbours of the same stream.
+  GPUMEM_POOL_INLINE void free_block(block* b, stream_pool* target) noexcept {
+    b->state = block_state::free;
+    b->stream = target->stream;
+    free_index& index = target->index(b->seg->small);
+    block* prev = b->prev_in_segment;
+    if (prev != nullptr && prev->state == block_state::free && prev->stream == b->stream) {
+      index.remove(prev);
+      prev->size += b->size;
+      unlink_from_segment(b);
+      blocks.give(b);
+      b = prev;
+    }
+    block* next = b->next_in_segment;
+    if (next != nullptr && next->state == block_state::free && next->stream == b->stream) {
+      index.remove(next);
+      b->size += next->size;
+      unlink_from_segment(next);
+      blocks.give(next);
+    }
+    index.insert(b);
+  }
+
+  static void unlink_from_segment(block* b) noexcept {
+    // Only a block with a previous neighbour is ever unlinked, so seg->first never changes here.
+    b->prev_in_segment->next_in_segment = b->next_in_segment;
+    if (b->next_in_segment != nullptr) b->next_in_segment->prev_in_segment = b->prev_in_segment;
+  }
+
+  // ----- pending blocks (record_stream) -------------------------------------------------------
+
+  void push_pending(block* b) noexcept {
+    b->list_prev = nullptr;
+    b->list_next = pending_head;
+    if (pending_head != nullptr) pending_head->list_prev = b;
+    pending_head = b;
+    ++pending_count;
+  }
+
+  void unlink_pending(block* b) noexcept {
+    if (b->list_prev != nullptr) {
+      b->list_prev->list_next = b->list_next;
+    } else {
+      pending_head = b->list_next;
+    }
+    if (b->list_next != nullptr) b->list_next->list_prev = b->list_prev;
+    b->list_prev = b->list_next = nullptr;
+    --pending_count;
+  }
+
+  // Frees the pending blocks whose events have all completed. An event that cannot be queried
+  // counts as not complete: its block waits rather than being reused too early.
+  GPUMEM_POOL_COLD void process_pending() noexcept {
+    for (block* b = pending_head; b != nullptr;) {
+      block* next = b->list_next;
+      if (!b->quarantined) {
+        std::size_t kept = 0;
+        for (event_handle event : b->events) {
+          bool complete = false;
+          try {
+            complete = ordering->query(event);
+          } catch (...) {
+          }
+          if (complete) {
+            ordering->release(event);
+          } else {
+            b->events[kept++] = event;
+          }
+        }
+        b->events.resize(kept);
+        if (kept == 0) {
+          unlink_pending(b);
+          --b->seg->used_blocks;
+          stream_pool* target = find_pool(b->stream);  // exists: pruning keeps pending blocks' streams
+          free_block(b, target);
+        }
+      }
+      b = next;
+    }
+  }
+
+  void synchronize_pending() noexcept {
+    for (block* b = pending_head; b != nullptr; b = b->list_next) {
+      for (event_handle event : b->events) {
+        try {
+          ordering->synchronize(event);
+        } catch (...) {
+        }
+      }
+    }
+    process_pending();
+  }
+
+  // ----- segments -----------------------------------------------------------------------------
+
+  // Gives free segments back until at most `keep` bytes are reserved; returns how many went.
+  std::size_t release_free_segments(std::size_t keep) noexcept {
+    std::size_t released = 0;
+    for (segment* seg = segments; seg != nullptr && counter.get().reserved_bytes > keep;) {
+      segment* next = seg->next;
+      if (seg->used_blocks == 0 && release_segment(seg)) ++released;
+      seg = next;
+    }
+    return released;
+  }
+
+  // Gives a segment whose blocks are all free back to the upstream, which frees in stream order on
+  // the stream of the segment's first block; the other streams that last freed its blocks are
+  // joined into that one by events first. Returns false (and keeps the segment) on any failure.
+  bool release_segment(segment* seg) noexcept {
+    const stream_handle release_stream = seg->first->stream;
+    try {
+      for (block* b = seg->first; b != nullptr; b = b->next_in_segment) {
+        if (b->stream == release_stream || stream_seen_before(seg, b)) continue;
+        event_handle event = ordering->record(b->stream);
+        try {
+          ordering->wait(release_stream, event);
+        } catch (...) {
+          ordering->release(event);
+          throw;
+        }
+        ordering->release(event);
+      }
+      upstream.deallocate(reinterpret_cast<void*>(seg->base), seg->size, release_stream);
+    } catch (...) {
+      return false;
+    }
+    for (block* b = seg->first; b != nullptr;) {
+      block* next = b->next_in_segment;
+      b->index->remove(b);
+      blocks.give(b);
+      b = next;
+    }
+    counter.on_release(seg->size);
+    unlink_segment(seg);
+    delete seg;
+    return true;
+  }
+
+  static bool stream_seen_before(const segment* seg, const block* b) noexcept {
+    for (const block* earlier = seg->first; earlier != b; earlier = earlier->next_in_segment) {
+      if (earlier->stream == b->stream) return true;
+    }
+    return false;
+  }
+
+  void unlink_segment(segment* seg) noexcept {
+    if (seg->prev != nullptr) {
+      seg->prev->next = seg->next;
+    } else {
+      segments = seg->next;
+    }
+    if (seg->next != nullptr) seg->next->prev = seg->prev;
+  }
+
+  // The destructor's release: every segment, live blocks or not. Pending events are waited for
+  // (record_stream's promise); no new events are recorded, as the streams may be gone by now.
+  void release_everything() noexcept {
+    for (block* b = pending_head; b != nullptr; b = b->list_next) {
+      for (event_handle event : b->events) {
+        try {
+          ordering->synchronize(event);
+        } catch (...) {
+        }
+        ordering->release(event);
+      }
+      b->events.clear();
+    }
+    while (segments != nullptr) {
+      segment* seg = segments;
+      segments = seg->next;
+      try {
+        upstream.deallocate(reinterpret_cast<void*>(seg->base), seg->size, seg->first->stream);
+      } catch (...) {
+      }
+      delete seg;  // block records go with block_store's chunks
+    }
+  }
+
+  // ----- streams ------------------------------------------------------------------------------
+
+  GPUMEM_POOL_INLINE stream_pool* find_pool(stream_handle stream) noexcept {
+    if (last_pool != nullptr && last_pool->stream == stream) return last_pool;
+    return search_pool(stream);
+  }
+
+  stream_pool* search_pool(stream_handle stream) noexcept {
+    for (auto& p : streams) {
+      if (p->stream == stream) return last_pool = p.get();
+    }
+    return nullptr;
+  }
+
+  GPUMEM_POOL_INLINE stream_pool* pool_for(stream_handle stream) {
+    if (stream_pool* p = find_pool(stream)) return p;
+    return add_pool(stream);
+  }
+
+  GPUMEM_POOL_COLD stream_pool* add_pool(stream_handle stream) {
+    streams.push_back(std::make_unique<stream_pool>(stream));
+    return last_pool = streams.back().get();
+  }
+
+  // Forgets streams with no free blocks and no pending ones, so that many short-lived streams do
+  // not pile up.
+  void prune_streams() noexcept {
+    std::size_t kept = 0;
+    for (std::size_t i = 0; i < streams.size(); ++i) {
+      if (streams[i]->empty() && !has_pending_on(streams[i]->stream)) {
+        if (last_pool == streams[i].get()) last_pool = nullptr;
+        streams[i].reset();
+      } else {
+        if (kept != i) streams[kept] = std::move(streams[i]);
+        ++kept;
+      }
+    }
+    streams.resize(kept);
+  }
+
+  bool has_pending_on(stream_handle stream) const noexcept {
+    for (const block* b = pending_head; b != nullptr; b = b->list_next) {
+      if (b->stream == stream) return true;
+    }
+    return false;
+  }
+
+  // ----- queries ------------------------------------------------------------------------------
+
+  std::size_t largest_free_block() const noexcept {
+    std::size_t largest = 0;
+    for (const auto& p : streams) {
+      largest = std::max({largest, p->small_blocks.largest(), p->large_blocks.largest()});
+    }
+    return largest;
+  }
+
+  resource_stats snapshot() const noexcept {
+    resource_stats s = counter.get();
+    s.largest_free_block = static_cast<std::int64_t>(largest_free_block());
+    return s;
+  }
+
+  memory_resource& upstream;
+  const pool_options options;
+  const std::unique_ptr<stream_ordering> ordering;
+  std::size_t small_limit = 0;
+  std::size_t max_request = 0;
+
+  pool_lock lock;
+  stats_counter counter;
+  live_table live;
+  block_store blocks;
+  std::vector<std::unique_ptr<stream_pool>> streams;
+  stream_pool* last_pool = nullptr;
+  segment* segments = nullptr;
+  block* pending_head = nullptr;
+  std::size_t pending_count = 0;
+};
+
+pool_resource::pool_resource(memory_resource& upstream, pool_options options, std::unique_ptr<stream_ordering> ordering) {
+  check_options(options);
+  if (!ordering) ordering = make_ordering(upstream.kind(), upstream.device());
+  impl_ = std::make_unique<impl>(upstream, options, std::move(ordering));
+}
+
+pool_resource::~pool_resource() = default;
+
+memory_resource& pool_resource::upstream() const noexcept { return impl_->upstream; }
+
+const pool_options& pool_resource::options() const noexcept { return impl_->options; }
+
+std::size_t pool_resource::pending_free_blocks() const {
+  std::lock_guard<pool_lock> guard(impl_->lock);
+  impl_->process_pending();
+  return impl_->pending_count;
+}
+
+void* pool_resource::do_allocate(std::size_t bytes, stream_handle stream) {
+  std::lock_guard<pool_lock> guard(impl_->lock);
+  return impl_->allocate(bytes, stream);
+}
+
+void pool_resource::do_deallocate(void* ptr, std::size_t bytes, stream_handle stream) {
+  std::lock_guard<pool_lock> guard(impl_->lock);
+  impl_->deallocate(ptr, bytes, stream);
+}
+
+void pool_resource::do_record_stream(void* ptr, stream_handle stream) {
+  std::lock_guard<pool_lock> guard(impl_->lock);
+  const std::size_t slot = impl_->live.find(reinterpret_cast<std::uintptr_t>(ptr));
+  if (slot == live_table::npos) throw_unknown_pointer(ptr);
+  block* b = impl_->live.at(slot);
+  if (stream == b->stream) return;  // its own stream orders its reuse already
+  for (stream_handle s : b->used_on) {
+    if (s == stream) return;
+  }
+  b->used_on.push_back(stream);
+}
+
+bool pool_resource::do_prefetch(void* ptr, std::size_t bytes, location to, stream_handle stream) {
+  std::lock_guard<pool_lock> guard(impl_->lock);  // keeps the segment from being released meanwhile
+  const std::size_t slot = impl_->live.find(reinterpret_cast<std::uintptr_t>(ptr));
+  if (slot == live_table::npos) throw_unknown_pointer(ptr);
+  const block* b = impl_->live.at(slot);
+  if (bytes > b->requested) throw_size_mismatch(ptr, bytes, b->requested);
+  if (bytes == 0) return false;
+  // The upstream knows only its own allocations (managed_resource checks that ptr starts one), so
+  // the range is given from the segment's start to the block's end: pages of the blocks before this
+  // one may move too, which a prefetch, being a hint, allows.
+  const std::size_t offset = b->addr - b->seg->base;
+  return impl_->upstream.prefetch(reinterpret_cast<void*>(b->seg->base), offset + bytes, to, stream);
+}
+
+resource_stats pool_resource::do_stats() const {
+  std::lock_guard<pool_lock> guard(impl_->lock);
+  impl_->process_pending();
+  return impl_->snapshot();
+}
+
+void pool_resource::do_reset_peak() {
+  std::lock_guard<pool_lock> guard(impl_->lock);
+  impl_->counter.reset_peak();
+}
+
+void pool_resource::do_trim(std::size_t bytes_to_keep) {
+  std::lock_guard<pool_lock> guard(impl_->lock);
+  impl_->process_pending();
+  impl_->release_free_segments(bytes_to_keep);
+  impl_->prune_streams();
+}
+
+std::size_t pool_resource::do_allocation_size(const void* ptr) const {
+  std::lock_guard<pool_lock> guard(impl_->lock);
+  const std::size_t slot = impl_->live.find(reinterpret_cast<std::uintptr_t>(ptr));
+  return slot == live_table::npos ? 0 : impl_->live.at(slot)->requested;
+}
+
+memory_kind pool_resource::do_kind() const noexcept { return impl_->upstream.kind(); }
+
+int pool_resource::do_device() const noexcept { return impl_->upstream.device(); }
+
+}  // namespace gpumem

@@ -1,0 +1,162 @@
+#include "gpumem/stream_ordering.hpp"
+
+#include "gpumem/errors.hpp"
+
+#ifdef GPUMEM_WITH_CUDA
+#include <cuda_runtime_api.h>
+
+#include <mutex>
+#include <string>
+#include <vector>
+#endif
+
+namespace gpumem {
+
+namespace {
+
+// Host memory is used synchronously by the calling thread: there is never anything to wait for.
+class host_ordering final : public stream_ordering {
+ public:
+  event_handle record(stream_handle) override { return nullptr; }
+  bool query(event_handle) override { return true; }
+  void wait(stream_handle, event_handle) override {}
+  void synchronize(event_handle) override {}
+  void release(event_handle) noexcept override {}
+};
+
+#ifdef GPUMEM_WITH_CUDA
+
+[[noreturn]] void throw_cuda(cudaError_t status, const char* call) {
+  (void)cudaGetLastError();  // clear it, so that the next unrelated call does not report it again
+  const char* name = cudaGetErrorName(status);
+  const char* text = cudaGetErrorString(status);
+  throw cuda_error(std::string(call) + " failed: " + name + " (" + text + ")", static_cast<int>(status), name);
+}
+
+void check(cudaError_t status, const char* call) {
+  if (status != cudaSuccess) throw_cuda(status, call);
+}
+
+// Makes `device` current for a scope and gives the caller's device back after: events must be
+// created and recorded on their stream's device, and the nullptr stream means the current device's.
+class device_scope {
+ public:
+  explicit device_scope(int device) {
+    check(cudaGetDevice(&previous_), "cudaGetDevice");
+    if (previous_ != device) {
+      check(cudaSetDevice(device), "cudaSetDevice");
+      switched_ = true;
+    }
+  }
+  ~device_scope() {
+    if (switched_) (void)cudaSetDevice(previous_);
+  }
+  device_scope(const device_scope&) = delete;
+  device_scope& operator=(const device_scope&) = delete;
+
+ private:
+  int previous_ = 0;
+  bool switched_ = false;
+};
+
+// CUDA events from a cache: the pool records one per cross-stream reuse or record_stream free, and
+// creating an event each time would cost more than the allocation it orders.
+class cuda_ordering final : public stream_ordering {
+ public:
+  explicit cuda_ordering(int device) : device_(device) {
+    device_scope scope(device_);  // rejects a device that does not exist, now rather than later
+  }
+
+  ~cuda_ordering() override {
+    for (cudaEvent_t event : cache_) (void)cudaEventDestroy(event);
+  }
+
+  event_handle record(stream_handle stream) override {
+    device_scope scope(device_);
+    cudaEvent_t event = take_event();
+    const cudaError_t status = cudaEventRecord(event, static_cast<cudaStream_t>(stream));
+    if (status != cudaSuccess) {
+      give_event(event);
+      throw_cuda(status, "cudaEventRecord");
+    }
+    return event;
+  }
+
+  bool query(event_handle event) override {
+    if (event == nullptr) return true;
+    const cudaError_t status = cudaEventQuery(static_cast<cudaEvent_t>(event));
+    if (status == cudaSuccess) return true;
+    if (status == cudaErrorNotReady) {
+      (void)cudaGetLastError();  // "not ready" is an answer, not an error to report later
+      return false;
+    }
+    throw_cuda(status, "cudaEventQuery");
+  }
+
+  void wait(stream_handle stream, event_handle event) override {
+    if (event == nullptr) return;
+    device_scope scope(device_);
+    check(cudaStreamWaitEvent(static_cast<cudaStream_t>(stream), static_cast<cudaEvent_t>(event), 0),
+          "cudaStreamWaitEvent");
+  }
+
+  void synchronize(event_handle event) override {
+    if (event == nullptr) return;
+    check(cudaEventSynchronize(static_cast<cudaEvent_t>(event)), "cudaEventSynchronize");
+  }
+
+  void release(event_handle event) noexcept override {
+    if (event != nullptr) give_event(static_cast<cudaEvent_t>(event));
+  }
+
+ private:
+  cudaEvent_t take_event() {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (!cache_.empty()) {
+        cudaEvent_t event = cache_.back();
+        cache_.pop_back();
+        return event;
+      }
+    }
+    cudaEvent_t event = nullptr;
+    check(cudaEventCreateWithFlags(&event, cudaEventDisableTiming), "cudaEventCreateWithFlags");
+    return event;
+  }
+
+  void give_event(cudaEvent_t event) noexcept {
+    try {
+      std::lock_guard<std::mutex> lock(mutex_);
+      cache_.push_back(event);
+    } catch (...) {
+      (void)cudaEventDestroy(event);  // no room to cache it
+    }
+  }
+
+  int device_;
+  std::mutex mutex_;
+  std::vector<cudaEvent_t> cache_;
+};
+
+#endif  // GPUMEM_WITH_CUDA
+
+}  // namespace
+
+std::unique_ptr<stream_ordering> make_host_ordering() { return std::make_unique<host_ordering>(); }
+
+std::unique_ptr<stream_ordering> make_cuda_ordering(int device) {
+#ifdef GPUMEM_WITH_CUDA
+  return std::make_unique<cuda_ordering>(device);
+#else
+  (void)device;
+  throw invalid_state("built without CUDA");
+#endif
+}
+
+std::unique_ptr<stream_ordering> make_ordering(memory_kind kind, int device) {
+  // Managed memory is touched by kernels in stream order too, so it needs events like device memory.
+  if (kind == memory_kind::host) return make_host_ordering();
+  return make_cuda_ordering(device);
+}
+
+}  // namespace gpumem

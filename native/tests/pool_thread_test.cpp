@@ -1,0 +1,119 @@
+// pool_resource shared by several threads, each on its own stream: blocks never overlap (the
+// pattern each thread writes survives until it frees the block) and the final statistics are exact.
+#include <atomic>
+#include <cstdint>
+#include <cstring>
+#include <random>
+#include <thread>
+#include <vector>
+
+#include "fake_ordering.hpp"
+#include "gpumem/host_resource.hpp"
+#include "gpumem/pool_resource.hpp"
+#include "test_harness.hpp"
+
+using namespace gpumem;
+using gpumem::test::stream_key;
+
+namespace {
+
+constexpr int thread_count = 4;
+constexpr int allocations_per_thread = 250000;
+constexpr int slots_per_thread = 16;  // blocks a thread keeps live at once
+
+std::size_t random_size(std::mt19937& rng) {
+  const unsigned r = rng() % 1000;
+  if (r < 800) return 1 + rng() % 4096;
+  if (r < 990) return 4097 + rng() % (256 * 1024);
+  return 1024 * 1024 + rng() % (4 * 1024 * 1024);
+}
+
+struct slot {
+  std::uint64_t* ptr = nullptr;
+  std::size_t bytes = 0;
+  std::uint64_t stamp = 0;
+};
+
+// Stamps the first and last whole words (and every word of small blocks) with a value unique to
+// this thread and allocation.
+void stamp(slot& s) {
+  const std::size_t words = s.bytes / sizeof(std::uint64_t);
+  if (words == 0) {
+    std::memset(s.ptr, static_cast<int>(s.stamp & 0xFF), s.bytes);
+    return;
+  }
+  if (words <= 64) {
+    for (std::size_t i = 0; i < words; ++i) s.ptr[i] = s.stamp + i;
+  } else {
+    s.ptr[0] = s.stamp;
+    s.ptr[words - 1] = s.stamp + words - 1;
+  }
+}
+
+bool intact(const slot& s) {
+  const std::size_t words = s.bytes / sizeof(std::uint64_t);
+  if (words == 0) {
+    const auto* bytes = reinterpret_cast<const std::uint8_t*>(s.ptr);
+    for (std::size_t i = 0; i < s.bytes; ++i) {
+      if (bytes[i] != static_cast<std::uint8_t>(s.stamp & 0xFF)) return false;
+    }
+    return true;
+  }
+  if (words <= 64) {
+    for (std::size_t i = 0; i < words; ++i) {
+      if (s.ptr[i] != s.stamp + i) return false;
+    }
+    return true;
+  }
+  return s.ptr[0] == s.stamp && s.ptr[words - 1] == s.stamp + words - 1;
+}
+
+}  // namespace
+
+TEST(four_threads_share_one_pool) {
+  host_resource host;
+  pool_resource pool(host);
+  std::atomic<int> corrupted{0};
+  std::atomic<int> errors{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < thread_count; ++t) {
+    threads.emplace_back([&, t] {
+      const stream_handle stream = stream_key(0x100 + static_cast<std::uintptr_t>(t));
+      std::mt19937 rng(1000 + t);
+      slot slots[slots_per_thread];
+      try {
+        for (int i = 0; i < allocations_per_thread; ++i) {
+          slot& s = slots[i % slots_per_thread];
+          if (s.ptr != nullptr) {
+            if (!intact(s)) corrupted.fetch_add(1);
+            pool.deallocate(s.ptr, s.bytes, stream);
+          }
+          s.bytes = random_size(rng);
+          s.ptr = static_cast<std::uint64_t*>(pool.allocate(s.bytes, stream));
+          s.stamp = (static_cast<std::uint64_t>(t) << 56) | (static_cast<std::uint64_t>(i) << 16);
+          stamp(s);
+          if (i % 4096 == 0) (void)pool.stats();  // readers run concurrently with writers
+        }
+        for (slot& s : slots) {
+          if (!intact(s)) corrupted.fetch_add(1);
+          pool.deallocate(s.ptr, s.bytes, stream);
+        }
+      } catch (...) {
+        errors.fetch_add(1);
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  CHECK_EQ(corrupted.load(), 0);
+  CHECK_EQ(errors.load(), 0);
+  const resource_stats s = pool.stats();
+  CHECK_EQ(s.allocated_bytes, 0u);
+  CHECK_EQ(s.alloc_count, static_cast<std::uint64_t>(thread_count) * allocations_per_thread);
+  CHECK_EQ(s.free_count, s.alloc_count);
+  CHECK(s.upstream_alloc_count < 200u);  // blocks are reused, not fetched upstream each time
+  pool.trim(0);
+  CHECK_EQ(pool.stats().reserved_bytes, 0u);
+  CHECK_EQ(host.stats().allocated_bytes, 0u);
+}
+
+TEST_MAIN()

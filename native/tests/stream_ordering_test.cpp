@@ -1,0 +1,154 @@
+// The stream orderings: host ordering needs no events; CUDA ordering exists only in CUDA builds
+// (and is exercised here when a device is present).
+#include "gpumem/errors.hpp"
+#include "gpumem/host_resource.hpp"
+#include "gpumem/pool_resource.hpp"
+#include "gpumem/stream_ordering.hpp"
+#include "test_harness.hpp"
+
+#ifdef GPUMEM_WITH_CUDA
+#include <cuda_runtime_api.h>
+
+#include <chrono>
+#include <thread>
+#endif
+
+using namespace gpumem;
+
+TEST(host_ordering_events_are_always_complete) {
+  auto ordering = make_host_ordering();
+  int key = 0;
+  event_handle event = ordering->record(&key);
+  CHECK(event == nullptr);
+  CHECK(ordering->query(event));
+  ordering->wait(nullptr, event);
+  ordering->synchronize(event);
+  ordering->release(event);
+}
+
+TEST(make_ordering_picks_host_ordering_for_host_memory) {
+  auto ordering = make_ordering(memory_kind::host, -1);
+  REQUIRE(ordering != nullptr);
+  CHECK(ordering->record(nullptr) == nullptr);
+}
+
+TEST(a_pool_over_host_memory_defaults_to_host_ordering) {
+  host_resource host;
+  pool_resource pool(host);
+  void* p = pool.allocate(100);
+  pool.record_stream(p, reinterpret_cast<stream_handle>(0x1));
+  pool.deallocate(p, 100);
+  CHECK_EQ(pool.pending_free_blocks(), 0u);  // host events are complete at once
+  void* q = pool.allocate(100);
+  CHECK_EQ(q, p);
+  pool.deallocate(q, 100);
+}
+
+#ifndef GPUMEM_WITH_CUDA
+
+TEST(cuda_ordering_is_refused_without_cuda) {
+  CHECK_THROWS_AS(make_cuda_ordering(0), invalid_state);
+  CHECK_THROWS_AS(make_ordering(memory_kind::device, 0), invalid_state);
+  CHECK_THROWS_AS(make_ordering(memory_kind::managed, 0), invalid_state);
+}
+
+#else
+
+TEST(cuda_ordering_records_waits_and_synchronizes) {
+  int devices = 0;
+  if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {
+    (void)cudaGetLastError();
+    std::printf("    no CUDA device: skipped\n");
+    return;
+  }
+  auto ordering = make_cuda_ordering(0);
+  cudaStream_t producer = nullptr;
+  cudaStream_t consumer = nullptr;
+  REQUIRE(cudaStreamCreateWithFlags(&producer, cudaStreamNonBlocking) == cudaSuccess);
+  REQUIRE(cudaStreamCreateWithFlags(&consumer, cudaStreamNonBlocking) == cudaSuccess);
+  void* device_memory = nullptr;
+  REQUIRE(cudaMalloc(&device_memory, 64 << 20) == cudaSuccess);
+  REQUIRE(cudaMemsetAsync(device_memory, 1, 64 << 20, producer) == cudaSuccess);
+  event_handle event = ordering->record(producer);
+  CHECK(event != nullptr);
+  ordering->wait(consumer, event);
+  ordering->synchronize(event);
+  CHECK(ordering->query(event));
+  ordering->release(event);
+  event_handle again = ordering->record(consumer);
+  CHECK_EQ(again, event);  // from the cache
+  ordering->synchronize(again);
+  ordering->release(again);
+  CHECK(ordering->query(nullptr));
+  CHECK_THROWS_AS(make_cuda_ordering(devices + 5), cuda_error);
+  cudaFree(device_memory);
+  cudaStreamDestroy(producer);
+  cudaStreamDestroy(consumer);
+}
+
+namespace {
+
+// cudaMalloc/cudaFree and nothing else, so this test needs no other resource of the core.
+class plain_device_resource final : public memory_resource {
+  void* do_allocate(std::size_t bytes, stream_handle) override {
+    void* p = nullptr;
+    if (cudaMalloc(&p, bytes) != cudaSuccess) {
+      (void)cudaGetLastError();
+      throw out_of_memory("cudaMalloc failed", bytes, resource_stats{});
+    }
+    return p;
+  }
+  void do_deallocate(void* p, std::size_t, stream_handle) override { cudaFree(p); }
+  resource_stats do_stats() const override { return {}; }
+  void do_reset_peak() override {}
+  std::size_t do_allocation_size(const void*) const override { return 0; }
+  memory_kind do_kind() const noexcept override { return memory_kind::device; }
+  int do_device() const noexcept override { return 0; }
+};
+
+void CUDART_CB sleep_on_stream(void*) { std::this_thread::sleep_for(std::chrono::milliseconds(300)); }
+
+}  // namespace
+
+TEST(a_pool_over_device_memory_waits_for_recorded_streams) {
+  int devices = 0;
+  if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {
+    (void)cudaGetLastError();
+    std::printf("    no CUDA device: skipped\n");
+    return;
+  }
+  plain_device_resource device_memory;
+  pool_resource pool(device_memory);  // CUDA events: the default ordering for device memory
+  cudaStream_t a = nullptr;
+  cudaStream_t b = nullptr;
+  REQUIRE(cudaStreamCreateWithFlags(&a, cudaStreamNonBlocking) == cudaSuccess);
+  REQUIRE(cudaStreamCreateWithFlags(&b, cudaStreamNonBlocking) == cudaSuccess);
+
+  void* p = pool.allocate(1 << 20, a);
+  pool.record_stream(p, b);
+  REQUIRE(cudaLaunchHostFunc(b, sleep_on_stream, nullptr) == cudaSuccess);  // b is busy for a while
+  pool.deallocate(p, 1 << 20, a);
+  CHECK_EQ(pool.pending_free_blocks(), 1u);
+  void* q = pool.allocate(1 << 20, a);
+  CHECK(q != p);  // p waits for b
+  REQUIRE(cudaStreamSynchronize(b) == cudaSuccess);
+  CHECK_EQ(pool.pending_free_blocks(), 0u);
+  void* r = pool.allocate(1 << 20, a);
+  CHECK_EQ(r, p);
+
+  // b borrows a's free memory behind an event.
+  pool.deallocate(q, 1 << 20, a);
+  void* s = pool.allocate(1 << 20, b);
+  CHECK_EQ(s, q);
+  CHECK_EQ(pool.stats().upstream_alloc_count, 1u);
+  pool.deallocate(r, 1 << 20, a);
+  pool.deallocate(s, 1 << 20, b);
+  pool.trim(0);
+  CHECK_EQ(pool.stats().reserved_bytes, 0u);
+  cudaStreamDestroy(a);
+  cudaStreamDestroy(b);
+}
+
+#endif
+
+TEST_MAIN()
