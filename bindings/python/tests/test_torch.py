@@ -1,0 +1,272 @@
+"""Tests of libgpumem_torch.so and gpumem_torch.py (npm run test:torch, i.e.
+``python3 -m unittest discover -s bindings/python/tests -v``).
+
+The allocator has to be chosen before CUDA is initialised, so every PyTorch case runs
+torch_worker.py in a process of its own and reads the JSON it prints.
+
+- ConfigTests need only the built library (no PyTorch, no GPU).
+- TorchTests need PyTorch with a CUDA device as well; otherwise they are skipped with the reason.
+
+The library is found at $GPUMEM_TORCH_LIB or native/build/Release/libgpumem_torch.so.
+"""
+
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+import unittest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+BINDINGS = os.path.dirname(HERE)
+WORKER = os.path.join(HERE, "torch_worker.py")
+sys.path.insert(0, BINDINGS)
+
+import gpumem_torch  # noqa: E402
+
+STRATEGIES = ("cuda", "uvm", "pool", "async")
+CONFIG_VARS = (
+    "GPUMEM_ALLOCATOR",
+    "GPUMEM_UVM_PREFETCH",
+    "GPUMEM_UVM_ADVISE",
+    "GPUMEM_UVM_LIMIT",
+    "GPUMEM_ASYNC_RELEASE_THRESHOLD",
+    "GPUMEM_POOL_MAX_RESERVED",
+    "GPUMEM_OOM",
+)
+
+HAVE_LIB = os.path.exists(gpumem_torch.library_path())
+LIB_REASON = f"libgpumem_torch.so not found at {gpumem_torch.library_path()} (build native/ with CUDA or set GPUMEM_TORCH_LIB)"
+
+
+def _torch_cuda_reason():
+    if importlib.util.find_spec("torch") is None:
+        return "PyTorch is not installed"
+    try:
+        import torch
+
+        if not torch.cuda.is_available():
+            return "PyTorch sees no CUDA device"
+    except Exception as e:  # noqa: BLE001
+        return f"PyTorch/CUDA unusable: {e}"
+    if not HAVE_LIB:
+        return LIB_REASON
+    return None
+
+
+TORCH_REASON = _torch_cuda_reason()
+if TORCH_REASON:
+    print(f"[test_torch] PyTorch tests skipped: {TORCH_REASON}", file=sys.stderr)
+if not HAVE_LIB:
+    print(f"[test_torch] library tests skipped: {LIB_REASON}", file=sys.stderr)
+
+
+def _env(**overrides):
+    env = {k: v for k, v in os.environ.items() if k not in CONFIG_VARS}
+    env["GPUMEM_TORCH_LIB"] = gpumem_torch.library_path()
+    env["PYTHONUNBUFFERED"] = "1"
+    env.update(overrides)
+    return env
+
+
+def run_worker(*args, timeout=900, **env):
+    proc = subprocess.run(
+        [sys.executable, WORKER, *args], capture_output=True, text=True, env=_env(**env), timeout=timeout
+    )
+    for line in proc.stdout.splitlines():
+        if line.startswith("GPUMEM_WORKER_RESULT "):
+            result = json.loads(line[len("GPUMEM_WORKER_RESULT ") :])
+            result["returncode"] = proc.returncode
+            return result
+    raise AssertionError(
+        f"worker {args} printed no result (exit code {proc.returncode})\n"
+        f"stdout:\n{proc.stdout[-4000:]}\nstderr:\n{proc.stderr[-4000:]}"
+    )
+
+
+_CHECK = (
+    "import json, sys; sys.path.insert(0, {bindings!r}); import gpumem_torch\n"
+    "try:\n"
+    "    print(json.dumps({{'config': gpumem_torch.check_config()}}))\n"
+    "except ValueError as e:\n"
+    "    print(json.dumps({{'error': str(e)}}))\n"
+)
+
+
+def check_config(**env):
+    proc = subprocess.run(
+        [sys.executable, "-c", _CHECK.format(bindings=BINDINGS)], capture_output=True, text=True, env=_env(**env), timeout=60
+    )
+    if proc.returncode != 0:
+        raise AssertionError(f"config check crashed (exit {proc.returncode}): {proc.stderr[-2000:]}")
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+@unittest.skipUnless(HAVE_LIB, LIB_REASON)
+class ConfigTests(unittest.TestCase):
+    """The environment is read and validated by the library, without PyTorch or CUDA."""
+
+    def test_default_is_pool(self):
+        self.assertEqual(check_config()["config"], "strategy=pool pool.upstream=cuda pool.max_reserved=none oom=raise")
+
+    def test_each_strategy(self):
+        for name in STRATEGIES:
+            with self.subTest(strategy=name):
+                self.assertTrue(check_config(GPUMEM_ALLOCATOR=name)["config"].startswith(f"strategy={name} "))
+        self.assertTrue(check_config(GPUMEM_ALLOCATOR="UVM")["config"].startswith("strategy=uvm "))
+
+    def test_empty_value_means_unset(self):
+        self.assertTrue(check_config(GPUMEM_ALLOCATOR="")["config"].startswith("strategy=pool "))
+
+    def test_bad_allocator_names_variable_and_value(self):
+        error = check_config(GPUMEM_ALLOCATOR="bogus")["error"]
+        self.assertIn("GPUMEM_ALLOCATOR", error)
+        self.assertIn("'bogus'", error)
+        self.assertIn("cuda, uvm, pool, async", error)
+
+    def test_sizes(self):
+        cases = {"1048576": 1048576, "512M": 512 << 20, "4g": 4 << 30, "64KiB": 64 << 10, "1T": 1 << 40, "2MB": 2 << 20}
+        for text, value in cases.items():
+            with self.subTest(size=text):
+                c = check_config(GPUMEM_POOL_MAX_RESERVED=text)["config"]
+                self.assertIn(f"pool.max_reserved={value}", c)
+        c = check_config(GPUMEM_ALLOCATOR="async", GPUMEM_ASYNC_RELEASE_THRESHOLD="256M")["config"]
+        self.assertIn(f"async.release_threshold={256 << 20}", c)
+        c = check_config(GPUMEM_ALLOCATOR="uvm", GPUMEM_UVM_LIMIT="8G", GPUMEM_UVM_PREFETCH="0", GPUMEM_UVM_ADVISE="host")["config"]
+        self.assertEqual(c, f"strategy=uvm uvm.prefetch=0 uvm.advise=host uvm.limit={8 << 30} oom=raise")
+
+    def test_bad_values(self):
+        cases = [
+            ("GPUMEM_POOL_MAX_RESERVED", "12Q"),
+            ("GPUMEM_POOL_MAX_RESERVED", "1.5G"),
+            ("GPUMEM_POOL_MAX_RESERVED", "-1"),
+            ("GPUMEM_POOL_MAX_RESERVED", "99999999999999999999"),
+            ("GPUMEM_POOL_MAX_RESERVED", "20000000T"),
+            ("GPUMEM_ASYNC_RELEASE_THRESHOLD", "lots"),
+            ("GPUMEM_UVM_PREFETCH", "yes"),
+            ("GPUMEM_UVM_ADVISE", "gpu"),
+            ("GPUMEM_UVM_LIMIT", "0"),
+            ("GPUMEM_OOM", "ignore"),
+        ]
+        for name, value in cases:
+            with self.subTest(variable=name, value=value):
+                error = check_config(**{name: value}).get("error")
+                self.assertIsNotNone(error, f"{name}={value} was accepted")
+                self.assertIn(name, error)
+                self.assertIn(f"'{value}'", error)
+                self.assertIn("expected", error)
+
+    def test_stats_before_any_allocation(self):
+        # In this process: the library loads and reports an inactive device without CUDA.
+        s = gpumem_torch.raw_stats(0)
+        self.assertEqual(s["active"], 0)
+        self.assertEqual(s["allocated_bytes"], 0)
+
+
+@unittest.skipIf(TORCH_REASON is not None, TORCH_REASON or "")
+class TorchTests(unittest.TestCase):
+    """Each strategy trains the same small GCN as PyTorch's own allocator, with the same seed."""
+
+    results = {}
+
+    @classmethod
+    def result(cls, allocator):
+        if allocator not in cls.results:
+            cls.results[allocator] = run_worker("--allocator", allocator, "--mode", "train")
+        return cls.results[allocator]
+
+    def check_strategy(self, name):
+        ref = self.result("torch")
+        self.assertTrue(ref["ok"], ref.get("traceback"))
+        r = self.result(name)
+        self.assertTrue(r["ok"], r.get("traceback"))
+        self.assertEqual(r["returncode"], 0)
+        self.assertTrue(r["config"].startswith(f"strategy={name} "), r["config"])
+        # Identical losses, bit for bit, to PyTorch's caching allocator.
+        self.assertEqual(len(r["losses"]), len(ref["losses"]))
+        self.assertEqual(r["losses"], ref["losses"], f"{name}: {r['losses_float']} vs torch {ref['losses_float']}")
+        # allocated_bytes counts exactly the live storages' nbytes.
+        self.assertEqual(r["baseline_allocated"], 0)
+        self.assertEqual(r["accounting_allocated"], r["accounting_expected"])
+        self.assertEqual(r["accounting_live_allocations"], r["accounting_expected_count"])
+        self.assertGreaterEqual(r["zero_size_allocs"], 1)
+        self.assertEqual(r["accounting_after_free"], 0)
+        self.assertEqual(r["delta_alloc"], 123457)
+        self.assertEqual(r["delta_after_free"], 0)
+        self.assertTrue(r["peak_after_reset_equals_current"])
+        self.assertTrue(r["side_stream_ok"])
+        # Training used memory and the peak saw it.
+        self.assertGreater(r["train_stats"]["allocated_bytes.all.peak"], 0)
+        self.assertGreaterEqual(r["train_stats"]["reserved_bytes.all.peak"], r["train_stats"]["allocated_bytes.all.peak"])
+        # Everything freed: back to 0; no rejected frees.
+        self.assertEqual(r["final_allocated"], 0, f"allocated before clearing cuBLAS workspaces: {r.get('allocated_before_workspace_clear')}")
+        fs = r["final_stats"]
+        self.assertEqual(fs["allocation.all.current"], 0)
+        self.assertEqual(fs["gpumem.bad_frees"], 0)
+        self.assertEqual(fs["gpumem.alloc_errors"], 0)
+        self.assertEqual(fs["num_ooms"], 0)
+        if name in ("pool", "async"):
+            self.assertEqual(fs["reserved_bytes.all.current"], 0, "empty_cache() gave everything back")
+
+    def test_reference_torch_allocator(self):
+        ref = self.result("torch")
+        self.assertTrue(ref["ok"], ref.get("traceback"))
+        self.assertEqual(ref["final_allocated"], 0)
+
+    def test_cuda(self):
+        self.check_strategy("cuda")
+
+    def test_uvm(self):
+        self.check_strategy("uvm")
+
+    def test_pool(self):
+        self.check_strategy("pool")
+
+    def test_async(self):
+        self.check_strategy("async")
+
+    def test_bad_allocator_env_raises_value_error(self):
+        r = run_worker("--mode", "badenv", GPUMEM_ALLOCATOR="bogus")
+        self.assertTrue(r["ok"], r.get("traceback"))
+        self.assertEqual(r["returncode"], 0)
+        self.assertEqual(r["raised"], "ValueError")
+        self.assertIn("GPUMEM_ALLOCATOR", r["message"])
+        self.assertIn("bogus", r["message"])
+        self.assertTrue(r["torch_still_works"])
+
+    def test_bad_size_env_raises_value_error(self):
+        r = run_worker("--mode", "badenv", GPUMEM_POOL_MAX_RESERVED="12Q")
+        self.assertTrue(r["ok"], r.get("traceback"))
+        self.assertEqual(r["raised"], "ValueError")
+        self.assertIn("GPUMEM_POOL_MAX_RESERVED", r["message"])
+        self.assertIn("12Q", r["message"])
+
+    def test_bad_env_without_enable_is_a_python_error(self):
+        # torch's CUDAPluggableAllocator used directly: the first allocation reports the bad value.
+        r = run_worker("--mode", "direct", GPUMEM_ALLOCATOR="bogus")
+        self.assertTrue(r["ok"], r.get("traceback"))
+        self.assertEqual(r["returncode"], 0)
+        self.assertIsNotNone(r["raised"])
+        self.assertIn("GPUMEM_ALLOCATOR", r["message"])
+
+    def test_enable_after_cuda_init_raises(self):
+        r = run_worker("--mode", "late")
+        self.assertTrue(r["ok"], r.get("traceback"))
+        self.assertEqual(r["raised"], "RuntimeError")
+        self.assertIn("before CUDA is initialised", r["message"])
+
+    def test_out_of_memory_is_a_python_error(self):
+        for name in STRATEGIES:
+            with self.subTest(strategy=name):
+                r = run_worker("--allocator", name, "--mode", "oom")
+                self.assertTrue(r["ok"], r.get("traceback"))
+                self.assertEqual(r["returncode"], 0)
+                self.assertTrue(r["is_runtime_error"], r)
+                self.assertIn("out of memory", r["message"])
+                self.assertEqual(r["num_ooms"], 1)
+                self.assertTrue(r["works_after"])
+                self.assertEqual(r["allocated_after"], 0)
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)

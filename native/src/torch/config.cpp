@@ -1,0 +1,165 @@
+#include "config.hpp"
+
+#include <cctype>
+#include <limits>
+
+namespace gpumem::torch {
+namespace {
+
+constexpr const char* size_form =
+    "a byte count: a non-negative integer with an optional K, M, G or T suffix (powers of 1024), "
+    "e.g. 1073741824, 512M or 4G";
+
+std::string lower(std::string s) {
+  for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return s;
+}
+
+std::string bad_value(const char* name, const std::string& value, const std::string& expected) {
+  return std::string(name) + "='" + value + "' is not valid: expected " + expected;
+}
+
+// The value of `name`, or nullopt where unset or empty.
+std::optional<std::string> read(const env_reader& env, const char* name) {
+  const char* v = env(name);
+  if (v == nullptr || *v == '\0') return std::nullopt;
+  return std::string(v);
+}
+
+}  // namespace
+
+const char* strategy_name(strategy_kind k) {
+  switch (k) {
+    case strategy_kind::cuda: return "cuda";
+    case strategy_kind::uvm: return "uvm";
+    case strategy_kind::pool: return "pool";
+    case strategy_kind::async: return "async";
+  }
+  return "pool";
+}
+
+bool parse_size(const std::string& text, std::uint64_t& out) {
+  std::size_t i = 0;
+  std::uint64_t value = 0;
+  constexpr std::uint64_t max = std::numeric_limits<std::uint64_t>::max();
+  while (i < text.size() && std::isdigit(static_cast<unsigned char>(text[i]))) {
+    std::uint64_t digit = static_cast<std::uint64_t>(text[i] - '0');
+    if (value > (max - digit) / 10) return false;
+    value = value * 10 + digit;
+    ++i;
+  }
+  if (i == 0) return false;  // no digits (also rejects a sign, spaces, "0x")
+  std::string suffix = lower(text.substr(i));
+  unsigned shift = 0;
+  if (!suffix.empty()) {
+    switch (suffix[0]) {
+      case 'k': shift = 10; break;
+      case 'm': shift = 20; break;
+      case 'g': shift = 30; break;
+      case 't': shift = 40; break;
+      default: return false;
+    }
+    std::string rest = suffix.substr(1);
+    if (!(rest.empty() || rest == "b" || rest == "ib")) return false;
+  }
+  if (shift != 0 && value > (max >> shift)) return false;
+  out = value << shift;
+  return true;
+}
+
+bool parse_config(const env_reader& env, config& out, std::string& error) {
+  config c;
+  if (auto v = read(env, "GPUMEM_ALLOCATOR")) {
+    std::string s = lower(*v);
+    if (s == "cuda") c.strategy = strategy_kind::cuda;
+    else if (s == "uvm") c.strategy = strategy_kind::uvm;
+    else if (s == "pool") c.strategy = strategy_kind::pool;
+    else if (s == "async") c.strategy = strategy_kind::async;
+    else {
+      error = bad_value("GPUMEM_ALLOCATOR", *v, "one of cuda, uvm, pool, async");
+      return false;
+    }
+  }
+  if (auto v = read(env, "GPUMEM_UVM_PREFETCH")) {
+    if (*v == "1") c.uvm_prefetch = true;
+    else if (*v == "0") c.uvm_prefetch = false;
+    else {
+      error = bad_value("GPUMEM_UVM_PREFETCH", *v, "0 or 1");
+      return false;
+    }
+  }
+  if (auto v = read(env, "GPUMEM_UVM_ADVISE")) {
+    std::string s = lower(*v);
+    if (s == "none") c.advise = uvm_advise::none;
+    else if (s == "device") c.advise = uvm_advise::device;
+    else if (s == "host") c.advise = uvm_advise::host;
+    else {
+      error = bad_value("GPUMEM_UVM_ADVISE", *v, "one of none, device, host");
+      return false;
+    }
+  }
+  if (auto v = read(env, "GPUMEM_UVM_LIMIT")) {
+    std::string s = lower(*v);
+    if (s == "free") c.uvm_limit = uvm_limit_mode::free_memory;
+    else if (s == "none") c.uvm_limit = uvm_limit_mode::none;
+    else if (parse_size(*v, c.uvm_limit_bytes) && c.uvm_limit_bytes > 0) c.uvm_limit = uvm_limit_mode::bytes;
+    else {
+      error = bad_value("GPUMEM_UVM_LIMIT", *v, std::string("'free', 'none' or a positive ") + size_form);
+      return false;
+    }
+  }
+  if (auto v = read(env, "GPUMEM_ASYNC_RELEASE_THRESHOLD")) {
+    std::uint64_t bytes = 0;
+    if (!parse_size(*v, bytes)) {
+      error = bad_value("GPUMEM_ASYNC_RELEASE_THRESHOLD", *v, size_form);
+      return false;
+    }
+    c.async_release_threshold = bytes;
+  }
+  if (auto v = read(env, "GPUMEM_POOL_MAX_RESERVED")) {
+    if (!parse_size(*v, c.pool_max_reserved)) {
+      error = bad_value("GPUMEM_POOL_MAX_RESERVED", *v, std::string(size_form) + " (0: no cap)");
+      return false;
+    }
+  }
+  if (auto v = read(env, "GPUMEM_OOM")) {
+    std::string s = lower(*v);
+    if (s == "raise") c.oom = oom_mode::raise;
+    else if (s == "null") c.oom = oom_mode::null;
+    else {
+      error = bad_value("GPUMEM_OOM", *v, "raise or null");
+      return false;
+    }
+  }
+  out = c;
+  return true;
+}
+
+std::string describe(const config& c) {
+  std::string s = std::string("strategy=") + strategy_name(c.strategy);
+  switch (c.strategy) {
+    case strategy_kind::cuda: break;
+    case strategy_kind::uvm: {
+      s += std::string(" uvm.prefetch=") + (c.uvm_prefetch ? "1" : "0");
+      s += std::string(" uvm.advise=") +
+           (c.advise == uvm_advise::device ? "device" : c.advise == uvm_advise::host ? "host" : "none");
+      s += " uvm.limit=";
+      if (c.uvm_limit == uvm_limit_mode::free_memory) s += "free";
+      else if (c.uvm_limit == uvm_limit_mode::none) s += "none";
+      else s += std::to_string(c.uvm_limit_bytes);
+      break;
+    }
+    case strategy_kind::pool:
+      s += " pool.upstream=cuda pool.max_reserved=" +
+           (c.pool_max_reserved == 0 ? std::string("none") : std::to_string(c.pool_max_reserved));
+      break;
+    case strategy_kind::async:
+      s += " async.release_threshold=" +
+           (c.async_release_threshold ? std::to_string(*c.async_release_threshold) : std::string("keep-all"));
+      break;
+  }
+  s += std::string(" oom=") + (c.oom == oom_mode::raise ? "raise" : "null");
+  return s;
+}
+
+}  // namespace gpumem::torch

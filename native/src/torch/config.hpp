@@ -1,0 +1,44 @@
+// The environment of libgpumem_torch.so: parsed and validated once, with messages that name the
+// variable, the value and the accepted form. No CUDA here.
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+
+namespace gpumem::torch {
+
+enum class strategy_kind { cuda, uvm, pool, async };
+enum class uvm_advise { none, device, host };
+enum class uvm_limit_mode { free_memory, none, bytes };
+enum class oom_mode { raise, null };
+
+struct config {
+  strategy_kind strategy = strategy_kind::pool;
+  bool uvm_prefetch = true;
+  uvm_advise advise = uvm_advise::none;
+  uvm_limit_mode uvm_limit = uvm_limit_mode::free_memory;
+  std::uint64_t uvm_limit_bytes = 0;                       // uvm_limit == bytes
+  std::optional<std::uint64_t> async_release_threshold;    // unset: keep everything
+  std::uint64_t pool_max_reserved = 0;                     // 0: no cap
+  oom_mode oom = oom_mode::raise;
+};
+
+// Bytes kept free below the device's free memory when GPUMEM_UVM_LIMIT=free.
+constexpr std::uint64_t uvm_free_margin = 512ull << 20;
+
+// Reads a variable; nullptr or "" means unset. Replaceable for tests.
+using env_reader = std::function<const char*(const char*)>;
+
+// Parses the environment. Returns false and sets `error` on the first bad value.
+bool parse_config(const env_reader& env, config& out, std::string& error);
+
+// "1048576", "512M", "4g", "64KiB" -> bytes. False for anything else or on overflow.
+bool parse_size(const std::string& text, std::uint64_t& out);
+
+// A one-line description: "strategy=uvm uvm.prefetch=1 uvm.advise=none uvm.limit=free oom=raise".
+std::string describe(const config& c);
+
+const char* strategy_name(strategy_kind k);
+
+}  // namespace gpumem::torch
