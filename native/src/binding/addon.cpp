@@ -2,6 +2,7 @@
 #include <napi.h>
 
 #include "device_functions.hpp"
+#include "ops_functions.hpp"
 #include "resource_object.hpp"
 
 namespace {
@@ -9,6 +10,7 @@ namespace {
 Napi::Object Init(Napi::Env env, Napi::Object exports) {
   gpumem::binding::register_device_functions(env, exports);
   exports.Set("Resource", gpumem::binding::ResourceObject::Define(env));
+  gpumem::binding::register_ops(env, exports);
   return exports;
 }
 

@@ -1,4 +1,5 @@
 import { spawnSync } from 'node:child_process';
+import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
 
@@ -46,5 +47,41 @@ describe('gpumem CLI', () => {
     const badFlag = run('info', '--yaml');
     expect(badFlag.status).toBe(2);
     expect(badFlag.stderr).toMatch(/unknown option '--yaml'.*--json/);
+  });
+});
+
+describe('gpumem train', () => {
+  it('trains and prints a table per epoch, and writes JSON', () => {
+    const json = `${process.env.TMPDIR ?? '/tmp'}/gpumem-train-${process.pid}.json`;
+    const r = run('train', '--model', 'mlp', '--allocator', 'host', '--train-subset', '640', '--test-subset', '200', '--hidden', '32', '--epochs', '2', '--json', json);
+    expect(r.status, r.stderr).toBe(0);
+    expect(r.stdout).toMatch(/mlp on mnist, allocator 'host' \(host\)/);
+    expect(r.stdout).toMatch(/epoch +time +loss +train acc +test acc +peak allocated +peak reserved +upstream calls/);
+    expect(r.stdout.match(/^[12] +\d+\.\d ms/gm)).toHaveLength(2);
+    const result = JSON.parse(readFileSync(json, 'utf8'));
+    expect(result.epochs).toHaveLength(2);
+    expect(result.epochs[0].losses).toHaveLength(10);
+  });
+
+  it('trains the gcn on an SBM graph', () => {
+    const r = run('train', '--model', 'gcn', '--dataset', 'sbm', '--allocator', 'pool', '--nodes', '400', '--epochs', '3', '--hidden', '8');
+    expect(r.status, r.stderr).toBe(0);
+    expect(r.stdout).toMatch(/gcn on sbm, allocator 'pool'/);
+  });
+
+  it('names the flag and the accepted values on bad input, with exit code 2', () => {
+    const bad = run('train', '--model', 'transformer');
+    expect(bad.status).toBe(2);
+    expect(bad.stderr).toMatch(/'--model' must be one of mlp, gcn \(received 'transformer'\)/);
+    const unknown = run('train', '--nodez', '5');
+    expect(unknown.status).toBe(2);
+    expect(unknown.stderr).toMatch(/unknown flag '--nodez'.*--nodes/);
+    const notInt = run('train', '--model', 'gcn', '--nodes', '1e12');
+    expect(notInt.status).toBe(2);
+    expect(notInt.stderr).toMatch(/'--nodes' must be at most 2147483647/);
+    const noAlloc = run('train', '--allocator', 'nope');
+    expect(noAlloc.status).toBe(2);
+    expect(noAlloc.stderr).toMatch(/registered/);
+    expect(run('train', '--help').stdout).toMatch(/Examples:/);
   });
 });

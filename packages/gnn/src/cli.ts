@@ -5,19 +5,27 @@
  */
 import { formatSystemInfo, systemInfo } from '@gpumem/allocator-core';
 import { loadAllocatorPlugins } from './plugins.js';
+import { UsageError } from './cli/args.js';
+import { runTrain } from './cli/train-command.js';
 
 const usage = `Usage: gpumem <command> [options]
 
 Commands:
   info [--json]   devices, driver and runtime versions, free/total memory, registered
                   strategies (plug-ins included), and whether cuBLAS/cuSPARSE load
+  train [flags]   train the MLP (MNIST) or the GCN (generated graphs) on one allocator;
+                  gpumem train --help lists the flags
 
 Options:
   -h, --help      show this help
 
+Environment:
+  GPUMEM_PLUGINS  comma-separated modules to import, registering more strategies
+
 Examples:
   gpumem info
   gpumem info --json > system.json
+  gpumem train --model mlp --allocator pool --epochs 3
 `;
 
 /** Exit codes: 0 ok, 1 failure, 2 bad usage. */
@@ -42,7 +50,11 @@ async function main(argv: string[]): Promise<number> {
     process.stdout.write(rest.includes('--json') ? `${JSON.stringify(info, null, 2)}\n` : `${formatSystemInfo(info)}\n`);
     return 0;
   }
-  process.stderr.write(`gpumem: unknown command '${command}' (accepted: info)\n\n${usage}`);
+  if (command === 'train') {
+    await loadAllocatorPlugins();
+    return runTrain(rest);
+  }
+  process.stderr.write(`gpumem: unknown command '${command}' (accepted: info, train)\n\n${usage}`);
   return 2;
 }
 
@@ -51,6 +63,11 @@ main(process.argv.slice(2)).then(
     process.exitCode = code;
   },
   (e: unknown) => {
+    if (e instanceof UsageError) {
+      process.stderr.write(`${e.message}\n`);
+      process.exitCode = 2;
+      return;
+    }
     process.stderr.write(`gpumem: ${e instanceof Error ? e.message : String(e)}\n`);
     process.exitCode = 1;
   },

@@ -1,0 +1,120 @@
+#!/usr/bin/env node
+// bench/train: the shared workloads on every allocator, as a table and JSON.
+//
+//   node bench/train/run.js [--workload mlp|gcn|all] [--nodes 2000000] [--epochs N]
+//                           [--allocators pool,async,...] [--aggregation spmm|scatter|both] [--out FILE]
+//
+// mlp-seed: epoch time (training + validation, synchronised), median over epochs after the first,
+// and test accuracy. gcn-seed: median epoch time after a warm-up epoch, peak allocated and
+// reserved. The PyTorch peers are separate scripts (bench/peers/), run in the same session.
+import { mkdirSync, writeFileSync } from 'node:fs';
+import { dirname } from 'node:path';
+import { deviceProperties, formatBytes, hasCudaDevice, listAllocators } from '@gpumem/allocator-core';
+import '@gpumem/allocator-uvm';
+import '@gpumem/allocator-pool';
+import '@gpumem/allocator-async';
+import { train } from '@gpumem/gnn';
+
+const usage = `Usage: node bench/train/run.js [--workload mlp|gcn|all] [--nodes N] [--epochs N]
+                                [--allocators a,b] [--aggregation spmm|scatter|both] [--out FILE]`;
+
+function parseArgs(argv) {
+  const a = { workload: 'all', nodes: 2_000_000, epochs: undefined, allocators: undefined, aggregation: 'both', out: 'bench/train/out/train.json' };
+  for (let i = 0; i < argv.length; i++) {
+    const k = argv[i];
+    const v = argv[i + 1];
+    if (k === '--workload' && ['mlp', 'gcn', 'all'].includes(v)) a.workload = argv[++i];
+    else if (k === '--nodes' && Number.isSafeInteger(Number(v))) a.nodes = Number(argv[++i]);
+    else if (k === '--epochs' && Number.isSafeInteger(Number(v))) a.epochs = Number(argv[++i]);
+    else if (k === '--allocators' && v) a.allocators = argv[++i].split(',');
+    else if (k === '--aggregation' && ['spmm', 'scatter', 'both'].includes(v)) a.aggregation = argv[++i];
+    else if (k === '--out' && v) a.out = argv[++i];
+    else if (k === '-h' || k === '--help') {
+      console.log(usage);
+      process.exit(0);
+    } else {
+      console.error(`bench/train: bad or unknown option '${k}'\n${usage}`);
+      process.exit(2);
+    }
+  }
+  return a;
+}
+
+const median = (xs) => [...xs].sort((x, y) => x - y)[Math.floor(xs.length / 2)];
+const gpu = hasCudaDevice();
+const options = {
+  pool: { upstream: gpu ? 'cuda' : 'host' },
+  uvm: { logThresholdBytes: false },
+};
+
+function main() {
+  const args = parseArgs(process.argv.slice(2));
+  const names = (args.allocators ?? listAllocators().map((s) => s.name)).filter((n) => gpu || !listAllocators().find((s) => s.name === n)?.requiresCuda);
+  const rows = [];
+  if (args.workload !== 'gcn') {
+    for (const name of names) {
+      const epochs = args.epochs ?? 3;
+      const r = train({ model: 'mlp', allocator: name, allocatorOptions: options[name] ?? {}, epochs, seed: 0, ...(gpu ? {} : { trainSubset: 2000, testSubset: 500 }) });
+      const times = r.epochs.map((e) => e.epochMs);
+      rows.push({
+        workload: 'mlp-seed',
+        allocator: name,
+        medianEpochMs: median(times.length > 1 ? times.slice(1) : times),
+        firstEpochMs: times[0],
+        bestAccuracy: Math.max(...r.epochs.map((e) => e.accuracy)),
+        peakAllocatedBytes: Math.max(...r.epochs.map((e) => e.peakAllocatedBytes)),
+        peakReservedBytes: Math.max(...r.epochs.map((e) => e.peakReservedBytes)),
+        upstreamCalls: r.epochs.reduce((a, e) => a + e.upstreamAllocCalls, 0),
+        epochs: r.epochs.map(({ losses, stats, ...rest }) => rest),
+      });
+      process.stderr.write(`mlp-seed ${name}: ${rows[rows.length - 1].medianEpochMs.toFixed(1)} ms/epoch\n`);
+    }
+  }
+  if (args.workload !== 'mlp') {
+    const aggregations = args.aggregation === 'both' ? ['spmm', 'scatter'] : [args.aggregation];
+    const nodes = gpu ? args.nodes : Math.min(args.nodes, 20_000);
+    for (const aggregation of aggregations) {
+      for (const name of names) {
+        const epochs = (args.epochs ?? 5) + 1;
+        let r;
+        try {
+          r = train({ model: 'gcn', allocator: name, allocatorOptions: options[name] ?? {}, nodes, epochs, aggregation, seed: 0 });
+        } catch (e) {
+          rows.push({ workload: `gcn-seed ${aggregation}`, allocator: name, nodes, error: e.message });
+          process.stderr.write(`gcn-seed ${aggregation} ${name}: ${e.message}\n`);
+          continue;
+        }
+        const steady = r.epochs.slice(1);
+        rows.push({
+          workload: `gcn-seed ${aggregation}`,
+          allocator: name,
+          nodes,
+          medianEpochMs: median(steady.map((e) => e.epochMs)),
+          firstEpochMs: r.epochs[0].epochMs,
+          peakAllocatedBytes: Math.max(...steady.map((e) => e.peakAllocatedBytes)),
+          peakReservedBytes: Math.max(...steady.map((e) => e.peakReservedBytes)),
+          upstreamCalls: steady.reduce((a, e) => a + e.upstreamAllocCalls, 0),
+          epochs: r.epochs.map(({ losses, stats, ...rest }) => rest),
+        });
+        process.stderr.write(`gcn-seed ${aggregation} ${name}: ${rows[rows.length - 1].medianEpochMs.toFixed(1)} ms/epoch\n`);
+      }
+    }
+  }
+  const header = ['workload', 'allocator', 'median epoch', 'first epoch', 'best acc', 'peak allocated', 'peak reserved', 'upstream calls'];
+  const table = rows.map((r) =>
+    r.error
+      ? [r.workload, r.allocator, `failed: ${r.error.slice(0, 60)}`, '', '', '', '', '']
+      : [r.workload, r.allocator, `${r.medianEpochMs.toFixed(1)} ms`, `${r.firstEpochMs.toFixed(1)} ms`, r.bestAccuracy === undefined ? '-' : `${(r.bestAccuracy * 100).toFixed(2)}%`, formatBytes(r.peakAllocatedBytes), formatBytes(r.peakReservedBytes), String(r.upstreamCalls)],
+  );
+  const widths = header.map((h, i) => Math.max(h.length, ...table.map((t) => t[i].length)));
+  const line = (cells) => `| ${cells.map((c, i) => c.padEnd(widths[i])).join(' | ')} |`;
+  console.log(`bench/train on ${gpu ? deviceProperties(0).name : 'the CPU (no GPU): reduced sizes'}`);
+  console.log(line(header));
+  console.log(`|${widths.map((w) => '-'.repeat(w + 2)).join('|')}|`);
+  for (const t of table) console.log(line(t));
+  mkdirSync(dirname(args.out), { recursive: true });
+  writeFileSync(args.out, `${JSON.stringify({ benchmark: 'train', date: new Date().toISOString(), gpu: gpu ? deviceProperties(0) : null, rows }, null, 2)}\n`);
+  console.log(`wrote ${args.out}`);
+}
+
+main();

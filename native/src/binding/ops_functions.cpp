@@ -1,0 +1,398 @@
+// exports.ops: argument conversion for the ops of src/kernels/ops.hpp, each call guarded so that
+// a C++ exception becomes a JavaScript error (bad arguments: RangeError/TypeError with code
+// GPUMEM_INVALID_ARGUMENT and the argument's name). Argument order is native-ops.ts's.
+#include "ops_functions.hpp"
+
+#include <cmath>
+#include <cstdint>
+#include <string>
+
+#include "convert.hpp"
+#include "gpumem/errors.hpp"
+#include "kernels/ops.hpp"
+
+namespace gpumem::binding {
+namespace {
+
+namespace ops = gpumem::ops;
+using ops::i64;
+
+constexpr double max_safe = 9007199254740991.0;  // 2^53 - 1
+
+class args {
+ public:
+  args(const Napi::CallbackInfo& info, std::size_t expected, const char* fn) : info_(info) {
+    if (info.Length() < expected)
+      throw invalid_argument(invalid_argument::kind::type, "arguments",
+                             std::string("ops.") + fn + " expects " + std::to_string(expected) + " arguments, got " +
+                                 std::to_string(info.Length()));
+  }
+
+  bool flag(std::size_t i) const { return info_[i].ToBoolean().Value(); }
+
+  stream_handle stream(std::size_t i) const {
+    const Napi::Value v = info_[i];
+    if (v.IsUndefined() || v.IsNull()) return nullptr;
+    return reinterpret_cast<stream_handle>(static_cast<std::uintptr_t>(address(i, "stream")));
+  }
+
+  template <class T>
+  T* ptr(std::size_t i, const char* name) const {
+    return reinterpret_cast<T*>(static_cast<std::uintptr_t>(address(i, name)));
+  }
+
+  // An integer (JS number, |v| <= 2^53); the ops check the range.
+  i64 integer(std::size_t i, const char* name) const {
+    const double d = number(i, name);
+    if (!std::isfinite(d) || std::floor(d) != d || std::fabs(d) > max_safe)
+      throw invalid_argument(invalid_argument::kind::range, name,
+                             std::string(name) + " must be an integer, got " + std::to_string(d));
+    return static_cast<i64>(d);
+  }
+
+  // A seed or counter offset: an integer in [0, 2^53].
+  std::uint64_t counter(std::size_t i, const char* name) const {
+    const i64 v = integer(i, name);
+    if (v < 0)
+      throw invalid_argument(invalid_argument::kind::range, name,
+                             std::string(name) + " must be a non-negative integer, got " + std::to_string(v));
+    return static_cast<std::uint64_t>(v);
+  }
+
+  double number(std::size_t i, const char* name) const {
+    const Napi::Value v = info_[i];
+    if (!v.IsNumber())
+      throw invalid_argument(invalid_argument::kind::type, name, std::string(name) + " must be a number");
+    return v.As<Napi::Number>().DoubleValue();
+  }
+
+  float f32(std::size_t i, const char* name) const { return static_cast<float>(number(i, name)); }
+
+ private:
+  std::uint64_t address(std::size_t i, const char* name) const {
+    const Napi::Value v = info_[i];
+    if (v.IsBigInt()) {
+      bool lossless = false;
+      const std::uint64_t a = v.As<Napi::BigInt>().Uint64Value(&lossless);
+      if (!lossless)
+        throw invalid_argument(invalid_argument::kind::range, name, std::string(name) + " is not a valid address");
+      return a;
+    }
+    if (!v.IsNumber())
+      throw invalid_argument(invalid_argument::kind::type, name, std::string(name) + " must be an address (a number)");
+    const double d = v.As<Napi::Number>().DoubleValue();
+    if (!std::isfinite(d) || d < 0 || std::floor(d) != d || d > max_safe)
+      throw invalid_argument(invalid_argument::kind::range, name,
+                             std::string(name) + " is not a valid address: " + std::to_string(d));
+    return static_cast<std::uint64_t>(d);
+  }
+
+  const Napi::CallbackInfo& info_;
+};
+
+template <class F>
+Napi::Value run(const Napi::CallbackInfo& info, F&& f) {
+  return guarded(info.Env(), [&] {
+    f();
+    return info.Env().Undefined();
+  });
+}
+
+using i32 = std::int32_t;
+using u8 = std::uint8_t;
+
+Napi::Value Gemm(const Napi::CallbackInfo& info) {
+  return run(info, [&] {
+    args a(info, 12, "gemm");
+    ops::gemm(a.flag(0), a.stream(1), a.flag(2), a.flag(3), a.integer(4, "M"), a.integer(5, "N"), a.integer(6, "K"),
+              a.f32(7, "alpha"), a.ptr<const float>(8, "A"), a.ptr<const float>(9, "B"), a.f32(10, "beta"),
+              a.ptr<float>(11, "C"));
+  });
+}
+
+Napi::Value AddBias(const Napi::CallbackInfo& info) {
+  return run(info, [&] {
+    args a(info, 6, "addBias");
+    ops::add_bias(a.flag(0), a.stream(1), a.ptr<float>(2, "Y"), a.ptr<const float>(3, "bias"), a.integer(4, "rows"),
+                  a.integer(5, "cols"));
+  });
+}
+
+Napi::Value BiasGrad(const Napi::CallbackInfo& info) {
+  return run(info, [&] {
+    args a(info, 7, "biasGrad");
+    ops::bias_grad(a.flag(0), a.stream(1), a.ptr<const float>(2, "dY"), a.ptr<float>(3, "dBias"),
+                   a.integer(4, "rows"), a.integer(5, "cols"), a.flag(6));
+  });
+}
+
+Napi::Value Relu(const Napi::CallbackInfo& info) {
+  return run(info, [&] {
+    args a(info, 5, "relu");
+    ops::relu(a.flag(0), a.stream(1), a.ptr<const float>(2, "X"), a.ptr<float>(3, "Y"), a.integer(4, "n"));
+  });
+}
+
+Napi::Value ReluBackward(const Napi::CallbackInfo& info) {
+  return run(info, [&] {
+    args a(info, 6, "reluBackward");
+    ops::relu_backward(a.flag(0), a.stream(1), a.ptr<const float>(2, "Y"), a.ptr<const float>(3, "dY"),
+                       a.ptr<float>(4, "dX"), a.integer(5, "n"));
+  });
+}
+
+Napi::Value Dropout(const Napi::CallbackInfo& info) {
+  return run(info, [&] {
+    args a(info, 9, "dropout");
+    ops::dropout(a.flag(0), a.stream(1), a.ptr<const float>(2, "X"), a.ptr<float>(3, "Y"), a.ptr<u8>(4, "mask"),
+                 a.integer(5, "n"), a.number(6, "p"), a.counter(7, "seed"), a.counter(8, "offset"));
+  });
+}
+
+Napi::Value DropoutBackward(const Napi::CallbackInfo& info) {
+  return run(info, [&] {
+    args a(info, 7, "dropoutBackward");
+    ops::dropout_backward(a.flag(0), a.stream(1), a.ptr<const float>(2, "dY"), a.ptr<const u8>(3, "mask"),
+                          a.ptr<float>(4, "dX"), a.integer(5, "n"), a.number(6, "p"));
+  });
+}
+
+Napi::Value SoftmaxCrossEntropy(const Napi::CallbackInfo& info) {
+  return run(info, [&] {
+    args a(info, 11, "softmaxCrossEntropy");
+    ops::softmax_cross_entropy(a.flag(0), a.stream(1), a.ptr<const float>(2, "logits"), a.ptr<const i32>(3, "labels"),
+                               a.ptr<const i32>(4, "rowIndex"), a.integer(5, "R"), a.integer(6, "N"),
+                               a.integer(7, "C"), a.ptr<float>(8, "dLogits"), a.ptr<float>(9, "lossOut"),
+                               a.ptr<i32>(10, "correctOut"));
+  });
+}
+
+Napi::Value Accuracy(const Napi::CallbackInfo& info) {
+  return run(info, [&] {
+    args a(info, 9, "accuracy");
+    ops::accuracy(a.flag(0), a.stream(1), a.ptr<const float>(2, "logits"), a.ptr<const i32>(3, "labels"),
+                  a.ptr<const i32>(4, "rowIndex"), a.integer(5, "R"), a.integer(6, "N"), a.integer(7, "C"),
+                  a.ptr<i32>(8, "correctOut"));
+  });
+}
+
+Napi::Value Sgd(const Napi::CallbackInfo& info) {
+  return run(info, [&] {
+    args a(info, 6, "sgd");
+    ops::sgd(a.flag(0), a.stream(1), a.ptr<float>(2, "W"), a.ptr<const float>(3, "G"), a.integer(4, "n"),
+             a.f32(5, "lr"));
+  });
+}
+
+Napi::Value Adam(const Napi::CallbackInfo& info) {
+  return run(info, [&] {
+    args a(info, 12, "adam");
+    ops::adam(a.flag(0), a.stream(1), a.ptr<float>(2, "W"), a.ptr<const float>(3, "G"), a.ptr<float>(4, "M"),
+              a.ptr<float>(5, "V"), a.integer(6, "n"), a.f32(7, "lr"), a.f32(8, "beta1"), a.f32(9, "beta2"),
+              a.f32(10, "eps"), a.integer(11, "step"));
+  });
+}
+
+Napi::Value GatherRows(const Napi::CallbackInfo& info) {
+  return run(info, [&] {
+    args a(info, 7, "gatherRows");
+    ops::gather_rows(a.flag(0), a.stream(1), a.ptr<const float>(2, "X"), a.ptr<const i32>(3, "index"),
+                     a.ptr<float>(4, "out"), a.integer(5, "E"), a.integer(6, "H"));
+  });
+}
+
+Napi::Value ScatterAddRows(const Napi::CallbackInfo& info) {
+  return run(info, [&] {
+    args a(info, 7, "scatterAddRows");
+    ops::scatter_add_rows(a.flag(0), a.stream(1), a.ptr<const float>(2, "src"), a.ptr<const i32>(3, "index"),
+                          a.ptr<float>(4, "out"), a.integer(5, "E"), a.integer(6, "H"));
+  });
+}
+
+Napi::Value Spmm(const Napi::CallbackInfo& info) {
+  return run(info, [&] {
+    args a(info, 9, "spmm");
+    ops::spmm(a.flag(0), a.stream(1), a.ptr<const i32>(2, "rowptr"), a.ptr<const i32>(3, "col"),
+              a.ptr<const float>(4, "val"), a.ptr<const float>(5, "X"), a.ptr<float>(6, "out"), a.integer(7, "N"),
+              a.integer(8, "H"));
+  });
+}
+
+Napi::Value CsrBuildTempBytes(const Napi::CallbackInfo& info) {
+  return guarded(info.Env(), [&] {
+    args a(info, 3, "csrBuildTempBytes");
+    const std::size_t bytes = ops::csr_build_temp_bytes(a.flag(0), a.integer(1, "E"), a.integer(2, "N"));
+    return Napi::Number::New(info.Env(), static_cast<double>(bytes));
+  });
+}
+
+Napi::Value CsrBuild(const Napi::CallbackInfo& info) {
+  return run(info, [&] {
+    args a(info, 10, "csrBuild");
+    const i64 temp_bytes = a.integer(9, "tempBytes");
+    ops::check::non_negative(temp_bytes, "tempBytes");
+    ops::csr_build(a.flag(0), a.stream(1), a.ptr<const i32>(2, "rows"), a.ptr<const i32>(3, "cols"),
+                   a.integer(4, "E"), a.integer(5, "N"), a.ptr<i32>(6, "rowptr"), a.ptr<i32>(7, "colOut"),
+                   a.ptr<void>(8, "temp"), static_cast<std::size_t>(temp_bytes));
+  });
+}
+
+Napi::Value RowDegrees(const Napi::CallbackInfo& info) {
+  return run(info, [&] {
+    args a(info, 5, "rowDegrees");
+    ops::row_degrees(a.flag(0), a.stream(1), a.ptr<const i32>(2, "rowptr"), a.integer(3, "N"),
+                     a.ptr<float>(4, "deg"));
+  });
+}
+
+Napi::Value EdgeNorm(const Napi::CallbackInfo& info) {
+  return run(info, [&] {
+    args a(info, 8, "edgeNorm");
+    const i64 mode = a.integer(6, "mode");
+    if (mode < 0 || mode > 2)
+      throw invalid_argument(invalid_argument::kind::range, "mode",
+                             "mode must be 0 (symmetric), 1 (by row) or 2 (by column), got " + std::to_string(mode));
+    ops::edge_norm(a.flag(0), a.stream(1), a.ptr<const i32>(2, "rowptr"), a.ptr<const i32>(3, "col"),
+                   a.integer(4, "N"), a.ptr<const float>(5, "deg"), static_cast<int>(mode), a.ptr<float>(7, "val"));
+  });
+}
+
+Napi::Value EdgeNormList(const Napi::CallbackInfo& info) {
+  return run(info, [&] {
+    args a(info, 8, "edgeNormList");
+    ops::edge_norm_list(a.flag(0), a.stream(1), a.ptr<const i32>(2, "src"), a.ptr<const i32>(3, "dst"),
+                        a.ptr<const float>(4, "deg"), a.integer(5, "E"), static_cast<int>(a.integer(6, "mode")),
+                        a.ptr<float>(7, "w"));
+  });
+}
+
+Napi::Value ScaleRows(const Napi::CallbackInfo& info) {
+  return run(info, [&] {
+    args a(info, 7, "scaleRows");
+    ops::scale_rows(a.flag(0), a.stream(1), a.ptr<const float>(2, "X"), a.ptr<const float>(3, "w"),
+                    a.ptr<float>(4, "out"), a.integer(5, "E"), a.integer(6, "H"));
+  });
+}
+
+Napi::Value RandomInts(const Napi::CallbackInfo& info) {
+  return run(info, [&] {
+    args a(info, 7, "randomInts");
+    ops::random_ints(a.flag(0), a.stream(1), a.ptr<i32>(2, "out"), a.integer(3, "n"), a.integer(4, "modulo"),
+                     a.counter(5, "seed"), a.counter(6, "offset"));
+  });
+}
+
+Napi::Value RandomNormal(const Napi::CallbackInfo& info) {
+  return run(info, [&] {
+    args a(info, 6, "randomNormal");
+    ops::random_normal(a.flag(0), a.stream(1), a.ptr<float>(2, "out"), a.integer(3, "n"), a.counter(4, "seed"),
+                       a.counter(5, "offset"));
+  });
+}
+
+Napi::Value RandomUniform(const Napi::CallbackInfo& info) {
+  return run(info, [&] {
+    args a(info, 8, "randomUniform");
+    ops::random_uniform(a.flag(0), a.stream(1), a.ptr<float>(2, "out"), a.integer(3, "n"), a.f32(4, "low"),
+                        a.f32(5, "high"), a.counter(6, "seed"), a.counter(7, "offset"));
+  });
+}
+
+Napi::Value FillF32(const Napi::CallbackInfo& info) {
+  return run(info, [&] {
+    args a(info, 5, "fillF32");
+    ops::fill_f32(a.flag(0), a.stream(1), a.ptr<float>(2, "ptr"), a.integer(3, "n"), a.f32(4, "value"));
+  });
+}
+
+Napi::Value FillI32(const Napi::CallbackInfo& info) {
+  return run(info, [&] {
+    args a(info, 5, "fillI32");
+    const i64 value = a.integer(4, "value");
+    if (value < INT32_MIN || value > INT32_MAX)
+      throw invalid_argument(invalid_argument::kind::range, "value", "value must be an i32, got " + std::to_string(value));
+    ops::fill_i32(a.flag(0), a.stream(1), a.ptr<i32>(2, "ptr"), a.integer(3, "n"), static_cast<i32>(value));
+  });
+}
+
+Napi::Value Iota(const Napi::CallbackInfo& info) {
+  return run(info, [&] {
+    args a(info, 5, "iota");
+    ops::iota(a.flag(0), a.stream(1), a.ptr<i32>(2, "out"), a.integer(3, "n"), a.integer(4, "start"));
+  });
+}
+
+Napi::Value Copy(const Napi::CallbackInfo& info) {
+  return run(info, [&] {
+    args a(info, 5, "copy");
+    ops::copy(a.flag(0), a.stream(1), a.ptr<void>(2, "dst"), a.ptr<const void>(3, "src"), a.integer(4, "bytes"));
+  });
+}
+
+Napi::Value Axpy(const Napi::CallbackInfo& info) {
+  return run(info, [&] {
+    args a(info, 6, "axpy");
+    ops::axpy(a.flag(0), a.stream(1), a.f32(2, "alpha"), a.ptr<const float>(3, "X"), a.ptr<float>(4, "Y"),
+              a.integer(5, "n"));
+  });
+}
+
+Napi::Value Scale(const Napi::CallbackInfo& info) {
+  return run(info, [&] {
+    args a(info, 6, "scale");
+    ops::scale(a.flag(0), a.stream(1), a.f32(2, "alpha"), a.ptr<const float>(3, "X"), a.ptr<float>(4, "Y"),
+               a.integer(5, "n"));
+  });
+}
+
+Napi::Value GemmBackend(const Napi::CallbackInfo& info) {
+  return guarded(info.Env(), [&] {
+    const ops::gemm_backend_info b = ops::gemm_backend();
+    Napi::Object o = Napi::Object::New(info.Env());
+    o.Set("backend", b.backend);
+    o.Set("reason", b.reason);
+    return o;
+  });
+}
+
+}  // namespace
+
+void register_ops(Napi::Env env, Napi::Object exports) {
+  Napi::Object o = Napi::Object::New(env);
+  auto add = [&](const char* name, Napi::Value (*fn)(const Napi::CallbackInfo&)) {
+    o.Set(name, Napi::Function::New(env, fn, name));
+  };
+  add("gemm", Gemm);
+  add("addBias", AddBias);
+  add("biasGrad", BiasGrad);
+  add("relu", Relu);
+  add("reluBackward", ReluBackward);
+  add("dropout", Dropout);
+  add("dropoutBackward", DropoutBackward);
+  add("softmaxCrossEntropy", SoftmaxCrossEntropy);
+  add("accuracy", Accuracy);
+  add("sgd", Sgd);
+  add("adam", Adam);
+  add("gatherRows", GatherRows);
+  add("scatterAddRows", ScatterAddRows);
+  add("spmm", Spmm);
+  add("csrBuildTempBytes", CsrBuildTempBytes);
+  add("csrBuild", CsrBuild);
+  add("rowDegrees", RowDegrees);
+  add("edgeNorm", EdgeNorm);
+  add("edgeNormList", EdgeNormList);
+  add("scaleRows", ScaleRows);
+  add("randomInts", RandomInts);
+  add("randomNormal", RandomNormal);
+  add("randomUniform", RandomUniform);
+  add("fillF32", FillF32);
+  add("fillI32", FillI32);
+  add("iota", Iota);
+  add("copy", Copy);
+  add("axpy", Axpy);
+  add("scale", Scale);
+  add("gemmBackend", GemmBackend);
+  exports.Set("ops", o);
+}
+
+}  // namespace gpumem::binding

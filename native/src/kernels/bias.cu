@@ -1,0 +1,100 @@
+// Bias add and its gradient on the GPU. biasGrad is deterministic: each block sums a fixed chunk
+// of rows for 32 columns (each thread its rows in order, then the 8 row-lanes in order); a second
+// kernel adds the chunks' partials in a fixed tree (one warp per column). The chunking depends on
+// the sizes only, so the result does not change with the device or the run.
+#include "kernel_common.cuh"
+
+namespace gpumem::ops::gpu {
+namespace {
+
+__global__ void add_bias_kernel(float* Y, const float* __restrict__ bias, std::uint64_t total, std::uint64_t cols) {
+  GPUMEM_GRID_STRIDE(i, total) Y[i] += bias[i % cols];
+}
+
+__global__ void add_bias4_kernel(float4* Y, const float4* __restrict__ bias, std::uint64_t total4,
+                                 std::uint64_t cols4) {
+  GPUMEM_GRID_STRIDE(i, total4) {
+    float4 y = Y[i];
+    const float4 b = bias[i % cols4];
+    y.x += b.x;
+    y.y += b.y;
+    y.z += b.z;
+    y.w += b.w;
+    Y[i] = y;
+  }
+}
+
+constexpr int bg_tx = 32, bg_ty = 8;
+
+// Block (32, 8), grid (column tiles, chunks). Writes the chunk's column sums to partial
+// [chunk][cols], or, with one chunk, the result to dBias.
+__global__ void bias_grad_chunk_kernel(const float* __restrict__ dY, std::int64_t rows, std::int64_t cols,
+                                       std::int64_t chunk_rows, float* partial, float* dBias, bool accumulate) {
+  __shared__ float sums[bg_ty][bg_tx + 1];
+  const std::int64_t col = std::int64_t(blockIdx.x) * bg_tx + threadIdx.x;
+  const std::int64_t r0 = std::int64_t(blockIdx.y) * chunk_rows;
+  std::int64_t r1 = r0 + chunk_rows;
+  if (r1 > rows) r1 = rows;
+  float acc = 0.0f;
+  if (col < cols)
+    for (std::int64_t r = r0 + threadIdx.y; r < r1; r += bg_ty) acc += dY[r * cols + col];
+  sums[threadIdx.y][threadIdx.x] = acc;
+  __syncthreads();
+  if (threadIdx.y == 0 && col < cols) {
+    float s = sums[0][threadIdx.x];
+    for (int k = 1; k < bg_ty; ++k) s += sums[k][threadIdx.x];
+    if (gridDim.y == 1) dBias[col] = accumulate ? dBias[col] + s : s;
+    else partial[std::int64_t(blockIdx.y) * cols + col] = s;
+  }
+}
+
+// One warp per column: lane l sums chunks l, l+32, ... in order, then a fixed butterfly.
+__global__ void bias_grad_finish_kernel(const float* __restrict__ partial, std::int64_t chunks, std::int64_t cols,
+                                        float* dBias, bool accumulate) {
+  const std::int64_t warps = (std::int64_t(gridDim.x) * blockDim.x) / 32;
+  const int lane = threadIdx.x & 31;
+  for (std::int64_t col = (std::int64_t(blockIdx.x) * blockDim.x + threadIdx.x) / 32; col < cols; col += warps) {
+    float s = 0.0f;
+    for (std::int64_t k = lane; k < chunks; k += 32) s += partial[k * cols + col];
+    for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
+    if (lane == 0) dBias[col] = accumulate ? dBias[col] + s : s;
+  }
+}
+
+}  // namespace
+
+void add_bias(stream_handle s, float* Y, const float* bias, i64 rows, i64 cols) {
+  const std::uint64_t total = std::uint64_t(rows) * std::uint64_t(cols);
+  if (cols % 4 == 0 && aligned16(Y) && aligned16(bias)) {
+    add_bias4_kernel<<<grid_for(total / 4), block_threads, 0, as_cuda(s)>>>(
+        reinterpret_cast<float4*>(Y), reinterpret_cast<const float4*>(bias), total / 4, std::uint64_t(cols) / 4);
+  } else {
+    add_bias_kernel<<<grid_for(total), block_threads, 0, as_cuda(s)>>>(Y, bias, total, std::uint64_t(cols));
+  }
+  check_launch("addBias launch");
+}
+
+void bias_grad(stream_handle s, const float* dY, float* dBias, i64 rows, i64 cols, bool accumulate) {
+  if (rows == 0) {
+    if (!accumulate) detail::check_cuda(cudaMemsetAsync(dBias, 0, std::size_t(cols) * 4, as_cuda(s)), "biasGrad memset");
+    return;
+  }
+  // At most 512 chunks of a multiple of 8 rows (at least 64).
+  i64 chunk_rows = (rows + 511) / 512;
+  chunk_rows = ((chunk_rows + 7) / 8) * 8;
+  if (chunk_rows < 64) chunk_rows = 64;
+  const i64 chunks = (rows + chunk_rows - 1) / chunk_rows;
+  const i64 col_tiles = (cols + bg_tx - 1) / bg_tx;
+  if (col_tiles > 0x7fffffff) throw invalid_argument(invalid_argument::kind::range, "cols", "cols too large");
+  stream_scratch scratch(chunks > 1 ? std::size_t(chunks) * std::size_t(cols) * sizeof(float) : 0, s);
+  bias_grad_chunk_kernel<<<dim3(unsigned(col_tiles), unsigned(chunks)), dim3(bg_tx, bg_ty), 0, as_cuda(s)>>>(
+      dY, rows, cols, chunk_rows, scratch.as<float>(), dBias, accumulate);
+  check_launch("biasGrad launch");
+  if (chunks > 1) {
+    bias_grad_finish_kernel<<<grid_for(std::uint64_t(cols) * 32), block_threads, 0, as_cuda(s)>>>(
+        scratch.as<float>(), chunks, cols, dBias, accumulate);
+    check_launch("biasGrad finish launch");
+  }
+}
+
+}  // namespace gpumem::ops::gpu

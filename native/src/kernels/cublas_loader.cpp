@@ -1,0 +1,132 @@
+// cuBLAS through dlopen: see cublas_loader.hpp.
+#ifdef GPUMEM_WITH_CUDA
+#include "cublas_loader.hpp"
+
+#include <dlfcn.h>
+
+#include <map>
+#include <mutex>
+
+#include "../resources/cuda_check.hpp"
+#include "gpumem/errors.hpp"
+
+namespace gpumem::ops::cublas {
+namespace {
+
+// cuBLAS's ABI: cublasHandle_t is a pointer to an opaque struct, cublasStatus_t an int.
+using handle_t = struct opaque_cublas_context*;
+using status_t = int;
+using create_fn = status_t (*)(handle_t*);
+using destroy_fn = status_t (*)(handle_t);
+using set_stream_fn = status_t (*)(handle_t, cudaStream_t);
+using sgemm_fn = status_t (*)(handle_t, int, int, int, int, int, const float*, const float*, int, const float*, int,
+                              const float*, float*, int);
+
+struct library {
+  load_status status;
+  create_fn create = nullptr;
+  destroy_fn destroy = nullptr;
+  set_stream_fn set_stream = nullptr;
+  sgemm_fn sgemm = nullptr;
+  std::mutex mutex;                  // guards handles and each set_stream + sgemm pair
+  std::map<int, handle_t> handles;   // one per device, created lazily, kept for the process's life
+};
+
+library& lib() {
+  static library l;
+  return l;
+}
+
+const char* status_name(status_t s) {
+  switch (s) {
+    case 0: return "CUBLAS_STATUS_SUCCESS";
+    case 1: return "CUBLAS_STATUS_NOT_INITIALIZED";
+    case 3: return "CUBLAS_STATUS_ALLOC_FAILED";
+    case 7: return "CUBLAS_STATUS_INVALID_VALUE";
+    case 8: return "CUBLAS_STATUS_ARCH_MISMATCH";
+    case 11: return "CUBLAS_STATUS_MAPPING_ERROR";
+    case 13: return "CUBLAS_STATUS_EXECUTION_FAILED";
+    case 14: return "CUBLAS_STATUS_INTERNAL_ERROR";
+    case 15: return "CUBLAS_STATUS_NOT_SUPPORTED";
+    case 16: return "CUBLAS_STATUS_LICENSE_ERROR";
+    default: return "CUBLAS_STATUS_UNKNOWN";
+  }
+}
+
+void check(status_t s, const char* what) {
+  if (s == 0) return;
+  throw cuda_error(std::string(what) + " failed: " + status_name(s) + " (" + std::to_string(s) + ")", s,
+                   status_name(s));
+}
+
+void do_load(library& l) {
+  static const char* const candidates[] = {"libcublas.so.13", "libcublas.so.12", "libcublas.so"};
+  std::string errors;
+  for (const char* name : candidates) {
+    void* h = dlopen(name, RTLD_NOW | RTLD_LOCAL);
+    if (h == nullptr) {
+      const char* e = dlerror();
+      errors += std::string(errors.empty() ? "" : "; ") + (e != nullptr ? e : name);
+      continue;
+    }
+    l.create = reinterpret_cast<create_fn>(dlsym(h, "cublasCreate_v2"));
+    l.destroy = reinterpret_cast<destroy_fn>(dlsym(h, "cublasDestroy_v2"));
+    l.set_stream = reinterpret_cast<set_stream_fn>(dlsym(h, "cublasSetStream_v2"));
+    l.sgemm = reinterpret_cast<sgemm_fn>(dlsym(h, "cublasSgemm_v2"));
+    if (l.create == nullptr || l.set_stream == nullptr || l.sgemm == nullptr) {
+      errors += std::string(errors.empty() ? "" : "; ") + name + ": missing cublasCreate_v2/cublasSetStream_v2/cublasSgemm_v2";
+      dlclose(h);
+      l.create = nullptr;
+      l.destroy = nullptr;
+      l.set_stream = nullptr;
+      l.sgemm = nullptr;
+      continue;
+    }
+    l.status.loaded = true;
+    l.status.library = name;
+    return;  // the library stays loaded for the process's life
+  }
+  l.status.error = errors;
+}
+
+int device_of(cudaStream_t stream) {
+  int device = 0;
+#if defined(CUDART_VERSION) && CUDART_VERSION >= 12080
+  if (stream != nullptr) {
+    detail::check_cuda(cudaStreamGetDevice(stream, &device), "cudaStreamGetDevice");
+    return device;
+  }
+#endif
+  detail::check_cuda(cudaGetDevice(&device), "cudaGetDevice");
+  return device;
+}
+
+}  // namespace
+
+const load_status& load() {
+  static std::once_flag once;
+  library& l = lib();
+  std::call_once(once, [&] { do_load(l); });
+  return l.status;
+}
+
+void sgemm(cudaStream_t stream, operation transa, operation transb, int m, int n, int k, float alpha, const float* A,
+           int lda, const float* B, int ldb, float beta, float* C, int ldc) {
+  if (!load().loaded) throw invalid_state("cuBLAS is not loaded: " + load().error);
+  library& l = lib();
+  const int device = device_of(stream);
+  std::lock_guard<std::mutex> lock(l.mutex);
+  handle_t& handle = l.handles[device];
+  if (handle == nullptr) {
+    detail::device_scope scope(device);  // cublasCreate binds the handle to the current device
+    handle_t h = nullptr;
+    check(l.create(&h), "cublasCreate_v2");
+    handle = h;
+  }
+  // Default math mode: full FP32 (no TF32), default pointer mode: host scalars.
+  check(l.set_stream(handle, stream), "cublasSetStream_v2");
+  check(l.sgemm(handle, transa, transb, m, n, k, &alpha, A, lda, B, ldb, &beta, C, ldc), "cublasSgemm_v2");
+}
+
+}  // namespace gpumem::ops::cublas
+#endif

@@ -1,0 +1,224 @@
+// Elementwise ops, optimisers and random generators: argument checks, dispatch to the GPU, and the
+// CPU references.
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+#include "gpumem/errors.hpp"
+#include "ops.hpp"
+#include "rng.hpp"
+
+namespace gpumem::ops {
+
+namespace check {
+void non_negative(i64 v, const char* name) {
+  if (v < 0)
+    throw invalid_argument(invalid_argument::kind::range, name,
+                           std::string(name) + " must be a non-negative integer, got " + std::to_string(v));
+}
+void not_null(const void* p, const char* name) {
+  if (p == nullptr)
+    throw invalid_argument(invalid_argument::kind::type, name, std::string(name) + " is a null pointer");
+}
+void no_cuda() { throw invalid_state("built without CUDA: onDevice=true is not available"); }
+}  // namespace check
+
+namespace {
+
+void check_p(double p) {
+  if (!(p >= 0.0 && p < 1.0))
+    throw invalid_argument(invalid_argument::kind::range, "p", "p must be in [0, 1), got " + std::to_string(p));
+}
+
+float keep_scale(double p) { return static_cast<float>(1.0 / (1.0 - p)); }
+
+}  // namespace
+
+void relu(bool on_device, stream_handle stream, const float* X, float* Y, i64 n) {
+  check::non_negative(n, "n");
+  if (n == 0) return;
+  check::not_null(X, "X");
+  check::not_null(Y, "Y");
+  GPUMEM_OPS_ON_DEVICE(relu(stream, X, Y, n));
+  for (i64 i = 0; i < n; ++i) Y[i] = X[i] > 0.0f ? X[i] : 0.0f;
+}
+
+void relu_backward(bool on_device, stream_handle stream, const float* Y, const float* dY, float* dX, i64 n) {
+  check::non_negative(n, "n");
+  if (n == 0) return;
+  check::not_null(Y, "Y");
+  check::not_null(dY, "dY");
+  check::not_null(dX, "dX");
+  GPUMEM_OPS_ON_DEVICE(relu_backward(stream, Y, dY, dX, n));
+  for (i64 i = 0; i < n; ++i) dX[i] = Y[i] > 0.0f ? dY[i] : 0.0f;
+}
+
+void dropout(bool on_device, stream_handle stream, const float* X, float* Y, std::uint8_t* mask, i64 n, double p,
+             std::uint64_t seed, std::uint64_t offset) {
+  check::non_negative(n, "n");
+  check_p(p);
+  if (n == 0) return;
+  check::not_null(X, "X");
+  check::not_null(Y, "Y");
+  check::not_null(mask, "mask");
+  const float s = keep_scale(p);
+  GPUMEM_OPS_ON_DEVICE(dropout(stream, X, Y, mask, n, p, s, seed, offset));
+  const std::uint64_t key = rng::key_of(seed);
+  for (i64 i = 0; i < n; ++i) {
+    const bool keep = rng::uniform24(rng::bits(key, offset + static_cast<std::uint64_t>(i))) >= p;
+    mask[i] = keep ? 1 : 0;
+    Y[i] = keep ? X[i] * s : 0.0f;
+  }
+}
+
+void dropout_backward(bool on_device, stream_handle stream, const float* dY, const std::uint8_t* mask, float* dX,
+                      i64 n, double p) {
+  check::non_negative(n, "n");
+  check_p(p);
+  if (n == 0) return;
+  check::not_null(dY, "dY");
+  check::not_null(mask, "mask");
+  check::not_null(dX, "dX");
+  const float s = keep_scale(p);
+  GPUMEM_OPS_ON_DEVICE(dropout_backward(stream, dY, mask, dX, n, s));
+  for (i64 i = 0; i < n; ++i) dX[i] = mask[i] ? dY[i] * s : 0.0f;
+}
+
+void sgd(bool on_device, stream_handle stream, float* W, const float* G, i64 n, float lr) {
+  check::non_negative(n, "n");
+  if (n == 0) return;
+  check::not_null(W, "W");
+  check::not_null(G, "G");
+  GPUMEM_OPS_ON_DEVICE(sgd(stream, W, G, n, lr));
+  for (i64 i = 0; i < n; ++i) W[i] -= lr * G[i];
+}
+
+// PyTorch's Adam (torch.optim.Adam, no weight decay, no amsgrad):
+//   m = b1 m + (1-b1) g;  v = b2 v + (1-b2) g^2
+//   W -= (lr / (1 - b1^t)) * m / (sqrt(v) / sqrt(1 - b2^t) + eps)
+void adam(bool on_device, stream_handle stream, float* W, const float* G, float* M, float* V, i64 n, float lr,
+          float beta1, float beta2, float eps, i64 step) {
+  check::non_negative(n, "n");
+  if (step < 1)
+    throw invalid_argument(invalid_argument::kind::range, "step",
+                           "step counts from 1, got " + std::to_string(step));
+  if (!(beta1 >= 0.0f && beta1 < 1.0f))
+    throw invalid_argument(invalid_argument::kind::range, "beta1", "beta1 must be in [0, 1)");
+  if (!(beta2 >= 0.0f && beta2 < 1.0f))
+    throw invalid_argument(invalid_argument::kind::range, "beta2", "beta2 must be in [0, 1)");
+  if (n == 0) return;
+  check::not_null(W, "W");
+  check::not_null(G, "G");
+  check::not_null(M, "M");
+  check::not_null(V, "V");
+  const double bc1 = 1.0 - std::pow(static_cast<double>(beta1), static_cast<double>(step));
+  const double bc2 = 1.0 - std::pow(static_cast<double>(beta2), static_cast<double>(step));
+  const float step_size = static_cast<float>(lr / bc1);
+  const float inv_sqrt_bc2 = static_cast<float>(1.0 / std::sqrt(bc2));
+  GPUMEM_OPS_ON_DEVICE(adam(stream, W, G, M, V, n, lr, beta1, beta2, eps, step_size, inv_sqrt_bc2));
+  const float one_b1 = 1.0f - beta1, one_b2 = 1.0f - beta2;
+  for (i64 i = 0; i < n; ++i) {
+    const float g = G[i];
+    const float m = beta1 * M[i] + one_b1 * g;
+    const float v = beta2 * V[i] + one_b2 * g * g;
+    M[i] = m;
+    V[i] = v;
+    W[i] -= step_size * m / (std::sqrt(v) * inv_sqrt_bc2 + eps);
+  }
+}
+
+void random_ints(bool on_device, stream_handle stream, std::int32_t* out, i64 n, i64 modulo, std::uint64_t seed,
+                 std::uint64_t offset) {
+  check::non_negative(n, "n");
+  if (modulo < 1 || modulo > (i64{1} << 31))
+    throw invalid_argument(invalid_argument::kind::range, "modulo",
+                           "modulo must be in [1, 2^31], got " + std::to_string(modulo));
+  if (n == 0) return;
+  check::not_null(out, "out");
+  const auto m = static_cast<std::uint32_t>(modulo);
+  GPUMEM_OPS_ON_DEVICE(random_ints(stream, out, n, m, seed, offset));
+  const std::uint64_t key = rng::key_of(seed);
+  for (i64 i = 0; i < n; ++i)
+    out[i] = static_cast<std::int32_t>(rng::bits(key, offset + static_cast<std::uint64_t>(i)) % m);
+}
+
+void random_normal(bool on_device, stream_handle stream, float* out, i64 n, std::uint64_t seed, std::uint64_t offset) {
+  check::non_negative(n, "n");
+  if (n == 0) return;
+  check::not_null(out, "out");
+  GPUMEM_OPS_ON_DEVICE(random_normal(stream, out, n, seed, offset));
+  const std::uint64_t key = rng::key_of(seed);
+  for (i64 i = 0; i < n; ++i) out[i] = rng::normal(rng::bits(key, offset + static_cast<std::uint64_t>(i)));
+}
+
+void random_uniform(bool on_device, stream_handle stream, float* out, i64 n, float low, float high,
+                    std::uint64_t seed, std::uint64_t offset) {
+  check::non_negative(n, "n");
+  if (!(std::isfinite(low) && std::isfinite(high) && low <= high))
+    throw invalid_argument(invalid_argument::kind::range, "high",
+                           "low and high must be finite with low <= high");
+  if (n == 0) return;
+  check::not_null(out, "out");
+  GPUMEM_OPS_ON_DEVICE(random_uniform(stream, out, n, low, high, seed, offset));
+  const std::uint64_t key = rng::key_of(seed);
+  for (i64 i = 0; i < n; ++i)
+    out[i] = rng::uniform_in(rng::bits(key, offset + static_cast<std::uint64_t>(i)), low, high);
+}
+
+void fill_f32(bool on_device, stream_handle stream, float* ptr, i64 n, float value) {
+  check::non_negative(n, "n");
+  if (n == 0) return;
+  check::not_null(ptr, "ptr");
+  GPUMEM_OPS_ON_DEVICE(fill_f32(stream, ptr, n, value));
+  for (i64 i = 0; i < n; ++i) ptr[i] = value;
+}
+
+void fill_i32(bool on_device, stream_handle stream, std::int32_t* ptr, i64 n, std::int32_t value) {
+  check::non_negative(n, "n");
+  if (n == 0) return;
+  check::not_null(ptr, "ptr");
+  GPUMEM_OPS_ON_DEVICE(fill_i32(stream, ptr, n, value));
+  for (i64 i = 0; i < n; ++i) ptr[i] = value;
+}
+
+void iota(bool on_device, stream_handle stream, std::int32_t* out, i64 n, i64 start) {
+  check::non_negative(n, "n");
+  constexpr i64 lo = std::numeric_limits<std::int32_t>::min(), hi = std::numeric_limits<std::int32_t>::max();
+  if (start < lo || start > hi)
+    throw invalid_argument(invalid_argument::kind::range, "start", "start must be an i32, got " + std::to_string(start));
+  if (n > 0 && start + (n - 1) > hi)
+    throw invalid_argument(invalid_argument::kind::range, "n", "start + n - 1 overflows an i32");
+  if (n == 0) return;
+  check::not_null(out, "out");
+  GPUMEM_OPS_ON_DEVICE(iota(stream, out, n, static_cast<std::int32_t>(start)));
+  for (i64 i = 0; i < n; ++i) out[i] = static_cast<std::int32_t>(start + i);
+}
+
+void copy(bool on_device, stream_handle stream, void* dst, const void* src, i64 bytes) {
+  check::non_negative(bytes, "bytes");
+  if (bytes == 0) return;
+  check::not_null(dst, "dst");
+  check::not_null(src, "src");
+  GPUMEM_OPS_ON_DEVICE(copy(stream, dst, src, bytes));
+  std::memmove(dst, src, static_cast<std::size_t>(bytes));
+}
+
+void axpy(bool on_device, stream_handle stream, float alpha, const float* X, float* Y, i64 n) {
+  check::non_negative(n, "n");
+  if (n == 0) return;
+  check::not_null(X, "X");
+  check::not_null(Y, "Y");
+  GPUMEM_OPS_ON_DEVICE(axpy(stream, alpha, X, Y, n));
+  for (i64 i = 0; i < n; ++i) Y[i] = alpha * X[i] + Y[i];
+}
+
+void scale(bool on_device, stream_handle stream, float alpha, const float* X, float* Y, i64 n) {
+  check::non_negative(n, "n");
+  if (n == 0) return;
+  check::not_null(X, "X");
+  check::not_null(Y, "Y");
+  GPUMEM_OPS_ON_DEVICE(scale(stream, alpha, X, Y, n));
+  for (i64 i = 0; i < n; ++i) Y[i] = alpha * X[i];
+}
+
+}  // namespace gpumem::ops

@@ -1,0 +1,74 @@
+// Helpers shared by the ops' CUDA files: launch geometry, launch checks, stream-ordered scratch.
+#pragma once
+#include <cuda_runtime.h>
+
+#include <cstddef>
+#include <cstdint>
+
+#include "../resources/cuda_check.hpp"
+#include "gpumem/stream.hpp"
+#include "ops.hpp"
+
+namespace gpumem::ops::gpu {
+
+constexpr int block_threads = 256;
+
+inline cudaStream_t as_cuda(stream_handle s) { return static_cast<cudaStream_t>(s); }
+
+// Blocks for a grid-stride loop over n items (at least 1, at most 8 per SM's worth of work).
+inline unsigned grid_for(std::uint64_t n, int threads = block_threads) {
+  std::uint64_t blocks = (n + threads - 1) / threads;
+  if (blocks > 65535ull * 8) blocks = 65535ull * 8;
+  return blocks == 0 ? 1u : static_cast<unsigned>(blocks);
+}
+
+inline void check_launch(const char* what) { detail::check_cuda(cudaGetLastError(), what); }
+
+inline bool aligned16(const void* p) { return (reinterpret_cast<std::uintptr_t>(p) & 15u) == 0; }
+
+#define GPUMEM_GRID_STRIDE(i, n)                                                          \
+  for (std::uint64_t i = blockIdx.x * std::uint64_t(blockDim.x) + threadIdx.x; i < (n); \
+       i += std::uint64_t(gridDim.x) * blockDim.x)
+
+// Temporary device memory for one launch sequence, in stream order (cudaMallocAsync from the
+// stream's device's default pool, freed with cudaFreeAsync after the work queued on the stream):
+// safe with concurrent streams, no host synchronisation. Used for a few KiB of per-block partial
+// sums of the deterministic reductions. Devices without memory pools fall back to cudaMalloc /
+// cudaFree (which synchronise).
+class stream_scratch {
+ public:
+  stream_scratch(std::size_t bytes, stream_handle s) : stream_(as_cuda(s)) {
+    if (bytes == 0) return;
+    const cudaError_t status = cudaMallocAsync(&ptr_, bytes, stream_);
+    if (status == cudaErrorNotSupported) {  // no memory pools on this device: plain cudaMalloc
+      cudaGetLastError();
+      ptr_ = nullptr;
+      async_ = false;
+      detail::check_cuda(cudaMalloc(&ptr_, bytes), "cudaMalloc (ops scratch)");
+      return;
+    }
+    detail::check_cuda(status, "cudaMallocAsync (ops scratch)");
+  }
+  ~stream_scratch() {
+    if (ptr_ == nullptr) return;
+    if (async_) {
+      cudaFreeAsync(ptr_, stream_);
+    } else {  // cudaFree would not wait for the stream's work on a non-blocking stream
+      cudaStreamSynchronize(stream_);
+      cudaFree(ptr_);
+    }
+  }
+  stream_scratch(const stream_scratch&) = delete;
+  stream_scratch& operator=(const stream_scratch&) = delete;
+  template <class T>
+  T* as(std::size_t byte_offset = 0) const {
+    return reinterpret_cast<T*>(static_cast<char*>(ptr_) + byte_offset);
+  }
+
+ private:
+  cudaStream_t stream_;
+  void* ptr_ = nullptr;
+  bool async_ = true;
+};
+
+}  // namespace gpumem::ops::gpu

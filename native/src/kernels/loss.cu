@@ -1,0 +1,213 @@
+// Softmax cross-entropy and accuracy on the GPU: one warp per row (a lane per class when C <= 32,
+// lanes striding over the classes otherwise). Deterministic without float atomics: every warp sums
+// its rows in order, every block its 8 warps in order into a per-block partial (a block owns a
+// fixed range of rows_per_block rows), and one final block adds the partials in a fixed tree.
+#include <cmath>
+
+#include "kernel_common.cuh"
+
+namespace gpumem::ops::gpu {
+namespace {
+
+constexpr int warps_per_block = 8;
+constexpr int rows_per_block = 64;
+constexpr unsigned full = 0xffffffffu;
+
+struct row_result {
+  float loss;   // NaN for a bad row or label
+  int correct;  // 1 when argmax == label
+};
+
+__device__ __forceinline__ void argmax_combine(float& v, int& idx, float ov, int oidx) {
+  // Larger value wins; on a tie the smaller index (the first maximum, as on the CPU).
+  if (ov > v || (ov == v && oidx < idx)) {
+    v = ov;
+    idx = oidx;
+  }
+}
+
+// One row, by the whole warp. Every lane returns the same result.
+template <bool Small, bool Train>
+__device__ row_result process_row(const float* __restrict__ x, int label, int C, float inv_r, float* d) {
+  const int lane = threadIdx.x & 31;
+  const bool valid = label >= 0 && label < C;
+  float m;
+  int best;
+  float s;
+  float xl = 0.0f;
+  if (Small) {
+    const float v = lane < C ? x[lane] : -INFINITY;
+    m = v;
+    best = lane < C ? lane : 0x7fffffff;
+    for (int o = 16; o > 0; o >>= 1) {
+      const float ov = __shfl_xor_sync(full, m, o);
+      const int oi = __shfl_xor_sync(full, best, o);
+      argmax_combine(m, best, ov, oi);
+    }
+    if (!Train) return {0.0f, valid && best == label ? 1 : 0};
+    const float e = lane < C ? expf(v - m) : 0.0f;
+    s = e;
+    for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(full, s, o);
+    xl = __shfl_sync(full, v, valid ? label : 0);
+    if (lane < C) d[lane] = (e / s - (lane == label ? 1.0f : 0.0f)) * inv_r;
+  } else {
+    m = -INFINITY;
+    best = 0x7fffffff;
+    for (int j = lane; j < C; j += 32) {
+      const float v = x[j];
+      if (best == 0x7fffffff || v > m) {  // strictly larger: the lane keeps its first maximum
+        m = v;
+        best = j;
+      }
+    }
+    for (int o = 16; o > 0; o >>= 1) {
+      const float ov = __shfl_xor_sync(full, m, o);
+      const int oi = __shfl_xor_sync(full, best, o);
+      argmax_combine(m, best, ov, oi);
+    }
+    if (!Train) return {0.0f, valid && best == label ? 1 : 0};
+    s = 0.0f;
+    for (int j = lane; j < C; j += 32) s += expf(x[j] - m);
+    for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(full, s, o);
+    if (valid) xl = x[label];
+    for (int j = lane; j < C; j += 32) d[j] = (expf(x[j] - m) / s - (j == label ? 1.0f : 0.0f)) * inv_r;
+  }
+  if (!valid) return {NAN, 0};
+  return {(logf(s) + m) - xl, best == label ? 1 : 0};
+}
+
+// Block b owns rows [b*rows_per_block, (b+1)*rows_per_block) of the R listed rows; warp w of it
+// takes rows w, w+8, ... of that range. Train: writes dLogits, and the block's loss sum and correct
+// count to the partials (or, with one block, the final results). !Train: adds the block's correct
+// count to *correct_out with an integer atomic (exact, so deterministic).
+template <bool Small, bool Train>
+__global__ void __launch_bounds__(warps_per_block * 32)
+    ce_kernel(const float* __restrict__ logits, const std::int32_t* __restrict__ labels,
+              const std::int32_t* __restrict__ row_index, std::int64_t R, std::int64_t N, int C, float inv_r,
+              float* dLogits, float* partial_loss, int* partial_correct, float* loss_out, int* correct_out) {
+  __shared__ float block_loss[warps_per_block];
+  __shared__ int block_correct[warps_per_block];
+  const int warp = threadIdx.x / 32;
+  const std::int64_t r0 = std::int64_t(blockIdx.x) * rows_per_block;
+  std::int64_t r1 = r0 + rows_per_block;
+  if (r1 > R) r1 = R;
+  float loss = 0.0f;
+  int correct = 0;
+  for (std::int64_t r = r0 + warp; r < r1; r += warps_per_block) {
+    const std::int64_t row = row_index != nullptr ? std::int64_t(row_index[r]) : r;
+    if (row < 0 || row >= N) {
+      loss += NAN;
+      continue;
+    }
+    const row_result res =
+        process_row<Small, Train>(logits + row * C, labels[row], C, inv_r, Train ? dLogits + row * C : nullptr);
+    loss += res.loss;
+    correct += res.correct;
+  }
+  if ((threadIdx.x & 31) == 0) {
+    block_loss[warp] = loss;
+    block_correct[warp] = correct;
+  }
+  __syncthreads();
+  if (threadIdx.x != 0) return;
+  float bl = block_loss[0];
+  int bc = block_correct[0];
+  for (int w = 1; w < warps_per_block; ++w) {
+    bl += block_loss[w];
+    bc += block_correct[w];
+  }
+  if (!Train) {
+    if (bc != 0) atomicAdd(correct_out, bc);
+  } else if (gridDim.x == 1) {
+    *loss_out = bl / static_cast<float>(R);
+    *correct_out = bc;
+  } else {
+    partial_loss[blockIdx.x] = bl;
+    partial_correct[blockIdx.x] = bc;
+  }
+}
+
+constexpr int finish_threads = 256;
+
+// One block: thread t adds partials t, t+256, ... in order, then a fixed shared-memory tree.
+__global__ void __launch_bounds__(finish_threads)
+    ce_finish_kernel(const float* __restrict__ partial_loss, const int* __restrict__ partial_correct,
+                     std::int64_t blocks, std::int64_t R, float* loss_out, int* correct_out) {
+  __shared__ float sl[finish_threads];
+  __shared__ int sc[finish_threads];
+  float l = 0.0f;
+  int c = 0;
+  for (std::int64_t b = threadIdx.x; b < blocks; b += finish_threads) {
+    l += partial_loss[b];
+    c += partial_correct[b];
+  }
+  sl[threadIdx.x] = l;
+  sc[threadIdx.x] = c;
+  __syncthreads();
+  for (int half = finish_threads / 2; half > 0; half >>= 1) {
+    if (threadIdx.x < half) {
+      sl[threadIdx.x] += sl[threadIdx.x + half];
+      sc[threadIdx.x] += sc[threadIdx.x + half];
+    }
+    __syncthreads();
+  }
+  if (threadIdx.x == 0) {
+    *loss_out = sl[0] / static_cast<float>(R);
+    *correct_out = sc[0];
+  }
+}
+
+std::int64_t blocks_for(i64 R) { return (R + rows_per_block - 1) / rows_per_block; }
+
+}  // namespace
+
+void softmax_cross_entropy(stream_handle s, const float* logits, const std::int32_t* labels,
+                           const std::int32_t* row_index, i64 R, i64 N, i64 C, float* dLogits, float* loss_out,
+                           std::int32_t* correct_out) {
+  cudaStream_t st = as_cuda(s);
+  if ((row_index != nullptr || R == 0) && N > 0 && C > 0)
+    detail::check_cuda(cudaMemsetAsync(dLogits, 0, std::size_t(N) * std::size_t(C) * sizeof(float), st),
+                       "softmaxCrossEntropy (zero dLogits)");
+  if (R == 0) {
+    detail::check_cuda(cudaMemsetAsync(loss_out, 0, sizeof(float), st), "softmaxCrossEntropy (loss)");
+    detail::check_cuda(cudaMemsetAsync(correct_out, 0, sizeof(std::int32_t), st), "softmaxCrossEntropy (correct)");
+    return;
+  }
+  const std::int64_t blocks = blocks_for(R);
+  if (blocks > 0x7fffffff) throw invalid_argument(invalid_argument::kind::range, "R", "R too large");
+  stream_scratch scratch(blocks > 1 ? std::size_t(blocks) * 8 : 0, s);
+  float* pl = scratch.as<float>();
+  int* pc = blocks > 1 ? scratch.as<int>(std::size_t(blocks) * 4) : nullptr;
+  const float inv_r = 1.0f / static_cast<float>(R);
+  const int c = static_cast<int>(C);
+  if (C <= 32)
+    ce_kernel<true, true><<<unsigned(blocks), warps_per_block * 32, 0, st>>>(logits, labels, row_index, R, N, c, inv_r,
+                                                                           dLogits, pl, pc, loss_out, correct_out);
+  else
+    ce_kernel<false, true><<<unsigned(blocks), warps_per_block * 32, 0, st>>>(
+        logits, labels, row_index, R, N, c, inv_r, dLogits, pl, pc, loss_out, correct_out);
+  check_launch("softmaxCrossEntropy launch");
+  if (blocks > 1) {
+    ce_finish_kernel<<<1, finish_threads, 0, st>>>(pl, pc, blocks, R, loss_out, correct_out);
+    check_launch("softmaxCrossEntropy finish launch");
+  }
+}
+
+void accuracy(stream_handle s, const float* logits, const std::int32_t* labels, const std::int32_t* row_index, i64 R,
+              i64 N, i64 C, std::int32_t* correct_out) {
+  cudaStream_t st = as_cuda(s);
+  detail::check_cuda(cudaMemsetAsync(correct_out, 0, sizeof(std::int32_t), st), "accuracy (zero count)");
+  if (R == 0) return;
+  const std::int64_t blocks = blocks_for(R);
+  if (blocks > 0x7fffffff) throw invalid_argument(invalid_argument::kind::range, "R", "R too large");
+  const int c = static_cast<int>(C);
+  if (C <= 32)
+    ce_kernel<true, false><<<unsigned(blocks), warps_per_block * 32, 0, st>>>(
+        logits, labels, row_index, R, N, c, 0.0f, nullptr, nullptr, nullptr, nullptr, correct_out);
+  else
+    ce_kernel<false, false><<<unsigned(blocks), warps_per_block * 32, 0, st>>>(
+        logits, labels, row_index, R, N, c, 0.0f, nullptr, nullptr, nullptr, nullptr, correct_out);
+  check_launch("accuracy launch");
+}
+
+}  // namespace gpumem::ops::gpu

@@ -1,0 +1,214 @@
+/**
+ * Graphs for the GCN: the seed's random graph, generated on the device (N nodes, K·N random
+ * directed edges, random features and labels), and a stochastic block model whose labels can be
+ * learnt. Both end as CSR matrices of the aggregation (rows: target nodes) and of its transpose.
+ * @module
+ */
+import type { Runtime } from '../runtime.js';
+import type { Tensor } from '../tensor.js';
+
+/** A CSR matrix: rowptr i32[N+1], col i32[nnz], val f32[nnz]. */
+export interface Csr {
+  rowptr: Tensor;
+  col: Tensor;
+  val: Tensor;
+  nnz: number;
+}
+
+export interface Graph {
+  numNodes: number;
+  numEdges: number;
+  numFeatures: number;
+  numClasses: number;
+  features: Tensor; // [N, F]
+  labels: Tensor; // i32 [N]
+  /** Nodes 0 .. trainNodes-1 are the training mask. */
+  trainNodes: number;
+  /**
+   * Edge lists, for the scatter aggregation: messages flow src -> dst with weight. Freed by
+   * dropEdgeLists() where only the CSR forms are needed.
+   */
+  src: Tensor; // i32 [E]
+  dst: Tensor; // i32 [E]
+  weight: Tensor; // f32 [E], the normalisation of each edge
+  /** out = A · h aggregates at targets (rows = dst); its transpose carries gradients back. */
+  csr: Csr;
+  csrT: Csr;
+  /** Frees the edge lists (src, dst, weight); the CSR forms stay. */
+  dropEdgeLists(): void;
+  /** Frees every tensor of the graph. */
+  dispose(): void;
+}
+
+export type Normalisation = 'none' | 'sym';
+
+/** Builds both CSR forms and edge weights from edge lists on the device (or host). */
+function finishGraph(
+  rt: Runtime,
+  base: Omit<Graph, 'csr' | 'csrT' | 'weight' | 'dispose' | 'dropEdgeLists'>,
+  normalisation: Normalisation,
+): Graph {
+  const { numNodes: n, numEdges: e } = base;
+  const ops = rt.ops;
+  const build = (rows: Tensor, cols: Tensor): Csr => {
+    const rowptr = rt.keep(rt.empty([n + 1], 'i32'));
+    const col = rt.keep(rt.empty([e], 'i32'));
+    const val = rt.keep(rt.empty([e]));
+    rt.scope(() => {
+      const tempBytes = ops.csrBuildTempBytes(rt.onDevice, e, n);
+      const temp = rt.empty([Math.max(tempBytes, 1)], 'u8');
+      ops.csrBuild(rt.onDevice, rt.s, rows.ptr, cols.ptr, e, n, rowptr.ptr, col.ptr, temp.ptr, tempBytes);
+    });
+    return { rowptr, col, val, nnz: e };
+  };
+  const csr = build(base.dst, base.src);
+  const csrT = build(base.src, base.dst);
+  const weight = rt.keep(rt.empty([e]));
+  if (normalisation === 'none') {
+    ops.fillF32(rt.onDevice, rt.s, csr.val.ptr, e, 1);
+    ops.fillF32(rt.onDevice, rt.s, csrT.val.ptr, e, 1);
+    ops.fillF32(rt.onDevice, rt.s, weight.ptr, e, 1);
+  } else {
+    rt.scope(() => {
+      // GCN's symmetric normalisation with in-degrees (counted at targets, self loops included):
+      // w(src -> dst) = 1 / sqrt(deg[dst] · deg[src]).
+      const deg = rt.empty([n]);
+      ops.rowDegrees(rt.onDevice, rt.s, csr.rowptr.ptr, n, deg.ptr);
+      ops.edgeNorm(rt.onDevice, rt.s, csr.rowptr.ptr, csr.col.ptr, n, deg.ptr, 0, csr.val.ptr);
+      ops.edgeNorm(rt.onDevice, rt.s, csrT.rowptr.ptr, csrT.col.ptr, n, deg.ptr, 0, csrT.val.ptr);
+      ops.edgeNormList(rt.onDevice, rt.s, base.src.ptr, base.dst.ptr, deg.ptr, e, 0, weight.ptr);
+    });
+  }
+  const graph: Graph = {
+    ...base,
+    csr,
+    csrT,
+    weight,
+    dropEdgeLists() {
+      for (const t of [base.src, base.dst, weight]) t.dispose();
+    },
+    dispose() {
+      for (const t of [base.features, base.labels, base.src, base.dst, weight, csr.rowptr, csr.col, csr.val, csrT.rowptr, csrT.col, csrT.val]) {
+        t.dispose();
+      }
+    },
+  };
+  return graph;
+}
+
+export interface SeedGraphOptions {
+  nodes: number;
+  edgesPerNode?: number; // default 10
+  features?: number; // default 128
+  classes?: number; // default 10
+  seed?: number;
+  normalisation?: Normalisation; // default 'none': the seed sums messages as index_add does
+}
+
+/** The seed's random graph, generated on the runtime's device. */
+export function seedGraph(rt: Runtime, options: SeedGraphOptions): Graph {
+  const n = options.nodes;
+  const k = options.edgesPerNode ?? 10;
+  const f = options.features ?? 128;
+  const c = options.classes ?? 10;
+  const seed = options.seed ?? 0;
+  const e = n * k;
+  const ops = rt.ops;
+  const src = rt.keep(rt.empty([e], 'i32'));
+  const dst = rt.keep(rt.empty([e], 'i32'));
+  const features = rt.keep(rt.empty([n, f]));
+  const labels = rt.keep(rt.empty([n], 'i32'));
+  ops.randomInts(rt.onDevice, rt.s, src.ptr, e, n, seed, 0);
+  ops.randomInts(rt.onDevice, rt.s, dst.ptr, e, n, seed, e);
+  ops.randomNormal(rt.onDevice, rt.s, features.ptr, n * f, seed + 1, 0);
+  ops.randomInts(rt.onDevice, rt.s, labels.ptr, n, c, seed + 2, 0);
+  return finishGraph(
+    rt,
+    { numNodes: n, numEdges: e, numFeatures: f, numClasses: c, features, labels, trainNodes: Math.max(1, Math.floor(n / 10)), src, dst },
+    options.normalisation ?? 'none',
+  );
+}
+
+export interface SbmOptions {
+  nodes: number;
+  classes?: number; // default 4
+  features?: number; // default 16
+  /** Expected neighbours in the same block, and in other blocks. */
+  degreeIn?: number; // default 8
+  degreeOut?: number; // default 1
+  /** Standard deviation of the feature noise around each class's mean. */
+  noise?: number; // default 2
+  seed?: number;
+  /** Fraction of nodes in the training mask (a prefix; node order is shuffled). */
+  trainFraction?: number; // default 0.3
+}
+
+/** xorshift128+ in 32-bit halves: a small seeded PRNG for host-side graph generation. */
+function prng(seed: number): () => number {
+  let a = (seed ^ 0x9e3779b9) >>> 0 || 1;
+  let b = (seed * 2654435761) >>> 0 || 2;
+  return () => {
+    let t = a;
+    const s = b;
+    a = s;
+    t ^= t << 11;
+    t ^= t >>> 8;
+    b = (t ^ s ^ (s >>> 19)) >>> 0;
+    return b / 2 ** 32;
+  };
+}
+
+/**
+ * A stochastic block model: nodes in `classes` blocks, edges dense within blocks and sparse across
+ * them, features a noisy class signal. Symmetric (both directions of every edge) with self loops
+ * and GCN normalisation, so a GCN learns the labels well above chance.
+ */
+export function sbmGraph(rt: Runtime, options: SbmOptions): Graph {
+  const n = options.nodes;
+  const c = options.classes ?? 4;
+  const f = options.features ?? 16;
+  const rand = prng(options.seed ?? 0);
+  const labels = new Int32Array(n);
+  for (let i = 0; i < n; i++) labels[i] = Math.floor(rand() * c);
+  const byClass: number[][] = Array.from({ length: c }, () => []);
+  labels.forEach((l, i) => byClass[l]!.push(i));
+  const src: number[] = [];
+  const dst: number[] = [];
+  const edge = (u: number, v: number) => {
+    src.push(u, v);
+    dst.push(v, u);
+  };
+  const degreeIn = options.degreeIn ?? 8;
+  const degreeOut = options.degreeOut ?? 1;
+  for (let u = 0; u < n; u++) {
+    const same = byClass[labels[u]!]!;
+    for (let j = 0; j < degreeIn / 2; j++) edge(u, same[Math.floor(rand() * same.length)]!);
+    for (let j = 0; j < degreeOut / 2; j++) edge(u, Math.floor(rand() * n));
+    src.push(u);
+    dst.push(u); // self loop
+  }
+  const means = Array.from({ length: c * f }, () => rand() * 2 - 1);
+  const noise = options.noise ?? 2;
+  const features = new Float32Array(n * f);
+  for (let i = 0; i < n; i++) {
+    for (let j = 0; j < f; j++) {
+      const gauss = Math.sqrt(-2 * Math.log(1 - rand())) * Math.cos(2 * Math.PI * rand());
+      features[i * f + j] = means[labels[i]! * f + j]! + noise * gauss;
+    }
+  }
+  return finishGraph(
+    rt,
+    {
+      numNodes: n,
+      numEdges: src.length,
+      numFeatures: f,
+      numClasses: c,
+      features: rt.keep(rt.fromArray(features, [n, f])),
+      labels: rt.keep(rt.fromArray(labels, [n])),
+      trainNodes: Math.max(1, Math.floor(n * (options.trainFraction ?? 0.3))),
+      src: rt.keep(rt.fromArray(Int32Array.from(src), [src.length])),
+      dst: rt.keep(rt.fromArray(Int32Array.from(dst), [dst.length])),
+    },
+    'sym',
+  );
+}

@@ -1,0 +1,179 @@
+/**
+ * A 2-layer GCN: conv → ReLU → dropout → conv. A conv is h = x Wᵀ, out = A·h + b, where A is the
+ * graph's (normalised) adjacency, applied either as a CSR sparse-dense product ('spmm') or the
+ * seed's way ('scatter': gather an E x hidden message tensor, weight it, index_add it at targets).
+ * Both give the same result; 'scatter' exists to compare allocators under its large temporaries.
+ * @module
+ */
+import { ParameterSet, type Parameter } from '../nn.js';
+import type { Runtime } from '../runtime.js';
+import type { Tensor } from '../tensor.js';
+import type { Csr, Graph } from '../datasets/graphs.js';
+
+export type Aggregation = 'spmm' | 'scatter';
+
+/** out = A·h. Runs in its own scope so that the scatter path's messages are freed at once. */
+function aggregate(rt: Runtime, graph: Graph, h: Tensor, aggregation: Aggregation, transpose: boolean): Tensor {
+  const [n, width] = [graph.numNodes, h.shape[1]!];
+  const e = graph.numEdges;
+  return rt.scope(() => {
+    if (aggregation === 'spmm') {
+      const a: Csr = transpose ? graph.csrT : graph.csr;
+      const out = rt.empty([n, width]);
+      rt.ops.spmm(rt.onDevice, rt.s, a.rowptr.ptr, a.col.ptr, a.val.ptr, h.ptr, out.ptr, n, width);
+      return out;
+    }
+    // forward: messages flow src -> dst; the transpose carries gradients dst -> src
+    const from = transpose ? graph.dst : graph.src;
+    const to = transpose ? graph.src : graph.dst;
+    const messages = rt.empty([e, width]); // [E, H]: the seed's big temporary
+    rt.ops.gatherRows(rt.onDevice, rt.s, h.ptr, from.ptr, messages.ptr, e, width);
+    rt.ops.scaleRows(rt.onDevice, rt.s, messages.ptr, graph.weight.ptr, messages.ptr, e, width);
+    const out = rt.zeros([n, width]);
+    rt.ops.scatterAddRows(rt.onDevice, rt.s, messages.ptr, to.ptr, out.ptr, e, width);
+    return out;
+  });
+}
+
+export class GcnConv {
+  readonly weight: Parameter; // [out, in]
+  readonly bias: Parameter; // [out]
+  #x: Tensor | undefined;
+
+  /** The parameters a GcnConv needs, for its ParameterSet. */
+  static parameterSpecs(name: string, inFeatures: number, outFeatures: number) {
+    return [
+      { name: `${name}.weight`, shape: [outFeatures, inFeatures] },
+      { name: `${name}.bias`, shape: [outFeatures] },
+    ];
+  }
+
+  constructor(
+    private readonly rt: Runtime,
+    readonly name: string,
+    readonly inFeatures: number,
+    readonly outFeatures: number,
+    params: ParameterSet,
+    seed: number,
+    offset: number,
+  ) {
+    this.weight = params.get(`${name}.weight`);
+    this.bias = params.get(`${name}.bias`);
+    // Glorot uniform weight, zero bias (as GCNConv)
+    const bound = Math.sqrt(6 / (inFeatures + outFeatures));
+    rt.ops.randomUniform(rt.onDevice, rt.s, this.weight.value.ptr, this.weight.value.size, -bound, bound, seed, offset);
+    rt.ops.fillF32(rt.onDevice, rt.s, this.bias.value.ptr, outFeatures, 0);
+  }
+
+  get parameters(): Parameter[] {
+    return [this.weight, this.bias];
+  }
+
+  /** x: [N, in] → [N, out]. */
+  forward(x: Tensor, graph: Graph, aggregation: Aggregation): Tensor {
+    const { rt } = this;
+    const n = x.shape[0]!;
+    const out = rt.scope(() => {
+      const h = rt.empty([n, this.outFeatures]); // freed once aggregated
+      rt.ops.gemm(rt.onDevice, rt.s, false, true, n, this.outFeatures, this.inFeatures, 1, x.ptr, this.weight.value.ptr, 0, h.ptr);
+      return aggregate(rt, graph, h, aggregation, false);
+    });
+    rt.ops.addBias(rt.onDevice, rt.s, out.ptr, this.bias.value.ptr, n, this.outFeatures);
+    this.#x = x;
+    return out;
+  }
+
+  /**
+   * dOut: [N, out] → dx [N, in] when needInputGrad; writes dW and db. With consume, dOut is
+   * freed as soon as it has been aggregated (the caller hands it over).
+   */
+  backward(dOut: Tensor, graph: Graph, aggregation: Aggregation, needInputGrad: boolean, consume = false): Tensor | undefined {
+    const { rt } = this;
+    const x = this.#x;
+    if (!x) throw new Error(`${this.name}: backward before forward`);
+    const n = dOut.shape[0]!;
+    rt.ops.biasGrad(rt.onDevice, rt.s, dOut.ptr, this.bias.grad.ptr, n, this.outFeatures, false);
+    this.#x = undefined;
+    return rt.scope(() => {
+      const dH = aggregate(rt, graph, dOut, aggregation, true); // [N, out]
+      if (consume) dOut.dispose();
+      rt.ops.gemm(rt.onDevice, rt.s, true, false, this.outFeatures, this.inFeatures, n, 1, dH.ptr, x.ptr, 0, this.weight.grad.ptr);
+      if (!needInputGrad) return undefined;
+      const dx = rt.empty([n, this.inFeatures]);
+      rt.ops.gemm(rt.onDevice, rt.s, false, false, n, this.inFeatures, this.outFeatures, 1, dH.ptr, this.weight.value.ptr, 0, dx.ptr);
+      return dx;
+    });
+  }
+}
+
+/**
+ * The 2-layer GCN, planned for memory: at N nodes and hidden width H, one activation is N·H floats
+ * (2 GB at 2M x 256), so a step keeps at most two of them live. ReLU and dropout work in place on
+ * conv1's output, ReLU's backward reads its mask from the post-dropout values (a dropped unit's
+ * gradient is zero either way), and every activation, mask and gradient is freed as soon as
+ * nothing needs it:
+ *   forward peak:  x, h = x·W1ᵀ (freed after aggregation), a1 = A·h
+ *   backward peak: d = ∂a1 and A'·d (d freed once aggregated)
+ */
+export class Gcn {
+  readonly conv1: GcnConv;
+  readonly conv2: GcnConv;
+  readonly params: ParameterSet;
+  #a1: Tensor | undefined; // conv1's output after ReLU and dropout, [N, H]
+  #mask: Tensor | undefined; // dropout's mask, u8 [N, H]
+
+  constructor(
+    private readonly rt: Runtime,
+    inputs: number,
+    readonly hidden: number,
+    classes: number,
+    readonly dropout: number,
+    readonly aggregation: Aggregation,
+    seed: number,
+  ) {
+    if (!(dropout >= 0 && dropout < 1)) throw new RangeError(`Expected dropout probability in [0, 1) for dropout but received ${dropout}`);
+    this.params = new ParameterSet(rt, [...GcnConv.parameterSpecs('conv1', inputs, hidden), ...GcnConv.parameterSpecs('conv2', hidden, classes)]);
+    this.conv1 = new GcnConv(rt, 'conv1', inputs, hidden, this.params, seed, 0);
+    this.conv2 = new GcnConv(rt, 'conv2', hidden, classes, this.params, seed, inputs * hidden);
+  }
+
+  get parameters(): Parameter[] {
+    return this.params.list;
+  }
+
+  /** → logits [N, classes]. `dropoutOffset` picks this step's dropout mask. */
+  forward(graph: Graph, training: boolean, seed: number, dropoutOffset: number): Tensor {
+    const { rt } = this;
+    const a1 = this.conv1.forward(graph.features, graph, this.aggregation);
+    rt.ops.relu(rt.onDevice, rt.s, a1.ptr, a1.ptr, a1.size);
+    if (training && this.dropout > 0) {
+      const mask = rt.empty(a1.shape, 'u8');
+      rt.ops.dropout(rt.onDevice, rt.s, a1.ptr, a1.ptr, mask.ptr, a1.size, this.dropout, seed, dropoutOffset);
+      this.#mask = mask;
+    }
+    this.#a1 = a1;
+    return this.conv2.forward(a1, graph, this.aggregation);
+  }
+
+  /** Consumes dLogits and frees the step's activations as it goes. */
+  backward(dLogits: Tensor, graph: Graph): void {
+    const { rt } = this;
+    const a1 = this.#a1;
+    if (!a1) throw new Error('gcn: backward before forward');
+    const d = this.conv2.backward(dLogits, graph, this.aggregation, true, true)!; // ∂a1, [N, H]
+    const mask = this.#mask;
+    if (mask) {
+      rt.ops.dropoutBackward(rt.onDevice, rt.s, d.ptr, mask.ptr, d.ptr, d.size, this.dropout);
+      mask.dispose();
+    }
+    rt.ops.reluBackward(rt.onDevice, rt.s, a1.ptr, d.ptr, d.ptr, d.size);
+    a1.dispose();
+    this.#a1 = undefined;
+    this.#mask = undefined;
+    this.conv1.backward(d, graph, this.aggregation, false, true);
+  }
+
+  dispose(): void {
+    this.params.dispose();
+  }
+}

@@ -1,0 +1,79 @@
+/**
+ * The trainer's native operations, as the addon exposes them (`loadNative().ops`). Internal: the
+ * tensor layer calls these with pointers it got from an allocator, so nothing here re-checks them.
+ *
+ * Conventions, for every op:
+ * - `onDevice`: true runs the CUDA kernel on `stream`, false the CPU reference (synchronously).
+ * - Pointers are numbers (addresses from an Allocator), `stream` a native stream handle (0: default).
+ * - Matrices are row-major f32; index arrays are i32; masks of dropout are u8.
+ * - Every op with a float reduction is deterministic: the same inputs give bit-identical outputs,
+ *   run after run (no float atomics), except `scatterAddRows`, which uses atomics on the GPU.
+ * - Nothing synchronises the host; results that are scalars are written to device memory.
+ * @module
+ */
+export interface NativeOps {
+  /** C[M,N] = alpha * op(A) @ op(B) + beta * C. op(A) is [M,K] (A stored [K,M] when transA); op(B) is [K,N] (B stored [N,K] when transB). cuBLAS sgemm when it loads, else a tiled kernel. */
+  gemm(onDevice: boolean, stream: number, transA: boolean, transB: boolean, M: number, N: number, K: number, alpha: number, A: number, B: number, beta: number, C: number): void;
+  /** Y[rows,cols] += bias[cols]. */
+  addBias(onDevice: boolean, stream: number, Y: number, bias: number, rows: number, cols: number): void;
+  /** dBias[cols] = (accumulate ? dBias : 0) + column sums of dY[rows,cols]. */
+  biasGrad(onDevice: boolean, stream: number, dY: number, dBias: number, rows: number, cols: number, accumulate: boolean): void;
+  /** Y = max(X, 0); Y may be X. */
+  relu(onDevice: boolean, stream: number, X: number, Y: number, n: number): void;
+  /** dX = dY where Y > 0, else 0; dX may be dY. */
+  reluBackward(onDevice: boolean, stream: number, Y: number, dY: number, dX: number, n: number): void;
+  /** mask[i] = keep ? 1 : 0 with keep probability 1-p from a counter-based RNG (seed, offset + i); Y = X * mask / (1-p). */
+  dropout(onDevice: boolean, stream: number, X: number, Y: number, mask: number, n: number, p: number, seed: number, offset: number): void;
+  /** dX = dY * mask / (1-p). */
+  dropoutBackward(onDevice: boolean, stream: number, dY: number, mask: number, dX: number, n: number, p: number): void;
+  /**
+   * Fused softmax cross-entropy over the rows listed in rowIndex (i32[R]; rowIndex 0 and R = N: all rows).
+   * Writes dLogits[N,C] = (softmax - onehot) / R on those rows and 0 elsewhere, the mean loss to
+   * lossOut (f32[1]) and the number of rows whose argmax equals the label to correctOut (i32[1]).
+   */
+  softmaxCrossEntropy(onDevice: boolean, stream: number, logits: number, labels: number, rowIndex: number, R: number, N: number, C: number, dLogits: number, lossOut: number, correctOut: number): void;
+  /** correctOut (i32[1]) = rows (of rowIndex, as above) whose argmax equals the label. */
+  accuracy(onDevice: boolean, stream: number, logits: number, labels: number, rowIndex: number, R: number, N: number, C: number, correctOut: number): void;
+  /** W -= lr * G. */
+  sgd(onDevice: boolean, stream: number, W: number, G: number, n: number, lr: number): void;
+  /** Adam (PyTorch's form, no weight decay), step counted from 1. */
+  adam(onDevice: boolean, stream: number, W: number, G: number, M: number, V: number, n: number, lr: number, beta1: number, beta2: number, eps: number, step: number): void;
+  /** out[e,:] = X[index[e],:] for e < E; H columns. */
+  gatherRows(onDevice: boolean, stream: number, X: number, index: number, out: number, E: number, H: number): void;
+  /** out[index[e],:] += src[e,:] (index_add). */
+  scatterAddRows(onDevice: boolean, stream: number, src: number, index: number, out: number, E: number, H: number): void;
+  /** out[e,:] = X[e,:] * w[e] for e < E (per-edge message weights); out may be X. */
+  scaleRows(onDevice: boolean, stream: number, X: number, w: number, out: number, E: number, H: number): void;
+  /** out[N,H] = A @ X, A in CSR (rowptr i32[N+1], col i32[nnz], val f32[nnz]); X has H columns and any number of rows. */
+  spmm(onDevice: boolean, stream: number, rowptr: number, col: number, val: number, X: number, out: number, N: number, H: number): void;
+  /** Bytes of temporary storage csrBuild needs for E edges and N rows. */
+  csrBuildTempBytes(onDevice: boolean, E: number, N: number): number;
+  /** From edges (rows i32[E], cols i32[E]): rowptr i32[N+1] and col i32[E] with each row's columns in input order (stable sort by row). */
+  csrBuild(onDevice: boolean, stream: number, rows: number, cols: number, E: number, N: number, rowptr: number, colOut: number, temp: number, tempBytes: number): void;
+  /** deg[i] (f32[N]) = rowptr[i+1] - rowptr[i]. */
+  rowDegrees(onDevice: boolean, stream: number, rowptr: number, N: number, deg: number): void;
+  /** val[e] for the CSR edges: mode 0: 1/sqrt(deg[row] * deg[col]); 1: 1/deg[row]; 2: 1/deg[col]; 0 where a degree is 0. */
+  edgeNorm(onDevice: boolean, stream: number, rowptr: number, col: number, N: number, deg: number, mode: number, val: number): void;
+  /** w[e] for an edge list (src i32[E] -> dst i32[E]): mode 0: 1/sqrt(deg[dst] * deg[src]); 1: 1/deg[dst]; 2: 1/deg[src]; 0 where a degree is 0. */
+  edgeNormList(onDevice: boolean, stream: number, src: number, dst: number, deg: number, E: number, mode: number, w: number): void;
+  /** out[i] (i32) = uniform integer in [0, modulo) from (seed, offset + i). */
+  randomInts(onDevice: boolean, stream: number, out: number, n: number, modulo: number, seed: number, offset: number): void;
+  /** out[i] (f32) = standard normal from (seed, offset + i). */
+  randomNormal(onDevice: boolean, stream: number, out: number, n: number, seed: number, offset: number): void;
+  /** out[i] (f32) = uniform in [low, high) from (seed, offset + i). */
+  randomUniform(onDevice: boolean, stream: number, out: number, n: number, low: number, high: number, seed: number, offset: number): void;
+  /** n f32 values at ptr = value. */
+  fillF32(onDevice: boolean, stream: number, ptr: number, n: number, value: number): void;
+  /** n i32 values at ptr = value. */
+  fillI32(onDevice: boolean, stream: number, ptr: number, n: number, value: number): void;
+  /** out[i] (i32) = start + i. */
+  iota(onDevice: boolean, stream: number, out: number, n: number, start: number): void;
+  /** bytes from src to dst, in stream order. */
+  copy(onDevice: boolean, stream: number, dst: number, src: number, bytes: number): void;
+  /** Y = alpha * X + Y (n values). */
+  axpy(onDevice: boolean, stream: number, alpha: number, X: number, Y: number, n: number): void;
+  /** Y = alpha * X (n values); Y may be X. */
+  scale(onDevice: boolean, stream: number, alpha: number, X: number, Y: number, n: number): void;
+  /** Which matrix product the GPU path uses: 'cublas' or 'tiled' (cuBLAS missing), with the reason. */
+  gemmBackend(): { backend: 'cublas' | 'tiled'; reason: string };
+}

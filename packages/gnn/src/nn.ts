@@ -1,0 +1,247 @@
+/**
+ * Layers with explicit forward and backward side by side (no autograd engine). A layer's forward
+ * saves what its backward needs; backward takes the gradient of its output, accumulates into its
+ * parameters' gradients and returns the gradient of its input. Shapes are in comments.
+ * @module
+ */
+import type { Runtime } from './runtime.js';
+import type { Tensor } from './tensor.js';
+
+/** A trainable tensor and its gradient (same shape): views into a ParameterSet's buffers. */
+export interface Parameter {
+  readonly name: string;
+  readonly value: Tensor;
+  readonly grad: Tensor;
+}
+
+/**
+ * All of a model's parameters in one buffer and their gradients in another, so that an optimiser
+ * step is one kernel launch, whatever the number of layers. Gradients are written (not
+ * accumulated) by each backward, so there is no zeroing either.
+ */
+export class ParameterSet {
+  readonly values: Tensor;
+  readonly grads: Tensor;
+  readonly #byName = new Map<string, Parameter>();
+
+  constructor(rt: Runtime, specs: ReadonlyArray<{ name: string; shape: readonly number[] }>) {
+    const total = specs.reduce((a, p) => a + p.shape.reduce((x, y) => x * y, 1), 0);
+    this.values = rt.keep(rt.empty([total]));
+    this.grads = rt.keep(rt.zeros([total]));
+    let offset = 0;
+    for (const { name, shape } of specs) {
+      const size = shape.reduce((x, y) => x * y, 1);
+      this.#byName.set(name, { name, value: this.values.view(offset, shape), grad: this.grads.view(offset, shape) });
+      offset += size;
+    }
+  }
+
+  get(name: string): Parameter {
+    const p = this.#byName.get(name);
+    if (!p) throw new Error(`no parameter named ${name}`);
+    return p;
+  }
+
+  get list(): Parameter[] {
+    return [...this.#byName.values()];
+  }
+
+  get size(): number {
+    return this.values.size;
+  }
+
+  dispose(): void {
+    this.values.dispose();
+    this.grads.dispose();
+  }
+}
+
+/** PyTorch's default init for Linear: U(-1/sqrt(fanIn), 1/sqrt(fanIn)) for weight and bias. */
+export function initUniform(rt: Runtime, p: Parameter, fanIn: number, seed: number, offset: number): void {
+  const bound = 1 / Math.sqrt(fanIn);
+  rt.ops.randomUniform(rt.onDevice, rt.s, p.value.ptr, p.value.size, -bound, bound, seed, offset);
+}
+
+/** y = x Wᵀ + b.  W: [out, in], b: [out]. */
+export class Linear {
+  readonly weight: Parameter;
+  readonly bias: Parameter;
+  #x: Tensor | undefined; // [rows, in], saved by forward
+
+  /** The parameters a Linear needs, for its ParameterSet. */
+  static parameterSpecs(name: string, inFeatures: number, outFeatures: number) {
+    return [
+      { name: `${name}.weight`, shape: [outFeatures, inFeatures] },
+      { name: `${name}.bias`, shape: [outFeatures] },
+    ];
+  }
+
+  constructor(
+    private readonly rt: Runtime,
+    readonly name: string,
+    readonly inFeatures: number,
+    readonly outFeatures: number,
+    params: ParameterSet,
+  ) {
+    this.weight = params.get(`${name}.weight`);
+    this.bias = params.get(`${name}.bias`);
+  }
+
+  init(seed: number, offset: number): void {
+    initUniform(this.rt, this.weight, this.inFeatures, seed, offset);
+    initUniform(this.rt, this.bias, this.inFeatures, seed, offset + this.weight.value.size);
+  }
+
+  get parameters(): Parameter[] {
+    return [this.weight, this.bias];
+  }
+
+  /** x: [rows, in] → [rows, out]. */
+  forward(x: Tensor): Tensor {
+    const rows = x.shape[0]!;
+    const y = this.rt.empty([rows, this.outFeatures]);
+    this.rt.ops.gemm(this.rt.onDevice, this.rt.s, false, true, rows, this.outFeatures, this.inFeatures, 1, x.ptr, this.weight.value.ptr, 0, y.ptr);
+    this.rt.ops.addBias(this.rt.onDevice, this.rt.s, y.ptr, this.bias.value.ptr, rows, this.outFeatures);
+    this.#x = x;
+    return y;
+  }
+
+  /** dy: [rows, out] → dx: [rows, in] (or nothing when needInputGrad is false); writes dW, db. */
+  backward(dy: Tensor, needInputGrad = true): Tensor | undefined {
+    const x = this.#x;
+    if (!x) throw new Error(`${this.name}: backward before forward`);
+    const rows = dy.shape[0]!;
+    const { rt } = this;
+    // dW[out,in] = dyᵀ[out,rows] x[rows,in]
+    rt.ops.gemm(rt.onDevice, rt.s, true, false, this.outFeatures, this.inFeatures, rows, 1, dy.ptr, x.ptr, 0, this.weight.grad.ptr);
+    rt.ops.biasGrad(rt.onDevice, rt.s, dy.ptr, this.bias.grad.ptr, rows, this.outFeatures, false);
+    this.#x = undefined;
+    if (!needInputGrad) return undefined;
+    // dx[rows,in] = dy[rows,out] W[out,in]
+    const dx = rt.empty([rows, this.inFeatures]);
+    rt.ops.gemm(rt.onDevice, rt.s, false, false, rows, this.inFeatures, this.outFeatures, 1, dy.ptr, this.weight.value.ptr, 0, dx.ptr);
+    return dx;
+  }
+}
+
+/** y = max(x, 0), in a new tensor; backward masks by y > 0. */
+export class ReLU {
+  #y: Tensor | undefined;
+  constructor(private readonly rt: Runtime) {}
+
+  forward(x: Tensor): Tensor {
+    const y = this.rt.empty(x.shape);
+    this.rt.ops.relu(this.rt.onDevice, this.rt.s, x.ptr, y.ptr, x.size);
+    this.#y = y;
+    return y;
+  }
+
+  /** In place on dy. */
+  backward(dy: Tensor): Tensor {
+    const y = this.#y;
+    if (!y) throw new Error('relu: backward before forward');
+    this.rt.ops.reluBackward(this.rt.onDevice, this.rt.s, y.ptr, dy.ptr, dy.ptr, dy.size);
+    this.#y = undefined;
+    return dy;
+  }
+}
+
+/** Inverted dropout with a seeded counter-based RNG: the same (seed, offset) drops the same units. */
+export class Dropout {
+  #mask: Tensor | undefined;
+  constructor(
+    private readonly rt: Runtime,
+    readonly p: number,
+  ) {
+    if (!(p >= 0 && p < 1)) throw new RangeError(`Expected dropout probability in [0, 1) for p but received ${p}`);
+  }
+
+  forward(x: Tensor, seed: number, offset: number, training: boolean): Tensor {
+    if (!training || this.p === 0) return x;
+    const y = this.rt.empty(x.shape);
+    const mask = this.rt.empty(x.shape, 'u8');
+    this.rt.ops.dropout(this.rt.onDevice, this.rt.s, x.ptr, y.ptr, mask.ptr, x.size, this.p, seed, offset);
+    this.#mask = mask;
+    return y;
+  }
+
+  /** In place on dy. */
+  backward(dy: Tensor): Tensor {
+    const mask = this.#mask;
+    if (!mask) return dy;
+    this.rt.ops.dropoutBackward(this.rt.onDevice, this.rt.s, dy.ptr, mask.ptr, dy.ptr, dy.size, this.p);
+    this.#mask = undefined;
+    return dy;
+  }
+}
+
+/**
+ * Softmax cross-entropy on the first `rows` rows of logits (a node classification mask that is a
+ * prefix, or a whole batch). Returns dLogits for all rows (zero outside the mask); writes the mean
+ * loss and the number of correct predictions to the given device scalars.
+ */
+export function softmaxCrossEntropy(
+  rt: Runtime,
+  logits: Tensor, // [N, C]
+  labels: Tensor, // i32 [N]
+  rows: number,
+  lossOut: number, // f32 scalar address
+  correctOut: number, // i32 scalar address
+): Tensor {
+  const [n, c] = [logits.shape[0]!, logits.shape[1]!];
+  const dLogits = rows < n ? rt.zeros([n, c]) : rt.empty([n, c]);
+  rt.ops.softmaxCrossEntropy(rt.onDevice, rt.s, logits.ptr, labels.ptr, 0, rows, rows, c, dLogits.ptr, lossOut, correctOut);
+  return dLogits;
+}
+
+/** The optimiser interface: one update of every parameter from its gradient. */
+export interface Optimizer {
+  step(): void;
+  /** Frees optimiser state. */
+  dispose(): void;
+}
+
+/** w -= lr · g over the whole ParameterSet: one launch. */
+export class SGD implements Optimizer {
+  constructor(
+    private readonly rt: Runtime,
+    private readonly params: ParameterSet,
+    readonly lr: number,
+  ) {}
+
+  step(): void {
+    this.rt.ops.sgd(this.rt.onDevice, this.rt.s, this.params.values.ptr, this.params.grads.ptr, this.params.size, this.lr);
+  }
+
+  dispose(): void {}
+}
+
+/** Adam (PyTorch's form) over the whole ParameterSet: one launch. */
+export class Adam implements Optimizer {
+  #step = 0;
+  readonly #m: Tensor;
+  readonly #v: Tensor;
+
+  constructor(
+    private readonly rt: Runtime,
+    private readonly params: ParameterSet,
+    readonly lr: number,
+    readonly beta1 = 0.9,
+    readonly beta2 = 0.999,
+    readonly eps = 1e-8,
+  ) {
+    this.#m = rt.keep(rt.zeros([params.size]));
+    this.#v = rt.keep(rt.zeros([params.size]));
+  }
+
+  step(): void {
+    this.#step++;
+    const { rt, params } = this;
+    rt.ops.adam(rt.onDevice, rt.s, params.values.ptr, params.grads.ptr, this.#m.ptr, this.#v.ptr, params.size, this.lr, this.beta1, this.beta2, this.eps, this.#step);
+  }
+
+  dispose(): void {
+    this.#m.dispose();
+    this.#v.dispose();
+  }
+}

@@ -1,0 +1,128 @@
+/**
+ * The trainer's runtime: one allocator, one stream, and the scopes that free intermediates. Every
+ * tensor's storage comes from the allocator and goes back to it, on the runtime's stream, so the
+ * allocator sees the model's real allocation pattern.
+ * @module
+ */
+import { loadNative, Stream, type Allocator } from '@gpumem/allocator-core';
+import type { NativeOps } from './native-ops.js';
+import { Tensor, dtypeBytes, type DType } from './tensor.js';
+
+export class Runtime {
+  /** True when tensors live on a GPU and ops run CUDA kernels; false for the CPU references. */
+  readonly onDevice: boolean;
+  readonly stream: Stream;
+  readonly ops: NativeOps;
+  readonly #scopes: Tensor[][] = [];
+  readonly #ownsStream: boolean;
+  /** Live tensors made by this runtime (for leak checks). */
+  #live = 0;
+
+  constructor(
+    readonly allocator: Allocator,
+    stream?: Stream,
+  ) {
+    this.onDevice = allocator.device.kind === 'cuda';
+    this.#ownsStream = stream === undefined;
+    this.stream = stream ?? Stream.create(allocator.device);
+    this.ops = (loadNative() as unknown as { ops: NativeOps }).ops;
+    if (!this.ops) throw new Error('the gpumem addon was built without the trainer ops; rebuild it (npm run build:native)');
+  }
+
+  /** Native stream handle for ops. */
+  get s(): number {
+    return this.stream.handle;
+  }
+
+  /** Tensors made by this runtime and not yet disposed. */
+  get liveTensors(): number {
+    return this.#live;
+  }
+
+  /** A new tensor with uninitialised storage from the allocator; freed with its scope. */
+  empty(shape: readonly number[], dtype: DType = 'f32'): Tensor {
+    const size = shape.reduce((a, b) => a * b, 1);
+    const bytes = Math.max(size * dtypeBytes[dtype], 1);
+    const ptr = this.allocator.malloc(bytes, this.stream);
+    this.#live++;
+    const t = new Tensor(this, ptr, shape, dtype, bytes, () => {
+      this.allocator.free(ptr, bytes, this.stream);
+      this.#live--;
+    });
+    this.#scopes[this.#scopes.length - 1]?.push(t);
+    return t;
+  }
+
+  zeros(shape: readonly number[], dtype: DType = 'f32'): Tensor {
+    const t = this.empty(shape, dtype);
+    if (dtype === 'f32') this.ops.fillF32(this.onDevice, this.s, t.ptr, t.size, 0);
+    else if (dtype === 'i32') this.ops.fillI32(this.onDevice, this.s, t.ptr, t.size, 0);
+    else this.ops.fillI32(this.onDevice, this.s, t.ptr, Math.ceil(t.bytes / 4), 0);
+    return t;
+  }
+
+  /** A tensor holding `data` (copied in stream order). */
+  fromArray(data: Float32Array | Int32Array | Uint8Array, shape: readonly number[]): Tensor {
+    const dtype: DType = data instanceof Float32Array ? 'f32' : data instanceof Int32Array ? 'i32' : 'u8';
+    const size = shape.reduce((a, b) => a * b, 1);
+    if (size !== data.length) {
+      throw new RangeError(`Expected ${size} elements for shape [${shape.join(', ')}] but received ${data.length}`);
+    }
+    const t = this.empty(shape, dtype);
+    if (data.length > 0) this.allocator.write(t.ptr, data, 0, this.stream);
+    return t;
+  }
+
+  /**
+   * Runs fn in a scope: every tensor made inside and not returned (a Tensor, or an array or
+   * object whose values are Tensors) nor kept is disposed when fn returns or throws.
+   */
+  scope<T>(fn: () => T): T {
+    const made: Tensor[] = [];
+    this.#scopes.push(made);
+    let result: T;
+    try {
+      result = fn();
+    } catch (e) {
+      this.#scopes.pop();
+      for (const t of made) t.dispose();
+      throw e;
+    }
+    this.#scopes.pop();
+    const escaping = new Set<Tensor>();
+    collectTensors(result, escaping);
+    const parent = this.#scopes[this.#scopes.length - 1];
+    for (const t of made) {
+      if (t.disposed) continue;
+      if (escaping.has(t)) parent?.push(t);
+      else t.dispose();
+    }
+    return result;
+  }
+
+  /** Moves t out of the current scope: the caller disposes it. */
+  keep<T extends Tensor>(t: T): T {
+    const scope = this.#scopes[this.#scopes.length - 1];
+    if (scope) {
+      const i = scope.indexOf(t);
+      if (i >= 0) scope.splice(i, 1);
+    }
+    return t;
+  }
+
+  synchronize(): void {
+    this.stream.synchronize();
+  }
+
+  /** Waits for the stream and destroys it if the runtime made it. Tensors must be disposed first. */
+  dispose(): void {
+    this.stream.synchronize();
+    if (this.#ownsStream) this.stream.destroy();
+  }
+}
+
+function collectTensors(value: unknown, out: Set<Tensor>): void {
+  if (value instanceof Tensor) out.add(value);
+  else if (Array.isArray(value)) for (const v of value) collectTensors(v, out);
+  else if (value !== null && typeof value === 'object') for (const v of Object.values(value)) collectTensors(v, out);
+}
