@@ -262,6 +262,7 @@ function trainGcn(rt: Runtime, o: TrainOptions, epochs: number, seed: number): T
         const out = rt.zeros([2], 'i32'); // [loss as f32 bits, correct]
         const logits = model.forward(graph, true, seed + 7, epoch * n * hidden!);
         const dLogits = softmaxCrossEntropy(rt, logits, graph.labels, graph.trainNodes, out.ptr, out.ptr + 4);
+        logits.dispose(); // not needed once the loss kernel has its gradient
         model.backward(dLogits, graph);
         optimizer.step();
         return rt.keep(out);

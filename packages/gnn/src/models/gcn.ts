@@ -109,18 +109,19 @@ export class GcnConv {
 /**
  * The 2-layer GCN, planned for memory: at N nodes and hidden width H, one activation is N·H floats
  * (2 GB at 2M x 256), so a step keeps at most two of them live. ReLU and dropout work in place on
- * conv1's output, ReLU's backward reads its mask from the post-dropout values (a dropped unit's
- * gradient is zero either way), and every activation, mask and gradient is freed as soon as
- * nothing needs it:
+ * conv1's output a1 = relu(z)·keep/(1-p). Backward needs no dropout mask: a1 > 0 exactly where
+ * both ReLU and the mask let a unit through, so ∂a1/∂z = (a1 > 0)/(1-p), a ReLU backward on a1
+ * and one scale. The mask lives only inside forward, after h is freed. Every activation and
+ * gradient is freed as soon as nothing needs it:
  *   forward peak:  x, h = x·W1ᵀ (freed after aggregation), a1 = A·h
- *   backward peak: d = ∂a1 and A'·d (d freed once aggregated)
+ *   backward peak: a1, d = ∂a1 (a1 freed once d is masked), then d and A'·d (d freed once aggregated)
  */
 export class Gcn {
   readonly conv1: GcnConv;
   readonly conv2: GcnConv;
   readonly params: ParameterSet;
   #a1: Tensor | undefined; // conv1's output after ReLU and dropout, [N, H]
-  #mask: Tensor | undefined; // dropout's mask, u8 [N, H]
+  #dropped = false; // whether the last forward applied dropout
 
   constructor(
     private readonly rt: Runtime,
@@ -146,10 +147,12 @@ export class Gcn {
     const { rt } = this;
     const a1 = this.conv1.forward(graph.features, graph, this.aggregation);
     rt.ops.relu(rt.onDevice, rt.s, a1.ptr, a1.ptr, a1.size);
-    if (training && this.dropout > 0) {
-      const mask = rt.empty(a1.shape, 'u8');
-      rt.ops.dropout(rt.onDevice, rt.s, a1.ptr, a1.ptr, mask.ptr, a1.size, this.dropout, seed, dropoutOffset);
-      this.#mask = mask;
+    this.#dropped = training && this.dropout > 0;
+    if (this.#dropped) {
+      rt.scope(() => {
+        const mask = rt.empty(a1.shape, 'u8'); // not kept: backward reads the mask off a1
+        rt.ops.dropout(rt.onDevice, rt.s, a1.ptr, a1.ptr, mask.ptr, a1.size, this.dropout, seed, dropoutOffset);
+      });
     }
     this.#a1 = a1;
     return this.conv2.forward(a1, graph, this.aggregation);
@@ -161,15 +164,10 @@ export class Gcn {
     const a1 = this.#a1;
     if (!a1) throw new Error('gcn: backward before forward');
     const d = this.conv2.backward(dLogits, graph, this.aggregation, true, true)!; // ∂a1, [N, H]
-    const mask = this.#mask;
-    if (mask) {
-      rt.ops.dropoutBackward(rt.onDevice, rt.s, d.ptr, mask.ptr, d.ptr, d.size, this.dropout);
-      mask.dispose();
-    }
-    rt.ops.reluBackward(rt.onDevice, rt.s, a1.ptr, d.ptr, d.ptr, d.size);
+    rt.ops.reluBackward(rt.onDevice, rt.s, a1.ptr, d.ptr, d.ptr, d.size); // through ReLU and the dropout mask
+    if (this.#dropped) rt.ops.scale(rt.onDevice, rt.s, 1 / (1 - this.dropout), d.ptr, d.ptr, d.size);
     a1.dispose();
     this.#a1 = undefined;
-    this.#mask = undefined;
     this.conv1.backward(d, graph, this.aggregation, false, true);
   }
 
