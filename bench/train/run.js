@@ -49,7 +49,8 @@ const options = {
 
 function main() {
   const args = parseArgs(process.argv.slice(2));
-  const names = (args.allocators ?? listAllocators().map((s) => s.name)).filter((n) => gpu || !listAllocators().find((s) => s.name === n)?.requiresCuda);
+  // On a GPU host the host strategy would run the CPU kernels: compare the GPU allocators only.
+  const names = args.allocators ?? listAllocators().map((s) => s.name).filter((n) => (gpu ? n !== 'host' : !listAllocators().find((s) => s.name === n)?.requiresCuda));
   const rows = [];
   if (args.workload !== 'gcn') {
     for (const name of names) {
