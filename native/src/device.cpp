@@ -127,6 +127,29 @@ float elapsed_ms(void* start, void* end) {
   return ms;
 }
 
+void begin_capture(stream_handle stream) {
+  if (stream == nullptr) throw invalid_state("CUDA Graph capture needs a stream other than the default stream");
+  check_cuda(cudaStreamBeginCapture(as_stream(stream), cudaStreamCaptureModeRelaxed), "cudaStreamBeginCapture");
+}
+
+void* end_capture(stream_handle stream) {
+  cudaGraph_t graph = nullptr;
+  check_cuda(cudaStreamEndCapture(as_stream(stream), &graph), "cudaStreamEndCapture");
+  cudaGraphExec_t exec = nullptr;
+  cudaError_t status = cudaGraphInstantiate(&exec, graph, 0);
+  cudaGraphDestroy(graph);
+  check_cuda(status, "cudaGraphInstantiate");
+  return exec;
+}
+
+void launch_graph(void* graph_exec, stream_handle stream) {
+  check_cuda(cudaGraphLaunch(static_cast<cudaGraphExec_t>(graph_exec), as_stream(stream)), "cudaGraphLaunch");
+}
+
+void destroy_graph(void* graph_exec) noexcept {
+  if (graph_exec != nullptr && cudaGraphExecDestroy(static_cast<cudaGraphExec_t>(graph_exec)) != cudaSuccess) cudaGetLastError();
+}
+
 void copy_to(void* dst, memory_kind dst_kind, const void* src, std::size_t bytes, stream_handle stream) {
   if (dst_kind == memory_kind::host) {
     std::memcpy(dst, src, bytes);
@@ -168,6 +191,10 @@ void record_event(void*, stream_handle) { no_cuda(); }
 void synchronize_event(void*) { no_cuda(); }
 bool query_event(void*) { no_cuda(); }
 float elapsed_ms(void*, void*) { no_cuda(); }
+void begin_capture(stream_handle) { no_cuda(); }
+void* end_capture(stream_handle) { no_cuda(); }
+void launch_graph(void*, stream_handle) { no_cuda(); }
+void destroy_graph(void*) noexcept {}
 void copy_to(void* dst, memory_kind dst_kind, const void* src, std::size_t bytes, stream_handle) {
   if (dst_kind != memory_kind::host) no_cuda();
   std::memcpy(dst, src, bytes);

@@ -53,6 +53,14 @@ void synchronize_event(void* event);
 bool query_event(void* event);
 float elapsed_ms(void* start, void* end);
 
+// CUDA Graphs: record the work queued on `stream` between begin_capture and end_capture (in
+// relaxed mode, so allocators may still be called), and replay it with one launch. end_capture
+// always ends the capture, also when something inside it failed; it returns an executable graph.
+void begin_capture(stream_handle stream);
+void* end_capture(stream_handle stream);
+void launch_graph(void* graph_exec, stream_handle stream);
+void destroy_graph(void* graph_exec) noexcept;
+
 // Copies between host memory and memory of `kind`, ordered after work on `stream`, and waits for
 // the copy: the host buffer can be reused when it returns.
 void copy_to(void* dst, memory_kind dst_kind, const void* src, std::size_t bytes, stream_handle stream);

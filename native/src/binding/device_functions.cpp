@@ -101,6 +101,29 @@ Napi::Value ElapsedMs(const Napi::CallbackInfo& info) {
   });
 }
 
+Napi::Value BeginCapture(const Napi::CallbackInfo& info) {
+  return guarded(info.Env(), [&] {
+    begin_capture(to_stream(info[0]));
+    return info.Env().Undefined();
+  });
+}
+
+Napi::Value EndCapture(const Napi::CallbackInfo& info) {
+  return guarded(info.Env(), [&] { return from_pointer(info.Env(), end_capture(to_stream(info[0]))); });
+}
+
+Napi::Value LaunchGraph(const Napi::CallbackInfo& info) {
+  return guarded(info.Env(), [&] {
+    launch_graph(to_pointer(info[0]), to_stream(info[1]));
+    return info.Env().Undefined();
+  });
+}
+
+Napi::Value DestroyGraph(const Napi::CallbackInfo& info) {
+  destroy_graph(to_pointer(info[0]));
+  return info.Env().Undefined();
+}
+
 Napi::Value CanLoadLibrary(const Napi::CallbackInfo& info) {
   std::string error;
   bool ok = can_load_library(info[0].ToString().Utf8Value(), &error);
@@ -131,6 +154,10 @@ void register_device_functions(Napi::Env env, Napi::Object exports) {
   exports.Set("queryEvent", Napi::Function::New<QueryEvent>(env, "queryEvent"));
   exports.Set("elapsedMs", Napi::Function::New<ElapsedMs>(env, "elapsedMs"));
   exports.Set("canLoadLibrary", Napi::Function::New<CanLoadLibrary>(env, "canLoadLibrary"));
+  exports.Set("beginCapture", Napi::Function::New<BeginCapture>(env, "beginCapture"));
+  exports.Set("endCapture", Napi::Function::New<EndCapture>(env, "endCapture"));
+  exports.Set("launchGraph", Napi::Function::New<LaunchGraph>(env, "launchGraph"));
+  exports.Set("destroyGraph", Napi::Function::New<DestroyGraph>(env, "destroyGraph"));
 }
 
 }  // namespace gpumem::binding

@@ -6,6 +6,7 @@
 
 #include <map>
 #include <mutex>
+#include <unordered_map>
 
 #include "../resources/cuda_check.hpp"
 #include "gpumem/errors.hpp"
@@ -19,6 +20,7 @@ using status_t = int;
 using create_fn = status_t (*)(handle_t*);
 using destroy_fn = status_t (*)(handle_t);
 using set_stream_fn = status_t (*)(handle_t, cudaStream_t);
+using set_workspace_fn = status_t (*)(handle_t, void*, std::size_t);
 using sgemm_fn = status_t (*)(handle_t, int, int, int, int, int, const float*, const float*, int, const float*, int,
                               const float*, float*, int);
 
@@ -27,9 +29,16 @@ struct library {
   create_fn create = nullptr;
   destroy_fn destroy = nullptr;
   set_stream_fn set_stream = nullptr;
+  set_workspace_fn set_workspace = nullptr;  // optional (cuBLAS 11.4 and later)
   sgemm_fn sgemm = nullptr;
-  std::mutex mutex;                  // guards handles and each set_stream + sgemm pair
-  std::map<int, handle_t> handles;   // one per device, created lazily, kept for the process's life
+  std::mutex mutex;  // guards handles and each set_stream + sgemm pair
+  struct device_handle {
+    handle_t handle = nullptr;
+    void* workspace = nullptr;
+    cudaStream_t stream = nullptr;
+    bool stream_set = false;
+  };
+  std::map<int, device_handle> handles;  // one per device, created lazily, kept for the process's life
 };
 
 library& lib() {
@@ -73,6 +82,7 @@ void do_load(library& l) {
     l.destroy = reinterpret_cast<destroy_fn>(dlsym(h, "cublasDestroy_v2"));
     l.set_stream = reinterpret_cast<set_stream_fn>(dlsym(h, "cublasSetStream_v2"));
     l.sgemm = reinterpret_cast<sgemm_fn>(dlsym(h, "cublasSgemm_v2"));
+    l.set_workspace = reinterpret_cast<set_workspace_fn>(dlsym(h, "cublasSetWorkspace_v2"));
     if (l.create == nullptr || l.set_stream == nullptr || l.sgemm == nullptr) {
       errors += std::string(errors.empty() ? "" : "; ") + name + ": missing cublasCreate_v2/cublasSetStream_v2/cublasSgemm_v2";
       dlclose(h);
@@ -89,12 +99,25 @@ void do_load(library& l) {
   l.status.error = errors;
 }
 
+// The device a stream belongs to. cudaStreamGetDevice is refused while the stream is being
+// captured into a CUDA Graph, and a refused call invalidates the capture, so each stream's device
+// is remembered when it is first seen (work runs eagerly before it is captured) and looked up
+// while the stream is capturing.
 int device_of(cudaStream_t stream) {
   int device = 0;
 #if defined(CUDART_VERSION) && CUDART_VERSION >= 12080
   if (stream != nullptr) {
-    detail::check_cuda(cudaStreamGetDevice(stream, &device), "cudaStreamGetDevice");
-    return device;
+    static std::mutex mutex;
+    static std::unordered_map<cudaStream_t, int> known;
+    cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+    detail::check_cuda(cudaStreamIsCapturing(stream, &capture), "cudaStreamIsCapturing");
+    std::lock_guard<std::mutex> lock(mutex);
+    if (capture == cudaStreamCaptureStatusNone) {
+      detail::check_cuda(cudaStreamGetDevice(stream, &device), "cudaStreamGetDevice");
+      known[stream] = device;
+      return device;
+    }
+    if (auto it = known.find(stream); it != known.end()) return it->second;
   }
 #endif
   detail::check_cuda(cudaGetDevice(&device), "cudaGetDevice");
@@ -116,15 +139,25 @@ void sgemm(cudaStream_t stream, operation transa, operation transb, int m, int n
   library& l = lib();
   const int device = device_of(stream);
   std::lock_guard<std::mutex> lock(l.mutex);
-  handle_t& handle = l.handles[device];
-  if (handle == nullptr) {
+  library::device_handle& d = l.handles[device];
+  constexpr std::size_t workspace_bytes = 32u << 20;  // cuBLAS's recommendation for Hopper
+  if (d.handle == nullptr) {
     detail::device_scope scope(device);  // cublasCreate binds the handle to the current device
-    handle_t h = nullptr;
-    check(l.create(&h), "cublasCreate_v2");
-    handle = h;
+    check(l.create(&d.handle), "cublasCreate_v2");
+    // A workspace of the handle's own, made now: without one cuBLAS allocates as it goes, which a
+    // CUDA Graph capture does not allow.
+    if (l.set_workspace != nullptr) detail::check_cuda(cudaMalloc(&d.workspace, workspace_bytes), "cudaMalloc (cuBLAS workspace)");
   }
-  // Default math mode: full FP32 (no TF32), default pointer mode: host scalars.
-  check(l.set_stream(handle, stream), "cublasSetStream_v2");
+  // Default math mode: full FP32 (no TF32), default pointer mode: host scalars. cublasSetStream
+  // resets the workspace to cuBLAS's own pool, so it is called only when the stream changes, and
+  // our workspace is attached again each time.
+  if (!d.stream_set || d.stream != stream) {
+    check(l.set_stream(d.handle, stream), "cublasSetStream_v2");
+    if (d.workspace != nullptr) check(l.set_workspace(d.handle, d.workspace, workspace_bytes), "cublasSetWorkspace_v2");
+    d.stream = stream;
+    d.stream_set = true;
+  }
+  handle_t handle = d.handle;
   check(l.sgemm(handle, transa, transb, m, n, k, &alpha, A, lda, B, ldb, &beta, C, ldc), "cublasSgemm_v2");
 }
 

@@ -4,6 +4,8 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <mutex>
+#include <unordered_map>
 
 #include "../resources/cuda_check.hpp"
 #include "gpumem/stream.hpp"
@@ -30,15 +32,38 @@ inline bool aligned16(const void* p) { return (reinterpret_cast<std::uintptr_t>(
   for (std::uint64_t i = blockIdx.x * std::uint64_t(blockDim.x) + threadIdx.x; i < (n); \
        i += std::uint64_t(gridDim.x) * blockDim.x)
 
-// Temporary device memory for one launch sequence, in stream order (cudaMallocAsync from the
-// stream's device's default pool, freed with cudaFreeAsync after the work queued on the stream):
-// safe with concurrent streams, no host synchronisation. Used for a few KiB of per-block partial
-// sums of the deterministic reductions. Devices without memory pools fall back to cudaMalloc /
-// cudaFree (which synchronise).
+// Temporary device memory for one launch sequence (a few KiB of per-block partial sums of the
+// deterministic reductions), in stream order. Work on one stream runs in order, so each stream
+// keeps one buffer that every op queued on it reuses: no allocation per call, and none inside a
+// CUDA Graph capture once the buffer is large enough (it grows only outside a capture; a larger
+// need during a capture is met by cudaMallocAsync, which the graph records as an allocation).
+// Devices without memory pools fall back to cudaMalloc / cudaFree (which synchronise).
 class stream_scratch {
  public:
   stream_scratch(std::size_t bytes, stream_handle s) : stream_(as_cuda(s)) {
     if (bytes == 0) return;
+    cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+    detail::check_cuda(cudaStreamIsCapturing(stream_, &capture), "cudaStreamIsCapturing");
+    {
+      cache& c = shared();
+      std::lock_guard<std::mutex> lock(c.mutex);
+      buffer& b = c.buffers[stream_];
+      if (b.bytes >= bytes) {
+        ptr_ = b.ptr;
+        return;
+      }
+      if (capture == cudaStreamCaptureStatusNone) {
+        void* grown = nullptr;
+        if (cudaMallocAsync(&grown, bytes, stream_) == cudaSuccess) {
+          if (b.ptr != nullptr) cudaFreeAsync(b.ptr, stream_);  // after the work already queued on it
+          b = {grown, bytes};
+          ptr_ = grown;
+          return;
+        }
+        cudaGetLastError();
+      }
+    }
+    owned_ = true;
     const cudaError_t status = cudaMallocAsync(&ptr_, bytes, stream_);
     if (status == cudaErrorNotSupported) {  // no memory pools on this device: plain cudaMalloc
       cudaGetLastError();
@@ -50,7 +75,7 @@ class stream_scratch {
     detail::check_cuda(status, "cudaMallocAsync (ops scratch)");
   }
   ~stream_scratch() {
-    if (ptr_ == nullptr) return;
+    if (ptr_ == nullptr || !owned_) return;
     if (async_) {
       cudaFreeAsync(ptr_, stream_);
     } else {  // cudaFree would not wait for the stream's work on a non-blocking stream
@@ -66,8 +91,22 @@ class stream_scratch {
   }
 
  private:
+  struct buffer {
+    void* ptr = nullptr;
+    std::size_t bytes = 0;
+  };
+  struct cache {
+    std::mutex mutex;
+    std::unordered_map<cudaStream_t, buffer> buffers;  // kept for the process's life
+  };
+  static cache& shared() {
+    static cache c;
+    return c;
+  }
+
   cudaStream_t stream_;
   void* ptr_ = nullptr;
+  bool owned_ = false;  // a one-off allocation of this call, not the stream's buffer
   bool async_ = true;
 };
 

@@ -30,7 +30,7 @@ export {
   type Device,
   type DeviceProperties,
 } from './device.js';
-export { Stream, CudaEvent } from './stream.js';
+export { Stream, CudaEvent, CudaGraph } from './stream.js';
 export {
   loadNative,
   loadNativeFrom,

@@ -92,6 +92,10 @@ export interface NativeAddon {
   queryEvent(event: number): boolean;
   elapsedMs(start: number, end: number): number;
   canLoadLibrary(name: string): { ok: boolean; error?: string };
+  beginCapture(stream: number): void;
+  endCapture(stream: number): number;
+  launchGraph(graph: number, stream: number): void;
+  destroyGraph(graph: number): void;
   Resource: new (spec: ResourceSpec) => NativeResource;
 }
 

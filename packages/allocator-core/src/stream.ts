@@ -98,3 +98,57 @@ export class CudaEvent {
     this.#handle = -1;
   }
 }
+
+/**
+ * A CUDA Graph: the work `record` queues on a stream, captured once and replayed with one launch.
+ * Kernel arguments (pointers included) are fixed at capture: memory the captured work uses must
+ * stay allocated, and at the same addresses, for as long as the graph is replayed.
+ */
+export class CudaGraph {
+  #handle: number;
+  private constructor(
+    readonly stream: Stream,
+    handle: number,
+  ) {
+    this.#handle = handle;
+  }
+
+  /**
+   * Captures the work `record` queues on `stream` (a non-default CUDA stream). Calls made inside
+   * must only queue work: anything that synchronises the stream or the device fails the capture.
+   */
+  static capture(stream: Stream, record: () => void): CudaGraph {
+    if (stream.device.kind !== 'cuda') throw new TypeError(`Expected a CUDA stream for stream but received one of ${stream.device.id}`);
+    const native = loadNative();
+    native.beginCapture(stream.handle);
+    let failure: unknown;
+    try {
+      record();
+    } catch (e) {
+      failure = e;
+    }
+    let handle = 0;
+    try {
+      handle = native.endCapture(stream.handle);
+    } catch (e) {
+      failure ??= e;
+    }
+    if (failure !== undefined) {
+      if (handle) native.destroyGraph(handle);
+      throw failure;
+    }
+    return new CudaGraph(stream, handle);
+  }
+
+  /** Replays the graph on its stream. */
+  launch(): void {
+    if (this.#handle === 0) throw new InvalidStateError('this CUDA graph has been destroyed');
+    loadNative().launchGraph(this.#handle, this.stream.handle);
+  }
+
+  destroy(): void {
+    if (this.#handle === 0) return;
+    loadNative().destroyGraph(this.#handle);
+    this.#handle = 0;
+  }
+}

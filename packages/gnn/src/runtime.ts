@@ -100,6 +100,24 @@ export class Runtime {
     return result;
   }
 
+  /**
+   * Runs fn and returns every tensor it made that is still live, owned by the caller: for work
+   * captured into a CUDA Graph, whose replays reuse those exact addresses.
+   */
+  collect(fn: () => void): Tensor[] {
+    const made: Tensor[] = [];
+    this.#scopes.push(made);
+    try {
+      fn();
+    } catch (e) {
+      for (const t of made) t.dispose();
+      throw e;
+    } finally {
+      this.#scopes.pop();
+    }
+    return made.filter((t) => !t.disposed);
+  }
+
   /** Moves t out of the current scope: the caller disposes it. */
   keep<T extends Tensor>(t: T): T {
     const scope = this.#scopes[this.#scopes.length - 1];

@@ -66,6 +66,7 @@ describe('trainer on the CPU', () => {
     expect(() => train({ model: 'gcn', allocator: 'host', nodes: -1 })).toThrow(/nodes/);
     expect(() => train({ model: 'gcn', allocator: 'host', aggregation: 'gather' as 'spmm' })).toThrow(/aggregation/);
     expect(() => train({ model: 'mlp', allocator: 'no-such' })).toThrow(/registered/);
+    expect(() => train({ model: 'mlp', allocator: 'host', cudaGraph: true, trainSubset: 64, testSubset: 10 })).toThrow(/cudaGraph.*CUDA device/);
   });
 });
 

@@ -5,7 +5,7 @@
  * read once per epoch.
  * @module
  */
-import { createAllocator, type Allocator, type AllocatorStats } from '@gpumem/allocator-core';
+import { CudaGraph, createAllocator, type Allocator, type AllocatorStats } from '@gpumem/allocator-core';
 import { Runtime } from './runtime.js';
 import { Adam, SGD, softmaxCrossEntropy, type Optimizer } from './nn.js';
 import { Mlp } from './models/mlp.js';
@@ -39,6 +39,12 @@ export interface TrainOptions {
   classes?: number;
   aggregation?: Aggregation; // default 'spmm'
   dropout?: number; // gcn, default 0.5
+  /**
+   * mlp on a GPU: capture one training step as a CUDA Graph and replay it for every full batch
+   * (one launch instead of ~40). Needs an allocator whose malloc and free make no driver calls
+   * ('pool'): the graph keeps the step's memory at fixed addresses for the whole run.
+   */
+  cudaGraph?: boolean;
   /** mlp: train on the first N training images / validate on the first M test images (default all). */
   trainSubset?: number;
   testSubset?: number;
@@ -173,6 +179,35 @@ function trainMlp(rt: Runtime, o: TrainOptions, epochs: number, seed: number): T
   const evalBatch = 1000;
   const evalSteps = Math.ceil(nTest / evalBatch);
   const records: EpochRecord[] = [];
+  const ops = rt.ops;
+
+  /** One training step on the rows listed at indexPtr, writing its loss and correct count. */
+  const step = (indexPtr: number, rows: number, lossPtr: number, correctPtr: number) => {
+    const x = rt.empty([rows, features]);
+    const y = rt.empty([rows], 'i32');
+    ops.gatherRows(rt.onDevice, rt.s, xTrain.ptr, indexPtr, x.ptr, rows, features);
+    ops.gatherRows(rt.onDevice, rt.s, yTrain.ptr, indexPtr, y.ptr, rows, 1);
+    const logits = model.forward(x);
+    const dLogits = softmaxCrossEntropy(rt, logits, y, rows, lossPtr, correctPtr);
+    model.backward(dLogits);
+    optimizer.step();
+  };
+
+  // CUDA Graph mode: the captured step reads its batch's indices from a fixed buffer and writes
+  // its loss and correct count to fixed slots; copies in and out go around each replay.
+  const graphMode = o.cudaGraph === true;
+  if (graphMode && !rt.onDevice) throw new RangeError('Expected a GPU allocator for cudaGraph: CUDA Graphs need a CUDA device');
+  if (graphMode && rt.allocator.name !== 'pool') {
+    throw new RangeError(
+      `Expected the 'pool' allocator for cudaGraph but received '${rt.allocator.name}': a captured step must allocate without driver calls`,
+    );
+  }
+  const graphIndex = graphMode ? rt.keep(rt.empty([batch], 'i32')) : undefined;
+  const graphSlots = graphMode ? rt.keep(rt.zeros([2], 'i32')) : undefined; // [loss (f32 bits), correct]
+  let graph: CudaGraph | undefined;
+  let graphTensors: Tensor[] = [];
+  let warmedUp = false;
+
   try {
     for (let epoch = 0; epoch < epochs; epoch++) {
       rt.synchronize();
@@ -183,21 +218,25 @@ function trainMlp(rt: Runtime, o: TrainOptions, epochs: number, seed: number): T
         const perm = rt.fromArray(permutation(nTrain, seed * 1000 + epoch), [nTrain]);
         const lossBuf = rt.empty([steps]);
         const correctBuf = rt.zeros([steps], 'i32');
-        for (let step = 0; step < steps; step++) {
-          const rows = Math.min(batch, nTrain - step * batch);
-          rt.scope(() => {
-            const index = perm.rows(step * batch, rows);
-            const x = rt.empty([rows, features]);
-            const y = rt.empty([rows], 'i32');
-            rt.ops.gatherRows(rt.onDevice, rt.s, xTrain.ptr, index.ptr, x.ptr, rows, features);
-            rt.ops.gatherRows(rt.onDevice, rt.s, yTrain.ptr, index.ptr, y.ptr, rows, 1);
-            const logits = model.forward(x);
-            const dLogits = softmaxCrossEntropy(rt, logits, y, rows, lossBuf.ptr + 4 * step, correctBuf.ptr + 4 * step);
-            model.backward(dLogits);
-            optimizer.step();
-          });
-          o.onStep?.(step, allocator.stats());
-          o.onProgress?.({ epoch, epochs, step: step + 1, steps });
+        for (let s = 0; s < steps; s++) {
+          const rows = Math.min(batch, nTrain - s * batch);
+          const index = perm.rows(s * batch, rows);
+          if (graphIndex && graphSlots && rows === batch && warmedUp) {
+            ops.copy(true, rt.s, graphIndex.ptr, index.ptr, rows * 4);
+            if (!graph) {
+              graphTensors = rt.collect(() => {
+                graph = CudaGraph.capture(rt.stream, () => step(graphIndex.ptr, rows, graphSlots.ptr, graphSlots.ptr + 4));
+              });
+            }
+            graph!.launch();
+            ops.copy(true, rt.s, lossBuf.ptr + 4 * s, graphSlots.ptr, 4);
+            ops.copy(true, rt.s, correctBuf.ptr + 4 * s, graphSlots.ptr + 4, 4);
+          } else {
+            rt.scope(() => step(index.ptr, rows, lossBuf.ptr + 4 * s, correctBuf.ptr + 4 * s));
+            warmedUp = true; // an eager step first: segments, library handles and caches exist before capture
+          }
+          o.onStep?.(s, allocator.stats());
+          o.onProgress?.({ epoch, epochs, step: s + 1, steps });
         }
         // validation, part of the epoch
         const testBuf = rt.zeros([evalSteps], 'i32');
@@ -206,7 +245,7 @@ function trainMlp(rt: Runtime, o: TrainOptions, epochs: number, seed: number): T
           rt.scope(() => {
             const logits = model.forward(xTest.rows(i * evalBatch, rows));
             const labels = yTest.rows(i * evalBatch, rows);
-            rt.ops.accuracy(rt.onDevice, rt.s, logits.ptr, labels.ptr, 0, rows, rows, 10, testBuf.ptr + 4 * i);
+            ops.accuracy(rt.onDevice, rt.s, logits.ptr, labels.ptr, 0, rows, rows, 10, testBuf.ptr + 4 * i);
           });
         }
         return { losses: lossBuf.toFloat32(), correct: correctBuf.toArray(), testCorrect: testBuf.toArray() };
@@ -224,6 +263,11 @@ function trainMlp(rt: Runtime, o: TrainOptions, epochs: number, seed: number): T
       });
     }
   } finally {
+    rt.synchronize();
+    (graph as CudaGraph | undefined)?.destroy();
+    for (const t of graphTensors) t.dispose();
+    graphIndex?.dispose();
+    graphSlots?.dispose();
     optimizer.dispose();
     model.dispose();
     for (const t of [xTrain, yTrain, xTest, yTest]) t.dispose();

@@ -21,6 +21,7 @@ export const trainFlags: Record<string, FlagSpec> = {
   lr: { type: 'number', min: 0, help: 'learning rate (default 0.1 mlp SGD, 0.01 gcn Adam)' },
   aggregation: { type: 'string', choices: ['spmm', 'scatter'], default: 'spmm', help: 'gcn: CSR product or the seed\'s gather + index_add' },
   seed: { type: 'int', min: 0, max: 2 ** 31 - 1, default: 0, help: 'random seed' },
+  'cuda-graph': { type: 'boolean', help: "mlp on a GPU with the 'pool' allocator: replay each step as a captured CUDA Graph" },
   'train-subset': { type: 'int', min: 1, help: 'mlp: train on the first N images' },
   'test-subset': { type: 'int', min: 1, help: 'mlp: validate on the first N test images' },
   json: { type: 'string', help: 'write the result as JSON to this file' },
@@ -37,6 +38,7 @@ ${flagHelp(trainFlags)}
 
 Examples:
   gpumem train --model mlp --allocator pool --epochs 3
+  gpumem train --model mlp --allocator pool --epochs 3 --cuda-graph
   gpumem train --model gcn --allocator async --nodes 2000000 --aggregation scatter
   gpumem train --model gcn --dataset sbm --allocator host --epochs 50
   gpumem train --model mlp --allocator host --train-subset 2000 --test-subset 500 --hidden 128
@@ -72,6 +74,7 @@ export function runTrain(argv: readonly string[]): number {
       classes: flags.classes as number | undefined,
       aggregation: flags.aggregation as 'spmm' | 'scatter',
       trainSubset: flags['train-subset'] as number | undefined,
+      cudaGraph: flags['cuda-graph'] === true,
       testSubset: flags['test-subset'] as number | undefined,
       onProgress: (p) => bar.update(`epoch ${p.epoch + 1}/${p.epochs}`, p.step, p.steps),
     });
