@@ -182,6 +182,34 @@ describe('ops (CPU): matrix product and bias', () => {
   });
 });
 
+describe('ops (CPU): bias and ReLU fused', () => {
+  it('addBiasRelu is addBias then relu, and reluBiasGrad is reluBackward then biasGrad', () => {
+    const rows = 70;
+    const cols = 12;
+    const y0 = randn(rows * cols, 31);
+    const bias = randn(cols, 32);
+    const fused = f32(y0);
+    ops.addBiasRelu(false, 0, fused, f32(bias), rows, cols);
+    const apart = f32(y0);
+    ops.addBias(false, 0, apart, f32(bias), rows, cols);
+    ops.relu(false, 0, apart, apart, rows * cols);
+    const y = readF32(fused, rows * cols);
+    expect(same(y, readF32(apart, rows * cols))).toBe(true);
+    expect(y.some((v) => v === 0) && y.some((v) => v > 0)).toBe(true);
+
+    const dy = randn(rows * cols, 33);
+    const dFused = f32(dy);
+    const dbFused = nanF32(cols);
+    ops.reluBiasGrad(false, 0, fused, dFused, dbFused, rows, cols);
+    const dApart = f32(dy);
+    const dbApart = nanF32(cols);
+    ops.reluBackward(false, 0, fused, dApart, dApart, rows * cols);
+    ops.biasGrad(false, 0, dApart, dbApart, rows, cols, false);
+    expect(same(readF32(dFused, rows * cols), readF32(dApart, rows * cols))).toBe(true);
+    expect(same(readF32(dbFused, cols), readF32(dbApart, cols))).toBe(true);
+  });
+});
+
 describe('ops (CPU): activations and dropout', () => {
   it('relu and reluBackward, also in place', () => {
     const X = Float32Array.from([-2, -0, 0, 0.5, 3, -1e-30]);

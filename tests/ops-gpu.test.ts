@@ -225,6 +225,30 @@ describe.skipIf(!gpuAvailable)(gpuTitle('ops on the GPU against the CPU referenc
     }
   });
 
+  it('addBiasRelu (identical) and reluBiasGrad (mask identical, sums < 1e-4, deterministic)', () => {
+    for (const [rows, cols] of [
+      [64, 784],
+      [5000, 37],
+    ] as const) {
+      const y = F(randf(rows * cols, 40 + cols));
+      const bias = F(randf(cols, 41));
+      ops.addBiasRelu(false, 0, y.h, bias.h, rows, cols);
+      ops.addBiasRelu(true, 0, y.d, bias.d, rows, cols);
+      expectIdentical(y.gpu(), y.cpu(), 'addBiasRelu');
+      const dy = F(randf(rows * cols, 42 + cols));
+      const db = Fz(cols);
+      ops.reluBiasGrad(false, 0, y.h, dy.h, db.h, rows, cols);
+      ops.reluBiasGrad(true, 0, y.d, dy.d, db.d, rows, cols);
+      expectIdentical(dy.gpu(), dy.cpu(), 'reluBiasGrad mask');
+      const g = db.gpu();
+      expectWritten(g, 'reluBiasGrad dBias');
+      expect(relL2(g, db.cpu())).toBeLessThan(1e-4);
+      db.poison();
+      ops.reluBiasGrad(true, 0, y.d, dy.d, db.d, rows, cols); // dy already masked: the same sums again
+      expectIdentical(db.gpu(), g, 'reluBiasGrad second run');
+    }
+  });
+
   it('relu, reluBackward, dropout and dropoutBackward: identical to the CPU', () => {
     const n = 1_000_003;
     const X = F(randf(n, 20));

@@ -126,6 +126,22 @@ Napi::Value BiasGrad(const Napi::CallbackInfo& info) {
   });
 }
 
+Napi::Value AddBiasRelu(const Napi::CallbackInfo& info) {
+  return run(info, [&] {
+    args a(info, 6, "addBiasRelu");
+    ops::add_bias_relu(a.flag(0), a.stream(1), a.ptr<float>(2, "Y"), a.ptr<const float>(3, "bias"),
+                       a.integer(4, "rows"), a.integer(5, "cols"));
+  });
+}
+
+Napi::Value ReluBiasGrad(const Napi::CallbackInfo& info) {
+  return run(info, [&] {
+    args a(info, 7, "reluBiasGrad");
+    ops::relu_bias_grad(a.flag(0), a.stream(1), a.ptr<const float>(2, "Y"), a.ptr<float>(3, "dY"),
+                        a.ptr<float>(4, "dBias"), a.integer(5, "rows"), a.integer(6, "cols"));
+  });
+}
+
 Napi::Value Relu(const Napi::CallbackInfo& info) {
   return run(info, [&] {
     args a(info, 5, "relu");
@@ -364,6 +380,8 @@ void register_ops(Napi::Env env, Napi::Object exports) {
   };
   add("gemm", Gemm);
   add("addBias", AddBias);
+  add("addBiasRelu", AddBiasRelu);
+  add("reluBiasGrad", ReluBiasGrad);
   add("biasGrad", BiasGrad);
   add("relu", Relu);
   add("reluBackward", ReluBackward);

@@ -7,19 +7,26 @@
 namespace gpumem::ops::gpu {
 namespace {
 
-__global__ void add_bias_kernel(float* Y, const float* __restrict__ bias, std::uint64_t total, std::uint64_t cols) {
-  GPUMEM_GRID_STRIDE(i, total) Y[i] += bias[i % cols];
+// With relu, Y = max(Y + bias, 0): the bias add and the ReLU that follows it, in one pass.
+__device__ __forceinline__ float bias_out(float y, float b, bool relu) {
+  const float v = y + b;
+  return relu ? fmaxf(v, 0.0f) : v;
+}
+
+__global__ void add_bias_kernel(float* Y, const float* __restrict__ bias, std::uint64_t total, std::uint64_t cols,
+                                bool relu) {
+  GPUMEM_GRID_STRIDE(i, total) Y[i] = bias_out(Y[i], bias[i % cols], relu);
 }
 
 __global__ void add_bias4_kernel(float4* Y, const float4* __restrict__ bias, std::uint64_t total4,
-                                 std::uint64_t cols4) {
+                                 std::uint64_t cols4, bool relu) {
   GPUMEM_GRID_STRIDE(i, total4) {
     float4 y = Y[i];
     const float4 b = bias[i % cols4];
-    y.x += b.x;
-    y.y += b.y;
-    y.z += b.z;
-    y.w += b.w;
+    y.x = bias_out(y.x, b.x, relu);
+    y.y = bias_out(y.y, b.y, relu);
+    y.z = bias_out(y.z, b.z, relu);
+    y.w = bias_out(y.w, b.w, relu);
     Y[i] = y;
   }
 }
@@ -27,8 +34,9 @@ __global__ void add_bias4_kernel(float4* Y, const float4* __restrict__ bias, std
 constexpr int bg_tx = 32, bg_ty = 8;
 
 // Block (32, 8), grid (column tiles, chunks). Writes the chunk's column sums to partial
-// [chunk][cols], or, with one chunk, the result to dBias.
-__global__ void bias_grad_chunk_kernel(const float* __restrict__ dY, std::int64_t rows, std::int64_t cols,
+// [chunk][cols], or, with one chunk, the result to dBias. With a ReLU output Y, each element of dY
+// is first masked by Y > 0 and written back (ReLU's backward fused in: every element has one reader).
+__global__ void bias_grad_chunk_kernel(float* dY, const float* __restrict__ Y, std::int64_t rows, std::int64_t cols,
                                        std::int64_t chunk_rows, float* partial, float* dBias, bool accumulate) {
   __shared__ float sums[bg_ty][bg_tx + 1];
   const std::int64_t col = std::int64_t(blockIdx.x) * bg_tx + threadIdx.x;
@@ -37,7 +45,14 @@ __global__ void bias_grad_chunk_kernel(const float* __restrict__ dY, std::int64_
   if (r1 > rows) r1 = rows;
   float acc = 0.0f;
   if (col < cols)
-    for (std::int64_t r = r0 + threadIdx.y; r < r1; r += bg_ty) acc += dY[r * cols + col];
+    for (std::int64_t r = r0 + threadIdx.y; r < r1; r += bg_ty) {
+      float v = dY[r * cols + col];
+      if (Y != nullptr) {
+        v = Y[r * cols + col] > 0.0f ? v : 0.0f;
+        dY[r * cols + col] = v;
+      }
+      acc += v;
+    }
   sums[threadIdx.y][threadIdx.x] = acc;
   __syncthreads();
   if (threadIdx.y == 0 && col < cols) {
@@ -63,18 +78,18 @@ __global__ void bias_grad_finish_kernel(const float* __restrict__ partial, std::
 
 }  // namespace
 
-void add_bias(stream_handle s, float* Y, const float* bias, i64 rows, i64 cols) {
+void add_bias(stream_handle s, float* Y, const float* bias, i64 rows, i64 cols, bool relu) {
   const std::uint64_t total = std::uint64_t(rows) * std::uint64_t(cols);
   if (cols % 4 == 0 && aligned16(Y) && aligned16(bias)) {
     add_bias4_kernel<<<grid_for(total / 4), block_threads, 0, as_cuda(s)>>>(
-        reinterpret_cast<float4*>(Y), reinterpret_cast<const float4*>(bias), total / 4, std::uint64_t(cols) / 4);
+        reinterpret_cast<float4*>(Y), reinterpret_cast<const float4*>(bias), total / 4, std::uint64_t(cols) / 4, relu);
   } else {
-    add_bias_kernel<<<grid_for(total), block_threads, 0, as_cuda(s)>>>(Y, bias, total, std::uint64_t(cols));
+    add_bias_kernel<<<grid_for(total), block_threads, 0, as_cuda(s)>>>(Y, bias, total, std::uint64_t(cols), relu);
   }
   check_launch("addBias launch");
 }
 
-void bias_grad(stream_handle s, const float* dY, float* dBias, i64 rows, i64 cols, bool accumulate) {
+void bias_grad(stream_handle s, float* dY, const float* relu_out, float* dBias, i64 rows, i64 cols, bool accumulate) {
   if (rows == 0) {
     if (!accumulate) detail::check_cuda(cudaMemsetAsync(dBias, 0, std::size_t(cols) * 4, as_cuda(s)), "biasGrad memset");
     return;
@@ -88,7 +103,7 @@ void bias_grad(stream_handle s, const float* dY, float* dBias, i64 rows, i64 col
   if (col_tiles > 0x7fffffff) throw invalid_argument(invalid_argument::kind::range, "cols", "cols too large");
   stream_scratch scratch(chunks > 1 ? std::size_t(chunks) * std::size_t(cols) * sizeof(float) : 0, s);
   bias_grad_chunk_kernel<<<dim3(unsigned(col_tiles), unsigned(chunks)), dim3(bg_tx, bg_ty), 0, as_cuda(s)>>>(
-      dY, rows, cols, chunk_rows, scratch.as<float>(), dBias, accumulate);
+      dY, relu_out, rows, cols, chunk_rows, scratch.as<float>(), dBias, accumulate);
   check_launch("biasGrad launch");
   if (chunks > 1) {
     bias_grad_finish_kernel<<<grid_for(std::uint64_t(cols) * 32), block_threads, 0, as_cuda(s)>>>(

@@ -42,6 +42,11 @@ void add_bias(bool on_device, stream_handle stream, float* Y, const float* bias,
 // dBias[cols] = (accumulate ? dBias : 0) + column sums of dY[rows,cols].
 void bias_grad(bool on_device, stream_handle stream, const float* dY, float* dBias, i64 rows, i64 cols,
                bool accumulate);
+// Y = max(Y + bias, 0) per row: the bias add fused with the ReLU after it.
+void add_bias_relu(bool on_device, stream_handle stream, float* Y, const float* bias, i64 rows, i64 cols);
+// dY = dY where Y > 0, else 0 (in place; Y is the ReLU's output), then dBias = column sums of it:
+// ReLU's backward fused with the bias gradient of the layer before it.
+void relu_bias_grad(bool on_device, stream_handle stream, const float* Y, float* dY, float* dBias, i64 rows, i64 cols);
 
 void relu(bool on_device, stream_handle stream, const float* X, float* Y, i64 n);
 void relu_backward(bool on_device, stream_handle stream, const float* Y, const float* dY, float* dX, i64 n);
@@ -103,8 +108,9 @@ namespace gpu {
 void gemm(stream_handle s, bool ta, bool tb, i64 M, i64 N, i64 K, float alpha, const float* A, const float* B,
           float beta, float* C);
 gemm_backend_info gemm_backend();
-void add_bias(stream_handle s, float* Y, const float* bias, i64 rows, i64 cols);
-void bias_grad(stream_handle s, const float* dY, float* dBias, i64 rows, i64 cols, bool accumulate);
+void add_bias(stream_handle s, float* Y, const float* bias, i64 rows, i64 cols, bool relu);
+// relu_out: when not null, dY is masked by relu_out > 0 in place before it is summed.
+void bias_grad(stream_handle s, float* dY, const float* relu_out, float* dBias, i64 rows, i64 cols, bool accumulate);
 void relu(stream_handle s, const float* X, float* Y, i64 n);
 void relu_backward(stream_handle s, const float* Y, const float* dY, float* dX, i64 n);
 void dropout(stream_handle s, const float* X, float* Y, std::uint8_t* mask, i64 n, double p, float scale,

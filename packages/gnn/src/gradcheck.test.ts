@@ -133,6 +133,20 @@ describe('finite-difference gradient checks (CPU)', () => {
     check(h.x, h.run, h.scalars.ptr, h.dxValues);
   });
 
+  it('Linear with its ReLU fused (bias add + ReLU, ReLU mask + bias gradient) → Linear', () => {
+    const inputs = 5;
+    const h = classifierHarness(() => {
+      const params = new ParameterSet(rt, [...Linear.parameterSpecs('a', inputs, 9), ...Linear.parameterSpecs('b', 9, classes)]);
+      const a = new Linear(rt, 'a', inputs, 9, params, true);
+      const b = new Linear(rt, 'b', 9, classes, params);
+      a.init(2, 0);
+      b.init(2, 1000);
+      return { forward: (x) => b.forward(a.forward(x)), backward: (d) => a.backward(b.backward(d, true)!, true), params: params.list };
+    }, inputs);
+    for (const p of h.model.params) check(p.value, h.run, h.scalars.ptr, () => p.grad.toFloat32(), 12);
+    check(h.x, h.run, h.scalars.ptr, h.dxValues);
+  });
+
   it('Dropout (a fixed mask for a fixed seed)', () => {
     const inputs = 8;
     const h = classifierHarness(() => {

@@ -16,6 +16,10 @@ export interface NativeOps {
   gemm(onDevice: boolean, stream: number, transA: boolean, transB: boolean, M: number, N: number, K: number, alpha: number, A: number, B: number, beta: number, C: number): void;
   /** Y[rows,cols] += bias[cols]. */
   addBias(onDevice: boolean, stream: number, Y: number, bias: number, rows: number, cols: number): void;
+  /** Y[rows,cols] = max(Y + bias[cols], 0): the bias add fused with the ReLU after it. */
+  addBiasRelu(onDevice: boolean, stream: number, Y: number, bias: number, rows: number, cols: number): void;
+  /** dY = dY where Y > 0 else 0 (in place; Y is the ReLU's output), then dBias = column sums of dY: ReLU's backward fused with the bias gradient before it. */
+  reluBiasGrad(onDevice: boolean, stream: number, Y: number, dY: number, dBias: number, rows: number, cols: number): void;
   /** dBias[cols] = (accumulate ? dBias : 0) + column sums of dY[rows,cols]. */
   biasGrad(onDevice: boolean, stream: number, dY: number, dBias: number, rows: number, cols: number, accumulate: boolean): void;
   /** Y = max(X, 0); Y may be X. */
