@@ -34,7 +34,9 @@ struct library {
   std::mutex mutex;  // guards handles and each set_stream + sgemm pair
   struct device_handle {
     handle_t handle = nullptr;
-    void* workspace = nullptr;
+    // One workspace per stream: a workspace is used by kernels after the call returns, so two
+    // streams running products at once must not share one.
+    std::unordered_map<cudaStream_t, void*> workspaces;
     cudaStream_t stream = nullptr;
     bool stream_set = false;
   };
@@ -144,16 +146,21 @@ void sgemm(cudaStream_t stream, operation transa, operation transb, int m, int n
   if (d.handle == nullptr) {
     detail::device_scope scope(device);  // cublasCreate binds the handle to the current device
     check(l.create(&d.handle), "cublasCreate_v2");
-    // A workspace of the handle's own, made now: without one cuBLAS allocates as it goes, which a
-    // CUDA Graph capture does not allow.
-    if (l.set_workspace != nullptr) detail::check_cuda(cudaMalloc(&d.workspace, workspace_bytes), "cudaMalloc (cuBLAS workspace)");
   }
   // Default math mode: full FP32 (no TF32), default pointer mode: host scalars. cublasSetStream
-  // resets the workspace to cuBLAS's own pool, so it is called only when the stream changes, and
-  // our workspace is attached again each time.
+  // resets the workspace to cuBLAS's own pool, which allocates as it goes (a CUDA Graph capture
+  // does not allow that), so it is called only when the stream changes, and the stream's own
+  // workspace, made on its first use, is attached again each time.
   if (!d.stream_set || d.stream != stream) {
     check(l.set_stream(d.handle, stream), "cublasSetStream_v2");
-    if (d.workspace != nullptr) check(l.set_workspace(d.handle, d.workspace, workspace_bytes), "cublasSetWorkspace_v2");
+    if (l.set_workspace != nullptr) {
+      void*& workspace = d.workspaces[stream];
+      if (workspace == nullptr) {
+        detail::device_scope scope(device);
+        detail::check_cuda(cudaMalloc(&workspace, workspace_bytes), "cudaMalloc (cuBLAS workspace)");
+      }
+      check(l.set_workspace(d.handle, workspace, workspace_bytes), "cublasSetWorkspace_v2");
+    }
     d.stream = stream;
     d.stream_set = true;
   }
