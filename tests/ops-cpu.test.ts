@@ -5,6 +5,7 @@
 import { afterAll, describe, expect, it } from 'vitest';
 import { HostAllocator, hasCudaDevice, loadNative } from '@gpumem/allocator-core';
 import type { NativeOps } from '../packages/gnn/src/native-ops.js';
+import { randf, randi, relL2 } from './test-data.js';
 
 const ops = (loadNative() as unknown as { ops: NativeOps }).ops;
 const alloc = new HostAllocator();
@@ -47,37 +48,6 @@ function readU8(p: number, n: number): Uint8Array {
   return out;
 }
 
-/** mulberry32: a small seeded generator for test inputs. */
-function rng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
-function randn(n: number, seed: number, scale = 1): Float32Array {
-  const r = rng(seed);
-  return Float32Array.from({ length: n }, () => (r() * 2 - 1) * scale);
-}
-function randInt(n: number, mod: number, seed: number): Int32Array {
-  const r = rng(seed);
-  return Int32Array.from({ length: n }, () => Math.floor(r() * mod));
-}
-
-/** ‖a − b‖ / ‖b‖ (0 when both are 0). */
-function relL2(a: ArrayLike<number>, b: ArrayLike<number>): number {
-  expect(a.length).toBe(b.length);
-  let num = 0;
-  let den = 0;
-  for (let i = 0; i < a.length; i++) {
-    num += (a[i]! - b[i]!) ** 2;
-    den += b[i]! ** 2;
-  }
-  return den === 0 ? Math.sqrt(num) : Math.sqrt(num / den);
-}
 /** Element-wise identity (faster than toEqual on large typed arrays). */
 function same(a: ArrayLike<number>, b: ArrayLike<number>): boolean {
   if (a.length !== b.length) return false;
@@ -123,9 +93,9 @@ describe('ops (CPU): matrix product and bias', () => {
         [70, 300, 261],
         [1, 5, 1],
       ] as const) {
-        const A = randn(M * K, 1 + M, 1);
-        const B = randn(K * N, 2 + N, 1);
-        const C0 = randn(M * N, 3 + K, 1);
+        const A = randf(M * K, 1 + M, 1);
+        const B = randf(K * N, 2 + N, 1);
+        const C0 = randf(M * N, 3 + K, 1);
         const pa = f32(A);
         const pb = f32(B);
         const pc = f32(C0);
@@ -157,8 +127,8 @@ describe('ops (CPU): matrix product and bias', () => {
   it('addBias adds the bias to every row', () => {
     const rows = 5;
     const cols = 7;
-    const Y = randn(rows * cols, 11);
-    const b = randn(cols, 12);
+    const Y = randf(rows * cols, 11);
+    const b = randf(cols, 12);
     const py = f32(Y);
     ops.addBias(false, 0, py, f32(b), rows, cols);
     const got = readF32(py, rows * cols);
@@ -169,7 +139,7 @@ describe('ops (CPU): matrix product and bias', () => {
   it('biasGrad sums the columns, and accumulates on request', () => {
     const rows = 300;
     const cols = 9;
-    const dY = randn(rows * cols, 13);
+    const dY = randf(rows * cols, 13);
     const ref = new Float64Array(cols);
     for (let r = 0; r < rows; r++) for (let c = 0; c < cols; c++) ref[c] = ref[c]! + dY[r * cols + c]!;
     const pd = nanF32(cols);
@@ -186,8 +156,8 @@ describe('ops (CPU): bias and ReLU fused', () => {
   it('addBiasRelu is addBias then relu, and reluBiasGrad is reluBackward then biasGrad', () => {
     const rows = 70;
     const cols = 12;
-    const y0 = randn(rows * cols, 31);
-    const bias = randn(cols, 32);
+    const y0 = randf(rows * cols, 31);
+    const bias = randf(cols, 32);
     const fused = f32(y0);
     ops.addBiasRelu(false, 0, fused, f32(bias), rows, cols);
     const apart = f32(y0);
@@ -197,7 +167,7 @@ describe('ops (CPU): bias and ReLU fused', () => {
     expect(same(y, readF32(apart, rows * cols))).toBe(true);
     expect(y.some((v) => v === 0) && y.some((v) => v > 0)).toBe(true);
 
-    const dy = randn(rows * cols, 33);
+    const dy = randf(rows * cols, 33);
     const dFused = f32(dy);
     const dbFused = nanF32(cols);
     ops.reluBiasGrad(false, 0, fused, dFused, dbFused, rows, cols);
@@ -227,7 +197,7 @@ describe('ops (CPU): activations and dropout', () => {
   it('dropout keeps about 1-p, scales by 1/(1-p), reuses its mask in backward, is deterministic', () => {
     const n = 100_000;
     const p = 0.3;
-    const X = randn(n, 21);
+    const X = randf(n, 21);
     const px = f32(X);
     const py = nanF32(n);
     const pm = malloc(n);
@@ -243,7 +213,7 @@ describe('ops (CPU): activations and dropout', () => {
     }
     expect(Math.abs(kept / n - (1 - p))).toBeLessThan(0.01);
     // backward: exactly the same mask and scale
-    const dY = randn(n, 22);
+    const dY = randf(n, 22);
     const pdx = nanF32(n);
     ops.dropoutBackward(false, 0, f32(dY), pm, pdx, n, p);
     const dX = readF32(pdx, n);
@@ -292,8 +262,8 @@ describe('ops (CPU): softmax cross-entropy and accuracy', () => {
   for (const C of [7, 45]) {
     it(`softmaxCrossEntropy over all rows and over a row subset (C = ${C})`, () => {
       const N = 60;
-      const logits = randn(N * C, 31 + C, 4);
-      const labels = randInt(N, C, 32);
+      const logits = randf(N * C, 31 + C, 4);
+      const labels = randi(N, C, 32);
       // make some rows correct for sure
       for (let r = 0; r < N; r += 3) logits[r * C + labels[r]!] = 10;
       const pl = f32(logits);
@@ -369,8 +339,8 @@ describe('ops (CPU): softmax cross-entropy and accuracy', () => {
 
 describe('ops (CPU): optimisers', () => {
   it('sgd: W -= lr * G', () => {
-    const W = randn(100, 41);
-    const G = randn(100, 42);
+    const W = randf(100, 41);
+    const G = randf(100, 42);
     const pw = f32(W);
     ops.sgd(false, 0, pw, f32(G), 100, 0.1);
     const got = readF32(pw, 100);
@@ -385,14 +355,14 @@ describe('ops (CPU): optimisers', () => {
     const b1 = Math.fround(0.9);
     const b2 = Math.fround(0.999);
     const eps = Math.fround(1e-8);
-    const W = Float64Array.from(randn(n, 43));
+    const W = Float64Array.from(randf(n, 43));
     const M = new Float64Array(n);
     const V = new Float64Array(n);
     const pw = f32(W);
     const pm = f32(M);
     const pv = f32(V);
     for (let step = 1; step <= 3; step++) {
-      const G = randn(n, 44 + step);
+      const G = randf(n, 44 + step);
       ops.adam(false, 0, pw, f32(G), pm, pv, n, lr, b1, b2, eps, step);
       const bc1 = 1 - b1 ** step;
       const bc2 = 1 - b2 ** step;
@@ -414,8 +384,8 @@ describe('ops (CPU): graph ops', () => {
     const rows = 10;
     const H = 6;
     const E = 25;
-    const X = randn(rows * H, 51);
-    const idx = randInt(E, rows, 52);
+    const X = randf(rows * H, 51);
+    const idx = randi(E, rows, 52);
     const px = f32(X);
     const pi = i32(idx);
     const pout = nanF32(E * H);
@@ -423,7 +393,7 @@ describe('ops (CPU): graph ops', () => {
     const g = readF32(pout, E * H);
     for (let e = 0; e < E; e++)
       for (let h = 0; h < H; h++) expect(g[e * H + h]).toBe(X[idx[e]! * H + h]);
-    const base = randn(rows * H, 53);
+    const base = randf(rows * H, 53);
     const ps = f32(base);
     ops.scatterAddRows(false, 0, pout, pi, ps, E, H);
     const ref = Float64Array.from(base);
@@ -436,7 +406,7 @@ describe('ops (CPU): graph ops', () => {
   });
 
   function randomEdges(N: number, E: number, seed: number) {
-    return { rows: randInt(E, N, seed), cols: randInt(E, N, seed + 1) };
+    return { rows: randi(E, N, seed), cols: randi(E, N, seed + 1) };
   }
   function csrRef(rows: Int32Array, cols: Int32Array, N: number) {
     const rowptr = new Int32Array(N + 1);
@@ -470,8 +440,8 @@ describe('ops (CPU): graph ops', () => {
     const H = 5;
     const { rows, cols } = randomEdges(N, E, 71);
     const { rowptr, col } = csrRef(rows, cols, N);
-    const val = randn(E, 72);
-    const X = randn(N * H, 73);
+    const val = randf(E, 72);
+    const X = randf(N * H, 73);
     const pout = nanF32(N * H);
     const prp = i32(rowptr);
     const pcol = i32(col);
@@ -615,8 +585,8 @@ describe('ops (CPU): fill, iota, copy, axpy, scale', () => {
   });
 
   it('copy, axpy, scale', () => {
-    const X = randn(33, 81);
-    const Y = randn(33, 82);
+    const X = randf(33, 81);
+    const Y = randf(33, 82);
     const px = f32(X);
     const py = f32(Y);
     const pc = nanF32(33);
@@ -684,7 +654,7 @@ describe('ops (CPU): per-edge weights', () => {
   });
 
   it('scaleRows multiplies each row by its weight, also in place', () => {
-    const x = randn(5 * 3, 11);
+    const x = randf(5 * 3, 11);
     const weights = [0.5, -2, 0, 1, 3];
     const out = nanF32(15);
     ops.scaleRows(false, 0, f32(x), f32(weights), out, 5, 3);

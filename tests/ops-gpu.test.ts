@@ -16,44 +16,11 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { CudaAllocator, HostAllocator, loadNative } from '@gpumem/allocator-core';
 import type { NativeOps } from '../packages/gnn/src/native-ops.js';
 import { gpuAvailable, gpuTitle } from './gpu.js';
+import { randf, randi, relL2 } from './test-data.js';
 
 type Typed = Float32Array | Int32Array | Uint8Array;
 type Ctor<T extends Typed> = { new (n: number): T; BYTES_PER_ELEMENT: number };
 
-/** mulberry32: a small seeded generator for test inputs. */
-function rng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
-function randf(n: number, seed: number, scale = 1): Float32Array {
-  const r = rng(seed);
-  const out = new Float32Array(n);
-  for (let i = 0; i < n; i++) out[i] = (r() * 2 - 1) * scale;
-  return out;
-}
-function randi(n: number, mod: number, seed: number): Int32Array {
-  const r = rng(seed);
-  const out = new Int32Array(n);
-  for (let i = 0; i < n; i++) out[i] = Math.floor(r() * mod);
-  return out;
-}
-function relL2(a: ArrayLike<number>, b: ArrayLike<number>): number {
-  if (a.length !== b.length) throw new Error(`lengths ${a.length} != ${b.length}`);
-  let num = 0;
-  let den = 0;
-  for (let i = 0; i < a.length; i++) {
-    const d = a[i]! - b[i]!;
-    num += d * d;
-    den += b[i]! * b[i]!;
-  }
-  return den === 0 ? Math.sqrt(num) : Math.sqrt(num / den);
-}
 /** Index of the first difference (Object.is: NaN equals NaN, +0 differs from -0), or -1. */
 function firstDiff(a: ArrayLike<number>, b: ArrayLike<number>): number {
   if (a.length !== b.length) return 0;

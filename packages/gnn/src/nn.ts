@@ -57,6 +57,14 @@ export class ParameterSet {
 }
 
 /** PyTorch's default init for Linear: U(-1/sqrt(fanIn), 1/sqrt(fanIn)) for weight and bias. */
+/** A weight [out, in] and a bias [out] named after their layer: the parameters of a dense layer. */
+export function weightAndBias(name: string, inFeatures: number, outFeatures: number) {
+  return [
+    { name: `${name}.weight`, shape: [outFeatures, inFeatures] },
+    { name: `${name}.bias`, shape: [outFeatures] },
+  ];
+}
+
 export function initUniform(rt: Runtime, p: Parameter, fanIn: number, seed: number, offset: number): void {
   const bound = 1 / Math.sqrt(fanIn);
   rt.ops.randomUniform(rt.onDevice, rt.s, p.value.ptr, p.value.size, -bound, bound, seed, offset);
@@ -74,10 +82,7 @@ export class Linear {
 
   /** The parameters a Linear needs, for its ParameterSet. */
   static parameterSpecs(name: string, inFeatures: number, outFeatures: number) {
-    return [
-      { name: `${name}.weight`, shape: [outFeatures, inFeatures] },
-      { name: `${name}.bias`, shape: [outFeatures] },
-    ];
+    return weightAndBias(name, inFeatures, outFeatures);
   }
 
   constructor(

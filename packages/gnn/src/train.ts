@@ -142,6 +142,13 @@ export function train(options: TrainOptions): TrainResult {
   }
 }
 
+/** Waits for earlier work, resets the allocator's peaks, and starts the epoch's clock. */
+function beginEpoch(rt: Runtime): { before: AllocatorStats; t0: number } {
+  rt.synchronize();
+  rt.allocator.resetPeak();
+  return { before: rt.allocator.stats(), t0: performance.now() };
+}
+
 function epochStats(allocator: Allocator, before: AllocatorStats): Pick<EpochRecord, 'peakAllocatedBytes' | 'peakReservedBytes' | 'upstreamAllocCalls' | 'upstreamFreeCalls' | 'stats'> {
   const stats = allocator.stats();
   return {
@@ -210,10 +217,7 @@ function trainMlp(rt: Runtime, o: TrainOptions, epochs: number, seed: number): T
 
   try {
     for (let epoch = 0; epoch < epochs; epoch++) {
-      rt.synchronize();
-      allocator.resetPeak();
-      const before = allocator.stats();
-      const t0 = performance.now();
+      const { before, t0 } = beginEpoch(rt);
       const { losses, correct, testCorrect } = rt.scope(() => {
         const perm = rt.fromArray(permutation(nTrain, seed * 1000 + epoch), [nTrain]);
         const lossBuf = rt.empty([steps]);
@@ -298,10 +302,7 @@ function trainGcn(rt: Runtime, o: TrainOptions, epochs: number, seed: number): T
   const records: EpochRecord[] = [];
   try {
     for (let epoch = 0; epoch < epochs; epoch++) {
-      rt.synchronize();
-      allocator.resetPeak();
-      const before = allocator.stats();
-      const t0 = performance.now();
+      const { before, t0 } = beginEpoch(rt);
       const scalars = rt.scope(() => {
         const out = rt.zeros([2], 'i32'); // [loss as f32 bits, correct]
         const logits = model.forward(graph, true, seed + 7, epoch * n * hidden!);

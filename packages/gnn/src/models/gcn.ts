@@ -5,7 +5,7 @@
  * Both give the same result; 'scatter' exists to compare allocators under its large temporaries.
  * @module
  */
-import { ParameterSet, type Parameter } from '../nn.js';
+import { ParameterSet, weightAndBias, type Parameter } from '../nn.js';
 import type { Runtime } from '../runtime.js';
 import type { Tensor } from '../tensor.js';
 import type { Csr, Graph } from '../datasets/graphs.js';
@@ -42,10 +42,7 @@ export class GcnConv {
 
   /** The parameters a GcnConv needs, for its ParameterSet. */
   static parameterSpecs(name: string, inFeatures: number, outFeatures: number) {
-    return [
-      { name: `${name}.weight`, shape: [outFeatures, inFeatures] },
-      { name: `${name}.bias`, shape: [outFeatures] },
-    ];
+    return weightAndBias(name, inFeatures, outFeatures);
   }
 
   constructor(
