@@ -10,6 +10,6 @@ export { Linear, ReLU, Dropout, SGD, Adam, ParameterSet, softmaxCrossEntropy, ty
 export { Mlp } from './models/mlp.js';
 export { Gcn, GcnConv, type Aggregation } from './models/gcn.js';
 export { loadMnist, parseIdx, normalisedPixels, DatasetError, type Mnist, type MnistSplit } from './datasets/mnist.js';
-export { seedGraph, sbmGraph, type Graph, type Csr, type SeedGraphOptions, type SbmOptions } from './datasets/graphs.js';
+export { seedGraph, sbmGraph, type Graph, type Csr, type SeedGraphOptions, type SbmOptions, type Normalisation } from './datasets/graphs.js';
 export { train, type TrainOptions, type TrainResult, type EpochRecord, type Progress, type ModelName, type DatasetName } from './train.js';
 export type { NativeOps } from './native-ops.js';
