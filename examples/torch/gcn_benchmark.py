@@ -31,6 +31,8 @@ import time
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(REPO, "bindings", "python"))
 
+from seed_gcn import build_seed_gcn  # noqa: E402
+
 GIB = 1 << 30
 
 
@@ -87,7 +89,6 @@ def main():
 
     import torch
     import torch.nn.functional as F
-    from torch import nn
 
     if not torch.cuda.is_available():
         print("error: no CUDA device", file=sys.stderr)
@@ -113,29 +114,6 @@ def main():
         )
         return 3
 
-    class GCNConv(nn.Module):
-        def __init__(self, fin, fout):
-            super().__init__()
-            self.lin = nn.Linear(fin, fout, bias=False)
-            self.bias = nn.Parameter(torch.zeros(fout))
-
-        def forward(self, x, src, dst):
-            h = self.lin(x)
-            messages = h[src]
-            out = torch.zeros(x.size(0), h.size(1), device=x.device, dtype=h.dtype).index_add_(0, dst, messages)
-            return out + self.bias
-
-    class GCN(nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.conv1 = GCNConv(args.features, args.hidden)
-            self.conv2 = GCNConv(args.hidden, args.classes)
-
-        def forward(self, x, src, dst):
-            h = F.relu(self.conv1(x, src, dst))
-            h = F.dropout(h, p=0.5, training=self.training)
-            return self.conv2(h, src, dst)
-
     torch.manual_seed(args.seed)
     g = torch.Generator(device=dev)
     g.manual_seed(args.seed)
@@ -145,7 +123,7 @@ def main():
     x = torch.randn(n, args.features, device=dev, generator=g)
     y = torch.randint(0, args.classes, (n,), device=dev, generator=g)
     n_train = n // 10
-    model = GCN().to(dev)
+    model = build_seed_gcn(torch, args.features, args.hidden, args.classes).to(dev)
     opt = torch.optim.Adam(model.parameters(), lr=0.01)
     torch.cuda.synchronize()
     setup_s = time.perf_counter() - t0

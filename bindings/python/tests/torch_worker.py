@@ -29,6 +29,7 @@ sys.path.insert(0, os.path.dirname(HERE))  # bindings/python
 os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
 
 import gpumem_torch  # noqa: E402
+from seed_gcn import build_seed_gcn  # noqa: E402
 
 
 def emit(result):
@@ -65,37 +66,6 @@ def clear_library_workspaces():
         fn = getattr(torch._C, name, None)
         if fn is not None:
             fn()
-
-
-def build_model(torch, features, hidden, classes):
-    """The seed's GCN at test scale: each layer is h = x @ W; messages = h[src];
-    out = zeros(N, C).index_add_(0, dst, messages) + b; conv1 -> ReLU -> dropout -> conv2."""
-    nn = torch.nn
-
-    class Conv(nn.Module):
-        def __init__(self, fin, fout):
-            super().__init__()
-            self.lin = nn.Linear(fin, fout, bias=False)
-            self.bias = nn.Parameter(torch.zeros(fout))
-
-        def forward(self, x, src, dst):
-            h = self.lin(x)
-            messages = h[src]
-            out = torch.zeros(x.size(0), h.size(1), device=x.device, dtype=h.dtype).index_add_(0, dst, messages)
-            return out + self.bias
-
-    class Net(nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.conv1 = Conv(features, hidden)
-            self.conv2 = Conv(hidden, classes)
-
-        def forward(self, x, src, dst):
-            h = torch.relu(self.conv1(x, src, dst))
-            h = torch.nn.functional.dropout(h, p=0.5, training=self.training)
-            return self.conv2(h, src, dst)
-
-    return Net()
 
 
 def run_train(args, result):
@@ -148,7 +118,7 @@ def run_train(args, result):
     x = torch.randn(n, features, device=dev, generator=g)
     y = torch.randint(0, classes, (n,), device=dev, generator=g)
     n_train = n // 10
-    model = build_model(torch, features, hidden, classes).to(dev)
+    model = build_seed_gcn(torch, features, hidden, classes).to(dev)
     opt = torch.optim.Adam(model.parameters(), lr=0.01)
     losses = []
     for _ in range(args.steps):
