@@ -2,7 +2,7 @@
  * The allocators under test: every registered strategy (plug-ins included, so a new one is
  * covered as soon as it registers), with the options that make it run here, plus variants.
  */
-import { listAllocators, type Allocator, createAllocator } from '@gpumem/allocator-core';
+import { listAllocators, type Allocator, createAllocator, TrackingAllocator } from '@gpumem/allocator-core';
 import '@gpumem/allocator-uvm';
 import '@gpumem/allocator-pool';
 import '@gpumem/allocator-async';
@@ -17,6 +17,8 @@ export interface AllocatorCase {
   requiresCuda: boolean;
   /** A request this allocator cannot meet, to check OutOfMemoryError. */
   oversizeBytes: number;
+  /** Wrap it in the TypeScript tracking adaptor (a ring of this many events). */
+  tsTracking?: number;
 }
 
 const hostOversize = 2 ** 52; // 4 PiB: more than any machine's memory, still a safe integer
@@ -26,7 +28,10 @@ const hostOversize = 2 ** 52; // 4 PiB: more than any machine's memory, still a 
  * check never asks the driver for more managed memory than the card has free.
  */
 const variants: Record<string, Array<Omit<AllocatorCase, 'name' | 'requiresCuda'>>> = {
-  host: [{ label: 'host', options: {}, oversizeBytes: hostOversize }],
+  host: [
+    { label: 'host', options: {}, oversizeBytes: hostOversize },
+    { label: 'host+native tracking', options: { trackingCapacity: 64 }, oversizeBytes: hostOversize },
+  ],
   cuda: [{ label: 'cuda', options: {}, oversizeBytes: 2 ** 50 }],
   uvm: [{ label: 'uvm', options: { limitBytes: 256 * 2 ** 20 }, oversizeBytes: 512 * 2 ** 20 }],
   async: [{ label: 'async', options: {}, oversizeBytes: 2 ** 50 }],
@@ -37,6 +42,7 @@ const variants: Record<string, Array<Omit<AllocatorCase, 'name' | 'requiresCuda'
   arena: [
     { label: 'arena(host)', options: { upstream: 'host' }, oversizeBytes: hostOversize },
     { label: 'arena(cuda)', options: { upstream: 'cuda' }, oversizeBytes: 2 ** 50 },
+    { label: 'arena(host)+TS tracking', options: { upstream: 'host' }, oversizeBytes: hostOversize, tsTracking: 64 },
   ],
 };
 
@@ -58,5 +64,6 @@ export function allocatorCases(): Array<AllocatorCase & { runnable: boolean }> {
 }
 
 export function make(c: AllocatorCase): Allocator {
-  return createAllocator(c.name, c.options);
+  const allocator = createAllocator(c.name, c.options);
+  return c.tsTracking === undefined ? allocator : new TrackingAllocator(allocator, c.tsTracking);
 }

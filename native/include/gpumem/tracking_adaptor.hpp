@@ -1,5 +1,5 @@
 // Records an event per allocation and deallocation (time, action, size, stream, pointer, tag) in
-// a bounded ring buffer: cheap enough to leave on during a run, and the source of memory
+// a bounded ring buffer, with the upstream's reserved bytes after each event: cheap enough to leave on during a run, and the source of memory
 // timelines and allocation traces. When the ring is full the oldest events are overwritten and
 // counted as dropped.
 #pragma once
@@ -18,6 +18,7 @@ struct tracking_event {
   std::uint64_t pointer;
   std::uint64_t bytes;
   std::uint64_t stream;
+  std::uint64_t reserved_bytes;  // the upstream's reserved bytes right after the event
   std::uint32_t tag;      // the tag current when the event happened (e.g. an op or phase id)
   std::uint8_t action;    // tracking_adaptor::action
 };

@@ -248,6 +248,7 @@ Napi::Value ResourceObject::TrackingEvents(const Napi::CallbackInfo& info) {
     auto pointer = Napi::Float64Array::New(env, n);
     auto bytes = Napi::Float64Array::New(env, n);
     auto stream = Napi::Float64Array::New(env, n);
+    auto reserved = Napi::Float64Array::New(env, n);
     auto tag = Napi::Uint32Array::New(env, n);
     auto action = Napi::Uint8Array::New(env, n);
     for (std::size_t i = 0; i < n; ++i) {
@@ -255,6 +256,7 @@ Napi::Value ResourceObject::TrackingEvents(const Napi::CallbackInfo& info) {
       pointer[i] = static_cast<double>(events[i].pointer);
       bytes[i] = static_cast<double>(events[i].bytes);
       stream[i] = static_cast<double>(events[i].stream);
+      reserved[i] = static_cast<double>(events[i].reserved_bytes);
       tag[i] = events[i].tag;
       action[i] = events[i].action;
     }
@@ -263,6 +265,7 @@ Napi::Value ResourceObject::TrackingEvents(const Napi::CallbackInfo& info) {
     o.Set("pointer", pointer);
     o.Set("bytes", bytes);
     o.Set("stream", stream);
+    o.Set("reservedBytes", reserved);
     o.Set("tag", tag);
     o.Set("action", action);
     o.Set("dropped", Napi::Number::New(env, static_cast<double>(tracker_->dropped())));

@@ -7,10 +7,12 @@ tracking_adaptor::tracking_adaptor(memory_resource& upstream, std::size_t capaci
 
 void tracking_adaptor::push(action a, const void* ptr, std::size_t bytes, stream_handle stream) {
   auto now = std::chrono::steady_clock::now();
+  const std::uint64_t reserved = upstream().stats().reserved_bytes;
   tracking_event e{static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(now - start_).count()),
                    static_cast<std::uint64_t>(reinterpret_cast<std::uintptr_t>(ptr)),
                    bytes,
                    static_cast<std::uint64_t>(reinterpret_cast<std::uintptr_t>(stream)),
+                   reserved,
                    tag(),
                    a};
   std::lock_guard<std::mutex> lock(mutex_);

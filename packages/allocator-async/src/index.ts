@@ -14,6 +14,7 @@ declare module '@gpumem/allocator-core' {
 registerAllocator('async', (options) => new AsyncAllocator(options), {
   description: 'cudaMallocAsync on an owned cudaMemPool_t with a release threshold',
   requiresCuda: true,
+  nativeLayers: true,
 });
 
 export { AsyncAllocator, type AsyncAllocatorOptions } from './base.js';

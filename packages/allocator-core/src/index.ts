@@ -8,12 +8,14 @@ import './register.js';
 export type { Allocator, AllocatorStats, DevicePtr, PrefetchTarget } from './types.js';
 export { BaseAllocator } from './base.js';
 export { NativeAllocator, type NativeLayerOptions, type TrackingEvent } from './native-allocator.js';
+export { TrackingAllocator, createTrackedAllocator, type TrackedAllocator, type TrackingEvents } from './adaptors/tracking.js';
 export { OutOfMemoryError, CudaError, InvalidStateError } from './errors.js';
 export {
   registerAllocator,
   createAllocator,
   listAllocators,
   hasAllocator,
+  strategyInfo,
   type AllocatorOptionsMap,
   type AllocatorFactory,
   type StrategyInfo,

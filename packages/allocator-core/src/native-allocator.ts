@@ -30,6 +30,8 @@ export interface TrackingEvent {
   stream: number;
   /** The tag set with setTrackingTag() when the event happened. */
   tag: number;
+  /** The strategy's reserved bytes right after the event. */
+  reservedBytes: number;
 }
 
 const actions = ['alloc', 'free', 'oom'] as const;
@@ -191,6 +193,7 @@ export abstract class NativeAllocator extends BaseAllocator {
         bytes: raw.bytes[i]!,
         stream: raw.stream[i]!,
         tag: raw.tag[i]!,
+        reservedBytes: raw.reservedBytes[i]!,
       });
     }
     return { events, dropped: raw.dropped };

@@ -44,6 +44,8 @@ export interface NativeTrackingEvents {
   pointer: Float64Array;
   bytes: Float64Array;
   stream: Float64Array;
+  /** The strategy's reserved bytes right after each event. */
+  reservedBytes: Float64Array;
   tag: Uint32Array;
   action: Uint8Array;
   dropped: number;

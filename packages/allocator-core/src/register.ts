@@ -13,8 +13,10 @@ declare module './registry.js' {
 registerAllocator('cuda', (options) => new CudaAllocator(options), {
   description: 'cudaMalloc/cudaFree: every call goes to the driver (the baseline)',
   requiresCuda: true,
+  nativeLayers: true,
 });
 registerAllocator('host', (options) => new HostAllocator(options), {
   description: 'plain host memory, 256-byte aligned (runs without a GPU)',
   requiresCuda: false,
+  nativeLayers: true,
 });

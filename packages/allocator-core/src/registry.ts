@@ -26,6 +26,11 @@ export interface StrategyInfo {
   description: string;
   /** True when the strategy needs a CUDA device (it cannot run on the host alone). */
   requiresCuda: boolean;
+  /**
+   * True when the factory makes a NativeAllocator and accepts the native layer options
+   * (`limitBytes`, `trackingCapacity`, ...; see NativeLayerOptions).
+   */
+  nativeLayers: boolean;
 }
 
 interface Entry extends StrategyInfo {
@@ -42,25 +47,27 @@ const namePattern = /^[a-z][a-z0-9-]*$/;
 export function registerAllocator<N extends string>(
   name: N,
   factory: AllocatorFactory<N extends keyof AllocatorOptionsMap ? AllocatorOptionsMap[N] : Record<string, unknown>>,
-  info: { description: string; requiresCuda: boolean },
+  info: { description: string; requiresCuda: boolean; nativeLayers?: boolean },
 ): void {
   if (typeof name !== 'string' || !namePattern.test(name)) {
     throw new TypeError(`Expected a name of lower-case letters, digits and '-' for name but received ${JSON.stringify(name)}`);
   }
   if (typeof factory !== 'function') throw new TypeError(`Expected a function for factory but received ${typeof factory}`);
   if (entries.has(name)) throw new Error(`An allocator named '${name}' is already registered`);
-  entries.set(name, { name, factory: factory as AllocatorFactory<never>, ...info });
+  entries.set(name, {
+    name,
+    factory: factory as AllocatorFactory<never>,
+    description: info.description,
+    requiresCuda: info.requiresCuda,
+    nativeLayers: info.nativeLayers === true,
+  });
 }
 
 /** Creates an allocator of the registered strategy `name`. */
 export function createAllocator<N extends keyof AllocatorOptionsMap>(name: N, options?: AllocatorOptionsMap[N]): Allocator;
 export function createAllocator(name: string, options?: Record<string, unknown>): Allocator;
 export function createAllocator(name: string, options: object = {}): Allocator {
-  const entry = entries.get(name);
-  if (!entry) {
-    const known = [...entries.keys()].join(', ') || 'none';
-    throw new RangeError(`Expected a registered allocator name for name but received '${String(name)}' (registered: ${known})`);
-  }
+  const entry = entryOf(name);
   if (options === null || typeof options !== 'object') {
     throw new TypeError(`Expected an options object for options but received ${typeof options}`);
   }
@@ -69,7 +76,22 @@ export function createAllocator(name: string, options: object = {}): Allocator {
 
 /** Every registered strategy, in registration order. */
 export function listAllocators(): StrategyInfo[] {
-  return [...entries.values()].map(({ name, description, requiresCuda }) => ({ name, description, requiresCuda }));
+  return [...entries.values()].map(({ name, description, requiresCuda, nativeLayers }) => ({ name, description, requiresCuda, nativeLayers }));
+}
+
+function entryOf(name: string): Entry {
+  const entry = entries.get(name);
+  if (!entry) {
+    const known = [...entries.keys()].join(', ') || 'none';
+    throw new RangeError(`Expected a registered allocator name for name but received '${String(name)}' (registered: ${known})`);
+  }
+  return entry;
+}
+
+/** What the registry knows of the strategy `name`; throws RangeError when it is not registered. */
+export function strategyInfo(name: string): StrategyInfo {
+  const { description, requiresCuda, nativeLayers } = entryOf(name);
+  return { name, description, requiresCuda, nativeLayers };
 }
 
 /** True when `name` is registered. */

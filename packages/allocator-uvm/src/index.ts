@@ -14,6 +14,7 @@ declare module '@gpumem/allocator-core' {
 registerAllocator('uvm', (options) => new UvmAllocator(options), {
   description: 'cudaMallocManaged (unified memory) with prefetch-on-allocate and cudaMemAdvise hints',
   requiresCuda: true,
+  nativeLayers: true,
 });
 
 export { UvmAllocator, defaultLogThresholdBytes, type UvmAllocatorOptions, type AdviseTarget } from './base.js';
