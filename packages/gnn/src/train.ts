@@ -63,6 +63,8 @@ export interface Progress {
 
 export interface EpochRecord {
   epoch: number;
+  /** When the epoch started, on the `performance.now()` clock (milliseconds). */
+  startMs: number;
   /** Wall time of the epoch (training, and validation for the mlp), synchronised. */
   epochMs: number;
   /** Mean training loss over the epoch's steps. */
@@ -258,6 +260,7 @@ function trainMlp(rt: Runtime, o: TrainOptions, epochs: number, seed: number): T
       const epochMs = performance.now() - t0;
       records.push({
         epoch,
+        startMs: t0,
         epochMs,
         loss: mean(losses),
         losses: [...losses],
@@ -322,6 +325,7 @@ function trainGcn(rt: Runtime, o: TrainOptions, epochs: number, seed: number): T
       const accuracy = evaluateGcn(rt, model, graph, seed);
       records.push({
         epoch,
+        startMs: t0,
         epochMs,
         loss,
         losses: [loss],
