@@ -90,6 +90,8 @@ export interface TrainResult {
   device: string;
   epochs: EpochRecord[];
   parameters: number;
+  /** Training samples per epoch: images (mlp) or nodes (gcn, full batch). */
+  samplesPerEpoch: number;
 }
 
 function checkPositiveInt(value: number, name: string): void {
@@ -279,7 +281,7 @@ function trainMlp(rt: Runtime, o: TrainOptions, epochs: number, seed: number): T
     model.dispose();
     for (const t of [xTrain, yTrain, xTest, yTest]) t.dispose();
   }
-  return { model: 'mlp', dataset: 'mnist', allocator: allocator.name, device: allocator.device.id, epochs: records, parameters: model.params.size };
+  return { model: 'mlp', dataset: 'mnist', allocator: allocator.name, device: allocator.device.id, epochs: records, parameters: model.params.size, samplesPerEpoch: nTrain };
 }
 
 function trainGcn(rt: Runtime, o: TrainOptions, epochs: number, seed: number): TrainResult {
@@ -340,7 +342,7 @@ function trainGcn(rt: Runtime, o: TrainOptions, epochs: number, seed: number): T
     model.dispose();
     graph.dispose();
   }
-  return { model: 'gcn', dataset, allocator: allocator.name, device: allocator.device.id, epochs: records, parameters: model.params.size };
+  return { model: 'gcn', dataset, allocator: allocator.name, device: allocator.device.id, epochs: records, parameters: model.params.size, samplesPerEpoch: nodes };
 }
 
 /** Accuracy on the nodes outside the training mask, without dropout. */
