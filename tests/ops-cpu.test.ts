@@ -5,6 +5,9 @@
 import { afterAll, describe, expect, it } from 'vitest';
 import { HostAllocator, hasCudaDevice, loadNative } from '@gpumem/allocator-core';
 import type { NativeOps } from '../packages/gnn/src/native-ops.js';
+import { Runtime } from '../packages/gnn/src/runtime.js';
+import { Mlp } from '../packages/gnn/src/models/mlp.js';
+import { SGD, softmaxCrossEntropyBiasGrad } from '../packages/gnn/src/nn.js';
 import { randf, randi, relL2 } from './test-data.js';
 
 const ops = (loadNative() as unknown as { ops: NativeOps }).ops;
@@ -329,6 +332,42 @@ describe('ops (CPU): softmax cross-entropy and accuracy', () => {
     expect(() => ops.softmaxCrossEntropy(false, 0, pl, i32([0]), 0, 2, 1, 2, pd, ploss, pc)).toThrow(/R must equal N/);
   });
 
+  it('softmaxCrossEntropyBiasGrad: the loss, then the column sums of dLogits; results at the step counter\'s slot', () => {
+    const [N, C] = [50, 10];
+    const logits = randf(N * C, 41, 4);
+    const labels = randi(N, C, 42);
+    const pl = f32(logits);
+    const plab = i32(labels);
+    const pd = nanF32(N * C);
+    const pdb = nanF32(C);
+    const ploss = nanF32(3);
+    const pc = i32([-1, -1, -1]);
+    ops.softmaxCrossEntropyBiasGrad(false, 0, pl, plab, N, C, pd, pdb, ploss, pc, i32([1]));
+    const pdRef = nanF32(N * C);
+    const pdbRef = nanF32(C);
+    const plossRef = nanF32(1);
+    const pcRef = i32([-1]);
+    ops.softmaxCrossEntropy(false, 0, pl, plab, 0, N, N, C, pdRef, plossRef, pcRef);
+    ops.biasGrad(false, 0, pdRef, pdbRef, N, C, false);
+    expect(same(readF32(pd, N * C), readF32(pdRef, N * C))).toBe(true);
+    expect(same(readF32(pdb, C), readF32(pdbRef, C))).toBe(true);
+    const loss = readF32(ploss, 3);
+    expect(Number.isNaN(loss[0]) && Number.isNaN(loss[2])).toBe(true);
+    expect(loss[1]).toBe(readF32(plossRef, 1)[0]);
+    expect(Array.from(readI32(pc, 3))).toEqual([-1, readI32(pcRef, 1)[0], -1]);
+    const d = readF32(pd, N * C);
+    for (let j = 0; j < C; j++) {
+      let col = 0;
+      for (let r = 0; r < N; r++) col += d[r * C + j]!;
+      expect(readF32(pdb, C)[j]).toBeCloseTo(col, 6);
+    }
+    ops.softmaxCrossEntropyBiasGrad(false, 0, pl, plab, N, C, pd, pdb, ploss, pc, 0); // no counter: slot 0
+    expect(readF32(ploss, 1)[0]).toBe(readF32(plossRef, 1)[0]);
+    expect(() => ops.softmaxCrossEntropyBiasGrad(false, 0, pl, plab, 0, C, pd, pdb, ploss, pc, 0)).toThrow(/N must be at least 1/);
+    expect(() => ops.softmaxCrossEntropyBiasGrad(false, 0, pl, plab, N, C, pd, 0, ploss, pc, 0)).toThrow(/dBias/);
+    expect(() => ops.softmaxCrossEntropyBiasGrad(false, 0, pl, plab, N, C, pd, pdb, ploss, pc, i32([-2]))).toThrow(/step/);
+  });
+
   it('accuracy counts ties as the first maximum', () => {
     const pl = f32([1, 1, 0, 0, 2, 2]);
     const pc = i32([-1]);
@@ -403,6 +442,33 @@ describe('ops (CPU): graph ops', () => {
       }
     expect(relL2(readF32(ps, rows * H), ref)).toBeLessThan(1e-6);
     expect(() => ops.gatherRows(false, 0, px, i32([0, -1]), pout, 2, H)).toThrow(/index\[1\]/);
+  });
+
+  it('gatherBatch: rows and labels of a batch, from the step a counter names', () => {
+    const [rows, H, batch] = [12, 5, 4];
+    const X = randf(rows * H, 54);
+    const labels = randi(rows, 10, 55);
+    const perm = randi(3 * batch, rows, 56);
+    const px = f32(X);
+    const plab = i32(labels);
+    const pperm = i32(perm);
+    for (const step of [null, 0, 2]) {
+      const xOut = nanF32(batch * H);
+      const yOut = i32(new Array(batch).fill(-9));
+      ops.gatherBatch(false, 0, px, plab, pperm, step === null ? 0 : i32([step]), batch, H, xOut, yOut);
+      const g = readF32(xOut, batch * H);
+      const y = readI32(yOut, batch);
+      for (let r = 0; r < batch; r++) {
+        const i = perm[(step ?? 0) * batch + r]!;
+        expect(y[r]).toBe(labels[i]);
+        for (let h = 0; h < H; h++) expect(g[r * H + h]).toBe(X[i * H + h]);
+      }
+    }
+    const out = nanF32(batch * H);
+    const yOut = i32(new Array(batch).fill(0));
+    expect(() => ops.gatherBatch(false, 0, px, plab, i32([0, 1, -3, 2]), 0, batch, H, out, yOut)).toThrow(/index\[2\]/);
+    expect(() => ops.gatherBatch(false, 0, px, plab, pperm, i32([-1]), batch, H, out, yOut)).toThrow(/step/);
+    expect(() => ops.gatherBatch(false, 0, px, plab, pperm, 0, batch, H, out, 0)).toThrow(/yOut/);
   });
 
   function randomEdges(N: number, E: number, seed: number) {
@@ -598,6 +664,19 @@ describe('ops (CPU): fill, iota, copy, axpy, scale', () => {
     ops.scale(false, 0, -2, px, px, 33);
     expect(Array.from(readF32(px, 33))).toEqual(Array.from(X, (x) => -2 * x));
   });
+
+  it('addI32 advances a counter (wrapping like an i32); streamWait has nothing to order on the CPU', () => {
+    const p = i32([7]);
+    ops.addI32(false, 0, p, 1);
+    ops.addI32(false, 0, p, -3);
+    expect(readI32(p, 1)[0]).toBe(5);
+    const q = i32([2 ** 31 - 1]);
+    ops.addI32(false, 0, q, 1);
+    expect(readI32(q, 1)[0]).toBe(-(2 ** 31));
+    expect(() => ops.addI32(false, 0, p, 2 ** 31)).toThrow(/value must be an i32/);
+    expect(() => ops.addI32(false, 0, 0, 1)).toThrow(/ptr/);
+    expect(() => ops.streamWait(false, 1, 2)).not.toThrow();
+  });
 });
 
 describe('ops: bad arguments are errors, not crashes', () => {
@@ -663,5 +742,48 @@ describe('ops (CPU): per-edge weights', () => {
     const inPlace = f32(x);
     ops.scaleRows(false, 0, inPlace, f32(weights), inPlace, 5, 3);
     expect(same(readF32(inPlace, 15), got)).toBe(true);
+  });
+});
+
+describe('the MLP step on the CPU kernels: the fused and overlapped forms give the same numbers', () => {
+  it('softmaxCrossEntropyBiasGrad + Mlp.backwardAndStep = softmaxCrossEntropy-then-biasGrad backward + SGD.step, bit for bit', () => {
+    const rt = new Runtime(alloc);
+    const side = 12345; // any stream handle: the CPU kernels run in call order
+    const sizes = [20, 16, 16, 5];
+    const rows = 8;
+    const run = (overlapped: boolean) => {
+      const model = new Mlp(rt, sizes, 3);
+      const sgd = new SGD(rt, model.params, 0.1);
+      const x = rt.keep(rt.fromArray(randf(rows * sizes[0]!, 60), [rows, sizes[0]!]));
+      const y = rt.keep(rt.fromArray(randi(rows, sizes[3]!, 61), [rows]));
+      const out = rt.keep(rt.zeros([4], 'i32')); // [loss, correct] of two steps
+      for (let k = 0; k < 2; k++) {
+        rt.scope(() => {
+          const logits = model.forward(x);
+          const d = softmaxCrossEntropyBiasGrad(rt, logits, y, model.output.bias.grad, out.ptr + 4 * k, out.ptr + 8 + 4 * k);
+          if (overlapped) model.backwardAndStep(d, sgd, side, true);
+          else {
+            model.backward(d, true);
+            sgd.step();
+          }
+        });
+      }
+      const result = { params: model.params.values.toFloat32(), grads: model.params.grads.toFloat32(), out: out.toArray() };
+      for (const t of [x, y, out]) t.dispose();
+      model.dispose();
+      return result;
+    };
+    const plain = run(false);
+    const overlapped = run(true);
+    expectAllFinite(plain.params);
+    expect(same(overlapped.params, plain.params)).toBe(true);
+    expect(same(overlapped.grads, plain.grads)).toBe(true);
+    expect(same(overlapped.out, plain.out)).toBe(true);
+    expect(rt.liveTensors).toBe(0);
+    const model = new Mlp(rt, sizes, 3);
+    const sgd = new SGD(rt, model.params, 0.1);
+    expect(() => sgd.stepRange(-1, 4)).toThrow(/Expected a range/);
+    expect(() => sgd.stepRange(10, model.params.size)).toThrow(/Expected a range/);
+    model.dispose();
   });
 });

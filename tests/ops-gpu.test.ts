@@ -13,7 +13,7 @@
  * GPUMEM_OPS_BENCH=1 adds a timing test (spmm bandwidth, gemm TFLOP/s) that prints its numbers.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { CudaAllocator, HostAllocator, loadNative } from '@gpumem/allocator-core';
+import { CudaAllocator, CudaGraph, HostAllocator, Stream, loadNative } from '@gpumem/allocator-core';
 import type { NativeOps } from '../packages/gnn/src/native-ops.js';
 import { gpuAvailable, gpuTitle } from './gpu.js';
 import { randf, randi, relL2 } from './test-data.js';
@@ -459,6 +459,120 @@ describe.skipIf(!gpuAvailable)(gpuTitle('ops on the GPU against the CPU referenc
     ops.scale(false, 0, 3, Y.h, Y.h, n);
     ops.scale(true, 0, 3, Y.d, Y.d, n);
     expect(relL2(Y.gpu(), Y.cpu())).toBeLessThan(1e-5);
+  });
+
+  it('gatherBatch: the rows and labels that gatherRows gives, at the step a device counter names (identical)', () => {
+    const [nRows, H, rows] = [5000, 784, 64];
+    const X = F(randf(nRows * H, 70));
+    const labels = I(randi(nRows, 10, 71));
+    const perm = I(randi(rows * 7, nRows, 72));
+    for (const stepValue of [null, 0, 3, 6]) {
+      const step = stepValue === null ? { h: 0, d: 0 } : I(Int32Array.of(stepValue));
+      const first = (stepValue ?? 0) * rows;
+      const x = Fz(rows * H);
+      const y = Iz(rows);
+      ops.gatherBatch(true, 0, X.d, labels.d, perm.d, step.d, rows, H, x.d, y.d);
+      const xRef = Fz(rows * H);
+      const yRef = Iz(rows);
+      ops.gatherRows(true, 0, X.d, perm.d + 4 * first, xRef.d, rows, H);
+      ops.gatherRows(true, 0, labels.d, perm.d + 4 * first, yRef.d, rows, 1); // i32 bits through a float copy
+      ops.gatherBatch(false, 0, X.h, labels.h, perm.h, step.h, rows, H, x.h, y.h);
+      const gx = x.gpu();
+      expectWritten(gx, 'gatherBatch x');
+      expectIdentical(gx, xRef.gpu(), `gatherBatch x, step ${stepValue}`);
+      expectIdentical(y.gpu(), yRef.gpu(), `gatherBatch y, step ${stepValue}`);
+      expectIdentical(gx, x.cpu(), 'gatherBatch x against the CPU');
+      expectIdentical(y.gpu(), y.cpu(), 'gatherBatch y against the CPU');
+    }
+    // H not a multiple of 4: the scalar path
+    const X7 = F(randf(100 * 7, 73));
+    const x7 = Fz(5 * 7);
+    const y7 = Iz(5);
+    const idx = I(Int32Array.of(4, 99, 0, 50, 4));
+    ops.gatherBatch(true, 0, X7.d, labels.d, idx.d, 0, 5, 7, x7.d, y7.d);
+    ops.gatherBatch(false, 0, X7.h, labels.h, idx.h, 0, 5, 7, x7.h, y7.h);
+    expectIdentical(x7.gpu(), x7.cpu(), 'gatherBatch H = 7');
+    expectIdentical(y7.gpu(), y7.cpu(), 'gatherBatch labels H = 7');
+  });
+
+  for (const [N, C] of [
+    [64, 10],
+    [37, 47],
+    [1000, 10],
+  ] as const) {
+    it(`softmaxCrossEntropyBiasGrad N = ${N}, C = ${C}: bit-identical to softmaxCrossEntropy then biasGrad, loss at the counter's slot`, () => {
+      const logits = F(randf(N * C, 80 + N + C, 5));
+      const labels = I(randi(N, C, 81));
+      const d = Fz(N * C);
+      const dBias = Fz(C);
+      const loss = Fz(4);
+      const correct = Iz(4);
+      const step = I(Int32Array.of(2));
+      ops.softmaxCrossEntropyBiasGrad(true, 0, logits.d, labels.d, N, C, d.d, dBias.d, loss.d, correct.d, step.d);
+      const dRef = Fz(N * C);
+      const dBiasRef = Fz(C);
+      const lossRef = Fz(1);
+      const correctRef = Iz(1);
+      ops.softmaxCrossEntropy(true, 0, logits.d, labels.d, 0, N, N, C, dRef.d, lossRef.d, correctRef.d);
+      ops.biasGrad(true, 0, dRef.d, dBiasRef.d, N, C, false);
+      const [gd, gb, gl, gc] = [d.gpu(), dBias.gpu(), loss.gpu(), correct.gpu()];
+      expectWritten(gd, 'dLogits');
+      expectWritten(gb, 'dBias');
+      expectIdentical(gd, dRef.gpu(), 'dLogits');
+      expectIdentical(gb, dBiasRef.gpu(), 'dBias');
+      expect(Number.isNaN(gl[0]) && Number.isNaN(gl[1]) && Number.isNaN(gl[3])).toBe(true); // only slot 2 written
+      expectIdentical([gl[2]!], lossRef.gpu(), 'loss');
+      expect([...gc]).toEqual([-7, -7, correctRef.gpu()[0], -7]);
+      // against the CPU reference, slot 0 without a counter
+      ops.softmaxCrossEntropyBiasGrad(false, 0, logits.h, labels.h, N, C, d.h, dBias.h, loss.h, correct.h, 0);
+      expect(relL2(gd, d.cpu())).toBeLessThan(1e-5);
+      expect(relL2(gb, dBias.cpu())).toBeLessThan(1e-4);
+      expect(relL2([gl[2]!], [loss.cpu()[0]!])).toBeLessThan(1e-4);
+      expect(gc[2]).toBe(correct.cpu()[0]);
+    });
+  }
+
+  it('addI32 and streamWait: a captured fork onto a second stream and a join, replayed as a CUDA Graph', () => {
+    const n = 1 << 20;
+    const main = Stream.create(dev.device);
+    const side = Stream.create(dev.device);
+    try {
+      const counter = I(Int32Array.of(5));
+      const a = F(randf(n, 90));
+      const b = Fz(n);
+      const c = Fz(n);
+      // b = a on main; fork: side computes c = 2b and advances the counter; join; then b += a on main
+      const ordered = () => {
+        ops.copy(true, main.handle, b.d, a.d, n * 4);
+        ops.streamWait(true, side.handle, main.handle);
+        ops.scale(true, side.handle, 2, b.d, c.d, n);
+        ops.addI32(true, side.handle, counter.d, 3);
+        ops.streamWait(true, main.handle, side.handle);
+        ops.axpy(true, main.handle, 1, a.d, b.d, n);
+      };
+      ordered(); // eagerly
+      main.synchronize();
+      const twoA = a.cpu().map((v) => Math.fround(2 * v));
+      expectIdentical(c.gpu(), twoA, 'c after the eager fork');
+      expect(counter.gpu()[0]).toBe(8);
+      c.poison();
+      const graph = CudaGraph.capture(main, ordered);
+      try {
+        graph.launch();
+        graph.launch();
+        main.synchronize();
+      } finally {
+        graph.destroy();
+      }
+      expect(counter.gpu()[0]).toBe(14);
+      expectIdentical(c.gpu(), twoA, 'c after two replays');
+      expectIdentical(b.gpu(), a.cpu().map((v) => Math.fround(v + v)), 'b after two replays');
+      expect(() => ops.addI32(true, main.handle, counter.d, 2 ** 31)).toThrow(/value/);
+    } finally {
+      main.synchronize();
+      side.destroy();
+      main.destroy();
+    }
   });
 
   it.skipIf(process.env.GPUMEM_OPS_BENCH !== '1')('timings (GPUMEM_OPS_BENCH=1)', () => {

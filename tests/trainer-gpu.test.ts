@@ -28,15 +28,49 @@ describe.skipIf(!gpuAvailable)(gpuTitle('trainer on the GPU'), () => {
     expect(best).toBeGreaterThanOrEqual(0.97);
   });
 
-  it('mlp with the step captured as a CUDA Graph: the same losses as eager, at a fraction of the time', () => {
-    const options = { model: 'mlp' as const, allocator: 'pool', allocatorOptions: { upstream: 'cuda' }, epochs: 2, trainSubset: 12_800, testSubset: 2000, seed: 5 };
+  it('mlp with the steps captured as CUDA Graphs: the same losses as eager, at a fraction of the time', () => {
+    // 200 full batches and a last one of 40 rows (run eagerly in graph mode too)
+    const options = { model: 'mlp' as const, allocator: 'pool', allocatorOptions: { upstream: 'cuda' }, epochs: 2, trainSubset: 12_840, testSubset: 2000, seed: 5 };
     const eager = train(options);
-    const graphed = train({ ...options, cudaGraph: true });
-    expect(graphed.epochs.map((e) => e.losses)).toEqual(eager.epochs.map((e) => e.losses));
-    expect(graphed.epochs.map((e) => e.accuracy)).toEqual(eager.epochs.map((e) => e.accuracy));
-    console.log(`mlp, 200 steps an epoch: eager ${eager.epochs[1]!.epochMs.toFixed(1)} ms, CUDA graph ${graphed.epochs[1]!.epochMs.toFixed(1)} ms`);
+    const graphed = train({ ...options, cudaGraph: true }); // 4 steps a launch
+    const single = train({ ...options, cudaGraph: true, graphSteps: 1 });
+    const seven = train({ ...options, cudaGraph: true, graphSteps: 7 });
+    expect(eager.epochs[0]!.losses).toHaveLength(201);
+    expect(eager.epochs.every((e) => e.losses.every(Number.isFinite))).toBe(true);
+    for (const [name, run] of [
+      ['4 steps a graph', graphed],
+      ['1 step a graph', single],
+      ['7 steps a graph', seven],
+    ] as const) {
+      expect(run.epochs.map((e) => e.losses), name).toEqual(eager.epochs.map((e) => e.losses));
+      expect(run.epochs.map((e) => e.accuracy), name).toEqual(eager.epochs.map((e) => e.accuracy));
+      expect(run.epochs.map((e) => e.trainAccuracy), name).toEqual(eager.epochs.map((e) => e.trainAccuracy));
+    }
+    console.log(
+      `mlp, 201 steps an epoch: eager ${eager.epochs[1]!.epochMs.toFixed(1)} ms, CUDA graphs of 4 steps ${graphed.epochs[1]!.epochMs.toFixed(1)} ms, of 1 step ${single.epochs[1]!.epochMs.toFixed(1)} ms, of 7 steps ${seven.epochs[1]!.epochMs.toFixed(1)} ms`,
+    );
     expect(graphed.epochs[1]!.epochMs).toBeLessThan(eager.epochs[1]!.epochMs);
     expect(() => train({ ...options, allocator: 'cuda', allocatorOptions: {}, cudaGraph: true })).toThrow(/'pool' allocator for cudaGraph/);
+    expect(() => train({ ...options, cudaGraph: true, graphSteps: 0 })).toThrow(/graphSteps/);
+  });
+
+  it('mlp with CUDA graphs: onStep after every step, the same allocatedBytes each time, nothing left allocated', () => {
+    const allocator = createAllocator('pool', { upstream: 'cuda' });
+    try {
+      const steps: AllocatorStats[] = [];
+      const progress: number[][] = [[], []];
+      train({ model: 'mlp', allocator, epochs: 2, trainSubset: 64 * 40 + 10, testSubset: 500, cudaGraph: true, graphSteps: 16, onStep: (_s, stats) => steps.push(stats), onProgress: (p) => progress[p.epoch]!.push(p.step) });
+      expect(steps).toHaveLength(2 * 41);
+      // epoch 1 from its start: the graphs exist, so every step sees the same allocations
+      expect(new Set(steps.slice(41).map((s) => s.allocatedBytes)).size).toBe(1);
+      // progress once a launch: epoch 0 runs one step eagerly before the first capture; then graphs
+      // of 16 steps, single steps for the rest of the 40 full batches, and the partial batch eagerly
+      expect(progress[0]).toEqual([1, 17, 33, 34, 35, 36, 37, 38, 39, 40, 41]);
+      expect(progress[1]).toEqual([16, 32, 33, 34, 35, 36, 37, 38, 39, 40, 41]);
+      expect(allocator.stats().allocatedBytes).toBe(0);
+    } finally {
+      allocator.dispose();
+    }
   });
 
   it('gcn on a stochastic block model learns far above chance', () => {

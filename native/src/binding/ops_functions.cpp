@@ -183,6 +183,17 @@ Napi::Value SoftmaxCrossEntropy(const Napi::CallbackInfo& info) {
   });
 }
 
+Napi::Value SoftmaxCrossEntropyBiasGrad(const Napi::CallbackInfo& info) {
+  return run(info, [&] {
+    args a(info, 11, "softmaxCrossEntropyBiasGrad");
+    ops::softmax_cross_entropy_bias_grad(a.flag(0), a.stream(1), a.ptr<const float>(2, "logits"),
+                                         a.ptr<const i32>(3, "labels"), a.integer(4, "N"), a.integer(5, "C"),
+                                         a.ptr<float>(6, "dLogits"), a.ptr<float>(7, "dBias"),
+                                         a.ptr<float>(8, "lossOut"), a.ptr<i32>(9, "correctOut"),
+                                         a.ptr<const i32>(10, "step"));
+  });
+}
+
 Napi::Value Accuracy(const Napi::CallbackInfo& info) {
   return run(info, [&] {
     args a(info, 9, "accuracy");
@@ -214,6 +225,15 @@ Napi::Value GatherRows(const Napi::CallbackInfo& info) {
     args a(info, 7, "gatherRows");
     ops::gather_rows(a.flag(0), a.stream(1), a.ptr<const float>(2, "X"), a.ptr<const i32>(3, "index"),
                      a.ptr<float>(4, "out"), a.integer(5, "E"), a.integer(6, "H"));
+  });
+}
+
+Napi::Value GatherBatch(const Napi::CallbackInfo& info) {
+  return run(info, [&] {
+    args a(info, 10, "gatherBatch");
+    ops::gather_batch(a.flag(0), a.stream(1), a.ptr<const float>(2, "X"), a.ptr<const i32>(3, "labels"),
+                      a.ptr<const i32>(4, "index"), a.ptr<const i32>(5, "step"), a.integer(6, "rows"),
+                      a.integer(7, "H"), a.ptr<float>(8, "xOut"), a.ptr<i32>(9, "yOut"));
   });
 }
 
@@ -345,6 +365,23 @@ Napi::Value Copy(const Napi::CallbackInfo& info) {
   });
 }
 
+Napi::Value AddI32(const Napi::CallbackInfo& info) {
+  return run(info, [&] {
+    args a(info, 4, "addI32");
+    const i64 value = a.integer(3, "value");
+    if (value < INT32_MIN || value > INT32_MAX)
+      throw invalid_argument(invalid_argument::kind::range, "value", "value must be an i32, got " + std::to_string(value));
+    ops::add_i32(a.flag(0), a.stream(1), a.ptr<i32>(2, "ptr"), static_cast<i32>(value));
+  });
+}
+
+Napi::Value StreamWait(const Napi::CallbackInfo& info) {
+  return run(info, [&] {
+    args a(info, 3, "streamWait");
+    ops::stream_wait(a.flag(0), a.stream(1), a.stream(2));
+  });
+}
+
 Napi::Value Axpy(const Napi::CallbackInfo& info) {
   return run(info, [&] {
     args a(info, 6, "axpy");
@@ -388,10 +425,12 @@ void register_ops(Napi::Env env, Napi::Object exports) {
   add("dropout", Dropout);
   add("dropoutBackward", DropoutBackward);
   add("softmaxCrossEntropy", SoftmaxCrossEntropy);
+  add("softmaxCrossEntropyBiasGrad", SoftmaxCrossEntropyBiasGrad);
   add("accuracy", Accuracy);
   add("sgd", Sgd);
   add("adam", Adam);
   add("gatherRows", GatherRows);
+  add("gatherBatch", GatherBatch);
   add("scatterAddRows", ScatterAddRows);
   add("spmm", Spmm);
   add("csrBuildTempBytes", CsrBuildTempBytes);
@@ -407,6 +446,8 @@ void register_ops(Napi::Env env, Napi::Object exports) {
   add("fillI32", FillI32);
   add("iota", Iota);
   add("copy", Copy);
+  add("addI32", AddI32);
+  add("streamWait", StreamWait);
   add("axpy", Axpy);
   add("scale", Scale);
   add("gemmBackend", GemmBackend);

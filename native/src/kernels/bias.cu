@@ -32,6 +32,7 @@ __global__ void add_bias4_kernel(float4* Y, const float4* __restrict__ bias, std
 }
 
 constexpr int bg_tx = 32, bg_ty = 8;
+constexpr int unrolled_chunk = 64;  // the smallest chunk (see bias_grad): 8 rows per thread
 
 // Block (32, 8), grid (column tiles, chunks). Writes the chunk's column sums to partial
 // [chunk][cols], or, with one chunk, the result to dBias. With a ReLU output Y, each element of dY
@@ -44,7 +45,27 @@ __global__ void bias_grad_chunk_kernel(float* dY, const float* __restrict__ Y, s
   std::int64_t r1 = r0 + chunk_rows;
   if (r1 > rows) r1 = rows;
   float acc = 0.0f;
-  if (col < cols)
+  if (col < cols && chunk_rows == unrolled_chunk) {
+    // The usual chunk (any rows up to 512 * 64): at most 8 rows per thread, all loads issued before
+    // the first add, then masked, stored and summed in the same order as the loop below.
+    float v[unrolled_chunk / bg_ty], y[unrolled_chunk / bg_ty];
+#pragma unroll
+    for (int k = 0; k < unrolled_chunk / bg_ty; ++k) {
+      const std::int64_t r = r0 + threadIdx.y + k * bg_ty;
+      v[k] = r < r1 ? dY[r * cols + col] : 0.0f;
+      y[k] = (Y != nullptr && r < r1) ? Y[r * cols + col] : 0.0f;
+    }
+#pragma unroll
+    for (int k = 0; k < unrolled_chunk / bg_ty; ++k) {
+      const std::int64_t r = r0 + threadIdx.y + k * bg_ty;
+      if (r >= r1) break;
+      if (Y != nullptr) {
+        v[k] = y[k] > 0.0f ? v[k] : 0.0f;
+        dY[r * cols + col] = v[k];
+      }
+      acc += v[k];
+    }
+  } else if (col < cols) {
     for (std::int64_t r = r0 + threadIdx.y; r < r1; r += bg_ty) {
       float v = dY[r * cols + col];
       if (Y != nullptr) {
@@ -53,6 +74,7 @@ __global__ void bias_grad_chunk_kernel(float* dY, const float* __restrict__ Y, s
       }
       acc += v;
     }
+  }
   sums[threadIdx.y][threadIdx.x] = acc;
   __syncthreads();
   if (threadIdx.y == 0 && col < cols) {

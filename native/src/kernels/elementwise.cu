@@ -84,7 +84,51 @@ __global__ void scale_kernel(float alpha, const float* X, float* Y, std::uint64_
   GPUMEM_GRID_STRIDE(i, n) Y[i] = alpha * X[i];
 }
 
+__global__ void add_i32_kernel(std::int32_t* p, std::int32_t value) {
+  *p = static_cast<std::int32_t>(static_cast<std::uint32_t>(*p) + static_cast<std::uint32_t>(value));
+}
+
 std::uint64_t u(i64 n) { return static_cast<std::uint64_t>(n); }
+
+// One event per signalling stream, made on its first use (on the stream's device when the stream
+// is not being captured, where its device can be asked) and kept for the process's life, like the
+// ops' scratch buffers. Each use records it and has the waiter wait on it at once, so one event
+// per stream serves every fork and join.
+cudaEvent_t event_for(cudaStream_t stream) {
+  static std::mutex mutex;
+  static std::unordered_map<cudaStream_t, cudaEvent_t> events;
+  std::lock_guard<std::mutex> lock(mutex);
+  cudaEvent_t& e = events[stream];
+  if (e != nullptr) return e;
+  int device = -1;
+#if defined(CUDART_VERSION) && CUDART_VERSION >= 12080
+  cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+  if (stream != nullptr) {
+    detail::check_cuda(cudaStreamIsCapturing(stream, &capture), "streamWait (cudaStreamIsCapturing)");
+    if (capture == cudaStreamCaptureStatusNone)
+      detail::check_cuda(cudaStreamGetDevice(stream, &device), "streamWait (cudaStreamGetDevice)");
+  }
+#endif
+  if (device < 0) detail::check_cuda(cudaGetDevice(&device), "streamWait (cudaGetDevice)");
+  detail::device_scope scope(device);
+  detail::check_cuda(cudaEventCreateWithFlags(&e, cudaEventDisableTiming), "streamWait (cudaEventCreate)");
+  return e;
+}
+
+}  // namespace
+
+void add_i32(stream_handle s, std::int32_t* ptr, std::int32_t value) {
+  add_i32_kernel<<<1, 1, 0, as_cuda(s)>>>(ptr, value);
+  check_launch("addI32 launch");
+}
+
+void stream_wait(stream_handle waiter, stream_handle signaller) {
+  const cudaEvent_t e = event_for(as_cuda(signaller));
+  detail::check_cuda(cudaEventRecord(e, as_cuda(signaller)), "streamWait (cudaEventRecord)");
+  detail::check_cuda(cudaStreamWaitEvent(as_cuda(waiter), e, 0), "streamWait (cudaStreamWaitEvent)");
+}
+
+namespace {
 
 }  // namespace
 

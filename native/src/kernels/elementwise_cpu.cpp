@@ -203,6 +203,24 @@ void copy(bool on_device, stream_handle stream, void* dst, const void* src, i64 
   std::memmove(dst, src, static_cast<std::size_t>(bytes));
 }
 
+void add_i32(bool on_device, stream_handle stream, std::int32_t* ptr, std::int32_t value) {
+  check::not_null(ptr, "ptr");
+  GPUMEM_OPS_ON_DEVICE(add_i32(stream, ptr, value));
+  *ptr = static_cast<std::int32_t>(static_cast<std::uint32_t>(*ptr) + static_cast<std::uint32_t>(value));
+}
+
+void stream_wait(bool on_device, stream_handle waiter, stream_handle signaller) {
+  if (!on_device) return;  // CPU ops run synchronously, in call order
+#ifdef GPUMEM_WITH_CUDA
+  if (waiter == signaller) return;
+  gpu::stream_wait(waiter, signaller);
+#else
+  (void)waiter;
+  (void)signaller;
+  check::no_cuda();
+#endif
+}
+
 void axpy(bool on_device, stream_handle stream, float alpha, const float* X, float* Y, i64 n) {
   check::non_negative(n, "n");
   if (n == 0) return;

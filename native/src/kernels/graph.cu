@@ -4,6 +4,8 @@
 // deterministic; scatterAddRows uses float atomics (the order of additions, and so the last bits,
 // can change from run to run). csrBuild sorts (row, col) pairs with CUB's stable radix sort and
 // derives rowptr from the sorted rows; all its scratch comes from the caller's temp buffer.
+#include <algorithm>
+
 #include <cub/device/device_radix_sort.cuh>
 
 #include "edge_norm.hpp"
@@ -100,6 +102,23 @@ __global__ void gather_kernel(const T* __restrict__ X, const std::int32_t* __res
   for (std::int64_t e = g.group; e < E; e += g.groups) {
     const std::int64_t r = index[e];
     for (std::int64_t c = g.lane; c < W; c += G) out[e * W + c] = r >= 0 ? X[r * W + c] : nan_value<T>();
+  }
+}
+
+// A batch: block b copies rows b, b + gridDim.x, ... of the batch, row e being row index[first + e]
+// of X (W elements of T, one per thread at a time) and its label, where first is *step * rows
+// (step null: 0). A block per row keeps a batch's few rows spread over many multiprocessors. A
+// negative index gives a NaN row and label -1.
+template <class T>
+__global__ void gather_batch_kernel(const T* __restrict__ X, const std::int32_t* __restrict__ labels,
+                                    const std::int32_t* __restrict__ index, const std::int32_t* __restrict__ step,
+                                    std::int64_t rows, std::int64_t W, T* __restrict__ x_out,
+                                    std::int32_t* __restrict__ y_out) {
+  const std::int64_t first = (step != nullptr ? std::int64_t(*step) : 0) * rows;
+  for (std::int64_t e = blockIdx.x; e < rows; e += gridDim.x) {
+    const std::int64_t r = index[first + e];
+    for (std::int64_t c = threadIdx.x; c < W; c += blockDim.x) x_out[e * W + c] = r >= 0 ? X[r * W + c] : nan_value<T>();
+    if (threadIdx.x == 0) y_out[e] = r >= 0 ? labels[r] : -1;
   }
 }
 
@@ -231,6 +250,21 @@ void gather_rows(stream_handle s, const float* X, const std::int32_t* index, flo
       gather_kernel<g, float><<<blocks_for_groups(E, g), block_threads, 0, st>>>(X, index, out, E, W);
   });
   check_launch("gatherRows launch");
+}
+
+void gather_batch(stream_handle s, const float* X, const std::int32_t* labels, const std::int32_t* index,
+                  const std::int32_t* step, i64 rows, i64 H, float* x_out, std::int32_t* y_out) {
+  cudaStream_t st = as_cuda(s);
+  const bool v4 = H % 4 == 0 && aligned16(X) && aligned16(x_out);
+  const std::int64_t W = v4 ? H / 4 : H;
+  const unsigned blocks = unsigned(std::min<std::int64_t>(rows, 65535));
+  const int threads = int(std::min<std::int64_t>(block_threads, std::max<std::int64_t>(32, (W + 31) / 32 * 32)));
+  if (v4)
+    gather_batch_kernel<float4><<<blocks, threads, 0, st>>>(reinterpret_cast<const float4*>(X), labels, index, step, rows,
+                                                           W, reinterpret_cast<float4*>(x_out), y_out);
+  else
+    gather_batch_kernel<float><<<blocks, threads, 0, st>>>(X, labels, index, step, rows, W, x_out, y_out);
+  check_launch("gatherBatch launch");
 }
 
 void scatter_add_rows(stream_handle s, const float* src, const std::int32_t* index, float* out, i64 E, i64 H) {

@@ -40,6 +40,30 @@ void gather_rows(bool on_device, stream_handle stream, const float* X, const std
   }
 }
 
+void gather_batch(bool on_device, stream_handle stream, const float* X, const std::int32_t* labels,
+                  const std::int32_t* index, const std::int32_t* step, i64 rows, i64 H, float* x_out,
+                  std::int32_t* y_out) {
+  check::non_negative(rows, "rows");
+  check::non_negative(H, "H");
+  if (rows == 0) return;
+  check::not_null(X, "X");
+  check::not_null(labels, "labels");
+  check::not_null(index, "index");
+  check::not_null(x_out, "xOut");
+  check::not_null(y_out, "yOut");
+  GPUMEM_OPS_ON_DEVICE(gather_batch(stream, X, labels, index, step, rows, H, x_out, y_out));
+  const i64 first = (step != nullptr ? i64(*step) : 0) * rows;
+  if (first < 0)
+    throw invalid_argument(invalid_argument::kind::range, "step", "step must be non-negative, got " + std::to_string(*step));
+  const std::size_t row_bytes = static_cast<std::size_t>(H) * sizeof(float);
+  for (i64 r = 0; r < rows; ++r) {
+    const i64 i = index[first + r];
+    if (i < 0) bad_index("index", first + r, i);
+    if (H > 0) std::memcpy(x_out + r * H, X + i * H, row_bytes);
+    y_out[r] = labels[i];
+  }
+}
+
 void scatter_add_rows(bool on_device, stream_handle stream, const float* src, const std::int32_t* index, float* out,
                       i64 E, i64 H) {
   check::non_negative(E, "E");

@@ -2,6 +2,10 @@
 // lanes striding over the classes otherwise). Deterministic without float atomics: every warp sums
 // its rows in order, every block its 8 warps in order into a per-block partial (a block owns a
 // fixed range of rows_per_block rows), and one final block adds the partials in a fixed tree.
+// With a step counter (an i32 in device memory), the loss and count go to slot *step of their
+// arrays, so that one captured launch sequence can serve every step of an epoch. The fused variant
+// (all rows in one block) also writes the bias gradient of the layer that made the logits, the
+// column sums of dLogits, in exactly biasGrad's order (bias.cu), so the two agree bit for bit.
 #include <cmath>
 
 #include "kernel_common.cuh"
@@ -79,15 +83,18 @@ __device__ row_result process_row(const float* __restrict__ x, int label, int C,
 // Block b owns rows [b*rows_per_block, (b+1)*rows_per_block) of the R listed rows; warp w of it
 // takes rows w, w+8, ... of that range. Train: writes dLogits, and the block's loss sum and correct
 // count to the partials (or, with one block, the final results). !Train: adds the block's correct
-// count to *correct_out with an integer atomic (exact, so deterministic).
+// count to *correct_out with an integer atomic (exact, so deterministic). The results go to slot
+// *step of loss_out and correct_out (step null: slot 0).
 template <bool Small, bool Train>
 __global__ void __launch_bounds__(warps_per_block * 32)
     ce_kernel(const float* __restrict__ logits, const std::int32_t* __restrict__ labels,
               const std::int32_t* __restrict__ row_index, std::int64_t R, std::int64_t N, int C, float inv_r,
-              float* dLogits, float* partial_loss, int* partial_correct, float* loss_out, int* correct_out) {
+              float* dLogits, float* partial_loss, int* partial_correct, float* loss_out, int* correct_out,
+              const std::int32_t* __restrict__ step = nullptr) {
   __shared__ float block_loss[warps_per_block];
   __shared__ int block_correct[warps_per_block];
   const int warp = threadIdx.x / 32;
+  const std::int64_t slot = step != nullptr ? std::int64_t(*step) : 0;
   const std::int64_t r0 = std::int64_t(blockIdx.x) * rows_per_block;
   std::int64_t r1 = r0 + rows_per_block;
   if (r1 > R) r1 = R;
@@ -119,12 +126,88 @@ __global__ void __launch_bounds__(warps_per_block * 32)
   if (!Train) {
     if (bc != 0) atomicAdd(correct_out, bc);
   } else if (gridDim.x == 1) {
-    *loss_out = bl / static_cast<float>(R);
-    *correct_out = bc;
+    loss_out[slot] = bl / static_cast<float>(R);
+    correct_out[slot] = bc;
   } else {
     partial_loss[blockIdx.x] = bl;
     partial_correct[blockIdx.x] = bc;
   }
+}
+
+// The fused loss and bias gradient of one batch of R <= rows_per_block rows, all rows, in one
+// block of batch_warps warps: warp w computes rows w, w + batch_warps, ... (two rows each instead of
+// ce_kernel's eight, the rows' latencies overlapping), keeping each row's loss and count in shared
+// memory. The results are then added up exactly as ce_kernel adds them for one block (8 running
+// sums over rows w, w + 8, ..., then those 8 in order), and dBias is summed as
+// bias_grad_chunk_kernel sums one chunk (thread (tx, ty) over rows ty, ty + 8, ..., then the 8
+// partial sums in order): bit-identical to softmax_cross_entropy followed by bias_grad.
+constexpr int batch_warps = 32;
+
+template <bool Small>
+__global__ void __launch_bounds__(batch_warps * 32)
+    ce_batch_bias_kernel(const float* __restrict__ logits, const std::int32_t* __restrict__ labels, int R, int C,
+                         float inv_r, float* dLogits, float* dBias, float* loss_out, int* correct_out,
+                         const std::int32_t* __restrict__ step) {
+  __shared__ float row_loss[rows_per_block];
+  __shared__ int row_correct[rows_per_block];
+  __shared__ float block_loss[warps_per_block];
+  __shared__ int block_correct[warps_per_block];
+  __shared__ float sums[warps_per_block][33];
+  const int warp = threadIdx.x / 32;
+  for (int r = warp; r < R; r += batch_warps) {
+    const row_result res = process_row<Small, true>(logits + std::int64_t(r) * C, labels[r], C, inv_r,
+                                                    dLogits + std::int64_t(r) * C);
+    if ((threadIdx.x & 31) == 0) {
+      row_loss[r] = res.loss;
+      row_correct[r] = res.correct;
+    }
+  }
+  __syncthreads();  // the rows' results, and every row of dLogits, visible to the whole block
+  if (threadIdx.x < warps_per_block) {
+    float loss = 0.0f;
+    int correct = 0;
+    for (int r = threadIdx.x; r < R; r += warps_per_block) {
+      loss += row_loss[r];
+      correct += row_correct[r];
+    }
+    block_loss[threadIdx.x] = loss;
+    block_correct[threadIdx.x] = correct;
+  }
+  constexpr int per_thread = rows_per_block / warps_per_block;  // rows of a column per thread
+  const int tx = threadIdx.x % 32, ty = threadIdx.x / 32;
+  for (int c0 = 0; c0 < C; c0 += 32) {
+    const int col = c0 + tx;
+    if (ty < warps_per_block) {
+      float v[per_thread];
+#pragma unroll
+      for (int k = 0; k < per_thread; ++k) {
+        const int r = ty + k * warps_per_block;
+        v[k] = (col < C && r < R) ? dLogits[std::int64_t(r) * C + col] : 0.0f;
+      }
+      float acc = 0.0f;
+#pragma unroll
+      for (int k = 0; k < per_thread; ++k)
+        if (ty + k * warps_per_block < R) acc += v[k];
+      sums[ty][tx] = acc;
+    }
+    __syncthreads();
+    if (ty == 0 && col < C) {
+      float sc = sums[0][tx];
+      for (int k = 1; k < warps_per_block; ++k) sc += sums[k][tx];
+      dBias[col] = sc;
+    }
+    __syncthreads();
+  }
+  if (threadIdx.x != 0) return;
+  float bl = block_loss[0];
+  int bc = block_correct[0];
+  for (int w = 1; w < warps_per_block; ++w) {
+    bl += block_loss[w];
+    bc += block_correct[w];
+  }
+  const std::int64_t slot = step != nullptr ? std::int64_t(*step) : 0;
+  loss_out[slot] = bl / static_cast<float>(R);
+  correct_out[slot] = bc;
 }
 
 constexpr int finish_threads = 256;
@@ -132,7 +215,8 @@ constexpr int finish_threads = 256;
 // One block: thread t adds partials t, t+256, ... in order, then a fixed shared-memory tree.
 __global__ void __launch_bounds__(finish_threads)
     ce_finish_kernel(const float* __restrict__ partial_loss, const int* __restrict__ partial_correct,
-                     std::int64_t blocks, std::int64_t R, float* loss_out, int* correct_out) {
+                     std::int64_t blocks, std::int64_t R, float* loss_out, int* correct_out,
+                     const std::int32_t* __restrict__ step) {
   __shared__ float sl[finish_threads];
   __shared__ int sc[finish_threads];
   float l = 0.0f;
@@ -152,12 +236,41 @@ __global__ void __launch_bounds__(finish_threads)
     __syncthreads();
   }
   if (threadIdx.x == 0) {
-    *loss_out = sl[0] / static_cast<float>(R);
-    *correct_out = sc[0];
+    const std::int64_t slot = step != nullptr ? std::int64_t(*step) : 0;
+    loss_out[slot] = sl[0] / static_cast<float>(R);
+    correct_out[slot] = sc[0];
   }
 }
 
 std::int64_t blocks_for(i64 R) { return (R + rows_per_block - 1) / rows_per_block; }
+
+}  // namespace
+
+namespace {
+
+// The loss kernels for R listed rows (row_index null: all N rows), results to slot *step (or 0).
+void launch_loss(cudaStream_t st, const float* logits, const std::int32_t* labels, const std::int32_t* row_index,
+                 i64 R, i64 N, i64 C, float* dLogits, float* loss_out, std::int32_t* correct_out,
+                 const std::int32_t* step) {
+  const std::int64_t blocks = blocks_for(R);
+  if (blocks > 0x7fffffff) throw invalid_argument(invalid_argument::kind::range, "R", "R too large");
+  stream_scratch scratch(blocks > 1 ? std::size_t(blocks) * 8 : 0, st);
+  float* pl = scratch.as<float>();
+  int* pc = blocks > 1 ? scratch.as<int>(std::size_t(blocks) * 4) : nullptr;
+  const float inv_r = 1.0f / static_cast<float>(R);
+  const int c = static_cast<int>(C);
+  if (C <= 32)
+    ce_kernel<true, true><<<unsigned(blocks), warps_per_block * 32, 0, st>>>(
+        logits, labels, row_index, R, N, c, inv_r, dLogits, pl, pc, loss_out, correct_out, step);
+  else
+    ce_kernel<false, true><<<unsigned(blocks), warps_per_block * 32, 0, st>>>(
+        logits, labels, row_index, R, N, c, inv_r, dLogits, pl, pc, loss_out, correct_out, step);
+  check_launch("softmaxCrossEntropy launch");
+  if (blocks > 1) {
+    ce_finish_kernel<<<1, finish_threads, 0, st>>>(pl, pc, blocks, R, loss_out, correct_out, step);
+    check_launch("softmaxCrossEntropy finish launch");
+  }
+}
 
 }  // namespace
 
@@ -173,24 +286,27 @@ void softmax_cross_entropy(stream_handle s, const float* logits, const std::int3
     detail::check_cuda(cudaMemsetAsync(correct_out, 0, sizeof(std::int32_t), st), "softmaxCrossEntropy (correct)");
     return;
   }
-  const std::int64_t blocks = blocks_for(R);
-  if (blocks > 0x7fffffff) throw invalid_argument(invalid_argument::kind::range, "R", "R too large");
-  stream_scratch scratch(blocks > 1 ? std::size_t(blocks) * 8 : 0, s);
-  float* pl = scratch.as<float>();
-  int* pc = blocks > 1 ? scratch.as<int>(std::size_t(blocks) * 4) : nullptr;
-  const float inv_r = 1.0f / static_cast<float>(R);
-  const int c = static_cast<int>(C);
-  if (C <= 32)
-    ce_kernel<true, true><<<unsigned(blocks), warps_per_block * 32, 0, st>>>(logits, labels, row_index, R, N, c, inv_r,
-                                                                           dLogits, pl, pc, loss_out, correct_out);
-  else
-    ce_kernel<false, true><<<unsigned(blocks), warps_per_block * 32, 0, st>>>(
-        logits, labels, row_index, R, N, c, inv_r, dLogits, pl, pc, loss_out, correct_out);
-  check_launch("softmaxCrossEntropy launch");
-  if (blocks > 1) {
-    ce_finish_kernel<<<1, finish_threads, 0, st>>>(pl, pc, blocks, R, loss_out, correct_out);
-    check_launch("softmaxCrossEntropy finish launch");
+  launch_loss(st, logits, labels, row_index, R, N, C, dLogits, loss_out, correct_out, nullptr);
+}
+
+void softmax_cross_entropy_bias_grad(stream_handle s, const float* logits, const std::int32_t* labels, i64 N, i64 C,
+                                     float* dLogits, float* dBias, float* loss_out, std::int32_t* correct_out,
+                                     const std::int32_t* step) {
+  cudaStream_t st = as_cuda(s);
+  if (N > rows_per_block) {  // several blocks: the loss kernels, then biasGrad itself
+    launch_loss(st, logits, labels, nullptr, N, N, C, dLogits, loss_out, correct_out, step);
+    bias_grad(s, dLogits, nullptr, dBias, N, C, false);
+    return;
   }
+  const float inv_r = 1.0f / static_cast<float>(N);
+  const int r = static_cast<int>(N), c = static_cast<int>(C);
+  if (C <= 32)
+    ce_batch_bias_kernel<true><<<1, batch_warps * 32, 0, st>>>(logits, labels, r, c, inv_r, dLogits, dBias, loss_out,
+                                                              correct_out, step);
+  else
+    ce_batch_bias_kernel<false><<<1, batch_warps * 32, 0, st>>>(logits, labels, r, c, inv_r, dLogits, dBias, loss_out,
+                                                               correct_out, step);
+  check_launch("softmaxCrossEntropyBiasGrad launch");
 }
 
 void accuracy(stream_handle s, const float* logits, const std::int32_t* labels, const std::int32_t* row_index, i64 R,

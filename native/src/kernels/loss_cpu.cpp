@@ -75,6 +75,26 @@ void softmax_cross_entropy(bool on_device, stream_handle stream, const float* lo
   *correct_out = static_cast<std::int32_t>(correct);
 }
 
+void softmax_cross_entropy_bias_grad(bool on_device, stream_handle stream, const float* logits,
+                                     const std::int32_t* labels, i64 N, i64 C, float* dLogits, float* dBias,
+                                     float* loss_out, std::int32_t* correct_out, const std::int32_t* step) {
+  check_rows(nullptr, N, N, C);
+  if (N < 1) throw invalid_argument(invalid_argument::kind::range, "N", "N must be at least 1");
+  check::not_null(logits, "logits");
+  check::not_null(labels, "labels");
+  check::not_null(dLogits, "dLogits");
+  check::not_null(dBias, "dBias");
+  check::not_null(loss_out, "lossOut");
+  check::not_null(correct_out, "correctOut");
+  GPUMEM_OPS_ON_DEVICE(
+      softmax_cross_entropy_bias_grad(stream, logits, labels, N, C, dLogits, dBias, loss_out, correct_out, step));
+  const i64 slot = step != nullptr ? *step : 0;
+  if (slot < 0)
+    throw invalid_argument(invalid_argument::kind::range, "step", "step must be non-negative, got " + std::to_string(slot));
+  softmax_cross_entropy(false, stream, logits, labels, nullptr, N, N, C, dLogits, loss_out + slot, correct_out + slot);
+  bias_grad(false, stream, dLogits, dBias, N, C, false);
+}
+
 void accuracy(bool on_device, stream_handle stream, const float* logits, const std::int32_t* labels,
               const std::int32_t* row_index, i64 R, i64 N, i64 C, std::int32_t* correct_out) {
   check_rows(row_index, R, N, C);

@@ -63,6 +63,13 @@ void softmax_cross_entropy(bool on_device, stream_handle stream, const float* lo
                            std::int32_t* correct_out);
 void accuracy(bool on_device, stream_handle stream, const float* logits, const std::int32_t* labels,
               const std::int32_t* row_index, i64 R, i64 N, i64 C, std::int32_t* correct_out);
+// softmax_cross_entropy over all N rows (N >= 1), then dBias[C] = column sums of dLogits: the
+// loss fused with the bias gradient of the layer that made the logits, bit-identical to the two
+// ops one after the other. step: null, or an i32 (device memory on the GPU) naming the slot of
+// loss_out[] and correct_out[] that receives this call's results.
+void softmax_cross_entropy_bias_grad(bool on_device, stream_handle stream, const float* logits,
+                                     const std::int32_t* labels, i64 N, i64 C, float* dLogits, float* dBias,
+                                     float* loss_out, std::int32_t* correct_out, const std::int32_t* step);
 
 void sgd(bool on_device, stream_handle stream, float* W, const float* G, i64 n, float lr);
 void adam(bool on_device, stream_handle stream, float* W, const float* G, float* M, float* V, i64 n, float lr,
@@ -70,6 +77,12 @@ void adam(bool on_device, stream_handle stream, float* W, const float* G, float*
 
 void gather_rows(bool on_device, stream_handle stream, const float* X, const std::int32_t* index, float* out, i64 E,
                  i64 H);
+// A training batch in one pass: for r < rows, with i = index[(step ? *step : 0) * rows + r],
+// x_out[r,:] = X[i,:] (H columns) and y_out[r] = labels[i]. step: null or an i32 step counter
+// (device memory on the GPU), so that a captured step reads the batch of the current step.
+void gather_batch(bool on_device, stream_handle stream, const float* X, const std::int32_t* labels,
+                  const std::int32_t* index, const std::int32_t* step, i64 rows, i64 H, float* x_out,
+                  std::int32_t* y_out);
 void scatter_add_rows(bool on_device, stream_handle stream, const float* src, const std::int32_t* index, float* out,
                       i64 E, i64 H);
 void spmm(bool on_device, stream_handle stream, const std::int32_t* rowptr, const std::int32_t* col, const float* val,
@@ -98,6 +111,12 @@ void fill_f32(bool on_device, stream_handle stream, float* ptr, i64 n, float val
 void fill_i32(bool on_device, stream_handle stream, std::int32_t* ptr, i64 n, std::int32_t value);
 void iota(bool on_device, stream_handle stream, std::int32_t* out, i64 n, i64 start);
 void copy(bool on_device, stream_handle stream, void* dst, const void* src, i64 bytes);
+// *ptr += value (one i32), in stream order: advances a device-side step counter.
+void add_i32(bool on_device, stream_handle stream, std::int32_t* ptr, std::int32_t value);
+// Work queued on `waiter` after this call waits for the work queued on `signaller` before it (an
+// event recorded on signaller, waited on by waiter). Inside a CUDA Graph capture this forks the
+// capture onto waiter or joins it back. On the CPU path (synchronous ops) there is nothing to order.
+void stream_wait(bool on_device, stream_handle waiter, stream_handle signaller);
 void axpy(bool on_device, stream_handle stream, float alpha, const float* X, float* Y, i64 n);
 void scale(bool on_device, stream_handle stream, float alpha, const float* X, float* Y, i64 n);
 
@@ -121,10 +140,15 @@ void softmax_cross_entropy(stream_handle s, const float* logits, const std::int3
                            std::int32_t* correct_out);
 void accuracy(stream_handle s, const float* logits, const std::int32_t* labels, const std::int32_t* row_index, i64 R,
               i64 N, i64 C, std::int32_t* correct_out);
+void softmax_cross_entropy_bias_grad(stream_handle s, const float* logits, const std::int32_t* labels, i64 N, i64 C,
+                                     float* dLogits, float* dBias, float* loss_out, std::int32_t* correct_out,
+                                     const std::int32_t* step);
 void sgd(stream_handle s, float* W, const float* G, i64 n, float lr);
 void adam(stream_handle s, float* W, const float* G, float* M, float* V, i64 n, float lr, float beta1, float beta2,
           float eps, float step_size, float inv_sqrt_bc2);
 void gather_rows(stream_handle s, const float* X, const std::int32_t* index, float* out, i64 E, i64 H);
+void gather_batch(stream_handle s, const float* X, const std::int32_t* labels, const std::int32_t* index,
+                  const std::int32_t* step, i64 rows, i64 H, float* x_out, std::int32_t* y_out);
 void scatter_add_rows(stream_handle s, const float* src, const std::int32_t* index, float* out, i64 E, i64 H);
 void spmm(stream_handle s, const std::int32_t* rowptr, const std::int32_t* col, const float* val, const float* X,
           float* out, i64 N, i64 H);
@@ -146,6 +170,8 @@ void fill_f32(stream_handle s, float* ptr, i64 n, float value);
 void fill_i32(stream_handle s, std::int32_t* ptr, i64 n, std::int32_t value);
 void iota(stream_handle s, std::int32_t* out, i64 n, std::int32_t start);
 void copy(stream_handle s, void* dst, const void* src, i64 bytes);
+void add_i32(stream_handle s, std::int32_t* ptr, std::int32_t value);
+void stream_wait(stream_handle waiter, stream_handle signaller);
 void axpy(stream_handle s, float alpha, const float* X, float* Y, i64 n);
 void scale(stream_handle s, float alpha, const float* X, float* Y, i64 n);
 }  // namespace gpu

@@ -36,6 +36,13 @@ export interface NativeOps {
    * lossOut (f32[1]) and the number of rows whose argmax equals the label to correctOut (i32[1]).
    */
   softmaxCrossEntropy(onDevice: boolean, stream: number, logits: number, labels: number, rowIndex: number, R: number, N: number, C: number, dLogits: number, lossOut: number, correctOut: number): void;
+  /**
+   * softmaxCrossEntropy over all N rows (N >= 1), fused with the bias gradient of the layer that
+   * made the logits: dBias[C] = column sums of dLogits, bit-identical to biasGrad after
+   * softmaxCrossEntropy. step: 0, or an i32 step counter (device memory on the GPU) naming the slot
+   * of lossOut[] and correctOut[] that receives the results.
+   */
+  softmaxCrossEntropyBiasGrad(onDevice: boolean, stream: number, logits: number, labels: number, N: number, C: number, dLogits: number, dBias: number, lossOut: number, correctOut: number, step: number): void;
   /** correctOut (i32[1]) = rows (of rowIndex, as above) whose argmax equals the label. */
   accuracy(onDevice: boolean, stream: number, logits: number, labels: number, rowIndex: number, R: number, N: number, C: number, correctOut: number): void;
   /** W -= lr * G. */
@@ -44,6 +51,12 @@ export interface NativeOps {
   adam(onDevice: boolean, stream: number, W: number, G: number, M: number, V: number, n: number, lr: number, beta1: number, beta2: number, eps: number, step: number): void;
   /** out[e,:] = X[index[e],:] for e < E; H columns. */
   gatherRows(onDevice: boolean, stream: number, X: number, index: number, out: number, E: number, H: number): void;
+  /**
+   * A batch in one launch: for r < rows, with i = index[(step ? *step : 0) * rows + r], xOut[r,:] =
+   * X[i,:] (H columns) and yOut[r] = labels[i]. step: 0, or an i32 step counter (device memory on
+   * the GPU), so that a step captured into a CUDA Graph reads the batch of the step being replayed.
+   */
+  gatherBatch(onDevice: boolean, stream: number, X: number, labels: number, index: number, step: number, rows: number, H: number, xOut: number, yOut: number): void;
   /** out[index[e],:] += src[e,:] (index_add). */
   scatterAddRows(onDevice: boolean, stream: number, src: number, index: number, out: number, E: number, H: number): void;
   /** out[e,:] = X[e,:] * w[e] for e < E (per-edge message weights); out may be X. */
@@ -74,6 +87,14 @@ export interface NativeOps {
   iota(onDevice: boolean, stream: number, out: number, n: number, start: number): void;
   /** bytes from src to dst, in stream order. */
   copy(onDevice: boolean, stream: number, dst: number, src: number, bytes: number): void;
+  /** *ptr += value (one i32), in stream order: advances a device-side step counter. */
+  addI32(onDevice: boolean, stream: number, ptr: number, value: number): void;
+  /**
+   * Work queued on `waiter` after this call waits for the work queued on `signaller` before it (an
+   * event recorded on signaller, waited on by waiter). During a CUDA Graph capture this forks the
+   * capture onto another stream or joins it back. Nothing to do for the CPU kernels (synchronous).
+   */
+  streamWait(onDevice: boolean, waiter: number, signaller: number): void;
   /** Y = alpha * X + Y (n values). */
   axpy(onDevice: boolean, stream: number, alpha: number, X: number, Y: number, n: number): void;
   /** Y = alpha * X (n values); Y may be X. */

@@ -123,29 +123,51 @@ export class Linear {
 
   /**
    * dy: [rows, out] → dx: [rows, in] (or nothing when needInputGrad is false); writes dW, db.
-   * With relu, dy is the gradient of the ReLU's output and is masked in place.
+   * With relu, dy is the gradient of the ReLU's output and is masked in place. biasGradDone: db
+   * was already written (by softmaxCrossEntropyBiasGrad, for the layer that makes the logits).
    */
-  backward(dy: Tensor, needInputGrad = true): Tensor | undefined {
-    const x = this.#x;
-    if (!x) throw new Error(`${this.name}: backward before forward`);
-    const rows = dy.shape[0]!;
+  backward(dy: Tensor, needInputGrad = true, biasGradDone = false): Tensor | undefined {
+    if (!biasGradDone) this.biasGrad(dy);
+    this.weightGrad(dy);
+    const dx = needInputGrad ? this.inputGrad(dy) : undefined;
+    this.release();
+    return dx;
+  }
+
+  /** db = column sums of dy; with relu, dy is first masked in place by the saved output > 0. */
+  biasGrad(dy: Tensor): void {
     const { rt } = this;
+    const rows = dy.shape[0]!;
     if (this.relu) {
       const y = this.#y;
       if (!y) throw new Error(`${this.name}: backward before forward`);
       rt.ops.reluBiasGrad(rt.onDevice, rt.s, y.ptr, dy.ptr, this.bias.grad.ptr, rows, this.outFeatures);
-      this.#y = undefined;
     } else {
       rt.ops.biasGrad(rt.onDevice, rt.s, dy.ptr, this.bias.grad.ptr, rows, this.outFeatures, false);
     }
-    // dW[out,in] = dyᵀ[out,rows] x[rows,in]
-    rt.ops.gemm(rt.onDevice, rt.s, true, false, this.outFeatures, this.inFeatures, rows, 1, dy.ptr, x.ptr, 0, this.weight.grad.ptr);
-    this.#x = undefined;
-    if (!needInputGrad) return undefined;
-    // dx[rows,in] = dy[rows,out] W[out,in]
+  }
+
+  /** dW[out,in] = dyᵀ[out,rows] x[rows,in], queued on `stream` (default: the runtime's stream). */
+  weightGrad(dy: Tensor, stream: number = this.rt.s): void {
+    const x = this.#x;
+    if (!x) throw new Error(`${this.name}: backward before forward`);
+    const { rt } = this;
+    rt.ops.gemm(rt.onDevice, stream, true, false, this.outFeatures, this.inFeatures, dy.shape[0]!, 1, dy.ptr, x.ptr, 0, this.weight.grad.ptr);
+  }
+
+  /** dx[rows,in] = dy[rows,out] W[out,in], in a new tensor. */
+  inputGrad(dy: Tensor): Tensor {
+    const { rt } = this;
+    const rows = dy.shape[0]!;
     const dx = rt.empty([rows, this.inFeatures]);
     rt.ops.gemm(rt.onDevice, rt.s, false, false, rows, this.inFeatures, this.outFeatures, 1, dy.ptr, this.weight.value.ptr, 0, dx.ptr);
     return dx;
+  }
+
+  /** Forgets what forward saved for backward (the tensors stay with their owners). */
+  release(): void {
+    this.#x = undefined;
+    this.#y = undefined;
   }
 }
 
@@ -219,6 +241,29 @@ export function softmaxCrossEntropy(
   return dLogits;
 }
 
+/**
+ * softmaxCrossEntropy over all rows of a batch fused with the bias gradient of the layer that made
+ * the logits (dBias = column sums of dLogits): one launch instead of two, bit-identical to
+ * softmaxCrossEntropy followed by that layer's biasGrad. The mean loss and correct count go to
+ * lossOut[k] and correctOut[k], where k is 0, or the value of the i32 step counter at `step` (a
+ * device address, 0 for none) when the launch runs.
+ */
+export function softmaxCrossEntropyBiasGrad(
+  rt: Runtime,
+  logits: Tensor, // [N, C]
+  labels: Tensor, // i32 [N]
+  dBias: Tensor, // [C]
+  lossOut: number, // f32 array address
+  correctOut: number, // i32 array address
+  step = 0,
+): Tensor {
+  const [n, c] = [logits.shape[0]!, logits.shape[1]!];
+  if (dBias.size !== c) throw new RangeError(`Expected ${c} elements for dBias but received ${dBias.size}`);
+  const dLogits = rt.empty([n, c]);
+  rt.ops.softmaxCrossEntropyBiasGrad(rt.onDevice, rt.s, logits.ptr, labels.ptr, n, c, dLogits.ptr, dBias.ptr, lossOut, correctOut, step);
+  return dLogits;
+}
+
 /** The optimiser interface: one update of every parameter from its gradient. */
 export interface Optimizer {
   step(): void;
@@ -236,6 +281,18 @@ export class SGD implements Optimizer {
 
   step(): void {
     this.rt.ops.sgd(this.rt.onDevice, this.rt.s, this.params.values.ptr, this.params.grads.ptr, this.params.size, this.lr);
+  }
+
+  /**
+   * The same update over `count` parameters from element `offset` of the ParameterSet, queued on
+   * `stream` (default: the runtime's). The update is elementwise, so updating the set range by
+   * range gives exactly what step() gives.
+   */
+  stepRange(offset: number, count: number, stream: number = this.rt.s): void {
+    if (!Number.isSafeInteger(offset) || !Number.isSafeInteger(count) || offset < 0 || count < 0 || offset + count > this.params.size) {
+      throw new RangeError(`Expected a range inside the ${this.params.size} parameters but received offset ${offset}, count ${count}`);
+    }
+    this.rt.ops.sgd(this.rt.onDevice, stream, this.params.values.ptr + 4 * offset, this.params.grads.ptr + 4 * offset, count, this.lr);
   }
 
   dispose(): void {}

@@ -5,9 +5,10 @@
  * read once per epoch.
  * @module
  */
-import { CudaGraph, createAllocator, type Allocator, type AllocatorStats } from '@gpumem/allocator-core';
+import { CudaGraph, Stream, createAllocator, type Allocator, type AllocatorStats, type Device } from '@gpumem/allocator-core';
 import { Runtime } from './runtime.js';
-import { Adam, SGD, softmaxCrossEntropy, type Optimizer } from './nn.js';
+import { checkTrainingFits } from './memory-estimate.js';
+import { Adam, SGD, softmaxCrossEntropy, softmaxCrossEntropyBiasGrad } from './nn.js';
 import { Mlp } from './models/mlp.js';
 import { Gcn, type Aggregation } from './models/gcn.js';
 import { loadMnist, normalisedPixels } from './datasets/mnist.js';
@@ -40,11 +41,13 @@ export interface TrainOptions {
   aggregation?: Aggregation; // default 'spmm'
   dropout?: number; // gcn, default 0.5
   /**
-   * mlp on a GPU: capture one training step as a CUDA Graph and replay it for every full batch
-   * (one launch instead of ~40). Needs an allocator whose malloc and free make no driver calls
-   * ('pool'): the graph keeps the step's memory at fixed addresses for the whole run.
+   * mlp on a GPU: replay the full batches' training steps as CUDA Graphs, `graphSteps` steps per
+   * graph launch. Needs an allocator whose malloc and free make no driver calls ('pool'): a graph
+   * keeps one step's memory at fixed addresses for the whole run.
    */
   cudaGraph?: boolean;
+  /** With cudaGraph: training steps captured into one graph, so one launch runs them all (default 4). */
+  graphSteps?: number;
   /** mlp: train on the first N training images / validate on the first M test images (default all). */
   trainSubset?: number;
   testSubset?: number;
@@ -137,8 +140,9 @@ export function train(options: TrainOptions): TrainResult {
   if (!Number.isSafeInteger(seed) || seed < 0) throw new RangeError(`Expected non-negative integer for seed but received ${seed}`);
   const owned = typeof options.allocator === 'string';
   const allocator = typeof options.allocator === 'string' ? createAllocator(options.allocator, options.allocatorOptions ?? {}) : options.allocator;
-  const rt = new Runtime(allocator);
+  const rt = new Runtime(allocator, trainerStream(allocator.device, 'main'));
   try {
+    checkTrainingFits(options, allocator); // sizes past the kernels' limits or the memory there: refused before any allocation
     return options.model === 'mlp' ? trainMlp(rt, options, epochs, seed) : trainGcn(rt, options, epochs, seed);
   } finally {
     rt.dispose();
@@ -164,6 +168,129 @@ function epochStats(allocator: Allocator, before: AllocatorStats): Pick<EpochRec
   };
 }
 
+/**
+ * The mlp's full training steps replayed as CUDA Graphs. A step reads its batch's indices at
+ * perm + counter·batch, writes its loss and correct count to slot `counter` of fixed arrays and
+ * advances the counter on the device, so every step is the same launch sequence with the same
+ * arguments: `graphSteps` of them are captured into one graph, and the host launches a handful of
+ * graphs per epoch with no copies around them. The weight gradients and updates run on a second
+ * stream beside the chain of input gradients, which the graph keeps as parallel branches.
+ */
+class GraphedSteps {
+  /** The epoch's order, the step counter, and the per-step losses and correct counts (fixed addresses). */
+  readonly perm: Tensor;
+  readonly counter: Tensor;
+  readonly losses: Tensor;
+  readonly correct: Tensor;
+  readonly side: Stream;
+  /** Whether a step ran eagerly before the first capture. */
+  warmedUp = false;
+  readonly #graphs = new Map<number, { graph: CudaGraph; tensors: Tensor[] }>();
+
+  constructor(
+    private readonly rt: Runtime,
+    nTrain: number,
+    steps: number,
+    private readonly graphSteps: number,
+  ) {
+    this.perm = rt.keep(rt.empty([nTrain], 'i32'));
+    this.counter = rt.keep(rt.zeros([1], 'i32'));
+    this.losses = rt.keep(rt.zeros([steps]));
+    this.correct = rt.keep(rt.zeros([steps], 'i32'));
+    this.side = trainerStream(rt.allocator.device, 'side');
+  }
+
+  /** Writes the epoch's order and resets the counter to step 0; returns the order's tensor. */
+  beginEpoch(order: Int32Array): Tensor {
+    this.perm.write(order);
+    this.rt.ops.fillI32(this.rt.onDevice, this.rt.s, this.counter.ptr, 1, 0);
+    return this.perm;
+  }
+
+  /** Runs `graphSteps` steps, or one when fewer remain, with one graph launch; returns how many. */
+  launch(remaining: number, step: () => void): number {
+    let n = remaining >= this.graphSteps ? this.graphSteps : 1;
+    let entry = this.#graphs.get(n) ?? this.#capture(n, step);
+    if (!entry) {
+      n = 1; // the pool handed the captured steps different blocks: one step per graph instead
+      entry = this.#graphs.get(1) ?? this.#capture(1, step)!;
+    }
+    entry.graph.launch();
+    return n;
+  }
+
+  /**
+   * Captures `count` steps into one graph. Each step but the last frees its tensors when it ends
+   * (in stream order, after all of its work, on the stream the next step allocates on), so the
+   * pool hands every step the same blocks, and the last step's tensors stay allocated for the
+   * graph's life. Undefined (and nothing kept) if a step got other addresses than the last one,
+   * since the graph would then use memory it does not hold.
+   */
+  #capture(count: number, step: () => void): { graph: CudaGraph; tensors: Tensor[] } | undefined {
+    const { rt } = this;
+    const earlier: string[] = [];
+    let kept: Tensor[] = [];
+    const addresses = (ts: Tensor[]) => ts.map((t) => `${t.ptr}+${t.bytes}`).join(',');
+    let graph: CudaGraph;
+    try {
+      graph = CudaGraph.capture(rt.stream, () => {
+        for (let k = 0; k < count; k++) {
+          const made = rt.collect(step);
+          if (k + 1 === count) {
+            kept = made;
+          } else {
+            earlier.push(addresses(made));
+            for (const t of made) t.dispose();
+          }
+        }
+      });
+    } catch (e) {
+      for (const t of kept) t.dispose();
+      throw e;
+    }
+    const last = addresses(kept);
+    if (!earlier.every((a) => a === last)) {
+      graph.destroy();
+      for (const t of kept) t.dispose();
+      return undefined;
+    }
+    const entry = { graph, tensors: kept };
+    this.#graphs.set(count, entry);
+    return entry;
+  }
+
+  /** Destroys the graphs, then frees their memory and the fixed tensors (the stream must be idle). */
+  dispose(): void {
+    for (const { graph, tensors } of this.#graphs.values()) {
+      graph.destroy();
+      for (const t of tensors) t.dispose();
+    }
+    this.#graphs.clear();
+    for (const t of [this.perm, this.counter, this.losses, this.correct]) t.dispose();
+    this.side.synchronize();
+  }
+}
+
+const trainerStreams = new Map<string, Stream>();
+
+/**
+ * The trainer's streams on a device ('main': the runtime's; 'side': the second stream of graph
+ * mode), made once and kept for the process's life, as the native side keeps a cuBLAS workspace and
+ * a scratch buffer per stream for the process's life. A caching allocator keeps its free blocks
+ * per stream, so an allocator that outlives a run (one passed to train() and used again) must never
+ * be left holding blocks of a stream that has been destroyed: with one stream per device, later
+ * runs find those blocks on their own stream.
+ */
+function trainerStream(device: Device, role: 'main' | 'side'): Stream {
+  const key = `${device.id}/${role}`;
+  let stream = trainerStreams.get(key);
+  if (!stream) {
+    stream = Stream.create(device);
+    trainerStreams.set(key, stream);
+  }
+  return stream;
+}
+
 function trainMlp(rt: Runtime, o: TrainOptions, epochs: number, seed: number): TrainResult {
   if ((o.dataset ?? 'mnist') !== 'mnist') throw new RangeError(`Expected 'mnist' for dataset of the mlp but received '${o.dataset}'`);
   const batch = o.batchSize ?? 64;
@@ -171,6 +298,16 @@ function trainMlp(rt: Runtime, o: TrainOptions, epochs: number, seed: number): T
   const lr = o.lr ?? 0.1;
   const hidden = Array.isArray(o.hidden) ? o.hidden : o.hidden !== undefined ? [o.hidden] : [784, 784, 784, 784];
   for (const h of hidden) checkPositiveInt(h, 'hidden');
+  // CUDA Graph mode: checked before anything is allocated.
+  const graphMode = o.cudaGraph === true;
+  if (graphMode && !rt.onDevice) throw new RangeError('Expected a GPU allocator for cudaGraph: CUDA Graphs need a CUDA device');
+  if (graphMode && rt.allocator.name !== 'pool') {
+    throw new RangeError(
+      `Expected the 'pool' allocator for cudaGraph but received '${rt.allocator.name}': a captured step must allocate without driver calls`,
+    );
+  }
+  const graphSteps = o.graphSteps ?? 4;
+  checkPositiveInt(graphSteps, 'graphSteps');
   const mnist = loadMnist();
   const nTrain = Math.min(o.trainSubset ?? mnist.train.count, mnist.train.count);
   const nTest = Math.min(o.testSubset ?? mnist.test.count, mnist.test.count);
@@ -185,66 +322,77 @@ function trainMlp(rt: Runtime, o: TrainOptions, epochs: number, seed: number): T
   const xTest = rt.keep(rt.fromArray(normalisedPixels(mnist.test, nTest), [nTest, features]));
   const yTest = rt.keep(rt.fromArray(Int32Array.from(mnist.test.labels.subarray(0, nTest)), [nTest]));
   const model = new Mlp(rt, [features, ...hidden, 10], seed);
-  const optimizer: Optimizer = new SGD(rt, model.params, lr);
+  const optimizer = new SGD(rt, model.params, lr);
   const steps = Math.ceil(nTrain / batch);
+  const fullSteps = Math.floor(nTrain / batch);
   const evalBatch = 1000;
   const evalSteps = Math.ceil(nTest / evalBatch);
   const records: EpochRecord[] = [];
   const ops = rt.ops;
 
-  /** One training step on the rows listed at indexPtr, writing its loss and correct count. */
-  const step = (indexPtr: number, rows: number, lossPtr: number, correctPtr: number) => {
+  /**
+   * One training step on `rows` rows listed at `index` (from row (*step)·rows on, when `step`, the
+   * address of a device-side step counter, is not 0), writing its loss and correct count to
+   * lossOut[k] and correctOut[k] (k = *step, or 0). With `side`, a stream, the weight gradients and
+   * updates overlap the input gradients (Mlp.backwardAndStep); the results are the same.
+   */
+  const step = (index: number, rows: number, lossOut: number, correctOut: number, stepCounter = 0, side?: Stream) => {
     const x = rt.empty([rows, features]);
     const y = rt.empty([rows], 'i32');
-    ops.gatherRows(rt.onDevice, rt.s, xTrain.ptr, indexPtr, x.ptr, rows, features);
-    ops.gatherRows(rt.onDevice, rt.s, yTrain.ptr, indexPtr, y.ptr, rows, 1);
+    ops.gatherBatch(rt.onDevice, rt.s, xTrain.ptr, yTrain.ptr, index, stepCounter, rows, features, x.ptr, y.ptr);
     const logits = model.forward(x);
-    const dLogits = softmaxCrossEntropy(rt, logits, y, rows, lossPtr, correctPtr);
-    model.backward(dLogits);
-    optimizer.step();
+    const dLogits = softmaxCrossEntropyBiasGrad(rt, logits, y, model.output.bias.grad, lossOut, correctOut, stepCounter);
+    if (!side) {
+      model.backward(dLogits, true);
+      optimizer.step();
+      return;
+    }
+    if (stepCounter) {
+      ops.streamWait(rt.onDevice, side.handle, rt.s); // the counter's last reader has run
+      ops.addI32(rt.onDevice, side.handle, stepCounter, 1);
+    }
+    model.backwardAndStep(dLogits, optimizer, side.handle, true);
   };
 
-  // CUDA Graph mode: the captured step reads its batch's indices from a fixed buffer and writes
-  // its loss and correct count to fixed slots; copies in and out go around each replay.
-  const graphMode = o.cudaGraph === true;
-  if (graphMode && !rt.onDevice) throw new RangeError('Expected a GPU allocator for cudaGraph: CUDA Graphs need a CUDA device');
-  if (graphMode && rt.allocator.name !== 'pool') {
-    throw new RangeError(
-      `Expected the 'pool' allocator for cudaGraph but received '${rt.allocator.name}': a captured step must allocate without driver calls`,
-    );
-  }
-  const graphIndex = graphMode ? rt.keep(rt.empty([batch], 'i32')) : undefined;
-  const graphSlots = graphMode ? rt.keep(rt.zeros([2], 'i32')) : undefined; // [loss (f32 bits), correct]
-  let graph: CudaGraph | undefined;
-  let graphTensors: Tensor[] = [];
-  let warmedUp = false;
+  const graphs = graphMode ? new GraphedSteps(rt, nTrain, steps, graphSteps) : undefined;
+  /** A full step of graph mode: its batch, loss slot and counter all come from the device. */
+  const graphStep = graphs ? () => step(graphs.perm.ptr, batch, graphs.losses.ptr, graphs.correct.ptr, graphs.counter.ptr, graphs.side) : undefined;
 
   try {
     for (let epoch = 0; epoch < epochs; epoch++) {
       const { before, t0 } = beginEpoch(rt);
+      const order = permutation(nTrain, seed * 1000 + epoch);
+      const reportSteps = (first: number, count: number) => {
+        if (o.onStep) {
+          const stats = allocator.stats();
+          for (let k = first; k < first + count; k++) o.onStep(k, stats);
+        }
+        o.onProgress?.({ epoch, epochs, step: first + count, steps });
+      };
       const { losses, correct, testCorrect } = rt.scope(() => {
-        const perm = rt.fromArray(permutation(nTrain, seed * 1000 + epoch), [nTrain]);
-        const lossBuf = rt.empty([steps]);
-        const correctBuf = rt.zeros([steps], 'i32');
-        for (let s = 0; s < steps; s++) {
-          const rows = Math.min(batch, nTrain - s * batch);
-          const index = perm.rows(s * batch, rows);
-          if (graphIndex && graphSlots && rows === batch && warmedUp) {
-            ops.copy(true, rt.s, graphIndex.ptr, index.ptr, rows * 4);
-            if (!graph) {
-              graphTensors = rt.collect(() => {
-                graph = CudaGraph.capture(rt.stream, () => step(graphIndex.ptr, rows, graphSlots.ptr, graphSlots.ptr + 4));
-              });
-            }
-            graph!.launch();
-            ops.copy(true, rt.s, lossBuf.ptr + 4 * s, graphSlots.ptr, 4);
-            ops.copy(true, rt.s, correctBuf.ptr + 4 * s, graphSlots.ptr + 4, 4);
-          } else {
-            rt.scope(() => step(index.ptr, rows, lossBuf.ptr + 4 * s, correctBuf.ptr + 4 * s));
-            warmedUp = true; // an eager step first: segments, library handles and caches exist before capture
+        // eager: the epoch's order, losses and counts in tensors of the epoch; graph mode: in the
+        // fixed tensors that the captured steps read and write
+        const perm = graphs ? graphs.beginEpoch(order) : rt.fromArray(order, [nTrain]);
+        const lossBuf = graphs ? graphs.losses : rt.empty([steps]);
+        const correctBuf = graphs ? graphs.correct : rt.empty([steps], 'i32');
+        let s = 0;
+        if (graphs && graphStep && fullSteps > 0) {
+          if (!graphs.warmedUp) {
+            // one step eagerly first: segments, library handles, events and caches exist before capture
+            rt.scope(graphStep);
+            graphs.warmedUp = true;
+            reportSteps(s++, 1);
           }
-          o.onStep?.(s, allocator.stats());
-          o.onProgress?.({ epoch, epochs, step: s + 1, steps });
+          while (s < fullSteps) {
+            const n = graphs.launch(fullSteps - s, graphStep);
+            reportSteps(s, n);
+            s += n;
+          }
+        }
+        for (; s < steps; s++) {
+          const rows = Math.min(batch, nTrain - s * batch);
+          rt.scope(() => step(perm.ptr + 4 * s * batch, rows, lossBuf.ptr + 4 * s, correctBuf.ptr + 4 * s));
+          reportSteps(s, 1);
         }
         // validation, part of the epoch
         const testBuf = rt.zeros([evalSteps], 'i32');
@@ -273,10 +421,7 @@ function trainMlp(rt: Runtime, o: TrainOptions, epochs: number, seed: number): T
     }
   } finally {
     rt.synchronize();
-    (graph as CudaGraph | undefined)?.destroy();
-    for (const t of graphTensors) t.dispose();
-    graphIndex?.dispose();
-    graphSlots?.dispose();
+    graphs?.dispose();
     optimizer.dispose();
     model.dispose();
     for (const t of [xTrain, yTrain, xTest, yTest]) t.dispose();
