@@ -34,38 +34,44 @@ struct slot {
   std::uint64_t stamp = 0;
 };
 
-// Stamps the first and last whole words (and every word of small blocks) with a value unique to
-// this thread and allocation.
-void stamp(slot& s) {
+// Words a block stamps: every word of small blocks; of larger ones the word at each 512-byte
+// boundary and the last. Blocks start on 512-byte boundaries of their segment (the pool's rounding),
+// so a block handed out while it overlaps another live one overwrites one of the other's stamps (or
+// the other overwrites one of its own), and the check before the free finds it.
+constexpr std::size_t stride_words = pool_resource::rounding / sizeof(std::uint64_t);
+
+template <class F>
+void for_each_stamped_word(const slot& s, F&& f) {
   const std::size_t words = s.bytes / sizeof(std::uint64_t);
-  if (words == 0) {
+  if (words <= 64) {
+    for (std::size_t i = 0; i < words; ++i) f(i);
+    return;
+  }
+  for (std::size_t i = 0; i < words; i += stride_words) f(i);
+  if ((words - 1) % stride_words != 0) f(words - 1);
+}
+
+// Writes a value unique to this thread, allocation and word into each stamped word (tiny blocks:
+// every byte).
+void stamp(slot& s) {
+  if (s.bytes < sizeof(std::uint64_t)) {
     std::memset(s.ptr, static_cast<int>(s.stamp & 0xFF), s.bytes);
     return;
   }
-  if (words <= 64) {
-    for (std::size_t i = 0; i < words; ++i) s.ptr[i] = s.stamp + i;
-  } else {
-    s.ptr[0] = s.stamp;
-    s.ptr[words - 1] = s.stamp + words - 1;
-  }
+  for_each_stamped_word(s, [&](std::size_t i) { s.ptr[i] = s.stamp + i; });
 }
 
 bool intact(const slot& s) {
-  const std::size_t words = s.bytes / sizeof(std::uint64_t);
-  if (words == 0) {
+  if (s.bytes < sizeof(std::uint64_t)) {
     const auto* bytes = reinterpret_cast<const std::uint8_t*>(s.ptr);
     for (std::size_t i = 0; i < s.bytes; ++i) {
       if (bytes[i] != static_cast<std::uint8_t>(s.stamp & 0xFF)) return false;
     }
     return true;
   }
-  if (words <= 64) {
-    for (std::size_t i = 0; i < words; ++i) {
-      if (s.ptr[i] != s.stamp + i) return false;
-    }
-    return true;
-  }
-  return s.ptr[0] == s.stamp && s.ptr[words - 1] == s.stamp + words - 1;
+  bool ok = true;
+  for_each_stamped_word(s, [&](std::size_t i) { ok = ok && s.ptr[i] == s.stamp + i; });
+  return ok;
 }
 
 }  // namespace

@@ -1,17 +1,21 @@
 #include "resource_object.hpp"
 
+#include <mutex>
 #include <string>
+#include <unordered_map>
 
 #include "convert.hpp"
 #include "gpumem/async_resource.hpp"
 #include "gpumem/bench.hpp"
 #include "gpumem/cuda_resource.hpp"
 #include "gpumem/device.hpp"
+#include "gpumem/fault_injecting_adaptor.hpp"
 #include "gpumem/host_resource.hpp"
 #include "gpumem/limiting_adaptor.hpp"
 #include "gpumem/managed_resource.hpp"
 #include "gpumem/pool_resource.hpp"
 #include "gpumem/prefetch_adaptor.hpp"
+#include "gpumem/replay.hpp"
 #include "gpumem/statistics_adaptor.hpp"
 #include "gpumem/test_kernels.hpp"
 
@@ -70,6 +74,12 @@ memory_resource& build(const Napi::Object& spec, std::vector<std::unique_ptr<mem
   } else if (type == "limit") {
     memory_resource& up = upstream();
     layer = std::make_unique<limiting_adaptor>(up, get_u64(spec, "limitBytes", 0));
+  } else if (type == "fault") {
+    memory_resource& up = upstream();
+    fault_options o;
+    o.fail_every = get_u64(spec, "failEvery", o.fail_every);
+    o.fail_after_bytes = get_u64(spec, "failAfterBytes", o.fail_after_bytes);
+    layer = std::make_unique<fault_injecting_adaptor>(up, o);
   } else if (type == "prefetch") {
     memory_resource& up = upstream();
     layer = std::make_unique<prefetch_adaptor>(up);
@@ -83,7 +93,7 @@ memory_resource& build(const Napi::Object& spec, std::vector<std::unique_ptr<mem
     layer = std::move(t);
   } else {
     throw invalid_argument(invalid_argument::kind::range, "type",
-                           "Expected a resource type (host, cuda, managed, async, pool, limit, prefetch, statistics, track) but received '" + type + "'");
+                           "Expected a resource type (host, cuda, managed, async, pool, limit, fault, prefetch, statistics, track) but received '" + type + "'");
   }
   layers.push_back(std::move(layer));
   return *layers.back();
@@ -132,16 +142,20 @@ Napi::Function ResourceObject::Define(Napi::Env env) {
                       InstanceMethod<&ResourceObject::SetTrackingEnabled>("setTrackingEnabled"),
                       InstanceMethod<&ResourceObject::BenchPairs>("benchPairs"),
                       InstanceMethod<&ResourceObject::BenchTrace>("benchTrace"),
+                      InstanceMethod<&ResourceObject::Replay>("replay"),
                       InstanceMethod<&ResourceObject::FillU32>("fillU32"),
                       InstanceMethod<&ResourceObject::SumU32>("sumU32"),
-                      InstanceMethod<&ResourceObject::FastPath>("fastPath")});
+                      InstanceMethod<&ResourceObject::FastPath>("fastPath"),
+                      InstanceMethod<&ResourceObject::ShareHandle>("shareHandle")});
 }
 
 ResourceObject::ResourceObject(const Napi::CallbackInfo& info) : Napi::ObjectWrap<ResourceObject>(info) {
   guarded(info.Env(), [&] {
     if (!info[0].IsObject()) throw invalid_argument(invalid_argument::kind::type, "spec", "Expected a resource spec object");
     try {
-      build(info[0].As<Napi::Object>(), layers_, tracker_);
+      const Napi::Object spec = info[0].As<Napi::Object>();
+      if (get_string(spec, "type", "") == "shared") attach_shared(get_u64(spec, "token", 0));
+      else build(spec, layers_, tracker_);
     } catch (...) {
       release_chain();
       throw;
@@ -154,10 +168,12 @@ ResourceObject::~ResourceObject() { release_chain(); }
 
 void ResourceObject::release_chain() noexcept {
   tracker_ = nullptr;
+  release_shared();
   while (!layers_.empty()) layers_.pop_back();  // top first: adaptors before their upstreams
 }
 
 memory_resource& ResourceObject::top() {
+  if (shared_) return *shared_->layers.back();
   if (layers_.empty()) throw invalid_state("the allocator has been disposed");
   return *layers_.back();
 }
@@ -318,6 +334,64 @@ Napi::Value ResourceObject::BenchTrace(const Napi::CallbackInfo& info) {
   });
 }
 
+namespace {
+// A typed array argument of the replay program, checked for its type and length.
+template <class Array>
+Array replay_array(const Napi::Value& v, napi_typedarray_type type, const char* name, const char* expected, std::size_t length) {
+  if (!v.IsTypedArray() || v.As<Napi::TypedArray>().TypedArrayType() != type)
+    throw invalid_argument(invalid_argument::kind::type, name, std::string("Expected ") + name + " to be a " + expected);
+  Array a = v.As<Array>();
+  if (a.ElementLength() != length)
+    throw invalid_argument(invalid_argument::kind::range, name,
+                           std::string("Expected ") + name + " to have " + std::to_string(length) + " elements (one per operation) but received " +
+                               std::to_string(a.ElementLength()));
+  return a;
+}
+}  // namespace
+
+// replay(action: Uint8Array, slot: Uint32Array, bytes: Float64Array, stream: Float64Array, slots, repeats):
+// runs a compiled trace natively (see gpumem/replay.hpp) and returns one record per pass.
+Napi::Value ResourceObject::Replay(const Napi::CallbackInfo& info) {
+  return guarded(info.Env(), [&] {
+    Napi::Env env = info.Env();
+    memory_resource& r = top();
+    if (!info[0].IsTypedArray()) throw invalid_argument(invalid_argument::kind::type, "action", "Expected action to be a Uint8Array");
+    const std::size_t n = info[0].As<Napi::TypedArray>().ElementLength();
+    auto action = replay_array<Napi::Uint8Array>(info[0], napi_uint8_array, "action", "Uint8Array", n);
+    auto slot = replay_array<Napi::Uint32Array>(info[1], napi_uint32_array, "slot", "Uint32Array", n);
+    auto bytes = replay_array<Napi::Float64Array>(info[2], napi_float64_array, "bytes", "Float64Array", n);
+    auto stream = replay_array<Napi::Float64Array>(info[3], napi_float64_array, "stream", "Float64Array", n);
+    const std::size_t slots = to_u64(info[4]);
+    if (slots > n)
+      throw invalid_argument(invalid_argument::kind::range, "slots",
+                             "Expected slots <= " + std::to_string(n) + " (the number of operations) but received " + std::to_string(slots));
+    const int repeats = static_cast<int>(std::min<std::uint64_t>(to_u64(info[5]), 1u << 20));
+    std::vector<bench::replay_op> ops(n);
+    for (std::size_t i = 0; i < n; ++i) {
+      ops[i] = {static_cast<bench::replay_action>(action[i]), slot[i], static_cast<std::uint64_t>(bytes[i]),
+                reinterpret_cast<stream_handle>(static_cast<std::uintptr_t>(stream[i]))};
+    }
+    auto result = bench::replay(r, ops, slots, repeats);
+    Napi::Array passes = Napi::Array::New(env, result.passes.size());
+    for (std::size_t i = 0; i < result.passes.size(); ++i) {
+      const auto& p = result.passes[i];
+      Napi::Object o = Napi::Object::New(env);
+      o.Set("allocNs", Napi::Number::New(env, p.alloc_ns));
+      o.Set("freeNs", Napi::Number::New(env, p.free_ns));
+      o.Set("allocs", Napi::Number::New(env, static_cast<double>(p.allocs)));
+      o.Set("frees", Napi::Number::New(env, static_cast<double>(p.frees)));
+      o.Set("ooms", Napi::Number::New(env, static_cast<double>(p.ooms)));
+      o.Set("skippedFrees", Napi::Number::New(env, static_cast<double>(p.skipped_frees)));
+      o.Set("end", from_stats(env, p.end));
+      passes[i] = o;
+    }
+    Napi::Object o = Napi::Object::New(env);
+    o.Set("passes", passes);
+    o.Set("clockOverheadNs", Napi::Number::New(env, result.clock_overhead_ns));
+    return o;
+  });
+}
+
 Napi::Value ResourceObject::FillU32(const Napi::CallbackInfo& info) {
   return guarded(info.Env(), [&] {
     memory_resource& r = top();
@@ -411,6 +485,76 @@ napi_value ResourceObject::FastDeallocate(napi_env env, napi_callback_info info)
     self->top().deallocate(reinterpret_cast<void*>(static_cast<std::uintptr_t>(a[2])), static_cast<std::size_t>(a[0]),
                            reinterpret_cast<stream_handle>(static_cast<std::uintptr_t>(a[1])));
   });
+}
+
+// Sharing one chain between threads: a process-wide table from token to chain. It holds weak
+// references, so it never keeps a chain alive by itself; a token is revoked when the object that
+// issued it lets go, after which no new thread can attach (those attached keep working).
+namespace {
+
+struct share_table {
+  std::mutex mutex;
+  std::unordered_map<std::uint64_t, std::weak_ptr<shared_chain>> chains;
+  std::uint64_t next = 1;
+};
+
+// Never destroyed: a worker thread's objects may be finalised after the main thread's statics.
+share_table& shares() {
+  static share_table* table = new share_table();
+  return *table;
+}
+
+}  // namespace
+
+shared_chain::~shared_chain() {
+  while (!layers.empty()) layers.pop_back();  // top first: adaptors before their upstreams
+}
+
+Napi::Value ResourceObject::ShareHandle(const Napi::CallbackInfo& info) {
+  return guarded(info.Env(), [&] {
+    top();  // throws after dispose
+    if (!shared_) {
+      auto chain = std::make_shared<shared_chain>();
+      chain->layers = std::move(layers_);
+      layers_.clear();
+      chain->tracker = tracker_;
+      shared_ = std::move(chain);
+    }
+    if (share_token_ == 0) {
+      share_table& table = shares();
+      std::lock_guard<std::mutex> lock(table.mutex);
+      share_token_ = table.next++;
+      table.chains.emplace(share_token_, shared_);
+    }
+    return Napi::Number::New(info.Env(), static_cast<double>(share_token_));
+  });
+}
+
+void ResourceObject::attach_shared(std::uint64_t token) {
+  share_table& table = shares();
+  std::lock_guard<std::mutex> lock(table.mutex);
+  auto it = table.chains.find(token);
+  std::shared_ptr<shared_chain> chain = it == table.chains.end() ? nullptr : it->second.lock();
+  if (!chain) {
+    throw invalid_state("no shared allocator has token " + std::to_string(token) +
+                        " (never issued, or the allocator that shared it has been disposed)");
+  }
+  shared_ = std::move(chain);
+  tracker_ = shared_->tracker;
+}
+
+void ResourceObject::release_shared() noexcept {
+  if (share_token_ != 0) {
+    try {
+      share_table& table = shares();
+      std::lock_guard<std::mutex> lock(table.mutex);
+      table.chains.erase(share_token_);
+    } catch (...) {
+      // a failed lock leaves a weak entry behind, which attaches only while the chain lives
+    }
+    share_token_ = 0;
+  }
+  shared_.reset();  // the chain goes with its last holder
 }
 
 }  // namespace gpumem::binding

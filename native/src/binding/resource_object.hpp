@@ -4,6 +4,7 @@
 #pragma once
 #include <napi.h>
 
+#include <cstdint>
 #include <memory>
 #include <vector>
 
@@ -11,6 +12,14 @@
 #include "gpumem/tracking_adaptor.hpp"
 
 namespace gpumem::binding {
+
+// A chain of layers owned jointly by the ResourceObjects of several threads (worker_threads): it
+// lives until the last of them lets go, and is then destroyed top first.
+struct shared_chain {
+  std::vector<std::unique_ptr<memory_resource>> layers;  // bottom (leaf) first
+  tracking_adaptor* tracker = nullptr;
+  ~shared_chain();
+};
 
 class ResourceObject : public Napi::ObjectWrap<ResourceObject> {
  public:
@@ -37,6 +46,7 @@ class ResourceObject : public Napi::ObjectWrap<ResourceObject> {
   Napi::Value SetTrackingEnabled(const Napi::CallbackInfo& info);
   Napi::Value BenchPairs(const Napi::CallbackInfo& info);
   Napi::Value BenchTrace(const Napi::CallbackInfo& info);
+  Napi::Value Replay(const Napi::CallbackInfo& info);
   Napi::Value FillU32(const Napi::CallbackInfo& info);
   Napi::Value FastPath(const Napi::CallbackInfo& info);
 
@@ -50,6 +60,16 @@ class ResourceObject : public Napi::ObjectWrap<ResourceObject> {
   Napi::Value SumU32(const Napi::CallbackInfo& info);
 
   void release_chain() noexcept;
+
+  // Sharing with other threads. shareHandle() moves the chain into `shared_` and returns a token
+  // (a number) that a ResourceObject in another thread attaches to with the spec
+  // { type: 'shared', token }. Each holder lets go on dispose (or when collected); the token is
+  // revoked when the object that issued it lets go.
+  Napi::Value ShareHandle(const Napi::CallbackInfo& info);
+  void attach_shared(std::uint64_t token);
+  void release_shared() noexcept;
+  std::shared_ptr<shared_chain> shared_;
+  std::uint64_t share_token_ = 0;
 
   std::vector<std::unique_ptr<memory_resource>> layers_;  // bottom (leaf) first
   tracking_adaptor* tracker_ = nullptr;

@@ -25,7 +25,7 @@ export class AsyncAllocator extends NativeAllocator {
   readonly releaseThreshold: number;
 
   constructor(options: AsyncAllocatorOptions = {}) {
-    checkOptionKeys(options, ['device', 'releaseThreshold', 'limitBytes', 'trackingCapacity'], 'async');
+    checkOptionKeys(options, ['device', 'releaseThreshold', 'limitBytes', 'trackingCapacity', 'faultInjection'], 'async');
     const index = options.device ?? 0;
     checkNonNegative(index, 'device');
     if (options.releaseThreshold !== undefined) checkNonNegative(options.releaseThreshold, 'releaseThreshold');

@@ -7,7 +7,15 @@ import './register.js';
 
 export type { Allocator, AllocatorStats, DevicePtr, PrefetchTarget } from './types.js';
 export { BaseAllocator } from './base.js';
-export { NativeAllocator, type NativeLayerOptions, type TrackingEvent } from './native-allocator.js';
+export {
+  NativeAllocator,
+  type NativeLayerOptions,
+  type FaultInjectionOptions,
+  type TrackingEvent,
+  type SharedAllocatorHandle,
+  type ReplayOps,
+} from './native-allocator.js';
+export { attachSharedAllocator, AttachedAllocator } from './shared.js';
 export { TrackingAllocator, createTrackedAllocator, type TrackedAllocator, type TrackingEvents } from './adaptors/tracking.js';
 export { OutOfMemoryError, CudaError, InvalidStateError } from './errors.js';
 export {
@@ -43,6 +51,8 @@ export {
   type NativeResource,
   type NativeStats,
   type NativeTiming,
+  type NativeReplay,
+  type NativeReplayPass,
   type NativeTrackingEvents,
   type NativeDeviceProperties,
 } from './native.js';

@@ -6,7 +6,7 @@
 import { BaseAllocator } from './base.js';
 import type { Device } from './device.js';
 import { InvalidStateError, translateNativeError } from './errors.js';
-import { loadNative, type NativeResource, type NativeTiming, type ResourceSpec } from './native.js';
+import { loadNative, type NativeReplay, type NativeResource, type NativeTiming, type ResourceSpec } from './native.js';
 import type { Stream } from './stream.js';
 import type { AllocatorStats, DevicePtr, PrefetchTarget } from './types.js';
 import { checkBytes, checkNonNegative } from './validate.js';
@@ -17,6 +17,47 @@ export interface NativeLayerOptions {
   limitBytes?: number;
   /** Records every malloc/free in a ring buffer of this many events (see trackingEvents()). Off by default. */
   trackingCapacity?: number;
+  /**
+   * Makes allocations from the driver (or the host) fail on purpose, to test out-of-memory handling:
+   * a fault-injecting layer right over the leaf (under `limitBytes` and the strategy). Each failure is
+   * an `OutOfMemoryError` like a real one. Off by default.
+   */
+  faultInjection?: FaultInjectionOptions;
+}
+
+/** When the fault-injecting layer fails an allocation (at least one of the two). */
+export interface FaultInjectionOptions {
+  /** Fail every Nth allocation asked of the leaf (N >= 1; 1 fails them all). Failed attempts count. */
+  failEvery?: number;
+  /** Fail any allocation that would take the bytes held from the leaf past this budget (0 fails them all). */
+  failAfterBytes?: number;
+}
+
+const faultKeys = ['failEvery', 'failAfterBytes'];
+
+/** Checks `faultInjection` and returns the fault layer's spec over `leaf`. */
+function faultLayer(options: unknown, leaf: ResourceSpec): ResourceSpec {
+  if (typeof options !== 'object' || options === null || Array.isArray(options)) {
+    const got = options === null ? 'null' : Array.isArray(options) ? 'an array' : `${String(options)} of type ${typeof options}`;
+    throw new TypeError(`Expected an object { failEvery?, failAfterBytes? } for faultInjection but received ${got}`);
+  }
+  for (const key of Object.keys(options)) {
+    if (!faultKeys.includes(key)) {
+      throw new TypeError(`Unknown option '${key}' in faultInjection; expected one of: ${faultKeys.join(', ')}`);
+    }
+  }
+  const { failEvery, failAfterBytes } = options as FaultInjectionOptions;
+  if (failEvery !== undefined) checkBytes(failEvery, 'faultInjection.failEvery');
+  if (failAfterBytes !== undefined) checkNonNegative(failAfterBytes, 'faultInjection.failAfterBytes');
+  if (failEvery === undefined && failAfterBytes === undefined) {
+    throw new TypeError('Expected failEvery and/or failAfterBytes in faultInjection but received neither');
+  }
+  return {
+    type: 'fault',
+    upstream: leaf,
+    ...(failEvery !== undefined && { failEvery }),
+    ...(failAfterBytes !== undefined && { failAfterBytes }),
+  };
 }
 
 /** One recorded allocation event. */
@@ -32,6 +73,36 @@ export interface TrackingEvent {
   tag: number;
   /** The strategy's reserved bytes right after the event. */
   reservedBytes: number;
+}
+
+/**
+ * What another thread needs to attach to a shared native allocator (see
+ * {@link NativeAllocator.shareHandle}): plain data, so it can be posted to a worker.
+ */
+export interface SharedAllocatorHandle {
+  /** The addon's process-wide id of the shared chain. */
+  readonly token: number;
+  /** The strategy's name ('pool', 'host', ...). */
+  readonly name: string;
+  /** Where the memory lives. */
+  readonly device: { readonly kind: 'cuda' | 'host'; readonly index: number };
+}
+
+/**
+ * An allocation trace compiled for {@link NativeAllocator.replay}: one entry per operation in each
+ * array. An allocation puts its pointer in a slot, a free takes it back out; slots are reused.
+ */
+export interface ReplayOps {
+  /** 0: allocate, 1: free. */
+  action: Uint8Array;
+  /** The slot an allocation fills or a free empties. */
+  slot: Uint32Array;
+  /** Bytes to allocate; a free uses the size its slot was allocated with. */
+  bytes: Float64Array;
+  /** The native handle of the stream of each operation (0: the default stream). */
+  stream: Float64Array;
+  /** How many slots the program uses (the most allocations it holds at once, at least). */
+  slots: number;
 }
 
 const actions = ['alloc', 'free', 'oom'] as const;
@@ -56,7 +127,8 @@ export abstract class NativeAllocator extends BaseAllocator {
 
   /**
    * @param leaf the resource that takes memory from the driver (or the host).
-   * @param layers a limiting layer goes right over the leaf, a tracking layer on top of everything.
+   * @param layers a fault-injecting layer goes right over the leaf, a limiting layer over that, a
+   *   tracking layer on top of everything.
    * @param wrapUpstream strategies built over the leaf (the pool, prefetch-on-allocate) put their
    *   own layer over the limited leaf here.
    */
@@ -70,7 +142,8 @@ export abstract class NativeAllocator extends BaseAllocator {
     super(name, device);
     if (layers.limitBytes !== undefined) checkBytes(layers.limitBytes, 'limitBytes');
     if (layers.trackingCapacity !== undefined) checkBytes(layers.trackingCapacity, 'trackingCapacity');
-    let spec: ResourceSpec = layers.limitBytes !== undefined ? { type: 'limit', upstream: leaf, limitBytes: layers.limitBytes } : leaf;
+    let spec: ResourceSpec = layers.faultInjection !== undefined ? faultLayer(layers.faultInjection, leaf) : leaf;
+    if (layers.limitBytes !== undefined) spec = { type: 'limit', upstream: spec, limitBytes: layers.limitBytes };
     if (wrapUpstream) spec = wrapUpstream(spec);
     if (layers.trackingCapacity !== undefined) spec = { type: 'track', upstream: spec, capacity: layers.trackingCapacity };
     const Resource = loadNative().Resource;
@@ -169,6 +242,25 @@ export abstract class NativeAllocator extends BaseAllocator {
     this.#native.dispose();
   }
 
+  /**
+   * Shares this allocator's native memory with other worker_threads: pass the returned handle to a
+   * worker (postMessage, workerData) and call `attachSharedAllocator(handle)` there. Every
+   * attached allocator works on the same memory, statistics and locks. Ownership is joint: this
+   * allocator's dispose() only lets go of its share and revokes the handle (no new attachments);
+   * the memory is freed when the last attached allocator is disposed too. A pointer may be freed
+   * by any thread, but only once no thread uses it any more (as with any memory).
+   */
+  shareHandle(): SharedAllocatorHandle {
+    this.checkLive();
+    let token: number;
+    try {
+      token = this.#native.shareHandle();
+    } catch (e) {
+      throw translateNativeError(e, this.name);
+    }
+    return { token, name: this.name, device: { kind: this.device.kind, index: this.device.index } };
+  }
+
   /** The size of the live allocation at `ptr`, or 0 if there is none. */
   allocationSize(ptr: DevicePtr): number {
     this.checkLive();
@@ -214,6 +306,32 @@ export abstract class NativeAllocator extends BaseAllocator {
     checkBytes(repeats, 'repeats');
     try {
       return this.#native.benchPairs(bytes, iterations, repeats, handleOf(this.checkStream(stream)));
+    } catch (e) {
+      throw translateNativeError(e, this.name);
+    }
+  }
+
+  /**
+   * Runs a compiled allocation trace in a native loop, `repeats` times. Every pass starts with the
+   * allocator trimmed and its peaks reset, times each call, counts out-of-memory failures (their
+   * frees are skipped) and frees what the trace leaves live at its end, untimed. The program is
+   * checked before anything is allocated (RangeError naming the operation). The allocator must hold
+   * nothing else while it runs, or its peaks include that memory.
+   */
+  replay(ops: ReplayOps, repeats = 1): NativeReplay {
+    this.checkLive();
+    checkBytes(repeats, 'repeats');
+    checkNonNegative(ops.slots, 'slots');
+    const n = ops.action.length;
+    for (const [name, array] of [['slot', ops.slot], ['bytes', ops.bytes], ['stream', ops.stream]] as const) {
+      if (array.length !== n) throw new RangeError(`Expected ${name} to have ${n} elements (one per operation) but received ${array.length}`);
+    }
+    for (let i = 0; i < n; i++) {
+      const b = ops.bytes[i]!;
+      if (!Number.isSafeInteger(b) || b <= 0) throw new RangeError(`Expected positive integer for bytes[${i}] but received ${b}`);
+    }
+    try {
+      return this.#native.replay(ops.action, ops.slot, ops.bytes, ops.stream, ops.slots, repeats);
     } catch (e) {
       throw translateNativeError(e, this.name);
     }

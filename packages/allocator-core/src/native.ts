@@ -32,8 +32,12 @@ export interface NativeResource {
   setTrackingEnabled(on: boolean): void;
   benchPairs(bytes: number, iterations: number, repeats: number, stream: number): NativeTiming;
   benchTrace(sizes: Float64Array, window: number, repeats: number, stream: number): NativeTiming;
+  /** Runs a compiled trace natively (see NativeAllocator.replayProgram); one record per pass. */
+  replay(action: Uint8Array, slot: Uint32Array, bytes: Float64Array, stream: Float64Array, slots: number, repeats: number): NativeReplay;
   fillU32(ptr: number, count: number, value: number, stream: number): void;
   sumU32(ptr: number, count: number, outPtr: number, stream: number, spinNs?: number): void;
+  /** A token other threads attach to with the spec `{ type: 'shared', token }` (same chain, joint ownership). */
+  shareHandle(): number;
 }
 
 /** Statistics as the addon reports them: exactly the allocator's. */
@@ -56,6 +60,31 @@ export interface NativeTiming {
   minNsPerPair: number;
 }
 
+/** One pass of a native trace replay. */
+export interface NativeReplayPass {
+  /** Nanoseconds spent in successful allocations, summed (the clock's own cost removed). */
+  allocNs: number;
+  /** Nanoseconds spent in frees, summed (the clock's own cost removed). */
+  freeNs: number;
+  /** Successful allocations. */
+  allocs: number;
+  /** Frees made. */
+  frees: number;
+  /** Allocations that ended in out-of-memory (not timed; their slots stay empty). */
+  ooms: number;
+  /** Frees skipped because their allocation had run out of memory. */
+  skippedFrees: number;
+  /** The statistics at the end of the trace, before what it left live is freed; peaks cover the pass. */
+  end: NativeStats;
+}
+
+/** A native trace replay: one record per pass. */
+export interface NativeReplay {
+  passes: NativeReplayPass[];
+  /** The cost of one clock read, subtracted from every timed call. */
+  clockOverheadNs: number;
+}
+
 /** A spec the native side turns into a chain of resources (leaf first). */
 export type ResourceSpec =
   | { type: 'host' }
@@ -71,9 +100,12 @@ export type ResourceSpec =
       largeSegmentRounding?: number;
     }
   | { type: 'limit'; upstream: ResourceSpec; limitBytes: number }
+  | { type: 'fault'; upstream: ResourceSpec; failEvery?: number; failAfterBytes?: number }
   | { type: 'prefetch'; upstream: ResourceSpec }
   | { type: 'statistics'; upstream: ResourceSpec }
-  | { type: 'track'; upstream: ResourceSpec; capacity: number };
+  | { type: 'track'; upstream: ResourceSpec; capacity: number }
+  /** The chain another thread shared with shareHandle(); attaching takes joint ownership of it. */
+  | { type: 'shared'; token: number };
 
 export interface NativeAddon {
   builtWithCuda: boolean;

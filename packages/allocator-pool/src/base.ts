@@ -45,6 +45,7 @@ const optionKeys = [
   'largeSegmentRounding',
   'limitBytes',
   'trackingCapacity',
+  'faultInjection',
 ];
 const upstreams: readonly PoolUpstream[] = ['cuda', 'host', 'auto'];
 

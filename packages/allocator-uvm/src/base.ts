@@ -47,6 +47,7 @@ const optionKeys = [
   'logger',
   'limitBytes',
   'trackingCapacity',
+  'faultInjection',
 ];
 const adviseTargets: readonly AdviseTarget[] = ['device', 'host', 'none'];
 

@@ -15,8 +15,8 @@ export class Runtime {
   readonly ops: NativeOps;
   readonly #scopes: Tensor[][] = [];
   readonly #ownsStream: boolean;
-  /** Live tensors made by this runtime (for leak checks). */
-  #live = 0;
+  /** Live tensors made by this runtime (leak checks; dispose() frees what a failed run left). */
+  readonly #live = new Set<Tensor>();
 
   constructor(
     readonly allocator: Allocator,
@@ -36,7 +36,7 @@ export class Runtime {
 
   /** Tensors made by this runtime and not yet disposed. */
   get liveTensors(): number {
-    return this.#live;
+    return this.#live.size;
   }
 
   /** A new tensor with uninitialised storage from the allocator; freed with its scope. */
@@ -44,11 +44,11 @@ export class Runtime {
     const size = shape.reduce((a, b) => a * b, 1);
     const bytes = Math.max(size * dtypeBytes[dtype], 1);
     const ptr = this.allocator.malloc(bytes, this.stream);
-    this.#live++;
-    const t = new Tensor(this, ptr, shape, dtype, bytes, () => {
+    const t: Tensor = new Tensor(this, ptr, shape, dtype, bytes, () => {
       this.allocator.free(ptr, bytes, this.stream);
-      this.#live--;
+      this.#live.delete(t);
     });
+    this.#live.add(t);
     this.#scopes[this.#scopes.length - 1]?.push(t);
     return t;
   }
@@ -132,9 +132,16 @@ export class Runtime {
     this.stream.synchronize();
   }
 
-  /** Waits for the stream and destroys it if the runtime made it. Tensors must be disposed first. */
+  /**
+   * Waits for the stream, frees every tensor still live, and destroys the stream if the runtime
+   * made it. A run that ends normally has disposed its tensors already; one cut short by an error
+   * (an OutOfMemoryError half-way through building a model, say) gives the rest back here, so the
+   * allocator is left as it was found. Anything that still uses those tensors (a CUDA Graph) must
+   * be destroyed first.
+   */
   dispose(): void {
     this.stream.synchronize();
+    for (const t of [...this.#live]) t.dispose();
     if (this.#ownsStream) this.stream.destroy();
   }
 }

@@ -14,7 +14,7 @@ export interface CudaAllocatorOptions extends NativeLayerOptions {
 
 export class CudaAllocator extends NativeAllocator {
   constructor(options: CudaAllocatorOptions = {}) {
-    checkOptionKeys(options, ['device', 'limitBytes', 'trackingCapacity'], 'cuda');
+    checkOptionKeys(options, ['device', 'limitBytes', 'trackingCapacity', 'faultInjection'], 'cuda');
     const index = options.device ?? 0;
     checkNonNegative(index, 'device');
     const device = cudaDevice(index);

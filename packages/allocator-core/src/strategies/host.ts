@@ -11,7 +11,7 @@ export type HostAllocatorOptions = NativeLayerOptions;
 
 export class HostAllocator extends NativeAllocator {
   constructor(options: HostAllocatorOptions = {}) {
-    checkOptionKeys(options, ['limitBytes', 'trackingCapacity'], 'host');
+    checkOptionKeys(options, ['limitBytes', 'trackingCapacity', 'faultInjection'], 'host');
     super('host', hostDevice, { type: 'host' }, options);
   }
 }

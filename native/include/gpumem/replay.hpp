@@ -1,0 +1,51 @@
+// Replays an allocation trace through a resource in a native loop: no JavaScript and no kernels
+// between calls, so the times are those of the strategy itself.
+//
+// A trace is compiled (in TypeScript) into a program of operations on "slots": an allocation puts
+// its pointer in a slot, a free takes it back out. Slots are reused once freed, so the slot table
+// is as large as the most allocations the trace holds at once.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "gpumem/memory_resource.hpp"
+
+namespace gpumem::bench {
+
+enum class replay_action : std::uint8_t { allocate = 0, deallocate = 1 };
+
+struct replay_op {
+  replay_action action;
+  std::uint32_t slot;
+  std::uint64_t bytes;  // > 0; a free uses the size its slot was allocated with
+  stream_handle stream;
+};
+
+// One pass over the program. Each pass starts with the resource trimmed and its peaks reset, and
+// ends by freeing what the trace left live (untimed).
+struct replay_pass {
+  double alloc_ns = 0;             // summed over the successful allocations, clock cost removed
+  double free_ns = 0;              // summed over the frees, clock cost removed
+  std::uint64_t allocs = 0;        // successful allocations
+  std::uint64_t frees = 0;         // frees made
+  std::uint64_t ooms = 0;          // allocations that ended in out_of_memory (not timed)
+  std::uint64_t skipped_frees = 0; // frees of a slot whose allocation hit out_of_memory
+  resource_stats end;              // stats at the end of the trace, before the cleanup frees
+};
+
+struct replay_result {
+  std::vector<replay_pass> passes;
+  double clock_overhead_ns = 0;  // the cost of one clock read, subtracted from every call
+};
+
+// Checks a program before anything is allocated: every slot < slots, an allocation only into an
+// empty slot, a free only of a slot allocated earlier in the program, bytes > 0. Throws
+// invalid_argument naming the operation's index.
+void validate_replay(const std::vector<replay_op>& ops, std::size_t slots);
+
+// Validates, then runs the program `repeats` times (at least once). An out_of_memory is counted and
+// its slot stays empty; any other error frees what the pass holds and is rethrown.
+replay_result replay(memory_resource& resource, const std::vector<replay_op>& ops, std::size_t slots, int repeats);
+
+}  // namespace gpumem::bench
