@@ -7,6 +7,9 @@ import { formatSystemInfo, systemInfo } from '@gpumem/allocator-core';
 import { loadAllocatorPlugins } from './plugins.js';
 import { UsageError } from './cli/args.js';
 import { runTrain } from './cli/train-command.js';
+import { runRecord } from './cli/record-command.js';
+import { runReplay } from './cli/replay-command.js';
+import { runCompare } from './cli/compare-command.js';
 
 const usage = `Usage: gpumem <command> [options]
 
@@ -15,6 +18,12 @@ Commands:
                   strategies (plug-ins included), and whether cuBLAS/cuSPARSE load
   train [flags]   train the MLP (MNIST) or the GCN (generated graphs) on one allocator;
                   gpumem train --help lists the flags
+  record [flags]  train with allocation tracking on and write the trace (JSONL or RMM's
+                  CSV); gpumem record --help lists the flags
+  replay FILE     replay a trace (gpumem JSONL or an RMM CSV log) through each allocator:
+                  time per call, peak memory, fragmentation; gpumem replay --help
+  compare [flags] the same model under each allocator: one table, an HTML report, a
+                  Perfetto trace; gpumem compare --help lists the flags
 
 Options:
   -h, --help      show this help
@@ -26,6 +35,9 @@ Examples:
   gpumem info
   gpumem info --json > system.json
   gpumem train --model mlp --allocator pool --epochs 3
+  gpumem record --out mlp.jsonl --model mlp --allocator pool
+  gpumem replay mlp.jsonl --allocators pool,host
+  gpumem compare --report report.html
 `;
 
 /** Exit codes: 0 ok, 1 failure, 2 bad usage. */
@@ -54,7 +66,15 @@ async function main(argv: string[]): Promise<number> {
     await loadAllocatorPlugins();
     return runTrain(rest);
   }
-  process.stderr.write(`gpumem: unknown command '${command}' (accepted: info, train)\n\n${usage}`);
+  if (command === 'record' || command === 'replay') {
+    await loadAllocatorPlugins();
+    return command === 'record' ? runRecord(rest) : runReplay(rest);
+  }
+  if (command === 'compare') {
+    await loadAllocatorPlugins();
+    return runCompare(rest);
+  }
+  process.stderr.write(`gpumem: unknown command '${command}' (accepted: info, train, compare, record, replay)\n\n${usage}`);
   return 2;
 }
 

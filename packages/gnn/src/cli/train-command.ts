@@ -4,8 +4,8 @@
  */
 import { writeFileSync } from 'node:fs';
 import { formatBytes, hasCudaDevice } from '@gpumem/allocator-core';
-import { train, type TrainResult } from '../train.js';
-import { flagHelp, formatTable, parseFlags, ProgressBar, UsageError, type FlagSpec } from './args.js';
+import { train, type TrainOptions, type TrainResult } from '../train.js';
+import { flagHelp, formatTable, parseFlags, ProgressBar, UsageError, type FlagSpec, type FlagValues } from './args.js';
 
 export const trainFlags: Record<string, FlagSpec> = {
   model: { type: 'string', choices: ['mlp', 'gcn'], default: 'mlp', help: 'the model' },
@@ -44,6 +44,29 @@ Examples:
   gpumem train --model mlp --allocator host --train-subset 2000 --test-subset 500 --hidden 128
 `;
 
+/** The train() options that the train flags ask for (shared by train, compare and record). */
+export function trainOptionsFromFlags(flags: FlagValues): Omit<TrainOptions, 'allocator'> {
+  const model = flags.model as 'mlp' | 'gcn';
+  const hidden = flags.hidden as number | undefined;
+  return {
+    model,
+    dataset: flags.dataset as 'mnist' | 'seed' | 'sbm' | undefined,
+    epochs: flags.epochs as number,
+    batchSize: flags.batch as number,
+    lr: flags.lr as number | undefined,
+    seed: flags.seed as number,
+    hidden: model === 'mlp' && hidden !== undefined ? [hidden, hidden, hidden, hidden] : hidden,
+    nodes: flags.nodes as number | undefined,
+    edgesPerNode: flags['edges-per-node'] as number | undefined,
+    features: flags.features as number | undefined,
+    classes: flags.classes as number | undefined,
+    aggregation: flags.aggregation as 'spmm' | 'scatter',
+    trainSubset: flags['train-subset'] as number | undefined,
+    testSubset: flags['test-subset'] as number | undefined,
+    cudaGraph: flags['cuda-graph'] === true,
+  };
+}
+
 export function runTrain(argv: readonly string[]): number {
   const flags = parseFlags(argv, trainFlags, 'train');
   if (flags.help) {
@@ -53,29 +76,14 @@ export function runTrain(argv: readonly string[]): number {
   const model = flags.model as 'mlp' | 'gcn';
   const allocator = (flags.allocator as string | undefined) ?? 'pool';
   const bar = new ProgressBar();
-  const hidden = flags.hidden as number | undefined;
   if (!hasCudaDevice() && model === 'gcn' && flags.nodes === undefined && (flags.dataset ?? 'seed') === 'seed') {
     process.stderr.write('gpumem train: no CUDA device, running the CPU kernels; consider --nodes 10000\n');
   }
   let result: TrainResult;
   try {
     result = train({
-      model,
+      ...trainOptionsFromFlags(flags),
       allocator,
-      dataset: flags.dataset as 'mnist' | 'seed' | 'sbm' | undefined,
-      epochs: flags.epochs as number,
-      batchSize: flags.batch as number,
-      lr: flags.lr as number | undefined,
-      seed: flags.seed as number,
-      hidden: model === 'mlp' && hidden !== undefined ? [hidden, hidden, hidden, hidden] : hidden,
-      nodes: flags.nodes as number | undefined,
-      edgesPerNode: flags['edges-per-node'] as number | undefined,
-      features: flags.features as number | undefined,
-      classes: flags.classes as number | undefined,
-      aggregation: flags.aggregation as 'spmm' | 'scatter',
-      trainSubset: flags['train-subset'] as number | undefined,
-      cudaGraph: flags['cuda-graph'] === true,
-      testSubset: flags['test-subset'] as number | undefined,
       onProgress: (p) => bar.update(`epoch ${p.epoch + 1}/${p.epochs}`, p.step, p.steps),
     });
   } catch (e) {

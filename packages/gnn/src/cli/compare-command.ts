@@ -1,0 +1,195 @@
+/**
+ * `gpumem compare`: the same model with the same seed under each allocator, one table, and the
+ * report files (JSON, a self-contained HTML report, a Chrome/Perfetto trace).
+ * @module
+ */
+import { writeFileSync } from 'node:fs';
+import { deviceProperties, formatBytes, hasCudaDevice, listAllocators, strategyInfo } from '@gpumem/allocator-core';
+import { compareAllocators, type CompareTrainOptions } from '../compare/compare.js';
+import { parseAllocatorList, type AllocatorSpec } from '../compare/spec.js';
+import type { CompareResult, CompareRun } from '../compare/types.js';
+import { renderHtmlReport } from '../compare/report-html.js';
+import { toChromeTrace } from '../compare/trace-json.js';
+import { flagHelp, formatTable, parseFlags, ProgressBar, UsageError, type FlagSpec } from './args.js';
+import { trainFlags, trainOptionsFromFlags } from './train-command.js';
+
+const { allocator: _allocator, json: _json, help: _help, ...sharedTrainFlags } = trainFlags;
+
+export const compareFlags: Record<string, FlagSpec> = {
+  allocators: {
+    type: 'string',
+    help: 'comma-separated allocators, each NAME or NAME:key=value[:key=value] (default: every registered one that can run here, plug-ins included)',
+  },
+  ...sharedTrainFlags,
+  report: { type: 'string', help: 'write a self-contained HTML report (charts and the table) to this file' },
+  'trace-json': { type: 'string', help: 'write a Chrome trace / Perfetto JSON file with a counter track per allocator' },
+  json: { type: 'string', help: 'write every figure, per epoch and per run, as JSON to this file' },
+  'no-record': { type: 'boolean', help: 'do not record allocation events (no memory timeline)' },
+  'tracking-capacity': { type: 'int', min: 1, max: 2 ** 27, help: `events kept per run for the timeline (default ${2 ** 20}); older ones are dropped` },
+  inline: { type: 'boolean', help: 'run every allocator in this process instead of one child process each' },
+  help: { type: 'boolean', help: 'show this help' },
+};
+
+export const compareUsage = `Usage: gpumem compare [flags]
+
+Trains the same model with the same seed under each allocator, one after another, and prints one
+table: median epoch time and throughput, peak allocated and reserved memory, the reserved/allocated
+overhead, upstream (driver) calls, OOMs, final loss and accuracy; '*' marks each column's best.
+An allocator that runs out of memory is reported as OOM in its row and the others go on.
+
+Each allocator runs in a child process of its own (unless --inline): every strategy starts from an
+empty device, so memory one keeps cached never counts against the next, and a run that breaks its
+process becomes an error row. Without a GPU it runs the host strategies with the CPU kernels, and the
+mlp on a subset of MNIST (2048 training and 1000 test images) unless --train-subset/--test-subset
+say otherwise.
+
+${flagHelp(compareFlags)}
+
+Examples:
+  gpumem compare                                          # mlp-seed, 1 epoch, every allocator
+  gpumem compare --report report.html --trace-json trace.json
+  gpumem compare --model gcn --nodes 2000000 --aggregation scatter --allocators pool,async,cuda
+  gpumem compare --allocators pool,pool:maxReservedBytes=64MiB,async:releaseThreshold=0
+  gpumem compare --model mlp --epochs 3 --json mlp.json
+`;
+
+/**
+ * Every registered allocator that can run here. With a GPU, 'host' is left out (it would run the
+ * model on the CPU kernels; name it to include it); plug-ins over an 'auto' upstream use the GPU.
+ */
+function defaultAllocators(gpu: boolean): AllocatorSpec[] {
+  return listAllocators()
+    .filter((a) => (gpu ? a.name !== 'host' : !a.requiresCuda))
+    .map((a) => ({ label: a.name, name: a.name, options: {} }));
+}
+
+/** The allocators to compare: the flag's list, or every registered one that can run here. */
+function chooseAllocators(list: string | undefined, gpu: boolean): AllocatorSpec[] {
+  let specs: AllocatorSpec[];
+  try {
+    specs = list !== undefined ? parseAllocatorList(list) : defaultAllocators(gpu);
+  } catch (e) {
+    throw new UsageError(`gpumem compare: '--allocators': ${(e as Error).message}`);
+  }
+  const registered = listAllocators().map((a) => a.name);
+  for (const s of specs) {
+    if (!registered.includes(s.name)) {
+      throw new UsageError(`gpumem compare: '--allocators' names '${s.name}', which is not registered (registered: ${registered.join(', ')}; more with GPUMEM_PLUGINS)`);
+    }
+    if (!gpu && strategyInfo(s.name).requiresCuda) {
+      throw new UsageError(`gpumem compare: '--allocators' names '${s.name}', which needs a CUDA device, and none is available here`);
+    }
+  }
+  if (specs.length === 0) throw new UsageError('gpumem compare: no registered allocator can run here');
+  return specs;
+}
+
+function describeWorkload(t: CompareTrainOptions): string {
+  const epochs = `${t.epochs ?? 1} epoch${(t.epochs ?? 1) === 1 ? '' : 's'}`;
+  if (t.model === 'mlp') {
+    const hidden = Array.isArray(t.hidden) ? t.hidden : [784, 784, 784, 784];
+    const subset = t.trainSubset !== undefined ? `, ${t.trainSubset} training images` : '';
+    return `mlp on mnist, hidden ${hidden.join('x')}, batch ${t.batchSize ?? 64}${subset}, ${epochs}${t.cudaGraph ? ', pool as a CUDA graph' : ''}`;
+  }
+  const nodes = t.nodes ?? (t.dataset === 'sbm' ? 2000 : 100_000);
+  return `gcn on ${t.dataset ?? 'seed'} graph, ${nodes.toLocaleString('en-US')} nodes, ${t.aggregation ?? 'spmm'} aggregation, ${epochs}`;
+}
+
+const bestMark = ' *';
+
+/** Flags that say where results go, not what was run: left out of the result's workload options. */
+const outputFlags = new Set(['report', 'trace-json', 'json', 'help', 'inline']);
+
+function cell(run: CompareRun, result: CompareResult, column: keyof CompareResult['best'], text: string): string {
+  return result.best[column]?.includes(run.allocator) ? text + bestMark : text;
+}
+
+/** The comparison table, one row per run. */
+export function formatCompareTable(result: CompareResult): string {
+  const rows = result.runs.map((r) => {
+    const status = r.status === 'ok' ? 'ok' : r.status === 'oom' ? 'OOM' : 'error';
+    const n = (v: number | null, f: (x: number) => string) => (v === null ? '-' : f(v));
+    const upstream = r.upstreamAllocCalls === null || r.upstreamFreeCalls === null ? '-' : `${r.upstreamAllocCalls} / ${r.upstreamFreeCalls}`;
+    return [
+      r.allocator,
+      status,
+      cell(r, result, 'medianEpochMs', n(r.medianEpochMs, (v) => `${v.toFixed(1)} ms`)),
+      cell(r, result, 'throughput', n(r.throughput, (v) => `${Math.round(v).toLocaleString('en-US')}`)),
+      cell(r, result, 'peakAllocatedBytes', n(r.peakAllocatedBytes, formatBytes)),
+      cell(r, result, 'peakReservedBytes', n(r.peakReservedBytes, formatBytes)),
+      cell(r, result, 'overhead', n(r.overhead, (v) => `${v.toFixed(2)}x`)),
+      cell(r, result, 'upstreamCalls', upstream),
+      cell(r, result, 'oomCount', String(r.oomCount)),
+      cell(r, result, 'finalLoss', n(r.finalLoss, (v) => v.toFixed(4))),
+      cell(r, result, 'accuracy', n(r.accuracy, (v) => `${(v * 100).toFixed(2)}%`)),
+    ];
+  });
+  const table = formatTable(
+    ['allocator', 'status', 'median epoch', result.throughputUnit, 'peak allocated', 'peak reserved', 'reserved/alloc', 'upstream calls', 'OOMs', 'final loss', 'accuracy'],
+    rows,
+  );
+  const failures = result.runs.filter((r) => r.status !== 'ok').map((r) => `${r.allocator}: ${r.status === 'oom' ? 'out of memory' : 'error'}: ${r.error ?? ''}`);
+  const notes = [`* best in its column; upstream calls are driver allocations / frees over the run`, ...failures];
+  return `${result.workload.title}, on ${result.device}\n${table}\n${notes.join('\n')}`;
+}
+
+export async function runCompare(argv: readonly string[]): Promise<number> {
+  const flags = parseFlags(argv, compareFlags, 'compare');
+  if (flags.help) {
+    process.stdout.write(compareUsage);
+    return 0;
+  }
+  const gpu = hasCudaDevice();
+  const specs = chooseAllocators(flags.allocators as string | undefined, gpu);
+  const model = flags.model as 'mlp' | 'gcn';
+  let trainSubset = flags['train-subset'] as number | undefined;
+  let testSubset = flags['test-subset'] as number | undefined;
+  let nodes = flags.nodes as number | undefined;
+  if (!gpu && model === 'mlp' && trainSubset === undefined && testSubset === undefined) {
+    trainSubset = 2048;
+    testSubset = 1000;
+    process.stderr.write('gpumem compare: no CUDA device: the CPU kernels on a subset of MNIST (2048 training, 1000 test images)\n');
+  }
+  if (!gpu && model === 'gcn' && nodes === undefined && (flags.dataset ?? 'seed') === 'seed') {
+    nodes = 10_000;
+    process.stderr.write('gpumem compare: no CUDA device: the CPU kernels on a 10,000-node graph\n');
+  }
+  const trainOptions: CompareTrainOptions = { ...trainOptionsFromFlags(flags), nodes, trainSubset, testSubset };
+
+  const device = gpu ? `${deviceProperties(0).name} (cuda:0)` : 'host (CPU kernels)';
+  const bar = new ProgressBar();
+  const result = await compareAllocators({
+    train: trainOptions,
+    allocators: specs,
+    record: flags['no-record'] !== true,
+    trackingCapacity: flags['tracking-capacity'] as number | undefined,
+    isolate: flags.inline !== true,
+    device,
+    title: describeWorkload(trainOptions),
+    flags: Object.fromEntries(Object.entries(flags).filter(([k, v]) => v !== undefined && !outputFlags.has(k))),
+    onRunStart: (spec, i, total) => {
+      if (!process.stderr.isTTY) process.stderr.write(`[${i + 1}/${total}] ${spec.label} ...\n`);
+    },
+    onProgress: (spec, p) => bar.update(`${spec.label} epoch ${p.epoch + 1}/${p.epochs}`, p.step, p.steps),
+    onRunEnd: (run) => {
+      const summary = run.status === 'ok' ? `${run.medianEpochMs!.toFixed(1)} ms per epoch` : `${run.status === 'oom' ? 'OOM' : 'error'}: ${run.error}`;
+      process.stderr.write(`${run.allocator}: ${summary}\n`);
+    },
+  });
+  process.stdout.write(`${formatCompareTable(result)}\n`);
+  const written: string[] = [];
+  if (flags.json) {
+    writeFileSync(flags.json as string, `${JSON.stringify(result, null, 2)}\n`);
+    written.push(`json: ${String(flags.json)}`);
+  }
+  if (flags['trace-json']) {
+    writeFileSync(flags['trace-json'] as string, JSON.stringify(toChromeTrace(result)));
+    written.push(`trace: ${String(flags['trace-json'])} (open in https://ui.perfetto.dev or chrome://tracing)`);
+  }
+  if (flags.report) {
+    writeFileSync(flags.report as string, renderHtmlReport(result));
+    written.push(`report: ${String(flags.report)}`);
+  }
+  for (const w of written) process.stdout.write(`${w}\n`);
+  return result.runs.some((r) => r.status === 'ok') ? 0 : 1;
+}

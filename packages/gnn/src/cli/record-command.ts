@@ -1,0 +1,137 @@
+/**
+ * `gpumem record`: trains a model on one allocator with allocation tracking on, and writes every
+ * malloc and free of the run as a trace (JSONL, or RMM's logging CSV).
+ * @module
+ */
+import { accessSync, constants, writeFileSync } from 'node:fs';
+import { dirname, resolve } from 'node:path';
+import { createTrackedAllocator, formatBytes, hasCudaDevice, type TrackingEvent } from '@gpumem/allocator-core';
+import { train, type TrainResult } from '../train.js';
+import { formatFromPath, traceFileFormats, writeTrace, type AllocationTrace, type TraceFileFormat } from '../trace/format.js';
+import { compileTrace } from '../trace/replay.js';
+import { flagHelp, parseFlags, ProgressBar, UsageError, type FlagSpec, type FlagValues } from './args.js';
+import { trainFlags, trainOptionsFromFlags } from './train-command.js';
+
+/** Events the tracking ring holds by default (about 48 MiB). */
+export const defaultCapacity = 1 << 20;
+
+const ownFlags: Record<string, FlagSpec> = {
+  out: { type: 'string', help: 'the trace file to write (required)' },
+  format: { type: 'string', choices: traceFileFormats, help: 'jsonl or rmm-csv (default: from the extension of --out: .jsonl, .csv)' },
+  capacity: { type: 'int', min: 1, max: 2 ** 28, default: defaultCapacity, help: 'events the tracking ring buffer holds; older ones are dropped past it' },
+};
+
+export const recordFlags: Record<string, FlagSpec> = { ...ownFlags, ...trainFlags };
+
+export const recordUsage = `Usage: gpumem record --out FILE [--format jsonl|rmm-csv] [--capacity N] [train flags]
+
+Runs \`gpumem train\` on one allocator with allocation tracking on, and writes the run's
+allocation trace: every malloc and free with its time, size, pointer and stream. JSONL keeps
+everything (a header with the allocator, device and workload, then one event per line); rmm-csv
+is the CSV that RMM's logging_resource_adaptor writes (Thread,Time,Action,Pointer,Size,Stream).
+Replay it with \`gpumem replay FILE\`.
+
+${flagHelp(recordFlags)}
+
+Examples:
+  gpumem record --out mlp.jsonl --model mlp --allocator pool --epochs 1
+  gpumem record --out mlp.csv --model mlp --allocator host --train-subset 2000 --hidden 128
+  gpumem record --out gcn.jsonl --format jsonl --model gcn --dataset sbm --allocator pool --capacity 4000000
+`;
+
+/** The workload, as the trace header records it: the flags given, defaults filled in. */
+function workloadOf(flags: FlagValues): Record<string, unknown> {
+  const skip = new Set(['out', 'format', 'capacity', 'json', 'help']);
+  return Object.fromEntries(Object.entries(flags).filter(([k, v]) => !skip.has(k) && v !== undefined));
+}
+
+/** A trace made of tracking events: times from the first event, the header from the run. */
+export function traceFromEvents(
+  events: readonly TrackingEvent[],
+  header: AllocationTrace['header'],
+): AllocationTrace {
+  const t0 = events[0]?.timeNs ?? 0;
+  return {
+    header,
+    events: events.map((e) => ({
+      timeNs: Math.max(0, e.timeNs - t0),
+      action: e.action,
+      ptr: e.ptr,
+      bytes: e.bytes,
+      stream: e.stream,
+      tag: e.tag,
+      reservedBytes: e.reservedBytes,
+    })),
+  };
+}
+
+export async function runRecord(argv: readonly string[]): Promise<number> {
+  const flags = parseFlags(argv, recordFlags, 'record');
+  if (flags.help) {
+    process.stdout.write(recordUsage);
+    return 0;
+  }
+  const out = flags.out as string | undefined;
+  if (out === undefined || out === '') throw new UsageError(`gpumem record: '--out' is required: the trace file to write (e.g. --out run.jsonl)`);
+  const format = (flags.format as TraceFileFormat | undefined) ?? formatFromPath(out);
+  if (format === undefined) {
+    throw new UsageError(`gpumem record: cannot tell the format from '${out}'; pass '--format' (one of ${traceFileFormats.join(', ')}) or name the file .jsonl or .csv`);
+  }
+  try {
+    accessSync(dirname(resolve(out)), constants.W_OK); // before the run, not after it
+  } catch (e) {
+    throw new UsageError(`gpumem record: '--out' ${out}: cannot write there (${(e as Error).message})`);
+  }
+  const name = (flags.allocator as string | undefined) ?? 'pool';
+  const capacity = flags.capacity as number;
+  let tracked;
+  try {
+    tracked = createTrackedAllocator(name, {}, capacity);
+  } catch (e) {
+    if (e instanceof RangeError || e instanceof TypeError) throw new UsageError(`gpumem record: '--allocator': ${e.message}`);
+    throw e;
+  }
+  const { allocator } = tracked;
+  const createdAt = new Date().toISOString();
+  const bar = new ProgressBar();
+  let result: TrainResult;
+  let events: TrackingEvent[];
+  let dropped: number;
+  try {
+    if (!hasCudaDevice() && flags.model === 'gcn' && flags.nodes === undefined && (flags.dataset ?? 'seed') === 'seed') {
+      process.stderr.write('gpumem record: no CUDA device, running the CPU kernels; consider --nodes 10000\n');
+    }
+    try {
+      result = train({ ...trainOptionsFromFlags(flags), allocator, onProgress: (p) => bar.update(`epoch ${p.epoch + 1}/${p.epochs}`, p.step, p.steps) });
+    } catch (e) {
+      if (e instanceof RangeError || e instanceof TypeError) throw new UsageError(`gpumem record: ${e.message}`);
+      throw e;
+    }
+    ({ events, dropped } = tracked.events());
+  } finally {
+    allocator.dispose();
+  }
+  const header: AllocationTrace['header'] = { source: 'gpumem record', allocator: name, device: allocator.device.id, createdAt, workload: workloadOf(flags) };
+  if (dropped > 0) header.droppedEvents = dropped;
+  const trace = traceFromEvents(events, header);
+  await writeTrace(out, trace, format);
+  const c = compileTrace(trace);
+  process.stdout.write(
+    `recorded ${trace.events.length} events (${c.allocs} allocs, ${c.frees} frees, ${c.traceOoms} OOMs) on '${name}' (${allocator.device.id}), ` +
+      `${result.epochs.length} epoch(s) of ${result.model} on ${result.dataset}; peak allocated ${formatBytes(c.peakAllocatedBytes)}` +
+      (c.peakReservedBytes !== undefined ? `, peak reserved ${formatBytes(c.peakReservedBytes)}` : '') +
+      `\nwrote ${out} (${format})\n`,
+  );
+  if (dropped > 0) {
+    const needed = 2 ** Math.ceil(Math.log2(events.length + dropped));
+    process.stderr.write(
+      `gpumem record: warning: the tracking ring held ${capacity} events and dropped the ${dropped} oldest; the trace starts mid-run ` +
+        `(replay skips frees of allocations it never saw). Record the whole run with --capacity ${needed}\n`,
+    );
+  }
+  if (flags.json) {
+    writeFileSync(flags.json as string, `${JSON.stringify(result, null, 2)}\n`);
+    process.stdout.write(`wrote ${String(flags.json)}\n`);
+  }
+  return 0;
+}

@@ -1,0 +1,116 @@
+import { describe, expect, it } from 'vitest';
+import '@gpumem/allocator-pool';
+import type { TrackingEvent } from '@gpumem/allocator-core';
+import { bestOf, buildTimeline, runOne, type RunRequest } from './compare.js';
+import { parseAllocatorList, parseAllocatorSpec } from './spec.js';
+import type { CompareRun } from './types.js';
+
+function event(timeNs: number, action: TrackingEvent['action'], bytes: number, reservedBytes: number): TrackingEvent {
+  return { timeNs, action, bytes, reservedBytes, ptr: 0, stream: 0, tag: 0 };
+}
+
+describe('buildTimeline', () => {
+  it('turns events into allocated and reserved bytes over time', () => {
+    const t = buildTimeline([event(1e6, 'alloc', 100, 512), event(2e6, 'alloc', 50, 512), event(3e6, 'oom', 1e9, 512), event(4e6, 'free', 100, 512)], 50, 100);
+    expect(t.tMs).toEqual([1, 2, 3, 4]);
+    expect(t.allocatedBytes).toEqual([100, 150, 150, 50]);
+    expect(t.reservedBytes).toEqual([512, 512, 512, 512]);
+  });
+
+  it('anchors allocated bytes to the final value when the ring dropped the oldest events', () => {
+    // 1000 bytes were live before the first retained event
+    const t = buildTimeline([event(1, 'alloc', 10, 0), event(2, 'free', 10, 0)], 1000, 100);
+    expect(t.allocatedBytes).toEqual([1010, 1000]);
+  });
+
+  it('thins long series but keeps the peak and the trough', () => {
+    const events: TrackingEvent[] = [];
+    for (let i = 0; i < 100_000; i++) events.push(event(i * 1000, i % 2 ? 'free' : 'alloc', i === 77_776 ? 5e6 : 64, 1e7));
+    events.push(event(100_000 * 1000, 'free', 5e6 - 64, 1e7)); // balance the big one
+    const t = buildTimeline(events, 0, 900);
+    expect(t.tMs.length).toBeLessThanOrEqual(900);
+    expect(Math.max(...t.allocatedBytes)).toBe(5e6);
+    expect(Math.min(...t.allocatedBytes)).toBe(0);
+    for (let i = 1; i < t.tMs.length; i++) expect(t.tMs[i]!).toBeGreaterThanOrEqual(t.tMs[i - 1]!);
+  });
+});
+
+describe('bestOf', () => {
+  const run = (allocator: string, medianEpochMs: number | null, accuracy: number | null, status: CompareRun['status'] = 'ok') =>
+    ({
+      allocator,
+      status,
+      medianEpochMs,
+      throughput: medianEpochMs ? 1000 / medianEpochMs : null,
+      peakAllocatedBytes: 100,
+      peakReservedBytes: 200,
+      overhead: 2,
+      upstreamAllocCalls: 1,
+      upstreamFreeCalls: 0,
+      oomCount: 0,
+      finalLoss: 0.5,
+      accuracy,
+    }) as CompareRun;
+
+  it('marks the lowest time, the highest accuracy and throughput, ties included, failed runs excluded', () => {
+    const best = bestOf([run('a', 10, 0.9), run('b', 5, 0.9), run('c', 1, 0.99, 'oom')]);
+    expect(best.medianEpochMs).toEqual(['b']);
+    expect(best.throughput).toEqual(['b']);
+    expect(best.accuracy).toEqual(['a', 'b']);
+    expect(best.finalLoss).toEqual(['a', 'b']);
+  });
+});
+
+describe('allocator specs', () => {
+  it('parses names, options with units, booleans and strings', () => {
+    expect(parseAllocatorSpec('pool')).toEqual({ label: 'pool', name: 'pool', options: {} });
+    expect(parseAllocatorSpec('pool:maxReservedBytes=64MiB:upstream=host').options).toEqual({ maxReservedBytes: 64 * 2 ** 20, upstream: 'host' });
+    expect(parseAllocatorSpec('uvm:prefetchOnAllocate=false').options).toEqual({ prefetchOnAllocate: false });
+    expect(parseAllocatorSpec('pool:faultInjection.failEvery=3:faultInjection.failAfterBytes=1KiB').options).toEqual({
+      faultInjection: { failEvery: 3, failAfterBytes: 1024 },
+    });
+    expect(parseAllocatorList('pool, async:releaseThreshold=0').map((s) => s.label)).toEqual(['pool', 'async:releaseThreshold=0']);
+  });
+
+  it.each([['Pool'], ['pool:'], ['pool:x'], ['pool:=1'], ['pool:a=1:a=2'], ['pool:a=1:a.b=2'], ['pool:a..b=1'], [''], ['pool,pool']])('rejects %j with a RangeError', (spec) => {
+    expect(() => parseAllocatorList(spec)).toThrow(RangeError);
+  });
+});
+
+describe('runOne (CPU)', () => {
+  const request = (label: string, options: Record<string, unknown> = {}): RunRequest => ({
+    spec: { label, name: label.split(':')[0]!, options },
+    train: { model: 'mlp', epochs: 2, trainSubset: 256, testSubset: 128, hidden: [32] },
+    record: true,
+    trackingCapacity: 1 << 16,
+    timelinePoints: 1000,
+  });
+
+  it('reports epochs, peaks, a timeline that reaches the peak, and epoch phases', () => {
+    const run = runOne(request('host'));
+    expect(run.status).toBe('ok');
+    expect(run.epochs).toHaveLength(2);
+    expect(run.timeline).not.toBeNull();
+    expect(Math.max(...run.timeline!.allocatedBytes)).toBe(run.peakAllocatedBytes);
+    expect(run.timeline!.allocatedBytes.at(-1)).toBe(0);
+    expect(run.phases.map((p) => p.name)).toEqual(['epoch 1', 'epoch 2']);
+    expect(run.phases[1]!.startMs).toBeGreaterThanOrEqual(run.phases[0]!.endMs);
+    expect(run.eventsDropped).toBe(0);
+    expect(run.throughput).toBeCloseTo(256 / (run.medianEpochMs! / 1000), 6);
+  });
+
+  it('reports an out-of-memory run as OOM with the stats at the failure', () => {
+    const run = runOne(request('pool:maxReservedBytes=4096', { upstream: 'host', maxReservedBytes: 4096 }));
+    expect(run.status).toBe('oom');
+    expect(run.error).toMatch(/out of memory/);
+    expect(run.oomCount).toBeGreaterThanOrEqual(1);
+    expect(run.stats).not.toBeNull();
+    expect(run.epochs).toEqual([]);
+  });
+
+  it('reports a bad option as an error row instead of throwing', () => {
+    const run = runOne(request('pool:bogus=1', { bogus: 1 }));
+    expect(run.status).toBe('error');
+    expect(run.error).toMatch(/bogus/);
+  });
+});

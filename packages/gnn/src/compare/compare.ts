@@ -1,0 +1,317 @@
+/**
+ * `gpumem compare` as a library: the same model, the same seed, under each allocator in turn.
+ *
+ * Each allocator runs in a child process of its own by default (`isolate: true`): every strategy
+ * starts from an empty device, so memory one strategy keeps cached never counts against the next,
+ * and a run that breaks its process (a sticky CUDA error, an abort) becomes an error row while the
+ * others go on. The cost is a process start and a dataset load per allocator, about a second.
+ * @module
+ */
+import { fork } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
+import {
+  createTrackedAllocator,
+  createAllocator,
+  OutOfMemoryError,
+  type Allocator,
+  type AllocatorStats,
+  type TrackedAllocator,
+  type TrackingEvent,
+} from '@gpumem/allocator-core';
+import { train, type Progress, type TrainOptions, type TrainResult } from '../train.js';
+import type { AllocatorSpec } from './spec.js';
+import type { CompareColumn, CompareResult, CompareRun, TimelineSeries } from './types.js';
+
+/** The training configuration shared by every run (everything but the allocator). */
+export type CompareTrainOptions = Omit<TrainOptions, 'allocator' | 'allocatorOptions' | 'onProgress' | 'onStep'>;
+
+export interface CompareOptions {
+  train: CompareTrainOptions;
+  allocators: AllocatorSpec[];
+  /** Record allocation events for the memory timeline (default true). */
+  record?: boolean;
+  /** The ring buffer's size in events (default 2^20); older events are dropped past it. */
+  trackingCapacity?: number;
+  /** Points kept per timeline series (default 4000): peaks and troughs survive the thinning. */
+  timelinePoints?: number;
+  /** Run each allocator in a child process (default true). */
+  isolate?: boolean;
+  /** The device's description for the report. */
+  device: string;
+  /** A one-line description of the workload for the report. */
+  title: string;
+  /** Flags as given, for the record. */
+  flags?: Record<string, unknown>;
+  onRunStart?: (spec: AllocatorSpec, index: number, total: number) => void;
+  onProgress?: (spec: AllocatorSpec, progress: Progress) => void;
+  onRunEnd?: (run: CompareRun) => void;
+}
+
+/** What one run needs, sent to a child process as is. */
+export interface RunRequest {
+  spec: AllocatorSpec;
+  train: CompareTrainOptions;
+  record: boolean;
+  trackingCapacity: number;
+  timelinePoints: number;
+}
+
+export const defaultTrackingCapacity = 2 ** 20;
+export const defaultTimelinePoints = 4000;
+
+function median(values: number[]): number | null {
+  if (values.length === 0) return null;
+  const s = [...values].sort((a, b) => a - b);
+  const m = s.length >> 1;
+  return s.length % 2 ? s[m]! : (s[m - 1]! + s[m]!) / 2;
+}
+
+/**
+ * Allocated and reserved bytes over time from tracking events. Allocated is the running sum of
+ * allocs and frees, anchored so that it ends at `finalAllocated` (right when the events are read),
+ * which stays exact when the ring dropped the oldest events. Thinned to about `maxPoints` by
+ * keeping, per time bucket, the points where allocated is lowest and highest (and the highest
+ * reserved), in time order.
+ */
+export function buildTimeline(events: readonly TrackingEvent[], finalAllocated: number, maxPoints: number, originNs = 0): TimelineSeries {
+  const n = events.length;
+  const allocated = new Float64Array(n);
+  let running = 0;
+  for (let i = 0; i < n; i++) {
+    const e = events[i]!;
+    if (e.action === 'alloc') running += e.bytes;
+    else if (e.action === 'free') running -= e.bytes;
+    allocated[i] = running;
+  }
+  const offset = finalAllocated - running;
+  const series: TimelineSeries = { tMs: [], allocatedBytes: [], reservedBytes: [] };
+  const push = (i: number) => {
+    series.tMs.push((events[i]!.timeNs - originNs) / 1e6);
+    series.allocatedBytes.push(allocated[i]! + offset);
+    series.reservedBytes.push(events[i]!.reservedBytes);
+  };
+  if (n <= maxPoints) {
+    for (let i = 0; i < n; i++) push(i);
+    return series;
+  }
+  const buckets = Math.max(1, Math.floor(maxPoints / 3));
+  const t0 = events[0]!.timeNs;
+  const span = Math.max(1, events[n - 1]!.timeNs - t0);
+  let i = 0;
+  for (let b = 0; b < buckets && i < n; b++) {
+    const end = b === buckets - 1 ? Infinity : t0 + (span * (b + 1)) / buckets;
+    let lo = i;
+    let hi = i;
+    let top = i;
+    for (; i < n && events[i]!.timeNs < end; i++) {
+      if (allocated[i]! < allocated[lo]!) lo = i;
+      if (allocated[i]! > allocated[hi]!) hi = i;
+      if (events[i]!.reservedBytes > events[top]!.reservedBytes) top = i;
+    }
+    if (i === lo) i++; // an empty bucket: move on
+    for (const k of [...new Set([lo, hi, top])].sort((a, b) => a - b)) if (k < n) push(k);
+  }
+  return series;
+}
+
+function failureRun(spec: AllocatorSpec, status: 'oom' | 'error', error: string, stats: AllocatorStats | null, wallMs: number): CompareRun {
+  return {
+    allocator: spec.label,
+    status,
+    error,
+    epochs: [],
+    medianEpochMs: null,
+    throughput: null,
+    peakAllocatedBytes: stats?.peakAllocatedBytes ?? null,
+    peakReservedBytes: stats?.peakReservedBytes ?? null,
+    overhead: null,
+    upstreamAllocCalls: stats?.upstreamAllocCount ?? null,
+    upstreamFreeCalls: stats?.upstreamFreeCount ?? null,
+    oomCount: stats?.oomCount ?? (status === 'oom' ? 1 : 0),
+    finalLoss: null,
+    accuracy: null,
+    stats,
+    wallMs,
+    phases: [],
+    timeline: null,
+    eventsRecorded: 0,
+    eventsDropped: 0,
+  };
+}
+
+function messageOf(e: unknown): string {
+  return e instanceof Error ? e.message : String(e);
+}
+
+/** Runs the workload once on one allocator, in this process. Never throws for a failed run. */
+export function runOne(request: RunRequest, onProgress?: (p: Progress) => void): CompareRun {
+  const { spec } = request;
+  const start = performance.now(); // also the timeline's zero: the allocator is created right after
+  let tracked: TrackedAllocator | undefined;
+  let allocator: Allocator;
+  try {
+    if (request.record) {
+      tracked = createTrackedAllocator(spec.name, spec.options, request.trackingCapacity);
+      allocator = tracked.allocator;
+    } else {
+      allocator = createAllocator(spec.name, spec.options);
+    }
+  } catch (e) {
+    return failureRun(spec, e instanceof OutOfMemoryError ? 'oom' : 'error', messageOf(e), null, performance.now() - start);
+  }
+  let result: TrainResult | undefined;
+  let failure: unknown;
+  try {
+    const cudaGraph = request.train.cudaGraph === true && spec.name === 'pool';
+    result = train({ ...request.train, cudaGraph, allocator, onProgress });
+  } catch (e) {
+    failure = e;
+  }
+  let run: CompareRun;
+  try {
+    const stats = allocator.stats();
+    const wallMs = performance.now() - start;
+    if (!result) {
+      const oom = failure instanceof OutOfMemoryError;
+      run = failureRun(spec, oom ? 'oom' : 'error', messageOf(failure), oom ? (failure as OutOfMemoryError).stats : stats, wallMs);
+    } else {
+      run = summariseRun(spec, result, stats, wallMs, start);
+    }
+    if (tracked) {
+      const { events, dropped } = tracked.events(true);
+      run.timeline = buildTimeline(events, stats.allocatedBytes, request.timelinePoints);
+      run.eventsRecorded = events.length;
+      run.eventsDropped = dropped;
+    }
+  } finally {
+    allocator.dispose();
+  }
+  return run;
+}
+
+/**
+ * One successful run's row, from the trainer's result. `originMs`: when the allocator was created
+ * (performance.now()), the timeline's zero.
+ */
+function summariseRun(spec: AllocatorSpec, result: TrainResult, stats: AllocatorStats, wallMs: number, originMs: number): CompareRun {
+  const epochs = result.epochs;
+  const medianEpochMs = median(epochs.map((e) => e.epochMs));
+  const peakAllocated = Math.max(...epochs.map((e) => e.peakAllocatedBytes));
+  const peakReserved = Math.max(...epochs.map((e) => e.peakReservedBytes));
+  const last = epochs.at(-1)!;
+  return {
+    allocator: spec.label,
+    status: 'ok',
+    epochs,
+    medianEpochMs,
+    throughput: medianEpochMs ? result.samplesPerEpoch / (medianEpochMs / 1000) : null,
+    peakAllocatedBytes: peakAllocated,
+    peakReservedBytes: peakReserved,
+    overhead: peakAllocated > 0 ? peakReserved / peakAllocated : null,
+    upstreamAllocCalls: stats.upstreamAllocCount,
+    upstreamFreeCalls: stats.upstreamFreeCount,
+    oomCount: stats.oomCount,
+    finalLoss: last.loss,
+    accuracy: last.accuracy,
+    stats,
+    wallMs,
+    phases: epochs.map((e) => ({ name: `epoch ${e.epoch + 1}`, startMs: e.startMs - originMs, endMs: e.startMs - originMs + e.epochMs })),
+    timeline: null,
+    eventsRecorded: 0,
+    eventsDropped: 0,
+  };
+}
+
+const columns: Array<{ column: CompareColumn; value: (r: CompareRun) => number | null; higherIsBetter: boolean }> = [
+  { column: 'medianEpochMs', value: (r) => r.medianEpochMs, higherIsBetter: false },
+  { column: 'throughput', value: (r) => r.throughput, higherIsBetter: true },
+  { column: 'peakAllocatedBytes', value: (r) => r.peakAllocatedBytes, higherIsBetter: false },
+  { column: 'peakReservedBytes', value: (r) => r.peakReservedBytes, higherIsBetter: false },
+  { column: 'overhead', value: (r) => r.overhead, higherIsBetter: false },
+  {
+    column: 'upstreamCalls',
+    value: (r) => (r.upstreamAllocCalls === null || r.upstreamFreeCalls === null ? null : r.upstreamAllocCalls + r.upstreamFreeCalls),
+    higherIsBetter: false,
+  },
+  { column: 'oomCount', value: (r) => r.oomCount, higherIsBetter: false },
+  { column: 'finalLoss', value: (r) => r.finalLoss, higherIsBetter: false },
+  { column: 'accuracy', value: (r) => r.accuracy, higherIsBetter: true },
+];
+
+/** The allocators holding each column's best value among the completed runs (ties included). */
+export function bestOf(runs: readonly CompareRun[]): CompareResult['best'] {
+  const best: CompareResult['best'] = {};
+  const ok = runs.filter((r) => r.status === 'ok');
+  for (const { column, value, higherIsBetter } of columns) {
+    const values = ok.map((r) => [r.allocator, value(r)] as const).filter((p): p is readonly [string, number] => p[1] !== null);
+    if (values.length === 0) continue;
+    const target = higherIsBetter ? Math.max(...values.map((p) => p[1])) : Math.min(...values.map((p) => p[1]));
+    best[column] = values.filter((p) => p[1] === target).map((p) => p[0]);
+  }
+  return best;
+}
+
+const childPath = fileURLToPath(new URL('./child.js', import.meta.url));
+
+/** Runs one request in a child process; a child that dies without a result becomes an error row. */
+function runInChild(request: RunRequest, onProgress?: (p: Progress) => void): Promise<CompareRun> {
+  return new Promise((resolve) => {
+    const start = performance.now();
+    const child = fork(childPath, [], { stdio: ['ignore', 'ignore', 'pipe', 'ipc'], serialization: 'advanced' });
+    let result: CompareRun | undefined;
+    let stderr = '';
+    child.stderr?.setEncoding('utf8');
+    child.stderr?.on('data', (chunk: string) => {
+      stderr = (stderr + chunk).slice(-4000);
+    });
+    child.on('message', (m: { type: 'progress'; progress: Progress } | { type: 'result'; run: CompareRun }) => {
+      if (m.type === 'progress') onProgress?.(m.progress);
+      else result = m.run;
+    });
+    child.on('error', (e) => {
+      result ??= failureRun(request.spec, 'error', `could not start a child process: ${e.message}`, null, performance.now() - start);
+    });
+    child.on('exit', (code, signal) => {
+      if (result) return resolve(result);
+      const how = signal ? `was killed by ${signal}` : `exited with code ${code}`;
+      const detail = stderr.trim().split('\n').slice(-3).join(' | ');
+      resolve(failureRun(request.spec, 'error', `the run's process ${how}${detail ? `: ${detail}` : ''}`, null, performance.now() - start));
+    });
+    child.send(request);
+  });
+}
+
+/** Runs every allocator in turn and gathers the comparison. */
+export async function compareAllocators(o: CompareOptions): Promise<CompareResult> {
+  const runs: CompareRun[] = [];
+  const total = o.allocators.length;
+  for (const [index, spec] of o.allocators.entries()) {
+    o.onRunStart?.(spec, index, total);
+    const request: RunRequest = {
+      spec,
+      train: o.train,
+      record: o.record ?? true,
+      trackingCapacity: o.trackingCapacity ?? defaultTrackingCapacity,
+      timelinePoints: o.timelinePoints ?? defaultTimelinePoints,
+    };
+    const onProgress = o.onProgress ? (p: Progress) => o.onProgress!(spec, p) : undefined;
+    const run = (o.isolate ?? true) ? await runInChild(request, onProgress) : runOne(request, onProgress);
+    runs.push(run);
+    o.onRunEnd?.(run);
+  }
+  return {
+    version: 1,
+    createdAt: new Date().toISOString(),
+    device: o.device,
+    workload: {
+      model: o.train.model,
+      dataset: o.train.dataset ?? (o.train.model === 'mlp' ? 'mnist' : 'seed'),
+      title: o.title,
+      epochs: o.train.epochs ?? 1,
+      options: { ...(o.flags ?? {}) },
+    },
+    throughputUnit: o.train.model === 'mlp' ? 'images/s' : 'nodes/s',
+    runs,
+    best: bestOf(runs),
+  };
+}

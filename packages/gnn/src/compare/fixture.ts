@@ -1,0 +1,220 @@
+/**
+ * A synthetic but realistic {@link CompareResult} for tests of what is made from one (the HTML
+ * report, the Chrome trace, the JSON file): four allocators on a GCN workload, one of which runs out
+ * of memory in its second epoch, with memory timelines of a few thousand points each.
+ * @module
+ */
+import type { AllocatorStats } from '@gpumem/allocator-core';
+import type { EpochRecord } from '../train.js';
+import { bestOf } from './compare.js';
+import type { CompareResult, CompareRun, TimelineSeries } from './types.js';
+
+const MiB = 2 ** 20;
+
+/** How one synthetic strategy turns allocated bytes into reserved bytes. */
+interface StrategyShape {
+  allocator: string;
+  /** Milliseconds per allocator event (sets the epoch time). */
+  msPerEvent: number;
+  /** Reserved bytes given the allocated bytes now and the reserved bytes before. */
+  reserve(allocated: number, reservedBefore: number): number;
+  /** Stop with an OOM when allocated bytes would pass this bound. */
+  capacity?: number;
+}
+
+function roundUp(bytes: number, granule: number): number {
+  return Math.ceil(bytes / granule) * granule;
+}
+
+/** A small deterministic generator (mulberry32), so the fixture is the same on every call. */
+function random(seed: number): () => number {
+  let state = seed >>> 0;
+  return () => {
+    state = (state + 0x6d2b79f5) >>> 0;
+    let t = state;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 2 ** 32;
+  };
+}
+
+const shapes: StrategyShape[] = [
+  // Every call goes to the driver: reserved follows allocated exactly.
+  { allocator: 'cuda', msPerEvent: 0.9, reserve: (allocated) => allocated },
+  // A caching pool: reserves 20 MiB segments and never gives them back.
+  { allocator: 'pool', msPerEvent: 0.31, reserve: (allocated, before) => Math.max(before, Math.ceil(allocated / (20 * MiB)) * 20 * MiB) },
+  // cudaMallocAsync with a 64 MiB release threshold: 2 MiB granules, keeps at most 64 MiB unused.
+  { allocator: 'async', msPerEvent: 0.34, reserve: (allocated, before) => Math.min(Math.max(before, roundUp(allocated, 2 * MiB)), roundUp(allocated, 2 * MiB) + 64 * MiB) },
+  // A fixed 200 MiB arena (a plug-in): the second epoch's peak does not fit.
+  { allocator: 'arena', msPerEvent: 0.4, reserve: () => 200 * MiB, capacity: 200 * MiB },
+];
+
+const EPOCHS = 3;
+const EVENTS_PER_EPOCH = 1100;
+const NODES = 100_000;
+
+/** Allocated bytes at event `i` of an epoch: activations built up in forward, freed in backward. */
+function allocatedAt(i: number, epoch: number, noise: number): number {
+  const weights = 36 * MiB;
+  const half = EVENTS_PER_EPOCH / 2;
+  const ramp = i < half ? i / half : (EVENTS_PER_EPOCH - i) / half;
+  // Each epoch's activations are somewhat larger (a growing cache of graph buffers).
+  const activations = (150 + 30 * epoch) * MiB * ramp;
+  return Math.round(weights + activations + noise * 2 * MiB);
+}
+
+function stats(partial: Partial<AllocatorStats>): AllocatorStats {
+  return {
+    allocatedBytes: 0,
+    peakAllocatedBytes: 0,
+    reservedBytes: 0,
+    peakReservedBytes: 0,
+    allocCount: 0,
+    freeCount: 0,
+    upstreamAllocCount: 0,
+    upstreamFreeCount: 0,
+    oomCount: 0,
+    ...partial,
+  };
+}
+
+function median(values: number[]): number {
+  const sorted = [...values].sort((a, b) => a - b);
+  const mid = sorted.length >> 1;
+  return sorted.length % 2 === 1 ? sorted[mid]! : (sorted[mid - 1]! + sorted[mid]!) / 2;
+}
+
+/** Runs one synthetic strategy: its timeline, epochs, phases and the figures derived from them. */
+function simulate(shape: StrategyShape, index: number): CompareRun {
+  const next = random(1234 + index);
+  const timeline: TimelineSeries = { tMs: [], allocatedBytes: [], reservedBytes: [] };
+  const epochs: EpochRecord[] = [];
+  const phases: CompareRun['phases'] = [];
+  let t = 12 + 3 * index; // set-up before the first epoch
+  let reserved = 0;
+  let allocCount = 0;
+  let upstreamAllocs = 0;
+  let upstreamFrees = 0;
+  let failure: string | undefined;
+
+  for (let epoch = 0; epoch < EPOCHS && failure === undefined; epoch++) {
+    const startMs = t;
+    const upstreamBefore = [upstreamAllocs, upstreamFrees] as const;
+    let peakAllocated = 0;
+    let peakReserved = 0;
+    for (let i = 0; i < EVENTS_PER_EPOCH; i++) {
+      const allocated = allocatedAt(i, epoch, next());
+      if (shape.capacity !== undefined && allocated > shape.capacity) {
+        const requested = allocated - timeline.allocatedBytes.at(-1)!;
+        failure = `${shape.allocator}: could not allocate ${requested} bytes: the upstream 'cuda' could not supply a chunk ` +
+          `of ${2 * MiB} bytes (cuda: out of memory (limit ${shape.capacity} bytes))`;
+        break;
+      }
+      const nextReserved = shape.reserve(allocated, reserved);
+      if (nextReserved > reserved) upstreamAllocs++;
+      if (nextReserved < reserved) upstreamFrees++;
+      reserved = nextReserved;
+      allocCount++;
+      t += shape.msPerEvent * (0.8 + 0.4 * next());
+      timeline.tMs.push(Number(t.toFixed(3)));
+      timeline.allocatedBytes.push(allocated);
+      timeline.reservedBytes.push(reserved);
+      peakAllocated = Math.max(peakAllocated, allocated);
+      peakReserved = Math.max(peakReserved, reserved);
+    }
+    if (failure !== undefined) break;
+    const epochMs = t - startMs;
+    phases.push({ name: `epoch ${epoch + 1}`, startMs, endMs: t });
+    const loss = 2.3 * Math.exp(-0.45 * (epoch + 1)) + 0.05 * index;
+    epochs.push({
+      epoch: epoch + 1,
+      // train() reports it on the performance.now() clock; this run's allocator was created at 5,000 ms.
+      startMs: 5000 + startMs,
+      epochMs,
+      loss,
+      losses: [loss],
+      trainAccuracy: 0.55 + 0.1 * epoch,
+      accuracy: 0.5 + 0.1 * epoch - 0.01 * index,
+      peakAllocatedBytes: peakAllocated,
+      peakReservedBytes: peakReserved,
+      upstreamAllocCalls: upstreamAllocs - upstreamBefore[0],
+      upstreamFreeCalls: upstreamFrees - upstreamBefore[1],
+      stats: stats({
+        allocatedBytes: timeline.allocatedBytes.at(-1)!,
+        peakAllocatedBytes: peakAllocated,
+        reservedBytes: reserved,
+        peakReservedBytes: peakReserved,
+        allocCount,
+        freeCount: allocCount - 40,
+        upstreamAllocCount: upstreamAllocs,
+        upstreamFreeCount: upstreamFrees,
+      }),
+    });
+    t += 2; // between epochs
+  }
+
+  const peakAllocated = Math.max(...timeline.allocatedBytes);
+  const peakReserved = Math.max(...timeline.reservedBytes);
+  const finalStats = stats({
+    allocatedBytes: timeline.allocatedBytes.at(-1)!,
+    peakAllocatedBytes: peakAllocated,
+    reservedBytes: reserved,
+    peakReservedBytes: peakReserved,
+    allocCount,
+    freeCount: allocCount - 40,
+    upstreamAllocCount: upstreamAllocs,
+    upstreamFreeCount: upstreamFrees,
+    oomCount: failure === undefined ? 0 : 1,
+    ...(shape.allocator === 'pool' ? { largestFreeBlock: 18 * MiB, segmentCount: Math.round(peakReserved / (20 * MiB)) } : {}),
+  });
+  const ok = failure === undefined;
+  const medianEpochMs = epochs.length > 0 ? median(epochs.map((e) => e.epochMs)) : null;
+  const last = epochs.at(-1);
+  return {
+    allocator: shape.allocator,
+    status: ok ? 'ok' : 'oom',
+    ...(ok ? {} : { error: failure }),
+    epochs,
+    medianEpochMs: ok ? medianEpochMs : null,
+    throughput: ok && medianEpochMs !== null ? NODES / (medianEpochMs / 1000) : null,
+    peakAllocatedBytes: peakAllocated,
+    peakReservedBytes: peakReserved,
+    overhead: peakReserved / peakAllocated,
+    upstreamAllocCalls: upstreamAllocs,
+    upstreamFreeCalls: upstreamFrees,
+    oomCount: finalStats.oomCount,
+    finalLoss: ok && last ? last.loss : null,
+    accuracy: ok && last ? last.accuracy : null,
+    stats: finalStats,
+    wallMs: t + 40,
+    timeline,
+    phases,
+    eventsRecorded: timeline.tMs.length * 2,
+    eventsDropped: 0,
+  };
+}
+
+/**
+ * A {@link CompareResult} of a GCN on a generated graph under 'cuda', 'pool', 'async' and a
+ * fixed-size 'arena' plug-in that runs out of memory in epoch 2: three epochs, about 3,300 timeline
+ * points per successful run, epoch phases on the timeline's clock and `best` derived from the runs by {@link bestOf}.
+ * Deterministic: every call returns an equal, fresh object.
+ */
+export function sampleCompareResult(): CompareResult {
+  const runs = shapes.map(simulate);
+  return {
+    version: 1,
+    createdAt: '2025-06-02T14:03:27.512Z',
+    device: 'NVIDIA H100 80GB HBM3 (cuda:0)',
+    workload: {
+      model: 'gcn',
+      dataset: 'seed',
+      title: `gcn on seed graph, ${NODES} nodes, 10 edges per node, 128 features, 256 hidden, ${EPOCHS} epochs`,
+      epochs: EPOCHS,
+      options: { model: 'gcn', dataset: 'seed', nodes: NODES, epochs: EPOCHS, aggregation: 'spmm', seed: 0 },
+    },
+    throughputUnit: 'nodes/s',
+    runs,
+    best: bestOf(runs),
+  };
+}

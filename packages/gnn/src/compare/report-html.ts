@@ -1,0 +1,593 @@
+/**
+ * The HTML report of `gpumem compare` (`--report`): one self-contained file, the comparison
+ * table, each allocator's memory over time and the epoch times side by side. The charts are drawn
+ * by Chart.js, whose browser build is read from node_modules and inlined, so the file opens with
+ * no network.
+ * @module
+ */
+import { readFileSync } from 'node:fs';
+import { createRequire } from 'node:module';
+import { dirname, join } from 'node:path';
+import { formatBytes } from '@gpumem/allocator-core';
+import type { CompareColumn, CompareResult, CompareRun, TimelineSeries } from './types.js';
+
+/** At most this many points per timeline series go into the report (peaks are kept). */
+export const MAX_REPORT_TIMELINE_POINTS = 5000;
+/** Above this many epochs, epoch times are drawn as lines instead of grouped bars. */
+const MAX_EPOCH_BARS = 60;
+/** At most this many epochs per run go into the epoch-time chart. */
+const MAX_EPOCH_POINTS = 5000;
+
+/** One colour per run, in run order (repeats after ten). */
+const PALETTE = ['#1f77b4', '#d62728', '#2ca02c', '#9467bd', '#ff7f0e', '#17becf', '#8c564b', '#e377c2', '#7f7f7f', '#bcbd22'];
+
+/** Escapes text for HTML content and double- or single-quoted attribute values. */
+export function escapeHtml(text: string): string {
+  return text.replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`);
+}
+
+/** JSON that is safe inside a `<script>` element: no `<` (so no `</script>` or `<!--`), no line separators. */
+function scriptJson(value: unknown): string {
+  return JSON.stringify(value).replace(/</g, '\\u003c').replace(/\u2028/g, '\\u2028').replace(/\u2029/g, '\\u2029');
+}
+
+let chartLibrary: string | undefined;
+
+/** Chart.js's minified browser (UMD) build, without its source-map comment, ready to inline. */
+function chartLibrarySource(): string {
+  if (chartLibrary === undefined) {
+    // The package's exports map hides dist/; its main entry lies next to the UMD build.
+    const entry = createRequire(import.meta.url).resolve('chart.js');
+    const source = readFileSync(join(dirname(entry), 'chart.umd.min.js'), 'utf8');
+    chartLibrary = source.replace(/\n\/\/# sourceMappingURL=\S*\s*$/, '\n').replace(/<\/(script)/gi, '<\\/$1');
+  }
+  return chartLibrary;
+}
+
+/**
+ * A timeline fit to draw: points with a non-finite value dropped, time ascending, and the three
+ * arrays of one length (the shortest given).
+ */
+export function cleanTimeline(series: TimelineSeries): TimelineSeries {
+  const n = Math.min(series.tMs.length, series.allocatedBytes.length, series.reservedBytes.length);
+  const keep: number[] = [];
+  for (let i = 0; i < n; i++) {
+    if (Number.isFinite(series.tMs[i]) && Number.isFinite(series.allocatedBytes[i]) && Number.isFinite(series.reservedBytes[i])) keep.push(i);
+  }
+  const sorted = keep.every((index, k) => k === 0 || series.tMs[keep[k - 1]!]! <= series.tMs[index]!);
+  if (!sorted) keep.sort((a, b) => series.tMs[a]! - series.tMs[b]! || a - b);
+  return pick(series, keep);
+}
+
+function pick(series: TimelineSeries, indices: readonly number[]): TimelineSeries {
+  return {
+    tMs: indices.map((i) => series.tMs[i]!),
+    allocatedBytes: indices.map((i) => series.allocatedBytes[i]!),
+    reservedBytes: indices.map((i) => series.reservedBytes[i]!),
+  };
+}
+
+/**
+ * At most `maxPoints` points of a clean timeline (see {@link cleanTimeline}). Longer series are cut
+ * into buckets, and each bucket keeps its first point and the points of its highest allocated,
+ * highest reserved and lowest allocated bytes, so peaks and troughs survive; the last point is kept.
+ */
+export function capTimeline(series: TimelineSeries, maxPoints: number): TimelineSeries {
+  if (!Number.isSafeInteger(maxPoints) || maxPoints < 6) {
+    throw new RangeError(`Expected an integer of at least 6 for maxPoints but received ${String(maxPoints)}`);
+  }
+  const n = series.tMs.length;
+  if (n <= maxPoints) return pick(series, series.tMs.map((_, i) => i));
+  const buckets = Math.floor((maxPoints - 1) / 4);
+  const keep = new Set<number>([n - 1]);
+  for (let b = 0; b < buckets; b++) {
+    const lo = Math.floor((b * n) / buckets);
+    const hi = Math.floor(((b + 1) * n) / buckets);
+    let maxAllocated = lo;
+    let maxReserved = lo;
+    let minAllocated = lo;
+    for (let i = lo + 1; i < hi; i++) {
+      if (series.allocatedBytes[i]! > series.allocatedBytes[maxAllocated]!) maxAllocated = i;
+      if (series.reservedBytes[i]! > series.reservedBytes[maxReserved]!) maxReserved = i;
+      if (series.allocatedBytes[i]! < series.allocatedBytes[minAllocated]!) minAllocated = i;
+    }
+    for (const i of [lo, maxAllocated, maxReserved, minAllocated]) keep.add(i);
+  }
+  return pick(series, [...keep].sort((a, b) => a - b));
+}
+
+/** Every `step`-th value so that at most `max` remain (the last one included). */
+function thin<T>(values: readonly T[], max: number): { index: number; value: T }[] {
+  const step = Math.max(1, Math.ceil(values.length / max));
+  const out: { index: number; value: T }[] = [];
+  for (let i = 0; i < values.length; i += step) out.push({ index: i, value: values[i]! });
+  const lastIndex = values.length - 1;
+  if (lastIndex >= 0 && out.at(-1)!.index !== lastIndex) out[out.length - 1] = { index: lastIndex, value: values[lastIndex]! };
+  return out;
+}
+
+const DASH = '\u2014';
+
+function formatMs(ms: number): string {
+  if (ms >= 10_000) return `${(ms / 1000).toFixed(1)} s`;
+  if (ms >= 1000) return `${(ms / 1000).toFixed(2)} s`;
+  if (ms >= 10) return `${ms.toFixed(1)} ms`;
+  return `${ms.toFixed(2)} ms`;
+}
+
+function formatCount(n: number): string {
+  return Math.round(n).toLocaleString('en-US');
+}
+
+function formatDate(iso: string): string {
+  const date = new Date(iso);
+  if (Number.isNaN(date.getTime())) return iso;
+  return `${date.toISOString().slice(0, 19).replace('T', ' ')} UTC`;
+}
+
+function colorOf(index: number): string {
+  return PALETTE[index % PALETTE.length]!;
+}
+
+/** `#rrggbb` with an alpha, as `rgba(...)`. */
+function withAlpha(hex: string, alpha: number): string {
+  const n = Number.parseInt(hex.slice(1), 16);
+  return `rgba(${(n >> 16) & 255}, ${(n >> 8) & 255}, ${n & 255}, ${alpha})`;
+}
+
+/** One table column: its heading (and a second line under it), how a run's cell reads, and the best-value column it marks. */
+interface Column {
+  heading: string;
+  subheading?: string;
+  best?: CompareColumn;
+  numeric: boolean;
+  cell(run: CompareRun, result: CompareResult): string;
+}
+
+function orDash<T>(value: T | null | undefined, format: (v: T) => string): string {
+  return value === null || value === undefined ? DASH : format(value);
+}
+
+const columns: Column[] = [
+  // A spec such as pool:maxReservedBytes=64MiB may break after each ':'.
+  { heading: 'Allocator', numeric: false, cell: (run) => escapeHtml(run.allocator).replace(/:/g, ':<wbr>') },
+  { heading: 'Status', numeric: false, cell: statusCell },
+  { heading: 'Median epoch', best: 'medianEpochMs', numeric: true, cell: (run) => orDash(run.medianEpochMs, formatMs) },
+  {
+    heading: 'Throughput',
+    best: 'throughput',
+    numeric: true,
+    cell: (run, result) => orDash(run.throughput, (v) => `${formatCount(v)} ${escapeHtml(result.throughputUnit)}`),
+  },
+  { heading: 'Peak allocated', best: 'peakAllocatedBytes', numeric: true, cell: (run) => orDash(run.peakAllocatedBytes, formatBytes) },
+  { heading: 'Peak reserved', best: 'peakReservedBytes', numeric: true, cell: (run) => orDash(run.peakReservedBytes, formatBytes) },
+  { heading: 'Overhead', subheading: 'reserved / allocated', best: 'overhead', numeric: true, cell: (run) => orDash(run.overhead, (v) => `${v.toFixed(3)}\u00d7`) },
+  {
+    heading: 'Upstream calls',
+    subheading: 'alloc / free',
+    best: 'upstreamCalls',
+    numeric: true,
+    cell: (run) =>
+      run.upstreamAllocCalls === null && run.upstreamFreeCalls === null
+        ? DASH
+        : `${orDash(run.upstreamAllocCalls, formatCount)} / ${orDash(run.upstreamFreeCalls, formatCount)}`,
+  },
+  { heading: 'OOMs', best: 'oomCount', numeric: true, cell: (run) => formatCount(run.oomCount) },
+  { heading: 'Final loss', best: 'finalLoss', numeric: true, cell: (run) => orDash(run.finalLoss, (v) => v.toPrecision(4)) },
+  { heading: 'Accuracy', best: 'accuracy', numeric: true, cell: (run) => orDash(run.accuracy, (v) => `${(v * 100).toFixed(2)}%`) },
+];
+
+const statusLabel: Record<CompareRun['status'], string> = { ok: 'OK', oom: 'OOM', error: 'error' };
+
+function statusCell(run: CompareRun): string {
+  return `<span class="status status-${escapeHtml(run.status)}">${statusLabel[run.status] ?? escapeHtml(String(run.status))}</span>`;
+}
+
+/** The row under a failed run's row: its message, across the table. */
+function errorRow(run: CompareRun): string {
+  if (run.status === 'ok') return '';
+  return `<tr class="run-error-detail"><td></td><td colspan="${columns.length - 1}"><div class="error-message">${escapeHtml(run.error ?? 'no message')}</div></td></tr>`;
+}
+
+function isBest(result: CompareResult, column: CompareColumn, run: CompareRun): boolean {
+  return run.status === 'ok' && (result.best[column] ?? []).includes(run.allocator);
+}
+
+function tableHtml(result: CompareResult): string {
+  const head = columns
+    .map((c) => `<th scope="col"${c.numeric ? ' class="num"' : ''}>${escapeHtml(c.heading)}${c.subheading ? `<br><small>${escapeHtml(c.subheading)}</small>` : ''}</th>`)
+    .join('');
+  const rows = result.runs.map((run, index) => {
+    const cells = columns.map((column, k) => {
+      const classes = [column.numeric ? 'num' : '', column.best && isBest(result, column.best, run) ? 'best' : ''].filter(Boolean);
+      const attrs = `${classes.length > 0 ? ` class="${classes.join(' ')}"` : ''}${column.best ? ` data-column="${column.best}"` : ''}`;
+      const mark = classes.includes('best') ? '<span class="best-mark" title="best">\u2605</span> ' : '';
+      const swatch = k === 0 ? `<span class="swatch" style="background:${colorOf(index)}"></span>` : '';
+      const tag = k === 0 ? 'th scope="row"' : 'td';
+      return `<${tag}${attrs}>${swatch}${mark}${column.cell(run, result)}</${tag.split(' ')[0]}>`;
+    });
+    return `<tr class="run run-${escapeHtml(run.status)}" data-allocator="${escapeHtml(run.allocator)}">${cells.join('')}</tr>${errorRow(run)}`;
+  });
+  return `<table class="compare"><thead><tr>${head}</tr></thead><tbody>\n${rows.join('\n')}\n</tbody></table>`;
+}
+
+const bestMeaning =
+  'fastest median epoch, highest throughput, lowest peak allocated and peak reserved bytes, lowest overhead, ' +
+  'fewest upstream (driver) calls, allocations and frees together, fewest OOMs, lowest final loss and highest accuracy';
+
+function headerHtml(result: CompareResult): string {
+  const { workload } = result;
+  const options = Object.entries(workload.options)
+    .map(([key, value]) => `<code>${escapeHtml(key)}=${escapeHtml(typeof value === 'string' ? value : (JSON.stringify(value) ?? String(value)))}</code>`)
+    .join(' ');
+  return `<header>
+<h1>gpumem compare: ${escapeHtml(workload.title)}</h1>
+<dl class="meta">
+<dt>Device</dt><dd>${escapeHtml(result.device)}</dd>
+<dt>Date</dt><dd><time datetime="${escapeHtml(result.createdAt)}">${escapeHtml(formatDate(result.createdAt))}</time></dd>
+<dt>Model</dt><dd>${escapeHtml(workload.model)} on ${escapeHtml(workload.dataset)}, ${formatCount(workload.epochs)} epoch${workload.epochs === 1 ? '' : 's'} per allocator</dd>
+<dt>Allocators</dt><dd>${result.runs.map((run) => escapeHtml(run.allocator)).join(', ') || DASH}</dd>
+${options ? `<dt>Options</dt><dd>${options}</dd>` : ''}
+</dl>
+<p class="best-note"><span class="best-mark">\u2605</span> marks the best value of each column among the runs that finished:
+${bestMeaning}. Ties are all marked; runs that failed are not ranked.</p>
+</header>`;
+}
+
+function statsTable(run: CompareRun): string {
+  const stats = run.stats;
+  if (stats === null) return '<p class="note">No statistics were taken before the failure.</p>';
+  const rows: [string, string][] = [
+    ['allocated', formatBytes(stats.allocatedBytes)],
+    ['peak allocated', formatBytes(stats.peakAllocatedBytes)],
+    ['reserved', formatBytes(stats.reservedBytes)],
+    ['peak reserved', formatBytes(stats.peakReservedBytes)],
+    ['allocations / frees', `${formatCount(stats.allocCount)} / ${formatCount(stats.freeCount)}`],
+    ['upstream allocations / frees', `${formatCount(stats.upstreamAllocCount)} / ${formatCount(stats.upstreamFreeCount)}`],
+    ['OOMs', formatCount(stats.oomCount)],
+  ];
+  if (stats.largestFreeBlock !== undefined) rows.push(['largest free block', formatBytes(stats.largestFreeBlock)]);
+  if (stats.segmentCount !== undefined) rows.push(['segments', formatCount(stats.segmentCount)]);
+  return `<table class="stats"><caption>Statistics at the failure</caption><tbody>${rows
+    .map(([name, value]) => `<tr><th scope="row">${name}</th><td class="num">${value}</td></tr>`)
+    .join('')}</tbody></table>`;
+}
+
+function failureHtml(run: CompareRun, result: CompareResult): string {
+  const completed = `${run.epochs.length} of ${result.workload.epochs} epoch${result.workload.epochs === 1 ? '' : 's'} completed`;
+  return `<div class="failure"><p><span class="status status-${escapeHtml(run.status)}">${statusLabel[run.status] ?? escapeHtml(String(run.status))}</span> ${completed}, after ${formatMs(run.wallMs)}.</p>
+<pre class="error-message">${escapeHtml(run.error ?? 'no message')}</pre>
+${statsTable(run)}</div>`;
+}
+
+function eventsNote(run: CompareRun): string {
+  const dropped = run.eventsDropped > 0 ? `, <strong>${formatCount(run.eventsDropped)} lost</strong> to the recorder's bound (the timeline is incomplete)` : '';
+  return `<p class="note">${formatCount(run.eventsRecorded)} allocator events recorded${dropped}.</p>`;
+}
+
+/** The figure of one run in the timeline grid: its chart, or why there is none. */
+function timelineFigure(run: CompareRun, index: number, result: CompareResult): string {
+  const caption = `<figcaption><span class="swatch" style="background:${colorOf(index)}"></span>${escapeHtml(run.allocator)}</figcaption>`;
+  if (run.status !== 'ok') return `<figure class="timeline failed" data-run="${index}">${caption}${failureHtml(run, result)}</figure>`;
+  if (run.timeline === null) {
+    return `<figure class="timeline empty" data-run="${index}">${caption}<p class="note">No timeline: event recording was off for this run.</p></figure>`;
+  }
+  return `<figure class="timeline" data-run="${index}">${caption}
+<div class="chart-box"><canvas id="timeline-${index}" role="img" aria-label="${escapeHtml(`Allocated and reserved bytes over time, ${run.allocator}`)}"></canvas></div>
+${eventsNote(run)}</figure>`;
+}
+
+/** What the page's script draws, all numbers, names as plain strings (never HTML). */
+interface ChartData {
+  /** The byte axis shared by every timeline: top and tick step, round numbers in a binary unit. */
+  yMax: number;
+  yStep: number;
+  timelines: {
+    canvasId: string;
+    allocator: string;
+    color: string;
+    fill: string;
+    /** Seconds on the timeline's clock. */
+    t: number[];
+    allocated: number[];
+    reserved: number[];
+    xMax: number;
+    phases: { name: string; start: number; end: number }[];
+  }[];
+  epochChart: {
+    canvasId: string;
+    type: 'bar' | 'line';
+    labels: string[];
+    datasets: { allocator: string; color: string; epochMs: (number | null)[] }[];
+  } | null;
+}
+
+function roundTo(value: number, digits: number): number {
+  const scale = 10 ** digits;
+  return Math.round(value * scale) / scale;
+}
+
+function timelineData(result: CompareResult): ChartData['timelines'] {
+  const out: ChartData['timelines'] = [];
+  result.runs.forEach((run, index) => {
+    if (run.status !== 'ok' || run.timeline === null) return;
+    const series = capTimeline(cleanTimeline(run.timeline), MAX_REPORT_TIMELINE_POINTS);
+    const phases = (run.phases ?? [])
+      .filter((p) => Number.isFinite(p.startMs) && Number.isFinite(p.endMs) && p.endMs >= p.startMs)
+      .map((p) => ({ name: p.name, start: roundTo(p.startMs / 1000, 6), end: roundTo(p.endMs / 1000, 6) }));
+    const t = series.tMs.map((ms) => roundTo(ms / 1000, 6));
+    const xMax = phases.reduce((a, p) => Math.max(a, p.end), Math.max(t.at(-1) ?? 0, 1e-3));
+    out.push({
+      canvasId: `timeline-${index}`,
+      allocator: run.allocator,
+      color: colorOf(index),
+      fill: withAlpha(colorOf(index), 0.12),
+      t,
+      allocated: series.allocatedBytes,
+      reserved: series.reservedBytes,
+      xMax,
+      phases,
+    });
+  });
+  return out;
+}
+
+function epochChartData(result: CompareResult): ChartData['epochChart'] {
+  const runs = result.runs.map((run, index) => ({ run, index })).filter(({ run }) => run.epochs.length > 0);
+  if (runs.length === 0) return null;
+  const count = Math.max(...runs.map(({ run }) => run.epochs.length));
+  const positions = thin([...Array(count).keys()], MAX_EPOCH_POINTS).map(({ value }) => value);
+  return {
+    canvasId: 'epoch-times',
+    type: count > MAX_EPOCH_BARS ? 'line' : 'bar',
+    // Counted from 1, as the timeline's epoch bands are.
+    labels: positions.map((i) => `epoch ${i + 1}`),
+    datasets: runs.map(({ run, index }) => ({
+      allocator: run.allocator,
+      color: colorOf(index),
+      epochMs: positions.map((i) => {
+        const ms = run.epochs[i]?.epochMs;
+        return ms !== undefined && Number.isFinite(ms) ? roundTo(ms, 3) : null;
+      }),
+    })),
+  };
+}
+
+/** A byte axis from 0 over `top` bytes in about six round steps of the binary unit that fits (e.g. 50 MiB). */
+function byteAxis(top: number): { max: number; step: number } {
+  if (!(top > 0)) return { max: 1024, step: 256 };
+  let unit = 1;
+  while (top / unit >= 1024 && unit < 2 ** 50) unit *= 1024;
+  const raw = top / unit / 6;
+  const magnitude = 10 ** Math.floor(Math.log10(raw));
+  const step = ([1, 2, 2.5, 5, 10].find((m) => m * magnitude >= raw) ?? 10) * magnitude * unit;
+  return { max: Math.ceil((top * 1.02) / step) * step, step };
+}
+
+function chartData(result: CompareResult): ChartData {
+  const timelines = timelineData(result);
+  let top = 0;
+  for (const t of timelines) {
+    for (const v of t.allocated) top = Math.max(top, v);
+    for (const v of t.reserved) top = Math.max(top, v);
+  }
+  const axis = byteAxis(top);
+  return { yMax: axis.max, yStep: axis.step, timelines, epochChart: epochChartData(result) };
+}
+
+const STYLE = `
+:root { color-scheme: light; --fg: #1d232b; --muted: #5b6672; --line: #d9dee4; --best: #0b6b2f; --best-bg: #e3f4e8; --bad: #a4161a; --bad-bg: #fde8e8; }
+* { box-sizing: border-box; }
+body { margin: 0 auto; max-width: 1400px; padding: 24px 28px 48px; font: 14px/1.45 system-ui, -apple-system, "Segoe UI", Roboto, sans-serif; color: var(--fg); background: #fff; }
+h1 { font-size: 22px; margin: 0 0 10px; }
+h2 { font-size: 18px; margin: 32px 0 10px; border-bottom: 1px solid var(--line); padding-bottom: 4px; }
+dl.meta { display: grid; grid-template-columns: max-content 1fr; gap: 2px 14px; margin: 0 0 10px; }
+dl.meta dt { color: var(--muted); }
+dl.meta dd { margin: 0; }
+code { font: 12px ui-monospace, SFMono-Regular, Menlo, monospace; background: #f3f5f7; padding: 1px 4px; border-radius: 3px; }
+.best-note, .note { color: var(--muted); margin: 6px 0; }
+.best-mark { color: var(--best); }
+.table-wrap { overflow-x: auto; }
+table.compare { border-collapse: collapse; width: 100%; }
+table.compare th, table.compare td { padding: 6px 10px; border-bottom: 1px solid var(--line); text-align: left; vertical-align: top; }
+table.compare thead th { font-weight: 600; border-bottom: 2px solid #aab3bd; vertical-align: bottom; }
+table.compare tbody th { overflow-wrap: anywhere; min-width: 12em; }
+table.compare .num { text-align: right; white-space: nowrap; font-variant-numeric: tabular-nums; }
+table.compare td.best { background: var(--best-bg); color: var(--best); font-weight: 600; }
+table.compare thead th small { font-weight: normal; color: var(--muted); }
+table.compare tr.run-oom, table.compare tr.run-error, table.compare tr.run-error-detail { background: #fff8f8; }
+table.compare tr.run-oom > *, table.compare tr.run-error > * { border-bottom: none; }
+table.compare tr.run-error-detail td { padding-top: 0; }
+.swatch { display: inline-block; width: 10px; height: 10px; border-radius: 2px; margin-right: 6px; vertical-align: baseline; }
+.status { display: inline-block; padding: 0 6px; border-radius: 3px; font-size: 12px; font-weight: 600; }
+.status-ok { background: var(--best-bg); color: var(--best); }
+.status-oom, .status-error { background: var(--bad-bg); color: var(--bad); }
+.error-message { color: var(--bad); font-size: 12px; white-space: pre-wrap; word-break: break-word; max-height: 12em; overflow: auto; margin: 4px 0 0; }
+pre.error-message { font-family: ui-monospace, SFMono-Regular, Menlo, monospace; background: var(--bad-bg); padding: 6px 8px; border-radius: 4px; }
+.grid { display: grid; grid-template-columns: repeat(auto-fill, minmax(560px, 1fr)); gap: 18px; }
+figure { margin: 0; border: 1px solid var(--line); border-radius: 6px; padding: 10px 12px; }
+figure.failed { border-color: #f1b5b5; background: #fffafa; }
+figcaption { font-weight: 600; margin-bottom: 6px; }
+.chart-box { position: relative; height: 280px; }
+.chart-box.wide { height: 340px; }
+table.stats { border-collapse: collapse; margin-top: 8px; }
+table.stats caption { text-align: left; color: var(--muted); padding-bottom: 2px; }
+table.stats th, table.stats td { padding: 2px 10px 2px 0; text-align: left; font-weight: normal; }
+table.stats td.num { text-align: right; font-variant-numeric: tabular-nums; }
+footer { margin-top: 36px; color: var(--muted); font-size: 12px; }
+`;
+
+/** The page's own script: reads the embedded data and draws every chart with Chart.js. */
+const CLIENT_SCRIPT = `
+(function () {
+  'use strict';
+  var data = JSON.parse(document.getElementById('gpumem-data').textContent);
+  var UNITS = ['B', 'KiB', 'MiB', 'GiB', 'TiB', 'PiB'];
+  // Bytes in binary units with 'digits' decimals; 'trim' drops trailing zeros (axis ticks).
+  function formatBytes(bytes, digits, trim) {
+    var value = bytes, unit = 0;
+    while (Math.abs(value) >= 1024 && unit < UNITS.length - 1) { value /= 1024; unit++; }
+    if (unit === 0) return Math.round(bytes) + ' B';
+    var text = value.toFixed(digits);
+    return (trim ? String(Number(text)) : text) + ' ' + UNITS[unit];
+  }
+  function axisBytes(v) { return formatBytes(v, 2, true); }
+  function formatSeconds(s) {
+    return s >= 1 ? String(Number(s.toFixed(2))) + ' s' : String(Number((s * 1000).toFixed(1))) + ' ms';
+  }
+  function formatMs(ms) { return ms >= 1000 ? (ms / 1000).toFixed(2) + ' s' : ms.toFixed(ms >= 10 ? 1 : 2) + ' ms'; }
+  function axisMs(ms) { return ms >= 1000 ? String(Number((ms / 1000).toFixed(2))) + ' s' : String(Number(ms.toFixed(1))) + ' ms'; }
+
+  // Shaded bands and a label for each epoch, on charts that pass options.plugins.epochBands.phases.
+  var epochBands = {
+    id: 'epochBands',
+    beforeDatasetsDraw: function (chart, args, options) {
+      var phases = (options && options.phases) || [];
+      if (phases.length === 0) return;
+      var x = chart.scales.x, area = chart.chartArea, ctx = chart.ctx;
+      ctx.save();
+      ctx.beginPath();
+      ctx.rect(area.left, area.top, area.right - area.left, area.bottom - area.top);
+      ctx.clip();
+      ctx.font = '11px system-ui, sans-serif';
+      ctx.textBaseline = 'top';
+      phases.forEach(function (phase, i) {
+        var x0 = x.getPixelForValue(phase.start), x1 = x.getPixelForValue(phase.end);
+        ctx.fillStyle = i % 2 === 0 ? 'rgba(90, 110, 130, 0.10)' : 'rgba(90, 110, 130, 0.04)';
+        ctx.fillRect(x0, area.top, Math.max(1, x1 - x0), area.bottom - area.top);
+        ctx.strokeStyle = 'rgba(60, 70, 80, 0.55)';
+        ctx.setLineDash([3, 3]);
+        ctx.beginPath(); ctx.moveTo(x0, area.top); ctx.lineTo(x0, area.bottom); ctx.stroke();
+        ctx.setLineDash([]);
+        if (x1 - x0 > 40) { ctx.fillStyle = 'rgba(40, 48, 56, 0.8)'; ctx.fillText(phase.name, x0 + 4, area.top + 4); }
+      });
+      ctx.restore();
+    }
+  };
+  Chart.register(epochBands);
+  Chart.defaults.animation = false;
+  Chart.defaults.font.family = 'system-ui, -apple-system, "Segoe UI", Roboto, sans-serif';
+  Chart.defaults.color = '#3a444f';
+
+  function points(xs, ys) {
+    var out = new Array(xs.length);
+    for (var i = 0; i < xs.length; i++) out[i] = { x: xs[i], y: ys[i] };
+    return out;
+  }
+
+  var charts = [];
+  data.timelines.forEach(function (tl) {
+    var chart = new Chart(document.getElementById(tl.canvasId), {
+      type: 'line',
+      data: {
+        datasets: [
+          { label: 'reserved', data: points(tl.t, tl.reserved), borderColor: tl.color, backgroundColor: tl.fill,
+            borderWidth: 1.5, borderDash: [6, 3], fill: 'origin', stepped: true, pointRadius: 0, pointHitRadius: 4 },
+          { label: 'allocated', data: points(tl.t, tl.allocated), borderColor: tl.color, backgroundColor: tl.color,
+            borderWidth: 1.5, fill: false, stepped: true, pointRadius: 0, pointHitRadius: 4 }
+        ]
+      },
+      options: {
+        parsing: false, responsive: true, maintainAspectRatio: false,
+        interaction: { mode: 'nearest', axis: 'x', intersect: false },
+        scales: {
+          x: { type: 'linear', min: 0, max: tl.xMax, title: { display: true, text: 'time since the allocator was created' },
+               ticks: { callback: function (v) { return formatSeconds(v); }, maxTicksLimit: 10 } },
+          y: { min: 0, max: data.yMax, title: { display: true, text: 'bytes' },
+               ticks: { stepSize: data.yStep, callback: axisBytes } }
+        },
+        plugins: {
+          legend: { position: 'top', align: 'end', labels: { boxWidth: 18 } },
+          tooltip: { callbacks: {
+            title: function (items) { return items.length ? formatSeconds(items[0].parsed.x) : ''; },
+            label: function (item) { return item.dataset.label + ': ' + formatBytes(item.parsed.y, 2, false); }
+          } },
+          epochBands: { phases: tl.phases }
+        }
+      }
+    });
+    charts.push({ kind: 'timeline', allocator: tl.allocator, canvasId: tl.canvasId, chart: chart });
+  });
+
+  var ep = data.epochChart;
+  if (ep) {
+    var bars = ep.type === 'bar';
+    var chart = new Chart(document.getElementById(ep.canvasId), {
+      type: ep.type,
+      data: {
+        labels: ep.labels,
+        datasets: ep.datasets.map(function (d) {
+          return { label: d.allocator, data: d.epochMs, backgroundColor: d.color, borderColor: d.color,
+                   borderWidth: bars ? 0 : 1.5, pointRadius: bars ? 0 : 1.5, spanGaps: false };
+        })
+      },
+      options: {
+        responsive: true, maintainAspectRatio: false,
+        scales: {
+          x: { title: { display: false } },
+          y: { beginAtZero: true, grace: '5%', title: { display: true, text: 'epoch time' }, ticks: { callback: axisMs } }
+        },
+        plugins: {
+          legend: { position: 'top' },
+          tooltip: { callbacks: { label: function (item) { return item.dataset.label + ': ' + formatMs(item.parsed.y); } } }
+        }
+      }
+    });
+    charts.push({ kind: 'epochs', allocator: null, canvasId: ep.canvasId, chart: chart });
+  }
+
+  window.gpumemReport = { charts: charts };
+  document.body.setAttribute('data-charts-ready', String(charts.length));
+})();
+`;
+
+/**
+ * The comparison as one self-contained HTML page: a header (workload, device, date, what "best"
+ * means), the table with each column's best value marked, each successful run's allocated and
+ * reserved bytes over time with its epochs shaded, the epoch times side by side, and each failed
+ * run's message and statistics at the failure. Every script and style is inlined (Chart.js
+ * included), so the page needs no network; every string from the result is escaped.
+ */
+export function renderHtmlReport(result: CompareResult): string {
+  const data = chartData(result);
+  const figures = result.runs.map((run, index) => timelineFigure(run, index, result)).join('\n');
+  const epochSection = data.epochChart
+    ? `<div class="chart-box wide"><canvas id="${data.epochChart.canvasId}" role="img" aria-label="Epoch time per allocator"></canvas></div>`
+    : '<p class="note">No run completed an epoch.</p>';
+  return `<!DOCTYPE html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<meta name="generator" content="gpumem compare">
+<title>gpumem compare: ${escapeHtml(result.workload.title)}</title>
+<style>${STYLE}</style>
+</head>
+<body>
+${headerHtml(result)}
+<main>
+<section id="comparison">
+<h2>Comparison</h2>
+<div class="table-wrap">${tableHtml(result)}</div>
+</section>
+<section id="timelines">
+<h2>Memory over time</h2>
+<p class="note">Allocated bytes (solid) and reserved bytes (dashed, shaded) of each run, on its own clock;
+every chart has the same byte scale. Shaded bands are epochs.</p>
+<div class="grid">
+${figures}
+</div>
+</section>
+<section id="epochs">
+<h2>Epoch time</h2>
+${epochSection}
+</section>
+</main>
+<footer>gpumem compare, result format version ${escapeHtml(String(result.version))}; charts drawn with Chart.js (MIT).</footer>
+<script type="application/json" id="gpumem-data">${scriptJson(data)}</script>
+<script>${chartLibrarySource()}</script>
+<script>${CLIENT_SCRIPT}</script>
+</body>
+</html>
+`;
+}

@@ -1,0 +1,78 @@
+/**
+ * Allocator specs on the command line: `NAME` or `NAME:key=value:key=value`, e.g.
+ * `pool:maxReservedBytes=64MiB`, `async:releaseThreshold=0` or
+ * `pool:faultInjection.failAfterBytes=1GiB` (dotted keys for nested options), so that two
+ * configurations of one strategy can be compared side by side.
+ * @module
+ */
+
+/** A strategy name, its options, and the label its run is reported under. */
+export interface AllocatorSpec {
+  /** The spec as written, used as the run's label. */
+  label: string;
+  name: string;
+  options: Record<string, unknown>;
+}
+
+const units: Record<string, number> = { B: 1, KiB: 2 ** 10, MiB: 2 ** 20, GiB: 2 ** 30, TiB: 2 ** 40 };
+
+/** A value: integer or decimal (with an optional KiB/MiB/GiB/TiB suffix), true/false, or a string. */
+function parseOptionValue(raw: string): unknown {
+  if (raw === 'true') return true;
+  if (raw === 'false') return false;
+  const m = /^(-?\d+(?:\.\d+)?(?:e\d+)?)(B|KiB|MiB|GiB|TiB)?$/.exec(raw.replaceAll('_', ''));
+  if (m) return Number(m[1]) * units[m[2] ?? 'B']!;
+  return raw;
+}
+
+/** Sets `key` (dotted keys make nested objects: `faultInjection.failEvery=3`); each key once. */
+function setOption(options: Record<string, unknown>, key: string, value: unknown, spec: string): void {
+  const path = key.split('.');
+  if (path.some((p) => !/^[A-Za-z_][A-Za-z0-9_]*$/.test(p))) {
+    throw new RangeError(`Expected an option name (letters, digits, '_', dotted for nested options) in '${spec}' but received '${key}'`);
+  }
+  let target = options;
+  for (const part of path.slice(0, -1)) {
+    const next = target[part];
+    if (next !== undefined && (typeof next !== 'object' || next === null)) {
+      throw new RangeError(`Expected each option once in '${spec}' but '${part}' is both a value and an object`);
+    }
+    target = (target[part] ??= {}) as Record<string, unknown>;
+  }
+  const last = path.at(-1)!;
+  if (last in target) throw new RangeError(`Expected each option once in '${spec}' but '${key}' is repeated`);
+  target[last] = value;
+}
+
+/** Parses one spec; throws RangeError naming the spec when it is malformed. */
+export function parseAllocatorSpec(spec: string): AllocatorSpec {
+  const [name, ...pairs] = spec.split(':');
+  if (!name || !/^[a-z][a-z0-9-]*$/.test(name)) {
+    throw new RangeError(`Expected NAME or NAME:key=value[:key=value...] for an allocator but received '${spec}'`);
+  }
+  const options: Record<string, unknown> = {};
+  for (const pair of pairs) {
+    const eq = pair.indexOf('=');
+    if (eq <= 0 || eq === pair.length - 1) {
+      throw new RangeError(`Expected key=value after '${name}:' in '${spec}' but received '${pair}'`);
+    }
+    setOption(options, pair.slice(0, eq), parseOptionValue(pair.slice(eq + 1)), spec);
+  }
+  return { label: spec, name, options };
+}
+
+/** Parses a comma-separated list of specs; labels must be unique. */
+export function parseAllocatorList(list: string): AllocatorSpec[] {
+  const specs = list
+    .split(',')
+    .map((s) => s.trim())
+    .filter(Boolean)
+    .map(parseAllocatorSpec);
+  if (specs.length === 0) throw new RangeError(`Expected at least one allocator but received '${list}'`);
+  const seen = new Set<string>();
+  for (const s of specs) {
+    if (seen.has(s.label)) throw new RangeError(`Expected each allocator once but '${s.label}' is listed twice`);
+    seen.add(s.label);
+  }
+  return specs;
+}

@@ -1,0 +1,134 @@
+/**
+ * The Chrome trace of `gpumem compare` (`--trace-json`), in the Trace Event Format's JSON object
+ * form, which ui.perfetto.dev and chrome://tracing open: one process per allocator, counter tracks
+ * of its allocated and reserved bytes, and a slice per epoch.
+ * @module
+ */
+import { capTimeline, cleanTimeline } from './report-html.js';
+import type { CompareResult, CompareRun } from './types.js';
+
+/** At most this many points per timeline series go into the trace (peaks are kept). */
+export const MAX_TRACE_TIMELINE_POINTS = 100_000;
+
+/** The thread that holds each run's epoch slices and its failure marker. */
+const EPOCH_TID = 1;
+
+/** One event of the Trace Event Format (the kinds this trace uses). */
+export type TraceEvent =
+  /** Metadata: process_name, process_sort_index, process_labels, thread_name. */
+  | { name: string; ph: 'M'; pid: number; tid: number; args: Record<string, string | number> }
+  /** A counter sample: one track per argument, named `${name} ${arg}` in Perfetto ("allocated bytes"). */
+  | { name: 'allocated' | 'reserved'; ph: 'C'; pid: number; tid: number; ts: number; args: { bytes: number } }
+  /** A complete slice, `dur` microseconds long. */
+  | { name: string; cat: string; ph: 'X'; pid: number; tid: number; ts: number; dur: number; args: Record<string, unknown> }
+  /** An instant event, process-scoped. */
+  | { name: string; cat: string; ph: 'i'; s: 'p'; pid: number; tid: number; ts: number; args: Record<string, unknown> };
+
+/** The trace as a JSON object: serialise it with `JSON.stringify`. */
+export interface ChromeTrace {
+  traceEvents: TraceEvent[];
+  displayTimeUnit: 'ms';
+  metadata: {
+    generator: 'gpumem compare';
+    version: number;
+    createdAt: string;
+    device: string;
+    workload: CompareResult['workload'];
+    throughputUnit: CompareResult['throughputUnit'];
+    /** Each process id's allocator and how its run ended. */
+    processes: { pid: number; allocator: string; status: CompareRun['status'] }[];
+  };
+}
+
+/** Milliseconds to the trace's microseconds, to the nanosecond. */
+function us(ms: number): number {
+  return Math.round(ms * 1e6) / 1e3;
+}
+
+function processEvents(run: CompareRun, pid: number, order: number): TraceEvent[] {
+  const events: TraceEvent[] = [
+    { name: 'process_name', ph: 'M', pid, tid: 0, args: { name: run.allocator } },
+    { name: 'process_sort_index', ph: 'M', pid, tid: 0, args: { sort_index: order } },
+    { name: 'thread_name', ph: 'M', pid, tid: EPOCH_TID, args: { name: 'epochs' } },
+  ];
+  if (run.status !== 'ok') {
+    events.push({ name: 'process_labels', ph: 'M', pid, tid: 0, args: { labels: `${run.status}: ${run.error ?? 'no message'}` } });
+  }
+  return events;
+}
+
+function counterEvents(run: CompareRun, pid: number): TraceEvent[] {
+  if (run.timeline === null) return [];
+  const series = capTimeline(cleanTimeline(run.timeline), MAX_TRACE_TIMELINE_POINTS);
+  const allocated: TraceEvent[] = [];
+  const reserved: TraceEvent[] = [];
+  series.tMs.forEach((tMs, i) => {
+    const ts = us(tMs);
+    allocated.push({ name: 'allocated', ph: 'C', pid, tid: 0, ts, args: { bytes: series.allocatedBytes[i]! } });
+    reserved.push({ name: 'reserved', ph: 'C', pid, tid: 0, ts, args: { bytes: series.reservedBytes[i]! } });
+  });
+  return [...allocated, ...reserved];
+}
+
+function epochEvents(run: CompareRun, pid: number): TraceEvent[] {
+  const phases = (run.phases ?? []).filter((p) => Number.isFinite(p.startMs) && Number.isFinite(p.endMs) && p.endMs >= p.startMs);
+  return phases.map((phase, i) => {
+    const epoch = phases.length === run.epochs.length ? run.epochs[i] : undefined;
+    const args: Record<string, unknown> = epoch
+      ? {
+          epoch: epoch.epoch,
+          epochMs: epoch.epochMs,
+          loss: epoch.loss,
+          accuracy: epoch.accuracy,
+          peakAllocatedBytes: epoch.peakAllocatedBytes,
+          peakReservedBytes: epoch.peakReservedBytes,
+          upstreamAllocCalls: epoch.upstreamAllocCalls,
+          upstreamFreeCalls: epoch.upstreamFreeCalls,
+        }
+      : {};
+    return { name: phase.name, cat: 'epoch', ph: 'X', pid, tid: EPOCH_TID, ts: us(phase.startMs), dur: us(phase.endMs - phase.startMs), args };
+  });
+}
+
+/** A marker where a failed run stopped: at its last timeline point or epoch end, else at 0. */
+function failureEvent(run: CompareRun, pid: number): TraceEvent[] {
+  if (run.status === 'ok') return [];
+  const times = [
+    ...(run.timeline ? cleanTimeline(run.timeline).tMs.slice(-1) : []),
+    ...(run.phases ?? []).map((p) => p.endMs).filter(Number.isFinite),
+  ];
+  const ts = us(times.reduce((a, b) => Math.max(a, b), 0));
+  const name = run.status === 'oom' ? 'out of memory' : 'error';
+  return [{ name, cat: 'failure', ph: 'i', s: 'p', pid, tid: EPOCH_TID, ts, args: { message: run.error ?? 'no message', stats: run.stats } }];
+}
+
+/**
+ * The comparison as a Chrome trace: process `i + 1` is run `i` (named by its allocator, sorted in
+ * run order, labelled with the failure when it failed), with counter tracks "allocated bytes" and
+ * "reserved bytes" from its timeline, an "epochs" thread of one slice per epoch, and a marker where
+ * a failed run stopped. Timestamps are microseconds on each run's own clock (since its allocator was
+ * created), ascending per track.
+ */
+export function toChromeTrace(result: CompareResult): ChromeTrace {
+  const traceEvents: TraceEvent[] = [];
+  result.runs.forEach((run, i) => {
+    const pid = i + 1;
+    // A loop, not push(...events): a long timeline would pass too many arguments.
+    for (const part of [processEvents(run, pid, i), counterEvents(run, pid), epochEvents(run, pid), failureEvent(run, pid)]) {
+      for (const event of part) traceEvents.push(event);
+    }
+  });
+  return {
+    traceEvents,
+    displayTimeUnit: 'ms',
+    metadata: {
+      generator: 'gpumem compare',
+      version: result.version,
+      createdAt: result.createdAt,
+      device: result.device,
+      workload: result.workload,
+      throughputUnit: result.throughputUnit,
+      processes: result.runs.map((run, i) => ({ pid: i + 1, allocator: run.allocator, status: run.status })),
+    },
+  };
+}
