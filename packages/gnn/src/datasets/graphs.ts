@@ -6,6 +6,28 @@
  */
 import type { Runtime } from '../runtime.js';
 import type { Tensor } from '../tensor.js';
+import { maxIndex, maxSbmNodes } from '../memory-estimate.js';
+
+function count(n: number): string {
+  return n.toLocaleString('en-US');
+}
+
+/** An integer in [min, max]; RangeError naming `name` otherwise. */
+function checkInt(value: unknown, name: string, min: number, max = Number.MAX_SAFE_INTEGER): number {
+  if (typeof value !== 'number' || !Number.isSafeInteger(value) || value < min || value > max) {
+    const range = max === Number.MAX_SAFE_INTEGER ? `an integer >= ${min}` : `an integer in [${min}, ${count(max)}]`;
+    throw new RangeError(`Expected ${range} for ${name} but received ${String(value)}`);
+  }
+  return value;
+}
+
+/** A finite number in [min, max]. */
+function checkNumber(value: unknown, name: string, min: number, max: number): number {
+  if (typeof value !== 'number' || !Number.isFinite(value) || value < min || value > max) {
+    throw new RangeError(`Expected a number in [${min}, ${max}] for ${name} but received ${String(value)}`);
+  }
+  return value;
+}
 
 /** A CSR matrix: rowptr i32[N+1], col i32[nnz], val f32[nnz]. */
 export interface Csr {
@@ -107,12 +129,15 @@ export interface SeedGraphOptions {
 
 /** The seed's random graph, generated on the runtime's device. */
 export function seedGraph(rt: Runtime, options: SeedGraphOptions): Graph {
-  const n = options.nodes;
-  const k = options.edgesPerNode ?? 10;
-  const f = options.features ?? 128;
-  const c = options.classes ?? 10;
-  const seed = options.seed ?? 0;
+  const n = checkInt(options.nodes, 'nodes', 1, maxIndex);
+  const k = checkInt(options.edgesPerNode ?? 10, 'edgesPerNode', 1);
+  const f = checkInt(options.features ?? 128, 'features', 1);
+  const c = checkInt(options.classes ?? 10, 'classes', 1, maxIndex);
+  const seed = checkInt(options.seed ?? 0, 'seed', 0);
   const e = n * k;
+  if (e > maxIndex) {
+    throw new RangeError(`Expected nodes x edgesPerNode <= ${count(maxIndex)} (edge indices are 32-bit) but received ${count(n)} x ${k} = ${count(e)}`);
+  }
   const ops = rt.ops;
   const src = rt.keep(rt.empty([e], 'i32'));
   const dst = rt.keep(rt.empty([e], 'i32'));
@@ -164,10 +189,14 @@ function prng(seed: number): () => number {
  * and GCN normalisation, so a GCN learns the labels well above chance.
  */
 export function sbmGraph(rt: Runtime, options: SbmOptions): Graph {
-  const n = options.nodes;
-  const c = options.classes ?? 4;
-  const f = options.features ?? 16;
-  const rand = prng(options.seed ?? 0);
+  const n = checkInt(options.nodes, 'nodes', 1, maxSbmNodes);
+  const c = checkInt(options.classes ?? 4, 'classes', 1, maxIndex);
+  const f = checkInt(options.features ?? 16, 'features', 1);
+  const degreeIn = checkNumber(options.degreeIn ?? 8, 'degreeIn', 0, 1000);
+  const degreeOut = checkNumber(options.degreeOut ?? 1, 'degreeOut', 0, 1000);
+  const noise = checkNumber(options.noise ?? 2, 'noise', 0, Number.MAX_VALUE);
+  const trainFraction = checkNumber(options.trainFraction ?? 0.3, 'trainFraction', 0, 1);
+  const rand = prng(checkInt(options.seed ?? 0, 'seed', 0));
   const labels = new Int32Array(n);
   for (let i = 0; i < n; i++) labels[i] = Math.floor(rand() * c);
   const byClass: number[][] = Array.from({ length: c }, () => []);
@@ -178,8 +207,6 @@ export function sbmGraph(rt: Runtime, options: SbmOptions): Graph {
     src.push(u, v);
     dst.push(v, u);
   };
-  const degreeIn = options.degreeIn ?? 8;
-  const degreeOut = options.degreeOut ?? 1;
   for (let u = 0; u < n; u++) {
     const same = byClass[labels[u]!]!;
     for (let j = 0; j < degreeIn / 2; j++) edge(u, same[Math.floor(rand() * same.length)]!);
@@ -188,7 +215,6 @@ export function sbmGraph(rt: Runtime, options: SbmOptions): Graph {
     dst.push(u); // self loop
   }
   const means = Array.from({ length: c * f }, () => rand() * 2 - 1);
-  const noise = options.noise ?? 2;
   const features = new Float32Array(n * f);
   for (let i = 0; i < n; i++) {
     for (let j = 0; j < f; j++) {
@@ -196,19 +222,104 @@ export function sbmGraph(rt: Runtime, options: SbmOptions): Graph {
       features[i * f + j] = means[labels[i]! * f + j]! + noise * gauss;
     }
   }
+  return graphFromEdges(rt, {
+    nodes: n,
+    src,
+    dst,
+    features,
+    numFeatures: f,
+    labels,
+    numClasses: c,
+    trainNodes: Math.max(1, Math.floor(n * trainFraction)),
+    normalisation: 'sym',
+  });
+}
+
+/** A graph given as edge lists and per-node data on the host. */
+export interface EdgeListGraph {
+  nodes: number;
+  /** Edge e goes from node src[e] to node dst[e]; ids in [0, nodes). */
+  src: ArrayLike<number>;
+  dst: ArrayLike<number>;
+  /** nodes x numFeatures, row-major; every value finite. */
+  features: ArrayLike<number>;
+  numFeatures: number;
+  /** One class in [0, numClasses) per node. */
+  labels: ArrayLike<number>;
+  numClasses: number;
+  /** Nodes 0 .. trainNodes-1 are the training mask (default: all). */
+  trainNodes?: number;
+  /** 'sym' (default): GCN's symmetric normalisation by in-degrees; 'none': every weight 1. */
+  normalisation?: Normalisation;
+}
+
+/**
+ * Checks a graph given as edge lists, before anything is allocated: RangeError (TypeError for a
+ * wrong kind of value) naming the argument, the element and the edge or node, e.g.
+ * `src[17] is 120 (edge 17: 120 -> 3)`.
+ */
+export function checkEdgeListGraph(g: EdgeListGraph): void {
+  if (g === null || typeof g !== 'object') throw new TypeError(`Expected a graph object for graph but received ${String(g)}`);
+  const n = checkInt(g.nodes, 'nodes', 1, maxIndex);
+  const f = checkInt(g.numFeatures, 'numFeatures', 1);
+  const c = checkInt(g.numClasses, 'numClasses', 1, maxIndex);
+  for (const name of ['src', 'dst', 'features', 'labels'] as const) {
+    const v = g[name];
+    if (v === null || typeof v !== 'object' || typeof v.length !== 'number') {
+      throw new TypeError(`Expected an array or typed array for ${name} but received ${v === null ? 'null' : typeof v}`);
+    }
+  }
+  const { src, dst, features, labels } = g;
+  if (src.length !== dst.length) throw new RangeError(`Expected src and dst of the same length but received ${count(src.length)} and ${count(dst.length)}`);
+  if (src.length > maxIndex) throw new RangeError(`Expected at most ${count(maxIndex)} edges (edge indices are 32-bit) but received ${count(src.length)}`);
+  for (let e = 0; e < src.length; e++) {
+    const [u, v] = [src[e]!, dst[e]!];
+    if (!(Number.isInteger(u) && u >= 0 && u < n) || !(Number.isInteger(v) && v >= 0 && v < n)) {
+      const [name, bad] = !(Number.isInteger(u) && u >= 0 && u < n) ? ['src', u] : ['dst', v];
+      throw new RangeError(`Expected node ids in [0, ${count(n)}) in ${name} but ${name}[${e}] is ${String(bad)} (edge ${e}: ${String(u)} -> ${String(v)})`);
+    }
+  }
+  if (features.length !== n * f) {
+    throw new RangeError(`Expected nodes x numFeatures = ${count(n * f)} values in features but received ${count(features.length)}`);
+  }
+  for (let i = 0; i < features.length; i++) {
+    if (!Number.isFinite(features[i])) {
+      throw new RangeError(`Expected finite features but features[${i}] (node ${Math.floor(i / f)}, feature ${i % f}) is ${String(features[i])}`);
+    }
+  }
+  if (labels.length !== n) throw new RangeError(`Expected one label per node (${count(n)}) but received ${count(labels.length)}`);
+  for (let i = 0; i < n; i++) {
+    const l = labels[i]!;
+    if (!(Number.isInteger(l) && l >= 0 && l < c)) throw new RangeError(`Expected labels in [0, ${c}) but labels[${i}] (node ${i}) is ${String(l)}`);
+  }
+  if (g.trainNodes !== undefined) checkInt(g.trainNodes, 'trainNodes', 1, n);
+  if (g.normalisation !== undefined && g.normalisation !== 'sym' && g.normalisation !== 'none') {
+    throw new RangeError(`Expected 'sym' or 'none' for normalisation but received '${String(g.normalisation)}'`);
+  }
+}
+
+/**
+ * A graph from edge lists and per-node data on the host (checked first with
+ * {@link checkEdgeListGraph}, so that no kernel ever sees an id outside the graph), copied to the
+ * runtime's device, with both CSR forms built there.
+ */
+export function graphFromEdges(rt: Runtime, g: EdgeListGraph): Graph {
+  checkEdgeListGraph(g);
+  const n = g.nodes;
+  const e = g.src.length;
   return finishGraph(
     rt,
     {
       numNodes: n,
-      numEdges: src.length,
-      numFeatures: f,
-      numClasses: c,
-      features: rt.keep(rt.fromArray(features, [n, f])),
-      labels: rt.keep(rt.fromArray(labels, [n])),
-      trainNodes: Math.max(1, Math.floor(n * (options.trainFraction ?? 0.3))),
-      src: rt.keep(rt.fromArray(Int32Array.from(src), [src.length])),
-      dst: rt.keep(rt.fromArray(Int32Array.from(dst), [dst.length])),
+      numEdges: e,
+      numFeatures: g.numFeatures,
+      numClasses: g.numClasses,
+      features: rt.keep(rt.fromArray(Float32Array.from(g.features), [n, g.numFeatures])),
+      labels: rt.keep(rt.fromArray(Int32Array.from(g.labels), [n])),
+      trainNodes: g.trainNodes ?? n,
+      src: rt.keep(rt.fromArray(Int32Array.from(g.src), [e])),
+      dst: rt.keep(rt.fromArray(Int32Array.from(g.dst), [e])),
     },
-    'sym',
+    g.normalisation ?? 'sym',
   );
 }

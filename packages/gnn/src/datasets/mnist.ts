@@ -65,6 +65,8 @@ function readSplit(dir: string, images: string, labels: string): { split: MnistS
   const img = parseIdx(read(images), 3, images);
   const lab = parseIdx(read(labels), 1, labels);
   const [count, rows, cols] = img.sizes as [number, number, number];
+  if (rows !== 28 || cols !== 28) throw new DatasetError(`${images}: images of ${rows}x${cols} pixels, expected 28x28`);
+  if (count === 0) throw new DatasetError(`${images}: no images`);
   if (lab.sizes[0] !== count) throw new DatasetError(`${labels}: ${lab.sizes[0]} labels for ${count} images`);
   for (const l of lab.data) if (l > 9) throw new DatasetError(`${labels}: label ${l} outside 0..9`);
   return { split: { images: img.data, labels: lab.data, count }, rows, cols };
