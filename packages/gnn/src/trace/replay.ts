@@ -5,7 +5,7 @@
  * same loop here, over the Allocator interface.
  * @module
  */
-import { NativeAllocator, OutOfMemoryError, Stream, type Allocator } from '@gpumem/allocator-core';
+import { NativeAllocator, OutOfMemoryError, Stream, type Allocator, type NativeReplayPass } from '@gpumem/allocator-core';
 import type { AllocationTrace } from './format.js';
 
 /**
@@ -181,15 +181,10 @@ export interface ReplayResult {
   clockOverheadNs: number;
 }
 
-interface Pass {
-  allocNs: number;
-  freeNs: number;
-  allocs: number;
-  frees: number;
-  ooms: number;
-  skippedFrees: number;
-  end: { peakAllocatedBytes: number; peakReservedBytes: number; reservedBytes: number; largestFreeBlock?: number };
-}
+/** One pass, as the native loop reports it (the TypeScript loop fills the same fields). */
+type Pass = Omit<NativeReplayPass, 'end'> & {
+  end: Pick<NativeReplayPass['end'], 'peakAllocatedBytes' | 'peakReservedBytes' | 'reservedBytes' | 'largestFreeBlock'>;
+};
 
 /** The most distinct streams a replay creates. */
 export const maxReplayStreams = 1024;
