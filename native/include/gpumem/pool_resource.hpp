@@ -6,10 +6,11 @@
 //    requests get large segments rounded up to 2 MiB; small and large blocks never share a segment;
 //  - best fit: the smallest free block of the right class, on the same stream, that fits; the rest
 //    of the block is split off as a free block; freed blocks coalesce with free neighbours of the
-//    same segment and stream;
+//    same segment and stream, and in large segments with those of other streams too;
 //  - free lists are per stream: memory freed on stream A is reused on A at once. A request on B
 //    that A's free memory can serve takes it after making B wait on an event recorded on A, instead
-//    of growing the pool;
+//    of growing the pool. A block that merged memory freed on other streams remembers them, and the
+//    stream that takes it waits on an event recorded on each first;
 //  - record_stream(p, s) marks p used on s; when p is freed, an event is recorded on every such
 //    stream and the block only returns to the free lists once they have all completed;
 //  - on upstream out_of_memory, every cached free segment is released and the request retried once;

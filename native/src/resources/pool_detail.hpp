@@ -105,7 +105,11 @@ struct block {
   std::uint32_t size_class = 0;
   block_state state = block_state::free;
   bool quarantined = false;             // an event could not be recorded: never reused
-  std::vector<stream_handle> used_on;   // record_stream streams other than `stream`
+  bool mixed = false;                   // free, and used_on lists other streams that freed pieces of it
+  // Streams other than `stream` whose work on this memory a reuse must be ordered after. Live: the
+  // streams record_stream named (events recorded on them at free). Free: the streams that freed
+  // pieces merged into this block (waited on by the stream that takes it).
+  std::vector<stream_handle> used_on;
   std::vector<event_handle> events;     // while pending: events not yet seen complete
 };
 
@@ -328,6 +332,7 @@ class block_store {
   // Whoever takes a record sets every field it uses; only what would outlive a reuse is reset.
   void give(block* b) noexcept {
     b->quarantined = false;
+    b->mixed = false;
     b->used_on.clear();  // keeps capacity: a reused record does not allocate again
     b->events.clear();
     b->list_next = free_;

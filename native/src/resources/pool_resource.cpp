@@ -79,7 +79,11 @@ struct pool_resource::impl {
     const bool small = rounded <= small_limit;
     stream_pool* own = pool_for(stream);
     block* b = own->index(small).best_fit(rounded);
-    if (b == nullptr) b = allocate_slow(bytes, rounded, small, own);
+    if (b == nullptr) {
+      b = allocate_slow(bytes, rounded, small, own);
+    } else if (b->mixed) {
+      order_after_used_on(b, stream);  // merged with memory freed on other streams
+    }
     take_block(b, rounded, stream);
     b->requested = bytes;
     live.insert(b);
@@ -107,7 +111,10 @@ struct pool_resource::impl {
     // Reclaim: wait for the blocks that record_stream parked and reuse them if one fits; else give
     // every cached free segment back and ask the upstream once more.
     synchronize_pending();
-    if (block* b = own->index(small).best_fit(rounded)) return b;
+    if (block* b = own->index(small).best_fit(rounded)) {
+      if (b->mixed) order_after_used_on(b, own->stream);
+      return b;
+    }
     if (block* b = take_from_other_streams(own, small, rounded)) return b;
     const bool released = release_free_segments(0) > 0;
     if (fits_under_cap(segment_bytes) && (released || !asked_upstream)) {
@@ -125,8 +132,9 @@ struct pool_resource::impl {
   }
 
   // The best fit among the other streams' free blocks, made safe to use on `own` by an event: work
-  // on `own` after this waits for everything queued on the owner stream so far. The block stays in
-  // its owner's index; take_block moves it.
+  // on `own` after this waits for everything queued on the owner stream so far (and on the other
+  // streams whose freed memory the block holds). The block stays in its owner's index; take_block
+  // moves it.
   block* take_from_other_streams(stream_pool* own, bool small, std::size_t rounded) {
     block* best = nullptr;
     for (auto& other : streams) {
@@ -135,21 +143,36 @@ struct pool_resource::impl {
       if (b != nullptr && free_index::better(b, best)) best = b;
     }
     if (best == nullptr) return nullptr;
-    event_handle event = ordering->record(best->stream);
+    order_after(own->stream, best->stream);
+    if (best->mixed) order_after_used_on(best, own->stream);
+    return best;
+  }
+
+  // Makes later work on `waiter` wait for everything queued on `source` so far.
+  void order_after(stream_handle waiter, stream_handle source) {
+    event_handle event = ordering->record(source);
     try {
-      ordering->wait(own->stream, event);
+      ordering->wait(waiter, event);
     } catch (...) {
       ordering->release(event);
       throw;
     }
     ordering->release(event);
-    return best;
   }
 
-  // Takes free block `b` out of its index for a request of `rounded` bytes on `stream`. The rest,
-  // when there is any (always >= 512 bytes, as sizes are multiples of 512), is split off and stays
-  // free on b's previous stream. Large blocks split on the same rule as small ones: a remainder is
-  // never wasted inside a live block, and it merges back when its neighbour is freed.
+  // Free block `b` holds memory freed on the streams in b->used_on besides its own: `stream` is
+  // about to use it, so it waits for them first (it need not wait for itself).
+  GPUMEM_POOL_COLD void order_after_used_on(const block* b, stream_handle stream) {
+    for (stream_handle s : b->used_on) {
+      if (s != stream) order_after(stream, s);
+    }
+  }
+
+  // Takes free block `b` out of its index for a request of `rounded` bytes on `stream`, which the
+  // caller has ordered after b's streams. The rest, when there is any (always >= 512 bytes, as sizes
+  // are multiples of 512), is split off and stays free on b's previous stream. Large blocks split on
+  // the same rule as small ones: a remainder is never wasted inside a live block, and it merges back
+  // when its neighbour is freed.
   GPUMEM_POOL_INLINE void take_block(block* b, std::size_t rounded, stream_handle stream) noexcept {
     free_index* index = b->index;
     index->remove(b);
@@ -165,8 +188,18 @@ struct pool_resource::impl {
       if (rest->next_in_segment != nullptr) rest->next_in_segment->prev_in_segment = rest;
       b->next_in_segment = rest;
       b->size = rounded;
-      // No merge needed: b had no free neighbour on its stream, so neither has the rest.
+      // The rest still needs b's other streams waited on, unless it stays with the stream that just
+      // waited on them. (A swap: take_block cannot allocate; the rest's record came with none.)
+      if (b->mixed && b->stream != stream) {
+        rest->used_on.swap(b->used_on);
+        rest->mixed = true;
+      }
+      // No merge needed: b had no free neighbour it could merge with, so neither has the rest.
       index->insert(rest);
+    }
+    if (b->mixed) {
+      b->used_on.clear();  // a live block's used_on is record_stream's
+      b->mixed = false;
     }
     b->stream = stream;
     b->state = block_state::live;
@@ -260,27 +293,89 @@ struct pool_resource::impl {
     b->used_on.clear();
   }
 
-  // Returns a block to `target`'s free index, merging it with free neighbours of the same stream.
+  // Returns a block to `target`'s free index, merging it with its free neighbours. Merging only with
+  // neighbours of the same stream lets the pieces of a large segment end up free on different
+  // streams and never join again: large requests then keep growing the pool (reserved memory crept
+  // to 16 GiB for a 1 GiB live set over 4 streams). So in a large segment a neighbour freed on
+  // another stream merges too, and the merged block, free on `target`'s stream, keeps the other
+  // streams in used_on (mixed): whichever stream takes it next first waits on an event recorded on
+  // each of them (order_after_used_on), as when it borrows another stream's block. Nothing is
+  // recorded here, so freeing stays free of driver calls; the waits are paid at reuse, by the stream
+  // that reuses. Small segments keep the same-stream rule: any free piece serves a small request,
+  // so they do not creep, and streams (or threads) that share a small segment keep reusing their
+  // own blocks with no waits.
   GPUMEM_POOL_INLINE void free_block(block* b, stream_pool* target) noexcept {
     b->state = block_state::free;
     b->stream = target->stream;
-    free_index& index = target->index(b->seg->small);
     block* prev = b->prev_in_segment;
-    if (prev != nullptr && prev->state == block_state::free && prev->stream == b->stream) {
+    block* next = b->next_in_segment;
+    bool merge_prev = prev != nullptr && prev->state == block_state::free;
+    bool merge_next = next != nullptr && next->state == block_state::free;
+    const bool cross_prev = merge_prev && (prev->stream != b->stream || prev->mixed);
+    const bool cross_next = merge_next && (next->stream != b->stream || next->mixed);
+    if (cross_prev || cross_next) {
+      if (!b->seg->small) {
+        free_block_across_streams(b, target, merge_prev ? prev : nullptr, merge_next ? next : nullptr);
+        return;
+      }
+      merge_prev = merge_prev && !cross_prev;
+      merge_next = merge_next && !cross_next;
+    }
+    free_index& index = target->index(b->seg->small);
+    if (merge_prev) {
       index.remove(prev);
       prev->size += b->size;
       unlink_from_segment(b);
       blocks.give(b);
       b = prev;
     }
-    block* next = b->next_in_segment;
-    if (next != nullptr && next->state == block_state::free && next->stream == b->stream) {
+    if (merge_next) {
       index.remove(next);
       b->size += next->size;
       unlink_from_segment(next);
       blocks.give(next);
     }
     index.insert(b);
+  }
+
+  // free_block's merge when a neighbour carries other streams: the merged block's used_on is the
+  // union of the pieces' streams but its own. If that list cannot be grown (no memory), the block
+  // is left unmerged rather than merged without its streams.
+  GPUMEM_POOL_COLD void free_block_across_streams(block* b, stream_pool* target, block* prev, block* next) noexcept {
+    block* survivor = prev != nullptr ? prev : b;
+    std::vector<stream_handle>& merged = merge_scratch;  // survivor's own list is one of the inputs
+    merged.clear();
+    auto add = [&](stream_handle s) {
+      if (s != target->stream && std::find(merged.begin(), merged.end(), s) == merged.end()) merged.push_back(s);
+    };
+    try {
+      merged.reserve(streams.size());
+      for (block* piece : {prev, b, next}) {
+        if (piece == nullptr) continue;
+        add(piece->stream);
+        for (stream_handle s : piece->used_on) add(s);
+      }
+      survivor->used_on.reserve(merged.size());
+    } catch (...) {
+      target->index(b->seg->small).insert(b);
+      return;
+    }
+    if (prev != nullptr) {
+      prev->index->remove(prev);
+      prev->size += b->size;
+      unlink_from_segment(b);
+      blocks.give(b);
+    }
+    if (next != nullptr) {
+      next->index->remove(next);
+      survivor->size += next->size;
+      unlink_from_segment(next);
+      blocks.give(next);
+    }
+    survivor->used_on.assign(merged.begin(), merged.end());  // within the reserved capacity
+    survivor->mixed = !merged.empty();
+    survivor->stream = target->stream;
+    target->index(survivor->seg->small).insert(survivor);
   }
 
   static void unlink_from_segment(block* b) noexcept {
@@ -367,21 +462,15 @@ struct pool_resource::impl {
   }
 
   // Gives a segment whose blocks are all free back to the upstream, which frees in stream order on
-  // the stream of the segment's first block; the other streams that last freed its blocks are
-  // joined into that one by events first. Returns false (and keeps the segment) on any failure.
+  // the stream of the segment's first block; the other streams that freed its blocks (a block's own
+  // and those in its used_on) are joined into that one by events first. Returns false (and keeps
+  // the segment) on any failure.
   bool release_segment(segment* seg) noexcept {
     const stream_handle release_stream = seg->first->stream;
     try {
       for (block* b = seg->first; b != nullptr; b = b->next_in_segment) {
-        if (b->stream == release_stream || stream_seen_before(seg, b)) continue;
-        event_handle event = ordering->record(b->stream);
-        try {
-          ordering->wait(release_stream, event);
-        } catch (...) {
-          ordering->release(event);
-          throw;
-        }
-        ordering->release(event);
+        if (b->stream != release_stream && !stream_seen_before(seg, b)) order_after(release_stream, b->stream);
+        if (b->mixed) order_after_used_on(b, release_stream);
       }
       upstream.deallocate(reinterpret_cast<void*>(seg->base), seg->size, release_stream);
     } catch (...) {
@@ -513,6 +602,7 @@ struct pool_resource::impl {
   live_table live;
   block_store blocks;
   std::vector<std::unique_ptr<stream_pool>> streams;
+  std::vector<stream_handle> merge_scratch;  // free_block_across_streams's, kept for its capacity
   stream_pool* last_pool = nullptr;
   segment* segments = nullptr;
   block* pending_head = nullptr;
