@@ -67,6 +67,18 @@ describe('gpumem compare (CPU)', () => {
     expect(JSON.parse(readFileSync(trace, 'utf8')).traceEvents.length).toBeGreaterThan(0);
   }, 180_000);
 
+  it('an injected upstream failure becomes an OOM row with its stats, and the next allocator still runs', () => {
+    const json = join(dir, 'fault.json');
+    const r = run(...tiny, '--allocators', 'pool:upstream=host:faultInjection.failAfterBytes=1MiB,host', '--json', json);
+    expect(r.status).toBe(0);
+    const result = JSON.parse(readFileSync(json, 'utf8')) as CompareResult;
+    expect(result.runs.map((x) => x.status)).toEqual(['oom', 'ok']);
+    expect(result.runs[0]!.error).toMatch(/out of memory|injected/i);
+    expect(result.runs[0]!.stats!.oomCount).toBeGreaterThanOrEqual(1);
+    expect(result.runs[0]!.stats!.reservedBytes).toBeLessThanOrEqual(2 ** 20);
+    expect(result.runs[1]!.epochs).toHaveLength(2);
+  }, 120_000);
+
   it.each([
     [['--allocators', 'nope'], /'--allocators' names 'nope', which is not registered \(registered: .*host/],
     [['--allocators', 'cuda'], /'--allocators' names 'cuda', which needs a CUDA device/],

@@ -50,6 +50,7 @@ Examples:
   gpumem compare --report report.html --trace-json trace.json
   gpumem compare --model gcn --nodes 2000000 --aggregation scatter --allocators pool,async,cuda
   gpumem compare --allocators pool,pool:maxReservedBytes=64MiB,async:releaseThreshold=0
+  gpumem compare --allocators pool,pool:faultInjection.failAfterBytes=64MiB   # an OOM row
   gpumem compare --model mlp --epochs 3 --json mlp.json
 `;
 
