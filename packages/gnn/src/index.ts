@@ -4,7 +4,7 @@
  * @packageDocumentation
  */
 export { allocatorPlugins, loadAllocatorPlugins } from './plugins.js';
-export { Runtime } from './runtime.js';
+export { Runtime, allocationTags, type AllocationTag } from './runtime.js';
 export { Tensor, type DType } from './tensor.js';
 export { Linear, ReLU, Dropout, SGD, Adam, ParameterSet, softmaxCrossEntropy, type Parameter, type Optimizer } from './nn.js';
 export { Mlp } from './models/mlp.js';

@@ -8,6 +8,13 @@ import { loadNative, Stream, type Allocator } from '@gpumem/allocator-core';
 import type { NativeOps } from './native-ops.js';
 import { Tensor, dtypeBytes, type DType } from './tensor.js';
 
+/**
+ * What the trainer is doing when it allocates: recorded with each allocation event (the tracking
+ * layers' tag, the index into this list), so a trace says which phase asked for which memory.
+ */
+export const allocationTags = ['other', 'setup', 'forward', 'loss', 'backward', 'optimizer', 'validation'] as const;
+export type AllocationTag = (typeof allocationTags)[number];
+
 export class Runtime {
   /** True when tensors live on a GPU and ops run CUDA kernels; false for the CPU references. */
   readonly onDevice: boolean;
@@ -17,6 +24,8 @@ export class Runtime {
   readonly #ownsStream: boolean;
   /** Live tensors made by this runtime (leak checks; dispose() frees what a failed run left). */
   readonly #live = new Set<Tensor>();
+  #tagger: ((tag: number) => void) | undefined;
+  #tag = 0;
 
   constructor(
     readonly allocator: Allocator,
@@ -27,6 +36,22 @@ export class Runtime {
     this.stream = stream ?? Stream.create(allocator.device);
     this.ops = (loadNative() as unknown as { ops: NativeOps }).ops;
     if (!this.ops) throw new Error('the gpumem addon was built without the trainer ops; rebuild it (npm run build:native)');
+  }
+
+  /** Sends each phase change (an index into {@link allocationTags}) to `tagger`, e.g. a tracker's setTag. */
+  setTagger(tagger: ((tag: number) => void) | undefined): void {
+    this.#tagger = tagger;
+    this.#tag = 0;
+    tagger?.(0);
+  }
+
+  /** Marks what the allocations from now on are for (a no-op unless a tagger is set). */
+  tag(phase: AllocationTag): void {
+    if (!this.#tagger) return;
+    const id = allocationTags.indexOf(phase);
+    if (id === this.#tag) return;
+    this.#tag = id;
+    this.#tagger(id);
   }
 
   /** Native stream handle for ops. */

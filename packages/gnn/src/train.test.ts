@@ -1,3 +1,5 @@
+import { createTrackedAllocator } from '@gpumem/allocator-core';
+import { allocationTags } from './runtime.js';
 /**
  * The trainer on the CPU kernels (CI): the MLP learns MNIST on a subset, the GCN learns an SBM
  * graph, both aggregations agree, no step leaks memory under any host allocator, and bad input is
@@ -96,6 +98,23 @@ describe('runtime scopes', () => {
     } finally {
       rt.dispose();
       allocator.dispose();
+    }
+  });
+});
+
+describe('allocation tags', () => {
+  it('every recorded allocation says which phase of training asked for it', () => {
+    const tracked = createTrackedAllocator('host', {}, 1 << 16);
+    try {
+      train({ model: 'mlp', allocator: tracked.allocator, epochs: 1, trainSubset: 128, testSubset: 64, hidden: [16], tagAllocations: tracked.setTag });
+      const { events, dropped } = tracked.events();
+      expect(dropped).toBe(0);
+      const seen = new Set(events.filter((e) => e.action === 'alloc').map((e) => allocationTags[e.tag]));
+      expect([...seen].sort()).toEqual(['backward', 'forward', 'loss', 'optimizer', 'setup', 'validation']);
+      // parameters and data are set up first, then the first step's forward pass allocates
+      expect(allocationTags[events[0]!.tag]).toBe('setup');
+    } finally {
+      tracked.allocator.dispose();
     }
   });
 });

@@ -53,6 +53,12 @@ export interface TrainOptions {
   testSubset?: number;
   /** Called after every step (mlp) or epoch (gcn), from the training loop. */
   onProgress?: (progress: Progress) => void;
+  /**
+   * Called with an index into `allocationTags` whenever the trainer moves to another phase (setup,
+   * forward, loss, backward, optimizer, validation), e.g. a tracker's setTag, so that recorded
+   * allocation events say what they were for.
+   */
+  tagAllocations?: (tag: number) => void;
   /** Called after every step with the allocator's stats (leak checks, timelines). */
   onStep?: (step: number, stats: AllocatorStats) => void;
 }
@@ -141,7 +147,9 @@ export function train(options: TrainOptions): TrainResult {
   const owned = typeof options.allocator === 'string';
   const allocator = typeof options.allocator === 'string' ? createAllocator(options.allocator, options.allocatorOptions ?? {}) : options.allocator;
   const rt = new Runtime(allocator, trainerStream(allocator.device, 'main'));
+  rt.setTagger(options.tagAllocations);
   try {
+    rt.tag('setup');
     checkTrainingFits(options, allocator); // sizes past the kernels' limits or the memory there: refused before any allocation
     return options.model === 'mlp' ? trainMlp(rt, options, epochs, seed) : trainGcn(rt, options, epochs, seed);
   } finally {
@@ -152,6 +160,7 @@ export function train(options: TrainOptions): TrainResult {
 
 /** Waits for earlier work, resets the allocator's peaks, and starts the epoch's clock. */
 function beginEpoch(rt: Runtime): { before: AllocatorStats; t0: number } {
+  rt.tag('setup');
   rt.synchronize();
   rt.allocator.resetPeak();
   return { before: rt.allocator.stats(), t0: performance.now() };
@@ -340,10 +349,14 @@ function trainMlp(rt: Runtime, o: TrainOptions, epochs: number, seed: number): T
     const x = rt.empty([rows, features]);
     const y = rt.empty([rows], 'i32');
     ops.gatherBatch(rt.onDevice, rt.s, xTrain.ptr, yTrain.ptr, index, stepCounter, rows, features, x.ptr, y.ptr);
+    rt.tag('forward');
     const logits = model.forward(x);
+    rt.tag('loss');
     const dLogits = softmaxCrossEntropyBiasGrad(rt, logits, y, model.output.bias.grad, lossOut, correctOut, stepCounter);
+    rt.tag('backward');
     if (!side) {
       model.backward(dLogits, true);
+      rt.tag('optimizer');
       optimizer.step();
       return;
     }
@@ -395,6 +408,7 @@ function trainMlp(rt: Runtime, o: TrainOptions, epochs: number, seed: number): T
           reportSteps(s, 1);
         }
         // validation, part of the epoch
+        rt.tag('validation');
         const testBuf = rt.zeros([evalSteps], 'i32');
         for (let i = 0; i < evalSteps; i++) {
           const rows = Math.min(evalBatch, nTest - i * evalBatch);
@@ -455,10 +469,14 @@ function trainGcn(rt: Runtime, o: TrainOptions, epochs: number, seed: number): T
       const { before, t0 } = beginEpoch(rt);
       const scalars = rt.scope(() => {
         const out = rt.zeros([2], 'i32'); // [loss as f32 bits, correct]
+        rt.tag('forward');
         const logits = model.forward(graph, true, seed + 7, epoch * n * hidden!);
+        rt.tag('loss');
         const dLogits = softmaxCrossEntropy(rt, logits, graph.labels, graph.trainNodes, out.ptr, out.ptr + 4);
         logits.dispose(); // not needed once the loss kernel has its gradient
+        rt.tag('backward');
         model.backward(dLogits, graph);
+        rt.tag('optimizer');
         optimizer.step();
         return rt.keep(out);
       });
@@ -469,6 +487,7 @@ function trainGcn(rt: Runtime, o: TrainOptions, epochs: number, seed: number): T
       const raw = scalars.toArray() as Int32Array;
       scalars.dispose();
       const loss = new Float32Array(raw.buffer, 0, 1)[0]!;
+      rt.tag('validation');
       const accuracy = evaluateGcn(rt, model, graph, seed);
       records.push({
         epoch,

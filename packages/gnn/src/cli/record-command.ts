@@ -7,6 +7,7 @@ import { accessSync, constants, writeFileSync } from 'node:fs';
 import { dirname, resolve } from 'node:path';
 import { createTrackedAllocator, formatBytes, hasCudaDevice, type TrackingEvent } from '@gpumem/allocator-core';
 import { train, type TrainResult } from '../train.js';
+import { allocationTags } from '../runtime.js';
 import { formatFromPath, traceFileFormats, writeTrace, type AllocationTrace, type TraceFileFormat } from '../trace/format.js';
 import { compileTrace } from '../trace/replay.js';
 import { flagHelp, parseFlags, ProgressBar, UsageError, type FlagSpec, type FlagValues } from './args.js';
@@ -102,7 +103,12 @@ export async function runRecord(argv: readonly string[]): Promise<number> {
       process.stderr.write('gpumem record: no CUDA device, running the CPU kernels; consider --nodes 10000\n');
     }
     try {
-      result = train({ ...trainOptionsFromFlags(flags), allocator, onProgress: (p) => bar.update(`epoch ${p.epoch + 1}/${p.epochs}`, p.step, p.steps) });
+      result = train({
+        ...trainOptionsFromFlags(flags),
+        allocator,
+        tagAllocations: tracked.setTag,
+        onProgress: (p) => bar.update(`epoch ${p.epoch + 1}/${p.epochs}`, p.step, p.steps),
+      });
     } catch (e) {
       if (e instanceof RangeError || e instanceof TypeError) throw new UsageError(`gpumem record: ${e.message}`);
       throw e;
@@ -111,7 +117,7 @@ export async function runRecord(argv: readonly string[]): Promise<number> {
   } finally {
     allocator.dispose();
   }
-  const header: AllocationTrace['header'] = { source: 'gpumem record', allocator: name, device: allocator.device.id, createdAt, workload: workloadOf(flags) };
+  const header: AllocationTrace['header'] = { source: 'gpumem record', allocator: name, device: allocator.device.id, createdAt, workload: workloadOf(flags), tags: [...allocationTags] };
   if (dropped > 0) header.droppedEvents = dropped;
   const trace = traceFromEvents(events, header);
   await writeTrace(out, trace, format);

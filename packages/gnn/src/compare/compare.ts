@@ -163,7 +163,7 @@ export function runOne(request: RunRequest, onProgress?: (p: Progress) => void):
   let failure: unknown;
   try {
     const cudaGraph = request.train.cudaGraph === true && spec.name === 'pool';
-    result = train({ ...request.train, cudaGraph, allocator, onProgress });
+    result = train({ ...request.train, cudaGraph, allocator, onProgress, tagAllocations: tracked?.setTag });
   } catch (e) {
     failure = e;
   }

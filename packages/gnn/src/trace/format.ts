@@ -51,6 +51,8 @@ export interface TraceHeader {
   workload?: Record<string, unknown>;
   /** Events the recorder's ring buffer overwrote before they were read: the trace starts mid-run. */
   droppedEvents?: number;
+  /** What each event tag means: `tags[event.tag]` (the trainer's phases: setup, forward, ...). */
+  tags?: string[];
 }
 
 /** An allocation trace: a header and its events, in the order they happened. */
@@ -271,6 +273,12 @@ class TraceParser {
         this.#fail(n, `header field "workload" must be an object (received ${JSON.stringify(h.workload)})`);
       }
       header.workload = h.workload as Record<string, unknown>;
+    }
+    if (h.tags !== undefined) {
+      if (!Array.isArray(h.tags) || h.tags.some((t) => typeof t !== 'string')) {
+        this.#fail(n, `header field "tags" must be an array of strings (received ${JSON.stringify(h.tags).slice(0, 80)})`);
+      }
+      header.tags = h.tags as string[];
     }
     if (h.droppedEvents !== undefined) header.droppedEvents = this.#count(h.droppedEvents, 'droppedEvents', n, 'header field');
     if (h.eventCount !== undefined) this.#expected = this.#count(h.eventCount, 'eventCount', n, 'header field');
