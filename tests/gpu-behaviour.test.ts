@@ -132,6 +132,75 @@ describe.skipIf(!gpuAvailable)(gpuTitle('GPU behaviour'), () => {
     }
   });
 
+  describe('pool: a stream destroyed while the pool caches memory freed on it', () => {
+    const count = (4 * MiB) / 4; // u32 values
+    const bytes = count * 4;
+
+    it('its memory is reused on another stream and on the default stream, after its work', () => {
+      const a = createAllocator('pool', { upstream: 'cuda' }) as NativeAllocator;
+      const s1 = Stream.create(device);
+      const s2 = Stream.create(device);
+      const defaultStream = Stream.default(device);
+      try {
+        const out = a.malloc(8, defaultStream);
+        a.write(out, new BigUint64Array([0n]));
+        const x = a.malloc(bytes, s1);
+        fillU32(a, x, count, 1, s1);
+        sumU32(a, x, count, out, s1, spinNs); // S1: spin, then read x
+        a.free(x, bytes, s1); // cached on S1's free list
+        s1.destroy(); // waits for S1's work, then the pool forgets S1
+        expect(s1.destroyed).toBe(true);
+
+        const y = a.malloc(bytes, s2); // the block freed on S1: no event is recorded on S1
+        expect(y).toBe(x);
+        fillU32(a, y, count, 7, s2);
+        const z = a.malloc(MiB, defaultStream);
+        expect(a.stats().allocatedBytes).toBe(8 + bytes + MiB);
+        s2.synchronize();
+        expect(readU64(a, out)).toBe(BigInt(count)); // S1 read its 1s before S2 wrote 7s
+
+        a.free(y, bytes, s2);
+        a.free(z, MiB, defaultStream);
+        a.free(out, 8, defaultStream);
+        const stats = a.stats();
+        expect(stats.allocatedBytes).toBe(0);
+        expect(stats.upstreamAllocCount).toBe(2); // one small and one large segment, both reused
+        a.trim();
+        expect(a.stats().reservedBytes).toBe(0);
+      } finally {
+        s2.destroy();
+        a.dispose();
+      }
+    });
+
+    it('streams created after others were destroyed (handles possibly reused) get working memory', () => {
+      const a = createAllocator('pool', { upstream: 'cuda' }) as NativeAllocator;
+      const out = a.malloc(8);
+      try {
+        const handles = new Set<number>();
+        for (let round = 1; round <= 8; round++) {
+          const s = Stream.create(device);
+          handles.add(s.handle);
+          const x = a.malloc(bytes, s);
+          a.write(out, new BigUint64Array([0n]));
+          fillU32(a, x, count, round, s);
+          sumU32(a, x, count, out, s);
+          s.synchronize();
+          expect(readU64(a, out)).toBe(BigInt(count * round));
+          a.free(x, bytes, s);
+          s.destroy();
+        }
+        console.log(`pool: 8 streams created and destroyed, ${handles.size} distinct handles`);
+        const stats = a.stats();
+        expect(stats.allocatedBytes).toBe(8);
+        expect(stats.upstreamAllocCount).toBe(2); // every round reused the first round's segment
+      } finally {
+        a.free(out, 8);
+        a.dispose();
+      }
+    });
+  });
+
   describe('async: release threshold', () => {
     const bytes = 256 * MiB;
 

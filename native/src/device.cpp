@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "gpumem/errors.hpp"
+#include "gpumem/stream_ordering.hpp"
 #include "resources/cuda_check.hpp"
 
 namespace gpumem {
@@ -84,7 +85,13 @@ stream_handle create_stream(int device) {
 }
 
 void destroy_stream(stream_handle stream) noexcept {
-  if (stream != nullptr && cudaStreamDestroy(as_stream(stream)) != cudaSuccess) cudaGetLastError();
+  if (stream == nullptr) return;
+  // Everything queued on the stream finishes first, so that the resources told below may treat the
+  // memory freed on it as idle; then they forget the handle, before it becomes invalid (or reused).
+  // A failed synchronisation (a context already broken by a fault) does not stop the destroy.
+  if (cudaStreamSynchronize(as_stream(stream)) != cudaSuccess) cudaGetLastError();
+  notify_stream_destroyed(stream);
+  if (cudaStreamDestroy(as_stream(stream)) != cudaSuccess) cudaGetLastError();
 }
 
 void synchronize_stream(stream_handle stream) { check_cuda(cudaStreamSynchronize(as_stream(stream)), "cudaStreamSynchronize"); }
@@ -182,7 +189,7 @@ int runtime_version() noexcept { return 0; }
 device_properties get_device_properties(int) { no_cuda(); }
 memory_info get_memory_info(int) { no_cuda(); }
 stream_handle create_stream(int) { no_cuda(); }
-void destroy_stream(stream_handle) noexcept {}
+void destroy_stream(stream_handle stream) noexcept { notify_stream_destroyed(stream); }
 void synchronize_stream(stream_handle) {}
 void synchronize_device(int) {}
 void* create_event(int) { no_cuda(); }

@@ -1,13 +1,15 @@
 #include "gpumem/stream_ordering.hpp"
 
+#include <algorithm>
+#include <mutex>
+#include <vector>
+
 #include "gpumem/errors.hpp"
 
 #ifdef GPUMEM_WITH_CUDA
 #include <cuda_runtime_api.h>
 
-#include <mutex>
 #include <string>
-#include <vector>
 #endif
 
 namespace gpumem {
@@ -141,6 +143,43 @@ class cuda_ordering final : public stream_ordering {
 #endif  // GPUMEM_WITH_CUDA
 
 }  // namespace
+
+namespace {
+
+// The live observers. Allocated once and never destroyed, so that a resource destroyed during
+// static destruction can still unregister.
+struct observer_registry {
+  std::mutex mutex;
+  std::vector<stream_observer*> observers;
+};
+
+observer_registry& observers() {
+  static auto* registry = new observer_registry();
+  return *registry;
+}
+
+}  // namespace
+
+void add_stream_observer(stream_observer& observer) {
+  observer_registry& r = observers();
+  std::lock_guard<std::mutex> lock(r.mutex);
+  r.observers.push_back(&observer);
+}
+
+void remove_stream_observer(stream_observer& observer) noexcept {
+  observer_registry& r = observers();
+  std::lock_guard<std::mutex> lock(r.mutex);
+  auto it = std::find(r.observers.begin(), r.observers.end(), &observer);
+  if (it != r.observers.end()) r.observers.erase(it);
+}
+
+void notify_stream_destroyed(stream_handle stream) noexcept {
+  if (stream == nullptr) return;
+  observer_registry& r = observers();
+  // Held throughout, so that an observer cannot be destroyed while it is being told.
+  std::lock_guard<std::mutex> lock(r.mutex);
+  for (stream_observer* observer : r.observers) observer->on_stream_destroyed(stream);
+}
 
 std::unique_ptr<stream_ordering> make_host_ordering() { return std::make_unique<host_ordering>(); }
 

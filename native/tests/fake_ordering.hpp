@@ -1,12 +1,15 @@
 // A stream_ordering for host-only tests: events complete when the test says so (or, for random
 // tests, after a chosen number of queries), and every call is counted, so the pool's cross-stream
-// logic can be checked without a GPU.
+// logic can be checked without a GPU. Streams can be destroyed as on a GPU: an event recorded on, or
+// waited for by, a destroyed stream fails as CUDA's do.
 #pragma once
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <vector>
 
+#include "gpumem/errors.hpp"
 #include "gpumem/stream_ordering.hpp"
 
 namespace gpumem::test {
@@ -31,6 +34,25 @@ struct fake_ordering_log {
   std::size_t synchronizes = 0;
   std::size_t releases = 0;
   int auto_complete_after = -1;  // given to new events
+  std::vector<stream_handle> destroyed;  // streams destroyed whose handle no new stream has got
+
+  bool is_destroyed(stream_handle stream) const {
+    return std::find(destroyed.begin(), destroyed.end(), stream) != destroyed.end();
+  }
+  // As gpumem::destroy_stream does on a GPU: the stream's work completes (its events with it), the
+  // stream observers hear of it (unless `notify` is false: a destroy behind gpumem's back), and its
+  // handle becomes invalid.
+  void destroy_stream(stream_handle stream, bool notify = true) {
+    for (auto& e : events) {
+      if (e->stream == stream) e->complete = true;
+    }
+    if (notify) notify_stream_destroyed(stream);
+    destroyed.push_back(stream);
+  }
+  // A new stream is created and gets the handle of a destroyed one.
+  void reuse_handle(stream_handle stream) {
+    destroyed.erase(std::remove(destroyed.begin(), destroyed.end(), stream), destroyed.end());
+  }
 
   std::size_t records_on(stream_handle stream) const {
     std::size_t n = 0;
@@ -57,6 +79,7 @@ class fake_ordering final : public stream_ordering {
   explicit fake_ordering(std::shared_ptr<fake_ordering_log> log) : log_(std::move(log)) {}
 
   event_handle record(stream_handle stream) override {
+    if (log_->is_destroyed(stream)) throw_destroyed("cudaEventRecord");
     ++log_->records;
     auto event = std::make_unique<fake_event>();
     event->stream = stream;
@@ -74,6 +97,7 @@ class fake_ordering final : public stream_ordering {
     return event->complete;
   }
   void wait(stream_handle stream, event_handle handle) override {
+    if (log_->is_destroyed(stream)) throw_destroyed("cudaStreamWaitEvent");
     log_->waits.push_back({stream, static_cast<fake_event*>(handle)});
   }
   void synchronize(event_handle handle) override {
@@ -86,6 +110,11 @@ class fake_ordering final : public stream_ordering {
   }
 
  private:
+  [[noreturn]] static void throw_destroyed(const char* call) {
+    throw cuda_error(std::string(call) + " failed: cudaErrorInvalidResourceHandle (the stream was destroyed)", 400,
+                     "cudaErrorInvalidResourceHandle");
+  }
+
   std::shared_ptr<fake_ordering_log> log_;
 };
 

@@ -42,6 +42,8 @@ struct memory_info {
 memory_info get_memory_info(int device);
 
 stream_handle create_stream(int device);  // non-blocking stream
+// Synchronises the stream, tells the stream observers (stream_ordering.hpp) it is going away, then
+// destroys it. nullptr (the default stream) is left alone.
 void destroy_stream(stream_handle stream) noexcept;
 void synchronize_stream(stream_handle stream);
 void synchronize_device(int device);

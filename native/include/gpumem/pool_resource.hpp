@@ -16,6 +16,21 @@
 //  - on upstream out_of_memory, every cached free segment is released and the request retried once;
 //  - trim() releases every free segment; max_reserved_bytes caps what the pool takes upstream;
 //  - thread-safe.
+//
+// Destroyed streams. The pool keys free lists, and the lists of streams to wait on, by stream
+// handle, so it must hear of a stream before the stream is destroyed: it is a stream_observer
+// (stream_ordering.hpp). destroy_stream (Stream#destroy in TypeScript) synchronises the stream and
+// tells the pool, which then, with no driver call: moves the blocks freed on that stream, now idle,
+// to the default stream's free list (other streams borrow them behind an event on the default
+// stream, as any borrow); drops the stream from every list of streams to wait on (merged free
+// blocks, record_stream); and forgets its free list, so that a new stream given the same handle
+// starts with none. The contract: while the pool holds memory freed on a stream, or record_stream
+// named it, the stream must be destroyed through destroy_stream, or synchronised and announced with
+// notify_stream_destroyed before cudaStreamDestroy. A stream destroyed behind the pool's back stays
+// in its lists: the next allocation that borrows its blocks, or free that records an event on it,
+// fails with a cuda_error (cudaEventRecord on an invalid handle) and the memory stays cached; and if
+// a new stream gets the old handle, it takes the old stream's blocks as its own with no wait, which
+// is a race if work queued on the old stream was still running.
 #pragma once
 #include <cstddef>
 #include <memory>

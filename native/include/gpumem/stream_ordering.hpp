@@ -25,6 +25,33 @@ class stream_ordering {
   virtual void release(event_handle event) noexcept = 0;
 };
 
+// Streams going away. A resource that keeps state keyed by stream handles (the pool's per-stream
+// free lists, and the streams its blocks must wait on) has to forget a stream before the stream is
+// destroyed: the handle then becomes invalid (an event recorded on it fails), and the next stream
+// created may get the same handle. Such a resource registers an observer for its lifetime;
+// destroy_stream (device.hpp), which gpumem's Stream#destroy calls, synchronises the stream and
+// then notifies every observer before cudaStreamDestroy. Code that destroys a stream some other way
+// while a resource may hold state keyed by it must synchronise it and call notify_stream_destroyed
+// first.
+class stream_observer {
+ public:
+  // `stream` is about to be destroyed, and every piece of work queued on it has completed. Called
+  // under the registry's lock: it must not add or remove observers. Never throws.
+  virtual void on_stream_destroyed(stream_handle stream) noexcept = 0;
+
+ protected:
+  ~stream_observer() = default;
+};
+
+// Registers `observer` (process-wide, thread-safe) until remove_stream_observer. Throws
+// std::bad_alloc only.
+void add_stream_observer(stream_observer& observer);
+// Unregisters `observer`; once this returns, no notification is running in it or will reach it.
+void remove_stream_observer(stream_observer& observer) noexcept;
+// Tells every registered observer that `stream`, already synchronised, is about to be destroyed.
+// The default stream (nullptr) is never destroyed: nothing happens for it.
+void notify_stream_destroyed(stream_handle stream) noexcept;
+
 // Host memory: every event is complete at once.
 std::unique_ptr<stream_ordering> make_host_ordering();
 // CUDA events on `device` (throws invalid_state when the build has no CUDA).

@@ -101,7 +101,9 @@ struct block {
   block* list_next = nullptr;
   free_index* index = nullptr;  // while free: the index holding it
   segment* seg = nullptr;
-  stream_handle stream = nullptr;  // live: allocation stream; free/pending: the stream it was freed on
+  // Live: the allocation stream (a placeholder once that stream is destroyed); free/pending: the
+  // stream it was freed on (the default stream once that stream is destroyed).
+  stream_handle stream = nullptr;
   std::uint32_t size_class = 0;
   block_state state = block_state::free;
   bool quarantined = false;             // an event could not be recorded: never reused

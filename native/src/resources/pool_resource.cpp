@@ -30,6 +30,12 @@ using pool_lock = std::mutex;
 using pool_lock = detail::pool::spin_lock;
 #endif
 
+// The allocation stream of a live block whose stream has been destroyed: no stream handle equals
+// it, so that a new stream given the old handle is not taken for the block's own (record_stream).
+// Only ever stored in live blocks, which deallocate re-keys to their freeing stream.
+char retired_stream_tag;
+const stream_handle retired_stream = &retired_stream_tag;
+
 // The free blocks that one stream may reuse without waiting on anything.
 struct stream_pool {
   explicit stream_pool(stream_handle s) : stream(s) {}
@@ -55,9 +61,11 @@ void check_options(const pool_options& options) {
 
 }  // namespace
 
-struct pool_resource::impl {
+struct pool_resource::impl final : stream_observer {
   impl(memory_resource& upstream_resource, const pool_options& opts, std::unique_ptr<stream_ordering> order)
       : upstream(upstream_resource), options(opts), ordering(std::move(order)) {
+    // The default stream's free list always exists: blocks of destroyed streams move there.
+    default_pool = add_pool(nullptr);
     // A request rounded past this is large, whatever small_request_limit says: it cannot share a
     // small segment.
     small_limit = std::min(options.small_request_limit, options.small_segment_bytes);
@@ -520,8 +528,9 @@ struct pool_resource::impl {
     while (segments != nullptr) {
       segment* seg = segments;
       segments = seg->next;
+      const stream_handle stream = seg->first->stream == retired_stream ? nullptr : seg->first->stream;
       try {
-        upstream.deallocate(reinterpret_cast<void*>(seg->base), seg->size, seg->first->stream);
+        upstream.deallocate(reinterpret_cast<void*>(seg->base), seg->size, stream);
       } catch (...) {
       }
       delete seg;  // block records go with block_store's chunks
@@ -552,12 +561,12 @@ struct pool_resource::impl {
     return last_pool = streams.back().get();
   }
 
-  // Forgets streams with no free blocks and no pending ones, so that many short-lived streams do
-  // not pile up.
+  // Forgets streams with no free blocks and no pending ones (but the default stream), so that many
+  // short-lived streams do not pile up.
   void prune_streams() noexcept {
     std::size_t kept = 0;
     for (std::size_t i = 0; i < streams.size(); ++i) {
-      if (streams[i]->empty() && !has_pending_on(streams[i]->stream)) {
+      if (streams[i].get() != default_pool && streams[i]->empty() && !has_pending_on(streams[i]->stream)) {
         if (last_pool == streams[i].get()) last_pool = nullptr;
         streams[i].reset();
       } else {
@@ -573,6 +582,56 @@ struct pool_resource::impl {
       if (b->stream == stream) return true;
     }
     return false;
+  }
+
+  // ----- a stream going away -----------------------------------------------------------------
+
+  // `gone` has been synchronised and is about to be destroyed (see stream_observer): all work on
+  // the memory freed on it, or that record_stream tied to it, has completed. So, without recording
+  // anything on it: no list of streams to wait on names it any more; its free blocks move to the
+  // default stream's free list (a stream that is never destroyed), merging there as any free does;
+  // the pending blocks freed on it will join that list too; the live blocks allocated on it no
+  // longer claim it; and its free list is forgotten, so that a new stream given the same handle
+  // starts with none. O(blocks): streams are destroyed rarely, and the fast path pays nothing.
+  GPUMEM_POOL_COLD void forget_stream(stream_handle gone) noexcept {
+    if (gone == nullptr || gone == retired_stream) return;
+    process_pending();
+    stream_pool* const neutral = default_pool;
+    for (segment* seg = segments; seg != nullptr; seg = seg->next) {
+      for (block* b = seg->first; b != nullptr; b = b->next_in_segment) {
+        std::vector<stream_handle>& on = b->used_on;
+        if (!on.empty()) on.erase(std::remove(on.begin(), on.end(), gone), on.end());
+        if (b->stream == gone) b->stream = b->state == block_state::live ? retired_stream : neutral->stream;
+        if (b->state == block_state::free) b->mixed = !b->used_on.empty();
+      }
+    }
+    stream_pool* old = find_pool(gone);
+    if (old == nullptr) return;
+    for (bool small : {true, false}) {
+      free_index& index = old->index(small);
+      while (block* b = index.best_fit(granule)) rehome_free_block(b, neutral);
+    }
+    if (last_pool == old) last_pool = nullptr;
+    streams.erase(std::find_if(streams.begin(), streams.end(), [old](const auto& p) { return p.get() == old; }));
+  }
+
+  // Moves free block `b` (already re-keyed to `target`'s stream) from the index it is in to
+  // `target`'s, merging it with its free neighbours as free_block would: in a large segment with any
+  // of them, the streams they wait on joining b's list; in a small one with those of target's stream.
+  // The neighbours may still sit in the index being emptied, so each leaves its own index.
+  GPUMEM_POOL_COLD void rehome_free_block(block* b, stream_pool* target) noexcept {
+    b->index->remove(b);
+    auto joins = [&](block* n) {
+      return n != nullptr && n->state == block_state::free && (!b->seg->small || n->stream == target->stream);
+    };
+    block* prev = joins(b->prev_in_segment) ? b->prev_in_segment : nullptr;
+    block* next = joins(b->next_in_segment) ? b->next_in_segment : nullptr;
+    free_block_across_streams(b, target, prev, next);
+  }
+
+  void on_stream_destroyed(stream_handle stream) noexcept override {
+    std::lock_guard<pool_lock> guard(lock);
+    forget_stream(stream);
   }
 
   // ----- queries ------------------------------------------------------------------------------
@@ -604,6 +663,7 @@ struct pool_resource::impl {
   std::vector<std::unique_ptr<stream_pool>> streams;
   std::vector<stream_handle> merge_scratch;  // free_block_across_streams's, kept for its capacity
   stream_pool* last_pool = nullptr;
+  stream_pool* default_pool = nullptr;  // the nullptr stream's, never pruned
   segment* segments = nullptr;
   block* pending_head = nullptr;
   std::size_t pending_count = 0;
@@ -613,9 +673,10 @@ pool_resource::pool_resource(memory_resource& upstream, pool_options options, st
   check_options(options);
   if (!ordering) ordering = make_ordering(upstream.kind(), upstream.device());
   impl_ = std::make_unique<impl>(upstream, options, std::move(ordering));
+  add_stream_observer(*impl_);
 }
 
-pool_resource::~pool_resource() = default;
+pool_resource::~pool_resource() { remove_stream_observer(*impl_); }
 
 memory_resource& pool_resource::upstream() const noexcept { return impl_->upstream; }
 

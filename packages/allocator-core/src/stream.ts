@@ -50,7 +50,12 @@ export class Stream {
     if (this.device.kind === 'cuda') loadNative().synchronizeStream(this.handle);
   }
 
-  /** Destroys a stream made by create(). The default stream cannot be destroyed. */
+  /**
+   * Destroys a stream made by create(). The default stream cannot be destroyed. On a GPU this first
+   * waits for the work queued on the stream, then tells the native resources that key state by
+   * stream (the pool's per-stream free lists) to forget it: memory they cache for it stays usable on
+   * other streams. Destroy streams that an allocator has used through this method only.
+   */
   destroy(): void {
     if (this.#handle < 0 || !this.#owned) return;
     if (this.device.kind === 'cuda') loadNative().destroyStream(this.#handle);
