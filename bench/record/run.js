@@ -1,37 +1,38 @@
 #!/usr/bin/env node
 // bench/record: what recording allocation events (the memory timeline of `gpumem compare`) costs.
 //
-//   node bench/record/run.js [--allocators pool,async] [--epochs N] [--repeats N] [--out FILE]
+//   node bench/record/run.js [--allocators pool,async] [--epochs N] [--runs N] [--out FILE]
 //
 // Trains mlp-seed (MNIST, 4x784, batch 64, one epoch = 938 steps + validation) on each allocator
-// with recording on and off, alternating, `repeats` times each; the epoch time is the median over
-// every epoch after the first of every repeat. Overhead = on / off - 1. Without a GPU it uses the
-// host strategies on a subset of MNIST with the CPU kernels.
+// with tracking on, and switches recording off and on at every epoch boundary, so the two modes
+// alternate within one run on a warm device (epoch 1, the warm-up, is left out). Runs alternate
+// which mode comes first. Overhead = median(on) / median(off) - 1, and the median of the paired
+// differences between neighbouring epochs. Without a GPU: the host strategies on a subset of MNIST.
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { dirname } from 'node:path';
-import { deviceProperties, hasCudaDevice } from '@gpumem/allocator-core';
+import { createTrackedAllocator, deviceProperties, hasCudaDevice } from '@gpumem/allocator-core';
 import '@gpumem/allocator-uvm';
 import '@gpumem/allocator-pool';
 import '@gpumem/allocator-async';
-import { runOne, parseAllocatorList } from '@gpumem/gnn';
+import { train, parseAllocatorList } from '@gpumem/gnn';
 
-const usage = 'Usage: node bench/record/run.js [--allocators pool,async] [--epochs N] [--repeats N] [--out FILE]';
+const usage = 'Usage: node bench/record/run.js [--allocators pool,async] [--epochs N >= 3] [--runs N] [--out FILE]';
 const gpu = hasCudaDevice();
 
 function parseArgs(argv) {
-  const a = { allocators: gpu ? 'pool,async' : 'pool', epochs: 3, repeats: 3, out: 'bench/record/out/record.json' };
+  const a = { allocators: gpu ? 'pool,async' : 'pool', epochs: 9, runs: 2, out: 'bench/record/out/record.json' };
   for (let i = 0; i < argv.length; i++) {
     const k = argv[i];
     const v = argv[i + 1];
     if (k === '--allocators' && v) a.allocators = argv[++i];
-    else if (k === '--epochs' && Number.isSafeInteger(Number(v)) && Number(v) >= 2) a.epochs = Number(argv[++i]);
-    else if (k === '--repeats' && Number.isSafeInteger(Number(v)) && Number(v) >= 1) a.repeats = Number(argv[++i]);
+    else if (k === '--epochs' && Number.isSafeInteger(Number(v)) && Number(v) >= 3) a.epochs = Number(argv[++i]);
+    else if (k === '--runs' && Number.isSafeInteger(Number(v)) && Number(v) >= 1) a.runs = Number(argv[++i]);
     else if (k === '--out' && v) a.out = argv[++i];
     else if (k === '-h' || k === '--help') {
       console.log(usage);
       process.exit(0);
     } else {
-      console.error(`bench/record: bad or unknown option '${k}' (--epochs needs at least 2)\n${usage}`);
+      console.error(`bench/record: bad or unknown option '${k}'\n${usage}`);
       process.exit(2);
     }
   }
@@ -44,38 +45,66 @@ const median = (xs) => {
   return s.length % 2 ? s[m] : (s[m - 1] + s[m]) / 2;
 };
 
+/** One run: recording on in the epochs where `onFor(epoch)` holds, switched at each epoch's first step. */
+function oneRun(spec, args, onFirst) {
+  const tracked = createTrackedAllocator(spec.name, spec.options, 2 ** 22);
+  const onFor = (epoch) => epoch === 0 || (epoch % 2 === 1) === onFirst;
+  let current = -1;
+  try {
+    const result = train({
+      model: 'mlp',
+      allocator: tracked.allocator,
+      epochs: args.epochs,
+      seed: 0,
+      tagAllocations: tracked.setTag,
+      ...(gpu ? {} : { trainSubset: 2048, testSubset: 1000 }),
+      onProgress: (p) => {
+        if (p.epoch === current) return;
+        current = p.epoch;
+        tracked.setEnabled(onFor(p.epoch)); // after the epoch's first step: 1 step in 938 in the previous mode
+      },
+    });
+    const { events, dropped } = tracked.events();
+    return { epochs: result.epochs.map((e) => ({ epochMs: e.epochMs, recording: onFor(e.epoch) })), events: events.length, dropped };
+  } finally {
+    tracked.allocator.dispose();
+  }
+}
+
 function main() {
   const args = parseArgs(process.argv.slice(2));
-  const train = { model: 'mlp', epochs: args.epochs, seed: 0, ...(gpu ? {} : { trainSubset: 2048, testSubset: 1000 }) };
   const rows = [];
   for (const spec of parseAllocatorList(args.allocators)) {
-    const times = { on: [], off: [] };
+    const on = [];
+    const off = [];
+    const paired = [];
     let events = 0;
     let dropped = 0;
-    for (let r = 0; r < args.repeats; r++) {
-      for (const record of r % 2 ? [true, false] : [false, true]) {
-        const run = runOne({ spec, train, record, trackingCapacity: 2 ** 22, timelinePoints: 4000 });
-        if (run.status !== 'ok') throw new Error(`${spec.label}: ${run.status}: ${run.error}`);
-        times[record ? 'on' : 'off'].push(...run.epochs.slice(1).map((e) => e.epochMs));
-        if (record) {
-          events = run.eventsRecorded;
-          dropped = run.eventsDropped;
-        }
+    for (let r = 0; r < args.runs; r++) {
+      const run = oneRun(spec, args, r % 2 === 0);
+      const timed = run.epochs.slice(1);
+      for (const e of timed) (e.recording ? on : off).push(e.epochMs);
+      for (let i = 0; i + 1 < timed.length; i += 2) {
+        const [a, b] = timed[i].recording ? [timed[i], timed[i + 1]] : [timed[i + 1], timed[i]];
+        paired.push(a.epochMs / b.epochMs - 1);
       }
+      events += run.events;
+      dropped += run.dropped;
     }
-    const on = median(times.on);
-    const off = median(times.off);
-    rows.push({ allocator: spec.label, epochMsOff: off, epochMsOn: on, overheadPercent: (on / off - 1) * 100, eventsPerRun: events, dropped, samplesOff: times.off, samplesOn: times.on });
+    const mOn = median(on);
+    const mOff = median(off);
+    rows.push({ allocator: spec.label, epochMsOff: mOff, epochMsOn: mOn, overheadPercent: (mOn / mOff - 1) * 100, pairedMedianPercent: median(paired) * 100, eventsRecorded: events, dropped, on, off });
   }
   const device = gpu ? deviceProperties(0).name : 'host (CPU kernels)';
-  console.log(`recording overhead on mlp-seed, ${device}, ${args.repeats} repeats x ${args.epochs} epochs (median of epochs after the first)`);
+  console.log(`recording overhead on mlp-seed, ${device}: ${args.runs} runs x ${args.epochs} epochs, recording switched every epoch (epoch 1 left out)`);
   console.table(
     rows.map((r) => ({
       allocator: r.allocator,
-      'epoch, recording off': `${r.epochMsOff.toFixed(1)} ms`,
-      'epoch, recording on': `${r.epochMsOn.toFixed(1)} ms`,
+      'epoch, off (median)': `${r.epochMsOff.toFixed(1)} ms`,
+      'epoch, on (median)': `${r.epochMsOn.toFixed(1)} ms`,
       overhead: `${r.overheadPercent.toFixed(2)}%`,
-      'events per run': r.eventsPerRun,
+      'paired median': `${r.pairedMedianPercent.toFixed(2)}%`,
+      'events recorded': r.eventsRecorded,
       dropped: r.dropped,
     })),
   );

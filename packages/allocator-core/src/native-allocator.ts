@@ -9,7 +9,7 @@ import { InvalidStateError, translateNativeError } from './errors.js';
 import { loadNative, type NativeReplay, type NativeResource, type NativeTiming, type ResourceSpec } from './native.js';
 import type { Stream } from './stream.js';
 import type { AllocatorStats, DevicePtr, PrefetchTarget } from './types.js';
-import { checkBytes, checkNonNegative } from './validate.js';
+import { checkBoolean, checkBytes, checkNonNegative } from './validate.js';
 
 /** Options every native strategy takes. */
 export interface NativeLayerOptions {
@@ -289,6 +289,17 @@ export abstract class NativeAllocator extends BaseAllocator {
       });
     }
     return { events, dropped: raw.dropped };
+  }
+
+  /** Pauses (false) or resumes (true) recording, keeping what the ring holds (needs `trackingCapacity`). */
+  setTrackingEnabled(on: boolean): void {
+    this.checkLive();
+    checkBoolean(on, 'on');
+    try {
+      this.#native.setTrackingEnabled(on);
+    } catch (e) {
+      throw translateNativeError(e, this.name);
+    }
   }
 
   /** Tags the events recorded from now on (e.g. with an op or phase id). */

@@ -51,6 +51,9 @@ describe('allocation tracking', () => {
     const p = tracked.allocator.malloc(4096);
     tracked.setTag(3);
     tracked.allocator.free(p, 4096);
+    tracked.setEnabled(false);
+    tracked.allocator.free(tracked.allocator.malloc(256), 256); // not recorded
+    tracked.setEnabled(true);
     const { events } = tracked.events();
     expect(events.map((e) => [e.action, e.bytes, e.tag, e.reservedBytes])).toEqual([
       ['alloc', 4096, 0, 4096],

@@ -10,7 +10,7 @@ import { NativeAllocator, type TrackingEvent } from '../native-allocator.js';
 import { createAllocator, strategyInfo } from '../registry.js';
 import type { Stream } from '../stream.js';
 import type { Allocator, AllocatorStats, DevicePtr, PrefetchTarget } from '../types.js';
-import { checkBytes, checkNonNegative } from '../validate.js';
+import { checkBoolean, checkBytes, checkNonNegative } from '../validate.js';
 
 const actions = ['alloc', 'free', 'oom'] as const;
 
@@ -63,6 +63,7 @@ export class TrackingAllocator extends BaseAllocator {
 
   /** Turns recording off and on (it starts on). */
   setEnabled(on: boolean): void {
+    checkBoolean(on, 'on');
     this.#enabled = on;
   }
 
@@ -171,6 +172,8 @@ export interface TrackedAllocator {
   events(clear?: boolean): TrackingEvents;
   /** Tags the events recorded from now on. */
   setTag(tag: number): void;
+  /** Pauses (false) or resumes (true) recording. */
+  setEnabled(on: boolean): void;
 }
 
 /**
@@ -183,11 +186,21 @@ export function createTrackedAllocator(name: string, options: Record<string, unk
   if (strategyInfo(name).nativeLayers) {
     const allocator = createAllocator(name, { ...options, trackingCapacity: capacity });
     if (allocator instanceof NativeAllocator) {
-      return { allocator, events: (clear) => allocator.trackingEvents(clear), setTag: (tag) => allocator.setTrackingTag(tag) };
+      return {
+        allocator,
+        events: (clear) => allocator.trackingEvents(clear),
+        setTag: (tag) => allocator.setTrackingTag(tag),
+        setEnabled: (on) => allocator.setTrackingEnabled(on),
+      };
     }
     allocator.dispose();
     throw new TypeError(`The '${name}' strategy is registered with native layers but did not create a NativeAllocator`);
   }
   const allocator = new TrackingAllocator(createAllocator(name, options), capacity);
-  return { allocator, events: (clear) => allocator.trackingEvents(clear), setTag: (tag) => allocator.setTrackingTag(tag) };
+  return {
+    allocator,
+    events: (clear) => allocator.trackingEvents(clear),
+    setTag: (tag) => allocator.setTrackingTag(tag),
+    setEnabled: (on) => allocator.setEnabled(on),
+  };
 }
