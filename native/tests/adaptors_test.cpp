@@ -17,16 +17,13 @@
 #include "gpumem/prefetch_adaptor.hpp"
 #include "gpumem/statistics_adaptor.hpp"
 #include "gpumem/tracking_adaptor.hpp"
+#include "pool_test_support.hpp"
 #include "test_harness.hpp"
 
 using namespace gpumem;
-using gpumem::test::stream_key;
+using namespace gpumem::test;
 
 namespace {
-
-constexpr std::size_t KiB = 1024;
-
-std::uintptr_t addr(const void* p) { return reinterpret_cast<std::uintptr_t>(p); }
 
 fault_options every(std::uint64_t n) {
   fault_options o;

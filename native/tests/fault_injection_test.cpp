@@ -15,15 +15,13 @@
 #include "gpumem/host_resource.hpp"
 #include "gpumem/limiting_adaptor.hpp"
 #include "gpumem/pool_resource.hpp"
+#include "pool_test_support.hpp"
 #include "test_harness.hpp"
 
 using namespace gpumem;
-using gpumem::test::stream_key;
+using namespace gpumem::test;
 
 namespace {
-
-constexpr std::size_t KiB = 1024;
-constexpr std::size_t MiB = 1024 * 1024;
 
 fault_options every(std::uint64_t n) {
   fault_options o;

@@ -7,18 +7,11 @@
 
 #include "gpumem/host_resource.hpp"
 #include "gpumem/pool_resource.hpp"
+#include "pool_test_support.hpp"
 #include "test_harness.hpp"
 
 using namespace gpumem;
-
-namespace {
-
-constexpr std::size_t KiB = 1024;
-constexpr std::size_t MiB = 1024 * 1024;
-
-std::uintptr_t addr(const void* p) { return reinterpret_cast<std::uintptr_t>(p); }
-
-}  // namespace
+using namespace gpumem::test;
 
 TEST(first_small_allocation_creates_one_segment_and_the_next_is_adjacent) {
   host_resource host;

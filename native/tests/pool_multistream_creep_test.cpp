@@ -16,38 +16,13 @@
 #include "fake_ordering.hpp"
 #include "gpumem/host_resource.hpp"
 #include "gpumem/pool_resource.hpp"
+#include "pool_test_support.hpp"
 #include "test_harness.hpp"
 
 using namespace gpumem;
-using gpumem::test::fake_event;
-using gpumem::test::fake_ordering_log;
-using gpumem::test::stream_key;
+using namespace gpumem::test;
 
 namespace {
-
-constexpr std::size_t KiB = 1024;
-constexpr std::size_t MiB = 1024 * 1024;
-
-std::uintptr_t addr(const void* p) { return reinterpret_cast<std::uintptr_t>(p); }
-
-const stream_handle stream_a = stream_key(0xA0);
-const stream_handle stream_b = stream_key(0xB0);
-const stream_handle stream_c = stream_key(0xC0);
-const stream_handle stream_d = stream_key(0xD0);
-
-struct fixture {
-  explicit fixture(pool_options options = {}) : pool(host, options, gpumem::test::make_fake_ordering(log)) {}
-  std::shared_ptr<fake_ordering_log> log = std::make_shared<fake_ordering_log>();
-  host_resource host;
-  pool_resource pool;
-};
-
-bool waited(const fake_ordering_log& log, stream_handle waiter, stream_handle recorded_on) {
-  for (const auto& w : log.waits) {
-    if (w.stream == waiter && w.event != nullptr && w.event->stream == recorded_on) return true;
-  }
-  return false;
-}
 
 // Independent of the pool: which byte ranges were freed on which stream and when, and what each
 // stream is ordered after, as vector clocks: a free ticks its stream's own clock; an event carries
@@ -168,7 +143,7 @@ soak_result run_soak(unsigned stream_count, std::size_t ops) {
   options.small_request_limit = 64 * KiB;
   options.small_segment_bytes = 128 * KiB;
   options.large_segment_rounding = 128 * KiB;
-  fixture f(options);
+  pool_fixture f(options);
   ordering_checker checker(*f.log);
   std::vector<stream_handle> streams;
   for (unsigned i = 0; i < stream_count; ++i) streams.push_back(stream_key(0x100 + i));
@@ -244,7 +219,7 @@ void print(const char* label, const soak_result& r) {
 }  // namespace
 
 TEST(pieces_of_a_segment_freed_on_four_streams_merge_and_their_reuse_waits_for_each) {
-  fixture f;
+  pool_fixture f;
   void* whole = f.pool.allocate(8 * MiB, stream_a);
   f.pool.deallocate(whole, 8 * MiB, stream_a);  // one free 8 MiB large block, A's
   void* pieces[4];
@@ -277,7 +252,7 @@ TEST(pieces_of_a_segment_freed_on_four_streams_merge_and_their_reuse_waits_for_e
 }
 
 TEST(a_merged_block_is_borrowed_by_best_fit_waiting_only_for_its_own_streams) {
-  fixture f;
+  pool_fixture f;
   // Segment 1 (8 MiB): pieces of 2 MiB on A, B, A, B. Segment 2 (4 MiB): pieces of 2 MiB on C, D.
   void* s1 = f.pool.allocate(8 * MiB, stream_a);
   void* s2 = f.pool.allocate(4 * MiB, stream_a);
@@ -308,7 +283,7 @@ TEST(a_merged_block_is_borrowed_by_best_fit_waiting_only_for_its_own_streams) {
 }
 
 TEST(the_rest_of_a_merged_block_keeps_its_streams_only_while_they_are_not_waited_for) {
-  fixture f;
+  pool_fixture f;
   void* whole = f.pool.allocate(8 * MiB, stream_a);
   f.pool.deallocate(whole, 8 * MiB, stream_a);
   void* x = f.pool.allocate(4 * MiB, stream_a);

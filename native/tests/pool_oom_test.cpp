@@ -9,19 +9,11 @@
 #include "gpumem/host_resource.hpp"
 #include "gpumem/limiting_adaptor.hpp"
 #include "gpumem/pool_resource.hpp"
+#include "pool_test_support.hpp"
 #include "test_harness.hpp"
 
 using namespace gpumem;
-using gpumem::test::stream_key;
-
-namespace {
-
-constexpr std::size_t KiB = 1024;
-constexpr std::size_t MiB = 1024 * 1024;
-
-std::uintptr_t addr(const void* p) { return reinterpret_cast<std::uintptr_t>(p); }
-
-}  // namespace
+using namespace gpumem::test;
 
 TEST(upstream_oom_releases_cached_segments_and_retries) {
   host_resource host;

@@ -11,16 +11,13 @@
 #include "fake_ordering.hpp"
 #include "gpumem/host_resource.hpp"
 #include "gpumem/pool_resource.hpp"
+#include "pool_test_support.hpp"
 #include "test_harness.hpp"
 
 using namespace gpumem;
-using gpumem::test::fake_ordering_log;
-using gpumem::test::stream_key;
+using namespace gpumem::test;
 
 namespace {
-
-constexpr std::size_t KiB = 1024;
-constexpr std::size_t MiB = 1024 * 1024;
 
 struct live_block {
   std::uintptr_t end;  // rounded end

@@ -13,44 +13,23 @@
 #include "fake_ordering.hpp"
 #include "gpumem/host_resource.hpp"
 #include "gpumem/pool_resource.hpp"
+#include "pool_test_support.hpp"
 #include "test_harness.hpp"
 
 using namespace gpumem;
-using gpumem::test::fake_ordering_log;
-using gpumem::test::stream_key;
+using namespace gpumem::test;
 
 namespace {
 
-constexpr std::size_t KiB = 1024;
-constexpr std::size_t MiB = 1024 * 1024;
-
-std::uintptr_t addr(const void* p) { return reinterpret_cast<std::uintptr_t>(p); }
-
 const stream_handle default_stream = nullptr;
-const stream_handle stream_a = stream_key(0xA0);
-const stream_handle stream_b = stream_key(0xB0);
-const stream_handle stream_c = stream_key(0xC0);
 const stream_handle stream_s1 = stream_key(0x51);
 const stream_handle stream_s2 = stream_key(0x52);
-
-struct fixture {
-  std::shared_ptr<fake_ordering_log> log = std::make_shared<fake_ordering_log>();
-  host_resource host;
-  pool_resource pool{host, pool_options{}, gpumem::test::make_fake_ordering(log)};
-};
-
-bool waited(const fake_ordering_log& log, stream_handle waiter, stream_handle recorded_on) {
-  for (const auto& w : log.waits) {
-    if (w.stream == waiter && w.event != nullptr && w.event->stream == recorded_on) return true;
-  }
-  return false;
-}
 
 }  // namespace
 
 // The scenario found on a GPU: memory cached on S1, S1 destroyed, then an allocation on S2.
 TEST(memory_freed_on_a_destroyed_stream_is_reused_without_touching_that_stream) {
-  fixture f;
+  pool_fixture f;
   void* p = f.pool.allocate(4 * KiB, stream_s1);
   f.pool.deallocate(p, 4 * KiB, stream_s1);  // S1 holds the whole small segment, free
   f.log->destroy_stream(stream_s1);
@@ -85,7 +64,7 @@ TEST(memory_freed_on_a_destroyed_stream_is_reused_without_touching_that_stream) 
 // What the contract in pool_resource.hpp warns of: the same scenario with a stream destroyed
 // behind the pool's back fails as it did on the GPU, and leaves the pool as it was.
 TEST(a_stream_destroyed_without_notice_makes_the_borrow_fail_cleanly) {
-  fixture f;
+  pool_fixture f;
   void* p = f.pool.allocate(4 * KiB, stream_s1);
   f.pool.deallocate(p, 4 * KiB, stream_s1);
   f.log->destroy_stream(stream_s1, /*notify=*/false);
@@ -102,7 +81,7 @@ TEST(a_stream_destroyed_without_notice_makes_the_borrow_fail_cleanly) {
 }
 
 TEST(a_merged_block_no_longer_waits_for_a_destroyed_stream) {
-  fixture f;
+  pool_fixture f;
   void* whole = f.pool.allocate(8 * MiB, stream_a);
   f.pool.deallocate(whole, 8 * MiB, stream_a);
   void* pieces[4];
@@ -127,7 +106,7 @@ TEST(a_merged_block_no_longer_waits_for_a_destroyed_stream) {
 }
 
 TEST(a_merged_block_owned_by_the_destroyed_stream_moves_to_the_default_stream_with_its_other_streams) {
-  fixture f;
+  pool_fixture f;
   void* whole = f.pool.allocate(8 * MiB, stream_a);
   f.pool.deallocate(whole, 8 * MiB, stream_a);
   void* x = f.pool.allocate(4 * MiB, stream_a);
@@ -152,7 +131,7 @@ TEST(a_merged_block_owned_by_the_destroyed_stream_moves_to_the_default_stream_wi
 }
 
 TEST(blocks_of_the_destroyed_stream_merge_with_the_default_streams_in_a_small_segment) {
-  fixture f;
+  pool_fixture f;
   void* x = f.pool.allocate(4 * KiB, default_stream);
   void* y = f.pool.allocate(4 * KiB, default_stream);
   void* z = f.pool.allocate(4 * KiB, default_stream);  // keeps x and y from the rest of the segment
@@ -169,7 +148,7 @@ TEST(blocks_of_the_destroyed_stream_merge_with_the_default_streams_in_a_small_se
 }
 
 TEST(record_stream_on_a_destroyed_stream_is_dropped_from_live_blocks) {
-  fixture f;
+  pool_fixture f;
   void* p = f.pool.allocate(4 * KiB, stream_a);
   f.pool.record_stream(p, stream_s1);
   f.log->destroy_stream(stream_s1);
@@ -183,7 +162,7 @@ TEST(record_stream_on_a_destroyed_stream_is_dropped_from_live_blocks) {
 }
 
 TEST(a_pending_block_freed_on_a_destroyed_stream_joins_the_default_stream_when_complete) {
-  fixture f;
+  pool_fixture f;
   void* p = f.pool.allocate(4 * KiB, stream_s1);
   f.pool.record_stream(p, stream_b);
   f.pool.deallocate(p, 4 * KiB, stream_s1);  // parked behind an event on B
@@ -201,7 +180,7 @@ TEST(a_pending_block_freed_on_a_destroyed_stream_joins_the_default_stream_when_c
 }
 
 TEST(an_event_recorded_on_the_destroyed_stream_completes_with_it) {
-  fixture f;
+  pool_fixture f;
   void* p = f.pool.allocate(4 * KiB, stream_a);
   f.pool.record_stream(p, stream_s1);
   f.pool.deallocate(p, 4 * KiB, stream_a);  // parked behind an event on S1
@@ -215,7 +194,7 @@ TEST(an_event_recorded_on_the_destroyed_stream_completes_with_it) {
 }
 
 TEST(a_new_stream_given_a_destroyed_streams_handle_starts_afresh) {
-  fixture f;
+  pool_fixture f;
   void* live = f.pool.allocate(4 * KiB, stream_s1);  // stays live across the destroy
   void* p = f.pool.allocate(64 * KiB, stream_s1);
   f.pool.deallocate(p, 64 * KiB, stream_s1);
@@ -244,7 +223,7 @@ TEST(a_new_stream_given_a_destroyed_streams_handle_starts_afresh) {
 }
 
 TEST(trim_after_a_destroy_releases_segments_without_the_destroyed_stream) {
-  fixture f;
+  pool_fixture f;
   void* whole = f.pool.allocate(8 * MiB, stream_a);
   f.pool.deallocate(whole, 8 * MiB, stream_a);
   void* x = f.pool.allocate(4 * MiB, stream_a);
@@ -290,7 +269,7 @@ TEST(every_live_pool_hears_of_the_destroy_and_a_destroyed_pool_no_longer_does) {
 }
 
 TEST(the_default_stream_is_never_forgotten) {
-  fixture f;
+  pool_fixture f;
   void* p = f.pool.allocate(4 * KiB, default_stream);
   f.pool.deallocate(p, 4 * KiB, default_stream);
   notify_stream_destroyed(default_stream);  // ignored: the default stream cannot be destroyed

@@ -6,23 +6,15 @@
 #include "fake_ordering.hpp"
 #include "gpumem/host_resource.hpp"
 #include "gpumem/pool_resource.hpp"
+#include "pool_test_support.hpp"
 #include "test_harness.hpp"
 
 using namespace gpumem;
-using gpumem::test::fake_ordering_log;
-using gpumem::test::stream_key;
+using namespace gpumem::test;
 
 namespace {
 
-constexpr std::size_t KiB = 1024;
-constexpr std::size_t MiB = 1024 * 1024;
-
-std::uintptr_t addr(const void* p) { return reinterpret_cast<std::uintptr_t>(p); }
-
-const stream_handle stream_a = stream_key(0xA0);
-const stream_handle stream_b = stream_key(0xB0);
-const stream_handle stream_c = stream_key(0xC0);
-
+// Unlike pool_fixture, holds the pool by pointer: a test destroys it, then checks the log and the host.
 struct fixture {
   std::shared_ptr<fake_ordering_log> log = std::make_shared<fake_ordering_log>();
   host_resource host;

@@ -29,6 +29,7 @@ export {
   InsufficientMemoryError,
   type MemoryEstimate,
   type TrainingShape,
+  type ShapeOptions,
 } from './memory-estimate.js';
 export { train, type TrainOptions, type TrainResult, type EpochRecord, type Progress, type ModelName, type DatasetName } from './train.js';
 export type { NativeOps } from './native-ops.js';
