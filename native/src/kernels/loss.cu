@@ -22,6 +22,17 @@ struct row_result {
   int correct;  // 1 when argmax == label
 };
 
+// A block's loss and correct count from its warps' partial sums, added in warp order: the one order
+// both loss kernels use, so that the fused kernel's totals are bit-identical to ce_kernel's.
+__device__ __forceinline__ row_result sum_in_warp_order(const float* block_loss, const int* block_correct) {
+  row_result total{block_loss[0], block_correct[0]};
+  for (int w = 1; w < warps_per_block; ++w) {
+    total.loss += block_loss[w];
+    total.correct += block_correct[w];
+  }
+  return total;
+}
+
 __device__ __forceinline__ void argmax_combine(float& v, int& idx, float ov, int oidx) {
   // Larger value wins; on a tie the smaller index (the first maximum, as on the CPU).
   if (ov > v || (ov == v && oidx < idx)) {
@@ -117,12 +128,9 @@ __global__ void __launch_bounds__(warps_per_block * 32)
   }
   __syncthreads();
   if (threadIdx.x != 0) return;
-  float bl = block_loss[0];
-  int bc = block_correct[0];
-  for (int w = 1; w < warps_per_block; ++w) {
-    bl += block_loss[w];
-    bc += block_correct[w];
-  }
+  const row_result total = sum_in_warp_order(block_loss, block_correct);
+  const float bl = total.loss;
+  const int bc = total.correct;
   if (!Train) {
     if (bc != 0) atomicAdd(correct_out, bc);
   } else if (gridDim.x == 1) {
@@ -199,12 +207,9 @@ __global__ void __launch_bounds__(batch_warps * 32)
     __syncthreads();
   }
   if (threadIdx.x != 0) return;
-  float bl = block_loss[0];
-  int bc = block_correct[0];
-  for (int w = 1; w < warps_per_block; ++w) {
-    bl += block_loss[w];
-    bc += block_correct[w];
-  }
+  const row_result total = sum_in_warp_order(block_loss, block_correct);
+  const float bl = total.loss;
+  const int bc = total.correct;
   const std::int64_t slot = step != nullptr ? std::int64_t(*step) : 0;
   loss_out[slot] = bl / static_cast<float>(R);
   correct_out[slot] = bc;
