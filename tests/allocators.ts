@@ -65,5 +65,5 @@ export function allocatorCases(): Array<AllocatorCase & { runnable: boolean }> {
 
 export function make(c: AllocatorCase): Allocator {
   const allocator = createAllocator(c.name, c.options);
-  return c.tsTracking === undefined ? allocator : new TrackingAllocator(allocator, c.tsTracking);
+  return c.tsTracking === undefined ? allocator : new TrackingAllocator(allocator, c.tsTracking, { ownsUpstream: true });
 }

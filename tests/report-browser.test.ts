@@ -11,7 +11,7 @@ import { fileURLToPath, pathToFileURL } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { chromium, type Browser, type Page } from 'playwright-core';
 import { renderHtmlReport } from '@gpumem/gnn';
-import { sampleCompareResult } from '../packages/gnn/src/compare/fixture.js';
+import { sampleCompareResult } from '../packages/compare/src/fixture.js';
 
 const chromiumPath = '/usr/bin/chromium';
 const browserAvailable = existsSync(chromiumPath);

@@ -14,7 +14,8 @@ import { createTrackedAllocator, deviceProperties, hasCudaDevice } from '@gpumem
 import '@gpumem/allocator-uvm';
 import '@gpumem/allocator-pool';
 import '@gpumem/allocator-async';
-import { train, parseAllocatorList } from '@gpumem/gnn';
+import { train } from '@gpumem/gnn';
+import { parseAllocatorList } from '@gpumem/compare';
 
 const usage = 'Usage: node bench/record/run.js [--allocators pool,async] [--epochs N >= 3] [--runs N] [--out FILE]';
 const gpu = hasCudaDevice();
@@ -61,7 +62,7 @@ function oneRun(spec, args, onFirst) {
       onProgress: (p) => {
         if (p.epoch === current) return;
         current = p.epoch;
-        tracked.setEnabled(onFor(p.epoch)); // after the epoch's first step: 1 step in 938 in the previous mode
+        tracked.setTrackingEnabled(onFor(p.epoch)); // after the epoch's first step: 1 step in 938 in the previous mode
       },
     });
     const { events, dropped } = tracked.events();

@@ -17,6 +17,7 @@ import {
   hasCudaDevice,
   InvalidStateError,
   OutOfMemoryError,
+  isOutOfMemory,
   Stream,
   synchronizeDevice,
   type Allocator,
@@ -85,10 +86,6 @@ function hex(ptr: number): string {
   return `0x${ptr.toString(16)}`;
 }
 
-function isOutOfMemory(e: unknown): boolean {
-  // `code` too: an upstream made by another copy of the core throws another OutOfMemoryError class.
-  return e instanceof OutOfMemoryError || (e instanceof Error && (e as { code?: unknown }).code === 'GPUMEM_OOM');
-}
 
 function isAllocator(value: unknown): value is Allocator {
   if (value === null || typeof value !== 'object') return false;

@@ -22,6 +22,14 @@ export class OutOfMemoryError extends Error {
   }
 }
 
+/**
+ * True when `e` is an out-of-memory failure: an {@link OutOfMemoryError}, or any error whose
+ * `code` is `'GPUMEM_OOM'` (one thrown by an upstream made by another copy of the core).
+ */
+export function isOutOfMemory(e: unknown): e is OutOfMemoryError {
+  return e instanceof OutOfMemoryError || (e instanceof Error && (e as { code?: unknown }).code === 'GPUMEM_OOM');
+}
+
 /** A CUDA runtime call failed. */
 export class CudaError extends Error {
   override readonly name = 'CudaError';

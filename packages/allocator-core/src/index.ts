@@ -5,19 +5,19 @@
  */
 import './register.js';
 
-export type { Allocator, AllocatorStats, DevicePtr, PrefetchTarget } from './types.js';
+export type { Allocator, AllocatorStats, DevicePtr, PrefetchTarget, AllocationAction, AllocationEvent, TrackingEvent } from './types.js';
 export { BaseAllocator } from './base.js';
 export {
   NativeAllocator,
   type NativeLayerOptions,
   type FaultInjectionOptions,
-  type TrackingEvent,
   type SharedAllocatorHandle,
   type ReplayOps,
 } from './native-allocator.js';
 export { attachSharedAllocator, AttachedAllocator } from './shared.js';
 export { TrackingAllocator, createTrackedAllocator, type TrackedAllocator, type TrackingEvents } from './adaptors/tracking.js';
-export { OutOfMemoryError, CudaError, InvalidStateError } from './errors.js';
+export { OutOfMemoryError, CudaError, InvalidStateError, isOutOfMemory } from './errors.js';
+export { AllocatorAdaptor, type AdaptorOptions } from './adaptors/adaptor.js';
 export {
   registerAllocator,
   createAllocator,
@@ -27,6 +27,7 @@ export {
   type AllocatorOptionsMap,
   type AllocatorFactory,
   type StrategyInfo,
+  type StrategyRegistration,
 } from './registry.js';
 export {
   hostDevice,
@@ -61,4 +62,5 @@ export { HostAllocator, type HostAllocatorOptions } from './strategies/host.js';
 export { checkBytes, checkNonNegative, checkPointer, checkBoolean, checkOneOf, checkOptionKeys } from './validate.js';
 export { fillU32, sumU32 } from './testing.js';
 export { systemInfo, formatSystemInfo, type SystemInfo } from './info.js';
-export { formatBytes } from './format.js';
+export { formatBytes, formatMs } from './format.js';
+export { median, quantile } from './numbers.js';

@@ -8,7 +8,7 @@ import type { Device } from './device.js';
 import { InvalidStateError, translateNativeError } from './errors.js';
 import { loadNative, type NativeReplay, type NativeResource, type NativeTiming, type ResourceSpec } from './native.js';
 import type { Stream } from './stream.js';
-import type { AllocatorStats, DevicePtr, PrefetchTarget } from './types.js';
+import type { AllocatorStats, DevicePtr, PrefetchTarget, TrackingEvent } from './types.js';
 import { checkBoolean, checkBytes, checkNonNegative } from './validate.js';
 
 /** Options every native strategy takes. */
@@ -60,20 +60,7 @@ function faultLayer(options: unknown, leaf: ResourceSpec): ResourceSpec {
   };
 }
 
-/** One recorded allocation event. */
-export interface TrackingEvent {
-  /** Nanoseconds since the allocator was created. */
-  timeNs: number;
-  action: 'alloc' | 'free' | 'oom';
-  ptr: DevicePtr;
-  bytes: number;
-  /** The stream's native handle. */
-  stream: number;
-  /** The tag set with setTrackingTag() when the event happened. */
-  tag: number;
-  /** The strategy's reserved bytes right after the event. */
-  reservedBytes: number;
-}
+export type { TrackingEvent } from './types.js';
 
 /**
  * What another thread needs to attach to a shared native allocator (see

@@ -19,4 +19,5 @@ registerAllocator('host', (options) => new HostAllocator(options), {
   description: 'plain host memory, 256-byte aligned (runs without a GPU)',
   requiresCuda: false,
   nativeLayers: true,
+  hostMemory: true,
 });

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { createAllocator, hasAllocator, listAllocators, registerAllocator, HostAllocator } from './index.js';
+import { createAllocator, hasAllocator, listAllocators, registerAllocator, HostAllocator, strategyInfo } from './index.js';
 
 describe('registry', () => {
   it('has the core strategies registered on import', () => {
@@ -33,6 +33,25 @@ describe('registry', () => {
       TypeError,
     );
     expect(() => registerAllocator('no-factory', 42 as never, { description: '', requiresCuda: false })).toThrow(/factory/);
+  });
+
+  it('checks the info argument and what a factory returns', () => {
+    expect(() => registerAllocator('no-info', () => new HostAllocator(), undefined as never)).toThrow(
+      /Expected an object \{ description, requiresCuda, .* \} for info but received undefined/,
+    );
+    expect(() => registerAllocator('bad-flag', () => new HostAllocator(), { description: 'x', requiresCuda: false, capturable: 'yes' as never })).toThrow(
+      /boolean for info.capturable/,
+    );
+    expect(hasAllocator('no-info')).toBe(false);
+    registerAllocator('returns-42', () => 42 as never, { description: 'broken', requiresCuda: false });
+    expect(() => createAllocator('returns-42')).toThrow(/returned number, not an Allocator/);
+  });
+
+  it('carries capability flags: capturable and host memory', () => {
+    registerAllocator('flagged-plugin', () => new HostAllocator(), { description: 'x', requiresCuda: false, capturable: true, hostMemory: true });
+    expect(strategyInfo('flagged-plugin')).toMatchObject({ capturable: true, hostMemory: true, nativeLayers: false });
+    expect(strategyInfo('host')).toMatchObject({ hostMemory: true, capturable: false });
+    expect(strategyInfo('cuda')).toMatchObject({ hostMemory: false, capturable: false });
   });
 
   it('names the registered strategies when asked for an unknown one', () => {

@@ -8,7 +8,7 @@ describe('allocation tracking', () => {
   });
 
   it('the TypeScript adaptor records alloc, free and OOM with sizes, tags and reserved bytes', () => {
-    const t = new TrackingAllocator(createAllocator('host', { limitBytes: 1 << 20 }), 16);
+    const t = new TrackingAllocator(createAllocator('host', { limitBytes: 1 << 20 }), 16, { ownsUpstream: true });
     owned.push(t);
     const p = t.malloc(1000);
     t.setTrackingTag(7);
@@ -34,7 +34,7 @@ describe('allocation tracking', () => {
   });
 
   it('the ring keeps the newest events and counts the dropped ones', () => {
-    const t = new TrackingAllocator(createAllocator('host'), 4);
+    const t = new TrackingAllocator(createAllocator('host'), 4, { ownsUpstream: true });
     owned.push(t);
     for (let i = 1; i <= 5; i++) t.free(t.malloc(i * 256), i * 256);
     const { events, dropped } = t.trackingEvents(true);
@@ -51,14 +51,32 @@ describe('allocation tracking', () => {
     const p = tracked.allocator.malloc(4096);
     tracked.setTag(3);
     tracked.allocator.free(p, 4096);
-    tracked.setEnabled(false);
+    tracked.setTrackingEnabled(false);
     tracked.allocator.free(tracked.allocator.malloc(256), 256); // not recorded
-    tracked.setEnabled(true);
+    tracked.setTrackingEnabled(true);
     const { events } = tracked.events();
     expect(events.map((e) => [e.action, e.bytes, e.tag, e.reservedBytes])).toEqual([
       ['alloc', 4096, 0, 4096],
       ['free', 4096, 3, 0],
     ]);
+  });
+
+  it('does not own its upstream unless told to, and exposes it', () => {
+    const upstream = createAllocator('host');
+    owned.push(upstream);
+    const t = new TrackingAllocator(upstream, 8);
+    expect(t.upstream).toBe(upstream);
+    expect(t.ownsUpstream).toBe(false);
+    const p = t.malloc(512);
+    t.free(p, 512);
+    t.dispose();
+    expect(upstream.disposed).toBe(false);
+    upstream.free(upstream.malloc(256), 256); // still usable
+    const owning = new TrackingAllocator(createAllocator('host'), 8, { ownsUpstream: true });
+    const inner = owning.upstream;
+    owning.dispose();
+    expect(inner.disposed).toBe(true);
+    expect(() => new TrackingAllocator(upstream, 8, { ownsUpstream: 'yes' as never })).toThrow(TypeError);
   });
 
   it('rejects a bad capacity and an unknown strategy with typed errors', () => {

@@ -11,6 +11,34 @@ import type { Stream } from './stream.js';
  */
 export type DevicePtr = number;
 
+/** What an allocation event records: an allocation, a free, or an allocation that failed (out of memory). */
+export type AllocationAction = 'alloc' | 'free' | 'oom';
+
+/**
+ * One allocation event: what the tracking layers record and what trace files hold (the one event
+ * type of the project; `@gpumem/trace` reads and writes it).
+ */
+export interface AllocationEvent {
+  /** Nanoseconds since the start of the recording. */
+  timeNs: number;
+  action: AllocationAction;
+  /** The pointer allocated or freed (0 for an out-of-memory event). */
+  ptr: DevicePtr;
+  /** Bytes asked for (alloc, oom) or given back (free). */
+  bytes: number;
+  /** The stream's id in the recording process (its native handle; 0 is the default stream). */
+  stream: number;
+  /** A tag set by the recording program (an op or phase id); 0 when none. */
+  tag: number;
+  /** The strategy's reserved bytes right after the event, where the recorder knew them. */
+  reservedBytes?: number;
+  /** The recording thread's id, where the recorder knew it (RMM logs have one). */
+  thread?: number;
+}
+
+/** An event recorded by a tracking layer, which always knows the reserved bytes. */
+export type TrackingEvent = AllocationEvent & { reservedBytes: number };
+
 /** Where {@link Allocator.prefetch} moves pages. */
 export type PrefetchTarget = 'device' | 'host';
 

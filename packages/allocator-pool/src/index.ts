@@ -15,6 +15,7 @@ registerAllocator('pool', (options) => new PoolAllocator(options), {
   description: 'caching block pool: 512 B rounding, best fit with split/coalesce, per-stream free lists (over cudaMalloc, or host memory without a GPU)',
   requiresCuda: false,
   nativeLayers: true,
+  capturable: true,
 });
 
 export { PoolAllocator, type PoolAllocatorOptions, type PoolUpstream } from './base.js';

@@ -102,10 +102,13 @@ describe('training sizes: refused with the estimate before anything is allocated
     const scatter = estimateTrainingMemory(trainingShape({ model: 'gcn', nodes: 2_000_000, aggregation: 'scatter' }));
     expect(scatter.total / 1e9).toBeGreaterThan(25);
     expect(scatter.total / 1e9).toBeLessThanOrEqual(26.19); // measured: 24.39 GiB = 26.19 GB
-    const mlp = estimateTrainingMemory(trainingShape({ model: 'mlp', hidden: 65536 }));
+    const mlp = estimateTrainingMemory(trainingShape({ model: 'mlp', hidden: 65536, hiddenLayers: 1 }));
     expect(mlp.parts.parameters).toBe(2 * 4 * (784 * 65536 + 65536 + 65536 * 10 + 10));
-    const wide = estimateTrainingMemory(trainingShape({ model: 'mlp', hidden: [65536, 65536, 65536, 65536] }));
+    // `hidden` is the width of each of the (default 4) hidden layers, as on the command line
+    const wide = estimateTrainingMemory(trainingShape({ model: 'mlp', hidden: 65536 }));
     expect(wide.total).toBeGreaterThan(100e9); // 12.9 G parameters, with gradients
+    expect(trainingShape({ model: 'mlp', hidden: 65536 })).toEqual(trainingShape({ model: 'mlp', hidden: [65536, 65536, 65536, 65536] }));
+    expect(() => trainingShape({ model: 'mlp', hidden: [8, 8], hiddenLayers: 3 })).toThrow(/hiddenLayers to match the 2 widths/);
   });
 
   it('sizes past the 32-bit indices are RangeErrors naming them', () => {

@@ -12,6 +12,7 @@
  */
 import { totalmem } from 'node:os';
 import { formatBytes, memoryInfo, type Allocator } from '@gpumem/allocator-core';
+import { gcnDefaults, gcnHiddenWidth, graphDefaults, mlpDefaults, mlpHiddenWidths } from './defaults.js';
 
 /** Largest index a CSR or edge list can hold: they are 32-bit. */
 export const maxIndex = 2 ** 31 - 1;
@@ -118,6 +119,7 @@ export interface ShapeOptions {
   dataset?: string;
   batchSize?: number;
   hidden?: number[] | number;
+  hiddenLayers?: number;
   nodes?: number;
   edgesPerNode?: number;
   features?: number;
@@ -135,23 +137,24 @@ function positiveInt(value: number, name: string): number {
 /** train()'s defaults filled in, and the sizes checked against the 32-bit indices of the kernels. */
 export function trainingShape(o: ShapeOptions): TrainingShape {
   if (o.model === 'mlp') {
-    const hidden = Array.isArray(o.hidden) ? o.hidden : o.hidden !== undefined ? [o.hidden] : [784, 784, 784, 784];
+    const hidden = mlpHiddenWidths(o.hidden, o.hiddenLayers);
     for (const width of hidden) positiveInt(width, 'hidden');
     return {
       model: 'mlp',
       trainRows: Math.min(positiveInt(o.trainSubset ?? 60_000, 'trainSubset'), 60_000),
       testRows: Math.min(positiveInt(o.testSubset ?? 10_000, 'testSubset'), 10_000),
-      features: 784,
+      features: mlpDefaults.features,
       hidden,
-      classes: 10,
-      batch: positiveInt(o.batchSize ?? 64, 'batchSize'),
+      classes: mlpDefaults.classes,
+      batch: positiveInt(o.batchSize ?? mlpDefaults.batchSize, 'batchSize'),
     };
   }
   const dataset = o.dataset === 'sbm' ? 'sbm' : 'seed';
-  const nodes = positiveInt(o.nodes ?? (dataset === 'sbm' ? 2000 : 100_000), 'nodes');
-  const hidden = positiveInt((Array.isArray(o.hidden) ? o.hidden[0] : o.hidden) ?? 256, 'hidden');
-  const features = positiveInt(o.features ?? (dataset === 'sbm' ? 16 : 128), 'features');
-  const classes = positiveInt(o.classes ?? (dataset === 'sbm' ? 4 : 10), 'classes');
+  const graphDefault = graphDefaults(dataset);
+  const nodes = positiveInt(o.nodes ?? graphDefault.nodes, 'nodes');
+  const hidden = positiveInt(gcnHiddenWidth(o.hidden), 'hidden');
+  const features = positiveInt(o.features ?? graphDefault.features, 'features');
+  const classes = positiveInt(o.classes ?? graphDefault.classes, 'classes');
   if (nodes > maxIndex) throw new RangeError(`Expected at most ${count(maxIndex)} for nodes (node ids are 32-bit) but received ${count(nodes)}`);
   if (dataset === 'sbm' && nodes > maxSbmNodes) {
     throw new RangeError(
@@ -159,7 +162,7 @@ export function trainingShape(o: ShapeOptions): TrainingShape {
     );
   }
   // the seed graph: nodes x edgesPerNode; the SBM: 8 in-block and 2 cross-block edges and a self loop per node
-  const perNode = dataset === 'sbm' ? 11 : positiveInt(o.edgesPerNode ?? 10, 'edgesPerNode');
+  const perNode = dataset === 'sbm' ? 11 : positiveInt(o.edgesPerNode ?? gcnDefaults.seed.edgesPerNode, 'edgesPerNode');
   const edges = nodes * perNode;
   if (edges > maxIndex) {
     throw new RangeError(

@@ -5,9 +5,10 @@
  * read once per epoch.
  * @module
  */
-import { CudaGraph, Stream, createAllocator, type Allocator, type AllocatorStats, type Device } from '@gpumem/allocator-core';
+import { CudaGraph, Stream, createAllocator, hasAllocator, listAllocators, strategyInfo, type Allocator, type AllocatorStats, type Device } from '@gpumem/allocator-core';
 import { Runtime } from './runtime.js';
 import { checkTrainingFits } from './memory-estimate.js';
+import { commonDefaults, gcnDefaults, gcnHiddenWidth, graphDefaults, mlpDefaults, mlpHiddenWidths } from './defaults.js';
 import { Adam, SGD, softmaxCrossEntropy, softmaxCrossEntropyBiasGrad } from './nn.js';
 import { Mlp } from './models/mlp.js';
 import { Gcn, type Aggregation } from './models/gcn.js';
@@ -31,8 +32,13 @@ export interface TrainOptions {
   /** default: 0.1 (mlp, SGD), 0.01 (gcn, Adam). */
   lr?: number;
   seed?: number; // default 0
-  /** mlp: hidden layer sizes (default four of 784). gcn: hidden width (default 256). */
+  /**
+   * The width of each hidden layer (mlp: default 784, `hiddenLayers` of them; gcn: default 256, one
+   * layer). For the mlp an array gives each layer's width instead.
+   */
   hidden?: number[] | number;
+  /** mlp: how many hidden layers of width `hidden` (default 4). */
+  hiddenLayers?: number;
   /** gcn graph size (default 100,000 nodes), edges per node (10), features (128), classes (10). */
   nodes?: number;
   edgesPerNode?: number;
@@ -42,7 +48,7 @@ export interface TrainOptions {
   dropout?: number; // gcn, default 0.5
   /**
    * mlp on a GPU: replay the full batches' training steps as CUDA Graphs, `graphSteps` steps per
-   * graph launch. Needs an allocator whose malloc and free make no driver calls ('pool'): a graph
+   * graph launch. Needs a capturable allocator (the registry's `capturable` flag, e.g. 'pool'): a graph
    * keeps one step's memory at fixed addresses for the whole run.
    */
   cudaGraph?: boolean;
@@ -140,9 +146,9 @@ function sum(values: ArrayLike<number>): number {
 
 /** Trains a model and reports per-epoch time, loss, accuracy and allocator statistics. */
 export function train(options: TrainOptions): TrainResult {
-  const epochs = options.epochs ?? 1;
+  const epochs = options.epochs ?? commonDefaults.epochs;
   checkPositiveInt(epochs, 'epochs');
-  const seed = options.seed ?? 0;
+  const seed = options.seed ?? commonDefaults.seed;
   if (!Number.isSafeInteger(seed) || seed < 0) throw new RangeError(`Expected non-negative integer for seed but received ${seed}`);
   const owned = typeof options.allocator === 'string';
   const allocator = typeof options.allocator === 'string' ? createAllocator(options.allocator, options.allocatorOptions ?? {}) : options.allocator;
@@ -300,22 +306,28 @@ function trainerStream(device: Device, role: 'main' | 'side'): Stream {
   return stream;
 }
 
+/** True when the registry says strategy `name` can allocate inside a CUDA-graph capture. */
+function isCapturable(name: string): boolean {
+  return hasAllocator(name) && strategyInfo(name).capturable;
+}
+
 function trainMlp(rt: Runtime, o: TrainOptions, epochs: number, seed: number): TrainResult {
-  if ((o.dataset ?? 'mnist') !== 'mnist') throw new RangeError(`Expected 'mnist' for dataset of the mlp but received '${o.dataset}'`);
-  const batch = o.batchSize ?? 64;
+  if ((o.dataset ?? mlpDefaults.dataset) !== 'mnist') throw new RangeError(`Expected 'mnist' for dataset of the mlp but received '${o.dataset}'`);
+  const batch = o.batchSize ?? mlpDefaults.batchSize;
   checkPositiveInt(batch, 'batchSize');
-  const lr = o.lr ?? 0.1;
-  const hidden = Array.isArray(o.hidden) ? o.hidden : o.hidden !== undefined ? [o.hidden] : [784, 784, 784, 784];
+  const lr = o.lr ?? mlpDefaults.lr;
+  const hidden = mlpHiddenWidths(o.hidden, o.hiddenLayers);
   for (const h of hidden) checkPositiveInt(h, 'hidden');
   // CUDA Graph mode: checked before anything is allocated.
   const graphMode = o.cudaGraph === true;
   if (graphMode && !rt.onDevice) throw new RangeError('Expected a GPU allocator for cudaGraph: CUDA Graphs need a CUDA device');
-  if (graphMode && rt.allocator.name !== 'pool') {
+  if (graphMode && !isCapturable(rt.allocator.name)) {
+    const capturable = listAllocators().filter((a) => a.capturable).map((a) => a.name);
     throw new RangeError(
-      `Expected the 'pool' allocator for cudaGraph but received '${rt.allocator.name}': a captured step must allocate without driver calls`,
+      `Expected a capturable allocator (registered with capturable: true; here: ${capturable.join(', ') || 'none'}) for cudaGraph but received '${rt.allocator.name}': a captured step must allocate without driver calls`,
     );
   }
-  const graphSteps = o.graphSteps ?? 4;
+  const graphSteps = o.graphSteps ?? mlpDefaults.graphSteps;
   checkPositiveInt(graphSteps, 'graphSteps');
   const mnist = loadMnist();
   const nTrain = Math.min(o.trainSubset ?? mnist.train.count, mnist.train.count);
@@ -444,24 +456,25 @@ function trainMlp(rt: Runtime, o: TrainOptions, epochs: number, seed: number): T
 }
 
 function trainGcn(rt: Runtime, o: TrainOptions, epochs: number, seed: number): TrainResult {
-  const dataset = o.dataset ?? 'seed';
+  const dataset = o.dataset ?? gcnDefaults.dataset;
   if (dataset !== 'seed' && dataset !== 'sbm') throw new RangeError(`Expected 'seed' or 'sbm' for dataset of the gcn but received '${dataset}'`);
-  const hidden = Array.isArray(o.hidden) ? o.hidden[0] : o.hidden ?? 256;
+  const hidden = gcnHiddenWidth(o.hidden);
   checkPositiveInt(hidden ?? 0, 'hidden');
-  const aggregation = o.aggregation ?? 'spmm';
+  const aggregation = o.aggregation ?? gcnDefaults.aggregation;
   if (aggregation !== 'spmm' && aggregation !== 'scatter') {
     throw new RangeError(`Expected 'spmm' or 'scatter' for aggregation but received '${String(aggregation)}'`);
   }
-  const nodes = o.nodes ?? (dataset === 'sbm' ? 2000 : 100_000);
+  const graphDefault = graphDefaults(dataset);
+  const nodes = o.nodes ?? graphDefault.nodes;
   checkPositiveInt(nodes, 'nodes');
   const { allocator } = rt;
   const graph: Graph =
     dataset === 'seed'
-      ? seedGraph(rt, { nodes, edgesPerNode: o.edgesPerNode ?? 10, features: o.features ?? 128, classes: o.classes ?? 10, seed })
-      : sbmGraph(rt, { nodes, classes: o.classes ?? 4, features: o.features ?? 16, seed });
+      ? seedGraph(rt, { nodes, edgesPerNode: o.edgesPerNode ?? gcnDefaults.seed.edgesPerNode, features: o.features ?? graphDefault.features, classes: o.classes ?? graphDefault.classes, seed })
+      : sbmGraph(rt, { nodes, classes: o.classes ?? graphDefault.classes, features: o.features ?? graphDefault.features, seed });
   if (aggregation === 'spmm') graph.dropEdgeLists();
-  const model = new Gcn(rt, graph.numFeatures, hidden!, graph.numClasses, o.dropout ?? 0.5, aggregation, seed);
-  const optimizer = new Adam(rt, model.params, o.lr ?? 0.01);
+  const model = new Gcn(rt, graph.numFeatures, hidden!, graph.numClasses, o.dropout ?? gcnDefaults.dropout, aggregation, seed);
+  const optimizer = new Adam(rt, model.params, o.lr ?? gcnDefaults.lr);
   const n = graph.numNodes;
   const records: EpochRecord[] = [];
   try {

@@ -4,13 +4,13 @@
  * arrays, so recording costs a few stores per call and no garbage.
  * @module
  */
-import { BaseAllocator } from '../base.js';
-import { OutOfMemoryError } from '../errors.js';
-import { NativeAllocator, type TrackingEvent } from '../native-allocator.js';
+import { isOutOfMemory } from '../errors.js';
+import { NativeAllocator } from '../native-allocator.js';
 import { createAllocator, strategyInfo } from '../registry.js';
 import type { Stream } from '../stream.js';
-import type { Allocator, AllocatorStats, DevicePtr, PrefetchTarget } from '../types.js';
+import type { Allocator, DevicePtr, TrackingEvent } from '../types.js';
 import { checkBoolean, checkBytes, checkNonNegative } from '../validate.js';
+import { AllocatorAdaptor, type AdaptorOptions } from './adaptor.js';
 
 const actions = ['alloc', 'free', 'oom'] as const;
 
@@ -23,11 +23,10 @@ export interface TrackingEvents {
 /**
  * Wraps an allocator and records each malloc, free and out-of-memory failure with its time, size,
  * stream, tag and the wrapped allocator's reserved bytes after the call. Everything else passes
- * through; the wrapper keeps the wrapped allocator's name and device, and disposing it disposes the
- * wrapped allocator.
+ * through; the wrapper keeps the wrapped allocator's name and device. Like every adaptor it does not
+ * own the wrapped allocator unless told to (`{ ownsUpstream: true }`).
  */
-export class TrackingAllocator extends BaseAllocator {
-  readonly #inner: Allocator;
+export class TrackingAllocator extends AllocatorAdaptor {
   readonly #t0 = performance.now();
   readonly #time: Float64Array;
   readonly #ptr: Float64Array;
@@ -43,10 +42,9 @@ export class TrackingAllocator extends BaseAllocator {
   #enabled = true;
 
   /** @param capacity the ring's size in events (the oldest are overwritten past it). */
-  constructor(inner: Allocator, capacity: number) {
-    super(inner.name, inner.device);
+  constructor(upstream: Allocator, capacity: number, options: AdaptorOptions = {}) {
     checkBytes(capacity, 'capacity');
-    this.#inner = inner;
+    super(upstream, options);
     this.#time = new Float64Array(capacity);
     this.#ptr = new Float64Array(capacity);
     this.#bytes = new Float64Array(capacity);
@@ -56,13 +54,8 @@ export class TrackingAllocator extends BaseAllocator {
     this.#action = new Uint8Array(capacity);
   }
 
-  /** The allocator underneath. */
-  get inner(): Allocator {
-    return this.#inner;
-  }
-
-  /** Turns recording off and on (it starts on). */
-  setEnabled(on: boolean): void {
+  /** Pauses (false) or resumes (true) recording, keeping what the ring holds (it starts on). */
+  setTrackingEnabled(on: boolean): void {
     checkBoolean(on, 'on');
     this.#enabled = on;
   }
@@ -109,59 +102,27 @@ export class TrackingAllocator extends BaseAllocator {
     this.#bytes[i] = bytes;
     this.#stream[i] = stream === undefined ? 0 : stream.handle;
     this.#tag[i] = this.#currentTag;
-    this.#reserved[i] = this.#inner.stats().reservedBytes;
+    this.#reserved[i] = this.upstream.stats().reservedBytes;
     this.#next = (i + 1) % capacity;
     if (this.#count < capacity) this.#count++;
     else this.#dropped++;
   }
 
-  protected doMalloc(bytes: number, stream: Stream | undefined): DevicePtr {
+  protected override doMalloc(bytes: number, stream: Stream | undefined): DevicePtr {
     let ptr: DevicePtr;
     try {
-      ptr = this.#inner.malloc(bytes, stream);
+      ptr = super.doMalloc(bytes, stream);
     } catch (e) {
-      if (this.#enabled && e instanceof OutOfMemoryError) this.#push(2, 0, bytes, stream);
+      if (this.#enabled && isOutOfMemory(e)) this.#push(2, 0, bytes, stream);
       throw e;
     }
     if (this.#enabled) this.#push(0, ptr, bytes, stream);
     return ptr;
   }
 
-  protected doFree(ptr: DevicePtr, bytes: number, stream: Stream | undefined): void {
-    this.#inner.free(ptr, bytes, stream);
+  protected override doFree(ptr: DevicePtr, bytes: number, stream: Stream | undefined): void {
+    super.doFree(ptr, bytes, stream);
     if (this.#enabled) this.#push(1, ptr, bytes, stream);
-  }
-
-  protected override doPrefetch(ptr: DevicePtr, bytes: number, to: PrefetchTarget, stream: Stream | undefined): boolean {
-    return this.#inner.prefetch(ptr, bytes, to, stream);
-  }
-
-  protected override doRecordStream(ptr: DevicePtr, stream: Stream): void {
-    this.#inner.recordStream(ptr, stream);
-  }
-
-  protected doWrite(ptr: DevicePtr, data: ArrayBufferView, offset: number, stream: Stream | undefined): void {
-    this.#inner.write(ptr, data, offset, stream);
-  }
-
-  protected doRead(ptr: DevicePtr, target: ArrayBufferView, offset: number, stream: Stream | undefined): void {
-    this.#inner.read(ptr, target, offset, stream);
-  }
-
-  protected doStats(): AllocatorStats {
-    return this.#inner.stats();
-  }
-
-  protected doResetPeak(): void {
-    this.#inner.resetPeak();
-  }
-
-  protected override doTrim(bytesToKeep: number): void {
-    this.#inner.trim(bytesToKeep);
-  }
-
-  protected doDispose(): void {
-    this.#inner.dispose();
   }
 }
 
@@ -173,7 +134,7 @@ export interface TrackedAllocator {
   /** Tags the events recorded from now on. */
   setTag(tag: number): void;
   /** Pauses (false) or resumes (true) recording. */
-  setEnabled(on: boolean): void;
+  setTrackingEnabled(on: boolean): void;
 }
 
 /**
@@ -190,17 +151,18 @@ export function createTrackedAllocator(name: string, options: Record<string, unk
         allocator,
         events: (clear) => allocator.trackingEvents(clear),
         setTag: (tag) => allocator.setTrackingTag(tag),
-        setEnabled: (on) => allocator.setTrackingEnabled(on),
+        setTrackingEnabled: (on) => allocator.setTrackingEnabled(on),
       };
     }
     allocator.dispose();
     throw new TypeError(`The '${name}' strategy is registered with native layers but did not create a NativeAllocator`);
   }
-  const allocator = new TrackingAllocator(createAllocator(name, options), capacity);
+  // The tracker made the strategy, so disposing the tracked allocator disposes it too.
+  const allocator = new TrackingAllocator(createAllocator(name, options), capacity, { ownsUpstream: true });
   return {
     allocator,
     events: (clear) => allocator.trackingEvents(clear),
     setTag: (tag) => allocator.setTrackingTag(tag),
-    setEnabled: (on) => allocator.setEnabled(on),
+    setTrackingEnabled: (on) => allocator.setTrackingEnabled(on),
   };
 }

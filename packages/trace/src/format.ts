@@ -12,30 +12,15 @@
  * @module
  */
 import { createReadStream, createWriteStream } from 'node:fs';
+import type { AllocationAction, AllocationEvent } from '@gpumem/allocator-core';
 import { once } from 'node:events';
 import { StringDecoder } from 'node:string_decoder';
 
 /** What happened: an allocation, a free, or an allocation that failed (out of memory). */
-export type TraceAction = 'alloc' | 'free' | 'oom';
+export type TraceAction = AllocationAction;
 
-/** One event of a trace. */
-export interface TraceEvent {
-  /** Nanoseconds since the start of the trace. */
-  timeNs: number;
-  action: TraceAction;
-  /** The pointer allocated or freed (0 for an out-of-memory event). */
-  ptr: number;
-  /** Bytes asked for (alloc, oom) or given back (free). */
-  bytes: number;
-  /** The stream's id in the recording process (its native handle; 0 is the default stream). */
-  stream: number;
-  /** A tag set by the recording program (an op or phase id); 0 when none. */
-  tag: number;
-  /** The strategy's reserved bytes right after the event, where the recorder knew them. */
-  reservedBytes?: number;
-  /** The recording thread's id (RMM logs have one). */
-  thread?: number;
-}
+/** One event of a trace: the project's one allocation event type, as the tracking layers record it. */
+export type TraceEvent = AllocationEvent;
 
 /** What a trace says about itself. */
 export interface TraceHeader {

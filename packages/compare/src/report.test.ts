@@ -1,8 +1,9 @@
 import { describe, expect, it } from 'vitest';
 import { formatBytes } from '@gpumem/allocator-core';
 import { sampleCompareResult } from './fixture.js';
-import { capTimeline, cleanTimeline, MAX_REPORT_TIMELINE_POINTS, renderHtmlReport } from './report-html.js';
-import { toChromeTrace, type TraceEvent } from './trace-json.js';
+import { MAX_REPORT_TIMELINE_POINTS, renderHtmlReport } from './report-html.js';
+import { capTimeline, cleanTimeline } from './timeline.js';
+import { toChromeTrace, type ChromeTraceEvent } from './trace-json.js';
 import type { CompareColumn, CompareResult, TimelineSeries } from './types.js';
 
 const hostileName = `<img src=x onerror="alert(1)">&'x'`;
@@ -209,7 +210,7 @@ describe('toChromeTrace', () => {
   const result = sampleCompareResult();
   const trace = toChromeTrace(result);
   const events = trace.traceEvents;
-  const of = <P extends TraceEvent['ph']>(ph: P) => events.filter((e): e is Extract<TraceEvent, { ph: P }> => e.ph === ph);
+  const of = <P extends ChromeTraceEvent['ph']>(ph: P) => events.filter((e): e is Extract<ChromeTraceEvent, { ph: P }> => e.ph === ph);
 
   it('is the JSON object form, and survives JSON.stringify and parse unchanged', () => {
     expect(trace.displayTimeUnit).toBe('ms');
@@ -275,7 +276,7 @@ describe('toChromeTrace', () => {
   it('caps a long timeline and keeps its peak', () => {
     const big = sampleCompareResult();
     big.runs[0]!.timeline = longTimeline(250_000, 200_001, 5);
-    const track = toChromeTrace(big).traceEvents.filter((e): e is Extract<TraceEvent, { ph: 'C' }> => e.ph === 'C' && e.pid === 1 && e.name === 'allocated');
+    const track = toChromeTrace(big).traceEvents.filter((e): e is Extract<ChromeTraceEvent, { ph: 'C' }> => e.ph === 'C' && e.pid === 1 && e.name === 'allocated');
     expect(track.length).toBeLessThanOrEqual(100_000);
     expect(Math.max(...track.map((e) => e.args.bytes))).toBe(9_000_000);
   });

@@ -4,8 +4,8 @@
  * of memory in its second epoch, with memory timelines of a few thousand points each.
  * @module
  */
-import type { AllocatorStats } from '@gpumem/allocator-core';
-import type { EpochRecord } from '../train.js';
+import { median, type AllocatorStats } from '@gpumem/allocator-core';
+import type { EpochRecord } from '@gpumem/gnn';
 import { bestOf } from './compare.js';
 import type { CompareResult, CompareRun, TimelineSeries } from './types.js';
 
@@ -78,11 +78,6 @@ function stats(partial: Partial<AllocatorStats>): AllocatorStats {
   };
 }
 
-function median(values: number[]): number {
-  const sorted = [...values].sort((a, b) => a - b);
-  const mid = sorted.length >> 1;
-  return sorted.length % 2 === 1 ? sorted[mid]! : (sorted[mid - 1]! + sorted[mid]!) / 2;
-}
 
 /** Runs one synthetic strategy: its timeline, epochs, phases and the figures derived from them. */
 function simulate(shape: StrategyShape, index: number): CompareRun {

@@ -4,7 +4,7 @@
  * of its allocated and reserved bytes, and a slice per epoch.
  * @module
  */
-import { capTimeline, cleanTimeline } from './report-html.js';
+import { capTimeline, cleanTimeline } from './timeline.js';
 import type { CompareResult, CompareRun } from './types.js';
 
 /** At most this many points per timeline series go into the trace (peaks are kept). */
@@ -14,7 +14,7 @@ export const MAX_TRACE_TIMELINE_POINTS = 100_000;
 const EPOCH_TID = 1;
 
 /** One event of the Trace Event Format (the kinds this trace uses). */
-export type TraceEvent =
+export type ChromeTraceEvent =
   /** Metadata: process_name, process_sort_index, process_labels, thread_name. */
   | { name: string; ph: 'M'; pid: number; tid: number; args: Record<string, string | number> }
   /** A counter sample: one track per argument, named `${name} ${arg}` in Perfetto ("allocated bytes"). */
@@ -26,7 +26,7 @@ export type TraceEvent =
 
 /** The trace as a JSON object: serialise it with `JSON.stringify`. */
 export interface ChromeTrace {
-  traceEvents: TraceEvent[];
+  traceEvents: ChromeTraceEvent[];
   displayTimeUnit: 'ms';
   metadata: {
     generator: 'gpumem compare';
@@ -45,8 +45,8 @@ function us(ms: number): number {
   return Math.round(ms * 1e6) / 1e3;
 }
 
-function processEvents(run: CompareRun, pid: number, order: number): TraceEvent[] {
-  const events: TraceEvent[] = [
+function processEvents(run: CompareRun, pid: number, order: number): ChromeTraceEvent[] {
+  const events: ChromeTraceEvent[] = [
     { name: 'process_name', ph: 'M', pid, tid: 0, args: { name: run.allocator } },
     { name: 'process_sort_index', ph: 'M', pid, tid: 0, args: { sort_index: order } },
     { name: 'thread_name', ph: 'M', pid, tid: EPOCH_TID, args: { name: 'epochs' } },
@@ -57,11 +57,11 @@ function processEvents(run: CompareRun, pid: number, order: number): TraceEvent[
   return events;
 }
 
-function counterEvents(run: CompareRun, pid: number): TraceEvent[] {
+function counterEvents(run: CompareRun, pid: number): ChromeTraceEvent[] {
   if (run.timeline === null) return [];
   const series = capTimeline(cleanTimeline(run.timeline), MAX_TRACE_TIMELINE_POINTS);
-  const allocated: TraceEvent[] = [];
-  const reserved: TraceEvent[] = [];
+  const allocated: ChromeTraceEvent[] = [];
+  const reserved: ChromeTraceEvent[] = [];
   series.tMs.forEach((tMs, i) => {
     const ts = us(tMs);
     allocated.push({ name: 'allocated', ph: 'C', pid, tid: 0, ts, args: { bytes: series.allocatedBytes[i]! } });
@@ -70,7 +70,7 @@ function counterEvents(run: CompareRun, pid: number): TraceEvent[] {
   return [...allocated, ...reserved];
 }
 
-function epochEvents(run: CompareRun, pid: number): TraceEvent[] {
+function epochEvents(run: CompareRun, pid: number): ChromeTraceEvent[] {
   const phases = (run.phases ?? []).filter((p) => Number.isFinite(p.startMs) && Number.isFinite(p.endMs) && p.endMs >= p.startMs);
   return phases.map((phase, i) => {
     const epoch = phases.length === run.epochs.length ? run.epochs[i] : undefined;
@@ -91,7 +91,7 @@ function epochEvents(run: CompareRun, pid: number): TraceEvent[] {
 }
 
 /** A marker where a failed run stopped: at its last timeline point or epoch end, else at 0. */
-function failureEvent(run: CompareRun, pid: number): TraceEvent[] {
+function failureEvent(run: CompareRun, pid: number): ChromeTraceEvent[] {
   if (run.status === 'ok') return [];
   const times = [
     ...(run.timeline ? cleanTimeline(run.timeline).tMs.slice(-1) : []),
@@ -110,7 +110,7 @@ function failureEvent(run: CompareRun, pid: number): TraceEvent[] {
  * created), ascending per track.
  */
 export function toChromeTrace(result: CompareResult): ChromeTrace {
-  const traceEvents: TraceEvent[] = [];
+  const traceEvents: ChromeTraceEvent[] = [];
   result.runs.forEach((run, i) => {
     const pid = i + 1;
     // A loop, not push(...events): a long timeline would pass too many arguments.

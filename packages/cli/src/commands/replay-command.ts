@@ -6,8 +6,8 @@
  */
 import { writeFileSync } from 'node:fs';
 import { createAllocator, formatBytes, hasAllocator, hasCudaDevice, listAllocators, memoryInfo, type Allocator } from '@gpumem/allocator-core';
-import { readTrace, TraceFormatError, type ReadTrace } from '../trace/format.js';
-import { compileTrace, replayTrace, type CompiledTrace, type ReplayLoop, type ReplayResult } from '../trace/replay.js';
+import { readTrace, TraceFormatError, type ReadTrace } from '@gpumem/trace';
+import { compileTrace, replayTrace, type CompiledTrace, type ReplayLoop, type ReplayResult } from '@gpumem/trace';
 import { flagHelp, formatTable, parseFlags, UsageError, type FlagSpec } from './args.js';
 
 export const replayFlags: Record<string, FlagSpec> = {

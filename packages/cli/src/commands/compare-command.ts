@@ -5,11 +5,12 @@
  */
 import { writeFileSync } from 'node:fs';
 import { deviceProperties, formatBytes, hasCudaDevice, listAllocators, strategyInfo } from '@gpumem/allocator-core';
-import { compareAllocators, type CompareTrainOptions } from '../compare/compare.js';
-import { parseAllocatorList, type AllocatorSpec } from '../compare/spec.js';
-import type { CompareResult, CompareRun } from '../compare/types.js';
-import { renderHtmlReport } from '../compare/report-html.js';
-import { toChromeTrace } from '../compare/trace-json.js';
+import { compareAllocators, type CompareTrainOptions } from '@gpumem/compare';
+import { parseAllocatorList, type AllocatorSpec } from '@gpumem/compare';
+import type { CompareResult, CompareRun } from '@gpumem/compare';
+import { renderHtmlReport } from '@gpumem/compare';
+import { toChromeTrace } from '@gpumem/compare';
+import { commonDefaults, gcnDefaults, graphDefaults, mlpDefaults, mlpHiddenWidths } from '@gpumem/gnn';
 import { flagHelp, formatTable, parseFlags, ProgressBar, UsageError, type FlagSpec } from './args.js';
 import { trainFlags, trainOptionsFromFlags } from './train-command.js';
 
@@ -55,12 +56,13 @@ Examples:
 `;
 
 /**
- * Every registered allocator that can run here. With a GPU, 'host' is left out (it would run the
- * model on the CPU kernels; name it to include it); plug-ins over an 'auto' upstream use the GPU.
+ * Every registered allocator that can run here. With a GPU, strategies that keep their memory on the
+ * host (the registry's `hostMemory` flag, e.g. 'host') are left out (they would run the model on the
+ * CPU kernels; name one to include it); plug-ins over an 'auto' upstream use the GPU.
  */
 function defaultAllocators(gpu: boolean): AllocatorSpec[] {
   return listAllocators()
-    .filter((a) => (gpu ? a.name !== 'host' : !a.requiresCuda))
+    .filter((a) => (gpu ? !a.hostMemory : !a.requiresCuda))
     .map((a) => ({ label: a.name, name: a.name, options: {} }));
 }
 
@@ -86,14 +88,20 @@ function chooseAllocators(list: string | undefined, gpu: boolean): AllocatorSpec
 }
 
 function describeWorkload(t: CompareTrainOptions): string {
-  const epochs = `${t.epochs ?? 1} epoch${(t.epochs ?? 1) === 1 ? '' : 's'}`;
+  const epochCount = t.epochs ?? commonDefaults.epochs;
+  const epochs = `${epochCount} epoch${epochCount === 1 ? '' : 's'}`;
   if (t.model === 'mlp') {
-    const hidden = Array.isArray(t.hidden) ? t.hidden : [784, 784, 784, 784];
+    const hidden = mlpHiddenWidths(t.hidden, t.hiddenLayers);
+    const batch = t.batchSize ?? mlpDefaults.batchSize;
+    const isSeed = hidden.length === mlpDefaults.hiddenLayers && hidden.every((h) => h === mlpDefaults.hidden) && batch === mlpDefaults.batchSize;
     const subset = t.trainSubset !== undefined ? `, ${t.trainSubset} training images` : '';
-    return `mlp on mnist, hidden ${hidden.join('x')}, batch ${t.batchSize ?? 64}${subset}, ${epochs}${t.cudaGraph ? ', pool as a CUDA graph' : ''}`;
+    const name = isSeed ? 'mlp-seed (MLP on MNIST' : 'mlp (MNIST';
+    return `${name}, hidden ${hidden.join('x')}, batch ${batch}${subset}), ${epochs}${t.cudaGraph ? ', steps as CUDA graphs where the allocator is capturable' : ''}`;
   }
-  const nodes = t.nodes ?? (t.dataset === 'sbm' ? 2000 : 100_000);
-  return `gcn on ${t.dataset ?? 'seed'} graph, ${nodes.toLocaleString('en-US')} nodes, ${t.aggregation ?? 'spmm'} aggregation, ${epochs}`;
+  const dataset = t.dataset ?? gcnDefaults.dataset;
+  const nodes = t.nodes ?? graphDefaults(dataset).nodes;
+  const name = dataset === 'seed' ? 'gcn-seed (GCN on the seed\'s random graph' : `gcn (GCN on the ${dataset} graph`;
+  return `${name}, ${nodes.toLocaleString('en-US')} nodes, ${t.aggregation ?? gcnDefaults.aggregation} aggregation), ${epochs}`;
 }
 
 const bestMark = ' *';
@@ -134,7 +142,7 @@ export function formatCompareTable(result: CompareResult): string {
   return `${result.workload.title}, on ${result.device}\n${table}\n${notes.join('\n')}`;
 }
 
-export async function runCompare(argv: readonly string[]): Promise<number> {
+export async function runCompare(argv: readonly string[], plugins: readonly string[] = []): Promise<number> {
   const flags = parseFlags(argv, compareFlags, 'compare');
   if (flags.help) {
     process.stdout.write(compareUsage);
@@ -165,6 +173,7 @@ export async function runCompare(argv: readonly string[]): Promise<number> {
     record: flags['no-record'] !== true,
     trackingCapacity: flags['tracking-capacity'] as number | undefined,
     isolate: flags.inline !== true,
+    plugins: [...plugins],
     device,
     title: describeWorkload(trainOptions),
     flags: Object.fromEntries(Object.entries(flags).filter(([k, v]) => v !== undefined && !outputFlags.has(k))),

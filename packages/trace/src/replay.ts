@@ -5,7 +5,7 @@
  * same loop here, over the Allocator interface.
  * @module
  */
-import { NativeAllocator, OutOfMemoryError, Stream, type Allocator, type NativeReplayPass } from '@gpumem/allocator-core';
+import { NativeAllocator, isOutOfMemory, median, Stream, type Allocator, type NativeReplayPass } from '@gpumem/allocator-core';
 import type { AllocationTrace } from './format.js';
 
 /**
@@ -189,14 +189,6 @@ type Pass = Omit<NativeReplayPass, 'end'> & {
 /** The most distinct streams a replay creates. */
 export const maxReplayStreams = 1024;
 
-function median(values: number[]): number {
-  const sorted = [...values].sort((a, b) => a - b);
-  return sorted[Math.floor(sorted.length / 2)] ?? 0;
-}
-
-function isOutOfMemory(e: unknown): boolean {
-  return e instanceof OutOfMemoryError || (e as { code?: unknown } | null)?.code === 'GPUMEM_OOM';
-}
 
 /** The cost of one performance.now() read, ns (median of a few runs). */
 function jsClockOverheadNs(): number {

@@ -6,8 +6,8 @@ import { describe, expect, it } from 'vitest';
 import { createAllocator, createTrackedAllocator, NativeAllocator, type Allocator } from '@gpumem/allocator-core';
 import '@gpumem/allocator-pool';
 import '@gpumem/examples/arena';
-import { train } from '../train.js';
-import { traceFromEvents } from '../cli/record-command.js';
+import { train } from '@gpumem/gnn';
+import { traceFromEvents } from './from-events.js';
 import { readTrace, writeTrace, type AllocationTrace, type TraceEvent } from './format.js';
 import { compileTrace, replayTrace } from './replay.js';
 

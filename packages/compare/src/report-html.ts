@@ -8,7 +8,8 @@
 import { readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
-import { formatBytes } from '@gpumem/allocator-core';
+import { formatBytes, formatMs } from '@gpumem/allocator-core';
+import { capTimeline, cleanTimeline } from './timeline.js';
 import type { CompareColumn, CompareResult, CompareRun, TimelineSeries } from './types.js';
 
 /** At most this many points per timeline series go into the report (peaks are kept). */
@@ -44,58 +45,6 @@ function chartLibrarySource(): string {
   return chartLibrary;
 }
 
-/**
- * A timeline fit to draw: points with a non-finite value dropped, time ascending, and the three
- * arrays of one length (the shortest given).
- */
-export function cleanTimeline(series: TimelineSeries): TimelineSeries {
-  const n = Math.min(series.tMs.length, series.allocatedBytes.length, series.reservedBytes.length);
-  const keep: number[] = [];
-  for (let i = 0; i < n; i++) {
-    if (Number.isFinite(series.tMs[i]) && Number.isFinite(series.allocatedBytes[i]) && Number.isFinite(series.reservedBytes[i])) keep.push(i);
-  }
-  const sorted = keep.every((index, k) => k === 0 || series.tMs[keep[k - 1]!]! <= series.tMs[index]!);
-  if (!sorted) keep.sort((a, b) => series.tMs[a]! - series.tMs[b]! || a - b);
-  return pick(series, keep);
-}
-
-function pick(series: TimelineSeries, indices: readonly number[]): TimelineSeries {
-  return {
-    tMs: indices.map((i) => series.tMs[i]!),
-    allocatedBytes: indices.map((i) => series.allocatedBytes[i]!),
-    reservedBytes: indices.map((i) => series.reservedBytes[i]!),
-  };
-}
-
-/**
- * At most `maxPoints` points of a clean timeline (see {@link cleanTimeline}). Longer series are cut
- * into buckets, and each bucket keeps its first point and the points of its highest allocated,
- * highest reserved and lowest allocated bytes, so peaks and troughs survive; the last point is kept.
- */
-export function capTimeline(series: TimelineSeries, maxPoints: number): TimelineSeries {
-  if (!Number.isSafeInteger(maxPoints) || maxPoints < 6) {
-    throw new RangeError(`Expected an integer of at least 6 for maxPoints but received ${String(maxPoints)}`);
-  }
-  const n = series.tMs.length;
-  if (n <= maxPoints) return pick(series, series.tMs.map((_, i) => i));
-  const buckets = Math.floor((maxPoints - 1) / 4);
-  const keep = new Set<number>([n - 1]);
-  for (let b = 0; b < buckets; b++) {
-    const lo = Math.floor((b * n) / buckets);
-    const hi = Math.floor(((b + 1) * n) / buckets);
-    let maxAllocated = lo;
-    let maxReserved = lo;
-    let minAllocated = lo;
-    for (let i = lo + 1; i < hi; i++) {
-      if (series.allocatedBytes[i]! > series.allocatedBytes[maxAllocated]!) maxAllocated = i;
-      if (series.reservedBytes[i]! > series.reservedBytes[maxReserved]!) maxReserved = i;
-      if (series.allocatedBytes[i]! < series.allocatedBytes[minAllocated]!) minAllocated = i;
-    }
-    for (const i of [lo, maxAllocated, maxReserved, minAllocated]) keep.add(i);
-  }
-  return pick(series, [...keep].sort((a, b) => a - b));
-}
-
 /** Every `step`-th value so that at most `max` remain (the last one included). */
 function thin<T>(values: readonly T[], max: number): { index: number; value: T }[] {
   const step = Math.max(1, Math.ceil(values.length / max));
@@ -108,12 +57,6 @@ function thin<T>(values: readonly T[], max: number): { index: number; value: T }
 
 const DASH = '\u2014';
 
-function formatMs(ms: number): string {
-  if (ms >= 10_000) return `${(ms / 1000).toFixed(1)} s`;
-  if (ms >= 1000) return `${(ms / 1000).toFixed(2)} s`;
-  if (ms >= 10) return `${ms.toFixed(1)} ms`;
-  return `${ms.toFixed(2)} ms`;
-}
 
 function formatCount(n: number): string {
   return Math.round(n).toLocaleString('en-US');

@@ -4,24 +4,25 @@
  */
 import { writeFileSync } from 'node:fs';
 import { formatBytes, hasCudaDevice } from '@gpumem/allocator-core';
-import { train, type TrainOptions, type TrainResult } from '../train.js';
+import { commonDefaults, gcnDefaults, mlpDefaults, train, type TrainOptions, type TrainResult } from '@gpumem/gnn';
 import { flagHelp, formatTable, parseFlags, ProgressBar, UsageError, type FlagSpec, type FlagValues } from './args.js';
 
 export const trainFlags: Record<string, FlagSpec> = {
   model: { type: 'string', choices: ['mlp', 'gcn'], default: 'mlp', help: 'the model' },
   allocator: { type: 'string', help: 'a registered allocator (default: pool)' },
   dataset: { type: 'string', choices: ['mnist', 'seed', 'sbm'], help: 'mlp: mnist; gcn: seed (random graph) or sbm (learnable)' },
-  nodes: { type: 'int', min: 1, max: 2 ** 31 - 1, help: 'gcn: nodes (default 100000 for seed, 2000 for sbm)' },
-  'edges-per-node': { type: 'int', min: 1, max: 1000, help: 'gcn seed graph: edges per node (default 10)' },
-  features: { type: 'int', min: 1, max: 65536, help: 'gcn: input features (default 128 seed, 16 sbm)' },
-  hidden: { type: 'int', min: 1, max: 65536, help: 'gcn: hidden width (default 256); mlp: width of each of the 4 hidden layers (default 784)' },
-  classes: { type: 'int', min: 2, max: 1000, help: 'gcn: classes (default 10 seed, 4 sbm)' },
-  epochs: { type: 'int', min: 1, max: 100000, default: 1, help: 'epochs' },
-  batch: { type: 'int', min: 1, max: 60000, default: 64, help: 'mlp: batch size' },
-  lr: { type: 'number', min: 0, help: 'learning rate (default 0.1 mlp SGD, 0.01 gcn Adam)' },
-  aggregation: { type: 'string', choices: ['spmm', 'scatter'], default: 'spmm', help: 'gcn: CSR product or the seed\'s gather + index_add' },
-  seed: { type: 'int', min: 0, max: 2 ** 31 - 1, default: 0, help: 'random seed' },
-  'cuda-graph': { type: 'boolean', help: "mlp on a GPU with the 'pool' allocator: replay each step as a captured CUDA Graph" },
+  nodes: { type: 'int', min: 1, max: 2 ** 31 - 1, help: `gcn: nodes (default ${gcnDefaults.seed.nodes} for seed, ${gcnDefaults.sbm.nodes} for sbm)` },
+  'edges-per-node': { type: 'int', min: 1, max: 1000, help: `gcn seed graph: edges per node (default ${gcnDefaults.seed.edgesPerNode})` },
+  features: { type: 'int', min: 1, max: 65536, help: `gcn: input features (default ${gcnDefaults.seed.features} seed, ${gcnDefaults.sbm.features} sbm)` },
+  hidden: { type: 'int', min: 1, max: 65536, help: `width of each hidden layer (default ${mlpDefaults.hidden} mlp, ${gcnDefaults.hidden} gcn)` },
+  'hidden-layers': { type: 'int', min: 0, max: 64, help: `mlp: number of hidden layers (default ${mlpDefaults.hiddenLayers})` },
+  classes: { type: 'int', min: 2, max: 1000, help: `gcn: classes (default ${gcnDefaults.seed.classes} seed, ${gcnDefaults.sbm.classes} sbm)` },
+  epochs: { type: 'int', min: 1, max: 100000, help: `epochs (default ${commonDefaults.epochs})` },
+  batch: { type: 'int', min: 1, max: 60000, help: `mlp: batch size (default ${mlpDefaults.batchSize})` },
+  lr: { type: 'number', min: 0, help: `learning rate (default ${mlpDefaults.lr} mlp SGD, ${gcnDefaults.lr} gcn Adam)` },
+  aggregation: { type: 'string', choices: ['spmm', 'scatter'], help: `gcn: CSR product or the seed's gather + index_add (default ${gcnDefaults.aggregation})` },
+  seed: { type: 'int', min: 0, max: 2 ** 31 - 1, help: `random seed (default ${commonDefaults.seed})` },
+  'cuda-graph': { type: 'boolean', help: 'mlp on a GPU with a capturable allocator (e.g. pool): replay each step as a captured CUDA Graph' },
   'train-subset': { type: 'int', min: 1, help: 'mlp: train on the first N images' },
   'test-subset': { type: 'int', min: 1, help: 'mlp: validate on the first N test images' },
   json: { type: 'string', help: 'write the result as JSON to this file' },
@@ -47,20 +48,20 @@ Examples:
 /** The train() options that the train flags ask for (shared by train, compare and record). */
 export function trainOptionsFromFlags(flags: FlagValues): Omit<TrainOptions, 'allocator'> {
   const model = flags.model as 'mlp' | 'gcn';
-  const hidden = flags.hidden as number | undefined;
   return {
     model,
     dataset: flags.dataset as 'mnist' | 'seed' | 'sbm' | undefined,
-    epochs: flags.epochs as number,
-    batchSize: flags.batch as number,
+    epochs: flags.epochs as number | undefined,
+    batchSize: flags.batch as number | undefined,
     lr: flags.lr as number | undefined,
-    seed: flags.seed as number,
-    hidden: model === 'mlp' && hidden !== undefined ? [hidden, hidden, hidden, hidden] : hidden,
+    seed: flags.seed as number | undefined,
+    hidden: flags.hidden as number | undefined,
+    hiddenLayers: flags['hidden-layers'] as number | undefined,
     nodes: flags.nodes as number | undefined,
     edgesPerNode: flags['edges-per-node'] as number | undefined,
     features: flags.features as number | undefined,
     classes: flags.classes as number | undefined,
-    aggregation: flags.aggregation as 'spmm' | 'scatter',
+    aggregation: flags.aggregation as 'spmm' | 'scatter' | undefined,
     trainSubset: flags['train-subset'] as number | undefined,
     testSubset: flags['test-subset'] as number | undefined,
     cudaGraph: flags['cuda-graph'] === true,

@@ -17,10 +17,13 @@ import {
   type AllocatorStats,
   type TrackedAllocator,
   type TrackingEvent,
+  strategyInfo,
+  median,
 } from '@gpumem/allocator-core';
-import { train, type Progress, type TrainOptions, type TrainResult } from '../train.js';
+import { train, type Progress, type TrainOptions, type TrainResult } from '@gpumem/gnn';
 import type { AllocatorSpec } from './spec.js';
-import type { CompareColumn, CompareResult, CompareRun, TimelineSeries } from './types.js';
+import type { CompareColumn, CompareResult, CompareRun } from './types.js';
+import { buildTimeline } from './timeline.js';
 
 /** The training configuration shared by every run (everything but the allocator). */
 export type CompareTrainOptions = Omit<TrainOptions, 'allocator' | 'allocatorOptions' | 'onProgress' | 'onStep'>;
@@ -42,6 +45,11 @@ export interface CompareOptions {
   title: string;
   /** Flags as given, for the record. */
   flags?: Record<string, unknown>;
+  /**
+   * Plug-in modules each run's process imports before it runs (resolved specifiers: file URLs or
+   * package names resolvable from here). The caller registers them in its own process too.
+   */
+  plugins?: string[];
   onRunStart?: (spec: AllocatorSpec, index: number, total: number) => void;
   onProgress?: (spec: AllocatorSpec, progress: Progress) => void;
   onRunEnd?: (run: CompareRun) => void;
@@ -54,65 +62,14 @@ export interface RunRequest {
   record: boolean;
   trackingCapacity: number;
   timelinePoints: number;
+  /** Plug-in modules to import first (see CompareOptions.plugins). */
+  plugins: string[];
 }
 
 export const defaultTrackingCapacity = 2 ** 20;
 export const defaultTimelinePoints = 4000;
 
-function median(values: number[]): number | null {
-  if (values.length === 0) return null;
-  const s = [...values].sort((a, b) => a - b);
-  const m = s.length >> 1;
-  return s.length % 2 ? s[m]! : (s[m - 1]! + s[m]!) / 2;
-}
 
-/**
- * Allocated and reserved bytes over time from tracking events. Allocated is the running sum of
- * allocs and frees, anchored so that it ends at `finalAllocated` (right when the events are read),
- * which stays exact when the ring dropped the oldest events. Thinned to about `maxPoints` by
- * keeping, per time bucket, the points where allocated is lowest and highest (and the highest
- * reserved), in time order.
- */
-export function buildTimeline(events: readonly TrackingEvent[], finalAllocated: number, maxPoints: number, originNs = 0): TimelineSeries {
-  const n = events.length;
-  const allocated = new Float64Array(n);
-  let running = 0;
-  for (let i = 0; i < n; i++) {
-    const e = events[i]!;
-    if (e.action === 'alloc') running += e.bytes;
-    else if (e.action === 'free') running -= e.bytes;
-    allocated[i] = running;
-  }
-  const offset = finalAllocated - running;
-  const series: TimelineSeries = { tMs: [], allocatedBytes: [], reservedBytes: [] };
-  const push = (i: number) => {
-    series.tMs.push((events[i]!.timeNs - originNs) / 1e6);
-    series.allocatedBytes.push(allocated[i]! + offset);
-    series.reservedBytes.push(events[i]!.reservedBytes);
-  };
-  if (n <= maxPoints) {
-    for (let i = 0; i < n; i++) push(i);
-    return series;
-  }
-  const buckets = Math.max(1, Math.floor(maxPoints / 3));
-  const t0 = events[0]!.timeNs;
-  const span = Math.max(1, events[n - 1]!.timeNs - t0);
-  let i = 0;
-  for (let b = 0; b < buckets && i < n; b++) {
-    const end = b === buckets - 1 ? Infinity : t0 + (span * (b + 1)) / buckets;
-    let lo = i;
-    let hi = i;
-    let top = i;
-    for (; i < n && events[i]!.timeNs < end; i++) {
-      if (allocated[i]! < allocated[lo]!) lo = i;
-      if (allocated[i]! > allocated[hi]!) hi = i;
-      if (events[i]!.reservedBytes > events[top]!.reservedBytes) top = i;
-    }
-    if (i === lo) i++; // an empty bucket: move on
-    for (const k of [...new Set([lo, hi, top])].sort((a, b) => a - b)) if (k < n) push(k);
-  }
-  return series;
-}
 
 function failureRun(spec: AllocatorSpec, status: 'oom' | 'error', error: string, stats: AllocatorStats | null, wallMs: number): CompareRun {
   return {
@@ -162,7 +119,8 @@ export function runOne(request: RunRequest, onProgress?: (p: Progress) => void):
   let result: TrainResult | undefined;
   let failure: unknown;
   try {
-    const cudaGraph = request.train.cudaGraph === true && spec.name === 'pool';
+    // CUDA graphs only where the strategy can allocate inside a capture; the others run eagerly.
+    const cudaGraph = request.train.cudaGraph === true && strategyInfo(spec.name).capturable;
     result = train({ ...request.train, cudaGraph, allocator, onProgress, tagAllocations: tracked?.setTag });
   } catch (e) {
     failure = e;
@@ -195,7 +153,7 @@ export function runOne(request: RunRequest, onProgress?: (p: Progress) => void):
  */
 function summariseRun(spec: AllocatorSpec, result: TrainResult, stats: AllocatorStats, wallMs: number, originMs: number): CompareRun {
   const epochs = result.epochs;
-  const medianEpochMs = median(epochs.map((e) => e.epochMs));
+  const medianEpochMs = epochs.length > 0 ? median(epochs.map((e) => e.epochMs)) : null;
   const peakAllocated = Math.max(...epochs.map((e) => e.peakAllocatedBytes));
   const peakReserved = Math.max(...epochs.map((e) => e.peakReservedBytes));
   const last = epochs.at(-1)!;
@@ -293,6 +251,7 @@ export async function compareAllocators(o: CompareOptions): Promise<CompareResul
       record: o.record ?? true,
       trackingCapacity: o.trackingCapacity ?? defaultTrackingCapacity,
       timelinePoints: o.timelinePoints ?? defaultTimelinePoints,
+      plugins: o.plugins ?? [],
     };
     const onProgress = o.onProgress ? (p: Progress) => o.onProgress!(spec, p) : undefined;
     const run = (o.isolate ?? true) ? await runInChild(request, onProgress) : runOne(request, onProgress);

@@ -8,7 +8,7 @@ import { describe, expect, it } from 'vitest';
 // The built CLI, as a user runs it (npm ci builds it).
 const cli = fileURLToPath(new URL('../../dist/cli.js', import.meta.url));
 const arena = fileURLToPath(new URL('../../../../examples/dist/arena/index.js', import.meta.url));
-const rmmSample = fileURLToPath(new URL('../trace/fixtures/rmm-sample.csv', import.meta.url));
+const rmmSample = fileURLToPath(new URL('../../../trace/src/fixtures/rmm-sample.csv', import.meta.url));
 const run = (args: string[], env: Record<string, string> = {}) =>
   spawnSync(process.execPath, [cli, ...args], { encoding: 'utf8', env: { ...process.env, ...env } });
 const dir = mkdtempSync(join(tmpdir(), 'gpumem-cli-trace-'));

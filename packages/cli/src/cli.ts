@@ -4,12 +4,12 @@
  * @module
  */
 import { formatSystemInfo, systemInfo } from '@gpumem/allocator-core';
-import { loadAllocatorPlugins } from './plugins.js';
-import { UsageError } from './cli/args.js';
-import { runTrain } from './cli/train-command.js';
-import { runRecord } from './cli/record-command.js';
-import { runReplay } from './cli/replay-command.js';
-import { runCompare } from './cli/compare-command.js';
+import { loadAllocatorPlugins, pluginNames } from './plugins.js';
+import { UsageError } from './commands/args.js';
+import { runTrain } from './commands/train-command.js';
+import { runRecord } from './commands/record-command.js';
+import { runReplay } from './commands/replay-command.js';
+import { runCompare } from './commands/compare-command.js';
 
 const usage = `Usage: gpumem <command> [options]
 
@@ -26,10 +26,12 @@ Commands:
                   Perfetto trace; gpumem compare --help lists the flags
 
 Options:
+  --plugin NAME   load an allocator plug-in: a package name (resolved from the current
+                  directory first, then from gpumem's install) or a path; repeatable
   -h, --help      show this help
 
 Environment:
-  GPUMEM_PLUGINS  comma-separated modules to import, registering more strategies
+  GPUMEM_PLUGINS  comma-separated plug-ins to load, as --plugin
 
 Examples:
   gpumem info
@@ -40,8 +42,30 @@ Examples:
   gpumem compare --report report.html
 `;
 
+/** Takes every `--plugin NAME` / `--plugin=NAME` out of argv (any command accepts it). */
+function takePluginFlags(argv: readonly string[]): { argv: string[]; plugins: string[] } {
+  const out: string[] = [];
+  const plugins: string[] = [];
+  for (let i = 0; i < argv.length; i++) {
+    const a = argv[i]!;
+    if (a === '--plugin') {
+      const value = argv[i + 1];
+      if (value === undefined || value.startsWith('--')) throw new UsageError(`gpumem: '--plugin' needs a package name or path, e.g. --plugin @acme/allocator-slab`);
+      plugins.push(...pluginNames(value));
+      i++;
+    } else if (a.startsWith('--plugin=')) {
+      plugins.push(...pluginNames(a.slice('--plugin='.length)));
+    } else {
+      out.push(a);
+    }
+  }
+  return { argv: out, plugins };
+}
+
 /** Exit codes: 0 ok, 1 failure, 2 bad usage. */
-async function main(argv: string[]): Promise<number> {
+async function main(given: string[]): Promise<number> {
+  const { argv, plugins: pluginFlags } = takePluginFlags(given);
+  const load = () => loadAllocatorPlugins([...pluginNames(process.env.GPUMEM_PLUGINS), ...pluginFlags]);
   const [command, ...rest] = argv;
   if (command === undefined || command === '-h' || command === '--help' || command === 'help') {
     process.stdout.write(usage);
@@ -57,22 +81,21 @@ async function main(argv: string[]): Promise<number> {
       process.stderr.write(`gpumem info: unknown option '${unknown[0]}' (accepted: --json, --help)\n`);
       return 2;
     }
-    await loadAllocatorPlugins();
+    await load();
     const info = systemInfo();
     process.stdout.write(rest.includes('--json') ? `${JSON.stringify(info, null, 2)}\n` : `${formatSystemInfo(info)}\n`);
     return 0;
   }
   if (command === 'train') {
-    await loadAllocatorPlugins();
+    await load();
     return runTrain(rest);
   }
   if (command === 'record' || command === 'replay') {
-    await loadAllocatorPlugins();
+    await load();
     return command === 'record' ? runRecord(rest) : runReplay(rest);
   }
   if (command === 'compare') {
-    await loadAllocatorPlugins();
-    return runCompare(rest);
+    return runCompare(rest, await load());
   }
   process.stderr.write(`gpumem: unknown command '${command}' (accepted: info, train, compare, record, replay)\n\n${usage}`);
   return 2;

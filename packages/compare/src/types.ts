@@ -5,7 +5,7 @@
  * @module
  */
 import type { AllocatorStats } from '@gpumem/allocator-core';
-import type { EpochRecord } from '../train.js';
+import type { EpochRecord } from '@gpumem/gnn';
 
 /** Allocated and reserved bytes over time (same length arrays, time ascending). */
 export interface TimelineSeries {

@@ -6,10 +6,10 @@
 import { accessSync, constants, writeFileSync } from 'node:fs';
 import { dirname, resolve } from 'node:path';
 import { createTrackedAllocator, formatBytes, hasCudaDevice, type TrackingEvent } from '@gpumem/allocator-core';
-import { train, type TrainResult } from '../train.js';
-import { allocationTags } from '../runtime.js';
-import { formatFromPath, traceFileFormats, writeTrace, type AllocationTrace, type TraceFileFormat } from '../trace/format.js';
-import { compileTrace } from '../trace/replay.js';
+import { train, type TrainResult } from '@gpumem/gnn';
+import { allocationTags } from '@gpumem/gnn';
+import { formatFromPath, traceFileFormats, writeTrace, type AllocationTrace, type TraceFileFormat } from '@gpumem/trace';
+import { compileTrace, traceFromEvents } from '@gpumem/trace';
 import { flagHelp, parseFlags, ProgressBar, UsageError, type FlagSpec, type FlagValues } from './args.js';
 import { trainFlags, trainOptionsFromFlags } from './train-command.js';
 
@@ -44,26 +44,6 @@ Examples:
 function workloadOf(flags: FlagValues): Record<string, unknown> {
   const skip = new Set(['out', 'format', 'capacity', 'json', 'help']);
   return Object.fromEntries(Object.entries(flags).filter(([k, v]) => !skip.has(k) && v !== undefined));
-}
-
-/** A trace made of tracking events: times from the first event, the header from the run. */
-export function traceFromEvents(
-  events: readonly TrackingEvent[],
-  header: AllocationTrace['header'],
-): AllocationTrace {
-  const t0 = events[0]?.timeNs ?? 0;
-  return {
-    header,
-    events: events.map((e) => ({
-      timeNs: Math.max(0, e.timeNs - t0),
-      action: e.action,
-      ptr: e.ptr,
-      bytes: e.bytes,
-      stream: e.stream,
-      tag: e.tag,
-      reservedBytes: e.reservedBytes,
-    })),
-  };
 }
 
 export async function runRecord(argv: readonly string[]): Promise<number> {

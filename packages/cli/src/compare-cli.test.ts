@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, describe, expect, it } from 'vitest';
-import type { CompareResult } from './compare/types.js';
+import type { CompareResult } from '@gpumem/compare';
 
 // The built CLI, as a user runs it (npm ci builds it), on the CPU path.
 const cli = fileURLToPath(new URL('../dist/cli.js', import.meta.url));

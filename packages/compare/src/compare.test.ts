@@ -1,7 +1,8 @@
 import { describe, expect, it } from 'vitest';
 import '@gpumem/allocator-pool';
 import type { TrackingEvent } from '@gpumem/allocator-core';
-import { bestOf, buildTimeline, runOne, type RunRequest } from './compare.js';
+import { bestOf, runOne, type RunRequest } from './compare.js';
+import { buildTimeline } from './timeline.js';
 import { parseAllocatorList, parseAllocatorSpec } from './spec.js';
 import type { CompareRun } from './types.js';
 

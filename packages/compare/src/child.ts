@@ -1,11 +1,12 @@
 /**
- * The child process of `gpumem compare`: receives one run request, loads the plug-ins (so
- * GPUMEM_PLUGINS strategies exist here too), runs it, sends progress and the result, and exits.
+ * The child process of `gpumem compare`: receives one run request, imports the strategies (the
+ * built-in ones and the request's plug-ins, so they exist here too), runs it, sends progress and
+ * the result, and exits.
  * @module
  */
-import { loadAllocatorPlugins } from '../plugins.js';
+import { importStrategies } from './strategies.js';
 import { runOne, type RunRequest } from './compare.js';
-import type { Progress } from '../train.js';
+import type { Progress } from '@gpumem/gnn';
 
 function send(message: unknown): Promise<void> {
   return new Promise((resolve, reject) => process.send!(message, undefined, {}, (e) => (e ? reject(e) : resolve())));
@@ -13,7 +14,7 @@ function send(message: unknown): Promise<void> {
 
 process.once('message', (request: RunRequest) => {
   void (async () => {
-    await loadAllocatorPlugins();
+    await importStrategies(request.plugins);
     let last = 0;
     const onProgress = (progress: Progress) => {
       const now = performance.now();

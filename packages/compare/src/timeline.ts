@@ -1,0 +1,85 @@
+/**
+ * Memory timelines: allocated and reserved bytes over time, built from tracking events, cleaned
+ * and thinned (one thinning for the table's run, the report and the Perfetto trace).
+ * @module
+ */
+import type { TrackingEvent } from '@gpumem/allocator-core';
+import type { TimelineSeries } from './types.js';
+
+/**
+ * Allocated and reserved bytes over time from tracking events. Allocated is the running sum of
+ * allocs and frees, anchored so that it ends at `finalAllocated` (right when the events are read),
+ * which stays exact when the ring dropped the oldest events. Thinned to at most `maxPoints` by
+ * {@link capTimeline}, so peaks and troughs survive.
+ */
+export function buildTimeline(events: readonly TrackingEvent[], finalAllocated: number, maxPoints: number, originNs = 0): TimelineSeries {
+  const n = events.length;
+  let running = 0;
+  for (const e of events) {
+    if (e.action === 'alloc') running += e.bytes;
+    else if (e.action === 'free') running -= e.bytes;
+  }
+  let allocated = finalAllocated - running;
+  const series: TimelineSeries = { tMs: new Array<number>(n), allocatedBytes: new Array<number>(n), reservedBytes: new Array<number>(n) };
+  for (let i = 0; i < n; i++) {
+    const e = events[i]!;
+    if (e.action === 'alloc') allocated += e.bytes;
+    else if (e.action === 'free') allocated -= e.bytes;
+    series.tMs[i] = (e.timeNs - originNs) / 1e6;
+    series.allocatedBytes[i] = allocated;
+    series.reservedBytes[i] = e.reservedBytes;
+  }
+  return n <= maxPoints ? series : capTimeline(series, maxPoints);
+}
+
+/**
+ * A timeline fit to draw: points with a non-finite value dropped, time ascending, and the three
+ * arrays of one length (the shortest given).
+ */
+export function cleanTimeline(series: TimelineSeries): TimelineSeries {
+  const n = Math.min(series.tMs.length, series.allocatedBytes.length, series.reservedBytes.length);
+  const keep: number[] = [];
+  for (let i = 0; i < n; i++) {
+    if (Number.isFinite(series.tMs[i]) && Number.isFinite(series.allocatedBytes[i]) && Number.isFinite(series.reservedBytes[i])) keep.push(i);
+  }
+  const sorted = keep.every((index, k) => k === 0 || series.tMs[keep[k - 1]!]! <= series.tMs[index]!);
+  if (!sorted) keep.sort((a, b) => series.tMs[a]! - series.tMs[b]! || a - b);
+  return pick(series, keep);
+}
+
+function pick(series: TimelineSeries, indices: readonly number[]): TimelineSeries {
+  return {
+    tMs: indices.map((i) => series.tMs[i]!),
+    allocatedBytes: indices.map((i) => series.allocatedBytes[i]!),
+    reservedBytes: indices.map((i) => series.reservedBytes[i]!),
+  };
+}
+
+/**
+ * At most `maxPoints` points of a clean timeline (see {@link cleanTimeline}). Longer series are cut
+ * into buckets, and each bucket keeps its first point and the points of its highest allocated,
+ * highest reserved and lowest allocated bytes, so peaks and troughs survive; the last point is kept.
+ */
+export function capTimeline(series: TimelineSeries, maxPoints: number): TimelineSeries {
+  if (!Number.isSafeInteger(maxPoints) || maxPoints < 6) {
+    throw new RangeError(`Expected an integer of at least 6 for maxPoints but received ${String(maxPoints)}`);
+  }
+  const n = series.tMs.length;
+  if (n <= maxPoints) return pick(series, series.tMs.map((_, i) => i));
+  const buckets = Math.floor((maxPoints - 1) / 4);
+  const keep = new Set<number>([n - 1]);
+  for (let b = 0; b < buckets; b++) {
+    const lo = Math.floor((b * n) / buckets);
+    const hi = Math.floor(((b + 1) * n) / buckets);
+    let maxAllocated = lo;
+    let maxReserved = lo;
+    let minAllocated = lo;
+    for (let i = lo + 1; i < hi; i++) {
+      if (series.allocatedBytes[i]! > series.allocatedBytes[maxAllocated]!) maxAllocated = i;
+      if (series.reservedBytes[i]! > series.reservedBytes[maxReserved]!) maxReserved = i;
+      if (series.allocatedBytes[i]! < series.allocatedBytes[minAllocated]!) minAllocated = i;
+    }
+    for (const i of [lo, maxAllocated, maxReserved, minAllocated]) keep.add(i);
+  }
+  return pick(series, [...keep].sort((a, b) => a - b));
+}

@@ -1,0 +1,35 @@
+/**
+ * @gpumem/trace: allocation traces (gpumem's JSONL, RMM's logging CSV), conversion from tracking
+ * events, and replay of a trace through any allocator.
+ * @packageDocumentation
+ */
+export {
+  readTrace,
+  parseTrace,
+  writeTrace,
+  serializeTrace,
+  traceLines,
+  readLines,
+  formatFromPath,
+  traceFileFormats,
+  traceFormatMarker,
+  traceFormatVersion,
+  rmmCsvHeader,
+  TraceFormatError,
+  type AllocationTrace,
+  type TraceHeader,
+  type TraceEvent,
+  type TraceAction,
+  type TraceFileFormat,
+  type ReadTrace,
+} from './format.js';
+export { traceFromEvents } from './from-events.js';
+export {
+  compileTrace,
+  replayTrace,
+  maxReplayStreams,
+  type CompiledTrace,
+  type ReplayOptions,
+  type ReplayResult,
+  type ReplayLoop,
+} from './replay.js';
