@@ -8,6 +8,9 @@ export default defineConfig({
     // Tests run against the TypeScript sources, and every package name resolves to the same
     // module, so plug-ins and tests share one registry.
     alias: {
+      // A subpath before its package: aliases match by prefix, in order.
+      '@gpumem/allocator-core/tools': fileURLToPath(new URL('./packages/allocator-core/src/tools.ts', import.meta.url)),
+      '@gpumem/allocator-core/testing': fileURLToPath(new URL('./packages/allocator-core/src/testing/index.ts', import.meta.url)),
       '@gpumem/allocator-core': src('allocator-core'),
       '@gpumem/allocator-uvm': src('allocator-uvm'),
       '@gpumem/allocator-pool': src('allocator-pool'),

@@ -8,13 +8,12 @@ import {
   CudaEvent,
   createAllocator,
   cudaDevice,
-  fillU32,
   memoryInfo,
   NativeAllocator,
   Stream,
-  sumU32,
   type Device,
 } from '@gpumem/allocator-core';
+import { fillU32, sumU32 } from '@gpumem/allocator-core/tools';
 import { AsyncAllocator } from '@gpumem/allocator-async';
 import { UvmAllocator } from '@gpumem/allocator-uvm';
 import '@gpumem/allocator-pool';

@@ -5,7 +5,7 @@
 import { deviceStatus, hasCudaDevice } from '@gpumem/allocator-core';
 
 export const gpuAvailable = hasCudaDevice();
-export const noGpuReason = gpuAvailable ? '' : `no CUDA device: ${deviceStatus()}`;
+export const noGpuReason = gpuAvailable ? '' : deviceStatus();
 
 if (!gpuAvailable && process.env.GPUMEM_REQUIRE_GPU === '1') {
   throw new Error(`GPUMEM_REQUIRE_GPU=1 but ${noGpuReason}`);

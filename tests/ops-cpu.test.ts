@@ -238,7 +238,7 @@ describe('ops (CPU): activations and dropout', () => {
   it('dropout rejects p outside [0, 1)', () => {
     const p = malloc(16);
     for (const bad of [1, 1.5, -0.1, NaN])
-      expect(() => ops.dropout(false, 0, p, p, p, 4, bad, 0, 0)).toThrow(/p must be in \[0, 1\)/);
+      expect(() => ops.dropout(false, 0, p, p, p, 4, bad, 0, 0)).toThrow(/Expected a number in \[0, 1\) for p but received/);
     expect(() => ops.dropoutBackward(false, 0, p, p, p, 4, 1)).toThrow(RangeError);
   });
 });
@@ -329,7 +329,7 @@ describe('ops (CPU): softmax cross-entropy and accuracy', () => {
     expect(readF32(ploss, 1)[0]).toBe(0);
     expect(readI32(pc, 1)[0]).toBe(0);
     expect(Array.from(readF32(pd, 2))).toEqual([0, 0]);
-    expect(() => ops.softmaxCrossEntropy(false, 0, pl, i32([0]), 0, 2, 1, 2, pd, ploss, pc)).toThrow(/R must equal N/);
+    expect(() => ops.softmaxCrossEntropy(false, 0, pl, i32([0]), 0, 2, 1, 2, pd, ploss, pc)).toThrow(/Expected R equal to N \(1\) without rowIndex for R but received 2/);
   });
 
   it('softmaxCrossEntropyBiasGrad: the loss, then the column sums of dLogits; results at the step counter\'s slot', () => {
@@ -363,7 +363,7 @@ describe('ops (CPU): softmax cross-entropy and accuracy', () => {
     }
     ops.softmaxCrossEntropyBiasGrad(false, 0, pl, plab, N, C, pd, pdb, ploss, pc, 0); // no counter: slot 0
     expect(readF32(ploss, 1)[0]).toBe(readF32(plossRef, 1)[0]);
-    expect(() => ops.softmaxCrossEntropyBiasGrad(false, 0, pl, plab, 0, C, pd, pdb, ploss, pc, 0)).toThrow(/N must be at least 1/);
+    expect(() => ops.softmaxCrossEntropyBiasGrad(false, 0, pl, plab, 0, C, pd, pdb, ploss, pc, 0)).toThrow(/Expected integer >= 1 for N but received 0/);
     expect(() => ops.softmaxCrossEntropyBiasGrad(false, 0, pl, plab, N, C, pd, 0, ploss, pc, 0)).toThrow(/dBias/);
     expect(() => ops.softmaxCrossEntropyBiasGrad(false, 0, pl, plab, N, C, pd, pdb, ploss, pc, i32([-2]))).toThrow(/step/);
   });
@@ -497,7 +497,7 @@ describe('ops (CPU): graph ops', () => {
     // no edges; and a row out of range is an error, not a crash
     ops.csrBuild(false, 0, 0, 0, 0, 4, prp, 0, 0, 0);
     expect(Array.from(readI32(prp, 5))).toEqual([0, 0, 0, 0, 0]);
-    expect(() => ops.csrBuild(false, 0, i32([0, 4]), i32([1, 1]), 2, 4, prp, pcol, 0, 0)).toThrow(/rows\[1\] = 4/);
+    expect(() => ops.csrBuild(false, 0, i32([0, 4]), i32([1, 1]), 2, 4, prp, pcol, 0, 0)).toThrow("Expected a valid index for rows[1] but received 4");
   });
 
   it('spmm equals the dense product; rowDegrees and edgeNorm in every mode', () => {
@@ -638,29 +638,18 @@ describe('ops (CPU): random generators', () => {
   });
 });
 
-describe('ops (CPU): fill, iota, copy, axpy, scale', () => {
-  it('fill and iota', () => {
+describe('ops (CPU): fill, scale', () => {
+  it('fill', () => {
     const p = malloc(40);
     ops.fillF32(false, 0, p, 10, 2.5);
     expect(Array.from(readF32(p, 10))).toEqual(new Array(10).fill(2.5));
     ops.fillI32(false, 0, p, 10, -3);
     expect(Array.from(readI32(p, 10))).toEqual(new Array(10).fill(-3));
-    ops.iota(false, 0, p, 10, 5);
-    expect(Array.from(readI32(p, 10))).toEqual([5, 6, 7, 8, 9, 10, 11, 12, 13, 14]);
-    expect(() => ops.iota(false, 0, p, 10, 2 ** 31 - 5)).toThrow(RangeError);
   });
 
-  it('copy, axpy, scale', () => {
+  it('scale', () => {
     const X = randf(33, 81);
-    const Y = randf(33, 82);
     const px = f32(X);
-    const py = f32(Y);
-    const pc = nanF32(33);
-    ops.copy(false, 0, pc, px, 33 * 4);
-    expect(readF32(pc, 33)).toEqual(X);
-    ops.axpy(false, 0, 0.5, px, py, 33);
-    const a = Math.fround(0.5);
-    expect(Array.from(readF32(py, 33))).toEqual(Array.from(X, (x, i) => Math.fround(Math.fround(a * x) + Y[i]!)));
     ops.scale(false, 0, -2, px, px, 33);
     expect(Array.from(readF32(px, 33))).toEqual(Array.from(X, (x) => -2 * x));
   });
@@ -673,7 +662,7 @@ describe('ops (CPU): fill, iota, copy, axpy, scale', () => {
     const q = i32([2 ** 31 - 1]);
     ops.addI32(false, 0, q, 1);
     expect(readI32(q, 1)[0]).toBe(-(2 ** 31));
-    expect(() => ops.addI32(false, 0, p, 2 ** 31)).toThrow(/value must be an i32/);
+    expect(() => ops.addI32(false, 0, p, 2 ** 31)).toThrow(/Expected an i32 \(integer in \[-2\^31, 2\^31 - 1\]\) for value but received 2147483648/);
     expect(() => ops.addI32(false, 0, 0, 1)).toThrow(/ptr/);
     expect(() => ops.streamWait(false, 1, 2)).not.toThrow();
   });
@@ -690,16 +679,16 @@ describe('ops: bad arguments are errors, not crashes', () => {
       expect((e as { code?: string }).code).toBe('GPUMEM_INVALID_ARGUMENT');
       expect((e as { argument?: string }).argument).toBe('N');
     }
-    expect(() => ops.spmm(false, 0, p, p, p, p, p, 4, -4)).toThrow(/H must be a non-negative integer/);
-    expect(() => ops.relu(false, 0, p, p, 1.5)).toThrow(/n must be an integer/);
+    expect(() => ops.spmm(false, 0, p, p, p, p, p, 4, -4)).toThrow('Expected non-negative integer for H but received -4');
+    expect(() => ops.relu(false, 0, p, p, 1.5)).toThrow('Expected integer for n but received 1.5 of type number');
   });
 
   it('wrong types, missing arguments and null pointers throw', () => {
     const p = malloc(16);
     expect(() => (ops.relu as unknown as (...a: unknown[]) => void)(false, 0, p, p)).toThrow(TypeError);
     expect(() => (ops.relu as unknown as (...a: unknown[]) => void)(false, 0, 'x', p, 4)).toThrow(TypeError);
-    expect(() => ops.relu(false, 0, -8, p, 4)).toThrow(/not a valid address/);
-    expect(() => ops.relu(false, 0, 0, p, 4)).toThrow(/X is a null pointer/);
+    expect(() => ops.relu(false, 0, -8, p, 4)).toThrow('Expected a pointer (non-negative integer) for X but received -8 of type number');
+    expect(() => ops.relu(false, 0, 0, p, 4)).toThrow('Expected a pointer (positive integer) for X but received 0 (a null pointer)');
     expect(() => ops.csrBuild(false, 0, p, p, 1, 1, p, p, 0, -1)).toThrow(/tempBytes/);
   });
 

@@ -6,7 +6,7 @@
  *   - elementwise ops: < 1e-5 (the GPU fuses multiply-adds; the CPU does not);
  *   - gemm, spmm and the reductions (biasGrad, the loss): < 1e-4 (another summation order);
  *   - identical bit for bit: random generators, dropout masks and outputs, relu, gather, fill,
- *     iota, copy, csrBuild, rowDegrees, edgeNorm, correct counts.
+ *     csrBuild, rowDegrees, edgeNorm, correct counts.
  * Deterministic ops also give bit-identical results on two GPU runs (all but scatterAddRows).
  * Skipped, with the reason in the title, where there is no CUDA device.
  *
@@ -430,7 +430,7 @@ describe.skipIf(!gpuAvailable)(gpuTitle('ops on the GPU against the CPU referenc
     expectIdentical(u.gpu(), u.cpu(), 'randomUniform');
   });
 
-  it('fillF32 (also at an unaligned address), fillI32, iota, copy, axpy, scale', () => {
+  it('fillF32 (also at an unaligned address), fillI32, scale', () => {
     const n = 100_003;
     const f = Fz(n + 1);
     ops.fillF32(false, 0, f.h + 4, n, 1.5);
@@ -444,18 +444,7 @@ describe.skipIf(!gpuAvailable)(gpuTitle('ops on the GPU against the CPU referenc
       ops.fillI32(true, 0, i.d, n, v);
       expectIdentical(i.gpu(), i.cpu(), `fillI32 ${v}`);
     }
-    ops.iota(false, 0, i.h, n, -50);
-    ops.iota(true, 0, i.d, n, -50);
-    expectIdentical(i.gpu(), i.cpu(), 'iota');
-    const X = F(randf(n, 80));
     const Y = F(randf(n, 81));
-    const c = Fz(n);
-    ops.copy(false, 0, c.h, X.h, n * 4);
-    ops.copy(true, 0, c.d, X.d, n * 4);
-    expectIdentical(c.gpu(), c.cpu(), 'copy');
-    ops.axpy(false, 0, -0.3, X.h, Y.h, n);
-    ops.axpy(true, 0, -0.3, X.d, Y.d, n);
-    expect(relL2(Y.gpu(), Y.cpu())).toBeLessThan(1e-5);
     ops.scale(false, 0, 3, Y.h, Y.h, n);
     ops.scale(true, 0, 3, Y.d, Y.d, n);
     expect(relL2(Y.gpu(), Y.cpu())).toBeLessThan(1e-5);
@@ -541,14 +530,14 @@ describe.skipIf(!gpuAvailable)(gpuTitle('ops on the GPU against the CPU referenc
       const a = F(randf(n, 90));
       const b = Fz(n);
       const c = Fz(n);
-      // b = a on main; fork: side computes c = 2b and advances the counter; join; then b += a on main
+      // b = a on main; fork: side computes c = 2b and advances the counter; join; then b = 2a on main
       const ordered = () => {
-        ops.copy(true, main.handle, b.d, a.d, n * 4);
+        ops.scale(true, main.handle, 1, a.d, b.d, n);
         ops.streamWait(true, side.handle, main.handle);
         ops.scale(true, side.handle, 2, b.d, c.d, n);
         ops.addI32(true, side.handle, counter.d, 3);
         ops.streamWait(true, main.handle, side.handle);
-        ops.axpy(true, main.handle, 1, a.d, b.d, n);
+        ops.scale(true, main.handle, 2, a.d, b.d, n); // after side has read b
       };
       ordered(); // eagerly
       main.synchronize();
@@ -566,7 +555,7 @@ describe.skipIf(!gpuAvailable)(gpuTitle('ops on the GPU against the CPU referenc
       }
       expect(counter.gpu()[0]).toBe(14);
       expectIdentical(c.gpu(), twoA, 'c after two replays');
-      expectIdentical(b.gpu(), a.cpu().map((v) => Math.fround(v + v)), 'b after two replays');
+      expectIdentical(b.gpu(), a.cpu().map((v) => Math.fround(2 * v)), 'b after two replays');
       expect(() => ops.addI32(true, main.handle, counter.d, 2 ** 31)).toThrow(/value/);
     } finally {
       main.synchronize();

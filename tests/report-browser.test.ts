@@ -10,9 +10,10 @@ import { existsSync, mkdirSync, writeFileSync } from 'node:fs';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { chromium, type Browser, type Page } from 'playwright-core';
-import { renderHtmlReport } from '@gpumem/gnn';
+import { rankRuns, readPeer, renderHtmlReport } from '@gpumem/compare';
 import { sampleCompareResult } from '../packages/compare/src/fixture.js';
 
+const peerFixture = fileURLToPath(new URL('../packages/compare/src/fixtures/torch-eager.jsonl', import.meta.url));
 const chromiumPath = '/usr/bin/chromium';
 const browserAvailable = existsSync(chromiumPath);
 const noBrowserReason = `no Chromium at ${chromiumPath} (apt-get install chromium)`;
@@ -147,6 +148,105 @@ describe.skipIf(!browserAvailable)(
       expect(epochs.width).toBeGreaterThan(600);
       expect(epochs.painted).toBeGreaterThan(1000);
       expect(epochs.datasets.map((d: { label: string }) => d.label)).toEqual(['cuda', 'pool', 'async', 'arena']);
+    });
+
+    it('gives each memory chart its own byte scale, and puts them on one when asked', async () => {
+      // A run that reserves 8x more must not flatten the others: scale its timeline up.
+      const big = sampleCompareResult();
+      const cuda = big.runs[0]!.timeline!;
+      cuda.reservedBytes = cuda.reservedBytes.map((b) => b * 8);
+      cuda.allocatedBytes = cuda.allocatedBytes.map((b) => b * 8);
+      const bigPage = (await openReport(browser, renderHtmlReport(big), 'report-scales')).page;
+      const scales = () =>
+        bigPage.evaluate(() => {
+          const report = (window as unknown as { gpumemReport: { charts: { kind: string; chart: any }[] } }).gpumemReport;
+          return report.charts.filter((c) => c.kind === 'timeline').map((c) => c.chart.scales.y.max as number);
+        });
+      expect(await bigPage.getAttribute('body', 'data-byte-scale')).toBe('own');
+      const own = await scales();
+      expect(own[0]).toBeGreaterThan(4 * own[1]!); // pool and async keep a scale of their own
+      await bigPage.click('#shared-scale');
+      expect(await bigPage.getAttribute('body', 'data-byte-scale')).toBe('shared');
+      const shared = await scales();
+      expect(new Set(shared).size).toBe(1);
+      expect(shared[0]).toBe(own[0]);
+      await bigPage.click('#shared-scale');
+      expect(await scales()).toEqual(own);
+      await bigPage.close();
+    });
+
+    it('shows each median epoch with its spread, and marks runs tied within the spread', async () => {
+      const spreads = await page.$$eval('td[data-column="medianEpochMs"] small.spread', (cells) => cells.map((c) => c.textContent));
+      expect(spreads).toHaveLength(3);
+      const close = sampleCompareResult();
+      const pool = close.runs.find((r) => r.allocator === 'pool')!;
+      const async_ = close.runs.find((r) => r.allocator === 'async')!;
+      async_.epochSpread = { ...async_.epochSpread!, min: pool.epochSpread!.max - 1 };
+      Object.assign(close, rankRuns(close.runs));
+      const tiedPage = (await openReport(browser, renderHtmlReport(close), 'report-tied')).page;
+      const tied = await tiedPage.$$eval('td.tied[data-column="medianEpochMs"]', (cells) =>
+        cells.map((c) => (c.closest('tr') as HTMLElement).dataset.allocator),
+      );
+      expect(tied).toEqual(['pool', 'async']);
+      expect(await tiedPage.$$('td.best[data-column="medianEpochMs"]')).toHaveLength(0);
+      expect(await tiedPage.$$eval('td.tied[data-column="medianEpochMs"] .tied-mark', (m) => m.length)).toBe(2);
+      await tiedPage.close();
+    });
+
+    it('stacks allocated bytes by the phase that allocated them, and tables the split at the peak', async () => {
+      const tagged = sampleCompareResult();
+      const timeline = tagged.runs[1]!.timeline!; // pool
+      const setup = timeline.allocatedBytes.map((b) => Math.min(b, 64 * 2 ** 20));
+      timeline.tags = ['before', 'setup', 'forward'];
+      timeline.byTag = [timeline.allocatedBytes.map(() => 0), setup, timeline.allocatedBytes.map((b, i) => b - setup[i]!)];
+      const peak = Math.max(...timeline.allocatedBytes);
+      tagged.runs[1]!.peakBreakdown = [
+        { tag: 'forward', bytes: peak - 64 * 2 ** 20 },
+        { tag: 'setup', bytes: 64 * 2 ** 20 },
+      ];
+      const taggedPage = (await openReport(browser, renderHtmlReport(tagged), 'report-tags')).page;
+      const labels = await taggedPage.evaluate(() => {
+        const report = (window as unknown as { gpumemReport: { charts: { kind: string; allocator: string; chart: any }[] } }).gpumemReport;
+        const pool = report.charts.find((c) => c.kind === 'timeline' && c.allocator === 'pool')!;
+        return {
+          labels: pool.chart.data.datasets.map((d: { label: string }) => d.label),
+          drawn: pool.chart.data.datasets.map((_: unknown, i: number) => pool.chart.getDatasetMeta(i).data.length),
+          stacked: pool.chart.options.scales.y.stacked,
+        };
+      });
+      expect(labels.labels).toEqual(['reserved', 'allocated', 'setup', 'forward']); // 'before' is empty: left out
+      expect(labels.drawn.every((n: number) => n === timeline.tMs.length)).toBe(true);
+      expect(labels.stacked).toBe(true);
+      const rows = await taggedPage.$$eval('figure[data-run="1"] table.breakdown tbody tr', (trs) => trs.map((tr) => tr.textContent));
+      expect(rows).toHaveLength(2);
+      expect(rows[0]).toMatch(/^forward/);
+      await taggedPage.close();
+    });
+
+    it('overlays every run\'s and every peer\'s training loss per step, and shows the peer as a row', async () => {
+      const withPeer = sampleCompareResult();
+      withPeer.peers = [readPeer(peerFixture)];
+      const peerPage = (await openReport(browser, renderHtmlReport(withPeer), 'report-peer')).page;
+      const loss = await peerPage.evaluate(() => {
+        const report = (window as unknown as { gpumemReport: { charts: { kind: string; chart: any }[] } }).gpumemReport;
+        const chart = report.charts.find((c) => c.kind === 'loss')!.chart;
+        return chart.data.datasets.map((d: { label: string; data: unknown[] }, i: number) => ({
+          label: d.label,
+          points: d.data.length,
+          drawn: chart.getDatasetMeta(i).data.length,
+        }));
+      });
+      const expected = withPeer.runs
+        .map((r) => ({ label: r.allocator, points: r.epochs.reduce((n, e) => n + e.losses.length, 0) }))
+        .filter((r) => r.points > 1)
+        .concat([{ label: 'torch-eager', points: 120 }]);
+      expect(loss.map((d: { label: string; points: number }) => ({ label: d.label, points: d.points }))).toEqual(expected);
+      for (const d of loss) expect(d.drawn).toBe(d.points);
+      const peerRow = await peerPage.$eval('tr.peer', (tr) => [...tr.children].map((c) => c.textContent));
+      expect(peerRow[0]).toBe('torch-eager');
+      expect(peerRow[1]).toBe('peer');
+      expect(peerRow[2]).toMatch(/1\.48 s/);
+      await peerPage.close();
     });
 
     it('draws one bar per completed epoch and allocator, taller for the slower run', async () => {

@@ -3,11 +3,12 @@
  * under every allocator, and no leak per step. Skipped, with the reason, without a device.
  */
 import { describe, expect, it } from 'vitest';
-import { createAllocator, type AllocatorStats } from '@gpumem/allocator-core';
+import { createAllocator, loadNative, type AllocatorStats } from '@gpumem/allocator-core';
 import '@gpumem/allocator-pool';
 import '@gpumem/allocator-async';
 import '@gpumem/allocator-uvm';
 import '@gpumem/examples/arena';
+import type { NativeOps } from '../packages/gnn/src/native-ops.js';
 import { train } from '../packages/gnn/src/train.js';
 import { gpuAvailable, gpuTitle } from './gpu.js';
 
@@ -68,6 +69,27 @@ describe.skipIf(!gpuAvailable)(gpuTitle('trainer on the GPU'), () => {
       expect(progress[0]).toEqual([1, 17, 33, 34, 35, 36, 37, 38, 39, 40, 41]);
       expect(progress[1]).toEqual([16, 32, 33, 34, 35, 36, 37, 38, 39, 40, 41]);
       expect(allocator.stats().allocatedBytes).toBe(0);
+    } finally {
+      allocator.dispose();
+    }
+  });
+
+  it("every byte the trainer uses comes from the run's allocator: workspaces bound, none allocated by the ops", () => {
+    const ops = (loadNative() as unknown as { ops: NativeOps }).ops;
+    const { scratchBytes, blasBytes } = ops.workspaceBytes(true);
+    expect(scratchBytes).toBeGreaterThan(0);
+    const allocator = createAllocator('pool', { upstream: 'cuda' });
+    try {
+      const before = ops.unboundWorkspaceAllocations();
+      const options = { model: 'mlp' as const, allocator, epochs: 1, trainSubset: 64 * 20, testSubset: 500, seed: 2 };
+      const eager = train(options);
+      const graphed = train({ ...options, cudaGraph: true }); // two streams, each with its workspace
+      expect(ops.unboundWorkspaceAllocations()).toBe(before);
+      // The peak covers the workspaces (one stream eager, two with graphs) on top of the model.
+      const params = 4 * (784 * 784 * 4 + 784 * 10 + 784 * 4 + 10);
+      expect(eager.epochs[0]!.peakAllocatedBytes).toBeGreaterThanOrEqual(scratchBytes + blasBytes + params);
+      expect(graphed.epochs[0]!.peakAllocatedBytes).toBeGreaterThanOrEqual(2 * (scratchBytes + blasBytes) + params);
+      expect(allocator.stats().allocatedBytes).toBe(0); // unbound and freed at the end of each run
     } finally {
       allocator.dispose();
     }

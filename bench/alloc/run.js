@@ -15,8 +15,11 @@ import {
   formatBytes,
   hasCudaDevice,
   listAllocators,
+  NativeAllocator,
   Stream,
+  median,
 } from '@gpumem/allocator-core';
+import { benchmarkPairs, benchmarkTrace } from '@gpumem/allocator-core/tools';
 import '@gpumem/allocator-uvm';
 import '@gpumem/allocator-pool';
 import '@gpumem/allocator-async';
@@ -75,11 +78,6 @@ function mixedTrace(count) {
     else out[i] = 2 * MiB + Math.floor(rand() * 30 * MiB);
   }
   return out;
-}
-
-function median(values) {
-  const s = [...values].sort((a, b) => a - b);
-  return s[Math.floor(s.length / 2)];
 }
 
 // iterations per batch: the driver strategies cost tens of microseconds a pair
@@ -154,8 +152,8 @@ function main() {
       const row = { allocator: label, options, iterations, repeats, sizes: {}, trace: {} };
       try {
         for (const bytes of sizes) {
-          const native = allocator.benchmarkPairs
-            ? allocator.benchmarkPairs(bytes, iterations, repeats, stream).medianNsPerPair
+          const native = allocator instanceof NativeAllocator
+            ? benchmarkPairs(allocator, bytes, iterations, repeats, stream).medianNsPerPair
             : undefined;
           const ts = tsPairs(allocator, bytes, iterations, repeats, stream);
           row.sizes[bytes] = { nativeNsPerPair: native, typescriptNsPerPair: ts };
@@ -164,7 +162,8 @@ function main() {
         row.trace = {
           operations: traceIters.length,
           window,
-          nativeNsPerPair: allocator.benchmarkTrace?.(traceIters, window, repeats, stream).medianNsPerPair,
+          nativeNsPerPair:
+            allocator instanceof NativeAllocator ? benchmarkTrace(allocator, traceIters, window, repeats, stream).medianNsPerPair : undefined,
           typescriptNsPerPair: tsTrace(allocator, traceIters, window, repeats, stream),
         };
         row.stats = allocator.stats();

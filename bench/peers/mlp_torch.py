@@ -64,7 +64,9 @@ def main():
         loss = torch.stack(losses).mean().item()
         torch.cuda.synchronize()
         ms = (time.perf_counter() - t0) * 1e3
+        # every step's loss (read after the timing): `gpumem compare --peer` overlays them per step
         rec = {'peer': f'torch-{args.mode}', 'epoch': epoch + 1, 'epoch_ms': ms, 'loss': loss, 'accuracy': acc,
+               'losses': torch.stack(losses).tolist(),
                'peak_allocated': torch.cuda.max_memory_allocated(), 'peak_reserved': torch.cuda.max_memory_reserved()}
         results.append(rec)
         print(json.dumps(rec), flush=True)

@@ -10,7 +10,7 @@
 // differences between neighbouring epochs. Without a GPU: the host strategies on a subset of MNIST.
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { dirname } from 'node:path';
-import { createTrackedAllocator, deviceProperties, hasCudaDevice } from '@gpumem/allocator-core';
+import { createTrackedAllocator, deviceProperties, hasCudaDevice, median } from '@gpumem/allocator-core';
 import '@gpumem/allocator-uvm';
 import '@gpumem/allocator-pool';
 import '@gpumem/allocator-async';
@@ -39,12 +39,6 @@ function parseArgs(argv) {
   }
   return a;
 }
-
-const median = (xs) => {
-  const s = [...xs].sort((x, y) => x - y);
-  const m = s.length >> 1;
-  return s.length % 2 ? s[m] : (s[m - 1] + s[m]) / 2;
-};
 
 /** One run: recording on in the epochs where `onFor(epoch)` holds, switched at each epoch's first step. */
 function oneRun(spec, args, onFirst) {

@@ -9,7 +9,7 @@
 // reserved. The PyTorch peers are separate scripts (bench/peers/), run in the same session.
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { dirname } from 'node:path';
-import { deviceProperties, formatBytes, hasCudaDevice, listAllocators } from '@gpumem/allocator-core';
+import { deviceProperties, formatBytes, hasCudaDevice, listAllocators, median } from '@gpumem/allocator-core';
 import '@gpumem/allocator-uvm';
 import '@gpumem/allocator-pool';
 import '@gpumem/allocator-async';
@@ -40,7 +40,6 @@ function parseArgs(argv) {
   return a;
 }
 
-const median = (xs) => [...xs].sort((x, y) => x - y)[Math.floor(xs.length / 2)];
 const gpu = hasCudaDevice();
 const options = {
   pool: { upstream: gpu ? 'cuda' : 'host' },

@@ -211,7 +211,8 @@ def enable(strategy: Optional[str] = None, **options: Any) -> str:
     else ``pool``). ``options`` set the matching environment variables: ``uvm_prefetch``
     (bool), ``uvm_advise`` (``none``/``device``/``host``), ``uvm_limit`` (``free``, ``none`` or a
     size), ``async_release_threshold`` (size), ``pool_max_reserved`` (size), ``oom``
-    (``raise``/``null``). Sizes are integers (bytes) or strings such as ``"512M"`` or ``"4G"``.
+    (``raise``/``null``). Sizes are integers (bytes) or strings such as ``"512MiB"`` or ``"4GiB"`` (KiB, MiB, GiB or
+    TiB, the only units accepted).
     ``None`` leaves a variable as it is.
 
     Returns the configuration string. Raises ValueError for a bad configuration (nothing is

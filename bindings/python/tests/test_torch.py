@@ -125,20 +125,22 @@ class ConfigTests(unittest.TestCase):
         self.assertIn("cuda, uvm, pool, async", error)
 
     def test_sizes(self):
-        cases = {"1048576": 1048576, "512M": 512 << 20, "4g": 4 << 30, "64KiB": 64 << 10, "1T": 1 << 40, "2MB": 2 << 20}
+        cases = {"1048576": 1048576, "512MiB": 512 << 20, "4gib": 4 << 30, "64KiB": 64 << 10, "1TiB": 1 << 40}
         for text, value in cases.items():
             with self.subTest(size=text):
                 c = check_config(GPUMEM_POOL_MAX_RESERVED=text)["config"]
                 self.assertIn(f"pool.max_reserved={value}", c)
-        c = check_config(GPUMEM_ALLOCATOR="async", GPUMEM_ASYNC_RELEASE_THRESHOLD="256M")["config"]
+        c = check_config(GPUMEM_ALLOCATOR="async", GPUMEM_ASYNC_RELEASE_THRESHOLD="256MiB")["config"]
         self.assertIn(f"async.release_threshold={256 << 20}", c)
-        c = check_config(GPUMEM_ALLOCATOR="uvm", GPUMEM_UVM_LIMIT="8G", GPUMEM_UVM_PREFETCH="0", GPUMEM_UVM_ADVISE="host")["config"]
+        c = check_config(GPUMEM_ALLOCATOR="uvm", GPUMEM_UVM_LIMIT="8GiB", GPUMEM_UVM_PREFETCH="0", GPUMEM_UVM_ADVISE="host")["config"]
         self.assertEqual(c, f"strategy=uvm uvm.prefetch=0 uvm.advise=host uvm.limit={8 << 30} oom=raise")
 
     def test_bad_values(self):
         cases = [
             ("GPUMEM_POOL_MAX_RESERVED", "12Q"),
-            ("GPUMEM_POOL_MAX_RESERVED", "1.5G"),
+            ("GPUMEM_POOL_MAX_RESERVED", "1.5GiB"),
+            ("GPUMEM_POOL_MAX_RESERVED", "512M"),  # one set of units: KiB, MiB, GiB, TiB
+            ("GPUMEM_POOL_MAX_RESERVED", "2MB"),
             ("GPUMEM_POOL_MAX_RESERVED", "-1"),
             ("GPUMEM_POOL_MAX_RESERVED", "99999999999999999999"),
             ("GPUMEM_POOL_MAX_RESERVED", "20000000T"),

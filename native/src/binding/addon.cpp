@@ -4,6 +4,7 @@
 #include "device_functions.hpp"
 #include "ops_functions.hpp"
 #include "resource_object.hpp"
+#include "tools_functions.hpp"
 
 namespace {
 
@@ -11,6 +12,7 @@ Napi::Object Init(Napi::Env env, Napi::Object exports) {
   gpumem::binding::register_device_functions(env, exports);
   exports.Set("Resource", gpumem::binding::ResourceObject::Define(env));
   gpumem::binding::register_ops(env, exports);
+  gpumem::binding::register_tools(env, exports);
   return exports;
 }
 

@@ -42,6 +42,17 @@ Napi::Object from_stats(Napi::Env env, const resource_stats& s) {
   return o;
 }
 
+std::string describe(const Napi::Value& v) {
+  if (v.IsString()) return "'" + v.As<Napi::String>().Utf8Value() + "' of type string";
+  if (v.IsNull()) return "null";
+  if (v.IsSymbol()) return "a symbol";
+  if (v.IsUndefined()) return "undefined of type undefined";
+  if (v.IsObject() && !v.IsFunction()) return "an object";
+  Napi::Value text = v.ToString();
+  std::string type = v.IsNumber() ? "number" : v.IsBoolean() ? "boolean" : v.IsBigInt() ? "bigint" : v.IsFunction() ? "function" : "symbol";
+  return text.As<Napi::String>().Utf8Value() + (v.IsBigInt() ? "n" : "") + " of type " + type;
+}
+
 std::uint64_t get_u64(const Napi::Object& o, const char* key, std::uint64_t fallback) {
   Napi::Value v = o.Get(key);
   return v.IsUndefined() || v.IsNull() ? fallback : to_u64(v);

@@ -18,6 +18,9 @@ stream_handle to_stream(const Napi::Value& v);  // number (0 = default stream) o
 Napi::Value from_pointer(Napi::Env env, const void* p);
 Napi::Object from_stats(Napi::Env env, const resource_stats& s);
 
+// A value as validate.ts describes it in messages: "-1 of type number", "'x' of type string".
+std::string describe(const Napi::Value& v);
+
 // Optional object properties with defaults.
 std::uint64_t get_u64(const Napi::Object& o, const char* key, std::uint64_t fallback);
 bool get_bool(const Napi::Object& o, const char* key, bool fallback);

@@ -1,4 +1,5 @@
-// exports.ops: argument conversion for the ops of src/kernels/ops.hpp, each call guarded so that
+// exports.ops: argument conversion for the ops of src/ops/ops.hpp and the stream workspaces of
+// src/ops/workspace.hpp, each call guarded so that
 // a C++ exception becomes a JavaScript error (bad arguments: RangeError/TypeError with code
 // GPUMEM_INVALID_ARGUMENT and the argument's name). Argument order is native-ops.ts's.
 #include "ops_functions.hpp"
@@ -9,7 +10,8 @@
 
 #include "convert.hpp"
 #include "gpumem/errors.hpp"
-#include "kernels/ops.hpp"
+#include "ops/ops.hpp"
+#include "ops/workspace.hpp"
 
 namespace gpumem::binding {
 namespace {
@@ -19,13 +21,14 @@ using ops::i64;
 
 constexpr double max_safe = 9007199254740991.0;  // 2^53 - 1
 
+// The JavaScript arguments of one op call, converted with the checks of ops/op_args.hpp.
 class args {
  public:
   args(const Napi::CallbackInfo& info, std::size_t expected, const char* fn) : info_(info) {
     if (info.Length() < expected)
       throw invalid_argument(invalid_argument::kind::type, "arguments",
-                             std::string("ops.") + fn + " expects " + std::to_string(expected) + " arguments, got " +
-                                 std::to_string(info.Length()));
+                             std::string("Expected ") + std::to_string(expected) + " arguments for ops." + fn +
+                                 " but received " + std::to_string(info.Length()));
   }
 
   bool flag(std::size_t i) const { return info_[i].ToBoolean().Value(); }
@@ -41,49 +44,39 @@ class args {
     return reinterpret_cast<T*>(static_cast<std::uintptr_t>(address(i, name)));
   }
 
-  // An integer (JS number, |v| <= 2^53); the ops check the range.
-  i64 integer(std::size_t i, const char* name) const {
-    const double d = number(i, name);
-    if (!std::isfinite(d) || std::floor(d) != d || std::fabs(d) > max_safe)
-      throw invalid_argument(invalid_argument::kind::range, name,
-                             std::string(name) + " must be an integer, got " + std::to_string(d));
-    return static_cast<i64>(d);
-  }
+  // An integer (JS number, |v| <= 2^53 - 1); the ops check the range.
+  i64 integer(std::size_t i, const char* name) const { return ops::check::integer(number(i, name), name); }
 
-  // A seed or counter offset: an integer in [0, 2^53].
+  // A seed or counter offset: an integer in [0, 2^53 - 1].
   std::uint64_t counter(std::size_t i, const char* name) const {
     const i64 v = integer(i, name);
-    if (v < 0)
-      throw invalid_argument(invalid_argument::kind::range, name,
-                             std::string(name) + " must be a non-negative integer, got " + std::to_string(v));
+    ops::check::non_negative(v, name);
     return static_cast<std::uint64_t>(v);
   }
 
   double number(std::size_t i, const char* name) const {
     const Napi::Value v = info_[i];
-    if (!v.IsNumber())
-      throw invalid_argument(invalid_argument::kind::type, name, std::string(name) + " must be a number");
+    if (!v.IsNumber()) ops::check::fail_type(name, "number", describe(v));
     return v.As<Napi::Number>().DoubleValue();
   }
 
   float f32(std::size_t i, const char* name) const { return static_cast<float>(number(i, name)); }
 
  private:
+  // A pointer: a non-negative safe integer (a BigInt too); 0 is the null pointer, which the ops
+  // reject where they must read or write.
   std::uint64_t address(std::size_t i, const char* name) const {
     const Napi::Value v = info_[i];
     if (v.IsBigInt()) {
       bool lossless = false;
       const std::uint64_t a = v.As<Napi::BigInt>().Uint64Value(&lossless);
-      if (!lossless)
-        throw invalid_argument(invalid_argument::kind::range, name, std::string(name) + " is not a valid address");
+      if (!lossless) ops::check::fail_range(name, "a pointer (non-negative integer)", describe(v));
       return a;
     }
-    if (!v.IsNumber())
-      throw invalid_argument(invalid_argument::kind::type, name, std::string(name) + " must be an address (a number)");
+    if (!v.IsNumber()) ops::check::fail_type(name, "a pointer (non-negative integer)", describe(v));
     const double d = v.As<Napi::Number>().DoubleValue();
     if (!std::isfinite(d) || d < 0 || std::floor(d) != d || d > max_safe)
-      throw invalid_argument(invalid_argument::kind::range, name,
-                             std::string(name) + " is not a valid address: " + std::to_string(d));
+      ops::check::fail_range(name, "a pointer (non-negative integer)", describe(v));
     return static_cast<std::uint64_t>(d);
   }
 
@@ -285,9 +278,7 @@ Napi::Value EdgeNorm(const Napi::CallbackInfo& info) {
   return run(info, [&] {
     args a(info, 8, "edgeNorm");
     const i64 mode = a.integer(6, "mode");
-    if (mode < 0 || mode > 2)
-      throw invalid_argument(invalid_argument::kind::range, "mode",
-                             "mode must be 0 (symmetric), 1 (by row) or 2 (by column), got " + std::to_string(mode));
+    if (mode < 0 || mode > 2) ops::check::fail_range("mode", "0 (symmetric), 1 (by row) or 2 (by column)", std::to_string(mode));
     ops::edge_norm(a.flag(0), a.stream(1), a.ptr<const i32>(2, "rowptr"), a.ptr<const i32>(3, "col"),
                    a.integer(4, "N"), a.ptr<const float>(5, "deg"), static_cast<int>(mode), a.ptr<float>(7, "val"));
   });
@@ -345,23 +336,8 @@ Napi::Value FillI32(const Napi::CallbackInfo& info) {
   return run(info, [&] {
     args a(info, 5, "fillI32");
     const i64 value = a.integer(4, "value");
-    if (value < INT32_MIN || value > INT32_MAX)
-      throw invalid_argument(invalid_argument::kind::range, "value", "value must be an i32, got " + std::to_string(value));
+    ops::check::i32(value, "value");
     ops::fill_i32(a.flag(0), a.stream(1), a.ptr<i32>(2, "ptr"), a.integer(3, "n"), static_cast<i32>(value));
-  });
-}
-
-Napi::Value Iota(const Napi::CallbackInfo& info) {
-  return run(info, [&] {
-    args a(info, 5, "iota");
-    ops::iota(a.flag(0), a.stream(1), a.ptr<i32>(2, "out"), a.integer(3, "n"), a.integer(4, "start"));
-  });
-}
-
-Napi::Value Copy(const Napi::CallbackInfo& info) {
-  return run(info, [&] {
-    args a(info, 5, "copy");
-    ops::copy(a.flag(0), a.stream(1), a.ptr<void>(2, "dst"), a.ptr<const void>(3, "src"), a.integer(4, "bytes"));
   });
 }
 
@@ -369,8 +345,7 @@ Napi::Value AddI32(const Napi::CallbackInfo& info) {
   return run(info, [&] {
     args a(info, 4, "addI32");
     const i64 value = a.integer(3, "value");
-    if (value < INT32_MIN || value > INT32_MAX)
-      throw invalid_argument(invalid_argument::kind::range, "value", "value must be an i32, got " + std::to_string(value));
+    ops::check::i32(value, "value");
     ops::add_i32(a.flag(0), a.stream(1), a.ptr<i32>(2, "ptr"), static_cast<i32>(value));
   });
 }
@@ -379,14 +354,6 @@ Napi::Value StreamWait(const Napi::CallbackInfo& info) {
   return run(info, [&] {
     args a(info, 3, "streamWait");
     ops::stream_wait(a.flag(0), a.stream(1), a.stream(2));
-  });
-}
-
-Napi::Value Axpy(const Napi::CallbackInfo& info) {
-  return run(info, [&] {
-    args a(info, 6, "axpy");
-    ops::axpy(a.flag(0), a.stream(1), a.f32(2, "alpha"), a.ptr<const float>(3, "X"), a.ptr<float>(4, "Y"),
-              a.integer(5, "n"));
   });
 }
 
@@ -405,6 +372,44 @@ Napi::Value GemmBackend(const Napi::CallbackInfo& info) {
     o.Set("backend", b.backend);
     o.Set("reason", b.reason);
     return o;
+  });
+}
+
+// bindStreamWorkspace(onDevice, stream, scratchPtr, scratchBytes, blasPtr, blasBytes)
+Napi::Value BindStreamWorkspace(const Napi::CallbackInfo& info) {
+  return run(info, [&] {
+    args a(info, 6, "bindStreamWorkspace");
+    const i64 scratch_bytes = a.integer(3, "scratchBytes"), blas_bytes = a.integer(5, "blasBytes");
+    ops::check::non_negative(scratch_bytes, "scratchBytes");
+    ops::check::non_negative(blas_bytes, "blasBytes");
+    ops::bind_stream_workspace(a.flag(0), a.stream(1), a.ptr<void>(2, "scratchPtr"), std::size_t(scratch_bytes),
+                               a.ptr<void>(4, "blasPtr"), std::size_t(blas_bytes));
+  });
+}
+
+// unbindStreamWorkspace(onDevice, stream)
+Napi::Value UnbindStreamWorkspace(const Napi::CallbackInfo& info) {
+  return run(info, [&] {
+    args a(info, 2, "unbindStreamWorkspace");
+    ops::unbind_stream_workspace(a.flag(0), a.stream(1));
+  });
+}
+
+// workspaceBytes(onDevice) -> { scratchBytes, blasBytes }
+Napi::Value WorkspaceBytes(const Napi::CallbackInfo& info) {
+  return guarded(info.Env(), [&] {
+    args a(info, 1, "workspaceBytes");
+    const ops::workspace_sizes sizes = ops::workspace_bytes(a.flag(0));
+    Napi::Object o = Napi::Object::New(info.Env());
+    o.Set("scratchBytes", Napi::Number::New(info.Env(), static_cast<double>(sizes.scratch_bytes)));
+    o.Set("blasBytes", Napi::Number::New(info.Env(), static_cast<double>(sizes.blas_bytes)));
+    return o;
+  });
+}
+
+Napi::Value UnboundWorkspaceAllocations(const Napi::CallbackInfo& info) {
+  return guarded(info.Env(), [&] {
+    return Napi::Number::New(info.Env(), static_cast<double>(ops::unbound_allocations()));
   });
 }
 
@@ -444,13 +449,14 @@ void register_ops(Napi::Env env, Napi::Object exports) {
   add("randomUniform", RandomUniform);
   add("fillF32", FillF32);
   add("fillI32", FillI32);
-  add("iota", Iota);
-  add("copy", Copy);
   add("addI32", AddI32);
   add("streamWait", StreamWait);
-  add("axpy", Axpy);
   add("scale", Scale);
   add("gemmBackend", GemmBackend);
+  add("bindStreamWorkspace", BindStreamWorkspace);
+  add("unbindStreamWorkspace", UnbindStreamWorkspace);
+  add("workspaceBytes", WorkspaceBytes);
+  add("unboundWorkspaceAllocations", UnboundWorkspaceAllocations);
   exports.Set("ops", o);
 }
 

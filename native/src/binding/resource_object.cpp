@@ -1,102 +1,137 @@
 #include "resource_object.hpp"
 
+#include <cmath>
 #include <mutex>
 #include <string>
 #include <unordered_map>
 
 #include "convert.hpp"
-#include "gpumem/async_resource.hpp"
-#include "gpumem/bench.hpp"
-#include "gpumem/cuda_resource.hpp"
 #include "gpumem/device.hpp"
-#include "gpumem/fault_injecting_adaptor.hpp"
-#include "gpumem/host_resource.hpp"
-#include "gpumem/limiting_adaptor.hpp"
-#include "gpumem/managed_resource.hpp"
-#include "gpumem/pool_resource.hpp"
-#include "gpumem/prefetch_adaptor.hpp"
-#include "gpumem/replay.hpp"
-#include "gpumem/statistics_adaptor.hpp"
-#include "gpumem/test_kernels.hpp"
+#include "gpumem/errors.hpp"
 
 namespace gpumem::binding {
 namespace {
 
-advise_target to_advise(const std::string& v) {
-  if (v == "device") return advise_target::device;
-  if (v == "host") return advise_target::host;
-  if (v == "none") return advise_target::none;
-  throw invalid_argument(invalid_argument::kind::range, "advise", "Expected advise target 'device', 'host' or 'none' but received '" + v + "'");
+// Spec fields: plain conversions with the TypeScript checks' wording, so a spec built by hand (not
+// by NativeAllocator) still gets a clear error rather than a wrong chain.
+[[noreturn]] void bad_field(const std::string& name, const std::string& expected, const Napi::Value& v) {
+  const bool is_number = v.IsNumber();
+  throw invalid_argument(is_number ? invalid_argument::kind::range : invalid_argument::kind::type, name,
+                         "Expected " + expected + " for " + name + " but received " + describe(v));
 }
 
-const char* kind_name(memory_kind k) {
-  switch (k) {
-    case memory_kind::host: return "host";
-    case memory_kind::device: return "device";
-    case memory_kind::managed: return "managed";
-  }
-  return "host";
+std::optional<std::uint64_t> field_u64(const Napi::Object& o, const char* key, const std::string& name, bool positive) {
+  Napi::Value v = o.Get(key);
+  if (v.IsUndefined()) return std::nullopt;
+  const char* expected = positive ? "positive integer" : "non-negative integer";
+  if (!v.IsNumber()) bad_field(name, expected, v);
+  const double d = v.As<Napi::Number>().DoubleValue();
+  if (!(d >= (positive ? 1.0 : 0.0)) || d > 9007199254740991.0 || std::floor(d) != d) bad_field(name, expected, v);
+  return static_cast<std::uint64_t>(d);
 }
 
-// Builds the layers of `spec` bottom-up into `layers`; returns the top one.
-memory_resource& build(const Napi::Object& spec, std::vector<std::unique_ptr<memory_resource>>& layers,
-                       tracking_adaptor*& tracker) {
-  const std::string type = get_string(spec, "type", "");
-  const int device = static_cast<int>(get_u64(spec, "device", 0));
-  auto upstream = [&]() -> memory_resource& {
-    Napi::Value up = spec.Get("upstream");
-    if (!up.IsObject()) throw invalid_argument(invalid_argument::kind::type, "upstream", "Expected an upstream spec object for a '" + type + "' layer");
-    return build(up.As<Napi::Object>(), layers, tracker);
-  };
-  std::unique_ptr<memory_resource> layer;
-  if (type == "host") {
-    layer = std::make_unique<host_resource>();
-  } else if (type == "cuda") {
-    layer = std::make_unique<cuda_resource>(device);
-  } else if (type == "managed") {
-    managed_options o;
-    o.preferred_location = to_advise(get_string(spec, "preferredLocation", "none"));
-    o.accessed_by = to_advise(get_string(spec, "accessedBy", "none"));
-    o.read_mostly = get_bool(spec, "readMostly", false);
-    layer = std::make_unique<managed_resource>(device, o);
-  } else if (type == "async") {
-    async_options o;
-    o.release_threshold = get_u64(spec, "releaseThreshold", o.release_threshold);
-    layer = std::make_unique<async_resource>(device, o);
-  } else if (type == "pool") {
-    memory_resource& up = upstream();
-    pool_options o;
-    o.max_reserved_bytes = get_u64(spec, "maxReservedBytes", 0);
-    o.small_request_limit = get_u64(spec, "smallRequestLimit", o.small_request_limit);
-    o.small_segment_bytes = get_u64(spec, "smallSegmentBytes", o.small_segment_bytes);
-    o.large_segment_rounding = get_u64(spec, "largeSegmentRounding", o.large_segment_rounding);
-    layer = std::make_unique<pool_resource>(up, o);
-  } else if (type == "limit") {
-    memory_resource& up = upstream();
-    layer = std::make_unique<limiting_adaptor>(up, get_u64(spec, "limitBytes", 0));
-  } else if (type == "fault") {
-    memory_resource& up = upstream();
-    fault_options o;
-    o.fail_every = get_u64(spec, "failEvery", o.fail_every);
-    o.fail_after_bytes = get_u64(spec, "failAfterBytes", o.fail_after_bytes);
-    layer = std::make_unique<fault_injecting_adaptor>(up, o);
-  } else if (type == "prefetch") {
-    memory_resource& up = upstream();
-    layer = std::make_unique<prefetch_adaptor>(up);
-  } else if (type == "statistics") {
-    memory_resource& up = upstream();
-    layer = std::make_unique<statistics_adaptor>(up);
-  } else if (type == "track") {
-    memory_resource& up = upstream();
-    auto t = std::make_unique<tracking_adaptor>(up, get_u64(spec, "capacity", 1u << 20));
-    tracker = t.get();
-    layer = std::move(t);
-  } else {
-    throw invalid_argument(invalid_argument::kind::range, "type",
-                           "Expected a resource type (host, cuda, managed, async, pool, limit, fault, prefetch, statistics, track) but received '" + type + "'");
+std::optional<bool> field_bool(const Napi::Object& o, const char* key, const std::string& name) {
+  Napi::Value v = o.Get(key);
+  if (v.IsUndefined()) return std::nullopt;
+  if (!v.IsBoolean()) bad_field(name, "boolean", v);
+  return v.As<Napi::Boolean>().Value();
+}
+
+std::optional<std::string> field_string(const Napi::Object& o, const char* key, const std::string& name) {
+  Napi::Value v = o.Get(key);
+  if (v.IsUndefined()) return std::nullopt;
+  if (!v.IsString()) bad_field(name, "string", v);
+  return v.As<Napi::String>().Utf8Value();
+}
+
+std::optional<Napi::Object> field_object(const Napi::Object& o, const char* key, const std::string& name) {
+  Napi::Value v = o.Get(key);
+  if (v.IsUndefined()) return std::nullopt;
+  if (!v.IsObject() || v.IsArray() || v.IsFunction()) bad_field(name, "an object", v);
+  return v.As<Napi::Object>();
+}
+
+// Rejects keys a part of the spec does not know, so that a typo does not pass silently.
+void known_keys(const Napi::Object& o, std::initializer_list<const char*> keys, const std::string& where) {
+  Napi::Array names = o.GetPropertyNames();
+  for (std::uint32_t i = 0; i < names.Length(); ++i) {
+    const std::string key = names.Get(i).ToString().Utf8Value();
+    bool known = false;
+    std::string list;
+    for (const char* k : keys) {
+      known = known || key == k;
+      list += std::string(list.empty() ? "" : ", ") + k;
+    }
+    if (!known) {
+      throw invalid_argument(invalid_argument::kind::type, key,
+                             "Unknown option '" + key + "' in " + where + "; expected one of: " + list);
+    }
   }
-  layers.push_back(std::move(layer));
-  return *layers.back();
+}
+
+advise_target to_advise(const std::optional<std::string>& v, const char* name) {
+  if (!v || *v == "none") return advise_target::none;
+  if (*v == "device") return advise_target::device;
+  if (*v == "host") return advise_target::host;
+  throw invalid_argument(invalid_argument::kind::type, name,
+                         std::string("Expected one of 'device', 'host', 'none' for ") + name + " but received '" + *v +
+                             "' of type string");
+}
+
+// The JavaScript spec as the core's chain_spec; the builder validates what is left (chain_builder.hpp).
+chain_spec to_chain_spec(const Napi::Object& js) {
+  known_keys(js, {"strategy", "device", "options", "limitBytes", "faultInjection", "trackingCapacity"}, "the spec");
+  chain_spec spec;
+  const std::optional<std::string> strategy = field_string(js, "strategy", "strategy");
+  if (!strategy) bad_field("strategy", "one of 'host', 'cuda', 'uvm', 'pool', 'async'", js.Get("strategy"));
+  spec.strategy = parse_strategy(*strategy);
+  spec.device = static_cast<int>(field_u64(js, "device", "device", false).value_or(0));
+  spec.limit_bytes = field_u64(js, "limitBytes", "limitBytes", true);
+  spec.tracking_capacity = field_u64(js, "trackingCapacity", "trackingCapacity", true);
+  if (auto fault = field_object(js, "faultInjection", "faultInjection")) {
+    known_keys(*fault, {"failEvery", "failAfterBytes"}, "faultInjection");
+    fault_spec f;
+    f.fail_every = field_u64(*fault, "failEvery", "faultInjection.failEvery", true);
+    f.fail_after_bytes = field_u64(*fault, "failAfterBytes", "faultInjection.failAfterBytes", false);
+    spec.fault_injection = f;
+  }
+  const Napi::Object options = field_object(js, "options", "options").value_or(Napi::Object::New(js.Env()));
+  switch (spec.strategy) {
+    case strategy_kind::host:
+    case strategy_kind::cuda:
+      known_keys(options, {}, "the options of '" + *strategy + "'");
+      break;
+    case strategy_kind::uvm:
+      known_keys(options, {"prefetchOnAllocate", "preferredLocation", "accessedBy", "readMostly"}, "the options of 'uvm'");
+      spec.uvm.prefetch_on_allocate = field_bool(options, "prefetchOnAllocate", "prefetchOnAllocate").value_or(true);
+      spec.uvm.advice.preferred_location =
+          to_advise(field_string(options, "preferredLocation", "preferredLocation"), "preferredLocation");
+      spec.uvm.advice.accessed_by = to_advise(field_string(options, "accessedBy", "accessedBy"), "accessedBy");
+      spec.uvm.advice.read_mostly = field_bool(options, "readMostly", "readMostly").value_or(false);
+      break;
+    case strategy_kind::pool: {
+      known_keys(options,
+                 {"upstream", "maxReservedBytes", "smallRequestLimit", "smallSegmentBytes", "largeSegmentRounding"},
+                 "the options of 'pool'");
+      const std::string upstream = field_string(options, "upstream", "upstream").value_or("cuda");
+      if (upstream == "cuda") spec.pool.upstream = pool_upstream::cuda;
+      else if (upstream == "host") spec.pool.upstream = pool_upstream::host;
+      else bad_field("upstream", "one of 'cuda', 'host'", options.Get("upstream"));
+      pool_options& o = spec.pool.options;
+      o.max_reserved_bytes = field_u64(options, "maxReservedBytes", "maxReservedBytes", true).value_or(0);
+      o.small_request_limit = field_u64(options, "smallRequestLimit", "smallRequestLimit", true).value_or(o.small_request_limit);
+      o.small_segment_bytes = field_u64(options, "smallSegmentBytes", "smallSegmentBytes", true).value_or(o.small_segment_bytes);
+      o.large_segment_rounding =
+          field_u64(options, "largeSegmentRounding", "largeSegmentRounding", true).value_or(o.large_segment_rounding);
+      break;
+    }
+    case strategy_kind::async:
+      known_keys(options, {"releaseThreshold"}, "the options of 'async'");
+      spec.async.release_threshold =
+          field_u64(options, "releaseThreshold", "releaseThreshold", false).value_or(spec.async.release_threshold);
+      break;
+  }
+  return spec;
 }
 
 // Bytes and data pointer of an ArrayBufferView.
@@ -112,9 +147,39 @@ std::pair<std::uint8_t*, std::size_t> view_bytes(const Napi::Value& v) {
   throw invalid_argument(invalid_argument::kind::type, "data", "Expected data to be a TypedArray, Buffer or DataView");
 }
 
-// Checks that [ptr + offset, + bytes) lies inside one live allocation of `r`.
-void check_range(memory_resource& r, void* ptr, std::uint64_t offset, std::uint64_t bytes) {
-  std::size_t size = r.allocation_size(ptr);
+}  // namespace
+
+Napi::Function ResourceObject::Define(Napi::Env env) {
+  Napi::Function cls = DefineClass(env, "Resource",
+                     {InstanceMethod<&ResourceObject::Prefetch>("prefetch"),
+                      InstanceMethod<&ResourceObject::RecordStream>("recordStream"),
+                      InstanceMethod<&ResourceObject::Stats>("stats"),
+                      InstanceMethod<&ResourceObject::ResetPeak>("resetPeak"),
+                      InstanceMethod<&ResourceObject::Trim>("trim"),
+                      InstanceMethod<&ResourceObject::Write>("write"),
+                      InstanceMethod<&ResourceObject::Read>("read"),
+                      InstanceMethod<&ResourceObject::Dispose>("dispose"),
+                      InstanceMethod<&ResourceObject::TrackingEvents>("trackingEvents"),
+                      InstanceMethod<&ResourceObject::SetTrackingTag>("setTrackingTag"),
+                      InstanceMethod<&ResourceObject::SetTrackingEnabled>("setTrackingEnabled"),
+                      InstanceMethod<&ResourceObject::FastPath>("fastPath"),
+                      InstanceMethod<&ResourceObject::ShareHandle>("shareHandle")});
+  // Kept so that from() can tell a Resource from any other object (one addon instance per env).
+  env.SetInstanceData<Napi::FunctionReference>(new Napi::FunctionReference(Napi::Persistent(cls)));
+  return cls;
+}
+
+ResourceObject& ResourceObject::from(const Napi::Value& v, const char* name) {
+  auto* cls = v.Env().GetInstanceData<Napi::FunctionReference>();
+  if (!v.IsObject() || cls == nullptr || !v.As<Napi::Object>().InstanceOf(cls->Value())) {
+    throw invalid_argument(invalid_argument::kind::type, name,
+                           std::string("Expected a native Resource for ") + name + " but received " + describe(v));
+  }
+  return *Unwrap(v.As<Napi::Object>());
+}
+
+void ResourceObject::check_range(void* ptr, std::uint64_t offset, std::uint64_t bytes) {
+  std::size_t size = top().allocation_size(ptr);
   if (size == 0) throw_unknown_pointer(ptr);
   if (offset > size || bytes > size - offset) {
     throw invalid_argument(invalid_argument::kind::range, "offset",
@@ -123,39 +188,17 @@ void check_range(memory_resource& r, void* ptr, std::uint64_t offset, std::uint6
   }
 }
 
-}  // namespace
-
-Napi::Function ResourceObject::Define(Napi::Env env) {
-  return DefineClass(env, "Resource",
-                     {InstanceMethod<&ResourceObject::Prefetch>("prefetch"),
-                      InstanceMethod<&ResourceObject::RecordStream>("recordStream"),
-                      InstanceMethod<&ResourceObject::Stats>("stats"),
-                      InstanceMethod<&ResourceObject::ResetPeak>("resetPeak"),
-                      InstanceMethod<&ResourceObject::Trim>("trim"),
-                      InstanceMethod<&ResourceObject::AllocationSize>("allocationSize"),
-                      InstanceMethod<&ResourceObject::Write>("write"),
-                      InstanceMethod<&ResourceObject::Read>("read"),
-                      InstanceMethod<&ResourceObject::Dispose>("dispose"),
-                      InstanceMethod<&ResourceObject::Describe>("describe"),
-                      InstanceMethod<&ResourceObject::TrackingEvents>("trackingEvents"),
-                      InstanceMethod<&ResourceObject::SetTrackingTag>("setTrackingTag"),
-                      InstanceMethod<&ResourceObject::SetTrackingEnabled>("setTrackingEnabled"),
-                      InstanceMethod<&ResourceObject::BenchPairs>("benchPairs"),
-                      InstanceMethod<&ResourceObject::BenchTrace>("benchTrace"),
-                      InstanceMethod<&ResourceObject::Replay>("replay"),
-                      InstanceMethod<&ResourceObject::FillU32>("fillU32"),
-                      InstanceMethod<&ResourceObject::SumU32>("sumU32"),
-                      InstanceMethod<&ResourceObject::FastPath>("fastPath"),
-                      InstanceMethod<&ResourceObject::ShareHandle>("shareHandle")});
-}
-
 ResourceObject::ResourceObject(const Napi::CallbackInfo& info) : Napi::ObjectWrap<ResourceObject>(info) {
   guarded(info.Env(), [&] {
     if (!info[0].IsObject()) throw invalid_argument(invalid_argument::kind::type, "spec", "Expected a resource spec object");
     try {
       const Napi::Object spec = info[0].As<Napi::Object>();
-      if (get_string(spec, "type", "") == "shared") attach_shared(get_u64(spec, "token", 0));
-      else build(spec, layers_, tracker_);
+      if (spec.Has("type") && get_string(spec, "type", "") == "shared") {
+        attach_shared(get_u64(spec, "token", 0));
+      } else {
+        chain_.emplace(build_chain(to_chain_spec(spec)));
+        tracker_ = chain_->tracker;
+      }
     } catch (...) {
       release_chain();
       throw;
@@ -169,13 +212,13 @@ ResourceObject::~ResourceObject() { release_chain(); }
 void ResourceObject::release_chain() noexcept {
   tracker_ = nullptr;
   release_shared();
-  while (!layers_.empty()) layers_.pop_back();  // top first: adaptors before their upstreams
+  chain_.reset();  // top first: adaptors before their upstreams
 }
 
 memory_resource& ResourceObject::top() {
-  if (shared_) return *shared_->layers.back();
-  if (layers_.empty()) throw invalid_state("the allocator has been disposed");
-  return *layers_.back();
+  if (shared_) return shared_->chain.top();
+  if (!chain_) throw invalid_state("the allocator has been disposed");
+  return chain_->top();
 }
 
 Napi::Value ResourceObject::Prefetch(const Napi::CallbackInfo& info) {
@@ -211,12 +254,6 @@ Napi::Value ResourceObject::Trim(const Napi::CallbackInfo& info) {
   });
 }
 
-Napi::Value ResourceObject::AllocationSize(const Napi::CallbackInfo& info) {
-  return guarded(info.Env(), [&] {
-    return Napi::Number::New(info.Env(), static_cast<double>(top().allocation_size(to_pointer(info[0]))));
-  });
-}
-
 // write(ptr, offset, view, stream) / read(ptr, offset, view, stream): one checked copy between a
 // host buffer and [ptr + offset, + view length) of a live allocation.
 Napi::Value ResourceObject::Copy(const Napi::CallbackInfo& info, bool to_allocation) {
@@ -225,7 +262,7 @@ Napi::Value ResourceObject::Copy(const Napi::CallbackInfo& info, bool to_allocat
     void* ptr = to_pointer(info[0]);
     std::uint64_t offset = to_u64(info[1]);
     auto [data, bytes] = view_bytes(info[2]);
-    check_range(r, ptr, offset, bytes);
+    check_range(ptr, offset, bytes);
     std::uint8_t* target = static_cast<std::uint8_t*>(ptr) + offset;
     if (bytes == 0) return info.Env().Undefined();
     if (to_allocation) copy_to(target, r.kind(), data, bytes, to_stream(info[3]));
@@ -240,17 +277,6 @@ Napi::Value ResourceObject::Read(const Napi::CallbackInfo& info) { return Copy(i
 Napi::Value ResourceObject::Dispose(const Napi::CallbackInfo& info) {
   release_chain();
   return info.Env().Undefined();
-}
-
-Napi::Value ResourceObject::Describe(const Napi::CallbackInfo& info) {
-  return guarded(info.Env(), [&] {
-    memory_resource& r = top();
-    Napi::Object o = Napi::Object::New(info.Env());
-    o.Set("kind", kind_name(r.kind()));
-    o.Set("device", Napi::Number::New(info.Env(), r.device()));
-    o.Set("tracking", Napi::Boolean::New(info.Env(), tracker_ != nullptr));
-    return o;
-  });
 }
 
 Napi::Value ResourceObject::TrackingEvents(const Napi::CallbackInfo& info) {
@@ -301,126 +327,6 @@ Napi::Value ResourceObject::SetTrackingEnabled(const Napi::CallbackInfo& info) {
   return guarded(info.Env(), [&] {
     top();
     if (tracker_ != nullptr) tracker_->set_enabled(info[0].ToBoolean().Value());
-    return info.Env().Undefined();
-  });
-}
-
-namespace {
-Napi::Object from_timing(Napi::Env env, const bench::timing& t) {
-  Napi::Object o = Napi::Object::New(env);
-  o.Set("medianNsPerPair", Napi::Number::New(env, t.median_ns_per_pair));
-  o.Set("minNsPerPair", Napi::Number::New(env, t.min_ns_per_pair));
-  return o;
-}
-}  // namespace
-
-Napi::Value ResourceObject::BenchPairs(const Napi::CallbackInfo& info) {
-  return guarded(info.Env(), [&] {
-    auto t = bench::pairs(top(), to_u64(info[0]), to_u64(info[1]), static_cast<int>(to_u64(info[2])), to_stream(info[3]));
-    return from_timing(info.Env(), t);
-  });
-}
-
-Napi::Value ResourceObject::BenchTrace(const Napi::CallbackInfo& info) {
-  return guarded(info.Env(), [&] {
-    if (!info[0].IsTypedArray() || info[0].As<Napi::TypedArray>().TypedArrayType() != napi_float64_array)
-      throw invalid_argument(invalid_argument::kind::type, "sizes", "Expected sizes to be a Float64Array");
-    auto sizes_js = info[0].As<Napi::Float64Array>();
-    std::vector<std::uint64_t> sizes(sizes_js.ElementLength());
-    for (std::size_t i = 0; i < sizes.size(); ++i) sizes[i] = static_cast<std::uint64_t>(sizes_js[i]);
-    auto t = bench::trace(top(), sizes.data(), sizes.size(), to_u64(info[1]), static_cast<int>(to_u64(info[2])),
-                          to_stream(info[3]));
-    return from_timing(info.Env(), t);
-  });
-}
-
-namespace {
-// A typed array argument of the replay program, checked for its type and length.
-template <class Array>
-Array replay_array(const Napi::Value& v, napi_typedarray_type type, const char* name, const char* expected, std::size_t length) {
-  if (!v.IsTypedArray() || v.As<Napi::TypedArray>().TypedArrayType() != type)
-    throw invalid_argument(invalid_argument::kind::type, name, std::string("Expected ") + name + " to be a " + expected);
-  Array a = v.As<Array>();
-  if (a.ElementLength() != length)
-    throw invalid_argument(invalid_argument::kind::range, name,
-                           std::string("Expected ") + name + " to have " + std::to_string(length) + " elements (one per operation) but received " +
-                               std::to_string(a.ElementLength()));
-  return a;
-}
-}  // namespace
-
-// replay(action: Uint8Array, slot: Uint32Array, bytes: Float64Array, stream: Float64Array, slots, repeats):
-// runs a compiled trace natively (see gpumem/replay.hpp) and returns one record per pass.
-Napi::Value ResourceObject::Replay(const Napi::CallbackInfo& info) {
-  return guarded(info.Env(), [&] {
-    Napi::Env env = info.Env();
-    memory_resource& r = top();
-    if (!info[0].IsTypedArray()) throw invalid_argument(invalid_argument::kind::type, "action", "Expected action to be a Uint8Array");
-    const std::size_t n = info[0].As<Napi::TypedArray>().ElementLength();
-    auto action = replay_array<Napi::Uint8Array>(info[0], napi_uint8_array, "action", "Uint8Array", n);
-    auto slot = replay_array<Napi::Uint32Array>(info[1], napi_uint32_array, "slot", "Uint32Array", n);
-    auto bytes = replay_array<Napi::Float64Array>(info[2], napi_float64_array, "bytes", "Float64Array", n);
-    auto stream = replay_array<Napi::Float64Array>(info[3], napi_float64_array, "stream", "Float64Array", n);
-    const std::size_t slots = to_u64(info[4]);
-    if (slots > n)
-      throw invalid_argument(invalid_argument::kind::range, "slots",
-                             "Expected slots <= " + std::to_string(n) + " (the number of operations) but received " + std::to_string(slots));
-    const int repeats = static_cast<int>(std::min<std::uint64_t>(to_u64(info[5]), 1u << 20));
-    std::vector<bench::replay_op> ops(n);
-    for (std::size_t i = 0; i < n; ++i) {
-      ops[i] = {static_cast<bench::replay_action>(action[i]), slot[i], static_cast<std::uint64_t>(bytes[i]),
-                reinterpret_cast<stream_handle>(static_cast<std::uintptr_t>(stream[i]))};
-    }
-    auto result = bench::replay(r, ops, slots, repeats);
-    Napi::Array passes = Napi::Array::New(env, result.passes.size());
-    for (std::size_t i = 0; i < result.passes.size(); ++i) {
-      const auto& p = result.passes[i];
-      Napi::Object o = Napi::Object::New(env);
-      o.Set("allocNs", Napi::Number::New(env, p.alloc_ns));
-      o.Set("freeNs", Napi::Number::New(env, p.free_ns));
-      o.Set("allocs", Napi::Number::New(env, static_cast<double>(p.allocs)));
-      o.Set("frees", Napi::Number::New(env, static_cast<double>(p.frees)));
-      o.Set("ooms", Napi::Number::New(env, static_cast<double>(p.ooms)));
-      o.Set("skippedFrees", Napi::Number::New(env, static_cast<double>(p.skipped_frees)));
-      o.Set("end", from_stats(env, p.end));
-      passes[i] = o;
-    }
-    Napi::Object o = Napi::Object::New(env);
-    o.Set("passes", passes);
-    o.Set("clockOverheadNs", Napi::Number::New(env, result.clock_overhead_ns));
-    return o;
-  });
-}
-
-Napi::Value ResourceObject::FillU32(const Napi::CallbackInfo& info) {
-  return guarded(info.Env(), [&] {
-    memory_resource& r = top();
-    void* ptr = to_pointer(info[0]);
-    std::uint64_t count = to_u64(info[1]);
-    check_range(r, ptr, 0, count * 4);
-    if (r.kind() == memory_kind::host) throw invalid_state("fillU32 runs on a GPU; this allocator holds host memory");
-#ifdef GPUMEM_WITH_CUDA
-    kernels::fill_u32(ptr, count, static_cast<std::uint32_t>(to_u64(info[2])), to_stream(info[3]));
-#endif
-    return info.Env().Undefined();
-  });
-}
-
-// sumU32(ptr, count, outPtr, stream, spinNs): adds the sum of count u32 values at ptr into the u64
-// at outPtr, after spinning spinNs nanoseconds on the GPU.
-Napi::Value ResourceObject::SumU32(const Napi::CallbackInfo& info) {
-  return guarded(info.Env(), [&] {
-    memory_resource& r = top();
-    void* ptr = to_pointer(info[0]);
-    std::uint64_t count = to_u64(info[1]);
-    void* out = to_pointer(info[2]);
-    check_range(r, ptr, 0, count * 4);
-    check_range(r, out, 0, 8);
-    if (r.kind() == memory_kind::host) throw invalid_state("sumU32 runs on a GPU; this allocator holds host memory");
-#ifdef GPUMEM_WITH_CUDA
-    std::uint64_t spin_ns = info[4].IsUndefined() ? 0 : to_u64(info[4]);
-    kernels::spin_then_sum_u32(ptr, count, spin_ns, out, to_stream(info[3]));
-#endif
     return info.Env().Undefined();
   });
 }
@@ -506,19 +412,12 @@ share_table& shares() {
 
 }  // namespace
 
-shared_chain::~shared_chain() {
-  while (!layers.empty()) layers.pop_back();  // top first: adaptors before their upstreams
-}
-
 Napi::Value ResourceObject::ShareHandle(const Napi::CallbackInfo& info) {
   return guarded(info.Env(), [&] {
     top();  // throws after dispose
     if (!shared_) {
-      auto chain = std::make_shared<shared_chain>();
-      chain->layers = std::move(layers_);
-      layers_.clear();
-      chain->tracker = tracker_;
-      shared_ = std::move(chain);
+      shared_ = std::make_shared<shared_chain>(std::move(*chain_));
+      chain_.reset();
     }
     if (share_token_ == 0) {
       share_table& table = shares();
@@ -540,7 +439,7 @@ void ResourceObject::attach_shared(std::uint64_t token) {
                         " (never issued, or the allocator that shared it has been disposed)");
   }
   shared_ = std::move(chain);
-  tracker_ = shared_->tracker;
+  tracker_ = shared_->chain.tracker;
 }
 
 void ResourceObject::release_shared() noexcept {

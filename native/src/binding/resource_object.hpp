@@ -1,13 +1,18 @@
-// A JavaScript handle on a chain of memory resources built from a plain spec object, e.g.
-//   { type: 'pool', upstream: { type: 'limit', limitBytes: 8 << 30, upstream: { type: 'cuda', device: 0 } } }
-// The chain owns every layer; upstreams are non-owning references inside it.
+// A JavaScript handle on a chain of memory resources. The constructor takes the flat spec
+//   { strategy: 'pool', device: 0, options: { upstream: 'cuda', maxReservedBytes }, limitBytes,
+//     faultInjection: { failEvery, failAfterBytes }, trackingCapacity }
+// converts it into a gpumem::chain_spec and has the core's chain builder (chain_builder.hpp) build
+// it: the layer order is decided there, not here. { type: 'shared', token } attaches to a chain
+// another thread shared.
 #pragma once
 #include <napi.h>
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <vector>
 
+#include "gpumem/chain_builder.hpp"
 #include "gpumem/memory_resource.hpp"
 #include "gpumem/tracking_adaptor.hpp"
 
@@ -16,9 +21,8 @@ namespace gpumem::binding {
 // A chain of layers owned jointly by the ResourceObjects of several threads (worker_threads): it
 // lives until the last of them lets go, and is then destroyed top first.
 struct shared_chain {
-  std::vector<std::unique_ptr<memory_resource>> layers;  // bottom (leaf) first
-  tracking_adaptor* tracker = nullptr;
-  ~shared_chain();
+  explicit shared_chain(resource_chain c) : chain(std::move(c)) {}
+  resource_chain chain;
 };
 
 class ResourceObject : public Napi::ObjectWrap<ResourceObject> {
@@ -27,27 +31,27 @@ class ResourceObject : public Napi::ObjectWrap<ResourceObject> {
   explicit ResourceObject(const Napi::CallbackInfo& info);
   ~ResourceObject() override;
 
- private:
+  // The ResourceObject that `v` is; throws invalid_argument (type) naming `name` for anything else.
+  static ResourceObject& from(const Napi::Value& v, const char* name);
+
   memory_resource& top();  // throws invalid_state after dispose
 
+  // Throws unless [ptr + offset, + bytes) lies inside one live allocation of the chain.
+  void check_range(void* ptr, std::uint64_t offset, std::uint64_t bytes);
+
+ private:
   Napi::Value Prefetch(const Napi::CallbackInfo& info);
   Napi::Value RecordStream(const Napi::CallbackInfo& info);
   Napi::Value Stats(const Napi::CallbackInfo& info);
   Napi::Value ResetPeak(const Napi::CallbackInfo& info);
   Napi::Value Trim(const Napi::CallbackInfo& info);
-  Napi::Value AllocationSize(const Napi::CallbackInfo& info);
   Napi::Value Write(const Napi::CallbackInfo& info);
   Napi::Value Read(const Napi::CallbackInfo& info);
   Napi::Value Copy(const Napi::CallbackInfo& info, bool to_allocation);
   Napi::Value Dispose(const Napi::CallbackInfo& info);
-  Napi::Value Describe(const Napi::CallbackInfo& info);
   Napi::Value TrackingEvents(const Napi::CallbackInfo& info);
   Napi::Value SetTrackingTag(const Napi::CallbackInfo& info);
   Napi::Value SetTrackingEnabled(const Napi::CallbackInfo& info);
-  Napi::Value BenchPairs(const Napi::CallbackInfo& info);
-  Napi::Value BenchTrace(const Napi::CallbackInfo& info);
-  Napi::Value Replay(const Napi::CallbackInfo& info);
-  Napi::Value FillU32(const Napi::CallbackInfo& info);
   Napi::Value FastPath(const Napi::CallbackInfo& info);
 
   // The fast path: malloc/free with their arguments in a Float64Array shared with JavaScript
@@ -57,7 +61,6 @@ class ResourceObject : public Napi::ObjectWrap<ResourceObject> {
   static napi_value FastDeallocate(napi_env env, napi_callback_info info);
   double* fast_args_ = nullptr;
   Napi::Reference<Napi::Float64Array> fast_args_ref_;
-  Napi::Value SumU32(const Napi::CallbackInfo& info);
 
   void release_chain() noexcept;
 
@@ -71,7 +74,7 @@ class ResourceObject : public Napi::ObjectWrap<ResourceObject> {
   std::shared_ptr<shared_chain> shared_;
   std::uint64_t share_token_ = 0;
 
-  std::vector<std::unique_ptr<memory_resource>> layers_;  // bottom (leaf) first
+  std::optional<resource_chain> chain_;  // this object's own chain, until shared or disposed
   tracking_adaptor* tracker_ = nullptr;
 };
 

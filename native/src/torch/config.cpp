@@ -1,14 +1,15 @@
 #include "config.hpp"
 
 #include <cctype>
-#include <limits>
+
+#include "gpumem/sizes.hpp"
 
 namespace gpumem::torch {
 namespace {
 
-constexpr const char* size_form =
-    "a byte count: a non-negative integer with an optional K, M, G or T suffix (powers of 1024), "
-    "e.g. 1073741824, 512M or 4G";
+bool parse_size(const std::string& text, std::uint64_t& out) { return gpumem::try_parse_size(text, out); }
+
+std::string size_expected() { return std::string("a size: ") + gpumem::size_form + ", e.g. 1073741824, 512MiB or 4GiB"; }
 
 std::string lower(std::string s) {
   for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
@@ -36,35 +37,6 @@ const char* strategy_name(strategy_kind k) {
     case strategy_kind::async: return "async";
   }
   return "pool";
-}
-
-bool parse_size(const std::string& text, std::uint64_t& out) {
-  std::size_t i = 0;
-  std::uint64_t value = 0;
-  constexpr std::uint64_t max = std::numeric_limits<std::uint64_t>::max();
-  while (i < text.size() && std::isdigit(static_cast<unsigned char>(text[i]))) {
-    std::uint64_t digit = static_cast<std::uint64_t>(text[i] - '0');
-    if (value > (max - digit) / 10) return false;
-    value = value * 10 + digit;
-    ++i;
-  }
-  if (i == 0) return false;  // no digits (also rejects a sign, spaces, "0x")
-  std::string suffix = lower(text.substr(i));
-  unsigned shift = 0;
-  if (!suffix.empty()) {
-    switch (suffix[0]) {
-      case 'k': shift = 10; break;
-      case 'm': shift = 20; break;
-      case 'g': shift = 30; break;
-      case 't': shift = 40; break;
-      default: return false;
-    }
-    std::string rest = suffix.substr(1);
-    if (!(rest.empty() || rest == "b" || rest == "ib")) return false;
-  }
-  if (shift != 0 && value > (max >> shift)) return false;
-  out = value << shift;
-  return true;
 }
 
 bool parse_config(const env_reader& env, config& out, std::string& error) {
@@ -104,21 +76,21 @@ bool parse_config(const env_reader& env, config& out, std::string& error) {
     else if (s == "none") c.uvm_limit = uvm_limit_mode::none;
     else if (parse_size(*v, c.uvm_limit_bytes) && c.uvm_limit_bytes > 0) c.uvm_limit = uvm_limit_mode::bytes;
     else {
-      error = bad_value("GPUMEM_UVM_LIMIT", *v, std::string("'free', 'none' or a positive ") + size_form);
+      error = bad_value("GPUMEM_UVM_LIMIT", *v, "'free', 'none' or a positive " + size_expected());
       return false;
     }
   }
   if (auto v = read(env, "GPUMEM_ASYNC_RELEASE_THRESHOLD")) {
     std::uint64_t bytes = 0;
     if (!parse_size(*v, bytes)) {
-      error = bad_value("GPUMEM_ASYNC_RELEASE_THRESHOLD", *v, size_form);
+      error = bad_value("GPUMEM_ASYNC_RELEASE_THRESHOLD", *v, size_expected());
       return false;
     }
     c.async_release_threshold = bytes;
   }
   if (auto v = read(env, "GPUMEM_POOL_MAX_RESERVED")) {
     if (!parse_size(*v, c.pool_max_reserved)) {
-      error = bad_value("GPUMEM_POOL_MAX_RESERVED", *v, std::string(size_form) + " (0: no cap)");
+      error = bad_value("GPUMEM_POOL_MAX_RESERVED", *v, size_expected() + " (0: no cap)");
       return false;
     }
   }
@@ -133,6 +105,40 @@ bool parse_config(const env_reader& env, config& out, std::string& error) {
   }
   out = c;
   return true;
+}
+
+gpumem::chain_spec chain_spec_for(const config& c, int device, std::uint64_t free_bytes) {
+  gpumem::chain_spec spec;
+  spec.device = device;
+  switch (c.strategy) {
+    case strategy_kind::cuda: spec.strategy = gpumem::strategy_kind::cuda; break;
+    case strategy_kind::pool:
+      spec.strategy = gpumem::strategy_kind::pool;
+      spec.pool.upstream = gpumem::pool_upstream::cuda;
+      spec.pool.options.max_reserved_bytes = c.pool_max_reserved;
+      break;
+    case strategy_kind::async:
+      spec.strategy = gpumem::strategy_kind::async;
+      if (c.async_release_threshold) spec.async.release_threshold = *c.async_release_threshold;
+      break;
+    case strategy_kind::uvm: {
+      spec.strategy = gpumem::strategy_kind::uvm;
+      spec.uvm.prefetch_on_allocate = c.uvm_prefetch;
+      if (c.advise != uvm_advise::none) {
+        spec.uvm.advice.preferred_location =
+            c.advise == uvm_advise::host ? gpumem::advise_target::host : gpumem::advise_target::device;
+        spec.uvm.advice.accessed_by = gpumem::advise_target::device;
+      }
+      if (c.uvm_limit == uvm_limit_mode::bytes) {
+        spec.limit_bytes = c.uvm_limit_bytes;
+      } else if (c.uvm_limit == uvm_limit_mode::free_memory) {
+        const std::uint64_t limit = free_bytes > uvm_free_margin ? free_bytes - uvm_free_margin : free_bytes / 2;
+        if (limit != 0) spec.limit_bytes = limit;
+      }
+      break;
+    }
+  }
+  return spec;
 }
 
 std::string describe(const config& c) {

@@ -1,10 +1,13 @@
 // The environment of libgpumem_torch.so: parsed and validated once, with messages that name the
-// variable, the value and the accepted form. No CUDA here.
+// variable, the value and the accepted form, and turned into the core's chain_spec. Sizes are
+// read by the core's one size parser (gpumem/sizes.hpp). No CUDA here.
 #pragma once
 #include <cstdint>
 #include <functional>
 #include <optional>
 #include <string>
+
+#include "gpumem/chain_builder.hpp"
 
 namespace gpumem::torch {
 
@@ -33,8 +36,10 @@ using env_reader = std::function<const char*(const char*)>;
 // Parses the environment. Returns false and sets `error` on the first bad value.
 bool parse_config(const env_reader& env, config& out, std::string& error);
 
-// "1048576", "512M", "4g", "64KiB" -> bytes. False for anything else or on overflow.
-bool parse_size(const std::string& text, std::uint64_t& out);
+// The chain the configuration asks for on `device`, for the core's chain builder
+// (gpumem/chain_builder.hpp), which decides the layer order as it does for the Node addon.
+// `free_bytes` is the device's free memory, read only for GPUMEM_UVM_LIMIT=free.
+gpumem::chain_spec chain_spec_for(const config& c, int device, std::uint64_t free_bytes);
 
 // A one-line description: "strategy=uvm uvm.prefetch=1 uvm.advise=none uvm.limit=free oom=raise".
 std::string describe(const config& c);

@@ -1,9 +1,8 @@
 // libgpumem_torch.so: the C interface PyTorch's CUDAPluggableAllocator calls (gpumem_torch.h).
 //
 // One strategy per device, built on the first allocation for that device from the configuration
-// read once from the environment (config.cpp). The strategies are the core's resource chains, as
-// the Node addon builds them: cuda = cuda_resource; pool = pool_resource over cuda_resource;
-// async = async_resource; uvm = [limiting_adaptor over] [prefetch_adaptor over] managed_resource.
+// read once from the environment (config.cpp), by the core's chain builder (chain_builder.hpp):
+// the same chains, in the same layer order, as the Node addon builds.
 #include "gpumem_torch.h"
 
 #include <atomic>
@@ -16,15 +15,10 @@
 #include <vector>
 
 #include "config.hpp"
-#include "gpumem/async_resource.hpp"
-#include "gpumem/cuda_resource.hpp"
+#include "gpumem/chain_builder.hpp"
 #include "gpumem/device.hpp"
 #include "gpumem/errors.hpp"
-#include "gpumem/limiting_adaptor.hpp"
-#include "gpumem/managed_resource.hpp"
 #include "gpumem/memory_resource.hpp"
-#include "gpumem/pool_resource.hpp"
-#include "gpumem/prefetch_adaptor.hpp"
 
 namespace {
 
@@ -34,10 +28,11 @@ using gpumem::torch::strategy_kind;
 
 constexpr int max_devices = 64;
 
-// A device's resource chain, bottom layer first.
+// A device's resource chain.
 struct strategy {
-  std::vector<std::unique_ptr<memory_resource>> layers;
-  memory_resource& top() { return *layers.back(); }
+  explicit strategy(resource_chain c) : chain(std::move(c)) {}
+  resource_chain chain;
+  memory_resource& top() { return chain.top(); }
 };
 
 struct device_slot {
@@ -104,49 +99,10 @@ int ensure_init() noexcept {
   return g.init_result;
 }
 
-advise_target advise_location(gpumem::torch::uvm_advise a) {
-  return a == gpumem::torch::uvm_advise::host ? advise_target::host : advise_target::device;
-}
-
 std::unique_ptr<strategy> build(int device, const config& cfg) {
-  auto s = std::make_unique<strategy>();
-  switch (cfg.strategy) {
-    case strategy_kind::cuda:
-      s->layers.push_back(std::make_unique<cuda_resource>(device));
-      break;
-    case strategy_kind::pool: {
-      s->layers.push_back(std::make_unique<cuda_resource>(device));
-      pool_options o;
-      o.max_reserved_bytes = cfg.pool_max_reserved;
-      s->layers.push_back(std::make_unique<pool_resource>(s->top(), o));
-      break;
-    }
-    case strategy_kind::async: {
-      async_options o;
-      if (cfg.async_release_threshold) o.release_threshold = *cfg.async_release_threshold;
-      s->layers.push_back(std::make_unique<async_resource>(device, o));
-      break;
-    }
-    case strategy_kind::uvm: {
-      managed_options o;
-      if (cfg.advise != gpumem::torch::uvm_advise::none) {
-        o.preferred_location = advise_location(cfg.advise);
-        o.accessed_by = advise_target::device;
-      }
-      s->layers.push_back(std::make_unique<managed_resource>(device, o));
-      if (cfg.uvm_prefetch) s->layers.push_back(std::make_unique<prefetch_adaptor>(s->top()));
-      std::uint64_t limit = 0;
-      if (cfg.uvm_limit == gpumem::torch::uvm_limit_mode::bytes) {
-        limit = cfg.uvm_limit_bytes;
-      } else if (cfg.uvm_limit == gpumem::torch::uvm_limit_mode::free_memory) {
-        std::uint64_t free_bytes = get_memory_info(device).free_bytes;
-        limit = free_bytes > gpumem::torch::uvm_free_margin ? free_bytes - gpumem::torch::uvm_free_margin : free_bytes / 2;
-      }
-      if (limit != 0) s->layers.push_back(std::make_unique<limiting_adaptor>(s->top(), limit));
-      break;
-    }
-  }
-  return s;
+  const bool needs_free = cfg.strategy == strategy_kind::uvm && cfg.uvm_limit == gpumem::torch::uvm_limit_mode::free_memory;
+  const std::uint64_t free_bytes = needs_free ? get_memory_info(device).free_bytes : 0;
+  return std::make_unique<strategy>(build_chain(gpumem::torch::chain_spec_for(cfg, device, free_bytes)));
 }
 
 bool valid_index(int device) { return device >= 0 && device < max_devices; }

@@ -33,9 +33,9 @@ export class AsyncAllocator extends NativeAllocator {
       'async',
       cudaDevice(index),
       {
-        type: 'async',
+        strategy: 'async',
         device: index,
-        ...(options.releaseThreshold !== undefined && { releaseThreshold: options.releaseThreshold }),
+        options: options.releaseThreshold !== undefined ? { releaseThreshold: options.releaseThreshold } : {},
       },
       options,
     );

@@ -2,6 +2,7 @@
  * Devices: the GPUs the addon sees, and the host.
  * @module
  */
+import { InvalidStateError, nativeCall } from './errors.js';
 import { loadNative, type NativeDeviceProperties } from './native.js';
 
 /** Where an allocator's memory lives. */
@@ -26,9 +27,23 @@ export function deviceCount(): number {
   return loadNative().deviceCount();
 }
 
-/** Why there is no CUDA device (empty when there is one), e.g. 'CUDA driver version is insufficient …'. */
+/**
+ * Why there is no CUDA device, in plain words (empty when there is one): no CUDA support in this
+ * build, no CUDA driver on this machine, or a driver but no visible device; the runtime's own
+ * message follows in parentheses.
+ */
 export function deviceStatus(): string {
-  return loadNative().deviceStatus();
+  const native = loadNative();
+  if (native.deviceCount() > 0) return '';
+  return explainNoDevice(native.builtWithCuda, native.driverVersion, native.deviceStatus());
+}
+
+/** The plain-words reason behind a device count of 0 (see {@link deviceStatus}); exported for tests. */
+export function explainNoDevice(builtWithCuda: boolean, driverVersion: number, runtimeMessage: string): string {
+  const detail = runtimeMessage ? ` (${runtimeMessage})` : '';
+  if (!builtWithCuda) return 'no CUDA device: this build of gpumem has no CUDA support (no CUDA toolkit when it was built)';
+  if (!driverVersion) return `no CUDA driver on this machine, so no CUDA device${detail}`;
+  return `no CUDA device: the CUDA driver is installed but no device is visible (check CUDA_VISIBLE_DEVICES)${detail}`;
 }
 
 /** True when at least one CUDA device can be used. */
@@ -42,10 +57,8 @@ export function cudaDevice(index = 0): Device {
     throw new RangeError(`Expected non-negative integer for device but received ${String(index)}`);
   }
   const count = deviceCount();
-  if (index >= count) {
-    const why = count === 0 ? ` (${deviceStatus()})` : '';
-    throw new RangeError(`Expected a CUDA device index below ${count} for device but received ${index}${why}`);
-  }
+  if (count === 0) throw new InvalidStateError(`cuda:${index} is not available: ${deviceStatus()}`);
+  if (index >= count) throw new RangeError(`Expected a CUDA device index below ${count} for device but received ${index}`);
   let device = cudaDevices.get(index);
   if (!device) {
     device = Object.freeze({ kind: 'cuda', index, id: `cuda:${index}` }) as Device;
@@ -57,16 +70,16 @@ export function cudaDevice(index = 0): Device {
 /** Properties of CUDA device `index`. */
 export function deviceProperties(index = 0): DeviceProperties {
   cudaDevice(index);
-  return loadNative().deviceProperties(index);
+  return nativeCall('deviceProperties', () => loadNative().deviceProperties(index));
 }
 
 /** Free and total memory of CUDA device `index`, from cudaMemGetInfo. */
 export function memoryInfo(index = 0): { freeBytes: number; totalBytes: number } {
   cudaDevice(index);
-  return loadNative().memoryInfo(index);
+  return nativeCall('memoryInfo', () => loadNative().memoryInfo(index));
 }
 
 /** Waits for all work on the device. A no-op for the host. */
 export function synchronizeDevice(device: Device): void {
-  if (device.kind === 'cuda') loadNative().synchronizeDevice(device.index);
+  if (device.kind === 'cuda') nativeCall('synchronizeDevice', () => loadNative().synchronizeDevice(device.index));
 }

@@ -78,3 +78,15 @@ export function translateNativeError(e: unknown, allocator: string): Error {
       return e;
   }
 }
+
+/**
+ * Runs a call into the addon that is not an allocator's (streams, events, graphs, devices) and
+ * turns what it throws into the typed errors, so a failed CUDA call is always a {@link CudaError}.
+ */
+export function nativeCall<T>(what: string, fn: () => T): T {
+  try {
+    return fn();
+  } catch (e) {
+    throw translateNativeError(e, what);
+  }
+}

@@ -12,15 +12,17 @@ export {
   type NativeLayerOptions,
   type FaultInjectionOptions,
   type SharedAllocatorHandle,
-  type ReplayOps,
+  type NativeStrategySpec,
 } from './native-allocator.js';
 export { attachSharedAllocator, AttachedAllocator } from './shared.js';
 export { TrackingAllocator, createTrackedAllocator, type TrackedAllocator, type TrackingEvents } from './adaptors/tracking.js';
 export { OutOfMemoryError, CudaError, InvalidStateError, isOutOfMemory } from './errors.js';
 export { AllocatorAdaptor, type AdaptorOptions } from './adaptors/adaptor.js';
+export { LimitingAdaptor, ByteBudget } from './adaptors/limiting.js';
 export {
   registerAllocator,
   createAllocator,
+  createAllocatorWrappingLeaves,
   listAllocators,
   hasAllocator,
   strategyInfo,
@@ -34,6 +36,7 @@ export {
   cudaDevice,
   deviceCount,
   deviceStatus,
+  explainNoDevice,
   hasCudaDevice,
   deviceProperties,
   memoryInfo,
@@ -48,6 +51,8 @@ export {
   addonCandidates,
   NativeLoadError,
   type ResourceSpec,
+  type ChainSpec,
+  type NativeTools,
   type NativeAddon,
   type NativeResource,
   type NativeStats,
@@ -60,7 +65,7 @@ export {
 export { CudaAllocator, type CudaAllocatorOptions } from './strategies/cuda.js';
 export { HostAllocator, type HostAllocatorOptions } from './strategies/host.js';
 export { checkBytes, checkNonNegative, checkPointer, checkBoolean, checkOneOf, checkOptionKeys } from './validate.js';
-export { fillU32, sumU32 } from './testing.js';
+export { parseSize, sizeForms } from './sizes.js';
 export { systemInfo, formatSystemInfo, type SystemInfo } from './info.js';
 export { formatBytes, formatMs } from './format.js';
 export { median, quantile } from './numbers.js';

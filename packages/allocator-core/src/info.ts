@@ -6,6 +6,7 @@
 import { listAllocators, type StrategyInfo } from './registry.js';
 import { formatBytes } from './format.js';
 import { loadNative, type NativeDeviceProperties } from './native.js';
+import { deviceStatus } from './device.js';
 
 export interface SystemInfo {
   builtWithCuda: boolean;
@@ -34,7 +35,7 @@ export function systemInfo(): SystemInfo {
     builtWithCuda: native.builtWithCuda,
     driverVersion: version(native.driverVersion),
     runtimeVersion: version(native.runtimeVersion),
-    deviceStatus: count > 0 ? `${count} CUDA device(s)` : native.deviceStatus(),
+    deviceStatus: count > 0 ? `${count} CUDA device(s)` : deviceStatus(),
     devices,
     strategies: listAllocators().map((s) => ({ ...s, available: !s.requiresCuda || count > 0 })),
     libraries: libraries.map((name) => {

@@ -6,10 +6,13 @@
 import { BaseAllocator } from './base.js';
 import type { Device } from './device.js';
 import { InvalidStateError, translateNativeError } from './errors.js';
-import { loadNative, type NativeReplay, type NativeResource, type NativeTiming, type ResourceSpec } from './native.js';
+import { loadNative, type ChainSpec, type NativeResource, type ResourceSpec } from './native.js';
 import type { Stream } from './stream.js';
 import type { AllocatorStats, DevicePtr, PrefetchTarget, TrackingEvent } from './types.js';
 import { checkBoolean, checkBytes, checkNonNegative } from './validate.js';
+
+/** A strategy's part of the native chain spec: its name, device and own options. */
+export type NativeStrategySpec = Omit<ChainSpec, 'limitBytes' | 'faultInjection' | 'trackingCapacity'>;
 
 /** Options every native strategy takes. */
 export interface NativeLayerOptions {
@@ -35,8 +38,8 @@ export interface FaultInjectionOptions {
 
 const faultKeys = ['failEvery', 'failAfterBytes'];
 
-/** Checks `faultInjection` and returns the fault layer's spec over `leaf`. */
-function faultLayer(options: unknown, leaf: ResourceSpec): ResourceSpec {
+/** Checks `faultInjection` and returns it for the native spec. */
+function checkFaultInjection(options: unknown): FaultInjectionOptions {
   if (typeof options !== 'object' || options === null || Array.isArray(options)) {
     const got = options === null ? 'null' : Array.isArray(options) ? 'an array' : `${String(options)} of type ${typeof options}`;
     throw new TypeError(`Expected an object { failEvery?, failAfterBytes? } for faultInjection but received ${got}`);
@@ -52,12 +55,7 @@ function faultLayer(options: unknown, leaf: ResourceSpec): ResourceSpec {
   if (failEvery === undefined && failAfterBytes === undefined) {
     throw new TypeError('Expected failEvery and/or failAfterBytes in faultInjection but received neither');
   }
-  return {
-    type: 'fault',
-    upstream: leaf,
-    ...(failEvery !== undefined && { failEvery }),
-    ...(failAfterBytes !== undefined && { failAfterBytes }),
-  };
+  return { ...(failEvery !== undefined && { failEvery }), ...(failAfterBytes !== undefined && { failAfterBytes }) };
 }
 
 export type { TrackingEvent } from './types.js';
@@ -75,27 +73,10 @@ export interface SharedAllocatorHandle {
   readonly device: { readonly kind: 'cuda' | 'host'; readonly index: number };
 }
 
-/**
- * An allocation trace compiled for {@link NativeAllocator.replay}: one entry per operation in each
- * array. An allocation puts its pointer in a slot, a free takes it back out; slots are reused.
- */
-export interface ReplayOps {
-  /** 0: allocate, 1: free. */
-  action: Uint8Array;
-  /** The slot an allocation fills or a free empties. */
-  slot: Uint32Array;
-  /** Bytes to allocate; a free uses the size its slot was allocated with. */
-  bytes: Float64Array;
-  /** The native handle of the stream of each operation (0: the default stream). */
-  stream: Float64Array;
-  /** How many slots the program uses (the most allocations it holds at once, at least). */
-  slots: number;
-}
-
 const actions = ['alloc', 'free', 'oom'] as const;
 const resources = new WeakMap<NativeAllocator, NativeResource>();
 
-/** The native handle of an allocator, for package-internal helpers (benchmarks, test kernels). */
+/** The native handle of an allocator, for the package's tools (benchmarks, replay, test kernels). */
 export function nativeResourceOf(allocator: NativeAllocator): NativeResource {
   const r = resources.get(allocator);
   if (!r || allocator.disposed) throw new InvalidStateError(`the '${allocator.name}' allocator has been disposed`);
@@ -113,26 +94,27 @@ export abstract class NativeAllocator extends BaseAllocator {
   readonly #deallocate: () => void;
 
   /**
-   * @param leaf the resource that takes memory from the driver (or the host).
-   * @param layers a fault-injecting layer goes right over the leaf, a limiting layer over that, a
-   *   tracking layer on top of everything.
-   * @param wrapUpstream strategies built over the leaf (the pool, prefetch-on-allocate) put their
-   *   own layer over the limited leaf here.
+   * @param strategy the strategy, its device and its own options; the native chain builder puts
+   *   the strategy's layers and the common ones (`layers`) in their one order. Or a chain that
+   *   another thread shared (`{ type: 'shared', token }`), which has its layers already.
+   * @param layers checked here, then sent with the strategy as one flat spec.
    */
   protected constructor(
     name: string,
     device: Device,
-    leaf: ResourceSpec,
+    strategy: NativeStrategySpec | { type: 'shared'; token: number },
     layers: NativeLayerOptions = {},
-    wrapUpstream?: (upstream: ResourceSpec) => ResourceSpec,
   ) {
     super(name, device);
     if (layers.limitBytes !== undefined) checkBytes(layers.limitBytes, 'limitBytes');
     if (layers.trackingCapacity !== undefined) checkBytes(layers.trackingCapacity, 'trackingCapacity');
-    let spec: ResourceSpec = layers.faultInjection !== undefined ? faultLayer(layers.faultInjection, leaf) : leaf;
-    if (layers.limitBytes !== undefined) spec = { type: 'limit', upstream: spec, limitBytes: layers.limitBytes };
-    if (wrapUpstream) spec = wrapUpstream(spec);
-    if (layers.trackingCapacity !== undefined) spec = { type: 'track', upstream: spec, capacity: layers.trackingCapacity };
+    const faultInjection = layers.faultInjection !== undefined ? checkFaultInjection(layers.faultInjection) : undefined;
+    const spec: ResourceSpec = 'type' in strategy ? strategy : {
+      ...strategy,
+      ...(layers.limitBytes !== undefined && { limitBytes: layers.limitBytes }),
+      ...(faultInjection !== undefined && { faultInjection }),
+      ...(layers.trackingCapacity !== undefined && { trackingCapacity: layers.trackingCapacity }),
+    } as ChainSpec;
     const Resource = loadNative().Resource;
     try {
       this.#native = new Resource(spec);
@@ -248,12 +230,6 @@ export abstract class NativeAllocator extends BaseAllocator {
     return { token, name: this.name, device: { kind: this.device.kind, index: this.device.index } };
   }
 
-  /** The size of the live allocation at `ptr`, or 0 if there is none. */
-  allocationSize(ptr: DevicePtr): number {
-    this.checkLive();
-    return this.#native.allocationSize(ptr);
-  }
-
   /** The recorded events, oldest first (needs `trackingCapacity`); `clear` empties the ring. */
   trackingEvents(clear = false): { events: TrackingEvent[]; dropped: number } {
     this.checkLive();
@@ -294,60 +270,5 @@ export abstract class NativeAllocator extends BaseAllocator {
     this.checkLive();
     checkNonNegative(tag, 'tag');
     this.#native.setTrackingTag(tag);
-  }
-
-  /** Times malloc+free pairs of `bytes` in a native loop (no JavaScript per call). */
-  benchmarkPairs(bytes: number, iterations: number, repeats = 5, stream?: Stream): NativeTiming {
-    this.checkLive();
-    checkBytes(bytes);
-    checkBytes(iterations, 'iterations');
-    checkBytes(repeats, 'repeats');
-    try {
-      return this.#native.benchPairs(bytes, iterations, repeats, handleOf(this.checkStream(stream)));
-    } catch (e) {
-      throw translateNativeError(e, this.name);
-    }
-  }
-
-  /**
-   * Runs a compiled allocation trace in a native loop, `repeats` times. Every pass starts with the
-   * allocator trimmed and its peaks reset, times each call, counts out-of-memory failures (their
-   * frees are skipped) and frees what the trace leaves live at its end, untimed. The program is
-   * checked before anything is allocated (RangeError naming the operation). The allocator must hold
-   * nothing else while it runs, or its peaks include that memory.
-   */
-  replay(ops: ReplayOps, repeats = 1): NativeReplay {
-    this.checkLive();
-    checkBytes(repeats, 'repeats');
-    checkNonNegative(ops.slots, 'slots');
-    const n = ops.action.length;
-    for (const [name, array] of [['slot', ops.slot], ['bytes', ops.bytes], ['stream', ops.stream]] as const) {
-      if (array.length !== n) throw new RangeError(`Expected ${name} to have ${n} elements (one per operation) but received ${array.length}`);
-    }
-    for (let i = 0; i < n; i++) {
-      const b = ops.bytes[i]!;
-      if (!Number.isSafeInteger(b) || b <= 0) throw new RangeError(`Expected positive integer for bytes[${i}] but received ${b}`);
-    }
-    try {
-      return this.#native.replay(ops.action, ops.slot, ops.bytes, ops.stream, ops.slots, repeats);
-    } catch (e) {
-      throw translateNativeError(e, this.name);
-    }
-  }
-
-  /**
-   * Replays a mixed-size trace in a native loop: allocate sizes[i] in order, keeping at most
-   * `window` allocations live (oldest freed first). Returns ns per malloc+free pair.
-   */
-  benchmarkTrace(sizes: Float64Array, window: number, repeats = 5, stream?: Stream): NativeTiming {
-    this.checkLive();
-    checkBytes(window, 'window');
-    checkBytes(repeats, 'repeats');
-    for (const s of sizes) checkBytes(s, 'sizes[i]');
-    try {
-      return this.#native.benchTrace(sizes, window, repeats, handleOf(this.checkStream(stream)));
-    } catch (e) {
-      throw translateNativeError(e, this.name);
-    }
   }
 }

@@ -22,20 +22,12 @@ export interface NativeResource {
   stats(): NativeStats;
   resetPeak(): void;
   trim(bytesToKeep: number): void;
-  allocationSize(ptr: number): number;
   write(ptr: number, offset: number, data: ArrayBufferView, stream: number): void;
   read(ptr: number, offset: number, target: ArrayBufferView, stream: number): void;
   dispose(): void;
-  describe(): { kind: 'host' | 'device' | 'managed'; device: number; tracking: boolean };
   trackingEvents(clear: boolean): NativeTrackingEvents;
   setTrackingTag(tag: number): void;
   setTrackingEnabled(on: boolean): void;
-  benchPairs(bytes: number, iterations: number, repeats: number, stream: number): NativeTiming;
-  benchTrace(sizes: Float64Array, window: number, repeats: number, stream: number): NativeTiming;
-  /** Runs a compiled trace natively (see NativeAllocator.replayProgram); one record per pass. */
-  replay(action: Uint8Array, slot: Uint32Array, bytes: Float64Array, stream: Float64Array, slots: number, repeats: number): NativeReplay;
-  fillU32(ptr: number, count: number, value: number, stream: number): void;
-  sumU32(ptr: number, count: number, outPtr: number, stream: number, spinNs?: number): void;
   /** A token other threads attach to with the spec `{ type: 'shared', token }` (same chain, joint ownership). */
   shareHandle(): number;
 }
@@ -85,27 +77,59 @@ export interface NativeReplay {
   clockOverheadNs: number;
 }
 
-/** A spec the native side turns into a chain of resources (leaf first). */
-export type ResourceSpec =
-  | { type: 'host' }
-  | { type: 'cuda'; device: number }
-  | { type: 'managed'; device: number; preferredLocation?: string; accessedBy?: string; readMostly?: boolean }
-  | { type: 'async'; device: number; releaseThreshold?: number }
+/**
+ * What the native chain builder (native/include/gpumem/chain_builder.hpp) builds: a strategy, its
+ * options, and the layers any strategy may have. The builder alone decides the layer order (fault
+ * right over the leaf, the limit over that, the strategy's own layer over the limited leaf,
+ * tracking on top), the same for the Node addon and the PyTorch library.
+ */
+export type ChainSpec = {
+  /** The device's CUDA ordinal (default 0); ignored by 'host' and by a pool over host memory. */
+  device?: number;
+  /** Caps the bytes taken from the (possibly failing) leaf. */
+  limitBytes?: number;
+  /** Fails allocations asked of the leaf: every Nth, or any past a byte budget. */
+  faultInjection?: { failEvery?: number; failAfterBytes?: number };
+  /** Records every call in a ring of this many events. */
+  trackingCapacity?: number;
+} & (
+  | { strategy: 'host' | 'cuda'; options?: Record<string, never> }
   | {
-      type: 'pool';
-      upstream: ResourceSpec;
-      maxReservedBytes?: number;
-      smallRequestLimit?: number;
-      smallSegmentBytes?: number;
-      largeSegmentRounding?: number;
+      strategy: 'uvm';
+      options?: { prefetchOnAllocate?: boolean; preferredLocation?: string; accessedBy?: string; readMostly?: boolean };
     }
-  | { type: 'limit'; upstream: ResourceSpec; limitBytes: number }
-  | { type: 'fault'; upstream: ResourceSpec; failEvery?: number; failAfterBytes?: number }
-  | { type: 'prefetch'; upstream: ResourceSpec }
-  | { type: 'statistics'; upstream: ResourceSpec }
-  | { type: 'track'; upstream: ResourceSpec; capacity: number }
-  /** The chain another thread shared with shareHandle(); attaching takes joint ownership of it. */
-  | { type: 'shared'; token: number };
+  | {
+      strategy: 'pool';
+      options?: {
+        upstream?: 'cuda' | 'host';
+        maxReservedBytes?: number;
+        smallRequestLimit?: number;
+        smallSegmentBytes?: number;
+        largeSegmentRounding?: number;
+      };
+    }
+  | { strategy: 'async'; options?: { releaseThreshold?: number } }
+);
+
+/** What a native Resource is made from: a chain to build, or a chain another thread shared. */
+export type ResourceSpec = ChainSpec | { type: 'shared'; token: number };
+
+/** The native benchmark loops, trace replay and test kernels; each takes a Resource first. */
+export interface NativeTools {
+  benchPairs(resource: NativeResource, bytes: number, iterations: number, repeats: number, stream: number): NativeTiming;
+  benchTrace(resource: NativeResource, sizes: Float64Array, window: number, repeats: number, stream: number): NativeTiming;
+  replay(
+    resource: NativeResource,
+    action: Uint8Array,
+    slot: Uint32Array,
+    bytes: Float64Array,
+    stream: Float64Array,
+    slots: number,
+    repeats: number,
+  ): NativeReplay;
+  fillU32(resource: NativeResource, ptr: number, count: number, value: number, stream: number): void;
+  sumU32(resource: NativeResource, ptr: number, count: number, outPtr: number, stream: number, spinNs?: number): void;
+}
 
 export interface NativeAddon {
   builtWithCuda: boolean;
@@ -131,6 +155,7 @@ export interface NativeAddon {
   launchGraph(graph: number, stream: number): void;
   destroyGraph(graph: number): void;
   Resource: new (spec: ResourceSpec) => NativeResource;
+  tools: NativeTools;
 }
 
 export interface NativeDeviceProperties {

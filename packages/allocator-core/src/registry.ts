@@ -110,19 +110,80 @@ function isAllocator(value: unknown): value is Allocator {
   return ['malloc', 'free', 'prefetch', 'recordStream', 'write', 'read', 'stats', 'resetPeak', 'trim', 'dispose'].every((m) => typeof a[m] === 'function');
 }
 
+/**
+ * The createAllocator calls in progress (a factory may create its upstream by name) and, while
+ * {@link createAllocatorWrappingLeaves} runs, the wrapper for the leaves. On globalThis with the
+ * registry, so a plug-in built against another copy of the core is seen too.
+ */
+interface CreationState {
+  frames: { madeChild: boolean }[];
+  leafWrapper: ((allocator: Allocator, name: string) => Allocator) | undefined;
+  wrappedLeaves: number;
+}
+const creationKey = Symbol.for('gpumem.allocator-registry.creation');
+const creationScope = globalThis as typeof globalThis & { [creationKey]?: CreationState };
+const creation: CreationState = (creationScope[creationKey] ??= { frames: [], leafWrapper: undefined, wrappedLeaves: 0 });
+
 /** Creates an allocator of the registered strategy `name`. */
 export function createAllocator<N extends keyof AllocatorOptionsMap>(name: N, options?: AllocatorOptionsMap[N]): Allocator;
-export function createAllocator(name: string, options?: Record<string, unknown>): Allocator;
+/** A plug-in's strategy (any name the built-ins' options map does not know): options are not checked at compile time. */
+export function createAllocator<N extends string>(name: N & (N extends keyof AllocatorOptionsMap ? never : unknown), options?: Record<string, unknown>): Allocator;
 export function createAllocator(name: string, options: object = {}): Allocator {
   const entry = entryOf(name);
   if (options === null || typeof options !== 'object') {
     throw new TypeError(`Expected an options object for options but received ${typeof options}`);
   }
-  const allocator: unknown = (entry.factory as AllocatorFactory<object>)(options);
+  const parent = creation.frames.at(-1);
+  if (parent) parent.madeChild = true;
+  const frame = { madeChild: false };
+  creation.frames.push(frame);
+  let allocator: unknown;
+  try {
+    allocator = (entry.factory as AllocatorFactory<object>)(options);
+  } finally {
+    creation.frames.pop();
+  }
   if (!isAllocator(allocator)) {
     throw new TypeError(`The factory registered for '${name}' returned ${allocator === null ? 'null' : typeof allocator}, not an Allocator (an object with malloc, free, stats, ...)`);
   }
-  return allocator;
+  const wrap = creation.leafWrapper;
+  if (wrap === undefined || parent === undefined || frame.madeChild) return allocator;
+  // A leaf under a strategy being created by createAllocatorWrappingLeaves.
+  try {
+    const wrapped = wrap(allocator, name);
+    creation.wrappedLeaves++;
+    return wrapped;
+  } catch (e) {
+    allocator.dispose();
+    throw e;
+  }
+}
+
+/**
+ * Creates the strategy `name` and passes every leaf allocator it creates through the registry
+ * while it is being constructed (an allocator made inside a factory that makes none itself) through
+ * `wrap`: how a layer goes *under* a strategy written in TypeScript, whose upstream is its own (e.g.
+ * a byte limit that simulates a smaller device). `wrappedLeaves` is 0 when the strategy made no
+ * allocator through the registry (a native strategy, or one that gets memory another way).
+ */
+export function createAllocatorWrappingLeaves(
+  name: string,
+  options: Record<string, unknown>,
+  wrap: (leaf: Allocator, leafName: string) => Allocator,
+): { allocator: Allocator; wrappedLeaves: number } {
+  if (typeof wrap !== 'function') throw new TypeError(`Expected a function for wrap but received ${typeof wrap}`);
+  if (creation.leafWrapper !== undefined || creation.frames.length > 0) {
+    throw new Error('createAllocatorWrappingLeaves cannot be called while another allocator is being created');
+  }
+  creation.leafWrapper = wrap;
+  creation.wrappedLeaves = 0;
+  try {
+    const allocator = createAllocator(name, options);
+    return { allocator, wrappedLeaves: creation.wrappedLeaves };
+  } finally {
+    creation.leafWrapper = undefined;
+    creation.wrappedLeaves = 0;
+  }
 }
 
 /** Every registered strategy, in registration order. */

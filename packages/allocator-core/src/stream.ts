@@ -4,10 +4,20 @@
  * @module
  */
 import { hostDevice, type Device } from './device.js';
-import { InvalidStateError } from './errors.js';
+import { InvalidStateError, nativeCall } from './errors.js';
 import { loadNative } from './native.js';
 
 let nextHostStream = 1;
+
+/** Throws a TypeError unless `device` is a Device (cudaDevice(i) or hostDevice). */
+function checkDevice(device: unknown): asserts device is Device {
+  const d = device as Partial<Device> | null;
+  const ok = d !== null && typeof d === 'object' && (d.kind === 'cuda' || d.kind === 'host') && Number.isInteger(d.index);
+  if (!ok) {
+    const got = device === null ? 'null' : typeof device === 'object' ? 'an object that is not a Device' : `${String(device)} of type ${typeof device}`;
+    throw new TypeError(`Expected a Device (cudaDevice(i) or hostDevice) for device but received ${got}`);
+  }
+}
 
 /** An ordered queue of work on a device. */
 export class Stream {
@@ -26,8 +36,9 @@ export class Stream {
 
   /** A new stream on `device` (a CUDA device, or the host). */
   static create(device: Device): Stream {
+    checkDevice(device);
     if (device.kind === 'host') return new Stream(device, nextHostStream++, true);
-    return new Stream(device, loadNative().createStream(device.index), true);
+    return new Stream(device, nativeCall('createStream', () => loadNative().createStream(device.index)), true);
   }
 
   /** The default stream of `device` (CUDA's legacy default stream; handle 0). */
@@ -47,7 +58,7 @@ export class Stream {
 
   /** Waits for all work queued on the stream. */
   synchronize(): void {
-    if (this.device.kind === 'cuda') loadNative().synchronizeStream(this.handle);
+    if (this.device.kind === 'cuda') nativeCall('synchronizeStream', () => loadNative().synchronizeStream(this.handle));
   }
 
   /**
@@ -58,7 +69,7 @@ export class Stream {
    */
   destroy(): void {
     if (this.#handle < 0 || !this.#owned) return;
-    if (this.device.kind === 'cuda') loadNative().destroyStream(this.#handle);
+    if (this.device.kind === 'cuda') nativeCall('destroyStream', () => loadNative().destroyStream(this.#handle));
     this.#handle = -1;
   }
 }
@@ -75,7 +86,7 @@ export class CudaEvent {
 
   static create(device: Device): CudaEvent {
     if (device.kind !== 'cuda') throw new TypeError(`Expected a CUDA device for device but received '${device.id}'`);
-    return new CudaEvent(device, loadNative().createEvent(device.index));
+    return new CudaEvent(device, nativeCall('createEvent', () => loadNative().createEvent(device.index)));
   }
 
   private get handle(): number {
@@ -84,22 +95,22 @@ export class CudaEvent {
   }
 
   record(stream: Stream): void {
-    loadNative().recordEvent(this.handle, stream.handle);
+    nativeCall('recordEvent', () => loadNative().recordEvent(this.handle, stream.handle));
   }
   synchronize(): void {
-    loadNative().synchronizeEvent(this.handle);
+    nativeCall('synchronizeEvent', () => loadNative().synchronizeEvent(this.handle));
   }
   /** True once the work before the last record() has finished. */
   query(): boolean {
-    return loadNative().queryEvent(this.handle);
+    return nativeCall('queryEvent', () => loadNative().queryEvent(this.handle));
   }
   /** Milliseconds from this event to `end` (both recorded and complete). */
   elapsedMs(end: CudaEvent): number {
-    return loadNative().elapsedMs(this.handle, end.handle);
+    return nativeCall('elapsedMs', () => loadNative().elapsedMs(this.handle, end.handle));
   }
   destroy(): void {
     if (this.#handle < 0) return;
-    loadNative().destroyEvent(this.#handle);
+    nativeCall('destroyEvent', () => loadNative().destroyEvent(this.#handle));
     this.#handle = -1;
   }
 }
@@ -148,12 +159,12 @@ export class CudaGraph {
   /** Replays the graph on its stream. */
   launch(): void {
     if (this.#handle === 0) throw new InvalidStateError('this CUDA graph has been destroyed');
-    loadNative().launchGraph(this.#handle, this.stream.handle);
+    nativeCall('launchGraph', () => loadNative().launchGraph(this.#handle, this.stream.handle));
   }
 
   destroy(): void {
     if (this.#handle === 0) return;
-    loadNative().destroyGraph(this.#handle);
+    nativeCall('destroyGraph', () => loadNative().destroyGraph(this.#handle));
     this.#handle = 0;
   }
 }

@@ -16,7 +16,6 @@ import {
   hostDevice,
   NativeAllocator,
   type NativeLayerOptions,
-  type ResourceSpec,
 } from '@gpumem/allocator-core';
 
 export type PoolUpstream = 'cuda' | 'host' | 'auto';
@@ -64,15 +63,17 @@ export class PoolAllocator extends NativeAllocator {
       if (options[key] !== undefined) checkBytes(options[key], key);
     }
     const device = upstream === 'cuda' ? cudaDevice(index) : hostDevice;
-    const leaf: ResourceSpec = upstream === 'cuda' ? { type: 'cuda', device: index } : { type: 'host' };
-    super('pool', device, leaf, options, (up) => ({
-      type: 'pool',
-      upstream: up,
-      ...(options.maxReservedBytes !== undefined && { maxReservedBytes: options.maxReservedBytes }),
-      ...(options.smallRequestLimit !== undefined && { smallRequestLimit: options.smallRequestLimit }),
-      ...(options.smallSegmentBytes !== undefined && { smallSegmentBytes: options.smallSegmentBytes }),
-      ...(options.largeSegmentRounding !== undefined && { largeSegmentRounding: options.largeSegmentRounding }),
-    }));
+    super('pool', device, {
+      strategy: 'pool',
+      device: index,
+      options: {
+        upstream,
+        ...(options.maxReservedBytes !== undefined && { maxReservedBytes: options.maxReservedBytes }),
+        ...(options.smallRequestLimit !== undefined && { smallRequestLimit: options.smallRequestLimit }),
+        ...(options.smallSegmentBytes !== undefined && { smallSegmentBytes: options.smallSegmentBytes }),
+        ...(options.largeSegmentRounding !== undefined && { largeSegmentRounding: options.largeSegmentRounding }),
+      },
+    }, options);
     this.upstream = upstream;
   }
 }

@@ -80,9 +80,12 @@ export class UvmAllocator extends NativeAllocator {
     super(
       'uvm',
       cudaDevice(index),
-      { type: 'managed', device: index, preferredLocation, accessedBy, readMostly },
+      {
+        strategy: 'uvm',
+        device: index,
+        options: { prefetchOnAllocate: prefetch, preferredLocation, accessedBy, readMostly },
+      },
       options,
-      prefetch ? (upstream) => ({ type: 'prefetch', upstream }) : undefined,
     );
     this.prefetchOnAllocate = prefetch;
     this.logThresholdBytes = threshold === false ? Infinity : threshold;

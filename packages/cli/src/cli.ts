@@ -3,6 +3,7 @@
  * The `gpumem` command line.
  * @module
  */
+import { createRequire } from 'node:module';
 import { formatSystemInfo, systemInfo } from '@gpumem/allocator-core';
 import { loadAllocatorPlugins, pluginNames } from './plugins.js';
 import { UsageError } from './commands/args.js';
@@ -26,6 +27,7 @@ Commands:
                   Perfetto trace; gpumem compare --help lists the flags
 
 Options:
+  -v, --version   print gpumem's version
   --plugin NAME   load an allocator plug-in: a package name (resolved from the current
                   directory first, then from gpumem's install) or a path; repeatable
   -h, --help      show this help
@@ -41,6 +43,11 @@ Examples:
   gpumem replay mlp.jsonl --allocators pool,host
   gpumem compare --report report.html
 `;
+
+/** This package's version, from its package.json. */
+function cliVersion(): string {
+  return (createRequire(import.meta.url)('../package.json') as { version: string }).version;
+}
 
 /** Takes every `--plugin NAME` / `--plugin=NAME` out of argv (any command accepts it). */
 function takePluginFlags(argv: readonly string[]): { argv: string[]; plugins: string[] } {
@@ -67,6 +74,10 @@ async function main(given: string[]): Promise<number> {
   const { argv, plugins: pluginFlags } = takePluginFlags(given);
   const load = () => loadAllocatorPlugins([...pluginNames(process.env.GPUMEM_PLUGINS), ...pluginFlags]);
   const [command, ...rest] = argv;
+  if (command === '--version' || command === '-v' || command === 'version') {
+    process.stdout.write(`gpumem ${cliVersion()}\n`);
+    return 0;
+  }
   if (command === undefined || command === '-h' || command === '--help' || command === 'help') {
     process.stdout.write(usage);
     return command === undefined ? 2 : 0;

@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest';
 import '@gpumem/allocator-pool';
 import type { TrackingEvent } from '@gpumem/allocator-core';
 import { bestOf, runOne, type RunRequest } from './compare.js';
-import { buildTimeline } from './timeline.js';
+import { buildTimeline, peakBreakdown } from './timeline.js';
 import { parseAllocatorList, parseAllocatorSpec } from './spec.js';
 import type { CompareRun } from './types.js';
 
@@ -66,6 +66,10 @@ describe('allocator specs', () => {
   it('parses names, options with units, booleans and strings', () => {
     expect(parseAllocatorSpec('pool')).toEqual({ label: 'pool', name: 'pool', options: {} });
     expect(parseAllocatorSpec('pool:maxReservedBytes=64MiB:upstream=host').options).toEqual({ maxReservedBytes: 64 * 2 ** 20, upstream: 'host' });
+    // Sizes take the core's one set of forms (parseSize): units other than KiB/MiB/GiB/TiB are errors.
+    expect(parseAllocatorSpec('pool:maxReservedBytes=2gib').options).toEqual({ maxReservedBytes: 2 * 2 ** 30 });
+    expect(() => parseAllocatorSpec('pool:maxReservedBytes=4GB')).toThrow(/Expected a size \(.*\) for maxReservedBytes but received '4GB'/);
+    expect(() => parseAllocatorSpec('pool:maxReservedBytes=1.5GiB')).toThrow(RangeError);
     expect(parseAllocatorSpec('uvm:prefetchOnAllocate=false').options).toEqual({ prefetchOnAllocate: false });
     expect(parseAllocatorSpec('pool:faultInjection.failEvery=3:faultInjection.failAfterBytes=1KiB').options).toEqual({
       faultInjection: { failEvery: 3, failAfterBytes: 1024 },
@@ -85,6 +89,7 @@ describe('runOne (CPU)', () => {
     record: true,
     trackingCapacity: 1 << 16,
     timelinePoints: 1000,
+    plugins: [],
   });
 
   it('reports epochs, peaks, a timeline that reaches the peak, and epoch phases', () => {
@@ -113,5 +118,56 @@ describe('runOne (CPU)', () => {
     const run = runOne(request('pool:bogus=1', { bogus: 1 }));
     expect(run.status).toBe('error');
     expect(run.error).toMatch(/bogus/);
+  });
+});
+
+const tinyRequest = (label: string): RunRequest => ({
+  spec: { label, name: label, options: {} },
+  train: { model: 'mlp', epochs: 1, trainSubset: 256, testSubset: 128, hidden: [32] },
+  record: true,
+  trackingCapacity: 1 << 16,
+  timelinePoints: 1000,
+  plugins: [],
+});
+
+describe('where the memory goes', () => {
+  const ev = (timeNs: number, action: TrackingEvent['action'], ptr: number, bytes: number, tag: number): TrackingEvent => ({
+    timeNs,
+    action,
+    ptr,
+    bytes,
+    tag,
+    stream: 0,
+    reservedBytes: 4096,
+  });
+
+  it('splits allocated bytes by the phase that allocated them, charging a free to its allocation', () => {
+    // 100 bytes live before recording; setup (tag 1) 1000, forward (2) 300 freed in backward (4)
+    const events = [ev(1, 'alloc', 1, 1000, 1), ev(2, 'alloc', 2, 300, 2), ev(3, 'alloc', 3, 50, 4), ev(4, 'free', 2, 300, 4)];
+    const t = buildTimeline(events, 1150, 100, 0, ['other', 'setup', 'forward', 'loss', 'backward']);
+    expect(t.tags).toEqual(['before', 'other', 'setup', 'forward', 'loss', 'backward']);
+    expect(t.allocatedBytes).toEqual([1100, 1400, 1450, 1150]);
+    expect(t.byTag!.map((values) => values[2])).toEqual([100, 0, 1000, 300, 0, 50]);
+    expect(t.byTag!.map((values) => values[3])).toEqual([100, 0, 1000, 0, 0, 50]);
+    for (let i = 0; i < 4; i++) expect(t.byTag!.reduce((sum, values) => sum + values[i]!, 0)).toBe(t.allocatedBytes[i]);
+    expect(peakBreakdown(t)).toEqual([
+      { tag: 'setup', bytes: 1000 },
+      { tag: 'forward', bytes: 300 },
+      { tag: 'before', bytes: 100 },
+      { tag: 'backward', bytes: 50 },
+    ]);
+  });
+
+  it('keeps the split through thinning, and a run of the trainer reports it', () => {
+    const events: TrackingEvent[] = [];
+    for (let i = 0; i < 20_000; i++) events.push(ev(i, i % 2 ? 'free' : 'alloc', i >> 1, 64, 2));
+    const t = buildTimeline(events, 0, 600, 0, ['other', 'setup', 'forward']);
+    expect(t.tMs.length).toBeLessThanOrEqual(600);
+    expect(t.byTag!.every((values) => values.length === t.tMs.length)).toBe(true);
+    const run = runOne(tinyRequest('host'));
+    expect(run.status).toBe('ok');
+    const tags = run.peakBreakdown!.map((p) => p.tag);
+    expect(tags).toContain('setup');
+    expect(run.peakBreakdown!.reduce((sum, p) => sum + p.bytes, 0)).toBe(Math.max(...run.timeline!.allocatedBytes));
   });
 });

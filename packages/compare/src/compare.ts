@@ -20,10 +20,13 @@ import {
   strategyInfo,
   median,
 } from '@gpumem/allocator-core';
-import { train, type Progress, type TrainOptions, type TrainResult } from '@gpumem/gnn';
+import { allocationTags, train, type Progress, type TrainOptions, type TrainResult } from '@gpumem/gnn';
 import type { AllocatorSpec } from './spec.js';
 import type { CompareColumn, CompareResult, CompareRun } from './types.js';
-import { buildTimeline } from './timeline.js';
+import { buildTimeline, peakBreakdown } from './timeline.js';
+import { mergeRepeats } from './repeat.js';
+import type { PeerRun } from './peer.js';
+import { spreadOf, spreadsOverlap, warmupEpochsOf } from './spread.js';
 
 /** The training configuration shared by every run (everything but the allocator). */
 export type CompareTrainOptions = Omit<TrainOptions, 'allocator' | 'allocatorOptions' | 'onProgress' | 'onStep'>;
@@ -39,6 +42,11 @@ export interface CompareOptions {
   timelinePoints?: number;
   /** Run each allocator in a child process (default true). */
   isolate?: boolean;
+  /**
+   * Runs of each allocator (default 1), each in a fresh process, interleaved (A B C A B C ...) so
+   * that drift of the machine spreads over all of them; a row pools its runs' epochs.
+   */
+  repeat?: number;
   /** The device's description for the report. */
   device: string;
   /** A one-line description of the workload for the report. */
@@ -50,6 +58,8 @@ export interface CompareOptions {
    * package names resolvable from here). The caller registers them in its own process too.
    */
   plugins?: string[];
+  /** Other frameworks' runs of the same workload, added to the result as they are (see readPeer). */
+  peers?: PeerRun[];
   onRunStart?: (spec: AllocatorSpec, index: number, total: number) => void;
   onProgress?: (spec: AllocatorSpec, progress: Progress) => void;
   onRunEnd?: (run: CompareRun) => void;
@@ -137,7 +147,8 @@ export function runOne(request: RunRequest, onProgress?: (p: Progress) => void):
     }
     if (tracked) {
       const { events, dropped } = tracked.events(true);
-      run.timeline = buildTimeline(events, stats.allocatedBytes, request.timelinePoints);
+      run.timeline = buildTimeline(events, stats.allocatedBytes, request.timelinePoints, 0, allocationTags);
+      run.peakBreakdown = peakBreakdown(run.timeline);
       run.eventsRecorded = events.length;
       run.eventsDropped = dropped;
     }
@@ -153,7 +164,9 @@ export function runOne(request: RunRequest, onProgress?: (p: Progress) => void):
  */
 function summariseRun(spec: AllocatorSpec, result: TrainResult, stats: AllocatorStats, wallMs: number, originMs: number): CompareRun {
   const epochs = result.epochs;
-  const medianEpochMs = epochs.length > 0 ? median(epochs.map((e) => e.epochMs)) : null;
+  const warmupEpochs = warmupEpochsOf(epochs.length);
+  const epochSpread = spreadOf(epochs.slice(warmupEpochs).map((e) => e.epochMs));
+  const medianEpochMs = epochSpread?.median ?? null;
   const peakAllocated = Math.max(...epochs.map((e) => e.peakAllocatedBytes));
   const peakReserved = Math.max(...epochs.map((e) => e.peakReservedBytes));
   const last = epochs.at(-1)!;
@@ -161,7 +174,10 @@ function summariseRun(spec: AllocatorSpec, result: TrainResult, stats: Allocator
     allocator: spec.label,
     status: 'ok',
     epochs,
+    warmupEpochs,
     medianEpochMs,
+    epochSpread,
+    repeats: 1,
     throughput: medianEpochMs ? result.samplesPerEpoch / (medianEpochMs / 1000) : null,
     peakAllocatedBytes: peakAllocated,
     peakReservedBytes: peakReserved,
@@ -196,17 +212,39 @@ const columns: Array<{ column: CompareColumn; value: (r: CompareRun) => number |
   { column: 'accuracy', value: (r) => r.accuracy, higherIsBetter: true },
 ];
 
-/** The allocators holding each column's best value among the completed runs (ties included). */
-export function bestOf(runs: readonly CompareRun[]): CompareResult['best'] {
+/** Columns measured in time, whose best must stand out of the spread of the epochs. */
+const timeColumns = new Set<CompareColumn>(['medianEpochMs', 'throughput']);
+
+/**
+ * The allocators holding each column's best value among the completed runs (exact ties included).
+ * For the time columns, a best is marked only when its epochs' spread does not overlap any other
+ * run's; otherwise the runs whose spreads overlap the fastest one are returned as tied.
+ */
+export function rankRuns(runs: readonly CompareRun[]): { best: CompareResult['best']; tied: NonNullable<CompareResult['tied']> } {
   const best: CompareResult['best'] = {};
+  const tied: NonNullable<CompareResult['tied']> = {};
   const ok = runs.filter((r) => r.status === 'ok');
   for (const { column, value, higherIsBetter } of columns) {
-    const values = ok.map((r) => [r.allocator, value(r)] as const).filter((p): p is readonly [string, number] => p[1] !== null);
+    const values = ok.map((r) => [r, value(r)] as const).filter((p): p is readonly [CompareRun, number] => p[1] !== null);
     if (values.length === 0) continue;
     const target = higherIsBetter ? Math.max(...values.map((p) => p[1])) : Math.min(...values.map((p) => p[1]));
-    best[column] = values.filter((p) => p[1] === target).map((p) => p[0]);
+    const winners = values.filter((p) => p[1] === target).map((p) => p[0]);
+    const lead = winners[0]!;
+    if (timeColumns.has(column) && lead.epochSpread) {
+      const close = values.map((p) => p[0]).filter((r) => r !== lead && r.epochSpread && spreadsOverlap(lead.epochSpread!, r.epochSpread));
+      if (close.length > 0 || winners.length > 1) {
+        tied[column] = [...new Set([...winners, ...close])].map((r) => r.allocator);
+        continue;
+      }
+    }
+    best[column] = winners.map((r) => r.allocator);
   }
-  return best;
+  return { best, tied };
+}
+
+/** The allocators holding each column's best value (see {@link rankRuns}). */
+export function bestOf(runs: readonly CompareRun[]): CompareResult['best'] {
+  return rankRuns(runs).best;
 }
 
 const childPath = fileURLToPath(new URL('./child.js', import.meta.url));
@@ -239,25 +277,33 @@ function runInChild(request: RunRequest, onProgress?: (p: Progress) => void): Pr
   });
 }
 
-/** Runs every allocator in turn and gathers the comparison. */
+/** Runs every allocator in turn (`repeat` rounds) and gathers the comparison. */
 export async function compareAllocators(o: CompareOptions): Promise<CompareResult> {
-  const runs: CompareRun[] = [];
-  const total = o.allocators.length;
-  for (const [index, spec] of o.allocators.entries()) {
-    o.onRunStart?.(spec, index, total);
-    const request: RunRequest = {
-      spec,
-      train: o.train,
-      record: o.record ?? true,
-      trackingCapacity: o.trackingCapacity ?? defaultTrackingCapacity,
-      timelinePoints: o.timelinePoints ?? defaultTimelinePoints,
-      plugins: o.plugins ?? [],
-    };
-    const onProgress = o.onProgress ? (p: Progress) => o.onProgress!(spec, p) : undefined;
-    const run = (o.isolate ?? true) ? await runInChild(request, onProgress) : runOne(request, onProgress);
-    runs.push(run);
-    o.onRunEnd?.(run);
+  const repeat = o.repeat ?? 1;
+  if (!Number.isSafeInteger(repeat) || repeat < 1) throw new RangeError(`Expected positive integer for repeat but received ${String(repeat)}`);
+  const isolate = o.isolate ?? true;
+  if (repeat > 1 && !isolate) throw new RangeError('Expected isolate: true with repeat > 1: each repeat runs in a fresh process');
+  const byAllocator: CompareRun[][] = o.allocators.map(() => []);
+  const total = o.allocators.length * repeat;
+  for (let round = 0; round < repeat; round++) {
+    for (const [index, spec] of o.allocators.entries()) {
+      o.onRunStart?.(spec, round * o.allocators.length + index, total);
+      const request: RunRequest = {
+        spec,
+        train: o.train,
+        record: o.record ?? true,
+        trackingCapacity: o.trackingCapacity ?? defaultTrackingCapacity,
+        timelinePoints: o.timelinePoints ?? defaultTimelinePoints,
+        plugins: o.plugins ?? [],
+      };
+      const onProgress = o.onProgress ? (p: Progress) => o.onProgress!(spec, p) : undefined;
+      const run = isolate ? await runInChild(request, onProgress) : runOne(request, onProgress);
+      byAllocator[index]!.push(run);
+      o.onRunEnd?.(run);
+    }
   }
+  const runs = byAllocator.map((repeats) => mergeRepeats(repeats));
+  const { best, tied } = rankRuns(runs);
   return {
     version: 1,
     createdAt: new Date().toISOString(),
@@ -271,6 +317,8 @@ export async function compareAllocators(o: CompareOptions): Promise<CompareResul
     },
     throughputUnit: o.train.model === 'mlp' ? 'images/s' : 'nodes/s',
     runs,
-    best: bestOf(runs),
+    best,
+    tied,
+    ...(o.peers && o.peers.length > 0 ? { peers: o.peers } : {}),
   };
 }

@@ -4,9 +4,10 @@
  * of memory in its second epoch, with memory timelines of a few thousand points each.
  * @module
  */
-import { median, type AllocatorStats } from '@gpumem/allocator-core';
+import type { AllocatorStats } from '@gpumem/allocator-core';
 import type { EpochRecord } from '@gpumem/gnn';
-import { bestOf } from './compare.js';
+import { rankRuns } from './compare.js';
+import { spreadOf, warmupEpochsOf } from './spread.js';
 import type { CompareResult, CompareRun, TimelineSeries } from './types.js';
 
 const MiB = 2 ** 20;
@@ -163,14 +164,19 @@ function simulate(shape: StrategyShape, index: number): CompareRun {
     ...(shape.allocator === 'pool' ? { largestFreeBlock: 18 * MiB, segmentCount: Math.round(peakReserved / (20 * MiB)) } : {}),
   });
   const ok = failure === undefined;
-  const medianEpochMs = epochs.length > 0 ? median(epochs.map((e) => e.epochMs)) : null;
+  const warmupEpochs = warmupEpochsOf(epochs.length);
+  const epochSpread = spreadOf(epochs.slice(warmupEpochs).map((e) => e.epochMs));
+  const medianEpochMs = epochSpread?.median ?? null;
   const last = epochs.at(-1);
   return {
     allocator: shape.allocator,
     status: ok ? 'ok' : 'oom',
     ...(ok ? {} : { error: failure }),
     epochs,
+    warmupEpochs,
     medianEpochMs: ok ? medianEpochMs : null,
+    epochSpread: ok ? epochSpread : null,
+    repeats: 1,
     throughput: ok && medianEpochMs !== null ? NODES / (medianEpochMs / 1000) : null,
     peakAllocatedBytes: peakAllocated,
     peakReservedBytes: peakReserved,
@@ -192,7 +198,7 @@ function simulate(shape: StrategyShape, index: number): CompareRun {
 /**
  * A {@link CompareResult} of a GCN on a generated graph under 'cuda', 'pool', 'async' and a
  * fixed-size 'arena' plug-in that runs out of memory in epoch 2: three epochs, about 3,300 timeline
- * points per successful run, epoch phases on the timeline's clock and `best` derived from the runs by {@link bestOf}.
+ * points per successful run, epoch phases on the timeline's clock and `best` and `tied` derived from the runs by {@link rankRuns}.
  * Deterministic: every call returns an equal, fresh object.
  */
 export function sampleCompareResult(): CompareResult {
@@ -210,6 +216,6 @@ export function sampleCompareResult(): CompareResult {
     },
     throughputUnit: 'nodes/s',
     runs,
-    best: bestOf(runs),
+    ...rankRuns(runs),
   };
 }

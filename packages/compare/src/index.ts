@@ -8,15 +8,21 @@ export {
   compareAllocators,
   runOne,
   bestOf,
+  rankRuns,
   defaultTrackingCapacity,
   defaultTimelinePoints,
   type CompareOptions,
   type CompareTrainOptions,
   type RunRequest,
 } from './compare.js';
-export { buildTimeline, capTimeline, cleanTimeline } from './timeline.js';
+export { buildTimeline, capTimeline, cleanTimeline, peakBreakdown } from './timeline.js';
+export { spreadOf, spreadsOverlap, warmupEpochsOf, type Spread } from './spread.js';
+export { mergeRepeats } from './repeat.js';
+export { parsePeer, readPeer, PeerFormatError, type PeerRun } from './peer.js';
 export { parseAllocatorSpec, parseAllocatorList, type AllocatorSpec } from './spec.js';
 export type { CompareResult, CompareRun, CompareColumn, TimelineSeries, RunStatus } from './types.js';
 export { renderHtmlReport } from './report-html.js';
 export { toChromeTrace, type ChromeTrace, type ChromeTraceEvent } from './trace-json.js';
 export { builtInStrategyPackages, importStrategies } from './strategies.js';
+export { replayToCompareResult, minCapacityText, type ReplayReportInput, type ReplayReportRow } from './from-replay.js';
+export type { ExtraColumn, ExtraCell, ReplayReportInfo } from './types.js';

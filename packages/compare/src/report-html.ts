@@ -10,6 +10,7 @@ import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
 import { formatBytes, formatMs } from '@gpumem/allocator-core';
 import { capTimeline, cleanTimeline } from './timeline.js';
+import type { PeerRun } from './peer.js';
 import type { CompareColumn, CompareResult, CompareRun, TimelineSeries } from './types.js';
 
 /** At most this many points per timeline series go into the report (peaks are kept). */
@@ -68,6 +69,13 @@ function formatDate(iso: string): string {
   return `${date.toISOString().slice(0, 19).replace('T', ' ')} UTC`;
 }
 
+/** Colours of the phase tags' stacked areas (muted, so the run's own lines stay on top). */
+const TAG_COLORS = ['#b0b7bf', '#8fb3d9', '#f2b36f', '#e88c8c', '#9fd49a', '#c7a6e0', '#d9cf7a', '#88d1c9'];
+
+function tagColor(index: number): string {
+  return TAG_COLORS[index % TAG_COLORS.length]!;
+}
+
 function colorOf(index: number): string {
   return PALETTE[index % PALETTE.length]!;
 }
@@ -83,6 +91,8 @@ interface Column {
   heading: string;
   subheading?: string;
   best?: CompareColumn;
+  /** For an extra column: the runs holding its best value. */
+  bestRuns?: string[];
   numeric: boolean;
   cell(run: CompareRun, result: CompareResult): string;
 }
@@ -95,7 +105,7 @@ const columns: Column[] = [
   // A spec such as pool:maxReservedBytes=64MiB may break after each ':'.
   { heading: 'Allocator', numeric: false, cell: (run) => escapeHtml(run.allocator).replace(/:/g, ':<wbr>') },
   { heading: 'Status', numeric: false, cell: statusCell },
-  { heading: 'Median epoch', best: 'medianEpochMs', numeric: true, cell: (run) => orDash(run.medianEpochMs, formatMs) },
+  { heading: 'Median epoch', subheading: 'min\u2013max', best: 'medianEpochMs', numeric: true, cell: epochCell },
   {
     heading: 'Throughput',
     best: 'throughput',
@@ -120,45 +130,150 @@ const columns: Column[] = [
   { heading: 'Accuracy', best: 'accuracy', numeric: true, cell: (run) => orDash(run.accuracy, (v) => `${(v * 100).toFixed(2)}%`) },
 ];
 
+/** The median epoch and, under it, the min–max of the measured epochs (warm-up left out). */
+function epochCell(run: CompareRun): string {
+  const median = orDash(run.medianEpochMs, formatMs);
+  const s = run.epochSpread;
+  if (!s || s.n < 2) return median;
+  const repeats = (run.repeats ?? 1) > 1 ? `, ${run.repeats} runs` : '';
+  return `${median}<br><small class="spread" title="${s.n} measured epochs${repeats}; quartiles ${escapeHtml(formatMs(s.q1))} to ${escapeHtml(formatMs(s.q3))}">${escapeHtml(formatMs(s.min))}\u2013${escapeHtml(formatMs(s.max))}</small>`;
+}
+
 const statusLabel: Record<CompareRun['status'], string> = { ok: 'OK', oom: 'OOM', error: 'error' };
 
 function statusCell(run: CompareRun): string {
   return `<span class="status status-${escapeHtml(run.status)}">${statusLabel[run.status] ?? escapeHtml(String(run.status))}</span>`;
 }
 
+/**
+ * The table's columns: the built-in ones the result does not hide, then its extra columns (a
+ * replay's minimum capacity, fragmentation at peak, ...), each marking the runs it names as best.
+ */
+function columnsOf(result: CompareResult): Column[] {
+  const hidden = new Set(result.hiddenColumns ?? []);
+  const shown = columns.filter((c) => c.best === undefined || !hidden.has(c.best));
+  const extra = (result.extraColumns ?? []).map(
+    (x): Column => ({
+      heading: x.heading,
+      ...(x.subheading !== undefined && { subheading: x.subheading }),
+      numeric: true,
+      bestRuns: x.best ?? [],
+      cell: (run) => {
+        const c = run.extra?.[x.key];
+        return c === undefined ? DASH : `${escapeHtml(c.text)}${c.mark ? `<sup>${escapeHtml(c.mark)}</sup>` : ''}`;
+      },
+    }),
+  );
+  return [...shown, ...extra];
+}
+
 /** The row under a failed run's row: its message, across the table. */
-function errorRow(run: CompareRun): string {
+function errorRow(run: CompareRun, columnCount = columns.length): string {
   if (run.status === 'ok') return '';
-  return `<tr class="run-error-detail"><td></td><td colspan="${columns.length - 1}"><div class="error-message">${escapeHtml(run.error ?? 'no message')}</div></td></tr>`;
+  return `<tr class="run-error-detail"><td></td><td colspan="${columnCount - 1}"><div class="error-message">${escapeHtml(run.error ?? 'no message')}</div></td></tr>`;
 }
 
 function isBest(result: CompareResult, column: CompareColumn, run: CompareRun): boolean {
   return run.status === 'ok' && (result.best[column] ?? []).includes(run.allocator);
 }
 
+function isTied(result: CompareResult, column: CompareColumn, run: CompareRun): boolean {
+  return run.status === 'ok' && (result.tied?.[column] ?? []).includes(run.allocator);
+}
+
 function tableHtml(result: CompareResult): string {
+  const columns = columnsOf(result);
   const head = columns
     .map((c) => `<th scope="col"${c.numeric ? ' class="num"' : ''}>${escapeHtml(c.heading)}${c.subheading ? `<br><small>${escapeHtml(c.subheading)}</small>` : ''}</th>`)
     .join('');
   const rows = result.runs.map((run, index) => {
     const cells = columns.map((column, k) => {
-      const classes = [column.numeric ? 'num' : '', column.best && isBest(result, column.best, run) ? 'best' : ''].filter(Boolean);
+      const classes = [
+        column.numeric ? 'num' : '',
+        (column.best && isBest(result, column.best, run)) || (run.status === 'ok' && column.bestRuns?.includes(run.allocator)) ? 'best' : '',
+        column.best && isTied(result, column.best, run) ? 'tied' : '',
+      ].filter(Boolean);
       const attrs = `${classes.length > 0 ? ` class="${classes.join(' ')}"` : ''}${column.best ? ` data-column="${column.best}"` : ''}`;
-      const mark = classes.includes('best') ? '<span class="best-mark" title="best">\u2605</span> ' : '';
+      const mark = classes.includes('best')
+        ? '<span class="best-mark" title="best">\u2605</span> '
+        : classes.includes('tied')
+          ? '<span class="tied-mark" title="tied for best within the spread">\u2248</span> '
+          : '';
       const swatch = k === 0 ? `<span class="swatch" style="background:${colorOf(index)}"></span>` : '';
       const tag = k === 0 ? 'th scope="row"' : 'td';
       return `<${tag}${attrs}>${swatch}${mark}${column.cell(run, result)}</${tag.split(' ')[0]}>`;
     });
-    return `<tr class="run run-${escapeHtml(run.status)}" data-allocator="${escapeHtml(run.allocator)}">${cells.join('')}</tr>${errorRow(run)}`;
+    return `<tr class="run run-${escapeHtml(run.status)}" data-allocator="${escapeHtml(run.allocator)}">${cells.join('')}</tr>${errorRow(run, columns.length)}`;
   });
+  rows.push(...(result.peers ?? []).map((peer, k) => peerRowHtml(peer, columns.map((c) => c.heading), result, result.runs.length + k)));
   return `<table class="compare"><thead><tr>${head}</tr></thead><tbody>\n${rows.join('\n')}\n</tbody></table>`;
+}
+
+/** Samples per epoch of the workload, from any finished run (a peer's throughput needs it). */
+function samplesPerEpoch(result: CompareResult): number | null {
+  const ok = result.runs.find((r) => r.status === 'ok' && r.throughput !== null && r.medianEpochMs);
+  return ok ? (ok.throughput! * ok.medianEpochMs!) / 1000 : null;
+}
+
+/** A peer's row (another framework's run, `--peer`): its figures under the columns it has, a dash elsewhere; never ranked. */
+function peerRowHtml(peer: PeerRun, headings: readonly string[], result: CompareResult, index: number): string {
+  const samples = samplesPerEpoch(result);
+  const spread = peer.epochSpread;
+  const cells: Record<string, string> = {
+    Allocator: `<span class="swatch" style="background:${colorOf(index)}"></span>${escapeHtml(peer.name)}`,
+    Status: '<span class="status status-peer">peer</span>',
+    'Median epoch':
+      orDash(peer.medianEpochMs, formatMs) +
+      (spread && spread.n > 1 ? `<br><small class="spread">${escapeHtml(formatMs(spread.min))}\u2013${escapeHtml(formatMs(spread.max))}</small>` : ''),
+    Throughput: samples !== null && peer.medianEpochMs ? `${formatCount(samples / (peer.medianEpochMs / 1000))} ${escapeHtml(result.throughputUnit)}` : DASH,
+    'Peak allocated': orDash(peer.peakAllocatedBytes, formatBytes),
+    'Peak reserved': orDash(peer.peakReservedBytes, formatBytes),
+    Overhead: peer.peakAllocatedBytes && peer.peakReservedBytes !== null ? `${(peer.peakReservedBytes / peer.peakAllocatedBytes).toFixed(3)}\u00d7` : DASH,
+    'Final loss': orDash(peer.finalLoss, (v) => v.toPrecision(4)),
+    Accuracy: orDash(peer.accuracy, (v) => `${(v * 100).toFixed(2)}%`),
+  };
+  const tds = headings.map((h, k) => {
+    const tag = k === 0 ? 'th scope="row"' : 'td';
+    return `<${tag}${k > 1 ? ' class="num"' : ''}>${cells[h] ?? DASH}</${tag.split(' ')[0]}>`;
+  });
+  return `<tr class="peer" data-peer="${escapeHtml(peer.name)}" title="${escapeHtml(peer.file)}">${tds.join('')}</tr>`;
 }
 
 const bestMeaning =
   'fastest median epoch, highest throughput, lowest peak allocated and peak reserved bytes, lowest overhead, ' +
   'fewest upstream (driver) calls, allocations and frees together, fewest OOMs, lowest final loss and highest accuracy';
 
+/** The header of a report of `gpumem replay`: the trace instead of a model. */
+function replayHeaderHtml(result: CompareResult, replay: NonNullable<CompareResult['replay']>): string {
+  const capacity = replay.capacityBytes !== undefined ? `<dt>Capacity</dt><dd>replayed as if the device had ${escapeHtml(formatBytes(replay.capacityBytes))}</dd>` : '';
+  return `<header>
+<h1>gpumem replay: ${escapeHtml(result.workload.title)}</h1>
+<dl class="meta">
+<dt>Device</dt><dd>${escapeHtml(result.device)}</dd>
+<dt>Date</dt><dd><time datetime="${escapeHtml(result.createdAt)}">${escapeHtml(formatDate(result.createdAt))}</time></dd>
+<dt>Trace</dt><dd><code>${escapeHtml(replay.trace)}</code> (${escapeHtml(replay.format)}; ${escapeHtml(replay.origin)})</dd>
+<dt>Holds</dt><dd>${escapeHtml(replay.summary)}</dd>
+${capacity}
+<dt>Allocators</dt><dd>${result.runs.map((run) => escapeHtml(run.allocator)).join(', ') || DASH}</dd>
+</dl>
+<p class="best-note"><span class="best-mark">\u2605</span> marks the best value of each column among the runs that finished
+(lowest bytes, calls, times and OOMs). Ties are all marked; runs that failed are not ranked.</p>
+</header>`;
+}
+
+/** The recommendation (above the table) and the notes (under it), where the result has them. */
+function recommendationHtml(result: CompareResult): string {
+  const lines = result.recommendation ?? [];
+  return lines.length === 0 ? '' : `<div class="recommendation"><strong>Recommendation</strong><ul>${lines.map((l) => `<li>${escapeHtml(l)}</li>`).join('')}</ul></div>`;
+}
+
+function notesHtml(result: CompareResult): string {
+  const notes = result.notes ?? [];
+  return notes.length === 0 ? '' : `<ul class="notes">${notes.map((n) => `<li>${escapeHtml(n)}</li>`).join('')}</ul>`;
+}
+
 function headerHtml(result: CompareResult): string {
+  if (result.replay) return replayHeaderHtml(result, result.replay);
   const { workload } = result;
   const options = Object.entries(workload.options)
     .map(([key, value]) => `<code>${escapeHtml(key)}=${escapeHtml(typeof value === 'string' ? value : (JSON.stringify(value) ?? String(value)))}</code>`)
@@ -173,7 +288,9 @@ function headerHtml(result: CompareResult): string {
 ${options ? `<dt>Options</dt><dd>${options}</dd>` : ''}
 </dl>
 <p class="best-note"><span class="best-mark">\u2605</span> marks the best value of each column among the runs that finished:
-${bestMeaning}. Ties are all marked; runs that failed are not ranked.</p>
+${bestMeaning}. Ties are all marked; runs that failed are not ranked. Epoch times leave out each run's first
+(warm-up) epoch; a time is marked best only when its spread does not overlap another run's, and
+<span class="tied-mark">\u2248</span> marks the runs tied within the spread.</p>
 </header>`;
 }
 
@@ -197,10 +314,23 @@ function statsTable(run: CompareRun): string {
 }
 
 function failureHtml(run: CompareRun, result: CompareResult): string {
-  const completed = `${run.epochs.length} of ${result.workload.epochs} epoch${result.workload.epochs === 1 ? '' : 's'} completed`;
+  const completed = result.replay
+    ? 'the replay did not finish'
+    : `${run.epochs.length} of ${result.workload.epochs} epoch${result.workload.epochs === 1 ? '' : 's'} completed`;
   return `<div class="failure"><p><span class="status status-${escapeHtml(run.status)}">${statusLabel[run.status] ?? escapeHtml(String(run.status))}</span> ${completed}, after ${formatMs(run.wallMs)}.</p>
 <pre class="error-message">${escapeHtml(run.error ?? 'no message')}</pre>
 ${statsTable(run)}</div>`;
+}
+
+/** Where the memory goes at the peak of allocated bytes: one row per phase that allocated it. */
+function breakdownTable(run: CompareRun): string {
+  const parts = run.peakBreakdown ?? [];
+  if (parts.length === 0) return '';
+  const total = parts.reduce((t, p) => t + p.bytes, 0);
+  const rows = parts
+    .map((p) => `<tr><th scope="row">${escapeHtml(p.tag)}</th><td class="num">${formatBytes(p.bytes)}</td><td class="num">${((100 * p.bytes) / total).toFixed(1)}%</td></tr>`)
+    .join('');
+  return `<table class="stats breakdown"><caption>At the peak of allocated bytes (${formatBytes(total)}), by the phase that allocated them</caption><tbody>${rows}</tbody></table>`;
 }
 
 function eventsNote(run: CompareRun): string {
@@ -217,11 +347,16 @@ function timelineFigure(run: CompareRun, index: number, result: CompareResult): 
   }
   return `<figure class="timeline" data-run="${index}">${caption}
 <div class="chart-box"><canvas id="timeline-${index}" role="img" aria-label="${escapeHtml(`Allocated and reserved bytes over time, ${run.allocator}`)}"></canvas></div>
-${eventsNote(run)}</figure>`;
+${eventsNote(run)}${breakdownTable(run)}</figure>`;
 }
 
 /** What the page's script draws, all numbers, names as plain strings (never HTML). */
+/** At most this many points per loss curve go into the report. */
+const MAX_LOSS_POINTS = 4000;
+
 interface ChartData {
+  /** Training loss per step of each run and peer; null when none recorded step losses. */
+  lossChart: { canvasId: string; datasets: { name: string; color: string; dash: boolean; step: number[]; loss: number[] }[] } | null;
   /** The byte axis shared by every timeline: top and tick step, round numbers in a binary unit. */
   yMax: number;
   yStep: number;
@@ -232,9 +367,16 @@ interface ChartData {
     fill: string;
     /** Seconds on the timeline's clock. */
     t: number[];
+    /** The x axis's title: what the clock is. */
+    xTitle: string;
     allocated: number[];
     reserved: number[];
     xMax: number;
+    /** Allocated bytes by allocating phase, stacked under the allocated line (absent without tags). */
+    tags: { name: string; color: string; bytes: number[] }[];
+    /** This chart's own byte axis (the default view: a large run does not flatten a small one). */
+    ownYMax: number;
+    ownYStep: number;
     phases: { name: string; start: number; end: number }[];
   }[];
   epochChart: {
@@ -260,15 +402,25 @@ function timelineData(result: CompareResult): ChartData['timelines'] {
       .map((p) => ({ name: p.name, start: roundTo(p.startMs / 1000, 6), end: roundTo(p.endMs / 1000, 6) }));
     const t = series.tMs.map((ms) => roundTo(ms / 1000, 6));
     const xMax = phases.reduce((a, p) => Math.max(a, p.end), Math.max(t.at(-1) ?? 0, 1e-3));
+    let top = 0;
+    for (const v of series.allocatedBytes) top = Math.max(top, v);
+    for (const v of series.reservedBytes) top = Math.max(top, v);
+    const own = byteAxis(top);
     out.push({
       canvasId: `timeline-${index}`,
       allocator: run.allocator,
       color: colorOf(index),
       fill: withAlpha(colorOf(index), 0.12),
       t,
+      xTitle: result.replay ? "time in the trace (the recording's clock)" : 'time since the allocator was created',
       allocated: series.allocatedBytes,
       reserved: series.reservedBytes,
       xMax,
+      tags: (series.tags ?? [])
+        .map((name, k) => ({ name, color: tagColor(k), bytes: series.byTag?.[k] ?? [] }))
+        .filter((tag) => tag.bytes.some((b) => b > 0)),
+      ownYMax: own.max,
+      ownYStep: own.step,
       phases,
     });
   });
@@ -315,7 +467,23 @@ function chartData(result: CompareResult): ChartData {
     for (const v of t.reserved) top = Math.max(top, v);
   }
   const axis = byteAxis(top);
-  return { yMax: axis.max, yStep: axis.step, timelines, epochChart: epochChartData(result) };
+  return { yMax: axis.max, yStep: axis.step, timelines, epochChart: epochChartData(result), lossChart: lossChartData(result) };
+}
+
+/** Every run's and every peer's training loss per step, end to end over the epochs (thinned for drawing). */
+function lossChartData(result: CompareResult): ChartData['lossChart'] {
+  const series = [
+    ...result.runs.map((run, index) => ({ name: run.allocator, color: colorOf(index), dash: false, losses: run.epochs.flatMap((e) => e.losses ?? []) })),
+    ...(result.peers ?? []).map((peer, k) => ({ name: peer.name, color: colorOf(result.runs.length + k), dash: true, losses: peer.epochs.flatMap((e) => e.losses) })),
+  ].filter((s) => s.losses.length > 1);
+  if (series.length === 0) return null;
+  return {
+    canvasId: 'loss-curves',
+    datasets: series.map((s) => {
+      const kept = thin(s.losses, MAX_LOSS_POINTS);
+      return { name: s.name, color: s.color, dash: s.dash, step: kept.map((p) => p.index + 1), loss: kept.map((p) => roundTo(p.value, 6)) };
+    }),
+  };
 }
 
 const STYLE = `
@@ -330,6 +498,10 @@ dl.meta dd { margin: 0; }
 code { font: 12px ui-monospace, SFMono-Regular, Menlo, monospace; background: #f3f5f7; padding: 1px 4px; border-radius: 3px; }
 .best-note, .note { color: var(--muted); margin: 6px 0; }
 .best-mark { color: var(--best); }
+.tied-mark { color: #8a6d00; }
+table.compare td.tied { background: #fff6d6; }
+table.compare small.spread { color: var(--muted); font-weight: normal; }
+.scale-toggle { color: var(--muted); font-size: 13px; }
 .table-wrap { overflow-x: auto; }
 table.compare { border-collapse: collapse; width: 100%; }
 table.compare th, table.compare td { padding: 6px 10px; border-bottom: 1px solid var(--line); text-align: left; vertical-align: top; }
@@ -344,6 +516,8 @@ table.compare tr.run-error-detail td { padding-top: 0; }
 .swatch { display: inline-block; width: 10px; height: 10px; border-radius: 2px; margin-right: 6px; vertical-align: baseline; }
 .status { display: inline-block; padding: 0 6px; border-radius: 3px; font-size: 12px; font-weight: 600; }
 .status-ok { background: var(--best-bg); color: var(--best); }
+.status-peer { background: #eef1f4; color: var(--muted); }
+table.compare tr.peer { background: #fafbfc; font-style: italic; }
 .status-oom, .status-error { background: var(--bad-bg); color: var(--bad); }
 .error-message { color: var(--bad); font-size: 12px; white-space: pre-wrap; word-break: break-word; max-height: 12em; overflow: auto; margin: 4px 0 0; }
 pre.error-message { font-family: ui-monospace, SFMono-Regular, Menlo, monospace; background: var(--bad-bg); padding: 6px 8px; border-radius: 4px; }
@@ -353,6 +527,9 @@ figure.failed { border-color: #f1b5b5; background: #fffafa; }
 figcaption { font-weight: 600; margin-bottom: 6px; }
 .chart-box { position: relative; height: 280px; }
 .chart-box.wide { height: 340px; }
+.recommendation { border: 1px solid #b9d8c3; background: var(--best-bg); border-radius: 6px; padding: 8px 12px; margin: 0 0 12px; }
+.recommendation ul, ul.notes { margin: 4px 0 0; padding-left: 20px; }
+ul.notes { color: var(--muted); font-size: 13px; }
 table.stats { border-collapse: collapse; margin-top: 8px; }
 table.stats caption { text-align: left; color: var(--muted); padding-bottom: 2px; }
 table.stats th, table.stats td { padding: 2px 10px 2px 0; text-align: left; font-weight: normal; }
@@ -425,19 +602,23 @@ const CLIENT_SCRIPT = `
       data: {
         datasets: [
           { label: 'reserved', data: points(tl.t, tl.reserved), borderColor: tl.color, backgroundColor: tl.fill,
-            borderWidth: 1.5, borderDash: [6, 3], fill: 'origin', stepped: true, pointRadius: 0, pointHitRadius: 4 },
+            borderWidth: 1.5, borderDash: [6, 3], fill: 'origin', stepped: true, pointRadius: 0, pointHitRadius: 4, stack: 'reserved' },
           { label: 'allocated', data: points(tl.t, tl.allocated), borderColor: tl.color, backgroundColor: tl.color,
-            borderWidth: 1.5, fill: false, stepped: true, pointRadius: 0, pointHitRadius: 4 }
-        ]
+            borderWidth: 1.5, fill: false, stepped: true, pointRadius: 0, pointHitRadius: 4, stack: 'allocated' }
+        ].concat(tl.tags.map(function (tag, k) {
+          // the phases that allocated the bytes, stacked: what to shrink
+          return { label: tag.name, data: points(tl.t, tag.bytes), borderColor: tag.color, backgroundColor: tag.color,
+                   borderWidth: 0, fill: k === 0 ? 'origin' : '-1', stepped: true, pointRadius: 0, pointHitRadius: 4, stack: 'phases' };
+        }))
       },
       options: {
         parsing: false, responsive: true, maintainAspectRatio: false,
         interaction: { mode: 'nearest', axis: 'x', intersect: false },
         scales: {
-          x: { type: 'linear', min: 0, max: tl.xMax, title: { display: true, text: 'time since the allocator was created' },
+          x: { type: 'linear', min: 0, max: tl.xMax, title: { display: true, text: tl.xTitle },
                ticks: { callback: function (v) { return formatSeconds(v); }, maxTicksLimit: 10 } },
-          y: { min: 0, max: data.yMax, title: { display: true, text: 'bytes' },
-               ticks: { stepSize: data.yStep, callback: axisBytes } }
+          y: { min: 0, max: tl.ownYMax, stacked: tl.tags.length > 0, title: { display: true, text: 'bytes' },
+               ticks: { stepSize: tl.ownYStep, callback: axisBytes } }
         },
         plugins: {
           legend: { position: 'top', align: 'end', labels: { boxWidth: 18 } },
@@ -449,8 +630,24 @@ const CLIENT_SCRIPT = `
         }
       }
     });
-    charts.push({ kind: 'timeline', allocator: tl.allocator, canvasId: tl.canvasId, chart: chart });
+    charts.push({ kind: 'timeline', allocator: tl.allocator, canvasId: tl.canvasId, chart: chart, timeline: tl });
   });
+
+  // Each chart has its own byte scale by default; the toggle puts every chart on the shared one.
+  var toggle = document.getElementById('shared-scale');
+  function applyScale() {
+    var shared = toggle && toggle.checked;
+    charts.forEach(function (c) {
+      if (c.kind !== 'timeline') return;
+      var y = c.chart.options.scales.y;
+      y.max = shared ? data.yMax : c.timeline.ownYMax;
+      y.ticks.stepSize = shared ? data.yStep : c.timeline.ownYStep;
+      c.chart.update();
+    });
+    document.body.setAttribute('data-byte-scale', shared ? 'shared' : 'own');
+  }
+  if (toggle) toggle.addEventListener('change', applyScale);
+  applyScale();
 
   var ep = data.epochChart;
   if (ep) {
@@ -479,6 +676,29 @@ const CLIENT_SCRIPT = `
     charts.push({ kind: 'epochs', allocator: null, canvasId: ep.canvasId, chart: chart });
   }
 
+  var lc = data.lossChart;
+  if (lc) {
+    var lossChart = new Chart(document.getElementById(lc.canvasId), {
+      type: 'line',
+      data: {
+        datasets: lc.datasets.map(function (d) {
+          return { label: d.name, data: points(d.step, d.loss), borderColor: d.color, backgroundColor: d.color,
+                   borderWidth: 1.2, borderDash: d.dash ? [5, 3] : [], pointRadius: 0, pointHitRadius: 4 };
+        })
+      },
+      options: {
+        parsing: false, responsive: true, maintainAspectRatio: false,
+        interaction: { mode: 'nearest', axis: 'x', intersect: false },
+        scales: {
+          x: { type: 'linear', min: 1, title: { display: true, text: 'training step' } },
+          y: { title: { display: true, text: 'training loss' } }
+        },
+        plugins: { legend: { position: 'top' } }
+      }
+    });
+    charts.push({ kind: 'loss', allocator: null, canvasId: lc.canvasId, chart: lossChart });
+  }
+
   window.gpumemReport = { charts: charts };
   document.body.setAttribute('data-charts-ready', String(charts.length));
 })();
@@ -494,6 +714,7 @@ const CLIENT_SCRIPT = `
 export function renderHtmlReport(result: CompareResult): string {
   const data = chartData(result);
   const figures = result.runs.map((run, index) => timelineFigure(run, index, result)).join('\n');
+  const tool = result.replay ? 'gpumem replay' : 'gpumem compare';
   const epochSection = data.epochChart
     ? `<div class="chart-box wide"><canvas id="${data.epochChart.canvasId}" role="img" aria-label="Epoch time per allocator"></canvas></div>`
     : '<p class="note">No run completed an epoch.</p>';
@@ -502,8 +723,8 @@ export function renderHtmlReport(result: CompareResult): string {
 <head>
 <meta charset="utf-8">
 <meta name="viewport" content="width=device-width, initial-scale=1">
-<meta name="generator" content="gpumem compare">
-<title>gpumem compare: ${escapeHtml(result.workload.title)}</title>
+<meta name="generator" content="${tool}">
+<title>${tool}: ${escapeHtml(result.workload.title)}</title>
 <style>${STYLE}</style>
 </head>
 <body>
@@ -511,22 +732,38 @@ ${headerHtml(result)}
 <main>
 <section id="comparison">
 <h2>Comparison</h2>
-<div class="table-wrap">${tableHtml(result)}</div>
-</section>
+${recommendationHtml(result)}<div class="table-wrap">${tableHtml(result)}</div>
+${notesHtml(result)}</section>
 <section id="timelines">
 <h2>Memory over time</h2>
-<p class="note">Allocated bytes (solid) and reserved bytes (dashed, shaded) of each run, on its own clock;
-every chart has the same byte scale. Shaded bands are epochs.</p>
+<p class="note">Allocated bytes (solid) and reserved bytes (dashed, shaded) of each run, ${
+    result.replay ? "on the trace's clock" : 'on its own clock'
+  }
+and its own byte scale.${result.replay ? '' : ' Shaded bands are epochs.'}
+<label class="scale-toggle"><input type="checkbox" id="shared-scale"> same byte scale on every chart</label></p>
 <div class="grid">
 ${figures}
 </div>
 </section>
-<section id="epochs">
+${
+  result.replay
+    ? ''
+    : `<section id="epochs">
 <h2>Epoch time</h2>
 ${epochSection}
-</section>
+</section>${
+        data.lossChart
+          ? `
+<section id="losses">
+<h2>Training loss per step</h2>
+<p class="note">Every run's loss at each training step, over all its epochs${(result.peers ?? []).length > 0 ? '; peers (other frameworks, dashed) on the same steps' : ''}.</p>
+<div class="chart-box wide"><canvas id="${data.lossChart.canvasId}" role="img" aria-label="Training loss per step"></canvas></div>
+</section>`
+          : ''
+      }`
+}
 </main>
-<footer>gpumem compare, result format version ${escapeHtml(String(result.version))}; charts drawn with Chart.js (MIT).</footer>
+<footer>${tool}, result format version ${escapeHtml(String(result.version))}; charts drawn with Chart.js (MIT).</footer>
 <script type="application/json" id="gpumem-data">${scriptJson(data)}</script>
 <script>${chartLibrarySource()}</script>
 <script>${CLIENT_SCRIPT}</script>

@@ -5,6 +5,7 @@
  * configurations of one strategy can be compared side by side.
  * @module
  */
+import { parseSize } from '@gpumem/allocator-core';
 
 /** A strategy name, its options, and the label its run is reported under. */
 export interface AllocatorSpec {
@@ -14,14 +15,18 @@ export interface AllocatorSpec {
   options: Record<string, unknown>;
 }
 
-const units: Record<string, number> = { B: 1, KiB: 2 ** 10, MiB: 2 ** 20, GiB: 2 ** 30, TiB: 2 ** 40 };
-
-/** A value: integer or decimal (with an optional KiB/MiB/GiB/TiB suffix), true/false, or a string. */
-function parseOptionValue(raw: string): unknown {
+/**
+ * A value: true/false; a size (an integer, optionally with a KiB/MiB/GiB/TiB suffix, parsed by
+ * the core's parseSize, the same forms as the native side's); another number (negative or decimal,
+ * e.g. a learning rate); or a string. Something that looks like a size but is not one ('4GB',
+ * '1.5GiB') is an error naming the option, rather than a string the strategy would reject later.
+ */
+function parseOptionValue(raw: string, key: string): unknown {
   if (raw === 'true') return true;
   if (raw === 'false') return false;
-  const m = /^(-?\d+(?:\.\d+)?(?:e\d+)?)(B|KiB|MiB|GiB|TiB)?$/.exec(raw.replaceAll('_', ''));
-  if (m) return Number(m[1]) * units[m[2] ?? 'B']!;
+  if (/^[0-9]+$/.test(raw)) return Number(raw);
+  if (/^[-+]?[0-9][0-9.]*[A-Za-z]+$/.test(raw)) return parseSize(raw, key); // a number with a unit
+  if (/^-?[0-9]+(\.[0-9]+)?(e-?[0-9]+)?$/i.test(raw)) return Number(raw);
   return raw;
 }
 
@@ -56,7 +61,7 @@ export function parseAllocatorSpec(spec: string): AllocatorSpec {
     if (eq <= 0 || eq === pair.length - 1) {
       throw new RangeError(`Expected key=value after '${name}:' in '${spec}' but received '${pair}'`);
     }
-    setOption(options, pair.slice(0, eq), parseOptionValue(pair.slice(eq + 1)), spec);
+    setOption(options, pair.slice(0, eq), parseOptionValue(pair.slice(eq + 1), pair.slice(0, eq)), spec);
   }
   return { label: spec, name, options };
 }

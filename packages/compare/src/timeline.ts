@@ -9,27 +9,69 @@ import type { TimelineSeries } from './types.js';
 /**
  * Allocated and reserved bytes over time from tracking events. Allocated is the running sum of
  * allocs and frees, anchored so that it ends at `finalAllocated` (right when the events are read),
- * which stays exact when the ring dropped the oldest events. Thinned to at most `maxPoints` by
- * {@link capTimeline}, so peaks and troughs survive.
+ * which stays exact when the ring dropped the oldest events. With `tagNames` (what each event tag
+ * means), allocated bytes are also split by the phase that allocated them: a free is charged to
+ * the tag its allocation had, and bytes live before the first event to 'before'. Thinned to at
+ * most `maxPoints` by {@link capTimeline}, so peaks and troughs survive.
  */
-export function buildTimeline(events: readonly TrackingEvent[], finalAllocated: number, maxPoints: number, originNs = 0): TimelineSeries {
+export function buildTimeline(
+  events: readonly TrackingEvent[],
+  finalAllocated: number,
+  maxPoints: number,
+  originNs = 0,
+  tagNames?: readonly string[],
+): TimelineSeries {
   const n = events.length;
   let running = 0;
   for (const e of events) {
     if (e.action === 'alloc') running += e.bytes;
     else if (e.action === 'free') running -= e.bytes;
   }
-  let allocated = finalAllocated - running;
+  const before = finalAllocated - running;
+  let allocated = before;
   const series: TimelineSeries = { tMs: new Array<number>(n), allocatedBytes: new Array<number>(n), reservedBytes: new Array<number>(n) };
+  // per tag: index 0 is 'before', then one per tag name (unknown tags go to 'before' too)
+  const tagCount = tagNames ? tagNames.length + 1 : 0;
+  const byTag = tagNames ? Array.from({ length: tagCount }, () => new Array<number>(n)) : undefined;
+  const current = new Float64Array(tagCount);
+  if (tagCount > 0) current[0] = before;
+  const tagOfPtr = new Map<number, number>();
   for (let i = 0; i < n; i++) {
     const e = events[i]!;
     if (e.action === 'alloc') allocated += e.bytes;
     else if (e.action === 'free') allocated -= e.bytes;
+    if (byTag) {
+      if (e.action === 'alloc') {
+        const k = e.tag >= 0 && e.tag < tagCount - 1 ? e.tag + 1 : 0;
+        tagOfPtr.set(e.ptr, k);
+        current[k]! += e.bytes;
+      } else if (e.action === 'free') {
+        const k = tagOfPtr.get(e.ptr) ?? 0;
+        tagOfPtr.delete(e.ptr);
+        current[k]! -= e.bytes;
+      }
+      for (let k = 0; k < tagCount; k++) byTag[k]![i] = current[k]!;
+    }
     series.tMs[i] = (e.timeNs - originNs) / 1e6;
     series.allocatedBytes[i] = allocated;
     series.reservedBytes[i] = e.reservedBytes;
   }
+  if (byTag && tagNames) {
+    series.tags = ['before', ...tagNames];
+    series.byTag = byTag;
+  }
   return n <= maxPoints ? series : capTimeline(series, maxPoints);
+}
+
+/** Allocated bytes by tag at the point of highest allocated bytes, largest first (empty without tags). */
+export function peakBreakdown(series: TimelineSeries): { tag: string; bytes: number }[] {
+  if (!series.tags || !series.byTag || series.allocatedBytes.length === 0) return [];
+  let peak = 0;
+  for (let i = 1; i < series.allocatedBytes.length; i++) if (series.allocatedBytes[i]! > series.allocatedBytes[peak]!) peak = i;
+  return series.tags
+    .map((tag, k) => ({ tag, bytes: series.byTag![k]![peak]! }))
+    .filter((p) => p.bytes > 0)
+    .sort((a, b) => b.bytes - a.bytes);
 }
 
 /**
@@ -48,11 +90,16 @@ export function cleanTimeline(series: TimelineSeries): TimelineSeries {
 }
 
 function pick(series: TimelineSeries, indices: readonly number[]): TimelineSeries {
-  return {
+  const picked: TimelineSeries = {
     tMs: indices.map((i) => series.tMs[i]!),
     allocatedBytes: indices.map((i) => series.allocatedBytes[i]!),
     reservedBytes: indices.map((i) => series.reservedBytes[i]!),
   };
+  if (series.tags && series.byTag) {
+    picked.tags = [...series.tags];
+    picked.byTag = series.byTag.map((values) => indices.map((i) => values[i] ?? 0));
+  }
+  return picked;
 }
 
 /**

@@ -6,6 +6,8 @@
  */
 import type { AllocatorStats } from '@gpumem/allocator-core';
 import type { EpochRecord } from '@gpumem/gnn';
+import type { Spread } from './spread.js';
+import type { PeerRun } from './peer.js';
 
 /** Allocated and reserved bytes over time (same length arrays, time ascending). */
 export interface TimelineSeries {
@@ -13,6 +15,13 @@ export interface TimelineSeries {
   tMs: number[];
   allocatedBytes: number[];
   reservedBytes: number[];
+  /**
+   * Allocated bytes split by the phase that allocated them (the trainer's tags: setup, forward,
+   * loss, backward, optimizer, validation; bytes live before recording began count as 'before'):
+   * `byTag[k][i]` is the bytes of `tags[k]` at point i; they add up to allocatedBytes[i].
+   */
+  tags?: string[];
+  byTag?: number[][];
 }
 
 /** How the run ended. */
@@ -24,9 +33,16 @@ export interface CompareRun {
   status: RunStatus;
   /** The failure's message (status 'oom' or 'error'). */
   error?: string;
-  /** Every completed epoch, as `train()` reports it. */
+  /** Every completed epoch, as `train()` reports it (of every repeat, in order, with --repeat). */
   epochs: EpochRecord[];
+  /** Epochs left out of the median and the spread as warm-up: the first of each repeat when it had more than one. */
+  warmupEpochs?: number;
+  /** Median epoch time over the measured epochs (warm-up left out). */
   medianEpochMs: number | null;
+  /** The spread of the measured epochs' times; null when none finished. */
+  epochSpread?: Spread | null;
+  /** Runs of this allocator pooled into the row (fresh processes, interleaved with the others); 1 by default. */
+  repeats?: number;
   /** Training samples per second over the median epoch (images for the mlp, nodes for the gcn). */
   throughput: number | null;
   /** Highest over the run's epochs (or the stats at the failure). */
@@ -49,9 +65,42 @@ export interface CompareRun {
   timeline: TimelineSeries | null;
   /** Each epoch's span, on the timeline's clock (milliseconds since the allocator was created). */
   phases: { name: string; startMs: number; endMs: number }[];
+  /** Where the memory goes: allocated bytes by allocating phase at the peak of allocated bytes, largest first. */
+  peakBreakdown?: { tag: string; bytes: number }[];
   /** Events recorded and events lost to the ring buffer's bound. */
   eventsRecorded: number;
   eventsDropped: number;
+  /** Cells of the result's {@link CompareResult.extraColumns}, by column key (`gpumem replay`). */
+  extra?: Record<string, ExtraCell>;
+}
+
+/** A column beyond the built-in ones (`gpumem replay`'s minimum capacity, fragmentation at peak, ...). */
+export interface ExtraColumn {
+  key: string;
+  heading: string;
+  subheading?: string;
+  /** The runs (by label) holding the column's best value. */
+  best?: string[];
+}
+
+/** One cell of an {@link ExtraColumn}: its text, and a footnote mark where the text needs one. */
+export interface ExtraCell {
+  text: string;
+  /** Shown after the text, e.g. '*' pointing at a note under the table. */
+  mark?: string;
+}
+
+/** What a report made from `gpumem replay` says about the replayed trace. */
+export interface ReplayReportInfo {
+  /** The trace file. */
+  trace: string;
+  /** Its form ('jsonl', 'rmm-csv', 'torch-snapshot') and where it came from. */
+  format: string;
+  origin: string;
+  /** A line about what it holds: events, allocations, streams, peak live bytes. */
+  summary: string;
+  /** The simulated capacity of the timed replay, if one was given. */
+  capacityBytes?: number;
 }
 
 /** The columns of the comparison table that have a best value. */
@@ -75,15 +124,33 @@ export interface CompareResult {
   device: string;
   /** What was trained: the model, dataset and every train flag that was set. */
   workload: {
-    model: 'mlp' | 'gcn';
+    /** 'trace' for a report of `gpumem replay`. */
+    model: 'mlp' | 'gcn' | 'trace';
     dataset: string;
     /** A one-line description, e.g. "mlp on mnist, 4x784 hidden, batch 64, 1 epoch". */
     title: string;
     epochs: number;
     options: Record<string, unknown>;
   };
-  throughputUnit: 'images/s' | 'nodes/s';
+  throughputUnit: 'images/s' | 'nodes/s' | 'calls/s';
   runs: CompareRun[];
-  /** For each column, the allocators holding its best value (ties included; failed runs excluded). */
+  /**
+   * For each column, the allocators holding its best value (exact ties included; failed runs
+   * excluded). For the time columns, only a best that is better beyond the spread of the others.
+   */
   best: Partial<Record<CompareColumn, string[]>>;
+  /** For the time columns: the allocators tied for best within the spread (then none is marked best). */
+  tied?: Partial<Record<CompareColumn, string[]>>;
+  /** Other frameworks' runs of the same workload (`--peer`), shown beside the allocators; not ranked. */
+  peers?: PeerRun[];
+  /** Set for a report of `gpumem replay`: the trace, instead of a trained model. */
+  replay?: ReplayReportInfo;
+  /** Built-in columns left out of the table (those with nothing to show for a replay: epochs, loss, ...). */
+  hiddenColumns?: CompareColumn[];
+  /** Columns after the built-in ones. */
+  extraColumns?: ExtraColumn[];
+  /** Notes under the table (footnotes). */
+  notes?: string[];
+  /** The recommendation, one sentence a line, shown above the table. */
+  recommendation?: string[];
 }

@@ -83,10 +83,6 @@ export interface NativeOps {
   fillF32(onDevice: boolean, stream: number, ptr: number, n: number, value: number): void;
   /** n i32 values at ptr = value. */
   fillI32(onDevice: boolean, stream: number, ptr: number, n: number, value: number): void;
-  /** out[i] (i32) = start + i. */
-  iota(onDevice: boolean, stream: number, out: number, n: number, start: number): void;
-  /** bytes from src to dst, in stream order. */
-  copy(onDevice: boolean, stream: number, dst: number, src: number, bytes: number): void;
   /** *ptr += value (one i32), in stream order: advances a device-side step counter. */
   addI32(onDevice: boolean, stream: number, ptr: number, value: number): void;
   /**
@@ -95,10 +91,47 @@ export interface NativeOps {
    * capture onto another stream or joins it back. Nothing to do for the CPU kernels (synchronous).
    */
   streamWait(onDevice: boolean, waiter: number, signaller: number): void;
-  /** Y = alpha * X + Y (n values). */
-  axpy(onDevice: boolean, stream: number, alpha: number, X: number, Y: number, n: number): void;
   /** Y = alpha * X (n values); Y may be X. */
   scale(onDevice: boolean, stream: number, alpha: number, X: number, Y: number, n: number): void;
   /** Which matrix product the GPU path uses: 'cublas' or 'tiled' (cuBLAS missing), with the reason. */
   gemmBackend(): { backend: 'cublas' | 'tiled'; reason: string };
+
+  /**
+   * The workspace a stream needs before ops run on it: `scratchBytes` for the reductions' partial
+   * sums (a bound that holds whatever the ops' sizes: 2 MiB, see native/src/ops/workspace.hpp) and
+   * `blasBytes` for cuBLAS (32 MiB where cuBLAS loads). Both 0 on the CPU, whose ops need none.
+   */
+  workspaceBytes(onDevice: boolean): WorkspaceBytes;
+  /**
+   * Gives `stream` its workspace, memory the caller allocated (from the run's allocator, so the
+   * allocator counts it): at least {@link NativeOps.workspaceBytes} of each part. The GPU ops on
+   * that stream then use it (cuBLAS through cublasSetWorkspace) instead of allocating their own;
+   * the addresses stay fixed while bound, so work captured into a CUDA Graph may use them. Throws
+   * RangeError for a part that is too small, InvalidStateError when the stream has one already.
+   */
+  bindStreamWorkspace(
+    onDevice: boolean,
+    stream: number,
+    scratchPtr: number,
+    scratchBytes: number,
+    blasPtr: number,
+    blasBytes: number,
+  ): void;
+  /**
+   * Takes the stream's workspace back (cuBLAS lets go of it before this returns); the caller frees
+   * it afterwards, once the stream's work is done. Throws InvalidStateError when none is bound.
+   */
+  unbindStreamWorkspace(onDevice: boolean, stream: number): void;
+  /**
+   * How many times the GPU ops allocated scratch or a cuBLAS workspace themselves, on a stream
+   * with no workspace bound (process-wide, since load). A run whose streams all have workspaces
+   * leaves it unchanged.
+   */
+  unboundWorkspaceAllocations(): number;
+}
+
+/** The sizes of the two parts of a stream's workspace, in bytes. */
+export interface WorkspaceBytes {
+  scratchBytes: number;
+  blasBytes: number;
 }

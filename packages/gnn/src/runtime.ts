@@ -26,6 +26,8 @@ export class Runtime {
   readonly #live = new Set<Tensor>();
   #tagger: ((tag: number) => void) | undefined;
   #tag = 0;
+  /** The workspaces this runtime bound, by stream: unbound and freed by dispose(). */
+  readonly #workspaces = new Map<Stream, { scratch: number; scratchBytes: number; blas: number; blasBytes: number }>();
 
   constructor(
     readonly allocator: Allocator,
@@ -52,6 +54,33 @@ export class Runtime {
     if (id === this.#tag) return;
     this.#tag = id;
     this.#tagger(id);
+  }
+
+  /**
+   * Gives `stream` the workspace the ops need on it (reduction scratch and cuBLAS's workspace,
+   * sizes from ops.workspaceBytes), allocated from this runtime's allocator under the 'setup' tag,
+   * so that the allocator counts every byte a run uses. Call it for every stream the run hands to
+   * ops (the runtime's own and any side stream) before ops run there; once per stream, later calls
+   * do nothing. dispose() unbinds and frees them all.
+   */
+  bindWorkspace(stream: Stream): void {
+    if (this.#workspaces.has(stream)) return;
+    const { scratchBytes, blasBytes } = this.ops.workspaceBytes(this.onDevice);
+    const previous = allocationTags[this.#tag] ?? 'other';
+    this.tag('setup');
+    const scratch = scratchBytes > 0 ? this.allocator.malloc(scratchBytes, stream) : 0;
+    let blas = 0;
+    try {
+      blas = blasBytes > 0 ? this.allocator.malloc(blasBytes, stream) : 0;
+      this.ops.bindStreamWorkspace(this.onDevice, stream.handle, scratch, scratchBytes, blas, blasBytes);
+    } catch (e) {
+      if (blas !== 0) this.allocator.free(blas, blasBytes, stream);
+      if (scratch !== 0) this.allocator.free(scratch, scratchBytes, stream);
+      throw e;
+    } finally {
+      this.tag(previous);
+    }
+    this.#workspaces.set(stream, { scratch, scratchBytes, blas, blasBytes });
   }
 
   /** Native stream handle for ops. */
@@ -158,8 +187,8 @@ export class Runtime {
   }
 
   /**
-   * Waits for the stream, frees every tensor still live, and destroys the stream if the runtime
-   * made it. A run that ends normally has disposed its tensors already; one cut short by an error
+   * Waits for the stream, frees every tensor still live and every stream workspace (see
+   * bindWorkspace), and destroys the stream if the runtime made it. A run that ends normally has disposed its tensors already; one cut short by an error
    * (an OutOfMemoryError half-way through building a model, say) gives the rest back here, so the
    * allocator is left as it was found. Anything that still uses those tensors (a CUDA Graph) must
    * be destroyed first.
@@ -167,6 +196,14 @@ export class Runtime {
   dispose(): void {
     this.stream.synchronize();
     for (const t of [...this.#live]) t.dispose();
+    // After the streams' work is done: unbound first, so no op can use the memory once it is freed.
+    for (const [stream, w] of this.#workspaces) {
+      stream.synchronize();
+      this.ops.unbindStreamWorkspace(this.onDevice, stream.handle);
+      if (w.blas !== 0) this.allocator.free(w.blas, w.blasBytes, stream);
+      if (w.scratch !== 0) this.allocator.free(w.scratch, w.scratchBytes, stream);
+    }
+    this.#workspaces.clear();
     if (this.#ownsStream) this.stream.destroy();
   }
 }

@@ -157,6 +157,7 @@ export function train(options: TrainOptions): TrainResult {
   try {
     rt.tag('setup');
     checkTrainingFits(options, allocator); // sizes past the kernels' limits or the memory there: refused before any allocation
+    rt.bindWorkspace(rt.stream); // the ops' scratch and cuBLAS workspace come from the run's allocator too
     return options.model === 'mlp' ? trainMlp(rt, options, epochs, seed) : trainGcn(rt, options, epochs, seed);
   } finally {
     rt.dispose();
@@ -213,6 +214,7 @@ class GraphedSteps {
     this.losses = rt.keep(rt.zeros([steps]));
     this.correct = rt.keep(rt.zeros([steps], 'i32'));
     this.side = trainerStream(rt.allocator.device, 'side');
+    rt.bindWorkspace(this.side);
   }
 
   /** Writes the epoch's order and resets the counter to step 0; returns the order's tensor. */
@@ -290,8 +292,8 @@ const trainerStreams = new Map<string, Stream>();
 
 /**
  * The trainer's streams on a device ('main': the runtime's; 'side': the second stream of graph
- * mode), made once and kept for the process's life, as the native side keeps a cuBLAS workspace and
- * a scratch buffer per stream for the process's life. A caching allocator keeps its free blocks
+ * mode), made once and kept for the process's life (each run binds a workspace from its own
+ * allocator to the streams it uses, and gives it back when it ends). A caching allocator keeps its free blocks
  * per stream, so an allocator that outlives a run (one passed to train() and used again) must never
  * be left holding blocks of a stream that has been destroyed: with one stream per device, later
  * runs find those blocks on their own stream.

@@ -33,3 +33,16 @@ export {
   type ReplayResult,
   type ReplayLoop,
 } from './replay.js';
+export { replayStreams } from './replay.js';
+export { createReplayAllocator, capacityCap, type StrategySpec, type CapacityLimit, type ReplayAllocator, type ReplayAllocatorOptions } from './capacity.js';
+export {
+  searchMinCapacity,
+  findMinCapacity,
+  defaultCapacityResolution,
+  type MinCapacity,
+  type MinCapacitySearch,
+  type MinCapacityOptions,
+} from './min-capacity.js';
+export { profileReplay, type ReplayProfile, type OomSnapshot, type ProfileOptions } from './profile.js';
+export { pytorchPeer, pytorchPeerLabel, type RecordedPeer } from './peer.js';
+export { adviseAllocator, type Advice, type AdvicePick, type AdviceCandidate, type AdvicePeer, type AdviceContext } from './advice.js';

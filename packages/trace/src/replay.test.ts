@@ -5,6 +5,7 @@ import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
 import { createAllocator, createTrackedAllocator, NativeAllocator, type Allocator } from '@gpumem/allocator-core';
 import '@gpumem/allocator-pool';
+import { replayNative } from '@gpumem/allocator-core/tools';
 import '@gpumem/examples/arena';
 import { train } from '@gpumem/gnn';
 import { traceFromEvents } from './from-events.js';
@@ -141,10 +142,10 @@ describe('replayTrace', () => {
         stream: new Float64Array(action.length),
         slots: Math.max(0, ...slot) + 1,
       });
-      expect(() => native.replay(ops([1], [0], [8]))).toThrow(/operation 0 frees slot 0, which holds no allocation/);
-      expect(() => native.replay(ops([0, 0], [0, 0], [8, 8]))).toThrow(/operation 1 allocates into slot 0, which is still live/);
-      expect(() => native.replay(ops([0], [0], [0]))).toThrow(/positive integer for bytes\[0\]/);
-      expect(() => native.replay({ ...ops([0], [0], [8]), slot: new Uint32Array(2) })).toThrow(/slot to have 1 elements/);
+      expect(() => replayNative(native, ops([1], [0], [8]))).toThrow(/operation 0 frees slot 0, which holds no allocation/);
+      expect(() => replayNative(native, ops([0, 0], [0, 0], [8, 8]))).toThrow(/operation 1 allocates into slot 0, which is still live/);
+      expect(() => replayNative(native, ops([0], [0], [0]))).toThrow(/positive integer for bytes\[0\]/);
+      expect(() => replayNative(native, { ...ops([0], [0], [8]), slot: new Uint32Array(2) })).toThrow(/slot to have 1 elements/);
       expect(host.stats().allocCount).toBe(0);
     });
   });

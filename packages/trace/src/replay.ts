@@ -1,11 +1,12 @@
 /**
  * Replaying an allocation trace through an allocator: the same mallocs and frees, in the same
  * order, on as many streams, with no kernels in between, timed call by call. Native strategies run
- * the trace in a native loop (`NativeAllocator.replay`); strategies written in TypeScript run the
- * same loop here, over the Allocator interface.
+ * the trace in a native loop (`replayNative` of `@gpumem/allocator-core/tools`); strategies written
+ * in TypeScript run the same loop here, over the Allocator interface.
  * @module
  */
 import { NativeAllocator, isOutOfMemory, median, Stream, type Allocator, type NativeReplayPass } from '@gpumem/allocator-core';
+import { replayNative } from '@gpumem/allocator-core/tools';
 import type { AllocationTrace } from './format.js';
 
 /**
@@ -22,6 +23,8 @@ export interface CompiledTrace {
   bytes: Float64Array;
   /** Per operation: an index into `streamIds`. */
   streamIndex: Uint32Array;
+  /** Per operation: the trace's time of the event, ns (the x axis of replay timelines). */
+  timeNs: Float64Array;
   /** The trace's stream ids, in order of first use. */
   streamIds: number[];
   /** Slots needed: the most allocations the trace holds at once. */
@@ -39,16 +42,23 @@ export interface CompiledTrace {
   sizeMismatches: number;
   /** Allocations still live at the end of the trace (the replay frees them after each pass). */
   liveAtEnd: number;
-  /** The highest sum of live allocation sizes along the trace: what its peak allocated was. */
+  /**
+   * The highest sum of live allocation sizes along the trace: what its peak allocated was, and the
+   * least memory any strategy needs to replay it without running out.
+   */
   peakAllocatedBytes: number;
+  /** The largest single allocation: a capacity below it cannot replay the trace at all. */
+  largestRequestBytes: number;
   /** The highest reserved bytes the recording saw, where its events carry them. */
   peakReservedBytes?: number;
 }
 
 /**
- * Compiles a trace for replay. Pointers are matched first in, first out: if a pointer is allocated
- * again before its free was logged (threads logging out of order), its next free goes to the older
- * allocation.
+ * Compiles a trace for replay. Events are replayed in the order given, never re-sorted: the readers
+ * emit them in time order (a PyTorch snapshot's free at its completion time, when the memory was
+ * really given back), and ties keep the file's order. Pointers are matched first in, first out: if
+ * a pointer is allocated again before its free was logged (threads logging out of order), its next
+ * free goes to the older allocation.
  */
 export function compileTrace(trace: AllocationTrace): CompiledTrace {
   const events = trace.events;
@@ -57,6 +67,7 @@ export function compileTrace(trace: AllocationTrace): CompiledTrace {
   const slot = new Uint32Array(n);
   const bytes = new Float64Array(n);
   const streamIndex = new Uint32Array(n);
+  const timeNs = new Float64Array(n);
   const streamIds: number[] = [];
   const streamOf = new Map<number, number>();
   const live = new Map<number, number[]>(); // trace pointer -> slots, oldest first
@@ -67,6 +78,7 @@ export function compileTrace(trace: AllocationTrace): CompiledTrace {
   let liveBytes = 0;
   let liveCount = 0;
   let peak = 0;
+  let largest = 0;
   let peakReserved: number | undefined;
   for (const e of events) {
     if (e.reservedBytes !== undefined) peakReserved = Math.max(peakReserved ?? 0, e.reservedBytes);
@@ -88,6 +100,7 @@ export function compileTrace(trace: AllocationTrace): CompiledTrace {
       liveBytes += e.bytes;
       liveCount++;
       peak = Math.max(peak, liveBytes);
+      largest = Math.max(largest, e.bytes);
       c.allocs++;
     } else {
       const queue = live.get(e.ptr);
@@ -113,6 +126,7 @@ export function compileTrace(trace: AllocationTrace): CompiledTrace {
     slot[ops] = s;
     bytes[ops] = slotBytes[s]!;
     streamIndex[ops] = si;
+    timeNs[ops] = e.timeNs;
     ops++;
   }
   const compiled: CompiledTrace = {
@@ -120,11 +134,13 @@ export function compileTrace(trace: AllocationTrace): CompiledTrace {
     slot: slot.subarray(0, ops),
     bytes: bytes.subarray(0, ops),
     streamIndex: streamIndex.subarray(0, ops),
+    timeNs: timeNs.subarray(0, ops),
     streamIds,
     slots: slotBytes.length,
     ...c,
     liveAtEnd: liveCount,
     peakAllocatedBytes: peak,
+    largestRequestBytes: largest,
   };
   if (peakReserved !== undefined) compiled.peakReservedBytes = peakReserved;
   return compiled;
@@ -175,7 +191,7 @@ export interface ReplayResult {
   unmatchedFrees: number;
   /** Out-of-memory events in the trace itself (not replayed). */
   traceOoms: number;
-  /** Streams the trace used (replayed on as many streams on a GPU, on the default stream on the host). */
+  /** Streams the trace used, replayed on as many streams (CUDA streams on a GPU, stream keys on the host). */
   streams: number;
   /** The cost of one clock read, removed from every call's time. */
   clockOverheadNs: number;
@@ -203,7 +219,7 @@ function jsClockOverheadNs(): number {
   return median(samples);
 }
 
-/** One pass of the TypeScript loop; mirrors the native loop (native/src/bench/replay.cpp). */
+/** One pass of the TypeScript loop; mirrors the native loop (native/src/tools/replay.cpp). */
 function typescriptPass(allocator: Allocator, c: CompiledTrace, streams: Array<Stream | undefined>, overhead: number): Pass {
   allocator.trim();
   allocator.resetPeak();
@@ -261,15 +277,18 @@ function typescriptPass(allocator: Allocator, c: CompiledTrace, streams: Array<S
   return p;
 }
 
-/** Streams for the trace's stream ids: created on a GPU (0 is the default stream), none on the host. */
-function replayStreams(allocator: Allocator, ids: readonly number[]): { streams: Array<Stream | undefined>; destroy(): void } {
-  if (allocator.device.kind !== 'cuda') return { streams: ids.map(() => undefined), destroy() {} };
+/**
+ * Streams for the trace's stream ids, one each (0 is the default stream), on the allocator's
+ * device. On the host a stream is a key with nothing to wait for, so stream-aware strategies (the
+ * pool's per-stream free lists) see the trace's stream pattern there too.
+ */
+export function replayStreams(allocator: Allocator, ids: readonly number[]): { streams: Array<Stream | undefined>; destroy(): void } {
   if (ids.length > maxReplayStreams) {
     throw new RangeError(`Expected a trace with at most ${maxReplayStreams} streams but received one with ${ids.length}`);
   }
   const created: Stream[] = [];
   const streams = ids.map((id) => {
-    if (id === 0) return Stream.default(allocator.device);
+    if (id === 0) return allocator.device.kind === 'cuda' ? Stream.default(allocator.device) : undefined;
     const s = Stream.create(allocator.device);
     created.push(s);
     return s;
@@ -312,7 +331,7 @@ export function replayTrace(trace: AllocationTrace | CompiledTrace, allocator: A
       const handles = streams.map((s) => (s === undefined ? 0 : s.handle));
       const stream = new Float64Array(c.action.length);
       for (let i = 0; i < stream.length; i++) stream[i] = handles[c.streamIndex[i]!]!;
-      const r = (allocator as NativeAllocator).replay({ action: c.action, slot: c.slot, bytes: c.bytes, stream, slots: c.slots }, repeats);
+      const r = replayNative(allocator as NativeAllocator, { action: c.action, slot: c.slot, bytes: c.bytes, stream, slots: c.slots }, repeats);
       passes = r.passes;
       clockOverheadNs = r.clockOverheadNs;
     } else {

@@ -18,6 +18,6 @@ export class CudaAllocator extends NativeAllocator {
     const index = options.device ?? 0;
     checkNonNegative(index, 'device');
     const device = cudaDevice(index);
-    super('cuda', device, { type: 'cuda', device: index }, options);
+    super('cuda', device, { strategy: 'cuda', device: index }, options);
   }
 }

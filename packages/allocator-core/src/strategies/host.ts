@@ -12,6 +12,6 @@ export type HostAllocatorOptions = NativeLayerOptions;
 export class HostAllocator extends NativeAllocator {
   constructor(options: HostAllocatorOptions = {}) {
     checkOptionKeys(options, ['limitBytes', 'trackingCapacity', 'faultInjection'], 'host');
-    super('host', hostDevice, { type: 'host' }, options);
+    super('host', hostDevice, { strategy: 'host' }, options);
   }
 }

@@ -75,16 +75,29 @@ export function formatTable(header: readonly string[], rows: readonly (readonly 
   return [line(header), widths.map((w) => '-'.repeat(w)).join('  '), ...rows.map(line)].join('\n');
 }
 
-/** A progress bar on a TTY (redrawn in place); nothing when the stream is not a terminal. */
+/**
+ * A progress bar on a TTY (redrawn in place); elsewhere (a log, CI) a plain line every
+ * `logEveryMs`, so a long epoch is never silent.
+ */
 export class ProgressBar {
   #last = 0;
+  #lastLine = Date.now();
+  /** Milliseconds between plain progress lines when the stream is not a terminal. */
+  static logEveryMs = 10_000;
   constructor(
     private readonly out: NodeJS.WriteStream = process.stderr,
     private readonly width = 30,
   ) {}
 
   update(label: string, done: number, total: number): void {
-    if (!this.out.isTTY) return;
+    if (!this.out.isTTY) {
+      const now = Date.now();
+      if (done < total && now - this.#lastLine >= ProgressBar.logEveryMs) {
+        this.#lastLine = now;
+        this.out.write(`${label}: ${done}/${total} (${Math.floor((100 * done) / total)}%)\n`);
+      }
+      return;
+    }
     const now = Date.now();
     if (done < total && now - this.#last < 100) return;
     this.#last = now;

@@ -5,14 +5,15 @@
  */
 import { writeFileSync } from 'node:fs';
 import { deviceProperties, formatBytes, hasCudaDevice, listAllocators, strategyInfo } from '@gpumem/allocator-core';
-import { compareAllocators, type CompareTrainOptions } from '@gpumem/compare';
+import { compareAllocators, PeerFormatError, readPeer, type CompareTrainOptions, type PeerRun } from '@gpumem/compare';
 import { parseAllocatorList, type AllocatorSpec } from '@gpumem/compare';
 import type { CompareResult, CompareRun } from '@gpumem/compare';
 import { renderHtmlReport } from '@gpumem/compare';
 import { toChromeTrace } from '@gpumem/compare';
 import { commonDefaults, gcnDefaults, graphDefaults, mlpDefaults, mlpHiddenWidths } from '@gpumem/gnn';
 import { flagHelp, formatTable, parseFlags, ProgressBar, UsageError, type FlagSpec } from './args.js';
-import { trainFlags, trainOptionsFromFlags } from './train-command.js';
+import { trainFlags, trainOptionsForHere } from './train-command.js';
+import { checkOutputFlags } from './output-paths.js';
 
 const { allocator: _allocator, json: _json, help: _help, ...sharedTrainFlags } = trainFlags;
 
@@ -25,6 +26,8 @@ export const compareFlags: Record<string, FlagSpec> = {
   report: { type: 'string', help: 'write a self-contained HTML report (charts and the table) to this file' },
   'trace-json': { type: 'string', help: 'write a Chrome trace / Perfetto JSON file with a counter track per allocator' },
   json: { type: 'string', help: 'write every figure, per epoch and per run, as JSON to this file' },
+  peer: { type: 'string', help: "comma-separated JSON-lines files of another framework's run (bench/peers scripts print them): a row each and their losses on the report's loss chart" },
+  repeat: { type: 'int', min: 1, max: 100, default: 1, help: 'runs of each allocator, each in a fresh process, interleaved (A B C A B C ...); a row pools their epochs' },
   'no-record': { type: 'boolean', help: 'do not record allocation events (no memory timeline)' },
   'tracking-capacity': { type: 'int', min: 1, max: 2 ** 27, help: `events kept per run for the timeline (default ${2 ** 20}); older ones are dropped` },
   inline: { type: 'boolean', help: 'run every allocator in this process instead of one child process each' },
@@ -35,7 +38,9 @@ export const compareUsage = `Usage: gpumem compare [flags]
 
 Trains the same model with the same seed under each allocator, one after another, and prints one
 table: median epoch time and throughput, peak allocated and reserved memory, the reserved/allocated
-overhead, upstream (driver) calls, OOMs, final loss and accuracy; '*' marks each column's best.
+overhead, upstream (driver) calls, OOMs, final loss and accuracy. Epoch times are the median of
+the measured epochs (each run's first is warm-up) with their min–max; '*' marks a column's best
+only where it is better beyond that spread, '=' marks runs tied for best within it.
 An allocator that runs out of memory is reported as OOM in its row and the others go on.
 
 Each allocator runs in a child process of its own (unless --inline): every strategy starts from an
@@ -47,12 +52,15 @@ say otherwise.
 ${flagHelp(compareFlags)}
 
 Examples:
-  gpumem compare                                          # mlp-seed, 1 epoch, every allocator
+  gpumem compare                                          # mlp-seed, 3 epochs, every allocator
+  gpumem compare --repeat 3                               # each allocator 3 times, interleaved
   gpumem compare --report report.html --trace-json trace.json
   gpumem compare --model gcn --nodes 2000000 --aggregation scatter --allocators pool,async,cuda
   gpumem compare --allocators pool,pool:maxReservedBytes=64MiB,async:releaseThreshold=0
   gpumem compare --allocators pool,pool:faultInjection.failAfterBytes=64MiB   # an OOM row
   gpumem compare --model mlp --epochs 3 --json mlp.json
+  python3 bench/peers/mlp_torch.py --epochs 3 > torch-eager.jsonl   # on the GPU host
+  gpumem compare --epochs 3 --peer torch-eager.jsonl --report report.html
 `;
 
 /**
@@ -105,12 +113,60 @@ function describeWorkload(t: CompareTrainOptions): string {
 }
 
 const bestMark = ' *';
+const tiedMark = ' =';
+
+/** Epochs compare runs when --epochs is not given: the first is warm-up, so at least two are measured. */
+export const defaultCompareEpochs = 3;
 
 /** Flags that say where results go, not what was run: left out of the result's workload options. */
 const outputFlags = new Set(['report', 'trace-json', 'json', 'help', 'inline']);
 
 function cell(run: CompareRun, result: CompareResult, column: keyof CompareResult['best'], text: string): string {
-  return result.best[column]?.includes(run.allocator) ? text + bestMark : text;
+  if (result.best[column]?.includes(run.allocator)) return text + bestMark;
+  return result.tied?.[column]?.includes(run.allocator) ? text + tiedMark : text;
+}
+
+/** The median epoch with its spread: `340.0 ms (332.1–351.2)`, min–max of the measured epochs. */
+function epochCell(run: CompareRun): string {
+  if (run.medianEpochMs === null) return '-';
+  const s = run.epochSpread;
+  return s && s.n > 1 ? `${run.medianEpochMs.toFixed(1)} ms (${s.min.toFixed(1)}\u2013${s.max.toFixed(1)})` : `${run.medianEpochMs.toFixed(1)} ms`;
+}
+
+/** The peers named by --peer, read before any work (a bad file is a usage error naming it). */
+function readPeers(list: string | undefined): PeerRun[] {
+  if (list === undefined) return [];
+  const files = list.split(',').map((f) => f.trim()).filter(Boolean);
+  if (files.length === 0) throw new UsageError(`gpumem compare: '--peer' needs a file, e.g. --peer torch-eager.jsonl`);
+  return files.map((file) => {
+    try {
+      return readPeer(file);
+    } catch (e) {
+      if (e instanceof PeerFormatError) throw new UsageError(`gpumem compare: '--peer' ${e.message}`);
+      throw e;
+    }
+  });
+}
+
+/** A peer's row: its figures where it reported them, '-' elsewhere; never ranked. */
+function peerRow(peer: PeerRun, throughputOf: (ms: number) => number | null): string[] {
+  const n = (v: number | null, f: (x: number) => string) => (v === null ? '-' : f(v));
+  const s = peer.epochSpread;
+  const epoch = peer.medianEpochMs === null ? '-' : s && s.n > 1 ? `${peer.medianEpochMs.toFixed(1)} ms (${s.min.toFixed(1)}\u2013${s.max.toFixed(1)})` : `${peer.medianEpochMs.toFixed(1)} ms`;
+  const throughput = peer.medianEpochMs === null ? null : throughputOf(peer.medianEpochMs);
+  return [
+    peer.name,
+    'peer',
+    epoch,
+    n(throughput, (v) => `${Math.round(v).toLocaleString('en-US')}`),
+    n(peer.peakAllocatedBytes, formatBytes),
+    n(peer.peakReservedBytes, formatBytes),
+    peer.peakAllocatedBytes && peer.peakReservedBytes !== null ? `${(peer.peakReservedBytes / peer.peakAllocatedBytes).toFixed(2)}x` : '-',
+    '-',
+    '-',
+    n(peer.finalLoss, (v) => v.toFixed(4)),
+    n(peer.accuracy, (v) => `${(v * 100).toFixed(2)}%`),
+  ];
 }
 
 /** The comparison table, one row per run. */
@@ -122,7 +178,7 @@ export function formatCompareTable(result: CompareResult): string {
     return [
       r.allocator,
       status,
-      cell(r, result, 'medianEpochMs', n(r.medianEpochMs, (v) => `${v.toFixed(1)} ms`)),
+      cell(r, result, 'medianEpochMs', epochCell(r)),
       cell(r, result, 'throughput', n(r.throughput, (v) => `${Math.round(v).toLocaleString('en-US')}`)),
       cell(r, result, 'peakAllocatedBytes', n(r.peakAllocatedBytes, formatBytes)),
       cell(r, result, 'peakReservedBytes', n(r.peakReservedBytes, formatBytes)),
@@ -133,12 +189,24 @@ export function formatCompareTable(result: CompareResult): string {
       cell(r, result, 'accuracy', n(r.accuracy, (v) => `${(v * 100).toFixed(2)}%`)),
     ];
   });
+  // samples per epoch, from any finished run, turn a peer's epoch time into its throughput
+  const ok = result.runs.find((r) => r.status === 'ok' && r.throughput !== null && r.medianEpochMs);
+  const samples = ok ? (ok.throughput! * ok.medianEpochMs!) / 1000 : null;
+  for (const peer of result.peers ?? []) rows.push(peerRow(peer, (ms) => (samples === null ? null : samples / (ms / 1000))));
   const table = formatTable(
-    ['allocator', 'status', 'median epoch', result.throughputUnit, 'peak allocated', 'peak reserved', 'reserved/alloc', 'upstream calls', 'OOMs', 'final loss', 'accuracy'],
+    ['allocator', 'status', 'median epoch (min\u2013max)', result.throughputUnit, 'peak allocated', 'peak reserved', 'reserved/alloc', 'upstream calls', 'OOMs', 'final loss', 'accuracy'],
     rows,
   );
   const failures = result.runs.filter((r) => r.status !== 'ok').map((r) => `${r.allocator}: ${r.status === 'oom' ? 'out of memory' : 'error'}: ${r.error ?? ''}`);
-  const notes = [`* best in its column; upstream calls are driver allocations / frees over the run`, ...failures];
+  const measured = result.runs.find((r) => r.status === 'ok');
+  const warmup = measured && (measured.warmupEpochs ?? 0) > 0 ? `; epoch times leave out each run's first (warm-up) epoch` : '';
+  const repeats = measured && (measured.repeats ?? 1) > 1 ? `; each row pools ${measured.repeats} runs in fresh processes` : '';
+  const notes = [
+    `* best in its column; = tied for best within the spread of the epoch times (no clear winner)${warmup}${repeats}`,
+    `upstream calls: allocations / frees the strategy asked of what it allocates from (the driver for the native strategies, the upstream allocator for a plug-in over another)`,
+    ...((result.peers ?? []).length > 0 ? [`peer: another framework's run of the same workload (--peer), shown for reference and not ranked`] : []),
+    ...failures,
+  ];
   return `${result.workload.title}, on ${result.device}\n${table}\n${notes.join('\n')}`;
 }
 
@@ -148,22 +216,14 @@ export async function runCompare(argv: readonly string[], plugins: readonly stri
     process.stdout.write(compareUsage);
     return 0;
   }
+  checkOutputFlags('compare', flags, ['report', 'json', 'trace-json']);
+  const peers = readPeers(flags.peer as string | undefined);
   const gpu = hasCudaDevice();
   const specs = chooseAllocators(flags.allocators as string | undefined, gpu);
   const model = flags.model as 'mlp' | 'gcn';
-  let trainSubset = flags['train-subset'] as number | undefined;
-  let testSubset = flags['test-subset'] as number | undefined;
-  let nodes = flags.nodes as number | undefined;
-  if (!gpu && model === 'mlp' && trainSubset === undefined && testSubset === undefined) {
-    trainSubset = 2048;
-    testSubset = 1000;
-    process.stderr.write('gpumem compare: no CUDA device: the CPU kernels on a subset of MNIST (2048 training, 1000 test images)\n');
-  }
-  if (!gpu && model === 'gcn' && nodes === undefined && (flags.dataset ?? 'seed') === 'seed') {
-    nodes = 10_000;
-    process.stderr.write('gpumem compare: no CUDA device: the CPU kernels on a 10,000-node graph\n');
-  }
-  const trainOptions: CompareTrainOptions = { ...trainOptionsFromFlags(flags), nodes, trainSubset, testSubset };
+  if ((flags.repeat as number) > 1 && flags.inline === true) throw new UsageError(`gpumem compare: '--repeat' needs a fresh process per run; drop '--inline'`);
+  const given = trainOptionsForHere('compare', flags, gpu);
+  const trainOptions: CompareTrainOptions = { ...given, epochs: given.epochs ?? defaultCompareEpochs };
 
   const device = gpu ? `${deviceProperties(0).name} (cuda:0)` : 'host (CPU kernels)';
   const bar = new ProgressBar();
@@ -173,6 +233,8 @@ export async function runCompare(argv: readonly string[], plugins: readonly stri
     record: flags['no-record'] !== true,
     trackingCapacity: flags['tracking-capacity'] as number | undefined,
     isolate: flags.inline !== true,
+    repeat: flags.repeat as number,
+    peers,
     plugins: [...plugins],
     device,
     title: describeWorkload(trainOptions),
@@ -182,7 +244,7 @@ export async function runCompare(argv: readonly string[], plugins: readonly stri
     },
     onProgress: (spec, p) => bar.update(`${spec.label} epoch ${p.epoch + 1}/${p.epochs}`, p.step, p.steps),
     onRunEnd: (run) => {
-      const summary = run.status === 'ok' ? `${run.medianEpochMs!.toFixed(1)} ms per epoch` : `${run.status === 'oom' ? 'OOM' : 'error'}: ${run.error}`;
+      const summary = run.status === 'ok' ? `${run.medianEpochMs?.toFixed(1) ?? '-'} ms per epoch` : `${run.status === 'oom' ? 'OOM' : 'error'}: ${run.error}`;
       process.stderr.write(`${run.allocator}: ${summary}\n`);
     },
   });

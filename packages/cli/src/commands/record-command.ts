@@ -3,15 +3,15 @@
  * malloc and free of the run as a trace (JSONL, or RMM's logging CSV).
  * @module
  */
-import { accessSync, constants, writeFileSync } from 'node:fs';
-import { dirname, resolve } from 'node:path';
+import { writeFileSync } from 'node:fs';
 import { createTrackedAllocator, formatBytes, hasCudaDevice, type TrackingEvent } from '@gpumem/allocator-core';
 import { train, type TrainResult } from '@gpumem/gnn';
 import { allocationTags } from '@gpumem/gnn';
 import { formatFromPath, traceFileFormats, writeTrace, type AllocationTrace, type TraceFileFormat } from '@gpumem/trace';
 import { compileTrace, traceFromEvents } from '@gpumem/trace';
 import { flagHelp, parseFlags, ProgressBar, UsageError, type FlagSpec, type FlagValues } from './args.js';
-import { trainFlags, trainOptionsFromFlags } from './train-command.js';
+import { allocatorFromFlags, trainFlags, trainOptionsForHere } from './train-command.js';
+import { checkOutputFlags } from './output-paths.js';
 
 /** Events the tracking ring holds by default (about 48 MiB). */
 export const defaultCapacity = 1 << 20;
@@ -58,16 +58,13 @@ export async function runRecord(argv: readonly string[]): Promise<number> {
   if (format === undefined) {
     throw new UsageError(`gpumem record: cannot tell the format from '${out}'; pass '--format' (one of ${traceFileFormats.join(', ')}) or name the file .jsonl or .csv`);
   }
-  try {
-    accessSync(dirname(resolve(out)), constants.W_OK); // before the run, not after it
-  } catch (e) {
-    throw new UsageError(`gpumem record: '--out' ${out}: cannot write there (${(e as Error).message})`);
-  }
-  const name = (flags.allocator as string | undefined) ?? 'pool';
+  checkOutputFlags('record', flags, ['out', 'json']);
+  const spec = allocatorFromFlags('record', flags);
+  const name = spec.name;
   const capacity = flags.capacity as number;
   let tracked;
   try {
-    tracked = createTrackedAllocator(name, {}, capacity);
+    tracked = createTrackedAllocator(name, spec.options, capacity);
   } catch (e) {
     if (e instanceof RangeError || e instanceof TypeError) throw new UsageError(`gpumem record: '--allocator': ${e.message}`);
     throw e;
@@ -79,12 +76,10 @@ export async function runRecord(argv: readonly string[]): Promise<number> {
   let events: TrackingEvent[];
   let dropped: number;
   try {
-    if (!hasCudaDevice() && flags.model === 'gcn' && flags.nodes === undefined && (flags.dataset ?? 'seed') === 'seed') {
-      process.stderr.write('gpumem record: no CUDA device, running the CPU kernels; consider --nodes 10000\n');
-    }
+    const options = trainOptionsForHere('record', flags, hasCudaDevice());
     try {
       result = train({
-        ...trainOptionsFromFlags(flags),
+        ...options,
         allocator,
         tagAllocations: tracked.setTag,
         onProgress: (p) => bar.update(`epoch ${p.epoch + 1}/${p.epochs}`, p.step, p.steps),
@@ -97,7 +92,7 @@ export async function runRecord(argv: readonly string[]): Promise<number> {
   } finally {
     allocator.dispose();
   }
-  const header: AllocationTrace['header'] = { source: 'gpumem record', allocator: name, device: allocator.device.id, createdAt, workload: workloadOf(flags), tags: [...allocationTags] };
+  const header: AllocationTrace['header'] = { source: 'gpumem record', allocator: spec.label, device: allocator.device.id, createdAt, workload: workloadOf(flags), tags: [...allocationTags] };
   if (dropped > 0) header.droppedEvents = dropped;
   const trace = traceFromEvents(events, header);
   await writeTrace(out, trace, format);

@@ -44,7 +44,7 @@ describe('gpumem record', () => {
     const json = join(dir, 'replay.json');
     const rp = run(['replay', file, '--allocators', 'host,pool', '--repeats', '2', '--json', json]);
     expect(rp.status, rp.stderr).toBe(0);
-    expect(rp.stdout).toMatch(/allocator +loop +calls +ns\/alloc +ns\/free +peak allocated +peak reserved +fragmentation +OOMs +unmatched frees/);
+    expect(rp.stdout).toMatch(/allocator +loop +calls +ns\/alloc +ns\/free +peak allocated +peak reserved +frag\. at peak +driver allocs\/frees +OOMs +unmatched frees/);
     const rows = tableRows(rp.stdout);
     expect([...rows.keys()]).toEqual(['host', 'pool']);
     for (const cells of rows.values()) {
@@ -78,7 +78,7 @@ describe('gpumem record', () => {
     const rp = run(['replay', file, '--allocators', 'host', '--repeats', '1']);
     expect(rp.status, rp.stderr).toBe(0);
     expect(rp.stdout).toMatch(/the recorder dropped \d+ older events/);
-    expect(Number(tableRows(rp.stdout).get('host')![9])).toBeGreaterThanOrEqual(0);
+    expect(Number(tableRows(rp.stdout).get('host')!.at(-1))).toBeGreaterThanOrEqual(0);
   });
 
   it('--help has examples; bad flags name the flag and the accepted values, exit 2', () => {
@@ -101,7 +101,7 @@ describe('gpumem record', () => {
     expect(badCapacity.stderr).toMatch(/'--capacity' must be at least 1/);
     const badDir = run(['record', '--out', join(dir, 'no-such-dir', 'x.jsonl'), '--allocator', 'host']);
     expect(badDir.status).toBe(2);
-    expect(badDir.stderr).toMatch(/'--out' .*no-such-dir.*: cannot write there/);
+    expect(badDir.stderr).toMatch(/'--out' .*no-such-dir.*: the folder .* does not exist/);
     const badAllocator = run(['record', '--out', join(dir, 'x.jsonl'), '--allocator', 'slab']);
     expect(badAllocator.status).toBe(2);
     expect(badAllocator.stderr).toMatch(/'--allocator'.*registered: .*host/);
@@ -143,7 +143,7 @@ describe('gpumem replay', () => {
     expect(two.stderr).toMatch(/expected one trace FILE but received 2/);
     const unknown = run(['replay', rmmSample, '--allocator', 'pool']);
     expect(unknown.status).toBe(2);
-    expect(unknown.stderr).toMatch(/unknown flag '--allocator' \(accepted: --allocators, --repeats, --loop, --json, --help\)/);
+    expect(unknown.stderr).toMatch(/unknown flag '--allocator' \(accepted: --allocators, --repeats, --loop, --capacity, --min-capacity, --resolution, --report, --json, --help\)/);
     const badName = run(['replay', rmmSample, '--allocators', 'pool,slab']);
     expect(badName.status).toBe(2);
     expect(badName.stderr).toMatch(/'--allocators' names 'slab', which is not registered \(accepted: .*host.*pool/);

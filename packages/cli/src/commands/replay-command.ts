@@ -1,40 +1,83 @@
 /**
- * `gpumem replay FILE`: replays an allocation trace (gpumem JSONL or RMM's logging CSV) through
- * each allocator, natively where the strategy is native, and compares time per call, peak memory
- * and fragmentation.
+ * `gpumem replay FILE`: replays an allocation trace (gpumem JSONL, RMM's logging CSV, a PyTorch
+ * snapshot) through each allocator, natively where the strategy is native, optionally as if the
+ * device had a given size, and answers "which allocator for this program, and how much GPU does it
+ * need": time per call, peak memory, fragmentation at the peak, driver calls, the minimum capacity,
+ * and a recommendation.
  * @module
  */
 import { writeFileSync } from 'node:fs';
-import { createAllocator, formatBytes, hasAllocator, hasCudaDevice, listAllocators, memoryInfo, type Allocator } from '@gpumem/allocator-core';
+import { deviceProperties, formatBytes, hasCudaDevice, listAllocators, memoryInfo, parseSize } from '@gpumem/allocator-core';
+import { parseAllocatorList, renderHtmlReport, replayToCompareResult, minCapacityText, type AllocatorSpec, type ReplayReportRow } from '@gpumem/compare';
 import { readTrace, TraceFormatError, type ReadTrace } from '@gpumem/trace';
-import { compileTrace, replayTrace, type CompiledTrace, type ReplayLoop, type ReplayResult } from '@gpumem/trace';
+import {
+  adviseAllocator,
+  capacityCap,
+  compileTrace,
+  createReplayAllocator,
+  defaultCapacityResolution,
+  findMinCapacity,
+  profileReplay,
+  pytorchPeer,
+  replayTrace,
+  type Advice,
+  type CapacityLimit,
+  type CompiledTrace,
+  type RecordedPeer,
+  type ReplayLoop,
+} from '@gpumem/trace';
 import { flagHelp, formatTable, parseFlags, UsageError, type FlagSpec } from './args.js';
+import { checkOutputFlags } from './output-paths.js';
 
 export const replayFlags: Record<string, FlagSpec> = {
-  allocators: { type: 'string', help: 'comma-separated registered allocators (default: every one that can run here)' },
-  repeats: { type: 'int', min: 1, max: 10000, default: 5, help: 'passes over the trace; times are the median' },
+  allocators: { type: 'string', help: 'comma-separated allocator specs, NAME or NAME:key=value (default: every one that can run here)' },
+  repeats: { type: 'int', min: 1, max: 10000, default: 5, help: 'timed passes over the trace; times are the median' },
   loop: { type: 'string', choices: ['auto', 'native', 'typescript'], default: 'auto', help: 'auto: native loop for native strategies, TypeScript for plug-ins' },
+  capacity: { type: 'string', help: 'replay as if the device had SIZE bytes (e.g. 16GiB); also the cap of --min-capacity' },
+  'min-capacity': { type: 'boolean', help: "find each allocator's smallest capacity with no out-of-memory (bisection)" },
+  resolution: { type: 'string', help: `precision of --min-capacity (default ${formatBytes(defaultCapacityResolution).replace(/\.00 /, '')})` },
+  report: { type: 'string', help: 'write an HTML report (table, memory timelines, recommendation) to this file' },
   json: { type: 'string', help: 'write the trace summary and every result as JSON to this file' },
   help: { type: 'boolean', help: 'show this help' },
 };
 
-export const replayUsage = `Usage: gpumem replay FILE [--allocators a,b,...] [--repeats N] [--json OUT]
+export const replayUsage = `Usage: gpumem replay FILE [--allocators a,b:key=value,...] [--capacity SIZE] [--min-capacity]
+                      [--resolution SIZE] [--repeats N] [--report OUT.html] [--json OUT.json]
 
 Replays an allocation trace through each allocator: the same mallocs and frees in the same order,
-on as many streams (on a GPU; on the host, one), with no kernels in between. Native strategies
-run it in a native loop. Each pass starts with the allocator trimmed and empty; the table shows
-the median time per call over the passes, the peak allocated and reserved bytes, fragmentation
-(1 - peak allocated / peak reserved), out-of-memory failures, and frees of pointers the trace never
-allocated (skipped: a trace from a ring buffer can start mid-run).
+on as many streams as the trace has, with no kernels in between, and says which allocator suits the
+program. Native strategies run it in a native loop. Each timed pass starts with the allocator
+trimmed and empty. The table shows, per allocator: the median time per call, peak allocated and
+reserved bytes, fragmentation at the peak (reserved minus allocated bytes when the strategy reserved
+the most, from one extra tracked pass), driver calls (allocations/frees), out-of-memory failures and,
+at the first one, the largest free block and the reserved bytes nothing was allocated in.
 
-FILE is a gpumem trace (JSONL, from \`gpumem record\`) or a CSV log from RMM's
-logging_resource_adaptor (Thread,Time,Action,Pointer,Size,Stream); the first line tells them apart.
+--capacity SIZE replays as if the device had SIZE bytes: native strategies get the native limiting
+layer under them (it caps what they take from the driver); strategies written in TypeScript get a
+limiting adaptor between them and the allocators they create. A SIZE below the trace's largest
+single request is an error.
+
+--min-capacity finds, per allocator, the smallest capacity at which the whole trace replays with no
+out-of-memory: bisection from the trace's peak live bytes (which no allocator can beat), doubling up
+to the cap (--capacity, else the GPU's free memory, or the machine's memory for host strategies),
+then halving to --resolution; one pass per probe. "> CAP" means it never fitted.
+
+The run ends with a recommendation: the allocator needing the least memory, the one making the
+fewest driver calls and the one with the fastest calls; for a PyTorch snapshot, PyTorch's caching
+allocator (as recorded) is a row of its own and each pick says by how much it beats it.
+
+FILE is a gpumem trace (JSONL, from \`gpumem record\`), a CSV log from RMM's logging_resource_adaptor
+(Thread,Time,Action,Pointer,Size,Stream) or a PyTorch snapshot; the file itself tells them apart.
+SIZE is a byte count, optionally with KiB, MiB, GiB or TiB.
 
 ${flagHelp(replayFlags)}
 
 Examples:
   gpumem replay mlp.jsonl
   gpumem replay mlp.jsonl --allocators pool,host --repeats 10
+  gpumem replay snapshot.pickle --capacity 16GiB
+  gpumem replay snapshot.pickle --min-capacity --report pick.html
+  gpumem replay run.jsonl --allocators pool,pool:maxReservedBytes=1GiB,async:releaseThreshold=0 --min-capacity
   gpumem replay rmm_log.csv --allocators pool,async --json replay.json
   GPUMEM_PLUGINS=./examples/dist/arena/index.js gpumem replay mlp.jsonl --allocators arena,pool
 `;
@@ -56,43 +99,91 @@ function splitArgs(argv: readonly string[]): { files: string[]; flags: string[] 
   return { files, flags };
 }
 
-/** The allocators to replay through: the ones named (each must be registered), or every one that can run here. */
-function chooseAllocators(list: string | undefined): string[] {
-  const registered = listAllocators();
-  if (list === undefined) {
-    const gpu = hasCudaDevice();
-    const skipped = registered.filter((s) => s.requiresCuda && !gpu).map((s) => s.name);
-    if (skipped.length > 0) process.stderr.write(`gpumem replay: no CUDA device; skipping ${skipped.join(', ')}\n`);
-    return registered.filter((s) => !s.requiresCuda || gpu).map((s) => s.name);
+/** A SIZE flag in bytes (the project's size parser), or undefined when not given. */
+function sizeFlag(value: unknown, flag: string): number | undefined {
+  if (value === undefined) return undefined;
+  let bytes: number;
+  try {
+    bytes = parseSize(String(value), `'--${flag}'`);
+  } catch (e) {
+    throw new UsageError(`gpumem replay: ${(e as Error).message}`);
   }
-  const names = list.split(',').map((s) => s.trim()).filter(Boolean);
-  const accepted = registered.map((s) => s.name).join(', ');
-  if (names.length === 0) throw new UsageError(`gpumem replay: '--allocators' needs at least one name (accepted: ${accepted})`);
-  for (const name of names) {
-    if (!hasAllocator(name)) throw new UsageError(`gpumem replay: '--allocators' names '${name}', which is not registered (accepted: ${accepted})`);
-  }
-  return [...new Set(names)];
+  if (bytes === 0) throw new UsageError(`gpumem replay: '--${flag}' must be more than 0 bytes (received '${String(value)}')`);
+  return bytes;
 }
 
-/** One row: a result, or the error that stopped that allocator. */
-export type ReplayRow = { allocator: string; result: ReplayResult } | { allocator: string; error: string };
-
-function replayOne(name: string, compiled: CompiledTrace, repeats: number, loop: ReplayLoop | undefined): ReplayRow {
-  let allocator: Allocator | undefined;
+/** The allocators named by --allocators (each registered), parsed as specs with options. */
+function namedAllocators(list: string): AllocatorSpec[] {
+  let specs: AllocatorSpec[];
   try {
-    if (name === 'uvm' && hasCudaDevice()) {
+    specs = parseAllocatorList(list);
+  } catch (e) {
+    throw new UsageError(`gpumem replay: '--allocators': ${(e as Error).message}`);
+  }
+  const registered = listAllocators().map((s) => s.name);
+  for (const s of specs) {
+    if (!registered.includes(s.name)) {
+      throw new UsageError(`gpumem replay: '--allocators' names '${s.name}', which is not registered (accepted: ${registered.join(', ')})`);
+    }
+  }
+  return specs;
+}
+
+/** Every registered allocator that can run here; says on stderr which are skipped for want of a GPU. */
+function defaultAllocators(): AllocatorSpec[] {
+  const registered = listAllocators();
+  const gpu = hasCudaDevice();
+  const skipped = registered.filter((s) => s.requiresCuda && !gpu).map((s) => s.name);
+  if (skipped.length > 0) process.stderr.write(`gpumem replay: no CUDA device; skipping ${skipped.join(', ')}\n`);
+  return registered.filter((s) => !s.requiresCuda || gpu).map((s) => ({ label: s.name, name: s.name, options: {} }));
+}
+
+/** One row: an allocator's results, or the error that stopped it. */
+export type ReplayRow = ReplayReportRow & { limit?: CapacityLimit };
+
+/** What a run of the command does for each allocator. */
+interface RunSettings {
+  repeats: number;
+  loop: ReplayLoop | undefined;
+  capacityBytes: number | undefined;
+  minCapacity: boolean;
+  resolutionBytes: number;
+}
+
+/** Replays `compiled` through one allocator: the timed passes, the tracked pass, the capacity search. */
+function replayOne(spec: AllocatorSpec, compiled: CompiledTrace, s: RunSettings): ReplayRow {
+  const start = performance.now();
+  const label = spec.label;
+  try {
+    if (spec.name === 'uvm' && hasCudaDevice()) {
       // Managed memory can oversubscribe the GPU; a replay never asks for more than the card has free.
       const { freeBytes } = memoryInfo(0);
       if (compiled.peakAllocatedBytes > freeBytes) {
-        return { allocator: name, error: `the trace's peak (${formatBytes(compiled.peakAllocatedBytes)}) is more than the GPU's free memory (${formatBytes(freeBytes)}); replaying it through managed memory would oversubscribe the GPU` };
+        return { label, error: `the trace's peak (${formatBytes(compiled.peakAllocatedBytes)}) is more than the GPU's free memory (${formatBytes(freeBytes)}); replaying it through managed memory would oversubscribe the GPU` };
       }
     }
-    allocator = createAllocator(name, {});
-    return { allocator: name, result: replayTrace(compiled, allocator, { repeats, ...(loop !== undefined && { loop }) }) };
+    const capacity = s.capacityBytes !== undefined ? { capacityBytes: s.capacityBytes } : {};
+    const made = createReplayAllocator(spec, capacity);
+    const device = made.allocator.device;
+    const row: ReplayRow = { label };
+    try {
+      row.result = replayTrace(compiled, made.allocator, { repeats: s.repeats, ...(s.loop !== undefined && { loop: s.loop }) });
+    } finally {
+      made.allocator.dispose();
+    }
+    if (made.limit !== undefined) row.limit = made.limit;
+    row.profile = profileReplay(compiled, spec, capacity);
+    if (s.minCapacity) {
+      row.minCapacity = findMinCapacity(compiled, spec, {
+        capBytes: s.capacityBytes ?? capacityCap(device),
+        resolutionBytes: s.resolutionBytes,
+        ...(s.loop !== undefined && { loop: s.loop }),
+      });
+    }
+    row.wallMs = performance.now() - start;
+    return row;
   } catch (e) {
-    return { allocator: name, error: e instanceof Error ? `${e.name}: ${e.message}` : String(e) };
-  } finally {
-    allocator?.dispose();
+    return { label, error: e instanceof Error ? `${e.name}: ${e.message}` : String(e), wallMs: performance.now() - start };
   }
 }
 
@@ -100,40 +191,126 @@ function formatNs(ns: number): string {
   return ns >= 10_000 ? `${(ns / 1000).toFixed(1)} µs` : `${ns.toFixed(0)} ns`;
 }
 
-/** The results table. */
-export function formatReplayTable(rows: readonly ReplayRow[]): string {
-  return formatTable(
-    ['allocator', 'loop', 'calls', 'ns/alloc', 'ns/free', 'peak allocated', 'peak reserved', 'fragmentation', 'OOMs', 'unmatched frees'],
-    rows.map((row) => {
-      if ('error' in row) return [row.allocator, 'failed', row.error];
-      const r = row.result;
-      return [
-        r.allocator,
-        r.loop,
-        String(r.calls),
-        formatNs(r.nsPerAlloc),
-        formatNs(r.nsPerFree),
-        formatBytes(r.peakAllocatedBytes),
-        formatBytes(r.peakReservedBytes),
-        `${(r.fragmentation * 100).toFixed(1)}%`,
-        String(r.ooms),
-        String(r.unmatchedFrees),
-      ];
-    }),
+function withShare(bytes: number, of: number): string {
+  return `${formatBytes(bytes)}${of > 0 ? ` (${((100 * bytes) / of).toFixed(1)}%)` : ''}`;
+}
+
+/** The results table; the OOM columns when some row ran out of memory, the search's when it ran. */
+export function formatReplayTable(rows: readonly ReplayRow[], peer?: RecordedPeer, traceOoms = 0): string {
+  const showOom = rows.some((r) => (r.profile?.ooms ?? 0) > 0);
+  const showMin = rows.some((r) => r.minCapacity !== undefined);
+  const header = ['allocator', 'loop', 'calls', 'ns/alloc', 'ns/free', 'peak allocated', 'peak reserved', 'frag. at peak', 'driver allocs/frees', 'OOMs'];
+  if (showOom) header.push('largest free at OOM', 'unallocated at OOM');
+  if (showMin) header.push('min capacity', 'probes');
+  header.push('unmatched frees');
+  const body = rows.map((row) => {
+    if (row.error !== undefined || !row.result || !row.profile) return [row.label, 'failed', row.error ?? 'no result'];
+    const r = row.result;
+    const p = row.profile;
+    const cells = [
+      row.label,
+      r.loop,
+      String(r.calls),
+      formatNs(r.nsPerAlloc),
+      formatNs(r.nsPerFree),
+      formatBytes(r.peakAllocatedBytes),
+      formatBytes(r.peakReservedBytes),
+      withShare(p.fragmentationAtPeakBytes, p.reservedAtPeakBytes),
+      `${p.driverAllocs}/${p.driverFrees}`,
+      String(r.ooms),
+    ];
+    if (showOom) {
+      const first = p.oomSnapshots[0];
+      cells.push(
+        first === undefined ? '-' : first.largestFreeBlock === undefined ? 'not reported' : formatBytes(first.largestFreeBlock),
+        first === undefined ? '-' : formatBytes(first.unallocatedReservedBytes),
+      );
+    }
+    if (showMin) cells.push(row.minCapacity ? minCapacityText(row.minCapacity) : '-', row.minCapacity ? String(row.minCapacity.probes) : '-');
+    cells.push(String(r.unmatchedFrees));
+    return cells;
+  });
+  if (peer) {
+    const cells = [
+      peer.label,
+      'recorded',
+      '-',
+      '-',
+      '-',
+      formatBytes(peer.peakAllocatedBytes),
+      formatBytes(peer.peakReservedBytes),
+      withShare(peer.fragmentationAtPeakBytes, peer.fragmentationAtPeakBytes + peer.allocatedAtPeakBytes),
+      `${peer.driverAllocs}/${peer.driverFrees}`,
+      String(traceOoms),
+    ];
+    if (showOom) cells.push('-', '-');
+    if (showMin) cells.push(`${formatBytes(peer.peakReservedBytes)}*`, '-');
+    cells.push('-');
+    body.push(cells);
+  }
+  return formatTable(header, body);
+}
+
+/** Notes under the table: what a mark or a limit means. */
+function tableNotes(rows: readonly ReplayRow[], peer: RecordedPeer | undefined, resolutionBytes: number): string[] {
+  const notes: string[] = [];
+  if (rows.some((r) => r.minCapacity)) {
+    notes.push(`min capacity: no out-of-memory at or above it, to within ${formatBytes(resolutionBytes)}; "> CAP": out of memory even at the cap`);
+    if (peer) notes.push(`* ${peer.label}: the program ran in what it reserved, so its minimum capacity is its recorded peak reserved (not searched)`);
+  }
+  for (const r of rows) {
+    if (r.limit === 'outer-limit') {
+      notes.push(`${r.label}: creates no allocator through the registry, so the capacity caps the bytes it hands out, not what it reserves`);
+    }
+  }
+  return notes;
+}
+
+/** The recommendation from the rows that finished (and PyTorch's recorded row, when there is one). */
+function recommend(rows: readonly ReplayRow[], peer: RecordedPeer | undefined, s: RunSettings): Advice {
+  const candidates = rows.flatMap((row) => {
+    const r = row.result;
+    const p = row.profile;
+    if (row.error !== undefined || !r || !p) return [];
+    const calls = r.allocs + r.frees;
+    return [
+      {
+        label: row.label,
+        ooms: r.ooms,
+        peakReservedBytes: r.peakReservedBytes,
+        ...(row.minCapacity?.bytes !== undefined && { minCapacityBytes: row.minCapacity.bytes }),
+        driverCalls: p.driverAllocs + p.driverFrees,
+        nsPerCall: calls > 0 ? (r.nsPerAlloc * r.allocs + r.nsPerFree * r.frees) / calls : 0,
+      },
+    ];
+  });
+  return adviseAllocator(candidates, {
+    minCapacity: s.minCapacity,
+    ...(s.capacityBytes !== undefined && { capacityBytes: s.capacityBytes }),
+    ...(peer && { peer: { name: 'PyTorch', peakReservedBytes: peer.peakReservedBytes, driverCalls: peer.driverAllocs + peer.driverFrees } }),
+  });
+}
+
+/** Where the trace came from, in a few words. */
+function originOf(trace: ReadTrace): string {
+  const h = trace.header;
+  return [h.source, h.allocator && `allocator '${h.allocator}'`, h.device, h.createdAt].filter(Boolean).join(', ');
+}
+
+/** What the trace holds, in one line. */
+function traceSummary(trace: ReadTrace, c: CompiledTrace): string {
+  const durationMs = trace.events.length > 0 ? (trace.events[trace.events.length - 1]!.timeNs - trace.events[0]!.timeNs) / 1e6 : 0;
+  return (
+    `${trace.events.length} events over ${durationMs.toFixed(1)} ms: ${c.allocs} allocs, ${c.frees} frees, ${c.traceOoms} OOMs, ` +
+    `${c.streamIds.length} stream(s); peak allocated ${formatBytes(c.peakAllocatedBytes)}` +
+    (c.peakReservedBytes !== undefined ? `, peak reserved ${formatBytes(c.peakReservedBytes)} (as recorded)` : '')
   );
 }
 
 /** A line about the trace: what it holds and where it came from. */
 function describeTrace(file: string, trace: ReadTrace, c: CompiledTrace): string {
   const h = trace.header;
-  const origin = [h.source, h.allocator && `allocator '${h.allocator}'`, h.device, h.createdAt].filter(Boolean).join(', ');
-  const durationMs = trace.events.length > 0 ? (trace.events[trace.events.length - 1]!.timeNs - trace.events[0]!.timeNs) / 1e6 : 0;
-  const lines = [
-    `trace ${file} (${trace.format}; ${origin})`,
-    `  ${trace.events.length} events over ${durationMs.toFixed(1)} ms: ${c.allocs} allocs, ${c.frees} frees, ${c.traceOoms} OOMs, ` +
-      `${c.streamIds.length} stream(s); peak allocated ${formatBytes(c.peakAllocatedBytes)}` +
-      (c.peakReservedBytes !== undefined ? `, peak reserved ${formatBytes(c.peakReservedBytes)} (as recorded)` : ''),
-  ];
+  const lines = [`trace ${file} (${trace.format}; ${originOf(trace)})`, `  ${traceSummary(trace, c)}`];
   const notes = [
     c.unmatchedFrees > 0 && `${c.unmatchedFrees} frees of pointers the trace never allocated (skipped)`,
     c.liveAtEnd > 0 && `${c.liveAtEnd} allocations live at the end (freed after each pass)`,
@@ -143,6 +320,49 @@ function describeTrace(file: string, trace: ReadTrace, c: CompiledTrace): string
   ].filter(Boolean);
   if (notes.length > 0) lines.push(`  ${notes.join('; ')}`);
   return lines.join('\n');
+}
+
+/** Reads the trace; prints why and returns undefined when it cannot (exit 1). */
+async function readOrExplain(file: string): Promise<ReadTrace | undefined> {
+  try {
+    return await readTrace(file);
+  } catch (e) {
+    if (e instanceof TraceFormatError) {
+      process.stderr.write(`gpumem replay: malformed trace: ${e.message}\n`);
+      return undefined;
+    }
+    const err = e as NodeJS.ErrnoException;
+    if (typeof err.code === 'string') {
+      process.stderr.write(`gpumem replay: cannot read '${file}': ${err.code === 'ENOENT' ? 'no such file' : err.message}\n`);
+      return undefined;
+    }
+    throw e;
+  }
+}
+
+/** The results as JSON: the timelines left out (they go into --report). */
+function jsonOf(file: string, trace: ReadTrace, compiled: CompiledTrace, rows: readonly ReplayRow[], peer: RecordedPeer | undefined, advice: Advice, s: RunSettings): string {
+  const { events: _events, ...rest } = trace;
+  const summary = { ...rest, events: trace.events.length, ...Object.fromEntries(Object.entries(compiled).filter(([, v]) => typeof v === 'number')) };
+  delete (summary as { pytorch?: unknown }).pytorch;
+  const results = rows.map(({ label, profile, ...row }) => {
+    if (!profile) return { allocator: label, ...row };
+    const { timeline: _timeline, ...p } = profile;
+    return { allocator: label, ...row, profile: p };
+  });
+  const recorded = peer && (({ reservedTimeline: _t, ...p }) => p)(peer);
+  return `${JSON.stringify(
+    {
+      file,
+      trace: summary,
+      ...(s.capacityBytes !== undefined && { capacityBytes: s.capacityBytes }),
+      results,
+      ...(recorded && { recorded }),
+      recommendation: advice.lines,
+    },
+    null,
+    2,
+  )}\n`;
 }
 
 export async function runReplay(argv: readonly string[]): Promise<number> {
@@ -155,37 +375,65 @@ export async function runReplay(argv: readonly string[]): Promise<number> {
   if (files.length !== 1) {
     throw new UsageError(
       files.length === 0
-        ? `gpumem replay: expected a trace FILE (gpumem JSONL or RMM CSV), e.g. gpumem replay run.jsonl`
+        ? `gpumem replay: expected a trace FILE (gpumem JSONL, RMM CSV or a PyTorch snapshot), e.g. gpumem replay run.jsonl`
         : `gpumem replay: expected one trace FILE but received ${files.length}: ${files.join(' ')}`,
     );
   }
+  // Everything that can be wrong with the command line is found before any work.
+  checkOutputFlags('replay', flags, ['report', 'json']);
+  const capacityBytes = sizeFlag(flags.capacity, 'capacity');
+  const resolution = sizeFlag(flags.resolution, 'resolution');
+  if (resolution !== undefined && !flags['min-capacity']) throw new UsageError("gpumem replay: '--resolution' is the precision of '--min-capacity'; pass both");
+  const named = flags.allocators !== undefined ? namedAllocators(flags.allocators as string) : undefined;
+  const settings: RunSettings = {
+    repeats: flags.repeats as number,
+    loop: flags.loop === 'auto' ? undefined : (flags.loop as ReplayLoop),
+    capacityBytes,
+    minCapacity: flags['min-capacity'] === true,
+    resolutionBytes: resolution ?? defaultCapacityResolution,
+  };
+
   const file = files[0]!;
-  const names = chooseAllocators(flags.allocators as string | undefined);
-  const loop = flags.loop === 'auto' ? undefined : (flags.loop as ReplayLoop);
-  let trace: ReadTrace;
-  try {
-    trace = await readTrace(file);
-  } catch (e) {
-    if (e instanceof TraceFormatError) {
-      process.stderr.write(`gpumem replay: malformed trace: ${e.message}\n`);
-      return 1;
-    }
-    const err = e as NodeJS.ErrnoException;
-    if (typeof err.code === 'string') {
-      process.stderr.write(`gpumem replay: cannot read '${file}': ${err.code === 'ENOENT' ? 'no such file' : err.message}\n`);
-      return 1;
-    }
-    throw e;
-  }
+  const trace = await readOrExplain(file);
+  if (trace === undefined) return 1;
   const compiled = compileTrace(trace);
-  process.stdout.write(`${describeTrace(file, trace, compiled)}\n\n`);
-  const rows = names.map((name) => replayOne(name, compiled, flags.repeats as number, loop));
-  process.stdout.write(`${formatReplayTable(rows)}\n`);
+  if (capacityBytes !== undefined && capacityBytes < compiled.largestRequestBytes) {
+    throw new UsageError(
+      `gpumem replay: '--capacity' ${formatBytes(capacityBytes)} is less than the trace's largest single request (${formatBytes(compiled.largestRequestBytes)}); no allocator could replay it`,
+    );
+  }
+  const specs = named ?? defaultAllocators();
+  process.stdout.write(`${describeTrace(file, trace, compiled)}\n`);
+  if (capacityBytes !== undefined) process.stdout.write(`  replayed as if the device had ${formatBytes(capacityBytes)}\n`);
+  process.stdout.write('\n');
+
+  const peer = pytorchPeer(trace, compiled);
+  const rows = specs.map((spec) => replayOne(spec, compiled, settings));
+  process.stdout.write(`${formatReplayTable(rows, peer, compiled.traceOoms)}\n`);
+  const notes = tableNotes(rows, peer, settings.resolutionBytes);
+  if (notes.length > 0) process.stdout.write(`${notes.map((n) => `  ${n}`).join('\n')}\n`);
+  const advice = recommend(rows, peer, settings);
+  if (advice.lines.length > 0) process.stdout.write(`\nrecommendation:\n${advice.lines.map((l) => `  ${l}`).join('\n')}\n`);
+
   if (flags.json) {
-    const { events: _events, ...rest } = trace;
-    const summary = { ...rest, events: trace.events.length, ...Object.fromEntries(Object.entries(compiled).filter(([, v]) => typeof v === 'number')) };
-    writeFileSync(flags.json as string, `${JSON.stringify({ file, trace: summary, results: rows }, null, 2)}\n`);
+    writeFileSync(flags.json as string, jsonOf(file, trace, compiled, rows, peer, advice, settings));
     process.stdout.write(`wrote ${String(flags.json)}\n`);
   }
-  return rows.some((r) => 'error' in r) ? 1 : 0;
+  if (flags.report) {
+    const result = replayToCompareResult({
+      file,
+      format: trace.format,
+      origin: originOf(trace),
+      summary: traceSummary(trace, compiled),
+      compiled,
+      rows,
+      ...(peer && { peer }),
+      device: hasCudaDevice() ? `${deviceProperties(0).name} (cuda:0)` : 'host (no GPU)',
+      ...(capacityBytes !== undefined && { capacityBytes }),
+      recommendation: advice.lines,
+    });
+    writeFileSync(flags.report as string, renderHtmlReport(result));
+    process.stdout.write(`wrote ${String(flags.report)}\n`);
+  }
+  return rows.some((r) => r.error !== undefined) ? 1 : 0;
 }

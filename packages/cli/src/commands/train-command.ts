@@ -5,11 +5,13 @@
 import { writeFileSync } from 'node:fs';
 import { formatBytes, hasCudaDevice } from '@gpumem/allocator-core';
 import { commonDefaults, gcnDefaults, mlpDefaults, train, type TrainOptions, type TrainResult } from '@gpumem/gnn';
+import { parseAllocatorSpec, type AllocatorSpec } from '@gpumem/compare';
+import { checkOutputFlags } from './output-paths.js';
 import { flagHelp, formatTable, parseFlags, ProgressBar, UsageError, type FlagSpec, type FlagValues } from './args.js';
 
 export const trainFlags: Record<string, FlagSpec> = {
   model: { type: 'string', choices: ['mlp', 'gcn'], default: 'mlp', help: 'the model' },
-  allocator: { type: 'string', help: 'a registered allocator (default: pool)' },
+  allocator: { type: 'string', help: 'a registered allocator, NAME or NAME:key=value[:key=value] as in compare (default: pool)' },
   dataset: { type: 'string', choices: ['mnist', 'seed', 'sbm'], help: 'mlp: mnist; gcn: seed (random graph) or sbm (learnable)' },
   nodes: { type: 'int', min: 1, max: 2 ** 31 - 1, help: `gcn: nodes (default ${gcnDefaults.seed.nodes} for seed, ${gcnDefaults.sbm.nodes} for sbm)` },
   'edges-per-node': { type: 'int', min: 1, max: 1000, help: `gcn seed graph: edges per node (default ${gcnDefaults.seed.edgesPerNode})` },
@@ -68,23 +70,54 @@ export function trainOptionsFromFlags(flags: FlagValues): Omit<TrainOptions, 'al
   };
 }
 
+/** The `--allocator` flag as a name and options (the spec syntax compare takes); default 'pool'. */
+export function allocatorFromFlags(command: string, flags: FlagValues): AllocatorSpec {
+  try {
+    return parseAllocatorSpec((flags.allocator as string | undefined) ?? 'pool');
+  } catch (e) {
+    throw new UsageError(`gpumem ${command}: '--allocator': ${(e as Error).message}`);
+  }
+}
+
+/** Subset sizes of MNIST the mlp trains on by default without a GPU (the CPU kernels take about a minute per full epoch). */
+export const cpuMnistSubset = { train: 2048, test: 1000 } as const;
+
+/**
+ * train() options from the flags, with the CPU defaults where there is no GPU: the mlp on a subset
+ * of MNIST and the seed GCN on 10,000 nodes, unless the flags say otherwise (said on stderr).
+ */
+export function trainOptionsForHere(command: string, flags: FlagValues, gpu: boolean): Omit<TrainOptions, 'allocator'> {
+  const options = trainOptionsFromFlags(flags);
+  if (gpu) return options;
+  if (options.model === 'mlp' && options.trainSubset === undefined && options.testSubset === undefined) {
+    process.stderr.write(
+      `gpumem ${command}: no CUDA device: the CPU kernels on a subset of MNIST (${cpuMnistSubset.train} training, ${cpuMnistSubset.test} test images; --train-subset 60000 for all, about a minute an epoch)\n`,
+    );
+    return { ...options, trainSubset: cpuMnistSubset.train, testSubset: cpuMnistSubset.test };
+  }
+  if (options.model === 'gcn' && options.nodes === undefined && (options.dataset ?? gcnDefaults.dataset) === 'seed') {
+    process.stderr.write(`gpumem ${command}: no CUDA device: the CPU kernels on a 10,000-node graph (--nodes to change)\n`);
+    return { ...options, nodes: 10_000 };
+  }
+  return options;
+}
+
 export function runTrain(argv: readonly string[]): number {
   const flags = parseFlags(argv, trainFlags, 'train');
   if (flags.help) {
     process.stdout.write(trainUsage);
     return 0;
   }
-  const model = flags.model as 'mlp' | 'gcn';
-  const allocator = (flags.allocator as string | undefined) ?? 'pool';
+  checkOutputFlags('train', flags, ['json']);
+  const spec = allocatorFromFlags('train', flags);
   const bar = new ProgressBar();
-  if (!hasCudaDevice() && model === 'gcn' && flags.nodes === undefined && (flags.dataset ?? 'seed') === 'seed') {
-    process.stderr.write('gpumem train: no CUDA device, running the CPU kernels; consider --nodes 10000\n');
-  }
+  const options = trainOptionsForHere('train', flags, hasCudaDevice());
   let result: TrainResult;
   try {
     result = train({
-      ...trainOptionsFromFlags(flags),
-      allocator,
+      ...options,
+      allocator: spec.name,
+      allocatorOptions: spec.options,
       onProgress: (p) => bar.update(`epoch ${p.epoch + 1}/${p.epochs}`, p.step, p.steps),
     });
   } catch (e) {

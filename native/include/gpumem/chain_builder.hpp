@@ -1,0 +1,90 @@
+// The one place that turns a strategy and its options into a chain of resources. The Node addon
+// (from the JavaScript spec) and libgpumem_torch.so (from the environment) both fill a chain_spec
+// and call build_chain, so a strategy is the same chain wherever it runs.
+//
+// Layer order, bottom to top (each optional layer only when asked for):
+//   leaf            the strategy's driver calls: host, cuda (cudaMalloc), managed, async;
+//   fault           fault_injecting_adaptor, right over the leaf: fails what the driver is asked;
+//   limit           limiting_adaptor: caps the bytes taken from the (possibly failing) leaf;
+//   strategy layer  pool_resource ('pool') or prefetch_adaptor ('uvm' with prefetch on allocate),
+//                   over the limited leaf, so that the limit caps what the strategy reserves;
+//   tracking        tracking_adaptor on top: records every call as the user made it.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "gpumem/async_resource.hpp"
+#include "gpumem/fault_injecting_adaptor.hpp"
+#include "gpumem/managed_resource.hpp"
+#include "gpumem/memory_resource.hpp"
+#include "gpumem/pool_resource.hpp"
+#include "gpumem/tracking_adaptor.hpp"
+
+namespace gpumem {
+
+enum class strategy_kind { host, cuda, uvm, pool, async };
+
+// Where a pool's segments come from.
+enum class pool_upstream { cuda, host };
+
+struct uvm_spec {
+  bool prefetch_on_allocate = true;
+  managed_options advice;
+};
+
+struct pool_spec {
+  pool_upstream upstream = pool_upstream::cuda;
+  pool_options options;
+};
+
+// At least one of the two must be set.
+struct fault_spec {
+  std::optional<std::uint64_t> fail_every;        // >= 1
+  std::optional<std::uint64_t> fail_after_bytes;  // >= 0
+};
+
+struct chain_spec {
+  strategy_kind strategy = strategy_kind::host;
+  int device = 0;  // CUDA ordinal; ignored by 'host' and by a pool over host memory
+  // The strategy's own options: only the member of `strategy` is read.
+  uvm_spec uvm;
+  pool_spec pool;
+  async_options async;
+  // The layers any strategy may have.
+  std::optional<std::uint64_t> limit_bytes;        // >= 1
+  std::optional<fault_spec> fault_injection;
+  std::optional<std::uint64_t> tracking_capacity;  // >= 1
+};
+
+// A built chain: it owns every layer; each adaptor refers to the layer under it.
+struct resource_chain {
+  std::vector<std::unique_ptr<memory_resource>> layers;  // bottom (the leaf) first
+  tracking_adaptor* tracker = nullptr;                   // the tracking layer, when there is one
+  memory_resource& top() const { return *layers.back(); }
+  resource_chain() = default;
+  resource_chain(resource_chain&&) = default;
+  resource_chain& operator=(resource_chain&&) = delete;
+  ~resource_chain();  // top first: adaptors before their upstreams
+};
+
+// "host", "cuda", "uvm", "pool", "async"; throws invalid_argument (type) for anything else.
+strategy_kind parse_strategy(std::string_view name);
+const char* strategy_name(strategy_kind kind);
+
+// Throws invalid_argument naming the field (e.g. "limitBytes", "faultInjection.failEvery") for a
+// spec that cannot be built; nothing is allocated before the spec is checked.
+void validate(const chain_spec& spec);
+
+// Validates, then builds bottom-up. A failure (a bad spec, no CUDA, a leaf that cannot start)
+// throws after undoing the layers already built.
+resource_chain build_chain(const chain_spec& spec);
+
+// The layers of the chain `spec` builds, bottom first, e.g. {"cuda", "fault", "limit", "pool",
+// "track"}: the order without building anything (for tests and descriptions).
+std::vector<std::string> chain_layers(const chain_spec& spec);
+
+}  // namespace gpumem

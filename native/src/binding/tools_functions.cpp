@@ -1,0 +1,155 @@
+#include "tools_functions.hpp"
+
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include "convert.hpp"
+#include "gpumem/bench.hpp"
+#include "gpumem/errors.hpp"
+#include "gpumem/replay.hpp"
+#include "gpumem/test_kernels.hpp"
+#include "resource_object.hpp"
+
+namespace gpumem::binding {
+namespace {
+
+Napi::Object from_timing(Napi::Env env, const bench::timing& t) {
+  Napi::Object o = Napi::Object::New(env);
+  o.Set("medianNsPerPair", Napi::Number::New(env, t.median_ns_per_pair));
+  o.Set("minNsPerPair", Napi::Number::New(env, t.min_ns_per_pair));
+  return o;
+}
+
+// benchPairs(resource, bytes, iterations, repeats, stream)
+Napi::Value BenchPairs(const Napi::CallbackInfo& info) {
+  return guarded(info.Env(), [&] {
+    memory_resource& r = ResourceObject::from(info[0], "allocator").top();
+    auto t = bench::pairs(r, to_u64(info[1]), to_u64(info[2]), static_cast<int>(to_u64(info[3])), to_stream(info[4]));
+    return from_timing(info.Env(), t);
+  });
+}
+
+// benchTrace(resource, sizes: Float64Array, window, repeats, stream)
+Napi::Value BenchTrace(const Napi::CallbackInfo& info) {
+  return guarded(info.Env(), [&] {
+    memory_resource& r = ResourceObject::from(info[0], "allocator").top();
+    if (!info[1].IsTypedArray() || info[1].As<Napi::TypedArray>().TypedArrayType() != napi_float64_array)
+      throw invalid_argument(invalid_argument::kind::type, "sizes", "Expected a Float64Array for sizes but received " + describe(info[1]));
+    auto sizes_js = info[1].As<Napi::Float64Array>();
+    std::vector<std::uint64_t> sizes(sizes_js.ElementLength());
+    for (std::size_t i = 0; i < sizes.size(); ++i) sizes[i] = static_cast<std::uint64_t>(sizes_js[i]);
+    auto t = bench::trace(r, sizes.data(), sizes.size(), to_u64(info[2]), static_cast<int>(to_u64(info[3])),
+                          to_stream(info[4]));
+    return from_timing(info.Env(), t);
+  });
+}
+
+// A typed array argument of the replay program, checked for its type and length.
+template <class Array>
+Array replay_array(const Napi::Value& v, napi_typedarray_type type, const char* name, const char* expected, std::size_t length) {
+  if (!v.IsTypedArray() || v.As<Napi::TypedArray>().TypedArrayType() != type)
+    throw invalid_argument(invalid_argument::kind::type, name,
+                           std::string("Expected a ") + expected + " for " + name + " but received " + describe(v));
+  Array a = v.As<Array>();
+  if (a.ElementLength() != length)
+    throw invalid_argument(invalid_argument::kind::range, name,
+                           std::string("Expected ") + name + " to have " + std::to_string(length) + " elements (one per operation) but received " +
+                               std::to_string(a.ElementLength()));
+  return a;
+}
+
+// replay(resource, action: Uint8Array, slot: Uint32Array, bytes: Float64Array, stream: Float64Array, slots, repeats):
+// runs a compiled trace natively (see gpumem/replay.hpp) and returns one record per pass.
+Napi::Value Replay(const Napi::CallbackInfo& info) {
+  return guarded(info.Env(), [&] {
+    Napi::Env env = info.Env();
+    memory_resource& r = ResourceObject::from(info[0], "allocator").top();
+    if (!info[1].IsTypedArray())
+      throw invalid_argument(invalid_argument::kind::type, "action", "Expected a Uint8Array for action but received " + describe(info[1]));
+    const std::size_t n = info[1].As<Napi::TypedArray>().ElementLength();
+    auto action = replay_array<Napi::Uint8Array>(info[1], napi_uint8_array, "action", "Uint8Array", n);
+    auto slot = replay_array<Napi::Uint32Array>(info[2], napi_uint32_array, "slot", "Uint32Array", n);
+    auto bytes = replay_array<Napi::Float64Array>(info[3], napi_float64_array, "bytes", "Float64Array", n);
+    auto stream = replay_array<Napi::Float64Array>(info[4], napi_float64_array, "stream", "Float64Array", n);
+    const std::size_t slots = to_u64(info[5]);
+    if (slots > n)
+      throw invalid_argument(invalid_argument::kind::range, "slots",
+                             "Expected slots <= " + std::to_string(n) + " (the number of operations) but received " + std::to_string(slots));
+    const int repeats = static_cast<int>(std::min<std::uint64_t>(to_u64(info[6]), 1u << 20));
+    std::vector<bench::replay_op> ops(n);
+    for (std::size_t i = 0; i < n; ++i) {
+      ops[i] = {static_cast<bench::replay_action>(action[i]), slot[i], static_cast<std::uint64_t>(bytes[i]),
+                reinterpret_cast<stream_handle>(static_cast<std::uintptr_t>(stream[i]))};
+    }
+    auto result = bench::replay(r, ops, slots, repeats);
+    Napi::Array passes = Napi::Array::New(env, result.passes.size());
+    for (std::size_t i = 0; i < result.passes.size(); ++i) {
+      const auto& p = result.passes[i];
+      Napi::Object o = Napi::Object::New(env);
+      o.Set("allocNs", Napi::Number::New(env, p.alloc_ns));
+      o.Set("freeNs", Napi::Number::New(env, p.free_ns));
+      o.Set("allocs", Napi::Number::New(env, static_cast<double>(p.allocs)));
+      o.Set("frees", Napi::Number::New(env, static_cast<double>(p.frees)));
+      o.Set("ooms", Napi::Number::New(env, static_cast<double>(p.ooms)));
+      o.Set("skippedFrees", Napi::Number::New(env, static_cast<double>(p.skipped_frees)));
+      o.Set("end", from_stats(env, p.end));
+      passes[i] = o;
+    }
+    Napi::Object o = Napi::Object::New(env);
+    o.Set("passes", passes);
+    o.Set("clockOverheadNs", Napi::Number::New(env, result.clock_overhead_ns));
+    return o;
+  });
+}
+
+// fillU32(resource, ptr, count, value, stream)
+Napi::Value FillU32(const Napi::CallbackInfo& info) {
+  return guarded(info.Env(), [&] {
+    ResourceObject& owner = ResourceObject::from(info[0], "allocator");
+    void* ptr = to_pointer(info[1]);
+    std::uint64_t count = to_u64(info[2]);
+    owner.check_range(ptr, 0, count * 4);
+    if (owner.top().kind() == memory_kind::host) throw invalid_state("fillU32 runs on a GPU; this allocator holds host memory");
+#ifdef GPUMEM_WITH_CUDA
+    kernels::fill_u32(ptr, count, static_cast<std::uint32_t>(to_u64(info[3])), to_stream(info[4]));
+#endif
+    return info.Env().Undefined();
+  });
+}
+
+// sumU32(resource, ptr, count, outPtr, stream, spinNs): adds the sum of count u32 values at ptr
+// into the u64 at outPtr, after spinning spinNs nanoseconds on the GPU.
+Napi::Value SumU32(const Napi::CallbackInfo& info) {
+  return guarded(info.Env(), [&] {
+    ResourceObject& owner = ResourceObject::from(info[0], "allocator");
+    void* ptr = to_pointer(info[1]);
+    std::uint64_t count = to_u64(info[2]);
+    void* out = to_pointer(info[3]);
+    owner.check_range(ptr, 0, count * 4);
+    owner.check_range(out, 0, 8);
+    if (owner.top().kind() == memory_kind::host) throw invalid_state("sumU32 runs on a GPU; this allocator holds host memory");
+#ifdef GPUMEM_WITH_CUDA
+    std::uint64_t spin_ns = info[5].IsUndefined() ? 0 : to_u64(info[5]);
+    kernels::spin_then_sum_u32(ptr, count, spin_ns, out, to_stream(info[4]));
+#endif
+    return info.Env().Undefined();
+  });
+}
+
+}  // namespace
+
+void register_tools(Napi::Env env, Napi::Object exports) {
+  Napi::Object o = Napi::Object::New(env);
+  auto add = [&](const char* name, Napi::Value (*fn)(const Napi::CallbackInfo&)) {
+    o.Set(name, Napi::Function::New(env, fn, name));
+  };
+  add("benchPairs", BenchPairs);
+  add("benchTrace", BenchTrace);
+  add("replay", Replay);
+  add("fillU32", FillU32);
+  add("sumU32", SumU32);
+  exports.Set("tools", o);
+}
+
+}  // namespace gpumem::binding

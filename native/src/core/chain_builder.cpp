@@ -1,0 +1,145 @@
+#include "gpumem/chain_builder.hpp"
+
+#include <string>
+
+#include "gpumem/cuda_resource.hpp"
+#include "gpumem/errors.hpp"
+#include "gpumem/host_resource.hpp"
+#include "gpumem/limiting_adaptor.hpp"
+#include "gpumem/prefetch_adaptor.hpp"
+
+namespace gpumem {
+namespace {
+
+enum class layer_kind { host, cuda, managed, async, fault, limit, pool, prefetch, track };
+
+const char* layer_name(layer_kind k) {
+  switch (k) {
+    case layer_kind::host: return "host";
+    case layer_kind::cuda: return "cuda";
+    case layer_kind::managed: return "managed";
+    case layer_kind::async: return "async";
+    case layer_kind::fault: return "fault";
+    case layer_kind::limit: return "limit";
+    case layer_kind::pool: return "pool";
+    case layer_kind::prefetch: return "prefetch";
+    case layer_kind::track: return "track";
+  }
+  return "host";
+}
+
+[[noreturn]] void reject(const char* field, const std::string& expected, const std::string& received) {
+  throw invalid_argument(invalid_argument::kind::range, field,
+                         "Expected " + expected + " for " + field + " but received " + received);
+}
+
+void positive(const std::optional<std::uint64_t>& v, const char* field) {
+  if (v && *v == 0) reject(field, "positive integer", "0");
+}
+
+// The layer order, bottom first: the one place it is decided (see chain_builder.hpp).
+std::vector<layer_kind> plan(const chain_spec& spec) {
+  std::vector<layer_kind> layers;
+  switch (spec.strategy) {
+    case strategy_kind::host: layers.push_back(layer_kind::host); break;
+    case strategy_kind::cuda: layers.push_back(layer_kind::cuda); break;
+    case strategy_kind::uvm: layers.push_back(layer_kind::managed); break;
+    case strategy_kind::async: layers.push_back(layer_kind::async); break;
+    case strategy_kind::pool:
+      layers.push_back(spec.pool.upstream == pool_upstream::cuda ? layer_kind::cuda : layer_kind::host);
+      break;
+  }
+  if (spec.fault_injection) layers.push_back(layer_kind::fault);
+  if (spec.limit_bytes) layers.push_back(layer_kind::limit);
+  if (spec.strategy == strategy_kind::pool) layers.push_back(layer_kind::pool);
+  if (spec.strategy == strategy_kind::uvm && spec.uvm.prefetch_on_allocate) layers.push_back(layer_kind::prefetch);
+  if (spec.tracking_capacity) layers.push_back(layer_kind::track);
+  return layers;
+}
+
+std::unique_ptr<memory_resource> make_layer(layer_kind kind, const chain_spec& spec, resource_chain& chain) {
+  switch (kind) {
+    case layer_kind::host: return std::make_unique<host_resource>();
+    case layer_kind::cuda: return std::make_unique<cuda_resource>(spec.device);
+    case layer_kind::managed: return std::make_unique<managed_resource>(spec.device, spec.uvm.advice);
+    case layer_kind::async: return std::make_unique<async_resource>(spec.device, spec.async);
+    case layer_kind::fault: {
+      fault_options o;
+      if (spec.fault_injection->fail_every) o.fail_every = *spec.fault_injection->fail_every;
+      if (spec.fault_injection->fail_after_bytes) o.fail_after_bytes = *spec.fault_injection->fail_after_bytes;
+      return std::make_unique<fault_injecting_adaptor>(chain.top(), o);
+    }
+    case layer_kind::limit: return std::make_unique<limiting_adaptor>(chain.top(), *spec.limit_bytes);
+    case layer_kind::pool: return std::make_unique<pool_resource>(chain.top(), spec.pool.options);
+    case layer_kind::prefetch: return std::make_unique<prefetch_adaptor>(chain.top());
+    case layer_kind::track: {
+      auto t = std::make_unique<tracking_adaptor>(chain.top(), *spec.tracking_capacity);
+      chain.tracker = t.get();
+      return t;
+    }
+  }
+  throw invalid_state("unknown layer");
+}
+
+}  // namespace
+
+resource_chain::~resource_chain() {
+  while (!layers.empty()) layers.pop_back();
+}
+
+strategy_kind parse_strategy(std::string_view name) {
+  if (name == "host") return strategy_kind::host;
+  if (name == "cuda") return strategy_kind::cuda;
+  if (name == "uvm") return strategy_kind::uvm;
+  if (name == "pool") return strategy_kind::pool;
+  if (name == "async") return strategy_kind::async;
+  throw invalid_argument(invalid_argument::kind::type, "strategy",
+                         "Expected one of 'host', 'cuda', 'uvm', 'pool', 'async' for strategy but received '" +
+                             std::string(name) + "'");
+}
+
+const char* strategy_name(strategy_kind kind) {
+  switch (kind) {
+    case strategy_kind::host: return "host";
+    case strategy_kind::cuda: return "cuda";
+    case strategy_kind::uvm: return "uvm";
+    case strategy_kind::pool: return "pool";
+    case strategy_kind::async: return "async";
+  }
+  return "host";
+}
+
+void validate(const chain_spec& spec) {
+  if (spec.device < 0) reject("device", "non-negative integer", std::to_string(spec.device));
+  positive(spec.limit_bytes, "limitBytes");
+  positive(spec.tracking_capacity, "trackingCapacity");
+  if (spec.fault_injection) {
+    const fault_spec& f = *spec.fault_injection;
+    if (!f.fail_every && !f.fail_after_bytes) {
+      throw invalid_argument(invalid_argument::kind::type, "faultInjection",
+                             "Expected failEvery and/or failAfterBytes in faultInjection but received neither");
+    }
+    positive(f.fail_every, "faultInjection.failEvery");
+  }
+  if (spec.strategy == strategy_kind::pool) {
+    const pool_options& o = spec.pool.options;
+    positive(o.small_request_limit, "smallRequestLimit");
+    positive(o.small_segment_bytes, "smallSegmentBytes");
+    positive(o.large_segment_rounding, "largeSegmentRounding");
+  }
+}
+
+std::vector<std::string> chain_layers(const chain_spec& spec) {
+  std::vector<std::string> names;
+  for (layer_kind k : plan(spec)) names.emplace_back(layer_name(k));
+  return names;
+}
+
+resource_chain build_chain(const chain_spec& spec) {
+  validate(spec);
+  resource_chain chain;  // on a throw, its destructor undoes the layers built so far
+  for (layer_kind k : plan(spec)) chain.layers.push_back(make_layer(k, spec, chain));
+  return chain;
+}
+
+}  // namespace gpumem

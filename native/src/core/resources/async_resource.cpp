@@ -1,0 +1,141 @@
+#include "gpumem/async_resource.hpp"
+
+#include "../cuda_check.hpp"
+
+namespace gpumem {
+
+#ifdef GPUMEM_WITH_CUDA
+
+namespace {
+cudaMemPool_t as_pool(void* p) { return static_cast<cudaMemPool_t>(p); }
+cudaStream_t as_stream(stream_handle s) { return static_cast<cudaStream_t>(s); }
+
+std::uint64_t pool_attribute(void* pool, cudaMemPoolAttr attr) {
+  std::uint64_t value = 0;
+  detail::check_cuda(cudaMemPoolGetAttribute(as_pool(pool), attr, &value), "cudaMemPoolGetAttribute");
+  return value;
+}
+}  // namespace
+
+async_resource::async_resource(int device, async_options options) : device_(device), options_(options) {
+  detail::device_scope scope(device);
+  int supported = 0;
+  detail::check_cuda(cudaDeviceGetAttribute(&supported, cudaDevAttrMemoryPoolsSupported, device),
+                     "cudaDeviceGetAttribute");
+  if (!supported) throw invalid_state("async: device " + std::to_string(device) + " does not support memory pools");
+  cudaMemPoolProps props{};
+  props.allocType = cudaMemAllocationTypePinned;
+  props.handleTypes = cudaMemHandleTypeNone;
+  props.location = detail::device_location(device);
+  cudaMemPool_t pool = nullptr;
+  detail::check_cuda(cudaMemPoolCreate(&pool, &props), "cudaMemPoolCreate");
+  std::uint64_t threshold = options.release_threshold;
+  cudaError_t status = cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &threshold);
+  if (status != cudaSuccess) {
+    cudaMemPoolDestroy(pool);
+    detail::check_cuda(status, "cudaMemPoolSetAttribute(ReleaseThreshold)");
+  }
+  pool_ = pool;
+}
+
+async_resource::~async_resource() {
+  detail::device_scope scope(device_);
+  for (auto& [ptr, reserved] : table_.take_all()) cudaFreeAsync(ptr, nullptr);
+  cudaDeviceSynchronize();
+  cudaMemPoolDestroy(as_pool(pool_));
+  cudaGetLastError();
+}
+
+void* async_resource::do_allocate(std::size_t bytes, stream_handle stream) {
+  void* ptr = nullptr;
+  cudaError_t status = cudaMallocFromPoolAsync(&ptr, bytes, as_pool(pool_), as_stream(stream));
+  if (detail::is_out_of_memory(status)) {
+    cudaGetLastError();
+    table_.count_oom();
+    throw out_of_memory("async: cudaMallocFromPoolAsync of " + format_bytes(bytes) + " failed: out of device memory",
+                        bytes, stats());
+  }
+  detail::check_cuda(status, "cudaMallocFromPoolAsync");
+  table_.add(ptr, bytes, 0);  // reserved bytes come from the pool's attributes
+  return ptr;
+}
+
+void async_resource::do_deallocate(void* ptr, std::size_t bytes, stream_handle stream) {
+  table_.remove(ptr, bytes);
+  std::vector<stream_handle> users;
+  {
+    std::lock_guard<std::mutex> lock(recorded_mutex_);
+    auto it = recorded_streams_.find(ptr);
+    if (it != recorded_streams_.end()) {
+      users = std::move(it->second);
+      recorded_streams_.erase(it);
+    }
+  }
+  // Work recorded on other streams must finish before the pool may hand the memory out again:
+  // the freeing stream waits for each of them, then frees in its own order.
+  for (stream_handle user : users) {
+    cudaEvent_t event = nullptr;
+    if (cudaEventCreateWithFlags(&event, cudaEventDisableTiming) != cudaSuccess) {
+      cudaGetLastError();
+      cudaStreamSynchronize(as_stream(user));
+      continue;
+    }
+    cudaEventRecord(event, as_stream(user));
+    cudaStreamWaitEvent(as_stream(stream), event, 0);
+    cudaEventDestroy(event);  // released once it completes
+  }
+  if (cudaFreeAsync(ptr, as_stream(stream)) != cudaSuccess) cudaGetLastError();
+}
+
+void async_resource::do_record_stream(void* ptr, stream_handle stream) {
+  if (table_.size_of(ptr) == 0) throw_unknown_pointer(ptr);
+  std::lock_guard<std::mutex> lock(recorded_mutex_);
+  auto& users = recorded_streams_[ptr];
+  for (stream_handle s : users) {
+    if (s == stream) return;
+  }
+  users.push_back(stream);
+}
+
+resource_stats async_resource::do_stats() const {
+  resource_stats s = table_.stats();
+  s.reserved_bytes = pool_attribute(pool_, cudaMemPoolAttrReservedMemCurrent);
+  s.peak_reserved_bytes = pool_attribute(pool_, cudaMemPoolAttrReservedMemHigh);
+  s.segment_count = 0;
+  s.upstream_alloc_count = s.alloc_count;  // every cudaMallocAsync is a driver call
+  s.upstream_free_count = s.free_count;
+  return s;
+}
+
+void async_resource::do_reset_peak() {
+  table_.reset_peak();
+  std::uint64_t zero = 0;  // setting a high-water mark to 0 resets it to the current value
+  detail::check_cuda(cudaMemPoolSetAttribute(as_pool(pool_), cudaMemPoolAttrReservedMemHigh, &zero),
+                     "cudaMemPoolSetAttribute(ReservedMemHigh)");
+  detail::check_cuda(cudaMemPoolSetAttribute(as_pool(pool_), cudaMemPoolAttrUsedMemHigh, &zero),
+                     "cudaMemPoolSetAttribute(UsedMemHigh)");
+}
+
+void async_resource::do_trim(std::size_t bytes_to_keep) {
+  detail::device_scope scope(device_);
+  // Frees queued on streams only reach the pool once they have run.
+  detail::check_cuda(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
+  detail::check_cuda(cudaMemPoolTrimTo(as_pool(pool_), bytes_to_keep), "cudaMemPoolTrimTo");
+}
+
+#else
+
+async_resource::async_resource(int device, async_options options) : device_(device), options_(options) {
+  throw invalid_state("async: gpumem was built without CUDA");
+}
+async_resource::~async_resource() = default;
+void* async_resource::do_allocate(std::size_t, stream_handle) { throw invalid_state("async: built without CUDA"); }
+void async_resource::do_deallocate(void* ptr, std::size_t bytes, stream_handle) { table_.remove(ptr, bytes); }
+void async_resource::do_record_stream(void*, stream_handle) {}
+resource_stats async_resource::do_stats() const { return table_.stats(); }
+void async_resource::do_reset_peak() { table_.reset_peak(); }
+void async_resource::do_trim(std::size_t) {}
+
+#endif
+
+}  // namespace gpumem

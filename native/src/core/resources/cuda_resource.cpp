@@ -1,0 +1,48 @@
+#include "gpumem/cuda_resource.hpp"
+
+#include "../cuda_check.hpp"
+
+namespace gpumem {
+
+#ifdef GPUMEM_WITH_CUDA
+
+cuda_resource::cuda_resource(int device) : device_(device) {
+  detail::device_scope scope(device);  // validates the device
+}
+
+cuda_resource::~cuda_resource() {
+  for (auto& [ptr, reserved] : table_.take_all()) cudaFree(ptr);
+}
+
+void* cuda_resource::do_allocate(std::size_t bytes, stream_handle) {
+  detail::device_scope scope(device_);
+  void* ptr = nullptr;
+  cudaError_t status = cudaMalloc(&ptr, bytes);
+  if (detail::is_out_of_memory(status)) {
+    cudaGetLastError();
+    table_.count_oom();
+    throw out_of_memory("cuda: cudaMalloc of " + format_bytes(bytes) + " failed: out of device memory", bytes,
+                        table_.stats());
+  }
+  detail::check_cuda(status, "cudaMalloc");
+  table_.add(ptr, bytes, bytes);
+  return ptr;
+}
+
+void cuda_resource::do_deallocate(void* ptr, std::size_t bytes, stream_handle) {
+  table_.remove(ptr, bytes);
+  detail::device_scope scope(device_);
+  cudaError_t status = cudaFree(ptr);
+  if (status != cudaSuccess) cudaGetLastError();  // the memory is gone either way; never throw here
+}
+
+#else
+
+cuda_resource::cuda_resource(int device) : device_(device) { throw invalid_state("cuda: gpumem was built without CUDA"); }
+cuda_resource::~cuda_resource() = default;
+void* cuda_resource::do_allocate(std::size_t, stream_handle) { throw invalid_state("cuda: built without CUDA"); }
+void cuda_resource::do_deallocate(void* ptr, std::size_t bytes, stream_handle) { table_.remove(ptr, bytes); }
+
+#endif
+
+}  // namespace gpumem

@@ -1,0 +1,142 @@
+// The chain builder (gpumem/chain_builder.hpp): the layer order for every strategy and option,
+// chains built on host memory behave as their layers say, and bad specs are rejected by name
+// before anything is allocated.
+#include <string>
+#include <vector>
+
+#include "gpumem/chain_builder.hpp"
+#include "gpumem/errors.hpp"
+#include "gpumem/limiting_adaptor.hpp"
+#include "test_harness.hpp"
+
+using namespace gpumem;
+
+namespace {
+
+using names = std::vector<std::string>;
+
+std::string join(const names& v) {
+  std::string s;
+  for (const auto& n : v) s += (s.empty() ? "" : " ") + n;
+  return s;
+}
+
+chain_spec host_pool() {
+  chain_spec s;
+  s.strategy = strategy_kind::pool;
+  s.pool.upstream = pool_upstream::host;
+  return s;
+}
+
+// The message of the invalid_argument that building `spec` throws, or "" when none is thrown.
+std::string rejection(const chain_spec& spec, std::string* argument = nullptr) {
+  try {
+    build_chain(spec);
+  } catch (const invalid_argument& e) {
+    if (argument) *argument = e.argument();
+    return e.what();
+  }
+  return "";
+}
+
+}  // namespace
+
+TEST(leaf_only_for_each_strategy) {
+  chain_spec s;
+  for (auto [kind, leaf] : {std::pair{strategy_kind::host, "host"}, {strategy_kind::cuda, "cuda"},
+                            {strategy_kind::async, "async"}}) {
+    s.strategy = kind;
+    CHECK_EQ(join(chain_layers(s)), std::string(leaf));
+  }
+  s.strategy = strategy_kind::uvm;
+  CHECK_EQ(join(chain_layers(s)), std::string("managed prefetch"));
+  s.uvm.prefetch_on_allocate = false;
+  CHECK_EQ(join(chain_layers(s)), std::string("managed"));
+  s.strategy = strategy_kind::pool;
+  CHECK_EQ(join(chain_layers(s)), std::string("cuda pool"));
+  CHECK_EQ(join(chain_layers(host_pool())), std::string("host pool"));
+}
+
+TEST(common_layers_go_in_one_order) {
+  chain_spec s = host_pool();
+  s.limit_bytes = 1 << 20;
+  s.fault_injection = fault_spec{3, std::nullopt};
+  s.tracking_capacity = 16;
+  CHECK_EQ(join(chain_layers(s)), std::string("host fault limit pool track"));
+  s.strategy = strategy_kind::uvm;
+  CHECK_EQ(join(chain_layers(s)), std::string("managed fault limit prefetch track"));
+  s.strategy = strategy_kind::host;
+  s.fault_injection.reset();
+  CHECK_EQ(join(chain_layers(s)), std::string("host limit track"));
+}
+
+TEST(built_chain_matches_the_plan_and_works) {
+  chain_spec s = host_pool();
+  s.limit_bytes = 8 << 20;
+  s.tracking_capacity = 8;
+  resource_chain chain = build_chain(s);
+  REQUIRE_EQ(chain.layers.size(), std::size_t(4));
+  REQUIRE(chain.tracker != nullptr);
+  CHECK(&chain.top() == chain.tracker);
+  CHECK(dynamic_cast<limiting_adaptor*>(chain.layers[1].get()) != nullptr);
+  CHECK(chain.top().kind() == memory_kind::host);
+  void* p = chain.top().allocate(1000, nullptr);
+  CHECK(p != nullptr);
+  // The limit sits under the pool: it caps what the pool reserves, so a request the pool cannot
+  // fit under 8 MiB fails as out of memory.
+  CHECK_THROWS_AS(chain.top().allocate(9 << 20, nullptr), out_of_memory);
+  chain.top().deallocate(p, 1000, nullptr);
+  CHECK_EQ(chain.tracker->events(false).size(), std::size_t(3));  // alloc, oom, free
+}
+
+TEST(fault_layer_fails_the_leaf_under_the_strategy) {
+  chain_spec s;
+  s.fault_injection = fault_spec{std::nullopt, 0};  // every byte from the leaf fails
+  resource_chain chain = build_chain(s);
+  CHECK_THROWS_AS(chain.top().allocate(64, nullptr), out_of_memory);
+}
+
+TEST(bad_specs_are_rejected_by_name) {
+  std::string arg;
+  chain_spec s;
+  s.limit_bytes = 0;
+  CHECK_EQ(rejection(s, &arg), std::string("Expected positive integer for limitBytes but received 0"));
+  CHECK_EQ(arg, std::string("limitBytes"));
+  s = chain_spec{};
+  s.tracking_capacity = 0;
+  CHECK_EQ(rejection(s, &arg), std::string("Expected positive integer for trackingCapacity but received 0"));
+  s = chain_spec{};
+  s.fault_injection = fault_spec{};
+  CHECK_EQ(rejection(s, &arg), std::string("Expected failEvery and/or failAfterBytes in faultInjection but received neither"));
+  s.fault_injection = fault_spec{0, std::nullopt};
+  CHECK_EQ(rejection(s, &arg), std::string("Expected positive integer for faultInjection.failEvery but received 0"));
+  CHECK_EQ(arg, std::string("faultInjection.failEvery"));
+  s = chain_spec{};
+  s.device = -1;
+  CHECK_EQ(rejection(s, &arg), std::string("Expected non-negative integer for device but received -1"));
+  s = host_pool();
+  s.pool.options.small_segment_bytes = 0;
+  CHECK_EQ(rejection(s, &arg), std::string("Expected positive integer for smallSegmentBytes but received 0"));
+}
+
+TEST(strategy_names_round_trip_and_unknown_names_are_rejected) {
+  for (const char* n : {"host", "cuda", "uvm", "pool", "async"}) CHECK_EQ(std::string(strategy_name(parse_strategy(n))), std::string(n));
+  try {
+    parse_strategy("managed");
+    GPUMEM_TEST_FAIL("no throw", true);
+  } catch (const invalid_argument& e) {
+    CHECK_EQ(std::string(e.what()),
+             std::string("Expected one of 'host', 'cuda', 'uvm', 'pool', 'async' for strategy but received 'managed'"));
+  }
+}
+
+#ifndef GPUMEM_WITH_CUDA
+TEST(cuda_strategies_fail_cleanly_without_cuda) {
+  chain_spec s;
+  s.strategy = strategy_kind::pool;  // over cuda
+  s.limit_bytes = 1 << 20;
+  CHECK_THROWS_AS(build_chain(s), invalid_state);
+}
+#endif
+
+TEST_MAIN()

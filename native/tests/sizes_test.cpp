@@ -1,0 +1,100 @@
+// Size parsing (gpumem/sizes.hpp) against the case table shared with the TypeScript parser's test
+// (size_cases.json), plus the error message.
+#include <cstdint>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "gpumem/errors.hpp"
+#include "gpumem/sizes.hpp"
+#include "test_harness.hpp"
+
+using namespace gpumem;
+
+namespace {
+
+// Just enough JSON for size_cases.json: the string and number tokens of one array, in order.
+struct case_table {
+  std::vector<std::pair<std::string, std::uint64_t>> accepted;
+  std::vector<std::string> rejected;
+};
+
+// The tokens of the array that follows "key": strings unquoted (no escapes are used), numbers as text.
+std::vector<std::string> array_tokens(const std::string& json, const std::string& key) {
+  std::vector<std::string> tokens;
+  std::size_t i = json.find("\"" + key + "\"");
+  if (i == std::string::npos) return tokens;
+  i = json.find('[', i);
+  int depth = 0;
+  for (; i < json.size(); ++i) {
+    const char c = json[i];
+    if (c == '[') ++depth;
+    else if (c == ']') {
+      if (--depth == 0) break;
+    } else if (c == '"') {
+      const std::size_t end = json.find('"', i + 1);
+      tokens.push_back(json.substr(i + 1, end - i - 1));
+      i = end;
+    } else if (c >= '0' && c <= '9') {
+      std::size_t end = i;
+      while (end < json.size() && json[end] >= '0' && json[end] <= '9') ++end;
+      tokens.push_back(json.substr(i, end - i));
+      i = end - 1;
+    }
+  }
+  return tokens;
+}
+
+case_table load_cases() {
+  std::ifstream in(GPUMEM_SIZE_CASES);
+  std::stringstream text;
+  text << in.rdbuf();
+  const std::string json = text.str();
+  case_table t;
+  const auto accepted = array_tokens(json, "accepted");
+  for (std::size_t i = 0; i + 1 < accepted.size(); i += 2) t.accepted.emplace_back(accepted[i], std::stoull(accepted[i + 1]));
+  t.rejected = array_tokens(json, "rejected");
+  return t;
+}
+
+}  // namespace
+
+TEST(shared_table_accepted_forms) {
+  const case_table t = load_cases();
+  REQUIRE(t.accepted.size() >= 10);
+  for (const auto& [text, bytes] : t.accepted) {
+    std::uint64_t out = 12345;
+    const bool ok = try_parse_size(text, out);
+    if (!ok) GPUMEM_TEST_FAIL("rejected '" + text + "'", false);
+    CHECK_EQ(out, bytes);
+    CHECK_EQ(parse_size(text, "size"), bytes);
+  }
+}
+
+TEST(shared_table_rejected_forms) {
+  const case_table t = load_cases();
+  REQUIRE(t.rejected.size() >= 10);
+  for (const std::string& text : t.rejected) {
+    std::uint64_t out = 12345;
+    if (try_parse_size(text, out)) GPUMEM_TEST_FAIL("accepted '" + text + "' as " + std::to_string(out), false);
+    CHECK_EQ(out, std::uint64_t(12345));  // untouched
+    CHECK_THROWS_AS(parse_size(text, "size"), invalid_argument);
+  }
+}
+
+TEST(error_names_the_value_and_the_forms) {
+  try {
+    parse_size("4KB", "GPUMEM_POOL_MAX_RESERVED");
+    GPUMEM_TEST_FAIL("no throw", true);
+  } catch (const invalid_argument& e) {
+    CHECK_EQ(std::string(e.what()),
+             std::string("Expected a size (a non-negative integer, optionally followed by KiB, MiB, GiB or TiB (powers "
+                         "of 1024)) for GPUMEM_POOL_MAX_RESERVED but received '4KB'"));
+    CHECK_EQ(e.argument(), std::string("GPUMEM_POOL_MAX_RESERVED"));
+    CHECK(e.error_kind() == invalid_argument::kind::range);
+  }
+}
+
+TEST_MAIN()

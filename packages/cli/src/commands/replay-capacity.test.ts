@@ -1,0 +1,155 @@
+/**
+ * `gpumem replay` as a tool to pick an allocator: --capacity, --min-capacity, --report, and the
+ * checks made before any work. Spawns the built CLI (build first: npx tsc -b tsconfig.json), on
+ * 'host' and 'pool' over host memory, with a trace whose answers are known.
+ */
+import { spawnSync } from 'node:child_process';
+import { mkdtempSync, readFileSync, writeFileSync, existsSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { describe, expect, it } from 'vitest';
+
+const cli = fileURLToPath(new URL('../../dist/cli.js', import.meta.url));
+const run = (args: string[]) => spawnSync(process.execPath, [cli, ...args], { encoding: 'utf8' });
+const dir = mkdtempSync(join(tmpdir(), 'gpumem-cli-capacity-'));
+
+const KiB = 1024;
+const MiB = 1024 * KiB;
+// Peak live 3 MiB + 1.5 MiB + 200 KiB (host's minimum); the pool takes 4 + 2 + 2 MiB of segments.
+const events: [string, number, number][] = [
+  ['alloc', 0xa, 3 * MiB],
+  ['alloc', 0xb, 100 * KiB],
+  ['alloc', 0xc, 1.5 * MiB],
+  ['free', 0xb, 100 * KiB],
+  ['alloc', 0xd, 200 * KiB],
+  ['free', 0xa, 3 * MiB],
+  ['free', 0xc, 1.5 * MiB],
+  ['free', 0xd, 200 * KiB],
+];
+const traceFile = join(dir, 'known.jsonl');
+writeFileSync(
+  traceFile,
+  [
+    JSON.stringify({ format: 'gpumem-trace', version: 1, source: 'test', eventCount: events.length }),
+    ...events.map(([action, ptr, bytes], i) => JSON.stringify({ timeNs: i * 1000, action, ptr, bytes, stream: 0, tag: 0 })),
+  ].join('\n') + '\n',
+);
+
+/** The data rows of the replay table, by allocator. */
+function tableRows(stdout: string): Map<string, string[]> {
+  const lines = stdout.split('\n');
+  const start = lines.findIndex((l) => l.startsWith('allocator '));
+  const header = lines[start]!.split(/ {2,}/);
+  const rows = new Map<string, string[]>();
+  for (const line of lines.slice(start + 2)) {
+    if (line.trim() === '' || line.startsWith(' ')) break;
+    const cells = line.split(/ {2,}/);
+    rows.set(cells[0]!, cells);
+  }
+  rows.set('#header', header);
+  return rows;
+}
+
+const cell = (rows: Map<string, string[]>, allocator: string, column: string) => rows.get(allocator)![rows.get('#header')!.indexOf(column)];
+
+describe('gpumem replay --capacity', () => {
+  it('replays as if the device had that much memory; an OOM shows the largest free block and idle reserved bytes', () => {
+    const r = run(['replay', traceFile, '--allocators', 'host,pool:upstream=host', '--repeats', '1', '--capacity', '6MiB']);
+    expect(r.status, r.stderr).toBe(0);
+    expect(r.stdout).toContain('replayed as if the device had 6.00 MiB');
+    const rows = tableRows(r.stdout);
+    expect(cell(rows, 'host', 'OOMs')).toBe('0');
+    expect(cell(rows, 'pool:upstream=host', 'OOMs')).toBe('1'); // C's 2 MiB segment does not fit next to 4 + 2 MiB
+    expect(cell(rows, 'pool:upstream=host', 'largest free at OOM')).toBe('1.90 MiB');
+    expect(cell(rows, 'pool:upstream=host', 'unallocated at OOM')).toBe('2.90 MiB');
+    expect(cell(rows, 'host', 'largest free at OOM')).toBe('-');
+    expect(r.stdout).toMatch(/recommendation:\n {2}Least memory: host peaks at 4\.70 MiB reserved\./);
+  });
+
+  it('a capacity below the largest single request is an error before anything is allocated (exit 2)', () => {
+    const r = run(['replay', traceFile, '--allocators', 'host', '--capacity', '2MiB']);
+    expect(r.status).toBe(2);
+    expect(r.stderr).toBe("gpumem replay: '--capacity' 2.00 MiB is less than the trace's largest single request (3.00 MiB); no allocator could replay it\n");
+    expect(r.stdout).toBe('');
+    const bad = run(['replay', traceFile, '--capacity', '16GB']);
+    expect(bad.status).toBe(2);
+    expect(bad.stderr).toMatch(/for '--capacity' but received '16GB'/);
+    const zero = run(['replay', traceFile, '--capacity', '0']);
+    expect(zero.status).toBe(2);
+    expect(zero.stderr).toMatch(/'--capacity' must be more than 0 bytes/);
+  });
+});
+
+describe('gpumem replay --min-capacity', () => {
+  it("finds each allocator's smallest capacity, counts the probes, and recommends", () => {
+    const json = join(dir, 'min.json');
+    const r = run(['replay', traceFile, '--allocators', 'host,pool:upstream=host', '--repeats', '1', '--min-capacity', '--resolution', '1', '--json', json]);
+    expect(r.status, r.stderr).toBe(0);
+    const rows = tableRows(r.stdout);
+    expect(cell(rows, 'host', 'min capacity')).toBe('4.70 MiB');
+    expect(cell(rows, 'host', 'probes')).toBe('1'); // the lower bound fits
+    expect(cell(rows, 'pool:upstream=host', 'min capacity')).toBe('8.00 MiB');
+    expect(Number(cell(rows, 'pool:upstream=host', 'probes'))).toBeGreaterThan(2);
+    expect(r.stdout).toContain('Least memory: host needs 4.70 MiB.');
+    expect(r.stdout).toMatch(/Fewest driver calls: pool:upstream=host, 3 calls\./);
+    const out = JSON.parse(readFileSync(json, 'utf8'));
+    expect(out.results[0].minCapacity).toMatchObject({ bytes: 3 * MiB + 1.5 * MiB + 200 * KiB, atLowerBound: true, probes: 1 });
+    expect(out.results[1].minCapacity).toMatchObject({ bytes: 8 * MiB, failedBytes: 8 * MiB - 1 });
+    expect(out.results[1].profile).toMatchObject({ driverAllocs: 3, fragmentationAtPeakBytes: 8 * MiB - (3 * MiB + 100 * KiB + 1.5 * MiB) });
+    expect(out.recommendation[0]).toBe('Least memory: host needs 4.70 MiB.');
+  });
+
+  it('says "> CAP" when an allocator never fits under --capacity', () => {
+    const r = run(['replay', traceFile, '--allocators', 'pool:upstream=host', '--repeats', '1', '--min-capacity', '--capacity', '6MiB']);
+    expect(r.status, r.stderr).toBe(0);
+    expect(cell(tableRows(r.stdout), 'pool:upstream=host', 'min capacity')).toBe('> 6.00 MiB');
+    expect(r.stdout).toMatch(/no strategy replayed the trace without running out of memory under the search's cap/);
+  });
+});
+
+describe('gpumem replay --report', () => {
+  it('writes an HTML report with the table, the timelines and the recommendation', () => {
+    const report = join(dir, 'pick.html');
+    const r = run(['replay', traceFile, '--allocators', 'host,pool', '--repeats', '1', '--min-capacity', '--report', report]);
+    expect(r.status, r.stderr).toBe(0);
+    expect(r.stdout).toContain(`wrote ${report}`);
+    const html = readFileSync(report, 'utf8');
+    expect(html).toContain('<title>gpumem replay: ');
+    expect(html).toContain('class="recommendation"');
+    expect(html).toContain('Min capacity');
+    expect(html).toContain('id="timeline-1"');
+  });
+});
+
+describe('gpumem replay: checks before any work', () => {
+  it('an unwritable --report or --json is exit 2 naming the flag, before the trace is read', () => {
+    const missing = join(dir, 'no-such-trace.jsonl');
+    const report = run(['replay', missing, '--report', join(dir, 'no-such-dir', 'r.html')]);
+    expect(report.status).toBe(2);
+    expect(report.stderr).toMatch(/^gpumem replay: '--report' .*no-such-dir.*does not exist\n$/);
+    const json = run(['replay', missing, '--json', dir]);
+    expect(json.status).toBe(2);
+    expect(json.stderr).toMatch(/^gpumem replay: '--json' .*: is a folder; give a file name\n$/);
+    expect(existsSync(join(dir, 'no-such-dir'))).toBe(false);
+  });
+
+  it('a missing trace is the only message: nothing about skipped allocators first', () => {
+    const r = run(['replay', join(dir, 'missing.jsonl')]);
+    expect(r.status).toBe(1);
+    expect(r.stderr).toMatch(/^gpumem replay: cannot read '.*missing\.jsonl': no such file\n$/);
+    expect(r.stdout).toBe('');
+  });
+
+  it('--resolution needs --min-capacity; bad specs are named', () => {
+    const res = run(['replay', traceFile, '--resolution', '1MiB']);
+    expect(res.status).toBe(2);
+    expect(res.stderr).toMatch(/'--resolution' is the precision of '--min-capacity'/);
+    const spec = run(['replay', traceFile, '--allocators', 'pool:maxReservedBytes']);
+    expect(spec.status).toBe(2);
+    expect(spec.stderr).toMatch(/'--allocators': Expected key=value/);
+    const both = run(['replay', traceFile, '--allocators', 'host:limitBytes=8MiB', '--capacity', '8MiB', '--repeats', '1']);
+    expect(both.status).toBe(1);
+    expect(both.stdout).toMatch(/host:limitBytes=8MiB +failed +RangeError: Expected either a capacity or the option limitBytes/);
+  });
+});

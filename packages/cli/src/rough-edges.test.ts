@@ -1,0 +1,152 @@
+/**
+ * What a new user meets first, through the built CLI: the version, plug-ins by package name from
+ * their own project, output paths checked before any work, allocator specs everywhere, and a
+ * machine with no GPU explained in plain words.
+ */
+import { spawnSync } from 'node:child_process';
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath, pathToFileURL } from 'node:url';
+import { afterAll, describe, expect, it } from 'vitest';
+
+const cli = fileURLToPath(new URL('../dist/cli.js', import.meta.url));
+const core = fileURLToPath(new URL('../../allocator-core/dist/index.js', import.meta.url));
+const dir = mkdtempSync(join(tmpdir(), 'gpumem-cli-'));
+const env = { ...process.env, CUDA_VISIBLE_DEVICES: '', GPUMEM_PLUGINS: '' };
+const run = (args: string[], options: { cwd?: string; env?: NodeJS.ProcessEnv } = {}) =>
+  spawnSync(process.execPath, [cli, ...args], { encoding: 'utf8', timeout: 120_000, cwd: options.cwd ?? process.cwd(), env: options.env ?? env });
+const tiny = ['--train-subset', '256', '--test-subset', '128', '--hidden', '32'];
+
+afterAll(() => rmSync(dir, { recursive: true, force: true }));
+
+describe('gpumem CLI: first contact', () => {
+  it('--version prints the version', () => {
+    const r = run(['--version']);
+    expect(r.status).toBe(0);
+    const pkg = JSON.parse(readFileSync(fileURLToPath(new URL('../package.json', import.meta.url)), 'utf8')) as { version: string };
+    expect(r.stdout.trim()).toBe(`gpumem ${pkg.version}`);
+  });
+
+  it('loads a plug-in by package name from the current project, with --plugin or GPUMEM_PLUGINS', () => {
+    // A user's project with a strategy package installed in its node_modules.
+    const project = join(dir, 'project');
+    const pkg = join(project, 'node_modules', 'my-strategy');
+    mkdirSync(pkg, { recursive: true });
+    writeFileSync(join(project, 'package.json'), JSON.stringify({ name: 'project', private: true }));
+    writeFileSync(join(pkg, 'package.json'), JSON.stringify({ name: 'my-strategy', version: '1.0.0', type: 'module', main: 'index.js' }));
+    writeFileSync(
+      join(pkg, 'index.js'),
+      `import { registerAllocator, HostAllocator } from ${JSON.stringify(pathToFileURL(core).href)};\n` +
+        `registerAllocator('my-strategy', (o) => new HostAllocator(o), { description: 'a user strategy', requiresCuda: false });\n`,
+    );
+    const byFlag = run(['info', '--plugin', 'my-strategy'], { cwd: project });
+    expect(byFlag.stderr).toBe('');
+    expect(byFlag.stdout).toMatch(/^ {2}my-strategy +available +a user strategy/m);
+    const byEnv = run(['info'], { cwd: project, env: { ...env, GPUMEM_PLUGINS: 'my-strategy' } });
+    expect(byEnv.stdout).toMatch(/^ {2}my-strategy /m);
+    const compare = run(['compare', ...tiny, '--epochs', '1', '--allocators', 'my-strategy,host', '--plugin', 'my-strategy'], { cwd: project });
+    expect(compare.status).toBe(0);
+    expect(compare.stdout).toMatch(/^my-strategy +ok /m);
+    const missing = run(['info', '--plugin', 'not-installed-anywhere'], { cwd: project });
+    expect(missing.status).toBe(1);
+    expect(missing.stderr).toMatch(/could not load allocator plug-in 'not-installed-anywhere'.*npm install not-installed-anywhere/);
+    expect(run(['info', '--plugin'], { cwd: project }).status).toBe(2);
+  });
+
+  it('checks every output path before any work, naming the flag (exit 2)', () => {
+    const cases: [string[], RegExp][] = [
+      [['compare', ...tiny, '--report', '/no/such/dir/r.html'], /'--report' \/no\/such\/dir\/r.html: the folder \/no\/such\/dir does not exist/],
+      [['compare', ...tiny, '--json', '/no/such/dir/r.json'], /'--json'/],
+      [['compare', ...tiny, '--trace-json', dir], /'--trace-json' .*: is a folder/],
+      [['record', ...tiny, '--out', '/no/such/dir/t.jsonl'], /gpumem record: '--out'/],
+      [['train', ...tiny, '--json', '/no/such/dir/t.json'], /gpumem train: '--json'/],
+    ];
+    for (const [args, message] of cases) {
+      const started = Date.now();
+      const r = run(args);
+      expect(r.status, args.join(' ')).toBe(2);
+      expect(r.stderr).toMatch(message);
+      expect(r.stdout).toBe(''); // nothing ran
+      expect(Date.now() - started).toBeLessThan(20_000);
+    }
+  });
+
+  it('train and record take allocator specs with options, as compare does', () => {
+    const ok = run(['train', ...tiny, '--allocator', 'pool:maxReservedBytes=64MiB']);
+    expect(ok.status).toBe(0);
+    const tooSmall = run(['train', ...tiny, '--allocator', 'pool:maxReservedBytes=4KiB']);
+    expect(tooSmall.status).toBe(1);
+    expect(tooSmall.stderr).toMatch(/out of memory|OutOfMemory/i);
+    const bad = run(['train', ...tiny, '--allocator', 'pool:maxReservedBytes']);
+    expect(bad.status).toBe(2);
+    expect(bad.stderr).toMatch(/gpumem train: '--allocator'/);
+    const trace = join(dir, 'spec.jsonl');
+    const rec = run(['record', ...tiny, '--out', trace, '--allocator', 'pool:maxReservedBytes=64MiB']);
+    expect(rec.status).toBe(0);
+    expect(JSON.parse(readFileSync(trace, 'utf8').split('\n')[0]!).allocator).toBe('pool:maxReservedBytes=64MiB');
+  });
+
+  it('without a GPU, train uses a subset of MNIST by default and says so', () => {
+    const r = run(['train', '--hidden', '16', '--hidden-layers', '1']);
+    expect(r.status).toBe(0);
+    expect(r.stderr).toMatch(/no CUDA device: the CPU kernels on a subset of MNIST \(2048 training, 1000 test images/);
+  });
+
+  it('compare shows a peer run (--peer) as a row, and its losses in the report', () => {
+    const peer = fileURLToPath(new URL('../../compare/src/fixtures/torch-eager.jsonl', import.meta.url));
+    const report = join(dir, 'peer.html');
+    const json = join(dir, 'peer.json');
+    const r = run(['compare', ...tiny, '--epochs', '2', '--allocators', 'host', '--peer', peer, '--report', report, '--json', json]);
+    expect(r.status).toBe(0);
+    expect(r.stdout).toMatch(/^torch-eager +peer +1478\.2 ms \(1476\.9\u20131479\.5\)/m);
+    expect(r.stdout).toMatch(/peer: another framework's run/);
+    const result = JSON.parse(readFileSync(json, 'utf8'));
+    expect(result.peers[0].name).toBe('torch-eager');
+    const html = readFileSync(report, 'utf8');
+    expect(html).toContain('<tr class="peer" data-peer="torch-eager"');
+    expect(html).toContain('id="loss-curves"');
+    const bad = run(['compare', ...tiny, '--peer', '/no/such/peer.jsonl']);
+    expect(bad.status).toBe(2);
+    expect(bad.stderr).toMatch(/'--peer' \/no\/such\/peer.jsonl:0: cannot read it/);
+  });
+
+  it('compare runs 3 epochs by default, leaves the first out, and shows the spread', () => {
+    const json = join(dir, 'three.json');
+    const r = run(['compare', ...tiny, '--allocators', 'host,pool', '--json', json]);
+    expect(r.status).toBe(0);
+    const result = JSON.parse(readFileSync(json, 'utf8'));
+    for (const row of result.runs) {
+      expect(row.epochs).toHaveLength(3);
+      expect(row.warmupEpochs).toBe(1);
+      expect(row.epochSpread.n).toBe(2);
+    }
+    expect(r.stdout).toMatch(/median epoch \(min\u2013max\)/);
+    expect(r.stdout).toMatch(/= tied for best within the spread/);
+    // every time column is either one best or a tie, never both
+    for (const column of ['medianEpochMs', 'throughput']) {
+      expect(Boolean(result.best[column]) !== Boolean(result.tied[column])).toBe(true);
+    }
+  });
+
+  it('compare --repeat runs each allocator in fresh processes, interleaved, and pools the epochs', () => {
+    const json = join(dir, 'repeat.json');
+    const r = run(['compare', ...tiny, '--epochs', '2', '--allocators', 'host,pool', '--repeat', '2', '--json', json]);
+    expect(r.status).toBe(0);
+    const order = [...r.stderr.matchAll(/^\[(\d)\/4\] (\S+) \.\.\./gm)].map((m) => m[2]);
+    expect(order).toEqual(['host', 'pool', 'host', 'pool']);
+    const result = JSON.parse(readFileSync(json, 'utf8'));
+    for (const row of result.runs) {
+      expect(row.repeats).toBe(2);
+      expect(row.epochs).toHaveLength(4);
+      expect(row.epochSpread.n).toBe(2); // one measured epoch from each repeat
+    }
+    expect(run(['compare', ...tiny, '--repeat', '2', '--inline']).status).toBe(2);
+  });
+
+  it('info says in plain words that there is no CUDA device or driver', () => {
+    const r = run(['info']);
+    expect(r.stdout).toMatch(/devices: (\d+ CUDA device|no CUDA (device|driver))/);
+    expect(r.stdout).not.toMatch(/devices: CUDA driver version is insufficient/);
+  });
+});

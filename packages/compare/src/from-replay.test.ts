@@ -1,0 +1,96 @@
+import { describe, expect, it } from 'vitest';
+import { createAllocator } from '@gpumem/allocator-core';
+import '@gpumem/allocator-pool';
+import { compileTrace, findMinCapacity, profileReplay, replayTrace, type RecordedPeer, type TraceEvent } from '@gpumem/trace';
+import { replayToCompareResult, type ReplayReportRow } from './from-replay.js';
+import { renderHtmlReport } from './report-html.js';
+
+const KiB = 1024;
+const MiB = 1024 * KiB;
+let clock = 0;
+const ev = (action: TraceEvent['action'], ptr: number, bytes: number): TraceEvent => ({ timeNs: (clock += 1_000_000), action, ptr, bytes, stream: 0, tag: 0 });
+const compiled = compileTrace({
+  header: { source: 'test' },
+  events: [ev('alloc', 1, 3 * MiB), ev('alloc', 2, 100 * KiB), ev('free', 2, 100 * KiB), ev('alloc', 3, 1.5 * MiB), ev('free', 1, 3 * MiB), ev('free', 3, 1.5 * MiB)],
+});
+
+function rowOf(label: string, name: string, options: Record<string, unknown> = {}): ReplayReportRow {
+  const allocator = createAllocator(name, options);
+  try {
+    const result = replayTrace(compiled, allocator, { repeats: 1 });
+    const profile = profileReplay(compiled, { name, options });
+    const minCapacity = findMinCapacity(compiled, { name, options }, { capBytes: 64 * MiB, resolutionBytes: 64 * KiB });
+    return { label, result, profile, minCapacity };
+  } finally {
+    allocator.dispose();
+  }
+}
+
+const peer: RecordedPeer = {
+  label: 'PyTorch caching allocator (recorded)',
+  peakReservedBytes: 6 * MiB,
+  peakAllocatedBytes: 4.5 * MiB,
+  driverAllocs: 3,
+  driverFrees: 0,
+  reservedTimeline: { timeNs: [1_000_000, 4_000_000], reservedBytes: [4 * MiB, 6 * MiB] },
+  allocatedAtPeakBytes: 4.5 * MiB,
+  fragmentationAtPeakBytes: 1.5 * MiB,
+};
+
+describe('replayToCompareResult', () => {
+  const rows = [rowOf('host', 'host'), rowOf('pool', 'pool', { upstream: 'host' }), { label: 'broken', error: 'TypeError: no' }];
+  const result = replayToCompareResult({
+    file: 'run.jsonl',
+    format: 'jsonl',
+    origin: 'test',
+    summary: '6 events',
+    compiled,
+    rows,
+    peer,
+    device: 'host (no GPU)',
+    recommendation: ['Least memory: host needs 4.50 MiB.'],
+    createdAt: '2026-01-01T00:00:00.000Z',
+  });
+
+  it('makes one run per strategy and one for the recorded peer, with the replay columns and best values', () => {
+    expect(result.runs.map((r) => [r.allocator, r.status])).toEqual([
+      ['host', 'ok'],
+      ['pool', 'ok'],
+      ['broken', 'error'],
+      [peer.label, 'ok'],
+    ]);
+    expect(result.replay).toMatchObject({ trace: 'run.jsonl', format: 'jsonl', summary: '6 events' });
+    expect(result.hiddenColumns).toEqual(['medianEpochMs', 'throughput', 'finalLoss', 'accuracy']);
+    expect(result.extraColumns!.map((c) => c.key)).toEqual(['minCapacity', 'fragmentationAtPeak', 'nsPerAlloc', 'nsPerFree']);
+    const min = result.extraColumns!.find((c) => c.key === 'minCapacity')!;
+    expect(min.best).toEqual(['host']); // 4.5 MiB, below the pool's segments and PyTorch's 6 MiB
+    expect(result.runs[0]!.extra!.minCapacity!.text).toBe('4.50 MiB');
+    expect(result.runs[3]!.extra!.minCapacity).toEqual({ text: '6.00 MiB', mark: '*' });
+    expect(result.notes!.some((n) => n.startsWith('* PyTorch caching allocator (recorded)'))).toBe(true);
+    expect(result.best.peakReservedBytes).toEqual(['host']);
+    expect(result.runs[1]!).toMatchObject({ upstreamAllocCalls: rows[1]!.profile!.driverAllocs, peakReservedBytes: rows[1]!.result!.peakReservedBytes });
+  });
+
+  it("draws each strategy's timeline and the peer's on the trace's clock", () => {
+    expect(result.runs[0]!.timeline!.tMs).toEqual([1, 2, 3, 4, 5, 6]);
+    expect(result.runs[0]!.timeline!.allocatedBytes).toEqual([3 * MiB, 3 * MiB + 100 * KiB, 3 * MiB, 4.5 * MiB, 1.5 * MiB, 0]);
+    const p = result.runs[3]!.timeline!;
+    expect(p.tMs).toEqual([1, 2, 3, 4, 5, 6]);
+    expect(p.reservedBytes).toEqual([4 * MiB, 4 * MiB, 4 * MiB, 6 * MiB, 6 * MiB, 6 * MiB]);
+    expect(p.allocatedBytes[3]).toBe(4.5 * MiB);
+  });
+
+  it('renders as a replay report: the trace, the recommendation, the extra columns, no epoch section', () => {
+    const html = renderHtmlReport(result);
+    expect(html).toContain('<title>gpumem replay: run.jsonl</title>');
+    expect(html).toContain('<dt>Trace</dt>');
+    expect(html).toMatch(/<div class="recommendation">.*Least memory: host needs 4\.50 MiB\./s);
+    expect(html).toContain('Min capacity');
+    expect(html).toContain('Fragmentation at peak');
+    expect(html).toContain('6.00 MiB<sup>*</sup>');
+    expect(html).not.toContain('id="epochs"');
+    expect(html).not.toContain('>Median epoch');
+    expect(html).toContain("time in the trace (the recording's clock)");
+    expect(html).toMatch(/data-allocator="host">.*class="num best" >?/s);
+  });
+});

@@ -1,0 +1,94 @@
+import { describe, expect, it } from 'vitest';
+import { rankRuns } from './compare.js';
+import { mergeRepeats } from './repeat.js';
+import { spreadOf, spreadsOverlap, warmupEpochsOf } from './spread.js';
+import type { CompareRun } from './types.js';
+
+function run(allocator: string, epochMs: number[], extra: Partial<CompareRun> = {}): CompareRun {
+  const epochs = epochMs.map((ms, epoch) => ({ epoch, epochMs: ms, startMs: epoch * ms, loss: 1, accuracy: 0.5, trainAccuracy: 0.5, peakAllocatedBytes: 100, peakReservedBytes: 200 }));
+  const warmupEpochs = warmupEpochsOf(epochs.length);
+  const epochSpread = spreadOf(epochMs.slice(warmupEpochs));
+  return {
+    allocator,
+    status: 'ok',
+    epochs: epochs as unknown as CompareRun['epochs'],
+    warmupEpochs,
+    medianEpochMs: epochSpread?.median ?? null,
+    epochSpread,
+    repeats: 1,
+    throughput: epochSpread ? 1000 / (epochSpread.median / 1000) : null,
+    peakAllocatedBytes: 100,
+    peakReservedBytes: 200,
+    overhead: 2,
+    upstreamAllocCalls: 1,
+    upstreamFreeCalls: 1,
+    oomCount: 0,
+    finalLoss: 1,
+    accuracy: 0.5,
+    stats: null,
+    wallMs: 10,
+    timeline: null,
+    phases: [],
+    eventsRecorded: 0,
+    eventsDropped: 0,
+    ...extra,
+  };
+}
+
+describe('spreads', () => {
+  it('summarises with quartiles and leaves the first epoch out as warm-up', () => {
+    expect(spreadOf([])).toBeNull();
+    expect(spreadOf([4, 1, 3, 2])).toEqual({ n: 4, min: 1, q1: 1.75, median: 2.5, q3: 3.25, max: 4 });
+    expect(warmupEpochsOf(1)).toBe(0);
+    expect(warmupEpochsOf(3)).toBe(1);
+    expect(run('a', [900, 300, 310]).medianEpochMs).toBe(305);
+  });
+
+  it('overlap uses min–max for few epochs and the interquartile range for many', () => {
+    expect(spreadsOverlap(spreadOf([1, 2])!, spreadOf([2, 3])!)).toBe(true);
+    expect(spreadsOverlap(spreadOf([1, 2])!, spreadOf([2.5, 3])!)).toBe(false);
+    const many = (lo: number) => spreadOf([lo, lo + 1, lo + 2, lo + 3, lo + 4, lo + 5, lo + 6, lo + 100])!;
+    // min–max would overlap (the outlier), the quartiles do not
+    expect(spreadsOverlap(many(0), many(10))).toBe(false);
+  });
+});
+
+describe('ranking runs', () => {
+  it('marks a best time only when it is better beyond the spread; otherwise the rows tie', () => {
+    const clear = rankRuns([run('pool', [500, 300, 305, 302]), run('cuda', [700, 580, 590, 585])]);
+    expect(clear.best.medianEpochMs).toEqual(['pool']);
+    expect(clear.best.throughput).toEqual(['pool']);
+    expect(clear.tied.medianEpochMs).toBeUndefined();
+    const close = rankRuns([run('pool', [500, 300, 340]), run('async', [600, 330, 360]), run('cuda', [700, 580, 590])]);
+    expect(close.best.medianEpochMs).toBeUndefined();
+    expect(close.tied.medianEpochMs).toEqual(['pool', 'async']);
+    expect(close.tied.throughput).toEqual(['pool', 'async']);
+    // exact columns are unaffected by the spread
+    expect(close.best.peakAllocatedBytes).toEqual(['pool', 'async', 'cuda']);
+  });
+
+  it('ranks failed runs nowhere', () => {
+    const r = rankRuns([run('pool', [500, 300, 305]), run('cuda', [10, 10, 10], { status: 'oom' })]);
+    expect(r.best.medianEpochMs).toEqual(['pool']);
+  });
+});
+
+describe('repeats', () => {
+  it('pools the measured epochs of every repeat, each repeat leaving out its own warm-up', () => {
+    const merged = mergeRepeats([run('pool', [900, 300, 310]), run('pool', [950, 320, 330], { peakReservedBytes: 400 })]);
+    expect(merged.repeats).toBe(2);
+    expect(merged.epochs).toHaveLength(6);
+    expect(merged.warmupEpochs).toBe(2);
+    expect(merged.epochSpread).toMatchObject({ n: 4, min: 300, max: 330, median: 315 });
+    expect(merged.medianEpochMs).toBe(315);
+    expect(merged.peakReservedBytes).toBe(400);
+    expect(merged.overhead).toBe(4);
+  });
+
+  it('a failed repeat fails the row, and one run is kept as is', () => {
+    const ok = run('pool', [900, 300, 310]);
+    expect(mergeRepeats([ok])).toBe(ok);
+    expect(mergeRepeats([ok, run('pool', [], { status: 'error', error: 'boom' })])).toMatchObject({ status: 'error', error: 'boom', repeats: 2 });
+    expect(() => mergeRepeats([])).toThrow(RangeError);
+  });
+});

@@ -1,0 +1,47 @@
+/**
+ * How far repeated measurements of one run spread, and when one run is better than another beyond
+ * that spread: a comparison marks a best only where the ranges do not overlap.
+ * @module
+ */
+import { median, quantile } from '@gpumem/allocator-core';
+
+/** The spread of a run's measured epochs (the warm-up epoch left out). */
+export interface Spread {
+  /** Measurements summarised. */
+  n: number;
+  min: number;
+  /** First and third quartiles (linear interpolation). */
+  q1: number;
+  median: number;
+  q3: number;
+  max: number;
+}
+
+/** The spread of `values`; null for none. */
+export function spreadOf(values: readonly number[]): Spread | null {
+  if (values.length === 0) return null;
+  return {
+    n: values.length,
+    min: Math.min(...values),
+    q1: quantile(values, 0.25),
+    median: median(values),
+    q3: quantile(values, 0.75),
+    max: Math.max(...values),
+  };
+}
+
+/**
+ * True when two spreads overlap, so neither is better beyond the noise. Ranges are min–max for
+ * fewer than 8 measurements (too few for quartiles to mean much), the interquartile range beyond.
+ */
+export function spreadsOverlap(a: Spread, b: Spread): boolean {
+  const range = (s: Spread): [number, number] => (s.n < 8 ? [s.min, s.max] : [s.q1, s.q3]);
+  const [aLo, aHi] = range(a);
+  const [bLo, bHi] = range(b);
+  return aLo <= bHi && bLo <= aHi;
+}
+
+/** Epochs counted as warm-up (left out of medians and spreads): the first, when there is more than one. */
+export function warmupEpochsOf(epochCount: number): number {
+  return epochCount >= 2 ? 1 : 0;
+}

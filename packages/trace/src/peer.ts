@@ -1,0 +1,83 @@
+/**
+ * The allocator a trace was recorded under, as a peer of the replayed strategies: a PyTorch
+ * snapshot (`torch.cuda.memory._dump_snapshot()`) carries what PyTorch's caching allocator itself
+ * reserved over time and how many segments it took from and gave back to the driver, so its row
+ * sits in the same table as the strategies replayed here.
+ * @module
+ */
+import type { ReadTrace } from './format.js';
+import type { CompiledTrace } from './replay.js';
+
+/** The label of PyTorch's row. */
+export const pytorchPeerLabel = 'PyTorch caching allocator (recorded)';
+
+/** What a recorded allocator did on the trace's program. */
+export interface RecordedPeer {
+  label: string;
+  peakReservedBytes: number;
+  peakAllocatedBytes: number;
+  /** Driver calls: segments allocated (cudaMalloc) and freed (cudaFree). */
+  driverAllocs: number;
+  driverFrees: number;
+  /** Reserved bytes over the trace's time (ns since its first event), as recorded. */
+  reservedTimeline: { timeNs: number[]; reservedBytes: number[] };
+  /** The bytes allocated at the moment of peak reserved, from the trace's own requests. */
+  allocatedAtPeakBytes: number;
+  /** Reserved minus allocated at that moment. */
+  fragmentationAtPeakBytes: number;
+}
+
+/** The `pytorch` part of a trace read from a PyTorch snapshot (see the snapshot reader). */
+interface PytorchSummary {
+  reservedTimeline: { timeNs: number[]; reservedBytes: number[] };
+  peakReservedBytes: number;
+  peakAllocatedBytes: number;
+  segmentAllocs: number;
+  segmentFrees: number;
+}
+
+const isCount = (v: unknown): v is number => typeof v === 'number' && Number.isFinite(v) && v >= 0;
+
+function summaryOf(trace: ReadTrace): PytorchSummary | undefined {
+  const p = (trace as ReadTrace & { pytorch?: unknown }).pytorch;
+  if (p === null || typeof p !== 'object') return undefined;
+  const s = p as Partial<PytorchSummary>;
+  const tl = s.reservedTimeline;
+  if (!tl || !Array.isArray(tl.timeNs) || !Array.isArray(tl.reservedBytes) || tl.timeNs.length !== tl.reservedBytes.length) return undefined;
+  if (![s.peakReservedBytes, s.peakAllocatedBytes, s.segmentAllocs, s.segmentFrees].every(isCount)) return undefined;
+  return s as PytorchSummary;
+}
+
+/**
+ * The bytes live after every operation of the compiled trace up to `timeNs` (its last operation at
+ * or before that time), i.e. what the program held then.
+ */
+function liveBytesAt(trace: CompiledTrace, timeNs: number): number {
+  let live = 0;
+  for (let i = 0; i < trace.action.length && trace.timeNs[i]! <= timeNs; i++) live += trace.action[i] === 0 ? trace.bytes[i]! : -trace.bytes[i]!;
+  return live;
+}
+
+/**
+ * PyTorch's caching allocator as a peer row, when `trace` was read from a PyTorch snapshot that
+ * carries its statistics; undefined otherwise.
+ */
+export function pytorchPeer(trace: ReadTrace, compiled: CompiledTrace): RecordedPeer | undefined {
+  const s = summaryOf(trace);
+  if (s === undefined) return undefined;
+  const { timeNs, reservedBytes } = s.reservedTimeline;
+  let peakIndex = -1;
+  for (let i = 0; i < reservedBytes.length; i++) if (peakIndex < 0 || reservedBytes[i]! > reservedBytes[peakIndex]!) peakIndex = i;
+  const reservedAtPeak = peakIndex < 0 ? s.peakReservedBytes : reservedBytes[peakIndex]!;
+  const allocatedAtPeak = peakIndex < 0 ? 0 : liveBytesAt(compiled, timeNs[peakIndex]!);
+  return {
+    label: pytorchPeerLabel,
+    peakReservedBytes: s.peakReservedBytes,
+    peakAllocatedBytes: s.peakAllocatedBytes,
+    driverAllocs: s.segmentAllocs,
+    driverFrees: s.segmentFrees,
+    reservedTimeline: { timeNs: [...timeNs], reservedBytes: [...reservedBytes] },
+    allocatedAtPeakBytes: allocatedAtPeak,
+    fragmentationAtPeakBytes: Math.max(0, reservedAtPeak - allocatedAtPeak),
+  };
+}

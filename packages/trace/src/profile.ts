@@ -1,0 +1,167 @@
+/**
+ * One tracked pass of a trace through a strategy: its memory over the trace's time, the
+ * fragmentation at its peak, its driver calls, and what memory looked like at each out-of-memory.
+ *
+ * Fragmentation at the peak is measured from the tracking layer's events (the native one for
+ * native strategies, TrackingAllocator otherwise): each event carries the strategy's reserved bytes
+ * right after the call, and the allocated bytes are the running sum of the calls, so the moment of
+ * peak reserved and the bytes allocated then come out of the one pass that also draws the
+ * timeline. The native replay loop reports end-of-pass statistics only, hence this extra pass.
+ * @module
+ */
+import { isOutOfMemory, type AllocatorStats, type Stream } from '@gpumem/allocator-core';
+import { createReplayAllocator, type CapacityLimit, type StrategySpec } from './capacity.js';
+import { replayStreams, type CompiledTrace } from './replay.js';
+
+/** Memory at one out-of-memory failure, from the strategy's statistics right after it. */
+export interface OomSnapshot {
+  /** The operation of the compiled trace, and its time in the trace (ns). */
+  op: number;
+  timeNs: number;
+  requestedBytes: number;
+  allocatedBytes: number;
+  reservedBytes: number;
+  /** Reserved but not allocated: cached or split memory the request could not use. */
+  unallocatedReservedBytes: number;
+  /** The largest cached free block, where the strategy reports one (pools). */
+  largestFreeBlock?: number;
+}
+
+/** What a tracked pass saw. */
+export interface ReplayProfile {
+  /** Allocated and reserved bytes after each call, on the trace's clock (ns since its first event). */
+  timeline: { timeNs: number[]; allocatedBytes: number[]; reservedBytes: number[] };
+  peakAllocatedBytes: number;
+  /** The highest reserved bytes (the strategy's own peak, which also sees peaks inside a call). */
+  peakReservedBytes: number;
+  /** Reserved bytes at the moment of the highest reserved after a call, and the bytes allocated then. */
+  reservedAtPeakBytes: number;
+  allocatedAtPeakBytes: number;
+  /** reservedAtPeakBytes − allocatedAtPeakBytes: what the strategy held beyond the requests at its peak. */
+  fragmentationAtPeakBytes: number;
+  /** Driver (upstream) allocations and frees made in the pass. */
+  driverAllocs: number;
+  driverFrees: number;
+  /** Out-of-memory failures in the pass, and the first `maxOomSnapshots` of them in detail. */
+  ooms: number;
+  oomSnapshots: OomSnapshot[];
+  /** How a capacity was enforced, when one was given. */
+  limit?: CapacityLimit;
+}
+
+export interface ProfileOptions {
+  capacityBytes?: number;
+  /** Out-of-memory failures described in detail (default 100); all are counted. */
+  maxOomSnapshots?: number;
+}
+
+function oomSnapshot(op: number, timeNs: number, requestedBytes: number, s: AllocatorStats): OomSnapshot {
+  const snapshot: OomSnapshot = {
+    op,
+    timeNs,
+    requestedBytes,
+    allocatedBytes: s.allocatedBytes,
+    reservedBytes: s.reservedBytes,
+    unallocatedReservedBytes: Math.max(0, s.reservedBytes - s.allocatedBytes),
+  };
+  if (s.largestFreeBlock !== undefined && s.largestFreeBlock >= 0) snapshot.largestFreeBlock = s.largestFreeBlock;
+  return snapshot;
+}
+
+/**
+ * Replays `trace` once through a fresh, tracked `spec` (at `capacityBytes` when given), in the
+ * TypeScript loop so that each out-of-memory failure can be looked at, on as many streams as the
+ * trace has.
+ */
+export function profileReplay(trace: CompiledTrace, spec: StrategySpec, o: ProfileOptions = {}): ReplayProfile {
+  const maxOomSnapshots = o.maxOomSnapshots ?? 100;
+  const n = trace.action.length;
+  const made = createReplayAllocator(spec, { ...(o.capacityBytes !== undefined && { capacityBytes: o.capacityBytes }), trackingCapacity: n + 1 });
+  const { allocator } = made;
+  const ptr = new Float64Array(trace.slots);
+  const size = new Float64Array(trace.slots);
+  const slotStream: Array<Stream | undefined> = new Array(trace.slots);
+  const callOp = new Uint32Array(n); // the operation behind each tracking event
+  let calls = 0;
+  let ooms = 0;
+  const oomSnapshots: OomSnapshot[] = [];
+  let end: AllocatorStats;
+  let streams: ReturnType<typeof replayStreams> | undefined;
+  try {
+    streams = replayStreams(allocator, trace.streamIds);
+    const before = allocator.stats();
+    for (let i = 0; i < n; i++) {
+      const s = trace.slot[i]!;
+      const stream = streams.streams[trace.streamIndex[i]!];
+      const bytes = trace.bytes[i]!;
+      if (trace.action[i] === 0) {
+        callOp[calls++] = i;
+        try {
+          ptr[s] = allocator.malloc(bytes, stream);
+          size[s] = bytes;
+          slotStream[s] = stream;
+        } catch (e) {
+          if (!isOutOfMemory(e)) throw e;
+          ooms++;
+          if (oomSnapshots.length < maxOomSnapshots) oomSnapshots.push(oomSnapshot(i, trace.timeNs[i]!, bytes, allocator.stats()));
+        }
+      } else if (ptr[s] !== 0) {
+        callOp[calls++] = i;
+        allocator.free(ptr[s]!, bytes, stream);
+        ptr[s] = 0;
+      }
+    }
+    end = allocator.stats();
+    end = { ...end, upstreamAllocCount: end.upstreamAllocCount - before.upstreamAllocCount, upstreamFreeCount: end.upstreamFreeCount - before.upstreamFreeCount };
+  } finally {
+    for (let s = 0; s < trace.slots; s++) {
+      if (ptr[s] === 0) continue;
+      try {
+        allocator.free(ptr[s]!, size[s]!, slotStream[s]);
+      } catch {
+        // dispose() frees what a failed cleanup leaves
+      }
+    }
+    streams?.destroy();
+  }
+  let events;
+  try {
+    events = made.events!().events;
+  } finally {
+    allocator.dispose();
+  }
+  // Every call made one event (alloc, free or oom), in order, and the ring holds them all (n + 1),
+  // so event k is operation callOp[k]; should a strategy record otherwise, its own clock is used.
+  const onTraceClock = events.length === calls;
+  const count = events.length;
+  const timeline = { timeNs: new Array<number>(count), allocatedBytes: new Array<number>(count), reservedBytes: new Array<number>(count) };
+  let allocated = 0;
+  let reservedAtPeak = 0;
+  let allocatedAtPeak = 0;
+  for (let k = 0; k < count; k++) {
+    const e = events[k]!;
+    if (e.action === 'alloc') allocated += e.bytes;
+    else if (e.action === 'free') allocated -= e.bytes;
+    timeline.timeNs[k] = onTraceClock ? trace.timeNs[callOp[k]!]! : e.timeNs;
+    timeline.allocatedBytes[k] = allocated;
+    timeline.reservedBytes[k] = e.reservedBytes;
+    if (e.reservedBytes > reservedAtPeak) {
+      reservedAtPeak = e.reservedBytes;
+      allocatedAtPeak = allocated;
+    }
+  }
+  const profile: ReplayProfile = {
+    timeline,
+    peakAllocatedBytes: end.peakAllocatedBytes,
+    peakReservedBytes: Math.max(end.peakReservedBytes, reservedAtPeak),
+    reservedAtPeakBytes: reservedAtPeak,
+    allocatedAtPeakBytes: allocatedAtPeak,
+    fragmentationAtPeakBytes: Math.max(0, reservedAtPeak - allocatedAtPeak),
+    driverAllocs: end.upstreamAllocCount,
+    driverFrees: end.upstreamFreeCount,
+    ooms,
+    oomSnapshots,
+  };
+  if (made.limit !== undefined) profile.limit = made.limit;
+  return profile;
+}
