@@ -95,6 +95,16 @@ describe('searchMinCapacity', () => {
     expect(coarse.bytes! - coarse.failedBytes!).toBeLessThanOrEqual(128);
   });
 
+  it('tries a hint before doubling, and never answers above a hint that fits', () => {
+    const tried: number[] = [];
+    const r = searchMinCapacity((c) => (tried.push(c), c >= 1000), { lowerBytes: 100, capBytes: 1 << 20, resolutionBytes: 64, hintBytes: 1010 });
+    expect(tried.slice(0, 2)).toEqual([100, 1010]);
+    expect(r.bytes).toBeGreaterThanOrEqual(1000);
+    expect(r.bytes).toBeLessThanOrEqual(1010);
+    const wrong = searchMinCapacity((c) => c >= 5000, { lowerBytes: 100, capBytes: 1 << 20, resolutionBytes: 1, hintBytes: 1010 });
+    expect(wrong).toMatchObject({ bytes: 5000, failedBytes: 4999 }); // a hint that fails is just a failure
+  });
+
   it('stops at the lower bound when it fits, and at the cap when nothing does', () => {
     expect(searchMinCapacity(() => true, { lowerBytes: 100, capBytes: 1000 })).toMatchObject({ bytes: 100, atLowerBound: true, probes: 1 });
     const never = searchMinCapacity(() => false, { lowerBytes: 100, capBytes: 1000, resolutionBytes: 1 });

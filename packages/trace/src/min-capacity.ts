@@ -14,6 +14,11 @@ export interface MinCapacitySearch {
   capBytes: number;
   /** Stop when the answer is known to within this many bytes (default 2 MiB). */
   resolutionBytes?: number;
+  /**
+   * A capacity likely to fit, tried first instead of doubling (the peak reserved of a pass without
+   * a limit): it is probed like any other, and keeps the answer from landing above it.
+   */
+  hintBytes?: number;
 }
 
 /** What the search found. */
@@ -39,7 +44,7 @@ export const defaultCapacityResolution = 2 * 1024 * 1024;
 
 /**
  * Bisects for the smallest capacity at which `fits(capacity)` holds: tries the lower bound, then
- * doubles until a capacity fits (at most `capBytes`), then halves the gap between the last failure
+ * the hint, if any, then doubles until a capacity fits (at most `capBytes`), then halves the gap between the last failure
  * and the first fit until it is at most the resolution. Assumes that a capacity that fits is not
  * followed by a larger one that fails, which holds for strategies whose decisions do not depend
  * on the capacity until they run out.
@@ -63,11 +68,16 @@ export function searchMinCapacity(fits: (capacityBytes: number) => boolean, sear
   if (probe(lowerBytes)) return { ...base, bytes: lowerBytes, atLowerBound: true, probes };
   let failed = lowerBytes;
   let fit = -1;
+  const double = () => Math.min(capBytes, Math.max(failed * 2, failed + resolutionBytes));
+  const hint = search.hintBytes;
+  let next = hint !== undefined && hint > lowerBytes && hint <= capBytes ? hint : double();
   while (fit < 0) {
     if (failed >= capBytes) return { ...base, failedBytes: failed, atLowerBound: false, probes };
-    const next = Math.min(capBytes, Math.max(failed * 2, failed + resolutionBytes));
     if (probe(next)) fit = next;
-    else failed = next;
+    else {
+      failed = next;
+      next = double();
+    }
   }
   while (fit - failed > resolutionBytes) {
     const mid: number = failed + Math.floor((fit - failed) / 2);
@@ -83,6 +93,8 @@ export interface MinCapacityOptions {
   resolutionBytes?: number;
   /** The replay loop of each probe (default: native for native strategies). */
   loop?: ReplayLoop;
+  /** A capacity likely to fit (see MinCapacitySearch.hintBytes). */
+  hintBytes?: number;
 }
 
 /**
@@ -103,5 +115,6 @@ export function findMinCapacity(trace: CompiledTrace, spec: StrategySpec, o: Min
     lowerBytes: trace.peakAllocatedBytes,
     capBytes: o.capBytes,
     ...(o.resolutionBytes !== undefined && { resolutionBytes: o.resolutionBytes }),
+    ...(o.hintBytes !== undefined && { hintBytes: o.hintBytes }),
   });
 }

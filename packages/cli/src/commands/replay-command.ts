@@ -178,6 +178,8 @@ function replayOne(spec: AllocatorSpec, compiled: CompiledTrace, s: RunSettings)
         capBytes: s.capacityBytes ?? capacityCap(device),
         resolutionBytes: s.resolutionBytes,
         ...(s.loop !== undefined && { loop: s.loop }),
+        // What the tracked pass reserved fits unless it ran out of memory: a good first guess.
+        ...(row.profile.ooms === 0 && { hintBytes: row.profile.peakReservedBytes }),
       });
     }
     row.wallMs = performance.now() - start;
