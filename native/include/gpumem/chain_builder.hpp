@@ -3,7 +3,8 @@
 // and call build_chain, so a strategy is the same chain wherever it runs.
 //
 // Layer order, bottom to top (each optional layer only when asked for):
-//   leaf            the strategy's driver calls: host, cuda (cudaMalloc), managed, async;
+//   leaf            the strategy's driver calls: host, cuda (cudaMalloc), managed, async, or a
+//                   plug-in library's (plugin_resource, strategy 'native');
 //   fault           fault_injecting_adaptor, right over the leaf: fails what the driver is asked;
 //   limit           limiting_adaptor: caps the bytes taken from the (possibly failing) leaf;
 //   strategy layer  pool_resource ('pool') or prefetch_adaptor ('uvm' with prefetch on allocate),
@@ -21,12 +22,13 @@
 #include "gpumem/fault_injecting_adaptor.hpp"
 #include "gpumem/managed_resource.hpp"
 #include "gpumem/memory_resource.hpp"
+#include "gpumem/plugin_resource.hpp"
 #include "gpumem/pool_resource.hpp"
 #include "gpumem/tracking_adaptor.hpp"
 
 namespace gpumem {
 
-enum class strategy_kind { host, cuda, uvm, pool, async };
+enum class strategy_kind { host, cuda, uvm, pool, async, native };
 
 // Where a pool's segments come from.
 enum class pool_upstream { cuda, host };
@@ -34,6 +36,13 @@ enum class pool_upstream { cuda, host };
 struct uvm_spec {
   bool prefetch_on_allocate = true;
   managed_options advice;
+};
+
+// A strategy from a shared library (gpumem/plugin.h). Its memory is on `chain_spec::device`, or on
+// the host when that is -1.
+struct native_spec {
+  std::string library;  // the path dlopen is given
+  std::string options;  // "key=value;key=value", passed to the library as is
 };
 
 struct pool_spec {
@@ -49,11 +58,12 @@ struct fault_spec {
 
 struct chain_spec {
   strategy_kind strategy = strategy_kind::host;
-  int device = 0;  // CUDA ordinal; ignored by 'host' and by a pool over host memory
+  int device = 0;  // CUDA ordinal; ignored by 'host' and by a pool over host memory; 'native': -1 is the host
   // The strategy's own options: only the member of `strategy` is read.
   uvm_spec uvm;
   pool_spec pool;
   async_options async;
+  native_spec native;
   // The layers any strategy may have.
   std::optional<std::uint64_t> limit_bytes;        // >= 1
   std::optional<fault_spec> fault_injection;
@@ -71,7 +81,7 @@ struct resource_chain {
   ~resource_chain();  // top first: adaptors before their upstreams
 };
 
-// "host", "cuda", "uvm", "pool", "async"; throws invalid_argument (type) for anything else.
+// "host", "cuda", "uvm", "pool", "async", "native"; throws invalid_argument (type) for anything else.
 strategy_kind parse_strategy(std::string_view name);
 const char* strategy_name(strategy_kind kind);
 

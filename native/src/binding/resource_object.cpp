@@ -83,9 +83,15 @@ chain_spec to_chain_spec(const Napi::Object& js) {
   known_keys(js, {"strategy", "device", "options", "limitBytes", "faultInjection", "trackingCapacity"}, "the spec");
   chain_spec spec;
   const std::optional<std::string> strategy = field_string(js, "strategy", "strategy");
-  if (!strategy) bad_field("strategy", "one of 'host', 'cuda', 'uvm', 'pool', 'async'", js.Get("strategy"));
+  if (!strategy) bad_field("strategy", "one of 'host', 'cuda', 'uvm', 'pool', 'async', 'native'", js.Get("strategy"));
   spec.strategy = parse_strategy(*strategy);
-  spec.device = static_cast<int>(field_u64(js, "device", "device", false).value_or(0));
+  // 'native' takes device -1 for host memory; every other strategy a CUDA ordinal.
+  if (spec.strategy == strategy_kind::native && js.Get("device").IsNumber() &&
+      js.Get("device").As<Napi::Number>().DoubleValue() == -1.0) {
+    spec.device = -1;
+  } else {
+    spec.device = static_cast<int>(field_u64(js, "device", "device", false).value_or(0));
+  }
   spec.limit_bytes = field_u64(js, "limitBytes", "limitBytes", true);
   spec.tracking_capacity = field_u64(js, "trackingCapacity", "trackingCapacity", true);
   if (auto fault = field_object(js, "faultInjection", "faultInjection")) {
@@ -129,6 +135,11 @@ chain_spec to_chain_spec(const Napi::Object& js) {
       known_keys(options, {"releaseThreshold"}, "the options of 'async'");
       spec.async.release_threshold =
           field_u64(options, "releaseThreshold", "releaseThreshold", false).value_or(spec.async.release_threshold);
+      break;
+    case strategy_kind::native:
+      known_keys(options, {"library", "options"}, "the options of 'native'");
+      spec.native.library = field_string(options, "library", "library").value_or("");
+      spec.native.options = field_string(options, "options", "options").value_or("");
       break;
   }
   return spec;

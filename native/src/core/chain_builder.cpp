@@ -11,7 +11,7 @@
 namespace gpumem {
 namespace {
 
-enum class layer_kind { host, cuda, managed, async, fault, limit, pool, prefetch, track };
+enum class layer_kind { host, cuda, managed, async, plugin, fault, limit, pool, prefetch, track };
 
 const char* layer_name(layer_kind k) {
   switch (k) {
@@ -19,6 +19,7 @@ const char* layer_name(layer_kind k) {
     case layer_kind::cuda: return "cuda";
     case layer_kind::managed: return "managed";
     case layer_kind::async: return "async";
+    case layer_kind::plugin: return "plugin";
     case layer_kind::fault: return "fault";
     case layer_kind::limit: return "limit";
     case layer_kind::pool: return "pool";
@@ -45,6 +46,7 @@ std::vector<layer_kind> plan(const chain_spec& spec) {
     case strategy_kind::cuda: layers.push_back(layer_kind::cuda); break;
     case strategy_kind::uvm: layers.push_back(layer_kind::managed); break;
     case strategy_kind::async: layers.push_back(layer_kind::async); break;
+    case strategy_kind::native: layers.push_back(layer_kind::plugin); break;
     case strategy_kind::pool:
       layers.push_back(spec.pool.upstream == pool_upstream::cuda ? layer_kind::cuda : layer_kind::host);
       break;
@@ -63,6 +65,8 @@ std::unique_ptr<memory_resource> make_layer(layer_kind kind, const chain_spec& s
     case layer_kind::cuda: return std::make_unique<cuda_resource>(spec.device);
     case layer_kind::managed: return std::make_unique<managed_resource>(spec.device, spec.uvm.advice);
     case layer_kind::async: return std::make_unique<async_resource>(spec.device, spec.async);
+    case layer_kind::plugin:
+      return std::make_unique<plugin_resource>(plugin_options{spec.native.library, spec.native.options, spec.device});
     case layer_kind::fault: {
       fault_options o;
       if (spec.fault_injection->fail_every) o.fail_every = *spec.fault_injection->fail_every;
@@ -93,8 +97,9 @@ strategy_kind parse_strategy(std::string_view name) {
   if (name == "uvm") return strategy_kind::uvm;
   if (name == "pool") return strategy_kind::pool;
   if (name == "async") return strategy_kind::async;
+  if (name == "native") return strategy_kind::native;
   throw invalid_argument(invalid_argument::kind::type, "strategy",
-                         "Expected one of 'host', 'cuda', 'uvm', 'pool', 'async' for strategy but received '" +
+                         "Expected one of 'host', 'cuda', 'uvm', 'pool', 'async', 'native' for strategy but received '" +
                              std::string(name) + "'");
 }
 
@@ -105,12 +110,18 @@ const char* strategy_name(strategy_kind kind) {
     case strategy_kind::uvm: return "uvm";
     case strategy_kind::pool: return "pool";
     case strategy_kind::async: return "async";
+    case strategy_kind::native: return "native";
   }
   return "host";
 }
 
 void validate(const chain_spec& spec) {
-  if (spec.device < 0) reject("device", "non-negative integer", std::to_string(spec.device));
+  if (spec.strategy == strategy_kind::native) {
+    if (spec.device < -1) reject("device", "non-negative integer or -1 (host memory)", std::to_string(spec.device));
+    if (spec.native.library.empty()) reject("library", "a non-empty path", "''");
+  } else if (spec.device < 0) {
+    reject("device", "non-negative integer", std::to_string(spec.device));
+  }
   positive(spec.limit_bytes, "limitBytes");
   positive(spec.tracking_capacity, "trackingCapacity");
   if (spec.fault_injection) {

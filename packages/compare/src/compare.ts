@@ -19,6 +19,8 @@ import {
   type TrackingEvent,
   strategyInfo,
   median,
+  memoryInfo,
+  formatBytes,
 } from '@gpumem/allocator-core';
 import { allocationTags, train, type Progress, type TrainOptions, type TrainResult } from '@gpumem/gnn';
 import type { AllocatorSpec } from './spec.js';
@@ -106,6 +108,17 @@ function failureRun(spec: AllocatorSpec, status: 'oom' | 'error', error: string,
   };
 }
 
+/**
+ * Bytes in use on the allocator's GPU (cudaMemGetInfo: total − free) that the allocator does not
+ * hold; null on the host. The runs of a comparison each have the device to themselves (a child
+ * process each), so this is the process's own memory outside the allocator.
+ */
+function outsideBytes(allocator: Allocator): number | null {
+  if (allocator.device.kind !== 'cuda') return null;
+  const { freeBytes, totalBytes } = memoryInfo(allocator.device.index);
+  return Math.max(0, totalBytes - freeBytes - allocator.stats().reservedBytes);
+}
+
 function messageOf(e: unknown): string {
   return e instanceof Error ? e.message : String(e);
 }
@@ -126,6 +139,9 @@ export function runOne(request: RunRequest, onProgress?: (p: Progress) => void):
   } catch (e) {
     return failureRun(spec, e instanceof OutOfMemoryError ? 'oom' : 'error', messageOf(e), null, performance.now() - start);
   }
+  // Device memory used outside the allocator (CUDA context, kernels, library handles): the
+  // device's used bytes less what the allocator holds, right after it is made and at the end.
+  const outsideAtStart = outsideBytes(allocator);
   let result: TrainResult | undefined;
   let failure: unknown;
   try {
@@ -145,6 +161,8 @@ export function runOne(request: RunRequest, onProgress?: (p: Progress) => void):
     } else {
       run = summariseRun(spec, result, stats, wallMs, start);
     }
+    const outsideAtEnd = outsideBytes(allocator);
+    if (outsideAtStart !== null && outsideAtEnd !== null) run.outsideAllocator = { atStartBytes: outsideAtStart, atEndBytes: outsideAtEnd };
     if (tracked) {
       const { events, dropped } = tracked.events(true);
       run.timeline = buildTimeline(events, stats.allocatedBytes, request.timelinePoints, 0, allocationTags);
@@ -277,6 +295,17 @@ function runInChild(request: RunRequest, onProgress?: (p: Progress) => void): Pr
   });
 }
 
+/** The note on GPU memory outside the allocators (the CUDA context and library handles), when measured. */
+export function outsideAllocatorNote(runs: readonly CompareRun[]): string[] {
+  const measured = runs.filter((r) => r.outsideAllocator);
+  if (measured.length === 0) return [];
+  const start = Math.max(...measured.map((r) => r.outsideAllocator!.atStartBytes));
+  const end = Math.max(...measured.map((r) => r.outsideAllocator!.atEndBytes));
+  return [
+    `outside the allocators (not in the peaks above): ${formatBytes(start)} of GPU memory when each run began (the CUDA context and kernels), up to ${formatBytes(end)} at the end (with cuBLAS's handle and state); from cudaMemGetInfo`,
+  ];
+}
+
 /** Runs every allocator in turn (`repeat` rounds) and gathers the comparison. */
 export async function compareAllocators(o: CompareOptions): Promise<CompareResult> {
   const repeat = o.repeat ?? 1;
@@ -320,5 +349,6 @@ export async function compareAllocators(o: CompareOptions): Promise<CompareResul
     best,
     tied,
     ...(o.peers && o.peers.length > 0 ? { peers: o.peers } : {}),
+    ...(outsideAllocatorNote(runs).length > 0 ? { notes: outsideAllocatorNote(runs) } : {}),
   };
 }

@@ -9,6 +9,7 @@ export {
   runOne,
   bestOf,
   rankRuns,
+  outsideAllocatorNote,
   defaultTrackingCapacity,
   defaultTimelinePoints,
   type CompareOptions,

@@ -40,5 +40,13 @@ export function mergeRepeats(runs: readonly CompareRun[]): CompareRun {
     overhead: peakAllocatedBytes && peakReservedBytes !== null ? peakReservedBytes / peakAllocatedBytes : null,
     oomCount: Math.max(...runs.map((r) => r.oomCount)),
     wallMs: runs.reduce((t, r) => t + r.wallMs, 0),
+    ...(runs.every((r) => r.outsideAllocator)
+      ? {
+          outsideAllocator: {
+            atStartBytes: Math.max(...runs.map((r) => r.outsideAllocator!.atStartBytes)),
+            atEndBytes: Math.max(...runs.map((r) => r.outsideAllocator!.atEndBytes)),
+          },
+        }
+      : {}),
   };
 }

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { rankRuns } from './compare.js';
+import { outsideAllocatorNote, rankRuns } from './compare.js';
 import { mergeRepeats } from './repeat.js';
 import { spreadOf, spreadsOverlap, warmupEpochsOf } from './spread.js';
 import type { CompareRun } from './types.js';
@@ -90,5 +90,20 @@ describe('repeats', () => {
     expect(mergeRepeats([ok])).toBe(ok);
     expect(mergeRepeats([ok, run('pool', [], { status: 'error', error: 'boom' })])).toMatchObject({ status: 'error', error: 'boom', repeats: 2 });
     expect(() => mergeRepeats([])).toThrow(RangeError);
+  });
+});
+
+describe('memory outside the allocators', () => {
+  it('is noted under the table when the runs measured it (on a GPU), and not otherwise', () => {
+    const a = run('pool', [500, 300, 305], { outsideAllocator: { atStartBytes: 500 * 2 ** 20, atEndBytes: 532 * 2 ** 20 } });
+    const b = run('async', [500, 300, 305], { outsideAllocator: { atStartBytes: 510 * 2 ** 20, atEndBytes: 540 * 2 ** 20 } });
+    expect(outsideAllocatorNote([a, b])).toEqual([
+      'outside the allocators (not in the peaks above): 510.00 MiB of GPU memory when each run began (the CUDA context and kernels), up to 540.00 MiB at the end (with cuBLAS\'s handle and state); from cudaMemGetInfo',
+    ]);
+    expect(outsideAllocatorNote([run('host', [1, 2])])).toEqual([]);
+    expect(mergeRepeats([a, { ...a, outsideAllocator: { atStartBytes: 1, atEndBytes: 600 * 2 ** 20 } }]).outsideAllocator).toEqual({
+      atStartBytes: 500 * 2 ** 20,
+      atEndBytes: 600 * 2 ** 20,
+    });
   });
 });

@@ -65,6 +65,12 @@ export interface CompareRun {
   timeline: TimelineSeries | null;
   /** Each epoch's span, on the timeline's clock (milliseconds since the allocator was created). */
   phases: { name: string; startMs: number; endMs: number }[];
+  /**
+   * GPU memory the process used outside the allocator (the CUDA context, kernels, cuBLAS's handle
+   * and its own state: what a tool cannot route through an allocator), from cudaMemGetInfo, right
+   * after the allocator was made and at the end of the run; absent on the host.
+   */
+  outsideAllocator?: { atStartBytes: number; atEndBytes: number };
   /** Where the memory goes: allocated bytes by allocating phase at the peak of allocated bytes, largest first. */
   peakBreakdown?: { tag: string; bytes: number }[];
   /** Events recorded and events lost to the ring buffer's bound. */

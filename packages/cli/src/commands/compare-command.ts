@@ -204,6 +204,7 @@ export function formatCompareTable(result: CompareResult): string {
   const notes = [
     `* best in its column; = tied for best within the spread of the epoch times (no clear winner)${warmup}${repeats}`,
     `upstream calls: allocations / frees the strategy asked of what it allocates from (the driver for the native strategies, the upstream allocator for a plug-in over another)`,
+    ...(result.notes ?? []),
     ...((result.peers ?? []).length > 0 ? [`peer: another framework's run of the same workload (--peer), shown for reference and not ranked`] : []),
     ...failures,
   ];

@@ -1,0 +1,469 @@
+// The allocation trace recorder (trace_recorder.hpp): two event buffers, a writer thread, and the
+// two file formats of docs/traces.md.
+#include "trace_recorder.hpp"
+
+#include <fcntl.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <charconv>
+#include <cstdio>
+#include <cstring>
+#include <ctime>
+#include <new>
+#include <system_error>
+
+namespace gpumem::torch {
+
+namespace {
+
+// The JSONL header keeps this much blank space before its closing brace for `,"eventCount":N`
+// (14 characters and at most 20 digits).
+constexpr std::size_t count_space = 40;
+// The writer hands formatted text to write() in pieces of about this size.
+constexpr std::size_t text_chunk = 1u << 20;
+constexpr std::uint64_t ns_per_s = 1000000000ull;
+constexpr std::uint64_t ns_per_day = 86400ull * ns_per_s;
+
+std::uint64_t monotonic_ns() noexcept {
+  timespec ts{};
+  clock_gettime(CLOCK_MONOTONIC, &ts);  // the vDSO: no system call
+  return static_cast<std::uint64_t>(ts.tv_sec) * ns_per_s + static_cast<std::uint64_t>(ts.tv_nsec);
+}
+
+std::uint32_t thread_id() noexcept {
+  // One system call per thread, then cached.
+  thread_local const std::uint32_t id = static_cast<std::uint32_t>(::syscall(SYS_gettid));
+  return id;
+}
+
+void append_dec(std::string& out, std::uint64_t v) {
+  char buf[24];
+  auto r = std::to_chars(buf, buf + sizeof buf, v);
+  out.append(buf, r.ptr);
+}
+
+void append_int(std::string& out, long long v) {
+  char buf[24];
+  auto r = std::to_chars(buf, buf + sizeof buf, v);
+  out.append(buf, r.ptr);
+}
+
+void append_hex(std::string& out, std::uint64_t v) {
+  char buf[24];
+  auto r = std::to_chars(buf, buf + sizeof buf, v, 16);
+  out.append("0x", 2);
+  out.append(buf, r.ptr);
+}
+
+void append_padded(std::string& out, std::uint64_t v, int width) {
+  char buf[24];
+  auto r = std::to_chars(buf, buf + sizeof buf, v);
+  for (int n = static_cast<int>(r.ptr - buf); n < width; ++n) out.push_back('0');
+  out.append(buf, r.ptr);
+}
+
+void append_json_string(std::string& out, const std::string& s) {
+  out.push_back('"');
+  for (unsigned char c : s) {
+    if (c == '"' || c == '\\') {
+      out.push_back('\\');
+      out.push_back(static_cast<char>(c));
+    } else if (c < 0x20) {
+      char buf[8];
+      std::snprintf(buf, sizeof buf, "\\u%04x", c);
+      out += buf;
+    } else {
+      out.push_back(static_cast<char>(c));
+    }
+  }
+  out.push_back('"');
+}
+
+std::string iso8601_now() {
+  timespec ts{};
+  clock_gettime(CLOCK_REALTIME, &ts);
+  std::tm tm{};
+  gmtime_r(&ts.tv_sec, &tm);
+  char buf[40];
+  std::snprintf(buf, sizeof buf, "%04d-%02d-%02dT%02d:%02d:%02d.%03ldZ", tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday,
+                tm.tm_hour, tm.tm_min, tm.tm_sec, static_cast<long>(ts.tv_nsec / 1000000));
+  return buf;
+}
+
+const char* json_action(trace_action a) {
+  switch (a) {
+    case trace_action::alloc: return "alloc";
+    case trace_action::free: return "free";
+    case trace_action::oom: return "oom";
+  }
+  return "alloc";
+}
+
+// RMM's names (logging_resource_adaptor).
+const char* rmm_action(trace_action a) {
+  switch (a) {
+    case trace_action::alloc: return "allocate";
+    case trace_action::free: return "free";
+    case trace_action::oom: return "allocate failure";
+  }
+  return "allocate";
+}
+
+}  // namespace
+
+trace_format trace_format_for_path(const std::string& path) {
+  if (path.size() >= 4) {
+    std::string ext = path.substr(path.size() - 4);
+    for (char& c : ext) c = static_cast<char>(c >= 'A' && c <= 'Z' ? c - 'A' + 'a' : c);
+    if (ext == ".csv") return trace_format::rmm_csv;
+  }
+  return trace_format::jsonl;
+}
+
+const char* trace_format_name(trace_format f) { return f == trace_format::rmm_csv ? "rmm-csv" : "jsonl"; }
+
+trace_recorder::~trace_recorder() {
+  if (forked_.load()) {
+    // The thread object names a thread of the parent process; there is nothing to join.
+    if (writer_.joinable()) writer_.detach();
+    return;
+  }
+  std::uint64_t events = 0;
+  std::string error;
+  if (writer_.joinable()) stop(events, error);
+}
+
+bool trace_recorder::start(const trace_options& options, std::string& error) {
+  if (forked_.load()) {
+    error = "gpumem: cannot record a trace in a process forked from the recording one";
+    return false;
+  }
+  std::lock_guard<std::mutex> control(control_mutex_);
+  if (writer_.joinable()) {
+    error = "gpumem: already recording a trace to '" + path() + "'; stop that one first";
+    return false;
+  }
+  if (options.path.empty()) {
+    error = "gpumem: the trace file name is empty";
+    return false;
+  }
+  if (options.buffer_events == 0) {
+    error = "gpumem: the trace buffer must hold at least one event";
+    return false;
+  }
+  if (!options.workload_json.empty() &&
+      (options.workload_json.front() != '{' || options.workload_json.back() != '}')) {
+    error = "gpumem: the trace's workload must be a JSON object";
+    return false;
+  }
+  try {
+    storage_[0].reset(new event[options.buffer_events]);
+    storage_[1].reset(new event[options.buffer_events]);
+  } catch (const std::bad_alloc&) {
+    storage_[0].reset();
+    storage_[1].reset();
+    error = "gpumem: not enough host memory for the trace buffers (" + std::to_string(options.buffer_events) +
+            " events each)";
+    return false;
+  }
+
+  const int fd = ::open(options.path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) {
+    error = "gpumem: cannot create the trace file '" + options.path + "': " + std::strerror(errno);
+    storage_[0].reset();
+    storage_[1].reset();
+    return false;
+  }
+  fd_ = fd;
+  format_ = options.format;
+  written_ = 0;
+  base_ns_ = 0;
+  failed_ = false;
+  count_offset_ = -1;
+  text_.clear();
+  text_.reserve(text_chunk + 256);
+
+  // For CSV's time of day: the local time now, matched to the monotonic clock the events carry.
+  start_mono_ns_ = monotonic_ns();
+  {
+    timespec ts{};
+    clock_gettime(CLOCK_REALTIME, &ts);
+    std::tm tm{};
+    localtime_r(&ts.tv_sec, &tm);
+    start_day_ns_ = (static_cast<std::uint64_t>(tm.tm_hour) * 3600 + tm.tm_min * 60 + tm.tm_sec) * ns_per_s +
+                    static_cast<std::uint64_t>(ts.tv_nsec);
+  }
+
+  std::string header;
+  if (format_ == trace_format::jsonl) {
+    header = "{\"format\":\"gpumem-trace\",\"version\":1,\"source\":";
+    append_json_string(header, options.source);
+    if (!options.allocator.empty()) {
+      header += ",\"allocator\":";
+      append_json_string(header, options.allocator);
+    }
+    header += ",\"device\":";
+    append_json_string(header, options.device);
+    header += ",\"createdAt\":";
+    append_json_string(header, iso8601_now());
+    if (!options.workload_json.empty()) header += ",\"workload\":" + options.workload_json;
+    // Events carry no phase tag here: every event is tag 0.
+    header += ",\"tags\":[\"other\"]";
+    count_offset_ = static_cast<long long>(header.size());
+    header.append(count_space, ' ');
+    header += "}\n";
+  } else {
+    header = "Thread,Time,Action,Pointer,Size,Stream\n";
+  }
+  std::string write_error;
+  if (!write_all(header.data(), header.size(), write_error)) {
+    error = "gpumem: cannot write the trace file '" + options.path + "': " + write_error;
+    ::close(fd_);
+    fd_ = -1;
+    storage_[0].reset();
+    storage_[1].reset();
+    return false;
+  }
+
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    capacity_ = options.buffer_events;
+    filling_ = storage_[0].get();
+    spare_ = storage_[1].get();
+    pending_ = nullptr;
+    filled_ = 0;
+    pending_count_ = 0;
+    recorded_ = 0;
+    stopping_ = false;
+    error_.clear();
+    path_ = options.path;
+    recording_ = true;
+  }
+  try {
+    writer_ = std::thread([this] { writer_loop(); });
+  } catch (const std::system_error& e) {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      recording_ = false;
+    }
+    ::close(fd_);
+    fd_ = -1;
+    storage_[0].reset();
+    storage_[1].reset();
+    error = std::string("gpumem: cannot start the trace writer thread: ") + e.what();
+    return false;
+  }
+  active_.store(true, std::memory_order_release);
+  return true;
+}
+
+void trace_recorder::hand_off_locked() noexcept {
+  pending_ = filling_;
+  pending_count_ = filled_;
+  filling_ = spare_;
+  spare_ = nullptr;
+  filled_ = 0;
+  writer_wake_.notify_one();
+}
+
+void trace_recorder::record(trace_action action, std::uint64_t ptr, std::uint64_t bytes, std::uint64_t stream,
+                            int device) noexcept {
+  if (!active_.load(std::memory_order_relaxed)) return;
+  const std::uint32_t tid = thread_id();
+  std::unique_lock<std::mutex> lock(mutex_);
+  if (!recording_) return;
+  if (filled_ == capacity_) {
+    // Both buffers are full: wait for the writer (the file is slower than the allocations).
+    buffer_free_.wait(lock, [this] { return spare_ != nullptr || !recording_; });
+    if (!recording_) return;
+    hand_off_locked();
+  }
+  // The time is read under the lock, so times never decrease along the file.
+  event& e = filling_[filled_++];
+  e.time_ns = monotonic_ns();
+  e.ptr = ptr;
+  e.bytes = bytes;
+  e.stream = stream;
+  e.thread = tid;
+  e.device = static_cast<std::int16_t>(device);
+  e.action = action;
+  ++recorded_;
+  if (filled_ == capacity_ && spare_ != nullptr) hand_off_locked();
+}
+
+void trace_recorder::writer_loop() {
+  std::unique_lock<std::mutex> lock(mutex_);
+  for (;;) {
+    writer_wake_.wait(lock, [this] { return pending_ != nullptr || stopping_; });
+    if (pending_ == nullptr) return;  // stopping, and everything handed over is written
+    event* buffer = pending_;
+    const std::size_t count = pending_count_;
+    pending_ = nullptr;
+    lock.unlock();
+    if (!failed_) {
+      std::string error;
+      if (!write_events(buffer, count, error)) fail(error);
+    }
+    lock.lock();
+    spare_ = buffer;
+    buffer_free_.notify_all();
+  }
+}
+
+bool trace_recorder::write_events(const event* events, std::size_t count, std::string& error) {
+  if (written_ == 0 && count > 0) base_ns_ = events[0].time_ns;
+  for (std::size_t i = 0; i < count; ++i) {
+    const event& e = events[i];
+    if (format_ == trace_format::jsonl) {
+      // The fields of `gpumem record`'s events, plus the device and the thread.
+      text_ += "{\"timeNs\":";
+      append_dec(text_, e.time_ns - base_ns_);
+      text_ += ",\"action\":\"";
+      text_ += json_action(e.action);
+      text_ += "\",\"ptr\":";
+      append_dec(text_, e.ptr);
+      text_ += ",\"bytes\":";
+      append_dec(text_, e.bytes);
+      text_ += ",\"stream\":";
+      append_dec(text_, e.stream);
+      text_ += ",\"tag\":0,\"device\":";
+      append_int(text_, e.device);
+      text_ += ",\"thread\":";
+      append_dec(text_, e.thread);
+      text_ += "}\n";
+    } else {
+      const std::uint64_t day = (start_day_ns_ + (e.time_ns - start_mono_ns_)) % ns_per_day;
+      const std::uint64_t s = day / ns_per_s;
+      append_dec(text_, e.thread);
+      text_ += ',';
+      append_padded(text_, s / 3600, 2);
+      text_ += ':';
+      append_padded(text_, s / 60 % 60, 2);
+      text_ += ':';
+      append_padded(text_, s % 60, 2);
+      text_ += '.';
+      append_padded(text_, day % ns_per_s / 1000, 6);
+      text_ += ',';
+      text_ += rmm_action(e.action);
+      text_ += ',';
+      append_hex(text_, e.ptr);
+      text_ += ',';
+      append_dec(text_, e.bytes);
+      text_ += ',';
+      append_hex(text_, e.stream);
+      text_ += '\n';
+    }
+    if (text_.size() >= text_chunk) {
+      if (!write_all(text_.data(), text_.size(), error)) return false;
+      text_.clear();
+    }
+  }
+  if (!text_.empty()) {
+    if (!write_all(text_.data(), text_.size(), error)) return false;
+    text_.clear();
+  }
+  written_ += count;
+  return true;
+}
+
+bool trace_recorder::write_all(const char* data, std::size_t size, std::string& error) {
+  while (size > 0) {
+    const ssize_t n = ::write(fd_, data, size);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      error = std::strerror(errno);
+      return false;
+    }
+    data += n;
+    size -= static_cast<std::size_t>(n);
+  }
+  return true;
+}
+
+void trace_recorder::fail(const std::string& message) {
+  failed_ = true;
+  std::string full;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    full = "gpumem: writing the trace file '" + path_ + "' failed: " + message + "; recording stopped after " +
+           std::to_string(written_) + " events";
+    error_ = full;
+    recording_ = false;
+    active_.store(false, std::memory_order_relaxed);
+    buffer_free_.notify_all();
+  }
+  // Said once, where the user sees it: the program goes on without the trace.
+  std::fprintf(stderr, "%s\n", full.c_str());
+}
+
+bool trace_recorder::stop(std::uint64_t& events, std::string& error) {
+  events = 0;
+  if (forked_.load()) {
+    error = "gpumem: the trace belongs to the parent process";
+    return false;
+  }
+  std::lock_guard<std::mutex> control(control_mutex_);
+  std::unique_lock<std::mutex> lock(mutex_);
+  if (!writer_.joinable()) {
+    error = "gpumem: no trace is being recorded";
+    return false;
+  }
+  recording_ = false;
+  active_.store(false, std::memory_order_relaxed);
+  buffer_free_.notify_all();  // callers waiting for a buffer give up
+  // The writer gives back the buffer it holds; then the partly filled one is the last to write.
+  buffer_free_.wait(lock, [this] { return spare_ != nullptr; });
+  if (filled_ > 0) hand_off_locked();
+  stopping_ = true;
+  writer_wake_.notify_one();
+  lock.unlock();
+  writer_.join();
+
+  bool ok = !failed_;
+  std::string message;
+  if (ok && format_ == trace_format::jsonl && count_offset_ >= 0) {
+    std::string count = ",\"eventCount\":";
+    append_dec(count, written_);
+    const ssize_t n = ::pwrite(fd_, count.data(), count.size(), static_cast<off_t>(count_offset_));
+    if (n != static_cast<ssize_t>(count.size())) {
+      ok = false;
+      message = "gpumem: writing the trace file '" + path_ + "' failed: " +
+                (n < 0 ? std::strerror(errno) : "short write") + " (header)";
+    }
+  }
+  if (::close(fd_) != 0 && ok) {
+    ok = false;
+    message = "gpumem: closing the trace file '" + path_ + "' failed: " + std::strerror(errno);
+  }
+  fd_ = -1;
+  lock.lock();
+  if (failed_) message = error_;
+  stopping_ = false;
+  filling_ = spare_ = pending_ = nullptr;
+  filled_ = pending_count_ = 0;
+  capacity_ = 0;
+  storage_[0].reset();
+  storage_[1].reset();
+  events = written_;
+  if (!ok) error = message;
+  return ok;
+}
+
+std::string trace_recorder::path() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return path_;
+}
+
+std::uint64_t trace_recorder::event_count() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return recorded_;
+}
+
+void trace_recorder::abandon_after_fork() noexcept {
+  forked_.store(true);
+  active_.store(false);
+}
+
+}  // namespace gpumem::torch
