@@ -9,9 +9,13 @@
  *
  * Readers take files line by line (never the whole file as one string), check every field, and
  * throw {@link TraceFormatError} naming the file and the line for anything malformed.
+ * {@link readTrace} also reads PyTorch's memory snapshots (see `snapshot/snapshot.ts`), and any of
+ * these forms gzip-compressed, telling them apart by their first bytes.
  * @module
  */
 import { createReadStream, createWriteStream } from 'node:fs';
+import { open } from 'node:fs/promises';
+import { createGunzip } from 'node:zlib';
 import type { AllocationAction, AllocationEvent } from '@gpumem/allocator-core';
 import { once } from 'node:events';
 import { StringDecoder } from 'node:string_decoder';
@@ -52,9 +56,33 @@ export type TraceFileFormat = 'jsonl' | 'rmm-csv';
 /** Every file form, for flag help and messages. */
 export const traceFileFormats: readonly TraceFileFormat[] = ['jsonl', 'rmm-csv'];
 
+/** The forms {@link readTrace} reads: the written forms, and PyTorch's memory snapshots. */
+export type ReadTraceFormat = TraceFileFormat | 'torch-snapshot';
+
 /** A trace read from a file, with the form it was in. */
 export interface ReadTrace extends AllocationTrace {
-  format: TraceFileFormat;
+  format: ReadTraceFormat;
+}
+
+/** Options of {@link readTrace}. */
+export interface ReadTraceOptions {
+  /** PyTorch snapshots: the CUDA device whose history to read (default: the first with entries). */
+  device?: number;
+  /** Gzip-compressed files: the most bytes they may decompress to (default {@link maxDecompressedTraceBytes}). */
+  maxDecompressedBytes?: number;
+}
+
+/** What a gzip-compressed trace may decompress to by default: more is refused (a gzip bomb, or not a trace). */
+export const maxDecompressedTraceBytes = 2 ** 31;
+
+/** True when `data` starts with gzip's magic bytes (1f 8b). */
+export function isGzip(data: Uint8Array): boolean {
+  return data.length >= 2 && data[0] === 0x1f && data[1] === 0x8b;
+}
+
+/** True when `data` starts like a pickle of protocol 2 to 5 (PyTorch's snapshots). */
+function isPickleStart(data: Uint8Array): boolean {
+  return data.length >= 2 && data[0] === 0x80 && data[1]! >= 2 && data[1]! <= 5;
 }
 
 /** The JSONL header's format marker and the version this code writes and reads. */
@@ -387,35 +415,121 @@ export function parseTrace(text: string, file = '<input>'): ReadTrace {
 }
 
 /**
- * The lines of a file, streamed in chunks, with their 1-based numbers. A line longer than
- * {@link maxTraceLineChars} is a {@link TraceFormatError} (a binary file, or no line breaks).
+ * The lines of chunks of text, with their 1-based numbers; `maxBytes` bounds the bytes taken in
+ * (decompressed files), and a gzip stream's failure becomes a {@link TraceFormatError} at its line.
  */
-export async function* readLines(path: string): AsyncGenerator<[string, number]> {
+async function* linesOf(chunks: AsyncIterable<Buffer>, file: string, maxBytes = Infinity): AsyncGenerator<[string, number]> {
   const decoder = new StringDecoder('utf8');
   let pending = '';
   let n = 0;
-  for await (const chunk of createReadStream(path, { highWaterMark: 1 << 20 })) {
-    pending += decoder.write(chunk as Buffer);
-    let start = 0;
-    for (let end = pending.indexOf('\n'); end >= 0; end = pending.indexOf('\n', start)) {
-      yield [pending.slice(start, end), ++n];
-      start = end + 1;
+  let bytes = 0;
+  try {
+    for await (const chunk of chunks) {
+      bytes += chunk.length;
+      if (bytes > maxBytes) throw new TraceFormatError(file, n + 1, `the file decompresses to more than ${maxBytes} bytes`);
+      pending += decoder.write(chunk);
+      let start = 0;
+      for (let end = pending.indexOf('\n'); end >= 0; end = pending.indexOf('\n', start)) {
+        yield [pending.slice(start, end), ++n];
+        start = end + 1;
+      }
+      pending = pending.slice(start);
+      if (pending.length > maxTraceLineChars) {
+        throw new TraceFormatError(file, n + 1, `the line is longer than ${maxTraceLineChars} characters: not a trace file (binary, or no line breaks)`);
+      }
     }
-    pending = pending.slice(start);
-    if (pending.length > maxTraceLineChars) {
-      throw new TraceFormatError(path, n + 1, `the line is longer than ${maxTraceLineChars} characters: not a trace file (binary, or no line breaks)`);
+  } catch (e) {
+    const code = (e as NodeJS.ErrnoException).code;
+    if (typeof code === 'string' && code.startsWith('Z_')) {
+      throw new TraceFormatError(file, n + 1, `the gzip stream is corrupt or truncated (${(e as Error).message})`);
     }
+    throw e;
   }
   pending += decoder.end();
   if (pending.length > 0) yield [pending, ++n];
 }
 
 /**
- * Reads a trace file (JSONL or RMM CSV, told apart by the first line), line by line. Throws
- * {@link TraceFormatError} for a malformed file, and the file system's error when it cannot be read.
+ * The lines of a file, streamed in chunks, with their 1-based numbers. A line longer than
+ * {@link maxTraceLineChars} is a {@link TraceFormatError} (a binary file, or no line breaks).
  */
-export async function readTrace(path: string): Promise<ReadTrace> {
+export function readLines(path: string): AsyncGenerator<[string, number]> {
+  return linesOf(createReadStream(path, { highWaterMark: 1 << 20 }), path);
+}
+
+/** The first `n` bytes of a file (fewer when it is shorter). */
+async function head(path: string, n: number): Promise<Buffer> {
+  const file = await open(path, 'r');
+  try {
+    const { bytesRead, buffer } = await file.read(Buffer.alloc(n), 0, n, 0);
+    return buffer.subarray(0, bytesRead);
+  } finally {
+    await file.close();
+  }
+}
+
+/**
+ * The decompressed chunks of a gzip file, the first of them read ahead: `first` holds at least its
+ * first 2 bytes (fewer only when the whole content is shorter) so the content's form can be told.
+ */
+async function gunzipFile(path: string): Promise<{ first: Buffer; chunks: AsyncIterable<Buffer>; close: () => void }> {
+  const source = createReadStream(path, { highWaterMark: 1 << 20 });
+  const gunzip = createGunzip();
+  source.on('error', (e) => gunzip.destroy(e));
+  source.pipe(gunzip);
+  const it = gunzip[Symbol.asyncIterator]() as AsyncIterator<Buffer>;
+  const close = () => {
+    source.destroy();
+    gunzip.destroy();
+  };
+  let first = Buffer.alloc(0);
+  let done = false;
+  try {
+    while (first.length < 2 && !done) {
+      const r = await it.next();
+      if (r.done) done = true;
+      else first = Buffer.concat([first, r.value]);
+    }
+  } catch (e) {
+    close();
+    const code = (e as NodeJS.ErrnoException).code;
+    if (typeof code === 'string' && code.startsWith('Z_')) throw new TraceFormatError(path, 1, `the gzip stream is corrupt or truncated (${(e as Error).message})`);
+    throw e;
+  }
+  async function* chunks(): AsyncGenerator<Buffer> {
+    try {
+      if (first.length > 0) yield first;
+      for (let r = done ? undefined : await it.next(); r && !r.done; r = await it.next()) yield r.value;
+    } finally {
+      close();
+    }
+  }
+  return { first, chunks: chunks(), close };
+}
+
+/**
+ * Reads a trace file: gzip-compressed or not, JSONL or RMM CSV (told apart by the first line, read
+ * line by line), or a PyTorch memory snapshot (a pickle, told apart by its first bytes; see
+ * `readSnapshot`). Throws {@link TraceFormatError} for a malformed file, and the file system's error
+ * when it cannot be read.
+ */
+export async function readTrace(path: string, options: ReadTraceOptions = {}): Promise<ReadTrace> {
+  // Imported when needed: the snapshot reader imports this module.
+  const snapshot = async () => (await import('./snapshot/snapshot.js')).readSnapshot(path, options);
+  const start = await head(path, 2);
+  if (isPickleStart(start)) return snapshot();
+  let lines: AsyncIterable<[string, number]>;
+  if (isGzip(start)) {
+    const gz = await gunzipFile(path);
+    if (isPickleStart(gz.first)) {
+      gz.close();
+      return snapshot();
+    }
+    lines = linesOf(gz.chunks, path, options.maxDecompressedBytes ?? maxDecompressedTraceBytes);
+  } else {
+    lines = readLines(path);
+  }
   const parser = new TraceParser(path);
-  for await (const [line, n] of readLines(path)) parser.line(line, n);
+  for await (const [line, n] of lines) parser.line(line, n);
   return parser.finish();
 }

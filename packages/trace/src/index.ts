@@ -1,6 +1,6 @@
 /**
- * @gpumem/trace: allocation traces (gpumem's JSONL, RMM's logging CSV), conversion from tracking
- * events, and replay of a trace through any allocator.
+ * @gpumem/trace: allocation traces (gpumem's JSONL, RMM's logging CSV, PyTorch's memory snapshots),
+ * conversion from tracking events, and replay of a trace through any allocator.
  * @packageDocumentation
  */
 export {
@@ -15,6 +15,8 @@ export {
   traceFormatMarker,
   traceFormatVersion,
   rmmCsvHeader,
+  isGzip,
+  maxDecompressedTraceBytes,
   TraceFormatError,
   type AllocationTrace,
   type TraceHeader,
@@ -22,7 +24,20 @@ export {
   type TraceAction,
   type TraceFileFormat,
   type ReadTrace,
+  type ReadTraceFormat,
+  type ReadTraceOptions,
 } from './format.js';
+export {
+  readSnapshot,
+  parseSnapshot,
+  SnapshotFormatError,
+  type SnapshotTrace,
+  type SnapshotHeader,
+  type SnapshotDetails,
+  type SnapshotOptions,
+  type PytorchSnapshotSummary,
+} from './snapshot/snapshot.js';
+export { unpickle, isPickle, PickleFormatError, type PickleValue, type PickleDict, type UnpickleOptions } from './snapshot/unpickle.js';
 export { traceFromEvents } from './from-events.js';
 export {
   compileTrace,
