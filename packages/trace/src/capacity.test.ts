@@ -161,6 +161,15 @@ describe('profileReplay', () => {
     expect(h.fragmentationAtPeakBytes).toBe(0); // 'host' rounds to 256 B; these sizes are multiples
   });
 
+  it('keeps every event of a trace that ends with allocations live (the cleanup frees are tracked too)', () => {
+    // four allocations, none freed: the cleanup adds four frees to the tracked events
+    const live: AllocationTrace = { header: { source: 'test' }, events: [ev('alloc', 1, 4 * MiB), ev('alloc', 2, MiB), ev('alloc', 3, 512), ev('alloc', 4, 256)] };
+    const h = profileReplay(compileTrace(live), host);
+    expect(h.reservedAtPeakBytes).toBe(5 * MiB + 768);
+    expect(h.allocatedAtPeakBytes).toBe(5 * MiB + 768);
+    expect(h.fragmentationAtPeakBytes).toBe(0);
+  });
+
   it('describes memory at each out-of-memory failure', () => {
     const p = profileReplay(compiled, pool, { capacityBytes: 6 * MiB });
     expect(p.limit).toBe('native-limit');

@@ -76,7 +76,7 @@ function oomSnapshot(op: number, timeNs: number, requestedBytes: number, s: Allo
 export function profileReplay(trace: CompiledTrace, spec: StrategySpec, o: ProfileOptions = {}): ReplayProfile {
   const maxOomSnapshots = o.maxOomSnapshots ?? 100;
   const n = trace.action.length;
-  const made = createReplayAllocator(spec, { ...(o.capacityBytes !== undefined && { capacityBytes: o.capacityBytes }), trackingCapacity: n + 1 });
+  const made = createReplayAllocator(spec, { ...(o.capacityBytes !== undefined && { capacityBytes: o.capacityBytes }), trackingCapacity: n + trace.slots + 1 });
   const { allocator } = made;
   const ptr = new Float64Array(trace.slots);
   const size = new Float64Array(trace.slots);
@@ -130,7 +130,8 @@ export function profileReplay(trace: CompiledTrace, spec: StrategySpec, o: Profi
   } finally {
     allocator.dispose();
   }
-  // Every call made one event (alloc, free or oom), in order, and the ring holds them all (n + 1),
+  // Every call made one event (alloc, free or oom), in order, and the ring holds them all (the
+  // trace's n operations, the cleanup's frees of what it left live, one spare),
   // so event k is operation callOp[k]; should a strategy record otherwise, its own clock is used.
   const onTraceClock = events.length === calls;
   const count = events.length;

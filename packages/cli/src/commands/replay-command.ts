@@ -36,6 +36,7 @@ export const replayFlags: Record<string, FlagSpec> = {
   capacity: { type: 'string', help: 'replay as if the device had SIZE bytes (e.g. 16GiB); also the cap of --min-capacity' },
   'min-capacity': { type: 'boolean', help: "find each allocator's smallest capacity with no out-of-memory (bisection)" },
   resolution: { type: 'string', help: `precision of --min-capacity (default ${formatBytes(defaultCapacityResolution).replace(/\.00 /, '')})` },
+  device: { type: 'int', min: 0, max: 1023, help: 'PyTorch snapshots: the device whose trace to replay (default: the first with events)' },
   report: { type: 'string', help: 'write an HTML report (table, memory timelines, recommendation) to this file' },
   json: { type: 'string', help: 'write the trace summary and every result as JSON to this file' },
   help: { type: 'boolean', help: 'show this help' },
@@ -135,7 +136,8 @@ function defaultAllocators(): AllocatorSpec[] {
   const gpu = hasCudaDevice();
   const skipped = registered.filter((s) => s.requiresCuda && !gpu).map((s) => s.name);
   if (skipped.length > 0) process.stderr.write(`gpumem replay: no CUDA device; skipping ${skipped.join(', ')}\n`);
-  return registered.filter((s) => !s.requiresCuda || gpu).map((s) => ({ label: s.name, name: s.name, options: {} }));
+  // A strategy that needs options ('native': its library) runs only when named.
+  return registered.filter((s) => !s.requiresOptions && (!s.requiresCuda || gpu)).map((s) => ({ label: s.name, name: s.name, options: {} }));
 }
 
 /** One row: an allocator's results, or the error that stopped it. */
@@ -325,9 +327,9 @@ function describeTrace(file: string, trace: ReadTrace, c: CompiledTrace): string
 }
 
 /** Reads the trace; prints why and returns undefined when it cannot (exit 1). */
-async function readOrExplain(file: string): Promise<ReadTrace | undefined> {
+async function readOrExplain(file: string, device?: number): Promise<ReadTrace | undefined> {
   try {
-    return await readTrace(file);
+    return await readTrace(file, device === undefined ? {} : { device });
   } catch (e) {
     if (e instanceof TraceFormatError) {
       process.stderr.write(`gpumem replay: malformed trace: ${e.message}\n`);
@@ -396,7 +398,7 @@ export async function runReplay(argv: readonly string[]): Promise<number> {
   };
 
   const file = files[0]!;
-  const trace = await readOrExplain(file);
+  const trace = await readOrExplain(file, flags.device as number | undefined);
   if (trace === undefined) return 1;
   const compiled = compileTrace(trace);
   if (capacityBytes !== undefined && capacityBytes < compiled.largestRequestBytes) {
