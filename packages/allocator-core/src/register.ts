@@ -1,12 +1,14 @@
-/** Registers the core's own strategies: 'cuda' and 'host'. */
+/** Registers the core's own strategies: 'cuda', 'host' and 'native' (a plug-in library). */
 import { registerAllocator } from './registry.js';
 import { CudaAllocator, type CudaAllocatorOptions } from './strategies/cuda.js';
 import { HostAllocator, type HostAllocatorOptions } from './strategies/host.js';
+import { NativePluginAllocator, type NativeAllocatorOptions } from './strategies/native.js';
 
 declare module './registry.js' {
   interface AllocatorOptionsMap {
     cuda: CudaAllocatorOptions;
     host: HostAllocatorOptions;
+    native: NativeAllocatorOptions;
   }
 }
 
@@ -20,4 +22,10 @@ registerAllocator('host', (options) => new HostAllocator(options), {
   requiresCuda: false,
   nativeLayers: true,
   hostMemory: true,
+});
+registerAllocator('native', (options) => new NativePluginAllocator(options), {
+  description: 'a strategy from a shared library built against gpumem/plugin.h (options: library, options?, device?)',
+  requiresCuda: false,
+  nativeLayers: true,
+  requiresOptions: true,
 });

@@ -38,6 +38,11 @@ export interface StrategyInfo {
   capturable: boolean;
   /** True when the strategy keeps its memory on the host (comparisons on a GPU leave it out by default). */
   hostMemory: boolean;
+  /**
+   * True when the strategy cannot be created without options (e.g. 'native' needs its library), so
+   * lists of every strategy (a comparison's or a replay's default) leave it out; name it to use it.
+   */
+  requiresOptions: boolean;
 }
 
 /** What a strategy says of itself when it registers. */
@@ -52,6 +57,8 @@ export interface StrategyRegistration {
   capturable?: boolean;
   /** Keeps its memory on the host (default false). */
   hostMemory?: boolean;
+  /** Cannot be created without options, so default lists leave it out (default false). */
+  requiresOptions?: boolean;
 }
 
 interface Entry extends StrategyInfo {
@@ -79,12 +86,12 @@ export function registerAllocator<N extends string>(
   entries.set(name, { name, factory: factory as AllocatorFactory<never>, ...checked });
 }
 
-const flagKeys = ['nativeLayers', 'capturable', 'hostMemory'] as const;
+const flagKeys = ['nativeLayers', 'capturable', 'hostMemory', 'requiresOptions'] as const;
 
 function checkRegistration(info: unknown): Omit<StrategyInfo, 'name'> {
   if (info === null || typeof info !== 'object' || Array.isArray(info)) {
     throw new TypeError(
-      `Expected an object { description, requiresCuda, nativeLayers?, capturable?, hostMemory? } for info but received ${info === null ? 'null' : typeof info}`,
+      `Expected an object { description, requiresCuda, nativeLayers?, capturable?, hostMemory?, requiresOptions? } for info but received ${info === null ? 'null' : typeof info}`,
     );
   }
   const i = info as Record<string, unknown>;
@@ -101,6 +108,7 @@ function checkRegistration(info: unknown): Omit<StrategyInfo, 'name'> {
     nativeLayers: i.nativeLayers === true,
     capturable: i.capturable === true,
     hostMemory: i.hostMemory === true,
+    requiresOptions: i.requiresOptions === true,
   };
 }
 
@@ -191,8 +199,8 @@ export function listAllocators(): StrategyInfo[] {
   return [...entries.values()].map(infoOf);
 }
 
-function infoOf({ name, description, requiresCuda, nativeLayers, capturable, hostMemory }: Entry): StrategyInfo {
-  return { name, description, requiresCuda, nativeLayers, capturable, hostMemory };
+function infoOf({ name, description, requiresCuda, nativeLayers, capturable, hostMemory, requiresOptions }: Entry): StrategyInfo {
+  return { name, description, requiresCuda, nativeLayers, capturable, hostMemory, requiresOptions };
 }
 
 function entryOf(name: string): Entry {

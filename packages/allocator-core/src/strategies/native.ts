@@ -1,0 +1,99 @@
+/**
+ * 'native': a strategy written in C or C++ and built as a shared library against gpumem's plug-in
+ * ABI (native/include/gpumem/plugin.h). The addon loads the library and puts it at the bottom of the
+ * same native chain as the built-in strategies, so `limitBytes`, `faultInjection`,
+ * `trackingCapacity`, the native benchmark and replay loops all work on it, and gpumem keeps the
+ * statistics itself.
+ * @module
+ */
+import { resolve } from 'node:path';
+import { cudaDevice, hasCudaDevice, hostDevice, type Device } from '../device.js';
+import { NativeAllocator, type NativeLayerOptions } from '../native-allocator.js';
+import { checkNonNegative, checkOptionKeys } from '../validate.js';
+
+/** A plug-in library's own options, as an object: each becomes `key=value`. */
+export type NativePluginOptionValues = Record<string, string | number | boolean>;
+
+export interface NativeAllocatorOptions extends NativeLayerOptions {
+  /** The plug-in library's path; a relative path is taken from the current directory. */
+  library: string;
+  /**
+   * The library's own options: a string `key=value;key=value` passed as is, or an object whose
+   * entries are joined into one (`{ slab_bytes: 1048576 }` -> `slab_bytes=1048576`).
+   */
+  options?: string | NativePluginOptionValues;
+  /** Where the memory lives: 'host' or a CUDA device ordinal. Default: CUDA device 0 when there is one, else 'host'. */
+  device?: 'host' | number;
+}
+
+const optionKeys = ['library', 'options', 'device', 'limitBytes', 'trackingCapacity', 'faultInjection'];
+
+function received(value: unknown): string {
+  if (typeof value === 'string') return `'${value}' of type string`;
+  if (value === null) return 'null';
+  if (Array.isArray(value)) return 'an array';
+  if (typeof value === 'object') return 'an object';
+  return `${String(value)} of type ${typeof value}`;
+}
+
+/** The library's option string: as given, or built from an object; throws naming the bad entry. */
+export function pluginOptionString(options: unknown): string {
+  if (options === undefined) return '';
+  if (typeof options === 'string') {
+    if (options.includes('\0')) throw new TypeError('Expected a string without NUL characters for options');
+    return options;
+  }
+  if (typeof options !== 'object' || options === null || Array.isArray(options)) {
+    throw new TypeError(
+      `Expected a string 'key=value;key=value' or an object of strings, numbers and booleans for options but received ${received(options)}`,
+    );
+  }
+  const pairs: string[] = [];
+  for (const [key, value] of Object.entries(options)) {
+    if (!/^[A-Za-z_][A-Za-z0-9_.-]*$/.test(key)) {
+      throw new TypeError(`Expected option names of letters, digits, '_', '.' and '-' in options but received '${key}'`);
+    }
+    if (typeof value === 'number') {
+      if (!Number.isFinite(value)) throw new RangeError(`Expected a finite number for options.${key} but received ${String(value)}`);
+    } else if (typeof value === 'string') {
+      if (/[;\0]/.test(value)) throw new TypeError(`Expected a string without ';' for options.${key} but received ${received(value)}`);
+    } else if (typeof value !== 'boolean') {
+      throw new TypeError(`Expected a string, number or boolean for options.${key} but received ${received(value)}`);
+    }
+    pairs.push(`${key}=${String(value)}`);
+  }
+  return pairs.join(';');
+}
+
+/** The library's path, absolute; throws TypeError for anything but a non-empty string. */
+export function pluginLibraryPath(library: unknown): string {
+  if (typeof library !== 'string' || library.length === 0 || library.includes('\0')) {
+    throw new TypeError(`Expected a non-empty string (the path of a gpumem plug-in library) for library but received ${received(library)}`);
+  }
+  return resolve(library);
+}
+
+function pluginDevice(device: unknown): Device {
+  if (device === undefined) return hasCudaDevice() ? cudaDevice(0) : hostDevice;
+  if (device === 'host') return hostDevice;
+  if (typeof device === 'string') throw new TypeError(`Expected 'host' or a CUDA device ordinal for device but received ${received(device)}`);
+  checkNonNegative(device, 'device');
+  return cudaDevice(device);
+}
+
+export class NativePluginAllocator extends NativeAllocator {
+  /** The library's absolute path. */
+  readonly library: string;
+
+  constructor(options: NativeAllocatorOptions) {
+    if (options === undefined || options === null || typeof options !== 'object') {
+      throw new TypeError(`Expected an options object { library, options?, device? } for the 'native' allocator but received ${received(options)}`);
+    }
+    checkOptionKeys(options, optionKeys, 'native');
+    const library = pluginLibraryPath(options.library);
+    const pluginOptions = pluginOptionString(options.options);
+    const device = pluginDevice(options.device);
+    super('native', device, { strategy: 'native', device: device.index, options: { library, options: pluginOptions } }, options);
+    this.library = library;
+  }
+}
