@@ -22,6 +22,10 @@ The library is found at ``$GPUMEM_TORCH_LIB`` or, by default,
 ``native/build/Release/libgpumem_torch.so`` in this repository (built by
 ``cd native && npx cmake-js compile --out build``).
 
+Allocation traces: ``record(path)`` ... ``stop()`` writes every allocation and free the library
+serves in between to ``path`` (gpumem's JSONL trace, or RMM's CSV for a ``.csv`` path), for
+``gpumem replay``; ``GPUMEM_TRACE=path`` records the whole process instead (docs/torch.md).
+
 Only the standard library is needed to import this module and to check a configuration
 (:func:`check_config`); :func:`enable` needs PyTorch.
 """
@@ -51,6 +55,9 @@ __all__ = [
     "max_memory_reserved",
     "reset_peak_stats",
     "empty_cache",
+    "record",
+    "stop",
+    "is_recording",
 ]
 
 STRATEGIES = ("cuda", "uvm", "pool", "async")
@@ -67,6 +74,7 @@ _OPTION_ENV = {
     "pool_max_reserved": "GPUMEM_POOL_MAX_RESERVED",
     "max_reserved": "GPUMEM_POOL_MAX_RESERVED",
     "oom": "GPUMEM_OOM",
+    "plugin_options": "GPUMEM_PLUGIN_OPTIONS",
 }
 _CONFIG_ENV = ("GPUMEM_ALLOCATOR",) + tuple(sorted(set(_OPTION_ENV.values())))
 
@@ -207,8 +215,9 @@ def check_config(strategy: Optional[str] = None, **options: Any) -> str:
 def enable(strategy: Optional[str] = None, **options: Any) -> str:
     """Makes gpumem PyTorch's CUDA allocator. Call it before anything initialises CUDA.
 
-    ``strategy`` is one of ``cuda``, ``uvm``, ``pool``, ``async`` (default: ``$GPUMEM_ALLOCATOR``,
-    else ``pool``). ``options`` set the matching environment variables: ``uvm_prefetch``
+    ``strategy`` is one of ``cuda``, ``uvm``, ``pool``, ``async``, or ``plugin:/path/lib.so`` for a
+    strategy built as a plug-in library against gpumem/plugin.h (default: ``$GPUMEM_ALLOCATOR``,
+    else ``pool``); ``plugin_options`` is the plug-in's ``"key=value;key=value"`` string. ``options`` set the matching environment variables: ``uvm_prefetch``
     (bool), ``uvm_advise`` (``none``/``device``/``host``), ``uvm_limit`` (``free``, ``none`` or a
     size), ``async_release_threshold`` (size), ``pool_max_reserved`` (size), ``oom``
     (``raise``/``null``). Sizes are integers (bytes) or strings such as ``"512MiB"`` or ``"4GiB"`` (KiB, MiB, GiB or
@@ -376,3 +385,59 @@ def empty_cache(device: Any = None) -> None:
     lib = _load()
     if lib.gpumem_trim(_device_index(device)) != 0:
         raise RuntimeError(lib.gpumem_last_error().decode("utf-8", "replace"))
+
+
+def _trace_lib() -> ctypes.CDLL:
+    lib = _load()
+    if not hasattr(lib, "gpumem_trace_start"):
+        raise RuntimeError(f"gpumem: {_lib_path} has no trace functions; rebuild it (cd native && npx cmake-js compile --out build)")
+    lib.gpumem_trace_start.restype = ctypes.c_int
+    lib.gpumem_trace_start.argtypes = [ctypes.c_char_p, ctypes.c_char_p]
+    lib.gpumem_trace_stop.restype = ctypes.c_int
+    lib.gpumem_trace_stop.argtypes = [ctypes.POINTER(ctypes.c_uint64)]
+    lib.gpumem_trace_active.restype = ctypes.c_int
+    lib.gpumem_trace_active.argtypes = []
+    lib.gpumem_trace_path.restype = ctypes.c_char_p
+    lib.gpumem_trace_path.argtypes = []
+    return lib
+
+
+def record(path: "os.PathLike[str] | str", workload: Optional[Dict[str, Any]] = None) -> str:
+    """Starts recording every allocation, free and out-of-memory failure of the library to
+    ``path`` until :func:`stop` (or the end of the process). A ``path`` ending in ``.csv`` gets
+    RMM's logging CSV, anything else gpumem's JSONL trace; ``gpumem replay`` reads both.
+    ``workload`` (a JSON-serialisable dict) goes into the JSONL header.
+
+    Works with or without :func:`enable` (the library records whatever calls it, PyTorch or C).
+    Allocations made before the call are not in the trace: their frees are (replay skips them).
+    Returns the absolute path. Raises RuntimeError when a trace is already being recorded
+    (``GPUMEM_TRACE`` included) or the file cannot be created."""
+    import json
+
+    target = os.path.abspath(os.fspath(path))
+    payload = None if workload is None else json.dumps(workload, sort_keys=True).encode()
+    with _lock:
+        lib = _trace_lib()
+        rc = lib.gpumem_trace_start(target.encode(), payload)
+    if rc != 0:
+        raise RuntimeError(lib.gpumem_last_error().decode("utf-8", "replace"))
+    return target
+
+
+def stop() -> Dict[str, Any]:
+    """Writes what is buffered, completes the trace file and closes it (also for a trace started
+    by ``GPUMEM_TRACE``). Returns ``{"path": ..., "events": N, "format": "jsonl" | "rmm-csv"}``.
+    Raises RuntimeError when nothing is being recorded or writing the file failed."""
+    events = ctypes.c_uint64(0)
+    with _lock:
+        lib = _trace_lib()
+        path = lib.gpumem_trace_path().decode("utf-8", "replace")
+        rc = lib.gpumem_trace_stop(ctypes.byref(events))
+    if rc != 0:
+        raise RuntimeError(lib.gpumem_last_error().decode("utf-8", "replace"))
+    return {"path": path, "events": int(events.value), "format": "rmm-csv" if path.lower().endswith(".csv") else "jsonl"}
+
+
+def is_recording() -> bool:
+    """Whether the library is recording a trace now (by :func:`record` or ``GPUMEM_TRACE``)."""
+    return bool(_trace_lib().gpumem_trace_active())

@@ -35,6 +35,8 @@ const char* strategy_name(strategy_kind k) {
     case strategy_kind::uvm: return "uvm";
     case strategy_kind::pool: return "pool";
     case strategy_kind::async: return "async";
+    case strategy_kind::plugin: return "plugin";
+    case strategy_kind::expandable: return "expandable";
   }
   return "pool";
 }
@@ -43,12 +45,20 @@ bool parse_config(const env_reader& env, config& out, std::string& error) {
   config c;
   if (auto v = read(env, "GPUMEM_ALLOCATOR")) {
     std::string s = lower(*v);
-    if (s == "cuda") c.strategy = strategy_kind::cuda;
+    if (s.rfind("plugin:", 0) == 0) {  // the path keeps its case
+      c.strategy = strategy_kind::plugin;
+      c.plugin_library = v->substr(7);
+      if (c.plugin_library.empty()) {
+        error = bad_value("GPUMEM_ALLOCATOR", *v, "plugin:<path of a gpumem plug-in library>");
+        return false;
+      }
+    } else if (s == "cuda") c.strategy = strategy_kind::cuda;
     else if (s == "uvm") c.strategy = strategy_kind::uvm;
     else if (s == "pool") c.strategy = strategy_kind::pool;
     else if (s == "async") c.strategy = strategy_kind::async;
+    else if (s == "expandable") c.strategy = strategy_kind::expandable;
     else {
-      error = bad_value("GPUMEM_ALLOCATOR", *v, "one of cuda, uvm, pool, async");
+      error = bad_value("GPUMEM_ALLOCATOR", *v, "one of cuda, uvm, pool, async, expandable, plugin:<library path>");
       return false;
     }
   }
@@ -94,6 +104,13 @@ bool parse_config(const env_reader& env, config& out, std::string& error) {
       return false;
     }
   }
+  if (auto v = read(env, "GPUMEM_PLUGIN_OPTIONS")) {
+    if (c.strategy != strategy_kind::plugin) {
+      error = bad_value("GPUMEM_PLUGIN_OPTIONS", *v, "GPUMEM_ALLOCATOR=plugin:<library path> as well");
+      return false;
+    }
+    c.plugin_options = *v;
+  }
   if (auto v = read(env, "GPUMEM_OOM")) {
     std::string s = lower(*v);
     if (s == "raise") c.oom = oom_mode::raise;
@@ -120,6 +137,15 @@ gpumem::chain_spec chain_spec_for(const config& c, int device, std::uint64_t fre
     case strategy_kind::async:
       spec.strategy = gpumem::strategy_kind::async;
       if (c.async_release_threshold) spec.async.release_threshold = *c.async_release_threshold;
+      break;
+    case strategy_kind::expandable:  // CUDA VMM on the device, with the strategy's defaults
+      spec.strategy = gpumem::strategy_kind::expandable;
+      spec.expandable.backing = gpumem::expandable_backing::device;
+      break;
+    case strategy_kind::plugin:
+      spec.strategy = gpumem::strategy_kind::native;
+      spec.native.library = c.plugin_library;
+      spec.native.options = c.plugin_options;
       break;
     case strategy_kind::uvm: {
       spec.strategy = gpumem::strategy_kind::uvm;
@@ -162,6 +188,10 @@ std::string describe(const config& c) {
     case strategy_kind::async:
       s += " async.release_threshold=" +
            (c.async_release_threshold ? std::to_string(*c.async_release_threshold) : std::string("keep-all"));
+      break;
+    case strategy_kind::expandable: break;
+    case strategy_kind::plugin:
+      s += " plugin.library=" + c.plugin_library + " plugin.options=" + c.plugin_options;
       break;
   }
   s += std::string(" oom=") + (c.oom == oom_mode::raise ? "raise" : "null");

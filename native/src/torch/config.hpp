@@ -11,7 +11,7 @@
 
 namespace gpumem::torch {
 
-enum class strategy_kind { cuda, uvm, pool, async };
+enum class strategy_kind { cuda, uvm, pool, async, plugin, expandable };
 enum class uvm_advise { none, device, host };
 enum class uvm_limit_mode { free_memory, none, bytes };
 enum class oom_mode { raise, null };
@@ -25,6 +25,9 @@ struct config {
   std::optional<std::uint64_t> async_release_threshold;    // unset: keep everything
   std::uint64_t pool_max_reserved = 0;                     // 0: no cap
   oom_mode oom = oom_mode::raise;
+  // GPUMEM_ALLOCATOR=plugin:/path/lib.so and GPUMEM_PLUGIN_OPTIONS='k=v;k=v' (gpumem/plugin.h).
+  std::string plugin_library;
+  std::string plugin_options;
 };
 
 // Bytes kept free below the device's free memory when GPUMEM_UVM_LIMIT=free.

@@ -19,6 +19,7 @@
 #include "gpumem/device.hpp"
 #include "gpumem/errors.hpp"
 #include "gpumem/memory_resource.hpp"
+#include "trace_capture.hpp"
 
 namespace {
 
@@ -163,6 +164,10 @@ int status_of(const std::exception_ptr& e) noexcept {
 
 }  // namespace
 
+namespace gpumem::torch {
+void set_last_error(std::string message) noexcept { set_error(std::move(message)); }
+}  // namespace gpumem::torch
+
 extern "C" {
 
 GPUMEM_TORCH_API int gpumem_init(void) {
@@ -203,9 +208,12 @@ GPUMEM_TORCH_API void* gpumem_malloc(ssize_t size, int device, gpumem_stream_t s
                                "size " + std::to_string(static_cast<long long>(size)) + " is negative");
       }
       strategy& s = get_or_create(device);
-      return s.top().allocate(static_cast<std::size_t>(size), static_cast<stream_handle>(stream));
+      void* p = s.top().allocate(static_cast<std::size_t>(size), static_cast<stream_handle>(stream));
+      gpumem::torch::trace_event(gpumem::torch::trace_action::alloc, p, size, device, stream);
+      return p;
     } catch (const out_of_memory& e) {
       out_of_mem = true;
+      gpumem::torch::trace_event(gpumem::torch::trace_action::oom, nullptr, size, device, stream);
       try {
         message = oom_message(e.what(), size, device);
       } catch (...) {
@@ -232,6 +240,9 @@ GPUMEM_TORCH_API void* gpumem_malloc(ssize_t size, int device, gpumem_stream_t s
 
 GPUMEM_TORCH_API void gpumem_free(void* ptr, ssize_t size, int device, gpumem_stream_t stream) {
   if (ptr == nullptr) return;
+  // Recorded before the memory can be handed out again, so that in the trace a pointer's free
+  // always comes before its next allocation, whichever thread makes it.
+  gpumem::torch::trace_event(gpumem::torch::trace_action::free, ptr, size, device, stream);
   state& g = global();
   try {
     auto handle = static_cast<stream_handle>(stream);

@@ -86,10 +86,13 @@ std::string iso8601_now() {
   clock_gettime(CLOCK_REALTIME, &ts);
   std::tm tm{};
   gmtime_r(&ts.tv_sec, &tm);
-  char buf[40];
-  std::snprintf(buf, sizeof buf, "%04d-%02d-%02dT%02d:%02d:%02d.%03ldZ", tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday,
-                tm.tm_hour, tm.tm_min, tm.tm_sec, static_cast<long>(ts.tv_nsec / 1000000));
-  return buf;
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%S", &tm);
+  std::string out = buf;
+  out += '.';
+  append_padded(out, static_cast<std::uint64_t>(ts.tv_nsec) / 1000000, 3);
+  out += 'Z';
+  return out;
 }
 
 const char* json_action(trace_action a) {
@@ -120,6 +123,12 @@ trace_format trace_format_for_path(const std::string& path) {
     if (ext == ".csv") return trace_format::rmm_csv;
   }
   return trace_format::jsonl;
+}
+
+std::string json_quote(const std::string& s) {
+  std::string out;
+  append_json_string(out, s);
+  return out;
 }
 
 const char* trace_format_name(trace_format f) { return f == trace_format::rmm_csv ? "rmm-csv" : "jsonl"; }

@@ -34,6 +34,9 @@ enum class trace_format { jsonl, rmm_csv };
 // RMM's CSV when the path ends in ".csv" (any case), gpumem's JSONL otherwise.
 trace_format trace_format_for_path(const std::string& path);
 
+// `s` as a JSON string, quotes included.
+std::string json_quote(const std::string& s);
+
 // The name of a format, for messages: "jsonl" or "rmm-csv" (the names `gpumem record` uses).
 const char* trace_format_name(trace_format f);
 
@@ -80,6 +83,8 @@ class trace_recorder {
   bool stop(std::uint64_t& events, std::string& error);
 
   bool active() const noexcept { return active_.load(std::memory_order_relaxed); }
+  // Whether writing the file failed (already reported on stderr when it happened).
+  bool write_failed() const noexcept { return failed_.load(); }
   std::string path() const;
   std::uint64_t event_count() const;  // events recorded by the current (or last) recording
 
@@ -126,7 +131,7 @@ class trace_recorder {
   std::uint64_t start_day_ns_ = 0;   // ... and the local time of day then
   std::uint64_t written_ = 0;        // events formatted into the file
   std::uint64_t base_ns_ = 0;        // JSONL: the first event's time (timeNs counts from it)
-  bool failed_ = false;
+  std::atomic<bool> failed_{false};
 };
 
 }  // namespace gpumem::torch

@@ -1,0 +1,178 @@
+// Allocation traces inside PyTorch: the process's one trace recorder, GPUMEM_TRACE, the
+// gpumem_trace_* exports (gpumem_torch_trace.h), and the flush at exit.
+#include <pthread.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <mutex>
+#include <string>
+
+#include "gpumem_torch_trace.h"
+#include "trace_capture.hpp"
+
+namespace gpumem::torch {
+
+namespace {
+
+// Never destroyed, like the strategies: PyTorch frees tensors while the process exits.
+trace_recorder& recorder() {
+  static trace_recorder* r = new trace_recorder();
+  return *r;
+}
+
+std::once_flag env_once;
+std::once_flag atfork_once;
+
+void in_forked_child() { recorder().abandon_after_fork(); }
+
+// Before the first recording: a child made by fork() (e.g. a DataLoader worker) must not write to
+// the parent's file, nor wait for the parent's writer thread.
+void watch_forks() {
+  std::call_once(atfork_once, [] { pthread_atfork(nullptr, nullptr, in_forked_child); });
+}
+
+// "pool" from "strategy=pool pool.upstream=cuda ...".
+std::string strategy_of(const std::string& config) {
+  const std::string key = "strategy=";
+  if (config.compare(0, key.size(), key) != 0) return "";
+  const std::size_t end = config.find(' ');
+  return config.substr(key.size(), end == std::string::npos ? std::string::npos : end - key.size());
+}
+
+trace_options options_for(const std::string& path, const std::string& trigger, const char* workload) {
+  trace_options o;
+  o.path = path;
+  o.format = trace_format_for_path(path);
+  const std::string config = gpumem_config();
+  o.allocator = strategy_of(config);
+  if (workload != nullptr && *workload != '\0') {
+    o.workload_json = workload;
+  } else {
+    o.workload_json = "{\"config\":" + json_quote(config) + ",\"pid\":" + std::to_string(static_cast<long>(getpid())) +
+                      ",\"trigger\":" + json_quote(trigger) + "}";
+  }
+  return o;
+}
+
+void start_from_env() noexcept {
+  try {
+    const char* path = std::getenv("GPUMEM_TRACE");
+    if (path == nullptr || *path == '\0') return;
+    watch_forks();
+    std::string error;
+    if (!recorder().start(options_for(path, "GPUMEM_TRACE", nullptr), error)) {
+      // A bad path must not stop the program: say so and run without a trace.
+      std::fprintf(stderr, "%s (GPUMEM_TRACE); running without an allocation trace\n", error.c_str());
+    }
+  } catch (...) {
+    std::fprintf(stderr, "gpumem: GPUMEM_TRACE: could not start the trace; running without one\n");
+  }
+}
+
+void ensure_env_trace() noexcept {
+  try {
+    std::call_once(env_once, start_from_env);
+  } catch (...) {
+  }
+}
+
+// Completes a trace still being recorded when the process exits normally (after the interpreter's
+// own shutdown, whose frees are recorded). A static object's destructor runs at exit() whether
+// the library was linked or loaded with dlopen.
+struct flush_at_exit {
+  ~flush_at_exit() {
+    trace_recorder& r = recorder();
+    std::uint64_t events = 0;
+    std::string error;
+    if (r.active() && !r.stop(events, error) && !r.write_failed()) std::fprintf(stderr, "%s\n", error.c_str());
+  }
+} flusher;
+
+}  // namespace
+
+void trace_event(trace_action action, const void* ptr, long long bytes, int device, const void* stream) noexcept {
+  ensure_env_trace();
+  trace_recorder& r = recorder();
+  if (!r.active()) return;
+  r.record(action, reinterpret_cast<std::uintptr_t>(ptr), bytes < 0 ? 0 : static_cast<std::uint64_t>(bytes),
+           reinterpret_cast<std::uintptr_t>(stream), device);
+}
+
+}  // namespace gpumem::torch
+
+using gpumem::torch::recorder;
+using gpumem::torch::set_last_error;
+
+extern "C" {
+
+GPUMEM_TORCH_API int gpumem_trace_start(const char* path, const char* workload_json) {
+  gpumem::torch::ensure_env_trace();  // GPUMEM_TRACE first, so that the two do not race for the recorder
+  if (path == nullptr || *path == '\0') {
+    set_last_error("gpumem: gpumem_trace_start: the file name is empty");
+    return GPUMEM_TORCH_ERR_ARGUMENT;
+  }
+  if (workload_json != nullptr && *workload_json != '\0') {
+    const std::string w = workload_json;
+    if (w.front() != '{' || w.back() != '}') {
+      set_last_error("gpumem: gpumem_trace_start: the workload must be a JSON object");
+      return GPUMEM_TORCH_ERR_ARGUMENT;
+    }
+  }
+  try {
+    gpumem::torch::watch_forks();
+    std::string error;
+    if (!recorder().start(gpumem::torch::options_for(path, "gpumem_trace_start", workload_json), error)) {
+      set_last_error(error);
+      return GPUMEM_TORCH_ERR_TRACE;
+    }
+    set_last_error("");
+    return GPUMEM_TORCH_OK;
+  } catch (const std::exception& e) {
+    set_last_error(std::string("gpumem: gpumem_trace_start failed: ") + e.what());
+    return GPUMEM_TORCH_ERR_TRACE;
+  } catch (...) {
+    set_last_error("gpumem: gpumem_trace_start failed");
+    return GPUMEM_TORCH_ERR_TRACE;
+  }
+}
+
+GPUMEM_TORCH_API int gpumem_trace_stop(uint64_t* events) {
+  gpumem::torch::ensure_env_trace();
+  try {
+    std::uint64_t n = 0;
+    std::string error;
+    const bool ok = recorder().stop(n, error);
+    if (events != nullptr) *events = n;
+    set_last_error(ok ? std::string() : error);
+    return ok ? GPUMEM_TORCH_OK : GPUMEM_TORCH_ERR_TRACE;
+  } catch (...) {
+    set_last_error("gpumem: gpumem_trace_stop failed");
+    return GPUMEM_TORCH_ERR_TRACE;
+  }
+}
+
+GPUMEM_TORCH_API int gpumem_trace_active(void) {
+  gpumem::torch::ensure_env_trace();
+  return recorder().active() ? 1 : 0;
+}
+
+GPUMEM_TORCH_API const char* gpumem_trace_path(void) {
+  thread_local std::string path;
+  try {
+    path = recorder().path();
+  } catch (...) {
+    path.clear();
+  }
+  return path.c_str();
+}
+
+GPUMEM_TORCH_API uint64_t gpumem_trace_events(void) {
+  try {
+    return recorder().event_count();
+  } catch (...) {
+    return 0;
+  }
+}
+
+}  // extern "C"

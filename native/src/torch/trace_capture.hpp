@@ -1,0 +1,16 @@
+// The one call gpumem_malloc / gpumem_free make into the trace recorder (trace_capture.cpp).
+#pragma once
+#include <string>
+
+#include "trace_recorder.hpp"
+
+namespace gpumem::torch {
+
+// Records an event when a trace is being recorded (GPUMEM_TRACE, read at the first call, or
+// gpumem_trace_start); otherwise costs a few atomic loads. Never throws.
+void trace_event(trace_action action, const void* ptr, long long bytes, int device, const void* stream) noexcept;
+
+// Sets the message gpumem_last_error returns on this thread (gpumem_torch.cpp).
+void set_last_error(std::string message) noexcept;
+
+}  // namespace gpumem::torch
