@@ -15,6 +15,7 @@ export default defineConfig({
       '@gpumem/allocator-uvm': src('allocator-uvm'),
       '@gpumem/allocator-pool': src('allocator-pool'),
       '@gpumem/allocator-async': src('allocator-async'),
+      '@gpumem/allocator-expandable': src('allocator-expandable'),
       '@gpumem/gnn': src('gnn'),
       '@gpumem/trace': src('trace'),
       '@gpumem/compare': src('compare'),

@@ -6,8 +6,10 @@ import { listAllocators, type Allocator, createAllocator, TrackingAllocator } fr
 import '@gpumem/allocator-uvm';
 import '@gpumem/allocator-pool';
 import '@gpumem/allocator-async';
+import '@gpumem/allocator-expandable';
 import '@gpumem/examples/arena';
 import { gpuAvailable } from './gpu.js';
+import { exampleSlabLibrary } from './plugin-library.js';
 
 export interface AllocatorCase {
   /** Shown in test names. */
@@ -39,6 +41,17 @@ const variants: Record<string, Array<Omit<AllocatorCase, 'name' | 'requiresCuda'
     { label: 'pool(host)', options: { upstream: 'host' }, oversizeBytes: hostOversize },
     { label: 'pool(cuda)', options: { upstream: 'cuda' }, oversizeBytes: 2 ** 50 },
   ],
+  // The example C++ plug-in (examples/cpp), loaded through gpumem/plugin.h.
+  native: [
+    { label: 'native(slab, host)', options: { library: exampleSlabLibrary, device: 'host' }, oversizeBytes: hostOversize },
+    { label: 'native(slab, cuda)', options: { library: exampleSlabLibrary, device: 0 }, oversizeBytes: 2 ** 50 },
+  ],
+  expandable: [
+    // 1 GiB ranges on the host twin: many short-lived streams each reserve one.
+    { label: 'expandable(host)', options: { upstream: 'host', reserveBytes: 2 ** 30 }, oversizeBytes: hostOversize },
+    { label: 'expandable(host)+native tracking', options: { upstream: 'host', trackingCapacity: 64 }, oversizeBytes: hostOversize },
+    { label: 'expandable(cuda)', options: { upstream: 'cuda' }, oversizeBytes: 2 ** 50 },
+  ],
   arena: [
     { label: 'arena(host)', options: { upstream: 'host' }, oversizeBytes: hostOversize },
     { label: 'arena(cuda)', options: { upstream: 'cuda' }, oversizeBytes: 2 ** 50 },
@@ -47,7 +60,7 @@ const variants: Record<string, Array<Omit<AllocatorCase, 'name' | 'requiresCuda'
 };
 
 function needsCuda(name: string, options: Record<string, unknown>, registered: boolean): boolean {
-  return registered || options.upstream === 'cuda';
+  return registered || options.upstream === 'cuda' || typeof options.device === 'number';
 }
 
 /** Every case; `runnable` says whether it can run on this machine. */

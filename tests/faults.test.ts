@@ -11,6 +11,7 @@ import { createAllocator, OutOfMemoryError, type Allocator, type DevicePtr } fro
 import '@gpumem/allocator-pool';
 import '@gpumem/allocator-async';
 import '@gpumem/allocator-uvm';
+import '@gpumem/allocator-expandable';
 import { train, type TrainOptions } from '../packages/gnn/src/train.js';
 import { gpuAvailable, gpuTitle } from './gpu.js';
 
@@ -27,6 +28,8 @@ interface FaultCase {
 const cpuCases: FaultCase[] = [
   { label: 'host', name: 'host', options: {}, bytes: 1 * MiB },
   { label: 'pool(host)', name: 'pool', options: { upstream: 'host' }, bytes: 3 * MiB },
+  // One 2 MiB granule mapped per allocation: the fault layer fails granule maps.
+  { label: 'expandable(host)', name: 'expandable', options: { upstream: 'host', reserveBytes: 2 ** 30 }, bytes: 2 * MiB },
 ];
 
 // Small sizes: a few MiB of device memory, and of managed memory at most 6 MiB.

@@ -260,7 +260,8 @@ export class ArenaAllocator extends BaseAllocator {
     } catch (e) {
       if (!isOutOfMemory(e)) throw e;
       this.#oomCount++;
-      const reason = e instanceof Error ? e.message : String(e);
+      // The upstream's reason without its figures: this error adds the arena's own.
+      const reason = typeof e.reason === 'string' ? e.reason : e instanceof Error ? e.message : String(e);
       throw new OutOfMemoryError(
         `arena: could not allocate ${requested} bytes: the upstream '${this.upstream.name}' could not supply a chunk of ${size} bytes (${reason})`,
         requested,

@@ -10,6 +10,14 @@
 //   strategy layer  pool_resource ('pool') or prefetch_adaptor ('uvm' with prefetch on allocate),
 //                   over the limited leaf, so that the limit caps what the strategy reserves;
 //   tracking        tracking_adaptor on top: records every call as the user made it.
+//
+// 'expandable' maps granules into virtual ranges rather than taking allocations from an upstream,
+// so nothing can sit under it as a memory_resource. Its leaf is a physical_memory (CUDA VMM, or the
+// host twin over mmap), and fault and limit wrap that in the same order: limitBytes caps the bytes
+// mapped, checked on every granule map (a smaller GPU), and faultInjection fails granule maps
+// (failEvery counts maps, failAfterBytes is a budget of mapped bytes). A failure is an out_of_memory
+// from a map, so it meets the strategy's release-and-retry exactly as a real one would. chain_layers
+// names them in that order: {"vmm" or "mmap", "fault", "limit", "expandable", "track"}.
 #pragma once
 #include <cstdint>
 #include <memory>
@@ -19,6 +27,7 @@
 #include <vector>
 
 #include "gpumem/async_resource.hpp"
+#include "gpumem/expandable_resource.hpp"
 #include "gpumem/fault_injecting_adaptor.hpp"
 #include "gpumem/managed_resource.hpp"
 #include "gpumem/memory_resource.hpp"
@@ -28,10 +37,19 @@
 
 namespace gpumem {
 
-enum class strategy_kind { host, cuda, uvm, pool, async, native };
+enum class strategy_kind { host, cuda, uvm, pool, async, native, expandable };
 
 // Where a pool's segments come from.
 enum class pool_upstream { cuda, host };
+
+// Where an expandable strategy's granules come from: CUDA VMM on `device`, or the host twin.
+enum class expandable_backing { device, host };
+
+struct expandable_spec {
+  expandable_backing backing = expandable_backing::device;
+  std::uint64_t granule_bytes = 0;  // 0: the backing's default
+  expandable_options options;       // capacity_bytes 0: limitBytes when set, else the device's memory
+};
 
 struct uvm_spec {
   bool prefetch_on_allocate = true;
@@ -64,6 +82,7 @@ struct chain_spec {
   pool_spec pool;
   async_options async;
   native_spec native;
+  expandable_spec expandable;
   // The layers any strategy may have.
   std::optional<std::uint64_t> limit_bytes;        // >= 1
   std::optional<fault_spec> fault_injection;
@@ -81,7 +100,7 @@ struct resource_chain {
   ~resource_chain();  // top first: adaptors before their upstreams
 };
 
-// "host", "cuda", "uvm", "pool", "async", "native"; throws invalid_argument (type) for anything else.
+// "host", "cuda", "uvm", "pool", "async", "native", "expandable"; throws invalid_argument (type) for anything else.
 strategy_kind parse_strategy(std::string_view name);
 const char* strategy_name(strategy_kind kind);
 

@@ -16,15 +16,25 @@ class error : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-// The request could not be met; the resource is still usable.
+// "(reserved 4.00 GiB, allocated 3.10 GiB: 0.90 GiB reserved but unallocated, largest free block
+// 256.00 MiB)": the figures every out-of-memory message ends with, so that fragmentation (much
+// reserved but unallocated, no free block large enough) is told apart from plain exhaustion. A
+// resource with no cache (largest_free_block -1) has no free block: 0 B.
+std::string describe_memory(const resource_stats& stats);
+
+// The request could not be met; the resource is still usable. what() is the reason followed by
+// describe_memory(stats).
 class out_of_memory : public error {
  public:
-  out_of_memory(const std::string& what, std::uint64_t requested_bytes, const resource_stats& stats)
-      : error(what), requested_bytes_(requested_bytes), stats_(stats) {}
+  out_of_memory(const std::string& reason, std::uint64_t requested_bytes, const resource_stats& stats)
+      : error(reason + " " + describe_memory(stats)), reason_(reason), requested_bytes_(requested_bytes), stats_(stats) {}
+  // The message without the figures (a layer that rethrows adds its own).
+  const std::string& reason() const noexcept { return reason_; }
   std::uint64_t requested_bytes() const noexcept { return requested_bytes_; }
   const resource_stats& stats() const noexcept { return stats_; }
 
  private:
+  std::string reason_;
   std::uint64_t requested_bytes_;
   resource_stats stats_;
 };
@@ -67,7 +77,8 @@ class cuda_error : public error {
 [[noreturn]] void throw_unknown_pointer(const void* ptr);
 [[noreturn]] void throw_size_mismatch(const void* ptr, std::uint64_t given, std::uint64_t expected);
 [[noreturn]] void throw_zero_size();
-std::string format_bytes(std::uint64_t bytes);
+std::string format_bytes(std::uint64_t bytes);        // "2.00 MiB (2097152 bytes)"
+std::string format_bytes_brief(std::uint64_t bytes);  // "2.00 MiB", "512 B"
 std::string format_pointer(const void* ptr);
 
 }  // namespace gpumem

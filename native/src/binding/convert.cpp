@@ -80,6 +80,7 @@ void throw_js(Napi::Env env) {
     throw;
   } catch (const out_of_memory& e) {
     Napi::Error error = with_code(Napi::Error::New(env, e.what()), "GPUMEM_OOM");
+    error.Set("reason", Napi::String::New(env, e.reason()));  // the message without the figures
     error.Set("requestedBytes", Napi::Number::New(env, static_cast<double>(e.requested_bytes())));
     error.Set("stats", from_stats(env, e.stats()));
     throw error;

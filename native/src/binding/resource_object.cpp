@@ -30,6 +30,13 @@ std::optional<std::uint64_t> field_u64(const Napi::Object& o, const char* key, c
   return static_cast<std::uint64_t>(d);
 }
 
+std::optional<double> field_number(const Napi::Object& o, const char* key, const std::string& name) {
+  Napi::Value v = o.Get(key);
+  if (v.IsUndefined()) return std::nullopt;
+  if (!v.IsNumber() || !std::isfinite(v.As<Napi::Number>().DoubleValue())) bad_field(name, "finite number", v);
+  return v.As<Napi::Number>().DoubleValue();
+}
+
 std::optional<bool> field_bool(const Napi::Object& o, const char* key, const std::string& name) {
   Napi::Value v = o.Get(key);
   if (v.IsUndefined()) return std::nullopt;
@@ -83,10 +90,11 @@ chain_spec to_chain_spec(const Napi::Object& js) {
   known_keys(js, {"strategy", "device", "options", "limitBytes", "faultInjection", "trackingCapacity"}, "the spec");
   chain_spec spec;
   const std::optional<std::string> strategy = field_string(js, "strategy", "strategy");
-  if (!strategy) bad_field("strategy", "one of 'host', 'cuda', 'uvm', 'pool', 'async', 'native'", js.Get("strategy"));
+  if (!strategy) bad_field("strategy", "one of 'host', 'cuda', 'uvm', 'pool', 'async', 'native', 'expandable'", js.Get("strategy"));
   spec.strategy = parse_strategy(*strategy);
-  // 'native' takes device -1 for host memory; every other strategy a CUDA ordinal.
-  if (spec.strategy == strategy_kind::native && js.Get("device").IsNumber() &&
+  // 'native' and 'expandable' take device -1 for host memory; every other strategy a CUDA ordinal.
+  const bool host_capable = spec.strategy == strategy_kind::native || spec.strategy == strategy_kind::expandable;
+  if (host_capable && js.Get("device").IsNumber() &&
       js.Get("device").As<Napi::Number>().DoubleValue() == -1.0) {
     spec.device = -1;
   } else {
@@ -141,6 +149,20 @@ chain_spec to_chain_spec(const Napi::Object& js) {
       spec.native.library = field_string(options, "library", "library").value_or("");
       spec.native.options = field_string(options, "options", "options").value_or("");
       break;
+    case strategy_kind::expandable: {
+      known_keys(options, {"granuleBytes", "releaseThreshold", "gcThreshold", "capacityBytes", "reserveBytes"},
+                 "the options of 'expandable'");
+      expandable_spec& e = spec.expandable;
+      e.backing = spec.device == -1 ? expandable_backing::host : expandable_backing::device;
+      if (spec.device == -1) spec.device = 0;
+      e.granule_bytes = field_u64(options, "granuleBytes", "granuleBytes", true).value_or(0);
+      e.options.release_threshold =
+          field_u64(options, "releaseThreshold", "releaseThreshold", false).value_or(e.options.release_threshold);
+      e.options.gc_threshold = field_number(options, "gcThreshold", "gcThreshold").value_or(0);
+      e.options.capacity_bytes = field_u64(options, "capacityBytes", "capacityBytes", true).value_or(0);
+      e.options.reserve_bytes = field_u64(options, "reserveBytes", "reserveBytes", true).value_or(0);
+      break;
+    }
   }
   return spec;
 }

@@ -6,12 +6,13 @@
 #include "gpumem/errors.hpp"
 #include "gpumem/host_resource.hpp"
 #include "gpumem/limiting_adaptor.hpp"
+#include "gpumem/physical_memory.hpp"
 #include "gpumem/prefetch_adaptor.hpp"
 
 namespace gpumem {
 namespace {
 
-enum class layer_kind { host, cuda, managed, async, plugin, fault, limit, pool, prefetch, track };
+enum class layer_kind { host, cuda, managed, async, plugin, vmm, mmap, fault, limit, pool, expandable, prefetch, track };
 
 const char* layer_name(layer_kind k) {
   switch (k) {
@@ -20,6 +21,9 @@ const char* layer_name(layer_kind k) {
     case layer_kind::managed: return "managed";
     case layer_kind::async: return "async";
     case layer_kind::plugin: return "plugin";
+    case layer_kind::vmm: return "vmm";
+    case layer_kind::mmap: return "mmap";
+    case layer_kind::expandable: return "expandable";
     case layer_kind::fault: return "fault";
     case layer_kind::limit: return "limit";
     case layer_kind::pool: return "pool";
@@ -47,6 +51,9 @@ std::vector<layer_kind> plan(const chain_spec& spec) {
     case strategy_kind::uvm: layers.push_back(layer_kind::managed); break;
     case strategy_kind::async: layers.push_back(layer_kind::async); break;
     case strategy_kind::native: layers.push_back(layer_kind::plugin); break;
+    case strategy_kind::expandable:
+      layers.push_back(spec.expandable.backing == expandable_backing::device ? layer_kind::vmm : layer_kind::mmap);
+      break;
     case strategy_kind::pool:
       layers.push_back(spec.pool.upstream == pool_upstream::cuda ? layer_kind::cuda : layer_kind::host);
       break;
@@ -54,25 +61,57 @@ std::vector<layer_kind> plan(const chain_spec& spec) {
   if (spec.fault_injection) layers.push_back(layer_kind::fault);
   if (spec.limit_bytes) layers.push_back(layer_kind::limit);
   if (spec.strategy == strategy_kind::pool) layers.push_back(layer_kind::pool);
+  if (spec.strategy == strategy_kind::expandable) layers.push_back(layer_kind::expandable);
   if (spec.strategy == strategy_kind::uvm && spec.uvm.prefetch_on_allocate) layers.push_back(layer_kind::prefetch);
   if (spec.tracking_capacity) layers.push_back(layer_kind::track);
   return layers;
 }
 
-std::unique_ptr<memory_resource> make_layer(layer_kind kind, const chain_spec& spec, resource_chain& chain) {
+fault_options to_fault_options(const fault_spec& f) {
+  fault_options o;
+  if (f.fail_every) o.fail_every = *f.fail_every;
+  if (f.fail_after_bytes) o.fail_after_bytes = *f.fail_after_bytes;
+  return o;
+}
+
+// While a chain is built: the physical memory of an expandable strategy, until its layer takes it.
+struct build_state {
+  std::unique_ptr<physical_memory> physical;
+};
+
+std::unique_ptr<memory_resource> make_expandable(const chain_spec& spec, build_state& state) {
+  expandable_options o = spec.expandable.options;
+  if (o.capacity_bytes == 0 && spec.limit_bytes) o.capacity_bytes = *spec.limit_bytes;  // the simulated device
+  return std::make_unique<expandable_resource>(std::move(state.physical), o);
+}
+
+// A layer of the chain, or nullptr where the layer wraps the physical memory (expandable's leaf,
+// fault and limit: see chain_builder.hpp).
+std::unique_ptr<memory_resource> make_layer(layer_kind kind, const chain_spec& spec, resource_chain& chain,
+                                            build_state& state) {
+  if (state.physical && (kind == layer_kind::fault || kind == layer_kind::limit)) {
+    state.physical = kind == layer_kind::fault
+                         ? make_fault_injecting_physical_memory(std::move(state.physical),
+                                                                to_fault_options(*spec.fault_injection))
+                         : make_limited_physical_memory(std::move(state.physical), *spec.limit_bytes);
+    return nullptr;
+  }
   switch (kind) {
+    case layer_kind::vmm:
+      state.physical = make_device_physical_memory(spec.device, spec.expandable.granule_bytes);
+      return nullptr;
+    case layer_kind::mmap:
+      state.physical = make_host_physical_memory(spec.expandable.granule_bytes);
+      return nullptr;
+    case layer_kind::expandable: return make_expandable(spec, state);
     case layer_kind::host: return std::make_unique<host_resource>();
     case layer_kind::cuda: return std::make_unique<cuda_resource>(spec.device);
     case layer_kind::managed: return std::make_unique<managed_resource>(spec.device, spec.uvm.advice);
     case layer_kind::async: return std::make_unique<async_resource>(spec.device, spec.async);
     case layer_kind::plugin:
       return std::make_unique<plugin_resource>(plugin_options{spec.native.library, spec.native.options, spec.device});
-    case layer_kind::fault: {
-      fault_options o;
-      if (spec.fault_injection->fail_every) o.fail_every = *spec.fault_injection->fail_every;
-      if (spec.fault_injection->fail_after_bytes) o.fail_after_bytes = *spec.fault_injection->fail_after_bytes;
-      return std::make_unique<fault_injecting_adaptor>(chain.top(), o);
-    }
+    case layer_kind::fault:
+      return std::make_unique<fault_injecting_adaptor>(chain.top(), to_fault_options(*spec.fault_injection));
     case layer_kind::limit: return std::make_unique<limiting_adaptor>(chain.top(), *spec.limit_bytes);
     case layer_kind::pool: return std::make_unique<pool_resource>(chain.top(), spec.pool.options);
     case layer_kind::prefetch: return std::make_unique<prefetch_adaptor>(chain.top());
@@ -98,8 +137,9 @@ strategy_kind parse_strategy(std::string_view name) {
   if (name == "pool") return strategy_kind::pool;
   if (name == "async") return strategy_kind::async;
   if (name == "native") return strategy_kind::native;
+  if (name == "expandable") return strategy_kind::expandable;
   throw invalid_argument(invalid_argument::kind::type, "strategy",
-                         "Expected one of 'host', 'cuda', 'uvm', 'pool', 'async', 'native' for strategy but received '" +
+                         "Expected one of 'host', 'cuda', 'uvm', 'pool', 'async', 'native', 'expandable' for strategy but received '" +
                              std::string(name) + "'");
 }
 
@@ -111,6 +151,7 @@ const char* strategy_name(strategy_kind kind) {
     case strategy_kind::pool: return "pool";
     case strategy_kind::async: return "async";
     case strategy_kind::native: return "native";
+    case strategy_kind::expandable: return "expandable";
   }
   return "host";
 }
@@ -138,6 +179,12 @@ void validate(const chain_spec& spec) {
     positive(o.small_segment_bytes, "smallSegmentBytes");
     positive(o.large_segment_rounding, "largeSegmentRounding");
   }
+  if (spec.strategy == strategy_kind::expandable) {
+    const expandable_options& o = spec.expandable.options;
+    if (!(o.gc_threshold >= 0 && o.gc_threshold <= 1)) {
+      reject("gcThreshold", "a fraction in (0, 1] (0: off)", std::to_string(o.gc_threshold));
+    }
+  }
 }
 
 std::vector<std::string> chain_layers(const chain_spec& spec) {
@@ -149,7 +196,10 @@ std::vector<std::string> chain_layers(const chain_spec& spec) {
 resource_chain build_chain(const chain_spec& spec) {
   validate(spec);
   resource_chain chain;  // on a throw, its destructor undoes the layers built so far
-  for (layer_kind k : plan(spec)) chain.layers.push_back(make_layer(k, spec, chain));
+  build_state state;
+  for (layer_kind k : plan(spec)) {
+    if (auto layer = make_layer(k, spec, chain, state)) chain.layers.push_back(std::move(layer));
+  }
   return chain;
 }
 

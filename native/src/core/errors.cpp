@@ -10,6 +10,31 @@ std::string format_pointer(const void* ptr) {
   return buf;
 }
 
+std::string format_bytes_brief(std::uint64_t bytes) {
+  static const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
+  double v = static_cast<double>(bytes);
+  int u = 0;
+  while (v >= 1024.0 && u < 5) {
+    v /= 1024.0;
+    ++u;
+  }
+  char buf[48];
+  if (u == 0) {
+    std::snprintf(buf, sizeof buf, "%llu B", static_cast<unsigned long long>(bytes));
+  } else {
+    std::snprintf(buf, sizeof buf, "%.2f %s", v, units[u]);
+  }
+  return buf;
+}
+
+std::string describe_memory(const resource_stats& s) {
+  const std::uint64_t unallocated = s.reserved_bytes > s.allocated_bytes ? s.reserved_bytes - s.allocated_bytes : 0;
+  const std::uint64_t largest = s.largest_free_block > 0 ? static_cast<std::uint64_t>(s.largest_free_block) : 0;
+  return "(reserved " + format_bytes_brief(s.reserved_bytes) + ", allocated " + format_bytes_brief(s.allocated_bytes) +
+         ": " + format_bytes_brief(unallocated) + " reserved but unallocated, largest free block " +
+         format_bytes_brief(largest) + ")";
+}
+
 std::string format_bytes(std::uint64_t bytes) {
   static const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
   double v = static_cast<double>(bytes);

@@ -3,14 +3,39 @@
  * `TypeError` for a bad argument (whose message names the argument).
  * @module
  */
+import { formatBytes } from './format.js';
 import type { AllocatorStats } from './types.js';
 
-/** The request could not be met. The allocator is still usable. */
+/**
+ * The figures every out-of-memory message ends with, the same as the native core's:
+ * `(reserved 4.00 GiB, allocated 3.10 GiB: 0.90 GiB reserved but unallocated, largest free block
+ * 256.00 MiB)`. Much reserved but unallocated with no free block large enough is fragmentation; little
+ * of either is plain exhaustion. A strategy that caches nothing has no free block: 0 B.
+ */
+export function describeMemory(stats: AllocatorStats | undefined): string {
+  const reserved = stats?.reservedBytes ?? 0;
+  const allocated = stats?.allocatedBytes ?? 0;
+  return (
+    `(reserved ${formatBytes(reserved)}, allocated ${formatBytes(allocated)}: ` +
+    `${formatBytes(Math.max(0, reserved - allocated))} reserved but unallocated, ` +
+    `largest free block ${formatBytes(stats?.largestFreeBlock ?? 0)})`
+  );
+}
+
+/**
+ * The request could not be met. The allocator is still usable. The message is the reason followed
+ * by {@link describeMemory} of the statistics at the failure.
+ */
 export class OutOfMemoryError extends Error {
   override readonly name = 'OutOfMemoryError';
   readonly code = 'GPUMEM_OOM';
+  /** Bytes reserved but not allocated when the request failed. */
+  readonly reservedUnallocatedBytes: number;
+  /** The largest cached free block when the request failed (0 for a strategy that caches nothing). */
+  readonly largestFreeBlock: number;
   constructor(
-    message: string,
+    /** Why the request failed, without the figures (a layer that wraps this error adds its own). */
+    readonly reason: string,
     /** Bytes asked for. */
     readonly requestedBytes: number,
     /** The allocator's statistics when the request failed. */
@@ -18,7 +43,9 @@ export class OutOfMemoryError extends Error {
     /** The allocator's name. */
     readonly allocator: string,
   ) {
-    super(message);
+    super(`${reason} ${describeMemory(stats)}`);
+    this.reservedUnallocatedBytes = Math.max(0, (stats?.reservedBytes ?? 0) - (stats?.allocatedBytes ?? 0));
+    this.largestFreeBlock = stats?.largestFreeBlock ?? 0;
   }
 }
 
@@ -54,6 +81,7 @@ export class InvalidStateError extends Error {
 interface NativeErrorShape {
   code?: string;
   message: string;
+  reason?: string;
   requestedBytes?: number;
   stats?: AllocatorStats;
   cudaError?: number;
@@ -69,7 +97,9 @@ export function translateNativeError(e: unknown, allocator: string): Error {
   const n = e as Error & NativeErrorShape;
   switch (n.code) {
     case 'GPUMEM_OOM':
-      return new OutOfMemoryError(`${allocator}: ${n.message}`, n.requestedBytes ?? 0, n.stats as AllocatorStats, allocator);
+      // The native message carries the failing layer's figures; the reason without them gets the
+      // figures of the statistics sent along.
+      return new OutOfMemoryError(`${allocator}: ${n.reason ?? n.message}`, n.requestedBytes ?? 0, n.stats as AllocatorStats, allocator);
     case 'GPUMEM_CUDA':
       return new CudaError(`${allocator}: ${n.message}`, n.cudaError ?? -1, n.cudaErrorName ?? 'unknown');
     case 'GPUMEM_INVALID_STATE':

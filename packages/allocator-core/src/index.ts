@@ -1,6 +1,6 @@
 /**
  * @gpumem/allocator-core: the Allocator interface, statistics, typed errors, the registry, devices
- * and streams, the native loader, and the 'cuda' and 'host' strategies (registered on import).
+ * and streams, the native loader, and the 'cuda', 'host' and 'native' strategies (registered on import).
  * @packageDocumentation
  */
 import './register.js';
@@ -16,7 +16,7 @@ export {
 } from './native-allocator.js';
 export { attachSharedAllocator, AttachedAllocator } from './shared.js';
 export { TrackingAllocator, createTrackedAllocator, type TrackedAllocator, type TrackingEvents } from './adaptors/tracking.js';
-export { OutOfMemoryError, CudaError, InvalidStateError, isOutOfMemory } from './errors.js';
+export { OutOfMemoryError, CudaError, InvalidStateError, isOutOfMemory, describeMemory } from './errors.js';
 export { AllocatorAdaptor, type AdaptorOptions } from './adaptors/adaptor.js';
 export { LimitingAdaptor, ByteBudget } from './adaptors/limiting.js';
 export {
@@ -64,6 +64,13 @@ export {
 } from './native.js';
 export { CudaAllocator, type CudaAllocatorOptions } from './strategies/cuda.js';
 export { HostAllocator, type HostAllocatorOptions } from './strategies/host.js';
+export {
+  NativePluginAllocator,
+  pluginOptionString,
+  pluginLibraryPath,
+  type NativeAllocatorOptions,
+  type NativePluginOptionValues,
+} from './strategies/native.js';
 export { checkBytes, checkNonNegative, checkPointer, checkBoolean, checkOneOf, checkOptionKeys } from './validate.js';
 export { parseSize, sizeForms } from './sizes.js';
 export { systemInfo, formatSystemInfo, type SystemInfo } from './info.js';

@@ -84,7 +84,7 @@ export interface NativeReplay {
  * tracking on top), the same for the Node addon and the PyTorch library.
  */
 export type ChainSpec = {
-  /** The device's CUDA ordinal (default 0); ignored by 'host' and by a pool over host memory. */
+  /** The device's CUDA ordinal (default 0); ignored by 'host' and by a pool over host memory; 'native' and 'expandable': -1 is the host. */
   device?: number;
   /** Caps the bytes taken from the (possibly failing) leaf. */
   limitBytes?: number;
@@ -109,6 +109,22 @@ export type ChainSpec = {
       };
     }
   | { strategy: 'async'; options?: { releaseThreshold?: number } }
+  | {
+      /** Expandable segments; device -1 maps host memory (the host twin) instead of CUDA VMM. */
+      strategy: 'expandable';
+      options?: {
+        granuleBytes?: number;
+        releaseThreshold?: number;
+        gcThreshold?: number;
+        capacityBytes?: number;
+        reserveBytes?: number;
+      };
+    }
+  | {
+      /** A plug-in library (native/include/gpumem/plugin.h): its path and its "key=value;key=value" options. */
+      strategy: 'native';
+      options: { library: string; options?: string };
+    }
 );
 
 /** What a native Resource is made from: a chain to build, or a chain another thread shared. */

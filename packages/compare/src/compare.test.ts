@@ -77,6 +77,23 @@ describe('allocator specs', () => {
     expect(parseAllocatorList('pool, async:releaseThreshold=0').map((s) => s.label)).toEqual(['pool', 'async:releaseThreshold=0']);
   });
 
+  it("passes paths through as strings: a plug-in library for 'native'", () => {
+    expect(parseAllocatorSpec('native:library=./libslab.so')).toEqual({
+      label: 'native:library=./libslab.so',
+      name: 'native',
+      options: { library: './libslab.so' },
+    });
+    expect(parseAllocatorSpec('native:library=/opt/gpumem-1.2/lib/libslab.so:options.slab_bytes=2MiB:device=host').options).toEqual({
+      library: '/opt/gpumem-1.2/lib/libslab.so',
+      options: { slab_bytes: 2 * 2 ** 20 },
+      device: 'host',
+    });
+    expect(parseAllocatorSpec('native:library=2.0/libslab.so:options=slab_bytes=1MiB;max_class=4096').options).toEqual({
+      library: '2.0/libslab.so',
+      options: 'slab_bytes=1MiB;max_class=4096',
+    });
+  });
+
   it.each([['Pool'], ['pool:'], ['pool:x'], ['pool:=1'], ['pool:a=1:a=2'], ['pool:a=1:a.b=2'], ['pool:a..b=1'], [''], ['pool,pool']])('rejects %j with a RangeError', (spec) => {
     expect(() => parseAllocatorList(spec)).toThrow(RangeError);
   });

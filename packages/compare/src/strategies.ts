@@ -6,7 +6,12 @@
  */
 
 /** The strategy packages that ship with gpumem (each registers itself on import). */
-export const builtInStrategyPackages = ['@gpumem/allocator-uvm', '@gpumem/allocator-pool', '@gpumem/allocator-async'] as const;
+export const builtInStrategyPackages = [
+  '@gpumem/allocator-uvm',
+  '@gpumem/allocator-pool',
+  '@gpumem/allocator-async',
+  '@gpumem/allocator-expandable',
+] as const;
 
 /** Imports the built-in strategy packages, then each plug-in module; a failure names the module. */
 export async function importStrategies(plugins: readonly string[] = []): Promise<void> {

@@ -112,7 +112,7 @@ struct pool_resource::impl final : stream_observer {
       try {
         return new_segment(segment_bytes, small, own);
       } catch (const out_of_memory& e) {
-        failure = std::string("upstream: ") + e.what();
+        failure = std::string("upstream: ") + e.reason();
       }
     }
 
@@ -129,7 +129,7 @@ struct pool_resource::impl final : stream_observer {
       try {
         return new_segment(segment_bytes, small, own);
       } catch (const out_of_memory& e) {
-        failure = std::string("upstream: ") + e.what();
+        failure = std::string("upstream: ") + e.reason();
       }
     }
     if (failure.empty()) {
@@ -252,11 +252,8 @@ struct pool_resource::impl final : stream_observer {
 
   [[noreturn]] void throw_pool_oom(std::size_t bytes, const std::string& reason) {
     counter.on_oom();
-    const resource_stats& s = counter.get();
-    throw out_of_memory("pool_resource: out of memory allocating " + format_bytes(bytes) + " with " +
-                            format_bytes(s.reserved_bytes) + " reserved and " + format_bytes(s.allocated_bytes) +
-                            " allocated (" + reason + ")",
-                        bytes, snapshot());
+    throw out_of_memory("pool_resource: out of memory allocating " + format_bytes(bytes) + " (" + reason + ")", bytes,
+                        snapshot());
   }
 
   // ----- deallocate ---------------------------------------------------------------------------

@@ -28,6 +28,7 @@ export interface ConformanceMatchers {
   toEqual(expected: unknown): void;
   toContain(item: unknown): void;
   toThrow(expected?: unknown): void;
+  toMatch(expected: RegExp | string): void;
   toBeGreaterThanOrEqual(n: number): void;
 }
 
@@ -353,6 +354,10 @@ export function describeConformance(t: ConformanceTestApi, options: ConformanceO
         expect(oom.requestedBytes).toBe(oversizeBytes);
         expect(oom.stats.allocatedBytes).toBe(1000);
         expect(oom.allocator).toBe(expectedName);
+        // Every message ends with the figures that tell fragmentation from exhaustion.
+        expect(oom.message).toMatch(
+          /\(reserved [\d.]+ [KMGTP]?i?B, allocated [\d.]+ [KMGTP]?i?B: [\d.]+ [KMGTP]?i?B reserved but unallocated, largest free block [\d.]+ [KMGTP]?i?B\)$/,
+        );
         expect(a.stats().oomCount).toBe(before.oomCount + 1);
         before = { ...before, oomCount: before.oomCount + 1 };
       });

@@ -66,11 +66,12 @@ Examples:
 /**
  * Every registered allocator that can run here. With a GPU, strategies that keep their memory on the
  * host (the registry's `hostMemory` flag, e.g. 'host') are left out (they would run the model on the
- * CPU kernels; name one to include it); plug-ins over an 'auto' upstream use the GPU.
+ * CPU kernels; name one to include it); plug-ins over an 'auto' upstream use the GPU. Strategies that
+ * cannot run without options ('native' needs its library) are left out too.
  */
 function defaultAllocators(gpu: boolean): AllocatorSpec[] {
   return listAllocators()
-    .filter((a) => (gpu ? !a.hostMemory : !a.requiresCuda))
+    .filter((a) => !a.requiresOptions && (gpu ? !a.hostMemory : !a.requiresCuda))
     .map((a) => ({ label: a.name, name: a.name, options: {} }));
 }
 

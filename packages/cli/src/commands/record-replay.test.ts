@@ -143,7 +143,7 @@ describe('gpumem replay', () => {
     expect(two.stderr).toMatch(/expected one trace FILE but received 2/);
     const unknown = run(['replay', rmmSample, '--allocator', 'pool']);
     expect(unknown.status).toBe(2);
-    expect(unknown.stderr).toMatch(/unknown flag '--allocator' \(accepted: --allocators, --repeats, --loop, --capacity, --min-capacity, --resolution, --report, --json, --help\)/);
+    expect(unknown.stderr).toMatch(/unknown flag '--allocator' \(accepted: --allocators, --repeats, --loop, --capacity, --min-capacity, --resolution, --device, --report, --json, --help\)/);
     const badName = run(['replay', rmmSample, '--allocators', 'pool,slab']);
     expect(badName.status).toBe(2);
     expect(badName.stderr).toMatch(/'--allocators' names 'slab', which is not registered \(accepted: .*host.*pool/);

@@ -1,0 +1,88 @@
+// Expandable segments: per stream one virtual address range, backed by physical memory in granules
+// that are mapped as the memory in use grows and unmapped when asked (PyTorch's
+// expandable_segments:True). Blocks in a range never need to fit a segment, so changing shapes do not
+// strand memory the way fixed segments do: a free block may span mapped and unmapped granules, and
+// allocating it maps only the granules it needs that are not mapped yet.
+//
+//  - sizes are rounded up to 512 bytes; best fit over each stream's free blocks (the pool's
+//    segregated-fit index), the rest of a block split off, freed blocks coalesced with free
+//    neighbours;
+//  - the range of stream S serves allocations on S only. A block freed on another stream T joins
+//    S's free blocks remembering T, and S waits on an event recorded on T before reusing it;
+//    record_stream(p, s) parks a freed block until events recorded on s have completed (as the pool);
+//  - granules in use (touched by a live or parked block) stay mapped; idle ones (mapped, touched by
+//    none) are unmapped by trim(bytes_to_keep), once they pass release_threshold, before growth
+//    past gc_threshold x capacity, and when mapping fails: then every stream's idle granules are
+//    unmapped and the map retried once. Before unmapping, the streams that used the memory are
+//    synchronised (an event recorded on each, waited for on the host);
+//  - a destroyed stream's range (stream_observer) serves no new allocation; it goes when its last
+//    block is freed;
+//  - stats: allocated = bytes asked for; reserved = bytes mapped; upstream alloc/free counts and
+//    segment_count are granule maps, unmaps and granules mapped; largest_free_block is the largest
+//    free run of mapped memory (what one allocation can take with no driver call);
+//  - thread-safe.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <limits>
+#include <memory>
+
+#include "gpumem/memory_resource.hpp"
+#include "gpumem/physical_memory.hpp"
+#include "gpumem/stream_ordering.hpp"
+
+namespace gpumem {
+
+struct expandable_options {
+  // Idle mapped bytes kept (summed over every stream); past it, idle granules are unmapped at free.
+  // Default: keep everything, as cudaMallocAsync's default release threshold.
+  std::uint64_t release_threshold = std::numeric_limits<std::uint64_t>::max();
+  // 0: off. Else 0 < f <= 1: before mapping past f x capacity_bytes, idle granules are unmapped first
+  // (PyTorch's garbage_collection_threshold).
+  double gc_threshold = 0;
+  // What gc_threshold is a fraction of; 0: the device's total memory (the host twin: reserve_bytes).
+  std::uint64_t capacity_bytes = 0;
+  // The virtual range reserved per stream, a multiple of the granule; 0: the device's total memory
+  // rounded up to a granule (the host twin: 64 GiB). No single allocation can be larger.
+  std::uint64_t reserve_bytes = 0;
+};
+
+class expandable_resource final : public memory_resource {
+ public:
+  static constexpr std::size_t rounding = 512;
+  static constexpr std::uint64_t default_host_reserve = std::uint64_t{64} << 30;
+  // A range has at most this many granules (the per-granule records are a few bytes each).
+  static constexpr std::uint64_t max_granules_per_range = std::uint64_t{1} << 24;
+
+  // Owns `memory`. `ordering` defaults to the one matching its kind (CUDA events for device memory,
+  // nothing for host memory). Throws invalid_argument naming the option for bad options.
+  explicit expandable_resource(std::unique_ptr<physical_memory> memory, expandable_options options = {},
+                               std::unique_ptr<stream_ordering> ordering = nullptr);
+  ~expandable_resource() override;  // unmaps every granule and frees every range
+
+  const expandable_options& options() const noexcept;  // with the defaults resolved
+  std::size_t granule_bytes() const noexcept;
+  // Mapped granules no live or parked block touches, in bytes (summed over every stream).
+  std::uint64_t idle_bytes() const;
+  // Virtual ranges held (one per stream that allocated, until its stream is destroyed and emptied).
+  std::size_t range_count() const;
+  // Blocks parked after free() that wait on events from record_stream.
+  std::size_t pending_free_blocks() const;
+
+ private:
+  void* do_allocate(std::size_t bytes, stream_handle stream) override;
+  void do_deallocate(void* ptr, std::size_t bytes, stream_handle stream) override;
+  void do_record_stream(void* ptr, stream_handle stream) override;
+  bool do_prefetch(void* ptr, std::size_t bytes, location to, stream_handle stream) override;
+  resource_stats do_stats() const override;
+  void do_reset_peak() override;
+  void do_trim(std::size_t bytes_to_keep) override;
+  std::size_t do_allocation_size(const void* ptr) const override;
+  memory_kind do_kind() const noexcept override;
+  int do_device() const noexcept override;
+
+  struct impl;
+  std::unique_ptr<impl> impl_;
+};
+
+}  // namespace gpumem

@@ -1,0 +1,218 @@
+// CUDA virtual memory management as physical_memory: one cuMemCreate'd handle per granule, mapped
+// into a cuMemAddressReserve'd range. The driver API is not linked: its entry points are looked up
+// once through cudaGetDriverEntryPointByVersion, so that the addon loads where there is no driver
+// and only this strategy reports what is missing.
+#include <string>
+#include <unordered_map>
+
+#include "gpumem/errors.hpp"
+#include "gpumem/physical_memory.hpp"
+
+#ifdef GPUMEM_WITH_CUDA
+#include <cuda.h>
+
+#include "../cuda_check.hpp"
+#endif
+
+namespace gpumem {
+
+#ifdef GPUMEM_WITH_CUDA
+
+namespace {
+
+// The driver functions this file uses, at their CUDA 12 ABI.
+struct driver_api {
+  decltype(&cuGetErrorName) get_error_name = nullptr;
+  decltype(&cuDeviceGet) device_get = nullptr;
+  decltype(&cuDeviceGetAttribute) device_get_attribute = nullptr;
+  decltype(&cuDeviceTotalMem_v2) device_total_mem = nullptr;
+  decltype(&cuMemGetAllocationGranularity) get_granularity = nullptr;
+  decltype(&cuMemAddressReserve) address_reserve = nullptr;
+  decltype(&cuMemAddressFree) address_free = nullptr;
+  decltype(&cuMemCreate) create = nullptr;
+  decltype(&cuMemRelease) release = nullptr;
+  decltype(&cuMemMap) map = nullptr;
+  decltype(&cuMemUnmap) unmap = nullptr;
+  decltype(&cuMemSetAccess) set_access = nullptr;
+  std::string failure;  // empty once every entry point was found
+};
+
+template <class F>
+bool lookup(const char* symbol, F& fn, std::string& failure) {
+  void* p = nullptr;
+  cudaDriverEntryPointQueryResult found = cudaDriverEntryPointSymbolNotFound;
+  const cudaError_t status = cudaGetDriverEntryPointByVersion(symbol, &p, 12000, cudaEnableDefault, &found);
+  if (status != cudaSuccess || found != cudaDriverEntryPointSuccess || p == nullptr) {
+    cudaGetLastError();
+    failure = status != cudaSuccess ? std::string("the CUDA driver is not available (") + cudaGetErrorName(status) + ")"
+                                    : std::string("the CUDA driver has no ") + symbol;
+    return false;
+  }
+  fn = reinterpret_cast<F>(p);
+  return true;
+}
+
+const driver_api& driver() {
+  static const driver_api api = [] {
+    driver_api a;
+    std::string& f = a.failure;
+    (void)(lookup("cuGetErrorName", a.get_error_name, f) && lookup("cuDeviceGet", a.device_get, f) &&
+           lookup("cuDeviceGetAttribute", a.device_get_attribute, f) &&
+           lookup("cuDeviceTotalMem", a.device_total_mem, f) &&
+           lookup("cuMemGetAllocationGranularity", a.get_granularity, f) &&
+           lookup("cuMemAddressReserve", a.address_reserve, f) && lookup("cuMemAddressFree", a.address_free, f) &&
+           lookup("cuMemCreate", a.create, f) && lookup("cuMemRelease", a.release, f) &&
+           lookup("cuMemMap", a.map, f) && lookup("cuMemUnmap", a.unmap, f) &&
+           lookup("cuMemSetAccess", a.set_access, f));
+    return a;
+  }();
+  return api;
+}
+
+[[noreturn]] void throw_driver(const driver_api& api, CUresult status, const char* what) {
+  const char* name = "CUDA_ERROR_UNKNOWN";
+  api.get_error_name(status, &name);
+  throw cuda_error(std::string("expandable: ") + what + " failed: " + name, static_cast<int>(status), name);
+}
+
+void check(const driver_api& api, CUresult status, const char* what) {
+  if (status != CUDA_SUCCESS) throw_driver(api, status, what);
+}
+
+class device_physical_memory final : public physical_memory {
+ public:
+  device_physical_memory(int device, std::size_t granule_option) : api_(driver()), device_(device) {
+    if (!api_.failure.empty()) throw invalid_state("expandable: needs CUDA virtual memory management, but " + api_.failure);
+    {
+      detail::device_scope scope(device);         // validates the ordinal
+      detail::check_cuda(cudaFree(nullptr), "cudaFree(0)");  // creates the primary context
+    }
+    CUdevice dev = 0;
+    check(api_, api_.device_get(&dev, device), "cuDeviceGet");
+    int vmm = 0;
+    check(api_, api_.device_get_attribute(&vmm, CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED, dev),
+          "cuDeviceGetAttribute");
+    if (vmm == 0) {
+      throw invalid_state("expandable: device " + std::to_string(device) +
+                          " does not support CUDA virtual memory management (CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED is 0)");
+    }
+    check(api_, api_.device_total_mem(&total_, dev), "cuDeviceTotalMem");
+    prop_.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+    prop_.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    prop_.location.id = device;
+    access_.location = prop_.location;
+    access_.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+    std::size_t minimum = 0;
+    std::size_t recommended = 0;
+    check(api_, api_.get_granularity(&minimum, &prop_, CU_MEM_ALLOC_GRANULARITY_MINIMUM), "cuMemGetAllocationGranularity");
+    check(api_, api_.get_granularity(&recommended, &prop_, CU_MEM_ALLOC_GRANULARITY_RECOMMENDED),
+          "cuMemGetAllocationGranularity");
+    if (granule_option == 0) {
+      granule_ = recommended != 0 && recommended % minimum == 0 ? recommended : minimum;
+    } else if (granule_option % minimum != 0) {
+      throw invalid_argument(invalid_argument::kind::range, "granuleBytes",
+                             "Expected granuleBytes to be a multiple of device " + std::to_string(device) +
+                                 "'s granularity (" + std::to_string(minimum) + ") but received " +
+                                 std::to_string(granule_option));
+    } else {
+      granule_ = granule_option;
+    }
+  }
+
+  ~device_physical_memory() override {
+    // The owner unmaps every granule before it goes; anything left is released here, quietly.
+    for (auto& [addr, handle] : handles_) {
+      api_.unmap(addr, granule_);
+      api_.release(handle);
+    }
+  }
+
+  std::size_t granule_bytes() const noexcept override { return granule_; }
+
+  void* reserve_range(std::size_t bytes) override {
+    CUdeviceptr base = 0;
+    const CUresult status = api_.address_reserve(&base, bytes, granule_, 0, 0);
+    if (status == CUDA_ERROR_OUT_OF_MEMORY || status == CUDA_ERROR_INVALID_VALUE) {
+      throw out_of_memory("expandable: cuMemAddressReserve of " + format_bytes(bytes) + " failed", bytes, {});
+    }
+    check(api_, status, "cuMemAddressReserve");
+    return reinterpret_cast<void*>(base);
+  }
+
+  void release_range(void* base, std::size_t bytes) noexcept override {
+    api_.address_free(reinterpret_cast<CUdeviceptr>(base), bytes);
+  }
+
+  void map_granule(void* addr) override {
+    const auto ptr = reinterpret_cast<CUdeviceptr>(addr);
+    handles_.reserve(handles_.size() + 1);  // the only step that may throw bad_alloc: before any driver call
+    CUmemGenericAllocationHandle handle = 0;
+    CUresult status = api_.create(&handle, granule_, &prop_, 0);
+    if (status == CUDA_ERROR_OUT_OF_MEMORY) {
+      throw out_of_memory("expandable: cuMemCreate of a " + format_bytes(granule_) + " granule failed: out of device memory",
+                          granule_, {});
+    }
+    check(api_, status, "cuMemCreate");
+    status = api_.map(ptr, granule_, 0, handle, 0);
+    if (status == CUDA_SUCCESS) {
+      status = api_.set_access(ptr, granule_, &access_, 1);
+      if (status != CUDA_SUCCESS) api_.unmap(ptr, granule_);
+    }
+    if (status != CUDA_SUCCESS) {
+      api_.release(handle);
+      if (status == CUDA_ERROR_OUT_OF_MEMORY) {
+        throw out_of_memory("expandable: mapping a " + format_bytes(granule_) + " granule failed: out of device memory",
+                            granule_, {});
+      }
+      throw_driver(api_, status, "cuMemMap/cuMemSetAccess");
+    }
+    handles_.emplace(ptr, handle);
+  }
+
+  void unmap_granule(void* addr) noexcept override {
+    const auto ptr = reinterpret_cast<CUdeviceptr>(addr);
+    auto it = handles_.find(ptr);
+    if (it == handles_.end()) return;
+    api_.unmap(ptr, granule_);
+    api_.release(it->second);
+    handles_.erase(it);
+  }
+
+  void synchronize() noexcept override {
+    try {
+      detail::device_scope scope(device_);
+      cudaDeviceSynchronize();
+    } catch (...) {
+    }
+    cudaGetLastError();
+  }
+
+  std::uint64_t total_bytes() const noexcept override { return total_; }
+  memory_kind kind() const noexcept override { return memory_kind::device; }
+  int device() const noexcept override { return device_; }
+
+ private:
+  const driver_api& api_;
+  int device_;
+  std::size_t granule_ = 0;
+  std::size_t total_ = 0;
+  CUmemAllocationProp prop_{};
+  CUmemAccessDesc access_{};
+  std::unordered_map<CUdeviceptr, CUmemGenericAllocationHandle> handles_;
+};
+
+}  // namespace
+
+std::unique_ptr<physical_memory> make_device_physical_memory(int device, std::size_t granule_bytes) {
+  return std::make_unique<device_physical_memory>(device, granule_bytes);
+}
+
+#else
+
+std::unique_ptr<physical_memory> make_device_physical_memory(int, std::size_t) {
+  throw invalid_state("expandable: gpumem was built without CUDA; use the host twin (device 'host')");
+}
+
+#endif
+
+}  // namespace gpumem

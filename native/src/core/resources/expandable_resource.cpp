@@ -1,0 +1,786 @@
+#include "gpumem/expandable_resource.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <mutex>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "pool_detail.hpp"
+
+namespace gpumem {
+
+namespace {
+
+using detail::pool::block;
+using detail::pool::block_state;
+using detail::pool::block_store;
+using detail::pool::free_index;
+using detail::pool::live_table;
+using detail::pool::round_up;
+using detail::pool::segment;
+using expandable_lock = detail::pool::spin_lock;
+
+// The owner of a destroyed stream's range: no stream handle equals it, so that a new stream given the
+// old handle gets a range of its own.
+char retired_stream_tag;
+const stream_handle retired_stream = &retired_stream_tag;
+
+constexpr std::uint8_t unmapped = 0;
+constexpr std::uint8_t mapped = 1;
+constexpr std::uint8_t mapping = 2;  // mapped by the map in progress: unmapped again if it fails
+
+// One stream's virtual range. The segment part (base, size, first block, used_blocks) is what the
+// pool's block records point to; the rest is per granule.
+struct stream_range : segment {
+  stream_handle owner = nullptr;    // retired_stream once the stream is destroyed
+  free_index free;                  // the range's free blocks
+  std::vector<std::uint32_t> users; // per granule: the live and parked blocks touching it
+  std::vector<std::uint8_t> state;  // per granule: unmapped, mapped, mapping
+  std::size_t mapped_granules = 0;
+  std::size_t idle_granules = 0;    // mapped, and no block touches them
+  std::size_t mapped_top = 0;       // no granule at or past this index is mapped
+};
+
+stream_range* range_of(const block* b) noexcept { return static_cast<stream_range*>(b->seg); }
+
+// What a release of idle granules aims at: it stops once reserved <= reserved_at_most and idle <= idle_at_most.
+struct release_goal {
+  std::uint64_t reserved_at_most;
+  std::uint64_t idle_at_most;
+};
+
+[[noreturn]] void bad_option(const char* name, const std::string& expected, const std::string& received) {
+  throw invalid_argument(invalid_argument::kind::range, name,
+                         std::string("Expected ") + name + " to be " + expected + " but received " + received);
+}
+
+}  // namespace
+
+struct expandable_resource::impl final : stream_observer {
+  impl(std::unique_ptr<physical_memory> mem, const expandable_options& opts, std::unique_ptr<stream_ordering> order)
+      : memory(std::move(mem)), options(opts), ordering(std::move(order)), granule(memory->granule_bytes()) {
+    if (options.gc_threshold > 0) {
+      const double limit = std::floor(options.gc_threshold * static_cast<double>(options.capacity_bytes));
+      gc_limit = static_cast<std::uint64_t>(limit);
+    }
+  }
+
+  ~impl() { release_everything(); }
+
+  // ----- allocate -----------------------------------------------------------------------------
+
+  void* allocate(std::size_t bytes, stream_handle stream) {
+    if (pending_head != nullptr) process_pending();
+    if (bytes > options.reserve_bytes) {
+      throw_oom(bytes, "the request is larger than the virtual range of a stream (reserveBytes " +
+                           format_bytes(options.reserve_bytes) + ")");
+    }
+    // Get what the rest may need first, so that nothing below fails half-way.
+    live.reserve_one();
+    blocks.reserve(2);
+    const std::size_t rounded = round_up(bytes, expandable_resource::rounding);
+    stream_range* r = range_for(stream, bytes);
+    block* b = r->free.best_fit(rounded);
+    if (b == nullptr) {
+      throw_oom(bytes, "no free run of the stream's " + format_bytes(r->size) +
+                           " virtual range is large enough (the blocks in use hold it)");
+    }
+    if (b->mixed) order_after_used_on(b, stream);  // memory other streams freed into this range
+    take_block(b, rounded, stream);
+    const std::size_t first = granule_index(r, b->addr);
+    const std::size_t last = granule_index(r, b->addr + rounded - 1);
+    pin(r, first, last);
+    auto undo = [&] {
+      unpin(r, first, last);
+      --r->used_blocks;
+      free_block(b, r);  // merges back with the rest it was split from
+    };
+    std::string failure;
+    try {
+      failure = ensure_mapped(r, first, last);
+    } catch (...) {
+      undo();
+      throw;
+    }
+    if (!failure.empty()) {
+      undo();  // first, so that the error's figures are those of the resource as it stays
+      throw_oom(bytes, failure);
+    }
+    b->requested = bytes;
+    live.insert(b);
+    counter.on_allocate(bytes);
+    largest_dirty = true;
+    return reinterpret_cast<void*>(b->addr);
+  }
+
+  std::size_t granule_index(const stream_range* r, std::uintptr_t addr) const noexcept {
+    return (addr - r->base) / granule;
+  }
+  void* granule_addr(const stream_range* r, std::size_t g) const noexcept {
+    return reinterpret_cast<void*>(r->base + g * granule);
+  }
+
+  // Maps the unmapped granules of [first, last]. When that fails: every parked block whose events can
+  // be waited for is freed, every stream's idle granules are unmapped, and the map is tried once more.
+  // Returns why it could not (empty: mapped); other errors (a driver failure) are thrown.
+  std::string ensure_mapped(stream_range* r, std::size_t first, std::size_t last) {
+    std::size_t missing = 0;
+    for (std::size_t g = first; g <= last; ++g) missing += r->state[g] == unmapped;
+    if (missing == 0) return {};
+    const std::uint64_t needed = static_cast<std::uint64_t>(missing) * granule;
+    if (gc_limit != 0 && counter.get().reserved_bytes + needed > gc_limit) {
+      release_idle({gc_limit > needed ? gc_limit - needed : 0, ~std::uint64_t{0}});
+    }
+    std::string failure;
+    try {
+      map_granules(r, first, last);
+      return {};
+    } catch (const out_of_memory& e) {
+      failure = e.reason();
+    }
+    synchronize_pending();
+    if (release_idle({0, 0}) > 0) {
+      try {
+        map_granules(r, first, last);
+        return {};
+      } catch (const out_of_memory& e) {
+        failure = e.reason();
+      }
+    }
+    return "mapping " + format_bytes(needed) + " more failed after releasing every idle granule: " + failure;
+  }
+
+  // Maps the unmapped granules of [first, last] in order; on any failure unmaps those it mapped.
+  void map_granules(stream_range* r, std::size_t first, std::size_t last) {
+    std::size_t g = first;
+    try {
+      for (; g <= last; ++g) {
+        if (r->state[g] != unmapped) continue;
+        memory->map_granule(granule_addr(r, g));
+        r->state[g] = mapping;
+        ++r->mapped_granules;
+        r->mapped_top = std::max(r->mapped_top, g + 1);
+        counter.on_reserve(granule);
+      }
+    } catch (...) {
+      for (std::size_t k = first; k < g; ++k) {
+        if (r->state[k] == mapping) unmap_granule(r, k);
+      }
+      throw;
+    }
+    for (std::size_t k = first; k <= last; ++k) {
+      if (r->state[k] == mapping) r->state[k] = mapped;
+    }
+    largest_dirty = true;
+  }
+
+  void unmap_granule(stream_range* r, std::size_t g) noexcept {
+    memory->unmap_granule(granule_addr(r, g));
+    r->state[g] = unmapped;
+    --r->mapped_granules;
+    if (r->users[g] == 0) {
+      --r->idle_granules;
+      --idle_granules;
+    }
+    counter.on_release(granule);
+    largest_dirty = true;
+  }
+
+  void pin(stream_range* r, std::size_t first, std::size_t last) noexcept {
+    for (std::size_t g = first; g <= last; ++g) {
+      if (r->users[g]++ == 0 && r->state[g] != unmapped) {
+        --r->idle_granules;
+        --idle_granules;
+      }
+    }
+  }
+
+  void unpin(stream_range* r, std::size_t first, std::size_t last) noexcept {
+    for (std::size_t g = first; g <= last; ++g) {
+      if (--r->users[g] == 0 && r->state[g] != unmapped) {
+        ++r->idle_granules;
+        ++idle_granules;
+      }
+    }
+  }
+
+  // Takes free block `b` out of the index for `rounded` bytes on `stream` (its range's owner, which
+  // has waited on b's other streams). The rest, if any, is split off and stays free: with the waits
+  // done, neither piece needs any more.
+  void take_block(block* b, std::size_t rounded, stream_handle stream) noexcept {
+    stream_range* r = range_of(b);
+    r->free.remove(b);
+    if (b->size > rounded) {
+      block* rest = blocks.take();  // reserved by allocate()
+      rest->addr = b->addr + rounded;
+      rest->size = b->size - rounded;
+      rest->seg = b->seg;
+      rest->stream = b->stream;
+      rest->state = block_state::free;
+      rest->prev_in_segment = b;
+      rest->next_in_segment = b->next_in_segment;
+      if (rest->next_in_segment != nullptr) rest->next_in_segment->prev_in_segment = rest;
+      b->next_in_segment = rest;
+      b->size = rounded;
+      r->free.insert(rest);
+    }
+    b->used_on.clear();  // a live block's used_on is record_stream's
+    b->mixed = false;
+    b->stream = stream;
+    b->state = block_state::live;
+    ++r->used_blocks;
+  }
+
+  // Makes later work on `waiter` wait for everything queued on `source` so far.
+  void order_after(stream_handle waiter, stream_handle source) {
+    event_handle event = ordering->record(source);
+    try {
+      ordering->wait(waiter, event);
+    } catch (...) {
+      ordering->release(event);
+      throw;
+    }
+    ordering->release(event);
+  }
+
+  void order_after_used_on(const block* b, stream_handle stream) {
+    for (stream_handle s : b->used_on) {
+      if (s != stream) order_after(stream, s);
+    }
+  }
+
+  [[noreturn]] void throw_oom(std::size_t bytes, const std::string& reason) {
+    counter.on_oom();
+    throw out_of_memory("expandable_resource: out of memory allocating " + format_bytes(bytes) + " (" + reason + ")", bytes,
+                        snapshot());
+  }
+
+  // ----- ranges -------------------------------------------------------------------------------
+
+  stream_range* find_range(stream_handle stream) noexcept {
+    if (last_range != nullptr && last_range->owner == stream) return last_range;
+    for (auto& r : ranges) {
+      if (r->owner == stream) return last_range = r.get();
+    }
+    return nullptr;
+  }
+
+  stream_range* range_for(stream_handle stream, std::size_t bytes) {
+    if (stream_range* r = find_range(stream)) return r;
+    const std::size_t granules = static_cast<std::size_t>(options.reserve_bytes / granule);
+    auto r = std::make_unique<stream_range>();
+    r->users.assign(granules, 0);
+    r->state.assign(granules, unmapped);
+    ranges.reserve(ranges.size() + 1);
+    void* base = nullptr;
+    try {
+      base = memory->reserve_range(options.reserve_bytes);
+    } catch (const out_of_memory& e) {
+      throw_oom(bytes, "could not reserve the stream's virtual range: " + e.reason());
+    }
+    r->base = reinterpret_cast<std::uintptr_t>(base);
+    r->size = options.reserve_bytes;
+    r->owner = stream;
+    block* b = blocks.take();  // reserved by allocate()
+    b->addr = r->base;
+    b->size = r->size;
+    b->prev_in_segment = b->next_in_segment = nullptr;
+    b->seg = r.get();
+    b->stream = stream;
+    b->state = block_state::free;
+    r->first = b;
+    r->free.insert(b);
+    ranges.push_back(std::move(r));
+    return last_range = ranges.back().get();
+  }
+
+  // Waits on the host for the work that may still use the range's free memory: its owner's, and that
+  // of the streams that freed blocks into it. Then no free block needs a wait any more. False (and
+  // nothing unmapped by the caller) when an event cannot be recorded or waited for.
+  bool quiesce(stream_range* r) noexcept {
+    try {
+      sync_scratch.clear();
+      if (r->owner != retired_stream) sync_scratch.push_back(r->owner);
+      for (block* b = r->first; b != nullptr; b = b->next_in_segment) {
+        if (b->state != block_state::free) continue;
+        for (stream_handle s : b->used_on) {
+          if (std::find(sync_scratch.begin(), sync_scratch.end(), s) == sync_scratch.end()) sync_scratch.push_back(s);
+        }
+      }
+      for (stream_handle s : sync_scratch) {
+        event_handle event = ordering->record(s);
+        try {
+          ordering->synchronize(event);
+        } catch (...) {
+          ordering->release(event);
+          throw;
+        }
+        ordering->release(event);
+      }
+    } catch (...) {
+      return false;
+    }
+    for (block* b = r->first; b != nullptr; b = b->next_in_segment) {
+      if (b->state != block_state::free) continue;
+      b->used_on.clear();
+      b->mixed = false;
+    }
+    return true;
+  }
+
+  // Unmaps idle granules, highest first in each range, until `goal` is met. Returns how many went.
+  std::size_t release_idle(release_goal goal) noexcept {
+    auto met = [&] {
+      return counter.get().reserved_bytes <= goal.reserved_at_most &&
+             static_cast<std::uint64_t>(idle_granules) * granule <= goal.idle_at_most;
+    };
+    std::size_t released = 0;
+    for (auto& owned : ranges) {
+      if (met()) break;
+      stream_range* r = owned.get();
+      if (r->idle_granules == 0 || !quiesce(r)) continue;
+      for (std::size_t g = r->mapped_top; g-- > 0 && r->idle_granules > 0 && !met();) {
+        if (r->state[g] == mapped && r->users[g] == 0) {
+          unmap_granule(r, g);
+          ++released;
+        }
+      }
+      while (r->mapped_top > 0 && r->state[r->mapped_top - 1] == unmapped) --r->mapped_top;
+    }
+    return released;
+  }
+
+  // A destroyed stream's range with no block in use: every granule unmapped, the range freed.
+  void release_range(stream_range* r) noexcept {
+    if (r->used_blocks != 0 || !quiesce(r)) return;
+    for (std::size_t g = 0; g < r->mapped_top; ++g) {
+      if (r->state[g] != unmapped) unmap_granule(r, g);
+    }
+    memory->release_range(reinterpret_cast<void*>(r->base), r->size);
+    for (block* b = r->first; b != nullptr;) {
+      block* next = b->next_in_segment;
+      r->free.remove(b);
+      blocks.give(b);
+      b = next;
+    }
+    if (last_range == r) last_range = nullptr;
+    ranges.erase(std::find_if(ranges.begin(), ranges.end(), [r](const auto& p) { return p.get() == r; }));
+    largest_dirty = true;
+  }
+
+  void release_retired_ranges() noexcept {
+    for (std::size_t i = ranges.size(); i-- > 0;) {
+      if (ranges[i]->owner == retired_stream && ranges[i]->used_blocks == 0) release_range(ranges[i].get());
+    }
+  }
+
+  // The destructor's release: every granule and range, live blocks or not. Parked events are waited
+  // for (record_stream's promise); the device is synchronised once, as the streams may be gone.
+  void release_everything() noexcept {
+    for (block* b = pending_head; b != nullptr; b = b->list_next) {
+      for (event_handle event : b->events) {
+        try {
+          ordering->synchronize(event);
+        } catch (...) {
+        }
+        ordering->release(event);
+      }
+      b->events.clear();
+    }
+    memory->synchronize();
+    for (auto& r : ranges) {
+      for (std::size_t g = 0; g < r->mapped_top; ++g) {
+        if (r->state[g] != unmapped) memory->unmap_granule(granule_addr(r.get(), g));
+      }
+      memory->release_range(reinterpret_cast<void*>(r->base), r->size);
+    }
+    ranges.clear();  // block records go with block_store's chunks
+  }
+
+  // ----- deallocate ---------------------------------------------------------------------------
+
+  void deallocate(void* ptr, std::size_t bytes, stream_handle stream) {
+    const std::size_t slot = live.find(reinterpret_cast<std::uintptr_t>(ptr));
+    if (slot == live_table::npos) throw_unknown_pointer(ptr);
+    block* b = live.at(slot);
+    if (b->requested != bytes) throw_size_mismatch(ptr, bytes, b->requested);
+    stream_range* r = range_of(b);
+    const bool foreign = stream != r->owner;  // the owner must wait on `stream` before reusing it
+    if (foreign) b->used_on.reserve(b->used_on.size() + 1);  // may throw: before any change
+    if (!b->used_on.empty()) record_use_events(b, stream);
+    if (foreign) {
+      b->used_on.push_back(stream);  // within the reserved capacity
+      b->mixed = true;
+    }
+    live.erase_at(slot);
+    counter.on_deallocate(bytes);
+    largest_dirty = true;
+    if (!b->events.empty() || b->quarantined) {
+      b->state = block_state::pending;  // its granules stay pinned until the events complete
+      push_pending(b);
+    } else {
+      release_block(b);
+    }
+  }
+
+  // Records an event on every stream record_stream named (but the one freeing). A block whose event
+  // could not be recorded is quarantined (never reused) rather than reused too early.
+  void record_use_events(block* b, stream_handle freeing_stream) noexcept {
+    try {
+      b->events.reserve(b->used_on.size());
+      for (stream_handle s : b->used_on) {
+        if (s == freeing_stream) continue;
+        event_handle event = ordering->record(s);
+        if (event != nullptr) b->events.push_back(event);
+      }
+    } catch (...) {
+      for (event_handle event : b->events) ordering->release(event);
+      b->events.clear();
+      b->quarantined = true;
+    }
+    b->used_on.clear();
+  }
+
+  // A block no work holds any more: its granules unpinned, the block back among the free, and the
+  // idle granules released if that passes the release threshold (or the range is a destroyed
+  // stream's and now empty).
+  void release_block(block* b) noexcept {
+    stream_range* r = range_of(b);
+    unpin(r, granule_index(r, b->addr), granule_index(r, b->addr + b->size - 1));
+    --r->used_blocks;
+    free_block(b, r);
+    if (r->owner == retired_stream && r->used_blocks == 0) {
+      release_range(r);
+    } else if (static_cast<std::uint64_t>(idle_granules) * granule > options.release_threshold) {
+      release_idle({~std::uint64_t{0}, options.release_threshold});
+    }
+  }
+
+  // Returns `b` to its range's free blocks, merged with free neighbours; the merged block keeps the
+  // union of the streams its pieces must be waited on for. If that list cannot be grown (no memory),
+  // the block is left unmerged rather than merged without its streams.
+  void free_block(block* b, stream_range* r) noexcept {
+    b->state = block_state::free;
+    b->stream = r->owner;
+    block* prev = b->prev_in_segment;
+    block* next = b->next_in_segment;
+    bool merge_prev = prev != nullptr && prev->state == block_state::free;
+    bool merge_next = next != nullptr && next->state == block_state::free;
+    block* survivor = merge_prev ? prev : b;
+    const bool union_needed =
+        (merge_prev || merge_next) && (b->mixed || (merge_prev && prev->mixed) || (merge_next && next->mixed));
+    if (union_needed) {
+      try {
+        merge_scratch.clear();
+        for (block* piece : {merge_prev ? prev : nullptr, b, merge_next ? next : nullptr}) {
+          if (piece == nullptr) continue;
+          for (stream_handle s : piece->used_on) {
+            if (std::find(merge_scratch.begin(), merge_scratch.end(), s) == merge_scratch.end()) {
+              merge_scratch.push_back(s);
+            }
+          }
+        }
+        survivor->used_on.reserve(merge_scratch.size());
+      } catch (...) {
+        merge_prev = merge_next = false;
+        survivor = b;
+      }
+    }
+    const bool merged = merge_prev || merge_next;
+    if (merge_prev) {
+      r->free.remove(prev);
+      prev->size += b->size;
+      unlink(b);
+      blocks.give(b);
+    }
+    if (merge_next) {
+      r->free.remove(next);
+      survivor->size += next->size;
+      unlink(next);
+      blocks.give(next);
+    }
+    if (union_needed && merged) {
+      survivor->used_on.assign(merge_scratch.begin(), merge_scratch.end());  // within the reserved capacity
+      survivor->mixed = !merge_scratch.empty();
+    }
+    survivor->stream = r->owner;
+    r->free.insert(survivor);
+    largest_dirty = true;
+  }
+
+  static void unlink(block* b) noexcept {
+    // Only a block with a previous neighbour is ever unlinked, so a range's first block stays.
+    b->prev_in_segment->next_in_segment = b->next_in_segment;
+    if (b->next_in_segment != nullptr) b->next_in_segment->prev_in_segment = b->prev_in_segment;
+  }
+
+  // ----- parked blocks (record_stream) ---------------------------------------------------------
+
+  void push_pending(block* b) noexcept {
+    b->list_prev = nullptr;
+    b->list_next = pending_head;
+    if (pending_head != nullptr) pending_head->list_prev = b;
+    pending_head = b;
+    ++pending_count;
+  }
+
+  void unlink_pending(block* b) noexcept {
+    if (b->list_prev != nullptr) {
+      b->list_prev->list_next = b->list_next;
+    } else {
+      pending_head = b->list_next;
+    }
+    if (b->list_next != nullptr) b->list_next->list_prev = b->list_prev;
+    b->list_prev = b->list_next = nullptr;
+    --pending_count;
+  }
+
+  // Frees the parked blocks whose events have all completed; an event that cannot be queried counts
+  // as not complete.
+  void process_pending() noexcept {
+    for (block* b = pending_head; b != nullptr;) {
+      block* next = b->list_next;
+      if (!b->quarantined) {
+        std::size_t kept = 0;
+        for (event_handle event : b->events) {
+          bool complete = false;
+          try {
+            complete = ordering->query(event);
+          } catch (...) {
+          }
+          if (complete) {
+            ordering->release(event);
+          } else {
+            b->events[kept++] = event;
+          }
+        }
+        b->events.resize(kept);
+        if (kept == 0) {
+          unlink_pending(b);
+          release_block(b);
+        }
+      }
+      b = next;
+    }
+  }
+
+  void synchronize_pending() noexcept {
+    for (block* b = pending_head; b != nullptr; b = b->list_next) {
+      for (event_handle event : b->events) {
+        try {
+          ordering->synchronize(event);
+        } catch (...) {
+        }
+      }
+    }
+    process_pending();
+  }
+
+  // ----- a stream going away -------------------------------------------------------------------
+
+  // `gone` has been synchronised: no list of streams to wait on names it any more, its range serves
+  // no new allocation (a new stream with the same handle gets its own), and the range goes as soon
+  // as none of its blocks is in use.
+  void forget_stream(stream_handle gone) noexcept {
+    if (gone == nullptr || gone == retired_stream) return;
+    process_pending();
+    for (auto& r : ranges) {
+      for (block* b = r->first; b != nullptr; b = b->next_in_segment) {
+        std::vector<stream_handle>& on = b->used_on;
+        if (!on.empty()) on.erase(std::remove(on.begin(), on.end(), gone), on.end());
+        if (b->state == block_state::free) b->mixed = !on.empty();
+        if (b->stream == gone) b->stream = retired_stream;
+      }
+    }
+    stream_range* r = find_range(gone);
+    if (r == nullptr) return;
+    r->owner = retired_stream;
+    if (last_range == r) last_range = nullptr;
+    if (r->used_blocks == 0) release_range(r);
+  }
+
+  void on_stream_destroyed(stream_handle stream) noexcept override {
+    std::lock_guard<expandable_lock> guard(lock);
+    forget_stream(stream);
+  }
+
+  // ----- queries ------------------------------------------------------------------------------
+
+  // The largest free run of mapped memory: what one allocation can take with no driver call.
+  std::size_t largest_mapped_free_run() const noexcept {
+    if (!largest_dirty) return largest_cached;
+    std::size_t largest = 0;
+    for (const auto& owned : ranges) {
+      const stream_range* r = owned.get();
+      const std::uintptr_t mapped_end = r->base + r->mapped_top * granule;
+      for (const block* b = r->first; b != nullptr; b = b->next_in_segment) {
+        if (b->state != block_state::free || b->addr >= mapped_end) continue;
+        const std::uintptr_t end = std::min<std::uintptr_t>(b->addr + b->size, mapped_end);
+        std::uintptr_t run_start = 0;
+        bool in_run = false;
+        for (std::size_t g = granule_index(r, b->addr); r->base + g * granule < end; ++g) {
+          const std::uintptr_t lo = std::max<std::uintptr_t>(b->addr, r->base + g * granule);
+          const std::uintptr_t hi = std::min<std::uintptr_t>(end, r->base + (g + 1) * granule);
+          if (r->state[g] == unmapped) {
+            in_run = false;
+            continue;
+          }
+          if (!in_run) run_start = lo;
+          in_run = true;
+          largest = std::max<std::size_t>(largest, hi - run_start);
+        }
+      }
+    }
+    largest_cached = largest;
+    largest_dirty = false;
+    return largest;
+  }
+
+  resource_stats snapshot() const noexcept {
+    resource_stats s = counter.get();
+    s.largest_free_block = static_cast<std::int64_t>(largest_mapped_free_run());
+    return s;
+  }
+
+  std::unique_ptr<physical_memory> memory;
+  const expandable_options options;
+  const std::unique_ptr<stream_ordering> ordering;
+  const std::size_t granule;
+  std::uint64_t gc_limit = 0;  // 0: no garbage collection threshold
+
+  expandable_lock lock;
+  stats_counter counter;
+  live_table live;
+  block_store blocks;
+  std::vector<std::unique_ptr<stream_range>> ranges;
+  stream_range* last_range = nullptr;
+  std::size_t idle_granules = 0;  // over every range
+  block* pending_head = nullptr;
+  std::size_t pending_count = 0;
+  std::vector<stream_handle> merge_scratch;  // free_block's, kept for its capacity
+  std::vector<stream_handle> sync_scratch;   // quiesce's
+  mutable bool largest_dirty = true;
+  mutable std::size_t largest_cached = 0;
+};
+
+namespace {
+
+// Checks the options and fills in the defaults that depend on the physical memory.
+expandable_options resolve(const expandable_options& given, const physical_memory& memory) {
+  expandable_options o = given;
+  const std::uint64_t granule = memory.granule_bytes();
+  if (!(o.gc_threshold >= 0 && o.gc_threshold <= 1)) {
+    bad_option("gcThreshold", "a fraction in (0, 1] (0: off)", std::to_string(o.gc_threshold));
+  }
+  if (o.reserve_bytes == 0) {
+    const std::uint64_t total = memory.total_bytes();
+    o.reserve_bytes = total == 0 ? expandable_resource::default_host_reserve : (total + granule - 1) / granule * granule;
+  } else if (o.reserve_bytes % granule != 0) {
+    bad_option("reserveBytes", "a positive multiple of the granule (" + std::to_string(granule) + ")",
+               std::to_string(o.reserve_bytes));
+  }
+  if (o.reserve_bytes / granule > expandable_resource::max_granules_per_range) {
+    bad_option("reserveBytes", "at most " + std::to_string(expandable_resource::max_granules_per_range) +
+                                   " granules of " + std::to_string(granule) + " bytes",
+               std::to_string(o.reserve_bytes));
+  }
+  if (o.capacity_bytes == 0) o.capacity_bytes = memory.total_bytes() != 0 ? memory.total_bytes() : o.reserve_bytes;
+  return o;
+}
+
+}  // namespace
+
+expandable_resource::expandable_resource(std::unique_ptr<physical_memory> memory, expandable_options options,
+                                         std::unique_ptr<stream_ordering> ordering) {
+  if (!memory) throw invalid_argument(invalid_argument::kind::type, "memory", "Expected a physical_memory but received none");
+  const expandable_options resolved = resolve(options, *memory);
+  if (!ordering) ordering = make_ordering(memory->kind(), memory->device());
+  impl_ = std::make_unique<impl>(std::move(memory), resolved, std::move(ordering));
+  add_stream_observer(*impl_);
+}
+
+expandable_resource::~expandable_resource() { remove_stream_observer(*impl_); }
+
+const expandable_options& expandable_resource::options() const noexcept { return impl_->options; }
+
+std::size_t expandable_resource::granule_bytes() const noexcept { return impl_->granule; }
+
+std::uint64_t expandable_resource::idle_bytes() const {
+  std::lock_guard<expandable_lock> guard(impl_->lock);
+  impl_->process_pending();
+  return static_cast<std::uint64_t>(impl_->idle_granules) * impl_->granule;
+}
+
+std::size_t expandable_resource::range_count() const {
+  std::lock_guard<expandable_lock> guard(impl_->lock);
+  return impl_->ranges.size();
+}
+
+std::size_t expandable_resource::pending_free_blocks() const {
+  std::lock_guard<expandable_lock> guard(impl_->lock);
+  impl_->process_pending();
+  return impl_->pending_count;
+}
+
+void* expandable_resource::do_allocate(std::size_t bytes, stream_handle stream) {
+  std::lock_guard<expandable_lock> guard(impl_->lock);
+  return impl_->allocate(bytes, stream);
+}
+
+void expandable_resource::do_deallocate(void* ptr, std::size_t bytes, stream_handle stream) {
+  std::lock_guard<expandable_lock> guard(impl_->lock);
+  impl_->deallocate(ptr, bytes, stream);
+}
+
+void expandable_resource::do_record_stream(void* ptr, stream_handle stream) {
+  std::lock_guard<expandable_lock> guard(impl_->lock);
+  const std::size_t slot = impl_->live.find(reinterpret_cast<std::uintptr_t>(ptr));
+  if (slot == live_table::npos) throw_unknown_pointer(ptr);
+  block* b = impl_->live.at(slot);
+  if (stream == b->stream) return;  // its own stream orders its reuse already
+  for (stream_handle s : b->used_on) {
+    if (s == stream) return;
+  }
+  b->used_on.push_back(stream);
+}
+
+bool expandable_resource::do_prefetch(void* ptr, std::size_t bytes, location, stream_handle) {
+  std::lock_guard<expandable_lock> guard(impl_->lock);
+  const std::size_t slot = impl_->live.find(reinterpret_cast<std::uintptr_t>(ptr));
+  if (slot == live_table::npos) throw_unknown_pointer(ptr);
+  const block* b = impl_->live.at(slot);
+  if (bytes > b->requested) throw_size_mismatch(ptr, bytes, b->requested);
+  return false;  // device (or host) memory: there is nothing to move
+}
+
+resource_stats expandable_resource::do_stats() const {
+  std::lock_guard<expandable_lock> guard(impl_->lock);
+  impl_->process_pending();
+  return impl_->snapshot();
+}
+
+void expandable_resource::do_reset_peak() {
+  std::lock_guard<expandable_lock> guard(impl_->lock);
+  impl_->counter.reset_peak();
+}
+
+void expandable_resource::do_trim(std::size_t bytes_to_keep) {
+  std::lock_guard<expandable_lock> guard(impl_->lock);
+  impl_->process_pending();
+  impl_->release_retired_ranges();
+  impl_->release_idle({bytes_to_keep, ~std::uint64_t{0}});
+}
+
+std::size_t expandable_resource::do_allocation_size(const void* ptr) const {
+  std::lock_guard<expandable_lock> guard(impl_->lock);
+  const std::size_t slot = impl_->live.find(reinterpret_cast<std::uintptr_t>(ptr));
+  return slot == live_table::npos ? 0 : impl_->live.at(slot)->requested;
+}
+
+memory_kind expandable_resource::do_kind() const noexcept { return impl_->memory->kind(); }
+
+int expandable_resource::do_device() const noexcept { return impl_->memory->device(); }
+
+}  // namespace gpumem

@@ -1,0 +1,261 @@
+// expandable_resource on the host twin (mmap): granules mapped as the memory in use grows and
+// unmapped on trim and past the release threshold, split and coalesce across granule boundaries,
+// the fragmentation cycle that strands a segment pool's memory, gcThreshold, and bad options.
+#include <cstdint>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "fake_ordering.hpp"
+#include "gpumem/expandable_resource.hpp"
+#include "gpumem/host_resource.hpp"
+#include "gpumem/physical_memory.hpp"
+#include "gpumem/pool_resource.hpp"
+#include "pool_test_support.hpp"
+#include "test_harness.hpp"
+
+using namespace gpumem;
+using namespace gpumem::test;
+
+namespace {
+
+constexpr std::size_t granule = 64 * KiB;
+
+// An expandable resource over the host twin with 64 KiB granules and a 64 MiB range per stream.
+struct fixture {
+  explicit fixture(expandable_options options = small_range(), std::size_t granule_bytes = granule)
+      : resource(make_host_physical_memory(granule_bytes), options, make_fake_ordering(log)) {}
+  static expandable_options small_range() {
+    expandable_options o;
+    o.reserve_bytes = 64 * MiB;
+    return o;
+  }
+  std::shared_ptr<fake_ordering_log> log = std::make_shared<fake_ordering_log>();
+  expandable_resource resource;
+};
+
+}  // namespace
+
+TEST(maps_granules_as_the_memory_in_use_grows) {
+  fixture f;
+  CHECK_EQ(f.resource.granule_bytes(), granule);
+  CHECK_EQ(f.resource.stats().reserved_bytes, 0u);
+  void* a = f.resource.allocate(1000);
+  resource_stats s = f.resource.stats();
+  CHECK_EQ(s.reserved_bytes, granule);  // one granule, not a segment
+  CHECK_EQ(s.segment_count, 1u);
+  CHECK_EQ(s.upstream_alloc_count, 1u);
+  CHECK_EQ(s.allocated_bytes, 1000u);
+  std::memset(a, 0xAB, 1000);  // mapped: writable
+
+  void* b = f.resource.allocate(200 * KiB);  // 512 + 200 KiB: runs into granules 0..3
+  CHECK_EQ(addr(b), addr(a) + 1024);         // right after a (1000 rounded to 512 B units)
+  s = f.resource.stats();
+  CHECK_EQ(s.segment_count, 4u);
+  CHECK_EQ(s.reserved_bytes, 4 * granule);
+  std::memset(b, 0xCD, 200 * KiB);
+
+  f.resource.deallocate(b, 200 * KiB);
+  s = f.resource.stats();
+  CHECK_EQ(s.reserved_bytes, 4 * granule);  // kept mapped: release threshold off by default
+  CHECK_EQ(f.resource.idle_bytes(), 3 * granule);
+  CHECK_EQ(s.largest_free_block, static_cast<std::int64_t>(4 * granule - 1024));
+
+  void* c = f.resource.allocate(200 * KiB);  // the same place again, no new granule
+  CHECK_EQ(c, b);
+  CHECK_EQ(f.resource.stats().upstream_alloc_count, 4u);
+  f.resource.deallocate(c, 200 * KiB);
+  f.resource.deallocate(a, 1000);
+  CHECK_EQ(f.resource.idle_bytes(), 4 * granule);
+}
+
+TEST(trim_unmaps_idle_granules_and_keeps_those_in_use) {
+  fixture f;
+  void* a = f.resource.allocate(granule);          // granule 0
+  void* b = f.resource.allocate(4 * granule);      // granules 1..4
+  void* c = f.resource.allocate(granule / 2);      // granule 5
+  f.resource.deallocate(b, 4 * granule);
+  CHECK_EQ(f.resource.stats().reserved_bytes, 6 * granule);
+
+  f.resource.trim(5 * granule);  // keeps 5: one goes
+  CHECK_EQ(f.resource.stats().reserved_bytes, 5 * granule);
+  f.resource.trim(0);  // the idle ones go, a's and c's stay
+  resource_stats s = f.resource.stats();
+  CHECK_EQ(s.reserved_bytes, 2 * granule);
+  CHECK_EQ(s.upstream_free_count, 4u);
+  CHECK_EQ(s.largest_free_block, static_cast<std::int64_t>(granule / 2));  // the rest of c's granule
+  std::memset(a, 1, granule);
+  std::memset(c, 2, granule / 2);
+
+  // The hole spans unmapped granules now: using it maps them again.
+  void* d = f.resource.allocate(3 * granule);
+  CHECK_EQ(d, b);
+  CHECK_EQ(f.resource.stats().reserved_bytes, 5 * granule);
+  std::memset(d, 3, 3 * granule);
+  f.resource.deallocate(d, 3 * granule);
+  f.resource.deallocate(a, granule);
+  f.resource.deallocate(c, granule / 2);
+  f.resource.trim(0);
+  s = f.resource.stats();
+  CHECK_EQ(s.reserved_bytes, 0u);
+  CHECK_EQ(s.segment_count, 0u);
+  CHECK_EQ(s.upstream_alloc_count, s.upstream_free_count);
+}
+
+TEST(split_and_coalesce_across_granule_boundaries) {
+  fixture f;
+  // Three blocks straddling granule boundaries: 40 KiB, 100 KiB, 60 KiB.
+  void* a = f.resource.allocate(40 * KiB);
+  void* b = f.resource.allocate(100 * KiB);
+  void* c = f.resource.allocate(60 * KiB);
+  CHECK_EQ(addr(b), addr(a) + 40 * KiB);
+  CHECK_EQ(addr(c), addr(b) + 100 * KiB);
+  CHECK_EQ(f.resource.stats().segment_count, 4u);  // 200 KiB over 64 KiB granules
+
+  f.resource.deallocate(b, 100 * KiB);
+  // b's middle granule (64..128 KiB) is touched by b only: idle now; its edges are shared with a and c.
+  CHECK_EQ(f.resource.idle_bytes(), granule);
+  f.resource.trim(0);
+  CHECK_EQ(f.resource.stats().segment_count, 3u);
+  // The largest mapped free run: the tail's part of granule 3 (b's hole is split by the unmapped granule).
+  CHECK_EQ(f.resource.stats().largest_free_block, static_cast<std::int64_t>(56 * KiB));
+
+  f.resource.deallocate(a, 40 * KiB);
+  f.resource.deallocate(c, 60 * KiB);
+  // All three merged with the free tail: one block from the range's start again.
+  void* whole = f.resource.allocate(300 * KiB);
+  CHECK_EQ(whole, a);
+  CHECK_EQ(f.resource.stats().segment_count, 5u);  // 300 KiB: granules 0..4
+  std::memset(whole, 7, 300 * KiB);
+  f.resource.deallocate(whole, 300 * KiB);
+}
+
+TEST(release_threshold_unmaps_idle_granules_at_free) {
+  expandable_options o = fixture::small_range();
+  o.release_threshold = 2 * granule;
+  fixture f(o);
+  void* a = f.resource.allocate(8 * granule);
+  CHECK_EQ(f.resource.stats().reserved_bytes, 8 * granule);
+  f.resource.deallocate(a, 8 * granule);
+  CHECK_EQ(f.resource.idle_bytes(), 2 * granule);
+  CHECK_EQ(f.resource.stats().reserved_bytes, 2 * granule);
+  CHECK_EQ(f.resource.stats().upstream_free_count, 6u);
+  // Unmapping waited for the range's stream first (an event recorded and waited for on the host).
+  CHECK(f.log->synchronizes >= 1u);
+  CHECK_EQ(f.log->unreleased(), 0u);
+
+  o.release_threshold = 0;
+  fixture zero(o);
+  void* b = zero.resource.allocate(3 * granule);
+  zero.resource.deallocate(b, 3 * granule);
+  CHECK_EQ(zero.resource.stats().reserved_bytes, 0u);
+}
+
+// Each cycle keeps a 48 MiB block and allocates then frees a temporary of 128 MiB + 4 MiB k (here
+// at 1/16 scale, granule included, so that the pool's side stays small under the sanitizers). A
+// segment pool carves every kept block from the last temporary's segment and needs a new segment for
+// the next, larger temporary; one growing range keeps reserved at the peak in use.
+TEST(cycle_pattern_reserves_what_is_allocated) {
+  constexpr std::size_t scale = 16;
+  expandable_options o;
+  o.reserve_bytes = 1ull << 30;
+  expandable_resource expandable(make_host_physical_memory(2 * MiB / scale), o);
+  host_resource host;
+  pool_options scaled;  // the pool's segment policy at the same scale
+  scaled.small_request_limit = 1 * MiB / scale;
+  scaled.small_segment_bytes = 2 * MiB / scale;
+  scaled.large_segment_rounding = 2 * MiB / scale;
+  pool_resource pool(host, scaled);
+  for (memory_resource* r : {static_cast<memory_resource*>(&expandable), static_cast<memory_resource*>(&pool)}) {
+    std::vector<void*> kept;
+    for (std::size_t k = 0; k < 100; ++k) {
+      kept.push_back(r->allocate(48 * MiB / scale));
+      const std::size_t temporary = (128 * MiB + 4 * MiB * k) / scale;
+      r->deallocate(r->allocate(temporary), temporary);
+    }
+    const resource_stats s = r->stats();
+    const double ratio = static_cast<double>(s.peak_reserved_bytes) / static_cast<double>(s.peak_allocated_bytes);
+    std::printf("    %s: peak reserved / peak allocated = %.2f\n", r == &pool ? "pool" : "expandable", ratio);
+    if (r == &expandable) {
+      CHECK(ratio <= 1.02);
+      CHECK_EQ(s.segment_count, std::uint64_t{(48 * 100 + 128 + 4 * 99) / 2});  // granules of the peak, all still mapped
+    } else {
+      CHECK(ratio > 3.0);
+    }
+    for (void* p : kept) r->deallocate(p, 48 * MiB / scale);
+  }
+}
+
+TEST(gc_threshold_unmaps_idle_granules_before_growing_past_it) {
+  expandable_options o = fixture::small_range();
+  o.capacity_bytes = 16 * granule;
+  o.gc_threshold = 0.5;  // 8 granules
+  fixture f(o);
+  void* keep = f.resource.allocate(granule, stream_a);
+  void* a = f.resource.allocate(6 * granule, stream_a);
+  f.resource.deallocate(a, 6 * granule, stream_a);  // 6 idle granules
+  CHECK_EQ(f.resource.stats().reserved_bytes, 7 * granule);
+  // 4 granules on B would take reserved to 11: idle ones go first, until the 4 fit under 8.
+  void* b = f.resource.allocate(4 * granule, stream_b);
+  resource_stats s = f.resource.stats();
+  CHECK_EQ(s.upstream_free_count, 3u);
+  CHECK_EQ(s.reserved_bytes, 8 * granule);
+  CHECK_EQ(s.oom_count, 0u);
+  f.resource.deallocate(b, 4 * granule, stream_b);
+  f.resource.deallocate(keep, granule, stream_a);
+}
+
+TEST(bad_options_are_rejected_by_name) {
+  auto rejects = [](auto make, const char* argument) {
+    try {
+      make();
+    } catch (const invalid_argument& e) {
+      CHECK_EQ(e.argument(), std::string(argument));
+      return;
+    }
+    CHECK(false);
+  };
+  rejects([] { return make_host_physical_memory(3 * MiB); }, "granuleBytes");  // not a power of two
+  rejects([] { return make_host_physical_memory(512); }, "granuleBytes");      // below the page size
+  rejects([] {
+    expandable_options o;
+    o.reserve_bytes = 3 * MiB;  // not a multiple of 2 MiB
+    return expandable_resource(make_host_physical_memory(), o).granule_bytes();
+  }, "reserveBytes");
+  rejects([] {
+    expandable_options o;
+    o.gc_threshold = 1.5;
+    return expandable_resource(make_host_physical_memory(), o).granule_bytes();
+  }, "gcThreshold");
+  rejects([] {
+    expandable_options o;
+    o.gc_threshold = -0.1;
+    return expandable_resource(make_host_physical_memory(), o).granule_bytes();
+  }, "gcThreshold");
+  rejects([] {
+    expandable_options o;
+    o.reserve_bytes = std::uint64_t{1} << 40;  // 2^28 granules of 4 KiB: past the 2^24 a range may have
+    return expandable_resource(make_host_physical_memory(4 * KiB), o).granule_bytes();
+  }, "reserveBytes");
+}
+
+TEST(bad_calls_change_nothing) {
+  fixture f;
+  void* a = f.resource.allocate(5000);
+  const resource_stats before = f.resource.stats();
+  int on_stack = 0;
+  CHECK_THROWS_AS(f.resource.deallocate(&on_stack, 4), invalid_argument);
+  CHECK_THROWS_AS(f.resource.deallocate(a, 4999), invalid_argument);
+  CHECK_THROWS_AS(f.resource.allocate(0), invalid_argument);
+  CHECK_THROWS_AS(f.resource.record_stream(&on_stack, stream_a), invalid_argument);
+  CHECK_EQ(f.resource.stats().allocated_bytes, before.allocated_bytes);
+  CHECK_EQ(f.resource.stats().reserved_bytes, before.reserved_bytes);
+  CHECK_EQ(f.resource.allocation_size(a), 5000u);
+  CHECK_EQ(f.resource.prefetch(a, 5000, location::device), false);
+  f.resource.deallocate(a, 5000);
+  CHECK_THROWS_AS(f.resource.deallocate(a, 5000), invalid_argument);  // double free
+  CHECK_EQ(f.resource.stats().free_count, 1u);
+}
+
+TEST_MAIN()

@@ -1,0 +1,108 @@
+/**
+ * The 'expandable' strategy: expandable segments. Each stream gets one virtual address range, and
+ * physical memory is mapped into it in granules as the memory in use grows (CUDA's virtual memory
+ * management: cuMemCreate + cuMemMap), so blocks never have to fit a fixed segment and changing
+ * shapes do not strand reserved memory the way a segment pool does. Best fit with splitting and
+ * coalescing inside each range; memory freed on another stream is reused after an event; idle
+ * granules are unmapped by trim(), past `releaseThreshold`, before growing past `gcThreshold` of the
+ * capacity, and when a map fails (then every stream's idle granules go and the map is retried once).
+ * Over host memory (no GPU) the same logic runs on an mmap reservation whose granules are committed
+ * with mprotect. Side-effect free; index.ts registers it.
+ * @module
+ */
+import {
+  checkBytes,
+  checkNonNegative,
+  checkOneOf,
+  checkOptionKeys,
+  cudaDevice,
+  hasCudaDevice,
+  hostDevice,
+  NativeAllocator,
+  type NativeLayerOptions,
+} from '@gpumem/allocator-core';
+
+export type ExpandableUpstream = 'cuda' | 'host' | 'auto';
+
+export interface ExpandableAllocatorOptions extends NativeLayerOptions {
+  /** Where granules come from: 'cuda' (CUDA VMM), 'host' (mmap), or 'auto' (cuda when a GPU is present; the default). */
+  upstream?: ExpandableUpstream;
+  /** CUDA device ordinal for the 'cuda' upstream (default 0). */
+  device?: number;
+  /**
+   * Bytes mapped at a time. cuda: a multiple of the device's minimum granularity (default: its
+   * recommended granularity, 2 MiB on current GPUs); host: a power of two of at least the page size
+   * (default 2 MiB).
+   */
+  granuleBytes?: number;
+  /** Idle mapped bytes kept over all streams; past it, idle granules are unmapped at free (default: keep everything). */
+  releaseThreshold?: number;
+  /**
+   * 0 < f <= 1: before mapping past f x `capacityBytes`, idle granules are unmapped first (PyTorch's
+   * garbage_collection_threshold). Off by default.
+   */
+  gcThreshold?: number;
+  /** What gcThreshold is a fraction of (default: `limitBytes` when set, else the device's memory; host: `reserveBytes`). */
+  capacityBytes?: number;
+  /**
+   * The virtual range reserved per stream, a multiple of the granule; no allocation can be larger
+   * (default: the device's memory rounded up to a granule; host: 64 GiB).
+   */
+  reserveBytes?: number;
+}
+
+const optionKeys = [
+  'upstream',
+  'device',
+  'granuleBytes',
+  'releaseThreshold',
+  'gcThreshold',
+  'capacityBytes',
+  'reserveBytes',
+  'limitBytes',
+  'trackingCapacity',
+  'faultInjection',
+];
+const upstreams: readonly ExpandableUpstream[] = ['cuda', 'host', 'auto'];
+
+/** A fraction in (0, 1]. */
+function checkFraction(value: unknown, name: string): asserts value is number {
+  if (typeof value !== 'number') {
+    throw new TypeError(`Expected a fraction in (0, 1] for ${name} but received ${String(value)} of type ${typeof value}`);
+  }
+  if (!(value > 0 && value <= 1)) {
+    throw new RangeError(`Expected a fraction in (0, 1] for ${name} but received ${value} of type number`);
+  }
+}
+
+export class ExpandableAllocator extends NativeAllocator {
+  /** The upstream actually used ('auto' resolved). */
+  readonly upstream: 'cuda' | 'host';
+
+  constructor(options: ExpandableAllocatorOptions = {}) {
+    checkOptionKeys(options, optionKeys, 'expandable');
+    const requested = options.upstream ?? 'auto';
+    checkOneOf(requested, upstreams, 'upstream');
+    const upstream = requested === 'auto' ? (hasCudaDevice() ? 'cuda' : 'host') : requested;
+    const index = options.device ?? 0;
+    checkNonNegative(index, 'device');
+    for (const key of ['granuleBytes', 'capacityBytes', 'reserveBytes'] as const) {
+      if (options[key] !== undefined) checkBytes(options[key], key);
+    }
+    if (options.releaseThreshold !== undefined) checkNonNegative(options.releaseThreshold, 'releaseThreshold');
+    if (options.gcThreshold !== undefined) checkFraction(options.gcThreshold, 'gcThreshold');
+    const device = upstream === 'cuda' ? cudaDevice(index) : hostDevice;
+    super('expandable', device, {
+      strategy: 'expandable',
+      device: upstream === 'cuda' ? index : -1,
+      options: {
+        ...(options.granuleBytes !== undefined && { granuleBytes: options.granuleBytes }),
+        ...(options.releaseThreshold !== undefined && { releaseThreshold: options.releaseThreshold }),
+        ...(options.gcThreshold !== undefined && { gcThreshold: options.gcThreshold }),
+        ...(options.capacityBytes !== undefined && { capacityBytes: options.capacityBytes }),
+        ...(options.reserveBytes !== undefined && { reserveBytes: options.reserveBytes }),
+      },
+    }, options);
+    this.upstream = upstream;
+  }
+}

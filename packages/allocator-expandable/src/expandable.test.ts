@@ -1,0 +1,64 @@
+import { describe, expect, it } from 'vitest';
+import { createAllocator, hasCudaDevice, OutOfMemoryError, strategyInfo } from '@gpumem/allocator-core';
+import { ExpandableAllocator } from './index.js';
+
+const MiB = 2 ** 20;
+
+describe('expandable', () => {
+  it('registers with native layers, not capturable', () => {
+    const info = strategyInfo('expandable');
+    expect(info.nativeLayers).toBe(true);
+    expect(info.capturable).toBe(false);
+    expect(info.requiresCuda).toBe(false);
+  });
+
+  it("resolves 'auto' to the host twin where there is no GPU", () => {
+    const a = new ExpandableAllocator({ reserveBytes: 256 * MiB });
+    try {
+      expect(a.upstream).toBe(hasCudaDevice() ? 'cuda' : 'host');
+    } finally {
+      a.dispose();
+    }
+  });
+
+  it('maps granules as it grows and unmaps idle ones on trim', () => {
+    const a = createAllocator('expandable', { upstream: 'host', granuleBytes: MiB, reserveBytes: 256 * MiB });
+    try {
+      const p = a.malloc(3 * MiB + 1);
+      expect(a.stats()).toMatchObject({ reservedBytes: 4 * MiB, upstreamAllocCount: 4, segmentCount: 4 });
+      a.free(p, 3 * MiB + 1);
+      expect(a.stats().reservedBytes).toBe(4 * MiB); // kept mapped by default
+      a.trim(MiB);
+      expect(a.stats()).toMatchObject({ reservedBytes: MiB, upstreamFreeCount: 3 });
+    } finally {
+      a.dispose();
+    }
+  });
+
+  it('limitBytes caps the bytes mapped', () => {
+    const a = createAllocator('expandable', { upstream: 'host', limitBytes: 8 * MiB, reserveBytes: 256 * MiB });
+    try {
+      const p = a.malloc(6 * MiB);
+      expect(() => a.malloc(4 * MiB)).toThrow(OutOfMemoryError);
+      a.free(p, 6 * MiB);
+      const q = a.malloc(8 * MiB); // the idle granules are mapped again, within the limit
+      a.free(q, 8 * MiB);
+      expect(a.stats().oomCount).toBe(1);
+    } finally {
+      a.dispose();
+    }
+  });
+
+  it('rejects bad options with errors naming them, creating nothing', () => {
+    expect(() => createAllocator('expandable', { upstream: 'host', gcThreshold: 0 })).toThrow(/Expected a fraction in \(0, 1\] for gcThreshold but received 0/);
+    expect(() => createAllocator('expandable', { upstream: 'host', gcThreshold: 1.5 })).toThrow(RangeError);
+    expect(() => createAllocator('expandable', { upstream: 'host', gcThreshold: '0.5' as never })).toThrow(TypeError);
+    expect(() => createAllocator('expandable', { upstream: 'gpu' as never })).toThrow(/upstream/);
+    expect(() => createAllocator('expandable', { granule: 4096 } as never)).toThrow(/Unknown option 'granule'.*granuleBytes/);
+    expect(() => createAllocator('expandable', { upstream: 'host', releaseThreshold: -1 })).toThrow(/releaseThreshold/);
+    // Checked natively, where the granule is known: still typed, still named.
+    expect(() => createAllocator('expandable', { upstream: 'host', granuleBytes: 3 * MiB })).toThrow(RangeError);
+    expect(() => createAllocator('expandable', { upstream: 'host', granuleBytes: 3 * MiB })).toThrow(/granuleBytes/);
+    expect(() => createAllocator('expandable', { upstream: 'host', reserveBytes: 3 * MiB })).toThrow(/reserveBytes to be a positive multiple of the granule/);
+  });
+});
