@@ -23,6 +23,7 @@ import { benchmarkPairs, benchmarkTrace } from '@gpumem/allocator-core/tools';
 import '@gpumem/allocator-uvm';
 import '@gpumem/allocator-pool';
 import '@gpumem/allocator-async';
+import '@gpumem/allocator-expandable';
 
 const usage = `Usage: node bench/alloc/run.js [--out FILE] [--quick] [--allocators a,b,...]
   --out FILE         where to write the JSON (default bench/alloc/out/alloc.json)

@@ -60,7 +60,7 @@ __all__ = [
     "is_recording",
 ]
 
-STRATEGIES = ("cuda", "uvm", "pool", "async")
+STRATEGIES = ("cuda", "uvm", "pool", "async", "expandable")
 
 # enable(**options) keyword -> environment variable.
 _OPTION_ENV = {

@@ -24,7 +24,7 @@ sys.path.insert(0, BINDINGS)
 
 import gpumem_torch  # noqa: E402
 
-STRATEGIES = ("cuda", "uvm", "pool", "async")
+STRATEGIES = ("cuda", "uvm", "pool", "async", "expandable")
 CONFIG_VARS = (
     "GPUMEM_ALLOCATOR",
     "GPUMEM_UVM_PREFETCH",
@@ -207,7 +207,7 @@ class TorchTests(unittest.TestCase):
         self.assertEqual(fs["gpumem.bad_frees"], 0)
         self.assertEqual(fs["gpumem.alloc_errors"], 0)
         self.assertEqual(fs["num_ooms"], 0)
-        if name in ("pool", "async"):
+        if name in ("pool", "async", "expandable"):
             self.assertEqual(fs["reserved_bytes.all.current"], 0, "empty_cache() gave everything back")
 
     def test_reference_torch_allocator(self):
@@ -226,6 +226,9 @@ class TorchTests(unittest.TestCase):
 
     def test_async(self):
         self.check_strategy("async")
+
+    def test_expandable(self):
+        self.check_strategy("expandable")
 
     def test_bad_allocator_env_raises_value_error(self):
         r = run_worker("--mode", "badenv", GPUMEM_ALLOCATOR="bogus")
