@@ -17,7 +17,7 @@ export {
   type RunRequest,
 } from './compare.js';
 export { buildTimeline, capTimeline, cleanTimeline, peakBreakdown } from './timeline.js';
-export { spreadOf, spreadsOverlap, warmupEpochsOf, type Spread } from './spread.js';
+export { spreadOf, spreadsOverlap, tieTolerance, warmupEpochsOf, type Spread } from './spread.js';
 export { mergeRepeats } from './repeat.js';
 export { parsePeer, readPeer, PeerFormatError, type PeerRun } from './peer.js';
 export { parseAllocatorSpec, parseAllocatorList, type AllocatorSpec } from './spec.js';

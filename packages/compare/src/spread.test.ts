@@ -47,6 +47,9 @@ describe('spreads', () => {
   it('overlap uses min–max for few epochs and the interquartile range for many', () => {
     expect(spreadsOverlap(spreadOf([1, 2])!, spreadOf([2, 3])!)).toBe(true);
     expect(spreadsOverlap(spreadOf([1, 2])!, spreadOf([2.5, 3])!)).toBe(false);
+    // within 1%: a tie, even when the ranges do not touch (two runs at 36.4 ms an epoch)
+    expect(spreadsOverlap(spreadOf([36.37, 36.38])!, spreadOf([36.39, 36.4])!)).toBe(true);
+    expect(spreadsOverlap(spreadOf([36.0, 36.1])!, spreadOf([37.0, 37.1])!)).toBe(false);
     const many = (lo: number) => spreadOf([lo, lo + 1, lo + 2, lo + 3, lo + 4, lo + 5, lo + 6, lo + 100])!;
     // min–max would overlap (the outlier), the quartiles do not
     expect(spreadsOverlap(many(0), many(10))).toBe(false);

@@ -31,11 +31,21 @@ export function spreadOf(values: readonly number[]): Spread | null {
 }
 
 /**
+ * Differences smaller than this share of the values are never called a win: two runs whose epochs
+ * all took 36.4 ms are tied even when their tiny ranges happen not to touch.
+ */
+export const tieTolerance = 0.01;
+
+/**
  * True when two spreads overlap, so neither is better beyond the noise. Ranges are min–max for
- * fewer than 8 measurements (too few for quartiles to mean much), the interquartile range beyond.
+ * fewer than 8 measurements (too few for quartiles to mean much), the interquartile range beyond,
+ * each widened by {@link tieTolerance} of its values.
  */
 export function spreadsOverlap(a: Spread, b: Spread): boolean {
-  const range = (s: Spread): [number, number] => (s.n < 8 ? [s.min, s.max] : [s.q1, s.q3]);
+  const range = (s: Spread): [number, number] => {
+    const [lo, hi] = s.n < 8 ? [s.min, s.max] : [s.q1, s.q3];
+    return [lo * (1 - tieTolerance), hi * (1 + tieTolerance)];
+  };
   const [aLo, aHi] = range(a);
   const [bLo, bHi] = range(b);
   return aLo <= bHi && bLo <= aHi;

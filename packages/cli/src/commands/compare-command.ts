@@ -40,7 +40,8 @@ Trains the same model with the same seed under each allocator, one after another
 table: median epoch time and throughput, peak allocated and reserved memory, the reserved/allocated
 overhead, upstream (driver) calls, OOMs, final loss and accuracy. Epoch times are the median of
 the measured epochs (each run's first is warm-up) with their min–max; '*' marks a column's best
-only where it is better beyond that spread, '=' marks runs tied for best within it.
+only where it is better beyond that spread (and by more than 1%), '=' marks runs tied for best
+within it.
 An allocator that runs out of memory is reported as OOM in its row and the others go on.
 
 Each allocator runs in a child process of its own (unless --inline): every strategy starts from an
