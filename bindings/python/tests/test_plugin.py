@@ -8,6 +8,7 @@ the example slab library (examples/cpp, built beside the torch library by ``npm 
 The example library is found at $GPUMEM_EXAMPLE_SLAB or beside libgpumem_torch.so.
 """
 
+from support import torch_cuda_reason
 import importlib.util
 import json
 import os
@@ -36,16 +37,7 @@ else:
 def _torch_reason():
     if LIB_REASON:
         return LIB_REASON
-    if importlib.util.find_spec("torch") is None:
-        return "PyTorch is not installed"
-    try:
-        import torch
-
-        if not torch.cuda.is_available():
-            return "PyTorch sees no CUDA device"
-    except Exception as e:  # noqa: BLE001
-        return f"PyTorch/CUDA unusable: {e}"
-    return None
+    return torch_cuda_reason()
 
 
 TORCH_REASON = _torch_reason()

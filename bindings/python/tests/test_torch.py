@@ -10,6 +10,7 @@ torch_worker.py in a process of its own and reads the JSON it prints.
 The library is found at $GPUMEM_TORCH_LIB or native/build/Release/libgpumem_torch.so.
 """
 
+from support import torch_cuda_reason
 import importlib.util
 import json
 import os
@@ -40,18 +41,7 @@ LIB_REASON = f"libgpumem_torch.so not found at {gpumem_torch.library_path()} (bu
 
 
 def _torch_cuda_reason():
-    if importlib.util.find_spec("torch") is None:
-        return "PyTorch is not installed"
-    try:
-        import torch
-
-        if not torch.cuda.is_available():
-            return "PyTorch sees no CUDA device"
-    except Exception as e:  # noqa: BLE001
-        return f"PyTorch/CUDA unusable: {e}"
-    if not HAVE_LIB:
-        return LIB_REASON
-    return None
+    return torch_cuda_reason() or (None if HAVE_LIB else LIB_REASON)
 
 
 TORCH_REASON = _torch_cuda_reason()

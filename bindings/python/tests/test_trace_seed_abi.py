@@ -10,6 +10,7 @@ names in libgpumem_torch.so (part of ``npm run test:torch``).
 Each case that sets the environment or must survive a failure runs in a process of its own.
 """
 
+from support import torch_cuda_reason
 import ctypes
 import importlib.util
 import json
@@ -49,16 +50,7 @@ GPUMEM_VARS = ("GPUMEM_ALLOCATOR", "GPUMEM_OOM", "GPUMEM_TRACE", "GPUMEM_POOL_MA
 def _torch_cuda_reason():
     if not HAVE_LIB:
         return LIB_REASON
-    if importlib.util.find_spec("torch") is None:
-        return "PyTorch is not installed"
-    try:
-        import torch
-
-        if not torch.cuda.is_available():
-            return "PyTorch sees no CUDA device"
-    except Exception as e:  # noqa: BLE001
-        return f"PyTorch/CUDA unusable: {e}"
-    return None
+    return torch_cuda_reason()
 
 
 TORCH_REASON = _torch_cuda_reason()

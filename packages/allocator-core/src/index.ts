@@ -76,3 +76,4 @@ export { parseSize, sizeForms } from './sizes.js';
 export { systemInfo, formatSystemInfo, type SystemInfo } from './info.js';
 export { formatBytes, formatMs } from './format.js';
 export { median, quantile } from './numbers.js';
+export { resolvePlacement, definedOptions, type MemoryPlacement } from './placement.js';

@@ -13,12 +13,10 @@
 import {
   checkBytes,
   checkNonNegative,
-  checkOneOf,
   checkOptionKeys,
-  cudaDevice,
-  hasCudaDevice,
-  hostDevice,
+  definedOptions,
   NativeAllocator,
+  resolvePlacement,
   type NativeLayerOptions,
 } from '@gpumem/allocator-core';
 
@@ -63,7 +61,6 @@ const optionKeys = [
   'trackingCapacity',
   'faultInjection',
 ];
-const upstreams: readonly ExpandableUpstream[] = ['cuda', 'host', 'auto'];
 
 /** A fraction in (0, 1]. */
 function checkFraction(value: unknown, name: string): asserts value is number {
@@ -81,27 +78,17 @@ export class ExpandableAllocator extends NativeAllocator {
 
   constructor(options: ExpandableAllocatorOptions = {}) {
     checkOptionKeys(options, optionKeys, 'expandable');
-    const requested = options.upstream ?? 'auto';
-    checkOneOf(requested, upstreams, 'upstream');
-    const upstream = requested === 'auto' ? (hasCudaDevice() ? 'cuda' : 'host') : requested;
-    const index = options.device ?? 0;
-    checkNonNegative(index, 'device');
-    for (const key of ['granuleBytes', 'capacityBytes', 'reserveBytes'] as const) {
+    const { upstream, device, index } = resolvePlacement(options.upstream, options.device);
+    const sizes = ['granuleBytes', 'capacityBytes', 'reserveBytes'] as const;
+    for (const key of sizes) {
       if (options[key] !== undefined) checkBytes(options[key], key);
     }
     if (options.releaseThreshold !== undefined) checkNonNegative(options.releaseThreshold, 'releaseThreshold');
     if (options.gcThreshold !== undefined) checkFraction(options.gcThreshold, 'gcThreshold');
-    const device = upstream === 'cuda' ? cudaDevice(index) : hostDevice;
     super('expandable', device, {
       strategy: 'expandable',
       device: upstream === 'cuda' ? index : -1,
-      options: {
-        ...(options.granuleBytes !== undefined && { granuleBytes: options.granuleBytes }),
-        ...(options.releaseThreshold !== undefined && { releaseThreshold: options.releaseThreshold }),
-        ...(options.gcThreshold !== undefined && { gcThreshold: options.gcThreshold }),
-        ...(options.capacityBytes !== undefined && { capacityBytes: options.capacityBytes }),
-        ...(options.reserveBytes !== undefined && { reserveBytes: options.reserveBytes }),
-      },
+      options: definedOptions(options, [...sizes, 'releaseThreshold', 'gcThreshold']),
     }, options);
     this.upstream = upstream;
   }

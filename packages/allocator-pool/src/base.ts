@@ -8,13 +8,10 @@
  */
 import {
   checkBytes,
-  checkNonNegative,
-  checkOneOf,
   checkOptionKeys,
-  cudaDevice,
-  hasCudaDevice,
-  hostDevice,
+  definedOptions,
   NativeAllocator,
+  resolvePlacement,
   type NativeLayerOptions,
 } from '@gpumem/allocator-core';
 
@@ -46,7 +43,6 @@ const optionKeys = [
   'trackingCapacity',
   'faultInjection',
 ];
-const upstreams: readonly PoolUpstream[] = ['cuda', 'host', 'auto'];
 
 export class PoolAllocator extends NativeAllocator {
   /** The upstream actually used ('auto' resolved). */
@@ -54,26 +50,12 @@ export class PoolAllocator extends NativeAllocator {
 
   constructor(options: PoolAllocatorOptions = {}) {
     checkOptionKeys(options, optionKeys, 'pool');
-    const requested = options.upstream ?? 'auto';
-    checkOneOf(requested, upstreams, 'upstream');
-    const upstream = requested === 'auto' ? (hasCudaDevice() ? 'cuda' : 'host') : requested;
-    const index = options.device ?? 0;
-    checkNonNegative(index, 'device');
-    for (const key of ['maxReservedBytes', 'smallRequestLimit', 'smallSegmentBytes', 'largeSegmentRounding'] as const) {
+    const { upstream, device, index } = resolvePlacement(options.upstream, options.device);
+    const sizes = ['maxReservedBytes', 'smallRequestLimit', 'smallSegmentBytes', 'largeSegmentRounding'] as const;
+    for (const key of sizes) {
       if (options[key] !== undefined) checkBytes(options[key], key);
     }
-    const device = upstream === 'cuda' ? cudaDevice(index) : hostDevice;
-    super('pool', device, {
-      strategy: 'pool',
-      device: index,
-      options: {
-        upstream,
-        ...(options.maxReservedBytes !== undefined && { maxReservedBytes: options.maxReservedBytes }),
-        ...(options.smallRequestLimit !== undefined && { smallRequestLimit: options.smallRequestLimit }),
-        ...(options.smallSegmentBytes !== undefined && { smallSegmentBytes: options.smallSegmentBytes }),
-        ...(options.largeSegmentRounding !== undefined && { largeSegmentRounding: options.largeSegmentRounding }),
-      },
-    }, options);
+    super('pool', device, { strategy: 'pool', device: index, options: { upstream, ...definedOptions(options, sizes) } }, options);
     this.upstream = upstream;
   }
 }
