@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "pool_detail.hpp"
+#include "stream_ordered_blocks.hpp"
 
 namespace gpumem {
 
@@ -17,10 +18,14 @@ using detail::pool::block;
 using detail::pool::block_state;
 using detail::pool::block_store;
 using detail::pool::free_index;
+using detail::pool::live_slot;
 using detail::pool::live_table;
+using detail::pool::merge_into;
+using detail::pool::order_after_used_on;
+using detail::pool::pending_list;
+using detail::pool::resource_lock;
 using detail::pool::round_up;
 using detail::pool::segment;
-using expandable_lock = detail::pool::spin_lock;
 
 // The owner of a destroyed stream's range: no stream handle equals it, so that a new stream given the
 // old handle gets a range of its own.
@@ -72,7 +77,7 @@ struct expandable_resource::impl final : stream_observer {
   // ----- allocate -----------------------------------------------------------------------------
 
   void* allocate(std::size_t bytes, stream_handle stream) {
-    if (pending_head != nullptr) process_pending();
+    if (!pending.empty()) process_pending();
     if (bytes > options.reserve_bytes) {
       throw_oom(bytes, "the request is larger than the virtual range of a stream (reserveBytes " +
                            format_bytes(options.reserve_bytes) + ")");
@@ -87,7 +92,7 @@ struct expandable_resource::impl final : stream_observer {
       throw_oom(bytes, "no free run of the stream's " + format_bytes(r->size) +
                            " virtual range is large enough (the blocks in use hold it)");
     }
-    if (b->mixed) order_after_used_on(b, stream);  // memory other streams freed into this range
+    if (b->mixed) order_after_used_on(*ordering, b, stream);  // memory other streams freed into this range
     take_block(b, rounded, stream);
     const std::size_t first = granule_index(r, b->addr);
     const std::size_t last = granule_index(r, b->addr + rounded - 1);
@@ -212,43 +217,13 @@ struct expandable_resource::impl final : stream_observer {
   void take_block(block* b, std::size_t rounded, stream_handle stream) noexcept {
     stream_range* r = range_of(b);
     r->free.remove(b);
-    if (b->size > rounded) {
-      block* rest = blocks.take();  // reserved by allocate()
-      rest->addr = b->addr + rounded;
-      rest->size = b->size - rounded;
-      rest->seg = b->seg;
-      rest->stream = b->stream;
-      rest->state = block_state::free;
-      rest->prev_in_segment = b;
-      rest->next_in_segment = b->next_in_segment;
-      if (rest->next_in_segment != nullptr) rest->next_in_segment->prev_in_segment = rest;
-      b->next_in_segment = rest;
-      b->size = rounded;
-      r->free.insert(rest);
-    }
+    // The rest's record was reserved by allocate().
+    if (block* rest = detail::pool::split_block(blocks, b, rounded)) r->free.insert(rest);
     b->used_on.clear();  // a live block's used_on is record_stream's
     b->mixed = false;
     b->stream = stream;
     b->state = block_state::live;
     ++r->used_blocks;
-  }
-
-  // Makes later work on `waiter` wait for everything queued on `source` so far.
-  void order_after(stream_handle waiter, stream_handle source) {
-    event_handle event = ordering->record(source);
-    try {
-      ordering->wait(waiter, event);
-    } catch (...) {
-      ordering->release(event);
-      throw;
-    }
-    ordering->release(event);
-  }
-
-  void order_after_used_on(const block* b, stream_handle stream) {
-    for (stream_handle s : b->used_on) {
-      if (s != stream) order_after(stream, s);
-    }
   }
 
   [[noreturn]] void throw_oom(std::size_t bytes, const std::string& reason) {
@@ -283,15 +258,7 @@ struct expandable_resource::impl final : stream_observer {
     r->base = reinterpret_cast<std::uintptr_t>(base);
     r->size = options.reserve_bytes;
     r->owner = stream;
-    block* b = blocks.take();  // reserved by allocate()
-    b->addr = r->base;
-    b->size = r->size;
-    b->prev_in_segment = b->next_in_segment = nullptr;
-    b->seg = r.get();
-    b->stream = stream;
-    b->state = block_state::free;
-    r->first = b;
-    r->free.insert(b);
+    r->free.insert(detail::pool::first_block(blocks, r.get(), stream));  // reserved by allocate()
     ranges.push_back(std::move(r));
     return last_range = ranges.back().get();
   }
@@ -359,12 +326,7 @@ struct expandable_resource::impl final : stream_observer {
       if (r->state[g] != unmapped) unmap_granule(r, g);
     }
     memory->release_range(reinterpret_cast<void*>(r->base), r->size);
-    for (block* b = r->first; b != nullptr;) {
-      block* next = b->next_in_segment;
-      r->free.remove(b);
-      blocks.give(b);
-      b = next;
-    }
+    detail::pool::give_segment_blocks(blocks, r);
     if (last_range == r) last_range = nullptr;
     ranges.erase(std::find_if(ranges.begin(), ranges.end(), [r](const auto& p) { return p.get() == r; }));
     largest_dirty = true;
@@ -379,16 +341,7 @@ struct expandable_resource::impl final : stream_observer {
   // The destructor's release: every granule and range, live blocks or not. Parked events are waited
   // for (record_stream's promise); the device is synchronised once, as the streams may be gone.
   void release_everything() noexcept {
-    for (block* b = pending_head; b != nullptr; b = b->list_next) {
-      for (event_handle event : b->events) {
-        try {
-          ordering->synchronize(event);
-        } catch (...) {
-        }
-        ordering->release(event);
-      }
-      b->events.clear();
-    }
+    pending.drain(*ordering);
     memory->synchronize();
     for (auto& r : ranges) {
       for (std::size_t g = 0; g < r->mapped_top; ++g) {
@@ -402,14 +355,13 @@ struct expandable_resource::impl final : stream_observer {
   // ----- deallocate ---------------------------------------------------------------------------
 
   void deallocate(void* ptr, std::size_t bytes, stream_handle stream) {
-    const std::size_t slot = live.find(reinterpret_cast<std::uintptr_t>(ptr));
-    if (slot == live_table::npos) throw_unknown_pointer(ptr);
+    const std::size_t slot = live_slot(live, ptr);
     block* b = live.at(slot);
     if (b->requested != bytes) throw_size_mismatch(ptr, bytes, b->requested);
     stream_range* r = range_of(b);
     const bool foreign = stream != r->owner;  // the owner must wait on `stream` before reusing it
     if (foreign) b->used_on.reserve(b->used_on.size() + 1);  // may throw: before any change
-    if (!b->used_on.empty()) record_use_events(b, stream);
+    if (!b->used_on.empty()) detail::pool::record_use_events(*ordering, b, stream);
     if (foreign) {
       b->used_on.push_back(stream);  // within the reserved capacity
       b->mixed = true;
@@ -419,28 +371,10 @@ struct expandable_resource::impl final : stream_observer {
     largest_dirty = true;
     if (!b->events.empty() || b->quarantined) {
       b->state = block_state::pending;  // its granules stay pinned until the events complete
-      push_pending(b);
+      pending.push(b);
     } else {
       release_block(b);
     }
-  }
-
-  // Records an event on every stream record_stream named (but the one freeing). A block whose event
-  // could not be recorded is quarantined (never reused) rather than reused too early.
-  void record_use_events(block* b, stream_handle freeing_stream) noexcept {
-    try {
-      b->events.reserve(b->used_on.size());
-      for (stream_handle s : b->used_on) {
-        if (s == freeing_stream) continue;
-        event_handle event = ordering->record(s);
-        if (event != nullptr) b->events.push_back(event);
-      }
-    } catch (...) {
-      for (event_handle event : b->events) ordering->release(event);
-      b->events.clear();
-      b->quarantined = true;
-    }
-    b->used_on.clear();
   }
 
   // A block no work holds any more: its granules unpinned, the block back among the free, and the
@@ -491,15 +425,11 @@ struct expandable_resource::impl final : stream_observer {
     const bool merged = merge_prev || merge_next;
     if (merge_prev) {
       r->free.remove(prev);
-      prev->size += b->size;
-      unlink(b);
-      blocks.give(b);
+      merge_into(blocks, prev, b);
     }
     if (merge_next) {
       r->free.remove(next);
-      survivor->size += next->size;
-      unlink(next);
-      blocks.give(next);
+      merge_into(blocks, survivor, next);
     }
     if (union_needed && merged) {
       survivor->used_on.assign(merge_scratch.begin(), merge_scratch.end());  // within the reserved capacity
@@ -510,71 +440,14 @@ struct expandable_resource::impl final : stream_observer {
     largest_dirty = true;
   }
 
-  static void unlink(block* b) noexcept {
-    // Only a block with a previous neighbour is ever unlinked, so a range's first block stays.
-    b->prev_in_segment->next_in_segment = b->next_in_segment;
-    if (b->next_in_segment != nullptr) b->next_in_segment->prev_in_segment = b->prev_in_segment;
-  }
-
   // ----- parked blocks (record_stream) ---------------------------------------------------------
 
-  void push_pending(block* b) noexcept {
-    b->list_prev = nullptr;
-    b->list_next = pending_head;
-    if (pending_head != nullptr) pending_head->list_prev = b;
-    pending_head = b;
-    ++pending_count;
-  }
-
-  void unlink_pending(block* b) noexcept {
-    if (b->list_prev != nullptr) {
-      b->list_prev->list_next = b->list_next;
-    } else {
-      pending_head = b->list_next;
-    }
-    if (b->list_next != nullptr) b->list_next->list_prev = b->list_prev;
-    b->list_prev = b->list_next = nullptr;
-    --pending_count;
-  }
-
-  // Frees the parked blocks whose events have all completed; an event that cannot be queried counts
-  // as not complete.
   void process_pending() noexcept {
-    for (block* b = pending_head; b != nullptr;) {
-      block* next = b->list_next;
-      if (!b->quarantined) {
-        std::size_t kept = 0;
-        for (event_handle event : b->events) {
-          bool complete = false;
-          try {
-            complete = ordering->query(event);
-          } catch (...) {
-          }
-          if (complete) {
-            ordering->release(event);
-          } else {
-            b->events[kept++] = event;
-          }
-        }
-        b->events.resize(kept);
-        if (kept == 0) {
-          unlink_pending(b);
-          release_block(b);
-        }
-      }
-      b = next;
-    }
+    pending.process(*ordering, [this](block* b) { release_block(b); });
   }
 
   void synchronize_pending() noexcept {
-    for (block* b = pending_head; b != nullptr; b = b->list_next) {
-      for (event_handle event : b->events) {
-        try {
-          ordering->synchronize(event);
-        } catch (...) {
-        }
-      }
-    }
+    pending.synchronize(*ordering);
     process_pending();
   }
 
@@ -588,9 +461,7 @@ struct expandable_resource::impl final : stream_observer {
     process_pending();
     for (auto& r : ranges) {
       for (block* b = r->first; b != nullptr; b = b->next_in_segment) {
-        std::vector<stream_handle>& on = b->used_on;
-        if (!on.empty()) on.erase(std::remove(on.begin(), on.end(), gone), on.end());
-        if (b->state == block_state::free) b->mixed = !on.empty();
+        detail::pool::forget_used_on(b, gone);
         if (b->stream == gone) b->stream = retired_stream;
       }
     }
@@ -602,7 +473,7 @@ struct expandable_resource::impl final : stream_observer {
   }
 
   void on_stream_destroyed(stream_handle stream) noexcept override {
-    std::lock_guard<expandable_lock> guard(lock);
+    std::lock_guard<resource_lock> guard(lock);
     forget_stream(stream);
   }
 
@@ -650,15 +521,14 @@ struct expandable_resource::impl final : stream_observer {
   const std::size_t granule;
   std::uint64_t gc_limit = 0;  // 0: no garbage collection threshold
 
-  expandable_lock lock;
+  resource_lock lock;
   stats_counter counter;
   live_table live;
   block_store blocks;
   std::vector<std::unique_ptr<stream_range>> ranges;
   stream_range* last_range = nullptr;
   std::size_t idle_granules = 0;  // over every range
-  block* pending_head = nullptr;
-  std::size_t pending_count = 0;
+  pending_list pending;
   std::vector<stream_handle> merge_scratch;  // free_block's, kept for its capacity
   std::vector<stream_handle> sync_scratch;   // quiesce's
   mutable bool largest_dirty = true;
@@ -708,75 +578,50 @@ const expandable_options& expandable_resource::options() const noexcept { return
 std::size_t expandable_resource::granule_bytes() const noexcept { return impl_->granule; }
 
 std::uint64_t expandable_resource::idle_bytes() const {
-  std::lock_guard<expandable_lock> guard(impl_->lock);
+  std::lock_guard<resource_lock> guard(impl_->lock);
   impl_->process_pending();
   return static_cast<std::uint64_t>(impl_->idle_granules) * impl_->granule;
 }
 
 std::size_t expandable_resource::range_count() const {
-  std::lock_guard<expandable_lock> guard(impl_->lock);
+  std::lock_guard<resource_lock> guard(impl_->lock);
   return impl_->ranges.size();
 }
 
-std::size_t expandable_resource::pending_free_blocks() const {
-  std::lock_guard<expandable_lock> guard(impl_->lock);
-  impl_->process_pending();
-  return impl_->pending_count;
-}
+std::size_t expandable_resource::pending_free_blocks() const { return detail::pool::locked_pending_blocks(*impl_); }
 
 void* expandable_resource::do_allocate(std::size_t bytes, stream_handle stream) {
-  std::lock_guard<expandable_lock> guard(impl_->lock);
-  return impl_->allocate(bytes, stream);
+  return detail::pool::locked_allocate(*impl_, bytes, stream);
 }
 
 void expandable_resource::do_deallocate(void* ptr, std::size_t bytes, stream_handle stream) {
-  std::lock_guard<expandable_lock> guard(impl_->lock);
-  impl_->deallocate(ptr, bytes, stream);
+  detail::pool::locked_deallocate(*impl_, ptr, bytes, stream);
 }
 
 void expandable_resource::do_record_stream(void* ptr, stream_handle stream) {
-  std::lock_guard<expandable_lock> guard(impl_->lock);
-  const std::size_t slot = impl_->live.find(reinterpret_cast<std::uintptr_t>(ptr));
-  if (slot == live_table::npos) throw_unknown_pointer(ptr);
-  block* b = impl_->live.at(slot);
-  if (stream == b->stream) return;  // its own stream orders its reuse already
-  for (stream_handle s : b->used_on) {
-    if (s == stream) return;
-  }
-  b->used_on.push_back(stream);
+  detail::pool::locked_record_stream(*impl_, ptr, stream);
 }
 
 bool expandable_resource::do_prefetch(void* ptr, std::size_t bytes, location, stream_handle) {
-  std::lock_guard<expandable_lock> guard(impl_->lock);
-  const std::size_t slot = impl_->live.find(reinterpret_cast<std::uintptr_t>(ptr));
-  if (slot == live_table::npos) throw_unknown_pointer(ptr);
-  const block* b = impl_->live.at(slot);
+  std::lock_guard<resource_lock> guard(impl_->lock);
+  const block* b = impl_->live.at(live_slot(impl_->live, ptr));
   if (bytes > b->requested) throw_size_mismatch(ptr, bytes, b->requested);
   return false;  // device (or host) memory: there is nothing to move
 }
 
-resource_stats expandable_resource::do_stats() const {
-  std::lock_guard<expandable_lock> guard(impl_->lock);
-  impl_->process_pending();
-  return impl_->snapshot();
-}
+resource_stats expandable_resource::do_stats() const { return detail::pool::locked_stats(*impl_); }
 
-void expandable_resource::do_reset_peak() {
-  std::lock_guard<expandable_lock> guard(impl_->lock);
-  impl_->counter.reset_peak();
-}
+void expandable_resource::do_reset_peak() { detail::pool::locked_reset_peak(*impl_); }
 
 void expandable_resource::do_trim(std::size_t bytes_to_keep) {
-  std::lock_guard<expandable_lock> guard(impl_->lock);
+  std::lock_guard<resource_lock> guard(impl_->lock);
   impl_->process_pending();
   impl_->release_retired_ranges();
   impl_->release_idle({bytes_to_keep, ~std::uint64_t{0}});
 }
 
 std::size_t expandable_resource::do_allocation_size(const void* ptr) const {
-  std::lock_guard<expandable_lock> guard(impl_->lock);
-  const std::size_t slot = impl_->live.find(reinterpret_cast<std::uintptr_t>(ptr));
-  return slot == live_table::npos ? 0 : impl_->live.at(slot)->requested;
+  return detail::pool::locked_allocation_size(*impl_, ptr);
 }
 
 memory_kind expandable_resource::do_kind() const noexcept { return impl_->memory->kind(); }

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "pool_detail.hpp"
+#include "stream_ordered_blocks.hpp"
 
 namespace gpumem {
 
@@ -18,17 +19,15 @@ using detail::pool::block_state;
 using detail::pool::block_store;
 using detail::pool::free_index;
 using detail::pool::granule;
+using detail::pool::live_slot;
 using detail::pool::live_table;
+using detail::pool::merge_into;
+using detail::pool::order_after;
+using detail::pool::order_after_used_on;
+using detail::pool::pending_list;
+using detail::pool::resource_lock;
 using detail::pool::round_up;
 using detail::pool::segment;
-
-// std::mutex measured slower than the spin lock for uncontended pairs (see tests/pool_microbench);
-// define GPUMEM_POOL_STD_MUTEX to compare again.
-#ifdef GPUMEM_POOL_STD_MUTEX
-using pool_lock = std::mutex;
-#else
-using pool_lock = detail::pool::spin_lock;
-#endif
 
 // The allocation stream of a live block whose stream has been destroyed: no stream handle equals
 // it, so that a new stream given the old handle is not taken for the block's own (record_stream).
@@ -78,7 +77,7 @@ struct pool_resource::impl final : stream_observer {
   // ----- allocate -----------------------------------------------------------------------------
 
   GPUMEM_POOL_INLINE void* allocate(std::size_t bytes, stream_handle stream) {
-    if (pending_head != nullptr) process_pending();
+    if (!pending.empty()) process_pending();
     if (bytes > max_request) throw_pool_oom(bytes, "the request exceeds any segment size");
     // Get what the rest may need first, so that nothing below fails half-way.
     live.reserve_one();
@@ -90,7 +89,7 @@ struct pool_resource::impl final : stream_observer {
     if (b == nullptr) {
       b = allocate_slow(bytes, rounded, small, own);
     } else if (b->mixed) {
-      order_after_used_on(b, stream);  // merged with memory freed on other streams
+      order_after_used_on(*ordering, b, stream);  // merged with memory freed on other streams
     }
     take_block(b, rounded, stream);
     b->requested = bytes;
@@ -120,7 +119,7 @@ struct pool_resource::impl final : stream_observer {
     // every cached free segment back and ask the upstream once more.
     synchronize_pending();
     if (block* b = own->index(small).best_fit(rounded)) {
-      if (b->mixed) order_after_used_on(b, own->stream);
+      if (b->mixed) order_after_used_on(*ordering, b, own->stream);
       return b;
     }
     if (block* b = take_from_other_streams(own, small, rounded)) return b;
@@ -151,29 +150,9 @@ struct pool_resource::impl final : stream_observer {
       if (b != nullptr && free_index::better(b, best)) best = b;
     }
     if (best == nullptr) return nullptr;
-    order_after(own->stream, best->stream);
-    if (best->mixed) order_after_used_on(best, own->stream);
+    order_after(*ordering, own->stream, best->stream);
+    if (best->mixed) order_after_used_on(*ordering, best, own->stream);
     return best;
-  }
-
-  // Makes later work on `waiter` wait for everything queued on `source` so far.
-  void order_after(stream_handle waiter, stream_handle source) {
-    event_handle event = ordering->record(source);
-    try {
-      ordering->wait(waiter, event);
-    } catch (...) {
-      ordering->release(event);
-      throw;
-    }
-    ordering->release(event);
-  }
-
-  // Free block `b` holds memory freed on the streams in b->used_on besides its own: `stream` is
-  // about to use it, so it waits for them first (it need not wait for itself).
-  GPUMEM_POOL_COLD void order_after_used_on(const block* b, stream_handle stream) {
-    for (stream_handle s : b->used_on) {
-      if (s != stream) order_after(stream, s);
-    }
   }
 
   // Takes free block `b` out of its index for a request of `rounded` bytes on `stream`, which the
@@ -184,18 +163,7 @@ struct pool_resource::impl final : stream_observer {
   GPUMEM_POOL_INLINE void take_block(block* b, std::size_t rounded, stream_handle stream) noexcept {
     free_index* index = b->index;
     index->remove(b);
-    if (b->size > rounded) {
-      block* rest = blocks.take();
-      rest->addr = b->addr + rounded;
-      rest->size = b->size - rounded;
-      rest->seg = b->seg;
-      rest->stream = b->stream;
-      rest->state = block_state::free;
-      rest->prev_in_segment = b;
-      rest->next_in_segment = b->next_in_segment;
-      if (rest->next_in_segment != nullptr) rest->next_in_segment->prev_in_segment = rest;
-      b->next_in_segment = rest;
-      b->size = rounded;
+    if (block* rest = detail::pool::split_block(blocks, b, rounded)) {
       // The rest still needs b's other streams waited on, unless it stays with the stream that just
       // waited on them. (A swap: take_block cannot allocate; the rest's record came with none.)
       if (b->mixed && b->stream != stream) {
@@ -231,17 +199,10 @@ struct pool_resource::impl final : stream_observer {
   block* new_segment(std::size_t segment_bytes, bool small, stream_pool* own) {
     auto seg = std::make_unique<segment>();
     void* base = upstream.allocate(segment_bytes, own->stream);
-    block* b = blocks.take();  // reserved by allocate()
     seg->base = reinterpret_cast<std::uintptr_t>(base);
     seg->size = segment_bytes;
     seg->small = small;
-    seg->first = b;
-    b->addr = seg->base;
-    b->size = segment_bytes;
-    b->prev_in_segment = b->next_in_segment = nullptr;
-    b->seg = seg.get();
-    b->stream = own->stream;
-    b->state = block_state::free;
+    block* b = detail::pool::first_block(blocks, seg.get(), own->stream);  // reserved by allocate()
     seg->next = segments;
     if (segments != nullptr) segments->prev = seg.get();
     segments = seg.release();
@@ -261,41 +222,21 @@ struct pool_resource::impl final : stream_observer {
   // The block joins the free list of the stream it is freed on (as in RMM, the caller orders any
   // other stream's use of it before that stream, or names such streams with record_stream).
   GPUMEM_POOL_INLINE void deallocate(void* ptr, std::size_t bytes, stream_handle stream) {
-    const std::size_t slot = live.find(reinterpret_cast<std::uintptr_t>(ptr));
-    if (slot == live_table::npos) throw_unknown_pointer(ptr);
+    const std::size_t slot = live_slot(live, ptr);
     block* b = live.at(slot);
     if (b->requested != bytes) throw_size_mismatch(ptr, bytes, b->requested);
     stream_pool* target = pool_for(stream);  // may allocate: before any change
-    if (!b->used_on.empty()) record_use_events(b, stream);
+    if (!b->used_on.empty()) detail::pool::record_use_events(*ordering, b, stream);
     live.erase_at(slot);
     counter.on_deallocate(bytes);
     b->stream = stream;
     if (!b->events.empty() || b->quarantined) {
       b->state = block_state::pending;
-      push_pending(b);
+      pending.push(b);
     } else {
       --b->seg->used_blocks;
       free_block(b, target);
     }
-  }
-
-  // Records an event on every stream record_stream named (but the one freeing, which orders its
-  // own reuse). Deallocation does not throw for driver failures: a block whose event could not be
-  // recorded is quarantined (never reused) rather than reused too early.
-  GPUMEM_POOL_COLD void record_use_events(block* b, stream_handle freeing_stream) noexcept {
-    try {
-      b->events.reserve(b->used_on.size());
-      for (stream_handle s : b->used_on) {
-        if (s == freeing_stream) continue;
-        event_handle event = ordering->record(s);
-        if (event != nullptr) b->events.push_back(event);  // nullptr: nothing to wait for
-      }
-    } catch (...) {
-      for (event_handle event : b->events) ordering->release(event);
-      b->events.clear();
-      b->quarantined = true;
-    }
-    b->used_on.clear();
   }
 
   // Returns a block to `target`'s free index, merging it with its free neighbours. Merging only with
@@ -329,16 +270,12 @@ struct pool_resource::impl final : stream_observer {
     free_index& index = target->index(b->seg->small);
     if (merge_prev) {
       index.remove(prev);
-      prev->size += b->size;
-      unlink_from_segment(b);
-      blocks.give(b);
+      merge_into(blocks, prev, b);
       b = prev;
     }
     if (merge_next) {
       index.remove(next);
-      b->size += next->size;
-      unlink_from_segment(next);
-      blocks.give(next);
+      merge_into(blocks, b, next);
     }
     index.insert(b);
   }
@@ -367,15 +304,11 @@ struct pool_resource::impl final : stream_observer {
     }
     if (prev != nullptr) {
       prev->index->remove(prev);
-      prev->size += b->size;
-      unlink_from_segment(b);
-      blocks.give(b);
+      merge_into(blocks, prev, b);
     }
     if (next != nullptr) {
       next->index->remove(next);
-      survivor->size += next->size;
-      unlink_from_segment(next);
-      blocks.give(next);
+      merge_into(blocks, survivor, next);
     }
     survivor->used_on.assign(merged.begin(), merged.end());  // within the reserved capacity
     survivor->mixed = !merged.empty();
@@ -383,73 +316,17 @@ struct pool_resource::impl final : stream_observer {
     target->index(survivor->seg->small).insert(survivor);
   }
 
-  static void unlink_from_segment(block* b) noexcept {
-    // Only a block with a previous neighbour is ever unlinked, so seg->first never changes here.
-    b->prev_in_segment->next_in_segment = b->next_in_segment;
-    if (b->next_in_segment != nullptr) b->next_in_segment->prev_in_segment = b->prev_in_segment;
-  }
-
   // ----- pending blocks (record_stream) -------------------------------------------------------
 
-  void push_pending(block* b) noexcept {
-    b->list_prev = nullptr;
-    b->list_next = pending_head;
-    if (pending_head != nullptr) pending_head->list_prev = b;
-    pending_head = b;
-    ++pending_count;
-  }
-
-  void unlink_pending(block* b) noexcept {
-    if (b->list_prev != nullptr) {
-      b->list_prev->list_next = b->list_next;
-    } else {
-      pending_head = b->list_next;
-    }
-    if (b->list_next != nullptr) b->list_next->list_prev = b->list_prev;
-    b->list_prev = b->list_next = nullptr;
-    --pending_count;
-  }
-
-  // Frees the pending blocks whose events have all completed. An event that cannot be queried
-  // counts as not complete: its block waits rather than being reused too early.
   GPUMEM_POOL_COLD void process_pending() noexcept {
-    for (block* b = pending_head; b != nullptr;) {
-      block* next = b->list_next;
-      if (!b->quarantined) {
-        std::size_t kept = 0;
-        for (event_handle event : b->events) {
-          bool complete = false;
-          try {
-            complete = ordering->query(event);
-          } catch (...) {
-          }
-          if (complete) {
-            ordering->release(event);
-          } else {
-            b->events[kept++] = event;
-          }
-        }
-        b->events.resize(kept);
-        if (kept == 0) {
-          unlink_pending(b);
-          --b->seg->used_blocks;
-          stream_pool* target = find_pool(b->stream);  // exists: pruning keeps pending blocks' streams
-          free_block(b, target);
-        }
-      }
-      b = next;
-    }
+    pending.process(*ordering, [this](block* b) {
+      --b->seg->used_blocks;
+      free_block(b, find_pool(b->stream));  // exists: pruning keeps pending blocks' streams
+    });
   }
 
   void synchronize_pending() noexcept {
-    for (block* b = pending_head; b != nullptr; b = b->list_next) {
-      for (event_handle event : b->events) {
-        try {
-          ordering->synchronize(event);
-        } catch (...) {
-        }
-      }
-    }
+    pending.synchronize(*ordering);
     process_pending();
   }
 
@@ -474,19 +351,16 @@ struct pool_resource::impl final : stream_observer {
     const stream_handle release_stream = seg->first->stream;
     try {
       for (block* b = seg->first; b != nullptr; b = b->next_in_segment) {
-        if (b->stream != release_stream && !stream_seen_before(seg, b)) order_after(release_stream, b->stream);
-        if (b->mixed) order_after_used_on(b, release_stream);
+        if (b->stream != release_stream && !stream_seen_before(seg, b)) {
+          order_after(*ordering, release_stream, b->stream);
+        }
+        if (b->mixed) order_after_used_on(*ordering, b, release_stream);
       }
       upstream.deallocate(reinterpret_cast<void*>(seg->base), seg->size, release_stream);
     } catch (...) {
       return false;
     }
-    for (block* b = seg->first; b != nullptr;) {
-      block* next = b->next_in_segment;
-      b->index->remove(b);
-      blocks.give(b);
-      b = next;
-    }
+    detail::pool::give_segment_blocks(blocks, seg);
     counter.on_release(seg->size);
     unlink_segment(seg);
     delete seg;
@@ -512,16 +386,7 @@ struct pool_resource::impl final : stream_observer {
   // The destructor's release: every segment, live blocks or not. Pending events are waited for
   // (record_stream's promise); no new events are recorded, as the streams may be gone by now.
   void release_everything() noexcept {
-    for (block* b = pending_head; b != nullptr; b = b->list_next) {
-      for (event_handle event : b->events) {
-        try {
-          ordering->synchronize(event);
-        } catch (...) {
-        }
-        ordering->release(event);
-      }
-      b->events.clear();
-    }
+    pending.drain(*ordering);
     while (segments != nullptr) {
       segment* seg = segments;
       segments = seg->next;
@@ -563,7 +428,7 @@ struct pool_resource::impl final : stream_observer {
   void prune_streams() noexcept {
     std::size_t kept = 0;
     for (std::size_t i = 0; i < streams.size(); ++i) {
-      if (streams[i].get() != default_pool && streams[i]->empty() && !has_pending_on(streams[i]->stream)) {
+      if (streams[i].get() != default_pool && streams[i]->empty() && !pending.has_stream(streams[i]->stream)) {
         if (last_pool == streams[i].get()) last_pool = nullptr;
         streams[i].reset();
       } else {
@@ -572,13 +437,6 @@ struct pool_resource::impl final : stream_observer {
       }
     }
     streams.resize(kept);
-  }
-
-  bool has_pending_on(stream_handle stream) const noexcept {
-    for (const block* b = pending_head; b != nullptr; b = b->list_next) {
-      if (b->stream == stream) return true;
-    }
-    return false;
   }
 
   // ----- a stream going away -----------------------------------------------------------------
@@ -596,10 +454,8 @@ struct pool_resource::impl final : stream_observer {
     stream_pool* const neutral = default_pool;
     for (segment* seg = segments; seg != nullptr; seg = seg->next) {
       for (block* b = seg->first; b != nullptr; b = b->next_in_segment) {
-        std::vector<stream_handle>& on = b->used_on;
-        if (!on.empty()) on.erase(std::remove(on.begin(), on.end(), gone), on.end());
+        detail::pool::forget_used_on(b, gone);
         if (b->stream == gone) b->stream = b->state == block_state::live ? retired_stream : neutral->stream;
-        if (b->state == block_state::free) b->mixed = !b->used_on.empty();
       }
     }
     stream_pool* old = find_pool(gone);
@@ -627,7 +483,7 @@ struct pool_resource::impl final : stream_observer {
   }
 
   void on_stream_destroyed(stream_handle stream) noexcept override {
-    std::lock_guard<pool_lock> guard(lock);
+    std::lock_guard<resource_lock> guard(lock);
     forget_stream(stream);
   }
 
@@ -653,7 +509,7 @@ struct pool_resource::impl final : stream_observer {
   std::size_t small_limit = 0;
   std::size_t max_request = 0;
 
-  pool_lock lock;
+  resource_lock lock;
   stats_counter counter;
   live_table live;
   block_store blocks;
@@ -662,8 +518,7 @@ struct pool_resource::impl final : stream_observer {
   stream_pool* last_pool = nullptr;
   stream_pool* default_pool = nullptr;  // the nullptr stream's, never pruned
   segment* segments = nullptr;
-  block* pending_head = nullptr;
-  std::size_t pending_count = 0;
+  pending_list pending;
 };
 
 pool_resource::pool_resource(memory_resource& upstream, pool_options options, std::unique_ptr<stream_ordering> ordering) {
@@ -679,39 +534,23 @@ memory_resource& pool_resource::upstream() const noexcept { return impl_->upstre
 
 const pool_options& pool_resource::options() const noexcept { return impl_->options; }
 
-std::size_t pool_resource::pending_free_blocks() const {
-  std::lock_guard<pool_lock> guard(impl_->lock);
-  impl_->process_pending();
-  return impl_->pending_count;
-}
+std::size_t pool_resource::pending_free_blocks() const { return detail::pool::locked_pending_blocks(*impl_); }
 
 void* pool_resource::do_allocate(std::size_t bytes, stream_handle stream) {
-  std::lock_guard<pool_lock> guard(impl_->lock);
-  return impl_->allocate(bytes, stream);
+  return detail::pool::locked_allocate(*impl_, bytes, stream);
 }
 
 void pool_resource::do_deallocate(void* ptr, std::size_t bytes, stream_handle stream) {
-  std::lock_guard<pool_lock> guard(impl_->lock);
-  impl_->deallocate(ptr, bytes, stream);
+  detail::pool::locked_deallocate(*impl_, ptr, bytes, stream);
 }
 
 void pool_resource::do_record_stream(void* ptr, stream_handle stream) {
-  std::lock_guard<pool_lock> guard(impl_->lock);
-  const std::size_t slot = impl_->live.find(reinterpret_cast<std::uintptr_t>(ptr));
-  if (slot == live_table::npos) throw_unknown_pointer(ptr);
-  block* b = impl_->live.at(slot);
-  if (stream == b->stream) return;  // its own stream orders its reuse already
-  for (stream_handle s : b->used_on) {
-    if (s == stream) return;
-  }
-  b->used_on.push_back(stream);
+  detail::pool::locked_record_stream(*impl_, ptr, stream);
 }
 
 bool pool_resource::do_prefetch(void* ptr, std::size_t bytes, location to, stream_handle stream) {
-  std::lock_guard<pool_lock> guard(impl_->lock);  // keeps the segment from being released meanwhile
-  const std::size_t slot = impl_->live.find(reinterpret_cast<std::uintptr_t>(ptr));
-  if (slot == live_table::npos) throw_unknown_pointer(ptr);
-  const block* b = impl_->live.at(slot);
+  std::lock_guard<resource_lock> guard(impl_->lock);  // keeps the segment from being released meanwhile
+  const block* b = impl_->live.at(live_slot(impl_->live, ptr));
   if (bytes > b->requested) throw_size_mismatch(ptr, bytes, b->requested);
   if (bytes == 0) return false;
   // The upstream knows only its own allocations (managed_resource checks that ptr starts one), so
@@ -721,28 +560,19 @@ bool pool_resource::do_prefetch(void* ptr, std::size_t bytes, location to, strea
   return impl_->upstream.prefetch(reinterpret_cast<void*>(b->seg->base), offset + bytes, to, stream);
 }
 
-resource_stats pool_resource::do_stats() const {
-  std::lock_guard<pool_lock> guard(impl_->lock);
-  impl_->process_pending();
-  return impl_->snapshot();
-}
+resource_stats pool_resource::do_stats() const { return detail::pool::locked_stats(*impl_); }
 
-void pool_resource::do_reset_peak() {
-  std::lock_guard<pool_lock> guard(impl_->lock);
-  impl_->counter.reset_peak();
-}
+void pool_resource::do_reset_peak() { detail::pool::locked_reset_peak(*impl_); }
 
 void pool_resource::do_trim(std::size_t bytes_to_keep) {
-  std::lock_guard<pool_lock> guard(impl_->lock);
+  std::lock_guard<resource_lock> guard(impl_->lock);
   impl_->process_pending();
   impl_->release_free_segments(bytes_to_keep);
   impl_->prune_streams();
 }
 
 std::size_t pool_resource::do_allocation_size(const void* ptr) const {
-  std::lock_guard<pool_lock> guard(impl_->lock);
-  const std::size_t slot = impl_->live.find(reinterpret_cast<std::uintptr_t>(ptr));
-  return slot == live_table::npos ? 0 : impl_->live.at(slot)->requested;
+  return detail::pool::locked_allocation_size(*impl_, ptr);
 }
 
 memory_kind pool_resource::do_kind() const noexcept { return impl_->upstream.kind(); }
