@@ -57,12 +57,12 @@ afterAll(() => rmSync(work, { recursive: true, force: true }));
 describe('docs/writing-a-strategy.md, from an empty folder', () => {
   const steps = guideSteps(guide);
 
-  it('has the steps: a package, the strategy, its conformance test, a comparison', () => {
+  it('has the steps: a package, the strategy, its conformance test, a comparison, a C++ library', () => {
     expect(steps.filter((s) => s.kind === 'file').map((s) => s.path)).toEqual(['package.json', 'tsconfig.json', 'src/index.ts', 'test/conformance.test.ts']);
     expect(steps.filter((s) => s.kind === 'run').length).toBeGreaterThanOrEqual(3);
   });
 
-  it('works as written: builds, passes the conformance suite, and runs in gpumem compare by package name', () => {
+  it('works as written: builds, passes the conformance suite, runs in gpumem compare by package name, and so does the C++ example in compare and replay', () => {
     const r = spawnSync('bash', ['-c', script(steps)], {
       cwd: work,
       encoding: 'utf8',
@@ -91,5 +91,8 @@ describe('docs/writing-a-strategy.md, from an empty folder', () => {
     // the comparison table has the user's strategy by the name it registered
     expect(stdout).toMatch(/^sizecache +ok /m);
     expect(stdout).toMatch(/^pool +ok /m);
+    // the C++ library, built on its own, in compare and in replay
+    expect(stdout).toMatch(/^native:library=\.\/slab\/build\/libgpumem_example_slab\.so +ok /m);
+    expect(stdout).toMatch(/^native:library=\.\/slab\/build\/libgpumem_example_slab\.so +native /m);
   });
 });
