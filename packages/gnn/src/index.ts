@@ -32,5 +32,5 @@ export {
   type ShapeOptions,
 } from './memory-estimate.js';
 export { train, type TrainOptions, type TrainResult, type EpochRecord, type Progress, type ModelName, type DatasetName } from './train.js';
-export type { NativeOps } from './native-ops.js';
+export type { NativeOps, WorkspaceBytes } from './native-ops.js';
 export { commonDefaults, mlpDefaults, gcnDefaults, mlpHiddenWidths, gcnHiddenWidth, graphDefaults } from './defaults.js';

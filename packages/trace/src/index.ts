@@ -15,6 +15,7 @@ export {
   traceFormatMarker,
   traceFormatVersion,
   rmmCsvHeader,
+  maxTraceLineChars,
   isGzip,
   maxDecompressedTraceBytes,
   TraceFormatError,
