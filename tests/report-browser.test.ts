@@ -249,6 +249,27 @@ describe.skipIf(!browserAvailable)(
       await peerPage.close();
     });
 
+    it('draws the spread of each run\'s measured epochs: a min–max bar, a quartile box and the median', async () => {
+      const spread = await page.evaluate(() => {
+        const report = (window as unknown as { gpumemReport: { charts: { kind: string; chart: any }[] } }).gpumemReport;
+        const chart = report.charts.find((c) => c.kind === 'spread')!.chart;
+        return {
+          labels: chart.data.labels,
+          datasets: chart.data.datasets.map((d: { label: string; data: unknown[] }, i: number) => ({ label: d.label, data: d.data, drawn: chart.getDatasetMeta(i).data.length })),
+        };
+      });
+      const ok = result.runs.filter((r) => r.status === 'ok');
+      expect(spread.labels).toEqual(ok.map((r) => r.allocator));
+      expect(spread.datasets.map((d: { label: string }) => d.label)).toEqual(['min–max', 'quartiles', 'median']);
+      for (const d of spread.datasets) expect(d.drawn).toBe(ok.length);
+      ok.forEach((r, i) => {
+        const [lo, hi] = spread.datasets[0].data[i];
+        expect(lo).toBeCloseTo(r.epochSpread!.min, 2);
+        expect(hi).toBeCloseTo(r.epochSpread!.max, 2);
+        expect(spread.datasets[2].data[i]).toBeCloseTo(r.medianEpochMs!, 2);
+      });
+    });
+
     it('draws one bar per completed epoch and allocator, taller for the slower run', async () => {
       const bars = await page.evaluate(() => {
         const report = (window as unknown as { gpumemReport: { charts: { kind: string; chart: any }[] } }).gpumemReport;

@@ -355,6 +355,8 @@ ${eventsNote(run)}${breakdownTable(run)}</figure>`;
 const MAX_LOSS_POINTS = 4000;
 
 interface ChartData {
+  /** Each run's (and peer's) measured epochs as a box: min–max bar, interquartile box, median; null without spreads. */
+  spreadChart: { canvasId: string; labels: string[]; colors: string[]; range: [number, number][]; box: [number, number][]; median: number[] } | null;
   /** Training loss per step of each run and peer; null when none recorded step losses. */
   lossChart: { canvasId: string; datasets: { name: string; color: string; dash: boolean; step: number[]; loss: number[] }[] } | null;
   /** The byte axis shared by every timeline: top and tick step, round numbers in a binary unit. */
@@ -467,7 +469,24 @@ function chartData(result: CompareResult): ChartData {
     for (const v of t.reserved) top = Math.max(top, v);
   }
   const axis = byteAxis(top);
-  return { yMax: axis.max, yStep: axis.step, timelines, epochChart: epochChartData(result), lossChart: lossChartData(result) };
+  return { yMax: axis.max, yStep: axis.step, timelines, epochChart: epochChartData(result), lossChart: lossChartData(result), spreadChart: spreadChartData(result) };
+}
+
+/** Spreads of the measured epoch times (warm-up left out), one box per run and peer that has two or more. */
+function spreadChartData(result: CompareResult): ChartData['spreadChart'] {
+  const rows = [
+    ...result.runs.map((run, index) => ({ name: run.allocator, color: colorOf(index), spread: run.status === 'ok' ? run.epochSpread : null })),
+    ...(result.peers ?? []).map((peer, k) => ({ name: peer.name, color: colorOf(result.runs.length + k), spread: peer.epochSpread })),
+  ].filter((r): r is { name: string; color: string; spread: NonNullable<typeof r.spread> } => r.spread !== null && r.spread !== undefined && r.spread.n >= 2);
+  if (rows.length === 0) return null;
+  return {
+    canvasId: 'epoch-spread',
+    labels: rows.map((r) => r.name),
+    colors: rows.map((r) => r.color),
+    range: rows.map((r) => [roundTo(r.spread.min, 3), roundTo(r.spread.max, 3)]),
+    box: rows.map((r) => [roundTo(r.spread.q1, 3), roundTo(r.spread.q3, 3)]),
+    median: rows.map((r) => roundTo(r.spread.median, 3)),
+  };
 }
 
 /** Every run's and every peer's training loss per step, end to end over the epochs (thinned for drawing). */
@@ -676,6 +695,36 @@ const CLIENT_SCRIPT = `
     charts.push({ kind: 'epochs', allocator: null, canvasId: ep.canvasId, chart: chart });
   }
 
+  var sc = data.spreadChart;
+  if (sc) {
+    // floating bars: the thin one spans min–max, the wide one the quartiles; a point marks the median
+    var spreadChart = new Chart(document.getElementById(sc.canvasId), {
+      type: 'bar',
+      data: {
+        labels: sc.labels,
+        datasets: [
+          { type: 'bar', label: 'min–max', data: sc.range, backgroundColor: sc.colors.map(function (c) { return c + '55'; }),
+            borderColor: sc.colors, borderWidth: 1, barPercentage: 0.25, grouped: false },
+          { type: 'bar', label: 'quartiles', data: sc.box, backgroundColor: sc.colors, barPercentage: 0.6, grouped: false },
+          { type: 'line', label: 'median', data: sc.median, showLine: false, pointStyle: 'line', pointRadius: 14,
+            pointBorderWidth: 3, borderColor: '#1d232b', backgroundColor: '#1d232b' }
+        ]
+      },
+      options: {
+        responsive: true, maintainAspectRatio: false, indexAxis: 'x',
+        scales: { y: { title: { display: true, text: 'epoch time (warm-up left out)' }, ticks: { callback: axisMs } } },
+        plugins: {
+          legend: { position: 'top' },
+          tooltip: { callbacks: { label: function (item) {
+            var v = item.raw;
+            return item.dataset.label + ': ' + (Array.isArray(v) ? formatMs(v[0]) + ' to ' + formatMs(v[1]) : formatMs(v));
+          } } }
+        }
+      }
+    });
+    charts.push({ kind: 'spread', allocator: null, canvasId: sc.canvasId, chart: spreadChart });
+  }
+
   var lc = data.lossChart;
   if (lc) {
     var lossChart = new Chart(document.getElementById(lc.canvasId), {
@@ -750,7 +799,15 @@ ${
     ? ''
     : `<section id="epochs">
 <h2>Epoch time</h2>
-${epochSection}
+${epochSection}${
+        data.spreadChart
+          ? `
+<p class="note">The spread of each run's measured epochs (the first of each process left out): the thin bar spans the
+fastest to the slowest, the wide bar the middle half, the line is the median. A best is marked in the table only
+where these do not overlap.</p>
+<div class="chart-box"><canvas id="${data.spreadChart.canvasId}" role="img" aria-label="Spread of the epoch times per allocator"></canvas></div>`
+          : ''
+      }
 </section>${
         data.lossChart
           ? `
