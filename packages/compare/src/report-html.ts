@@ -492,7 +492,13 @@ function spreadChartData(result: CompareResult): ChartData['spreadChart'] {
 /** Every run's and every peer's training loss per step, end to end over the epochs (thinned for drawing). */
 function lossChartData(result: CompareResult): ChartData['lossChart'] {
   const series = [
-    ...result.runs.map((run, index) => ({ name: run.allocator, color: colorOf(index), dash: false, losses: run.epochs.flatMap((e) => e.losses ?? []) })),
+    // with --repeat a row holds every repeat's epochs: the curve is the first run's (each repeat trains afresh)
+    ...result.runs.map((run, index) => ({
+      name: run.allocator,
+      color: colorOf(index),
+      dash: false,
+      losses: run.epochs.slice(0, result.workload.epochs).flatMap((e) => e.losses ?? []),
+    })),
     ...(result.peers ?? []).map((peer, k) => ({ name: peer.name, color: colorOf(result.runs.length + k), dash: true, losses: peer.epochs.flatMap((e) => e.losses) })),
   ].filter((s) => s.losses.length > 1);
   if (series.length === 0) return null;
@@ -813,7 +819,7 @@ where these do not overlap.</p>
           ? `
 <section id="losses">
 <h2>Training loss per step</h2>
-<p class="note">Every run's loss at each training step, over all its epochs${(result.peers ?? []).length > 0 ? '; peers (other frameworks, dashed) on the same steps' : ''}.</p>
+<p class="note">Every run's loss at each training step, over all its epochs (the first run of each allocator; curves that coincide are the same losses)${(result.peers ?? []).length > 0 ? '; peers (other frameworks, dashed) on the same steps' : ''}.</p>
 <div class="chart-box wide"><canvas id="${data.lossChart.canvasId}" role="img" aria-label="Training loss per step"></canvas></div>
 </section>`
           : ''
