@@ -28,7 +28,7 @@ interface FaultCase {
 const cpuCases: FaultCase[] = [
   { label: 'host', name: 'host', options: {}, bytes: 1 * MiB },
   { label: 'pool(host)', name: 'pool', options: { upstream: 'host' }, bytes: 3 * MiB },
-  // One 2 MiB granule mapped per allocation: the fault layer fails granule maps.
+  // One 2 MiB granule (one run) mapped per allocation: the fault layer fails run maps.
   { label: 'expandable(host)', name: 'expandable', options: { upstream: 'host', reserveBytes: 2 ** 30 }, bytes: 2 * MiB },
 ];
 

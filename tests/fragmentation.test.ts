@@ -42,7 +42,9 @@ describe('fragmentation traces on the host', () => {
   it('(b) two streams: expandable fits a capacity at which the pool runs out of memory', async () => {
     const trace = await load('two-stream');
     expect(trace.streamIds).toEqual([1, 2]);
-    const capacity = 760 * MiB; // peak allocated is 673 MiB
+    // Peak allocated is 673 MiB; the pool needs about 842 MiB. Expandable about 771 MiB: it unmaps
+    // only runs that are idle as a whole, and a long-lived block keeps its run's idle granules mapped.
+    const capacity = 800 * MiB;
     expect(replay(trace, 'pool', capacity).ooms).toBeGreaterThan(0);
     const expandable = replay(trace, 'expandable', capacity);
     expect(expandable.ooms).toBe(0);

@@ -1,6 +1,6 @@
 // expandable_resource across streams (with the fake stream ordering) and when memory runs out:
 // one range per stream, memory freed on another stream reused only after an event, record_stream,
-// destroyed streams, release-and-retry when a granule cannot be mapped (a limit, injected faults),
+// destroyed streams, release-and-retry when a run cannot be mapped (a limit, injected faults),
 // the chain builder's layers for 'expandable', and the out-of-memory message's figures.
 #include <cstdint>
 #include <cstring>
@@ -143,15 +143,16 @@ TEST(a_destroyed_streams_range_goes_once_its_blocks_are_freed) {
   f.resource.deallocate(fresh, granule, stream_a);
 }
 
-TEST(a_failed_map_releases_every_streams_idle_granules_and_retries) {
+TEST(a_failed_map_releases_every_streams_idle_runs_and_retries) {
   fixture f(make_limited_physical_memory(make_host_physical_memory(granule), 8 * granule));
   void* a = f.resource.allocate(6 * granule, stream_a);
-  f.resource.deallocate(a, 6 * granule, stream_a);  // 6 idle granules on A
-  void* b = f.resource.allocate(5 * granule, stream_b);  // B needs 5 more than the 2 left: A's go
+  f.resource.deallocate(a, 6 * granule, stream_a);  // an idle run of 6 granules on A
+  void* b = f.resource.allocate(5 * granule, stream_b);  // B needs 5 more than the 2 left: A's run goes
   resource_stats s = f.resource.stats();
   CHECK_EQ(s.oom_count, 0u);
   CHECK_EQ(s.reserved_bytes, 5 * granule);
-  CHECK_EQ(s.upstream_free_count, 8u);  // the 2 B mapped before the failure, then A's 6
+  CHECK_EQ(s.upstream_free_count, 1u);   // A's run; B's failed run mapped nothing
+  CHECK_EQ(s.upstream_alloc_count, 2u);  // A's run, then B's on the retry
   std::memset(b, 1, 5 * granule);
 
   // Nothing idle to release: out_of_memory, and the resource is as it was.
@@ -178,18 +179,30 @@ TEST(a_failed_map_releases_every_streams_idle_granules_and_retries) {
 
 TEST(a_failed_map_in_the_middle_unmaps_what_it_mapped) {
   fault_options faults;
-  faults.fail_every = 3;  // the third granule map fails
+  faults.fail_every = 4;  // the fourth run map fails
   fixture f(make_fault_injecting_physical_memory(make_host_physical_memory(granule), faults));
-  // The retry has nothing to release: the two granules mapped before the failure are given back.
+  void* a = f.resource.allocate(2 * granule, stream_a);  // run #1: granules 0..1
+  void* m = f.resource.allocate(granule, stream_a);      // run #2: granule 2
+  f.resource.deallocate(a, 2 * granule, stream_a);
+  f.resource.trim(0);                                     // a's run goes; m's is in use
+  f.resource.deallocate(m, granule, stream_a);            // m's run idle, still mapped
+  // 4 granules from 0: run #3 (granules 0..1) maps, run #4 (granule 3) fails. The retry has nothing
+  // to release (granule 2 belongs to the allocation being made): run #3 is given back.
   CHECK_THROWS_AS(f.resource.allocate(4 * granule, stream_a), out_of_memory);
   resource_stats s = f.resource.stats();
-  CHECK_EQ(s.reserved_bytes, 0u);
-  CHECK_EQ(s.upstream_alloc_count, s.upstream_free_count);
+  CHECK_EQ(s.reserved_bytes, granule);  // m's run only
+  CHECK_EQ(s.upstream_alloc_count, 3u);
+  CHECK_EQ(s.upstream_free_count, 2u);
+  CHECK_EQ(s.segment_count, 1u);
   CHECK_EQ(s.allocated_bytes, 0u);
   CHECK_EQ(s.oom_count, 1u);
-  void* a = f.resource.allocate(2 * granule, stream_a);  // maps 4 and 5 (attempt 6 would fail)
-  CHECK_EQ(f.resource.stats().reserved_bytes, 2 * granule);
-  f.resource.deallocate(a, 2 * granule, stream_a);
+  void* b = f.resource.allocate(2 * granule, stream_a);  // run #5: granules 0..1 again
+  CHECK_EQ(b, a);
+  CHECK_EQ(f.resource.stats().reserved_bytes, 3 * granule);
+  std::memset(b, 1, 2 * granule);
+  f.resource.deallocate(b, 2 * granule, stream_a);
+  f.resource.trim(0);
+  CHECK_EQ(f.resource.stats().reserved_bytes, 0u);
 }
 
 TEST(a_request_beyond_the_range_is_out_of_memory) {

@@ -1,5 +1,5 @@
-// expandable_resource on the host twin (mmap): granules mapped as the memory in use grows and
-// unmapped on trim and past the release threshold, split and coalesce across granule boundaries,
+// expandable_resource on the host twin (mmap): granules mapped in runs as the memory in use grows
+// and unmapped (whole runs) on trim and past the release threshold, split and coalesce across granule boundaries,
 // the fragmentation cycle that strands a segment pool's memory, gcThreshold, and bad options.
 #include <cstdint>
 #include <cstring>
@@ -52,7 +52,8 @@ TEST(maps_granules_as_the_memory_in_use_grows) {
   void* b = f.resource.allocate(200 * KiB);  // 512 + 200 KiB: runs into granules 0..3
   CHECK_EQ(addr(b), addr(a) + 1024);         // right after a (1000 rounded to 512 B units)
   s = f.resource.stats();
-  CHECK_EQ(s.segment_count, 4u);
+  CHECK_EQ(s.segment_count, 2u);  // granules 1..3 mapped as one run
+  CHECK_EQ(s.upstream_alloc_count, 2u);
   CHECK_EQ(s.reserved_bytes, 4 * granule);
   std::memset(b, 0xCD, 200 * KiB);
 
@@ -64,26 +65,58 @@ TEST(maps_granules_as_the_memory_in_use_grows) {
 
   void* c = f.resource.allocate(200 * KiB);  // the same place again, no new granule
   CHECK_EQ(c, b);
-  CHECK_EQ(f.resource.stats().upstream_alloc_count, 4u);
+  CHECK_EQ(f.resource.stats().upstream_alloc_count, 2u);
   f.resource.deallocate(c, 200 * KiB);
   f.resource.deallocate(a, 1000);
   CHECK_EQ(f.resource.idle_bytes(), 4 * granule);
 }
 
-TEST(trim_unmaps_idle_granules_and_keeps_those_in_use) {
+TEST(one_run_per_stretch_of_unmapped_granules) {
+  fixture f;
+  void* a = f.resource.allocate(10 * granule);  // ten granules into empty space: one map
+  resource_stats s = f.resource.stats();
+  CHECK_EQ(s.upstream_alloc_count, 1u);
+  CHECK_EQ(s.segment_count, 1u);
+  CHECK_EQ(s.reserved_bytes, 10 * granule);
+  std::memset(a, 1, 10 * granule);
+  void* b = f.resource.allocate(granule);      // granule 10
+  void* c = f.resource.allocate(3 * granule);  // granules 11..13
+  f.resource.deallocate(a, 10 * granule);
+  f.resource.deallocate(c, 3 * granule);
+  f.resource.trim(0);  // a's and c's runs go whole; b's stays
+  s = f.resource.stats();
+  CHECK_EQ(s.reserved_bytes, granule);
+  CHECK_EQ(s.upstream_free_count, 2u);
+  f.resource.deallocate(b, granule);  // b's run is idle but stays mapped (no trim)
+  // 14 granules from the start: two unmapped stretches around b's granule, one run (one call
+  // sequence) each.
+  void* whole = f.resource.allocate(14 * granule);
+  CHECK_EQ(whole, a);
+  s = f.resource.stats();
+  CHECK_EQ(s.upstream_alloc_count, 5u);  // a, b, c, then the two stretches
+  CHECK_EQ(s.segment_count, 3u);
+  CHECK_EQ(s.reserved_bytes, 14 * granule);
+  std::memset(whole, 2, 14 * granule);
+  f.resource.deallocate(whole, 14 * granule);
+  f.resource.trim(0);
+  CHECK_EQ(f.resource.stats().reserved_bytes, 0u);
+  CHECK_EQ(f.resource.stats().segment_count, 0u);
+}
+
+TEST(trim_unmaps_idle_runs_and_keeps_those_in_use) {
   fixture f;
   void* a = f.resource.allocate(granule);          // granule 0
-  void* b = f.resource.allocate(4 * granule);      // granules 1..4
+  void* b = f.resource.allocate(4 * granule);      // granules 1..4: one run
   void* c = f.resource.allocate(granule / 2);      // granule 5
   f.resource.deallocate(b, 4 * granule);
   CHECK_EQ(f.resource.stats().reserved_bytes, 6 * granule);
 
-  f.resource.trim(5 * granule);  // keeps 5: one goes
-  CHECK_EQ(f.resource.stats().reserved_bytes, 5 * granule);
-  f.resource.trim(0);  // the idle ones go, a's and c's stay
+  f.resource.trim(5 * granule);  // keeps 5: b's run goes, whole (its granules cannot go one by one)
+  CHECK_EQ(f.resource.stats().reserved_bytes, 2 * granule);
+  f.resource.trim(0);  // nothing else is idle: a's and c's stay
   resource_stats s = f.resource.stats();
   CHECK_EQ(s.reserved_bytes, 2 * granule);
-  CHECK_EQ(s.upstream_free_count, 4u);
+  CHECK_EQ(s.upstream_free_count, 1u);
   CHECK_EQ(s.largest_free_block, static_cast<std::int64_t>(granule / 2));  // the rest of c's granule
   std::memset(a, 1, granule);
   std::memset(c, 2, granule / 2);
@@ -111,44 +144,54 @@ TEST(split_and_coalesce_across_granule_boundaries) {
   void* c = f.resource.allocate(60 * KiB);
   CHECK_EQ(addr(b), addr(a) + 40 * KiB);
   CHECK_EQ(addr(c), addr(b) + 100 * KiB);
-  CHECK_EQ(f.resource.stats().segment_count, 4u);  // 200 KiB over 64 KiB granules
+  // 200 KiB over 64 KiB granules, in three runs: a's granule 0, b's 1..2, c's 3.
+  CHECK_EQ(f.resource.stats().segment_count, 3u);
+  CHECK_EQ(f.resource.stats().reserved_bytes, 4 * granule);
 
   f.resource.deallocate(b, 100 * KiB);
   // b's middle granule (64..128 KiB) is touched by b only: idle now; its edges are shared with a and c.
   CHECK_EQ(f.resource.idle_bytes(), granule);
-  f.resource.trim(0);
+  f.resource.trim(0);  // b's run (granules 1..2) shares granule 2 with c: it stays mapped whole
   CHECK_EQ(f.resource.stats().segment_count, 3u);
-  // The largest mapped free run: the tail's part of granule 3 (b's hole is split by the unmapped granule).
-  CHECK_EQ(f.resource.stats().largest_free_block, static_cast<std::int64_t>(56 * KiB));
+  CHECK_EQ(f.resource.stats().reserved_bytes, 4 * granule);
+  // The largest mapped free run: b's hole, all still mapped.
+  CHECK_EQ(f.resource.stats().largest_free_block, static_cast<std::int64_t>(100 * KiB));
+
+  f.resource.deallocate(c, 60 * KiB);
+  f.resource.trim(0);  // now b's and c's runs are idle: they go; a's stays
+  CHECK_EQ(f.resource.stats().segment_count, 1u);
+  CHECK_EQ(f.resource.stats().largest_free_block, static_cast<std::int64_t>(24 * KiB));  // the rest of granule 0
 
   f.resource.deallocate(a, 40 * KiB);
-  f.resource.deallocate(c, 60 * KiB);
   // All three merged with the free tail: one block from the range's start again.
   void* whole = f.resource.allocate(300 * KiB);
   CHECK_EQ(whole, a);
-  CHECK_EQ(f.resource.stats().segment_count, 5u);  // 300 KiB: granules 0..4
+  CHECK_EQ(f.resource.stats().segment_count, 2u);  // 300 KiB: a's granule 0, then 1..4 as one run
   std::memset(whole, 7, 300 * KiB);
   f.resource.deallocate(whole, 300 * KiB);
 }
 
-TEST(release_threshold_unmaps_idle_granules_at_free) {
+TEST(release_threshold_unmaps_idle_runs_at_free) {
   expandable_options o = fixture::small_range();
   o.release_threshold = 2 * granule;
   fixture f(o);
-  void* a = f.resource.allocate(8 * granule);
+  void* a = f.resource.allocate(2 * granule);  // a run of 2
+  void* b = f.resource.allocate(6 * granule);  // a run of 6
   CHECK_EQ(f.resource.stats().reserved_bytes, 8 * granule);
-  f.resource.deallocate(a, 8 * granule);
+  f.resource.deallocate(a, 2 * granule);  // 2 idle: within the threshold, kept
+  CHECK_EQ(f.resource.stats().reserved_bytes, 8 * granule);
+  f.resource.deallocate(b, 6 * granule);  // 8 idle: b's run goes, the highest
   CHECK_EQ(f.resource.idle_bytes(), 2 * granule);
   CHECK_EQ(f.resource.stats().reserved_bytes, 2 * granule);
-  CHECK_EQ(f.resource.stats().upstream_free_count, 6u);
+  CHECK_EQ(f.resource.stats().upstream_free_count, 1u);
   // Unmapping waited for the range's stream first (an event recorded and waited for on the host).
   CHECK(f.log->synchronizes >= 1u);
   CHECK_EQ(f.log->unreleased(), 0u);
 
   o.release_threshold = 0;
   fixture zero(o);
-  void* b = zero.resource.allocate(3 * granule);
-  zero.resource.deallocate(b, 3 * granule);
+  void* z = zero.resource.allocate(3 * granule);
+  zero.resource.deallocate(z, 3 * granule);
   CHECK_EQ(zero.resource.stats().reserved_bytes, 0u);
 }
 
@@ -179,7 +222,11 @@ TEST(cycle_pattern_reserves_what_is_allocated) {
     std::printf("    %s: peak reserved / peak allocated = %.2f\n", r == &pool ? "pool" : "expandable", ratio);
     if (r == &expandable) {
       CHECK(ratio <= 1.02);
-      CHECK_EQ(s.segment_count, std::uint64_t{(48 * 100 + 128 + 4 * 99) / 2});  // granules of the peak, all still mapped
+      // The granules of the peak, all still mapped: the first kept block's run, then one run per
+      // temporary (each reaches past the last one's end).
+      CHECK_EQ(s.reserved_bytes, std::uint64_t{(48 * 100 + 128 + 4 * 99) / 2} * (2 * MiB / scale));
+      CHECK_EQ(s.segment_count, 101u);
+      CHECK_EQ(s.upstream_alloc_count, 101u);
     } else {
       CHECK(ratio > 3.0);
     }
@@ -187,7 +234,7 @@ TEST(cycle_pattern_reserves_what_is_allocated) {
   }
 }
 
-TEST(gc_threshold_unmaps_idle_granules_before_growing_past_it) {
+TEST(gc_threshold_unmaps_idle_runs_before_growing_past_it) {
   expandable_options o = fixture::small_range();
   o.capacity_bytes = 16 * granule;
   o.gc_threshold = 0.5;  // 8 granules
@@ -196,11 +243,12 @@ TEST(gc_threshold_unmaps_idle_granules_before_growing_past_it) {
   void* a = f.resource.allocate(6 * granule, stream_a);
   f.resource.deallocate(a, 6 * granule, stream_a);  // 6 idle granules
   CHECK_EQ(f.resource.stats().reserved_bytes, 7 * granule);
-  // 4 granules on B would take reserved to 11: idle ones go first, until the 4 fit under 8.
+  // 4 granules on B would take reserved to 11: idle runs go first, until the 4 fit under 8. a's run
+  // goes whole: 1 + 4 mapped.
   void* b = f.resource.allocate(4 * granule, stream_b);
   resource_stats s = f.resource.stats();
-  CHECK_EQ(s.upstream_free_count, 3u);
-  CHECK_EQ(s.reserved_bytes, 8 * granule);
+  CHECK_EQ(s.upstream_free_count, 1u);
+  CHECK_EQ(s.reserved_bytes, 5 * granule);
   CHECK_EQ(s.oom_count, 0u);
   f.resource.deallocate(b, 4 * granule, stream_b);
   f.resource.deallocate(keep, granule, stream_a);

@@ -14,7 +14,7 @@
 // 'expandable' maps granules into virtual ranges rather than taking allocations from an upstream,
 // so nothing can sit under it as a memory_resource. Its leaf is a physical_memory (CUDA VMM, or the
 // host twin over mmap), and fault and limit wrap that in the same order: limitBytes caps the bytes
-// mapped, checked on every granule map (a smaller GPU), and faultInjection fails granule maps
+// mapped, checked on every run map (a smaller GPU), and faultInjection fails run maps
 // (failEvery counts maps, failAfterBytes is a budget of mapped bytes). A failure is an out_of_memory
 // from a map, so it meets the strategy's release-and-retry exactly as a real one would. chain_layers
 // names them in that order: {"vmm" or "mmap", "fault", "limit", "expandable", "track"}.

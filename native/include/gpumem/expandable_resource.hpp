@@ -2,7 +2,8 @@
 // that are mapped as the memory in use grows and unmapped when asked (PyTorch's
 // expandable_segments:True). Blocks in a range never need to fit a segment, so changing shapes do not
 // strand memory the way fixed segments do: a free block may span mapped and unmapped granules, and
-// allocating it maps only the granules it needs that are not mapped yet.
+// allocating it maps only the granules it needs that are not mapped yet, each stretch of consecutive
+// ones as one run (one cuMemCreate + cuMemMap + cuMemSetAccess, or one mprotect, per run).
 //
 //  - sizes are rounded up to 512 bytes; best fit over each stream's free blocks (the pool's
 //    segregated-fit index), the rest of a block split off, freed blocks coalesced with free
@@ -12,13 +13,14 @@
 //    record_stream(p, s) parks a freed block until events recorded on s have completed (as the pool);
 //  - granules in use (touched by a live or parked block) stay mapped; idle ones (mapped, touched by
 //    none) are unmapped by trim(bytes_to_keep), once they pass release_threshold, before growth
-//    past gc_threshold x capacity, and when mapping fails: then every stream's idle granules are
-//    unmapped and the map retried once. Before unmapping, the streams that used the memory are
+//    past gc_threshold x capacity, and when mapping fails: then every stream's idle runs are
+//    unmapped and the map retried once. A run is unmapped whole, so only runs whose granules are
+//    all idle go; an idle granule in a run still in use stays mapped until the whole run is idle. Before unmapping, the streams that used the memory are
 //    synchronised (an event recorded on each, waited for on the host);
 //  - a destroyed stream's range (stream_observer) serves no new allocation; it goes when its last
 //    block is freed;
 //  - stats: allocated = bytes asked for; reserved = bytes mapped; upstream alloc/free counts and
-//    segment_count are granule maps, unmaps and granules mapped; largest_free_block is the largest
+//    segment_count are runs mapped, runs unmapped and runs mapped now (driver call sequences); largest_free_block is the largest
 //    free run of mapped memory (what one allocation can take with no driver call);
 //  - thread-safe.
 #pragma once
@@ -58,7 +60,7 @@ class expandable_resource final : public memory_resource {
   // nothing for host memory). Throws invalid_argument naming the option for bad options.
   explicit expandable_resource(std::unique_ptr<physical_memory> memory, expandable_options options = {},
                                std::unique_ptr<stream_ordering> ordering = nullptr);
-  ~expandable_resource() override;  // unmaps every granule and frees every range
+  ~expandable_resource() override;  // unmaps every run and frees every range
 
   const expandable_options& options() const noexcept;  // with the defaults resolved
   std::size_t granule_bytes() const noexcept;

@@ -1,16 +1,17 @@
-// Physical memory behind a virtual address range, in granules: what expandable_resource grows and
-// shrinks its per-stream ranges with. Two implementations make the same allocator logic run on a
+// Physical memory behind a virtual address range, in runs of whole granules: what
+// expandable_resource grows and shrinks its per-stream ranges with. Two implementations make the same allocator logic run on a
 // GPU and on any machine:
-//   device     CUDA's virtual memory management (cuMemAddressReserve, cuMemCreate + cuMemMap +
-//              cuMemSetAccess per granule, cuMemUnmap + cuMemRelease, cuMemAddressFree), driver
+//   device     CUDA's virtual memory management (cuMemAddressReserve, one cuMemCreate + cuMemMap +
+//              cuMemSetAccess per run, cuMemUnmap + cuMemRelease, cuMemAddressFree), driver
 //              entry points looked up once through the runtime, so that the addon still loads
 //              where there is no driver;
-//   host twin  an mmap(PROT_NONE) reservation whose granules are committed with
+//   host twin  an mmap(PROT_NONE) reservation whose runs are committed with one
 //              mprotect(PROT_READ | PROT_WRITE) and given back with madvise(MADV_DONTNEED) +
 //              mprotect(PROT_NONE).
-// Two decorators put the common layers where a granule mapper can have them: a byte budget
-// checked on every granule mapped (limitBytes: what a smaller GPU would do) and fault injection
-// (faultInjection: every Nth granule map fails, or any that would pass a budget).
+// A run is mapped with one sequence of calls, so growing by k granules costs one sequence, not k.
+// Two decorators put the common layers where a run mapper can have them: a byte budget checked on
+// every run mapped (limitBytes: what a smaller GPU would do) and fault injection (faultInjection:
+// every Nth run map fails, or any that would pass a budget); a failed run maps nothing.
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -28,18 +29,20 @@ class physical_memory {
   physical_memory(const physical_memory&) = delete;
   physical_memory& operator=(const physical_memory&) = delete;
 
-  // Every mapping is of one granule of this many bytes, at an address that is a multiple of it.
+  // Every mapping is of whole granules of this many bytes, at an address that is a multiple of it.
   virtual std::size_t granule_bytes() const noexcept = 0;
   // A virtual range of `bytes` (a multiple of the granule), aligned to the granule, with nothing
   // mapped. Throws out_of_memory when no such range can be reserved.
   virtual void* reserve_range(std::size_t bytes) = 0;
   // Frees a range from reserve_range whose granules are all unmapped. Never throws.
   virtual void release_range(void* base, std::size_t bytes) noexcept = 0;
-  // Backs the granule at `addr` with memory that the device (or the host) can read and write.
-  // Throws out_of_memory when there is none to be had; maps nothing then.
-  virtual void map_granule(void* addr) = 0;
-  // Gives the granule's memory back. The caller has made sure no work still uses it. Never throws.
-  virtual void unmap_granule(void* addr) noexcept = 0;
+  // Backs the run of `bytes` (a positive multiple of the granule) at `addr` (granule-aligned, all
+  // unmapped) with memory that the device (or the host) can read and write, as one physical
+  // allocation. Throws out_of_memory when there is none to be had; maps nothing then.
+  virtual void map_run(void* addr, std::size_t bytes) = 0;
+  // Gives back a run exactly as map_run mapped it (the device's allocation cannot be split). The
+  // caller has made sure no work still uses it. Never throws.
+  virtual void unmap_run(void* addr, std::size_t bytes) noexcept = 0;
   // Waits for all work on the device (nothing on the host): the last resort before unmapping when
   // the streams that used the memory are not known (the owner's destructor). Never throws.
   virtual void synchronize() noexcept {}
@@ -59,11 +62,11 @@ std::unique_ptr<physical_memory> make_host_physical_memory(std::size_t granule_b
 // the device lacks virtual memory management, invalid_argument (granuleBytes) for a bad granule.
 std::unique_ptr<physical_memory> make_device_physical_memory(int device, std::size_t granule_bytes = 0);
 
-// Fails a map_granule that would take the bytes mapped through it past `limit_bytes`.
+// Fails a map_run that would take the bytes mapped through it past `limit_bytes`.
 std::unique_ptr<physical_memory> make_limited_physical_memory(std::unique_ptr<physical_memory> inner,
                                                               std::uint64_t limit_bytes);
 
-// Fails map_granule on purpose as fault_injecting_adaptor fails allocate: every fail_every-th
+// Fails map_run on purpose as fault_injecting_adaptor fails allocate: every fail_every-th run
 // attempt, and any that would take the bytes mapped through it past fail_after_bytes.
 std::unique_ptr<physical_memory> make_fault_injecting_physical_memory(std::unique_ptr<physical_memory> inner,
                                                                       fault_options options);

@@ -1,13 +1,14 @@
 /**
  * The 'expandable' strategy: expandable segments. Each stream gets one virtual address range, and
  * physical memory is mapped into it in granules as the memory in use grows (CUDA's virtual memory
- * management: cuMemCreate + cuMemMap), so blocks never have to fit a fixed segment and changing
- * shapes do not strand reserved memory the way a segment pool does. Best fit with splitting and
- * coalescing inside each range; memory freed on another stream is reused after an event; idle
- * granules are unmapped by trim(), past `releaseThreshold`, before growing past `gcThreshold` of the
- * capacity, and when a map fails (then every stream's idle granules go and the map is retried once).
- * Over host memory (no GPU) the same logic runs on an mmap reservation whose granules are committed
- * with mprotect. Side-effect free; index.ts registers it.
+ * management: one cuMemCreate + cuMemMap per run of consecutive granules an allocation needs), so
+ * blocks never have to fit a fixed segment and changing shapes do not strand reserved memory the
+ * way a segment pool does. Best fit with splitting and coalescing inside each range; memory freed on
+ * another stream is reused after an event; idle runs (every granule idle: a run is unmapped whole)
+ * are unmapped by trim(), past `releaseThreshold`, before growing past `gcThreshold` of the
+ * capacity, and when a map fails (then every stream's idle runs go and the map is retried once).
+ * Over host memory (no GPU) the same logic runs on an mmap reservation whose runs are committed
+ * with one mprotect each. upstreamAllocCount/upstreamFreeCount/segmentCount count runs. Side-effect free; index.ts registers it.
  * @module
  */
 import {

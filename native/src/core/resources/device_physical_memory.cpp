@@ -1,5 +1,5 @@
-// CUDA virtual memory management as physical_memory: one cuMemCreate'd handle per granule, mapped
-// into a cuMemAddressReserve'd range. The driver API is not linked: its entry points are looked up
+// CUDA virtual memory management as physical_memory: one cuMemCreate'd handle per run of granules,
+// mapped into a cuMemAddressReserve'd range with one cuMemMap and one cuMemSetAccess. The driver API is not linked: its entry points are looked up
 // once through cudaGetDriverEntryPointByVersion, so that the addon loads where there is no driver
 // and only this strategy reports what is missing.
 #include <string>
@@ -120,10 +120,10 @@ class device_physical_memory final : public physical_memory {
   }
 
   ~device_physical_memory() override {
-    // The owner unmaps every granule before it goes; anything left is released here, quietly.
-    for (auto& [addr, handle] : handles_) {
-      api_.unmap(addr, granule_);
-      api_.release(handle);
+    // The owner unmaps every run before it goes; anything left is released here, quietly.
+    for (auto& [addr, run] : runs_) {
+      api_.unmap(addr, run.bytes);
+      api_.release(run.handle);
     }
   }
 
@@ -143,39 +143,39 @@ class device_physical_memory final : public physical_memory {
     api_.address_free(reinterpret_cast<CUdeviceptr>(base), bytes);
   }
 
-  void map_granule(void* addr) override {
+  void map_run(void* addr, std::size_t bytes) override {
     const auto ptr = reinterpret_cast<CUdeviceptr>(addr);
-    handles_.reserve(handles_.size() + 1);  // the only step that may throw bad_alloc: before any driver call
+    runs_.reserve(runs_.size() + 1);  // the only step that may throw bad_alloc: before any driver call
     CUmemGenericAllocationHandle handle = 0;
-    CUresult status = api_.create(&handle, granule_, &prop_, 0);
+    CUresult status = api_.create(&handle, bytes, &prop_, 0);
     if (status == CUDA_ERROR_OUT_OF_MEMORY) {
-      throw out_of_memory("expandable: cuMemCreate of a " + format_bytes(granule_) + " granule failed: out of device memory",
-                          granule_, {});
+      throw out_of_memory("expandable: cuMemCreate of a " + format_bytes(bytes) + " run failed: out of device memory",
+                          bytes, {});
     }
     check(api_, status, "cuMemCreate");
-    status = api_.map(ptr, granule_, 0, handle, 0);
+    status = api_.map(ptr, bytes, 0, handle, 0);
     if (status == CUDA_SUCCESS) {
-      status = api_.set_access(ptr, granule_, &access_, 1);
-      if (status != CUDA_SUCCESS) api_.unmap(ptr, granule_);
+      status = api_.set_access(ptr, bytes, &access_, 1);
+      if (status != CUDA_SUCCESS) api_.unmap(ptr, bytes);
     }
     if (status != CUDA_SUCCESS) {
       api_.release(handle);
       if (status == CUDA_ERROR_OUT_OF_MEMORY) {
-        throw out_of_memory("expandable: mapping a " + format_bytes(granule_) + " granule failed: out of device memory",
-                            granule_, {});
+        throw out_of_memory("expandable: mapping a " + format_bytes(bytes) + " run failed: out of device memory",
+                            bytes, {});
       }
       throw_driver(api_, status, "cuMemMap/cuMemSetAccess");
     }
-    handles_.emplace(ptr, handle);
+    runs_.emplace(ptr, mapped_run{handle, bytes});
   }
 
-  void unmap_granule(void* addr) noexcept override {
+  void unmap_run(void* addr, std::size_t bytes) noexcept override {
     const auto ptr = reinterpret_cast<CUdeviceptr>(addr);
-    auto it = handles_.find(ptr);
-    if (it == handles_.end()) return;
-    api_.unmap(ptr, granule_);
-    api_.release(it->second);
-    handles_.erase(it);
+    auto it = runs_.find(ptr);
+    if (it == runs_.end()) return;
+    api_.unmap(ptr, bytes);  // the whole run: a physical allocation is mapped and unmapped whole
+    api_.release(it->second.handle);
+    runs_.erase(it);
   }
 
   void synchronize() noexcept override {
@@ -198,7 +198,11 @@ class device_physical_memory final : public physical_memory {
   std::size_t total_ = 0;
   CUmemAllocationProp prop_{};
   CUmemAccessDesc access_{};
-  std::unordered_map<CUdeviceptr, CUmemGenericAllocationHandle> handles_;
+  struct mapped_run {
+    CUmemGenericAllocationHandle handle;
+    std::size_t bytes;
+  };
+  std::unordered_map<CUdeviceptr, mapped_run> runs_;  // by start address
 };
 
 }  // namespace

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <iterator>
+#include <map>
 #include <mutex>
 #include <string>
 #include <utility>
@@ -36,15 +38,26 @@ constexpr std::uint8_t unmapped = 0;
 constexpr std::uint8_t mapped = 1;
 constexpr std::uint8_t mapping = 2;  // mapped by the map in progress: unmapped again if it fails
 
+// Consecutive granules mapped together, by one physical allocation (one cuMemCreate on a GPU).
+// Such an allocation can only be unmapped whole, so a run is released only once every granule in
+// it is idle: a run with one granule still in use keeps its idle granules mapped too.
+struct mapped_run {
+  std::size_t length = 0;  // granules
+  std::size_t busy = 0;    // its granules that a live or parked block touches
+};
+using run_map = std::map<std::size_t, mapped_run>;  // by first granule
+
 // One stream's virtual range. The segment part (base, size, first block, used_blocks) is what the
-// pool's block records point to; the rest is per granule.
+// pool's block records point to; the rest is per granule and per mapped run.
 struct stream_range : segment {
   stream_handle owner = nullptr;    // retired_stream once the stream is destroyed
   free_index free;                  // the range's free blocks
   std::vector<std::uint32_t> users; // per granule: the live and parked blocks touching it
   std::vector<std::uint8_t> state;  // per granule: unmapped, mapped, mapping
+  run_map runs;                     // every mapped granule is in exactly one
   std::size_t mapped_granules = 0;
   std::size_t idle_granules = 0;    // mapped, and no block touches them
+  std::size_t idle_runs = 0;        // runs with busy == 0: what a release can unmap
   std::size_t mapped_top = 0;       // no granule at or past this index is mapped
 };
 
@@ -154,25 +167,51 @@ struct expandable_resource::impl final : stream_observer {
         failure = e.reason();
       }
     }
-    return "mapping " + format_bytes(needed) + " more failed after releasing every idle granule: " + failure;
+    return "mapping " + format_bytes(needed) + " more failed after releasing every idle run: " + failure;
   }
 
-  // Maps the unmapped granules of [first, last] in order; on any failure unmaps those it mapped.
+  // Maps the unmapped granules of [first, last], each stretch of consecutive ones as one run (one
+  // driver call sequence however many granules it has). On any failure unmaps the runs it mapped.
   void map_granules(stream_range* r, std::size_t first, std::size_t last) {
     std::size_t g = first;
     try {
-      for (; g <= last; ++g) {
-        if (r->state[g] != unmapped) continue;
-        memory->map_granule(granule_addr(r, g));
-        r->state[g] = mapping;
-        ++r->mapped_granules;
-        r->mapped_top = std::max(r->mapped_top, g + 1);
-        counter.on_reserve(granule);
+      while (g <= last) {
+        if (r->state[g] != unmapped) {
+          ++g;
+          continue;
+        }
+        std::size_t end = g + 1;
+        while (end <= last && r->state[end] == unmapped) ++end;
+        const std::size_t length = end - g;
+        // The record first (it may throw bad_alloc), so that a mapped run always has one.
+        const auto it = r->runs.emplace(g, mapped_run{length, 0}).first;
+        try {
+          memory->map_run(granule_addr(r, g), length * granule);
+        } catch (...) {
+          r->runs.erase(it);
+          throw;
+        }
+        for (std::size_t k = g; k < end; ++k) {
+          r->state[k] = mapping;
+          it->second.busy += r->users[k] != 0;  // all of them: the caller pinned [first, last]
+        }
+        if (it->second.busy == 0) ++r->idle_runs;
+        r->mapped_granules += length;
+        r->mapped_top = std::max(r->mapped_top, end);
+        counter.on_reserve(static_cast<std::uint64_t>(length) * granule);
+        g = end;
       }
     } catch (...) {
-      for (std::size_t k = first; k < g; ++k) {
-        if (r->state[k] == mapping) unmap_granule(r, k);
+      for (std::size_t k = first; k <= last;) {
+        const auto it = r->state[k] == mapping ? r->runs.find(k) : r->runs.end();
+        if (it == r->runs.end()) {
+          ++k;
+          continue;
+        }
+        k += it->second.length;
+        unmap_run(r, it);
       }
+      update_mapped_top(r);
       throw;
     }
     for (std::size_t k = first; k <= last; ++k) {
@@ -181,32 +220,55 @@ struct expandable_resource::impl final : stream_observer {
     largest_dirty = true;
   }
 
-  void unmap_granule(stream_range* r, std::size_t g) noexcept {
-    memory->unmap_granule(granule_addr(r, g));
-    r->state[g] = unmapped;
-    --r->mapped_granules;
-    if (r->users[g] == 0) {
-      --r->idle_granules;
-      --idle_granules;
+  void unmap_run(stream_range* r, run_map::iterator it) noexcept {
+    const std::size_t start = it->first;
+    const std::size_t length = it->second.length;
+    memory->unmap_run(granule_addr(r, start), length * granule);
+    for (std::size_t g = start; g < start + length; ++g) {
+      r->state[g] = unmapped;
+      if (r->users[g] == 0) {
+        --r->idle_granules;
+        --idle_granules;
+      }
     }
-    counter.on_release(granule);
+    r->mapped_granules -= length;
+    if (it->second.busy == 0) --r->idle_runs;
+    r->runs.erase(it);
+    counter.on_release(static_cast<std::uint64_t>(length) * granule);
     largest_dirty = true;
   }
 
+  static void update_mapped_top(stream_range* r) noexcept {
+    r->mapped_top = r->runs.empty() ? 0 : r->runs.rbegin()->first + r->runs.rbegin()->second.length;
+  }
+
+  // The run holding mapped granule g; `hint` (a run checked last, or end) saves the look-up while
+  // g stays in it.
+  static run_map::iterator run_of(stream_range* r, std::size_t g, run_map::iterator hint) noexcept {
+    if (hint != r->runs.end() && g >= hint->first && g < hint->first + hint->second.length) return hint;
+    return std::prev(r->runs.upper_bound(g));
+  }
+
   void pin(stream_range* r, std::size_t first, std::size_t last) noexcept {
+    auto run = r->runs.end();
     for (std::size_t g = first; g <= last; ++g) {
       if (r->users[g]++ == 0 && r->state[g] != unmapped) {
         --r->idle_granules;
         --idle_granules;
+        run = run_of(r, g, run);
+        if (run->second.busy++ == 0) --r->idle_runs;
       }
     }
   }
 
   void unpin(stream_range* r, std::size_t first, std::size_t last) noexcept {
+    auto run = r->runs.end();
     for (std::size_t g = first; g <= last; ++g) {
       if (--r->users[g] == 0 && r->state[g] != unmapped) {
         ++r->idle_granules;
         ++idle_granules;
+        run = run_of(r, g, run);
+        if (--run->second.busy == 0) ++r->idle_runs;
       }
     }
   }
@@ -297,7 +359,8 @@ struct expandable_resource::impl final : stream_observer {
     return true;
   }
 
-  // Unmaps idle granules, highest first in each range, until `goal` is met. Returns how many went.
+  // Unmaps idle runs (every granule idle), highest first in each range, until `goal` is met.
+  // Returns how many went.
   std::size_t release_idle(release_goal goal) noexcept {
     auto met = [&] {
       return counter.get().reserved_bytes <= goal.reserved_at_most &&
@@ -307,24 +370,25 @@ struct expandable_resource::impl final : stream_observer {
     for (auto& owned : ranges) {
       if (met()) break;
       stream_range* r = owned.get();
-      if (r->idle_granules == 0 || !quiesce(r)) continue;
-      for (std::size_t g = r->mapped_top; g-- > 0 && r->idle_granules > 0 && !met();) {
-        if (r->state[g] == mapped && r->users[g] == 0) {
-          unmap_granule(r, g);
+      if (r->idle_runs == 0 || !quiesce(r)) continue;
+      for (auto next = r->runs.end(); next != r->runs.begin() && r->idle_runs > 0 && !met();) {
+        const auto it = std::prev(next);
+        if (it->second.busy == 0) {
+          unmap_run(r, it);  // `next` stays valid
           ++released;
+        } else {
+          next = it;
         }
       }
-      while (r->mapped_top > 0 && r->state[r->mapped_top - 1] == unmapped) --r->mapped_top;
+      update_mapped_top(r);
     }
     return released;
   }
 
-  // A destroyed stream's range with no block in use: every granule unmapped, the range freed.
+  // A destroyed stream's range with no block in use: every run unmapped, the range freed.
   void release_range(stream_range* r) noexcept {
     if (r->used_blocks != 0 || !quiesce(r)) return;
-    for (std::size_t g = 0; g < r->mapped_top; ++g) {
-      if (r->state[g] != unmapped) unmap_granule(r, g);
-    }
+    while (!r->runs.empty()) unmap_run(r, r->runs.begin());
     memory->release_range(reinterpret_cast<void*>(r->base), r->size);
     detail::pool::give_segment_blocks(blocks, r);
     if (last_range == r) last_range = nullptr;
@@ -338,15 +402,13 @@ struct expandable_resource::impl final : stream_observer {
     }
   }
 
-  // The destructor's release: every granule and range, live blocks or not. Parked events are waited
+  // The destructor's release: every run and range, live blocks or not. Parked events are waited
   // for (record_stream's promise); the device is synchronised once, as the streams may be gone.
   void release_everything() noexcept {
     pending.drain(*ordering);
     memory->synchronize();
     for (auto& r : ranges) {
-      for (std::size_t g = 0; g < r->mapped_top; ++g) {
-        if (r->state[g] != unmapped) memory->unmap_granule(granule_addr(r.get(), g));
-      }
+      for (const auto& [start, run] : r->runs) memory->unmap_run(granule_addr(r.get(), start), run.length * granule);
       memory->release_range(reinterpret_cast<void*>(r->base), r->size);
     }
     ranges.clear();  // block records go with block_store's chunks

@@ -1,5 +1,6 @@
 // The host twin of CUDA's virtual memory management: address space reserved with
-// mmap(PROT_NONE), granules committed with mprotect and decommitted with madvise + mprotect, so
+// mmap(PROT_NONE), each run of granules committed with one mprotect and decommitted with one
+// madvise + mprotect, so
 // that expandable_resource runs, and is tested, on machines without a GPU.
 #include <sys/mman.h>
 #include <unistd.h>
@@ -44,17 +45,18 @@ class host_physical_memory final : public physical_memory {
 
   void release_range(void* base, std::size_t bytes) noexcept override { munmap(base, bytes); }
 
-  void map_granule(void* addr) override {
-    if (mprotect(addr, granule_, PROT_READ | PROT_WRITE) != 0) {
-      throw out_of_memory("mprotect: could not commit a granule of " + format_bytes(granule_) + ": " +
-                              std::strerror(errno),
-                          granule_, {});
+  void map_run(void* addr, std::size_t bytes) override {
+    if (mprotect(addr, bytes, PROT_READ | PROT_WRITE) != 0) {
+      const int error = errno;
+      mprotect(addr, bytes, PROT_NONE);  // a partial commit is undone: a failed run maps nothing
+      throw out_of_memory("mprotect: could not commit a run of " + format_bytes(bytes) + ": " + std::strerror(error),
+                          bytes, {});
     }
   }
 
-  void unmap_granule(void* addr) noexcept override {
-    madvise(addr, granule_, MADV_DONTNEED);  // the pages go back to the system now
-    mprotect(addr, granule_, PROT_NONE);     // and a stray access faults, as on an unmapped GPU range
+  void unmap_run(void* addr, std::size_t bytes) noexcept override {
+    madvise(addr, bytes, MADV_DONTNEED);  // the pages go back to the system now
+    mprotect(addr, bytes, PROT_NONE);     // and a stray access faults, as on an unmapped GPU range
   }
 
   std::uint64_t total_bytes() const noexcept override { return 0; }

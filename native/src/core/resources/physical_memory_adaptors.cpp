@@ -1,5 +1,5 @@
-// The common layers (limitBytes, faultInjection) for a granule mapper: each wraps a physical_memory
-// and may fail map_granule with out_of_memory before the inner one is asked, as a smaller GPU (or a
+// The common layers (limitBytes, faultInjection) for a run mapper: each wraps a physical_memory
+// and may fail map_run (the whole run) with out_of_memory before the inner one is asked, as a smaller GPU (or a
 // failing driver) would. Not thread-safe by themselves: the owning resource calls them under its lock.
 #include <string>
 
@@ -16,8 +16,8 @@ class physical_memory_decorator : public physical_memory {
   std::size_t granule_bytes() const noexcept override { return inner_->granule_bytes(); }
   void* reserve_range(std::size_t bytes) override { return inner_->reserve_range(bytes); }
   void release_range(void* base, std::size_t bytes) noexcept override { inner_->release_range(base, bytes); }
-  void map_granule(void* addr) override { inner_->map_granule(addr); }
-  void unmap_granule(void* addr) noexcept override { inner_->unmap_granule(addr); }
+  void map_run(void* addr, std::size_t bytes) override { inner_->map_run(addr, bytes); }
+  void unmap_run(void* addr, std::size_t bytes) noexcept override { inner_->unmap_run(addr, bytes); }
   void synchronize() noexcept override { inner_->synchronize(); }
   std::uint64_t total_bytes() const noexcept override { return inner_->total_bytes(); }
   memory_kind kind() const noexcept override { return inner_->kind(); }
@@ -35,20 +35,19 @@ class limited_physical_memory final : public physical_memory_decorator {
   limited_physical_memory(std::unique_ptr<physical_memory> inner, std::uint64_t limit)
       : physical_memory_decorator(std::move(inner)), limit_(limit) {}
 
-  void map_granule(void* addr) override {
-    const std::uint64_t granule = granule_bytes();
-    if (granule > limit_ - mapped_) {  // mapped_ never exceeds limit_
-      throw out_of_memory("limit: a granule of " + format_bytes(granule) + " with " + format_bytes(mapped_) +
-                              " of the " + format_bytes(limit_) + " limit mapped",
-                          granule, {});
+  void map_run(void* addr, std::size_t bytes) override {
+    if (bytes > limit_ - mapped_) {  // mapped_ never exceeds limit_
+      throw out_of_memory("limit: a run of " + format_bytes(bytes) + " with " + format_bytes(mapped_) + " of the " +
+                              format_bytes(limit_) + " limit mapped",
+                          bytes, {});
     }
-    inner().map_granule(addr);
-    mapped_ += granule;
+    inner().map_run(addr, bytes);
+    mapped_ += bytes;
   }
 
-  void unmap_granule(void* addr) noexcept override {
-    inner().unmap_granule(addr);
-    mapped_ -= granule_bytes();
+  void unmap_run(void* addr, std::size_t bytes) noexcept override {
+    inner().unmap_run(addr, bytes);
+    mapped_ -= bytes;
   }
 
  private:
@@ -61,27 +60,26 @@ class fault_injecting_physical_memory final : public physical_memory_decorator {
   fault_injecting_physical_memory(std::unique_ptr<physical_memory> inner, fault_options options)
       : physical_memory_decorator(std::move(inner)), options_(options) {}
 
-  void map_granule(void* addr) override {
-    const std::uint64_t granule = granule_bytes();
+  void map_run(void* addr, std::size_t bytes) override {
     const std::uint64_t attempt = ++attempts_;
     if (options_.fail_every != 0 && attempt % options_.fail_every == 0) {
-      throw out_of_memory("fault injection: injected out-of-memory: granule map #" + std::to_string(attempt) +
+      throw out_of_memory("fault injection: injected out-of-memory: run map #" + std::to_string(attempt) +
                               " failed (failEvery " + std::to_string(options_.fail_every) + ")",
-                          granule, {});
+                          bytes, {});
     }
-    if (granule > options_.fail_after_bytes || mapped_ > options_.fail_after_bytes - granule) {
-      throw out_of_memory("fault injection: injected out-of-memory: a granule of " + format_bytes(granule) + " with " +
-                              format_bytes(mapped_) +
-                              " of the " + format_bytes(options_.fail_after_bytes) + " budget (failAfterBytes) mapped",
-                          granule, {});
+    if (bytes > options_.fail_after_bytes || mapped_ > options_.fail_after_bytes - bytes) {
+      throw out_of_memory("fault injection: injected out-of-memory: a run of " + format_bytes(bytes) + " with " +
+                              format_bytes(mapped_) + " of the " + format_bytes(options_.fail_after_bytes) +
+                              " budget (failAfterBytes) mapped",
+                          bytes, {});
     }
-    inner().map_granule(addr);
-    mapped_ += granule;
+    inner().map_run(addr, bytes);
+    mapped_ += bytes;
   }
 
-  void unmap_granule(void* addr) noexcept override {
-    inner().unmap_granule(addr);
-    mapped_ -= granule_bytes();
+  void unmap_run(void* addr, std::size_t bytes) noexcept override {
+    inner().unmap_run(addr, bytes);
+    mapped_ -= bytes;
   }
 
  private:
