@@ -1,6 +1,7 @@
 #include "gpumem/errors.hpp"
 
 #include <cstdio>
+#include <string>
 
 namespace gpumem {
 
@@ -36,20 +37,9 @@ std::string describe_memory(const resource_stats& s) {
 }
 
 std::string format_bytes(std::uint64_t bytes) {
-  static const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
-  double v = static_cast<double>(bytes);
-  int u = 0;
-  while (v >= 1024.0 && u < 5) {
-    v /= 1024.0;
-    ++u;
-  }
-  char buf[64];
-  if (u == 0) {
-    std::snprintf(buf, sizeof buf, "%llu B", static_cast<unsigned long long>(bytes));
-  } else {
-    std::snprintf(buf, sizeof buf, "%.2f %s (%llu bytes)", v, units[u], static_cast<unsigned long long>(bytes));
-  }
-  return buf;
+  // the brief form, and the exact count where the brief one rounds
+  if (bytes < 1024) return format_bytes_brief(bytes);
+  return format_bytes_brief(bytes) + " (" + std::to_string(bytes) + " bytes)";
 }
 
 void throw_unknown_pointer(const void* ptr) {
