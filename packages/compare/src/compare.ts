@@ -333,6 +333,7 @@ export async function compareAllocators(o: CompareOptions): Promise<CompareResul
   }
   const runs = byAllocator.map((repeats) => mergeRepeats(repeats));
   const { best, tied } = rankRuns(runs);
+  const outside = outsideAllocatorNote(runs);
   return {
     version: 1,
     createdAt: new Date().toISOString(),
@@ -349,6 +350,6 @@ export async function compareAllocators(o: CompareOptions): Promise<CompareResul
     best,
     tied,
     ...(o.peers && o.peers.length > 0 ? { peers: o.peers } : {}),
-    ...(outsideAllocatorNote(runs).length > 0 ? { notes: outsideAllocatorNote(runs) } : {}),
+    ...(outside.length > 0 ? { notes: outside } : {}),
   };
 }

@@ -19,7 +19,7 @@ export {
 export { buildTimeline, capTimeline, cleanTimeline, peakBreakdown } from './timeline.js';
 export { spreadOf, spreadsOverlap, tieTolerance, warmupEpochsOf, type Spread } from './spread.js';
 export { mergeRepeats } from './repeat.js';
-export { parsePeer, readPeer, PeerFormatError, type PeerRun } from './peer.js';
+export { parsePeer, readPeer, peerThroughput, PeerFormatError, type PeerRun } from './peer.js';
 export { parseAllocatorSpec, parseAllocatorList, type AllocatorSpec } from './spec.js';
 export type { CompareResult, CompareRun, CompareColumn, TimelineSeries, RunStatus } from './types.js';
 export { renderHtmlReport } from './report-html.js';

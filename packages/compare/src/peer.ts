@@ -125,3 +125,18 @@ export function readPeer(path: string): PeerRun {
   }
   return parsePeer(text, path);
 }
+
+/**
+ * A peer's throughput in the comparison's unit: its median epoch over the samples per epoch of the
+ * workload, taken from any run that finished (the peer trains the same workload); null when none did.
+ */
+export function peerThroughput(
+  peer: PeerRun,
+  // structural, so this module needs nothing of types.ts (which imports PeerRun from here)
+  result: { runs: readonly { status: string; throughput: number | null; medianEpochMs: number | null }[] },
+): number | null {
+  const ok = result.runs.find((r) => r.status === 'ok' && r.throughput !== null && r.medianEpochMs);
+  if (!ok || peer.medianEpochMs === null) return null;
+  const samplesPerEpoch = (ok.throughput! * ok.medianEpochMs!) / 1000;
+  return samplesPerEpoch / (peer.medianEpochMs / 1000);
+}

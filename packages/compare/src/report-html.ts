@@ -10,7 +10,7 @@ import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
 import { formatBytes, formatMs } from '@gpumem/allocator-core';
 import { capTimeline, cleanTimeline } from './timeline.js';
-import type { PeerRun } from './peer.js';
+import { peerThroughput, type PeerRun } from './peer.js';
 import type { CompareColumn, CompareResult, CompareRun, TimelineSeries } from './types.js';
 
 /** At most this many points per timeline series go into the report (peaks are kept). */
@@ -209,15 +209,9 @@ function tableHtml(result: CompareResult): string {
   return `<table class="compare"><thead><tr>${head}</tr></thead><tbody>\n${rows.join('\n')}\n</tbody></table>`;
 }
 
-/** Samples per epoch of the workload, from any finished run (a peer's throughput needs it). */
-function samplesPerEpoch(result: CompareResult): number | null {
-  const ok = result.runs.find((r) => r.status === 'ok' && r.throughput !== null && r.medianEpochMs);
-  return ok ? (ok.throughput! * ok.medianEpochMs!) / 1000 : null;
-}
-
 /** A peer's row (another framework's run, `--peer`): its figures under the columns it has, a dash elsewhere; never ranked. */
 function peerRowHtml(peer: PeerRun, headings: readonly string[], result: CompareResult, index: number): string {
-  const samples = samplesPerEpoch(result);
+  const throughput = peerThroughput(peer, result);
   const spread = peer.epochSpread;
   const cells: Record<string, string> = {
     Allocator: `<span class="swatch" style="background:${colorOf(index)}"></span>${escapeHtml(peer.name)}`,
@@ -225,7 +219,7 @@ function peerRowHtml(peer: PeerRun, headings: readonly string[], result: Compare
     'Median epoch':
       orDash(peer.medianEpochMs, formatMs) +
       (spread && spread.n > 1 ? `<br><small class="spread">${escapeHtml(formatMs(spread.min))}\u2013${escapeHtml(formatMs(spread.max))}</small>` : ''),
-    Throughput: samples !== null && peer.medianEpochMs ? `${formatCount(samples / (peer.medianEpochMs / 1000))} ${escapeHtml(result.throughputUnit)}` : DASH,
+    Throughput: throughput !== null ? `${formatCount(throughput)} ${escapeHtml(result.throughputUnit)}` : DASH,
     'Peak allocated': orDash(peer.peakAllocatedBytes, formatBytes),
     'Peak reserved': orDash(peer.peakReservedBytes, formatBytes),
     Overhead: peer.peakAllocatedBytes && peer.peakReservedBytes !== null ? `${(peer.peakReservedBytes / peer.peakAllocatedBytes).toFixed(3)}\u00d7` : DASH,

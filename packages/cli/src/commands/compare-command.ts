@@ -5,7 +5,7 @@
  */
 import { writeFileSync } from 'node:fs';
 import { deviceProperties, formatBytes, hasCudaDevice, listAllocators, strategyInfo } from '@gpumem/allocator-core';
-import { compareAllocators, PeerFormatError, readPeer, type CompareTrainOptions, type PeerRun } from '@gpumem/compare';
+import { compareAllocators, PeerFormatError, peerThroughput, readPeer, type CompareTrainOptions, type PeerRun } from '@gpumem/compare';
 import { parseAllocatorList, type AllocatorSpec } from '@gpumem/compare';
 import type { CompareResult, CompareRun } from '@gpumem/compare';
 import { renderHtmlReport } from '@gpumem/compare';
@@ -151,11 +151,10 @@ function readPeers(list: string | undefined): PeerRun[] {
 }
 
 /** A peer's row: its figures where it reported them, '-' elsewhere; never ranked. */
-function peerRow(peer: PeerRun, throughputOf: (ms: number) => number | null): string[] {
+function peerRow(peer: PeerRun, throughput: number | null): string[] {
   const n = (v: number | null, f: (x: number) => string) => (v === null ? '-' : f(v));
   const s = peer.epochSpread;
   const epoch = peer.medianEpochMs === null ? '-' : s && s.n > 1 ? `${peer.medianEpochMs.toFixed(1)} ms (${s.min.toFixed(1)}\u2013${s.max.toFixed(1)})` : `${peer.medianEpochMs.toFixed(1)} ms`;
-  const throughput = peer.medianEpochMs === null ? null : throughputOf(peer.medianEpochMs);
   return [
     peer.name,
     'peer',
@@ -191,10 +190,7 @@ export function formatCompareTable(result: CompareResult): string {
       cell(r, result, 'accuracy', n(r.accuracy, (v) => `${(v * 100).toFixed(2)}%`)),
     ];
   });
-  // samples per epoch, from any finished run, turn a peer's epoch time into its throughput
-  const ok = result.runs.find((r) => r.status === 'ok' && r.throughput !== null && r.medianEpochMs);
-  const samples = ok ? (ok.throughput! * ok.medianEpochMs!) / 1000 : null;
-  for (const peer of result.peers ?? []) rows.push(peerRow(peer, (ms) => (samples === null ? null : samples / (ms / 1000))));
+  for (const peer of result.peers ?? []) rows.push(peerRow(peer, peerThroughput(peer, result)));
   const table = formatTable(
     ['allocator', 'status', 'median epoch (min\u2013max)', result.throughputUnit, 'peak allocated', 'peak reserved', 'reserved/alloc', 'upstream calls', 'OOMs', 'final loss', 'accuracy'],
     rows,
