@@ -64,6 +64,11 @@ describe('replayTrace', () => {
       expect(r.fragmentation).toBeCloseTo(1 - r.peakAllocatedBytes / r.peakReservedBytes, 12);
       expect(r.nsPerAlloc).toBeGreaterThan(0);
       expect(r.nsPerFree).toBeGreaterThan(0);
+      // the spread of the passes brackets the median
+      expect(r.nsPerAllocRange[0]).toBeLessThanOrEqual(r.nsPerAlloc);
+      expect(r.nsPerAllocRange[1]).toBeGreaterThanOrEqual(r.nsPerAlloc);
+      expect(r.nsPerFreeRange[0]).toBeLessThanOrEqual(r.nsPerFree);
+      expect(r.nsPerFreeRange[1]).toBeGreaterThanOrEqual(r.nsPerFree);
       expect(host.stats()).toMatchObject({ allocatedBytes: 0, reservedBytes: 0 });
       expect(host.stats().allocCount).toBe(3 * c.allocs);
     });

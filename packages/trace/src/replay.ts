@@ -169,6 +169,9 @@ export interface ReplayResult {
   nsPerAlloc: number;
   /** Median over passes of the mean time of one free, ns. */
   nsPerFree: number;
+  /** The fastest and slowest pass's mean ns per allocation and per free: the spread behind the medians. */
+  nsPerAllocRange: [number, number];
+  nsPerFreeRange: [number, number];
   /** The allocator's peak allocated bytes over a pass (the highest over passes). */
   peakAllocatedBytes: number;
   /** The allocator's peak reserved bytes over a pass (the highest over passes). */
@@ -343,6 +346,8 @@ export function replayTrace(trace: AllocationTrace | CompiledTrace, allocator: A
     destroy();
   }
   const first = passes[0]!;
+  const perAlloc = passes.map((p) => (p.allocs > 0 ? p.allocNs / p.allocs : 0));
+  const perFree = passes.map((p) => (p.frees > 0 ? p.freeNs / p.frees : 0));
   const peakAllocatedBytes = Math.max(...passes.map((p) => p.end.peakAllocatedBytes));
   const peakReservedBytes = Math.max(...passes.map((p) => p.end.peakReservedBytes));
   const result: ReplayResult = {
@@ -352,8 +357,10 @@ export function replayTrace(trace: AllocationTrace | CompiledTrace, allocator: A
     calls: first.allocs + first.frees,
     allocs: first.allocs,
     frees: first.frees,
-    nsPerAlloc: median(passes.map((p) => (p.allocs > 0 ? p.allocNs / p.allocs : 0))),
-    nsPerFree: median(passes.map((p) => (p.frees > 0 ? p.freeNs / p.frees : 0))),
+    nsPerAlloc: median(perAlloc),
+    nsPerFree: median(perFree),
+    nsPerAllocRange: [Math.min(...perAlloc), Math.max(...perAlloc)],
+    nsPerFreeRange: [Math.min(...perFree), Math.max(...perFree)],
     peakAllocatedBytes,
     peakReservedBytes,
     fragmentation: peakReservedBytes > 0 ? Math.max(0, 1 - peakAllocatedBytes / peakReservedBytes) : 0,
