@@ -19,6 +19,16 @@ struct resource_stats {
   std::uint64_t oom_count = 0;             // allocations that ended in out_of_memory
   std::int64_t largest_free_block = -1;    // cached free bytes in one piece; -1 where not a pool
   std::uint64_t segment_count = 0;         // upstream allocations currently held
+  // Resources with a host tier beside the device (tiered): the part of allocated/reserved bytes
+  // (and their peaks) that lives in host memory, and the bytes moved between the tiers by
+  // prefetch. -1 (host_*) where the resource has no host tier; the device part is the total less
+  // the host part.
+  std::int64_t host_allocated_bytes = -1;
+  std::int64_t peak_host_allocated_bytes = -1;
+  std::int64_t host_reserved_bytes = -1;
+  std::int64_t peak_host_reserved_bytes = -1;
+  std::uint64_t bytes_moved_to_host = 0;
+  std::uint64_t bytes_moved_to_device = 0;
 };
 
 // Counters that a resource updates under its own lock. Not thread-safe by itself.

@@ -1,5 +1,6 @@
 #include "convert.hpp"
 
+#include <algorithm>
 #include <new>
 
 #include "gpumem/errors.hpp"
@@ -39,6 +40,14 @@ Napi::Object from_stats(Napi::Env env, const resource_stats& s) {
   num("oomCount", s.oom_count);
   num("segmentCount", s.segment_count);
   if (s.largest_free_block >= 0) num("largestFreeBlock", static_cast<std::uint64_t>(s.largest_free_block));
+  if (s.host_allocated_bytes >= 0) {
+    num("hostAllocatedBytes", static_cast<std::uint64_t>(s.host_allocated_bytes));
+    num("peakHostAllocatedBytes", static_cast<std::uint64_t>(std::max<std::int64_t>(s.peak_host_allocated_bytes, 0)));
+    num("hostReservedBytes", static_cast<std::uint64_t>(std::max<std::int64_t>(s.host_reserved_bytes, 0)));
+    num("peakHostReservedBytes", static_cast<std::uint64_t>(std::max<std::int64_t>(s.peak_host_reserved_bytes, 0)));
+    num("bytesMovedToHost", s.bytes_moved_to_host);
+    num("bytesMovedToDevice", s.bytes_moved_to_device);
+  }
   return o;
 }
 

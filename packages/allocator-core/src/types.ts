@@ -66,6 +66,22 @@ export interface AllocatorStats {
   largestFreeBlock?: number;
   /** Upstream allocations (segments) currently held, where the strategy knows. */
   segmentCount?: number;
+  /**
+   * Strategies with a host tier beside the device (e.g. 'tiered'): the part of allocatedBytes that
+   * lives in host memory. The device part is allocatedBytes less this. Absent where the strategy
+   * has no host tier.
+   */
+  hostAllocatedBytes?: number;
+  /** Highest hostAllocatedBytes since creation or the last resetPeak(). */
+  peakHostAllocatedBytes?: number;
+  /** The part of reservedBytes that lives in host memory (with hostAllocatedBytes). */
+  hostReservedBytes?: number;
+  /** Highest hostReservedBytes since creation or the last resetPeak(). */
+  peakHostReservedBytes?: number;
+  /** Bytes prefetch moved from the device tier to the host tier (with hostAllocatedBytes). */
+  bytesMovedToHost?: number;
+  /** Bytes prefetch moved from the host tier to the device tier (with hostAllocatedBytes). */
+  bytesMovedToDevice?: number;
 }
 
 /**

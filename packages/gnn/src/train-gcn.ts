@@ -1,0 +1,101 @@
+/**
+ * The GCN, full batch: one step an epoch, then accuracy outside the training mask.
+ * @module
+ */
+import type { Runtime } from './runtime.js';
+import { gcnDefaults, gcnHiddenWidth, graphDefaults } from './defaults.js';
+import { Adam, softmaxCrossEntropy } from './nn.js';
+import { Gcn } from './models/gcn.js';
+import { sbmGraph, seedGraph, type Graph } from './datasets/graphs.js';
+import type { Tensor } from './tensor.js';
+import { beginEpoch, checkPositiveInt, epochStats } from './train-common.js';
+import type { EpochRecord, TrainOptions, TrainResult } from './train-types.js';
+
+export function trainGcn(rt: Runtime, o: TrainOptions, epochs: number, seed: number): TrainResult {
+  const dataset = o.dataset ?? gcnDefaults.dataset;
+  if (dataset !== 'seed' && dataset !== 'sbm') throw new RangeError(`Expected 'seed' or 'sbm' for dataset of the gcn but received '${dataset}'`);
+  const hidden = gcnHiddenWidth(o.hidden);
+  checkPositiveInt(hidden ?? 0, 'hidden');
+  const aggregation = o.aggregation ?? gcnDefaults.aggregation;
+  if (aggregation !== 'spmm' && aggregation !== 'scatter') {
+    throw new RangeError(`Expected 'spmm' or 'scatter' for aggregation but received '${String(aggregation)}'`);
+  }
+  const graphDefault = graphDefaults(dataset);
+  const nodes = o.nodes ?? graphDefault.nodes;
+  checkPositiveInt(nodes, 'nodes');
+  const { allocator } = rt;
+  const graph: Graph =
+    dataset === 'seed'
+      ? seedGraph(rt, { nodes, edgesPerNode: o.edgesPerNode ?? gcnDefaults.seed.edgesPerNode, features: o.features ?? graphDefault.features, classes: o.classes ?? graphDefault.classes, seed })
+      : sbmGraph(rt, { nodes, classes: o.classes ?? graphDefault.classes, features: o.features ?? graphDefault.features, seed });
+  if (aggregation === 'spmm') graph.dropEdgeLists();
+  const model = new Gcn(rt, graph.numFeatures, hidden!, graph.numClasses, o.dropout ?? gcnDefaults.dropout, aggregation, seed);
+  const optimizer = new Adam(rt, model.params, o.lr ?? gcnDefaults.lr);
+  const n = graph.numNodes;
+  const records: EpochRecord[] = [];
+  try {
+    for (let epoch = 0; epoch < epochs; epoch++) {
+      const { before, t0 } = beginEpoch(rt);
+      const scalars = rt.scope(() => {
+        const out = rt.zeros([2], 'i32'); // [loss as f32 bits, correct]
+        rt.tag('forward');
+        const logits = model.forward(graph, true, seed + 7, epoch * n * hidden!);
+        rt.tag('loss');
+        const dLogits = softmaxCrossEntropy(rt, logits, graph.labels, graph.trainNodes, out.ptr, out.ptr + 4);
+        logits.dispose(); // not needed once the loss kernel has its gradient
+        rt.tag('backward');
+        model.backward(dLogits, graph);
+        rt.tag('optimizer');
+        optimizer.step();
+        return rt.keep(out);
+      });
+      rt.synchronize();
+      const epochMs = performance.now() - t0;
+      const stats = epochStats(allocator, before);
+      o.onStep?.(epoch, allocator.stats());
+      const raw = scalars.toArray() as Int32Array;
+      scalars.dispose();
+      const loss = new Float32Array(raw.buffer, 0, 1)[0]!;
+      rt.tag('validation');
+      const accuracy = evaluateGcn(rt, model, graph, seed);
+      records.push({
+        epoch,
+        startMs: t0,
+        epochMs,
+        loss,
+        losses: [loss],
+        trainAccuracy: raw[1]! / graph.trainNodes,
+        accuracy,
+        ...stats,
+      });
+      o.onProgress?.({ epoch, epochs, step: 1, steps: 1 });
+    }
+  } finally {
+    optimizer.dispose();
+    model.dispose();
+    graph.dispose();
+  }
+  return { model: 'gcn', dataset, allocator: allocator.name, device: allocator.device.id, epochs: records, parameters: model.params.size, samplesPerEpoch: nodes };
+}
+
+/** Accuracy on the nodes outside the training mask, without dropout. */
+function evaluateGcn(rt: Runtime, model: Gcn, graph: Graph, seed: number): number {
+  const rest = graph.numNodes - graph.trainNodes;
+  if (rest <= 0) return 0;
+  return rt.scope(() => {
+    const logits: Tensor = model.forward(graph, false, seed, 0);
+    const correct = rt.zeros([1], 'i32');
+    rt.ops.accuracy(
+      rt.onDevice,
+      rt.s,
+      logits.rows(graph.trainNodes, rest).ptr,
+      graph.labels.rows(graph.trainNodes, rest).ptr,
+      0,
+      rest,
+      rest,
+      graph.numClasses,
+      correct.ptr,
+    );
+    return (correct.toArray()[0] ?? 0) / rest;
+  });
+}

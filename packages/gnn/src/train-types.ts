@@ -1,0 +1,99 @@
+/**
+ * What train() takes and returns.
+ * @module
+ */
+import type { Allocator, AllocatorStats } from '@gpumem/allocator-core';
+import type { Aggregation } from './models/gcn.js';
+
+export type ModelName = 'mlp' | 'gcn';
+export type DatasetName = 'mnist' | 'seed' | 'sbm';
+
+export interface TrainOptions {
+  model: ModelName;
+  /** mlp: 'mnist' (default). gcn: 'seed' (the seed's random graph, default) or 'sbm'. */
+  dataset?: DatasetName;
+  /** An allocator, or the registered name of one (created and disposed by train). */
+  allocator: Allocator | string;
+  allocatorOptions?: Record<string, unknown>;
+  epochs?: number; // default 1
+  /** mlp only (default 64). */
+  batchSize?: number;
+  /** default: 0.1 (mlp, SGD), 0.01 (gcn, Adam). */
+  lr?: number;
+  seed?: number; // default 0
+  /**
+   * The width of each hidden layer (mlp: default 784, `hiddenLayers` of them; gcn: default 256, one
+   * layer). For the mlp an array gives each layer's width instead.
+   */
+  hidden?: number[] | number;
+  /** mlp: how many hidden layers of width `hidden` (default 4). */
+  hiddenLayers?: number;
+  /** gcn graph size (default 100,000 nodes), edges per node (10), features (128), classes (10). */
+  nodes?: number;
+  edgesPerNode?: number;
+  features?: number;
+  classes?: number;
+  aggregation?: Aggregation; // default 'spmm'
+  dropout?: number; // gcn, default 0.5
+  /**
+   * mlp on a GPU: replay the full batches' training steps as CUDA Graphs, `graphSteps` steps per
+   * graph launch. Needs a capturable allocator (the registry's `capturable` flag, e.g. 'pool'): a graph
+   * keeps one step's memory at fixed addresses for the whole run.
+   */
+  cudaGraph?: boolean;
+  /** With cudaGraph: training steps captured into one graph, so one launch runs them all (default 4). */
+  graphSteps?: number;
+  /** mlp: train on the first N training images / validate on the first M test images (default all). */
+  trainSubset?: number;
+  testSubset?: number;
+  /** Called after every step (mlp) or epoch (gcn), from the training loop. */
+  onProgress?: (progress: Progress) => void;
+  /**
+   * Called with an index into `allocationTags` whenever the trainer moves to another phase (setup,
+   * forward, loss, backward, optimizer, validation), e.g. a tracker's setTag, so that recorded
+   * allocation events say what they were for.
+   */
+  tagAllocations?: (tag: number) => void;
+  /** Called after every step with the allocator's stats (leak checks, timelines). */
+  onStep?: (step: number, stats: AllocatorStats) => void;
+}
+
+export interface Progress {
+  epoch: number;
+  epochs: number;
+  step: number;
+  steps: number;
+}
+
+export interface EpochRecord {
+  epoch: number;
+  /** When the epoch started, on the `performance.now()` clock (milliseconds). */
+  startMs: number;
+  /** Wall time of the epoch (training, and validation for the mlp), synchronised. */
+  epochMs: number;
+  /** Mean training loss over the epoch's steps. */
+  loss: number;
+  /** Every step's loss, in order. */
+  losses: number[];
+  /** Accuracy on the training rows seen this epoch. */
+  trainAccuracy: number;
+  /** mlp: test-set accuracy. gcn: accuracy on the nodes outside the training mask. */
+  accuracy: number;
+  /** Allocator statistics over the epoch (peaks reset at its start). */
+  peakAllocatedBytes: number;
+  peakReservedBytes: number;
+  upstreamAllocCalls: number;
+  upstreamFreeCalls: number;
+  stats: AllocatorStats;
+}
+
+export interface TrainResult {
+  model: ModelName;
+  dataset: DatasetName;
+  allocator: string;
+  device: string;
+  epochs: EpochRecord[];
+  parameters: number;
+  /** Training samples per epoch: images (mlp) or nodes (gcn, full batch). */
+  samplesPerEpoch: number;
+}
