@@ -122,4 +122,11 @@ export interface Allocator {
   trim(bytesToKeep?: number): void;
   /** Frees everything the allocator still holds; later calls throw InvalidStateError. Idempotent. */
   dispose(): void;
+  /**
+   * Says what the allocations from now on are for: a trainer phase or role such as 'setup',
+   * 'forward', 'features', 'graph' or 'activations' (the trainer's allocation tags). A strategy
+   * that places memory by tag (e.g. 'tiered', which may keep some tags in host memory) acts on it;
+   * strategies that do not leave it out, and callers call it only where present.
+   */
+  setPlacementTag?(tag: string): void;
 }

@@ -11,8 +11,12 @@ import { Tensor, dtypeBytes, type DType } from './tensor.js';
 /**
  * What the trainer is doing when it allocates: recorded with each allocation event (the tracking
  * layers' tag, the index into this list), so a trace says which phase asked for which memory.
+ * The phases come first; then the roles of long-lived data that a placement may keep apart:
+ * 'features' (a dataset's inputs and labels), 'graph' (the adjacency structure) and 'activations'
+ * (what forward keeps for backward). The allocator hears the name too
+ * ({@link Allocator.setPlacementTag}), so a strategy that places memory by tag can act on it.
  */
-export const allocationTags = ['other', 'setup', 'forward', 'loss', 'backward', 'optimizer', 'validation'] as const;
+export const allocationTags = ['other', 'setup', 'forward', 'loss', 'backward', 'optimizer', 'validation', 'features', 'graph', 'activations'] as const;
 export type AllocationTag = (typeof allocationTags)[number];
 
 export class Runtime {
@@ -45,15 +49,32 @@ export class Runtime {
     this.#tagger = tagger;
     this.#tag = 0;
     tagger?.(0);
+    this.allocator.setPlacementTag?.('other');
   }
 
-  /** Marks what the allocations from now on are for (a no-op unless a tagger is set). */
+  /** Marks what the allocations from now on are for: tells the tagger (if set) and the allocator (if it places by tag). */
   tag(phase: AllocationTag): void {
-    if (!this.#tagger) return;
     const id = allocationTags.indexOf(phase);
     if (id === this.#tag) return;
     this.#tag = id;
-    this.#tagger(id);
+    this.#tagger?.(id);
+    this.allocator.setPlacementTag?.(phase);
+  }
+
+  /** The current allocation tag. */
+  get currentTag(): AllocationTag {
+    return allocationTags[this.#tag] ?? 'other';
+  }
+
+  /** Runs fn with allocations tagged `phase`, then goes back to the tag before. */
+  tagged<T>(phase: AllocationTag, fn: () => T): T {
+    const previous = this.currentTag;
+    this.tag(phase);
+    try {
+      return fn();
+    } finally {
+      this.tag(previous);
+    }
   }
 
   /**
@@ -66,7 +87,7 @@ export class Runtime {
   bindWorkspace(stream: Stream): void {
     if (this.#workspaces.has(stream)) return;
     const { scratchBytes, blasBytes } = this.ops.workspaceBytes(this.onDevice);
-    const previous = allocationTags[this.#tag] ?? 'other';
+    const previous = this.currentTag;
     this.tag('setup');
     const scratch = scratchBytes > 0 ? this.allocator.malloc(scratchBytes, stream) : 0;
     let blas = 0;

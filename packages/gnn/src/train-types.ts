@@ -46,11 +46,45 @@ export interface TrainOptions {
   /** mlp: train on the first N training images / validate on the first M test images (default all). */
   trainSubset?: number;
   testSubset?: number;
+  /**
+   * mlp: activation checkpointing. Forward keeps the input of every `checkpoint`-th layer only
+   * (layers 0, M, 2M, ...) and backward recomputes each segment's activations from its checkpoint
+   * before going back through it. 1 keeps every layer's input; undefined or 0: off (forward keeps
+   * every activation backward needs).
+   */
+  checkpoint?: number;
+  /**
+   * mlp: nano-batching. Each batch runs as `nanoBatches` slices (of near-equal rows) whose gradients
+   * are accumulated before one optimizer step, so activations are those of one slice at a time.
+   * The result equals the whole batch's step up to summation order. Default 1 (off).
+   */
+  nanoBatches?: number;
+  /**
+   * Trainer-inserted prefetch (for strategies whose prefetch moves memory: uvm, tiered): each
+   * layer's operands are prefetched to the device before the layer runs, and activations that
+   * only backward needs are pushed to the host after forward and brought back before backward
+   * reaches them. Default false (a strategy's own policy only, e.g. uvm's prefetch on allocate).
+   */
+  layerPrefetch?: boolean;
+  /**
+   * gcn: how the input features are stored: 'f32' (default) or 'bf16' (half the bytes; the
+   * aggregation reads them as bf16 and accumulates in f32).
+   */
+  featureDtype?: 'f32' | 'bf16';
+  /**
+   * gcn: compute the first layer in `rowBlocks` blocks of rows, as (A·x)·W1ᵀ: each block
+   * aggregates its rows of A·x into a buffer of one block and multiplies it by W1ᵀ, so neither
+   * x·W1ᵀ nor A·x is ever whole; backward recomputes each block of A·x for W1's gradient, and
+   * writes the hidden gradient over the hidden activation in place. Undefined: the plain plan
+   * (x·W1ᵀ whole, then aggregated).
+   */
+  rowBlocks?: number;
   /** Called after every step (mlp) or epoch (gcn), from the training loop. */
   onProgress?: (progress: Progress) => void;
   /**
    * Called with an index into `allocationTags` whenever the trainer moves to another phase (setup,
-   * forward, loss, backward, optimizer, validation), e.g. a tracker's setTag, so that recorded
+   * forward, loss, backward, optimizer, validation, and the roles features, graph, activations),
+   * e.g. a tracker's setTag, so that recorded
    * allocation events say what they were for.
    */
   tagAllocations?: (tag: number) => void;

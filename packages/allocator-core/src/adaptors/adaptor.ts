@@ -39,6 +39,11 @@ export abstract class AllocatorAdaptor extends BaseAllocator {
     return this.#ownsUpstream;
   }
 
+  /** Passes the placement tag on to the upstream, where it places memory by tag. */
+  setPlacementTag(tag: string): void {
+    this.#upstream.setPlacementTag?.(tag);
+  }
+
   protected doMalloc(bytes: number, stream: Stream | undefined): DevicePtr {
     return this.#upstream.malloc(bytes, stream);
   }
