@@ -247,6 +247,23 @@ Napi::Value Spmm(const Napi::CallbackInfo& info) {
   });
 }
 
+Napi::Value SpmmBf16(const Napi::CallbackInfo& info) {
+  return run(info, [&] {
+    args a(info, 9, "spmmBf16");
+    ops::spmm_bf16(a.flag(0), a.stream(1), a.ptr<const i32>(2, "rowptr"), a.ptr<const i32>(3, "col"),
+                   a.ptr<const float>(4, "val"), a.ptr<const std::uint16_t>(5, "X"), a.ptr<float>(6, "out"),
+                   a.integer(7, "N"), a.integer(8, "H"));
+  });
+}
+
+Napi::Value F32ToBf16(const Napi::CallbackInfo& info) {
+  return run(info, [&] {
+    args a(info, 5, "f32ToBf16");
+    ops::f32_to_bf16(a.flag(0), a.stream(1), a.ptr<const float>(2, "X"), a.ptr<std::uint16_t>(3, "Y"),
+                     a.integer(4, "n"));
+  });
+}
+
 Napi::Value CsrBuildTempBytes(const Napi::CallbackInfo& info) {
   return guarded(info.Env(), [&] {
     args a(info, 3, "csrBuildTempBytes");
@@ -438,6 +455,8 @@ void register_ops(Napi::Env env, Napi::Object exports) {
   add("gatherBatch", GatherBatch);
   add("scatterAddRows", ScatterAddRows);
   add("spmm", Spmm);
+  add("spmmBf16", SpmmBf16);
+  add("f32ToBf16", F32ToBf16);
   add("csrBuildTempBytes", CsrBuildTempBytes);
   add("csrBuild", CsrBuild);
   add("rowDegrees", RowDegrees);

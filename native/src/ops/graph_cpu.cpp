@@ -98,6 +98,51 @@ void spmm(bool on_device, stream_handle stream, const std::int32_t* rowptr, cons
   }
 }
 
+namespace {
+float widen_bf16(std::uint16_t b) {
+  const std::uint32_t u = std::uint32_t(b) << 16;
+  float f;
+  std::memcpy(&f, &u, sizeof f);
+  return f;
+}
+}  // namespace
+
+// spmm over bf16 X (the upper halves of floats), accumulated in f32 in the same order.
+void spmm_bf16(bool on_device, stream_handle stream, const std::int32_t* rowptr, const std::int32_t* col,
+               const float* val, const std::uint16_t* X, float* out, i64 N, i64 H) {
+  check::non_negative(N, "N");
+  check::non_negative(H, "H");
+  if (N == 0 || H == 0) return;
+  check::not_null(rowptr, "rowptr");
+  check::not_null(out, "out");
+  GPUMEM_OPS_ON_DEVICE(spmm_bf16(stream, rowptr, col, val, X, out, N, H));
+  for (i64 i = 0; i < N; ++i) {
+    float* o = out + i * H;
+    for (i64 h = 0; h < H; ++h) o[h] = 0.0f;
+    const i64 e0 = rowptr[i], e1 = rowptr[i + 1];
+    for (i64 e = e0; e < e1; ++e) {
+      const float v = val[e];
+      const std::uint16_t* x = X + i64(col[e]) * H;
+      for (i64 h = 0; h < H; ++h) o[h] += v * widen_bf16(x[h]);
+    }
+  }
+}
+
+// Round to nearest even (NaN stays a quiet NaN), as the GPU kernel.
+void f32_to_bf16(bool on_device, stream_handle stream, const float* X, std::uint16_t* Y, i64 n) {
+  check::non_negative(n, "n");
+  if (n == 0) return;
+  check::not_null(X, "X");
+  check::not_null(Y, "Y");
+  GPUMEM_OPS_ON_DEVICE(f32_to_bf16(stream, X, Y, n));
+  for (i64 i = 0; i < n; ++i) {
+    std::uint32_t u;
+    std::memcpy(&u, &X[i], sizeof u);
+    Y[i] = (u & 0x7fffffffu) > 0x7f800000u ? std::uint16_t((u >> 16) | 0x40u)
+                                           : std::uint16_t((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+  }
+}
+
 std::size_t csr_build_temp_bytes(bool on_device, i64 E, i64 N) {
   check::non_negative(E, "E");
   check::non_negative(N, "N");

@@ -88,6 +88,11 @@ void scatter_add_rows(bool on_device, stream_handle stream, const float* src, co
                       i64 E, i64 H);
 void spmm(bool on_device, stream_handle stream, const std::int32_t* rowptr, const std::int32_t* col, const float* val,
           const float* X, float* out, i64 N, i64 H);
+// spmm with X stored as bf16 (each value the upper 16 bits of a float), summed in f32 in the same order.
+void spmm_bf16(bool on_device, stream_handle stream, const std::int32_t* rowptr, const std::int32_t* col,
+               const float* val, const std::uint16_t* X, float* out, i64 N, i64 H);
+// Y = X rounded to bf16 (nearest even).
+void f32_to_bf16(bool on_device, stream_handle stream, const float* X, std::uint16_t* Y, i64 n);
 std::size_t csr_build_temp_bytes(bool on_device, i64 E, i64 N);
 void csr_build(bool on_device, stream_handle stream, const std::int32_t* rows, const std::int32_t* cols, i64 E, i64 N,
                std::int32_t* rowptr, std::int32_t* col_out, void* temp, std::size_t temp_bytes);
@@ -150,6 +155,9 @@ void gather_batch(stream_handle s, const float* X, const std::int32_t* labels, c
 void scatter_add_rows(stream_handle s, const float* src, const std::int32_t* index, float* out, i64 E, i64 H);
 void spmm(stream_handle s, const std::int32_t* rowptr, const std::int32_t* col, const float* val, const float* X,
           float* out, i64 N, i64 H);
+void spmm_bf16(stream_handle s, const std::int32_t* rowptr, const std::int32_t* col, const float* val,
+               const std::uint16_t* X, float* out, i64 N, i64 H);
+void f32_to_bf16(stream_handle s, const float* X, std::uint16_t* Y, i64 n);
 std::size_t csr_build_temp_bytes(i64 E, i64 N);
 void csr_build(stream_handle s, const std::int32_t* rows, const std::int32_t* cols, i64 E, i64 N,
                std::int32_t* rowptr, std::int32_t* col_out, void* temp, std::size_t temp_bytes);

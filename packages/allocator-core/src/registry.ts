@@ -43,6 +43,18 @@ export interface StrategyInfo {
    * lists of every strategy (a comparison's or a replay's default) leave it out; name it to use it.
    */
   requiresOptions: boolean;
+  /**
+   * True when the strategy allocates managed (unified) memory. Asking for more than the device has
+   * free oversubscribes it, which pages on demand and can hang a shared GPU, so planners (train())
+   * keep what they ask of it within the device's free memory.
+   */
+  managedMemory: boolean;
+  /**
+   * True when the strategy can hold more than the device by keeping part of its memory in (pinned)
+   * host memory that kernels use in place, e.g. 'tiered': planners count the host's available
+   * memory beside the device's.
+   */
+  spillsToHost: boolean;
 }
 
 /** What a strategy says of itself when it registers. */
@@ -59,6 +71,10 @@ export interface StrategyRegistration {
   hostMemory?: boolean;
   /** Cannot be created without options, so default lists leave it out (default false). */
   requiresOptions?: boolean;
+  /** Allocates managed memory, to be kept within the device's free memory by planners (default false). */
+  managedMemory?: boolean;
+  /** Can keep part of its memory in host memory that kernels use in place (default false). */
+  spillsToHost?: boolean;
 }
 
 interface Entry extends StrategyInfo {
@@ -86,12 +102,12 @@ export function registerAllocator<N extends string>(
   entries.set(name, { name, factory: factory as AllocatorFactory<never>, ...checked });
 }
 
-const flagKeys = ['nativeLayers', 'capturable', 'hostMemory', 'requiresOptions'] as const;
+const flagKeys = ['nativeLayers', 'capturable', 'hostMemory', 'requiresOptions', 'managedMemory', 'spillsToHost'] as const;
 
 function checkRegistration(info: unknown): Omit<StrategyInfo, 'name'> {
   if (info === null || typeof info !== 'object' || Array.isArray(info)) {
     throw new TypeError(
-      `Expected an object { description, requiresCuda, nativeLayers?, capturable?, hostMemory?, requiresOptions? } for info but received ${info === null ? 'null' : typeof info}`,
+      `Expected an object { description, requiresCuda, nativeLayers?, capturable?, hostMemory?, requiresOptions?, managedMemory?, spillsToHost? } for info but received ${info === null ? 'null' : typeof info}`,
     );
   }
   const i = info as Record<string, unknown>;
@@ -109,6 +125,8 @@ function checkRegistration(info: unknown): Omit<StrategyInfo, 'name'> {
     capturable: i.capturable === true,
     hostMemory: i.hostMemory === true,
     requiresOptions: i.requiresOptions === true,
+    managedMemory: i.managedMemory === true,
+    spillsToHost: i.spillsToHost === true,
   };
 }
 
@@ -199,8 +217,8 @@ export function listAllocators(): StrategyInfo[] {
   return [...entries.values()].map(infoOf);
 }
 
-function infoOf({ name, description, requiresCuda, nativeLayers, capturable, hostMemory, requiresOptions }: Entry): StrategyInfo {
-  return { name, description, requiresCuda, nativeLayers, capturable, hostMemory, requiresOptions };
+function infoOf({ factory: _factory, ...info }: Entry): StrategyInfo {
+  return info;
 }
 
 function entryOf(name: string): Entry {

@@ -15,6 +15,7 @@ registerAllocator('uvm', (options) => new UvmAllocator(options), {
   description: 'cudaMallocManaged (unified memory) with prefetch-on-allocate and cudaMemAdvise hints',
   requiresCuda: true,
   nativeLayers: true,
+  managedMemory: true,
 });
 
 export { UvmAllocator, defaultLogThresholdBytes, type UvmAllocatorOptions, type AdviseTarget } from './base.js';

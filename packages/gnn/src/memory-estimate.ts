@@ -10,8 +10,8 @@
  * host) the allocator uses.
  * @module
  */
-import { totalmem } from 'node:os';
-import { formatBytes, memoryInfo, type Allocator } from '@gpumem/allocator-core';
+import { freemem, totalmem } from 'node:os';
+import { formatBytes, hasAllocator, memoryInfo, strategyInfo, type Allocator } from '@gpumem/allocator-core';
 import { gcnDefaults, gcnHiddenWidth, graphDefaults, mlpDefaults, mlpHiddenWidths } from './defaults.js';
 
 /** Largest index a CSR or edge list can hold: they are 32-bit. */
@@ -31,6 +31,9 @@ export type TrainingShape =
       hidden: number;
       classes: number;
       aggregation: 'spmm' | 'scatter';
+      /** The row-block plan's blocks (undefined: the plain plan). */
+      rowBlocks?: number;
+      featureDtype: 'f32' | 'bf16';
     };
 
 /** Bytes by what holds them; `total` is the estimated peak. */
@@ -87,15 +90,20 @@ export function estimateTrainingMemory(shape: TrainingShape): MemoryEstimate {
       describe: `mlp with hidden layers [${shape.hidden.join(', ')}], batch ${shape.batch}, ${count(shape.trainRows)} training images`,
     };
   }
-  const { nodes: n, edges: e, features: f, hidden: h, classes: c } = shape;
+  const { nodes: n, edges: e, features: f, hidden: h, classes: c, rowBlocks } = shape;
   const csr = 2 * ((n + 1) * f32 + 2 * e * f32); // the aggregation and its transpose: rowptr, col, val
   const edgeLists = 3 * e * f32; // src, dst, weight
-  const nodeData = n * f * f32 + n * f32; // features, labels
+  const nodeData = n * f * (shape.featureDtype === 'bf16' ? 2 : f32) + n * f32; // features, labels
   // building: edge lists, both CSR forms and the sort's temporaries (about one more key array)
   const build = nodeData + edgeLists + csr + e * f32;
-  // training: at most two N x H activations (the logits come and go below that peak); scatter
-  // keeps the edge lists and materialises E x H messages
-  const step = 2 * n * h * f32 + (shape.aggregation === 'scatter' ? edgeLists + e * h * f32 : 0);
+  // training, plain plan: at most two N x H activations (the logits come and go below that peak);
+  // scatter keeps the edge lists and materialises E x H messages. Row-block plan: one N x H
+  // activation, two N x C tensors and one block's buffers (models/gcn-blocked.ts).
+  const blockRows = rowBlocks === undefined ? 0 : Math.ceil(n / Math.min(rowBlocks, n));
+  const step =
+    rowBlocks !== undefined
+      ? n * h * f32 + 2 * n * c * f32 + blockRows * Math.max(f * f32 + h, h * f32)
+      : 2 * n * h * f32 + (shape.aggregation === 'scatter' ? edgeLists + e * h * f32 : 0);
   const train = nodeData + csr + step;
   const parts = {
     graph: nodeData + csr + (shape.aggregation === 'scatter' ? edgeLists : 0),
@@ -109,7 +117,8 @@ export function estimateTrainingMemory(shape: TrainingShape): MemoryEstimate {
     parts,
     describe:
       `gcn on the ${shape.dataset} graph with ${count(n)} nodes, ${count(e)} edges, ${count(f)} features, ` +
-      `hidden ${count(h)}, ${count(c)} classes (${shape.aggregation})`,
+      `hidden ${count(h)}, ${count(c)} classes (${shape.aggregation}` +
+      `${rowBlocks === undefined ? '' : `, ${count(rowBlocks)} row blocks`}${shape.featureDtype === 'bf16' ? ', bf16 features' : ''})`,
   };
 }
 
@@ -127,6 +136,8 @@ export interface ShapeOptions {
   aggregation?: string;
   trainSubset?: number;
   testSubset?: number;
+  rowBlocks?: number;
+  featureDtype?: string;
 }
 
 function positiveInt(value: number, name: string): number {
@@ -169,19 +180,46 @@ export function trainingShape(o: ShapeOptions): TrainingShape {
       `Expected nodes x edgesPerNode <= ${count(maxIndex)} (edge indices are 32-bit) but received ${count(nodes)} x ${perNode} = ${count(edges)}`,
     );
   }
-  return { model: 'gcn', dataset, nodes, edges, features, hidden, classes, aggregation: o.aggregation === 'scatter' ? 'scatter' : 'spmm' };
+  return {
+    model: 'gcn',
+    dataset,
+    nodes,
+    edges,
+    features,
+    hidden,
+    classes,
+    aggregation: o.aggregation === 'scatter' ? 'scatter' : 'spmm',
+    ...(o.rowBlocks === undefined ? {} : { rowBlocks: positiveInt(o.rowBlocks, 'rowBlocks') }),
+    featureDtype: o.featureDtype === 'bf16' ? 'bf16' : 'f32',
+  };
 }
 
-/** Total memory of the device `allocator` allocates from, and what to call it. */
+/**
+ * Host memory that may be pinned: what the kernel says is available less a tenth of the total, so
+ * that pinning never starves the machine (the same rule as the pinned and tiered strategies').
+ */
+export function pinnableHostBytes(): number {
+  return Math.max(0, freemem() - Math.floor(totalmem() / 10));
+}
+
+/**
+ * The memory the device `allocator` allocates from offers a plan, and what to call it: the
+ * device's total; for managed memory only what the device has free (oversubscribing managed
+ * memory can hang a shared GPU); for a strategy that spills to the host (registry flag
+ * spillsToHost), the device's total and the host memory that may be pinned.
+ */
 export function memoryOf(allocator: Allocator): { bytes: number; where: string } {
-  const host = totalmem();
-  if (allocator.device.kind === 'host') return { bytes: host, where: 'the host' };
-  const device = memoryInfo(allocator.device.index).totalBytes;
-  // managed memory may be oversubscribed: it can spill to host memory
-  if (allocator.name === 'uvm') {
-    return { bytes: device + host, where: `${allocator.device.id} with the host's RAM (managed memory)` };
+  if (allocator.device.kind === 'host') return { bytes: totalmem(), where: 'the host' };
+  const device = memoryInfo(allocator.device.index);
+  const info = hasAllocator(allocator.name) ? strategyInfo(allocator.name) : undefined;
+  if (info?.managedMemory) {
+    return { bytes: device.freeBytes, where: `${allocator.device.id}'s free memory (managed memory beyond it would oversubscribe the device)` };
   }
-  return { bytes: device, where: allocator.device.id };
+  if (info?.spillsToHost) {
+    const host = pinnableHostBytes();
+    return { bytes: device.totalBytes + host, where: `${allocator.device.id} (${formatBytes(device.totalBytes)}) with the host memory that may be pinned (${formatBytes(host)})` };
+  }
+  return { bytes: device.totalBytes, where: allocator.device.id };
 }
 
 /**
@@ -199,7 +237,7 @@ export function checkTrainingFits(options: ShapeOptions, allocator: Allocator): 
       .join(', ');
     throw new InsufficientMemoryError(
       `${estimate.describe} needs at least ${formatBytes(estimate.total)} (${parts}) but ${memory.where} has ${formatBytes(memory.bytes)} in all: ` +
-        `use fewer nodes, features or hidden units`,
+        `use fewer nodes, features or hidden units${estimate.describe.startsWith('gcn') ? ", the row-block plan (rowBlocks), bf16 features, or a strategy that spills to host memory ('tiered')" : ''}`,
       estimate,
       memory.bytes,
       allocator.device.id,

@@ -63,6 +63,10 @@ export interface NativeOps {
   scaleRows(onDevice: boolean, stream: number, X: number, w: number, out: number, E: number, H: number): void;
   /** out[N,H] = A @ X, A in CSR (rowptr i32[N+1], col i32[nnz], val f32[nnz]); X has H columns and any number of rows. */
   spmm(onDevice: boolean, stream: number, rowptr: number, col: number, val: number, X: number, out: number, N: number, H: number): void;
+  /** spmm over X stored as bf16 (u16 bits), summed in f32. */
+  spmmBf16(onDevice: boolean, stream: number, rowptr: number, col: number, val: number, X: number, out: number, N: number, H: number): void;
+  /** Y (bf16 bits, u16) = X rounded to nearest even. */
+  f32ToBf16(onDevice: boolean, stream: number, X: number, Y: number, n: number): void;
   /** Bytes of temporary storage csrBuild needs for E edges and N rows. */
   csrBuildTempBytes(onDevice: boolean, E: number, N: number): number;
   /** From edges (rows i32[E], cols i32[E]): rowptr i32[N+1] and col i32[E] with each row's columns in input order (stable sort by row). */

@@ -203,6 +203,25 @@ export class Runtime {
     return t;
   }
 
+  /**
+   * Moves `t`'s memory towards `to` in stream order (trainer-inserted prefetch): the allocator's
+   * prefetch, so it does something only where the strategy can move memory (uvm, tiered) and
+   * returns false elsewhere. A view (a layer's weight inside its ParameterSet, rows of a batch) is
+   * no allocation of its own, and strategies prefetch allocations (uvm and pool reject any other
+   * pointer): it is prefetched as the range of the allocation it lies in from that allocation's
+   * start to the view's end, as the pool does for its blocks (a prefetch is a hint, so moving the
+   * pages before the view too is allowed).
+   */
+  prefetch(t: Tensor, to: 'device' | 'host'): boolean {
+    if (this.#live.has(t)) return this.allocator.prefetch(t.ptr, t.bytes, to, this.stream);
+    for (const base of this.#live) {
+      if (t.ptr >= base.ptr && t.ptr + t.bytes <= base.ptr + base.bytes) {
+        return this.allocator.prefetch(base.ptr, t.ptr - base.ptr + t.bytes, to, this.stream);
+      }
+    }
+    return this.allocator.prefetch(t.ptr, t.bytes, to, this.stream);
+  }
+
   synchronize(): void {
     this.stream.synchronize();
   }

@@ -5,8 +5,9 @@
 import type { DevicePtr } from '@gpumem/allocator-core';
 import type { Runtime } from './runtime.js';
 
-export type DType = 'f32' | 'i32' | 'u8';
-export const dtypeBytes: Record<DType, number> = { f32: 4, i32: 4, u8: 1 };
+/** Element types; 'bf16' holds the upper 16 bits of an f32 (read back as a Uint16Array of those bits). */
+export type DType = 'f32' | 'i32' | 'u8' | 'bf16';
+export const dtypeBytes: Record<DType, number> = { f32: 4, i32: 4, u8: 1, bf16: 2 };
 
 export class Tensor {
   readonly size: number;
@@ -60,9 +61,15 @@ export class Tensor {
   }
 
   /** Copies the values to the host (waits for the stream). */
-  toArray(): Float32Array | Int32Array | Uint8Array {
+  toArray(): Float32Array | Int32Array | Uint8Array | Uint16Array {
     const out =
-      this.dtype === 'f32' ? new Float32Array(this.size) : this.dtype === 'i32' ? new Int32Array(this.size) : new Uint8Array(this.size);
+      this.dtype === 'f32'
+        ? new Float32Array(this.size)
+        : this.dtype === 'i32'
+          ? new Int32Array(this.size)
+          : this.dtype === 'bf16'
+            ? new Uint16Array(this.size)
+            : new Uint8Array(this.size);
     if (this.size === 0) return out;
     const { ptr, offset } = this.#storage();
     this.runtime.allocator.read(ptr, out, offset, this.runtime.stream);

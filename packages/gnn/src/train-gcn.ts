@@ -6,7 +6,8 @@ import type { Runtime } from './runtime.js';
 import { gcnDefaults, gcnHiddenWidth, graphDefaults } from './defaults.js';
 import { Adam, softmaxCrossEntropy } from './nn.js';
 import { Gcn } from './models/gcn.js';
-import { sbmGraph, seedGraph, type Graph } from './datasets/graphs.js';
+import { BlockedGcn } from './models/gcn-blocked.js';
+import { featuresToBf16, sbmGraph, seedGraph, type Graph } from './datasets/graphs.js';
 import type { Tensor } from './tensor.js';
 import { beginEpoch, checkPositiveInt, epochStats } from './train-common.js';
 import type { EpochRecord, TrainOptions, TrainResult } from './train-types.js';
@@ -20,16 +21,27 @@ export function trainGcn(rt: Runtime, o: TrainOptions, epochs: number, seed: num
   if (aggregation !== 'spmm' && aggregation !== 'scatter') {
     throw new RangeError(`Expected 'spmm' or 'scatter' for aggregation but received '${String(aggregation)}'`);
   }
+  const { rowBlocks, featureDtype = 'f32', layerPrefetch = false } = o;
+  checkGcnPlan(rowBlocks, featureDtype, aggregation);
   const graphDefault = graphDefaults(dataset);
   const nodes = o.nodes ?? graphDefault.nodes;
   checkPositiveInt(nodes, 'nodes');
   const { allocator } = rt;
   const graph: Graph =
     dataset === 'seed'
-      ? seedGraph(rt, { nodes, edgesPerNode: o.edgesPerNode ?? gcnDefaults.seed.edgesPerNode, features: o.features ?? graphDefault.features, classes: o.classes ?? graphDefault.classes, seed })
+      ? seedGraph(rt, { nodes, edgesPerNode: o.edgesPerNode ?? gcnDefaults.seed.edgesPerNode, features: o.features ?? graphDefault.features, classes: o.classes ?? graphDefault.classes, seed, featureDtype })
       : sbmGraph(rt, { nodes, classes: o.classes ?? graphDefault.classes, features: o.features ?? graphDefault.features, seed });
+  if (featureDtype === 'bf16') graph.features = featuresToBf16(rt, graph.features);
   if (aggregation === 'spmm') graph.dropEdgeLists();
-  const model = new Gcn(rt, graph.numFeatures, hidden!, graph.numClasses, o.dropout ?? gcnDefaults.dropout, aggregation, seed);
+  const dropout = o.dropout ?? gcnDefaults.dropout;
+  const model =
+    rowBlocks === undefined
+      ? new Gcn(rt, graph.numFeatures, hidden!, graph.numClasses, dropout, aggregation, seed)
+      : new BlockedGcn(rt, graph.numFeatures, hidden!, graph.numClasses, dropout, rowBlocks, seed, layerPrefetch);
+  /** The plain model's trainer-inserted prefetch: a pass's operands to the device before it runs. */
+  const prefetchPass = (...tensors: Tensor[]) => {
+    if (layerPrefetch && model instanceof Gcn) for (const t of tensors) rt.prefetch(t, 'device');
+  };
   const optimizer = new Adam(rt, model.params, o.lr ?? gcnDefaults.lr);
   const n = graph.numNodes;
   const records: EpochRecord[] = [];
@@ -39,11 +51,13 @@ export function trainGcn(rt: Runtime, o: TrainOptions, epochs: number, seed: num
       const scalars = rt.scope(() => {
         const out = rt.zeros([2], 'i32'); // [loss as f32 bits, correct]
         rt.tag('forward');
+        prefetchPass(graph.csr.rowptr, graph.csr.col, graph.csr.val, graph.features, model.params.values);
         const logits = model.forward(graph, true, seed + 7, epoch * n * hidden!);
         rt.tag('loss');
         const dLogits = softmaxCrossEntropy(rt, logits, graph.labels, graph.trainNodes, out.ptr, out.ptr + 4);
         logits.dispose(); // not needed once the loss kernel has its gradient
         rt.tag('backward');
+        prefetchPass(graph.csrT.rowptr, graph.csrT.col, graph.csrT.val);
         model.backward(dLogits, graph);
         rt.tag('optimizer');
         optimizer.step();
@@ -79,7 +93,7 @@ export function trainGcn(rt: Runtime, o: TrainOptions, epochs: number, seed: num
 }
 
 /** Accuracy on the nodes outside the training mask, without dropout. */
-function evaluateGcn(rt: Runtime, model: Gcn, graph: Graph, seed: number): number {
+function evaluateGcn(rt: Runtime, model: Gcn | BlockedGcn, graph: Graph, seed: number): number {
   const rest = graph.numNodes - graph.trainNodes;
   if (rest <= 0) return 0;
   return rt.scope(() => {
@@ -98,4 +112,16 @@ function evaluateGcn(rt: Runtime, model: Gcn, graph: Graph, seed: number): numbe
     );
     return (correct.toArray()[0] ?? 0) / rest;
   });
+}
+
+/** The gcn's memory-plan options, checked before anything is allocated. */
+function checkGcnPlan(rowBlocks: number | undefined, featureDtype: string, aggregation: string): void {
+  if (rowBlocks !== undefined) {
+    checkPositiveInt(rowBlocks, 'rowBlocks');
+    if (aggregation !== 'spmm') throw new RangeError(`Expected aggregation 'spmm' with rowBlocks (the row-block plan aggregates with the CSR product) but received '${aggregation}'`);
+  }
+  if (featureDtype !== 'f32' && featureDtype !== 'bf16') throw new RangeError(`Expected 'f32' or 'bf16' for featureDtype but received '${featureDtype}'`);
+  if (featureDtype === 'bf16' && rowBlocks === undefined) {
+    throw new RangeError("Expected rowBlocks with featureDtype 'bf16': only the row-block plan reads bf16 features (its aggregation widens them to f32)");
+  }
 }

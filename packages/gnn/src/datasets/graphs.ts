@@ -73,9 +73,7 @@ function finishGraph(
   const { numNodes: n, numEdges: e } = base;
   const ops = rt.ops;
   const build = (rows: Tensor, cols: Tensor): Csr => {
-    const rowptr = rt.keep(rt.empty([n + 1], 'i32'));
-    const col = rt.keep(rt.empty([e], 'i32'));
-    const val = rt.keep(rt.empty([e]));
+    const [rowptr, col, val] = rt.tagged('graph', () => [rt.keep(rt.empty([n + 1], 'i32')), rt.keep(rt.empty([e], 'i32')), rt.keep(rt.empty([e]))] as const);
     rt.scope(() => {
       const tempBytes = ops.csrBuildTempBytes(rt.onDevice, e, n);
       const temp = rt.empty([Math.max(tempBytes, 1)], 'u8');
@@ -85,7 +83,7 @@ function finishGraph(
   };
   const csr = build(base.dst, base.src);
   const csrT = build(base.src, base.dst);
-  const weight = rt.keep(rt.empty([e]));
+  const weight = rt.tagged('graph', () => rt.keep(rt.empty([e])));
   if (normalisation === 'none') {
     ops.fillF32(rt.onDevice, rt.s, csr.val.ptr, e, 1);
     ops.fillF32(rt.onDevice, rt.s, csrT.val.ptr, e, 1);
@@ -110,7 +108,7 @@ function finishGraph(
       for (const t of [base.src, base.dst, weight]) t.dispose();
     },
     dispose() {
-      for (const t of [base.features, base.labels, base.src, base.dst, weight, csr.rowptr, csr.col, csr.val, csrT.rowptr, csrT.col, csrT.val]) {
+      for (const t of [graph.features, graph.labels, base.src, base.dst, weight, csr.rowptr, csr.col, csr.val, csrT.rowptr, csrT.col, csrT.val]) {
         t.dispose();
       }
     },
@@ -125,6 +123,46 @@ export interface SeedGraphOptions {
   classes?: number; // default 10
   seed?: number;
   normalisation?: Normalisation; // default 'none': the seed sums messages as index_add does
+  /** How the features are stored: 'f32' (default) or 'bf16' (the same values rounded to bf16). */
+  featureDtype?: FeatureDtype;
+}
+
+export type FeatureDtype = 'f32' | 'bf16';
+
+/** Rows of features drawn per chunk when they are stored as bf16 (drawn in f32, then rounded). */
+const bf16Chunk = 1 << 24;
+
+/**
+ * The seed's features, N x F standard normal values drawn on the device (a counter-based generator,
+ * so drawing them in chunks gives the same values), stored as f32 or rounded to bf16.
+ */
+function seedFeatures(rt: Runtime, n: number, f: number, seed: number, dtype: FeatureDtype): Tensor {
+  const features = rt.keep(rt.empty([n, f], dtype));
+  if (dtype === 'f32') {
+    rt.ops.randomNormal(rt.onDevice, rt.s, features.ptr, n * f, seed, 0);
+    return features;
+  }
+  rt.tagged('setup', () =>
+    rt.scope(() => {
+      const total = n * f;
+      const chunk = rt.empty([Math.min(bf16Chunk, total)]);
+      for (let at = 0; at < total; at += bf16Chunk) {
+        const count = Math.min(bf16Chunk, total - at);
+        rt.ops.randomNormal(rt.onDevice, rt.s, chunk.ptr, count, seed, at);
+        rt.ops.f32ToBf16(rt.onDevice, rt.s, chunk.ptr, features.ptr + 2 * at, count);
+      }
+    }),
+  );
+  return features;
+}
+
+/** f32 features rounded to bf16 in a new tensor; the f32 tensor is freed. */
+export function featuresToBf16(rt: Runtime, features: Tensor): Tensor {
+  if (features.dtype === 'bf16') return features;
+  const out = rt.tagged('features', () => rt.keep(rt.empty(features.shape, 'bf16')));
+  rt.ops.f32ToBf16(rt.onDevice, rt.s, features.ptr, out.ptr, features.size);
+  features.dispose();
+  return out;
 }
 
 /** The seed's random graph, generated on the runtime's device. */
@@ -138,14 +176,13 @@ export function seedGraph(rt: Runtime, options: SeedGraphOptions): Graph {
   if (e > maxIndex) {
     throw new RangeError(`Expected nodes x edgesPerNode <= ${count(maxIndex)} (edge indices are 32-bit) but received ${count(n)} x ${k} = ${count(e)}`);
   }
+  const dtype = options.featureDtype ?? 'f32';
+  if (dtype !== 'f32' && dtype !== 'bf16') throw new RangeError(`Expected 'f32' or 'bf16' for featureDtype but received '${String(dtype)}'`);
   const ops = rt.ops;
-  const src = rt.keep(rt.empty([e], 'i32'));
-  const dst = rt.keep(rt.empty([e], 'i32'));
-  const features = rt.keep(rt.empty([n, f]));
-  const labels = rt.keep(rt.empty([n], 'i32'));
+  const [src, dst] = rt.tagged('graph', () => [rt.keep(rt.empty([e], 'i32')), rt.keep(rt.empty([e], 'i32'))] as const);
   ops.randomInts(rt.onDevice, rt.s, src.ptr, e, n, seed, 0);
   ops.randomInts(rt.onDevice, rt.s, dst.ptr, e, n, seed, e);
-  ops.randomNormal(rt.onDevice, rt.s, features.ptr, n * f, seed + 1, 0);
+  const [features, labels] = rt.tagged('features', () => [seedFeatures(rt, n, f, seed + 1, dtype), rt.keep(rt.empty([n], 'i32'))] as const);
   ops.randomInts(rt.onDevice, rt.s, labels.ptr, n, c, seed + 2, 0);
   return finishGraph(
     rt,
@@ -314,11 +351,11 @@ export function graphFromEdges(rt: Runtime, g: EdgeListGraph): Graph {
       numEdges: e,
       numFeatures: g.numFeatures,
       numClasses: g.numClasses,
-      features: rt.keep(rt.fromArray(Float32Array.from(g.features), [n, g.numFeatures])),
-      labels: rt.keep(rt.fromArray(Int32Array.from(g.labels), [n])),
+      features: rt.tagged('features', () => rt.keep(rt.fromArray(Float32Array.from(g.features), [n, g.numFeatures]))),
+      labels: rt.tagged('features', () => rt.keep(rt.fromArray(Int32Array.from(g.labels), [n]))),
       trainNodes: g.trainNodes ?? n,
-      src: rt.keep(rt.fromArray(Int32Array.from(g.src), [e])),
-      dst: rt.keep(rt.fromArray(Int32Array.from(g.dst), [e])),
+      src: rt.tagged('graph', () => rt.keep(rt.fromArray(Int32Array.from(g.src), [e]))),
+      dst: rt.tagged('graph', () => rt.keep(rt.fromArray(Int32Array.from(g.dst), [e]))),
     },
     g.normalisation ?? 'sym',
   );
