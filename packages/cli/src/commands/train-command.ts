@@ -23,6 +23,8 @@ export const trainFlags: Record<string, FlagSpec> = {
   batch: { type: 'int', min: 1, max: 60000, help: `mlp: batch size (default ${mlpDefaults.batchSize})` },
   lr: { type: 'number', min: 0, help: `learning rate (default ${mlpDefaults.lr} mlp SGD, ${gcnDefaults.lr} gcn Adam)` },
   aggregation: { type: 'string', choices: ['spmm', 'scatter'], help: `gcn: CSR product or the seed's gather + index_add (default ${gcnDefaults.aggregation})` },
+  'row-blocks': { type: 'int', min: 1, max: 2 ** 31 - 1, help: 'gcn: the first layer as (A·x)·W1ᵀ in this many blocks of rows (one N x H activation at the peak instead of two)' },
+  'feature-dtype': { type: 'string', choices: ['f32', 'bf16'], help: 'gcn: store the input features as f32 (default) or bf16 (half the bytes; needs --row-blocks)' },
   seed: { type: 'int', min: 0, max: 2 ** 31 - 1, help: `random seed (default ${commonDefaults.seed})` },
   'cuda-graph': { type: 'boolean', help: 'mlp on a GPU with a capturable allocator (e.g. pool): replay each step as a captured CUDA Graph' },
   'train-subset': { type: 'int', min: 1, help: 'mlp: train on the first N images' },
@@ -44,6 +46,7 @@ Examples:
   gpumem train --model mlp --allocator pool --epochs 3 --cuda-graph
   gpumem train --model gcn --allocator async --nodes 2000000 --aggregation scatter
   gpumem train --model gcn --dataset sbm --allocator host --epochs 50
+  gpumem train --model gcn --nodes 50000000 --allocator tiered --row-blocks 50 --feature-dtype bf16
   gpumem train --model mlp --allocator host --train-subset 2000 --test-subset 500 --hidden 128
 `;
 
@@ -64,6 +67,8 @@ export function trainOptionsFromFlags(flags: FlagValues): Omit<TrainOptions, 'al
     features: flags.features as number | undefined,
     classes: flags.classes as number | undefined,
     aggregation: flags.aggregation as 'spmm' | 'scatter' | undefined,
+    rowBlocks: flags['row-blocks'] as number | undefined,
+    featureDtype: flags['feature-dtype'] as 'f32' | 'bf16' | undefined,
     trainSubset: flags['train-subset'] as number | undefined,
     testSubset: flags['test-subset'] as number | undefined,
     cudaGraph: flags['cuda-graph'] === true,

@@ -6,9 +6,11 @@
  *
  * Memory plan at N nodes, F features, H hidden units, C classes, blocks of R rows:
  *   forward:  for each block, its rows of A·x (R x F) are aggregated into one block buffer and
- *             multiplied by W1ᵀ into the block's rows of a1 (N x H, the one N x H tensor of the
- *             step), then bias, ReLU and dropout run on the block (the mask is one block's).
- *             conv2 is the plain layer (its N x C tensors are small).
+ *             multiplied by W1ᵀ into the block's rows of a1 (N x H in all: the step's one large
+ *             activation, kept as one tensor per block, so that a strategy that places memory
+ *             may keep some blocks on the device and others elsewhere), then bias, ReLU and
+ *             dropout run on the block (the mask is one block's). conv2's product a1·W2ᵀ is
+ *             taken block by block too; its N x C tensors are small.
  *   backward: dW2 = (Aᵀ·dLogits)ᵀ·a1 first; then, block by block, the hidden gradient
  *             (Aᵀ·dLogits)·W2, masked by ReLU and dropout (read off a1), is written over a1 in
  *             place; conv1's dW1 = Σ blocks dᵀ·(A·x) recomputes each block of A·x (activation
@@ -27,7 +29,8 @@ export class BlockedGcn {
   readonly conv1: GcnConv;
   readonly conv2: GcnConv;
   readonly params: ParameterSet;
-  #a1: Tensor | undefined;
+  /** conv1's output after ReLU and dropout, one tensor per block of rows (a strategy may place them apart). */
+  #a1: Tensor[] | undefined;
   #dropped = false;
 
   constructor(
@@ -80,31 +83,44 @@ export class BlockedGcn {
     const n = graph.numNodes;
     const x = graph.features;
     const f = x.shape[1]!;
+    const c = this.conv2.outFeatures;
     const w1 = this.conv1.weight.value;
     const b1 = this.conv1.bias.value;
     this.#dropped = training && this.dropout > 0;
     this.#prefetch(graph.csr.rowptr, graph.csr.col, graph.csr.val, x, this.params.values);
-    const a1 = rt.tagged('activations', () => rt.empty([n, h]));
+    const { rows, list } = this.#blocks(n);
+    const a1: Tensor[] = [];
     try {
       rt.scope(() => {
-        const { rows, list } = this.#blocks(n);
         const ax = rt.empty([rows, f]);
         const mask = this.#dropped ? rt.empty([rows, h], 'u8') : undefined;
         for (const [r0, count] of list) {
-          const block = a1.rows(r0, count);
+          const block = rt.tagged('activations', () => rt.keep(rt.empty([count, h])));
+          a1.push(block);
           this.#aggregateRows(graph.csr, x, r0, count, ax);
           rt.ops.gemm(rt.onDevice, rt.s, false, true, count, h, f, 1, ax.ptr, w1.ptr, 0, block.ptr);
           rt.ops.addBiasRelu(rt.onDevice, rt.s, block.ptr, b1.ptr, count, h);
           if (mask) rt.ops.dropout(rt.onDevice, rt.s, block.ptr, block.ptr, mask.ptr, block.size, this.dropout, seed, dropoutOffset + r0 * h);
         }
       });
+      this.#a1 = a1;
+      // conv2: logits = A·(a1·W2ᵀ) + b2, the product taken block by block
+      return rt.scope(() => {
+        const h2 = rt.empty([n, c]);
+        list.forEach(([r0, count], i) => {
+          this.#prefetch(a1[i]!);
+          rt.ops.gemm(rt.onDevice, rt.s, false, true, count, c, h, 1, a1[i]!.ptr, this.conv2.weight.value.ptr, 0, h2.ptr + 4 * r0 * c);
+        });
+        const logits = rt.empty([n, c]);
+        rt.ops.spmm(rt.onDevice, rt.s, graph.csr.rowptr.ptr, graph.csr.col.ptr, graph.csr.val.ptr, h2.ptr, logits.ptr, n, c);
+        rt.ops.addBias(rt.onDevice, rt.s, logits.ptr, this.conv2.bias.value.ptr, n, c);
+        return logits;
+      });
     } catch (e) {
-      a1.dispose();
+      for (const t of a1) t.dispose();
+      this.#a1 = undefined;
       throw e;
     }
-    this.#a1 = a1;
-    this.#prefetch(a1);
-    return this.conv2.forward(a1, graph, 'spmm');
   }
 
   /** Consumes dLogits; writes every parameter's gradient and frees the step's activations. */
@@ -120,35 +136,38 @@ export class BlockedGcn {
     const { rows, list } = this.#blocks(n);
     try {
       rt.scope(() => {
-        // conv2: db2, then dH2 = Aᵀ·dLogits and dW2 = dH2ᵀ·a1 while a1 is still the activation
+        // conv2: db2, then dH2 = Aᵀ·dLogits and dW2 = Σ dH2ᵀ·a1 while a1 is still the activation
         this.#prefetch(graph.csrT.rowptr, graph.csrT.col, graph.csrT.val, dLogits);
         rt.ops.biasGrad(rt.onDevice, rt.s, dLogits.ptr, this.conv2.bias.grad.ptr, n, c, false);
         const dH2 = rt.empty([n, c]);
         rt.ops.spmm(rt.onDevice, rt.s, graph.csrT.rowptr.ptr, graph.csrT.col.ptr, graph.csrT.val.ptr, dLogits.ptr, dH2.ptr, n, c);
         dLogits.dispose();
-        rt.ops.gemm(rt.onDevice, rt.s, true, false, c, h, n, 1, dH2.ptr, a1.ptr, 0, this.conv2.weight.grad.ptr);
-        // the hidden gradient over a1, block by block: (dH2·W2) through ReLU and dropout
+        // per block: dW2 += dH2ᵀ·a1, then the hidden gradient (dH2·W2) through ReLU and dropout over a1
         rt.scope(() => {
           const d = rt.empty([rows, h]);
-          for (const [r0, count] of list) {
-            const block = a1.rows(r0, count);
-            rt.ops.gemm(rt.onDevice, rt.s, false, false, count, h, c, 1, dH2.ptr + 4 * r0 * c, this.conv2.weight.value.ptr, 0, d.ptr);
+          list.forEach(([r0, count], i) => {
+            const block = a1[i]!;
+            this.#prefetch(block);
+            const dH2rows = dH2.ptr + 4 * r0 * c;
+            rt.ops.gemm(rt.onDevice, rt.s, true, false, c, h, count, 1, dH2rows, block.ptr, i === 0 ? 0 : 1, this.conv2.weight.grad.ptr);
+            rt.ops.gemm(rt.onDevice, rt.s, false, false, count, h, c, 1, dH2rows, this.conv2.weight.value.ptr, 0, d.ptr);
             rt.ops.reluBackward(rt.onDevice, rt.s, block.ptr, d.ptr, block.ptr, block.size);
             if (this.#dropped) rt.ops.scale(rt.onDevice, rt.s, 1 / (1 - this.dropout), block.ptr, block.ptr, block.size);
-          }
+          });
         });
         dH2.dispose();
         // conv1: db1 = column sums of the hidden gradient; dW1 = Σ dᵀ·(A·x), A·x recomputed per block
-        rt.ops.biasGrad(rt.onDevice, rt.s, a1.ptr, this.conv1.bias.grad.ptr, n, h, false);
         this.#prefetch(graph.csr.rowptr, graph.csr.col, graph.csr.val, x);
         const ax = rt.empty([rows, f]);
         list.forEach(([r0, count], i) => {
+          const block = a1[i]!;
+          rt.ops.biasGrad(rt.onDevice, rt.s, block.ptr, this.conv1.bias.grad.ptr, count, h, i > 0);
           this.#aggregateRows(graph.csr, x, r0, count, ax);
-          rt.ops.gemm(rt.onDevice, rt.s, true, false, h, f, count, 1, a1.ptr + 4 * r0 * h, ax.ptr, i === 0 ? 0 : 1, this.conv1.weight.grad.ptr);
+          rt.ops.gemm(rt.onDevice, rt.s, true, false, h, f, count, 1, block.ptr, ax.ptr, i === 0 ? 0 : 1, this.conv1.weight.grad.ptr);
         });
       });
     } finally {
-      a1.dispose();
+      for (const t of a1) t.dispose();
     }
   }
 
