@@ -19,6 +19,10 @@ export const mlpDefaults = {
   lr: 0.1,
   /** Steps captured into one CUDA graph in cudaGraph mode. */
   graphSteps: 4,
+  /** Activation checkpointing: 0, off (every layer's input kept for backward). */
+  checkpoint: 0,
+  /** Nano-batches per batch: 1, the whole batch at once. */
+  nanoBatches: 1,
   features: 784,
   classes: 10,
 } as const;

@@ -169,6 +169,52 @@ export class Linear {
     this.#x = undefined;
     this.#y = undefined;
   }
+
+  /**
+   * y = x Wᵀ + b (with `relu`, max(·, 0)) without saving anything for backward: for callers that
+   * keep (or drop and recompute) the activations themselves, with {@link Linear.backwardFrom}.
+   * The same kernels as forward, so the same values.
+   */
+  apply(x: Tensor): Tensor {
+    const y = this.forward(x);
+    this.release();
+    return y;
+  }
+
+  /**
+   * backward from explicit saved tensors instead of what forward saved: `x` is the layer's input
+   * and `y` (with relu) its output, as a caller that manages the activations (activation
+   * checkpointing, nano-batches) holds them. dy is masked in place (relu), as in backward.
+   * With `accumulate`, dW and db are added to the gradients (the gemm's beta = 1, the bias
+   * gradient's accumulate flag; the ReLU mask then runs as its own kernel before the bias
+   * gradient) instead of written, so that several slices of a batch sum their gradients. Without
+   * it, the same kernels as backward in the same order: the same results, bit for bit.
+   */
+  backwardFrom(
+    x: Tensor,
+    y: Tensor | undefined,
+    dy: Tensor,
+    options: { needInputGrad?: boolean; biasGradDone?: boolean; accumulate?: boolean } = {},
+  ): Tensor | undefined {
+    const { rt } = this;
+    const { needInputGrad = true, biasGradDone = false, accumulate = false } = options;
+    const rows = dy.shape[0]!;
+    if (!biasGradDone) {
+      if (this.relu) {
+        if (!y) throw new Error(`${this.name}: backwardFrom needs the layer's output (its ReLU mask)`);
+        if (accumulate) {
+          rt.ops.reluBackward(rt.onDevice, rt.s, y.ptr, dy.ptr, dy.ptr, dy.size);
+          rt.ops.biasGrad(rt.onDevice, rt.s, dy.ptr, this.bias.grad.ptr, rows, this.outFeatures, true);
+        } else {
+          rt.ops.reluBiasGrad(rt.onDevice, rt.s, y.ptr, dy.ptr, this.bias.grad.ptr, rows, this.outFeatures);
+        }
+      } else {
+        rt.ops.biasGrad(rt.onDevice, rt.s, dy.ptr, this.bias.grad.ptr, rows, this.outFeatures, accumulate);
+      }
+    }
+    rt.ops.gemm(rt.onDevice, rt.s, true, false, this.outFeatures, this.inFeatures, rows, 1, dy.ptr, x.ptr, accumulate ? 1 : 0, this.weight.grad.ptr);
+    return needInputGrad ? this.inputGrad(dy) : undefined;
+  }
 }
 
 /** y = max(x, 0), in a new tensor; backward masks by y > 0. */

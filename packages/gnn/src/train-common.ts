@@ -4,11 +4,27 @@
  */
 import { Stream, hasAllocator, strategyInfo, type Allocator, type AllocatorStats, type Device } from '@gpumem/allocator-core';
 import type { Runtime } from './runtime.js';
-import type { EpochRecord } from './train-types.js';
+import type { EpochRecord, TrainOptions } from './train-types.js';
 
 export function checkPositiveInt(value: number, name: string): void {
   if (!Number.isSafeInteger(value) || value <= 0) {
     throw new RangeError(`Expected positive integer for ${name} but received ${String(value)}`);
+  }
+}
+
+/** Options of one model's training step only, by the model they apply to. */
+const modelOnlyOptions = { mlp: ['checkpoint', 'nanoBatches'] } as const;
+
+/**
+ * Refuses options that apply to another model than the one trained (e.g. the mlp's checkpoint for
+ * the gcn), naming the option, before anything is allocated; an option left undefined is fine.
+ */
+export function checkModelOptions(o: TrainOptions): void {
+  for (const [model, names] of Object.entries(modelOnlyOptions)) {
+    if (o.model === model) continue;
+    for (const name of names) {
+      if (o[name] !== undefined) throw new RangeError(`Expected no ${name} for the ${o.model}: ${name} applies to the ${model} only`);
+    }
   }
 }
 

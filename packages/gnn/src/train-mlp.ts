@@ -1,12 +1,14 @@
 /**
- * The mlp on MNIST: mini-batch SGD, eager or with the steps replayed as CUDA Graphs.
+ * The mlp on MNIST: mini-batch SGD, eager or with the steps replayed as CUDA Graphs, with activation
+ * checkpointing, nano-batches and trainer-inserted prefetch as options.
  * @module
  */
-import { listAllocators, type Stream } from '@gpumem/allocator-core';
+import { listAllocators } from '@gpumem/allocator-core';
 import type { Runtime } from './runtime.js';
 import { mlpDefaults, mlpHiddenWidths } from './defaults.js';
-import { SGD, softmaxCrossEntropyBiasGrad } from './nn.js';
-import { Mlp } from './models/mlp.js';
+import { SGD, softmaxCrossEntropy, softmaxCrossEntropyBiasGrad } from './nn.js';
+import { Mlp, type MlpStepPlan } from './models/mlp.js';
+import type { Tensor } from './tensor.js';
 import { loadMnist, normalisedPixels } from './datasets/mnist.js';
 import { GraphedSteps } from './graphed-steps.js';
 import { beginEpoch, checkPositiveInt, epochStats, isCapturable, mean, sum } from './train-common.js';
@@ -29,6 +31,51 @@ function permutation(n: number, seed: number): Int32Array {
   return p;
 }
 
+/**
+ * A step's rows as `count` slices of near-equal rows (the first `rows % count` one row longer), or
+ * fewer when the step has fewer rows: [first row, rows] of each.
+ */
+export function nanoBatchSlices(rows: number, count: number): Array<[number, number]> {
+  const k = Math.min(count, rows);
+  const base = Math.floor(rows / k);
+  const longer = rows % k;
+  const slices: Array<[number, number]> = [];
+  for (let j = 0, start = 0; j < k; j++) {
+    const n = base + (j < longer ? 1 : 0);
+    slices.push([start, n]);
+    start += n;
+  }
+  return slices;
+}
+
+/**
+ * The mlp's activation options (checkpoint, nanoBatches, layerPrefetch) checked against the model
+ * and the batch, with their defaults; before anything is allocated.
+ */
+function checkMlpPlan(o: TrainOptions, layers: number, batch: number, graphMode: boolean): { checkpoint: number; nanoBatches: number; layerPrefetch: boolean } {
+  const checkpoint = o.checkpoint ?? mlpDefaults.checkpoint;
+  if (!Number.isSafeInteger(checkpoint) || checkpoint < 0 || checkpoint > layers) {
+    throw new RangeError(
+      `Expected an integer from 0 (off) to ${layers} (the mlp's layers: ${layers - 1} hidden and the output layer) for checkpoint but received ${String(checkpoint)}`,
+    );
+  }
+  const nanoBatches = o.nanoBatches ?? mlpDefaults.nanoBatches;
+  if (!Number.isSafeInteger(nanoBatches) || nanoBatches < 1 || nanoBatches > batch) {
+    throw new RangeError(`Expected an integer from 1 to the batch size (${batch}) for nanoBatches but received ${String(nanoBatches)}`);
+  }
+  const layerPrefetch = o.layerPrefetch ?? false;
+  if (typeof layerPrefetch !== 'boolean') throw new TypeError(`Expected a boolean for layerPrefetch but received ${typeof layerPrefetch}`);
+  if (graphMode && nanoBatches > 1) {
+    throw new RangeError(
+      `Expected nanoBatches 1 with cudaGraph but received ${nanoBatches}: a captured step reads its batch and writes its loss by the step counter, one slot a step; drop cudaGraph or nanoBatches`,
+    );
+  }
+  if (graphMode && layerPrefetch) {
+    throw new RangeError('Expected layerPrefetch off with cudaGraph: prefetches are not captured into graphs (and a capturable allocator has nothing to move); drop cudaGraph or layerPrefetch');
+  }
+  return { checkpoint, nanoBatches, layerPrefetch };
+}
+
 export function trainMlp(rt: Runtime, o: TrainOptions, epochs: number, seed: number): TrainResult {
   if ((o.dataset ?? mlpDefaults.dataset) !== 'mnist') throw new RangeError(`Expected 'mnist' for dataset of the mlp but received '${o.dataset}'`);
   const batch = o.batchSize ?? mlpDefaults.batchSize;
@@ -38,6 +85,8 @@ export function trainMlp(rt: Runtime, o: TrainOptions, epochs: number, seed: num
   for (const h of hidden) checkPositiveInt(h, 'hidden');
   // CUDA Graph mode: checked before anything is allocated.
   const graphMode = o.cudaGraph === true;
+  const { checkpoint, nanoBatches, layerPrefetch } = checkMlpPlan(o, hidden.length + 1, batch, graphMode);
+  const plan: MlpStepPlan = { checkpoint, prefetch: layerPrefetch };
   if (graphMode && !rt.onDevice) throw new RangeError('Expected a GPU allocator for cudaGraph: CUDA Graphs need a CUDA device');
   if (graphMode && !isCapturable(rt.allocator.name)) {
     const capturable = listAllocators().filter((a) => a.capturable).map((a) => a.name);
@@ -68,38 +117,93 @@ export function trainMlp(rt: Runtime, o: TrainOptions, epochs: number, seed: num
   const evalSteps = Math.ceil(nTest / evalBatch);
   const records: EpochRecord[] = [];
   const ops = rt.ops;
+  /** Each step's mean loss from its nano-batches' (slot s·nanoBatches + j), weighted by their rows. */
+  const stepLosses = (raw: Float32Array): number[] =>
+    Array.from({ length: steps }, (_, s) => {
+      const stepRows = Math.min(batch, nTrain - s * batch);
+      return nanoBatchSlices(stepRows, nanoBatches).reduce((sum, [, rows], j) => sum + (rows / stepRows) * raw[s * nanoBatches + j]!, 0);
+    });
 
   /**
-   * One training step on `rows` rows listed at `index` (from row (*step)·rows on, when `step`, the
-   * address of a device-side step counter, is not 0), writing its loss and correct count to
-   * lossOut[k] and correctOut[k] (k = *step, or 0). With `side`, a stream, the weight gradients and
-   * updates overlap the input gradients (Mlp.backwardAndStep); the results are the same.
+   * Forward, loss and backward of `rows` rows listed at `index` (from row (*stepCounter)·rows on,
+   * when `stepCounter`, the address of a device-side step counter, is not 0), which are all of a
+   * step's `stepRows` rows or one nano-batch of them, writing the loss and correct count of these
+   * rows to lossOut[k] and correctOut[k] (k = *stepCounter, or 0). The gradients are written when
+   * `first`, else added to. A nano-batch's loss gradient is scaled by rows/stepRows, so that the
+   * nano-batches' gradients add up to the gradient of the whole step's mean loss. Activations are
+   * kept, dropped and recomputed as `plan` says, and freed as soon as nothing later needs them.
    */
-  const step = (index: number, rows: number, lossOut: number, correctOut: number, stepCounter = 0, side?: Stream) => {
+  const pass = (index: number, rows: number, stepRows: number, lossOut: number, correctOut: number, first: boolean, stepCounter = 0) => {
     const x = rt.empty([rows, features]);
     const y = rt.empty([rows], 'i32');
     ops.gatherBatch(rt.onDevice, rt.s, xTrain.ptr, yTrain.ptr, index, stepCounter, rows, features, x.ptr, y.ptr);
     rt.tag('forward');
+    const { logits, kept } = model.forwardTraining(x, plan);
+    rt.tag('loss');
+    const whole = rows === stepRows;
+    let dLogits: Tensor;
+    if (whole) {
+      dLogits = softmaxCrossEntropyBiasGrad(rt, logits, y, model.output.bias.grad, lossOut, correctOut, stepCounter);
+    } else {
+      dLogits = softmaxCrossEntropy(rt, logits, y, rows, lossOut, correctOut);
+      ops.scale(rt.onDevice, rt.s, rows / stepRows, dLogits.ptr, dLogits.ptr, dLogits.size);
+    }
+    if (stepCounter) ops.addI32(rt.onDevice, rt.s, stepCounter, 1); // after its last reader, the loss
+    logits.dispose();
+    y.dispose();
+    rt.tag('backward');
+    model.backwardTraining(kept, dLogits, plan, { outputBiasGradDone: whole, accumulate: !first });
+    x.dispose();
+  };
+
+  /**
+   * One eager training step: step s of the epoch's order `perm`, its nano-batches one after
+   * another (each with its loss and correct count in slot s·nanoBatches + j), then one update.
+   */
+  const eagerStep = (perm: Tensor, s: number, lossBuf: Tensor, correctBuf: Tensor) => {
+    const stepRows = Math.min(batch, nTrain - s * batch);
+    nanoBatchSlices(stepRows, nanoBatches).forEach(([start, rows], j) => {
+      const slot = 4 * (s * nanoBatches + j);
+      rt.scope(() => pass(perm.ptr + 4 * (s * batch + start), rows, stepRows, lossBuf.ptr + slot, correctBuf.ptr + slot, j === 0));
+    });
+    rt.tag('optimizer');
+    optimizer.step();
+  };
+
+  /**
+   * A full step of graph mode without checkpointing: the weight gradients and updates run on the
+   * `side` stream beside the input gradients (Mlp.backwardAndStep), so the step keeps its tensors
+   * until its end; the results are the eager step's. Its batch, loss slot and counter all come from
+   * the device.
+   */
+  const sideStep = (g: GraphedSteps) => {
+    const x = rt.empty([batch, features]);
+    const y = rt.empty([batch], 'i32');
+    ops.gatherBatch(rt.onDevice, rt.s, xTrain.ptr, yTrain.ptr, g.perm.ptr, g.counter.ptr, batch, features, x.ptr, y.ptr);
+    rt.tag('forward');
     const logits = model.forward(x);
     rt.tag('loss');
-    const dLogits = softmaxCrossEntropyBiasGrad(rt, logits, y, model.output.bias.grad, lossOut, correctOut, stepCounter);
+    const dLogits = softmaxCrossEntropyBiasGrad(rt, logits, y, model.output.bias.grad, g.losses.ptr, g.correct.ptr, g.counter.ptr);
     rt.tag('backward');
-    if (!side) {
-      model.backward(dLogits, true);
-      rt.tag('optimizer');
-      optimizer.step();
-      return;
-    }
-    if (stepCounter) {
-      ops.streamWait(rt.onDevice, side.handle, rt.s); // the counter's last reader has run
-      ops.addI32(rt.onDevice, side.handle, stepCounter, 1);
-    }
-    model.backwardAndStep(dLogits, optimizer, side.handle, true);
+    ops.streamWait(rt.onDevice, g.side.handle, rt.s); // the counter's last reader has run
+    ops.addI32(rt.onDevice, g.side.handle, g.counter.ptr, 1);
+    model.backwardAndStep(dLogits, optimizer, g.side.handle, true);
   };
 
   const graphs = graphMode ? new GraphedSteps(rt, nTrain, steps, graphSteps) : undefined;
-  /** A full step of graph mode: its batch, loss slot and counter all come from the device. */
-  const graphStep = graphs ? () => step(graphs.perm.ptr, batch, graphs.losses.ptr, graphs.correct.ptr, graphs.counter.ptr, graphs.side) : undefined;
+  /**
+   * A full step of graph mode. With checkpointing, the eager step's pass on the main stream only (its
+   * tensors are freed mid-step, which the side stream's readers would race with), then the update.
+   */
+  const graphStep = graphs
+    ? checkpoint === 0
+      ? () => sideStep(graphs)
+      : () => {
+          pass(graphs.perm.ptr, batch, batch, graphs.losses.ptr, graphs.correct.ptr, true, graphs.counter.ptr);
+          rt.tag('optimizer');
+          optimizer.step();
+        }
+    : undefined;
 
   try {
     for (let epoch = 0; epoch < epochs; epoch++) {
@@ -115,9 +219,11 @@ export function trainMlp(rt: Runtime, o: TrainOptions, epochs: number, seed: num
       const { losses, correct, testCorrect } = rt.scope(() => {
         // eager: the epoch's order, losses and counts in tensors of the epoch; graph mode: in the
         // fixed tensors that the captured steps read and write
+        // (nano-batches: one slot per nano-batch, zero where a short last step has fewer)
         const perm = graphs ? graphs.beginEpoch(order) : rt.fromArray(order, [nTrain]);
-        const lossBuf = graphs ? graphs.losses : rt.empty([steps]);
-        const correctBuf = graphs ? graphs.correct : rt.empty([steps], 'i32');
+        const slots = steps * nanoBatches;
+        const lossBuf = graphs ? graphs.losses : nanoBatches > 1 ? rt.zeros([slots]) : rt.empty([steps]);
+        const correctBuf = graphs ? graphs.correct : nanoBatches > 1 ? rt.zeros([slots], 'i32') : rt.empty([steps], 'i32');
         let s = 0;
         if (graphs && graphStep && fullSteps > 0) {
           if (!graphs.warmedUp) {
@@ -133,8 +239,7 @@ export function trainMlp(rt: Runtime, o: TrainOptions, epochs: number, seed: num
           }
         }
         for (; s < steps; s++) {
-          const rows = Math.min(batch, nTrain - s * batch);
-          rt.scope(() => step(perm.ptr + 4 * s * batch, rows, lossBuf.ptr + 4 * s, correctBuf.ptr + 4 * s));
+          rt.scope(() => eagerStep(perm, s, lossBuf, correctBuf));
           reportSteps(s, 1);
         }
         // validation, part of the epoch
@@ -148,7 +253,8 @@ export function trainMlp(rt: Runtime, o: TrainOptions, epochs: number, seed: num
             ops.accuracy(rt.onDevice, rt.s, logits.ptr, labels.ptr, 0, rows, rows, 10, testBuf.ptr + 4 * i);
           });
         }
-        return { losses: lossBuf.toFloat32(), correct: correctBuf.toArray(), testCorrect: testBuf.toArray() };
+        const raw = lossBuf.toFloat32();
+        return { losses: nanoBatches > 1 ? stepLosses(raw) : raw, correct: correctBuf.toArray(), testCorrect: testBuf.toArray() };
       });
       rt.synchronize();
       const epochMs = performance.now() - t0;

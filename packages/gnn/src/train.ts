@@ -11,7 +11,7 @@ import { checkTrainingFits } from './memory-estimate.js';
 import { commonDefaults } from './defaults.js';
 import { trainMlp } from './train-mlp.js';
 import { trainGcn } from './train-gcn.js';
-import { checkPositiveInt, trainerStream } from './train-common.js';
+import { checkModelOptions, checkPositiveInt, trainerStream } from './train-common.js';
 import type { TrainOptions, TrainResult } from './train-types.js';
 
 export type { ModelName, DatasetName, TrainOptions, Progress, EpochRecord, TrainResult } from './train-types.js';
@@ -22,6 +22,7 @@ export function train(options: TrainOptions): TrainResult {
   checkPositiveInt(epochs, 'epochs');
   const seed = options.seed ?? commonDefaults.seed;
   if (!Number.isSafeInteger(seed) || seed < 0) throw new RangeError(`Expected non-negative integer for seed but received ${seed}`);
+  checkModelOptions(options);
   const owned = typeof options.allocator === 'string';
   const allocator = typeof options.allocator === 'string' ? createAllocator(options.allocator, options.allocatorOptions ?? {}) : options.allocator;
   const rt = new Runtime(allocator, trainerStream(allocator.device, 'main'));

@@ -4,7 +4,7 @@
  */
 import { writeFileSync } from 'node:fs';
 import { formatBytes, hasCudaDevice } from '@gpumem/allocator-core';
-import { commonDefaults, gcnDefaults, mlpDefaults, train, type TrainOptions, type TrainResult } from '@gpumem/gnn';
+import { commonDefaults, gcnDefaults, mlpDefaults, mlpHiddenWidths, train, type TrainOptions, type TrainResult } from '@gpumem/gnn';
 import { parseAllocatorSpec, type AllocatorSpec } from '@gpumem/compare';
 import { checkOutputFlags } from './output-paths.js';
 import { flagHelp, formatTable, parseFlags, ProgressBar, UsageError, type FlagSpec, type FlagValues } from './args.js';
@@ -27,6 +27,17 @@ export const trainFlags: Record<string, FlagSpec> = {
   'feature-dtype': { type: 'string', choices: ['f32', 'bf16'], help: 'gcn: store the input features as f32 (default) or bf16 (half the bytes; needs --row-blocks)' },
   seed: { type: 'int', min: 0, max: 2 ** 31 - 1, help: `random seed (default ${commonDefaults.seed})` },
   'cuda-graph': { type: 'boolean', help: 'mlp on a GPU with a capturable allocator (e.g. pool): replay each step as a captured CUDA Graph' },
+  checkpoint: {
+    type: 'int',
+    min: 0,
+    max: 65,
+    help: `mlp: activation checkpointing: keep every N-th layer's input only and recompute the others in backward (1 keeps every input; default ${mlpDefaults.checkpoint}: off); at most the layers (hidden + output)`,
+  },
+  'nano-batches': { type: 'int', min: 1, max: 60000, help: `mlp: run each batch as N slices of near-equal rows, their gradients summed before one update (default ${mlpDefaults.nanoBatches}); at most the batch` },
+  'layer-prefetch': {
+    type: 'boolean',
+    help: "trainer-inserted prefetch: each layer's operands to the device before it runs, activations that backward needs later to the host after forward and back one layer ahead (moves memory with uvm; nothing elsewhere)",
+  },
   'train-subset': { type: 'int', min: 1, help: 'mlp: train on the first N images' },
   'test-subset': { type: 'int', min: 1, help: 'mlp: validate on the first N test images' },
   json: { type: 'string', help: 'write the result as JSON to this file' },
@@ -44,6 +55,8 @@ ${flagHelp(trainFlags)}
 Examples:
   gpumem train --model mlp --allocator pool --epochs 3
   gpumem train --model mlp --allocator pool --epochs 3 --cuda-graph
+  gpumem train --model mlp --allocator pool --batch 4096 --hidden-layers 8 --checkpoint 3 --nano-batches 4
+  gpumem train --model mlp --allocator uvm --batch 4096 --layer-prefetch
   gpumem train --model gcn --allocator async --nodes 2000000 --aggregation scatter
   gpumem train --model gcn --dataset sbm --allocator host --epochs 50
   gpumem train --model gcn --nodes 50000000 --allocator tiered --row-blocks 50 --feature-dtype bf16
@@ -72,7 +85,39 @@ export function trainOptionsFromFlags(flags: FlagValues): Omit<TrainOptions, 'al
     trainSubset: flags['train-subset'] as number | undefined,
     testSubset: flags['test-subset'] as number | undefined,
     cudaGraph: flags['cuda-graph'] === true,
+    checkpoint: flags.checkpoint as number | undefined,
+    nanoBatches: flags['nano-batches'] as number | undefined,
+    layerPrefetch: flags['layer-prefetch'] === true,
   };
+}
+
+/**
+ * The activation flags checked against the rest (exit 2 naming the flag), before any run starts, so
+ * that compare refuses them too instead of failing in every child: --checkpoint and --nano-batches
+ * are the mlp's, at most its layers and its batch, and neither --nano-batches nor --layer-prefetch
+ * goes with --cuda-graph.
+ */
+export function checkActivationFlags(command: string, o: Omit<TrainOptions, 'allocator'>): void {
+  const fail = (message: string) => {
+    throw new UsageError(`gpumem ${command}: ${message}`);
+  };
+  for (const [flag, value] of [['--checkpoint', o.checkpoint], ['--nano-batches', o.nanoBatches]] as const) {
+    if (value !== undefined && o.model !== 'mlp') fail(`'${flag}' applies to the mlp only (received --model ${o.model})`);
+  }
+  if (o.model !== 'mlp') return;
+  let layers: number;
+  try {
+    layers = mlpHiddenWidths(o.hidden, o.hiddenLayers).length + 1;
+  } catch {
+    return; // train() names what is wrong with the widths
+  }
+  if (o.checkpoint !== undefined && o.checkpoint > layers) {
+    fail(`'--checkpoint' must be at most ${layers}, the mlp's layers (${layers - 1} hidden and the output layer) (received ${o.checkpoint})`);
+  }
+  const batch = o.batchSize ?? mlpDefaults.batchSize;
+  if (o.nanoBatches !== undefined && o.nanoBatches > batch) fail(`'--nano-batches' must be at most the batch, ${batch} (received ${o.nanoBatches})`);
+  if (o.cudaGraph && (o.nanoBatches ?? 1) > 1) fail(`'--nano-batches' does not go with '--cuda-graph' (a captured step runs the whole batch)`);
+  if (o.cudaGraph && o.layerPrefetch) fail(`'--layer-prefetch' does not go with '--cuda-graph' (prefetches are not captured into graphs)`);
 }
 
 /** The `--allocator` flag as a name and options (the spec syntax compare takes); default 'pool'. */
@@ -93,6 +138,7 @@ export const cpuMnistSubset = { train: 2048, test: 1000 } as const;
  */
 export function trainOptionsForHere(command: string, flags: FlagValues, gpu: boolean): Omit<TrainOptions, 'allocator'> {
   const options = trainOptionsFromFlags(flags);
+  checkActivationFlags(command, options);
   if (gpu) return options;
   if (options.model === 'mlp' && options.trainSubset === undefined && options.testSubset === undefined) {
     process.stderr.write(
