@@ -285,6 +285,105 @@ describe.skipIf(!browserAvailable)(
       expect(bars[0]![0]!).toBeGreaterThan(2 * bars[1]![0]!);
     });
 
+    it('draws the device and host tiers of a run with a host tier on a chart of their own, with a legend, and none for the others', async () => {
+      const tiered = sampleCompareResult({ tiered: true });
+      const opened = await openReport(browser, renderHtmlReport(tiered), 'report-tiered');
+      const tieredPage = opened.page;
+      try {
+        expect(opened.problems).toEqual({ consoleErrors: [], pageErrors: [], requests: [] });
+        const charts = await tieredPage.evaluate(() => {
+          const report = (window as unknown as { gpumemReport: { charts: { kind: string; allocator: string | null; canvasId: string; chart: any }[] } }).gpumemReport;
+          return report.charts
+            .filter((c) => c.kind === 'timeline' || c.kind === 'tiers')
+            .map(({ kind, allocator, canvasId, chart }) => {
+              const canvas = document.getElementById(canvasId) as HTMLCanvasElement;
+              const { data } = canvas.getContext('2d')!.getImageData(0, 0, canvas.width, canvas.height);
+              const colours = new Set<number>();
+              for (let i = 0; i < data.length; i += 4) if (data[i + 3]! > 0) colours.add((data[i]! << 16) | (data[i + 1]! << 8) | data[i + 2]!);
+              return {
+                kind,
+                allocator,
+                colours: [...colours],
+                legend: (chart.legend?.legendItems ?? []).map((item: { text: string }) => item.text),
+                yMax: chart.scales.y.max as number,
+                datasets: chart.data.datasets.map((d: { label: string; borderColor: string; data: { y: number }[] }, i: number) => {
+                  const meta = chart.getDatasetMeta(i);
+                  return {
+                    label: d.label,
+                    color: d.borderColor,
+                    points: d.data.length,
+                    drawn: meta.data.length,
+                    visible: chart.isDatasetVisible(i),
+                    // pixels above the x axis: the series has height on the chart
+                    raised: meta.data.filter((p: { y: number }) => p.y < chart.chartArea.bottom - 2).length,
+                    top: Math.max(...d.data.map((p) => p.y)),
+                  };
+                }),
+              };
+            });
+        });
+        expect(charts.filter((c) => c.kind === 'timeline').map((c) => c.allocator)).toEqual(['cuda', 'pool', 'async', 'tiered']);
+        const tierCharts = charts.filter((c) => c.kind === 'tiers');
+        expect(tierCharts.map((c) => c.allocator)).toEqual(['tiered']);
+        for (const c of charts.filter((c) => c.kind === 'timeline')) expect(c.datasets.map((d: { label: string }) => d.label)).toEqual(['reserved', 'allocated']);
+        const chart = tierCharts[0]!;
+        const run = tiered.runs[4]!;
+        const labels = ['device reserved', 'device allocated', 'host reserved', 'host allocated'];
+        expect(chart.datasets.map((d: { label: string }) => d.label)).toEqual(labels);
+        expect(chart.legend).toEqual(labels);
+        for (const d of chart.datasets) {
+          expect(d).toMatchObject({ points: run.timeline!.tMs.length, drawn: run.timeline!.tMs.length, visible: true });
+          expect(d.raised, `${d.label} is drawn above the axis`).toBeGreaterThan(100);
+        }
+        const byLabel = Object.fromEntries(chart.datasets.map((d: { label: string }) => [d.label, d]));
+        expect(byLabel['host allocated'].top).toBe(run.tiers!.peakAllocated.hostBytes);
+        expect(byLabel['device allocated'].top).toBe(128 * 2 ** 20);
+        // the host series in their own colour, the device ones in the run's, both on the canvas
+        const near = (hex: string) => {
+          const rgb = Number.parseInt(hex.slice(1), 16);
+          return chart.colours.some((c: number) => [16, 8, 0].every((shift) => Math.abs(((c >> shift) & 255) - ((rgb >> shift) & 255)) <= 12));
+        };
+        expect(byLabel['host allocated'].color).not.toBe(byLabel['device allocated'].color);
+        expect(near(byLabel['host allocated'].color), `a pixel of the host colour ${byLabel['host allocated'].color}`).toBe(true);
+        expect(near(byLabel['device allocated'].color), `a pixel of the device colour ${byLabel['device allocated'].color}`).toBe(true);
+        // the same byte scale on every chart includes the tier chart
+        await tieredPage.click('#shared-scale');
+        const shared = await tieredPage.evaluate(() => {
+          const report = (window as unknown as { gpumemReport: { charts: { kind: string; chart: any }[] } }).gpumemReport;
+          return report.charts.filter((c) => c.kind === 'timeline' || c.kind === 'tiers').map((c) => c.chart.scales.y.max as number);
+        });
+        expect(new Set(shared).size).toBe(1);
+        // the table: the split under the tiered run's peaks only, and a column of the bytes moved
+        const splits = await tieredPage.$$eval('table.compare tbody tr.run', (trs) =>
+          trs.map((tr) => ({ allocator: tr.getAttribute('data-allocator'), cells: tr.children.length, tiers: [...tr.querySelectorAll('small.tiers')].map((s) => s.textContent) })),
+        );
+        expect(splits.map((r) => [r.allocator, r.cells, r.tiers.length])).toEqual([
+          ['cuda', 12, 0],
+          ['pool', 12, 0],
+          ['async', 12, 0],
+          ['arena', 12, 0],
+          ['tiered', 12, 2],
+        ]);
+        for (const text of splits[4]!.tiers) expect(text).toMatch(/^[\d.]+ MiB device \+ [\d.]+ MiB host$/);
+        const tierRows = await tieredPage.$$eval('figure[data-run="4"] table.stats.tiers tbody tr', (trs) => trs.map((tr) => tr.querySelector('th')?.textContent));
+        expect(tierRows).toEqual(['peak allocated', 'peak reserved', 'allocated at the end', 'reserved at the end', 'moved to host', 'moved to device']);
+        expect(await tieredPage.$$('figure[data-run="0"] table.stats.tiers, figure[data-run="0"] canvas[id$="-tiers"]')).toHaveLength(0);
+        await tieredPage.click('#shared-scale');
+        const png = await tieredPage.screenshot({ path: `${artifacts}report-tiered.png`, fullPage: true });
+        expect(png.length).toBeGreaterThan(50_000);
+      } finally {
+        await tieredPage.close();
+      }
+    });
+
+    it('draws no tier chart and no tier figures for a comparison without a host tier', async () => {
+      const kinds = await page.evaluate(() =>
+        (window as unknown as { gpumemReport: { charts: { kind: string }[] } }).gpumemReport.charts.map((c) => c.kind),
+      );
+      expect(kinds).not.toContain('tiers');
+      expect(await page.$$('small.tiers, table.stats.tiers, canvas[id$="-tiers"]')).toHaveLength(0);
+    });
+
     it('writes a screenshot of the whole page', async () => {
       const path = `${artifacts}report.png`;
       const png = await page.screenshot({ path, fullPage: true });

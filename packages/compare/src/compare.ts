@@ -25,7 +25,8 @@ import {
 import { allocationTags, train, type Progress, type TrainOptions, type TrainResult } from '@gpumem/gnn';
 import type { AllocatorSpec } from './spec.js';
 import type { CompareColumn, CompareResult, CompareRun } from './types.js';
-import { buildTimeline, peakBreakdown } from './timeline.js';
+import { buildTimeline, peakBreakdown, type HostSamples } from './timeline.js';
+import { hasHostTier, hostTierSummary } from './tiers.js';
 import { mergeRepeats } from './repeat.js';
 import type { PeerRun } from './peer.js';
 import { spreadOf, spreadsOverlap, warmupEpochsOf } from './spread.js';
@@ -84,6 +85,7 @@ export const defaultTimelinePoints = 4000;
 
 
 function failureRun(spec: AllocatorSpec, status: 'oom' | 'error', error: string, stats: AllocatorStats | null, wallMs: number): CompareRun {
+  const tiers = stats ? hostTierSummary(stats.peakAllocatedBytes, stats.peakReservedBytes, [stats], stats) : undefined;
   return {
     allocator: spec.label,
     status,
@@ -94,6 +96,7 @@ function failureRun(spec: AllocatorSpec, status: 'oom' | 'error', error: string,
     peakAllocatedBytes: stats?.peakAllocatedBytes ?? null,
     peakReservedBytes: stats?.peakReservedBytes ?? null,
     overhead: null,
+    ...(tiers ? { tiers } : {}),
     upstreamAllocCalls: stats?.upstreamAllocCount ?? null,
     upstreamFreeCalls: stats?.upstreamFreeCount ?? null,
     oomCount: stats?.oomCount ?? (status === 'oom' ? 1 : 0),
@@ -142,18 +145,41 @@ export function runOne(request: RunRequest, onProgress?: (p: Progress) => void):
   // Device memory used outside the allocator (CUDA context, kernels, library handles): the
   // device's used bytes less what the allocator holds, right after it is made and at the end.
   const outsideAtStart = outsideBytes(allocator);
+  // A strategy with a host tier: its host bytes sampled for the timeline, now, after each step and
+  // at the end (tracking events carry the total only). Other strategies are not sampled, so their
+  // steps cost what they did.
+  let host: HostSamples | undefined;
+  let onStep: ((step: number, stats: AllocatorStats) => void) | undefined;
+  if (tracked) {
+    try {
+      const first = allocator.stats();
+      if (hasHostTier(first)) {
+        const samples: HostSamples = { tMs: [], allocatedBytes: [], reservedBytes: [] };
+        onStep = (_step, s) => {
+          samples.tMs.push(performance.now() - start);
+          samples.allocatedBytes.push(s.hostAllocatedBytes ?? 0);
+          samples.reservedBytes.push(s.hostReservedBytes ?? 0);
+        };
+        onStep(0, first);
+        host = samples;
+      }
+    } catch {
+      // no samples: the run itself reports what is wrong with the allocator
+    }
+  }
   let result: TrainResult | undefined;
   let failure: unknown;
   try {
     // CUDA graphs only where the strategy can allocate inside a capture; the others run eagerly.
     const cudaGraph = request.train.cudaGraph === true && strategyInfo(spec.name).capturable;
-    result = train({ ...request.train, cudaGraph, allocator, onProgress, tagAllocations: tracked?.setTag });
+    result = train({ ...request.train, cudaGraph, allocator, onProgress, tagAllocations: tracked?.setTag, ...(onStep ? { onStep } : {}) });
   } catch (e) {
     failure = e;
   }
   let run: CompareRun;
   try {
     const stats = allocator.stats();
+    onStep?.(0, stats);
     const wallMs = performance.now() - start;
     if (!result) {
       const oom = failure instanceof OutOfMemoryError;
@@ -165,7 +191,7 @@ export function runOne(request: RunRequest, onProgress?: (p: Progress) => void):
     if (outsideAtStart !== null && outsideAtEnd !== null) run.outsideAllocator = { atStartBytes: outsideAtStart, atEndBytes: outsideAtEnd };
     if (tracked) {
       const { events, dropped } = tracked.events(true);
-      run.timeline = buildTimeline(events, stats.allocatedBytes, request.timelinePoints, 0, allocationTags);
+      run.timeline = buildTimeline(events, stats.allocatedBytes, request.timelinePoints, 0, allocationTags, host);
       run.peakBreakdown = peakBreakdown(run.timeline);
       run.eventsRecorded = events.length;
       run.eventsDropped = dropped;
@@ -188,6 +214,7 @@ function summariseRun(spec: AllocatorSpec, result: TrainResult, stats: Allocator
   const peakAllocated = Math.max(...epochs.map((e) => e.peakAllocatedBytes));
   const peakReserved = Math.max(...epochs.map((e) => e.peakReservedBytes));
   const last = epochs.at(-1)!;
+  const tiers = hostTierSummary(peakAllocated, peakReserved, epochs.map((e) => e.stats), stats);
   return {
     allocator: spec.label,
     status: 'ok',
@@ -200,6 +227,7 @@ function summariseRun(spec: AllocatorSpec, result: TrainResult, stats: Allocator
     peakAllocatedBytes: peakAllocated,
     peakReservedBytes: peakReserved,
     overhead: peakAllocated > 0 ? peakReserved / peakAllocated : null,
+    ...(tiers ? { tiers } : {}),
     upstreamAllocCalls: stats.upstreamAllocCount,
     upstreamFreeCalls: stats.upstreamFreeCount,
     oomCount: stats.oomCount,

@@ -1,13 +1,15 @@
 /**
  * A synthetic but realistic {@link CompareResult} for tests of what is made from one (the HTML
  * report, the Chrome trace, the JSON file): four allocators on a GCN workload, one of which runs out
- * of memory in its second epoch, with memory timelines of a few thousand points each.
+ * of memory in its second epoch, with memory timelines of a few thousand points each; on request a
+ * fifth, 'tiered', that keeps what does not fit its device tier in a host tier.
  * @module
  */
 import type { AllocatorStats } from '@gpumem/allocator-core';
 import type { EpochRecord } from '@gpumem/gnn';
 import { rankRuns } from './compare.js';
 import { spreadOf, warmupEpochsOf } from './spread.js';
+import { hostTierSummary } from './tiers.js';
 import type { CompareResult, CompareRun, TimelineSeries } from './types.js';
 
 const MiB = 2 ** 20;
@@ -21,6 +23,11 @@ interface StrategyShape {
   reserve(allocated: number, reservedBefore: number): number;
   /** Stop with an OOM when allocated bytes would pass this bound. */
   capacity?: number;
+  /**
+   * A host tier beside the device: allocated bytes beyond `deviceBytes` live on the host, and
+   * `reserve` is applied to the device tier's bytes only.
+   */
+  hostTier?: { deviceBytes: number };
 }
 
 function roundUp(bytes: number, granule: number): number {
@@ -49,6 +56,17 @@ const shapes: StrategyShape[] = [
   // A fixed 200 MiB arena (a plug-in): the second epoch's peak does not fit.
   { allocator: 'arena', msPerEvent: 0.4, reserve: () => 200 * MiB, capacity: 200 * MiB },
 ];
+
+/**
+ * Two tiers: a 128 MiB device tier reserved in 2 MiB granules and kept, and what does not fit in
+ * a host tier that keeps its reserve too; slower, for the bytes it moves.
+ */
+const tieredShape: StrategyShape = {
+  allocator: 'tiered',
+  msPerEvent: 0.5,
+  reserve: (deviceAllocated, before) => Math.min(128 * MiB, Math.max(before, roundUp(deviceAllocated, 2 * MiB))),
+  hostTier: { deviceBytes: 128 * MiB },
+};
 
 const EPOCHS = 3;
 const EVENTS_PER_EPOCH = 1100;
@@ -84,6 +102,27 @@ function stats(partial: Partial<AllocatorStats>): AllocatorStats {
 function simulate(shape: StrategyShape, index: number): CompareRun {
   const next = random(1234 + index);
   const timeline: TimelineSeries = { tMs: [], allocatedBytes: [], reservedBytes: [] };
+  const tier = shape.hostTier;
+  if (tier) {
+    timeline.hostAllocatedBytes = [];
+    timeline.hostReservedBytes = [];
+  }
+  let deviceReserved = 0;
+  let hostAllocated = 0;
+  let hostReserved = 0;
+  let movedToHost = 0;
+  let movedToDevice = 0;
+  const hostStats = (peakHostAllocated: number, peakHostReserved: number): Partial<AllocatorStats> =>
+    tier
+      ? {
+          hostAllocatedBytes: hostAllocated,
+          peakHostAllocatedBytes: peakHostAllocated,
+          hostReservedBytes: hostReserved,
+          peakHostReservedBytes: peakHostReserved,
+          bytesMovedToHost: movedToHost,
+          bytesMovedToDevice: movedToDevice,
+        }
+      : {};
   const epochs: EpochRecord[] = [];
   const phases: CompareRun['phases'] = [];
   let t = 12 + 3 * index; // set-up before the first epoch
@@ -98,6 +137,8 @@ function simulate(shape: StrategyShape, index: number): CompareRun {
     const upstreamBefore = [upstreamAllocs, upstreamFrees] as const;
     let peakAllocated = 0;
     let peakReserved = 0;
+    let peakHostAllocated = 0;
+    let peakHostReserved = 0;
     for (let i = 0; i < EVENTS_PER_EPOCH; i++) {
       const allocated = allocatedAt(i, epoch, next());
       if (shape.capacity !== undefined && allocated > shape.capacity) {
@@ -106,7 +147,23 @@ function simulate(shape: StrategyShape, index: number): CompareRun {
           `of ${2 * MiB} bytes (cuda: out of memory (limit ${shape.capacity} bytes))`;
         break;
       }
-      const nextReserved = shape.reserve(allocated, reserved);
+      let nextReserved: number;
+      if (tier) {
+        const host = Math.max(0, allocated - tier.deviceBytes);
+        // spilled bytes go to the host; half of what leaves the host is moved back to the device
+        if (host > hostAllocated) movedToHost += host - hostAllocated;
+        else movedToDevice += Math.floor((hostAllocated - host) / 2);
+        hostAllocated = host;
+        hostReserved = Math.max(hostReserved, roundUp(host, 2 * MiB));
+        deviceReserved = shape.reserve(allocated - host, deviceReserved);
+        nextReserved = deviceReserved + hostReserved;
+        timeline.hostAllocatedBytes!.push(hostAllocated);
+        timeline.hostReservedBytes!.push(hostReserved);
+        peakHostAllocated = Math.max(peakHostAllocated, hostAllocated);
+        peakHostReserved = Math.max(peakHostReserved, hostReserved);
+      } else {
+        nextReserved = shape.reserve(allocated, reserved);
+      }
       if (nextReserved > reserved) upstreamAllocs++;
       if (nextReserved < reserved) upstreamFrees++;
       reserved = nextReserved;
@@ -144,6 +201,7 @@ function simulate(shape: StrategyShape, index: number): CompareRun {
         freeCount: allocCount - 40,
         upstreamAllocCount: upstreamAllocs,
         upstreamFreeCount: upstreamFrees,
+        ...hostStats(peakHostAllocated, peakHostReserved),
       }),
     });
     t += 2; // between epochs
@@ -162,7 +220,9 @@ function simulate(shape: StrategyShape, index: number): CompareRun {
     upstreamFreeCount: upstreamFrees,
     oomCount: failure === undefined ? 0 : 1,
     ...(shape.allocator === 'pool' ? { largestFreeBlock: 18 * MiB, segmentCount: Math.round(peakReserved / (20 * MiB)) } : {}),
+    ...hostStats(Math.max(0, ...(timeline.hostAllocatedBytes ?? [])), Math.max(0, ...(timeline.hostReservedBytes ?? []))),
   });
+  const tiers = hostTierSummary(peakAllocated, peakReserved, epochs.map((e) => e.stats), finalStats);
   const ok = failure === undefined;
   const warmupEpochs = warmupEpochsOf(epochs.length);
   const epochSpread = spreadOf(epochs.slice(warmupEpochs).map((e) => e.epochMs));
@@ -181,6 +241,7 @@ function simulate(shape: StrategyShape, index: number): CompareRun {
     peakAllocatedBytes: peakAllocated,
     peakReservedBytes: peakReserved,
     overhead: peakReserved / peakAllocated,
+    ...(tiers ? { tiers } : {}),
     upstreamAllocCalls: upstreamAllocs,
     upstreamFreeCalls: upstreamFrees,
     oomCount: finalStats.oomCount,
@@ -199,10 +260,12 @@ function simulate(shape: StrategyShape, index: number): CompareRun {
  * A {@link CompareResult} of a GCN on a generated graph under 'cuda', 'pool', 'async' and a
  * fixed-size 'arena' plug-in that runs out of memory in epoch 2: three epochs, about 3,300 timeline
  * points per successful run, epoch phases on the timeline's clock and `best` and `tied` derived from the runs by {@link rankRuns}.
+ * With `tiered`, a fifth run, 'tiered', has a 128 MiB device tier and a host tier for the rest:
+ * stats with the host fields, a timeline with its host part, and the peaks split (`tiers`).
  * Deterministic: every call returns an equal, fresh object.
  */
-export function sampleCompareResult(): CompareResult {
-  const runs = shapes.map(simulate);
+export function sampleCompareResult(options: { tiered?: boolean } = {}): CompareResult {
+  const runs = (options.tiered ? [...shapes, tieredShape] : shapes).map(simulate);
   return {
     version: 1,
     createdAt: '2025-06-02T14:03:27.512Z',

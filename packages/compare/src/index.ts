@@ -16,12 +16,13 @@ export {
   type CompareTrainOptions,
   type RunRequest,
 } from './compare.js';
-export { buildTimeline, capTimeline, cleanTimeline, peakBreakdown } from './timeline.js';
+export { buildTimeline, capTimeline, cleanTimeline, peakBreakdown, alignHostSamples, type HostSamples } from './timeline.js';
+export { hasHostTier, hostTierSummary, splitPeak, anyHostTier, anyTierMoves } from './tiers.js';
 export { spreadOf, spreadsOverlap, tieTolerance, warmupEpochsOf, type Spread } from './spread.js';
 export { mergeRepeats } from './repeat.js';
 export { parsePeer, readPeer, peerThroughput, PeerFormatError, type PeerRun } from './peer.js';
 export { parseAllocatorSpec, parseAllocatorList, type AllocatorSpec } from './spec.js';
-export type { CompareResult, CompareRun, CompareColumn, TimelineSeries, RunStatus } from './types.js';
+export type { CompareResult, CompareRun, CompareColumn, TimelineSeries, RunStatus, HostTierSummary, TierSplit } from './types.js';
 export { renderHtmlReport } from './report-html.js';
 export { toChromeTrace, type ChromeTrace, type ChromeTraceEvent } from './trace-json.js';
 export { builtInStrategyPackages, importStrategies } from './strategies.js';

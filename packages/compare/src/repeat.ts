@@ -4,6 +4,7 @@
  * @module
  */
 import { spreadOf, warmupEpochsOf } from './spread.js';
+import { splitPeak } from './tiers.js';
 import type { CompareRun } from './types.js';
 
 /**
@@ -25,6 +26,17 @@ export function mergeRepeats(runs: readonly CompareRun[]): CompareRun {
   };
   const peakAllocatedBytes = max((r) => r.peakAllocatedBytes);
   const peakReservedBytes = max((r) => r.peakReservedBytes);
+  // A host tier's peaks: the highest of any repeat, splitting the pooled peaks; bytes moved are the
+  // first run's, as the upstream calls are.
+  const tiered = runs.filter((r) => r.tiers !== undefined);
+  const tiers =
+    first.tiers && peakAllocatedBytes !== null && peakReservedBytes !== null
+      ? {
+          ...first.tiers,
+          peakAllocated: splitPeak(peakAllocatedBytes, Math.max(...tiered.map((r) => r.tiers!.peakAllocated.hostBytes))),
+          peakReserved: splitPeak(peakReservedBytes, Math.max(...tiered.map((r) => r.tiers!.peakReserved.hostBytes))),
+        }
+      : undefined;
   // Throughput from the pooled median: samples per epoch are the same in every repeat.
   const samplesPerEpoch = first.throughput !== null && first.medianEpochMs ? (first.throughput * first.medianEpochMs) / 1000 : null;
   return {
@@ -38,6 +50,7 @@ export function mergeRepeats(runs: readonly CompareRun[]): CompareRun {
     peakAllocatedBytes,
     peakReservedBytes,
     overhead: peakAllocatedBytes && peakReservedBytes !== null ? peakReservedBytes / peakAllocatedBytes : null,
+    ...(tiers ? { tiers } : {}),
     oomCount: Math.max(...runs.map((r) => r.oomCount)),
     wallMs: runs.reduce((t, r) => t + r.wallMs, 0),
     ...(runs.every((r) => r.outsideAllocator)

@@ -11,7 +11,8 @@ import { dirname, join } from 'node:path';
 import { formatBytes, formatMs } from '@gpumem/allocator-core';
 import { capTimeline, cleanTimeline } from './timeline.js';
 import { peerThroughput, type PeerRun } from './peer.js';
-import type { CompareColumn, CompareResult, CompareRun, TimelineSeries } from './types.js';
+import { anyTierMoves, hasHostTier } from './tiers.js';
+import type { CompareColumn, CompareResult, CompareRun, TierSplit, TimelineSeries } from './types.js';
 
 /** At most this many points per timeline series go into the report (peaks are kept). */
 export const MAX_REPORT_TIMELINE_POINTS = 5000;
@@ -72,6 +73,9 @@ function formatDate(iso: string): string {
 /** Colours of the phase tags' stacked areas (muted, so the run's own lines stay on top). */
 const TAG_COLORS = ['#b0b7bf', '#8fb3d9', '#f2b36f', '#e88c8c', '#9fd49a', '#c7a6e0', '#d9cf7a', '#88d1c9'];
 
+/** The host tier's colour on a run's tier chart (the device tier has the run's colour). */
+const HOST_COLOR = '#00897b';
+
 function tagColor(index: number): string {
   return TAG_COLORS[index % TAG_COLORS.length]!;
 }
@@ -112,8 +116,8 @@ const columns: Column[] = [
     numeric: true,
     cell: (run, result) => orDash(run.throughput, (v) => `${formatCount(v)} ${escapeHtml(result.throughputUnit)}`),
   },
-  { heading: 'Peak allocated', best: 'peakAllocatedBytes', numeric: true, cell: (run) => orDash(run.peakAllocatedBytes, formatBytes) },
-  { heading: 'Peak reserved', best: 'peakReservedBytes', numeric: true, cell: (run) => orDash(run.peakReservedBytes, formatBytes) },
+  { heading: 'Peak allocated', best: 'peakAllocatedBytes', numeric: true, cell: (run) => peakCell(run.peakAllocatedBytes, run.tiers?.peakAllocated) },
+  { heading: 'Peak reserved', best: 'peakReservedBytes', numeric: true, cell: (run) => peakCell(run.peakReservedBytes, run.tiers?.peakReserved) },
   { heading: 'Overhead', subheading: 'reserved / allocated', best: 'overhead', numeric: true, cell: (run) => orDash(run.overhead, (v) => `${v.toFixed(3)}\u00d7`) },
   {
     heading: 'Upstream calls',
@@ -129,6 +133,26 @@ const columns: Column[] = [
   { heading: 'Final loss', best: 'finalLoss', numeric: true, cell: (run) => orDash(run.finalLoss, (v) => v.toPrecision(4)) },
   { heading: 'Accuracy', best: 'accuracy', numeric: true, cell: (run) => orDash(run.accuracy, (v) => `${(v * 100).toFixed(2)}%`) },
 ];
+
+/** A peak, and under it its split between device and host for a strategy with a host tier. */
+function peakCell(peak: number | null, split: TierSplit | undefined): string {
+  const total = orDash(peak, formatBytes);
+  if (peak === null || !split) return total;
+  return `${total}<br><small class="tiers" title="the host tier's peak, and the rest of the peak on the device">${tierSplitText(split)}</small>`;
+}
+
+/** `41.20 GiB device + 20.00 GiB host`. */
+function tierSplitText(split: TierSplit): string {
+  return `${formatBytes(split.deviceBytes)} device + ${formatBytes(split.hostBytes)} host`;
+}
+
+/** Shown after the overhead when some run moved bytes between its tiers. */
+const tierMovesColumn: Column = {
+  heading: 'Moved between tiers',
+  subheading: 'to host / to device',
+  numeric: true,
+  cell: (run) => (run.tiers ? `${formatBytes(run.tiers.bytesMovedToHost)} / ${formatBytes(run.tiers.bytesMovedToDevice)}` : DASH),
+};
 
 /** The median epoch and, under it, the min–max of the measured epochs (warm-up left out). */
 function epochCell(run: CompareRun): string {
@@ -152,6 +176,10 @@ function statusCell(run: CompareRun): string {
 function columnsOf(result: CompareResult): Column[] {
   const hidden = new Set(result.hiddenColumns ?? []);
   const shown = columns.filter((c) => c.best === undefined || !hidden.has(c.best));
+  if (anyTierMoves(result.runs)) {
+    const after = shown.findIndex((c) => c.best === 'overhead');
+    shown.splice(after >= 0 ? after + 1 : shown.length, 0, tierMovesColumn);
+  }
   const extra = (result.extraColumns ?? []).map(
     (x): Column => ({
       heading: x.heading,
@@ -302,6 +330,15 @@ function statsTable(run: CompareRun): string {
   ];
   if (stats.largestFreeBlock !== undefined) rows.push(['largest free block', formatBytes(stats.largestFreeBlock)]);
   if (stats.segmentCount !== undefined) rows.push(['segments', formatCount(stats.segmentCount)]);
+  if (hasHostTier(stats)) {
+    rows.push(
+      ['host allocated', formatBytes(stats.hostAllocatedBytes)],
+      ['peak host allocated', formatBytes(stats.peakHostAllocatedBytes ?? stats.hostAllocatedBytes)],
+      ['host reserved', formatBytes(stats.hostReservedBytes ?? 0)],
+      ['peak host reserved', formatBytes(stats.peakHostReservedBytes ?? stats.hostReservedBytes ?? 0)],
+      ['moved to host / to device', `${formatBytes(stats.bytesMovedToHost ?? 0)} / ${formatBytes(stats.bytesMovedToDevice ?? 0)}`],
+    );
+  }
   return `<table class="stats"><caption>Statistics at the failure</caption><tbody>${rows
     .map(([name, value]) => `<tr><th scope="row">${name}</th><td class="num">${value}</td></tr>`)
     .join('')}</tbody></table>`;
@@ -327,9 +364,34 @@ function breakdownTable(run: CompareRun): string {
   return `<table class="stats breakdown"><caption>At the peak of allocated bytes (${formatBytes(total)}), by the phase that allocated them</caption><tbody>${rows}</tbody></table>`;
 }
 
+/** A run with a host tier: its peaks and its bytes at the end split between device and host, and the bytes moved. */
+function tierTable(run: CompareRun): string {
+  const tiers = run.tiers;
+  if (!tiers) return '';
+  const row = (name: string, device: number, host: number) =>
+    `<tr><th scope="row">${name}</th><td class="num">${formatBytes(device)}</td><td class="num">${formatBytes(host)}</td></tr>`;
+  const rows = [row('peak allocated', tiers.peakAllocated.deviceBytes, tiers.peakAllocated.hostBytes), row('peak reserved', tiers.peakReserved.deviceBytes, tiers.peakReserved.hostBytes)];
+  const end = run.stats;
+  if (hasHostTier(end)) {
+    const host = Math.min(end.hostAllocatedBytes, end.allocatedBytes);
+    const hostReserved = Math.min(end.hostReservedBytes ?? 0, end.reservedBytes);
+    rows.push(row('allocated at the end', end.allocatedBytes - host, host), row('reserved at the end', end.reservedBytes - hostReserved, hostReserved));
+  }
+  rows.push(
+    `<tr><th scope="row">moved to host</th><td></td><td class="num">${formatBytes(tiers.bytesMovedToHost)}</td></tr>`,
+    `<tr><th scope="row">moved to device</th><td class="num">${formatBytes(tiers.bytesMovedToDevice)}</td><td></td></tr>`,
+  );
+  return `<table class="stats tiers" title="the host part of a peak is the host tier's own peak, the device part the rest of the peak"><caption>Device and host tiers</caption><thead><tr><td></td><th scope="col" class="num">device</th><th scope="col" class="num">host</th></tr></thead><tbody>${rows.join('')}</tbody></table>`;
+}
+
 function eventsNote(run: CompareRun): string {
   const dropped = run.eventsDropped > 0 ? `, <strong>${formatCount(run.eventsDropped)} lost</strong> to the recorder's bound (the timeline is incomplete)` : '';
   return `<p class="note">${formatCount(run.eventsRecorded)} allocator events recorded${dropped}.</p>`;
+}
+
+/** True when a timeline holds the host part of its bytes (a strategy with a host tier). */
+function hasHostTimeline(series: TimelineSeries): boolean {
+  return series.hostAllocatedBytes !== undefined && series.hostReservedBytes !== undefined;
 }
 
 /** The figure of one run in the timeline grid: its chart, or why there is none. */
@@ -337,11 +399,15 @@ function timelineFigure(run: CompareRun, index: number, result: CompareResult): 
   const caption = `<figcaption><span class="swatch" style="background:${colorOf(index)}"></span>${escapeHtml(run.allocator)}</figcaption>`;
   if (run.status !== 'ok') return `<figure class="timeline failed" data-run="${index}">${caption}${failureHtml(run, result)}</figure>`;
   if (run.timeline === null) {
-    return `<figure class="timeline empty" data-run="${index}">${caption}<p class="note">No timeline: event recording was off for this run.</p></figure>`;
+    return `<figure class="timeline empty" data-run="${index}">${caption}<p class="note">No timeline: event recording was off for this run.</p>${tierTable(run)}</figure>`;
   }
-  return `<figure class="timeline" data-run="${index}">${caption}
-<div class="chart-box"><canvas id="timeline-${index}" role="img" aria-label="${escapeHtml(`Allocated and reserved bytes over time, ${run.allocator}`)}"></canvas></div>
-${eventsNote(run)}${breakdownTable(run)}</figure>`;
+  const tierChart = hasHostTimeline(run.timeline)
+    ? `
+<div class="chart-box tiers"><canvas id="timeline-${index}-tiers" role="img" aria-label="${escapeHtml(`Device and host bytes over time, ${run.allocator}`)}"></canvas></div>`
+    : '';
+  return `<figure class="timeline${tierChart ? ' tiered' : ''}" data-run="${index}">${caption}
+<div class="chart-box"><canvas id="timeline-${index}" role="img" aria-label="${escapeHtml(`Allocated and reserved bytes over time, ${run.allocator}`)}"></canvas></div>${tierChart}
+${eventsNote(run)}${breakdownTable(run)}${tierTable(run)}</figure>`;
 }
 
 /** What the page's script draws, all numbers, names as plain strings (never HTML). */
@@ -374,6 +440,21 @@ interface ChartData {
     ownYMax: number;
     ownYStep: number;
     phases: { name: string; start: number; end: number }[];
+    /**
+     * A strategy with a host tier: its allocated and reserved bytes split into device and host at
+     * each point (device = total less host), drawn on a second chart; null for other strategies.
+     */
+    tiers: {
+      canvasId: string;
+      hostColor: string;
+      hostFill: string;
+      deviceAllocated: number[];
+      hostAllocated: number[];
+      deviceReserved: number[];
+      hostReserved: number[];
+      ownYMax: number;
+      ownYStep: number;
+    } | null;
   }[];
   epochChart: {
     canvasId: string;
@@ -403,6 +484,7 @@ function timelineData(result: CompareResult): ChartData['timelines'] {
     for (const v of series.reservedBytes) top = Math.max(top, v);
     const own = byteAxis(top);
     out.push({
+      tiers: tierData(series, index),
       canvasId: `timeline-${index}`,
       allocator: run.allocator,
       color: colorOf(index),
@@ -421,6 +503,29 @@ function timelineData(result: CompareResult): ChartData['timelines'] {
     });
   });
   return out;
+}
+
+/** The device and host parts of a timeline with a host tier (host at most the total); null without one. */
+function tierData(series: TimelineSeries, index: number): ChartData['timelines'][number]['tiers'] {
+  if (!series.hostAllocatedBytes || !series.hostReservedBytes) return null;
+  const hostAllocated = series.allocatedBytes.map((total, i) => Math.max(0, Math.min(total, series.hostAllocatedBytes![i]!)));
+  const hostReserved = series.reservedBytes.map((total, i) => Math.max(0, Math.min(total, series.hostReservedBytes![i]!)));
+  const deviceAllocated = series.allocatedBytes.map((total, i) => total - hostAllocated[i]!);
+  const deviceReserved = series.reservedBytes.map((total, i) => total - hostReserved[i]!);
+  let top = 0;
+  for (const values of [hostAllocated, hostReserved, deviceAllocated, deviceReserved]) for (const v of values) top = Math.max(top, v);
+  const own = byteAxis(top);
+  return {
+    canvasId: `timeline-${index}-tiers`,
+    hostColor: HOST_COLOR,
+    hostFill: withAlpha(HOST_COLOR, 0.12),
+    deviceAllocated,
+    hostAllocated,
+    deviceReserved,
+    hostReserved,
+    ownYMax: own.max,
+    ownYStep: own.step,
+  };
 }
 
 function epochChartData(result: CompareResult): ChartData['epochChart'] {
@@ -546,6 +651,10 @@ figure.failed { border-color: #f1b5b5; background: #fffafa; }
 figcaption { font-weight: 600; margin-bottom: 6px; }
 .chart-box { position: relative; height: 280px; }
 .chart-box.wide { height: 340px; }
+.chart-box.tiers { height: 240px; margin-top: 8px; }
+table.compare small.tiers { color: var(--muted); font-weight: normal; }
+table.stats.tiers thead td, table.stats.tiers thead th { color: var(--muted); padding-bottom: 0; }
+table.stats th.num { text-align: right; }
 .recommendation { border: 1px solid #b9d8c3; background: var(--best-bg); border-radius: 6px; padding: 8px 12px; margin: 0 0 12px; }
 .recommendation ul, ul.notes { margin: 4px 0 0; padding-left: 20px; }
 ul.notes { color: var(--muted); font-size: 13px; }
@@ -650,6 +759,44 @@ const CLIENT_SCRIPT = `
       }
     });
     charts.push({ kind: 'timeline', allocator: tl.allocator, canvasId: tl.canvasId, chart: chart, timeline: tl });
+    var tiers = tl.tiers;
+    if (tiers) {
+      // a strategy with a host tier: device (the run's colour) and host bytes, each on its own
+      var tierChart = new Chart(document.getElementById(tiers.canvasId), {
+        type: 'line',
+        data: {
+          datasets: [
+            { label: 'device reserved', data: points(tl.t, tiers.deviceReserved), borderColor: tl.color, backgroundColor: tl.fill,
+              borderWidth: 1.5, borderDash: [6, 3], fill: 'origin', stepped: true, pointRadius: 0, pointHitRadius: 4 },
+            { label: 'device allocated', data: points(tl.t, tiers.deviceAllocated), borderColor: tl.color, backgroundColor: tl.color,
+              borderWidth: 1.5, fill: false, stepped: true, pointRadius: 0, pointHitRadius: 4 },
+            { label: 'host reserved', data: points(tl.t, tiers.hostReserved), borderColor: tiers.hostColor, backgroundColor: tiers.hostFill,
+              borderWidth: 1.5, borderDash: [6, 3], fill: 'origin', stepped: true, pointRadius: 0, pointHitRadius: 4 },
+            { label: 'host allocated', data: points(tl.t, tiers.hostAllocated), borderColor: tiers.hostColor, backgroundColor: tiers.hostColor,
+              borderWidth: 1.5, fill: false, stepped: true, pointRadius: 0, pointHitRadius: 4 }
+          ]
+        },
+        options: {
+          parsing: false, responsive: true, maintainAspectRatio: false,
+          interaction: { mode: 'nearest', axis: 'x', intersect: false },
+          scales: {
+            x: { type: 'linear', min: 0, max: tl.xMax, title: { display: true, text: tl.xTitle },
+                 ticks: { callback: function (v) { return formatSeconds(v); }, maxTicksLimit: 10 } },
+            y: { min: 0, max: tiers.ownYMax, title: { display: true, text: 'bytes by tier' },
+                 ticks: { stepSize: tiers.ownYStep, callback: axisBytes } }
+          },
+          plugins: {
+            legend: { position: 'top', align: 'end', labels: { boxWidth: 18 } },
+            tooltip: { callbacks: {
+              title: function (items) { return items.length ? formatSeconds(items[0].parsed.x) : ''; },
+              label: function (item) { return item.dataset.label + ': ' + formatBytes(item.parsed.y, 2, false); }
+            } },
+            epochBands: { phases: tl.phases }
+          }
+        }
+      });
+      charts.push({ kind: 'tiers', allocator: tl.allocator, canvasId: tiers.canvasId, chart: tierChart, timeline: tl });
+    }
   });
 
   // Each chart has its own byte scale by default; the toggle puts every chart on the shared one.
@@ -657,10 +804,11 @@ const CLIENT_SCRIPT = `
   function applyScale() {
     var shared = toggle && toggle.checked;
     charts.forEach(function (c) {
-      if (c.kind !== 'timeline') return;
+      if (c.kind !== 'timeline' && c.kind !== 'tiers') return;
+      var own = c.kind === 'tiers' ? c.timeline.tiers : c.timeline;
       var y = c.chart.options.scales.y;
-      y.max = shared ? data.yMax : c.timeline.ownYMax;
-      y.ticks.stepSize = shared ? data.yStep : c.timeline.ownYStep;
+      y.max = shared ? data.yMax : own.ownYMax;
+      y.ticks.stepSize = shared ? data.yStep : own.ownYStep;
       c.chart.update();
     });
     document.body.setAttribute('data-byte-scale', shared ? 'shared' : 'own');
@@ -788,7 +936,11 @@ ${notesHtml(result)}</section>
 <p class="note">Allocated bytes (solid) and reserved bytes (dashed, shaded) of each run, ${
     result.replay ? "on the trace's clock" : 'on its own clock'
   }
-and its own byte scale.${result.replay ? '' : ' Shaded bands are epochs.'}
+and its own byte scale.${result.replay ? '' : ' Shaded bands are epochs.'}${
+    data.timelines.some((t) => t.tiers)
+      ? ' A strategy with a host tier has a second chart splitting its bytes into device (its colour) and host (teal), each tier on its own line; its host part is sampled after each training step.'
+      : ''
+  }
 <label class="scale-toggle"><input type="checkbox" id="shared-scale"> same byte scale on every chart</label></p>
 <div class="grid">
 ${figures}

@@ -7,12 +7,26 @@ import type { TrackingEvent } from '@gpumem/allocator-core';
 import type { TimelineSeries } from './types.js';
 
 /**
+ * A strategy's host tier sampled over a run (see {@link TimelineSeries.hostAllocatedBytes}): the
+ * host part of its allocated and reserved bytes at each sample, on the timeline's clock
+ * (milliseconds, ascending).
+ */
+export interface HostSamples {
+  tMs: number[];
+  allocatedBytes: number[];
+  reservedBytes: number[];
+}
+
+/**
  * Allocated and reserved bytes over time from tracking events. Allocated is the running sum of
  * allocs and frees, anchored so that it ends at `finalAllocated` (right when the events are read),
  * which stays exact when the ring dropped the oldest events. With `tagNames` (what each event tag
  * means), allocated bytes are also split by the phase that allocated them: a free is charged to
- * the tag its allocation had, and bytes live before the first event to 'before'. Thinned to at
- * most `maxPoints` by {@link capTimeline}, so peaks and troughs survive.
+ * the tag its allocation had, and bytes live before the first event to 'before'. With `host`
+ * (a strategy with a host tier), each point also holds the host part of its allocated and reserved
+ * bytes: the latest sample at or before it (see {@link alignHostSamples}), at most the point's
+ * total. Thinned to at most
+ * `maxPoints` by {@link capTimeline}, so peaks and troughs survive.
  */
 export function buildTimeline(
   events: readonly TrackingEvent[],
@@ -20,6 +34,7 @@ export function buildTimeline(
   maxPoints: number,
   originNs = 0,
   tagNames?: readonly string[],
+  host?: HostSamples,
 ): TimelineSeries {
   const n = events.length;
   let running = 0;
@@ -60,7 +75,26 @@ export function buildTimeline(
     series.tags = ['before', ...tagNames];
     series.byTag = byTag;
   }
+  if (host && host.tMs.length > 0) {
+    // a sample may be older than the point (bytes freed since): the host part is at most the total
+    series.hostAllocatedBytes = alignHostSamples(series.tMs, host.tMs, host.allocatedBytes).map((b, i) => Math.min(b, series.allocatedBytes[i]!));
+    series.hostReservedBytes = alignHostSamples(series.tMs, host.tMs, host.reservedBytes).map((b, i) => Math.min(b, series.reservedBytes[i]!));
+  }
   return n <= maxPoints ? series : capTimeline(series, maxPoints);
+}
+
+/**
+ * Samples taken at times `sampleMs` (ascending) read at times `tMs` (ascending): at each time, the
+ * latest sample at or before it, or the first sample for times before any.
+ */
+export function alignHostSamples(tMs: readonly number[], sampleMs: readonly number[], values: readonly number[]): number[] {
+  const out = new Array<number>(tMs.length);
+  let k = 0;
+  for (let i = 0; i < tMs.length; i++) {
+    while (k + 1 < sampleMs.length && sampleMs[k + 1]! <= tMs[i]!) k++;
+    out[i] = values[k] ?? 0;
+  }
+  return out;
 }
 
 /** Allocated bytes by tag at the point of highest allocated bytes, largest first (empty without tags). */
@@ -74,15 +108,22 @@ export function peakBreakdown(series: TimelineSeries): { tag: string; bytes: num
     .sort((a, b) => b.bytes - a.bytes);
 }
 
+/** The host arrays of a timeline, when it has both. */
+function hostOf(series: TimelineSeries): [number[], number[]] | undefined {
+  return series.hostAllocatedBytes && series.hostReservedBytes ? [series.hostAllocatedBytes, series.hostReservedBytes] : undefined;
+}
+
 /**
  * A timeline fit to draw: points with a non-finite value dropped, time ascending, and the three
- * arrays of one length (the shortest given).
+ * arrays (five with a host tier) of one length (the shortest given).
  */
 export function cleanTimeline(series: TimelineSeries): TimelineSeries {
-  const n = Math.min(series.tMs.length, series.allocatedBytes.length, series.reservedBytes.length);
+  const host = hostOf(series);
+  const arrays = [series.tMs, series.allocatedBytes, series.reservedBytes, ...(host ?? [])];
+  const n = Math.min(...arrays.map((a) => a.length));
   const keep: number[] = [];
   for (let i = 0; i < n; i++) {
-    if (Number.isFinite(series.tMs[i]) && Number.isFinite(series.allocatedBytes[i]) && Number.isFinite(series.reservedBytes[i])) keep.push(i);
+    if (arrays.every((a) => Number.isFinite(a[i]))) keep.push(i);
   }
   const sorted = keep.every((index, k) => k === 0 || series.tMs[keep[k - 1]!]! <= series.tMs[index]!);
   if (!sorted) keep.sort((a, b) => series.tMs[a]! - series.tMs[b]! || a - b);
@@ -99,13 +140,19 @@ function pick(series: TimelineSeries, indices: readonly number[]): TimelineSerie
     picked.tags = [...series.tags];
     picked.byTag = series.byTag.map((values) => indices.map((i) => values[i] ?? 0));
   }
+  const host = hostOf(series);
+  if (host) {
+    picked.hostAllocatedBytes = indices.map((i) => host[0][i] ?? 0);
+    picked.hostReservedBytes = indices.map((i) => host[1][i] ?? 0);
+  }
   return picked;
 }
 
 /**
  * At most `maxPoints` points of a clean timeline (see {@link cleanTimeline}). Longer series are cut
  * into buckets, and each bucket keeps its first point and the points of its highest allocated,
- * highest reserved and lowest allocated bytes, so peaks and troughs survive; the last point is kept.
+ * highest reserved and lowest allocated bytes (and, with a host tier, of its highest host allocated
+ * and host reserved bytes), so peaks and troughs survive; the last point is kept.
  */
 export function capTimeline(series: TimelineSeries, maxPoints: number): TimelineSeries {
   if (!Number.isSafeInteger(maxPoints) || maxPoints < 6) {
@@ -113,7 +160,8 @@ export function capTimeline(series: TimelineSeries, maxPoints: number): Timeline
   }
   const n = series.tMs.length;
   if (n <= maxPoints) return pick(series, series.tMs.map((_, i) => i));
-  const buckets = Math.floor((maxPoints - 1) / 4);
+  const host = hostOf(series);
+  const buckets = Math.floor((maxPoints - 1) / (host ? 6 : 4));
   const keep = new Set<number>([n - 1]);
   for (let b = 0; b < buckets; b++) {
     const lo = Math.floor((b * n) / buckets);
@@ -127,6 +175,15 @@ export function capTimeline(series: TimelineSeries, maxPoints: number): Timeline
       if (series.allocatedBytes[i]! < series.allocatedBytes[minAllocated]!) minAllocated = i;
     }
     for (const i of [lo, maxAllocated, maxReserved, minAllocated]) keep.add(i);
+    if (host) {
+      let maxHostAllocated = lo;
+      let maxHostReserved = lo;
+      for (let i = lo + 1; i < hi; i++) {
+        if (host[0][i]! > host[0][maxHostAllocated]!) maxHostAllocated = i;
+        if (host[1][i]! > host[1][maxHostReserved]!) maxHostReserved = i;
+      }
+      keep.add(maxHostAllocated).add(maxHostReserved);
+    }
   }
   return pick(series, [...keep].sort((a, b) => a - b));
 }

@@ -1,7 +1,8 @@
 /**
  * The Chrome trace of `gpumem compare` (`--trace-json`), in the Trace Event Format's JSON object
  * form, which ui.perfetto.dev and chrome://tracing open: one process per allocator, counter tracks
- * of its allocated and reserved bytes, and a slice per epoch.
+ * of its allocated and reserved bytes (and of their host part, for a strategy with a host tier),
+ * and a slice per epoch.
  * @module
  */
 import { capTimeline, cleanTimeline } from './timeline.js';
@@ -17,8 +18,11 @@ const EPOCH_TID = 1;
 export type ChromeTraceEvent =
   /** Metadata: process_name, process_sort_index, process_labels, thread_name. */
   | { name: string; ph: 'M'; pid: number; tid: number; args: Record<string, string | number> }
-  /** A counter sample: one track per argument, named `${name} ${arg}` in Perfetto ("allocated bytes"). */
-  | { name: 'allocated' | 'reserved'; ph: 'C'; pid: number; tid: number; ts: number; args: { bytes: number } }
+  /**
+   * A counter sample: one track per argument, named `${name} ${arg}` in Perfetto ("allocated
+   * bytes"); 'host allocated' and 'host reserved' are the host part, for a strategy with a host tier.
+   */
+  | { name: 'allocated' | 'reserved' | 'host allocated' | 'host reserved'; ph: 'C'; pid: number; tid: number; ts: number; args: { bytes: number } }
   /** A complete slice, `dur` microseconds long. */
   | { name: string; cat: string; ph: 'X'; pid: number; tid: number; ts: number; dur: number; args: Record<string, unknown> }
   /** An instant event, process-scoped. */
@@ -62,12 +66,19 @@ function counterEvents(run: CompareRun, pid: number): ChromeTraceEvent[] {
   const series = capTimeline(cleanTimeline(run.timeline), MAX_TRACE_TIMELINE_POINTS);
   const allocated: ChromeTraceEvent[] = [];
   const reserved: ChromeTraceEvent[] = [];
+  const hostAllocated: ChromeTraceEvent[] = [];
+  const hostReserved: ChromeTraceEvent[] = [];
+  const host = series.hostAllocatedBytes && series.hostReservedBytes ? [series.hostAllocatedBytes, series.hostReservedBytes] : null;
   series.tMs.forEach((tMs, i) => {
     const ts = us(tMs);
     allocated.push({ name: 'allocated', ph: 'C', pid, tid: 0, ts, args: { bytes: series.allocatedBytes[i]! } });
     reserved.push({ name: 'reserved', ph: 'C', pid, tid: 0, ts, args: { bytes: series.reservedBytes[i]! } });
+    if (host) {
+      hostAllocated.push({ name: 'host allocated', ph: 'C', pid, tid: 0, ts, args: { bytes: host[0]![i]! } });
+      hostReserved.push({ name: 'host reserved', ph: 'C', pid, tid: 0, ts, args: { bytes: host[1]![i]! } });
+    }
   });
-  return [...allocated, ...reserved];
+  return [...allocated, ...reserved, ...hostAllocated, ...hostReserved];
 }
 
 function epochEvents(run: CompareRun, pid: number): ChromeTraceEvent[] {
@@ -84,6 +95,8 @@ function epochEvents(run: CompareRun, pid: number): ChromeTraceEvent[] {
           peakReservedBytes: epoch.peakReservedBytes,
           upstreamAllocCalls: epoch.upstreamAllocCalls,
           upstreamFreeCalls: epoch.upstreamFreeCalls,
+          ...(epoch.stats?.peakHostAllocatedBytes !== undefined ? { peakHostAllocatedBytes: epoch.stats.peakHostAllocatedBytes } : {}),
+          ...(epoch.stats?.peakHostReservedBytes !== undefined ? { peakHostReservedBytes: epoch.stats.peakHostReservedBytes } : {}),
         }
       : {};
     return { name: phase.name, cat: 'epoch', ph: 'X', pid, tid: EPOCH_TID, ts: us(phase.startMs), dur: us(phase.endMs - phase.startMs), args };
@@ -105,7 +118,8 @@ function failureEvent(run: CompareRun, pid: number): ChromeTraceEvent[] {
 /**
  * The comparison as a Chrome trace: process `i + 1` is run `i` (named by its allocator, sorted in
  * run order, labelled with the failure when it failed), with counter tracks "allocated bytes" and
- * "reserved bytes" from its timeline, an "epochs" thread of one slice per epoch, and a marker where
+ * "reserved bytes" from its timeline (and "host allocated bytes" and "host reserved bytes" where the
+ * strategy has a host tier), an "epochs" thread of one slice per epoch, and a marker where
  * a failed run stopped. Timestamps are microseconds on each run's own clock (since its allocator was
  * created), ascending per track.
  */

@@ -22,6 +22,40 @@ export interface TimelineSeries {
    */
   tags?: string[];
   byTag?: number[][];
+  /**
+   * Strategies with a host tier (stats with `hostAllocatedBytes`): the host part of allocatedBytes
+   * and reservedBytes at each point (the device part is the total less it). Sampled from the
+   * allocator's stats when the run began, after each training step and at the end, so a point holds
+   * the latest sample at or before it (the first sample before that). Absent for other strategies.
+   */
+  hostAllocatedBytes?: number[];
+  hostReservedBytes?: number[];
+}
+
+/** A peak split between the tiers: `deviceBytes + hostBytes` is the peak. */
+export interface TierSplit {
+  deviceBytes: number;
+  hostBytes: number;
+}
+
+/**
+ * What a strategy with a host tier beside the device (its stats have `hostAllocatedBytes`, e.g.
+ * 'tiered') did with it over a run: the peaks split between the tiers, and the bytes moved between
+ * them. Each epoch's own figures are in its `stats` (peaks reset at the epoch's start).
+ */
+export interface HostTierSummary {
+  /**
+   * The run's peak allocated bytes ({@link CompareRun.peakAllocatedBytes}) split: the host part is
+   * the host tier's own peak (the highest `peakHostAllocatedBytes` of the epochs), the device part
+   * the rest of the peak.
+   */
+  peakAllocated: TierSplit;
+  /** The same for the peak reserved bytes (`peakHostReservedBytes`). */
+  peakReserved: TierSplit;
+  /** Bytes moved from the device tier to the host tier over the run (the stats at its end). */
+  bytesMovedToHost: number;
+  /** Bytes moved from the host tier to the device tier over the run. */
+  bytesMovedToDevice: number;
 }
 
 /** How the run ended. */
@@ -50,6 +84,11 @@ export interface CompareRun {
   peakReservedBytes: number | null;
   /** peakReservedBytes / peakAllocatedBytes: what the strategy keeps on top of what is used. */
   overhead: number | null;
+  /**
+   * Strategies with a host tier: the peaks split between device and host, and the bytes moved
+   * between the tiers. Absent for strategies without a host tier (and when no stats were taken).
+   */
+  tiers?: HostTierSummary;
   /** Driver (upstream) allocations and frees over the whole run. */
   upstreamAllocCalls: number | null;
   upstreamFreeCalls: number | null;

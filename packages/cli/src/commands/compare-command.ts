@@ -7,7 +7,7 @@ import { writeFileSync } from 'node:fs';
 import { deviceProperties, formatBytes, hasCudaDevice, listAllocators, strategyInfo } from '@gpumem/allocator-core';
 import { compareAllocators, PeerFormatError, peerThroughput, readPeer, type CompareTrainOptions, type PeerRun } from '@gpumem/compare';
 import { parseAllocatorList, type AllocatorSpec } from '@gpumem/compare';
-import type { CompareResult, CompareRun } from '@gpumem/compare';
+import { anyHostTier, anyTierMoves, type CompareResult, type CompareRun, type TierSplit } from '@gpumem/compare';
 import { renderHtmlReport } from '@gpumem/compare';
 import { toChromeTrace } from '@gpumem/compare';
 import { commonDefaults, gcnDefaults, graphDefaults, mlpDefaults, mlpHiddenWidths } from '@gpumem/gnn';
@@ -43,6 +43,8 @@ the measured epochs (each run's first is warm-up) with their min–max; '*' mark
 only where it is better beyond that spread (and by more than 1%), '=' marks runs tied for best
 within it.
 An allocator that runs out of memory is reported as OOM in its row and the others go on.
+A strategy with a host tier beside the device shows its peaks split into device and host, and the
+bytes it moved between its tiers.
 
 Each allocator runs in a child process of its own (unless --inline): every strategy starts from an
 empty device, so memory one keeps cached never counts against the next, and a run that breaks its
@@ -106,7 +108,12 @@ function describeWorkload(t: CompareTrainOptions): string {
     const isSeed = hidden.length === mlpDefaults.hiddenLayers && hidden.every((h) => h === mlpDefaults.hidden) && batch === mlpDefaults.batchSize;
     const subset = t.trainSubset !== undefined ? `, ${t.trainSubset} training images` : '';
     const name = isSeed ? 'mlp-seed (MLP on MNIST' : 'mlp (MNIST';
-    return `${name}, hidden ${hidden.join('x')}, batch ${batch}${subset}), ${epochs}${t.cudaGraph ? ', steps as CUDA graphs where the allocator is capturable' : ''}`;
+    const activations = [
+      ...(t.checkpoint ? [`checkpoint every ${t.checkpoint} layer${t.checkpoint === 1 ? '' : 's'}`] : []),
+      ...((t.nanoBatches ?? 1) > 1 ? [`${t.nanoBatches} nano-batches`] : []),
+      ...(t.layerPrefetch ? ['layer prefetch'] : []),
+    ].map((a) => `, ${a}`);
+    return `${name}, hidden ${hidden.join('x')}, batch ${batch}${subset}), ${epochs}${t.cudaGraph ? ', steps as CUDA graphs where the allocator is capturable' : ''}${activations.join('')}`;
   }
   const dataset = t.dataset ?? gcnDefaults.dataset;
   const nodes = t.nodes ?? graphDefaults(dataset).nodes;
@@ -170,8 +177,22 @@ function peerRow(peer: PeerRun, throughput: number | null): string[] {
   ];
 }
 
-/** The comparison table, one row per run. */
+/** A peak, and for a run with a host tier its split: `61.20 GiB (41.20 GiB device + 20.00 GiB host)`. */
+function peakText(peak: number | null, split: TierSplit | undefined): string {
+  if (peak === null) return '-';
+  return split ? `${formatBytes(peak)} (${formatBytes(split.deviceBytes)} device + ${formatBytes(split.hostBytes)} host)` : formatBytes(peak);
+}
+
+/** Where the bytes-moved column goes when some run moved bytes between its tiers: after reserved/alloc. */
+const movedColumnAt = 7;
+
+/**
+ * The comparison table, one row per run. Runs of a strategy with a host tier show their peaks split
+ * between device and host, and a column of the bytes moved between the tiers appears when some run
+ * moved any; with no such run the table is as it always was.
+ */
 export function formatCompareTable(result: CompareResult): string {
+  const moves = anyTierMoves(result.runs);
   const rows = result.runs.map((r) => {
     const status = r.status === 'ok' ? 'ok' : r.status === 'oom' ? 'OOM' : 'error';
     const n = (v: number | null, f: (x: number) => string) => (v === null ? '-' : f(v));
@@ -181,8 +202,8 @@ export function formatCompareTable(result: CompareResult): string {
       status,
       cell(r, result, 'medianEpochMs', epochCell(r)),
       cell(r, result, 'throughput', n(r.throughput, (v) => `${Math.round(v).toLocaleString('en-US')}`)),
-      cell(r, result, 'peakAllocatedBytes', n(r.peakAllocatedBytes, formatBytes)),
-      cell(r, result, 'peakReservedBytes', n(r.peakReservedBytes, formatBytes)),
+      cell(r, result, 'peakAllocatedBytes', peakText(r.peakAllocatedBytes, r.tiers?.peakAllocated)),
+      cell(r, result, 'peakReservedBytes', peakText(r.peakReservedBytes, r.tiers?.peakReserved)),
       cell(r, result, 'overhead', n(r.overhead, (v) => `${v.toFixed(2)}x`)),
       cell(r, result, 'upstreamCalls', upstream),
       cell(r, result, 'oomCount', String(r.oomCount)),
@@ -191,10 +212,15 @@ export function formatCompareTable(result: CompareResult): string {
     ];
   });
   for (const peer of result.peers ?? []) rows.push(peerRow(peer, peerThroughput(peer, result)));
-  const table = formatTable(
-    ['allocator', 'status', 'median epoch (min\u2013max)', result.throughputUnit, 'peak allocated', 'peak reserved', 'reserved/alloc', 'upstream calls', 'OOMs', 'final loss', 'accuracy'],
-    rows,
-  );
+  const header = ['allocator', 'status', 'median epoch (min\u2013max)', result.throughputUnit, 'peak allocated', 'peak reserved', 'reserved/alloc', 'upstream calls', 'OOMs', 'final loss', 'accuracy'];
+  if (moves) {
+    header.splice(movedColumnAt, 0, 'moved to host / device');
+    rows.forEach((row, i) => {
+      const tiers = result.runs[i]?.tiers;
+      row.splice(movedColumnAt, 0, tiers ? `${formatBytes(tiers.bytesMovedToHost)} / ${formatBytes(tiers.bytesMovedToDevice)}` : '-');
+    });
+  }
+  const table = formatTable(header, rows);
   const failures = result.runs.filter((r) => r.status !== 'ok').map((r) => `${r.allocator}: ${r.status === 'oom' ? 'out of memory' : 'error'}: ${r.error ?? ''}`);
   const measured = result.runs.find((r) => r.status === 'ok');
   const warmup = measured && (measured.warmupEpochs ?? 0) > 0 ? `; epoch times leave out each run's first (warm-up) epoch` : '';
@@ -202,6 +228,10 @@ export function formatCompareTable(result: CompareResult): string {
   const notes = [
     `* best in its column; = tied for best within the spread of the epoch times (no clear winner)${warmup}${repeats}`,
     `upstream calls: allocations / frees the strategy asked of what it allocates from (the driver for the native strategies, the upstream allocator for a plug-in over another)`,
+    ...(anyHostTier(result.runs)
+      ? [`device + host: a strategy with a host tier; the host part of a peak is the host tier's own peak, the device part the rest (the total is what is ranked)`]
+      : []),
+    ...(moves ? [`moved to host / device: bytes the strategy moved between its tiers over the run`] : []),
     ...(result.notes ?? []),
     ...((result.peers ?? []).length > 0 ? [`peer: another framework's run of the same workload (--peer), shown for reference and not ranked`] : []),
     ...failures,
