@@ -38,7 +38,8 @@ describe('gcn row-block plan (CPU)', () => {
 
   it('lowers the peak: one N x H activation instead of two, and bf16 halves the features', () => {
     const nodes = 20_000;
-    const peak = (o: Partial<TrainOptions>) => train({ ...base, nodes, hidden: 64, features: 32, epochs: 1, ...o }).epochs[0]!.peakAllocatedBytes;
+    // the highest epoch peak of three: every epoch after validation must be as the first
+    const peak = (o: Partial<TrainOptions>) => Math.max(...train({ ...base, nodes, hidden: 64, features: 32, epochs: 3, ...o }).epochs.map((e) => e.peakAllocatedBytes));
     const activation = nodes * 64 * 4;
     const small = nodes * 10 * 4; // an N x C tensor: the row-block plan's backward holds one more of them at its peak
     const plainPeak = peak({});

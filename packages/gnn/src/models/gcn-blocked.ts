@@ -87,6 +87,7 @@ export class BlockedGcn {
     const w1 = this.conv1.weight.value;
     const b1 = this.conv1.bias.value;
     this.#dropped = training && this.dropout > 0;
+    this.#release(); // a forward that backward never followed
     this.#prefetch(graph.csr.rowptr, graph.csr.col, graph.csr.val, x, this.params.values);
     const { rows, list } = this.#blocks(n);
     const a1: Tensor[] = [];
@@ -105,7 +106,7 @@ export class BlockedGcn {
       });
       this.#a1 = a1;
       // conv2: logits = A·(a1·W2ᵀ) + b2, the product taken block by block
-      return rt.scope(() => {
+      const logits = rt.scope(() => {
         const h2 = rt.empty([n, c]);
         list.forEach(([r0, count], i) => {
           this.#prefetch(a1[i]!);
@@ -116,11 +117,19 @@ export class BlockedGcn {
         rt.ops.addBias(rt.onDevice, rt.s, logits.ptr, this.conv2.bias.value.ptr, n, c);
         return logits;
       });
+      if (!training) this.#release(); // evaluation: no backward needs the activation
+      return logits;
     } catch (e) {
       for (const t of a1) t.dispose();
       this.#a1 = undefined;
       throw e;
     }
+  }
+
+  /** Frees the activation a forward kept. */
+  #release(): void {
+    for (const t of this.#a1 ?? []) t.dispose();
+    this.#a1 = undefined;
   }
 
   /** Consumes dLogits; writes every parameter's gradient and frees the step's activations. */
@@ -172,6 +181,7 @@ export class BlockedGcn {
   }
 
   dispose(): void {
+    this.#release();
     this.params.dispose();
   }
 }
