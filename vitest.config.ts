@@ -16,6 +16,8 @@ export default defineConfig({
       '@gpumem/allocator-pool': src('allocator-pool'),
       '@gpumem/allocator-async': src('allocator-async'),
       '@gpumem/allocator-expandable': src('allocator-expandable'),
+      '@gpumem/allocator-tiered': src('allocator-tiered'),
+      '@gpumem/allocator-pinned': src('allocator-pinned'),
       '@gpumem/gnn': src('gnn'),
       '@gpumem/trace': src('trace'),
       '@gpumem/compare': src('compare'),

@@ -7,6 +7,8 @@ import '@gpumem/allocator-uvm';
 import '@gpumem/allocator-pool';
 import '@gpumem/allocator-async';
 import '@gpumem/allocator-expandable';
+import '@gpumem/allocator-tiered';
+import '@gpumem/allocator-pinned';
 import '@gpumem/examples/arena';
 import { gpuAvailable } from './gpu.js';
 import { exampleSlabLibrary } from './plugin-library.js';
@@ -51,6 +53,17 @@ const variants: Record<string, Array<Omit<AllocatorCase, 'name' | 'requiresCuda'
     { label: 'expandable(host)', options: { upstream: 'host', reserveBytes: 2 ** 30 }, oversizeBytes: hostOversize },
     { label: 'expandable(host)+native tracking', options: { upstream: 'host', trackingCapacity: 64 }, oversizeBytes: hostOversize },
     { label: 'expandable(cuda)', options: { upstream: 'cuda' }, oversizeBytes: 2 ** 50 },
+  ],
+  pinned: [
+    { label: 'pinned(host)', options: { upstream: 'host' }, oversizeBytes: hostOversize },
+    // device: 0 marks it as needing a GPU; 2^50 is past the cap on pinned bytes, refused before pinning.
+    { label: 'pinned(pinned)', options: { upstream: 'pinned', device: 0 }, oversizeBytes: 2 ** 50 },
+  ],
+  tiered: [
+    { label: 'tiered(host)', options: { upstream: 'host' }, oversizeBytes: hostOversize },
+    // A 4 MiB device budget: the larger requests spill to the host tier.
+    { label: 'tiered(host, spilling)+native tracking', options: { upstream: 'host', deviceBudgetBytes: 4 * 2 ** 20, trackingCapacity: 64 }, oversizeBytes: hostOversize },
+    { label: 'tiered(cuda)', options: { upstream: 'cuda' }, oversizeBytes: 2 ** 50 },
   ],
   arena: [
     { label: 'arena(host)', options: { upstream: 'host' }, oversizeBytes: hostOversize },

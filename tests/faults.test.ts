@@ -12,6 +12,8 @@ import '@gpumem/allocator-pool';
 import '@gpumem/allocator-async';
 import '@gpumem/allocator-uvm';
 import '@gpumem/allocator-expandable';
+import '@gpumem/allocator-tiered';
+import '@gpumem/allocator-pinned';
 import { train, type TrainOptions } from '../packages/gnn/src/train.js';
 import { gpuAvailable, gpuTitle } from './gpu.js';
 
@@ -28,8 +30,11 @@ interface FaultCase {
 const cpuCases: FaultCase[] = [
   { label: 'host', name: 'host', options: {}, bytes: 1 * MiB },
   { label: 'pool(host)', name: 'pool', options: { upstream: 'host' }, bytes: 3 * MiB },
+  { label: 'pinned(host)', name: 'pinned', options: { upstream: 'host' }, bytes: 3 * MiB },
   // One 2 MiB granule (one run) mapped per allocation: the fault layer fails run maps.
   { label: 'expandable(host)', name: 'expandable', options: { upstream: 'host', reserveBytes: 2 ** 30 }, bytes: 2 * MiB },
+  // The fault layer sits over the tiered leaf: it fails mallocs (and budgets the bytes held), both tiers alike.
+  { label: 'tiered(host)', name: 'tiered', options: { upstream: 'host', deviceBudgetBytes: 8 * MiB }, bytes: 2 * MiB },
 ];
 
 // Small sizes: a few MiB of device memory, and of managed memory at most 6 MiB.
@@ -38,6 +43,8 @@ const gpuCases: FaultCase[] = [
   { label: 'uvm', name: 'uvm', options: { logThresholdBytes: false }, bytes: 1 * MiB },
   { label: 'async', name: 'async', options: {}, bytes: 1 * MiB },
   { label: 'pool(cuda)', name: 'pool', options: { upstream: 'cuda' }, bytes: 3 * MiB },
+  { label: 'pinned(pinned)', name: 'pinned', options: { upstream: 'pinned' }, bytes: 3 * MiB },
+  { label: 'tiered(cuda)', name: 'tiered', options: { upstream: 'cuda', deviceBudgetBytes: 8 * MiB }, bytes: 2 * MiB },
 ];
 
 function pattern(bytes: number, seed: number): Uint8Array {

@@ -24,6 +24,7 @@ import '@gpumem/allocator-uvm';
 import '@gpumem/allocator-pool';
 import '@gpumem/allocator-async';
 import '@gpumem/allocator-expandable';
+import '@gpumem/allocator-pinned';
 
 const usage = `Usage: node bench/alloc/run.js [--out FILE] [--quick] [--allocators a,b,...]
   --out FILE         where to write the JSON (default bench/alloc/out/alloc.json)

@@ -15,6 +15,7 @@ import { formatBytes, hasCudaDevice, hostDevice, cudaDevice } from '@gpumem/allo
 import '@gpumem/allocator-pool';
 import '@gpumem/allocator-async';
 import '@gpumem/allocator-expandable';
+import '@gpumem/allocator-pinned';
 import { capacityCap, compileTrace, createReplayAllocator, findMinCapacity, readTrace, replayTrace } from '@gpumem/trace';
 import { generateTraces } from './generate.js';
 import { patterns } from './patterns.js';

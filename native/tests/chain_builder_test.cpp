@@ -120,13 +120,13 @@ TEST(bad_specs_are_rejected_by_name) {
 }
 
 TEST(strategy_names_round_trip_and_unknown_names_are_rejected) {
-  for (const char* n : {"host", "cuda", "uvm", "pool", "async", "native", "expandable"}) CHECK_EQ(std::string(strategy_name(parse_strategy(n))), std::string(n));
+  for (const char* n : {"host", "cuda", "uvm", "pool", "async", "native", "expandable", "pinned"}) CHECK_EQ(std::string(strategy_name(parse_strategy(n))), std::string(n));
   try {
     parse_strategy("managed");
     GPUMEM_TEST_FAIL("no throw", true);
   } catch (const invalid_argument& e) {
     CHECK_EQ(std::string(e.what()),
-             std::string("Expected one of 'host', 'cuda', 'uvm', 'pool', 'async', 'native', 'expandable' for strategy but received 'managed'"));
+             std::string("Expected one of 'host', 'cuda', 'uvm', 'pool', 'async', 'native', 'expandable', 'pinned', 'tiered' for strategy but received 'managed'"));
   }
 }
 

@@ -3,11 +3,12 @@
 // and call build_chain, so a strategy is the same chain wherever it runs.
 //
 // Layer order, bottom to top (each optional layer only when asked for):
-//   leaf            the strategy's driver calls: host, cuda (cudaMalloc), managed, async, or a
-//                   plug-in library's (plugin_resource, strategy 'native');
+//   leaf            the strategy's driver calls: host, cuda (cudaMalloc), managed, async, pinned
+//                   (cudaHostAlloc, strategy 'pinned'), or a plug-in library's (plugin_resource,
+//                   strategy 'native');
 //   fault           fault_injecting_adaptor, right over the leaf: fails what the driver is asked;
 //   limit           limiting_adaptor: caps the bytes taken from the (possibly failing) leaf;
-//   strategy layer  pool_resource ('pool') or prefetch_adaptor ('uvm' with prefetch on allocate),
+//   strategy layer  pool_resource ('pool', 'pinned') or prefetch_adaptor ('uvm' with prefetch on allocate),
 //                   over the limited leaf, so that the limit caps what the strategy reserves;
 //   tracking        tracking_adaptor on top: records every call as the user made it.
 //
@@ -33,11 +34,12 @@
 #include "gpumem/memory_resource.hpp"
 #include "gpumem/plugin_resource.hpp"
 #include "gpumem/pool_resource.hpp"
+#include "gpumem/tiered_resource.hpp"
 #include "gpumem/tracking_adaptor.hpp"
 
 namespace gpumem {
 
-enum class strategy_kind { host, cuda, uvm, pool, async, native, expandable };
+enum class strategy_kind { host, cuda, uvm, pool, async, native, expandable, pinned, tiered };
 
 // Where a pool's segments come from.
 enum class pool_upstream { cuda, host };
@@ -68,6 +70,30 @@ struct pool_spec {
   pool_options options;
 };
 
+// Where a 'pinned' pool's segments come from: mapped pinned host memory (cudaHostAlloc, kernels
+// use it in place), or the host twin (plain host memory: the same pool logic where there is no GPU).
+enum class pinned_upstream { pinned, host };
+
+// 'pinned': a pool_resource over pinned_host_resource. The pinned leaf caps what it pins (MemAvailable
+// at creation less 10% of MemTotal); options.max_reserved_bytes lowers that cap and is enforced by the
+// leaf, so a request past it fails saying it would pin more than the host has available. Over the
+// host twin, max_reserved_bytes is the pool's own cap, as for 'pool'.
+struct pinned_spec {
+  pinned_upstream upstream = pinned_upstream::pinned;
+  pool_options options;
+};
+
+// Where a 'tiered' strategy's tiers come from: CUDA VMM on `device` (device memory, then pinned host
+// memory kernels use in place), the host twin (memfd mappings), or automatic (CUDA VMM when a GPU is
+// present). Its leaf is a tiered_resource; fault, limit and tracking wrap it as memory_resources
+// ({"tiered", "fault", "limit", "track"}), so limitBytes caps the bytes callers hold over both tiers.
+enum class tiered_backing { device, host, automatic };
+
+struct tiered_spec {
+  tiered_backing backing = tiered_backing::automatic;
+  tiered_options options;
+};
+
 // At least one of the two must be set.
 struct fault_spec {
   std::optional<std::uint64_t> fail_every;        // >= 1
@@ -83,6 +109,8 @@ struct chain_spec {
   async_options async;
   native_spec native;
   expandable_spec expandable;
+  pinned_spec pinned;
+  tiered_spec tiered;
   // The layers any strategy may have.
   std::optional<std::uint64_t> limit_bytes;        // >= 1
   std::optional<fault_spec> fault_injection;
@@ -93,6 +121,7 @@ struct chain_spec {
 struct resource_chain {
   std::vector<std::unique_ptr<memory_resource>> layers;  // bottom (the leaf) first
   tracking_adaptor* tracker = nullptr;                   // the tracking layer, when there is one
+  tiered_resource* tiered = nullptr;                     // the tiered leaf (set_placement), when there is one
   memory_resource& top() const { return *layers.back(); }
   resource_chain() = default;
   resource_chain(resource_chain&&) = default;
@@ -100,7 +129,7 @@ struct resource_chain {
   ~resource_chain();  // top first: adaptors before their upstreams
 };
 
-// "host", "cuda", "uvm", "pool", "async", "native", "expandable"; throws invalid_argument (type) for anything else.
+// "host", "cuda", "uvm", "pool", "async", "native", "expandable", "pinned", "tiered"; throws invalid_argument (type) for anything else.
 strategy_kind parse_strategy(std::string_view name);
 const char* strategy_name(strategy_kind kind);
 

@@ -6,8 +6,11 @@ namespace gpumem {
 
 using stream_handle = void*;
 
-// Where memory lives, so that resources over an upstream know how to copy and order it.
-enum class memory_kind { host, device, managed };
+// Where memory lives, so that resources over an upstream know how to copy and order it. `pinned`
+// is mapped pinned host memory (cudaHostAlloc): host memory that kernels read and write in place, so
+// it is copied with cudaMemcpy and ordered with CUDA events like device memory; only `host` means
+// plain host memory that no kernel may touch.
+enum class memory_kind { host, device, managed, pinned };
 
 // A prefetch destination.
 enum class location { device, host };

@@ -90,7 +90,7 @@ chain_spec to_chain_spec(const Napi::Object& js) {
   known_keys(js, {"strategy", "device", "options", "limitBytes", "faultInjection", "trackingCapacity"}, "the spec");
   chain_spec spec;
   const std::optional<std::string> strategy = field_string(js, "strategy", "strategy");
-  if (!strategy) bad_field("strategy", "one of 'host', 'cuda', 'uvm', 'pool', 'async', 'native', 'expandable'", js.Get("strategy"));
+  if (!strategy) bad_field("strategy", "one of 'host', 'cuda', 'uvm', 'pool', 'async', 'native', 'expandable', 'pinned', 'tiered'", js.Get("strategy"));
   spec.strategy = parse_strategy(*strategy);
   // 'native' and 'expandable' take device -1 for host memory; every other strategy a CUDA ordinal.
   const bool host_capable = spec.strategy == strategy_kind::native || spec.strategy == strategy_kind::expandable;
@@ -137,6 +137,33 @@ chain_spec to_chain_spec(const Napi::Object& js) {
       o.small_segment_bytes = field_u64(options, "smallSegmentBytes", "smallSegmentBytes", true).value_or(o.small_segment_bytes);
       o.large_segment_rounding =
           field_u64(options, "largeSegmentRounding", "largeSegmentRounding", true).value_or(o.large_segment_rounding);
+      break;
+    }
+    case strategy_kind::pinned: {
+      known_keys(options,
+                 {"upstream", "maxReservedBytes", "smallRequestLimit", "smallSegmentBytes", "largeSegmentRounding"},
+                 "the options of 'pinned'");
+      const std::string upstream = field_string(options, "upstream", "upstream").value_or("pinned");
+      if (upstream == "pinned") spec.pinned.upstream = pinned_upstream::pinned;
+      else if (upstream == "host") spec.pinned.upstream = pinned_upstream::host;
+      else bad_field("upstream", "one of 'pinned', 'host'", options.Get("upstream"));
+      pool_options& o = spec.pinned.options;
+      o.max_reserved_bytes = field_u64(options, "maxReservedBytes", "maxReservedBytes", true).value_or(0);
+      o.small_request_limit = field_u64(options, "smallRequestLimit", "smallRequestLimit", true).value_or(o.small_request_limit);
+      o.small_segment_bytes = field_u64(options, "smallSegmentBytes", "smallSegmentBytes", true).value_or(o.small_segment_bytes);
+      o.large_segment_rounding =
+          field_u64(options, "largeSegmentRounding", "largeSegmentRounding", true).value_or(o.large_segment_rounding);
+      break;
+    }
+    case strategy_kind::tiered: {
+      known_keys(options, {"upstream", "deviceBudgetBytes", "hostBudgetBytes"}, "the options of 'tiered'");
+      const std::string upstream = field_string(options, "upstream", "upstream").value_or("auto");
+      if (upstream == "cuda") spec.tiered.backing = tiered_backing::device;
+      else if (upstream == "host") spec.tiered.backing = tiered_backing::host;
+      else if (upstream == "auto") spec.tiered.backing = tiered_backing::automatic;
+      else bad_field("upstream", "one of 'cuda', 'host', 'auto'", options.Get("upstream"));
+      spec.tiered.options.device_budget_bytes = field_u64(options, "deviceBudgetBytes", "deviceBudgetBytes", false);
+      spec.tiered.options.host_budget_bytes = field_u64(options, "hostBudgetBytes", "hostBudgetBytes", false);
       break;
     }
     case strategy_kind::async:
@@ -195,6 +222,7 @@ Napi::Function ResourceObject::Define(Napi::Env env) {
                       InstanceMethod<&ResourceObject::TrackingEvents>("trackingEvents"),
                       InstanceMethod<&ResourceObject::SetTrackingTag>("setTrackingTag"),
                       InstanceMethod<&ResourceObject::SetTrackingEnabled>("setTrackingEnabled"),
+                      InstanceMethod<&ResourceObject::SetPlacement>("setPlacement"),
                       InstanceMethod<&ResourceObject::FastPath>("fastPath"),
                       InstanceMethod<&ResourceObject::ShareHandle>("shareHandle")});
   // Kept so that from() can tell a Resource from any other object (one addon instance per env).
@@ -360,6 +388,21 @@ Napi::Value ResourceObject::SetTrackingEnabled(const Napi::CallbackInfo& info) {
   return guarded(info.Env(), [&] {
     top();
     if (tracker_ != nullptr) tracker_->set_enabled(info[0].ToBoolean().Value());
+    return info.Env().Undefined();
+  });
+}
+
+// setPlacement('auto' | 'device' | 'host'): where the tiered strategy puts allocations from now on.
+Napi::Value ResourceObject::SetPlacement(const Napi::CallbackInfo& info) {
+  return guarded(info.Env(), [&] {
+    top();  // throws after dispose
+    tiered_resource* tiered = shared_ ? shared_->chain.tiered : chain_->tiered;
+    if (tiered == nullptr) throw invalid_state("setPlacement: only the 'tiered' strategy places memory by tier");
+    if (!info[0].IsString()) {
+      throw invalid_argument(invalid_argument::kind::type, "placement",
+                             "Expected one of 'auto', 'device', 'host' for placement but received " + describe(info[0]));
+    }
+    tiered->set_placement(parse_tier_choice(info[0].As<Napi::String>().Utf8Value().c_str()));
     return info.Env().Undefined();
   });
 }

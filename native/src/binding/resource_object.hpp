@@ -52,6 +52,7 @@ class ResourceObject : public Napi::ObjectWrap<ResourceObject> {
   Napi::Value TrackingEvents(const Napi::CallbackInfo& info);
   Napi::Value SetTrackingTag(const Napi::CallbackInfo& info);
   Napi::Value SetTrackingEnabled(const Napi::CallbackInfo& info);
+  Napi::Value SetPlacement(const Napi::CallbackInfo& info);  // the tiered strategy's placement
   Napi::Value FastPath(const Napi::CallbackInfo& info);
 
   // The fast path: malloc/free with their arguments in a Float64Array shared with JavaScript

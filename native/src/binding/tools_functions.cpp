@@ -7,6 +7,7 @@
 #include "convert.hpp"
 #include "gpumem/bench.hpp"
 #include "gpumem/errors.hpp"
+#include "gpumem/link_bench.hpp"
 #include "gpumem/replay.hpp"
 #include "gpumem/test_kernels.hpp"
 #include "resource_object.hpp"
@@ -137,6 +138,66 @@ Napi::Value SumU32(const Napi::CallbackInfo& info) {
   });
 }
 
+// linkBench({ device, bytes, repetitions, blocksPerSm: number[], threadsPerBlock }): the host-link
+// benchmark (gpumem/link_bench.hpp) on one GPU. Options are checked by the TypeScript wrapper and
+// again by the core.
+Napi::Value LinkBench(const Napi::CallbackInfo& info) {
+  return guarded(info.Env(), [&]() -> Napi::Value {
+    Napi::Env env = info.Env();
+    if (!info[0].IsObject()) {
+      throw invalid_argument(invalid_argument::kind::type, "options", "Expected an options object for options but received " + describe(info[0]));
+    }
+    const Napi::Object js = info[0].As<Napi::Object>();
+    bench::link_options o;
+    o.device = static_cast<int>(get_u64(js, "device", 0));
+    o.bytes = get_u64(js, "bytes", o.bytes);
+    o.repetitions = static_cast<int>(std::min<std::uint64_t>(get_u64(js, "repetitions", o.repetitions), 1u << 20));
+    o.threads_per_block = static_cast<int>(std::min<std::uint64_t>(get_u64(js, "threadsPerBlock", o.threads_per_block), 1u << 20));
+    const Napi::Value grids = js.Get("blocksPerSm");
+    if (grids.IsArray()) {
+      const Napi::Array a = grids.As<Napi::Array>();
+      o.blocks_per_sm.clear();
+      for (std::uint32_t i = 0; i < a.Length(); ++i) {
+        o.blocks_per_sm.push_back(static_cast<int>(std::min<std::uint64_t>(to_u64(a.Get(i)), 1u << 20)));
+      }
+    }
+#ifdef GPUMEM_WITH_CUDA
+    const bench::link_result r = bench::link_bandwidth(o);
+#else
+    throw invalid_state("linkBench needs a CUDA device: gpumem was built without CUDA (no CUDA toolkit at build time)");
+    const bench::link_result r{};
+#endif
+    Napi::Array measurements = Napi::Array::New(env, r.measurements.size());
+    for (std::size_t i = 0; i < r.measurements.size(); ++i) {
+      const bench::link_measurement& m = r.measurements[i];
+      Napi::Object row = Napi::Object::New(env);
+      row.Set("kind", Napi::String::New(env, m.kind));
+      row.Set("blocksPerSm", Napi::Number::New(env, m.blocks_per_sm));
+      row.Set("grid", Napi::Number::New(env, m.grid));
+      row.Set("bytes", Napi::Number::New(env, static_cast<double>(m.bytes)));
+      Napi::Array gbps = Napi::Array::New(env, m.gbps.size());
+      for (std::size_t k = 0; k < m.gbps.size(); ++k) gbps[k] = Napi::Number::New(env, m.gbps[k]);
+      row.Set("gbps", gbps);
+      measurements[i] = row;
+    }
+    Napi::Array skipped = Napi::Array::New(env, r.skipped.size());
+    for (std::size_t i = 0; i < r.skipped.size(); ++i) skipped[i] = Napi::String::New(env, r.skipped[i]);
+    Napi::Object out = Napi::Object::New(env);
+    out.Set("device", Napi::Number::New(env, r.device));
+    out.Set("deviceName", Napi::String::New(env, r.device_name));
+    out.Set("multiprocessors", Napi::Number::New(env, r.multiprocessors));
+    out.Set("threadsPerBlock", Napi::Number::New(env, r.threads_per_block));
+    out.Set("repetitions", Napi::Number::New(env, r.repetitions));
+    out.Set("requestedBytes", Napi::Number::New(env, static_cast<double>(r.requested_bytes)));
+    out.Set("bytes", Napi::Number::New(env, static_cast<double>(r.bytes)));
+    out.Set("hostAvailableBytes", Napi::Number::New(env, static_cast<double>(r.host_available_bytes)));
+    out.Set("deviceFreeBytes", Napi::Number::New(env, static_cast<double>(r.device_free_bytes)));
+    out.Set("measurements", measurements);
+    out.Set("skipped", skipped);
+    return out;
+  });
+}
+
 }  // namespace
 
 void register_tools(Napi::Env env, Napi::Object exports) {
@@ -149,6 +210,7 @@ void register_tools(Napi::Env env, Napi::Object exports) {
   add("replay", Replay);
   add("fillU32", FillU32);
   add("sumU32", SumU32);
+  add("linkBench", LinkBench);
   exports.Set("tools", o);
 }
 

@@ -3,16 +3,19 @@
 #include <string>
 
 #include "gpumem/cuda_resource.hpp"
+#include "gpumem/device.hpp"
 #include "gpumem/errors.hpp"
 #include "gpumem/host_resource.hpp"
 #include "gpumem/limiting_adaptor.hpp"
+#include "gpumem/pinned_host_resource.hpp"
 #include "gpumem/physical_memory.hpp"
 #include "gpumem/prefetch_adaptor.hpp"
+#include "gpumem/tier_memory.hpp"
 
 namespace gpumem {
 namespace {
 
-enum class layer_kind { host, cuda, managed, async, plugin, vmm, mmap, fault, limit, pool, expandable, prefetch, track };
+enum class layer_kind { host, cuda, managed, async, plugin, vmm, mmap, pinned, tiered, fault, limit, pool, expandable, prefetch, track };
 
 const char* layer_name(layer_kind k) {
   switch (k) {
@@ -23,6 +26,8 @@ const char* layer_name(layer_kind k) {
     case layer_kind::plugin: return "plugin";
     case layer_kind::vmm: return "vmm";
     case layer_kind::mmap: return "mmap";
+    case layer_kind::pinned: return "pinned";
+    case layer_kind::tiered: return "tiered";
     case layer_kind::expandable: return "expandable";
     case layer_kind::fault: return "fault";
     case layer_kind::limit: return "limit";
@@ -57,10 +62,14 @@ std::vector<layer_kind> plan(const chain_spec& spec) {
     case strategy_kind::pool:
       layers.push_back(spec.pool.upstream == pool_upstream::cuda ? layer_kind::cuda : layer_kind::host);
       break;
+    case strategy_kind::pinned:
+      layers.push_back(spec.pinned.upstream == pinned_upstream::pinned ? layer_kind::pinned : layer_kind::host);
+      break;
+    case strategy_kind::tiered: layers.push_back(layer_kind::tiered); break;
   }
   if (spec.fault_injection) layers.push_back(layer_kind::fault);
   if (spec.limit_bytes) layers.push_back(layer_kind::limit);
-  if (spec.strategy == strategy_kind::pool) layers.push_back(layer_kind::pool);
+  if (spec.strategy == strategy_kind::pool || spec.strategy == strategy_kind::pinned) layers.push_back(layer_kind::pool);
   if (spec.strategy == strategy_kind::expandable) layers.push_back(layer_kind::expandable);
   if (spec.strategy == strategy_kind::uvm && spec.uvm.prefetch_on_allocate) layers.push_back(layer_kind::prefetch);
   if (spec.tracking_capacity) layers.push_back(layer_kind::track);
@@ -74,6 +83,17 @@ fault_options to_fault_options(const fault_spec& f) {
   return o;
 }
 
+// The pool options of a 'pool' or 'pinned' chain. Over the pinned leaf, max_reserved_bytes is the
+// leaf's cap on pinned bytes (see pinned_spec) rather than the pool's, so that a request past it fails
+// saying it would pin more than the host has available; the pool still releases its cached segments
+// and retries once before it fails.
+pool_options pool_options_of(const chain_spec& spec) {
+  if (spec.strategy != strategy_kind::pinned) return spec.pool.options;
+  pool_options o = spec.pinned.options;
+  if (spec.pinned.upstream == pinned_upstream::pinned) o.max_reserved_bytes = 0;
+  return o;
+}
+
 // While a chain is built: the physical memory of an expandable strategy, until its layer takes it.
 struct build_state {
   std::unique_ptr<physical_memory> physical;
@@ -83,6 +103,16 @@ std::unique_ptr<memory_resource> make_expandable(const chain_spec& spec, build_s
   expandable_options o = spec.expandable.options;
   if (o.capacity_bytes == 0 && spec.limit_bytes) o.capacity_bytes = *spec.limit_bytes;  // the simulated device
   return std::make_unique<expandable_resource>(std::move(state.physical), o);
+}
+
+// The tiered leaf over CUDA VMM or the host twin ('automatic': VMM when a GPU is present).
+std::unique_ptr<memory_resource> make_tiered(const chain_spec& spec, resource_chain& chain) {
+  const tiered_backing backing = spec.tiered.backing;
+  const bool on_device = backing == tiered_backing::device || (backing == tiered_backing::automatic && device_count() > 0);
+  auto r = std::make_unique<tiered_resource>(on_device ? make_device_tier_memory(spec.device) : make_host_tier_memory(),
+                                             spec.tiered.options);
+  chain.tiered = r.get();
+  return r;
 }
 
 // A layer of the chain, or nullptr where the layer wraps the physical memory (expandable's leaf,
@@ -104,8 +134,11 @@ std::unique_ptr<memory_resource> make_layer(layer_kind kind, const chain_spec& s
       state.physical = make_host_physical_memory(spec.expandable.granule_bytes);
       return nullptr;
     case layer_kind::expandable: return make_expandable(spec, state);
+    case layer_kind::tiered: return make_tiered(spec, chain);
     case layer_kind::host: return std::make_unique<host_resource>();
     case layer_kind::cuda: return std::make_unique<cuda_resource>(spec.device);
+    case layer_kind::pinned:
+      return std::make_unique<pinned_host_resource>(spec.device, pinned_host_options{spec.pinned.options.max_reserved_bytes});
     case layer_kind::managed: return std::make_unique<managed_resource>(spec.device, spec.uvm.advice);
     case layer_kind::async: return std::make_unique<async_resource>(spec.device, spec.async);
     case layer_kind::plugin:
@@ -113,7 +146,7 @@ std::unique_ptr<memory_resource> make_layer(layer_kind kind, const chain_spec& s
     case layer_kind::fault:
       return std::make_unique<fault_injecting_adaptor>(chain.top(), to_fault_options(*spec.fault_injection));
     case layer_kind::limit: return std::make_unique<limiting_adaptor>(chain.top(), *spec.limit_bytes);
-    case layer_kind::pool: return std::make_unique<pool_resource>(chain.top(), spec.pool.options);
+    case layer_kind::pool: return std::make_unique<pool_resource>(chain.top(), pool_options_of(spec));
     case layer_kind::prefetch: return std::make_unique<prefetch_adaptor>(chain.top());
     case layer_kind::track: {
       auto t = std::make_unique<tracking_adaptor>(chain.top(), *spec.tracking_capacity);
@@ -138,8 +171,10 @@ strategy_kind parse_strategy(std::string_view name) {
   if (name == "async") return strategy_kind::async;
   if (name == "native") return strategy_kind::native;
   if (name == "expandable") return strategy_kind::expandable;
+  if (name == "pinned") return strategy_kind::pinned;
+  if (name == "tiered") return strategy_kind::tiered;
   throw invalid_argument(invalid_argument::kind::type, "strategy",
-                         "Expected one of 'host', 'cuda', 'uvm', 'pool', 'async', 'native', 'expandable' for strategy but received '" +
+                         "Expected one of 'host', 'cuda', 'uvm', 'pool', 'async', 'native', 'expandable', 'pinned', 'tiered' for strategy but received '" +
                              std::string(name) + "'");
 }
 
@@ -152,6 +187,8 @@ const char* strategy_name(strategy_kind kind) {
     case strategy_kind::async: return "async";
     case strategy_kind::native: return "native";
     case strategy_kind::expandable: return "expandable";
+    case strategy_kind::pinned: return "pinned";
+    case strategy_kind::tiered: return "tiered";
   }
   return "host";
 }
@@ -173,8 +210,8 @@ void validate(const chain_spec& spec) {
     }
     positive(f.fail_every, "faultInjection.failEvery");
   }
-  if (spec.strategy == strategy_kind::pool) {
-    const pool_options& o = spec.pool.options;
+  if (spec.strategy == strategy_kind::pool || spec.strategy == strategy_kind::pinned) {
+    const pool_options& o = spec.strategy == strategy_kind::pool ? spec.pool.options : spec.pinned.options;
     positive(o.small_request_limit, "smallRequestLimit");
     positive(o.small_segment_bytes, "smallSegmentBytes");
     positive(o.large_segment_rounding, "largeSegmentRounding");

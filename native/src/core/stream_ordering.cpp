@@ -193,7 +193,8 @@ std::unique_ptr<stream_ordering> make_cuda_ordering(int device) {
 }
 
 std::unique_ptr<stream_ordering> make_ordering(memory_kind kind, int device) {
-  // Managed memory is touched by kernels in stream order too, so it needs events like device memory.
+  // Managed and mapped pinned memory are touched by kernels in stream order too, so they need events
+  // like device memory (`device` is then the CUDA device whose streams use them).
   if (kind == memory_kind::host) return make_host_ordering();
   return make_cuda_ordering(device);
 }

@@ -212,6 +212,19 @@ export abstract class NativeAllocator extends BaseAllocator {
   }
 
   /**
+   * Runs a strategy-specific call on the native resource (e.g. the tiered strategy's placement)
+   * after the state check every call makes, with native errors typed as every call's are.
+   */
+  protected callNative<T>(call: (resource: NativeResource) => T): T {
+    this.checkLive();
+    try {
+      return call(this.#native);
+    } catch (e) {
+      throw translateNativeError(e, this.name);
+    }
+  }
+
+  /**
    * Shares this allocator's native memory with other worker_threads: pass the returned handle to a
    * worker (postMessage, workerData) and call `attachSharedAllocator(handle)` there. Every
    * attached allocator works on the same memory, statistics and locks. Ownership is joint: this

@@ -28,6 +28,8 @@ export interface NativeResource {
   trackingEvents(clear: boolean): NativeTrackingEvents;
   setTrackingTag(tag: number): void;
   setTrackingEnabled(on: boolean): void;
+  /** The tiered strategy's placement from now on; an InvalidStateError for every other strategy. */
+  setPlacement(tier: 'auto' | 'device' | 'host'): void;
   /** A token other threads attach to with the spec `{ type: 'shared', token }` (same chain, joint ownership). */
   shareHandle(): number;
 }
@@ -121,6 +123,28 @@ export type ChainSpec = {
       };
     }
   | {
+      /**
+       * A pool over mapped pinned host memory (cudaHostAlloc; the leaf caps what it pins at MemAvailable
+       * less 10% of MemTotal, lowered by maxReservedBytes), or over plain host memory (upstream 'host').
+       */
+      strategy: 'pinned';
+      options?: {
+        upstream?: 'pinned' | 'host';
+        maxReservedBytes?: number;
+        smallRequestLimit?: number;
+        smallSegmentBytes?: number;
+        largeSegmentRounding?: number;
+      };
+    }
+  | {
+      /**
+       * Device memory first, then pinned host memory kernels use in place (CUDA VMM; upstream 'host':
+       * the memfd host twin; 'auto': VMM where there is a GPU).
+       */
+      strategy: 'tiered';
+      options?: { upstream?: 'cuda' | 'host' | 'auto'; deviceBudgetBytes?: number; hostBudgetBytes?: number };
+    }
+  | {
       /** A plug-in library (native/include/gpumem/plugin.h): its path and its "key=value;key=value" options. */
       strategy: 'native';
       options: { library: string; options?: string };
@@ -145,6 +169,46 @@ export interface NativeTools {
   ): NativeReplay;
   fillU32(resource: NativeResource, ptr: number, count: number, value: number, stream: number): void;
   sumU32(resource: NativeResource, ptr: number, count: number, outPtr: number, stream: number, spinNs?: number): void;
+  linkBench(options: NativeLinkBenchOptions): NativeLinkBench;
+}
+
+/** What the host-link benchmark is given (every field checked by `linkBenchmark` in ./tools). */
+export interface NativeLinkBenchOptions {
+  device: number;
+  bytes: number;
+  repetitions: number;
+  blocksPerSm: number[];
+  threadsPerBlock: number;
+}
+
+/** One figure of the host-link benchmark: `bytes` moved `gbps.length` times. */
+export interface NativeLinkMeasurement {
+  /** zero-copy-read, zero-copy-write, h2d-copy, d2h-copy, managed-prefetch, managed-fault-read or device-read. */
+  kind: string;
+  /** Kernels: blocks per multiprocessor (the grid is this times the multiprocessors); 0 for copies and prefetch. */
+  blocksPerSm: number;
+  /** Blocks launched; 0 for copies and prefetch. */
+  grid: number;
+  bytes: number;
+  /** GB/s (10^9 bytes per second) of each repetition, in order. */
+  gbps: number[];
+}
+
+/** The host-link benchmark's result (native/include/gpumem/link_bench.hpp). */
+export interface NativeLinkBench {
+  device: number;
+  deviceName: string;
+  multiprocessors: number;
+  threadsPerBlock: number;
+  repetitions: number;
+  /** The buffer size asked for, and the one used (bounded by half the host's available and half the device's free memory). */
+  requestedBytes: number;
+  bytes: number;
+  hostAvailableBytes: number;
+  deviceFreeBytes: number;
+  measurements: NativeLinkMeasurement[];
+  /** Measurements not made on this device, each with the reason. */
+  skipped: string[];
 }
 
 export interface NativeAddon {

@@ -5,14 +5,16 @@
  * Pointers are checked against the allocator's live allocations before any kernel launch.
  * @module
  */
-import { translateNativeError } from './errors.js';
+import { deviceCount, deviceStatus } from './device.js';
+import { InvalidStateError, translateNativeError } from './errors.js';
 import { NativeAllocator, nativeResourceOf } from './native-allocator.js';
-import { loadNative, type NativeReplay, type NativeResource, type NativeTiming } from './native.js';
+import { loadNative, type NativeLinkBench, type NativeLinkMeasurement, type NativeReplay, type NativeResource, type NativeTiming } from './native.js';
+import { median } from './numbers.js';
 import { Stream } from './stream.js';
 import type { DevicePtr } from './types.js';
 import { checkBytes, checkNonNegative, checkPointer } from './validate.js';
 
-export type { NativeReplay, NativeReplayPass, NativeTiming } from './native.js';
+export type { NativeLinkBench, NativeLinkMeasurement, NativeReplay, NativeReplayPass, NativeTiming } from './native.js';
 
 /**
  * An allocation trace compiled for {@link replayNative}: one entry per operation in each array. An
@@ -134,4 +136,92 @@ export function sumU32(
   checkNonNegative(spinNs, 'spinNs');
   const handle = streamHandle(allocator, stream);
   run(allocator, (r) => loadNative().tools.sumU32(r, ptr, count, outPtr, handle, spinNs));
+}
+
+/** Options of {@link linkBenchmark}. */
+export interface LinkBenchmarkOptions {
+  /** CUDA device ordinal (default 0). */
+  device?: number;
+  /**
+   * Bytes moved by each measurement (default 1 GiB, at least 4096). Bounded for safety: at most half
+   * the host's MemAvailable (the pinned buffer) and half the device's free memory (the device and the
+   * managed buffer, never both at once); the result says what was used.
+   */
+  bytes?: number;
+  /** Timed repetitions of each measurement, after one untimed warm-up where there is one (default 5, at most 1000). */
+  repetitions?: number;
+  /** Grid sizes of the kernels, in blocks per multiprocessor (default [2, 4, 8, 16]). */
+  blocksPerSm?: number[];
+  /** Threads per block of the kernels (default 512; a multiple of 32 up to 1024). */
+  threadsPerBlock?: number;
+}
+
+/** One figure of {@link linkBenchmark}, with its summary. */
+export interface LinkMeasurement extends NativeLinkMeasurement {
+  medianGbps: number;
+  minGbps: number;
+  maxGbps: number;
+}
+
+/** The result of {@link linkBenchmark}: the device, the sizes used and every figure. */
+export interface LinkBenchmark extends Omit<NativeLinkBench, 'measurements'> {
+  measurements: LinkMeasurement[];
+}
+
+const linkOptionKeys = ['device', 'bytes', 'repetitions', 'blocksPerSm', 'threadsPerBlock'];
+
+function checkIntegerIn(value: unknown, lo: number, hi: number, name: string): asserts value is number {
+  const message = `Expected an integer from ${lo} to ${hi} for ${name} but received ${typeof value === 'number' ? value : `${String(value)} of type ${typeof value}`}`;
+  if (typeof value !== 'number') throw new TypeError(message);
+  if (!Number.isInteger(value) || value < lo || value > hi) throw new RangeError(message);
+}
+
+/**
+ * The host-link benchmark (bench/link), on one GPU: a kernel reading and writing mapped pinned host
+ * memory in place (at each grid size), cudaMemcpyAsync host-to-device and device-to-host from pinned
+ * memory, cudaMemPrefetchAsync of managed memory to the device, a kernel reading managed memory whose
+ * pages are on the host (faulting them in; the pages are touched on the host again before every
+ * repetition), and the read kernel on device memory for reference. GB/s are 10^9 bytes per second.
+ * Throws {@link InvalidStateError} where there is no CUDA device, saying why.
+ */
+export function linkBenchmark(options: LinkBenchmarkOptions = {}): LinkBenchmark {
+  if (options === null || typeof options !== 'object') {
+    throw new TypeError(`Expected an options object for options but received ${options === null ? 'null' : typeof options}`);
+  }
+  for (const key of Object.keys(options)) {
+    if (!linkOptionKeys.includes(key)) throw new TypeError(`Unknown option '${key}' for linkBenchmark; expected one of: ${linkOptionKeys.join(', ')}`);
+  }
+  const device = options.device ?? 0;
+  const bytes = options.bytes ?? 2 ** 30;
+  const repetitions = options.repetitions ?? 5;
+  const blocksPerSm = options.blocksPerSm ?? [2, 4, 8, 16];
+  const threadsPerBlock = options.threadsPerBlock ?? 512;
+  checkNonNegative(device, 'device');
+  checkBytes(bytes, 'bytes');
+  if (bytes < 4096) throw new RangeError(`Expected at least 4096 for bytes but received ${bytes}`);
+  checkIntegerIn(repetitions, 1, 1000, 'repetitions');
+  if (!Array.isArray(blocksPerSm) || blocksPerSm.length === 0) {
+    throw new TypeError(`Expected a non-empty array of integers for blocksPerSm but received ${Array.isArray(blocksPerSm) ? 'an empty array' : typeof blocksPerSm}`);
+  }
+  blocksPerSm.forEach((b, i) => checkIntegerIn(b, 1, 1024, `blocksPerSm[${i}]`));
+  checkIntegerIn(threadsPerBlock, 32, 1024, 'threadsPerBlock');
+  if (threadsPerBlock % 32 !== 0) throw new RangeError(`Expected a multiple of 32 for threadsPerBlock but received ${threadsPerBlock}`);
+  const count = deviceCount();
+  if (count === 0) throw new InvalidStateError(`linkBenchmark needs a CUDA device: ${deviceStatus()}`);
+  if (device >= count) throw new RangeError(`Expected a CUDA device index below ${count} for device but received ${device}`);
+  let result: NativeLinkBench;
+  try {
+    result = loadNative().tools.linkBench({ device, bytes, repetitions, blocksPerSm: [...blocksPerSm], threadsPerBlock });
+  } catch (e) {
+    throw translateNativeError(e, 'linkBenchmark');
+  }
+  return {
+    ...result,
+    measurements: result.measurements.map((m) => ({
+      ...m,
+      medianGbps: median(m.gbps),
+      minGbps: Math.min(...m.gbps),
+      maxGbps: Math.max(...m.gbps),
+    })),
+  };
 }

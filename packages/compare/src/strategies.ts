@@ -11,6 +11,8 @@ export const builtInStrategyPackages = [
   '@gpumem/allocator-pool',
   '@gpumem/allocator-async',
   '@gpumem/allocator-expandable',
+  '@gpumem/allocator-tiered',
+  '@gpumem/allocator-pinned',
 ] as const;
 
 /** Imports the built-in strategy packages, then each plug-in module; a failure names the module. */

@@ -1,7 +1,8 @@
 // CUDA virtual memory management as physical_memory: one cuMemCreate'd handle per run of granules,
 // mapped into a cuMemAddressReserve'd range with one cuMemMap and one cuMemSetAccess. The driver API is not linked: its entry points are looked up
-// once through cudaGetDriverEntryPointByVersion, so that the addon loads where there is no driver
-// and only this strategy reports what is missing.
+// once through cudaGetDriverEntryPointByVersion (cuda_driver.hpp, shared with tiered's
+// device_tier_memory), so that the addon loads where there is no driver and only this strategy
+// reports what is missing.
 #include <string>
 #include <unordered_map>
 
@@ -12,6 +13,7 @@
 #include <cuda.h>
 
 #include "../cuda_check.hpp"
+#include "cuda_driver.hpp"
 #endif
 
 namespace gpumem {
@@ -20,63 +22,15 @@ namespace gpumem {
 
 namespace {
 
-// The driver functions this file uses, at their CUDA 12 ABI.
-struct driver_api {
-  decltype(&cuGetErrorName) get_error_name = nullptr;
-  decltype(&cuDeviceGet) device_get = nullptr;
-  decltype(&cuDeviceGetAttribute) device_get_attribute = nullptr;
-  decltype(&cuDeviceTotalMem_v2) device_total_mem = nullptr;
-  decltype(&cuMemGetAllocationGranularity) get_granularity = nullptr;
-  decltype(&cuMemAddressReserve) address_reserve = nullptr;
-  decltype(&cuMemAddressFree) address_free = nullptr;
-  decltype(&cuMemCreate) create = nullptr;
-  decltype(&cuMemRelease) release = nullptr;
-  decltype(&cuMemMap) map = nullptr;
-  decltype(&cuMemUnmap) unmap = nullptr;
-  decltype(&cuMemSetAccess) set_access = nullptr;
-  std::string failure;  // empty once every entry point was found
-};
+using detail::driver;
+using detail::driver_api;
 
-template <class F>
-bool lookup(const char* symbol, F& fn, std::string& failure) {
-  void* p = nullptr;
-  cudaDriverEntryPointQueryResult found = cudaDriverEntryPointSymbolNotFound;
-  const cudaError_t status = cudaGetDriverEntryPointByVersion(symbol, &p, 12000, cudaEnableDefault, &found);
-  if (status != cudaSuccess || found != cudaDriverEntryPointSuccess || p == nullptr) {
-    cudaGetLastError();
-    failure = status != cudaSuccess ? std::string("the CUDA driver is not available (") + cudaGetErrorName(status) + ")"
-                                    : std::string("the CUDA driver has no ") + symbol;
-    return false;
-  }
-  fn = reinterpret_cast<F>(p);
-  return true;
-}
-
-const driver_api& driver() {
-  static const driver_api api = [] {
-    driver_api a;
-    std::string& f = a.failure;
-    (void)(lookup("cuGetErrorName", a.get_error_name, f) && lookup("cuDeviceGet", a.device_get, f) &&
-           lookup("cuDeviceGetAttribute", a.device_get_attribute, f) &&
-           lookup("cuDeviceTotalMem", a.device_total_mem, f) &&
-           lookup("cuMemGetAllocationGranularity", a.get_granularity, f) &&
-           lookup("cuMemAddressReserve", a.address_reserve, f) && lookup("cuMemAddressFree", a.address_free, f) &&
-           lookup("cuMemCreate", a.create, f) && lookup("cuMemRelease", a.release, f) &&
-           lookup("cuMemMap", a.map, f) && lookup("cuMemUnmap", a.unmap, f) &&
-           lookup("cuMemSetAccess", a.set_access, f));
-    return a;
-  }();
-  return api;
+void check(const driver_api& api, CUresult status, const char* what) {
+  detail::check_driver(api, status, "expandable", what);
 }
 
 [[noreturn]] void throw_driver(const driver_api& api, CUresult status, const char* what) {
-  const char* name = "CUDA_ERROR_UNKNOWN";
-  api.get_error_name(status, &name);
-  throw cuda_error(std::string("expandable: ") + what + " failed: " + name, static_cast<int>(status), name);
-}
-
-void check(const driver_api& api, CUresult status, const char* what) {
-  if (status != CUDA_SUCCESS) throw_driver(api, status, what);
+  detail::throw_driver(api, status, "expandable", what);
 }
 
 class device_physical_memory final : public physical_memory {

@@ -1,0 +1,101 @@
+// The 'tiered' strategy: device memory first, then pinned host memory that kernels read and write
+// in place (zero-copy over the interconnect), so that a model larger than the GPU still trains.
+// Never managed memory: nothing migrates by page faults; a block is on one tier until prefetch()
+// moves it, and it keeps its address when it moves.
+//
+//  - every block has a virtual range of its own, its size rounded up to the granule (2 MiB), backed
+//    by one physical allocation on one tier (tier_memory.hpp: CUDA VMM, or the memfd host twin);
+//  - placement (set_placement): automatic puts a block on the device while the device tier's bytes
+//    (live and cached) stay within device_budget_bytes and the driver gives memory, and on the host
+//    (a spill) otherwise, within host_budget_bytes; device means the device only and host the host
+//    only (out_of_memory rather than the other tier). The trainer sets it from its allocation tags;
+//  - freed blocks are cached per (tier, rounded size) and reused by requests of that size on that
+//    tier, in stream order: a block freed on stream A at once on A, on another stream B after B waits
+//    on an event recorded on A (and on the streams record_stream named); nothing on the host twin.
+//    In steady state (the same sizes each epoch) malloc and free make no driver call. When a
+//    budget or the driver refuses, cached blocks of that tier are released (oldest first, as many as
+//    the budget needs; all of them when the driver refuses) and the request retried once, so the
+//    cache never causes an out_of_memory; trim(bytes_to_keep) releases cached blocks, oldest first,
+//    until at most bytes_to_keep are reserved (trim() every one); live blocks are never touched;
+//  - prefetch(ptr, bytes, to, stream) moves the blocks of [ptr, ptr + bytes) to `to`'s tier: new
+//    physical memory there, mapped at a temporary range, the block copied on `stream` (after `stream`
+//    waits on the streams the block was used on), the stream synchronised, the old memory unmapped
+//    and released, the new mapped at the block's address. It returns false and changes nothing when
+//    the tier has no room for them all; true once every block is there;
+//  - stats: allocated = bytes asked for and reserved = physical bytes held (live and cached), both
+//    tiers together; host_allocated_bytes / host_reserved_bytes (and peaks) the host part;
+//    upstream alloc/free counts and segment_count count physical allocations (migrations included);
+//    largest_free_block is the largest cached block; bytes_moved_to_host / _to_device the bytes
+//    prefetch copied (the blocks' requested sizes);
+//  - thread-safe (one lock; a migration holds it while it copies).
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <optional>
+
+#include "gpumem/memory_resource.hpp"
+#include "gpumem/stream_ordering.hpp"
+#include "gpumem/tier_memory.hpp"
+
+namespace gpumem {
+
+// Where new blocks go: automatic (the device while its budget and the driver allow, else the host),
+// the device only, or the host only.
+enum class tier_choice : std::uint8_t { automatic, device, host };
+
+// "auto", "device", "host"; parse_tier_choice throws invalid_argument (type, naming `argument`) for
+// anything else.
+const char* tier_choice_name(tier_choice choice) noexcept;
+tier_choice parse_tier_choice(const char* name, const char* argument = "placement");
+
+struct tiered_options {
+  // Bytes the device tier may hold (live and cached blocks). Default: the device's free memory when
+  // the resource is made, less 1 GiB for the CUDA context and libraries (the host twin: 1 GiB). 0:
+  // everything on the host.
+  std::optional<std::uint64_t> device_budget_bytes;
+  // Bytes the host tier may hold pinned. Never more than MemAvailable less 10% of MemTotal when the
+  // resource is made (the 'pinned' strategy's cap): an explicit value only lowers it.
+  std::optional<std::uint64_t> host_budget_bytes;
+  tier_choice placement = tier_choice::automatic;
+};
+
+class tiered_resource final : public memory_resource {
+ public:
+  // Owns `memory`. `ordering` defaults to the one matching its kind (CUDA events on a GPU, nothing on
+  // the host twin). Throws invalid_state where no host budget can be decided (no /proc/meminfo and
+  // no host_budget_bytes).
+  explicit tiered_resource(std::unique_ptr<tier_memory> memory, tiered_options options = {},
+                           std::unique_ptr<stream_ordering> ordering = nullptr);
+  ~tiered_resource() override;  // unmaps and releases every block, live or cached
+
+  // Where allocations go from now on (the whole resource, every thread).
+  void set_placement(tier_choice choice) noexcept;
+  tier_choice placement() const noexcept;
+
+  std::uint64_t device_budget_bytes() const noexcept;  // resolved
+  std::uint64_t host_budget_bytes() const noexcept;    // resolved
+  std::size_t granule_bytes() const noexcept;
+  // The tier of the live block that contains `ptr`; nullopt when none does.
+  std::optional<memory_tier> tier_of(const void* ptr) const;
+  // Cached (freed, not yet released) blocks and their bytes, over both tiers.
+  std::size_t cached_blocks() const;
+  std::uint64_t cached_bytes() const;
+
+ private:
+  void* do_allocate(std::size_t bytes, stream_handle stream) override;
+  void do_deallocate(void* ptr, std::size_t bytes, stream_handle stream) override;
+  void do_record_stream(void* ptr, stream_handle stream) override;
+  bool do_prefetch(void* ptr, std::size_t bytes, location to, stream_handle stream) override;
+  resource_stats do_stats() const override;
+  void do_reset_peak() override;
+  void do_trim(std::size_t bytes_to_keep) override;
+  std::size_t do_allocation_size(const void* ptr) const override;
+  memory_kind do_kind() const noexcept override;
+  int do_device() const noexcept override;
+
+  struct impl;
+  std::unique_ptr<impl> impl_;
+};
+
+}  // namespace gpumem

@@ -1,0 +1,143 @@
+/**
+ * The 'tiered' strategy: device memory first, then pinned host memory that kernels read and write
+ * in place over the interconnect ("zero-copy"), so that a model larger than the GPU still trains.
+ * Every block has a virtual range of its own (rounded up to the 2 MiB granule), backed by one
+ * physical allocation on one tier through CUDA's virtual memory management, so that
+ * `prefetch(ptr, n, 'host' | 'device')` moves a block between the tiers and its pointer stays the
+ * same. Where a new block goes is the placement: 'auto' (the device while `deviceBudgetBytes` and
+ * the driver allow, else the host), 'device' only or 'host' only, chosen per allocation tag with
+ * the `placement` option (the trainer tells the allocator its tags through `setPlacementTag`).
+ * Freed blocks are cached per tier and size and reused in stream order. Never managed memory.
+ * Over host memory (no GPU) the same logic runs on memfd mappings (both tiers host memory).
+ * Side-effect free; index.ts registers it.
+ * @module
+ */
+import {
+  checkNonNegative,
+  checkOptionKeys,
+  definedOptions,
+  NativeAllocator,
+  resolvePlacement,
+  type NativeLayerOptions,
+} from '@gpumem/allocator-core';
+
+/** Where new blocks go: 'device' only, 'host' only, or 'auto' (the device while it has room, else the host). */
+export type TierChoice = 'device' | 'host' | 'auto';
+
+/** Where the tiers come from: 'cuda' (CUDA VMM), 'host' (the memfd twin), or 'auto' (cuda when a GPU is present). */
+export type TieredUpstream = 'cuda' | 'host' | 'auto';
+
+export interface TieredAllocatorOptions extends NativeLayerOptions {
+  /** Where the tiers come from (default 'auto': CUDA VMM when a GPU is present, else the host twin). */
+  upstream?: TieredUpstream;
+  /** CUDA device ordinal for the 'cuda' upstream (default 0). */
+  device?: number;
+  /**
+   * Bytes the device tier may hold, live and cached blocks (default: the device's free memory when
+   * the allocator is made, less 1 GiB for the CUDA context and libraries; the host twin: 1 GiB).
+   * 0 puts everything on the host.
+   */
+  deviceBudgetBytes?: number;
+  /**
+   * Bytes the host tier may hold pinned (default and upper bound: the host's available memory when
+   * the allocator is made less 10% of its total, as the 'pinned' strategy's cap; a value only lowers it).
+   */
+  hostBudgetBytes?: number;
+  /**
+   * Allocation tag to tier: e.g. `{ graph: 'host', activations: 'host' }` keeps the trainer's graph
+   * and saved activations in host memory. Tags not listed are 'auto'. On the command line:
+   * `tiered:placement.graph=host:placement.activations=host`.
+   */
+  placement?: Record<string, TierChoice>;
+}
+
+const optionKeys = [
+  'upstream',
+  'device',
+  'deviceBudgetBytes',
+  'hostBudgetBytes',
+  'placement',
+  'limitBytes',
+  'trackingCapacity',
+  'faultInjection',
+];
+
+const tierChoices: readonly TierChoice[] = ['device', 'host', 'auto'];
+
+function describe(value: unknown): string {
+  if (value === null) return 'null';
+  if (typeof value === 'string') return `'${value}' of type string`;
+  if (Array.isArray(value)) return 'an array';
+  if (typeof value === 'object') return 'an object';
+  return `${String(value)} of type ${typeof value}`;
+}
+
+/** Checks the `placement` option: a plain object of tag to 'device' | 'host' | 'auto'. */
+function checkPlacementMap(value: unknown): Record<string, TierChoice> {
+  if (typeof value !== 'object' || value === null || Array.isArray(value)) {
+    throw new TypeError(`Expected an object of tag to 'device' | 'host' | 'auto' for placement but received ${describe(value)}`);
+  }
+  const out: Record<string, TierChoice> = {};
+  for (const [tag, tier] of Object.entries(value)) {
+    if (!tierChoices.includes(tier as TierChoice)) {
+      throw new TypeError(`Expected one of 'device', 'host', 'auto' for placement.${tag} but received ${describe(tier)}`);
+    }
+    out[tag] = tier as TierChoice;
+  }
+  return out;
+}
+
+function checkTier(value: unknown, name: string): asserts value is TierChoice {
+  if (!tierChoices.includes(value as TierChoice)) {
+    throw new TypeError(`Expected one of 'device', 'host', 'auto' for ${name} but received ${describe(value)}`);
+  }
+}
+
+export class TieredAllocator extends NativeAllocator {
+  /** The upstream actually used ('auto' resolved). */
+  readonly upstream: 'cuda' | 'host';
+  /** The tag to tier map (tags not listed are 'auto'). */
+  readonly placement: Readonly<Record<string, TierChoice>>;
+  #tier: TierChoice = 'auto';
+
+  constructor(options: TieredAllocatorOptions = {}) {
+    checkOptionKeys(options, optionKeys, 'tiered');
+    const { upstream, device, index } = resolvePlacement(options.upstream, options.device);
+    const budgets = ['deviceBudgetBytes', 'hostBudgetBytes'] as const;
+    for (const key of budgets) {
+      if (options[key] !== undefined) checkNonNegative(options[key], key);
+    }
+    const placement = options.placement === undefined ? {} : checkPlacementMap(options.placement);
+    super('tiered', device, {
+      strategy: 'tiered',
+      device: upstream === 'cuda' ? index : 0,
+      options: { upstream, ...definedOptions(options, [...budgets]) },
+    }, options);
+    this.upstream = upstream;
+    this.placement = Object.freeze({ ...placement });
+  }
+
+  /**
+   * The trainer's allocation tag ('setup', 'forward', 'graph', 'activations', ...): allocations from
+   * now on go to the tier `placement` names for it ('auto' when it names none).
+   */
+  setPlacementTag(tag: string): void {
+    this.checkLive();
+    if (typeof tag !== 'string') throw new TypeError(`Expected a string for tag but received ${describe(tag)}`);
+    this.setPlacement(Object.hasOwn(this.placement, tag) ? this.placement[tag]! : 'auto');
+  }
+
+  /** Where allocations go from now on, whatever the tag: 'device' only, 'host' only, or 'auto'. */
+  setPlacement(tier: TierChoice): void {
+    this.checkLive();
+    checkTier(tier, 'tier');
+    if (tier === this.#tier) return;
+    this.callNative((r) => r.setPlacement(tier));
+    this.#tier = tier;
+  }
+
+  /** The placement in force. */
+  get currentPlacement(): TierChoice {
+    return this.#tier;
+  }
+}
