@@ -129,7 +129,7 @@ function messageOf(e: unknown): string {
 /** Runs the workload once on one allocator, in this process. Never throws for a failed run. */
 export function runOne(request: RunRequest, onProgress?: (p: Progress) => void): CompareRun {
   const { spec } = request;
-  const start = performance.now(); // also the timeline's zero: the allocator is created right after
+  const start = performance.now();
   let tracked: TrackedAllocator | undefined;
   let allocator: Allocator;
   try {
@@ -142,6 +142,10 @@ export function runOne(request: RunRequest, onProgress?: (p: Progress) => void):
   } catch (e) {
     return failureRun(spec, e instanceof OutOfMemoryError ? 'oom' : 'error', messageOf(e), null, performance.now() - start);
   }
+  // The timeline's zero: the tracking layer's clock starts as the allocator is made, which may be
+  // long after `start` where making it first initialises CUDA (a few hundred ms on a GPU host), so
+  // the host samples and the epochs' phases are timed from here to line up with the events.
+  const zero = performance.now();
   // Device memory used outside the allocator (CUDA context, kernels, library handles): the
   // device's used bytes less what the allocator holds, right after it is made and at the end.
   const outsideAtStart = outsideBytes(allocator);
@@ -156,7 +160,7 @@ export function runOne(request: RunRequest, onProgress?: (p: Progress) => void):
       if (hasHostTier(first)) {
         const samples: HostSamples = { tMs: [], allocatedBytes: [], reservedBytes: [] };
         onStep = (_step, s) => {
-          samples.tMs.push(performance.now() - start);
+          samples.tMs.push(performance.now() - zero);
           samples.allocatedBytes.push(s.hostAllocatedBytes ?? 0);
           samples.reservedBytes.push(s.hostReservedBytes ?? 0);
         };
@@ -185,7 +189,7 @@ export function runOne(request: RunRequest, onProgress?: (p: Progress) => void):
       const oom = failure instanceof OutOfMemoryError;
       run = failureRun(spec, oom ? 'oom' : 'error', messageOf(failure), oom ? (failure as OutOfMemoryError).stats : stats, wallMs);
     } else {
-      run = summariseRun(spec, result, stats, wallMs, start);
+      run = summariseRun(spec, result, stats, wallMs, zero);
     }
     const outsideAtEnd = outsideBytes(allocator);
     if (outsideAtStart !== null && outsideAtEnd !== null) run.outsideAllocator = { atStartBytes: outsideAtStart, atEndBytes: outsideAtEnd };
