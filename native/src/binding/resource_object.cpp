@@ -85,6 +85,16 @@ advise_target to_advise(const std::optional<std::string>& v, const char* name) {
                              "' of type string");
 }
 
+// The pool's size options, shared by 'pool' and 'pinned' (the same pool over another upstream).
+void read_pool_options(const Napi::Object& options, pool_options& o) {
+  o.max_reserved_bytes = field_u64(options, "maxReservedBytes", "maxReservedBytes", true).value_or(0);
+  o.small_request_limit = field_u64(options, "smallRequestLimit", "smallRequestLimit", true).value_or(o.small_request_limit);
+  o.small_segment_bytes = field_u64(options, "smallSegmentBytes", "smallSegmentBytes", true).value_or(o.small_segment_bytes);
+  o.large_segment_rounding =
+      field_u64(options, "largeSegmentRounding", "largeSegmentRounding", true).value_or(o.large_segment_rounding);
+}
+
+
 // The JavaScript spec as the core's chain_spec; the builder validates what is left (chain_builder.hpp).
 chain_spec to_chain_spec(const Napi::Object& js) {
   known_keys(js, {"strategy", "device", "options", "limitBytes", "faultInjection", "trackingCapacity"}, "the spec");
@@ -131,12 +141,7 @@ chain_spec to_chain_spec(const Napi::Object& js) {
       if (upstream == "cuda") spec.pool.upstream = pool_upstream::cuda;
       else if (upstream == "host") spec.pool.upstream = pool_upstream::host;
       else bad_field("upstream", "one of 'cuda', 'host'", options.Get("upstream"));
-      pool_options& o = spec.pool.options;
-      o.max_reserved_bytes = field_u64(options, "maxReservedBytes", "maxReservedBytes", true).value_or(0);
-      o.small_request_limit = field_u64(options, "smallRequestLimit", "smallRequestLimit", true).value_or(o.small_request_limit);
-      o.small_segment_bytes = field_u64(options, "smallSegmentBytes", "smallSegmentBytes", true).value_or(o.small_segment_bytes);
-      o.large_segment_rounding =
-          field_u64(options, "largeSegmentRounding", "largeSegmentRounding", true).value_or(o.large_segment_rounding);
+      read_pool_options(options, spec.pool.options);
       break;
     }
     case strategy_kind::pinned: {
@@ -147,12 +152,7 @@ chain_spec to_chain_spec(const Napi::Object& js) {
       if (upstream == "pinned") spec.pinned.upstream = pinned_upstream::pinned;
       else if (upstream == "host") spec.pinned.upstream = pinned_upstream::host;
       else bad_field("upstream", "one of 'pinned', 'host'", options.Get("upstream"));
-      pool_options& o = spec.pinned.options;
-      o.max_reserved_bytes = field_u64(options, "maxReservedBytes", "maxReservedBytes", true).value_or(0);
-      o.small_request_limit = field_u64(options, "smallRequestLimit", "smallRequestLimit", true).value_or(o.small_request_limit);
-      o.small_segment_bytes = field_u64(options, "smallSegmentBytes", "smallSegmentBytes", true).value_or(o.small_segment_bytes);
-      o.large_segment_rounding =
-          field_u64(options, "largeSegmentRounding", "largeSegmentRounding", true).value_or(o.large_segment_rounding);
+      read_pool_options(options, spec.pinned.options);
       break;
     }
     case strategy_kind::tiered: {
