@@ -49,8 +49,9 @@ export interface TrainOptions {
   /**
    * mlp: activation checkpointing. Forward keeps the input of every `checkpoint`-th layer only
    * (layers 0, M, 2M, ...) and backward recomputes each segment's activations from its checkpoint
-   * before going back through it. 1 keeps every layer's input; undefined or 0: off (forward keeps
-   * every activation backward needs).
+   * before going back through it. The last segment is never dropped (backward starts there, so
+   * recomputing it would save nothing at the peak), as PyTorch's checkpoint_sequential does. 1 keeps
+   * every layer's input; undefined or 0: off (forward keeps every activation backward needs).
    */
   checkpoint?: number;
   /**
