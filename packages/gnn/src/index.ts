@@ -7,7 +7,7 @@
 export { Runtime, allocationTags, type AllocationTag } from './runtime.js';
 export { Tensor, type DType } from './tensor.js';
 export { Linear, ReLU, Dropout, SGD, Adam, ParameterSet, softmaxCrossEntropy, type Parameter, type Optimizer } from './nn.js';
-export { Mlp } from './models/mlp.js';
+export { Mlp, type MlpStepPlan } from './models/mlp.js';
 export { Gcn, GcnConv, type Aggregation } from './models/gcn.js';
 export { loadMnist, parseIdx, normalisedPixels, DatasetError, type Mnist, type MnistSplit } from './datasets/mnist.js';
 export {
@@ -21,6 +21,7 @@ export {
   type SbmOptions,
   type Normalisation,
   type EdgeListGraph,
+  type FeatureDtype,
 } from './datasets/graphs.js';
 export {
   checkTrainingFits,
