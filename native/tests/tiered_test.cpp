@@ -348,6 +348,49 @@ TEST(the_cache_never_causes_an_out_of_memory) {
   g.resource.deallocate(two, 2 * granule);
 }
 
+TEST(near_the_budget_a_larger_cached_block_serves_instead_of_being_released) {
+  // 4 device granules: a live block of 2 and a cached one of 2 fill the budget. A request of 1
+  // granule takes the cached 2-granule block (no release, no new physical memory); a request of 2
+  // later finds it cached again. Away from the budget a new block of the exact size is made.
+  fixture f;
+  void* live = f.resource.allocate(2 * granule);
+  void* a = f.resource.allocate(2 * granule);
+  f.resource.deallocate(a, 2 * granule);
+  const std::size_t creates = f.memory->creates;
+  void* small = f.resource.allocate(granule);
+  CHECK_EQ(small, a);
+  CHECK(tier(f.resource, small) == memory_tier::device);
+  CHECK_EQ(f.memory->creates, creates);
+  CHECK_EQ(f.memory->releases, 0u);
+  CHECK_EQ(f.resource.stats().allocated_bytes, 3 * granule);
+  CHECK_EQ(f.resource.stats().reserved_bytes, 4 * granule);
+  f.resource.deallocate(small, granule);
+  void* again = f.resource.allocate(2 * granule);
+  CHECK_EQ(again, a);
+  CHECK_EQ(f.memory->creates, creates);
+  f.resource.deallocate(again, 2 * granule);
+  f.resource.deallocate(live, 2 * granule);
+
+  fixture g;  // room in the budget: the exact size is made, the larger cached block stays
+  void* b = g.resource.allocate(2 * granule);
+  g.resource.deallocate(b, 2 * granule);
+  void* exact = g.resource.allocate(granule);
+  CHECK(exact != b);
+  CHECK_EQ(g.resource.stats().reserved_bytes, 3 * granule);
+  g.resource.deallocate(exact, granule);
+
+  // More than 4 times the request: not taken; cached blocks are released to make room instead.
+  fixture h(budgets(6 * granule, 8 * granule));
+  void* one = h.resource.allocate(granule);
+  void* five = h.resource.allocate(5 * granule);
+  h.resource.deallocate(five, 5 * granule);
+  void* other = h.resource.allocate(granule);
+  CHECK(other != five);
+  CHECK_EQ(h.memory->releases, 1u);
+  h.resource.deallocate(other, granule);
+  h.resource.deallocate(one, granule);
+}
+
 TEST(cross_stream_reuse_waits_on_an_event_and_same_stream_reuse_does_not) {
   fixture f;
   const stream_handle s1 = stream_key(0x100), s2 = stream_key(0x200), s3 = stream_key(0x300);

@@ -125,6 +125,13 @@ struct tiered_resource::impl final : stream_observer {
       }
       const auto cached_block = find_cached(t, size, stream);
       if (cached_block != cache.end()) return take_cached(cached_block, bytes, stream);
+      // Where a new block would need cached blocks released to fit the budget, a cached block up
+      // to `larger_reuse` times the size serves instead (what a pool's split would give): no
+      // driver calls, and no release of memory that the next request of that size wants back.
+      if (reserved[index(t)] + size > budget[index(t)]) {
+        const auto larger = find_cached_larger(t, size);
+        if (larger != cache.end()) return take_cached(larger, bytes, stream);
+      }
       if (void* p = create_block(t, size, bytes, stream, why)) return p;
     }
     if (choice != tier_choice::automatic) {
@@ -204,6 +211,17 @@ struct tiered_resource::impl final : stream_observer {
       if (other == cache.end()) other = it;
     }
     return other;
+  }
+
+  // The smallest usable cached block on tier `t` larger than `size` and at most larger_reuse
+  // times it; end() when there is none.
+  block_cache::iterator find_cached_larger(memory_tier t, std::size_t size) {
+    const std::size_t most = size > std::numeric_limits<std::size_t>::max() / larger_reuse ? size : size * larger_reuse;
+    for (auto it = cache.upper_bound(cache_key{index(t), size}); it != cache.end(); ++it) {
+      if (it->first.first != index(t) || it->first.second > most) break;
+      if (!it->second.quarantined) return it;
+    }
+    return cache.end();
   }
 
   void* take_cached(block_cache::iterator it, std::size_t bytes, stream_handle stream) {
@@ -544,6 +562,8 @@ struct tiered_resource::impl final : stream_observer {
   mutable std::mutex mutex;
   std::map<std::uintptr_t, block> live;  // by base address
   block_cache cache;
+  // Near the budget, a cached block up to this many times a request's size may serve it.
+  static constexpr std::size_t larger_reuse = 4;
   std::uint64_t reserved[tiers] = {0, 0};  // physical bytes per tier, live and cached
   std::uint64_t cached[tiers] = {0, 0};    // the cached part
   std::uint64_t host_allocated = 0;
