@@ -12,7 +12,8 @@
 //  - freed blocks are cached per (tier, rounded size) and reused by requests of that size on that
 //    tier, in stream order: a block freed on stream A at once on A, on another stream B after B waits
 //    on an event recorded on A (and on the streams record_stream named); nothing on the host twin.
-//    In steady state (the same sizes each epoch) malloc and free make no driver call. When a
+//    Where a new block would need cached blocks released to fit the budget, a cached block of the
+//    tier up to 4x the size serves the request instead. In steady state (the same sizes each epoch) malloc and free make no driver call. When a
 //    budget or the driver refuses, cached blocks of that tier are released (oldest first, as many as
 //    the budget needs; all of them when the driver refuses) and the request retried once, so the
 //    cache never causes an out_of_memory; trim(bytes_to_keep) releases cached blocks, oldest first,
