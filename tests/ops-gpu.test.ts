@@ -18,7 +18,7 @@ import type { NativeOps } from '../packages/gnn/src/native-ops.js';
 import { gpuAvailable, gpuTitle } from './gpu.js';
 import { randf, randi, relL2 } from './test-data.js';
 
-type Typed = Float32Array | Int32Array | Uint8Array;
+type Typed = Float32Array | Int32Array | Uint8Array | Uint16Array;
 type Ctor<T extends Typed> = { new (n: number): T; BYTES_PER_ELEMENT: number };
 
 /** Index of the first difference (Object.is: NaN equals NaN, +0 differs from -0), or -1. */
@@ -337,6 +337,33 @@ describe.skipIf(!gpuAvailable)(gpuTitle('ops on the GPU against the CPU referenc
       out.poison();
       ops.spmm(true, 0, g.rowptr.d, g.col.d, val.d, X.d, out.d, N, H);
       expectIdentical(out.gpu(), first, 'spmm second run');
+    }
+  });
+
+  it('f32ToBf16 (identical, NaN kept) and spmmBf16 on a random graph, H = 128, 13 and 4: < 1e-4, deterministic', () => {
+    const N = 10_000;
+    const E = 200_000;
+    const g = graph(N, E, 70);
+    const val = F(randf(E, 71));
+    for (const H of [128, 13, 4]) {
+      const x = randf(N * H, 72 + H);
+      x[0] = NaN;
+      x[1] = -0;
+      const X = F(x);
+      const X16 = new Twin(Uint16Array, N * H).poison();
+      ops.f32ToBf16(false, 0, X.h, X16.h, N * H);
+      ops.f32ToBf16(true, 0, X.d, X16.d, N * H);
+      expectIdentical(X16.gpu(), X16.cpu(), 'f32ToBf16');
+      X16.set(X16.cpu().map((v, i) => (i === 0 ? 0x3f80 : v))); // a finite value where the NaN was
+      const out = Fz(N * H);
+      ops.spmmBf16(false, 0, g.rowptr.h, g.col.h, val.h, X16.h, out.h, N, H);
+      ops.spmmBf16(true, 0, g.rowptr.d, g.col.d, val.d, X16.d, out.d, N, H);
+      const first = out.gpu();
+      expectWritten(first, 'spmmBf16');
+      expect(relL2(first, out.cpu())).toBeLessThan(1e-4);
+      out.poison();
+      ops.spmmBf16(true, 0, g.rowptr.d, g.col.d, val.d, X16.d, out.d, N, H);
+      expectIdentical(out.gpu(), first, 'spmmBf16 second run');
     }
   });
 

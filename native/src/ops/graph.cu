@@ -8,6 +8,7 @@
 
 #include <cub/device/device_radix_sort.cuh>
 
+#include "bf16.hpp"
 #include "edge_norm.hpp"
 #include "kernel_common.cuh"
 
@@ -69,53 +70,29 @@ struct group_pos {
   }
 };
 
-// T is float or float4; W = H / (sizeof(T)/4) elements of T per row.
-template <int G, class T>
-__global__ void spmm_kernel(const std::int32_t* __restrict__ rowptr, const std::int32_t* __restrict__ col,
-                            const float* __restrict__ val, const T* __restrict__ X, T* __restrict__ out,
-                            std::int64_t N, std::int64_t W) {
-  const group_pos<G> g;
-  for (std::int64_t row = g.group; row < N; row += g.groups) {
-    const std::int64_t e0 = rowptr[row], e1 = rowptr[row + 1];
-    for (std::int64_t c = g.lane; c < W; c += G) {
-      T acc = zero<T>();
-      std::int64_t e = e0;
-      for (; e + 4 <= e1; e += 4) {  // four independent loads in flight, added in order
-        const std::int64_t c0 = col[e], c1 = col[e + 1], c2 = col[e + 2], c3 = col[e + 3];
-        const float v0 = val[e], v1 = val[e + 1], v2 = val[e + 2], v3 = val[e + 3];
-        const T x0 = X[c0 * W + c], x1 = X[c1 * W + c], x2 = X[c2 * W + c], x3 = X[c3 * W + c];
-        fma4(acc, v0, x0);
-        fma4(acc, v1, x1);
-        fma4(acc, v2, x2);
-        fma4(acc, v3, x3);
-      }
-      for (; e < e1; ++e) fma4(acc, val[e], X[std::int64_t(col[e]) * W + c]);
-      out[row * W + c] = acc;
-    }
-  }
-}
-
-// bf16 rows (the bits of a float's upper half), widened to f32 as they are read: 4 values in one
-// 8-byte load when H % 4 == 0, else one at a time. Little-endian: the lower half of a 32-bit word
-// is the earlier value.
+// Rows of X as they are read: f32 as it is, bf16 (the upper halves of floats) widened to f32. In is
+// float or float4 (f32), uint16_t or uint2 (1 or 4 bf16 values; little-endian, so the lower half of
+// a 32-bit word is the earlier value).
+__device__ __forceinline__ float widen(float v) { return v; }
+__device__ __forceinline__ float4 widen(float4 v) { return v; }
+__device__ __forceinline__ float widen(std::uint16_t v) { return __uint_as_float(f32_bits_from_bf16(v)); }
 __device__ __forceinline__ float4 widen(uint2 v) {
   return make_float4(__uint_as_float(v.x << 16), __uint_as_float(v.x & 0xffff0000u), __uint_as_float(v.y << 16),
                      __uint_as_float(v.y & 0xffff0000u));
 }
-__device__ __forceinline__ float widen(std::uint16_t v) { return __uint_as_float(std::uint32_t(v) << 16); }
 
-// spmm_kernel over bf16 X: In is uint2 (4 values) with Out float4, or uint16_t with Out float.
+// Out is float or float4, In the matching row element (see widen); W = elements of In per row.
 template <int G, class In, class Out>
-__global__ void spmm_bf16_kernel(const std::int32_t* __restrict__ rowptr, const std::int32_t* __restrict__ col,
-                                 const float* __restrict__ val, const In* __restrict__ X, Out* __restrict__ out,
-                                 std::int64_t N, std::int64_t W) {
+__global__ void spmm_kernel(const std::int32_t* __restrict__ rowptr, const std::int32_t* __restrict__ col,
+                            const float* __restrict__ val, const In* __restrict__ X, Out* __restrict__ out,
+                            std::int64_t N, std::int64_t W) {
   const group_pos<G> g;
   for (std::int64_t row = g.group; row < N; row += g.groups) {
     const std::int64_t e0 = rowptr[row], e1 = rowptr[row + 1];
     for (std::int64_t c = g.lane; c < W; c += G) {
       Out acc = zero<Out>();
       std::int64_t e = e0;
-      for (; e + 4 <= e1; e += 4) {
+      for (; e + 4 <= e1; e += 4) {  // four independent loads in flight, added in order
         const std::int64_t c0 = col[e], c1 = col[e + 1], c2 = col[e + 2], c3 = col[e + 3];
         const float v0 = val[e], v1 = val[e + 1], v2 = val[e + 2], v3 = val[e + 3];
         const In x0 = X[c0 * W + c], x1 = X[c1 * W + c], x2 = X[c2 * W + c], x3 = X[c3 * W + c];
@@ -130,13 +107,11 @@ __global__ void spmm_bf16_kernel(const std::int32_t* __restrict__ rowptr, const 
   }
 }
 
-// Round to nearest even; NaN stays a (quiet) NaN.
+// Rounded to nearest even (bf16.hpp).
 __global__ void f32_to_bf16_kernel(const float* __restrict__ X, std::uint16_t* __restrict__ Y, std::uint64_t n) {
   for (std::uint64_t i = std::uint64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
        i += std::uint64_t(gridDim.x) * blockDim.x) {
-    const std::uint32_t u = __float_as_uint(X[i]);
-    Y[i] = (u & 0x7fffffffu) > 0x7f800000u ? std::uint16_t((u >> 16) | 0x40u)
-                                           : std::uint16_t((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+    Y[i] = bf16_from_f32_bits(__float_as_uint(X[i]));
   }
 }
 
@@ -274,10 +249,10 @@ void spmm(stream_handle s, const std::int32_t* rowptr, const std::int32_t* col, 
   with_group(G, [&](auto gc) {
     constexpr int g = decltype(gc)::value;
     if (v4)
-      spmm_kernel<g, float4><<<blocks_for_groups(N, g), block_threads, 0, st>>>(
+      spmm_kernel<g, float4, float4><<<blocks_for_groups(N, g), block_threads, 0, st>>>(
           rowptr, col, val, reinterpret_cast<const float4*>(X), reinterpret_cast<float4*>(out), N, W);
     else
-      spmm_kernel<g, float><<<blocks_for_groups(N, g), block_threads, 0, st>>>(rowptr, col, val, X, out, N, W);
+      spmm_kernel<g, float, float><<<blocks_for_groups(N, g), block_threads, 0, st>>>(rowptr, col, val, X, out, N, W);
   });
   check_launch("spmm launch");
 }
@@ -291,10 +266,10 @@ void spmm_bf16(stream_handle s, const std::int32_t* rowptr, const std::int32_t* 
   with_group(G, [&](auto gc) {
     constexpr int g = decltype(gc)::value;
     if (v4)
-      spmm_bf16_kernel<g, uint2, float4><<<blocks_for_groups(N, g), block_threads, 0, st>>>(
+      spmm_kernel<g, uint2, float4><<<blocks_for_groups(N, g), block_threads, 0, st>>>(
           rowptr, col, val, reinterpret_cast<const uint2*>(X), reinterpret_cast<float4*>(out), N, W);
     else
-      spmm_bf16_kernel<g, std::uint16_t, float><<<blocks_for_groups(N, g), block_threads, 0, st>>>(rowptr, col, val, X,
+      spmm_kernel<g, std::uint16_t, float><<<blocks_for_groups(N, g), block_threads, 0, st>>>(rowptr, col, val, X,
                                                                                                    out, N, W);
   });
   check_launch("spmmBf16 launch");

@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "gpumem/errors.hpp"
+#include "bf16.hpp"
 #include "edge_norm.hpp"
 #include "ops.hpp"
 
@@ -75,15 +76,19 @@ void scatter_add_rows(bool on_device, stream_handle stream, const float* src, co
   }
 }
 
-// Row by row, each row's nonzeros in CSR order: out[i,:] = sum_e val[e] * X[col[e],:].
-void spmm(bool on_device, stream_handle stream, const std::int32_t* rowptr, const std::int32_t* col, const float* val,
-          const float* X, float* out, i64 N, i64 H) {
-  check::non_negative(N, "N");
-  check::non_negative(H, "H");
-  if (N == 0 || H == 0) return;
-  check::not_null(rowptr, "rowptr");
-  check::not_null(out, "out");
-  GPUMEM_OPS_ON_DEVICE(spmm(stream, rowptr, col, val, X, out, N, H));
+namespace {
+float widen(float v) { return v; }
+float widen(std::uint16_t b) {
+  const std::uint32_t u = f32_bits_from_bf16(b);
+  float f;
+  std::memcpy(&f, &u, sizeof f);
+  return f;
+}
+
+// Row by row, each row's nonzeros in CSR order: out[i,:] = sum_e val[e] * widen(X[col[e],:]).
+template <class T>
+void spmm_rows(const std::int32_t* rowptr, const std::int32_t* col, const float* val, const T* X, float* out, i64 N,
+               i64 H) {
   for (i64 i = 0; i < N; ++i) {
     float* o = out + i * H;
     for (i64 h = 0; h < H; ++h) o[h] = 0.0f;
@@ -92,20 +97,23 @@ void spmm(bool on_device, stream_handle stream, const std::int32_t* rowptr, cons
       const i64 c = col[e];
       if (c < 0) bad_index("col", e, c);
       const float v = val[e];
-      const float* x = X + c * H;
-      for (i64 h = 0; h < H; ++h) o[h] += v * x[h];
+      const T* x = X + c * H;
+      for (i64 h = 0; h < H; ++h) o[h] += v * widen(x[h]);
     }
   }
 }
-
-namespace {
-float widen_bf16(std::uint16_t b) {
-  const std::uint32_t u = std::uint32_t(b) << 16;
-  float f;
-  std::memcpy(&f, &u, sizeof f);
-  return f;
-}
 }  // namespace
+
+void spmm(bool on_device, stream_handle stream, const std::int32_t* rowptr, const std::int32_t* col, const float* val,
+          const float* X, float* out, i64 N, i64 H) {
+  check::non_negative(N, "N");
+  check::non_negative(H, "H");
+  if (N == 0 || H == 0) return;
+  check::not_null(rowptr, "rowptr");
+  check::not_null(out, "out");
+  GPUMEM_OPS_ON_DEVICE(spmm(stream, rowptr, col, val, X, out, N, H));
+  spmm_rows(rowptr, col, val, X, out, N, H);
+}
 
 // spmm over bf16 X (the upper halves of floats), accumulated in f32 in the same order.
 void spmm_bf16(bool on_device, stream_handle stream, const std::int32_t* rowptr, const std::int32_t* col,
@@ -116,19 +124,10 @@ void spmm_bf16(bool on_device, stream_handle stream, const std::int32_t* rowptr,
   check::not_null(rowptr, "rowptr");
   check::not_null(out, "out");
   GPUMEM_OPS_ON_DEVICE(spmm_bf16(stream, rowptr, col, val, X, out, N, H));
-  for (i64 i = 0; i < N; ++i) {
-    float* o = out + i * H;
-    for (i64 h = 0; h < H; ++h) o[h] = 0.0f;
-    const i64 e0 = rowptr[i], e1 = rowptr[i + 1];
-    for (i64 e = e0; e < e1; ++e) {
-      const float v = val[e];
-      const std::uint16_t* x = X + i64(col[e]) * H;
-      for (i64 h = 0; h < H; ++h) o[h] += v * widen_bf16(x[h]);
-    }
-  }
+  spmm_rows(rowptr, col, val, X, out, N, H);
 }
 
-// Round to nearest even (NaN stays a quiet NaN), as the GPU kernel.
+// Rounded to nearest even (bf16.hpp), as the GPU kernel.
 void f32_to_bf16(bool on_device, stream_handle stream, const float* X, std::uint16_t* Y, i64 n) {
   check::non_negative(n, "n");
   if (n == 0) return;
@@ -138,8 +137,7 @@ void f32_to_bf16(bool on_device, stream_handle stream, const float* X, std::uint
   for (i64 i = 0; i < n; ++i) {
     std::uint32_t u;
     std::memcpy(&u, &X[i], sizeof u);
-    Y[i] = (u & 0x7fffffffu) > 0x7f800000u ? std::uint16_t((u >> 16) | 0x40u)
-                                           : std::uint16_t((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+    Y[i] = bf16_from_f32_bits(u);
   }
 }
 
