@@ -222,6 +222,11 @@ export class Runtime {
     return this.allocator.prefetch(t.ptr, t.bytes, to, this.stream);
   }
 
+  /** {@link prefetch} of each tensor to the device: a layer's operands before it runs. */
+  prefetchToDevice(...tensors: Tensor[]): void {
+    for (const t of tensors) this.prefetch(t, 'device');
+  }
+
   synchronize(): void {
     this.stream.synchronize();
   }

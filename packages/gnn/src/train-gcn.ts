@@ -36,12 +36,8 @@ export function trainGcn(rt: Runtime, o: TrainOptions, epochs: number, seed: num
   const dropout = o.dropout ?? gcnDefaults.dropout;
   const model =
     rowBlocks === undefined
-      ? new Gcn(rt, graph.numFeatures, hidden!, graph.numClasses, dropout, aggregation, seed)
+      ? new Gcn(rt, graph.numFeatures, hidden!, graph.numClasses, dropout, aggregation, seed, layerPrefetch)
       : new BlockedGcn(rt, graph.numFeatures, hidden!, graph.numClasses, dropout, rowBlocks, seed, layerPrefetch);
-  /** The plain model's trainer-inserted prefetch: a pass's operands to the device before it runs. */
-  const prefetchPass = (...tensors: Tensor[]) => {
-    if (layerPrefetch && model instanceof Gcn) for (const t of tensors) rt.prefetch(t, 'device');
-  };
   const optimizer = new Adam(rt, model.params, o.lr ?? gcnDefaults.lr);
   const n = graph.numNodes;
   const records: EpochRecord[] = [];
@@ -51,13 +47,11 @@ export function trainGcn(rt: Runtime, o: TrainOptions, epochs: number, seed: num
       const scalars = rt.scope(() => {
         const out = rt.zeros([2], 'i32'); // [loss as f32 bits, correct]
         rt.tag('forward');
-        prefetchPass(graph.csr.rowptr, graph.csr.col, graph.csr.val, graph.features, model.params.values);
         const logits = model.forward(graph, true, seed + 7, epoch * n * hidden!);
         rt.tag('loss');
         const dLogits = softmaxCrossEntropy(rt, logits, graph.labels, graph.trainNodes, out.ptr, out.ptr + 4);
         logits.dispose(); // not needed once the loss kernel has its gradient
         rt.tag('backward');
-        prefetchPass(graph.csrT.rowptr, graph.csrT.col, graph.csrT.val);
         model.backward(dLogits, graph);
         rt.tag('optimizer');
         optimizer.step();

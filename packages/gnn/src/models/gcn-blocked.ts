@@ -73,8 +73,7 @@ export class BlockedGcn {
   }
 
   #prefetch(...tensors: Tensor[]): void {
-    if (!this.layerPrefetch) return;
-    for (const t of tensors) this.rt.prefetch(t, 'device');
+    if (this.layerPrefetch) this.rt.prefetchToDevice(...tensors);
   }
 
   /** → logits [N, classes]. `dropoutOffset` picks this step's dropout mask (as Gcn.forward). */

@@ -128,6 +128,8 @@ export class Gcn {
     readonly dropout: number,
     readonly aggregation: Aggregation,
     seed: number,
+    /** Trainer-inserted prefetch: each pass's operands to the device before it runs. */
+    private readonly layerPrefetch = false,
   ) {
     if (!(dropout >= 0 && dropout < 1)) throw new RangeError(`Expected dropout probability in [0, 1) for dropout but received ${dropout}`);
     this.params = new ParameterSet(rt, [...GcnConv.parameterSpecs('conv1', inputs, hidden), ...GcnConv.parameterSpecs('conv2', hidden, classes)]);
@@ -142,6 +144,7 @@ export class Gcn {
   /** → logits [N, classes]. `dropoutOffset` picks this step's dropout mask. */
   forward(graph: Graph, training: boolean, seed: number, dropoutOffset: number): Tensor {
     const { rt } = this;
+    if (this.layerPrefetch) rt.prefetchToDevice(graph.csr.rowptr, graph.csr.col, graph.csr.val, graph.features, this.params.values);
     const a1 = this.conv1.forward(graph.features, graph, this.aggregation);
     rt.ops.relu(rt.onDevice, rt.s, a1.ptr, a1.ptr, a1.size);
     this.#dropped = training && this.dropout > 0;
@@ -160,6 +163,7 @@ export class Gcn {
     const { rt } = this;
     const a1 = this.#a1;
     if (!a1) throw new Error('gcn: backward before forward');
+    if (this.layerPrefetch) rt.prefetchToDevice(graph.csrT.rowptr, graph.csrT.col, graph.csrT.val);
     const d = this.conv2.backward(dLogits, graph, this.aggregation, true, true)!; // ∂a1, [N, H]
     rt.ops.reluBackward(rt.onDevice, rt.s, a1.ptr, d.ptr, d.ptr, d.size); // through ReLU and the dropout mask
     if (this.#dropped) rt.ops.scale(rt.onDevice, rt.s, 1 / (1 - this.dropout), d.ptr, d.ptr, d.size);

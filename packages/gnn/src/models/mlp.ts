@@ -195,9 +195,7 @@ export class Mlp {
 
   /** Before a layer's forward: its parameters and its input to the device. */
   #prefetchForward(layer: Linear, input: Tensor): void {
-    this.rt.prefetch(layer.weight.value, 'device');
-    this.rt.prefetch(layer.bias.value, 'device');
-    this.rt.prefetch(input, 'device');
+    this.rt.prefetchToDevice(layer.weight.value, layer.bias.value, input);
   }
 
   /**
