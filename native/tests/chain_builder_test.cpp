@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "gpumem/chain_builder.hpp"
+#include "gpumem/device.hpp"
 #include "gpumem/errors.hpp"
 #include "gpumem/limiting_adaptor.hpp"
 #include "test_harness.hpp"
@@ -117,6 +118,40 @@ TEST(bad_specs_are_rejected_by_name) {
   s = host_pool();
   s.pool.options.small_segment_bytes = 0;
   CHECK_EQ(rejection(s, &arg), std::string("Expected positive integer for smallSegmentBytes but received 0"));
+}
+
+TEST(peer_access_is_checked_by_name_before_anything_is_built) {
+  std::string arg;
+  chain_spec s = host_pool();
+  s.peer_access = {1};
+  CHECK_EQ(rejection(s, &arg),
+           std::string("Expected peerAccess only for memory on a CUDA device but 'pool' over upstream 'host' holds host memory"));
+  CHECK_EQ(arg, std::string("peerAccess"));
+  s = chain_spec{};  // 'host'
+  s.peer_access = {1};
+  CHECK_EQ(rejection(s), std::string("Expected peerAccess only for memory on a CUDA device but 'host' memory is plain host memory"));
+  s = chain_spec{};
+  s.strategy = strategy_kind::expandable;
+  s.expandable.backing = expandable_backing::host;
+  s.peer_access = {1};
+  CHECK_EQ(rejection(s), std::string("Expected peerAccess only for memory on a CUDA device but 'expandable' over the host twin holds host memory"));
+  s = chain_spec{};
+  s.strategy = strategy_kind::cuda;
+  s.peer_access = {2, -1};
+  CHECK_EQ(rejection(s), std::string("Expected non-negative integer for peerAccess[1] but received -1 of type number"));
+  s.peer_access = {1, 1};
+  CHECK_EQ(rejection(s), std::string("Expected distinct devices for peerAccess but cuda:1 is listed twice"));
+  s.peer_access = {0};
+  CHECK_EQ(rejection(s), std::string("Expected devices other than the memory's own (cuda:0) for peerAccess but received 0 at peerAccess[0]"));
+  const int count = device_count();
+  s.peer_access = {count + 1};  // never the memory's own device 0
+  CHECK_EQ(rejection(s, &arg), "Expected CUDA device ordinals below the device count (" + std::to_string(count) +
+                                   ") for peerAccess but received " + std::to_string(count + 1) + " at peerAccess[0]");
+  CHECK_EQ(arg, std::string("peerAccess"));
+  s = host_pool();
+  s.peer_access = {};  // no peers: nothing to check
+  resource_chain chain = build_chain(s);
+  CHECK_EQ(chain.layers.size(), std::size_t{2});
 }
 
 TEST(strategy_names_round_trip_and_unknown_names_are_rejected) {

@@ -15,6 +15,9 @@ namespace gpumem {
 
 struct async_options {
   std::uint64_t release_threshold = std::numeric_limits<std::uint64_t>::max();
+  // Devices that may read and write the pool's memory (cudaMemPoolSetAccess, read/write), set when
+  // the pool is made: the peerAccess option.
+  std::vector<int> peer_access;
 };
 
 class async_resource final : public detail::leaf_resource {

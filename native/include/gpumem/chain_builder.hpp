@@ -103,6 +103,12 @@ struct fault_spec {
 struct chain_spec {
   strategy_kind strategy = strategy_kind::host;
   int device = 0;  // CUDA ordinal; ignored by 'host' and by a pool over host memory; 'native': -1 is the host
+  // Devices that may read and write the memory (the peerAccess option), for strategies whose memory
+  // is on a CUDA device: 'cuda' and 'pool' over cudaMalloc (cudaDeviceEnablePeerAccess), 'async'
+  // (cudaMemPoolSetAccess), 'expandable' and 'tiered' over CUDA VMM (cuMemSetAccess); 'uvm' and
+  // 'pinned' over pinned memory need nothing more (every device reaches managed and portable mapped
+  // memory) but are checked the same. validate() checks the list (gpumem/peer_access.hpp).
+  std::vector<int> peer_access;
   // The strategy's own options: only the member of `strategy` is read.
   uvm_spec uvm;
   pool_spec pool;

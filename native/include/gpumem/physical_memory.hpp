@@ -16,6 +16,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <vector>
 
 #include "gpumem/fault_injecting_adaptor.hpp"
 #include "gpumem/stream.hpp"
@@ -58,9 +59,12 @@ class physical_memory {
 std::unique_ptr<physical_memory> make_host_physical_memory(std::size_t granule_bytes = 0);
 
 // CUDA VMM on `device`. granule_bytes: a multiple of the device's minimum granularity; 0 for the
-// recommended granularity. Throws invalid_state where the build has no CUDA, there is no driver or
-// the device lacks virtual memory management, invalid_argument (granuleBytes) for a bad granule.
-std::unique_ptr<physical_memory> make_device_physical_memory(int device, std::size_t granule_bytes = 0);
+// recommended granularity. `peers` (checked by the caller: gpumem/peer_access.hpp) are devices
+// every run is mapped read/write for besides `device` (cuMemSetAccess). Throws invalid_state where
+// the build has no CUDA, there is no driver or the device lacks virtual memory management,
+// invalid_argument (granuleBytes) for a bad granule.
+std::unique_ptr<physical_memory> make_device_physical_memory(int device, std::size_t granule_bytes = 0,
+                                                             const std::vector<int>& peers = {});
 
 // Fails a map_run that would take the bytes mapped through it past `limit_bytes`.
 std::unique_ptr<physical_memory> make_limited_physical_memory(std::unique_ptr<physical_memory> inner,

@@ -15,6 +15,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <vector>
 
 #include "gpumem/stream.hpp"
 
@@ -80,9 +81,11 @@ class tier_memory {
 // invalid_argument (granuleBytes) for anything else.
 std::unique_ptr<tier_memory> make_host_tier_memory(std::size_t granule_bytes = 0);
 
-// CUDA VMM on `device`, device memory plus host memory of the device's nearest NUMA node. Throws
-// invalid_state where the build has no CUDA, there is no driver, or the device lacks virtual memory
-// management or host-located VMM allocations (the message names the attribute).
-std::unique_ptr<tier_memory> make_device_tier_memory(int device);
+// CUDA VMM on `device`, device memory plus host memory of the device's nearest NUMA node. `peers`
+// (checked by the caller: gpumem/peer_access.hpp) are devices every mapping, on either tier, is
+// made read/write for besides `device`. Throws invalid_state where the build has no CUDA, there is
+// no driver, or the device lacks virtual memory management or host-located VMM allocations (the
+// message names the attribute).
+std::unique_ptr<tier_memory> make_device_tier_memory(int device, const std::vector<int>& peers = {});
 
 }  // namespace gpumem

@@ -1,6 +1,7 @@
 // The addon's entry point: it only registers what the binding layer defines.
 #include <napi.h>
 
+#include "comm_functions.hpp"
 #include "device_functions.hpp"
 #include "ops_functions.hpp"
 #include "resource_object.hpp"
@@ -13,6 +14,7 @@ Napi::Object Init(Napi::Env env, Napi::Object exports) {
   exports.Set("Resource", gpumem::binding::ResourceObject::Define(env));
   gpumem::binding::register_ops(env, exports);
   gpumem::binding::register_tools(env, exports);
+  gpumem::binding::register_comm(env, exports);
   return exports;
 }
 

@@ -2,6 +2,8 @@
 
 #include "convert.hpp"
 #include "gpumem/device.hpp"
+#include "gpumem/peer_access.hpp"
+#include "gpumem/topology.hpp"
 
 namespace gpumem::binding {
 namespace {
@@ -43,6 +45,41 @@ Napi::Value MemoryInfo(const Napi::CallbackInfo& info) {
     o.Set("totalBytes", Napi::Number::New(info.Env(), static_cast<double>(m.total_bytes)));
     return o;
   });
+}
+
+// peerTopology(): { deviceCount, pciBusIds, nvmlStatus, pairs: [{ from, to, canAccessPeer,
+// performanceRank, accessSupported, nativeAtomics, link, nvlinks, linkReason? }] }. Never throws.
+Napi::Value PeerTopology(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  const peer_topology t = get_peer_topology();
+  Napi::Object o = Napi::Object::New(env);
+  o.Set("deviceCount", t.device_count);
+  Napi::Array ids = Napi::Array::New(env, t.pci_bus_ids.size());
+  for (std::size_t i = 0; i < t.pci_bus_ids.size(); ++i) ids.Set(static_cast<std::uint32_t>(i), t.pci_bus_ids[i]);
+  o.Set("pciBusIds", ids);
+  o.Set("nvmlStatus", t.nvml_status);
+  Napi::Array pairs = Napi::Array::New(env, t.pairs.size());
+  for (std::size_t i = 0; i < t.pairs.size(); ++i) {
+    const peer_pair& p = t.pairs[i];
+    Napi::Object e = Napi::Object::New(env);
+    e.Set("from", p.from);
+    e.Set("to", p.to);
+    e.Set("canAccessPeer", p.can_access_peer);
+    e.Set("performanceRank", p.performance_rank);
+    e.Set("accessSupported", p.access_supported);
+    e.Set("nativeAtomics", p.native_atomics);
+    e.Set("link", peer_link_name(p.link));
+    e.Set("nvlinks", p.nvlinks);
+    if (!p.link_reason.empty()) e.Set("linkReason", p.link_reason);
+    pairs.Set(static_cast<std::uint32_t>(i), e);
+  }
+  o.Set("pairs", pairs);
+  return o;
+}
+
+// canAccessPeer(accessor, owner): cudaDeviceCanAccessPeer; false for anything that is not a pair of devices.
+Napi::Value CanAccessPeer(const Napi::CallbackInfo& info) {
+  return Napi::Boolean::New(info.Env(), can_access_peer(device_arg(info, 0), device_arg(info, 1)));
 }
 
 Napi::Value CreateStream(const Napi::CallbackInfo& info) {
@@ -143,6 +180,8 @@ void register_device_functions(Napi::Env env, Napi::Object exports) {
   exports.Set("deviceStatus", Napi::Function::New<DeviceStatus>(env, "deviceStatus"));
   exports.Set("deviceProperties", Napi::Function::New<DeviceProperties>(env, "deviceProperties"));
   exports.Set("memoryInfo", Napi::Function::New<MemoryInfo>(env, "memoryInfo"));
+  exports.Set("peerTopology", Napi::Function::New<PeerTopology>(env, "peerTopology"));
+  exports.Set("canAccessPeer", Napi::Function::New<CanAccessPeer>(env, "canAccessPeer"));
   exports.Set("createStream", Napi::Function::New<CreateStream>(env, "createStream"));
   exports.Set("destroyStream", Napi::Function::New<DestroyStream>(env, "destroyStream"));
   exports.Set("synchronizeStream", Napi::Function::New<SynchronizeStream>(env, "synchronizeStream"));

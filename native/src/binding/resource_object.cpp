@@ -4,6 +4,7 @@
 #include <mutex>
 #include <string>
 #include <unordered_map>
+#include <vector>
 
 #include "convert.hpp"
 #include "gpumem/device.hpp"
@@ -58,6 +59,28 @@ std::optional<Napi::Object> field_object(const Napi::Object& o, const char* key,
   return v.As<Napi::Object>();
 }
 
+// peerAccess: an array of CUDA device ordinals (non-negative integers); the chain builder checks the
+// rest (distinct, not the memory's own device, below the device count, with a P2P path).
+std::vector<int> field_devices(const Napi::Object& o, const char* key, const std::string& name) {
+  Napi::Value v = o.Get(key);
+  if (v.IsUndefined()) return {};
+  if (!v.IsArray()) {
+    throw invalid_argument(invalid_argument::kind::type, name,
+                           "Expected an array of CUDA device ordinals for " + name + " but received " + describe(v));
+  }
+  Napi::Array a = v.As<Napi::Array>();
+  std::vector<int> out;
+  for (std::uint32_t i = 0; i < a.Length(); ++i) {
+    const std::string at = name + "[" + std::to_string(i) + "]";
+    Napi::Value e = a.Get(i);
+    if (!e.IsNumber()) bad_field(at, "non-negative integer", e);
+    const double d = e.As<Napi::Number>().DoubleValue();
+    if (!(d >= 0) || d > 2147483647.0 || std::floor(d) != d) bad_field(at, "non-negative integer", e);
+    out.push_back(static_cast<int>(d));
+  }
+  return out;
+}
+
 // Rejects keys a part of the spec does not know, so that a typo does not pass silently.
 void known_keys(const Napi::Object& o, std::initializer_list<const char*> keys, const std::string& where) {
   Napi::Array names = o.GetPropertyNames();
@@ -97,7 +120,8 @@ void read_pool_options(const Napi::Object& options, pool_options& o) {
 
 // The JavaScript spec as the core's chain_spec; the builder validates what is left (chain_builder.hpp).
 chain_spec to_chain_spec(const Napi::Object& js) {
-  known_keys(js, {"strategy", "device", "options", "limitBytes", "faultInjection", "trackingCapacity"}, "the spec");
+  known_keys(js, {"strategy", "device", "peerAccess", "options", "limitBytes", "faultInjection", "trackingCapacity"},
+             "the spec");
   chain_spec spec;
   const std::optional<std::string> strategy = field_string(js, "strategy", "strategy");
   if (!strategy) bad_field("strategy", "one of 'host', 'cuda', 'uvm', 'pool', 'async', 'native', 'expandable', 'pinned', 'tiered'", js.Get("strategy"));
@@ -110,6 +134,7 @@ chain_spec to_chain_spec(const Napi::Object& js) {
   } else {
     spec.device = static_cast<int>(field_u64(js, "device", "device", false).value_or(0));
   }
+  spec.peer_access = field_devices(js, "peerAccess", "peerAccess");
   spec.limit_bytes = field_u64(js, "limitBytes", "limitBytes", true);
   spec.tracking_capacity = field_u64(js, "trackingCapacity", "trackingCapacity", true);
   if (auto fault = field_object(js, "faultInjection", "faultInjection")) {

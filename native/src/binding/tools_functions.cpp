@@ -119,6 +119,22 @@ Napi::Value FillU32(const Napi::CallbackInfo& info) {
   });
 }
 
+// peerFillU32(resource, ptr, count, value, device): fills count u32 values at ptr from a kernel on
+// `device` (a CUDA ordinal, normally not the memory's own), and waits for it.
+Napi::Value PeerFillU32(const Napi::CallbackInfo& info) {
+  return guarded(info.Env(), [&] {
+    ResourceObject& owner = ResourceObject::from(info[0], "allocator");
+    void* ptr = to_pointer(info[1]);
+    std::uint64_t count = to_u64(info[2]);
+    owner.check_range(ptr, 0, count * 4);
+    if (owner.top().kind() == memory_kind::host) throw invalid_state("peerFillU32 runs on a GPU; this allocator holds host memory");
+#ifdef GPUMEM_WITH_CUDA
+    kernels::fill_u32_on_device(static_cast<int>(to_u64(info[4])), ptr, count, static_cast<std::uint32_t>(to_u64(info[3])));
+#endif
+    return info.Env().Undefined();
+  });
+}
+
 // sumU32(resource, ptr, count, outPtr, stream, spinNs): adds the sum of count u32 values at ptr
 // into the u64 at outPtr, after spinning spinNs nanoseconds on the GPU.
 Napi::Value SumU32(const Napi::CallbackInfo& info) {
@@ -210,6 +226,7 @@ void register_tools(Napi::Env env, Napi::Object exports) {
   add("replay", Replay);
   add("fillU32", FillU32);
   add("sumU32", SumU32);
+  add("peerFillU32", PeerFillU32);
   add("linkBench", LinkBench);
   exports.Set("tools", o);
 }

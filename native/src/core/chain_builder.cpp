@@ -7,6 +7,7 @@
 #include "gpumem/errors.hpp"
 #include "gpumem/host_resource.hpp"
 #include "gpumem/limiting_adaptor.hpp"
+#include "gpumem/peer_access.hpp"
 #include "gpumem/pinned_host_resource.hpp"
 #include "gpumem/physical_memory.hpp"
 #include "gpumem/prefetch_adaptor.hpp"
@@ -83,6 +84,30 @@ fault_options to_fault_options(const fault_spec& f) {
   return o;
 }
 
+// Why `spec`'s memory cannot take the peerAccess option (it is not on a CUDA device); empty when it can.
+std::string no_peer_access(const chain_spec& spec) {
+  switch (spec.strategy) {
+    case strategy_kind::host: return "'host' memory is plain host memory";
+    case strategy_kind::native: return "a plug-in's memory is its own";
+    case strategy_kind::pool:
+      return spec.pool.upstream == pool_upstream::host ? "'pool' over upstream 'host' holds host memory" : "";
+    case strategy_kind::pinned:
+      return spec.pinned.upstream == pinned_upstream::host ? "'pinned' over upstream 'host' holds plain host memory" : "";
+    case strategy_kind::expandable:
+      return spec.expandable.backing == expandable_backing::host ? "'expandable' over the host twin holds host memory" : "";
+    case strategy_kind::tiered:
+      if (spec.tiered.backing == tiered_backing::host ||
+          (spec.tiered.backing == tiered_backing::automatic && device_count() == 0)) {
+        return "'tiered' over the host twin holds host memory";
+      }
+      return "";
+    case strategy_kind::cuda:
+    case strategy_kind::uvm:
+    case strategy_kind::async: return "";
+  }
+  return "";
+}
+
 // The pool options of a 'pool' or 'pinned' chain. Over the pinned leaf, max_reserved_bytes is the
 // leaf's cap on pinned bytes (see pinned_spec) rather than the pool's, so that a request past it fails
 // saying it would pin more than the host has available; the pool still releases its cached segments
@@ -109,8 +134,8 @@ std::unique_ptr<memory_resource> make_expandable(const chain_spec& spec, build_s
 std::unique_ptr<memory_resource> make_tiered(const chain_spec& spec, resource_chain& chain) {
   const tiered_backing backing = spec.tiered.backing;
   const bool on_device = backing == tiered_backing::device || (backing == tiered_backing::automatic && device_count() > 0);
-  auto r = std::make_unique<tiered_resource>(on_device ? make_device_tier_memory(spec.device) : make_host_tier_memory(),
-                                             spec.tiered.options);
+  auto r = std::make_unique<tiered_resource>(
+      on_device ? make_device_tier_memory(spec.device, spec.peer_access) : make_host_tier_memory(), spec.tiered.options);
   chain.tiered = r.get();
   return r;
 }
@@ -128,7 +153,7 @@ std::unique_ptr<memory_resource> make_layer(layer_kind kind, const chain_spec& s
   }
   switch (kind) {
     case layer_kind::vmm:
-      state.physical = make_device_physical_memory(spec.device, spec.expandable.granule_bytes);
+      state.physical = make_device_physical_memory(spec.device, spec.expandable.granule_bytes, spec.peer_access);
       return nullptr;
     case layer_kind::mmap:
       state.physical = make_host_physical_memory(spec.expandable.granule_bytes);
@@ -136,11 +161,15 @@ std::unique_ptr<memory_resource> make_layer(layer_kind kind, const chain_spec& s
     case layer_kind::expandable: return make_expandable(spec, state);
     case layer_kind::tiered: return make_tiered(spec, chain);
     case layer_kind::host: return std::make_unique<host_resource>();
-    case layer_kind::cuda: return std::make_unique<cuda_resource>(spec.device);
+    case layer_kind::cuda: return std::make_unique<cuda_resource>(spec.device, spec.peer_access);
     case layer_kind::pinned:
       return std::make_unique<pinned_host_resource>(spec.device, pinned_host_options{spec.pinned.options.max_reserved_bytes});
     case layer_kind::managed: return std::make_unique<managed_resource>(spec.device, spec.uvm.advice);
-    case layer_kind::async: return std::make_unique<async_resource>(spec.device, spec.async);
+    case layer_kind::async: {
+      async_options o = spec.async;
+      o.peer_access = spec.peer_access;
+      return std::make_unique<async_resource>(spec.device, o);
+    }
     case layer_kind::plugin:
       return std::make_unique<plugin_resource>(plugin_options{spec.native.library, spec.native.options, spec.device});
     case layer_kind::fault:
@@ -221,6 +250,14 @@ void validate(const chain_spec& spec) {
     if (!(o.gc_threshold >= 0 && o.gc_threshold <= 1)) {
       reject("gcThreshold", "a fraction in (0, 1] (0: off)", std::to_string(o.gc_threshold));
     }
+  }
+  if (!spec.peer_access.empty()) {
+    const std::string why = no_peer_access(spec);
+    if (!why.empty()) {
+      throw invalid_argument(invalid_argument::kind::type, "peerAccess",
+                             "Expected peerAccess only for memory on a CUDA device but " + why);
+    }
+    check_peer_access(spec.device, spec.peer_access);
   }
 }
 

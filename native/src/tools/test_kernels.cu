@@ -52,6 +52,13 @@ void fill_u32(void* ptr, std::size_t count, std::uint32_t value, stream_handle s
   check_launch("fill_u32 launch");
 }
 
+void fill_u32_on_device(int device, void* ptr, std::size_t count, std::uint32_t value) {
+  detail::device_scope scope(device);
+  fill_u32_kernel<<<grid_for(count), threads>>>(static_cast<std::uint32_t*>(ptr), count, value);
+  check_launch("fill_u32 launch (peer)");
+  detail::check_cuda(cudaDeviceSynchronize(), "cudaDeviceSynchronize (peer fill)");
+}
+
 void spin_then_sum_u32(const void* ptr, std::size_t count, std::uint64_t spin_ns, void* out, stream_handle stream) {
   sum_u32_kernel<<<grid_for(count), threads, 0, static_cast<cudaStream_t>(stream)>>>(
       static_cast<const std::uint32_t*>(ptr), count, static_cast<unsigned long long*>(out), spin_ns);

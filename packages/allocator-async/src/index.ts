@@ -15,6 +15,7 @@ registerAllocator('async', (options) => new AsyncAllocator(options), {
   description: 'cudaMallocAsync on an owned cudaMemPool_t with a release threshold',
   requiresCuda: true,
   nativeLayers: true,
+  peerAccess: true,
 });
 
 export { AsyncAllocator, type AsyncAllocatorOptions } from './base.js';

@@ -44,6 +44,16 @@ export {
   type Device,
   type DeviceProperties,
 } from './device.js';
+export {
+  peerTopology,
+  peerPair,
+  peerCell,
+  formatPeerMatrix,
+  type PeerTopology,
+  type PeerPair,
+  type PeerLink,
+} from './topology.js';
+export { checkPeerAccess, peerAccessSpec, type PeerAccessProbe } from './peer-access.js';
 export { Stream, CudaEvent, CudaGraph } from './stream.js';
 export {
   loadNative,
@@ -64,6 +74,10 @@ export {
   type NativeReplayPass,
   type NativeTrackingEvents,
   type NativeDeviceProperties,
+  type NativeComm,
+  type NativeNcclLibrary,
+  type NativePeerTopology,
+  type NativePeerPair,
 } from './native.js';
 export { CudaAllocator, type CudaAllocatorOptions } from './strategies/cuda.js';
 export { HostAllocator, type HostAllocatorOptions } from './strategies/host.js';

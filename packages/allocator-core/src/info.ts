@@ -1,12 +1,13 @@
 /**
- * What `gpumem info` prints: devices, driver and runtime versions, memory, registered strategies,
- * and whether cuBLAS and cuSPARSE can be loaded.
+ * What `gpumem info` prints: devices, driver and runtime versions, memory, the peer access matrix
+ * between the devices, registered strategies, and whether cuBLAS and cuSPARSE can be loaded.
  * @module
  */
 import { listAllocators, type StrategyInfo } from './registry.js';
 import { formatBytes } from './format.js';
 import { loadNative, type NativeDeviceProperties } from './native.js';
 import { deviceStatus } from './device.js';
+import { formatPeerMatrix, peerTopology, type PeerTopology } from './topology.js';
 
 export interface SystemInfo {
   builtWithCuda: boolean;
@@ -15,6 +16,8 @@ export interface SystemInfo {
   runtimeVersion: string | null;
   deviceStatus: string;
   devices: Array<NativeDeviceProperties & { freeBytes: number; totalBytes: number }>;
+  /** Peer access and links between every pair of devices (no pairs with fewer than two). */
+  topology: PeerTopology;
   strategies: Array<StrategyInfo & { available: boolean }>;
   libraries: Array<{ name: string; loadable: boolean; error?: string }>;
 }
@@ -37,6 +40,7 @@ export function systemInfo(): SystemInfo {
     runtimeVersion: version(native.runtimeVersion),
     deviceStatus: count > 0 ? `${count} CUDA device(s)` : deviceStatus(),
     devices,
+    topology: peerTopology(),
     strategies: listAllocators().map((s) => ({ ...s, available: !s.requiresCuda || count > 0 })),
     libraries: libraries.map((name) => {
       const r = native.canLoadLibrary(name);
@@ -58,6 +62,7 @@ export function formatSystemInfo(info: SystemInfo): string {
         `memory pools: ${d.memoryPools ? 'yes' : 'no'}`,
     );
   }
+  lines.push(...formatPeerMatrix(info.topology));
   lines.push('strategies:');
   const width = Math.max(...info.strategies.map((s) => s.name.length));
   for (const s of info.strategies) {

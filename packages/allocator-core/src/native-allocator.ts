@@ -92,6 +92,12 @@ export abstract class NativeAllocator extends BaseAllocator {
   readonly #args = new Float64Array(3); // [bytes, stream, pointer], shared with the addon
   readonly #allocate: () => void;
   readonly #deallocate: () => void;
+  /**
+   * The CUDA devices (ordinals) that may read and write this allocator's memory besides its own:
+   * the `peerAccess` option, checked. Empty when none were given, and for an allocator attached
+   * from another thread (attachSharedAllocator), whose options this thread does not see.
+   */
+  readonly peerAccess: readonly number[];
 
   /**
    * @param strategy the strategy, its device and its own options; the native chain builder puts
@@ -106,6 +112,7 @@ export abstract class NativeAllocator extends BaseAllocator {
     layers: NativeLayerOptions = {},
   ) {
     super(name, device);
+    this.peerAccess = Object.freeze('type' in strategy ? [] : [...(strategy.peerAccess ?? [])]);
     if (layers.limitBytes !== undefined) checkBytes(layers.limitBytes, 'limitBytes');
     if (layers.trackingCapacity !== undefined) checkBytes(layers.trackingCapacity, 'trackingCapacity');
     const faultInjection = layers.faultInjection !== undefined ? checkFaultInjection(layers.faultInjection) : undefined;

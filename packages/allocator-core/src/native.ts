@@ -88,6 +88,8 @@ export interface NativeReplay {
 export type ChainSpec = {
   /** The device's CUDA ordinal (default 0); ignored by 'host' and by a pool over host memory; 'native' and 'expandable': -1 is the host. */
   device?: number;
+  /** Devices that may read and write the memory (memory on a CUDA device only; checked again natively). */
+  peerAccess?: number[];
   /** Caps the bytes taken from the (possibly failing) leaf. */
   limitBytes?: number;
   /** Fails allocations asked of the leaf: every Nth, or any past a byte budget. */
@@ -169,6 +171,8 @@ export interface NativeTools {
   ): NativeReplay;
   fillU32(resource: NativeResource, ptr: number, count: number, value: number, stream: number): void;
   sumU32(resource: NativeResource, ptr: number, count: number, outPtr: number, stream: number, spinNs?: number): void;
+  /** fillU32 from a kernel on `device` (a peer of the memory's device), waiting for it. */
+  peerFillU32(resource: NativeResource, ptr: number, count: number, value: number, device: number): void;
   linkBench(options: NativeLinkBenchOptions): NativeLinkBench;
 }
 
@@ -219,6 +223,10 @@ export interface NativeAddon {
   deviceStatus(): string;
   deviceProperties(device: number): NativeDeviceProperties;
   memoryInfo(device: number): { freeBytes: number; totalBytes: number };
+  /** Every visible device pair's P2P facts and link; never throws (no devices: an empty list). */
+  peerTopology(): NativePeerTopology;
+  /** cudaDeviceCanAccessPeer(accessor, owner); false for anything that is not a pair of devices. */
+  canAccessPeer(accessor: number, owner: number): boolean;
   createStream(device: number): number;
   destroyStream(stream: number): void;
   synchronizeStream(stream: number): void;
@@ -236,6 +244,65 @@ export interface NativeAddon {
   destroyGraph(graph: number): void;
   Resource: new (spec: ResourceSpec) => NativeResource;
   tools: NativeTools;
+  /** Whether NCCL loads (GPUMEM_NCCL_LIB, else libnccl.so.2), its version code, or why not; never throws. */
+  ncclLibrary(): NativeNcclLibrary;
+  /** ncclGetUniqueId: the 128 bytes every rank of a new NCCL communicator is given. */
+  ncclUniqueId(): Uint8Array;
+  /** One rank of an NCCL communicator on CUDA device `device` (blocks until all `size` ranks join). */
+  NcclComm: new (uniqueId: Uint8Array, size: number, rank: number, device: number) => NativeComm;
+  /** One rank of the shared-memory communicator over region `name`; device -1 for host buffers; timeoutMs 0: none. */
+  HostComm: new (name: string, size: number, rank: number, device: number, timeoutMs: number) => NativeComm;
+  /** Creates a shared-memory region for `size` ranks (slots of slotBytes, default 4 MiB) and returns its name. */
+  hostCommRegionCreate(size: number, slotBytes?: number): string;
+  /** Aborts the region's group in the name of `rank` (-1: no rank); the first abort wins. */
+  hostCommRegionAbort(name: string, rank: number, reason: string): void;
+  /** Removes the region's name; false when there was none. */
+  hostCommRegionUnlink(name: string): boolean;
+}
+
+/** What ncclLibrary() reports. */
+export interface NativeNcclLibrary {
+  available: boolean;
+  /** The file tried: GPUMEM_NCCL_LIB, or libnccl.so.2. */
+  path?: string;
+  /** ncclGetVersion's code, e.g. 22703 for 2.27.3. */
+  version?: number;
+  /** Why NCCL cannot be used. */
+  reason?: string;
+}
+
+/**
+ * One rank of a native communicator (NcclComm or HostComm): f32 collectives on addresses, ordered on
+ * a stream (a handle). Errors carry `code`: GPUMEM_COMM_ABORTED when the group was stopped,
+ * GPUMEM_NCCL (with ncclResult and ncclResultName) for another NCCL failure.
+ */
+export interface NativeComm {
+  allReduce(ptr: number, count: number, stream: number): void;
+  allGather(send: number, recv: number, count: number, stream: number): void;
+  broadcast(ptr: number, count: number, root: number, stream: number): void;
+  abort(reason: string): void;
+  destroy(): void;
+}
+
+/** Device `from` accessing memory on device `to`, as the addon reports it. */
+export interface NativePeerPair {
+  from: number;
+  to: number;
+  canAccessPeer: boolean;
+  performanceRank: number;
+  accessSupported: boolean;
+  nativeAtomics: boolean;
+  link: 'nvlink' | 'pcie' | 'unknown';
+  nvlinks: number;
+  linkReason?: string;
+}
+
+/** The addon's peer topology (native/include/gpumem/topology.hpp). */
+export interface NativePeerTopology {
+  deviceCount: number;
+  pciBusIds: string[];
+  nvmlStatus: string;
+  pairs: NativePeerPair[];
 }
 
 export interface NativeDeviceProperties {

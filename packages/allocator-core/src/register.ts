@@ -16,6 +16,7 @@ registerAllocator('cuda', (options) => new CudaAllocator(options), {
   description: 'cudaMalloc/cudaFree: every call goes to the driver (the baseline)',
   requiresCuda: true,
   nativeLayers: true,
+  peerAccess: true,
 });
 registerAllocator('host', (options) => new HostAllocator(options), {
   description: 'plain host memory, 256-byte aligned (runs without a GPU)',

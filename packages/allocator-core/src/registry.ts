@@ -55,6 +55,11 @@ export interface StrategyInfo {
    * memory beside the device's.
    */
   spillsToHost: boolean;
+  /**
+   * True when the strategy takes the `peerAccess` option: CUDA devices (ordinals) that may read and
+   * write its memory besides its own (multi-GPU work reads another device's memory in place).
+   */
+  peerAccess: boolean;
 }
 
 /** What a strategy says of itself when it registers. */
@@ -75,6 +80,8 @@ export interface StrategyRegistration {
   managedMemory?: boolean;
   /** Can keep part of its memory in host memory that kernels use in place (default false). */
   spillsToHost?: boolean;
+  /** Takes the `peerAccess` option: devices that may read and write its memory (default false). */
+  peerAccess?: boolean;
 }
 
 interface Entry extends StrategyInfo {
@@ -102,12 +109,12 @@ export function registerAllocator<N extends string>(
   entries.set(name, { name, factory: factory as AllocatorFactory<never>, ...checked });
 }
 
-const flagKeys = ['nativeLayers', 'capturable', 'hostMemory', 'requiresOptions', 'managedMemory', 'spillsToHost'] as const;
+const flagKeys = ['nativeLayers', 'capturable', 'hostMemory', 'requiresOptions', 'managedMemory', 'spillsToHost', 'peerAccess'] as const;
 
 function checkRegistration(info: unknown): Omit<StrategyInfo, 'name'> {
   if (info === null || typeof info !== 'object' || Array.isArray(info)) {
     throw new TypeError(
-      `Expected an object { description, requiresCuda, nativeLayers?, capturable?, hostMemory?, requiresOptions?, managedMemory?, spillsToHost? } for info but received ${info === null ? 'null' : typeof info}`,
+      `Expected an object { description, requiresCuda, nativeLayers?, capturable?, hostMemory?, requiresOptions?, managedMemory?, spillsToHost?, peerAccess? } for info but received ${info === null ? 'null' : typeof info}`,
     );
   }
   const i = info as Record<string, unknown>;
@@ -127,6 +134,7 @@ function checkRegistration(info: unknown): Omit<StrategyInfo, 'name'> {
     requiresOptions: i.requiresOptions === true,
     managedMemory: i.managedMemory === true,
     spillsToHost: i.spillsToHost === true,
+    peerAccess: i.peerAccess === true,
   };
 }
 

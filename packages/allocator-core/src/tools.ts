@@ -5,7 +5,7 @@
  * Pointers are checked against the allocator's live allocations before any kernel launch.
  * @module
  */
-import { deviceCount, deviceStatus } from './device.js';
+import { deviceCount, deviceStatus, type Device } from './device.js';
 import { InvalidStateError, translateNativeError } from './errors.js';
 import { NativeAllocator, nativeResourceOf } from './native-allocator.js';
 import { loadNative, type NativeLinkBench, type NativeLinkMeasurement, type NativeReplay, type NativeResource, type NativeTiming } from './native.js';
@@ -116,6 +116,22 @@ export function fillU32(allocator: NativeAllocator, ptr: DevicePtr, count: numbe
   checkNonNegative(value, 'value');
   const handle = streamHandle(allocator, stream);
   run(allocator, (r) => loadNative().tools.fillU32(r, ptr, count, value >>> 0, handle));
+}
+
+/**
+ * Fills `count` u32 values at `ptr` with `value` from a kernel on `device` (normally another GPU
+ * than the allocator's: the kernel writes over the peer path the `peerAccess` option opened), and
+ * waits for it. Memory the device cannot reach makes the kernel fault, which breaks the CUDA context
+ * of the process: use it only on memory the device was given access to.
+ */
+export function peerFillU32(allocator: NativeAllocator, ptr: DevicePtr, count: number, value: number, device: Device): void {
+  checkPointer(ptr);
+  checkNonNegative(count, 'count');
+  checkNonNegative(value, 'value');
+  if (device === null || typeof device !== 'object' || device.kind !== 'cuda') {
+    throw new TypeError(`Expected a CUDA device (cudaDevice(i)) for device but received ${describeValue(device)}`);
+  }
+  run(allocator, (r) => loadNative().tools.peerFillU32(r, ptr, count, value >>> 0, device.index));
 }
 
 /**

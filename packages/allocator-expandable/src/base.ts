@@ -15,8 +15,10 @@ import {
   checkBytes,
   checkNonNegative,
   checkOptionKeys,
+  checkPeerAccess,
   definedOptions,
   NativeAllocator,
+  peerAccessSpec,
   resolvePlacement,
   type NativeLayerOptions,
 } from '@gpumem/allocator-core';
@@ -28,6 +30,13 @@ export interface ExpandableAllocatorOptions extends NativeLayerOptions {
   upstream?: ExpandableUpstream;
   /** CUDA device ordinal for the 'cuda' upstream (default 0). */
   device?: number;
+  /**
+   * CUDA devices (ordinals) that may read and write this allocator's memory (the 'cuda' upstream
+   * only): every run of granules is mapped read/write for them as well as for `device` (their
+   * CUmemAccessDesc in each cuMemSetAccess). Each must be another device with a P2P path to
+   * `device` (`peerTopology()`). Default: none.
+   */
+  peerAccess?: number[];
   /**
    * Bytes mapped at a time. cuda: a multiple of the device's minimum granularity (default: its
    * recommended granularity, 2 MiB on current GPUs); host: a power of two of at least the page size
@@ -53,6 +62,7 @@ export interface ExpandableAllocatorOptions extends NativeLayerOptions {
 const optionKeys = [
   'upstream',
   'device',
+  'peerAccess',
   'granuleBytes',
   'releaseThreshold',
   'gcThreshold',
@@ -86,9 +96,11 @@ export class ExpandableAllocator extends NativeAllocator {
     }
     if (options.releaseThreshold !== undefined) checkNonNegative(options.releaseThreshold, 'releaseThreshold');
     if (options.gcThreshold !== undefined) checkFraction(options.gcThreshold, 'gcThreshold');
+    const peers = checkPeerAccess(options.peerAccess, device);
     super('expandable', device, {
       strategy: 'expandable',
       device: upstream === 'cuda' ? index : -1,
+      ...peerAccessSpec(peers),
       options: definedOptions(options, [...sizes, 'releaseThreshold', 'gcThreshold']),
     }, options);
     this.upstream = upstream;

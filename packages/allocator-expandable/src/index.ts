@@ -19,6 +19,7 @@ registerAllocator('expandable', (options) => new ExpandableAllocator(options), {
   // Growth maps granules (cuMemCreate/cuMemMap) and unmapping synchronises the streams that used the
   // memory: a capture that needs either fails, so it is not offered for CUDA-graph capture.
   capturable: false,
+  peerAccess: true,
 });
 
 export { ExpandableAllocator, type ExpandableAllocatorOptions, type ExpandableUpstream } from './base.js';

@@ -19,8 +19,10 @@ import {
   checkBytes,
   checkOneOf,
   checkOptionKeys,
+  checkPeerAccess,
   definedOptions,
   NativeAllocator,
+  peerAccessSpec,
   resolvePlacement,
   type NativeLayerOptions,
 } from '@gpumem/allocator-core';
@@ -37,6 +39,14 @@ export interface PinnedAllocatorOptions extends NativeLayerOptions {
   /** The CUDA device whose streams use the memory (default 0): events for cross-stream reuse are recorded there. */
   device?: number;
   /**
+   * CUDA devices (ordinals) that may read and write this allocator's memory (the 'pinned' upstream
+   * only). Portable mapped pinned memory (cudaHostAllocPortable | cudaHostAllocMapped) is reachable
+   * from every device already, so nothing more is done; the list is checked as for the other
+   * strategies (another device, with a P2P path to `device`), so that one option works with every
+   * GPU strategy. Default: none.
+   */
+  peerAccess?: number[];
+  /**
    * Cap on reserved bytes. Over pinned memory it lowers the cap on pinned bytes (default: the host's
    * MemAvailable at creation less 10% of MemTotal); over host memory it is the pool's cap (default: none).
    */
@@ -52,6 +62,7 @@ export interface PinnedAllocatorOptions extends NativeLayerOptions {
 const optionKeys = [
   'upstream',
   'device',
+  'peerAccess',
   'maxReservedBytes',
   'smallRequestLimit',
   'smallSegmentBytes',
@@ -78,10 +89,16 @@ export class PinnedAllocator extends NativeAllocator {
     for (const key of sizes) {
       if (options[key] !== undefined) checkBytes(options[key], key);
     }
+    const peers = checkPeerAccess(options.peerAccess, placement.device);
     super(
       'pinned',
       placement.device,
-      { strategy: 'pinned', device: placement.index, options: { upstream, ...definedOptions(options, sizes) } },
+      {
+        strategy: 'pinned',
+        device: placement.index,
+        ...peerAccessSpec(peers),
+        options: { upstream, ...definedOptions(options, sizes) },
+      },
       options,
     );
     this.upstream = upstream;

@@ -21,6 +21,8 @@ registerAllocator('pinned', (options) => new PinnedAllocator(options), {
   capturable: true,
   // Its memory is host memory: comparisons on a GPU leave it out unless named.
   hostMemory: true,
+  // Portable mapped memory: every device reaches it; peerAccess is checked and needs nothing more.
+  peerAccess: true,
 });
 
 export { PinnedAllocator, type PinnedAllocatorOptions, type PinnedUpstream } from './base.js';

@@ -9,7 +9,9 @@
 import {
   checkBytes,
   checkOptionKeys,
+  checkPeerAccess,
   definedOptions,
+  peerAccessSpec,
   NativeAllocator,
   resolvePlacement,
   type NativeLayerOptions,
@@ -22,6 +24,13 @@ export interface PoolAllocatorOptions extends NativeLayerOptions {
   upstream?: PoolUpstream;
   /** CUDA device ordinal for the 'cuda' upstream (default 0). */
   device?: number;
+  /**
+   * CUDA devices (ordinals) that may read and write the pool's memory (the 'cuda' upstream only):
+   * each gets peer access to `device` when the allocator is made (cudaDeviceEnablePeerAccess from
+   * the peer's context, covering every segment). Each must be another device with a P2P path to
+   * `device` (`peerTopology()`). Default: none.
+   */
+  peerAccess?: number[];
   /** Cap on reserved bytes (default: none beyond the device's own memory). */
   maxReservedBytes?: number;
   /** Requests up to this size are small and share segments (default 1 MiB). */
@@ -35,6 +44,7 @@ export interface PoolAllocatorOptions extends NativeLayerOptions {
 const optionKeys = [
   'upstream',
   'device',
+  'peerAccess',
   'maxReservedBytes',
   'smallRequestLimit',
   'smallSegmentBytes',
@@ -55,7 +65,13 @@ export class PoolAllocator extends NativeAllocator {
     for (const key of sizes) {
       if (options[key] !== undefined) checkBytes(options[key], key);
     }
-    super('pool', device, { strategy: 'pool', device: index, options: { upstream, ...definedOptions(options, sizes) } }, options);
+    const peers = checkPeerAccess(options.peerAccess, device);
+    super(
+      'pool',
+      device,
+      { strategy: 'pool', device: index, ...peerAccessSpec(peers), options: { upstream, ...definedOptions(options, sizes) } },
+      options,
+    );
     this.upstream = upstream;
   }
 }

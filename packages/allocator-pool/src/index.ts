@@ -16,6 +16,7 @@ registerAllocator('pool', (options) => new PoolAllocator(options), {
   requiresCuda: false,
   nativeLayers: true,
   capturable: true,
+  peerAccess: true,
 });
 
 export { PoolAllocator, type PoolAllocatorOptions, type PoolUpstream } from './base.js';

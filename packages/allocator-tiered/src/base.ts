@@ -15,8 +15,10 @@
 import {
   checkNonNegative,
   checkOptionKeys,
+  checkPeerAccess,
   definedOptions,
   NativeAllocator,
+  peerAccessSpec,
   resolvePlacement,
   type NativeLayerOptions,
 } from '@gpumem/allocator-core';
@@ -32,6 +34,14 @@ export interface TieredAllocatorOptions extends NativeLayerOptions {
   upstream?: TieredUpstream;
   /** CUDA device ordinal for the 'cuda' upstream (default 0). */
   device?: number;
+  /**
+   * CUDA devices (ordinals) that may read and write this allocator's memory (the 'cuda' upstream
+   * only): every block is mapped read/write for them as well as for `device` (their
+   * CUmemAccessDesc in each cuMemSetAccess), on either tier, so a block stays reachable from them
+   * when prefetch moves it. Each must be another device with a P2P path to `device`
+   * (`peerTopology()`). Default: none.
+   */
+  peerAccess?: number[];
   /**
    * Bytes the device tier may hold, live and cached blocks (default: the device's free memory when
    * the allocator is made, less 1 GiB for the CUDA context and libraries; the host twin: 1 GiB).
@@ -54,6 +64,7 @@ export interface TieredAllocatorOptions extends NativeLayerOptions {
 const optionKeys = [
   'upstream',
   'device',
+  'peerAccess',
   'deviceBudgetBytes',
   'hostBudgetBytes',
   'placement',
@@ -108,9 +119,11 @@ export class TieredAllocator extends NativeAllocator {
       if (options[key] !== undefined) checkNonNegative(options[key], key);
     }
     const placement = options.placement === undefined ? {} : checkPlacementMap(options.placement);
+    const peers = checkPeerAccess(options.peerAccess, device);
     super('tiered', device, {
       strategy: 'tiered',
       device: upstream === 'cuda' ? index : 0,
+      ...peerAccessSpec(peers),
       options: { upstream, ...definedOptions(options, [...budgets]) },
     }, options);
     this.upstream = upstream;

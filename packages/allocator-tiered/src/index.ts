@@ -21,6 +21,7 @@ registerAllocator('tiered', (options) => new TieredAllocator(options), {
   capturable: false,
   hostMemory: false,
   spillsToHost: true,
+  peerAccess: true,
 });
 
 export { TieredAllocator, type TieredAllocatorOptions, type TieredUpstream, type TierChoice } from './base.js';

@@ -10,9 +10,11 @@ import {
   checkNonNegative,
   checkOneOf,
   checkOptionKeys,
+  checkPeerAccess,
   cudaDevice,
   formatBytes,
   NativeAllocator,
+  peerAccessSpec,
   type DevicePtr,
   type NativeLayerOptions,
   type Stream,
@@ -23,6 +25,13 @@ export type AdviseTarget = 'device' | 'host' | 'none';
 export interface UvmAllocatorOptions extends NativeLayerOptions {
   /** CUDA device ordinal (default 0). */
   device?: number;
+  /**
+   * CUDA devices (ordinals) that may read and write this allocator's memory. Managed memory is
+   * reachable from every device already, so nothing more is done; the list is checked as for the
+   * other strategies (another device, with a P2P path to `device`), so that one option works with
+   * every GPU strategy. Default: none.
+   */
+  peerAccess?: number[];
   /** Prefetch every allocation to the device on the allocating stream (default true). */
   prefetchOnAllocate?: boolean;
   /** cudaMemAdviseSetPreferredLocation for every allocation (default 'none'). */
@@ -39,6 +48,7 @@ export interface UvmAllocatorOptions extends NativeLayerOptions {
 
 const optionKeys = [
   'device',
+  'peerAccess',
   'prefetchOnAllocate',
   'preferredLocation',
   'accessedBy',
@@ -77,12 +87,15 @@ export class UvmAllocator extends NativeAllocator {
     if (options.logger !== undefined && typeof options.logger !== 'function') {
       throw new TypeError(`Expected a function for logger but received ${typeof options.logger}`);
     }
+    const device = cudaDevice(index);
+    const peers = checkPeerAccess(options.peerAccess, device);
     super(
       'uvm',
-      cudaDevice(index),
+      device,
       {
         strategy: 'uvm',
         device: index,
+        ...peerAccessSpec(peers),
         options: { prefetchOnAllocate: prefetch, preferredLocation, accessedBy, readMostly },
       },
       options,

@@ -16,6 +16,7 @@ registerAllocator('uvm', (options) => new UvmAllocator(options), {
   requiresCuda: true,
   nativeLayers: true,
   managedMemory: true,
+  peerAccess: true,
 });
 
 export { UvmAllocator, defaultLogThresholdBytes, type UvmAllocatorOptions, type AdviseTarget } from './base.js';

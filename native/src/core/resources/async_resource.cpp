@@ -35,6 +35,18 @@ async_resource::async_resource(int device, async_options options) : device_(devi
     cudaMemPoolDestroy(pool);
     detail::check_cuda(status, "cudaMemPoolSetAttribute(ReleaseThreshold)");
   }
+  if (!options.peer_access.empty()) {
+    std::vector<cudaMemAccessDesc> access(options.peer_access.size());
+    for (std::size_t i = 0; i < access.size(); ++i) {
+      access[i].location = detail::device_location(options.peer_access[i]);
+      access[i].flags = cudaMemAccessFlagsProtReadWrite;
+    }
+    status = cudaMemPoolSetAccess(pool, access.data(), access.size());
+    if (status != cudaSuccess) {
+      cudaMemPoolDestroy(pool);
+      detail::check_cuda(status, "cudaMemPoolSetAccess(peerAccess)");
+    }
+  }
   pool_ = pool;
 }
 

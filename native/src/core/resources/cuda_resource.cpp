@@ -1,13 +1,15 @@
 #include "gpumem/cuda_resource.hpp"
 
+#include "gpumem/peer_access.hpp"
 #include "../cuda_check.hpp"
 
 namespace gpumem {
 
 #ifdef GPUMEM_WITH_CUDA
 
-cuda_resource::cuda_resource(int device) : device_(device) {
-  detail::device_scope scope(device);  // validates the device
+cuda_resource::cuda_resource(int device, const std::vector<int>& peers) : device_(device) {
+  { detail::device_scope scope(device); }  // validates the device
+  enable_peer_access(device, peers);
 }
 
 cuda_resource::~cuda_resource() {
@@ -38,7 +40,9 @@ void cuda_resource::do_deallocate(void* ptr, std::size_t bytes, stream_handle) {
 
 #else
 
-cuda_resource::cuda_resource(int device) : device_(device) { throw invalid_state("cuda: gpumem was built without CUDA"); }
+cuda_resource::cuda_resource(int device, const std::vector<int>&) : device_(device) {
+  throw invalid_state("cuda: gpumem was built without CUDA");
+}
 cuda_resource::~cuda_resource() = default;
 void* cuda_resource::do_allocate(std::size_t, stream_handle) { throw invalid_state("cuda: built without CUDA"); }
 void cuda_resource::do_deallocate(void* ptr, std::size_t bytes, stream_handle) { table_.remove(ptr, bytes); }

@@ -1,10 +1,12 @@
 // CUDA virtual memory management as physical_memory: one cuMemCreate'd handle per run of granules,
-// mapped into a cuMemAddressReserve'd range with one cuMemMap and one cuMemSetAccess. The driver API is not linked: its entry points are looked up
+// mapped into a cuMemAddressReserve'd range with one cuMemMap and one cuMemSetAccess (read/write for
+// the device and for each peer of the peerAccess option). The driver API is not linked: its entry points are looked up
 // once through cudaGetDriverEntryPointByVersion (cuda_driver.hpp, shared with tiered's
 // device_tier_memory), so that the addon loads where there is no driver and only this strategy
 // reports what is missing.
 #include <string>
 #include <unordered_map>
+#include <vector>
 
 #include "gpumem/errors.hpp"
 #include "gpumem/physical_memory.hpp"
@@ -35,7 +37,8 @@ void check(const driver_api& api, CUresult status, const char* what) {
 
 class device_physical_memory final : public physical_memory {
  public:
-  device_physical_memory(int device, std::size_t granule_option) : api_(driver()), device_(device) {
+  device_physical_memory(int device, std::size_t granule_option, const std::vector<int>& peers)
+      : api_(driver()), device_(device) {
     if (!api_.failure.empty()) throw invalid_state("expandable: needs CUDA virtual memory management, but " + api_.failure);
     {
       detail::device_scope scope(device);         // validates the ordinal
@@ -54,8 +57,15 @@ class device_physical_memory final : public physical_memory {
     prop_.type = CU_MEM_ALLOCATION_TYPE_PINNED;
     prop_.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
     prop_.location.id = device;
-    access_.location = prop_.location;
-    access_.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+    // The device first, then each peer: every run is mapped read/write for all of them.
+    access_.resize(1 + peers.size());
+    access_[0].location = prop_.location;
+    access_[0].flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+    for (std::size_t i = 0; i < peers.size(); ++i) {
+      access_[1 + i].location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+      access_[1 + i].location.id = peers[i];
+      access_[1 + i].flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+    }
     std::size_t minimum = 0;
     std::size_t recommended = 0;
     check(api_, api_.get_granularity(&minimum, &prop_, CU_MEM_ALLOC_GRANULARITY_MINIMUM), "cuMemGetAllocationGranularity");
@@ -109,7 +119,7 @@ class device_physical_memory final : public physical_memory {
     check(api_, status, "cuMemCreate");
     status = api_.map(ptr, bytes, 0, handle, 0);
     if (status == CUDA_SUCCESS) {
-      status = api_.set_access(ptr, bytes, &access_, 1);
+      status = api_.set_access(ptr, bytes, access_.data(), access_.size());
       if (status != CUDA_SUCCESS) api_.unmap(ptr, bytes);
     }
     if (status != CUDA_SUCCESS) {
@@ -151,7 +161,7 @@ class device_physical_memory final : public physical_memory {
   std::size_t granule_ = 0;
   std::size_t total_ = 0;
   CUmemAllocationProp prop_{};
-  CUmemAccessDesc access_{};
+  std::vector<CUmemAccessDesc> access_;  // the device, then its peers
   struct mapped_run {
     CUmemGenericAllocationHandle handle;
     std::size_t bytes;
@@ -161,13 +171,14 @@ class device_physical_memory final : public physical_memory {
 
 }  // namespace
 
-std::unique_ptr<physical_memory> make_device_physical_memory(int device, std::size_t granule_bytes) {
-  return std::make_unique<device_physical_memory>(device, granule_bytes);
+std::unique_ptr<physical_memory> make_device_physical_memory(int device, std::size_t granule_bytes,
+                                                             const std::vector<int>& peers) {
+  return std::make_unique<device_physical_memory>(device, granule_bytes, peers);
 }
 
 #else
 
-std::unique_ptr<physical_memory> make_device_physical_memory(int, std::size_t) {
+std::unique_ptr<physical_memory> make_device_physical_memory(int, std::size_t, const std::vector<int>&) {
   throw invalid_state("expandable: gpumem was built without CUDA; use the host twin (device 'host')");
 }
 

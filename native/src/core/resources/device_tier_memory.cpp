@@ -4,9 +4,12 @@
 // ranges from cuMemAddressReserve, so that a block moves between them and keeps its address.
 // Host-located memory is made accessible to the device and to the host (kernels read it in place
 // over the interconnect, at the bandwidth of cudaHostAllocMapped memory: 51.1 vs 51.0 GB/s measured
-// on an H100). The driver entry points come from cuda_driver.hpp (looked up at run time).
+// on an H100). The peers of the peerAccess option get read/write access to every mapping, on both
+// tiers, so that a block stays usable from them when it moves. The driver entry points come from
+// cuda_driver.hpp (looked up at run time).
 #include <numeric>
 #include <string>
+#include <vector>
 
 #include "gpumem/errors.hpp"
 #include "gpumem/tier_memory.hpp"
@@ -42,7 +45,7 @@ int attribute(const driver_api& api, CUdevice_attribute which, CUdevice dev, int
 
 class device_tier_memory final : public tier_memory {
  public:
-  explicit device_tier_memory(int device) : api_(detail::driver()), device_(device) {
+  device_tier_memory(int device, const std::vector<int>& peers) : api_(detail::driver()), device_(device) {
     if (!api_.failure.empty()) throw invalid_state("tiered: needs CUDA virtual memory management, but " + api_.failure);
     {
       detail::device_scope scope(device);                     // validates the ordinal
@@ -70,11 +73,24 @@ class device_tier_memory final : public tier_memory {
     host_prop_.type = CU_MEM_ALLOCATION_TYPE_PINNED;
     host_prop_.location.type = CU_MEM_LOCATION_TYPE_HOST_NUMA;
     host_prop_.location.id = numa_;
-    access_[0].location = device_prop_.location;
-    access_[0].flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
-    access_[1].location.type = CU_MEM_LOCATION_TYPE_HOST_NUMA;  // the CPU, for host-located memory only
-    access_[1].location.id = numa_;
-    access_[1].flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+    // Device-located memory: the device and its peers. Host-located memory: those and the CPU.
+    CUmemAccessDesc self{};
+    self.location = device_prop_.location;
+    self.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+    device_access_.push_back(self);
+    for (int peer : peers) {
+      CUmemAccessDesc d{};
+      d.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+      d.location.id = peer;
+      d.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+      device_access_.push_back(d);
+    }
+    host_access_ = device_access_;
+    CUmemAccessDesc cpu{};
+    cpu.location.type = CU_MEM_LOCATION_TYPE_HOST_NUMA;
+    cpu.location.id = numa_;
+    cpu.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+    host_access_.push_back(cpu);
     // One granule for both tiers (a block moves between them): the least common multiple of the
     // two recommended granularities (2 MiB each on current GPUs).
     granule_ = std::lcm(granularity(device_prop_), granularity(host_prop_));
@@ -116,7 +132,8 @@ class device_tier_memory final : public tier_memory {
     const auto ptr = reinterpret_cast<CUdeviceptr>(addr);
     CUresult status = api_.map(ptr, bytes, 0, static_cast<CUmemGenericAllocationHandle>(h), 0);
     if (status == CUDA_SUCCESS) {
-      status = api_.set_access(ptr, bytes, access_, tier == memory_tier::host ? 2 : 1);
+      const std::vector<CUmemAccessDesc>& access = tier == memory_tier::host ? host_access_ : device_access_;
+      status = api_.set_access(ptr, bytes, access.data(), access.size());
       if (status != CUDA_SUCCESS) api_.unmap(ptr, bytes);
     }
     if (status == CUDA_ERROR_OUT_OF_MEMORY) {
@@ -177,16 +194,19 @@ class device_tier_memory final : public tier_memory {
   std::size_t granule_ = 0;
   CUmemAllocationProp device_prop_{};
   CUmemAllocationProp host_prop_{};
-  CUmemAccessDesc access_[2]{};
+  std::vector<CUmemAccessDesc> device_access_;  // the device, then its peers
+  std::vector<CUmemAccessDesc> host_access_;    // those, then the CPU (its NUMA node)
 };
 
 }  // namespace
 
-std::unique_ptr<tier_memory> make_device_tier_memory(int device) { return std::make_unique<device_tier_memory>(device); }
+std::unique_ptr<tier_memory> make_device_tier_memory(int device, const std::vector<int>& peers) {
+  return std::make_unique<device_tier_memory>(device, peers);
+}
 
 #else
 
-std::unique_ptr<tier_memory> make_device_tier_memory(int) {
+std::unique_ptr<tier_memory> make_device_tier_memory(int, const std::vector<int>&) {
   throw invalid_state("tiered: gpumem was built without CUDA; use the host twin (upstream 'host')");
 }
 

@@ -5,19 +5,28 @@
  */
 import { cudaDevice } from '../device.js';
 import { NativeAllocator, type NativeLayerOptions } from '../native-allocator.js';
+import { checkPeerAccess, peerAccessSpec } from '../peer-access.js';
 import { checkNonNegative, checkOptionKeys } from '../validate.js';
 
 export interface CudaAllocatorOptions extends NativeLayerOptions {
   /** CUDA device ordinal (default 0). */
   device?: number;
+  /**
+   * CUDA devices (ordinals) that may read and write this allocator's memory: each gets peer access
+   * to `device` when the allocator is made (cudaDeviceEnablePeerAccess from the peer's context;
+   * it stays on, for all of `device`'s cudaMalloc memory). Each must be another device with a P2P
+   * path to `device` (`peerTopology()`; `gpumem info` prints the matrix). Default: none.
+   */
+  peerAccess?: number[];
 }
 
 export class CudaAllocator extends NativeAllocator {
   constructor(options: CudaAllocatorOptions = {}) {
-    checkOptionKeys(options, ['device', 'limitBytes', 'trackingCapacity', 'faultInjection'], 'cuda');
+    checkOptionKeys(options, ['device', 'peerAccess', 'limitBytes', 'trackingCapacity', 'faultInjection'], 'cuda');
     const index = options.device ?? 0;
     checkNonNegative(index, 'device');
     const device = cudaDevice(index);
-    super('cuda', device, { strategy: 'cuda', device: index }, options);
+    const peers = checkPeerAccess(options.peerAccess, device);
+    super('cuda', device, { strategy: 'cuda', device: index, ...peerAccessSpec(peers) }, options);
   }
 }
