@@ -18,6 +18,7 @@ export default defineConfig({
       '@gpumem/allocator-expandable': src('allocator-expandable'),
       '@gpumem/allocator-tiered': src('allocator-tiered'),
       '@gpumem/allocator-pinned': src('allocator-pinned'),
+      '@gpumem/distributed': src('distributed'),
       '@gpumem/gnn': src('gnn'),
       '@gpumem/trace': src('trace'),
       '@gpumem/compare': src('compare'),
