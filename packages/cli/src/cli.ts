@@ -15,7 +15,8 @@ import { runCompare } from './commands/compare-command.js';
 const usage = `Usage: gpumem <command> [options]
 
 Commands:
-  info [--json]   devices, driver and runtime versions, free/total memory, registered
+  info [--json]   devices, driver and runtime versions, free/total memory, peer access
+                  and links between the devices (NVLink count or PCIe), registered
                   strategies (plug-ins included), and whether cuBLAS/cuSPARSE load
   train [flags]   train the MLP (MNIST) or the GCN (generated graphs) on one allocator;
                   gpumem train --help lists the flags
@@ -98,8 +99,7 @@ async function main(given: string[]): Promise<number> {
     return 0;
   }
   if (command === 'train') {
-    await load();
-    return runTrain(rest);
+    return runTrain(rest, await load());
   }
   if (command === 'record' || command === 'replay') {
     await load();

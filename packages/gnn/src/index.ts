@@ -32,6 +32,21 @@ export {
   type TrainingShape,
   type ShapeOptions,
 } from './memory-estimate.js';
-export { train, type TrainOptions, type TrainResult, type EpochRecord, type Progress, type ModelName, type DatasetName } from './train.js';
+export {
+  train,
+  trainOn,
+  type TrainOptions,
+  type TrainResult,
+  type EpochRecord,
+  type Progress,
+  type ModelName,
+  type DatasetName,
+  type RankShare,
+  type RankRecord,
+  type RankSamples,
+} from './train.js';
+export { trainDistributed, combineRanks, planRanks, type DistributedTrainOptions } from './train-distributed.js';
+export { PartitionedGcn } from './models/gcn-partitioned.js';
+export { partitionGraph, rowBlock, type GraphPart, type RowBlock, type RemoteRows } from './datasets/graph-part.js';
 export type { NativeOps, WorkspaceBytes } from './native-ops.js';
 export { commonDefaults, mlpDefaults, gcnDefaults, mlpHiddenWidths, gcnHiddenWidth, graphDefaults } from './defaults.js';

@@ -9,10 +9,13 @@ import { Gcn } from './models/gcn.js';
 import { BlockedGcn } from './models/gcn-blocked.js';
 import { featuresToBf16, sbmGraph, seedGraph, type Graph } from './datasets/graphs.js';
 import type { Tensor } from './tensor.js';
+import type { Communicator } from '@gpumem/distributed';
+import { trainGcnPartitioned } from './train-gcn-partitioned.js';
 import { beginEpoch, checkPositiveInt, epochStats } from './train-common.js';
 import type { EpochRecord, TrainOptions, TrainResult } from './train-types.js';
 
-export function trainGcn(rt: Runtime, o: TrainOptions, epochs: number, seed: number): TrainResult {
+/** The gcn; with `comm`, this rank's part of a run split by rows over the communicator's ranks. */
+export function trainGcn(rt: Runtime, o: TrainOptions, epochs: number, seed: number, comm?: Communicator): TrainResult {
   const dataset = o.dataset ?? gcnDefaults.dataset;
   if (dataset !== 'seed' && dataset !== 'sbm') throw new RangeError(`Expected 'seed' or 'sbm' for dataset of the gcn but received '${dataset}'`);
   const hidden = gcnHiddenWidth(o.hidden);
@@ -23,6 +26,7 @@ export function trainGcn(rt: Runtime, o: TrainOptions, epochs: number, seed: num
   }
   const { rowBlocks, featureDtype = 'f32', layerPrefetch = false } = o;
   checkGcnPlan(rowBlocks, featureDtype, aggregation);
+  if (comm) checkPartitionedPlan(o, aggregation);
   const graphDefault = graphDefaults(dataset);
   const nodes = o.nodes ?? graphDefault.nodes;
   checkPositiveInt(nodes, 'nodes');
@@ -33,6 +37,11 @@ export function trainGcn(rt: Runtime, o: TrainOptions, epochs: number, seed: num
       : sbmGraph(rt, { nodes, classes: o.classes ?? graphDefault.classes, features: o.features ?? graphDefault.features, seed });
   if (featureDtype === 'bf16') graph.features = featuresToBf16(rt, graph.features);
   if (aggregation === 'spmm') graph.dropEdgeLists();
+  if (comm) {
+    const records: EpochRecord[] = [];
+    const { parameters, remoteRows } = trainGcnPartitioned(rt, o, graph, hidden!, epochs, seed, comm, (r) => records.push(r));
+    return { model: 'gcn', dataset, allocator: allocator.name, device: allocator.device.id, epochs: records, parameters, samplesPerEpoch: nodes, remoteRows };
+  }
   const dropout = o.dropout ?? gcnDefaults.dropout;
   const model =
     rowBlocks === undefined
@@ -106,6 +115,15 @@ function evaluateGcn(rt: Runtime, model: Gcn | BlockedGcn, graph: Graph, seed: n
     );
     return (correct.toArray()[0] ?? 0) / rest;
   });
+}
+
+/** What a run split by rows supports, checked before anything is allocated: the CSR product, f32 features, no row blocks, no layer prefetch. */
+function checkPartitionedPlan(o: TrainOptions, aggregation: string): void {
+  const why = "a run over several devices splits the graph by rows and computes (A·x)·W1ᵀ with the CSR product";
+  if (aggregation !== 'spmm') throw new RangeError(`Expected aggregation 'spmm' with devices but received '${aggregation}': ${why}`);
+  if (o.rowBlocks !== undefined) throw new RangeError(`Expected no rowBlocks with devices: ${why}, and each rank holds its rows' activations only`);
+  if ((o.featureDtype ?? 'f32') !== 'f32') throw new RangeError(`Expected featureDtype 'f32' with devices but received '${o.featureDtype}'`);
+  if (o.layerPrefetch) throw new RangeError('Expected layerPrefetch off with devices');
 }
 
 /** The gcn's memory-plan options, checked before anything is allocated. */

@@ -13,6 +13,7 @@ import { loadMnist, normalisedPixels } from './datasets/mnist.js';
 import { GraphedSteps } from './graphed-steps.js';
 import { beginEpoch, checkPositiveInt, epochStats, isCapturable, mean, sum } from './train-common.js';
 import type { EpochRecord, TrainOptions, TrainResult } from './train-types.js';
+import type { Communicator } from '@gpumem/distributed';
 
 /** xorshift32: the epoch's shuffle order, from the seed. */
 function permutation(n: number, seed: number): Int32Array {
@@ -29,6 +30,16 @@ function permutation(n: number, seed: number): Int32Array {
     p[j] = t;
   }
   return p;
+}
+
+/**
+ * The epoch's order for a data-parallel rank's captured steps: its slice [first, rows] of each of
+ * the `fullSteps` steps, one after another, so that step k reads rows k·rows .. (k+1)·rows - 1.
+ */
+export function rankOrder(order: Int32Array, fullSteps: number, batch: number, [first, rows]: [number, number]): Int32Array {
+  const out = new Int32Array(order.length);
+  for (let k = 0; k < fullSteps; k++) out.set(order.subarray(k * batch + first, k * batch + first + rows), k * rows);
+  return out;
 }
 
 /**
@@ -76,10 +87,18 @@ function checkMlpPlan(o: TrainOptions, layers: number, batch: number, graphMode:
   return { checkpoint, nanoBatches, layerPrefetch };
 }
 
-export function trainMlp(rt: Runtime, o: TrainOptions, epochs: number, seed: number): TrainResult {
+/**
+ * The mlp; with `comm`, this rank's part of a data-parallel run: every global batch is split into
+ * one slice per rank (as nano-batches are), each rank's gradients are those of its slice's share
+ * of the batch's mean loss, and one all-reduce of the flat gradient buffer sums them before every
+ * rank's identical optimizer step (inside the captured step in graph mode). Validation is split
+ * the same way. Each record then holds this rank's share (see RankShare).
+ */
+export function trainMlp(rt: Runtime, o: TrainOptions, epochs: number, seed: number, comm?: Communicator): TrainResult {
   if ((o.dataset ?? mlpDefaults.dataset) !== 'mnist') throw new RangeError(`Expected 'mnist' for dataset of the mlp but received '${o.dataset}'`);
   const batch = o.batchSize ?? mlpDefaults.batchSize;
   checkPositiveInt(batch, 'batchSize');
+  if (comm && batch < comm.size) throw new RangeError(`Expected batchSize of at least the ranks (${comm.size}) but received ${batch}: every rank takes a slice of each batch`);
   const lr = o.lr ?? mlpDefaults.lr;
   const hidden = mlpHiddenWidths(o.hidden, o.hiddenLayers);
   for (const h of hidden) checkPositiveInt(h, 'hidden');
@@ -88,6 +107,9 @@ export function trainMlp(rt: Runtime, o: TrainOptions, epochs: number, seed: num
   const { checkpoint, nanoBatches, layerPrefetch } = checkMlpPlan(o, hidden.length + 1, batch, graphMode);
   const plan: MlpStepPlan = { checkpoint, prefetch: layerPrefetch };
   if (graphMode && !rt.onDevice) throw new RangeError('Expected a GPU allocator for cudaGraph: CUDA Graphs need a CUDA device');
+  if (graphMode && comm && !comm.capturable) {
+    throw new RangeError(`Expected a communicator whose collectives can be captured (nccl) with cudaGraph but received '${comm.backend}': drop cudaGraph or use the nccl communicator`);
+  }
   if (graphMode && !isCapturable(rt.allocator.name)) {
     const capturable = listAllocators().filter((a) => a.capturable).map((a) => a.name);
     throw new RangeError(
@@ -110,6 +132,11 @@ export function trainMlp(rt: Runtime, o: TrainOptions, epochs: number, seed: num
   const xTest = rt.keep(rt.fromArray(normalisedPixels(mnist.test, nTest), [nTest, features]));
   const yTest = rt.keep(rt.fromArray(Int32Array.from(mnist.test.labels.subarray(0, nTest)), [nTest]));
   const model = new Mlp(rt, [features, ...hidden, 10], seed);
+  comm?.broadcast(model.params.values.ptr, model.params.size, 0, rt.stream); // rank 0's initial values everywhere
+  const [rank, ranks] = comm ? [comm.rank, comm.size] : [0, 1];
+  /** This rank's slice [first row, rows] of a step of `stepRows` rows ([0, 0] when the step has fewer rows than ranks). */
+  const rankSlice = (stepRows: number): [number, number] => nanoBatchSlices(stepRows, ranks)[rank] ?? [0, 0];
+  const allReduceGrads = () => comm && rt.tagged('communication', () => comm.allReduce(model.params.grads.ptr, model.params.size, rt.stream));
   const optimizer = new SGD(rt, model.params, lr);
   const steps = Math.ceil(nTrain / batch);
   const fullSteps = Math.floor(nTrain / batch);
@@ -121,7 +148,8 @@ export function trainMlp(rt: Runtime, o: TrainOptions, epochs: number, seed: num
   const stepLosses = (raw: Float32Array): number[] =>
     Array.from({ length: steps }, (_, s) => {
       const stepRows = Math.min(batch, nTrain - s * batch);
-      return nanoBatchSlices(stepRows, nanoBatches).reduce((sum, [, rows], j) => sum + (rows / stepRows) * raw[s * nanoBatches + j]!, 0);
+      const [, rows] = rankSlice(stepRows);
+      return rows === 0 ? 0 : nanoBatchSlices(rows, nanoBatches).reduce((sum, [, r], j) => sum + (r / stepRows) * raw[s * nanoBatches + j]!, 0);
     });
 
   /**
@@ -162,10 +190,15 @@ export function trainMlp(rt: Runtime, o: TrainOptions, epochs: number, seed: num
    */
   const eagerStep = (perm: Tensor, s: number, lossBuf: Tensor, correctBuf: Tensor) => {
     const stepRows = Math.min(batch, nTrain - s * batch);
-    nanoBatchSlices(stepRows, nanoBatches).forEach(([start, rows], j) => {
-      const slot = 4 * (s * nanoBatches + j);
-      rt.scope(() => pass(perm.ptr + 4 * (s * batch + start), rows, stepRows, lossBuf.ptr + slot, correctBuf.ptr + slot, j === 0));
-    });
+    const [first, rankRows] = rankSlice(stepRows);
+    if (rankRows === 0) ops.fillF32(rt.onDevice, rt.s, model.params.grads.ptr, model.params.size, 0); // nothing of this step here
+    else {
+      nanoBatchSlices(rankRows, nanoBatches).forEach(([start, rows], j) => {
+        const slot = 4 * (s * nanoBatches + j);
+        rt.scope(() => pass(perm.ptr + 4 * (s * batch + first + start), rows, stepRows, lossBuf.ptr + slot, correctBuf.ptr + slot, j === 0));
+      });
+    }
+    allReduceGrads();
     rt.tag('optimizer');
     optimizer.step();
   };
@@ -195,8 +228,18 @@ export function trainMlp(rt: Runtime, o: TrainOptions, epochs: number, seed: num
    * A full step of graph mode. With checkpointing, the eager step's pass on the main stream only (its
    * tensors are freed mid-step, which the side stream's readers would race with), then the update.
    */
+  const [, graphRows] = rankSlice(batch); // data parallel: this rank's rows of every full step
   const graphStep = graphs
-    ? checkpoint === 0
+    ? comm
+      ? () => {
+          // data parallel: the rank's slice (its rows of the step laid out one after another in
+          // perm, see rankOrder), the gradients' all-reduce, then the update, all captured
+          pass(graphs.perm.ptr, graphRows, batch, graphs.losses.ptr, graphs.correct.ptr, true, graphs.counter.ptr);
+          allReduceGrads();
+          rt.tag('optimizer');
+          optimizer.step();
+        }
+      : checkpoint === 0
       ? () => sideStep(graphs)
       : () => {
           pass(graphs.perm.ptr, batch, batch, graphs.losses.ptr, graphs.correct.ptr, true, graphs.counter.ptr);
@@ -220,10 +263,13 @@ export function trainMlp(rt: Runtime, o: TrainOptions, epochs: number, seed: num
         // eager: the epoch's order, losses and counts in tensors of the epoch; graph mode: in the
         // fixed tensors that the captured steps read and write
         // (nano-batches: one slot per nano-batch, zero where a short last step has fewer)
-        const perm = graphs ? graphs.beginEpoch(order) : rt.fromArray(order, [nTrain]);
+        // (data parallel: the captured steps read this rank's rows of each full step, one after another)
+        const perm = graphs ? graphs.beginEpoch(comm ? rankOrder(order, fullSteps, batch, rankSlice(batch)) : order) : rt.fromArray(order, [nTrain]);
+        const eagerPerm = graphs && comm ? rt.fromArray(order, [nTrain]) : perm;
         const slots = steps * nanoBatches;
-        const lossBuf = graphs ? graphs.losses : nanoBatches > 1 ? rt.zeros([slots]) : rt.empty([steps]);
-        const correctBuf = graphs ? graphs.correct : nanoBatches > 1 ? rt.zeros([slots], 'i32') : rt.empty([steps], 'i32');
+        const zeroed = nanoBatches > 1 || comm !== undefined;
+        const lossBuf = graphs ? graphs.losses : zeroed ? rt.zeros([slots]) : rt.empty([steps]);
+        const correctBuf = graphs ? graphs.correct : zeroed ? rt.zeros([slots], 'i32') : rt.empty([steps], 'i32');
         let s = 0;
         if (graphs && graphStep && fullSteps > 0) {
           if (!graphs.warmedUp) {
@@ -239,34 +285,38 @@ export function trainMlp(rt: Runtime, o: TrainOptions, epochs: number, seed: num
           }
         }
         for (; s < steps; s++) {
-          rt.scope(() => eagerStep(perm, s, lossBuf, correctBuf));
+          rt.scope(() => eagerStep(eagerPerm, s, lossBuf, correctBuf));
           reportSteps(s, 1);
         }
         // validation, part of the epoch
         rt.tag('validation');
         const testBuf = rt.zeros([evalSteps], 'i32');
         for (let i = 0; i < evalSteps; i++) {
-          const rows = Math.min(evalBatch, nTest - i * evalBatch);
+          const [at, rows] = rankSlice(Math.min(evalBatch, nTest - i * evalBatch)); // data parallel: this rank's rows of each
+          if (rows === 0) continue;
           rt.scope(() => {
-            const logits = model.forward(xTest.rows(i * evalBatch, rows));
-            const labels = yTest.rows(i * evalBatch, rows);
+            const logits = model.forward(xTest.rows(i * evalBatch + at, rows));
+            const labels = yTest.rows(i * evalBatch + at, rows);
             ops.accuracy(rt.onDevice, rt.s, logits.ptr, labels.ptr, 0, rows, rows, 10, testBuf.ptr + 4 * i);
           });
         }
         const raw = lossBuf.toFloat32();
-        return { losses: nanoBatches > 1 ? stepLosses(raw) : raw, correct: correctBuf.toArray(), testCorrect: testBuf.toArray() };
+        return { losses: nanoBatches > 1 || comm ? stepLosses(raw) : raw, correct: correctBuf.toArray(), testCorrect: testBuf.toArray() };
       });
       rt.synchronize();
       const epochMs = performance.now() - t0;
+      const trainCount = comm ? Array.from({ length: steps }, (_, s) => rankSlice(Math.min(batch, nTrain - s * batch))[1]).reduce((a, b) => a + b, 0) : nTrain;
+      const evalCount = comm ? Array.from({ length: evalSteps }, (_, i) => rankSlice(Math.min(evalBatch, nTest - i * evalBatch))[1]).reduce((a, b) => a + b, 0) : nTest;
       records.push({
         epoch,
         startMs: t0,
         epochMs,
         loss: mean(losses),
         losses: [...losses],
-        trainAccuracy: sum(correct) / nTrain,
-        accuracy: sum(testCorrect) / nTest,
+        trainAccuracy: trainCount > 0 ? sum(correct) / trainCount : 0,
+        accuracy: evalCount > 0 ? sum(testCorrect) / evalCount : 0,
         ...epochStats(allocator, before),
+        ...(comm ? { share: { lossWeights: Array.from(losses, () => 1), trainCorrect: sum(correct), trainCount, evalCorrect: sum(testCorrect), evalCount } } : {}),
       });
     }
   } finally {

@@ -4,6 +4,7 @@
  */
 import type { Allocator, AllocatorStats } from '@gpumem/allocator-core';
 import type { Aggregation } from './models/gcn.js';
+import type { AllGatherBench, CollectiveTimes } from '@gpumem/distributed';
 
 export type ModelName = 'mlp' | 'gcn';
 export type DatasetName = 'mnist' | 'seed' | 'sbm';
@@ -80,6 +81,21 @@ export interface TrainOptions {
    * (x·W1ᵀ whole, then aggregated).
    */
   rowBlocks?: number;
+  /**
+   * Train on several devices, one process (rank) each, with trainDistributed(): a number of ranks
+   * (on cuda:0 .. cuda:N-1, or on the host for strategies over host memory), or each rank's CUDA
+   * ordinal (e.g. [0, 0]: two ranks on one GPU, with the 'host' communicator). The mlp is data
+   * parallel (each rank takes its slice of every global batch; gradients are all-reduced), the gcn
+   * is split by rows of the graph. train() itself takes 1 or undefined only.
+   */
+  devices?: number | readonly number[];
+  /**
+   * With devices: 'nccl' (default on GPUs) or 'host' (shared memory; the default for ranks on the
+   * host, and the way to run several ranks on one GPU).
+   */
+  communicator?: 'nccl' | 'host';
+  /** With devices: a rank silent this long fails the run (default 600,000 ms; 0: no limit). */
+  timeoutMs?: number;
   /** Called after every step (mlp) or epoch (gcn), from the training loop. */
   onProgress?: (progress: Progress) => void;
   /**
@@ -120,6 +136,41 @@ export interface EpochRecord {
   upstreamAllocCalls: number;
   upstreamFreeCalls: number;
   stats: AllocatorStats;
+  /** A rank's record (trainDistributed): its share of the run's loss and counts, summed by combineRanks. */
+  share?: RankShare;
+}
+
+/**
+ * A rank's part of an epoch: the run's step loss is the sum over ranks of lossWeights[s] x
+ * losses[s], and the accuracies are the ranks' correct counts over their counts, summed.
+ */
+export interface RankShare {
+  lossWeights: number[];
+  trainCorrect: number;
+  trainCount: number;
+  evalCorrect: number;
+  evalCount: number;
+}
+
+/** Memory samples of a rank, one after every step (mlp) or epoch (gcn), on the performance.now() clock of the launcher. */
+export interface RankSamples {
+  tMs: number[];
+  allocatedBytes: number[];
+  reservedBytes: number[];
+}
+
+/** One rank of a run over several devices. */
+export interface RankRecord {
+  rank: number;
+  device: string;
+  epochs: EpochRecord[];
+  samples: RankSamples;
+  /** gcn: rows of other ranks that this rank's edges read (forward: A, backward: Aᵀ), of `remote` rows owned elsewhere. */
+  remoteRows?: { forward: number; backward: number; remote: number };
+  /** gcn: the collectives of each epoch (training and validation), timed on the rank's stream. */
+  exchange?: CollectiveTimes[];
+  /** The communicator's own all-gather, measured by this rank before training (measureAllGather). */
+  allGatherBench?: AllGatherBench[];
 }
 
 export interface TrainResult {
@@ -131,4 +182,13 @@ export interface TrainResult {
   parameters: number;
   /** Training samples per epoch: images (mlp) or nodes (gcn, full batch). */
   samplesPerEpoch: number;
+  /**
+   * Runs over several devices: each rank's records and memory samples. The run's epochs then hold
+   * the combined loss and accuracy, the slowest rank's time, and the largest per-device peaks.
+   */
+  ranks?: RankRecord[];
+  /** gcn, one rank's run of several: the other ranks' rows its edges read (see RankRecord). */
+  remoteRows?: RankRecord['remoteRows'];
+  /** Runs over several devices: the communicator that carried the collectives. */
+  communicator?: 'nccl' | 'host';
 }

@@ -4,8 +4,8 @@
  */
 import { writeFileSync } from 'node:fs';
 import { formatBytes, hasCudaDevice } from '@gpumem/allocator-core';
-import { commonDefaults, gcnDefaults, mlpDefaults, mlpHiddenWidths, train, type TrainOptions, type TrainResult } from '@gpumem/gnn';
-import { parseAllocatorSpec, type AllocatorSpec } from '@gpumem/compare';
+import { commonDefaults, gcnDefaults, mlpDefaults, mlpHiddenWidths, train, trainDistributed, type TrainOptions, type TrainResult } from '@gpumem/gnn';
+import { builtInStrategyPackages, parseAllocatorSpec, type AllocatorSpec } from '@gpumem/compare';
 import { checkOutputFlags } from './output-paths.js';
 import { flagHelp, formatTable, parseFlags, ProgressBar, UsageError, type FlagSpec, type FlagValues } from './args.js';
 
@@ -40,6 +40,12 @@ export const trainFlags: Record<string, FlagSpec> = {
   },
   'train-subset': { type: 'int', min: 1, help: 'mlp: train on the first N images' },
   'test-subset': { type: 'int', min: 1, help: 'mlp: validate on the first N test images' },
+  devices: {
+    type: 'string',
+    help: 'train on N devices, one process each (mlp: data parallel; gcn: the graph split by rows), or on the CUDA ordinals listed (e.g. 0,0: two ranks on one GPU, with --communicator host); strategies over host memory run N ranks on the host',
+  },
+  communicator: { type: 'string', choices: ['nccl', 'host'], help: "with --devices: 'nccl' (default on GPUs; libnccl.so.2, or GPUMEM_NCCL_LIB) or 'host' (shared memory; the default on the host)" },
+  timeout: { type: 'int', min: 0, help: 'with --devices: a rank silent this many ms fails the run and stops every rank (default 600000; 0: none)' },
   json: { type: 'string', help: 'write the result as JSON to this file' },
   help: { type: 'boolean', help: 'show this help' },
 };
@@ -61,7 +67,23 @@ Examples:
   gpumem train --model gcn --dataset sbm --allocator host --epochs 50
   gpumem train --model gcn --nodes 50000000 --allocator tiered --row-blocks 50 --feature-dtype bf16
   gpumem train --model mlp --allocator host --train-subset 2000 --test-subset 500 --hidden 128
+  gpumem train --model gcn --nodes 2000000 --allocator pool --devices 2
+  gpumem train --model mlp --allocator pool --devices 2 --cuda-graph
+  gpumem train --model gcn --dataset sbm --allocator host --devices 2
 `;
+
+/** --devices as a number of ranks or a list of CUDA ordinals (undefined when absent). */
+export function devicesFromFlags(command: string, flags: FlagValues): number | number[] | undefined {
+  const raw = flags.devices as string | undefined;
+  if (raw === undefined) return undefined;
+  if (/^\s*\d+\s*$/.test(raw)) {
+    const n = Number(raw);
+    if (n >= 1 && n <= 1024) return n;
+  } else if (/^\s*\d+(\s*,\s*\d+)+\s*$/.test(raw)) {
+    return raw.split(',').map((d) => Number(d.trim()));
+  }
+  throw new UsageError(`gpumem ${command}: '--devices' must be a number of ranks from 1 to 1024 or a comma-separated list of CUDA ordinals (e.g. 0,1) (received '${raw}')`);
+}
 
 /** The train() options that the train flags ask for (shared by train, compare and record). */
 export function trainOptionsFromFlags(flags: FlagValues): Omit<TrainOptions, 'allocator'> {
@@ -153,7 +175,11 @@ export function trainOptionsForHere(command: string, flags: FlagValues, gpu: boo
   return options;
 }
 
-export function runTrain(argv: readonly string[]): number {
+/**
+ * `gpumem train`. With --devices it trains over several ranks (asynchronously); each rank imports
+ * the built-in strategy packages and `plugins`.
+ */
+export function runTrain(argv: readonly string[], plugins: readonly string[] = []): number | Promise<number> {
   const flags = parseFlags(argv, trainFlags, 'train');
   if (flags.help) {
     process.stdout.write(trainUsage);
@@ -163,6 +189,11 @@ export function runTrain(argv: readonly string[]): number {
   const spec = allocatorFromFlags('train', flags);
   const bar = new ProgressBar();
   const options = trainOptionsForHere('train', flags, hasCudaDevice());
+  const devices = devicesFromFlags('train', flags);
+  if (devices === undefined && (flags.communicator !== undefined || flags.timeout !== undefined)) {
+    throw new UsageError(`gpumem train: '--${flags.communicator !== undefined ? 'communicator' : 'timeout'}' goes with '--devices'`);
+  }
+  if (devices !== undefined) return runTrainDistributed(flags, spec, options, devices, plugins, bar);
   let result: TrainResult;
   try {
     result = train({
@@ -175,11 +206,43 @@ export function runTrain(argv: readonly string[]): number {
     if (e instanceof RangeError || e instanceof TypeError) throw new UsageError(`gpumem train: ${e.message}`);
     throw e;
   }
+  writeResult(result, flags);
+  return 0;
+}
+
+function writeResult(result: TrainResult, flags: FlagValues): void {
   process.stdout.write(`${formatResult(result)}\n`);
   if (flags.json) {
     writeFileSync(flags.json as string, `${JSON.stringify(result, null, 2)}\n`);
     process.stdout.write(`wrote ${String(flags.json)}\n`);
   }
+}
+
+async function runTrainDistributed(
+  flags: FlagValues,
+  spec: AllocatorSpec,
+  options: Omit<TrainOptions, 'allocator'>,
+  devices: number | number[],
+  plugins: readonly string[],
+  bar: ProgressBar,
+): Promise<number> {
+  let result: TrainResult;
+  try {
+    result = await trainDistributed({
+      ...options,
+      allocator: spec.name,
+      allocatorOptions: spec.options,
+      devices,
+      ...(flags.communicator !== undefined ? { communicator: flags.communicator as 'nccl' | 'host' } : {}),
+      ...(flags.timeout !== undefined ? { timeoutMs: flags.timeout as number } : {}),
+      imports: [...builtInStrategyPackages, ...plugins],
+      onProgress: (p) => bar.update(`epoch ${p.epoch + 1}/${p.epochs}`, p.step, p.steps),
+    });
+  } catch (e) {
+    if (e instanceof RangeError || e instanceof TypeError) throw new UsageError(`gpumem train: ${e.message}`);
+    throw e;
+  }
+  writeResult(result, flags);
   return 0;
 }
 
@@ -198,5 +261,20 @@ export function formatResult(r: TrainResult): string {
       `${e.upstreamAllocCalls} / ${e.upstreamFreeCalls}`,
     ]),
   );
-  return `${title}\n${table}`;
+  if (!r.ranks) return `${title}\n${table}`;
+  const ranks = formatTable(
+    ['rank', 'device', 'mean epoch', 'peak allocated', 'peak reserved', 'remote rows read (fwd / bwd)'],
+    r.ranks.map((k) => {
+      const meanMs = k.epochs.reduce((a, e) => a + e.epochMs, 0) / Math.max(k.epochs.length, 1);
+      return [
+        String(k.rank),
+        k.device,
+        `${meanMs.toFixed(1)} ms`,
+        formatBytes(Math.max(...k.epochs.map((e) => e.peakAllocatedBytes))),
+        formatBytes(Math.max(...k.epochs.map((e) => e.peakReservedBytes))),
+        k.remoteRows ? `${k.remoteRows.forward.toLocaleString('en-US')} / ${k.remoteRows.backward.toLocaleString('en-US')} of ${k.remoteRows.remote.toLocaleString('en-US')}` : '-',
+      ];
+    }),
+  );
+  return `${title}, ${r.ranks.length} ranks (${r.communicator ?? 'nccl'} communicator)\n${table}\nper rank (epoch time and peaks of each device):\n${ranks}`;
 }

@@ -1,0 +1,93 @@
+/**
+ * The GCN's full-batch epoch on one rank of several: the graph split by rows (GraphPart), the
+ * model's collectives through the rank's communicator (PartitionedGcn). Each rank's records hold
+ * its own rows' share: the launcher's side sums them into the run's (see combineRanks).
+ * @module
+ */
+import type { Communicator } from '@gpumem/distributed';
+import type { Runtime } from './runtime.js';
+import { gcnDefaults } from './defaults.js';
+import { Adam, softmaxCrossEntropy } from './nn.js';
+import { PartitionedGcn } from './models/gcn-partitioned.js';
+import { partitionGraph, type GraphPart } from './datasets/graph-part.js';
+import type { Graph } from './datasets/graphs.js';
+import { beginEpoch, epochStats } from './train-common.js';
+import type { EpochRecord, RankShare, TrainOptions } from './train-types.js';
+
+/** Epoch records of this rank, each with its share of the loss and counts. */
+export function trainGcnPartitioned(
+  rt: Runtime,
+  o: TrainOptions,
+  graph: Graph,
+  hidden: number,
+  epochs: number,
+  seed: number,
+  comm: Communicator,
+  onEpoch: (record: EpochRecord & { share: RankShare }) => void,
+): { parameters: number; remoteRows: GraphPart['remoteRows'] } {
+  const part = partitionGraph(rt, graph, comm);
+  const model = new PartitionedGcn(rt, comm, part.numFeatures, hidden, part.numClasses, o.dropout ?? gcnDefaults.dropout, seed);
+  const optimizer = new Adam(rt, model.params, o.lr ?? gcnDefaults.lr);
+  const { allocator } = rt;
+  const n = part.numNodes;
+  // this rank's rows of the training mask [0, trainNodes) and of the rest
+  const trainRows = Math.max(0, Math.min(part.trainNodes - part.start, part.count));
+  const restRows = part.count - trainRows;
+  const weight = part.trainNodes > 0 ? trainRows / part.trainNodes : 0;
+  try {
+    for (let epoch = 0; epoch < epochs; epoch++) {
+      const { before, t0 } = beginEpoch(rt);
+      const scalars = rt.scope(() => {
+        const out = rt.zeros([2], 'i32'); // [loss as f32 bits, correct] of this rank's training rows
+        rt.tag('forward');
+        const logits = model.forward(part, true, seed + 7, epoch * n * hidden);
+        rt.tag('loss');
+        const dLogits = trainRows > 0 ? softmaxCrossEntropy(rt, logits, part.labels, trainRows, out.ptr, out.ptr + 4) : rt.zeros(logits.shape);
+        logits.dispose();
+        rt.tag('backward');
+        model.backward(dLogits, part, weight);
+        rt.tag('optimizer');
+        optimizer.step();
+        return rt.keep(out);
+      });
+      rt.synchronize();
+      const epochMs = performance.now() - t0;
+      const stats = epochStats(allocator, before);
+      o.onStep?.(epoch, allocator.stats());
+      const raw = scalars.toArray() as Int32Array;
+      scalars.dispose();
+      const loss = new Float32Array(raw.buffer, 0, 1)[0]!;
+      rt.tag('validation');
+      const evalCorrect = evaluate(rt, model, part, trainRows, restRows, seed);
+      onEpoch({
+        epoch,
+        startMs: t0,
+        epochMs,
+        loss,
+        losses: [loss],
+        trainAccuracy: trainRows > 0 ? raw[1]! / trainRows : 0,
+        accuracy: restRows > 0 ? evalCorrect / restRows : 0,
+        ...stats,
+        share: { lossWeights: [weight], trainCorrect: raw[1]!, trainCount: trainRows, evalCorrect, evalCount: restRows },
+      });
+      o.onProgress?.({ epoch, epochs, step: 1, steps: 1 });
+    }
+  } finally {
+    rt.synchronize();
+    optimizer.dispose();
+    model.dispose();
+    part.dispose();
+  }
+  return { parameters: model.params.size, remoteRows: part.remoteRows };
+}
+
+/** Correct predictions among this rank's rows outside the training mask (every rank runs the forward: it has collectives). */
+function evaluate(rt: Runtime, model: PartitionedGcn, part: GraphPart, trainRows: number, restRows: number, seed: number): number {
+  return rt.scope(() => {
+    const logits = model.forward(part, false, seed, 0);
+    if (restRows === 0) return 0;
+    const correct = rt.zeros([1], 'i32');
+    rt.ops.accuracy(rt.onDevice, rt.s, logits.rows(trainRows, restRows).ptr, part.labels.rows(trainRows, restRows).ptr, 0, restRows, restRows, part.numClasses, correct.ptr);
+    return correct.toArray()[0] ?? 0;
+  });
+}
