@@ -12,6 +12,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { chromium, type Browser, type Page } from 'playwright-core';
 import { rankRuns, readPeer, renderHtmlReport } from '@gpumem/compare';
 import { sampleCompareResult } from '../packages/compare/src/fixture.js';
+import { sampleDevicesCompareResult } from '../packages/compare/src/fixture-devices.js';
 
 const peerFixture = fileURLToPath(new URL('../packages/compare/src/fixtures/torch-eager.jsonl', import.meta.url));
 const chromiumPath = '/usr/bin/chromium';
@@ -373,6 +374,49 @@ describe.skipIf(!browserAvailable)(
         expect(png.length).toBeGreaterThan(50_000);
       } finally {
         await tieredPage.close();
+      }
+    });
+
+    it('draws a run over several devices as a pair of lines per device, each device in its own colour, on one chart', async () => {
+      const devices = sampleDevicesCompareResult();
+      const opened = await openReport(browser, renderHtmlReport(devices), 'report-devices');
+      try {
+        expect(opened.problems).toEqual({ consoleErrors: [], pageErrors: [], requests: [] });
+        const charts = await opened.page.evaluate(() => {
+          const report = (window as unknown as { gpumemReport: { charts: { kind: string; allocator: string | null; chart: any }[] } }).gpumemReport;
+          return report.charts
+            .filter((c) => c.kind === 'timeline')
+            .map(({ allocator, chart }) => ({
+              allocator,
+              legend: (chart.legend?.legendItems ?? []).map((item: { text: string }) => item.text),
+              datasets: chart.data.datasets.map((d: { label: string; borderColor: string; data: unknown[] }, i: number) => {
+                const meta = chart.getDatasetMeta(i);
+                return {
+                  label: d.label,
+                  color: d.borderColor,
+                  points: d.data.length,
+                  drawn: meta.data.length,
+                  raised: meta.data.filter((p: { y: number }) => p.y < chart.chartArea.bottom - 2).length,
+                };
+              }),
+            }));
+        });
+        expect(charts.map((c) => c.allocator)).toEqual(['pool', 'async']);
+        const pool = charts[0]!;
+        const labels = ['cuda:0 reserved', 'cuda:0 allocated', 'cuda:1 reserved', 'cuda:1 allocated'];
+        expect(pool.datasets.map((d: { label: string }) => d.label)).toEqual(labels);
+        expect(pool.legend).toEqual(labels);
+        pool.datasets.forEach((d: { points: number; drawn: number; raised: number }, i: number) => {
+          const points = devices.runs[0]!.devices![Math.floor(i / 2)]!.timeline.tMs.length;
+          expect(d).toMatchObject({ points, drawn: points, raised: points });
+        });
+        expect(new Set(pool.datasets.map((d: { color: string }) => d.color)).size).toBe(2);
+        expect(charts[1]!.datasets.map((d: { label: string }) => d.label)).toEqual(['reserved', 'allocated']);
+        expect(await opened.page.$$('figure[data-run="0"] table.stats.devices tbody tr')).toHaveLength(2);
+        const png = await opened.page.screenshot({ path: `${artifacts}report-devices.png`, fullPage: true });
+        expect(png.length).toBeGreaterThan(50_000);
+      } finally {
+        await opened.page.close();
       }
     });
 

@@ -5,6 +5,8 @@
  * starts from an empty device, so memory one strategy keeps cached never counts against the next,
  * and a run that breaks its process (a sticky CUDA error, an abort) becomes an error row while the
  * others go on. The cost is a process start and a dataset load per allocator, about a second.
+ * A run over several devices (`train.devices`) is started from here instead: its ranks are
+ * processes of their own (see distributed-run.ts).
  * @module
  */
 import { fork } from 'node:child_process';
@@ -26,10 +28,12 @@ import { allocationTags, train, type Progress, type TrainOptions, type TrainResu
 import type { AllocatorSpec } from './spec.js';
 import type { CompareColumn, CompareResult, CompareRun } from './types.js';
 import { buildTimeline, peakBreakdown, type HostSamples } from './timeline.js';
-import { hasHostTier, hostTierSummary } from './tiers.js';
+import { hasHostTier } from './tiers.js';
 import { mergeRepeats } from './repeat.js';
 import type { PeerRun } from './peer.js';
-import { spreadOf, spreadsOverlap, warmupEpochsOf } from './spread.js';
+import { spreadsOverlap } from './spread.js';
+import { failureRun, messageOf, summariseRun } from './run-summary.js';
+import { isDistributed, runDistributed } from './distributed-run.js';
 
 /** The training configuration shared by every run (everything but the allocator). */
 export type CompareTrainOptions = Omit<TrainOptions, 'allocator' | 'allocatorOptions' | 'onProgress' | 'onStep'>;
@@ -37,13 +41,19 @@ export type CompareTrainOptions = Omit<TrainOptions, 'allocator' | 'allocatorOpt
 export interface CompareOptions {
   train: CompareTrainOptions;
   allocators: AllocatorSpec[];
-  /** Record allocation events for the memory timeline (default true). */
+  /**
+   * Record allocation events for the memory timeline (default true). Runs over several devices
+   * (`train.devices`) record none: their devices' timelines are sampled from the ranks' stats.
+   */
   record?: boolean;
   /** The ring buffer's size in events (default 2^20); older events are dropped past it. */
   trackingCapacity?: number;
-  /** Points kept per timeline series (default 4000): peaks and troughs survive the thinning. */
+  /** Points kept per timeline series (default 4000; per device over several): peaks and troughs survive the thinning. */
   timelinePoints?: number;
-  /** Run each allocator in a child process (default true). */
+  /**
+   * Run each allocator in a child process (default true). A run over several devices starts its
+   * ranks, processes of their own, from this process either way.
+   */
   isolate?: boolean;
   /**
    * Runs of each allocator (default 1), each in a fresh process, interleaved (A B C A B C ...) so
@@ -82,35 +92,6 @@ export interface RunRequest {
 export const defaultTrackingCapacity = 2 ** 20;
 export const defaultTimelinePoints = 4000;
 
-
-
-function failureRun(spec: AllocatorSpec, status: 'oom' | 'error', error: string, stats: AllocatorStats | null, wallMs: number): CompareRun {
-  const tiers = stats ? hostTierSummary(stats.peakAllocatedBytes, stats.peakReservedBytes, [stats], stats) : undefined;
-  return {
-    allocator: spec.label,
-    status,
-    error,
-    epochs: [],
-    medianEpochMs: null,
-    throughput: null,
-    peakAllocatedBytes: stats?.peakAllocatedBytes ?? null,
-    peakReservedBytes: stats?.peakReservedBytes ?? null,
-    overhead: null,
-    ...(tiers ? { tiers } : {}),
-    upstreamAllocCalls: stats?.upstreamAllocCount ?? null,
-    upstreamFreeCalls: stats?.upstreamFreeCount ?? null,
-    oomCount: stats?.oomCount ?? (status === 'oom' ? 1 : 0),
-    finalLoss: null,
-    accuracy: null,
-    stats,
-    wallMs,
-    phases: [],
-    timeline: null,
-    eventsRecorded: 0,
-    eventsDropped: 0,
-  };
-}
-
 /**
  * Bytes in use on the allocator's GPU (cudaMemGetInfo: total − free) that the allocator does not
  * hold; null on the host. The runs of a comparison each have the device to themselves (a child
@@ -120,10 +101,6 @@ function outsideBytes(allocator: Allocator): number | null {
   if (allocator.device.kind !== 'cuda') return null;
   const { freeBytes, totalBytes } = memoryInfo(allocator.device.index);
   return Math.max(0, totalBytes - freeBytes - allocator.stats().reservedBytes);
-}
-
-function messageOf(e: unknown): string {
-  return e instanceof Error ? e.message : String(e);
 }
 
 /** Runs the workload once on one allocator, in this process. Never throws for a failed run. */
@@ -206,45 +183,6 @@ export function runOne(request: RunRequest, onProgress?: (p: Progress) => void):
   return run;
 }
 
-/**
- * One successful run's row, from the trainer's result. `originMs`: when the allocator was created
- * (performance.now()), the timeline's zero.
- */
-function summariseRun(spec: AllocatorSpec, result: TrainResult, stats: AllocatorStats, wallMs: number, originMs: number): CompareRun {
-  const epochs = result.epochs;
-  const warmupEpochs = warmupEpochsOf(epochs.length);
-  const epochSpread = spreadOf(epochs.slice(warmupEpochs).map((e) => e.epochMs));
-  const medianEpochMs = epochSpread?.median ?? null;
-  const peakAllocated = Math.max(...epochs.map((e) => e.peakAllocatedBytes));
-  const peakReserved = Math.max(...epochs.map((e) => e.peakReservedBytes));
-  const last = epochs.at(-1)!;
-  const tiers = hostTierSummary(peakAllocated, peakReserved, epochs.map((e) => e.stats), stats);
-  return {
-    allocator: spec.label,
-    status: 'ok',
-    epochs,
-    warmupEpochs,
-    medianEpochMs,
-    epochSpread,
-    repeats: 1,
-    throughput: medianEpochMs ? result.samplesPerEpoch / (medianEpochMs / 1000) : null,
-    peakAllocatedBytes: peakAllocated,
-    peakReservedBytes: peakReserved,
-    overhead: peakAllocated > 0 ? peakReserved / peakAllocated : null,
-    ...(tiers ? { tiers } : {}),
-    upstreamAllocCalls: stats.upstreamAllocCount,
-    upstreamFreeCalls: stats.upstreamFreeCount,
-    oomCount: stats.oomCount,
-    finalLoss: last.loss,
-    accuracy: last.accuracy,
-    stats,
-    wallMs,
-    phases: epochs.map((e) => ({ name: `epoch ${e.epoch + 1}`, startMs: e.startMs - originMs, endMs: e.startMs - originMs + e.epochMs })),
-    timeline: null,
-    eventsRecorded: 0,
-    eventsDropped: 0,
-  };
-}
 
 const columns: Array<{ column: CompareColumn; value: (r: CompareRun) => number | null; higherIsBetter: boolean }> = [
   { column: 'medianEpochMs', value: (r) => r.medianEpochMs, higherIsBetter: false },
@@ -358,7 +296,8 @@ export async function compareAllocators(o: CompareOptions): Promise<CompareResul
         plugins: o.plugins ?? [],
       };
       const onProgress = o.onProgress ? (p: Progress) => o.onProgress!(spec, p) : undefined;
-      const run = isolate ? await runInChild(request, onProgress) : runOne(request, onProgress);
+      // over several devices the ranks are processes of their own: no child is needed to hold them
+      const run = isDistributed(o.train) ? await runDistributed(request, onProgress) : isolate ? await runInChild(request, onProgress) : runOne(request, onProgress);
       byAllocator[index]!.push(run);
       o.onRunEnd?.(run);
     }

@@ -1,7 +1,8 @@
 /**
  * @gpumem/compare: the same workload under each allocator, one after another in child processes,
- * then one table; memory timelines from tracking events, a self-contained HTML report and a
- * Perfetto (Chrome) trace. Allocator specs (`NAME:key=value`) are parsed here.
+ * then one table; memory timelines from tracking events (or, over several devices, each device's
+ * sampled from its ranks), a self-contained HTML report and a Perfetto (Chrome) trace. Allocator
+ * specs (`NAME:key=value`) are parsed here.
  * @packageDocumentation
  */
 export {
@@ -20,9 +21,11 @@ export { buildTimeline, capTimeline, cleanTimeline, peakBreakdown, alignHostSamp
 export { hasHostTier, hostTierSummary, splitPeak, anyHostTier, anyTierMoves } from './tiers.js';
 export { spreadOf, spreadsOverlap, tieTolerance, warmupEpochsOf, type Spread } from './spread.js';
 export { mergeRepeats } from './repeat.js';
+export { isDistributed, runDistributed, summariseDistributed } from './distributed-run.js';
+export { deviceRun, deviceLabels, devicePeaksText, anyDevices } from './devices.js';
 export { parsePeer, readPeer, peerThroughput, PeerFormatError, type PeerRun } from './peer.js';
 export { parseAllocatorSpec, parseAllocatorList, type AllocatorSpec } from './spec.js';
-export type { CompareResult, CompareRun, CompareColumn, TimelineSeries, RunStatus, HostTierSummary, TierSplit } from './types.js';
+export type { CompareResult, CompareRun, CompareColumn, TimelineSeries, RunStatus, HostTierSummary, TierSplit, DeviceRun } from './types.js';
 export { renderHtmlReport } from './report-html.js';
 export { toChromeTrace, type ChromeTrace, type ChromeTraceEvent } from './trace-json.js';
 export { builtInStrategyPackages, importStrategies } from './strategies.js';

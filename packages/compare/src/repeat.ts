@@ -1,11 +1,13 @@
 /**
  * Pooling repeated runs of one allocator into one row: every repeat's epochs, their warm-up left
- * out of each, one median and spread over all of them; peaks the highest of any repeat.
+ * out of each, one median and spread over all of them; peaks the highest of any repeat (each
+ * device's too, for runs over several devices).
  * @module
  */
 import { spreadOf, warmupEpochsOf } from './spread.js';
 import { splitPeak } from './tiers.js';
 import type { CompareRun } from './types.js';
+import { mergeDeviceRepeats } from './devices.js';
 
 /**
  * One row from the runs of one allocator. A failed repeat makes the row fail (its status, error
@@ -37,6 +39,8 @@ export function mergeRepeats(runs: readonly CompareRun[]): CompareRun {
           peakReserved: splitPeak(peakReservedBytes, Math.max(...tiered.map((r) => r.tiers!.peakReserved.hostBytes))),
         }
       : undefined;
+  // Runs over several devices: each rank's peaks the highest of any repeat.
+  const devices = mergeDeviceRepeats(runs);
   // Throughput from the pooled median: samples per epoch are the same in every repeat.
   const samplesPerEpoch = first.throughput !== null && first.medianEpochMs ? (first.throughput * first.medianEpochMs) / 1000 : null;
   return {
@@ -51,6 +55,7 @@ export function mergeRepeats(runs: readonly CompareRun[]): CompareRun {
     peakReservedBytes,
     overhead: peakAllocatedBytes && peakReservedBytes !== null ? peakReservedBytes / peakAllocatedBytes : null,
     ...(tiers ? { tiers } : {}),
+    ...(devices ? { devices } : {}),
     oomCount: Math.max(...runs.map((r) => r.oomCount)),
     wallMs: runs.reduce((t, r) => t + r.wallMs, 0),
     ...(runs.every((r) => r.outsideAllocator)

@@ -12,7 +12,8 @@ import { formatBytes, formatMs } from '@gpumem/allocator-core';
 import { capTimeline, cleanTimeline } from './timeline.js';
 import { peerThroughput, type PeerRun } from './peer.js';
 import { anyTierMoves, hasHostTier } from './tiers.js';
-import type { CompareColumn, CompareResult, CompareRun, TierSplit, TimelineSeries } from './types.js';
+import { anyDevices, deviceLabels } from './devices.js';
+import type { CompareColumn, CompareResult, CompareRun, DeviceRun, TierSplit, TimelineSeries } from './types.js';
 
 /** At most this many points per timeline series go into the report (peaks are kept). */
 export const MAX_REPORT_TIMELINE_POINTS = 5000;
@@ -107,7 +108,12 @@ function orDash<T>(value: T | null | undefined, format: (v: T) => string): strin
 
 const columns: Column[] = [
   // A spec such as pool:maxReservedBytes=64MiB may break after each ':'.
-  { heading: 'Allocator', numeric: false, cell: (run) => escapeHtml(run.allocator).replace(/:/g, ':<wbr>') },
+  {
+    heading: 'Allocator',
+    numeric: false,
+    cell: (run) =>
+      escapeHtml(run.allocator).replace(/:/g, ':<wbr>') + (run.devices && run.devices.length > 0 ? `<br><small class="devices">over ${run.devices.length} devices</small>` : ''),
+  },
   { heading: 'Status', numeric: false, cell: statusCell },
   { heading: 'Median epoch', subheading: 'min\u2013max', best: 'medianEpochMs', numeric: true, cell: epochCell },
   {
@@ -389,6 +395,20 @@ function eventsNote(run: CompareRun): string {
   return `<p class="note">${formatCount(run.eventsRecorded)} allocator events recorded${dropped}.</p>`;
 }
 
+/** A run over several devices: each device's peaks (and, for the gcn, the other ranks' rows it read), in its chart colour. */
+function deviceTable(devices: readonly DeviceRun[], index: number): string {
+  const names = deviceLabels(devices);
+  const remote = devices.some((d) => d.remoteRows);
+  const rows = devices
+    .map((d, k) => {
+      const read = d.remoteRows ? `${formatCount(d.remoteRows.forward)} / ${formatCount(d.remoteRows.backward)} of ${formatCount(d.remoteRows.remote)}` : DASH;
+      return `<tr><th scope="row"><span class="swatch" style="background:${colorOf(index + k)}"></span>${escapeHtml(names[k]!)}</th><td class="num">${formatBytes(d.peakAllocatedBytes)}</td><td class="num">${formatBytes(d.peakReservedBytes)}</td>${remote ? `<td class="num">${read}</td>` : ''}</tr>`;
+    })
+    .join('');
+  const head = `<thead><tr><td></td><th scope="col" class="num">peak allocated</th><th scope="col" class="num">peak reserved</th>${remote ? '<th scope="col" class="num">remote rows read (fwd / bwd)</th>' : ''}</tr></thead>`;
+  return `<table class="stats devices"><caption>Each device (its allocator's own peaks; the lines are sampled after every step or epoch)</caption>${head}<tbody>${rows}</tbody></table>`;
+}
+
 /** True when a timeline holds the host part of its bytes (a strategy with a host tier). */
 function hasHostTimeline(series: TimelineSeries): boolean {
   return series.hostAllocatedBytes !== undefined && series.hostReservedBytes !== undefined;
@@ -398,6 +418,11 @@ function hasHostTimeline(series: TimelineSeries): boolean {
 function timelineFigure(run: CompareRun, index: number, result: CompareResult): string {
   const caption = `<figcaption><span class="swatch" style="background:${colorOf(index)}"></span>${escapeHtml(run.allocator)}</figcaption>`;
   if (run.status !== 'ok') return `<figure class="timeline failed" data-run="${index}">${caption}${failureHtml(run, result)}</figure>`;
+  if (run.devices && run.devices.length > 0) {
+    return `<figure class="timeline devices" data-run="${index}">${caption}
+<div class="chart-box"><canvas id="timeline-${index}" role="img" aria-label="${escapeHtml(`Allocated and reserved bytes over time on each device, ${run.allocator}`)}"></canvas></div>
+${deviceTable(run.devices, index)}${tierTable(run)}</figure>`;
+  }
   if (run.timeline === null) {
     return `<figure class="timeline empty" data-run="${index}">${caption}<p class="note">No timeline: event recording was off for this run.</p>${tierTable(run)}</figure>`;
   }
@@ -441,6 +466,11 @@ interface ChartData {
     ownYStep: number;
     phases: { name: string; start: number; end: number }[];
     /**
+     * A run over several devices: each device's allocated and reserved bytes, drawn as lines of its
+     * own colour on the run's chart (the run's own t, allocated, reserved and tags are then empty).
+     */
+    devices?: { name: string; color: string; fill: string; t: number[]; allocated: number[]; reserved: number[] }[];
+    /**
      * A strategy with a host tier: its allocated and reserved bytes split into device and host at
      * each point (device = total less host), drawn on a second chart; null for other strategies.
      */
@@ -469,14 +499,71 @@ function roundTo(value: number, digits: number): number {
   return Math.round(value * scale) / scale;
 }
 
+/** Each device's series of a run over several devices, thinned for drawing, in the colours from the run's own on. */
+function deviceSeries(devices: readonly DeviceRun[], index: number): NonNullable<ChartData['timelines'][number]['devices']> {
+  const names = deviceLabels(devices);
+  return devices.map((d, k) => {
+    const series = capTimeline(cleanTimeline(d.timeline), MAX_REPORT_TIMELINE_POINTS);
+    return {
+      name: names[k]!,
+      color: colorOf(index + k),
+      fill: withAlpha(colorOf(index + k), 0.12),
+      t: series.tMs.map((ms) => roundTo(ms / 1000, 6)),
+      allocated: series.allocatedBytes,
+      reserved: series.reservedBytes,
+    };
+  });
+}
+
+/** The chart of a run over several devices: a pair of lines per device on the run's clock, the run's epochs shaded. */
+function devicesTimelineData(run: CompareRun, index: number, devices: readonly DeviceRun[]): ChartData['timelines'][number] {
+  const series = deviceSeries(devices, index);
+  const phases = phasesData(run);
+  let top = 0;
+  let end = 1e-3;
+  for (const d of series) {
+    for (const v of d.allocated) top = Math.max(top, v);
+    for (const v of d.reserved) top = Math.max(top, v);
+    end = Math.max(end, d.t.at(-1) ?? 0);
+  }
+  const own = byteAxis(top);
+  return {
+    canvasId: `timeline-${index}`,
+    allocator: run.allocator,
+    color: colorOf(index),
+    fill: withAlpha(colorOf(index), 0.12),
+    t: [],
+    xTitle: 'time since the ranks were started',
+    allocated: [],
+    reserved: [],
+    xMax: phases.reduce((a, p) => Math.max(a, p.end), end),
+    tags: [],
+    ownYMax: own.max,
+    ownYStep: own.step,
+    phases,
+    devices: series,
+    tiers: null,
+  };
+}
+
+/** A run's epochs in seconds on its timeline's clock (the bands of its charts). */
+function phasesData(run: CompareRun): ChartData['timelines'][number]['phases'] {
+  return (run.phases ?? [])
+    .filter((p) => Number.isFinite(p.startMs) && Number.isFinite(p.endMs) && p.endMs >= p.startMs)
+    .map((p) => ({ name: p.name, start: roundTo(p.startMs / 1000, 6), end: roundTo(p.endMs / 1000, 6) }));
+}
+
 function timelineData(result: CompareResult): ChartData['timelines'] {
   const out: ChartData['timelines'] = [];
   result.runs.forEach((run, index) => {
-    if (run.status !== 'ok' || run.timeline === null) return;
+    if (run.status !== 'ok') return;
+    if (run.devices && run.devices.length > 0) {
+      out.push(devicesTimelineData(run, index, run.devices));
+      return;
+    }
+    if (run.timeline === null) return;
     const series = capTimeline(cleanTimeline(run.timeline), MAX_REPORT_TIMELINE_POINTS);
-    const phases = (run.phases ?? [])
-      .filter((p) => Number.isFinite(p.startMs) && Number.isFinite(p.endMs) && p.endMs >= p.startMs)
-      .map((p) => ({ name: p.name, start: roundTo(p.startMs / 1000, 6), end: roundTo(p.endMs / 1000, 6) }));
+    const phases = phasesData(run);
     const t = series.tMs.map((ms) => roundTo(ms / 1000, 6));
     const xMax = phases.reduce((a, p) => Math.max(a, p.end), Math.max(t.at(-1) ?? 0, 1e-3));
     let top = 0;
@@ -564,8 +651,10 @@ function chartData(result: CompareResult): ChartData {
   const timelines = timelineData(result);
   let top = 0;
   for (const t of timelines) {
-    for (const v of t.allocated) top = Math.max(top, v);
-    for (const v of t.reserved) top = Math.max(top, v);
+    for (const s of [t, ...(t.devices ?? [])]) {
+      for (const v of s.allocated) top = Math.max(top, v);
+      for (const v of s.reserved) top = Math.max(top, v);
+    }
   }
   const axis = byteAxis(top);
   return { yMax: axis.max, yStep: axis.step, timelines, epochChart: epochChartData(result), lossChart: lossChartData(result), spreadChart: spreadChartData(result) };
@@ -652,7 +741,7 @@ figcaption { font-weight: 600; margin-bottom: 6px; }
 .chart-box { position: relative; height: 280px; }
 .chart-box.wide { height: 340px; }
 .chart-box.tiers { height: 240px; margin-top: 8px; }
-table.compare small.tiers { color: var(--muted); font-weight: normal; }
+table.compare small.tiers, table.compare small.devices { color: var(--muted); font-weight: normal; }
 table.stats.tiers thead td, table.stats.tiers thead th { color: var(--muted); padding-bottom: 0; }
 table.stats th.num { text-align: right; }
 .recommendation { border: 1px solid #b9d8c3; background: var(--best-bg); border-radius: 6px; padding: 8px 12px; margin: 0 0 12px; }
@@ -723,30 +812,26 @@ const CLIENT_SCRIPT = `
     return out;
   }
 
-  var charts = [];
-  data.timelines.forEach(function (tl) {
-    var chart = new Chart(document.getElementById(tl.canvasId), {
+  // A stepped line of bytes over time: reserved dashed and shaded (unless 'shade' is false), allocated solid.
+  function bytesLine(label, t, bytes, color, fill, reserved, shade) {
+    return { label: label, data: points(t, bytes), borderColor: color, backgroundColor: reserved ? fill : color,
+             borderWidth: 1.5, borderDash: reserved ? [6, 3] : [], fill: reserved && shade !== false ? 'origin' : false,
+             stepped: true, pointRadius: 0, pointHitRadius: 4 };
+  }
+
+  // A chart of bytes over time on the timeline's clock, with its epochs shaded and its own byte axis.
+  function bytesChart(canvasId, datasets, tl, axis, yTitle, stacked) {
+    return new Chart(document.getElementById(canvasId), {
       type: 'line',
-      data: {
-        datasets: [
-          { label: 'reserved', data: points(tl.t, tl.reserved), borderColor: tl.color, backgroundColor: tl.fill,
-            borderWidth: 1.5, borderDash: [6, 3], fill: 'origin', stepped: true, pointRadius: 0, pointHitRadius: 4, stack: 'reserved' },
-          { label: 'allocated', data: points(tl.t, tl.allocated), borderColor: tl.color, backgroundColor: tl.color,
-            borderWidth: 1.5, fill: false, stepped: true, pointRadius: 0, pointHitRadius: 4, stack: 'allocated' }
-        ].concat(tl.tags.map(function (tag, k) {
-          // the phases that allocated the bytes, stacked: what to shrink
-          return { label: tag.name, data: points(tl.t, tag.bytes), borderColor: tag.color, backgroundColor: tag.color,
-                   borderWidth: 0, fill: k === 0 ? 'origin' : '-1', stepped: true, pointRadius: 0, pointHitRadius: 4, stack: 'phases' };
-        }))
-      },
+      data: { datasets: datasets },
       options: {
         parsing: false, responsive: true, maintainAspectRatio: false,
         interaction: { mode: 'nearest', axis: 'x', intersect: false },
         scales: {
           x: { type: 'linear', min: 0, max: tl.xMax, title: { display: true, text: tl.xTitle },
                ticks: { callback: function (v) { return formatSeconds(v); }, maxTicksLimit: 10 } },
-          y: { min: 0, max: tl.ownYMax, stacked: tl.tags.length > 0, title: { display: true, text: 'bytes' },
-               ticks: { stepSize: tl.ownYStep, callback: axisBytes } }
+          y: { min: 0, max: axis.ownYMax, stacked: stacked, title: { display: true, text: yTitle },
+               ticks: { stepSize: axis.ownYStep, callback: axisBytes } }
         },
         plugins: {
           legend: { position: 'top', align: 'end', labels: { boxWidth: 18 } },
@@ -758,43 +843,40 @@ const CLIENT_SCRIPT = `
         }
       }
     });
+  }
+
+  var charts = [];
+  data.timelines.forEach(function (tl) {
+    var datasets;
+    if (tl.devices) {
+      // a run over several devices: each device's reserved (dashed) and allocated bytes, in its own colour
+      datasets = [];
+      tl.devices.forEach(function (d) {
+        datasets.push(bytesLine(d.name + ' reserved', d.t, d.reserved, d.color, d.fill, true, false),
+                      bytesLine(d.name + ' allocated', d.t, d.allocated, d.color, d.fill, false));
+      });
+    } else {
+      var reserved = bytesLine('reserved', tl.t, tl.reserved, tl.color, tl.fill, true);
+      var allocated = bytesLine('allocated', tl.t, tl.allocated, tl.color, tl.fill, false);
+      reserved.stack = 'reserved';
+      allocated.stack = 'allocated';
+      datasets = [reserved, allocated].concat(tl.tags.map(function (tag, k) {
+        // the phases that allocated the bytes, stacked: what to shrink
+        return { label: tag.name, data: points(tl.t, tag.bytes), borderColor: tag.color, backgroundColor: tag.color,
+                 borderWidth: 0, fill: k === 0 ? 'origin' : '-1', stepped: true, pointRadius: 0, pointHitRadius: 4, stack: 'phases' };
+      }));
+    }
+    var chart = bytesChart(tl.canvasId, datasets, tl, tl, tl.devices ? 'bytes per device' : 'bytes', tl.tags.length > 0);
     charts.push({ kind: 'timeline', allocator: tl.allocator, canvasId: tl.canvasId, chart: chart, timeline: tl });
     var tiers = tl.tiers;
     if (tiers) {
       // a strategy with a host tier: device (the run's colour) and host bytes, each on its own
-      var tierChart = new Chart(document.getElementById(tiers.canvasId), {
-        type: 'line',
-        data: {
-          datasets: [
-            { label: 'device reserved', data: points(tl.t, tiers.deviceReserved), borderColor: tl.color, backgroundColor: tl.fill,
-              borderWidth: 1.5, borderDash: [6, 3], fill: 'origin', stepped: true, pointRadius: 0, pointHitRadius: 4 },
-            { label: 'device allocated', data: points(tl.t, tiers.deviceAllocated), borderColor: tl.color, backgroundColor: tl.color,
-              borderWidth: 1.5, fill: false, stepped: true, pointRadius: 0, pointHitRadius: 4 },
-            { label: 'host reserved', data: points(tl.t, tiers.hostReserved), borderColor: tiers.hostColor, backgroundColor: tiers.hostFill,
-              borderWidth: 1.5, borderDash: [6, 3], fill: 'origin', stepped: true, pointRadius: 0, pointHitRadius: 4 },
-            { label: 'host allocated', data: points(tl.t, tiers.hostAllocated), borderColor: tiers.hostColor, backgroundColor: tiers.hostColor,
-              borderWidth: 1.5, fill: false, stepped: true, pointRadius: 0, pointHitRadius: 4 }
-          ]
-        },
-        options: {
-          parsing: false, responsive: true, maintainAspectRatio: false,
-          interaction: { mode: 'nearest', axis: 'x', intersect: false },
-          scales: {
-            x: { type: 'linear', min: 0, max: tl.xMax, title: { display: true, text: tl.xTitle },
-                 ticks: { callback: function (v) { return formatSeconds(v); }, maxTicksLimit: 10 } },
-            y: { min: 0, max: tiers.ownYMax, title: { display: true, text: 'bytes by tier' },
-                 ticks: { stepSize: tiers.ownYStep, callback: axisBytes } }
-          },
-          plugins: {
-            legend: { position: 'top', align: 'end', labels: { boxWidth: 18 } },
-            tooltip: { callbacks: {
-              title: function (items) { return items.length ? formatSeconds(items[0].parsed.x) : ''; },
-              label: function (item) { return item.dataset.label + ': ' + formatBytes(item.parsed.y, 2, false); }
-            } },
-            epochBands: { phases: tl.phases }
-          }
-        }
-      });
+      var tierChart = bytesChart(tiers.canvasId, [
+        bytesLine('device reserved', tl.t, tiers.deviceReserved, tl.color, tl.fill, true),
+        bytesLine('device allocated', tl.t, tiers.deviceAllocated, tl.color, tl.fill, false),
+        bytesLine('host reserved', tl.t, tiers.hostReserved, tiers.hostColor, tiers.hostFill, true),
+        bytesLine('host allocated', tl.t, tiers.hostAllocated, tiers.hostColor, tiers.hostFill, false)
+      ], tl, tiers, 'bytes by tier', false);
       charts.push({ kind: 'tiers', allocator: tl.allocator, canvasId: tiers.canvasId, chart: tierChart, timeline: tl });
     }
   });
@@ -939,6 +1021,10 @@ ${notesHtml(result)}</section>
 and its own byte scale.${result.replay ? '' : ' Shaded bands are epochs.'}${
     data.timelines.some((t) => t.tiers)
       ? ' A strategy with a host tier has a second chart splitting its bytes into device (its colour) and host (teal), each tier on its own line; its host part is sampled after each training step.'
+      : ''
+  }${
+    anyDevices(result.runs)
+      ? " A run over several devices has a pair of lines per device, sampled from the device's allocator after every training step (mlp) or epoch (gcn) on one clock for all its ranks; its epochs span the first rank's start to the last rank's end."
       : ''
   }
 <label class="scale-toggle"><input type="checkbox" id="shared-scale"> same byte scale on every chart</label></p>

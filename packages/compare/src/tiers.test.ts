@@ -275,7 +275,7 @@ describe('the report of a comparison with a tiered run', () => {
     });
     expect(Math.max(...tl.tiers!.deviceAllocated)).toBe(128 * MiB);
     // the legend's series are named in the page's script, for every tier chart
-    for (const label of ['device reserved', 'device allocated', 'host reserved', 'host allocated']) expect(html).toContain(`label: '${label}'`);
+    for (const label of ['device reserved', 'device allocated', 'host reserved', 'host allocated']) expect(html).toContain(`bytesLine('${label}'`);
     expect(figure(html, 4)).toContain('class="timeline tiered"');
     for (const i of [0, 1, 2]) {
       expect(figure(html, i)).not.toContain('-tiers"');

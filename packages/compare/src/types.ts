@@ -11,7 +11,7 @@ import type { PeerRun } from './peer.js';
 
 /** Allocated and reserved bytes over time (same length arrays, time ascending). */
 export interface TimelineSeries {
-  /** Milliseconds since the run's allocator was created. */
+  /** Milliseconds since the run's allocator was created (a device of a run over several: since the ranks were started). */
   tMs: number[];
   allocatedBytes: number[];
   reservedBytes: number[];
@@ -102,7 +102,11 @@ export interface CompareRun {
   wallMs: number;
   /** Allocated and reserved bytes over time, from the recorded events; null when recording was off. */
   timeline: TimelineSeries | null;
-  /** Each epoch's span, on the timeline's clock (milliseconds since the allocator was created). */
+  /**
+   * Each epoch's span, on the timeline's clock (milliseconds since the allocator was created; for a
+   * run over several devices, since the ranks were started: from the first rank's start of the epoch
+   * to the last rank's end).
+   */
   phases: { name: string; startMs: number; endMs: number }[];
   /**
    * GPU memory the process used outside the allocator (the CUDA context, kernels, cuBLAS's handle
@@ -117,6 +121,33 @@ export interface CompareRun {
   eventsDropped: number;
   /** Cells of the result's {@link CompareResult.extraColumns}, by column key (`gpumem replay`). */
   extra?: Record<string, ExtraCell>;
+  /**
+   * A run over several devices (`--devices`): each rank's device, its peaks and its memory over
+   * time, in rank order. The run's own figures are then combined: the slowest rank's epoch times,
+   * the largest peaks and upstream calls of any one device. Such a run records no allocation events
+   * (its `timeline` is null): each device's timeline is sampled from its allocator's stats.
+   */
+  devices?: DeviceRun[];
+}
+
+/** One rank of a run over several devices (see {@link CompareRun.devices}). */
+export interface DeviceRun {
+  rank: number;
+  /** The rank's device, e.g. "cuda:1", or "host". */
+  device: string;
+  /** The highest over the rank's epochs (its allocator's own peaks). */
+  peakAllocatedBytes: number;
+  peakReservedBytes: number;
+  /**
+   * The rank's allocated and reserved bytes, sampled after every training step (mlp) or epoch
+   * (gcn), in milliseconds since the ranks were started (one clock for every rank of the run).
+   * Samples miss what a step allocates and frees within itself: the peaks above are exact.
+   */
+  timeline: TimelineSeries;
+  /** Each of the rank's epochs, on the timeline's clock. */
+  phases: { name: string; startMs: number; endMs: number }[];
+  /** gcn: the other ranks' rows this rank's edges read (forward, backward) of the `remote` rows owned elsewhere. */
+  remoteRows?: { forward: number; backward: number; remote: number };
 }
 
 /** A column beyond the built-in ones (`gpumem replay`'s minimum capacity, fragmentation at peak, ...). */

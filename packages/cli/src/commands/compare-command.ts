@@ -4,15 +4,16 @@
  * @module
  */
 import { writeFileSync } from 'node:fs';
-import { deviceProperties, formatBytes, hasCudaDevice, listAllocators, strategyInfo } from '@gpumem/allocator-core';
+import { deviceCount, deviceProperties, formatBytes, hasCudaDevice, listAllocators, strategyInfo } from '@gpumem/allocator-core';
 import { compareAllocators, PeerFormatError, peerThroughput, readPeer, type CompareTrainOptions, type PeerRun } from '@gpumem/compare';
 import { parseAllocatorList, type AllocatorSpec } from '@gpumem/compare';
 import { anyHostTier, anyTierMoves, type CompareResult, type CompareRun, type TierSplit } from '@gpumem/compare';
+import { anyDevices, devicePeaksText } from '@gpumem/compare';
 import { renderHtmlReport } from '@gpumem/compare';
 import { toChromeTrace } from '@gpumem/compare';
 import { commonDefaults, gcnDefaults, graphDefaults, mlpDefaults, mlpHiddenWidths } from '@gpumem/gnn';
 import { flagHelp, formatTable, parseFlags, ProgressBar, UsageError, type FlagSpec } from './args.js';
-import { trainFlags, trainOptionsForHere } from './train-command.js';
+import { devicesFromFlags, trainFlags, trainOptionsForHere } from './train-command.js';
 import { checkOutputFlags } from './output-paths.js';
 
 const { allocator: _allocator, json: _json, help: _help, ...sharedTrainFlags } = trainFlags;
@@ -52,6 +53,14 @@ process becomes an error row. Without a GPU it runs the host strategies with the
 mlp on a subset of MNIST (2048 training and 1000 test images) unless --train-subset/--test-subset
 say otherwise.
 
+With --devices (N ranks, or a list of CUDA ordinals; --communicator and --timeout as for gpumem
+train) each run trains over several devices, one process per rank, as gpumem train --devices does.
+Its row shows the slowest rank's epoch times and the largest peaks of any one device, a line under
+the table each device's peaks, the JSON a 'devices' array, and the report and the trace each
+device's allocated and reserved bytes over time, sampled after every step (mlp) or epoch (gcn):
+allocation events are not recorded over several devices. Strategies over host memory (e.g. host)
+run their ranks on the host with the host communicator.
+
 ${flagHelp(compareFlags)}
 
 Examples:
@@ -62,6 +71,8 @@ Examples:
   gpumem compare --allocators pool,pool:maxReservedBytes=64MiB,async:releaseThreshold=0
   gpumem compare --allocators pool,pool:faultInjection.failAfterBytes=64MiB   # an OOM row
   gpumem compare --model mlp --epochs 3 --json mlp.json
+  gpumem compare --model gcn --nodes 2000000 --allocators pool,async --devices 2 --report report.html
+  gpumem compare --model gcn --dataset sbm --allocators host --devices 2   # CPU ranks, host communicator
   python3 bench/peers/mlp_torch.py --epochs 3 > torch-eager.jsonl   # on the GPU host
   gpumem compare --epochs 3 --peer torch-eager.jsonl --report report.html
 `;
@@ -99,9 +110,31 @@ function chooseAllocators(list: string | undefined, gpu: boolean): AllocatorSpec
   return specs;
 }
 
+/**
+ * The result's device line: the GPU's name and the ordinals the runs use (cuda:0 for one), or the
+ * host. A list of ordinals naming a GPU that is not here is a usage error (no run could use it).
+ */
+function describeDevice(gpu: boolean, devices: number | number[] | undefined): string {
+  if (Array.isArray(devices)) {
+    const count = gpu ? deviceCount() : 0;
+    const missing = devices.find((d) => d >= count);
+    if (missing !== undefined) throw new UsageError(`gpumem compare: '--devices' names cuda:${missing}, and ${count === 0 ? 'no CUDA device is' : `only cuda:0 to cuda:${count - 1} are`} here`);
+  }
+  if (!gpu) return 'host (CPU kernels)';
+  const ordinals = devices === undefined ? [0] : typeof devices === 'number' ? Array.from({ length: devices }, (_, i) => i) : [...new Set(devices)];
+  return `${deviceProperties(0).name} (${ordinals.map((o) => `cuda:${o}`).join(', ')})`;
+}
+
+/** `, over 2 devices` or `, over cuda:0,0 (host communicator)`: where a run over several devices trains; empty for one. */
+function describeDevices(t: CompareTrainOptions): string {
+  if (t.devices === undefined || t.devices === 1) return '';
+  const where = typeof t.devices === 'number' ? `${t.devices} devices` : `cuda:${t.devices.join(',')}`;
+  return `, over ${where}${t.communicator ? ` (${t.communicator} communicator)` : ''}`;
+}
+
 function describeWorkload(t: CompareTrainOptions): string {
   const epochCount = t.epochs ?? commonDefaults.epochs;
-  const epochs = `${epochCount} epoch${epochCount === 1 ? '' : 's'}`;
+  const epochs = `${epochCount} epoch${epochCount === 1 ? '' : 's'}${describeDevices(t)}`;
   if (t.model === 'mlp') {
     const hidden = mlpHiddenWidths(t.hidden, t.hiddenLayers);
     const batch = t.batchSize ?? mlpDefaults.batchSize;
@@ -183,6 +216,18 @@ function peakText(peak: number | null, split: TierSplit | undefined): string {
   return split ? `${formatBytes(peak)} (${formatBytes(split.deviceBytes)} device + ${formatBytes(split.hostBytes)} host)` : formatBytes(peak);
 }
 
+/**
+ * Under the table of runs over several devices: what their row's figures are, then each run's
+ * devices with their peaks, one line per run.
+ */
+function devicesNotes(runs: readonly CompareRun[]): string[] {
+  if (!anyDevices(runs)) return [];
+  return [
+    `over several devices: epoch times are the slowest rank's; peaks, upstream calls and OOMs the largest of any one device`,
+    ...runs.filter((r) => r.devices && r.devices.length > 0).map((r) => `${r.allocator} per device (peak allocated / reserved): ${devicePeaksText(r.devices!)}`),
+  ];
+}
+
 /** Where the bytes-moved column goes when some run moved bytes between its tiers: after reserved/alloc. */
 const movedColumnAt = 7;
 
@@ -232,6 +277,7 @@ export function formatCompareTable(result: CompareResult): string {
       ? [`device + host: a strategy with a host tier; the host part of a peak is the host tier's own peak, the device part the rest (the total is what is ranked)`]
       : []),
     ...(moves ? [`moved to host / device: bytes the strategy moved between its tiers over the run`] : []),
+    ...devicesNotes(result.runs),
     ...(result.notes ?? []),
     ...((result.peers ?? []).length > 0 ? [`peer: another framework's run of the same workload (--peer), shown for reference and not ranked`] : []),
     ...failures,
@@ -252,9 +298,20 @@ export async function runCompare(argv: readonly string[], plugins: readonly stri
   const model = flags.model as 'mlp' | 'gcn';
   if ((flags.repeat as number) > 1 && flags.inline === true) throw new UsageError(`gpumem compare: '--repeat' needs a fresh process per run; drop '--inline'`);
   const given = trainOptionsForHere('compare', flags, gpu);
-  const trainOptions: CompareTrainOptions = { ...given, epochs: given.epochs ?? defaultCompareEpochs };
+  const devices = devicesFromFlags('compare', flags);
+  if (devices === undefined && (flags.communicator !== undefined || flags.timeout !== undefined)) {
+    throw new UsageError(`gpumem compare: '--${flags.communicator !== undefined ? 'communicator' : 'timeout'}' goes with '--devices'`);
+  }
+  if (devices !== undefined && flags.inline === true) throw new UsageError(`gpumem compare: '--inline' does not go with '--devices': each rank is a process of its own`);
+  const trainOptions: CompareTrainOptions = {
+    ...given,
+    epochs: given.epochs ?? defaultCompareEpochs,
+    ...(devices !== undefined ? { devices } : {}),
+    ...(flags.communicator !== undefined ? { communicator: flags.communicator as 'nccl' | 'host' } : {}),
+    ...(flags.timeout !== undefined ? { timeoutMs: flags.timeout as number } : {}),
+  };
 
-  const device = gpu ? `${deviceProperties(0).name} (cuda:0)` : 'host (CPU kernels)';
+  const device = describeDevice(gpu, devices);
   const bar = new ProgressBar();
   const result = await compareAllocators({
     train: trainOptions,
