@@ -1,0 +1,206 @@
+#!/usr/bin/env node
+// bench/multi: the seed GCN on one device and over several ranks, each configuration trained in a
+// fresh process, repeated, interleaved. Per configuration: the median epoch (min–max over every
+// measured epoch of every repeat; each run's first epoch is a warm-up and left out), the speed-up
+// against the first configuration, the largest per-device peak and bytes per node, the last loss,
+// and for runs over ranks the exchange: bytes all-gathered per epoch, the time in those calls and
+// the bandwidth they achieved, against the communicator's own all-gather measured by the same ranks
+// before training (at the exchange's size and at --allgather-bytes). Prints a markdown table and
+// writes JSON.
+//
+//   node bench/multi/run.js --config 'NAME|ALLOCATOR|DEVICES[|COMMUNICATOR]' [--config ...] [--nodes N]
+//                           [--epochs 4] [--repeats 3] [--allgather-bytes 268435456] [--json FILE]
+//
+// DEVICES: '-' for train() on one device (no ranks), a number of ranks, or CUDA ordinals (0,0).
+import { execFileSync } from 'node:child_process';
+import { mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { dirname } from 'node:path';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+const self = fileURLToPath(import.meta.url);
+const usage = `Usage: node bench/multi/run.js --config 'NAME|ALLOCATOR|DEVICES[|COMMUNICATOR]' [--config ...] [options]
+  --config ...            a label, an allocator name, '-' (train() on one device) or a number of ranks or
+                          CUDA ordinals (e.g. 2, or 0,0), and optionally 'nccl' or 'host'; repeat for more
+  --nodes N               nodes of the seed graph, 10 edges each (default 2000000)
+  --epochs E              epochs per run, the first left out (default 4)
+  --repeats R             runs per configuration, interleaved, each in a fresh process (default 3)
+  --allgather-bytes B     also measure the communicator's all-gather at B bytes (default 268435456)
+  --timeout S             seconds a run may take (default 600)
+  --json FILE             where to write the JSON (default bench/multi/out/multi.json)`;
+
+function fail(message) {
+  console.error(`${message}\n${usage}`);
+  process.exit(2);
+}
+
+function integer(text, name, min) {
+  const n = Number(text);
+  if (!Number.isSafeInteger(n) || n < min) fail(`Expected an integer >= ${min} for ${name} but received '${text}'`);
+  return n;
+}
+
+function parseDevices(text) {
+  if (text === '-') return undefined;
+  if (/^\d+$/.test(text)) return integer(text, 'DEVICES', 1);
+  if (/^\d+(,\d+)+$/.test(text)) return text.split(',').map(Number);
+  return fail(`Expected '-', a number or CUDA ordinals for DEVICES but received '${text}'`);
+}
+
+function parseArgs(argv) {
+  const args = { configs: [], nodes: 2_000_000, epochs: 4, repeats: 3, allgatherBytes: 256 * 2 ** 20, timeout: 600, json: 'bench/multi/out/multi.json' };
+  for (let i = 0; i < argv.length; i++) {
+    const a = argv[i];
+    if (a === '--config') {
+      const [name, allocator, devices, communicator] = (argv[++i] ?? '').split('|');
+      if (!name || !allocator || !devices) fail(`Expected NAME|ALLOCATOR|DEVICES[|COMMUNICATOR] for --config but received '${argv[i]}'`);
+      if (communicator !== undefined && communicator !== 'nccl' && communicator !== 'host') fail(`Expected 'nccl' or 'host' for COMMUNICATOR but received '${communicator}'`);
+      args.configs.push({ name, allocator, devices: parseDevices(devices), communicator });
+    } else if (a === '--nodes') args.nodes = integer(argv[++i], '--nodes', 1);
+    else if (a === '--epochs') args.epochs = integer(argv[++i], '--epochs', 2);
+    else if (a === '--repeats') args.repeats = integer(argv[++i], '--repeats', 1);
+    else if (a === '--allgather-bytes') args.allgatherBytes = integer(argv[++i], '--allgather-bytes', 4);
+    else if (a === '--timeout') args.timeout = integer(argv[++i], '--timeout', 1);
+    else if (a === '--json') args.json = argv[++i];
+    else if (a === '-h' || a === '--help') {
+      console.log(usage);
+      process.exit(0);
+    } else fail(`Unknown argument '${a}'`);
+  }
+  if (args.configs.length === 0) fail('Expected at least one --config');
+  return args;
+}
+
+/** The worker: one run in this process, its result as JSON to `out`. */
+async function worker(request, out) {
+  const { builtInStrategyPackages } = await import('@gpumem/compare');
+  for (const m of builtInStrategyPackages) await import(m);
+  const { train, trainDistributed } = await import('@gpumem/gnn');
+  const options = { model: 'gcn', dataset: 'seed', nodes: request.nodes, epochs: request.epochs, allocator: request.allocator };
+  let result;
+  if (request.devices === undefined) result = train(options);
+  else {
+    // the exchange's all-gathers are N x classes floats (10 classes): measure NCCL at that size too
+    const exchangeBytes = Math.ceil(request.nodes / (Array.isArray(request.devices) ? request.devices.length : request.devices)) * (Array.isArray(request.devices) ? request.devices.length : request.devices) * 10 * 4;
+    result = await trainDistributed({
+      ...options,
+      devices: request.devices,
+      ...(request.communicator ? { communicator: request.communicator } : {}),
+      imports: [...builtInStrategyPackages],
+      measureAllGather: [exchangeBytes, request.allgatherBytes],
+    });
+  }
+  writeFileSync(out, JSON.stringify(result));
+}
+
+function median(values) {
+  const s = [...values].sort((a, b) => a - b);
+  return s.length === 0 ? NaN : s.length % 2 ? s[(s.length - 1) / 2] : (s[s.length / 2 - 1] + s[s.length / 2]) / 2;
+}
+
+const GiB = 2 ** 30;
+
+function runOnce(args, config) {
+  const out = join(tmpdir(), `gpumem-multi-${process.pid}-${Date.now()}.json`);
+  const request = { ...config, nodes: args.nodes, epochs: args.epochs, allgatherBytes: args.allgatherBytes };
+  const t0 = Date.now();
+  try {
+    execFileSync(process.execPath, [self, '--worker', JSON.stringify(request), out], { stdio: ['ignore', 'ignore', 'pipe'], timeout: args.timeout * 1000 });
+    const result = JSON.parse(readFileSync(out, 'utf8'));
+    return { ok: true, wallMs: Date.now() - t0, result };
+  } catch (e) {
+    const stderr = String(e.stderr ?? e.message).trim().split('\n').slice(-3).join(' | ');
+    return { ok: false, wallMs: Date.now() - t0, error: stderr };
+  } finally {
+    rmSync(out, { force: true });
+  }
+}
+
+/** Per run: the measured epochs' times, the peak, and the exchange (runs over ranks). */
+function summariseRun(result) {
+  const measured = result.epochs.slice(1);
+  const ranks = result.ranks ?? [];
+  const exchange = ranks.map((r) => {
+    const epochs = (r.exchange ?? []).slice(1); // the first epoch also holds the setup's feature all-gather
+    const gather = epochs.map((e) => e.allGather ?? { calls: 0, bytes: 0, ms: 0 });
+    return { bytes: median(gather.map((g) => g.bytes)), ms: median(gather.map((g) => g.ms)), bench: r.allGatherBench ?? [] };
+  });
+  return {
+    epochMs: measured.map((e) => e.epochMs),
+    peakAllocatedBytes: Math.max(...result.epochs.map((e) => e.peakAllocatedBytes)),
+    loss: result.epochs.at(-1).loss,
+    accuracy: result.epochs.at(-1).accuracy,
+    ranks: ranks.length,
+    exchange,
+  };
+}
+
+function main() {
+  const args = parseArgs(process.argv.slice(2));
+  const runs = args.configs.map(() => []);
+  for (let r = 0; r < args.repeats; r++) {
+    for (const [i, config] of args.configs.entries()) {
+      process.stderr.write(`repeat ${r + 1}/${args.repeats}: ${config.name}\n`);
+      runs[i].push(runOnce(args, config));
+    }
+  }
+  const rows = args.configs.map((config, i) => {
+    const ok = runs[i].filter((x) => x.ok).map((x) => summariseRun(x.result));
+    const errors = runs[i].filter((x) => !x.ok).map((x) => x.error);
+    const times = ok.flatMap((s) => s.epochMs);
+    const ex = ok.flatMap((s) => s.exchange);
+    const benches = ex.flatMap((e) => e.bench);
+    const benchAt = (bytes) => benches.filter((b) => b.bytes === bytes);
+    const exchangeBytes = median(ex.map((e) => e.bytes));
+    const exchangeMs = median(ex.map((e) => e.ms));
+    const ranks = ok[0]?.ranks ?? 0;
+    const achieved = ranks > 1 && exchangeMs > 0 ? ((exchangeBytes / (exchangeMs * 1e6)) * (ranks - 1)) / ranks : undefined;
+    const ncclAtExchange = benches.length ? median(benchAt(benches[0].bytes).map((b) => b.busBandwidth)) : undefined;
+    const ncclLarge = benches.length > 1 ? median(benchAt(benches[1].bytes).map((b) => b.busBandwidth)) : undefined;
+    return {
+      ...config,
+      runs: runs[i].length,
+      failed: errors.length,
+      errors,
+      epochMs: { median: median(times), min: Math.min(...times), max: Math.max(...times), samples: times },
+      peakAllocatedBytes: Math.max(...ok.map((s) => s.peakAllocatedBytes)),
+      bytesPerNode: Math.max(...ok.map((s) => s.peakAllocatedBytes)) / args.nodes,
+      loss: ok.map((s) => s.loss),
+      accuracy: ok.map((s) => s.accuracy),
+      ranks,
+      exchange: ranks > 0 ? { bytesPerEpoch: exchangeBytes, msPerEpoch: exchangeMs, busBandwidthGBs: achieved, ncclAllGatherBusGBs: { atExchangeSize: ncclAtExchange, atLarge: ncclLarge, largeBytes: benches[1]?.bytes } } : undefined,
+    };
+  });
+  const base = rows[0].epochMs.median;
+  const fmt = (x, d = 1) => (x === undefined || Number.isNaN(x) ? '-' : x.toFixed(d));
+  const lines = [
+    `seed GCN, ${args.nodes.toLocaleString('en-US')} nodes, ${args.epochs} epochs (first left out), ${args.repeats} repeats`,
+    '',
+    '| config | allocator | devices | epoch ms, median (min–max) | speed-up | peak/device | B/node | loss | all-gather/epoch | its time | achieved bus GB/s | its own all-gather, bus GB/s (same size / large) |',
+    '|---|---|---|---|---|---|---|---|---|---|---|---|',
+    ...rows.map((r) =>
+      [
+        r.name,
+        r.allocator,
+        r.devices === undefined ? '1 (train)' : Array.isArray(r.devices) ? r.devices.join(',') : String(r.devices),
+        r.failed === r.runs ? `failed: ${r.errors[0]}` : `${fmt(r.epochMs.median)} (${fmt(r.epochMs.min)}–${fmt(r.epochMs.max)})`,
+        `${fmt(base / r.epochMs.median, 2)}x`,
+        `${fmt(r.peakAllocatedBytes / GiB, 2)} GiB`,
+        fmt(r.bytesPerNode, 0),
+        r.loss.map((l) => l.toFixed(4)).join(' '),
+        r.exchange ? `${fmt(r.exchange.bytesPerEpoch / 2 ** 20, 1)} MiB` : '-',
+        r.exchange ? `${fmt(r.exchange.msPerEpoch, 2)} ms` : '-',
+        fmt(r.exchange?.busBandwidthGBs),
+        r.exchange ? `${fmt(r.exchange.ncclAllGatherBusGBs.atExchangeSize)} / ${fmt(r.exchange.ncclAllGatherBusGBs.atLarge)}` : '-',
+      ].join(' | '),
+    ).map((l) => `| ${l} |`),
+  ];
+  console.log(lines.join('\n'));
+  mkdirSync(dirname(args.json), { recursive: true });
+  writeFileSync(args.json, `${JSON.stringify({ args, rows, runs }, null, 2)}\n`);
+  console.log(`\nwrote ${args.json}`);
+}
+
+if (process.argv[2] === '--worker') await worker(JSON.parse(process.argv[3]), process.argv[4]);
+else main();
