@@ -73,7 +73,9 @@ describe.skipIf(!gpuAvailable)(gpuTitle('several ranks on one GPU with the host 
   it('the mlp data parallel over 2 ranks on cuda:0 matches train()', async () => {
     const one = train(mlp);
     const two = await trainDistributed({ ...mlp, devices: [0, 0], communicator: 'host' });
-    expectClose(two, one, 1e-4);
+    // 200 SGD steps whose gradients are summed in another order (two slices' products, then their
+    // sum): the step losses drift apart by up to 1.3e-4 relative on an H100; 1e-3 is the stated bound
+    expectClose(two, one, 1e-3);
   });
 
   it('refuses CUDA graphs with the host communicator, in the rank, with a clear error', async () => {
@@ -92,6 +94,6 @@ describe.skipIf(!twoGpus)(twoTitle('training over two GPUs with NCCL'), () => {
   it('the mlp data parallel over cuda:0 and cuda:1, captured, matches train()', async () => {
     const one = train({ ...mlp, cudaGraph: true });
     const two = await trainDistributed({ ...mlp, cudaGraph: true, devices: 2 });
-    expectClose(two, one, 1e-4);
+    expectClose(two, one, 1e-3); // reduction order, as with two ranks on one GPU
   });
 });

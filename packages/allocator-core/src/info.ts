@@ -5,7 +5,7 @@
  */
 import { listAllocators, type StrategyInfo } from './registry.js';
 import { formatBytes } from './format.js';
-import { loadNative, type NativeDeviceProperties } from './native.js';
+import { loadNative, type NativeDeviceProperties, type NativeNcclLibrary } from './native.js';
 import { deviceStatus } from './device.js';
 import { formatPeerMatrix, peerTopology, type PeerTopology } from './topology.js';
 
@@ -20,6 +20,8 @@ export interface SystemInfo {
   topology: PeerTopology;
   strategies: Array<StrategyInfo & { available: boolean }>;
   libraries: Array<{ name: string; loadable: boolean; error?: string }>;
+  /** NCCL, for training over several GPUs (loaded at run time: libnccl.so.2 or GPUMEM_NCCL_LIB). */
+  nccl: NativeNcclLibrary;
 }
 
 const libraries = ['libcublas.so.13', 'libcublasLt.so.13', 'libcusparse.so.12'];
@@ -46,6 +48,7 @@ export function systemInfo(): SystemInfo {
       const r = native.canLoadLibrary(name);
       return r.ok ? { name, loadable: true } : { name, loadable: false, error: r.error ?? 'unknown' };
     }),
+    nccl: native.ncclLibrary(),
   };
 }
 
@@ -70,5 +73,8 @@ export function formatSystemInfo(info: SystemInfo): string {
   }
   lines.push('libraries:');
   for (const l of info.libraries) lines.push(`  ${l.name.padEnd(20)} ${l.loadable ? 'loadable' : `not loadable (${l.error})`}`);
+  const { nccl } = info;
+  const ncclVersion = nccl.version ? ` ${Math.floor(nccl.version / 10000)}.${Math.floor((nccl.version % 10000) / 100)}.${nccl.version % 100}` : '';
+  lines.push(`  ${(nccl.path ?? 'libnccl.so.2').padEnd(20)} ${nccl.available ? `loadable (NCCL${ncclVersion}; --devices on GPUs uses it)` : `not loadable (${nccl.reason ?? 'unknown'}): --devices on GPUs needs it`}`);
   return lines.join('\n');
 }

@@ -79,6 +79,7 @@ describe('gpumem info: the topology after the devices', () => {
     topology: topology(2, () => ({ link: 'nvlink', nvlinks: 18 })),
     strategies: [],
     libraries: [],
+    nccl: { available: true, path: 'libnccl.so.2', version: 22803 },
   };
 
   it('prints the matrix between the device lines and the strategies', () => {
@@ -91,6 +92,9 @@ describe('gpumem info: the topology after the devices', () => {
     expect(matrix).toBe(devices + 3); // the two device lines, then the matrix
     expect(strategies).toBeGreaterThan(matrix);
     expect(text).toContain('  cuda:0  X       NV18');
+    expect(text).toMatch(/libnccl\.so\.2 +loadable \(NCCL 2\.28\.3; --devices on GPUs uses it\)$/m);
+    const missing = formatSystemInfo({ ...base, nccl: { available: false, path: 'libnccl.so.2', reason: 'NCCL not found' } });
+    expect(missing).toMatch(/libnccl\.so\.2 +not loadable \(NCCL not found\): --devices on GPUs needs it$/m);
   });
 
   it('says so in one line without devices', () => {

@@ -151,7 +151,12 @@ export function launchRanks<P, R>(o: LaunchOptions<P>): Promise<R[]> {
         else if (m.type === 'result') {
           results[rank] = m.result as R;
           done[rank] = true;
-        } else if (m.type === 'error') fail(rank, m.message);
+        } else if (m.type === 'error') {
+          // a rank stopped by the group's abort names the rank that caused it: the failure is that rank's
+          const cause = /^(?:CommAbortedError: )?aborted: rank (\d+) failed: ([\s\S]*)$/.exec(m.message);
+          if (cause) fail(Number(cause[1]), cause[2]!);
+          else fail(rank, m.message);
+        }
       });
       child.on('error', (e) => fail(rank, `could not start its process: ${e.message}`));
       child.on('exit', (code, signal) => {

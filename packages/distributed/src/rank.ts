@@ -55,7 +55,7 @@ export function runAsRank<P, R>(work: (ctx: RankContext<P>) => R | Promise<R>): 
     })().catch(async (e: unknown) => {
       const err = e instanceof Error ? e : new Error(String(e));
       try {
-        comm?.abort(`rank ${place.rank}: ${err.message}`);
+        comm?.abort(`${err.name}: ${err.message}`);
       } catch {
         // the group may be gone already; the launcher stops it either way
       }
