@@ -5,12 +5,11 @@
  * and a failed one. Deterministic: every call returns an equal, fresh object.
  * @module
  */
-import type { AllocatorStats } from '@gpumem/allocator-core';
 import { combineRanks, type EpochRecord, type RankSamples, type TrainResult } from '@gpumem/gnn';
 import { rankRuns } from './compare.js';
 import { summariseDistributed } from './distributed-run.js';
 import { failureRun } from './run-summary.js';
-import { sampleCompareResult } from './fixture.js';
+import { sampleCompareResult, stats } from './fixture.js';
 import type { CompareResult, CompareRun } from './types.js';
 
 const MiB = 2 ** 20;
@@ -20,20 +19,6 @@ export function sampleRankClockOffset(rank: number): number {
   return 40 + 15 * rank;
 }
 
-function stats(partial: Partial<AllocatorStats>): AllocatorStats {
-  return {
-    allocatedBytes: 0,
-    peakAllocatedBytes: 0,
-    reservedBytes: 0,
-    peakReservedBytes: 0,
-    allocCount: 0,
-    freeCount: 0,
-    upstreamAllocCount: 0,
-    upstreamFreeCount: 0,
-    oomCount: 0,
-    ...partial,
-  };
-}
 
 /**
  * One rank's result and samples: `epochs` epochs of 200 + 20·rank ms after 300 ms of set-up (on its

@@ -82,7 +82,8 @@ function allocatedAt(i: number, epoch: number, noise: number): number {
   return Math.round(weights + activations + noise * 2 * MiB);
 }
 
-function stats(partial: Partial<AllocatorStats>): AllocatorStats {
+/** Allocator stats for fixtures: zeros but for `partial`. */
+export function stats(partial: Partial<AllocatorStats>): AllocatorStats {
   return {
     allocatedBytes: 0,
     peakAllocatedBytes: 0,

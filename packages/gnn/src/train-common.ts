@@ -4,6 +4,7 @@
  */
 import { Stream, hasAllocator, strategyInfo, type Allocator, type AllocatorStats, type Device } from '@gpumem/allocator-core';
 import type { Runtime } from './runtime.js';
+import type { Tensor } from './tensor.js';
 import type { EpochRecord, TrainOptions } from './train-types.js';
 
 export function checkPositiveInt(value: number, name: string): void {
@@ -45,6 +46,26 @@ export function beginEpoch(rt: Runtime): { before: AllocatorStats; t0: number } 
   rt.synchronize();
   rt.allocator.resetPeak();
   return { before: rt.allocator.stats(), t0: performance.now() };
+}
+
+/**
+ * The end of a full-batch epoch's step (the gcn's): waits for it, takes the epoch's time and stats,
+ * calls onStep, and reads the [loss as f32 bits, correct count] the step wrote to `scalars` (freed).
+ */
+export function endFullBatchStep(
+  rt: Runtime,
+  o: Pick<TrainOptions, 'onStep'>,
+  epoch: number,
+  begun: { before: AllocatorStats; t0: number },
+  scalars: Tensor,
+): { epochMs: number; stats: ReturnType<typeof epochStats>; loss: number; correct: number } {
+  rt.synchronize();
+  const epochMs = performance.now() - begun.t0;
+  const stats = epochStats(rt.allocator, begun.before);
+  o.onStep?.(epoch, rt.allocator.stats());
+  const raw = scalars.toArray() as Int32Array;
+  scalars.dispose();
+  return { epochMs, stats, loss: new Float32Array(raw.buffer, 0, 1)[0]!, correct: raw[1]! };
 }
 
 export function epochStats(allocator: Allocator, before: AllocatorStats): Pick<EpochRecord, 'peakAllocatedBytes' | 'peakReservedBytes' | 'upstreamAllocCalls' | 'upstreamFreeCalls' | 'stats'> {

@@ -11,7 +11,7 @@ import { Adam, softmaxCrossEntropy } from './nn.js';
 import { PartitionedGcn } from './models/gcn-partitioned.js';
 import { partitionGraph, type GraphPart } from './datasets/graph-part.js';
 import type { Graph } from './datasets/graphs.js';
-import { beginEpoch, epochStats } from './train-common.js';
+import { beginEpoch, endFullBatchStep } from './train-common.js';
 import type { EpochRecord, RankShare, TrainOptions } from './train-types.js';
 
 /** Epoch records of this rank, each with its share of the loss and counts. */
@@ -28,7 +28,6 @@ export function trainGcnPartitioned(
   const part = partitionGraph(rt, graph, comm);
   const model = new PartitionedGcn(rt, comm, part.numFeatures, hidden, part.numClasses, o.dropout ?? gcnDefaults.dropout, seed);
   const optimizer = new Adam(rt, model.params, o.lr ?? gcnDefaults.lr);
-  const { allocator } = rt;
   const n = part.numNodes;
   // this rank's rows of the training mask [0, trainNodes) and of the rest
   const trainRows = Math.max(0, Math.min(part.trainNodes - part.start, part.count));
@@ -36,7 +35,7 @@ export function trainGcnPartitioned(
   const weight = part.trainNodes > 0 ? trainRows / part.trainNodes : 0;
   try {
     for (let epoch = 0; epoch < epochs; epoch++) {
-      const { before, t0 } = beginEpoch(rt);
+      const begun = beginEpoch(rt);
       const scalars = rt.scope(() => {
         const out = rt.zeros([2], 'i32'); // [loss as f32 bits, correct] of this rank's training rows
         rt.tag('forward');
@@ -50,25 +49,19 @@ export function trainGcnPartitioned(
         optimizer.step();
         return rt.keep(out);
       });
-      rt.synchronize();
-      const epochMs = performance.now() - t0;
-      const stats = epochStats(allocator, before);
-      o.onStep?.(epoch, allocator.stats());
-      const raw = scalars.toArray() as Int32Array;
-      scalars.dispose();
-      const loss = new Float32Array(raw.buffer, 0, 1)[0]!;
+      const { epochMs, stats, loss, correct } = endFullBatchStep(rt, o, epoch, begun, scalars);
       rt.tag('validation');
       const evalCorrect = evaluate(rt, model, part, trainRows, restRows, seed);
       onEpoch({
         epoch,
-        startMs: t0,
+        startMs: begun.t0,
         epochMs,
         loss,
         losses: [loss],
-        trainAccuracy: trainRows > 0 ? raw[1]! / trainRows : 0,
+        trainAccuracy: trainRows > 0 ? correct / trainRows : 0,
         accuracy: restRows > 0 ? evalCorrect / restRows : 0,
         ...stats,
-        share: { lossWeights: [weight], trainCorrect: raw[1]!, trainCount: trainRows, evalCorrect, evalCount: restRows },
+        share: { lossWeights: [weight], trainCorrect: correct, trainCount: trainRows, evalCorrect, evalCount: restRows },
       });
       o.onProgress?.({ epoch, epochs, step: 1, steps: 1 });
     }

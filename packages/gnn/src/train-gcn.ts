@@ -11,7 +11,7 @@ import { featuresToBf16, sbmGraph, seedGraph, type Graph } from './datasets/grap
 import type { Tensor } from './tensor.js';
 import type { Communicator } from '@gpumem/distributed';
 import { trainGcnPartitioned } from './train-gcn-partitioned.js';
-import { beginEpoch, checkPositiveInt, epochStats } from './train-common.js';
+import { beginEpoch, checkPositiveInt, endFullBatchStep } from './train-common.js';
 import type { EpochRecord, TrainOptions, TrainResult } from './train-types.js';
 
 /** The gcn; with `comm`, this rank's part of a run split by rows over the communicator's ranks. */
@@ -52,7 +52,7 @@ export function trainGcn(rt: Runtime, o: TrainOptions, epochs: number, seed: num
   const records: EpochRecord[] = [];
   try {
     for (let epoch = 0; epoch < epochs; epoch++) {
-      const { before, t0 } = beginEpoch(rt);
+      const begun = beginEpoch(rt);
       const scalars = rt.scope(() => {
         const out = rt.zeros([2], 'i32'); // [loss as f32 bits, correct]
         rt.tag('forward');
@@ -66,22 +66,16 @@ export function trainGcn(rt: Runtime, o: TrainOptions, epochs: number, seed: num
         optimizer.step();
         return rt.keep(out);
       });
-      rt.synchronize();
-      const epochMs = performance.now() - t0;
-      const stats = epochStats(allocator, before);
-      o.onStep?.(epoch, allocator.stats());
-      const raw = scalars.toArray() as Int32Array;
-      scalars.dispose();
-      const loss = new Float32Array(raw.buffer, 0, 1)[0]!;
+      const { epochMs, stats, loss, correct } = endFullBatchStep(rt, o, epoch, begun, scalars);
       rt.tag('validation');
       const accuracy = evaluateGcn(rt, model, graph, seed);
       records.push({
         epoch,
-        startMs: t0,
+        startMs: begun.t0,
         epochMs,
         loss,
         losses: [loss],
-        trainAccuracy: raw[1]! / graph.trainNodes,
+        trainAccuracy: correct / graph.trainNodes,
         accuracy,
         ...stats,
       });
