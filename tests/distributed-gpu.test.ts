@@ -92,7 +92,7 @@ describe.skipIf(!gpuAvailable)(gpuTitle('several ranks on one GPU with the host 
     expectDataParallelClose(two, one);
   });
 
-  it('both ranks out of memory: the run stops with the first one's error, and the GPU memory is given back', async () => {
+  it('both ranks out of memory: the run stops with the first error, and the GPU memory is given back', async () => {
     const before = memoryInfo(0).freeBytes;
     const err = await trainDistributed({ ...gcn, allocatorOptions: { limitBytes: 64 * 2 ** 20 }, devices: [0, 0], communicator: 'host', timeoutMs: 120_000 }).catch((e: unknown) => e);
     expect(err).toBeInstanceOf(RankFailedError);
