@@ -654,6 +654,16 @@ describe('ops (CPU): fill, scale', () => {
     expect(Array.from(readF32(px, 33))).toEqual(Array.from(X, (x) => -2 * x));
   });
 
+  it('axpy: Y += alpha * X, rounded once per element (fma)', () => {
+    const X = randf(33, 82);
+    const Y = randf(33, 83);
+    const [px, py] = [f32(X), f32(Y)];
+    ops.axpy(false, 0, 0.5, px, py, 33);
+    expect(Array.from(readF32(py, 33))).toEqual(Array.from(X, (x, i) => Math.fround(0.5 * x + Y[i]!)));
+    expect(() => ops.axpy(false, 0, 1, 0, py, 1)).toThrow(/X/);
+    expect(() => ops.axpy(false, 0, 1, px, py, -1)).toThrow(/n/);
+  });
+
   it('addI32 advances a counter (wrapping like an i32); streamWait has nothing to order on the CPU', () => {
     const p = i32([7]);
     ops.addI32(false, 0, p, 1);

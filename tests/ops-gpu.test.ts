@@ -435,6 +435,16 @@ describe.skipIf(!gpuAvailable)(gpuTitle('ops on the GPU against the CPU referenc
     }
   });
 
+  it('axpy: identical to the CPU (fmaf on both)', () => {
+    const n = 1_000_003;
+    const x = F(randf(n, 91));
+    const y0 = randf(n, 92);
+    const y = F(y0);
+    ops.axpy(false, 0, -1.5, x.h, y.h, n);
+    ops.axpy(true, 0, -1.5, x.d, y.d, n);
+    expectIdentical(y.gpu(), y.cpu(), 'axpy');
+  });
+
   it('randomInts, randomNormal, randomUniform: identical to the CPU bit for bit', () => {
     const n = 1_000_003;
     const seed = 2 ** 40 + 5;

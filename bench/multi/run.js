@@ -2,7 +2,8 @@
 // bench/multi: the seed GCN on one device and over several ranks, each configuration trained in a
 // fresh process, repeated, interleaved. Per configuration: the median epoch (min–max over every
 // measured epoch of every repeat; each run's first epoch is a warm-up and left out), the speed-up
-// against the first configuration, the largest per-device peak and bytes per node, the last loss,
+// against the first configuration, the largest per-device epoch peak and bytes per node, the largest
+// per-device peak of setup (before the first epoch: data and graph), the last loss,
 // and for runs over ranks the exchange: bytes all-gathered per epoch, the time in those calls and
 // the bandwidth they achieved, against the communicator's own all-gather measured by the same ranks
 // before training (at the exchange's size and at --allgather-bytes). Prints a markdown table and
@@ -129,6 +130,7 @@ function summariseRun(result) {
   return {
     epochMs: measured.map((e) => e.epochMs),
     peakAllocatedBytes: Math.max(...result.epochs.map((e) => e.peakAllocatedBytes)),
+    setupPeakAllocatedBytes: result.setupPeakAllocatedBytes ?? NaN,
     loss: result.epochs.at(-1).loss,
     accuracy: result.epochs.at(-1).accuracy,
     ranks: ranks.length,
@@ -166,6 +168,7 @@ function main() {
       epochMs: { median: median(times), min: Math.min(...times), max: Math.max(...times), samples: times },
       peakAllocatedBytes: Math.max(...ok.map((s) => s.peakAllocatedBytes)),
       bytesPerNode: Math.max(...ok.map((s) => s.peakAllocatedBytes)) / args.nodes,
+      setupPeakAllocatedBytes: Math.max(...ok.map((s) => s.setupPeakAllocatedBytes)),
       loss: ok.map((s) => s.loss),
       accuracy: ok.map((s) => s.accuracy),
       ranks,
@@ -177,8 +180,8 @@ function main() {
   const lines = [
     `seed GCN, ${args.nodes.toLocaleString('en-US')} nodes, ${args.epochs} epochs (first left out), ${args.repeats} repeats`,
     '',
-    '| config | allocator | devices | epoch ms, median (min–max) | speed-up | peak/device | B/node | loss | all-gather/epoch | its time | achieved bus GB/s | its own all-gather, bus GB/s (same size / large) |',
-    '|---|---|---|---|---|---|---|---|---|---|---|---|',
+    '| config | allocator | devices | epoch ms, median (min–max) | speed-up | epoch peak/device | B/node | setup peak/device | loss | all-gather/epoch | its time | achieved bus GB/s | its own all-gather, bus GB/s (same size / large) |',
+    '|---|---|---|---|---|---|---|---|---|---|---|---|---|',
     ...rows.map((r) =>
       [
         r.name,
@@ -188,6 +191,7 @@ function main() {
         `${fmt(base / r.epochMs.median, 2)}x`,
         `${fmt(r.peakAllocatedBytes / GiB, 2)} GiB`,
         fmt(r.bytesPerNode, 0),
+        `${fmt(r.setupPeakAllocatedBytes / GiB, 2)} GiB`,
         r.loss.map((l) => l.toFixed(4)).join(' '),
         r.exchange ? `${fmt(r.exchange.bytesPerEpoch / 2 ** 20, 1)} MiB` : '-',
         r.exchange ? `${fmt(r.exchange.msPerEpoch, 2)} ms` : '-',

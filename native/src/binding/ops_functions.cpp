@@ -382,6 +382,14 @@ Napi::Value Scale(const Napi::CallbackInfo& info) {
   });
 }
 
+Napi::Value Axpy(const Napi::CallbackInfo& info) {
+  return run(info, [&] {
+    args a(info, 6, "axpy");
+    ops::axpy(a.flag(0), a.stream(1), a.f32(2, "alpha"), a.ptr<const float>(3, "X"), a.ptr<float>(4, "Y"),
+              a.integer(5, "n"));
+  });
+}
+
 Napi::Value GemmBackend(const Napi::CallbackInfo& info) {
   return guarded(info.Env(), [&] {
     const ops::gemm_backend_info b = ops::gemm_backend();
@@ -471,6 +479,7 @@ void register_ops(Napi::Env env, Napi::Object exports) {
   add("addI32", AddI32);
   add("streamWait", StreamWait);
   add("scale", Scale);
+  add("axpy", Axpy);
   add("gemmBackend", GemmBackend);
   add("bindStreamWorkspace", BindStreamWorkspace);
   add("unbindStreamWorkspace", UnbindStreamWorkspace);

@@ -76,6 +76,10 @@ __global__ void scale_kernel(float alpha, const float* X, float* Y, std::uint64_
   GPUMEM_GRID_STRIDE(i, n) Y[i] = alpha * X[i];
 }
 
+__global__ void axpy_kernel(float alpha, const float* X, float* Y, std::uint64_t n) {
+  GPUMEM_GRID_STRIDE(i, n) Y[i] = fmaf(alpha, X[i], Y[i]);
+}
+
 __global__ void add_i32_kernel(std::int32_t* p, std::int32_t value) {
   *p = static_cast<std::int32_t>(static_cast<std::uint32_t>(*p) + static_cast<std::uint32_t>(value));
 }
@@ -202,6 +206,11 @@ void fill_i32(stream_handle s, std::int32_t* ptr, i64 n, std::int32_t value) {
 void scale(stream_handle s, float alpha, const float* X, float* Y, i64 n) {
   scale_kernel<<<grid_for(u(n)), block_threads, 0, as_cuda(s)>>>(alpha, X, Y, u(n));
   check_launch("scale launch");
+}
+
+void axpy(stream_handle s, float alpha, const float* X, float* Y, i64 n) {
+  axpy_kernel<<<grid_for(u(n)), block_threads, 0, as_cuda(s)>>>(alpha, X, Y, u(n));
+  check_launch("axpy launch");
 }
 
 }  // namespace gpumem::ops::gpu

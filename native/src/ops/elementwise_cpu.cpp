@@ -184,4 +184,13 @@ void scale(bool on_device, stream_handle stream, float alpha, const float* X, fl
   for (i64 i = 0; i < n; ++i) Y[i] = alpha * X[i];
 }
 
+void axpy(bool on_device, stream_handle stream, float alpha, const float* X, float* Y, i64 n) {
+  check::non_negative(n, "n");
+  if (n == 0) return;
+  check::not_null(X, "X");
+  check::not_null(Y, "Y");
+  GPUMEM_OPS_ON_DEVICE(axpy(stream, alpha, X, Y, n));
+  for (i64 i = 0; i < n; ++i) Y[i] = std::fma(alpha, X[i], Y[i]);
+}
+
 }  // namespace gpumem::ops

@@ -122,6 +122,8 @@ void add_i32(bool on_device, stream_handle stream, std::int32_t* ptr, std::int32
 // capture onto waiter or joins it back. On the CPU path (synchronous ops) there is nothing to order.
 void stream_wait(bool on_device, stream_handle waiter, stream_handle signaller);
 void scale(bool on_device, stream_handle stream, float alpha, const float* X, float* Y, i64 n);
+// Y += alpha * X (n values), each Y[i] = fmaf(alpha, X[i], Y[i]) on both paths.
+void axpy(bool on_device, stream_handle stream, float alpha, const float* X, float* Y, i64 n);
 
 // ---------------------------------------------------------------------------------------------
 // Internal: the GPU launchers (defined in the .cu files, only with CUDA), called by the checked
@@ -177,6 +179,7 @@ void fill_i32(stream_handle s, std::int32_t* ptr, i64 n, std::int32_t value);
 void add_i32(stream_handle s, std::int32_t* ptr, std::int32_t value);
 void stream_wait(stream_handle waiter, stream_handle signaller);
 void scale(stream_handle s, float alpha, const float* X, float* Y, i64 n);
+void axpy(stream_handle s, float alpha, const float* X, float* Y, i64 n);
 }  // namespace gpu
 
 }  // namespace gpumem::ops

@@ -97,6 +97,8 @@ export interface NativeOps {
   streamWait(onDevice: boolean, waiter: number, signaller: number): void;
   /** Y = alpha * X (n values); Y may be X. */
   scale(onDevice: boolean, stream: number, alpha: number, X: number, Y: number, n: number): void;
+  /** Y += alpha * X (n values; fmaf on both paths). */
+  axpy(onDevice: boolean, stream: number, alpha: number, X: number, Y: number, n: number): void;
   /** Which matrix product the GPU path uses: 'cublas' or 'tiled' (cuBLAS missing), with the reason. */
   gemmBackend(): { backend: 'cublas' | 'tiled'; reason: string };
 

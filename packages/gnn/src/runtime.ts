@@ -24,6 +24,8 @@ export class Runtime {
   readonly onDevice: boolean;
   readonly stream: Stream;
   readonly ops: NativeOps;
+  /** The allocator's peak allocated bytes before the first epoch (data and graph set up), once one has begun. */
+  setupPeakBytes: number | undefined;
   readonly #scopes: Tensor[][] = [];
   readonly #ownsStream: boolean;
   /** Live tensors made by this runtime (leak checks; dispose() frees what a failed run left). */

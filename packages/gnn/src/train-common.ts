@@ -40,10 +40,11 @@ export function sum(values: ArrayLike<number>): number {
   for (let i = 0; i < values.length; i++) s += values[i]!;
   return s;
 }
-/** Waits for earlier work, resets the allocator's peaks, and starts the epoch's clock. */
+/** Waits for earlier work, resets the allocator's peaks (noting setup's, the first time), and starts the epoch's clock. */
 export function beginEpoch(rt: Runtime): { before: AllocatorStats; t0: number } {
   rt.tag('setup');
   rt.synchronize();
+  rt.setupPeakBytes ??= rt.allocator.stats().peakAllocatedBytes; // the first epoch: what setup took
   rt.allocator.resetPeak();
   return { before: rt.allocator.stats(), t0: performance.now() };
 }

@@ -87,6 +87,15 @@ describe.skipIf(needsBuild)(`training over ranks on the host${needsBuild ? ` (sk
     }
   });
 
+  it('the seed gcn, drawn by rows on every rank, over 2 and 3 ranks matches one device', async () => {
+    const o = { model: 'gcn', dataset: 'seed', allocator: 'host', epochs: 3, nodes: 3000, hidden: 32 } as const;
+    const one = train(o);
+    for (const devices of [2, 3]) {
+      const many = await trainDistributed({ ...o, devices });
+      for (const [i, e] of many.epochs.entries()) relClose(e.loss, one.epochs[i]!.loss, 1e-4);
+    }
+  });
+
   it('the mlp data parallel over 2 ranks matches one device with the same global batch', async () => {
     const o = { model: 'mlp', allocator: 'host', epochs: 2, trainSubset: 640, testSubset: 200, hidden: 64, hiddenLayers: 2, batchSize: 64 } as const;
     const one = train(o);

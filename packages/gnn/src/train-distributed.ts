@@ -133,11 +133,20 @@ export function combineRanks(results: readonly TrainResult[], samples: readonly 
       stats: largest.e.stats,
     };
   });
-  const { remoteRows: _remote, ...base } = first;
+  const { remoteRows: _remote, setupPeakAllocatedBytes: _setup, ...base } = first;
+  const setupPeaks = results.map((r) => r.setupPeakAllocatedBytes).filter((x): x is number => x !== undefined);
   return {
     ...base,
+    ...(setupPeaks.length > 0 ? { setupPeakAllocatedBytes: Math.max(...setupPeaks) } : {}),
     device: results.map((r) => r.device).join(','),
     epochs,
-    ranks: results.map((r, rank) => ({ rank, device: r.device, epochs: r.epochs, samples: samples[rank] ?? { tMs: [], allocatedBytes: [], reservedBytes: [] }, ...(r.remoteRows ? { remoteRows: r.remoteRows } : {}) })),
+    ranks: results.map((r, rank) => ({
+      rank,
+      device: r.device,
+      epochs: r.epochs,
+      samples: samples[rank] ?? { tMs: [], allocatedBytes: [], reservedBytes: [] },
+      ...(r.setupPeakAllocatedBytes !== undefined ? { setupPeakAllocatedBytes: r.setupPeakAllocatedBytes } : {}),
+      ...(r.remoteRows ? { remoteRows: r.remoteRows } : {}),
+    })),
   };
 }

@@ -9,23 +9,21 @@ import type { Runtime } from './runtime.js';
 import { gcnDefaults } from './defaults.js';
 import { Adam, softmaxCrossEntropy } from './nn.js';
 import { PartitionedGcn } from './models/gcn-partitioned.js';
-import { partitionGraph, type GraphPart } from './datasets/graph-part.js';
-import type { Graph } from './datasets/graphs.js';
+import type { GraphPart } from './datasets/graph-part.js';
 import { beginEpoch, endFullBatchStep } from './train-common.js';
 import type { EpochRecord, RankShare, TrainOptions } from './train-types.js';
 
-/** Epoch records of this rank, each with its share of the loss and counts. */
+/** Trains on this rank's part (freed at the end), passing each epoch's record, with its share of the loss and counts, to onEpoch. */
 export function trainGcnPartitioned(
   rt: Runtime,
   o: TrainOptions,
-  graph: Graph,
+  part: GraphPart,
   hidden: number,
   epochs: number,
   seed: number,
   comm: Communicator,
   onEpoch: (record: EpochRecord & { share: RankShare }) => void,
-): { parameters: number; remoteRows: GraphPart['remoteRows'] } {
-  const part = partitionGraph(rt, graph, comm);
+): { parameters: number } {
   const model = new PartitionedGcn(rt, comm, part.numFeatures, hidden, part.numClasses, o.dropout ?? gcnDefaults.dropout, seed);
   const optimizer = new Adam(rt, model.params, o.lr ?? gcnDefaults.lr);
   const n = part.numNodes;
@@ -71,7 +69,7 @@ export function trainGcnPartitioned(
     model.dispose();
     part.dispose();
   }
-  return { parameters: model.params.size, remoteRows: part.remoteRows };
+  return { parameters: model.params.size };
 }
 
 /** Correct predictions among this rank's rows outside the training mask (every rank runs the forward: it has collectives). */

@@ -11,6 +11,8 @@ import { featuresToBf16, sbmGraph, seedGraph, type Graph } from './datasets/grap
 import type { Tensor } from './tensor.js';
 import type { Communicator } from '@gpumem/distributed';
 import { trainGcnPartitioned } from './train-gcn-partitioned.js';
+import { partitionGraph } from './datasets/graph-part.js';
+import { seedGraphPart } from './datasets/seed-graph-part.js';
 import { beginEpoch, checkPositiveInt, endFullBatchStep } from './train-common.js';
 import type { EpochRecord, TrainOptions, TrainResult } from './train-types.js';
 
@@ -31,17 +33,21 @@ export function trainGcn(rt: Runtime, o: TrainOptions, epochs: number, seed: num
   const nodes = o.nodes ?? graphDefault.nodes;
   checkPositiveInt(nodes, 'nodes');
   const { allocator } = rt;
-  const graph: Graph =
-    dataset === 'seed'
-      ? seedGraph(rt, { nodes, edgesPerNode: o.edgesPerNode ?? gcnDefaults.seed.edgesPerNode, features: o.features ?? graphDefault.features, classes: o.classes ?? graphDefault.classes, seed, featureDtype })
-      : sbmGraph(rt, { nodes, classes: o.classes ?? graphDefault.classes, features: o.features ?? graphDefault.features, seed });
-  if (featureDtype === 'bf16') graph.features = featuresToBf16(rt, graph.features);
-  if (aggregation === 'spmm') graph.dropEdgeLists();
+  const seedOptions = { nodes, edgesPerNode: o.edgesPerNode ?? gcnDefaults.seed.edgesPerNode, features: o.features ?? graphDefault.features, classes: o.classes ?? graphDefault.classes, seed, featureDtype };
+  const makeGraph = (): Graph => {
+    const g = dataset === 'seed' ? seedGraph(rt, seedOptions) : sbmGraph(rt, { nodes, classes: o.classes ?? graphDefault.classes, features: o.features ?? graphDefault.features, seed });
+    if (aggregation === 'spmm') g.dropEdgeLists();
+    return g;
+  };
   if (comm) {
+    // the seed graph is drawn by rows (no rank holds it whole); the sbm is made whole, then cut
+    const part = dataset === 'seed' ? seedGraphPart(rt, seedOptions, comm) : partitionGraph(rt, makeGraph(), comm);
     const records: EpochRecord[] = [];
-    const { parameters, remoteRows } = trainGcnPartitioned(rt, o, graph, hidden!, epochs, seed, comm, (r) => records.push(r));
-    return { model: 'gcn', dataset, allocator: allocator.name, device: allocator.device.id, epochs: records, parameters, samplesPerEpoch: nodes, remoteRows };
+    const { parameters } = trainGcnPartitioned(rt, o, part, hidden!, epochs, seed, comm, (r) => records.push(r));
+    return { model: 'gcn', dataset, allocator: allocator.name, device: allocator.device.id, epochs: records, parameters, samplesPerEpoch: nodes, remoteRows: part.remoteRows };
   }
+  const graph = makeGraph();
+  if (featureDtype === 'bf16') graph.features = featuresToBf16(rt, graph.features);
   const dropout = o.dropout ?? gcnDefaults.dropout;
   const model =
     rowBlocks === undefined

@@ -165,6 +165,8 @@ export interface RankRecord {
   device: string;
   epochs: EpochRecord[];
   samples: RankSamples;
+  /** This rank's peak allocated bytes before its first epoch (its data and part of the graph set up). */
+  setupPeakAllocatedBytes?: number;
   /** gcn: rows of other ranks that this rank's edges read (forward: A, backward: Aᵀ), of `remote` rows owned elsewhere. */
   remoteRows?: { forward: number; backward: number; remote: number };
   /** gcn: the collectives of each epoch (training and validation), timed on the rank's stream. */
@@ -187,6 +189,11 @@ export interface TrainResult {
    * the combined loss and accuracy, the slowest rank's time, and the largest per-device peaks.
    */
   ranks?: RankRecord[];
+  /**
+   * Peak allocated bytes before the first epoch: the data and graph being set up (each epoch's
+   * peaks start afresh). Over several devices: the largest of any one device.
+   */
+  setupPeakAllocatedBytes?: number;
   /** gcn, one rank's run of several: the other ranks' rows its edges read (see RankRecord). */
   remoteRows?: RankRecord['remoteRows'];
   /** Runs over several devices: the communicator that carried the collectives. */

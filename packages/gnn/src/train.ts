@@ -45,7 +45,8 @@ export function trainOn(options: TrainOptions, comm?: Communicator): TrainResult
     rt.tag('setup');
     if (!comm) checkTrainingFits(options, allocator); // sizes past the kernels' limits or the memory there: refused before any allocation
     rt.bindWorkspace(rt.stream); // the ops' scratch and cuBLAS workspace come from the run's allocator too
-    return options.model === 'mlp' ? trainMlp(rt, options, epochs, seed, comm) : trainGcn(rt, options, epochs, seed, comm);
+    const result = options.model === 'mlp' ? trainMlp(rt, options, epochs, seed, comm) : trainGcn(rt, options, epochs, seed, comm);
+    return rt.setupPeakBytes === undefined ? result : { ...result, setupPeakAllocatedBytes: rt.setupPeakBytes };
   } finally {
     rt.dispose();
     if (owned) allocator.dispose();

@@ -136,10 +136,10 @@ const bf16Chunk = 1 << 24;
  * The seed's features, N x F standard normal values drawn on the device (a counter-based generator,
  * so drawing them in chunks gives the same values), stored as f32 or rounded to bf16.
  */
-function seedFeatures(rt: Runtime, n: number, f: number, seed: number, dtype: FeatureDtype): Tensor {
+export function seedFeatures(rt: Runtime, n: number, f: number, seed: number, dtype: FeatureDtype, firstRow = 0): Tensor {
   const features = rt.keep(rt.empty([n, f], dtype));
   if (dtype === 'f32') {
-    rt.ops.randomNormal(rt.onDevice, rt.s, features.ptr, n * f, seed, 0);
+    rt.ops.randomNormal(rt.onDevice, rt.s, features.ptr, n * f, seed, firstRow * f);
     return features;
   }
   rt.tagged('setup', () =>
@@ -148,7 +148,7 @@ function seedFeatures(rt: Runtime, n: number, f: number, seed: number, dtype: Fe
       const chunk = rt.empty([Math.min(bf16Chunk, total)]);
       for (let at = 0; at < total; at += bf16Chunk) {
         const count = Math.min(bf16Chunk, total - at);
-        rt.ops.randomNormal(rt.onDevice, rt.s, chunk.ptr, count, seed, at);
+        rt.ops.randomNormal(rt.onDevice, rt.s, chunk.ptr, count, seed, firstRow * f + at);
         rt.ops.f32ToBf16(rt.onDevice, rt.s, chunk.ptr, features.ptr + 2 * at, count);
       }
     }),
@@ -165,8 +165,12 @@ export function featuresToBf16(rt: Runtime, features: Tensor): Tensor {
   return out;
 }
 
-/** The seed's random graph, generated on the runtime's device. */
-export function seedGraph(rt: Runtime, options: SeedGraphOptions): Graph {
+/**
+ * The seed graph's sizes from its options, checked: N nodes, K edges per node, F features, C
+ * classes, the seed and E = N·K edges (edge i runs from randomInts(seed, i) to randomInts(seed, E + i),
+ * both modulo N; node i's features are randomNormal(seed + 1) at i·F.., its label randomInts(seed + 2, i)).
+ */
+export function seedGraphShape(options: SeedGraphOptions): { n: number; k: number; f: number; c: number; seed: number; e: number; dtype: FeatureDtype; trainNodes: number } {
   const n = checkInt(options.nodes, 'nodes', 1, maxIndex);
   const k = checkInt(options.edgesPerNode ?? 10, 'edgesPerNode', 1);
   const f = checkInt(options.features ?? 128, 'features', 1);
@@ -178,6 +182,12 @@ export function seedGraph(rt: Runtime, options: SeedGraphOptions): Graph {
   }
   const dtype = options.featureDtype ?? 'f32';
   if (dtype !== 'f32' && dtype !== 'bf16') throw new RangeError(`Expected 'f32' or 'bf16' for featureDtype but received '${String(dtype)}'`);
+  return { n, k, f, c, seed, e, dtype, trainNodes: Math.max(1, Math.floor(n / 10)) };
+}
+
+/** The seed's random graph, generated on the runtime's device. */
+export function seedGraph(rt: Runtime, options: SeedGraphOptions): Graph {
+  const { n, f, c, seed, e, dtype, trainNodes } = seedGraphShape(options);
   const ops = rt.ops;
   const [src, dst] = rt.tagged('graph', () => [rt.keep(rt.empty([e], 'i32')), rt.keep(rt.empty([e], 'i32'))] as const);
   ops.randomInts(rt.onDevice, rt.s, src.ptr, e, n, seed, 0);
@@ -186,7 +196,7 @@ export function seedGraph(rt: Runtime, options: SeedGraphOptions): Graph {
   ops.randomInts(rt.onDevice, rt.s, labels.ptr, n, c, seed + 2, 0);
   return finishGraph(
     rt,
-    { numNodes: n, numEdges: e, numFeatures: f, numClasses: c, features, labels, trainNodes: Math.max(1, Math.floor(n / 10)), src, dst },
+    { numNodes: n, numEdges: e, numFeatures: f, numClasses: c, features, labels, trainNodes, src, dst },
     options.normalisation ?? 'none',
   );
 }
