@@ -5,7 +5,7 @@
  * Skipped, with the reason, without a device (and, for the NCCL cases, without libnccl.so.2).
  */
 import { describe, expect, it } from 'vitest';
-import { deviceCount, memoryInfo } from '@gpumem/allocator-core';
+import { deviceCount } from '@gpumem/allocator-core';
 import { ncclLibrary, RankFailedError } from '@gpumem/distributed';
 import { train, trainDistributed, type TrainResult } from '@gpumem/gnn';
 import { builtInStrategyPackages } from '@gpumem/compare';
@@ -69,12 +69,13 @@ describe.skipIf(!gpuAvailable || !nccl.available)(ncclTitle('training over ranks
     await expect(trainDistributed({ ...gcn, devices: deviceCount() + 1 })).rejects.toThrow(/at most \d+ devices/);
   });
 
-  it('a rank out of memory stops the run with a RankFailedError, and its memory is given back', async () => {
-    const before = memoryInfo(0).freeBytes;
+  it('a rank out of memory stops the run with a RankFailedError once its process is gone', async () => {
     const err = await trainDistributed({ ...gcn, allocatorOptions: { limitBytes: 16 * 2 ** 20 }, devices: 1, timeoutMs: 120_000 }).catch((e: unknown) => e);
     expect(err).toBeInstanceOf(RankFailedError);
     expect((err as Error).message).toMatch(/rank 0 of 1 failed: OutOfMemoryError/);
-    expect(memoryInfo(0).freeBytes).toBeGreaterThan(before - 64 * 2 ** 20); // the rank's process, context and all, is gone
+    // raised after the process exited: its CUDA context and memory went with it (free memory is not
+    // compared: test files on other workers use the same GPU meanwhile)
+    expect((err as RankFailedError).exits).toEqual([{ code: 1, signal: null }]);
   });
 });
 
@@ -92,12 +93,12 @@ describe.skipIf(!gpuAvailable)(gpuTitle('several ranks on one GPU with the host 
     expectDataParallelClose(two, one);
   });
 
-  it('both ranks out of memory: the run stops with the first error, and the GPU memory is given back', async () => {
-    const before = memoryInfo(0).freeBytes;
+  it('both ranks out of memory: the run stops with the first error once both processes are gone', async () => {
     const err = await trainDistributed({ ...gcn, allocatorOptions: { limitBytes: 64 * 2 ** 20 }, devices: [0, 0], communicator: 'host', timeoutMs: 120_000 }).catch((e: unknown) => e);
     expect(err).toBeInstanceOf(RankFailedError);
     expect((err as Error).message).toMatch(/rank [01] of 2 failed: OutOfMemoryError.*every other rank was stopped/);
-    expect(memoryInfo(0).freeBytes).toBeGreaterThan(before - 64 * 2 ** 20);
+    expect((err as RankFailedError).exits).toHaveLength(2);
+    for (const exit of (err as RankFailedError).exits) expect(exit.code !== null || exit.signal !== null).toBe(true);
   });
 
   it('refuses CUDA graphs with the host communicator, in the rank, with a clear error', async () => {

@@ -51,6 +51,10 @@ describe.skipIf(needsBuild)(`launchRanks on the host communicator${needsBuild ? 
       const failed = err as RankFailedError;
       expect(failed.rank).toBe(1);
       expect(failed.message).toMatch(fail === 'throw' ? /rank 1 of 3 failed: RangeError: out of patience on purpose; every other rank was stopped/ : /rank 1 of 3 failed: its process exited with code 3/);
+      // raised once every process has exited: the failed one, and the others stopped by the abort
+      expect(failed.exits).toHaveLength(3);
+      expect(failed.exits[1]).toEqual({ code: fail === 'throw' ? 1 : 3, signal: null });
+      for (const exit of failed.exits) expect(exit.code !== null || exit.signal !== null).toBe(true);
       // the others stopped at their next collective (aborted region), well before the grace period
       expect(performance.now() - t0).toBeLessThan(20_000);
     });

@@ -47,6 +47,12 @@ export interface LaunchOptions<P> {
 
 /** The launch failed: `rank` failed first, for `reason`; the others were stopped. */
 export class RankFailedError extends Error {
+  /**
+   * How every rank's process ended (code, or the signal that killed it), in rank order: the error is
+   * raised only once all of them have exited, so their device memory has been given back.
+   */
+  exits: Array<{ code: number | null; signal: NodeJS.Signals | null }> = [];
+
   constructor(
     readonly rank: number,
     readonly reason: string,
@@ -106,6 +112,7 @@ export function launchRanks<P, R>(o: LaunchOptions<P>): Promise<R[]> {
     const results = new Array<R | undefined>(ranks);
     const done = new Array<boolean>(ranks).fill(false);
     const exited = new Array<boolean>(ranks).fill(false);
+    const exits = new Array<{ code: number | null; signal: NodeJS.Signals | null }>(ranks);
     const heard = new Array<number>(ranks).fill(performance.now());
     const stderr = new Array<string>(ranks).fill('');
     let failure: RankFailedError | undefined;
@@ -117,7 +124,10 @@ export function launchRanks<P, R>(o: LaunchOptions<P>): Promise<R[]> {
       clearInterval(watch);
       if (killTimer) clearTimeout(killTimer);
       region?.dispose();
-      if (failure) reject(failure);
+      if (failure) {
+        failure.exits = exits;
+        reject(failure);
+      }
       else resolve(results as R[]);
     };
     const fail = (rank: number, reason: string) => {
@@ -161,6 +171,7 @@ export function launchRanks<P, R>(o: LaunchOptions<P>): Promise<R[]> {
       child.on('error', (e) => fail(rank, `could not start its process: ${e.message}`));
       child.on('exit', (code, signal) => {
         exited[rank] = true;
+        exits[rank] = { code, signal };
         if (!done[rank] && !failure) {
           const how = signal ? `was killed by ${signal}` : `exited with code ${code}`;
           const detail = stderr[rank]!.trim().split('\n').slice(-3).join(' | ');
