@@ -15,10 +15,11 @@
 // DEVICES: '-' for train() on one device (no ranks), a number of ranks, or CUDA ordinals (0,0).
 import { execFileSync } from 'node:child_process';
 import { mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { dirname } from 'node:path';
+import { dirname, join } from 'node:path';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { median } from '@gpumem/allocator-core';
+import { cliArgs } from '../lib/args.js';
 
 const self = fileURLToPath(import.meta.url);
 const usage = `Usage: node bench/multi/run.js --config 'NAME|ALLOCATOR|DEVICES[|COMMUNICATOR]' [--config ...] [options]
@@ -31,16 +32,7 @@ const usage = `Usage: node bench/multi/run.js --config 'NAME|ALLOCATOR|DEVICES[|
   --timeout S             seconds a run may take (default 600)
   --json FILE             where to write the JSON (default bench/multi/out/multi.json)`;
 
-function fail(message) {
-  console.error(`${message}\n${usage}`);
-  process.exit(2);
-}
-
-function integer(text, name, min) {
-  const n = Number(text);
-  if (!Number.isSafeInteger(n) || n < min) fail(`Expected an integer >= ${min} for ${name} but received '${text}'`);
-  return n;
-}
+const { fail, integer } = cliArgs(usage);
 
 function parseDevices(text) {
   if (text === '-') return undefined;
@@ -82,8 +74,9 @@ async function worker(request, out) {
   let result;
   if (request.devices === undefined) result = train(options);
   else {
-    // the exchange's all-gathers are N x classes floats (10 classes): measure NCCL at that size too
-    const exchangeBytes = Math.ceil(request.nodes / (Array.isArray(request.devices) ? request.devices.length : request.devices)) * (Array.isArray(request.devices) ? request.devices.length : request.devices) * 10 * 4;
+    // the exchange's all-gathers are ranks x ceil(N / ranks) rows of 10 classes: measure NCCL at that size too
+    const ranks = Array.isArray(request.devices) ? request.devices.length : request.devices;
+    const exchangeBytes = Math.ceil(request.nodes / ranks) * ranks * 10 * 4;
     result = await trainDistributed({
       ...options,
       devices: request.devices,
@@ -93,11 +86,6 @@ async function worker(request, out) {
     });
   }
   writeFileSync(out, JSON.stringify(result));
-}
-
-function median(values) {
-  const s = [...values].sort((a, b) => a - b);
-  return s.length === 0 ? NaN : s.length % 2 ? s[(s.length - 1) / 2] : (s[s.length / 2 - 1] + s[s.length / 2]) / 2;
 }
 
 const GiB = 2 ** 30;

@@ -15,6 +15,7 @@ import { mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { tmpdir } from 'node:os';
 import { fileURLToPath } from 'node:url';
+import { cliArgs } from '../lib/args.js';
 import { formatBytes, median } from '@gpumem/allocator-core';
 
 const cli = join(dirname(fileURLToPath(import.meta.url)), '../../packages/cli/dist/cli.js');
@@ -27,16 +28,7 @@ const usage = `Usage: node bench/tiered/run.js --config 'NAME|ALLOCATOR|FLAGS' [
   --timeout S                    seconds a run may take before it is stopped (default 600)
   --json FILE                    where to write the JSON (default bench/tiered/out/tiered.json)`;
 
-function fail(message) {
-  console.error(`${message}\n${usage}`);
-  process.exit(2);
-}
-
-function integer(text, name, min) {
-  const n = Number(text);
-  if (!Number.isSafeInteger(n) || n < min) fail(`Expected an integer >= ${min} for ${name} but received '${text}'`);
-  return n;
-}
+const { fail, integer } = cliArgs(usage);
 
 function parseArgs(argv) {
   const args = { configs: [], nodes: 2_000_000, epochs: 3, repeats: 2, timeout: 600, json: 'bench/tiered/out/tiered.json' };
