@@ -6,7 +6,7 @@
  */
 import { importStrategies } from './strategies.js';
 import { runOne, type RunRequest } from './compare.js';
-import type { Progress } from '@gpumem/gnn';
+import { throttledProgress, type Progress } from '@gpumem/gnn';
 
 function send(message: unknown): Promise<void> {
   return new Promise((resolve, reject) => process.send!(message, undefined, {}, (e) => (e ? reject(e) : resolve())));
@@ -15,13 +15,7 @@ function send(message: unknown): Promise<void> {
 process.once('message', (request: RunRequest) => {
   void (async () => {
     await importStrategies(request.plugins);
-    let last = 0;
-    const onProgress = (progress: Progress) => {
-      const now = performance.now();
-      if (progress.step < progress.steps && now - last < 100) return;
-      last = now;
-      process.send!({ type: 'progress', progress });
-    };
+    const onProgress = throttledProgress((progress: Progress) => process.send!({ type: 'progress', progress }));
     const run = runOne(request, onProgress);
     await send({ type: 'result', run });
     process.disconnect();

@@ -46,6 +46,7 @@ export {
   type RankSamples,
 } from './train.js';
 export { trainDistributed, combineRanks, planRanks, type DistributedTrainOptions } from './train-distributed.js';
+export { throttledProgress } from './train-common.js';
 export { PartitionedGcn } from './models/gcn-partitioned.js';
 export { partitionGraph, rowBlock, type GraphPart, type RowBlock, type RemoteRows } from './datasets/graph-part.js';
 export type { NativeOps, WorkspaceBytes } from './native-ops.js';

@@ -8,6 +8,7 @@
 import { createAllocator, Stream } from '@gpumem/allocator-core';
 import { measureAllGather, runAsRank, TimedCommunicator, type Communicator } from '@gpumem/distributed';
 import { trainOn } from './train.js';
+import { throttledProgress } from './train-common.js';
 import type { RankOutcome, RankPayload } from './train-distributed.js';
 
 runAsRank<RankPayload, RankOutcome>(async (ctx) => {
@@ -36,7 +37,7 @@ runAsRank<RankPayload, RankOutcome>(async (ctx) => {
   if (timed) outcome.exchange = [];
   const { samples } = outcome;
   const clock = () => performance.timeOrigin + performance.now() - ctx.payload.clockOrigin;
-  let last = 0;
+  const report = throttledProgress((progress) => ctx.report(progress));
   const result = trainOn(
     {
       ...options,
@@ -48,11 +49,8 @@ runAsRank<RankPayload, RankOutcome>(async (ctx) => {
         samples.reservedBytes.push(stats.reservedBytes);
       },
       onProgress: (progress) => {
-        const now = performance.now();
         if (timed) outcome.exchange!.push(timed.drain()); // the gcn reports once an epoch, synchronised
-        if (progress.step < progress.steps && now - last < 100) return;
-        last = now;
-        ctx.report(progress);
+        report(progress);
       },
     },
     comm,

@@ -5,7 +5,7 @@
 import { Stream, hasAllocator, strategyInfo, type Allocator, type AllocatorStats, type Device } from '@gpumem/allocator-core';
 import type { Runtime } from './runtime.js';
 import type { Tensor } from './tensor.js';
-import type { EpochRecord, TrainOptions } from './train-types.js';
+import type { EpochRecord, Progress, TrainOptions } from './train-types.js';
 
 export function checkPositiveInt(value: number, name: string): void {
   if (!Number.isSafeInteger(value) || value <= 0) {
@@ -40,6 +40,20 @@ export function sum(values: ArrayLike<number>): number {
   for (let i = 0; i < values.length; i++) s += values[i]!;
   return s;
 }
+/**
+ * `send` for progress sent to another process: at most one message per `ms` milliseconds, but
+ * always the step that ends an epoch.
+ */
+export function throttledProgress(send: (progress: Progress) => void, ms = 100): (progress: Progress) => void {
+  let last = 0;
+  return (progress) => {
+    const now = performance.now();
+    if (progress.step < progress.steps && now - last < ms) return;
+    last = now;
+    send(progress);
+  };
+}
+
 /** Waits for earlier work, resets the allocator's peaks (noting setup's, the first time), and starts the epoch's clock. */
 export function beginEpoch(rt: Runtime): { before: AllocatorStats; t0: number } {
   rt.tag('setup');

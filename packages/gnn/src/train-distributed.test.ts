@@ -6,6 +6,7 @@ import { combineRanks, planRanks, trainDistributed } from './train-distributed.j
 import { rowBlock } from './datasets/graph-part.js';
 import { nanoBatchSlices, rankOrder } from './train-mlp.js';
 import { train } from './train.js';
+import { throttledProgress } from './train-common.js';
 import type { EpochRecord, TrainResult } from './train-types.js';
 
 // The ranks are processes running the built packages (as `gpumem train --devices` does).
@@ -57,6 +58,13 @@ describe('splitting work over ranks', () => {
     expect(() => planRanks({ allocator: 'host', devices: 0 })).toThrow(/positive integer or a list of CUDA ordinals/);
     expect(() => planRanks({ allocator: 'host', devices: [0, 0] })).toThrow(/its memory is on the host/);
     expect(() => planRanks({ allocator: 'host', devices: 2, communicator: 'nccl' })).toThrow(/NCCL runs on GPUs only/);
+  });
+
+  it('sends progress to another process at most every 100 ms, but always an epoch\'s last step', () => {
+    const sent: number[] = [];
+    const send = throttledProgress((p) => sent.push(p.step));
+    for (let step = 1; step <= 5; step++) send({ epoch: 0, epochs: 1, step, steps: 5 });
+    expect(sent).toEqual([1, 5]); // a loop this quick takes well under 100 ms
   });
 
   it('keeps train() to one device', () => {
