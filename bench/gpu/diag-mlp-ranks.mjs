@@ -1,6 +1,6 @@
-// Device call (after bench/gpu/session10.sh): the mlp data parallel over two host ranks on one GPU
-// against train(), each twice, per-step relative differences of the losses (MNIST, 12,800 images,
-// one epoch, 200 steps). Run as `node bench/gpu/diag-mlp-ranks.mjs` from the project root.
+// The mlp data parallel over two host ranks on one GPU against train(), each twice: per-step
+// relative differences of the losses (MNIST, 12,800 images, one epoch, 200 steps). Run as
+// `node bench/gpu/diag-mlp-ranks.mjs` from the project root (bench/gpu/suite.sh's devices suite).
 import { builtInStrategyPackages } from '@gpumem/compare';
 for (const m of builtInStrategyPackages) await import(m);
 const { train, trainDistributed } = await import('@gpumem/gnn');
