@@ -46,7 +46,7 @@ const usage = `Usage: node bench/soak/run.js [flags]
   --samples N       reserved/allocated samples over the run (default 1000)
   --margin F        bounded: second-half max reserved <= first-half max x (1 + F) (default 0.1)
   --seed N          random seed (default 1)
-  --out FILE        where to write the JSON (default bench/soak/results/<date>-<device>.json)`;
+  --out FILE        where to write the JSON (default bench/soak/out/<date>-<device>.json)`;
 
 function fail(message) {
   console.error(`bench/soak: ${message}\n${usage}`);
@@ -325,7 +325,7 @@ function main() {
   printTable(rows, device);
   const date = new Date().toISOString();
   const slug = gpu ? deviceProperties(0).name.toLowerCase().replace(/[^a-z0-9]+/g, '-').replace(/^-|-$/g, '') : 'host';
-  const out = args.out ?? `bench/soak/results/${date.slice(0, 10)}-${slug}.json`;
+  const out = args.out ?? `bench/soak/out/${date.slice(0, 10)}-${slug}.json`;
   const result = {
     benchmark: 'soak',
     date,
