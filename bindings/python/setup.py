@@ -1,0 +1,98 @@
+"""Builds the gpumem-torch wheel: the gpumem_torch package plus libgpumem_torch.so, compiled by
+CMake from the repository's native/ folder (target gpumem_torch only; no Node.js, no PyTorch).
+
+    pip wheel --no-deps --no-build-isolation bindings/python      # from the repository root
+
+Environment:
+  GPUMEM_CUDA_ARCH         CUDA architectures, e.g. "90" or "80;90" (default: native/CMakeLists.txt's)
+  GPUMEM_NATIVE_DIR        the native/ folder (default: ../../native from this file)
+  GPUMEM_TORCH_BUILD_DIR   CMake's build folder (default: under setuptools' build/ here); never
+                           native/build, which the Node addon's build owns
+  CMAKE_BUILD_PARALLEL_LEVEL  compile jobs (default 2)
+"""
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+from setuptools import setup
+from setuptools.command.build_py import build_py
+from setuptools.dist import Distribution
+
+HERE = Path(__file__).resolve().parent
+LIBRARY = "libgpumem_torch.so"
+
+
+def native_dir() -> Path:
+    path = Path(os.environ.get("GPUMEM_NATIVE_DIR") or HERE.parent.parent / "native").resolve()
+    if not (path / "CMakeLists.txt").is_file() or not (path / "src" / "torch").is_dir():
+        raise SystemExit(
+            f"gpumem-torch: {path} is not gpumem's native/ folder (no CMakeLists.txt or src/torch). "
+            "Build from a checkout of the repository, or set GPUMEM_NATIVE_DIR"
+        )
+    return path
+
+
+def run(cmd, **kwargs):
+    print("gpumem-torch: " + " ".join(str(c) for c in cmd), flush=True)
+    subprocess.run([str(c) for c in cmd], check=True, **kwargs)
+
+
+class BuildWithLibrary(build_py):
+    """build_py that first compiles libgpumem_torch.so and puts it in the package (gpumem_torch/lib/)."""
+
+    def run(self):
+        super().run()
+        if shutil.which("cmake") is None:
+            raise SystemExit("gpumem-torch: cmake is not on PATH (apt-get install cmake)")
+        source = native_dir()
+        build = Path(
+            os.environ.get("GPUMEM_TORCH_BUILD_DIR") or Path(self.get_finalized_command("build").build_temp) / "cmake"
+        ).resolve()
+        if build == (source / "build").resolve():
+            raise SystemExit(f"gpumem-torch: {build} is the Node addon's build folder; choose another GPUMEM_TORCH_BUILD_DIR")
+        build.mkdir(parents=True, exist_ok=True)
+        configure = ["cmake", "-S", source, "-B", build, "-DCMAKE_BUILD_TYPE=Release", "-DGPUMEM_BUILD_TESTS=OFF"]
+        arch = os.environ.get("GPUMEM_CUDA_ARCH", "").strip()
+        # native/CMakeLists.txt reads GPUMEM_CUDA_ARCH from the environment itself; without it, drop a
+        # value cached by an earlier build so that the project's default list applies.
+        configure += [f"-DGPUMEM_CUDA_ARCH={arch}"] if arch else ["-UGPUMEM_CUDA_ARCH"]
+        run(configure)
+        jobs = os.environ.get("CMAKE_BUILD_PARALLEL_LEVEL") or "2"
+        run(["cmake", "--build", build, "--target", "gpumem_torch", "--parallel", jobs])
+        built = build / "Release" / LIBRARY
+        if not built.is_file():
+            cache = (build / "CMakeCache.txt").read_text(errors="replace") if (build / "CMakeCache.txt").exists() else ""
+            hint = "" if "CMAKE_CUDA_COMPILER:" in cache and "NOTFOUND" not in cache else " (CMake found no CUDA toolkit: nvcc is needed)"
+            raise SystemExit(f"gpumem-torch: the build made no {built}{hint}")
+        target = Path(self.build_lib) / "gpumem_torch" / "lib"
+        target.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(built, target / LIBRARY)
+
+
+class BinaryDistribution(Distribution):
+    """The wheel carries a shared library: a platform wheel, not a pure one."""
+
+    def has_ext_modules(self):
+        return True
+
+
+cmdclass = {"build_py": BuildWithLibrary}
+try:
+    from wheel.bdist_wheel import bdist_wheel
+
+    class PlatformWheel(bdist_wheel):
+        """py3-none-linux_x86_64: the library does not link against libpython, so one wheel serves
+        every Python 3 on the platform."""
+
+        def get_tag(self):
+            _, _, plat = super().get_tag()
+            return "py3", "none", plat
+
+    cmdclass["bdist_wheel"] = PlatformWheel
+except ImportError:  # no `wheel`: setuptools cannot make wheels at all; pip says so
+    pass
+
+setup(cmdclass=cmdclass, distclass=BinaryDistribution, package_data={"gpumem_torch": ["lib/*.so", "py.typed"]})
