@@ -8,6 +8,7 @@ import { gzipSync } from 'node:zlib';
 import { describe, expect, it } from 'vitest';
 import { TraceFormatError } from '../format.js';
 import { parseSnapshot, type SnapshotTrace } from './snapshot.js';
+import { defaultMaxPickleItems, PickleFormatError, unpickle } from './unpickle.js';
 
 const load = (name: string) => readFileSync(fileURLToPath(new URL(`./fixtures/${name}`, import.meta.url)));
 
@@ -191,5 +192,42 @@ describe('snapshot reader under hostile input', () => {
     const bomb = gzipSync(Buffer.alloc(64 << 20));
     expect(bomb.length).toBeLessThan(100_000);
     expect(() => parseSnapshot(bomb, 'bomb.gz', { maxDecompressedBytes: 16 << 20 })).toThrow(/bomb\.gz: gzip: decompresses to more than 16777216 bytes/);
+  });
+
+  it('refuses a pickle holding more values at once than its cap with a typed error, never a crash', () => {
+    const nones = Buffer.concat([op(0x80, 4), Buffer.alloc(5000, 'N'), op('.')]);
+    expect(() => unpickle(nones, 'nones.pickle', { maxItems: 1000 })).toThrow(PickleFormatError);
+    expect(() => unpickle(nones, 'nones.pickle', { maxItems: 1000 })).toThrow(/nones\.pickle: byte 1002 \(NONE\): the pickle holds more than 1000 values at once/);
+    // NONE APPEND pairs into one list, and one value memoized over and over
+    expect(() => unpickle(Buffer.concat([op(0x80, 4, ']'), Buffer.from('Na'.repeat(5000)), op('.')]), 'pairs', { maxItems: 1000 })).toThrow(/byte \d+ \(NONE\): the pickle holds more than 1000/);
+    expect(() => unpickle(Buffer.concat([op(0x80, 4, 'N'), Buffer.alloc(5000, 0x94), op('.')]), 'memo', { maxItems: 1000 })).toThrow(/\(MEMOIZE\): the pickle holds more than 1000/);
+    // values popped again are no longer held
+    expect(unpickle(Buffer.concat([op(0x80, 4), Buffer.from('N0'.repeat(5000)), op('N', '.')]), 'popped', { maxItems: 1000 })).toBeNull();
+    expect(unpickle(Buffer.concat([op(0x80, 4), Buffer.from('(NNN1'.repeat(5000)), op('N', '.')]), 'popped', { maxItems: 1000 })).toBeNull();
+    // the default stays below V8's array limit (2^27 elements), past which the process aborts
+    expect(defaultMaxPickleItems).toBeLessThan(2 ** 27);
+  });
+
+  it('reads allocator_settings that hold themselves, or one dict many times over, in time linear in the file', () => {
+    const pairs = (count: number, memoIndex: number) => Array.from({ length: count }, (_, i) => Buffer.concat([s(`k${i}`), op('h', memoIndex)]));
+    const history = Buffer.concat([s('device_traces'), op(']', ']', '}'), s('action'), s('alloc'), op('s'), s('addr'), op('K', 16, 's'), s('size'), op('K', 16, 's', 'a', 'a', 's')]);
+    // settings = {'k0': settings, ..., 'k99': settings}
+    const selfRef = Buffer.concat([op(0x80, 4, '}'), history, s('allocator_settings'), op('}', 'q', 0, '('), ...pairs(100, 0), op('u', 's', '.')]);
+    expect(selfRef.length).toBeLessThan(1000);
+    let started = performance.now();
+    const cyclic = parseSnapshot(selfRef, 'self.pickle').header.snapshot.allocatorSettings!;
+    expect(performance.now() - started).toBeLessThan(1000);
+    expect(Object.keys(cyclic)).toHaveLength(100);
+    expect(cyclic.k0).toBe('<cycle>');
+    // d4 = {}; d3 = {k0..k99: d4}; d2 = {k0..k99: d3}; d1 = {k0..k99: d2}; settings = {k0..k99: d1}: 10^8 values if copied
+    const levels = [op('}', 'q', 4, '0')];
+    for (let level = 3; level >= 1; level--) levels.push(Buffer.concat([op('}', 'q', level, '('), ...pairs(100, level + 1), op('u', '0')]));
+    const shared = Buffer.concat([op(0x80, 4, '}'), history, s('allocator_settings'), ...levels, op('}', '('), ...pairs(100, 1), op('u', 's', '.')]);
+    started = performance.now();
+    const header = parseSnapshot(shared, 'shared.pickle').header;
+    expect(performance.now() - started).toBeLessThan(1000);
+    const json = JSON.stringify(header);
+    expect(json.length).toBeLessThan(100_000);
+    expect(json).toContain('"allocatorSettings":{"k0":{"k0":{"k0":{"k0":"…"');
   });
 });

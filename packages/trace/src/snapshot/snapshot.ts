@@ -16,7 +16,7 @@ import { readFile } from 'node:fs/promises';
 import { kMaxLength } from 'node:buffer';
 import { gunzipSync } from 'node:zlib';
 import { isGzip, maxDecompressedTraceBytes, TraceFormatError, type ReadTrace, type TraceEvent, type TraceHeader } from '../format.js';
-import { pickleTypeName, unpickle, type PickleDict, type PickleFormatError, type PickleValue } from './unpickle.js';
+import { pickleToJson, pickleTypeName, unpickle, type PickleDict, type PickleFormatError, type PickleValue } from './unpickle.js';
 
 /** A snapshot that is not what PyTorch writes: names the file and where in the snapshot (`device_traces[0][12]`). */
 export class SnapshotFormatError extends TraceFormatError {
@@ -124,26 +124,6 @@ function gunzip(data: Uint8Array, file: string, cap: number): Buffer {
     if (err.code === 'ERR_BUFFER_TOO_LARGE') throw new SnapshotFormatError(file, 'gzip', `decompresses to more than ${cap} bytes`);
     throw new SnapshotFormatError(file, 'gzip', `not a valid gzip stream (${err.message})`);
   }
-}
-
-/** A pickle value as plain JSON-able data, bounded in depth and size (for the header). */
-function plain(value: PickleValue, depth = 0): unknown {
-  if (typeof value === 'bigint') return value.toString();
-  if (value instanceof Uint8Array) return `<${value.length} bytes>`;
-  if (value === null || typeof value !== 'object') return value;
-  if (depth >= 4) return '…';
-  if (value instanceof Map) {
-    const out: Record<string, unknown> = {};
-    let n = 0;
-    for (const [k, v] of value) {
-      if (++n > 100) break;
-      const key = typeof k === 'string' || typeof k === 'number' || typeof k === 'boolean' ? String(k) : pickleTypeName(k);
-      // defineProperty: a '__proto__' key stays an ordinary property
-      Object.defineProperty(out, key, { value: plain(v, depth + 1), enumerable: true, writable: true, configurable: true });
-    }
-    return out;
-  }
-  return value.slice(0, 100).map((v) => plain(v, depth + 1));
 }
 
 /** Turns an unpickled snapshot into a trace of one device. */
@@ -357,7 +337,7 @@ class SnapshotReader {
     if (n >= 1000 && (n % 1000 === 0 || (n >= 1024 && (n & (n - 1)) === 0))) details.maxEntriesHint = n;
     if (!timed) details.timesFromOrder = true;
     const settings = root.get('allocator_settings');
-    if (settings instanceof Map) details.allocatorSettings = plain(settings) as Record<string, unknown>;
+    if (settings instanceof Map) details.allocatorSettings = pickleToJson(settings) as Record<string, unknown>;
 
     const header: SnapshotHeader = { source: 'torch-snapshot', allocator: pytorchAllocator, device: `cuda:${device}`, snapshot: details };
     // time_us is µs since the Unix epoch: a start between 2015 and 2100 is taken as the recording's date.

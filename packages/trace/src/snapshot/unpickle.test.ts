@@ -130,10 +130,12 @@ describe('unpickle', () => {
     expect(errorOf(() => unpickle(pk(PROTO4, 0x8d, u64(2n ** 60n), 'abc')))).toMatchObject({
       offset: 2,
       opcode: 'BINUNICODE8',
-      reason: 'declares a string of 1152921504606846976 bytes but only 3 remain',
+      reason: 'declares a string of 1152921504606846976 bytes but only 3 remain (truncated file?)',
     });
     expect(errorOf(() => unpickle(pk(PROTO4, 'X', u32(0xffffffff), '.')))).toMatchObject({ opcode: 'BINUNICODE', reason: expect.stringMatching(/4294967295 bytes but only 1 remain/) });
     expect(errorOf(() => unpickle(pk(PROTO4, 0x95, u64(2n ** 64n - 1n), 'N.')))).toMatchObject({ opcode: 'FRAME' });
+    // a file cut inside a frame says so
+    expect(errorOf(() => unpickle(pk(PROTO4, 0x95, u64(65538n), 'N.')))).toMatchObject({ opcode: 'FRAME', reason: 'declares a frame of 65538 bytes but only 2 remain (truncated file?)' });
     expect(errorOf(() => unpickle(pk(PROTO4, 0x96, u64(1n << 40n))))).toMatchObject({ opcode: 'BYTEARRAY8' });
     expect(errorOf(() => unpickle(pk(PROTO4, 0x8b, u32(0x7fffffff), 'N')))).toMatchObject({ opcode: 'LONG4', reason: expect.stringMatching(/declares an? integer/) });
     expect(errorOf(() => unpickle(pk(PROTO4, 0x8b, u32(0xffffffff), 'N')))).toMatchObject({ opcode: 'LONG4', reason: 'negative length -1' });

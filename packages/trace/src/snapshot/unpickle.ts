@@ -7,7 +7,9 @@
  * buffers) is refused with {@link PickleFormatError}. Every read is bounds-checked; a declared length
  * must fit in what is left of the buffer; open MARKs are limited. Each opcode advances the reader,
  * every value pushed costs at least one byte of input and memo references share rather than copy,
- * so time and memory stay linear in the size of the input.
+ * so time and memory stay linear in the size of the input; the values held at once (stack, lists,
+ * tuples, dicts, memo) are capped as well ({@link defaultMaxPickleItems}), so a large file of
+ * cheap opcodes is refused with an error rather than growing an array past what V8 allows.
  * @module
  */
 import { TraceFormatError } from '../format.js';
@@ -24,7 +26,23 @@ export interface UnpickleOptions {
   maxOpenMarks?: number;
   /** The longest integer (LONG1/LONG4), in bytes. Default 1024. */
   maxIntBytes?: number;
+  /**
+   * The most values held at once: on the stack, in every list, tuple and dict (a dict entry counts
+   * two) and in the memo. Default {@link defaultMaxPickleItems}.
+   */
+  maxItems?: number;
 }
+
+/**
+ * The most values a pickle may hold at once by default: 2^26 (about 512 MiB of references). Every
+ * value costs at least one byte of input, so a file below this size never reaches it; the cap keeps
+ * a large file of cheap opcodes (NONE, or NONE APPEND pairs) from growing one array past V8's limit
+ * (2^27 elements), which aborts the process instead of throwing.
+ */
+export const defaultMaxPickleItems = 2 ** 26;
+
+/** V8's limit on the entries of one Map (a dict, or the memo): setting one more throws a RangeError. */
+const maxMapEntries = 2 ** 24;
 
 /** A malformed or refused pickle: names the file, the byte offset of the opcode, and the opcode. */
 export class PickleFormatError extends TraceFormatError {
@@ -93,6 +111,7 @@ const isList = (v: PickleValue | undefined): v is PickleValue[] => Array.isArray
 export function unpickle(data: Uint8Array, file = '<input>', options: UnpickleOptions = {}): PickleValue {
   const maxOpenMarks = options.maxOpenMarks ?? 1000;
   const maxIntBytes = options.maxIntBytes ?? 1024;
+  const maxItems = options.maxItems ?? defaultMaxPickleItems;
   const buf = Buffer.isBuffer(data) ? data : Buffer.from(data.buffer, data.byteOffset, data.byteLength);
   const end = buf.length;
   let pos = 0;
@@ -101,6 +120,15 @@ export function unpickle(data: Uint8Array, file = '<input>', options: UnpickleOp
   let stack: PickleValue[] = [];
   const marks: PickleValue[][] = [];
   const memo = new Map<number, PickleValue>();
+  let held = 0; // values on the stack, in containers and in the memo
+
+  /** Counts `n` more values held; fails past the cap. */
+  const hold = (n: number): void => {
+    held += n;
+    if (held > maxItems) {
+      fail(`the pickle holds more than ${maxItems} values at once, more than this reader accepts (a memory snapshot of this size holds far fewer)`);
+    }
+  };
 
   const fail: (reason: string) => never = (reason) => {
     throw new PickleFormatError(file, at, op, reason);
@@ -114,7 +142,7 @@ export function unpickle(data: Uint8Array, file = '<input>', options: UnpickleOp
   };
   /** A declared length: must fit in what is left of the buffer. */
   const length = (declared: number | bigint, what: string): number => {
-    if (BigInt(declared) > BigInt(end - pos)) fail(`declares a ${what} of ${declared} bytes but only ${end - pos} remain`);
+    if (BigInt(declared) > BigInt(end - pos)) fail(`declares a ${what} of ${declared} bytes but only ${end - pos} remain (truncated file?)`);
     return Number(declared);
   };
   const pop = (): PickleValue => {
@@ -133,6 +161,7 @@ export function unpickle(data: Uint8Array, file = '<input>', options: UnpickleOp
     return items;
   };
   const push = (v: PickleValue): void => {
+    hold(1);
     stack.push(v);
   };
   const str = (n: number): string => {
@@ -155,6 +184,13 @@ export function unpickle(data: Uint8Array, file = '<input>', options: UnpickleOp
     return v >= BigInt(Number.MIN_SAFE_INTEGER) && v <= BigInt(Number.MAX_SAFE_INTEGER) ? Number(v) : v;
   };
   const u64 = (what: string): bigint => buf.readBigUInt64LE(take(8, what));
+  const memoPut = (key: number): void => {
+    if (!memo.has(key)) {
+      if (memo.size >= maxMapEntries) fail(`more than ${maxMapEntries} memo entries, more than this reader holds`);
+      hold(1);
+    }
+    memo.set(key, top());
+  };
   const memoGet = (key: number): PickleValue => {
     const v = memo.get(key);
     if (v === undefined) fail(`memo entry ${key} was never stored`);
@@ -167,6 +203,7 @@ export function unpickle(data: Uint8Array, file = '<input>', options: UnpickleOp
     for (let i = 0; i < items.length; i += 2) {
       const key = items[i]!;
       if (key instanceof Map || isList(key)) fail(`a dict key must be hashable, found ${pickleTypeName(key)}`);
+      if (d.size >= maxMapEntries && !d.has(key)) fail(`a dict of more than ${maxMapEntries} entries, more than this reader holds`);
       d.set(key, items[i + 1]!);
     }
   };
@@ -218,9 +255,10 @@ export function unpickle(data: Uint8Array, file = '<input>', options: UnpickleOp
         break;
       case 0x30: // POP
         pop();
+        held--;
         break;
       case 0x31: // POP_MARK
-        popMark();
+        held -= popMark().length;
         break;
       case 0x32: // DUP
         push(top());
@@ -345,13 +383,13 @@ export function unpickle(data: Uint8Array, file = '<input>', options: UnpickleOp
         break;
       }
       case 0x71: // BINPUT
-        memo.set(buf[take(1, 'the memo index')]!, top());
+        memoPut(buf[take(1, 'the memo index')]!);
         break;
       case 0x72: // LONG_BINPUT
-        memo.set(buf.readUInt32LE(take(4, 'the memo index')), top());
+        memoPut(buf.readUInt32LE(take(4, 'the memo index')));
         break;
       case 0x94: // MEMOIZE
-        memo.set(memo.size, top());
+        memoPut(memo.size);
         break;
       case 0x68: // BINGET
         push(memoGet(buf[take(1, 'the memo index')]!));
@@ -369,4 +407,59 @@ export function unpickle(data: Uint8Array, file = '<input>', options: UnpickleOp
   at = end;
   op = '';
   return fail('the pickle ends without a STOP opcode (truncated file?)');
+}
+
+/** Limits of {@link pickleToJson}. */
+export interface PickleToJsonOptions {
+  /** Containers deeper than this become '…'. Default 4. */
+  maxDepth?: number;
+  /** Items read from one list or dict; the rest are left out. Default 100. */
+  maxItemsPerContainer?: number;
+  /** Values written in all: past it, containers become '…'. Default 2000. */
+  maxValues?: number;
+}
+
+/** What {@link pickleToJson} writes for a container that holds itself, directly or deeper. */
+export const pickleCycleMarker = '<cycle>';
+
+/**
+ * A pickle value as plain JSON-able data, bounded in depth, width and total size: memo references
+ * can make a small pickle reference one container many times over (and a container can hold
+ * itself), so the work and the result are capped by `maxValues`, never by what the references
+ * multiply to. A container inside itself becomes {@link pickleCycleMarker}; bigints become strings,
+ * bytes `<n bytes>`, dict keys strings.
+ */
+export function pickleToJson(value: PickleValue, options: PickleToJsonOptions = {}): unknown {
+  const maxDepth = options.maxDepth ?? 4;
+  const maxWidth = options.maxItemsPerContainer ?? 100;
+  let budget = options.maxValues ?? 2000;
+  const open = new Set<object>(); // the containers on the path from the root: a cycle returns to one
+  const convert = (v: PickleValue, depth: number): unknown => {
+    budget--;
+    if (typeof v === 'bigint') return v.toString();
+    if (v instanceof Uint8Array) return `<${v.length} bytes>`;
+    if (v === null || typeof v !== 'object') return v;
+    if (open.has(v)) return pickleCycleMarker;
+    if (depth >= maxDepth || budget <= 0) return '…';
+    open.add(v);
+    try {
+      if (v instanceof Map) {
+        const out: Record<string, unknown> = {};
+        let n = 0;
+        for (const [k, item] of v) {
+          if (++n > maxWidth || budget <= 0) break;
+          const key = typeof k === 'string' || typeof k === 'number' || typeof k === 'boolean' ? String(k) : pickleTypeName(k);
+          // defineProperty: a '__proto__' key stays an ordinary property
+          Object.defineProperty(out, key, { value: convert(item, depth + 1), enumerable: true, writable: true, configurable: true });
+        }
+        return out;
+      }
+      const out: unknown[] = [];
+      for (let i = 0; i < v.length && i < maxWidth && budget > 0; i++) out.push(convert(v[i]!, depth + 1));
+      return out;
+    } finally {
+      open.delete(v);
+    }
+  };
+  return convert(value, 0);
 }
