@@ -4,8 +4,9 @@
 //
 //   node bench/alloc/run.js [--out bench/alloc/out/alloc.json] [--quick] [--allocators pool,async,...]
 //
-// On a machine without a GPU only the host strategies run. Medians over repeated batches; each
-// batch is timed as a whole (steady clock) and divided by its number of pairs.
+// On a machine without a GPU only the host strategies run. Strategies that cannot be made without
+// options ('native' needs its library) are left out with a note. Medians over repeated batches;
+// each batch is timed as a whole (steady clock) and divided by its number of pairs.
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { dirname } from 'node:path';
 import { performance } from 'node:perf_hooks';
@@ -20,16 +21,16 @@ import {
   median,
 } from '@gpumem/allocator-core';
 import { benchmarkPairs, benchmarkTrace } from '@gpumem/allocator-core/tools';
-import '@gpumem/allocator-uvm';
-import '@gpumem/allocator-pool';
-import '@gpumem/allocator-async';
-import '@gpumem/allocator-expandable';
-import '@gpumem/allocator-pinned';
+import { importStrategies } from '@gpumem/compare';
+
+// Every strategy package that ships with gpumem, from the one list the CLI uses too.
+await importStrategies();
 
 const usage = `Usage: node bench/alloc/run.js [--out FILE] [--quick] [--allocators a,b,...]
   --out FILE         where to write the JSON (default bench/alloc/out/alloc.json)
   --quick            fewer iterations (a smoke run)
-  --allocators LIST  comma-separated registered strategies (default: every one that can run here)`;
+  --allocators LIST  comma-separated registered strategies (default: every one that can run here
+                     and needs no options; 'native' needs its library and is left out)`;
 
 function parseArgs(argv) {
   const args = { out: 'bench/alloc/out/alloc.json', quick: false, allocators: undefined };
@@ -133,20 +134,25 @@ function fmt(ns) {
 function main() {
   const args = parseArgs(process.argv.slice(2));
   const repeats = args.quick ? 3 : 7;
-  const registered = listAllocators().map((s) => s.name);
-  const wanted = args.allocators ?? registered;
-  for (const name of wanted) {
+  const strategies = listAllocators();
+  const registered = strategies.map((s) => s.name);
+  for (const name of args.allocators ?? []) {
     if (!registered.includes(name)) {
       console.error(`bench/alloc: unknown allocator '${name}' for --allocators (registered: ${registered.join(', ')})`);
       process.exit(2);
     }
   }
+  // A strategy that cannot be made without options (e.g. 'native': its library) is not measured.
+  const needOptions = (args.allocators ?? registered).filter((name) => strategies.find((s) => s.name === name).requiresOptions);
+  if (needOptions.length > 0) process.stderr.write(`bench/alloc: skipping ${needOptions.join(', ')}: needs options (e.g. native's library) that this benchmark does not take\n`);
+  const wanted = (args.allocators ?? registered).filter((name) => !needOptions.includes(name));
+  const noGpu = wanted.filter((name) => !gpu && strategies.find((s) => s.name === name).requiresCuda);
+  if (noGpu.length > 0) process.stderr.write(`bench/alloc: no CUDA device; skipping ${noGpu.join(', ')}\n`);
   const traceSizes = mixedTrace(args.quick ? 2000 : 20_000);
   const window = 64;
   const rows = [];
   for (const name of wanted) {
-    const info = listAllocators().find((s) => s.name === name);
-    if (info.requiresCuda && !gpu) continue;
+    if (noGpu.includes(name)) continue;
     for (const [label, options] of variants[name] ?? [[name, {}]]) {
       const allocator = createAllocator(name, options);
       const stream = Stream.create(allocator.device);
