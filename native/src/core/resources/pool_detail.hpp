@@ -121,6 +121,9 @@ struct segment {
   std::size_t size = 0;
   bool small = false;
   std::size_t used_blocks = 0;  // live + pending blocks; 0 means the segment can go back upstream
+  // Creation order: equal free blocks of two segments are told apart by it, not by address (host
+  // addresses depend on what the process's other threads allocated, so replays would differ).
+  std::uint64_t order = 0;
   block* first = nullptr;
   segment* prev = nullptr;
   segment* next = nullptr;
@@ -185,7 +188,7 @@ class free_index {
   // of the blocks looked at is taken, which still fits.
   static constexpr unsigned max_scan = 64;
 
-  // The smallest free block of at least `size` bytes, the lowest address among equals; or nullptr.
+  // The smallest free block of at least `size` bytes (the first among equals, see better); or nullptr.
   GPUMEM_POOL_INLINE block* best_fit(std::size_t size) const noexcept {
     const unsigned c = class_of(size);
     block* best = nullptr;
@@ -208,10 +211,11 @@ class free_index {
     return largest;
   }
 
-  // Smallest size first, then lowest address: the order best_fit picks in.
+  // Smaller first; among equals the older segment, then the lower address within a segment.
   static bool better(const block* candidate, const block* best) noexcept {
-    return best == nullptr || candidate->size < best->size ||
-           (candidate->size == best->size && candidate->addr < best->addr);
+    if (best == nullptr || candidate->size < best->size) return true;
+    if (candidate->size != best->size) return false;
+    return candidate->seg == best->seg ? candidate->addr < best->addr : candidate->seg->order < best->seg->order;
   }
 
  private:

@@ -202,6 +202,7 @@ struct pool_resource::impl final : stream_observer {
     seg->base = reinterpret_cast<std::uintptr_t>(base);
     seg->size = segment_bytes;
     seg->small = small;
+    seg->order = next_segment_order++;
     block* b = detail::pool::first_block(blocks, seg.get(), own->stream);  // reserved by allocate()
     seg->next = segments;
     if (segments != nullptr) segments->prev = seg.get();
@@ -518,6 +519,7 @@ struct pool_resource::impl final : stream_observer {
   stream_pool* last_pool = nullptr;
   stream_pool* default_pool = nullptr;  // the nullptr stream's, never pruned
   segment* segments = nullptr;
+  std::uint64_t next_segment_order = 0;
   pending_list pending;
 };
 
