@@ -177,6 +177,12 @@ export interface ReplayResult {
   /** The allocator's peak reserved bytes over a pass (the highest over passes). */
   peakReservedBytes: number;
   /**
+   * The lowest and highest peak reserved bytes of a pass: one value on the host, where a replay is
+   * deterministic; on a GPU, stream-ordered strategies may reuse memory across streams only once
+   * the work before it has completed, which real timing decides, so passes can differ.
+   */
+  peakReservedRange: [number, number];
+  /**
    * 1 − peakAllocatedBytes / peakReservedBytes: the share of the most memory the strategy held
    * that was not holding requested bytes at the busiest point, i.e. rounding (internal) and caching
    * and split-block (external) overhead together. 0 when nothing was reserved.
@@ -349,7 +355,8 @@ export function replayTrace(trace: AllocationTrace | CompiledTrace, allocator: A
   const perAlloc = passes.map((p) => (p.allocs > 0 ? p.allocNs / p.allocs : 0));
   const perFree = passes.map((p) => (p.frees > 0 ? p.freeNs / p.frees : 0));
   const peakAllocatedBytes = Math.max(...passes.map((p) => p.end.peakAllocatedBytes));
-  const peakReservedBytes = Math.max(...passes.map((p) => p.end.peakReservedBytes));
+  const peaksReserved = passes.map((p) => p.end.peakReservedBytes);
+  const peakReservedBytes = Math.max(...peaksReserved);
   const result: ReplayResult = {
     allocator: allocator.name,
     loop,
@@ -363,6 +370,7 @@ export function replayTrace(trace: AllocationTrace | CompiledTrace, allocator: A
     nsPerFreeRange: [Math.min(...perFree), Math.max(...perFree)],
     peakAllocatedBytes,
     peakReservedBytes,
+    peakReservedRange: [Math.min(...peaksReserved), peakReservedBytes],
     fragmentation: peakReservedBytes > 0 ? Math.max(0, 1 - peakAllocatedBytes / peakReservedBytes) : 0,
     endReservedBytes: first.end.reservedBytes,
     ooms: Math.max(...passes.map((p) => p.ooms)),
