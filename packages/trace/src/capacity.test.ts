@@ -133,6 +133,15 @@ describe('findMinCapacity', () => {
     expect(coarse.probes).toBeLessThan(exact.probes);
   });
 
+  it('searches once on the host, where a replay is deterministic, whatever repeats says', () => {
+    const once = findMinCapacity(compiled, pool, { capBytes: 64 * MiB, resolutionBytes: 1 });
+    const repeated = findMinCapacity(compiled, pool, { capBytes: 64 * MiB, resolutionBytes: 1, repeats: 5 });
+    expect(repeated).toEqual(once);
+    expect(repeated.searches).toBe(1);
+    expect(repeated.bytesRange).toBeUndefined();
+    expect(() => findMinCapacity(compiled, pool, { capBytes: 64 * MiB, repeats: 0 })).toThrow(/positive integer for repeats/);
+  });
+
   it('reports when the trace never fits under the cap', () => {
     const r = findMinCapacity(compiled, pool, { capBytes: 6 * MiB });
     expect(r).toMatchObject({ failedBytes: 6 * MiB, capBytes: 6 * MiB });

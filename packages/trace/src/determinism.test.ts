@@ -6,7 +6,8 @@
  */
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
-import { createAllocator, type Allocator, type DevicePtr } from '@gpumem/allocator-core';
+import { createAllocator, deviceStatus, hasCudaDevice, type Allocator, type DevicePtr } from '@gpumem/allocator-core';
+import '@gpumem/allocator-async';
 import '@gpumem/allocator-expandable';
 import '@gpumem/allocator-pinned';
 import '@gpumem/allocator-pool';
@@ -18,6 +19,10 @@ import { compileTrace, replayTrace } from './replay.js';
 
 const fixture = fileURLToPath(new URL('./snapshot/fixtures/two-streams.pickle.gz', import.meta.url));
 const MiB = 1024 * 1024;
+const gpu = hasCudaDevice();
+const noGpuReason = gpu ? '' : deviceStatus();
+if (!gpu && process.env.GPUMEM_REQUIRE_GPU === '1') throw new Error(`GPUMEM_REQUIRE_GPU=1 but ${noGpuReason}`);
+const gpuTitle = (title: string) => (gpu ? title : `${title} [skipped: ${noGpuReason}]`);
 
 /**
  * Holds `count` host blocks of a few MiB each while `f` runs: the host's allocator then hands the
@@ -76,6 +81,28 @@ describe('replay on the host', async () => {
       expect(runs[0]!.reservedAtPeak).toBe(runs[0]!.peakReserved);
       expect(runs[0]!.profilePeakReserved).toBe(runs[0]!.peakReserved);
       expect(runs[0]!.peakReservedRange).toEqual([runs[0]!.peakReserved, runs[0]!.peakReserved]);
+    });
+  }
+});
+
+describe('replay on a GPU', async () => {
+  const compiled = compileTrace(await readTrace(fixture));
+
+  // Real timing decides when a stream's freed memory can be reused on another: the answers come with their spread.
+  for (const name of ['pool', 'async']) {
+    it.skipIf(!gpu)(gpuTitle(`gives the spread of peak reserved and minimum capacity over repeats: ${name}`), () => {
+      const allocator = createAllocator(name, {});
+      try {
+        const r = replayTrace(compiled, allocator, { repeats: 3 });
+        expect(r.peakReservedRange[0]).toBeLessThanOrEqual(r.peakReservedRange[1]);
+        expect(r.peakReservedRange[1]).toBe(r.peakReservedBytes);
+      } finally {
+        allocator.dispose();
+      }
+      const min = findMinCapacity(compiled, { name }, { capBytes: 4096 * MiB, resolutionBytes: 4 * MiB, repeats: 3 });
+      expect(min.searches).toBe(3);
+      expect(min.bytesRange![0]).toBeLessThanOrEqual(min.bytesRange![1]);
+      expect(min.bytes).toBe(min.bytesRange![1]);
     });
   }
 });

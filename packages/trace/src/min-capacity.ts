@@ -37,6 +37,14 @@ export interface MinCapacity {
   resolutionBytes: number;
   /** Replay passes made. */
   probes: number;
+  /**
+   * Set when the search ran more than once (on a GPU, with `repeats`): the smallest and largest
+   * answer of the searches. `bytes` is then the largest, the capacity that fitted in every search;
+   * undefined when a search never fitted.
+   */
+  bytesRange?: [number, number];
+  /** Searches made: 1 on the host, where a replay is deterministic. */
+  searches?: number;
 }
 
 /** The default resolution of the search: 2 MiB, the segment size of caching allocators. */
@@ -95,6 +103,12 @@ export interface MinCapacityOptions {
   loop?: ReplayLoop;
   /** A capacity likely to fit (see MinCapacitySearch.hintBytes). */
   hintBytes?: number;
+  /**
+   * Searches to make on a GPU (default 1), where real timing decides when a stream's freed memory
+   * can be reused on another stream, so one answer can differ from the next: the result then gives
+   * their spread. On the host a replay is deterministic and one search is made whatever this says.
+   */
+  repeats?: number;
 }
 
 /**
@@ -103,18 +117,37 @@ export interface MinCapacityOptions {
  * lower bound is the trace's peak live bytes.
  */
 export function findMinCapacity(trace: CompiledTrace, spec: StrategySpec, o: MinCapacityOptions): MinCapacity {
+  const repeats = o.repeats ?? 1;
+  if (!Number.isSafeInteger(repeats) || repeats < 1) throw new RangeError(`Expected positive integer for repeats but received ${String(repeats)}`);
+  let onGpu = false;
   const fits = (capacityBytes: number) => {
     const { allocator } = createReplayAllocator(spec, { capacityBytes });
     try {
+      onGpu = allocator.device.kind === 'cuda';
       return replayTrace(trace, allocator, { repeats: 1, ...(o.loop !== undefined && { loop: o.loop }) }).ooms === 0;
     } finally {
       allocator.dispose();
     }
   };
-  return searchMinCapacity(fits, {
-    lowerBytes: trace.peakAllocatedBytes,
-    capBytes: o.capBytes,
-    ...(o.resolutionBytes !== undefined && { resolutionBytes: o.resolutionBytes }),
-    ...(o.hintBytes !== undefined && { hintBytes: o.hintBytes }),
-  });
+  const search = () =>
+    searchMinCapacity(fits, {
+      lowerBytes: trace.peakAllocatedBytes,
+      capBytes: o.capBytes,
+      ...(o.resolutionBytes !== undefined && { resolutionBytes: o.resolutionBytes }),
+      ...(o.hintBytes !== undefined && { hintBytes: o.hintBytes }),
+    });
+  const first = search();
+  if (!onGpu || repeats === 1) return { ...first, searches: 1 };
+  const all = [first];
+  for (let r = 1; r < repeats; r++) all.push(search());
+  const probes = all.reduce((sum, m) => sum + m.probes, 0);
+  const found = all.map((m) => m.bytes);
+  if (found.some((b) => b === undefined)) {
+    // some search never fitted under the cap: report that one
+    const never = all.find((m) => m.bytes === undefined)!;
+    return { ...never, probes, searches: repeats };
+  }
+  const bytes = found as number[];
+  const largest = all[bytes.indexOf(Math.max(...bytes))]!;
+  return { ...largest, probes, searches: repeats, bytesRange: [Math.min(...bytes), Math.max(...bytes)] };
 }
