@@ -1,17 +1,22 @@
 // libgpumem_torch.so: the C interface PyTorch's CUDAPluggableAllocator calls (gpumem_torch.h).
 //
-// One strategy per device, built on the first allocation for that device from the configuration
-// read once from the environment (config.cpp), by the core's chain builder (chain_builder.hpp):
-// the same chains, in the same layer order, as the Node addon builds.
+// Instances: number 0 is configured from the environment (config.cpp), read once it is valid;
+// numbers 1.. are made by gpumem_instance_create from a configuration text, each with entry points
+// of its own (gpumem_malloc_<n>, ...), so that several strategies can serve one process (e.g. one
+// per torch.cuda.MemPool). Each instance keeps one strategy per device, built on the first
+// allocation for that device by the core's chain builder (chain_builder.hpp): the same chains, in
+// the same layer order, as the Node addon builds.
 #include "gpumem_torch.h"
 
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <memory>
 #include <mutex>
 #include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "config.hpp"
@@ -19,6 +24,7 @@
 #include "gpumem/device.hpp"
 #include "gpumem/errors.hpp"
 #include "gpumem/memory_resource.hpp"
+#include "gpumem/tiered_resource.hpp"
 #include "trace_capture.hpp"
 
 namespace {
@@ -28,11 +34,15 @@ using gpumem::torch::config;
 using gpumem::torch::strategy_kind;
 
 constexpr int max_devices = 64;
+constexpr int max_instances = GPUMEM_TORCH_MAX_INSTANCES;
 
 // A device's resource chain.
 struct strategy {
   explicit strategy(resource_chain c) : chain(std::move(c)) {}
   resource_chain chain;
+  // tiered: held around choosing the placement and allocating, so that each thread's choice
+  // (gpumem_set_thread_placement) applies to its own allocations only.
+  std::mutex placement_mutex;
   memory_resource& top() { return chain.top(); }
 };
 
@@ -45,15 +55,23 @@ struct device_slot {
   std::atomic<std::uint64_t> size_fixup{0};
 };
 
-struct state {
-  std::once_flag init_once;
-  int init_result = GPUMEM_TORCH_OK;
-  std::string init_error;
+// One configuration and its strategies. `cfg` and `description` are written once, before
+// `configured` is set, and never change afterwards.
+struct instance {
+  std::atomic<bool> configured{false};
   config cfg;
   std::string description;
+  std::mutex config_mutex;   // instance 0: reading the environment
+  std::string config_error;  // instance 0: why the last reading failed (under config_mutex)
   std::atomic<bool> reported_config_error{false};
   std::mutex create_mutex;
   device_slot slots[max_devices];
+};
+
+struct state {
+  std::mutex instances_mutex;
+  int instance_count = 1;  // number 0 always exists
+  instance instances[max_instances];
 };
 
 // Never destroyed: PyTorch may free tensors while the process exits, after static destructors
@@ -64,6 +82,9 @@ state& global() {
 }
 
 thread_local std::string last_error;
+thread_local std::string returned_text;  // gpumem_config / gpumem_describe_config results
+// gpumem_set_thread_placement: -1 is the instance's own (GPUMEM_TIERED_PLACEMENT).
+thread_local int thread_placement = -1;
 
 void set_error(std::string message) noexcept {
   try {
@@ -72,32 +93,46 @@ void set_error(std::string message) noexcept {
   }
 }
 
-void do_init() noexcept {
-  state& g = global();
+bool valid_instance(int k) { return k >= 0 && k < max_instances; }
+
+// Instance 0 reads the environment until it is valid: a bad value is reported and nothing is
+// kept, so that the process can still choose another configuration (check_config('pol') and then
+// check_config('pool')). Returns GPUMEM_TORCH_OK, or GPUMEM_TORCH_ERR_CONFIG with `error` set.
+int configure_from_env(instance& in, std::string* error) noexcept {
+  if (in.configured.load(std::memory_order_acquire)) return GPUMEM_TORCH_OK;
   try {
-    std::string error;
-    if (!gpumem::torch::parse_config([](const char* name) { return std::getenv(name); }, g.cfg, error)) {
-      g.init_result = GPUMEM_TORCH_ERR_CONFIG;
-      g.init_error = "gpumem: " + error;
-      g.description = "error: " + g.init_error;
-      return;
+    std::lock_guard<std::mutex> lock(in.config_mutex);
+    if (in.configured.load(std::memory_order_acquire)) return GPUMEM_TORCH_OK;
+    config c;
+    std::string why;
+    if (!gpumem::torch::parse_config([](const char* name) { return std::getenv(name); }, c, why)) {
+      in.config_error = "gpumem: " + why;
+      if (error) *error = in.config_error;
+      return GPUMEM_TORCH_ERR_CONFIG;
     }
-    g.description = gpumem::torch::describe(g.cfg);
+    in.description = gpumem::torch::describe(c);
+    in.cfg = std::move(c);
+    in.configured.store(true, std::memory_order_release);
+    return GPUMEM_TORCH_OK;
   } catch (...) {
-    g.init_result = GPUMEM_TORCH_ERR_CONFIG;
-    g.init_error = "gpumem: could not read the configuration";
-    g.description = "error: " + g.init_error;
+    if (error) *error = "gpumem: could not read the configuration";
+    return GPUMEM_TORCH_ERR_CONFIG;
   }
 }
 
-int ensure_init() noexcept {
-  state& g = global();
-  try {
-    std::call_once(g.init_once, do_init);
-  } catch (...) {
-    return GPUMEM_TORCH_ERR_CONFIG;
+// The instance `k`, configured; nullptr (with `error`) when it is not.
+instance* configured_instance(int k, std::string& error) noexcept {
+  if (!valid_instance(k)) {
+    error = "gpumem: allocator instance " + std::to_string(k) + " is out of range (0.." + std::to_string(max_instances - 1) + ")";
+    return nullptr;
   }
-  return g.init_result;
+  instance& in = global().instances[k];
+  if (k == 0) return configure_from_env(in, &error) == GPUMEM_TORCH_OK ? &in : nullptr;
+  if (!in.configured.load(std::memory_order_acquire)) {
+    error = "gpumem: allocator instance " + std::to_string(k) + " was never created (gpumem_instance_create)";
+    return nullptr;
+  }
+  return &in;
 }
 
 std::unique_ptr<strategy> build(int device, const config& cfg) {
@@ -108,22 +143,21 @@ std::unique_ptr<strategy> build(int device, const config& cfg) {
 
 bool valid_index(int device) { return device >= 0 && device < max_devices; }
 
-strategy* existing(int device) {
+strategy* existing(const instance& in, int device) {
   if (!valid_index(device)) return nullptr;
-  return global().slots[device].instance.load(std::memory_order_acquire);
+  return in.slots[device].instance.load(std::memory_order_acquire);
 }
 
 // The device's strategy, created on first use. Throws on a bad device or a failed creation
 // (the next call tries again).
-strategy& get_or_create(int device) {
-  state& g = global();
+strategy& get_or_create(instance& in, int device) {
   if (!valid_index(device)) {
     throw invalid_argument(invalid_argument::kind::range, "device",
                            "device " + std::to_string(device) + " is out of range");
   }
-  device_slot& slot = g.slots[device];
+  device_slot& slot = in.slots[device];
   if (strategy* s = slot.instance.load(std::memory_order_acquire)) return *s;
-  std::lock_guard<std::mutex> lock(g.create_mutex);
+  std::lock_guard<std::mutex> lock(in.create_mutex);
   if (strategy* s = slot.instance.load(std::memory_order_acquire)) return *s;
   int count = device_count();
   if (device >= count) {
@@ -131,93 +165,110 @@ strategy& get_or_create(int device) {
                            "device " + std::to_string(device) + " does not exist (" + std::to_string(count) +
                                " CUDA device(s) visible)");
   }
-  strategy* s = build(device, g.cfg).release();  // never deleted (see global())
+  strategy* s = build(device, in.cfg).release();  // never deleted (see global())
   slot.instance.store(s, std::memory_order_release);
   return *s;
 }
 
-std::string oom_message(const char* what, ssize_t size, int device) {
-  std::string m = "gpumem: out of memory: ";
-  m += gpumem::torch::strategy_name(global().cfg.strategy);
-  m += " could not allocate " + format_bytes(static_cast<std::uint64_t>(size)) + " on device " +
-       std::to_string(device) + " (" + what + ")";
-  if (strategy* s = existing(device)) {
-    try {
-      resource_stats st = s->top().stats();
-      m += "; gpumem holds " + format_bytes(st.allocated_bytes) + " allocated, " + format_bytes(st.reserved_bytes) +
-           " reserved on this device";
-    } catch (...) {
-    }
+tier_choice tier_choice_of(gpumem::torch::tier_placement p) {
+  switch (p) {
+    case gpumem::torch::tier_placement::device: return tier_choice::device;
+    case gpumem::torch::tier_placement::host: return tier_choice::host;
+    case gpumem::torch::tier_placement::automatic: break;
+  }
+  return tier_choice::automatic;
+}
+
+void* allocate(strategy& s, const config& cfg, std::size_t size, stream_handle stream) {
+  tiered_resource* tiered = s.chain.tiered;
+  if (tiered == nullptr) return s.top().allocate(size, stream);
+  const tier_choice want = thread_placement < 0 ? tier_choice_of(cfg.tiered_placement)
+                                                : static_cast<tier_choice>(thread_placement);
+  std::lock_guard<std::mutex> lock(s.placement_mutex);
+  if (tiered->placement() != want) tiered->set_placement(want);
+  return s.top().allocate(size, stream);
+}
+
+gpumem_torch_stats stats_of(const instance& in, int device) {
+  gpumem_torch_stats r{};
+  r.largest_free_block = -1;
+  r.device = device;
+  const device_slot& slot = in.slots[device];
+  if (strategy* s = slot.instance.load(std::memory_order_acquire)) {
+    resource_stats st = s->top().stats();
+    r.allocated_bytes = st.allocated_bytes;
+    r.peak_allocated_bytes = st.peak_allocated_bytes;
+    r.reserved_bytes = st.reserved_bytes;
+    r.peak_reserved_bytes = st.peak_reserved_bytes;
+    r.alloc_count = st.alloc_count;
+    r.free_count = st.free_count;
+    r.upstream_alloc_count = st.upstream_alloc_count;
+    r.upstream_free_count = st.upstream_free_count;
+    r.largest_free_block = st.largest_free_block;
+    r.segment_count = st.segment_count;
+    r.active = 1;
+  }
+  r.oom_count = slot.oom.load(std::memory_order_relaxed);
+  r.zero_size_count = slot.zero_size.load(std::memory_order_relaxed);
+  r.error_count = slot.errors.load(std::memory_order_relaxed);
+  r.bad_free_count = slot.bad_free.load(std::memory_order_relaxed);
+  r.size_fixup_count = slot.size_fixup.load(std::memory_order_relaxed);
+  return r;
+}
+
+// PyTorch's convention first ("CUDA out of memory.", which the tools that shrink a batch on
+// out-of-memory look for), then gpumem's detail.
+std::string oom_message(const char* strategy_name, std::uint64_t size, int device, const std::string& cause,
+                        const gpumem_torch_stats* st) {
+  std::string m = "CUDA out of memory. gpumem: ";
+  m += strategy_name;
+  m += " could not allocate " + format_bytes(size) + " on device " + std::to_string(device);
+  if (!cause.empty()) m += " (" + cause + ")";
+  if (st == nullptr || st->active == 0) {
+    m += "; nothing reserved on this device yet";
+  } else {
+    m += "; reserved " + format_bytes_brief(st->reserved_bytes) + ", allocated " + format_bytes_brief(st->allocated_bytes) +
+         ", largest free block " +
+         (st->largest_free_block < 0 ? std::string("n/a") : format_bytes_brief(static_cast<std::uint64_t>(st->largest_free_block)));
   }
   return m;
 }
 
-int status_of(const std::exception_ptr& e) noexcept {
-  try {
-    std::rethrow_exception(e);
-  } catch (const invalid_argument&) {
-    return GPUMEM_TORCH_ERR_DEVICE;
-  } catch (...) {
-    return GPUMEM_TORCH_ERR_CUDA;
-  }
-}
-
-}  // namespace
-
-namespace gpumem::torch {
-void set_last_error(std::string message) noexcept { set_error(std::move(message)); }
-}  // namespace gpumem::torch
-
-extern "C" {
-
-GPUMEM_TORCH_API int gpumem_init(void) {
-  int rc = ensure_init();
-  set_error(rc == GPUMEM_TORCH_OK ? std::string() : global().init_error);
-  return rc;
-}
-
-GPUMEM_TORCH_API const char* gpumem_last_error(void) { return last_error.c_str(); }
-
-GPUMEM_TORCH_API const char* gpumem_config(void) {
-  ensure_init();
-  return global().description.c_str();
-}
-
-GPUMEM_TORCH_API int gpumem_abi_version(void) { return GPUMEM_TORCH_ABI_VERSION; }
-
-GPUMEM_TORCH_API size_t gpumem_stats_size(void) { return sizeof(gpumem_torch_stats); }
-
-// Not noexcept: under GPUMEM_OOM=raise a failure is thrown to PyTorch (see the header).
-GPUMEM_TORCH_API void* gpumem_malloc(ssize_t size, int device, gpumem_stream_t stream) {
-  state& g = global();
+// The one allocation path of every entry point. `null_on_failure`: return NULL whatever GPUMEM_OOM
+// says (a torch.cuda.MemPool's caching allocator checks it and raises torch.OutOfMemoryError).
+void* instance_malloc(int k, ssize_t size, int device, gpumem_stream_t stream, bool null_on_failure) {
   std::string message;
   bool out_of_mem = false;
-  bool raise = true;
-  if (ensure_init() != GPUMEM_TORCH_OK) {
-    message = g.init_error;
-    if (!g.reported_config_error.exchange(true)) std::fprintf(stderr, "%s\n", message.c_str());
+  bool raise = !null_on_failure;
+  instance* in = configured_instance(k, message);
+  if (in == nullptr) {
+    if (k == 0 && !global().instances[0].reported_config_error.exchange(true)) std::fprintf(stderr, "%s\n", message.c_str());
   } else {
-    raise = g.cfg.oom == gpumem::torch::oom_mode::raise;
+    raise = raise && in->cfg.oom == gpumem::torch::oom_mode::raise;
     try {
       if (size == 0) {
-        if (valid_index(device)) g.slots[device].zero_size.fetch_add(1, std::memory_order_relaxed);
+        if (valid_index(device)) in->slots[device].zero_size.fetch_add(1, std::memory_order_relaxed);
         return nullptr;
       }
       if (size < 0) {
         throw invalid_argument(invalid_argument::kind::range, "size",
                                "size " + std::to_string(static_cast<long long>(size)) + " is negative");
       }
-      strategy& s = get_or_create(device);
-      void* p = s.top().allocate(static_cast<std::size_t>(size), static_cast<stream_handle>(stream));
+      strategy& s = get_or_create(*in, device);
+      void* p = allocate(s, in->cfg, static_cast<std::size_t>(size), static_cast<stream_handle>(stream));
       gpumem::torch::trace_event(gpumem::torch::trace_action::alloc, p, size, device, stream);
       return p;
     } catch (const out_of_memory& e) {
       out_of_mem = true;
       gpumem::torch::trace_event(gpumem::torch::trace_action::oom, nullptr, size, device, stream);
       try {
-        message = oom_message(e.what(), size, device);
+        gpumem_torch_stats st{};
+        const bool have = valid_index(device) && existing(*in, device) != nullptr;
+        if (have) st = stats_of(*in, device);
+        message = oom_message(gpumem::torch::strategy_name(in->cfg.strategy), static_cast<std::uint64_t>(size), device,
+                              e.what(), have ? &st : nullptr);
       } catch (...) {
-        message = "gpumem: out of memory";
+        message = "CUDA out of memory. gpumem: allocation failed";
       }
     } catch (const std::exception& e) {
       try {
@@ -230,7 +281,7 @@ GPUMEM_TORCH_API void* gpumem_malloc(ssize_t size, int device, gpumem_stream_t s
       message = "gpumem: allocation failed (unknown error)";
     }
     if (valid_index(device)) {
-      (out_of_mem ? g.slots[device].oom : g.slots[device].errors).fetch_add(1, std::memory_order_relaxed);
+      (out_of_mem ? in->slots[device].oom : in->slots[device].errors).fetch_add(1, std::memory_order_relaxed);
     }
   }
   set_error(message);
@@ -238,15 +289,16 @@ GPUMEM_TORCH_API void* gpumem_malloc(ssize_t size, int device, gpumem_stream_t s
   return nullptr;
 }
 
-GPUMEM_TORCH_API void gpumem_free(void* ptr, ssize_t size, int device, gpumem_stream_t stream) {
+void instance_free(int k, void* ptr, ssize_t size, int device, gpumem_stream_t stream) noexcept {
   if (ptr == nullptr) return;
   // Recorded before the memory can be handed out again, so that in the trace a pointer's free
   // always comes before its next allocation, whichever thread makes it.
   gpumem::torch::trace_event(gpumem::torch::trace_action::free, ptr, size, device, stream);
-  state& g = global();
+  if (!valid_instance(k)) return;
+  instance& in = global().instances[k];
   try {
     auto handle = static_cast<stream_handle>(stream);
-    strategy* s = existing(device);
+    strategy* s = existing(in, device);
     if (s != nullptr) {
       try {
         s->top().deallocate(ptr, static_cast<std::size_t>(size), handle);
@@ -255,41 +307,233 @@ GPUMEM_TORCH_API void gpumem_free(void* ptr, ssize_t size, int device, gpumem_st
         std::size_t actual = s->top().allocation_size(ptr);
         if (actual != 0) {
           s->top().deallocate(ptr, actual, handle);
-          g.slots[device].size_fixup.fetch_add(1, std::memory_order_relaxed);
+          in.slots[device].size_fixup.fetch_add(1, std::memory_order_relaxed);
           return;
         }
       }
     }
     // Not this device's: look on the others before giving up.
     for (int d = 0; d < max_devices; ++d) {
-      strategy* other = existing(d);
+      strategy* other = existing(in, d);
       if (other == nullptr || other == s) continue;
       std::size_t actual = other->top().allocation_size(ptr);
       if (actual == 0) continue;
       other->top().deallocate(ptr, actual, handle);
-      if (actual != static_cast<std::size_t>(size)) g.slots[d].size_fixup.fetch_add(1, std::memory_order_relaxed);
+      if (actual != static_cast<std::size_t>(size)) in.slots[d].size_fixup.fetch_add(1, std::memory_order_relaxed);
       return;
     }
-    if (valid_index(device)) g.slots[device].bad_free.fetch_add(1, std::memory_order_relaxed);
+    if (valid_index(device)) in.slots[device].bad_free.fetch_add(1, std::memory_order_relaxed);
     set_error("gpumem: free of " + format_pointer(ptr) + " (" + std::to_string(static_cast<long long>(size)) +
               " bytes, device " + std::to_string(device) + "): not allocated by gpumem, or already freed");
   } catch (const std::exception& e) {
-    if (valid_index(device)) g.slots[device].errors.fetch_add(1, std::memory_order_relaxed);
+    if (valid_index(device)) in.slots[device].errors.fetch_add(1, std::memory_order_relaxed);
     set_error(std::string("gpumem: free failed: ") + e.what());
   } catch (...) {
-    if (valid_index(device)) g.slots[device].errors.fetch_add(1, std::memory_order_relaxed);
+    if (valid_index(device)) in.slots[device].errors.fetch_add(1, std::memory_order_relaxed);
     set_error("gpumem: free failed (unknown error)");
+  }
+}
+
+int status_of(const std::exception_ptr& e) noexcept {
+  try {
+    std::rethrow_exception(e);
+  } catch (const invalid_argument&) {
+    return GPUMEM_TORCH_ERR_DEVICE;
+  } catch (...) {
+    return GPUMEM_TORCH_ERR_CUDA;
+  }
+}
+
+// The configured instance `k` and a valid device, or an error code (message set).
+int check_target(int k, int device, instance*& out) {
+  std::string error;
+  out = configured_instance(k, error);
+  if (out == nullptr) {
+    set_error(error);
+    return k == 0 ? GPUMEM_TORCH_ERR_CONFIG : GPUMEM_TORCH_ERR_ARGUMENT;
+  }
+  if (!valid_index(device)) {
+    set_error("gpumem: device " + std::to_string(device) + " is out of range");
+    return GPUMEM_TORCH_ERR_DEVICE;
+  }
+  return GPUMEM_TORCH_OK;
+}
+
+// Reads a configuration text (gpumem_instance_create) into `out`; false with `error` set.
+bool config_from_spec(const char* spec, config& out, std::string& error) {
+  if (spec == nullptr) {
+    error = "gpumem: the configuration is NULL";
+    return false;
+  }
+  std::vector<std::pair<std::string, std::string>> values;
+  if (!gpumem::torch::parse_spec(spec, values, error)) {
+    error = "gpumem: " + error;
+    return false;
+  }
+  auto reader = [&values](const char* name) -> const char* {
+    for (const auto& kv : values) {
+      if (kv.first == name) return kv.second.c_str();
+    }
+    return nullptr;
+  };
+  if (!gpumem::torch::parse_config(reader, out, error)) {
+    error = "gpumem: " + error;
+    return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+namespace gpumem::torch {
+void set_last_error(std::string message) noexcept { set_error(std::move(message)); }
+}  // namespace gpumem::torch
+
+extern "C" {
+
+GPUMEM_TORCH_API int gpumem_init(void) {
+  std::string error;
+  int rc = configure_from_env(global().instances[0], &error);
+  set_error(rc == GPUMEM_TORCH_OK ? std::string() : error);
+  return rc;
+}
+
+GPUMEM_TORCH_API const char* gpumem_last_error(void) { return last_error.c_str(); }
+
+GPUMEM_TORCH_API const char* gpumem_config(void) { return gpumem_instance_config(0); }
+
+GPUMEM_TORCH_API int gpumem_abi_version(void) { return GPUMEM_TORCH_ABI_VERSION; }
+
+GPUMEM_TORCH_API size_t gpumem_stats_size(void) { return sizeof(gpumem_torch_stats); }
+
+// Not noexcept: under GPUMEM_OOM=raise a failure is thrown to PyTorch (see the header).
+GPUMEM_TORCH_API void* gpumem_malloc(ssize_t size, int device, gpumem_stream_t stream) {
+  return instance_malloc(0, size, device, stream, false);
+}
+
+GPUMEM_TORCH_API void gpumem_free(void* ptr, ssize_t size, int device, gpumem_stream_t stream) {
+  instance_free(0, ptr, size, device, stream);
+}
+
+#define GPUMEM_TORCH_INSTANCE_ENTRY_POINTS(k)                                                          \
+  GPUMEM_TORCH_API void* gpumem_malloc_##k(ssize_t size, int device, gpumem_stream_t stream) {         \
+    return instance_malloc(k, size, device, stream, false);                                            \
+  }                                                                                                    \
+  GPUMEM_TORCH_API void* gpumem_mempool_malloc_##k(ssize_t size, int device, gpumem_stream_t stream) { \
+    return instance_malloc(k, size, device, stream, true);                                             \
+  }                                                                                                    \
+  GPUMEM_TORCH_API void gpumem_free_##k(void* ptr, ssize_t size, int device, gpumem_stream_t stream) { \
+    instance_free(k, ptr, size, device, stream);                                                       \
+  }
+GPUMEM_TORCH_INSTANCE_ENTRY_POINTS(0)
+GPUMEM_TORCH_INSTANCE_ENTRY_POINTS(1)
+GPUMEM_TORCH_INSTANCE_ENTRY_POINTS(2)
+GPUMEM_TORCH_INSTANCE_ENTRY_POINTS(3)
+GPUMEM_TORCH_INSTANCE_ENTRY_POINTS(4)
+GPUMEM_TORCH_INSTANCE_ENTRY_POINTS(5)
+GPUMEM_TORCH_INSTANCE_ENTRY_POINTS(6)
+GPUMEM_TORCH_INSTANCE_ENTRY_POINTS(7)
+#undef GPUMEM_TORCH_INSTANCE_ENTRY_POINTS
+static_assert(GPUMEM_TORCH_MAX_INSTANCES == 8, "one GPUMEM_TORCH_INSTANCE_ENTRY_POINTS line per instance");
+
+GPUMEM_TORCH_API int gpumem_instance_create(const char* spec) {
+  try {
+    config c;
+    std::string error;
+    if (!config_from_spec(spec, c, error)) {
+      set_error(error);
+      return -GPUMEM_TORCH_ERR_CONFIG;
+    }
+    state& g = global();
+    std::lock_guard<std::mutex> lock(g.instances_mutex);
+    if (g.instance_count >= max_instances) {
+      set_error("gpumem: at most " + std::to_string(max_instances - 1) +
+                " allocator instances can be created in a process (they are never destroyed: PyTorch may still "
+                "free their memory); reuse one");
+      return -GPUMEM_TORCH_ERR_ARGUMENT;
+    }
+    const int k = g.instance_count++;
+    instance& in = g.instances[k];
+    in.description = gpumem::torch::describe(c);
+    in.cfg = std::move(c);
+    in.configured.store(true, std::memory_order_release);
+    set_error("");
+    return k;
+  } catch (const std::exception& e) {
+    set_error(std::string("gpumem: gpumem_instance_create failed: ") + e.what());
+    return -GPUMEM_TORCH_ERR_CONFIG;
+  }
+}
+
+GPUMEM_TORCH_API const char* gpumem_describe_config(const char* spec) {
+  try {
+    config c;
+    std::string error;
+    if (!config_from_spec(spec, c, error)) {
+      set_error(error);
+      return nullptr;
+    }
+    returned_text = gpumem::torch::describe(c);
+    set_error("");
+    return returned_text.c_str();
+  } catch (...) {
+    set_error("gpumem: gpumem_describe_config failed");
+    return nullptr;
+  }
+}
+
+GPUMEM_TORCH_API const char* gpumem_instance_config(int k) {
+  try {
+    std::string error;
+    instance* in = configured_instance(k, error);
+    if (in != nullptr) return in->description.c_str();
+    returned_text = "error: " + error;
+    return returned_text.c_str();
+  } catch (...) {
+    return "error: gpumem: out of memory describing the configuration";
+  }
+}
+
+GPUMEM_TORCH_API int gpumem_set_thread_placement(int placement, int* previous) {
+  if (placement < GPUMEM_TORCH_PLACE_DEFAULT || placement > GPUMEM_TORCH_PLACE_HOST) {
+    set_error("gpumem: placement " + std::to_string(placement) +
+              " is not one of -1 (the allocator's default), 0 (auto), 1 (device), 2 (host)");
+    return GPUMEM_TORCH_ERR_ARGUMENT;
+  }
+  if (previous != nullptr) *previous = thread_placement;
+  thread_placement = placement;
+  return GPUMEM_TORCH_OK;
+}
+
+GPUMEM_TORCH_API int gpumem_thread_placement(void) { return thread_placement; }
+
+GPUMEM_TORCH_API size_t gpumem_format_oom(const char* strategy_name, uint64_t request_bytes, int device, const char* cause,
+                                          const gpumem_torch_stats* stats, char* out, size_t out_size) {
+  try {
+    const std::string m = oom_message(strategy_name ? strategy_name : "?", request_bytes, device, cause ? cause : "", stats);
+    if (out != nullptr && out_size > 0) {
+      const size_t n = m.size() < out_size - 1 ? m.size() : out_size - 1;
+      std::memcpy(out, m.data(), n);
+      out[n] = '\0';
+    }
+    return m.size();
+  } catch (...) {
+    if (out != nullptr && out_size > 0) out[0] = '\0';
+    return 0;
   }
 }
 
 GPUMEM_TORCH_API int gpumem_record_stream(void* ptr, gpumem_stream_t stream) {
   if (ptr == nullptr) return GPUMEM_TORCH_OK;
   try {
-    for (int d = 0; d < max_devices; ++d) {
-      strategy* s = existing(d);
-      if (s == nullptr || s->top().allocation_size(ptr) == 0) continue;
-      s->top().record_stream(ptr, static_cast<stream_handle>(stream));
-      return GPUMEM_TORCH_OK;
+    for (instance& in : global().instances) {
+      if (!in.configured.load(std::memory_order_acquire)) continue;
+      for (int d = 0; d < max_devices; ++d) {
+        strategy* s = existing(in, d);
+        if (s == nullptr || s->top().allocation_size(ptr) == 0) continue;
+        s->top().record_stream(ptr, static_cast<stream_handle>(stream));
+        return GPUMEM_TORCH_OK;
+      }
     }
     set_error("gpumem: record_stream of " + format_pointer(ptr) + ": not allocated by gpumem");
     return GPUMEM_TORCH_ERR_ARGUMENT;
@@ -302,42 +546,21 @@ GPUMEM_TORCH_API int gpumem_record_stream(void* ptr, gpumem_stream_t stream) {
   }
 }
 
-GPUMEM_TORCH_API int gpumem_stats(int device, gpumem_torch_stats* out) {
+GPUMEM_TORCH_API int gpumem_instance_stats(int k, int device, gpumem_torch_stats* out) {
   if (out == nullptr) {
     set_error("gpumem: gpumem_stats: out is NULL");
     return GPUMEM_TORCH_ERR_ARGUMENT;
+  }
+  if (!valid_instance(k) || (k != 0 && !global().instances[k].configured.load(std::memory_order_acquire))) {
+    instance* unused = nullptr;
+    return check_target(k, device, unused);
   }
   if (!valid_index(device)) {
     set_error("gpumem: device " + std::to_string(device) + " is out of range");
     return GPUMEM_TORCH_ERR_DEVICE;
   }
   try {
-    gpumem_torch_stats r{};
-    r.largest_free_block = -1;
-    r.device = device;
-    state& g = global();
-    device_slot& slot = g.slots[device];
-    strategy* s = slot.instance.load(std::memory_order_acquire);
-    if (s != nullptr) {
-      resource_stats st = s->top().stats();
-      r.allocated_bytes = st.allocated_bytes;
-      r.peak_allocated_bytes = st.peak_allocated_bytes;
-      r.reserved_bytes = st.reserved_bytes;
-      r.peak_reserved_bytes = st.peak_reserved_bytes;
-      r.alloc_count = st.alloc_count;
-      r.free_count = st.free_count;
-      r.upstream_alloc_count = st.upstream_alloc_count;
-      r.upstream_free_count = st.upstream_free_count;
-      r.largest_free_block = st.largest_free_block;
-      r.segment_count = st.segment_count;
-      r.active = 1;
-    }
-    r.oom_count = slot.oom.load(std::memory_order_relaxed);
-    r.zero_size_count = slot.zero_size.load(std::memory_order_relaxed);
-    r.error_count = slot.errors.load(std::memory_order_relaxed);
-    r.bad_free_count = slot.bad_free.load(std::memory_order_relaxed);
-    r.size_fixup_count = slot.size_fixup.load(std::memory_order_relaxed);
-    *out = r;
+    *out = stats_of(global().instances[k], device);  // instance 0 reports zeros before it is configured
     return GPUMEM_TORCH_OK;
   } catch (const std::exception& e) {
     set_error(std::string("gpumem: gpumem_stats failed: ") + e.what());
@@ -348,13 +571,19 @@ GPUMEM_TORCH_API int gpumem_stats(int device, gpumem_torch_stats* out) {
   }
 }
 
-GPUMEM_TORCH_API int gpumem_reset_peak(int device) {
+GPUMEM_TORCH_API int gpumem_stats(int device, gpumem_torch_stats* out) { return gpumem_instance_stats(0, device, out); }
+
+GPUMEM_TORCH_API int gpumem_instance_reset_peak(int k, int device) {
+  if (!valid_instance(k)) {
+    instance* unused = nullptr;
+    return check_target(k, device, unused);
+  }
   if (!valid_index(device)) {
     set_error("gpumem: device " + std::to_string(device) + " is out of range");
     return GPUMEM_TORCH_ERR_DEVICE;
   }
   try {
-    if (strategy* s = existing(device)) s->top().reset_peak();
+    if (strategy* s = existing(global().instances[k], device)) s->top().reset_peak();
     return GPUMEM_TORCH_OK;
   } catch (const std::exception& e) {
     set_error(std::string("gpumem: reset_peak failed: ") + e.what());
@@ -365,13 +594,19 @@ GPUMEM_TORCH_API int gpumem_reset_peak(int device) {
   }
 }
 
-GPUMEM_TORCH_API int gpumem_trim(int device) {
+GPUMEM_TORCH_API int gpumem_reset_peak(int device) { return gpumem_instance_reset_peak(0, device); }
+
+GPUMEM_TORCH_API int gpumem_instance_trim(int k, int device) {
+  if (!valid_instance(k)) {
+    instance* unused = nullptr;
+    return check_target(k, device, unused);
+  }
   if (!valid_index(device)) {
     set_error("gpumem: device " + std::to_string(device) + " is out of range");
     return GPUMEM_TORCH_ERR_DEVICE;
   }
   try {
-    if (strategy* s = existing(device)) s->top().trim(0);
+    if (strategy* s = existing(global().instances[k], device)) s->top().trim(0);
     return GPUMEM_TORCH_OK;
   } catch (const std::exception& e) {
     set_error(std::string("gpumem: trim failed: ") + e.what());
@@ -381,5 +616,7 @@ GPUMEM_TORCH_API int gpumem_trim(int device) {
     return GPUMEM_TORCH_ERR_CUDA;
   }
 }
+
+GPUMEM_TORCH_API int gpumem_trim(int device) { return gpumem_instance_trim(0, device); }
 
 }  // extern "C"

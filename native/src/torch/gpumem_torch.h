@@ -7,21 +7,35 @@
  *       "native/build/Release/libgpumem_torch.so", "gpumem_malloc", "gpumem_free")
  *   torch.cuda.memory.change_current_allocator(alloc)   # before CUDA is initialised
  *
- * or, with the statistics, bindings/python/gpumem_torch.py (`gpumem_torch.enable("pool")`).
+ * or, with the statistics, the gpumem_torch Python package (`gpumem_torch.enable("pool")`).
  *
- * Configuration: environment variables, read once (by gpumem_init, or by the first
- * gpumem_malloc if nobody called gpumem_init). A value that is set but not empty must be valid;
- * an empty value counts as unset.
+ * Configuration: environment variables, read by gpumem_init, or by the first gpumem_malloc if
+ * nobody called gpumem_init, and kept from the first reading that is valid (a bad value is
+ * reported and nothing is kept: the next call reads the environment again). A value that is set
+ * but not empty must be valid; an empty value counts as unset.
  *
- *   GPUMEM_ALLOCATOR                cuda | uvm | pool | async                     (default pool)
- *                                   (case-insensitive)
+ *   GPUMEM_ALLOCATOR                cuda | uvm | pool | async | expandable | pinned | tiered |
+ *                                   native | plugin:PATH    (default pool; case-insensitive)
  *     cuda  cudaMalloc / cudaFree for every tensor (cudaFree synchronises the device).
  *     uvm   cudaMallocManaged, prefetched to the device on the allocating stream, capped by
  *           GPUMEM_UVM_LIMIT.
  *     pool  gpumem's caching block pool over cudaMalloc (per-stream free lists, events for
  *           cross-stream reuse, release-and-retry on out-of-memory).
  *     async cudaMallocFromPoolAsync on a cudaMemPool_t owned by the library.
- *   GPUMEM_UVM_PREFETCH             0 | 1          (uvm; default 1: prefetch every allocation)
+ *     expandable  gpumem's expandable segments on CUDA virtual memory.
+ *     pinned      a pool over mapped pinned host memory (kernels read and write it in place).
+ *     tiered      device memory up to a budget, then mapped pinned host memory; every block
+ *                 rounded to a 2 MiB granule. See GPUMEM_TIERED_* and gpumem_set_thread_placement.
+ *     native      a strategy built as a shared library against gpumem/plugin.h, named by
+ *                 GPUMEM_NATIVE_LIBRARY; plugin:PATH is the same with the path in the name.
+ *   GPUMEM_NATIVE_LIBRARY           PATH   (native; given to dlopen as is)
+ *   GPUMEM_PLUGIN_OPTIONS           key=value;key=value   (native / plugin:PATH; passed as is)
+ *   GPUMEM_TIERED_DEVICE_BUDGET     SIZE   (tiered; device bytes held, live and cached; default:
+ *                                   the device's free memory less 1 GiB; 0: all on the host)
+ *   GPUMEM_TIERED_HOST_BUDGET       SIZE   (tiered; pinned host bytes; never more than
+ *                                   MemAvailable less 10% of MemTotal, which a value only lowers)
+ *   GPUMEM_TIERED_PLACEMENT         auto | device | host    (tiered; default auto: the device
+ *                                   while its budget allows, then the host) *   GPUMEM_UVM_PREFETCH             0 | 1          (uvm; default 1: prefetch every allocation)
  *   GPUMEM_UVM_ADVISE               none | device | host                  (uvm; default none)
  *                                   device: cudaMemAdviseSetPreferredLocation(device) and
  *                                   SetAccessedBy(device); host: preferred location the host,
@@ -32,20 +46,28 @@
  *                                   less 512 MiB; none: no cap (oversubscription allowed).
  *   GPUMEM_ASYNC_RELEASE_THRESHOLD  SIZE   (async; freed bytes the pool keeps at a sync point;
  *                                   default: keep everything)
- *   GPUMEM_POOL_MAX_RESERVED        SIZE   (pool; cap on what the pool takes from cudaMalloc;
- *                                   default: no cap)
+ *   GPUMEM_POOL_MAX_RESERVED        SIZE   (pool, pinned; cap on what the pool takes from
+ *                                   cudaMalloc / pins; default: no cap)
  *   GPUMEM_OOM                      raise | null                         (default raise)
  *                                   What gpumem_malloc does when memory runs out; see
  *                                   gpumem_malloc below.
  *
- *   SIZE: a byte count, a non-negative decimal integer with an optional suffix K, M, G or T
- *   (powers of 1024, case-insensitive; "KiB"/"KB" forms also accepted): 1048576, 512M, 4G, 64KiB.
+ *   SIZE: a byte count, a non-negative decimal integer with an optional suffix KiB, MiB, GiB or
+ *   TiB (powers of 1024, the unit's case ignored): 1048576, 512MiB, 4GiB, 64KiB (gpumem/sizes.hpp).
  *
  * Every variable is validated, whichever strategy is chosen. A bad value makes gpumem_init
  * return GPUMEM_TORCH_ERR_CONFIG with a message naming the variable, the value and the accepted
  * form (gpumem_last_error).
  *
- * One strategy instance per device, created on the first allocation for that device
+ * Instances: number 0 is the one the environment configures (gpumem_malloc / gpumem_free, also
+ * gpumem_malloc_0 / gpumem_free_0); gpumem_instance_create makes numbers 1 to
+ * GPUMEM_TORCH_MAX_INSTANCES - 1 from a configuration text, each served by its own entry points
+ * gpumem_malloc_<n> / gpumem_free_<n>, so that PyTorch can hold several allocators with different
+ * strategies (a torch.cuda.MemPool each). gpumem_mempool_malloc_<n> is gpumem_malloc_<n> that returns
+ * NULL on failure whatever GPUMEM_OOM says: the entry point for a torch.cuda.MemPool, whose caching
+ * allocator checks the pointer and raises torch.OutOfMemoryError itself.
+ *
+ * Each instance keeps one strategy per device, created on the first allocation for that device
  * (thread-safe). Instances are never destroyed: memory PyTorch still holds at exit is given back
  * by the driver, and frees that arrive during interpreter shutdown find a live allocator.
  *
@@ -81,7 +103,16 @@ typedef struct CUstream_st* gpumem_stream_t;
 #define GPUMEM_TORCH_ERR_ARGUMENT 4 /* a NULL output pointer, an unknown pointer */
 
 /* Version of this interface (the struct below included). */
-#define GPUMEM_TORCH_ABI_VERSION 1
+#define GPUMEM_TORCH_ABI_VERSION 2
+
+/* Allocator instances per process, number 0 (the environment's) included. */
+#define GPUMEM_TORCH_MAX_INSTANCES 8
+
+/* gpumem_set_thread_placement's values. */
+#define GPUMEM_TORCH_PLACE_DEFAULT (-1) /* the instance's GPUMEM_TIERED_PLACEMENT */
+#define GPUMEM_TORCH_PLACE_AUTO 0       /* the device while the budget allows, then the host */
+#define GPUMEM_TORCH_PLACE_DEVICE 1     /* the device only (out of memory rather than the host) */
+#define GPUMEM_TORCH_PLACE_HOST 2       /* mapped pinned host memory only */
 
 /* Statistics of one device's strategy. All byte counts are the sizes PyTorch asked for (a
  * tensor storage's nbytes), not rounded block sizes. */
@@ -108,7 +139,8 @@ typedef struct gpumem_torch_stats {
   int32_t device;
 } gpumem_torch_stats;
 
-/* Reads and validates the environment (once; later calls return the first result). Touches no
+/* Reads and validates the environment; once it was valid, later calls return at once and the
+ * environment is never read again. A bad value keeps nothing (a later call reads again). Touches no
  * CUDA state. Returns GPUMEM_TORCH_OK or GPUMEM_TORCH_ERR_CONFIG (message: gpumem_last_error). */
 GPUMEM_TORCH_API int gpumem_init(void);
 
@@ -120,8 +152,10 @@ GPUMEM_TORCH_API const char* gpumem_last_error(void);
 GPUMEM_TORCH_API const char* gpumem_config(void);
 
 /* PyTorch's alloc_fn. size 0 returns NULL (PyTorch never frees it). On failure:
- *  - GPUMEM_OOM=raise (default): throws std::runtime_error whose message starts
- *    "gpumem: out of memory" (or "gpumem: " for other failures). PyTorch's CUDAPluggableAllocator
+ *  - GPUMEM_OOM=raise (default): throws std::runtime_error. Out of memory: the message follows
+ *    PyTorch's convention, "CUDA out of memory. gpumem: <strategy> could not allocate <size> on
+ *    device <n> (<cause>); reserved <bytes>, allocated <bytes>, largest free block <bytes or n/a>"
+ *    (gpumem_format_oom); other failures start "gpumem: ". PyTorch's CUDAPluggableAllocator
  *    does not check the pointer it gets back, so a NULL would become a tensor at address 0 and
  *    the first kernel touching it would fail with an illegal address; the exception instead
  *    reaches Python as a RuntimeError, as with RMM's allocator.
@@ -159,6 +193,53 @@ GPUMEM_TORCH_API int gpumem_trim(int device);
 
 /* GPUMEM_TORCH_ABI_VERSION. */
 GPUMEM_TORCH_API int gpumem_abi_version(void);
+
+/* Makes an allocator instance from `spec`: lines "NAME=value" with the environment variables'
+ * names and values (GPUMEM_ALLOCATOR=tiered\nGPUMEM_TIERED_DEVICE_BUDGET=8GiB); the environment is
+ * not read. Returns its number (1 ..), served by gpumem_malloc_<n> / gpumem_mempool_malloc_<n> /
+ * gpumem_free_<n>; or -GPUMEM_TORCH_ERR_CONFIG for a bad spec, -GPUMEM_TORCH_ERR_ARGUMENT when
+ * every instance is taken (message: gpumem_last_error). Instances are never destroyed. */
+GPUMEM_TORCH_API int gpumem_instance_create(const char* spec);
+
+/* The description of `spec` (as gpumem_config), or NULL for a bad one (gpumem_last_error);
+ * validation only: nothing is created. Valid until the thread's next call. */
+GPUMEM_TORCH_API const char* gpumem_describe_config(const char* spec);
+
+/* The description of instance `n` (0: gpumem_config), or "error: <message>". */
+GPUMEM_TORCH_API const char* gpumem_instance_config(int n);
+
+/* Statistics, peak reset and trim of instance `n` (0: the same as the functions above). A number
+ * no instance has: GPUMEM_TORCH_ERR_ARGUMENT. */
+GPUMEM_TORCH_API int gpumem_instance_stats(int n, int device, gpumem_torch_stats* out);
+GPUMEM_TORCH_API int gpumem_instance_reset_peak(int n, int device);
+GPUMEM_TORCH_API int gpumem_instance_trim(int n, int device);
+
+/* Where the calling thread's next allocations from a tiered instance go: one of
+ * GPUMEM_TORCH_PLACE_*. Other strategies ignore it. Stores the previous value in *previous (when
+ * not NULL). Returns 0, or GPUMEM_TORCH_ERR_ARGUMENT for another value. PyTorch has no allocation
+ * tags; gpumem_torch.place('host') sets this around a block of code. */
+GPUMEM_TORCH_API int gpumem_set_thread_placement(int placement, int* previous);
+GPUMEM_TORCH_API int gpumem_thread_placement(void);
+
+/* The out-of-memory message gpumem_malloc raises, for `stats` (NULL: nothing reserved yet):
+ * written to `out` (at most out_size - 1 characters and a NUL); returns its full length. */
+GPUMEM_TORCH_API size_t gpumem_format_oom(const char* strategy, uint64_t request_bytes, int device, const char* cause,
+                                          const gpumem_torch_stats* stats, char* out, size_t out_size);
+
+/* The entry points of instance n, for n = 0 .. GPUMEM_TORCH_MAX_INSTANCES - 1. */
+#define GPUMEM_TORCH_DECLARE_INSTANCE(n)                                                              \
+  GPUMEM_TORCH_API void* gpumem_malloc_##n(ssize_t size, int device, gpumem_stream_t stream);         \
+  GPUMEM_TORCH_API void* gpumem_mempool_malloc_##n(ssize_t size, int device, gpumem_stream_t stream); \
+  GPUMEM_TORCH_API void gpumem_free_##n(void* ptr, ssize_t size, int device, gpumem_stream_t stream);
+GPUMEM_TORCH_DECLARE_INSTANCE(0)
+GPUMEM_TORCH_DECLARE_INSTANCE(1)
+GPUMEM_TORCH_DECLARE_INSTANCE(2)
+GPUMEM_TORCH_DECLARE_INSTANCE(3)
+GPUMEM_TORCH_DECLARE_INSTANCE(4)
+GPUMEM_TORCH_DECLARE_INSTANCE(5)
+GPUMEM_TORCH_DECLARE_INSTANCE(6)
+GPUMEM_TORCH_DECLARE_INSTANCE(7)
+#undef GPUMEM_TORCH_DECLARE_INSTANCE
 
 #ifdef __cplusplus
 }
