@@ -4,6 +4,7 @@
 #include "gpumem/device.hpp"
 #include "gpumem/peer_access.hpp"
 #include "gpumem/topology.hpp"
+#include "ops/ops.hpp"
 
 namespace gpumem::binding {
 namespace {
@@ -170,12 +171,25 @@ Napi::Value CanLoadLibrary(const Napi::CallbackInfo& info) {
   return o;
 }
 
+// kernelImage(device): whether the device can run the kernels of this build, and which image it uses.
+Napi::Value KernelImage(const Napi::CallbackInfo& info) {
+  const ops::kernel_image_info k = ops::kernel_image(device_arg(info, 0));
+  Napi::Object o = Napi::Object::New(info.Env());
+  o.Set("runnable", k.runnable);
+  o.Set("binaryVersion", k.binary_version);
+  o.Set("ptxVersion", k.ptx_version);
+  if (!k.runnable) o.Set("error", k.error);
+  return o;
+}
+
 }  // namespace
 
 void register_device_functions(Napi::Env env, Napi::Object exports) {
   exports.Set("builtWithCuda", Napi::Boolean::New(env, built_with_cuda()));
   exports.Set("driverVersion", Napi::Number::New(env, driver_version()));
   exports.Set("runtimeVersion", Napi::Number::New(env, runtime_version()));
+  exports.Set("cudaArchitectures", Napi::String::New(env, ops::built_cuda_architectures()));
+  exports.Set("kernelImage", Napi::Function::New<KernelImage>(env, "kernelImage"));
   exports.Set("deviceCount", Napi::Function::New<DeviceCount>(env, "deviceCount"));
   exports.Set("deviceStatus", Napi::Function::New<DeviceStatus>(env, "deviceStatus"));
   exports.Set("deviceProperties", Napi::Function::New<DeviceProperties>(env, "deviceProperties"));

@@ -38,6 +38,18 @@ struct gemm_backend_info {
 };
 gemm_backend_info gemm_backend();
 
+// The CUDA architectures the kernels were built for, as CMake's list ("80-real 86-real ... 120":
+// "-real" is machine code only, a bare number adds its PTX); "" in a build without CUDA.
+std::string built_cuda_architectures();
+struct kernel_image_info {
+  bool runnable = false;  // the device has an image of the kernels it can run (machine code or PTX)
+  int binary_version = 0; // the machine code's architecture, e.g. 90; with PTX only, the JIT target
+  int ptx_version = 0;    // the PTX's architecture; 0 when none was embedded for it
+  std::string error;      // why not, when not runnable (e.g. cudaErrorNoKernelImageForDevice)
+};
+// Asks the runtime for a kernel's image on `device` (cudaFuncGetAttributes); never throws.
+kernel_image_info kernel_image(int device);
+
 // Y[rows,cols] += bias[cols].
 void add_bias(bool on_device, stream_handle stream, float* Y, const float* bias, i64 rows, i64 cols);
 // dBias[cols] = (accumulate ? dBias : 0) + column sums of dY[rows,cols].

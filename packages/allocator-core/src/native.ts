@@ -215,10 +215,25 @@ export interface NativeLinkBench {
   skipped: string[];
 }
 
+/** What the runtime says of this build's kernels on one device. */
+export interface NativeKernelImage {
+  runnable: boolean;
+  /** The architecture of the machine code the device runs (e.g. 90), or the PTX JIT target. */
+  binaryVersion: number;
+  /** The PTX architecture the image was compiled from; below binaryVersion when the driver compiled PTX at load. */
+  ptxVersion: number;
+  /** Why the device cannot run the kernels (e.g. cudaErrorNoKernelImageForDevice). */
+  error?: string;
+}
+
 export interface NativeAddon {
   builtWithCuda: boolean;
   driverVersion: number;
   runtimeVersion: number;
+  /** The CUDA architectures the kernels were built for, CMake's list ("80-real ... 120"); '' without CUDA. */
+  cudaArchitectures: string;
+  /** Whether `device` can run this build's kernels (machine code or PTX it can compile); never throws. */
+  kernelImage(device: number): NativeKernelImage;
   deviceCount(): number;
   deviceStatus(): string;
   deviceProperties(device: number): NativeDeviceProperties;
@@ -338,7 +353,12 @@ export function addonCandidates(): string[] {
   const req = createRequire(import.meta.url);
   try {
     const nativePkg = dirname(req.resolve('@gpumem/native/package.json'));
-    candidates.push(join(nativePkg, 'build', 'Release', 'gpumem.node'), join(nativePkg, 'build', 'Debug', 'gpumem.node'));
+    // A build from source first (it was made for this machine), then the package's prebuilt addon.
+    candidates.push(
+      join(nativePkg, 'build', 'Release', 'gpumem.node'),
+      join(nativePkg, 'prebuilds', `${process.platform}-${process.arch}`, 'gpumem.node'),
+      join(nativePkg, 'build', 'Debug', 'gpumem.node'),
+    );
   } catch {
     // not installed as a dependency; the repository layout below still works
   }
@@ -376,8 +396,9 @@ export function loadNativeFrom(candidates: readonly string[]): NativeAddon {
   throw new NativeLoadError(
     `Could not load the gpumem native addon (gpumem.node). Tried:\n${lines}\n` +
       'Possible solutions:\n' +
-      '  - build it: run `npm ci` (or `npm run build:native`) at the repository root;\n' +
+      `  - @gpumem/native carries a prebuilt addon for linux-x64 only; on ${process.platform}-${process.arch}, build it from source: npx gpumem-build-native;\n` +
       '  - the build needs cmake >= 3.20 and a C++17 compiler; CUDA strategies also need nvcc (CUDA 12+);\n' +
+      '  - in the repository: run `npm ci` (or `npm run build:native`) at its root;\n' +
       '  - point GPUMEM_ADDON at a gpumem.node you built elsewhere.',
     attempts,
   );
