@@ -1,5 +1,12 @@
 #include "comm_functions.hpp"
 
+#ifdef __linux__
+#include <sys/prctl.h>
+#include <unistd.h>
+
+#include <csignal>
+#endif
+
 #include <cmath>
 #include <cstring>
 #include <memory>
@@ -204,7 +211,7 @@ Napi::Value HostCommRegionCreate(const Napi::CallbackInfo& info) {
     const int size = int_arg(info[0], "size", 0);
     const auto slot = info[1].IsUndefined() ? comm::default_host_slot_bytes
                                             : static_cast<std::uint64_t>(number_arg(info[1], "slotBytes", 1, max_safe, "positive integer"));
-    return Napi::String::New(info.Env(), comm::create_host_region(size, slot));
+    return Napi::String::New(info.Env(), comm::create_host_region(size, slot, info[2].ToBoolean().Value()));
   });
 }
 
@@ -219,6 +226,24 @@ Napi::Value HostCommRegionUnlink(const Napi::CallbackInfo& info) {
   return comm_guarded(info.Env(), [&] { return Napi::Boolean::New(info.Env(), comm::unlink_host_region(string_arg(info[0], "name"))); });
 }
 
+// dieWithParent(parentPid): asks the kernel to kill this process (SIGKILL) when its parent dies
+// (Linux: PR_SET_PDEATHSIG), then checks that the parent is still parentPid, since it may have
+// died before the request. Returns 'armed' (the kernel will do it), 'orphaned' (the parent is gone
+// already: the caller must exit) or 'unsupported' (no such request on this system: the caller
+// watches its parent itself).
+Napi::Value DieWithParent(const Napi::CallbackInfo& info) {
+  return comm_guarded(info.Env(), [&] {
+    const int parent = int_arg(info[0], "parentPid", 1);
+#ifdef __linux__
+    if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0) return Napi::String::New(info.Env(), "unsupported");
+    return Napi::String::New(info.Env(), getppid() == parent ? "armed" : "orphaned");
+#else
+    (void)parent;
+    return Napi::String::New(info.Env(), "unsupported");
+#endif
+  });
+}
+
 }  // namespace
 
 void register_comm(Napi::Env env, Napi::Object exports) {
@@ -229,6 +254,7 @@ void register_comm(Napi::Env env, Napi::Object exports) {
   exports.Set("hostCommRegionCreate", Napi::Function::New<HostCommRegionCreate>(env, "hostCommRegionCreate"));
   exports.Set("hostCommRegionAbort", Napi::Function::New<HostCommRegionAbort>(env, "hostCommRegionAbort"));
   exports.Set("hostCommRegionUnlink", Napi::Function::New<HostCommRegionUnlink>(env, "hostCommRegionUnlink"));
+  exports.Set("dieWithParent", Napi::Function::New<DieWithParent>(env, "dieWithParent"));
 }
 
 }  // namespace gpumem::binding

@@ -1,5 +1,6 @@
 // The communicators of multi-process runs (src/comm): ncclLibrary(), ncclUniqueId(), the classes
-// NcclComm and HostComm, and the parent's hostCommRegionCreate / Abort / Unlink.
+// NcclComm and HostComm, the parent's hostCommRegionCreate / Abort / Unlink, and a rank's
+// dieWithParent.
 #pragma once
 #include <napi.h>
 

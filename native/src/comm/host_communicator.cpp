@@ -12,7 +12,9 @@
 #include <chrono>
 #include <cstring>
 #include <limits>
+#include <map>
 #include <memory>
+#include <mutex>
 #include <new>
 #include <optional>
 #include <random>
@@ -27,7 +29,7 @@ namespace gpumem::comm {
 namespace {
 
 constexpr std::uint64_t region_magic = 0x31636d6f636d6d67ull;  // "gmmcomc1"
-constexpr std::uint32_t layout_version = 1;
+constexpr std::uint32_t layout_version = 2;
 constexpr std::size_t reason_bytes = 1024;
 constexpr std::size_t line = 64;
 
@@ -43,6 +45,8 @@ struct region_header {
   std::uint64_t total_bytes;
   std::atomic<std::uint32_t> abort_state;  // 0 none, 1 being written, 2 set (reason and rank readable)
   std::atomic<std::int32_t> failed_rank;   // the rank named by the abort; -1 for none
+  std::atomic<std::uint32_t> attaches;     // attaches so far (never decreases)
+  std::uint32_t unlink_when_attached;      // 1: the attach that makes `attaches` reach `size` removes the name
   char abort_reason[reason_bytes];
 };
 
@@ -157,13 +161,25 @@ void check_pointer(const void* p, const char* name) {
   }
 }
 
+// The regions this process created, still mapped: the parent aborts through its own mapping,
+// which outlives the region's name.
+struct created_regions {
+  std::mutex mutex;
+  std::map<std::string, std::unique_ptr<mapping>> by_name;
+};
+
+created_regions& created() {
+  static auto* regions = new created_regions();  // never destroyed: usable during static destruction
+  return *regions;
+}
+
 }  // namespace
 
 struct host_communicator::region {
   mapping map;
 };
 
-std::string create_host_region(int size, std::uint64_t slot_bytes) {
+std::string create_host_region(int size, std::uint64_t slot_bytes, bool unlink_when_attached) {
   check_size(size);
   if (slot_bytes < 64 || slot_bytes % 4 != 0 || slot_bytes > (1ull << 40)) {
     throw invalid_argument(invalid_argument::kind::range, "slotBytes",
@@ -179,7 +195,7 @@ std::string create_host_region(int size, std::uint64_t slot_bytes) {
     fd = shm_open(name.c_str(), O_RDWR | O_CREAT | O_EXCL, 0600);
     if (fd < 0 && (errno != EEXIST || attempt >= 16)) fail_errno("shm_open('" + name + "', O_CREAT | O_EXCL)");
   }
-  mapping m;
+  auto m = std::make_unique<mapping>();
   void* base = MAP_FAILED;
   if (ftruncate(fd, static_cast<off_t>(total)) == 0) base = mmap(nullptr, total, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
   const int e = errno;
@@ -189,8 +205,8 @@ std::string create_host_region(int size, std::uint64_t slot_bytes) {
     errno = e;
     fail_errno("creating the host communicator region '" + name + "' of " + format_bytes(total));
   }
-  m.base = base;
-  m.bytes = total;
+  m->base = base;
+  m->bytes = total;
   // The file reads as zeros; the atomics are constructed in place.
   auto* h = new (base) region_header{};
   h->magic = region_magic;
@@ -199,22 +215,46 @@ std::string create_host_region(int size, std::uint64_t slot_bytes) {
   h->slot_bytes = slot_bytes;
   h->total_bytes = total;
   h->failed_rank.store(-1);
-  for (int r = 0; r < size; ++r) new (&m.state(r)) rank_state{};
+  h->unlink_when_attached = unlink_when_attached ? 1 : 0;
+  for (int r = 0; r < size; ++r) new (&m->state(r)) rank_state{};
+  try {
+    created_regions& c = created();
+    std::lock_guard<std::mutex> lock(c.mutex);
+    c.by_name[name] = std::move(m);
+  } catch (...) {
+    shm_unlink(name.c_str());
+    throw;
+  }
   return name;
 }
 
 void abort_host_region(const std::string& name, int rank, const std::string& reason) {
-  mapping m;
-  open_region(name, m);
-  if (rank < -1 || rank >= static_cast<int>(m.header().size)) {
-    throw invalid_argument(invalid_argument::kind::range, "rank",
-                           "Expected an integer in [-1, " + std::to_string(m.header().size - 1) + "] for rank but received " + std::to_string(rank));
+  check_name(name);
+  created_regions& c = created();
+  std::unique_lock<std::mutex> lock(c.mutex);
+  mapping opened;
+  const mapping* m = nullptr;
+  if (auto it = c.by_name.find(name); it != c.by_name.end()) {
+    m = it->second.get();
+  } else {
+    lock.unlock();
+    open_region(name, opened);
+    m = &opened;
   }
-  record_abort(m.header(), rank, reason);
+  if (rank < -1 || rank >= static_cast<int>(m->header().size)) {
+    throw invalid_argument(invalid_argument::kind::range, "rank",
+                           "Expected an integer in [-1, " + std::to_string(m->header().size - 1) + "] for rank but received " + std::to_string(rank));
+  }
+  record_abort(m->header(), rank, reason);
 }
 
 bool unlink_host_region(const std::string& name) {
   check_name(name);
+  {
+    created_regions& c = created();
+    std::lock_guard<std::mutex> lock(c.mutex);
+    c.by_name.erase(name);
+  }
   if (shm_unlink(name.c_str()) == 0) return true;
   if (errno == ENOENT) return false;
   fail_errno("shm_unlink('" + name + "')");
@@ -245,6 +285,10 @@ host_communicator::host_communicator(const std::string& name, int size, int rank
   }
   slot_bytes_ = h.slot_bytes;
   barriers_ = r->map.state(rank).arrived.load(std::memory_order_acquire);
+  // The attach that completes the group removes the name (when the parent asked for it): the
+  // region then lives exactly as long as some process maps it. Another process may have removed it
+  // already (the parent's dispose): that is fine.
+  if (h.attaches.fetch_add(1, std::memory_order_acq_rel) + 1 == h.size && h.unlink_when_attached != 0) shm_unlink(name.c_str());
   region_ = r.release();
 }
 

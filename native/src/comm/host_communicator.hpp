@@ -20,12 +20,18 @@ constexpr std::uint64_t default_host_slot_bytes = 4ull << 20;
 constexpr int max_host_ranks = 4096;
 
 // Parent side. Creates a region for `size` ranks with slots of `slot_bytes` (a multiple of 4, at
-// least 64) under a new unique name (/gpumem-<pid>-<n>-<random>), which it returns.
-std::string create_host_region(int size, std::uint64_t slot_bytes);
+// least 64) under a new unique name (/gpumem-<pid>-<n>-<random>), which it returns. The creating
+// process keeps the region mapped until unlink_host_region, so that it can abort the group after
+// the name is gone. With unlink_when_attached, the rank whose attach completes the group removes
+// the name: from then on nothing outlives the processes that map the region (the kernel frees it
+// with the last mapping), even when the parent is killed.
+std::string create_host_region(int size, std::uint64_t slot_bytes, bool unlink_when_attached = false);
 // Stops the group: every rank's next wait (or the one it is in) throws comm_aborted with
 // "aborted: rank <rank> failed: <reason>" (rank -1: "aborted: <reason>"). The first abort wins.
+// Works on a region this process created even after its name was removed.
 void abort_host_region(const std::string& name, int rank, const std::string& reason);
-// Removes the region's name (mappings already made stay valid). False when there was none.
+// Removes the region's name (mappings already made stay valid) and this process's own mapping of
+// a region it created. False when there was no name (already removed).
 bool unlink_host_region(const std::string& name);
 
 class host_communicator {

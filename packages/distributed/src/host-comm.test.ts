@@ -214,6 +214,26 @@ describe('host communicator in this process', () => {
     expect(() => region.abort(1, 'x')).toThrow(RangeError);
   });
 
+  it('unlinkWhenAttached: the name goes when the last rank attaches, and the parent can still abort the group', () => {
+    const r = createHostCommRegion({ ranks: 2, slotBytes: 64, unlinkWhenAttached: true });
+    const shm = process.platform === 'linux' ? `/dev/shm${r.name}` : undefined;
+    const allocator = createAllocator('host');
+    const ptr = allocator.malloc(16);
+    const rank0 = attachHostCommunicator({ name: r.name, rank: 0, size: 2 });
+    if (shm) expect(existsSync(shm)).toBe(true);
+    const rank1 = attachHostCommunicator({ name: r.name, rank: 1, size: 2 });
+    if (shm) expect(existsSync(shm)).toBe(false);
+    expect(() => attachHostCommunicator({ name: r.name, rank: 0, size: 2 })).toThrow(/no host communicator region named/);
+    r.abort(-1, 'stopped by the parent');
+    expect(() => rank0.allReduce(ptr, 4, Stream.default(hostDevice))).toThrow(CommAbortedError);
+    expect(() => rank1.allReduce(ptr, 4, Stream.default(hostDevice))).toThrow(/^aborted: stopped by the parent$/);
+    rank0.dispose();
+    rank1.dispose();
+    r.dispose();
+    allocator.dispose();
+    expect(() => createHostCommRegion({ ranks: 1, unlinkWhenAttached: 'yes' as never })).toThrow(TypeError);
+  });
+
   it('a disposed region can no longer be attached to or aborted', () => {
     const r = createHostCommRegion({ ranks: 2 });
     r.dispose();

@@ -9,7 +9,7 @@
  * CommAbortedError.
  * @module
  */
-import { hostDevice, InvalidStateError, loadNative, type Device } from '@gpumem/allocator-core';
+import { hostDevice, InvalidStateError, loadNative, type Device, type NativeAddon } from '@gpumem/allocator-core';
 import { commCall } from './comm-errors.js';
 import type { Communicator } from './communicator.js';
 import { NativeCommunicator } from './native-communicator.js';
@@ -19,6 +19,13 @@ export interface HostCommRegionOptions {
   ranks: number;
   /** Bytes of each rank's slot (a multiple of 4, at least 64; default 4 MiB). Larger collectives go in chunks. */
   slotBytes?: number;
+  /**
+   * Remove the region's name as soon as every rank has attached (the rank completing the group
+   * does it), so that nothing is left in /dev/shm once the processes mapping it are gone, even when
+   * the parent is killed. Ranks cannot attach again afterwards. The parent can still abort the
+   * group. Default false (the name stays until dispose()).
+   */
+  unlinkWhenAttached?: boolean;
 }
 
 /** The parent's handle on a region. */
@@ -32,7 +39,7 @@ export interface HostCommRegion {
    * (rank -1: "aborted: <reason>"). The first abort, from here or from a rank, wins.
    */
   abort(rank: number, reason: string): void;
-  /** Removes the region's name; ranks already attached keep working. Idempotent. */
+  /** Removes the region's name and the parent's mapping; ranks already attached keep working. Idempotent. */
   dispose(): void;
 }
 
@@ -50,6 +57,11 @@ export interface HostCommunicatorOptions {
 
 const MiB = 2 ** 20;
 
+/** The addon's region constructor with the argument this package adds (unlink once every rank attached). */
+interface HostRegionNative {
+  hostCommRegionCreate(size: number, slotBytes: number, unlinkWhenAttached: boolean): string;
+}
+
 function checkInteger(value: unknown, name: string, min: number, max: number): asserts value is number {
   const expected = max === Infinity ? `an integer >= ${min}` : `an integer in [${min}, ${max}]`;
   if (typeof value !== 'number') throw new TypeError(`Expected ${expected} for ${name} but received ${String(value)} of type ${typeof value}`);
@@ -63,12 +75,13 @@ function checkString(value: unknown, name: string): asserts value is string {
 /** Creates a region for `ranks` ranks under a new unique name (parent side). */
 export function createHostCommRegion(options: HostCommRegionOptions): HostCommRegion {
   if (options === null || typeof options !== 'object') throw new TypeError('Expected an options object for createHostCommRegion');
-  const { ranks, slotBytes = 4 * MiB } = options;
+  const { ranks, slotBytes = 4 * MiB, unlinkWhenAttached = false } = options;
   checkInteger(ranks, 'ranks', 1, 4096);
   checkInteger(slotBytes, 'slotBytes', 64, 2 ** 40);
   if (slotBytes % 4 !== 0) throw new RangeError(`Expected a multiple of 4 for slotBytes but received ${slotBytes}`);
-  const native = loadNative();
-  const name = commCall('createHostCommRegion', () => native.hostCommRegionCreate(ranks, slotBytes));
+  if (typeof unlinkWhenAttached !== 'boolean') throw new TypeError(`Expected boolean for unlinkWhenAttached but received ${String(unlinkWhenAttached)} of type ${typeof unlinkWhenAttached}`);
+  const native = loadNative() as NativeAddon & HostRegionNative;
+  const name = commCall('createHostCommRegion', () => native.hostCommRegionCreate(ranks, slotBytes, unlinkWhenAttached));
   let disposed = false;
   return {
     name,

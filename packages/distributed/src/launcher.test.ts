@@ -1,10 +1,12 @@
-import { existsSync } from 'node:fs';
+import { fork, spawn } from 'node:child_process';
+import { existsSync, readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
 import { launchRanks, RankFailedError } from './launcher.js';
 import { rankEnv, readRankEnv } from './protocol.js';
 
 const entry = fileURLToPath(new URL('./fixtures/launch-rank.mjs', import.meta.url));
+const launcherScript = fileURLToPath(new URL('./fixtures/launcher-process.mjs', import.meta.url));
 // The ranks run the built packages (as `gpumem train --devices` does), so the tests need a build.
 const built = existsSync(fileURLToPath(new URL('../dist/index.js', import.meta.url)));
 const needsBuild = built ? '' : 'packages/distributed is not built (npm run build): the ranks import the built package';
@@ -68,4 +70,86 @@ describe.skipIf(needsBuild)(`launchRanks on the host communicator${needsBuild ? 
     expect((err as RankFailedError).message).toMatch(/rank 0 of 2 failed: sent nothing for 1500 ms|rank 1 of 2 failed: .*timed out/);
     expect(performance.now() - t0).toBeLessThan(15_000); // the hung rank was killed
   });
+});
+
+/** True while `pid` is a running process (a zombie, waiting to be reaped, counts as gone). */
+function running(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+  } catch {
+    return false;
+  }
+  try {
+    // the state follows the command name in parentheses: 'Z' zombie, 'X' dead
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    return !/^[ZX]/.test(stat.slice(stat.lastIndexOf(')') + 2));
+  } catch {
+    return existsSync(`/proc/${pid}`);
+  }
+}
+
+async function waitUntil(condition: () => boolean, ms: number): Promise<boolean> {
+  const end = performance.now() + ms;
+  while (performance.now() < end) {
+    if (condition()) return true;
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+  return condition();
+}
+
+interface Started {
+  launcher: number;
+  ranks: number[];
+  region: string;
+}
+
+/** Starts fixtures/launcher-process.mjs with `ranks` ranks; resolves once every rank has reported. */
+function startLauncher(ranks: number): Promise<{ started: Started; exited: Promise<unknown> }> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, [launcherScript, String(ranks)], { stdio: ['ignore', 'pipe', 'pipe'] });
+    const exited = new Promise((done) => child.on('exit', done));
+    let out = '';
+    let err = '';
+    child.stderr.on('data', (d: Buffer) => (err += d.toString()));
+    child.stdout.on('data', (d: Buffer) => {
+      out += d.toString();
+      if (out.includes('\n')) resolve({ started: JSON.parse(out.slice(0, out.indexOf('\n'))) as Started, exited });
+    });
+    child.on('exit', (code, signal) => reject(new Error(`the launcher exited (${code ?? signal}) before its ranks started: ${err.trim()}`)));
+  });
+}
+
+const linux = process.platform === 'linux' ? '' : 'needs Linux (PR_SET_PDEATHSIG, /dev/shm)';
+const cannotKill = needsBuild || linux;
+describe.skipIf(cannotKill)(`killing the launcher${cannotKill ? ` (skipped: ${cannotKill})` : ''}`, () => {
+  it('a rank whose launcher died before the rank could ask to die with it stops at once', async () => {
+    // the launcher named in its environment (pid 1 here) is not its parent: as if it had died already
+    const child = fork(entry, [], { stdio: ['ignore', 'ignore', 'pipe', 'ipc'], env: { ...process.env, ...rankEnv({ rank: 0, size: 1, device: -1, backend: 'host', timeoutMs: 0, hostRegion: '/gpumem-none', launcherPid: 1 }) } });
+    let err = '';
+    child.stderr!.on('data', (d: Buffer) => (err += d.toString()));
+    const code = await new Promise((resolve) => child.on('exit', resolve));
+    expect(code).toBe(1);
+    expect(err).toMatch(/its launcher \(pid 1\) is gone/);
+  });
+
+  for (const signal of ['SIGKILL', 'SIGTERM', 'SIGINT'] as const) {
+    it(`${signal} to the launcher's pid: no rank survives it, and its shared-memory region is gone`, async () => {
+      const { started, exited } = await startLauncher(3);
+      expect(started.ranks).toHaveLength(3);
+      expect(started.region).toMatch(/^\/gpumem-/);
+      try {
+        expect(started.ranks.every(running)).toBe(true);
+        process.kill(started.launcher, signal);
+        await exited;
+        // the kernel kills each rank when its parent dies; allow for a loaded machine
+        const allGone = await waitUntil(() => !started.ranks.some(running), 10_000);
+        expect(started.ranks.filter(running)).toEqual([]);
+        expect(allGone).toBe(true);
+        // the name went when the last rank attached; the memory with the last process mapping it
+        expect(existsSync(`/dev/shm${started.region}`)).toBe(false);
+      } finally {
+        for (const pid of started.ranks) if (running(pid)) process.kill(pid, 'SIGKILL');
+      }
+    }, 30_000);
+  }
 });

@@ -7,6 +7,11 @@
  * every rank still running after a grace period is killed (a rank blocked in a NCCL collective
  * whose peer is gone cannot return by itself). Process exit frees each rank's memory. The launch
  * then fails with a RankFailedError naming the first rank that failed and why.
+ *
+ * Nothing outlives the launcher: each rank asks the kernel to kill it when the launcher dies
+ * (whatever kills the launcher, SIGKILL included; see {@link runAsRank}), and the host
+ * communicator's region loses its name as soon as every rank has attached, so the kernel frees it
+ * with the last process that maps it.
  * @module
  */
 import { fork, type ChildProcess } from 'node:child_process';
@@ -105,7 +110,7 @@ export function launchRanks<P, R>(o: LaunchOptions<P>): Promise<R[]> {
   }
   const entry = typeof o.entry === 'string' ? o.entry : fileURLToPath(o.entry);
   // made before any rank starts: the unique id (NCCL), or the shared region (host)
-  const region = backend === 'host' ? createHostCommRegion({ ranks, ...(o.slotBytes ? { slotBytes: o.slotBytes } : {}) }) : undefined;
+  const region = backend === 'host' ? createHostCommRegion({ ranks, unlinkWhenAttached: true, ...(o.slotBytes ? { slotBytes: o.slotBytes } : {}) }) : undefined;
   const ncclId = backend === 'nccl' ? Buffer.from(ncclUniqueId()).toString('hex') : undefined;
 
   return new Promise<R[]>((resolve, reject) => {
@@ -148,7 +153,7 @@ export function launchRanks<P, R>(o: LaunchOptions<P>): Promise<R[]> {
     }, Math.min(1000, Math.max(50, timeoutMs / 10)));
 
     for (let rank = 0; rank < ranks; rank++) {
-      const env = { ...process.env, ...o.env, ...rankEnv({ rank, size: ranks, device: devices[rank]!, backend, timeoutMs, ncclId, hostRegion: region?.name }) };
+      const env = { ...process.env, ...o.env, ...rankEnv({ rank, size: ranks, device: devices[rank]!, backend, timeoutMs, ncclId, hostRegion: region?.name, launcherPid: process.pid }) };
       const child = fork(entry, [], { stdio: ['ignore', 'inherit', 'pipe', 'ipc'], serialization: 'advanced', env });
       children.push(child);
       child.stderr?.setEncoding('utf8');

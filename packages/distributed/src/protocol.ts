@@ -24,6 +24,8 @@ export interface RankPlace {
   ncclId?: string | undefined;
   /** The host communicator's shared region (backend 'host'). */
   hostRegion?: string | undefined;
+  /** The launcher's pid: a rank whose parent is no longer this process stops (its launcher is gone). */
+  launcherPid?: number | undefined;
 }
 
 const names = {
@@ -34,6 +36,7 @@ const names = {
   timeoutMs: 'GPUMEM_COMM_TIMEOUT_MS',
   ncclId: 'GPUMEM_NCCL_ID',
   hostRegion: 'GPUMEM_HOST_COMM',
+  launcherPid: 'GPUMEM_LAUNCHER_PID',
 } as const;
 
 /** The environment variables that tell a rank its place. */
@@ -63,5 +66,6 @@ export function readRankEnv(env: NodeJS.ProcessEnv = process.env): RankPlace {
     timeoutMs: int(names.timeoutMs),
     ncclId: env[names.ncclId],
     hostRegion: env[names.hostRegion],
+    launcherPid: env[names.launcherPid] === undefined ? undefined : int(names.launcherPid),
   };
 }

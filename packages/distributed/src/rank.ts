@@ -2,10 +2,10 @@
  * The rank's side of a launch: it reads its place from the environment, waits for the payload,
  * connects its communicator, runs the work and sends the result back. When the work throws, the
  * rank marks the group aborted (so the others stop at their next collective), reports the error
- * to the launcher and exits with code 1.
+ * to the launcher and exits with code 1. A rank dies with its launcher: see {@link dieWithLauncher}.
  * @module
  */
-import { cudaDevice, hostDevice, type Device } from '@gpumem/allocator-core';
+import { cudaDevice, hostDevice, loadNative, type Device, type NativeAddon } from '@gpumem/allocator-core';
 import type { Communicator } from './communicator.js';
 import { attachHostCommunicator } from './host-comm.js';
 import { createNcclCommunicator } from './nccl.js';
@@ -25,6 +25,34 @@ function send(message: RankMessage): Promise<void> {
   return new Promise((resolve, reject) => process.send!(message, undefined, {}, (e) => (e ? reject(e) : resolve())));
 }
 
+/** The addon's request to be killed with the parent (comm_functions.cpp). */
+interface ParentDeathNative {
+  dieWithParent?(parentPid: number): 'armed' | 'orphaned' | 'unsupported';
+}
+
+/** How often a rank checks that its launcher is still its parent. */
+const parentCheckMs = 1000;
+
+/**
+ * Ties the rank's life to its launcher's, so that killing the launcher (SIGKILL included) leaves
+ * no rank running: the kernel kills the rank when its parent dies (Linux's PR_SET_PDEATHSIG, asked
+ * for natively), and the parent is checked right after asking, in case the launcher died before.
+ * Where the kernel cannot do it, and as a second line where it can, the rank checks every second
+ * that its parent is still the launcher and exits if not.
+ */
+function dieWithLauncher(launcherPid: number): void {
+  const gone = () => {
+    process.stderr.write(`rank ${process.pid}: its launcher (pid ${launcherPid}) is gone; stopping\n`);
+    process.exit(1);
+  };
+  const native = loadNative() as NativeAddon & ParentDeathNative;
+  const state = typeof native.dieWithParent === 'function' ? native.dieWithParent(launcherPid) : 'unsupported';
+  if (state === 'orphaned' || process.ppid !== launcherPid) gone();
+  setInterval(() => {
+    if (process.ppid !== launcherPid) gone();
+  }, parentCheckMs).unref();
+}
+
 /** The communicator of the rank's place. */
 export function connect(place: RankPlace, device: Device): Communicator {
   if (place.backend === 'nccl') {
@@ -42,6 +70,7 @@ export function connect(place: RankPlace, device: Device): Communicator {
 export function runAsRank<P, R>(work: (ctx: RankContext<P>) => R | Promise<R>): void {
   if (!process.send) throw new Error('runAsRank() needs an IPC channel: a rank must be started by launchRanks()');
   const place = readRankEnv();
+  if (place.launcherPid !== undefined) dieWithLauncher(place.launcherPid);
   process.once('message', (m: ParentMessage) => {
     let comm: Communicator | undefined;
     void (async () => {
