@@ -1,5 +1,8 @@
 import { describe, expect, it } from 'vitest';
-import { adviseAllocator, type AdviceCandidate } from './advice.js';
+import '@gpumem/allocator-pinned';
+import '@gpumem/allocator-pool';
+import '@gpumem/allocator-tiered';
+import { adviseAllocator, strategyMemory, type AdviceCandidate } from './advice.js';
 
 const GiB = 2 ** 30;
 const row = (label: string, o: Partial<AdviceCandidate> = {}): AdviceCandidate => ({
@@ -48,5 +51,60 @@ describe('adviseAllocator', () => {
     expect(none.lines).toEqual(['No strategy replayed the whole trace without running out of memory at 8.00 GiB; --min-capacity finds how much each needs.']);
     const searched = adviseAllocator([row('pool', { ooms: 1 })], { minCapacity: true, capacityBytes: 8 * GiB });
     expect(searched.lines[0]).toMatch(/no strategy replayed the trace without running out of memory under the search's cap/);
+  });
+
+  it('ranks memory among device strategies only: host memory is not the GPU\'s, and a spilling strategy says what it spilled', () => {
+    // What a CPU machine saw on a GPU snapshot: host and tiered at the trace's peak live bytes.
+    const advice = adviseAllocator(
+      [
+        row('host', { memory: 'host', minCapacityBytes: 256 * 2 ** 20, driverCalls: 1, nsPerCall: 10 }),
+        row('tiered', { memory: 'spills', minCapacityBytes: 256 * 2 ** 20, spilledBytes: 92 * 2 ** 20, driverCalls: 70, nsPerCall: 3000 }),
+        row('pinned', { memory: 'host', minCapacityBytes: 300 * 2 ** 20, driverCalls: 5 }),
+        row('pool', { memory: 'device', minCapacityBytes: 288 * 2 ** 20, driverCalls: 38, nsPerCall: 600 }),
+      ],
+      {
+        minCapacity: true,
+        peer: { name: 'PyTorch', peakReservedBytes: 320 * 2 ** 20, driverCalls: 40 },
+        skipped: [
+          { label: 'cuda', reason: 'no CUDA device' },
+          { label: 'async', reason: 'no CUDA device' },
+        ],
+        withoutGpu: true,
+      },
+    );
+    expect(advice.memory!.labels).toEqual(['pool']);
+    expect(advice.driverCalls!.labels).toEqual(['pool']); // tiered competes for calls, the host strategies do not
+    expect(advice.speed!.labels).toEqual(['pool']);
+    expect(advice.notRanked.map((n) => n.label)).toEqual(['host', 'pinned', 'tiered']);
+    expect(advice.skipped).toEqual([
+      { label: 'cuda', reason: 'no CUDA device' },
+      { label: 'async', reason: 'no CUDA device' },
+    ]);
+    expect(advice.lines).toEqual([
+      "Least memory: pool needs 288.00 MiB, 10% less than PyTorch's 320.00 MiB.",
+      "Fewest driver calls: pool, 38 calls, 5% fewer than PyTorch's 40 calls.",
+      'Fastest calls: pool, 600 ns per call on average (next: tiered, 3000 ns).',
+      'Not ranked: host and pinned keep their memory in host memory, not on the GPU.',
+      'Not ranked for memory: tiered holds what does not fit on the device in host memory (92.00 MiB at most in the tracked pass), so its figures count host memory too; it trades device memory for transfers over the bus.',
+      'Caveat: not replayed, so not compared: cuda and async (no CUDA device).',
+      "Caveat: replayed without a GPU: the device strategies ran on their host twins (the same logic over host memory); times are not a GPU's.",
+    ]);
+  });
+
+  it('says when no device strategy, or no strategy at all, was replayed', () => {
+    const hostOnly = adviseAllocator([row('host', { memory: 'host' })], { minCapacity: false });
+    expect(hostOnly.memory).toBeUndefined();
+    expect(hostOnly.lines[0]).toBe('Least memory: no strategy that keeps its memory on the device was replayed.');
+    const none = adviseAllocator([], { minCapacity: false, skipped: [{ label: 'cuda', reason: 'failed: CudaError: no device' }] });
+    expect(none.lines).toEqual(['No strategy was replayed, so there is nothing to recommend.', 'Caveat: not replayed, so not compared: cuda (failed: CudaError: no device).']);
+  });
+});
+
+describe('strategyMemory', () => {
+  it('reads where a strategy keeps its memory from its registry flags', () => {
+    expect(strategyMemory('pool')).toBe('device');
+    expect(strategyMemory('host')).toBe('host');
+    expect(strategyMemory('pinned')).toBe('host');
+    expect(strategyMemory('tiered')).toBe('spills');
   });
 });

@@ -6,6 +6,7 @@
 import { describe, expect, it } from 'vitest';
 import { LimitingAdaptor, TrackingAllocator } from '@gpumem/allocator-core';
 import '@gpumem/allocator-pool';
+import '@gpumem/allocator-tiered';
 import '@gpumem/examples/arena';
 import { createReplayAllocator } from './capacity.js';
 import type { AllocationTrace, TraceEvent } from './format.js';
@@ -177,6 +178,13 @@ describe('profileReplay', () => {
     expect(h.reservedAtPeakBytes).toBe(5 * MiB + 768);
     expect(h.allocatedAtPeakBytes).toBe(5 * MiB + 768);
     expect(h.fragmentationAtPeakBytes).toBe(0);
+  });
+
+  it('gives what a strategy with a host tier spilled to it (its peak host reserved), and nothing for others', () => {
+    const tiered = profileReplay(compiled, { name: 'tiered', options: { deviceBudgetBytes: 2 * MiB } });
+    expect(tiered.peakHostReservedBytes).toBeGreaterThan(0);
+    expect(tiered.peakHostReservedBytes).toBeLessThanOrEqual(tiered.peakReservedBytes);
+    expect(profileReplay(compiled, pool).peakHostReservedBytes).toBeUndefined();
   });
 
   it('describes memory at each out-of-memory failure', () => {

@@ -61,4 +61,14 @@ export {
 } from './min-capacity.js';
 export { profileReplay, type ReplayProfile, type OomSnapshot, type ProfileOptions } from './profile.js';
 export { pytorchPeer, pytorchPeerLabel, type RecordedPeer } from './peer.js';
-export { adviseAllocator, type Advice, type AdvicePick, type AdviceCandidate, type AdvicePeer, type AdviceContext } from './advice.js';
+export {
+  adviseAllocator,
+  strategyMemory,
+  type Advice,
+  type AdvicePick,
+  type AdviceCandidate,
+  type AdvicePeer,
+  type AdviceContext,
+  type SkippedStrategy,
+  type StrategyMemory,
+} from './advice.js';

@@ -39,6 +39,11 @@ export interface ReplayProfile {
   allocatedAtPeakBytes: number;
   /** reservedAtPeakBytes − allocatedAtPeakBytes: what the strategy held beyond the requests at its peak. */
   fragmentationAtPeakBytes: number;
+  /**
+   * Strategies with a host tier (e.g. 'tiered'): the most bytes the host tier held in the pass (its
+   * peak host reserved), i.e. what spilled past the device. Absent for other strategies.
+   */
+  peakHostReservedBytes?: number;
   /** Driver (upstream) allocations and frees made in the pass. */
   driverAllocs: number;
   driverFrees: number;
@@ -164,5 +169,6 @@ export function profileReplay(trace: CompiledTrace, spec: StrategySpec, o: Profi
     oomSnapshots,
   };
   if (made.limit !== undefined) profile.limit = made.limit;
+  if (end.peakHostReservedBytes !== undefined) profile.peakHostReservedBytes = end.peakHostReservedBytes;
   return profile;
 }
