@@ -64,7 +64,8 @@ def main():
     p.add_argument("--nodes", type=int, default=2_000_000)
     p.add_argument("--allocator", default="pool", choices=["cuda", "uvm", "pool", "async"])
     p.add_argument("--goal", type=float, default=2.0, help="overhead goal in percent (default 2)")
-    p.add_argument("--json", default=os.path.join(HERE, "capture-overhead.json"))
+    p.add_argument("--json", default=os.path.join(HERE, "out", "capture-overhead.json"),
+                   help="where to write the JSON (default bench/traces/out/capture-overhead.json)")
     args = p.parse_args()
     if args.repeats < 3:
         p.error("--repeats must be at least 3")
@@ -109,6 +110,7 @@ def main():
         "goal_met": overhead < args.goal,
         "runs": runs,
     }
+    os.makedirs(os.path.dirname(os.path.abspath(args.json)), exist_ok=True)
     with open(args.json, "w") as f:
         json.dump(summary, f, indent=1)
         f.write("\n")
