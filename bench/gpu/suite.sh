@@ -65,23 +65,6 @@ cd "$(dirname "$0")/../.." || exit 1
 export NCCL_NVLS_ENABLE=${NCCL_NVLS_ENABLE:-0}
 cli=packages/cli/dist/cli.js
 
-out=${OUT:-bench/gpu/out/$(date -u +%Y-%m-%dT%H%M%S)}
-mkdir -p "$out"
-out=$(cd "$out" && pwd)
-summary="$out/summary.txt"
-log="$out/suite.log"
-results=$(mktemp -d)
-mkdir -p "$results/results"
-failed=0
-
-finish() {
-  if [ -n "$(ls -A "$results/results")" ]; then
-    tar czf "$out/results.tgz" -C "$results" results
-  fi
-  rm -rf "$results"
-}
-trap finish EXIT
-
 # step SUITE NAME LIMIT COMMAND...: run COMMAND under timeout LIMIT (seconds), output to suite.log
 step() {
   local suite=$1 name=$2 limit=$3
@@ -275,6 +258,23 @@ for s in "$@"; do
     exit 2
   fi
 done
+
+out=${OUT:-bench/gpu/out/$(date -u +%Y-%m-%dT%H%M%S)}
+mkdir -p "$out"
+out=$(cd "$out" && pwd)
+summary="$out/summary.txt"
+log="$out/suite.log"
+results=$(mktemp -d)
+mkdir -p "$results/results"
+failed=0
+
+finish() {
+  if [ -n "$(ls -A "$results/results")" ]; then
+    tar czf "$out/results.tgz" -C "$results" results
+  fi
+  rm -rf "$results"
+}
+trap finish EXIT
 
 {
   echo "date: $(date -u +%Y-%m-%dT%H:%M:%SZ)"
