@@ -79,7 +79,7 @@ describe('allocator specs', () => {
 
   it("passes paths through as strings: a plug-in library for 'native'", () => {
     expect(parseAllocatorSpec('native:library=./libslab.so')).toEqual({
-      label: 'native:library=./libslab.so',
+      label: 'slab', // the library's name, not the whole spec
       name: 'native',
       options: { library: './libslab.so' },
     });

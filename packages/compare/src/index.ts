@@ -25,6 +25,7 @@ export { isDistributed, runDistributed, summariseDistributed } from './distribut
 export { deviceRun, deviceLabels, devicePeaksText, anyDevices } from './devices.js';
 export { parsePeer, readPeer, peerThroughput, PeerFormatError, type PeerRun } from './peer.js';
 export { parseAllocatorSpec, parseAllocatorList, type AllocatorSpec } from './spec.js';
+export { specProblems, specProblemsInChild, type SpecProblem } from './check-specs.js';
 export type { CompareResult, CompareRun, CompareColumn, TimelineSeries, RunStatus, HostTierSummary, TierSplit, DeviceRun } from './types.js';
 export { renderHtmlReport } from './report-html.js';
 export { toChromeTrace, type ChromeTrace, type ChromeTraceEvent } from './trace-json.js';

@@ -9,7 +9,10 @@ import { parseSize } from '@gpumem/allocator-core';
 
 /** A strategy name, its options, and the label its run is reported under. */
 export interface AllocatorSpec {
-  /** The spec as written, used as the run's label. */
+  /**
+   * The run's label: the spec as written, except for a 'native' plug-in, which is named after its
+   * library file (`native:library=./build/libslab.so:options=x` is `slab:options=x`).
+   */
   label: string;
   name: string;
   options: Record<string, unknown>;
@@ -63,17 +66,34 @@ export function parseAllocatorSpec(spec: string): AllocatorSpec {
     }
     setOption(options, pair.slice(0, eq), parseOptionValue(pair.slice(eq + 1), pair.slice(0, eq)), spec);
   }
-  return { label: spec, name, options };
+  return { label: name === 'native' ? nativeLabel(spec, pairs) : spec, name, options };
+}
+
+/**
+ * A native plug-in's label: its library file's name without the `lib` prefix and the extension,
+ * then its other options as written; the spec as written when there is no library.
+ */
+function nativeLabel(spec: string, pairs: readonly string[]): string {
+  const library = pairs.find((p) => p.startsWith('library='));
+  if (library === undefined) return spec;
+  const file = library.slice('library='.length).split(/[\\/]/).at(-1)!;
+  const base = file.replace(/\.(so(\.[0-9]+)*|dylib|dll)$/, '').replace(/^lib(?=.)/, '');
+  if (base === '') return spec;
+  return [base, ...pairs.filter((p) => p !== library)].join(':');
 }
 
 /** Parses a comma-separated list of specs; labels must be unique. */
 export function parseAllocatorList(list: string): AllocatorSpec[] {
-  const specs = list
+  const written = list
     .split(',')
     .map((s) => s.trim())
-    .filter(Boolean)
-    .map(parseAllocatorSpec);
+    .filter(Boolean);
+  const specs = written.map(parseAllocatorSpec);
   if (specs.length === 0) throw new RangeError(`Expected at least one allocator but received '${list}'`);
+  // Two native libraries of one file name in different folders: each is labelled as written.
+  specs.forEach((s, i) => {
+    if (specs.some((o, j) => j !== i && o.label === s.label && written[j] !== written[i])) s.label = written[i]!;
+  });
   const seen = new Set<string>();
   for (const s of specs) {
     if (seen.has(s.label)) throw new RangeError(`Expected each allocator once but '${s.label}' is listed twice`);
