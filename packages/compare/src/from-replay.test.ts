@@ -65,8 +65,8 @@ describe('replayToCompareResult', () => {
     const min = result.extraColumns!.find((c) => c.key === 'minCapacity')!;
     expect(min.best).toEqual(['host']); // 4.5 MiB, below the pool's segments and PyTorch's 6 MiB
     expect(result.runs[0]!.extra!.minCapacity!.text).toBe('4.50 MiB');
-    expect(result.runs[3]!.extra!.minCapacity).toEqual({ text: '6.00 MiB', mark: '*' });
-    expect(result.notes!.some((n) => n.startsWith('* PyTorch caching allocator (recorded)'))).toBe(true);
+    expect(result.runs[3]!.extra!.minCapacity).toEqual({ text: '6.00 MiB', mark: '\u2020' }); // a footnote, not the best mark (*)
+    expect(result.notes!.some((n) => n.startsWith('\u2020 PyTorch caching allocator (recorded)'))).toBe(true);
     expect(result.best.peakReservedBytes).toEqual(['host']);
     expect(result.runs[1]!).toMatchObject({ upstreamAllocCalls: rows[1]!.profile!.driverAllocs, peakReservedBytes: rows[1]!.result!.peakReservedBytes });
   });
@@ -87,7 +87,7 @@ describe('replayToCompareResult', () => {
     expect(html).toMatch(/<div class="recommendation">.*Least memory: host needs 4\.50 MiB\./s);
     expect(html).toContain('Min capacity');
     expect(html).toContain('Fragmentation at peak');
-    expect(html).toContain('6.00 MiB<sup>*</sup>');
+    expect(html).toContain('6.00 MiB<sup>\u2020</sup>');
     expect(html).not.toContain('id="epochs"');
     expect(html).not.toContain('>Median epoch');
     expect(html).toContain("time in the trace (the recording's clock)");

@@ -50,7 +50,7 @@ export interface ReplayReportInput {
 const hiddenColumns: CompareColumn[] = ['medianEpochMs', 'throughput', 'finalLoss', 'accuracy'];
 
 const peerNote = (label: string) =>
-  `* ${label}: the program ran in the memory it reserved, so its minimum capacity is its recorded peak reserved (not searched).`;
+  `\u2020 ${label}: the program ran in the memory it reserved, so its minimum capacity is its recorded peak reserved (not searched).`;
 
 function seriesOf(timeNs: readonly number[], allocated: readonly number[], reserved: readonly number[], points: number): TimelineSeries {
   const series = { tMs: timeNs.map((t) => t / 1e6), allocatedBytes: [...allocated], reservedBytes: [...reserved] };
@@ -184,7 +184,7 @@ export function replayToCompareResult(input: ReplayReportInput): CompareResult {
       fragmentationAtPeak: { text: `${formatBytes(peer.fragmentationAtPeakBytes)}${share(peer.fragmentationAtPeakBytes, peer.fragmentationAtPeakBytes + peer.allocatedAtPeakBytes)}` },
     };
     if (searched) {
-      run.extra.minCapacity = { text: formatBytes(peer.peakReservedBytes), mark: '*' };
+      run.extra.minCapacity = { text: formatBytes(peer.peakReservedBytes), mark: '\u2020' };
       values.minCapacity!.push({ label: peer.label, value: peer.peakReservedBytes });
       notes.push(peerNote(peer.label));
     }

@@ -229,9 +229,9 @@ function tableHtml(result: CompareResult): string {
       ].filter(Boolean);
       const attrs = `${classes.length > 0 ? ` class="${classes.join(' ')}"` : ''}${column.best ? ` data-column="${column.best}"` : ''}`;
       const mark = classes.includes('best')
-        ? '<span class="best-mark" title="best">\u2605</span> '
+        ? '<span class="best-mark" title="best">*</span> '
         : classes.includes('tied')
-          ? '<span class="tied-mark" title="tied for best within the spread">\u2248</span> '
+          ? '<span class="tied-mark" title="tied for best within the spread">=</span> '
           : '';
       const swatch = k === 0 ? `<span class="swatch" style="background:${colorOf(index)}"></span>` : '';
       const tag = k === 0 ? 'th scope="row"' : 'td';
@@ -284,7 +284,7 @@ function replayHeaderHtml(result: CompareResult, replay: NonNullable<CompareResu
 ${capacity}
 <dt>Allocators</dt><dd>${result.runs.map((run) => escapeHtml(run.allocator)).join(', ') || DASH}</dd>
 </dl>
-<p class="best-note"><span class="best-mark">\u2605</span> marks the best value of each column among the runs that finished
+<p class="best-note"><span class="best-mark">*</span> marks the best value of each column among the runs that finished
 (lowest bytes, calls, times and OOMs). Ties are all marked; runs that failed are not ranked.</p>
 </header>`;
 }
@@ -315,10 +315,10 @@ function headerHtml(result: CompareResult): string {
 <dt>Allocators</dt><dd>${result.runs.map((run) => escapeHtml(run.allocator)).join(', ') || DASH}</dd>
 ${options ? `<dt>Options</dt><dd>${options}</dd>` : ''}
 </dl>
-<p class="best-note"><span class="best-mark">\u2605</span> marks the best value of each column among the runs that finished:
+<p class="best-note"><span class="best-mark">*</span> marks the best value of each column among the runs that finished:
 ${bestMeaning}. Ties are all marked; runs that failed are not ranked. Epoch times leave out each run's first
 (warm-up) epoch; a time is marked best only when its spread does not overlap another run's, and
-<span class="tied-mark">\u2248</span> marks the runs tied within the spread.</p>
+<span class="tied-mark">=</span> marks the runs tied within the spread.</p>
 </header>`;
 }
 
