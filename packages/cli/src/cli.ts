@@ -7,10 +7,10 @@ import { createRequire } from 'node:module';
 import { formatSystemInfo, systemInfo } from '@gpumem/allocator-core';
 import { loadAllocatorPlugins, pluginNames } from './plugins.js';
 import { UsageError } from './commands/args.js';
-import { runTrain } from './commands/train-command.js';
-import { runRecord } from './commands/record-command.js';
-import { runReplay } from './commands/replay-command.js';
-import { runCompare } from './commands/compare-command.js';
+import { runTrain, trainUsage } from './commands/train-command.js';
+import { recordUsage, runRecord } from './commands/record-command.js';
+import { replayUsage, runReplay } from './commands/replay-command.js';
+import { compareUsage, runCompare } from './commands/compare-command.js';
 
 const usage = `Usage: gpumem <command> [options]
 
@@ -22,28 +22,38 @@ Commands:
                   gpumem train --help lists the flags
   record [flags]  train with allocation tracking on and write the trace (JSONL or RMM's
                   CSV); gpumem record --help lists the flags
-  replay FILE     replay a trace (gpumem JSONL or an RMM CSV log) through each allocator:
-                  time per call, peak memory, fragmentation; gpumem replay --help
+  replay FILE     replay a program's allocations through each allocator and say which
+                  suits it and how much GPU it needs: a PyTorch memory snapshot
+                  (torch.cuda.memory._dump_snapshot), a gpumem JSONL trace or an RMM CSV
+                  log; time per call, peak memory, fragmentation; gpumem replay --help
   compare [flags] the same model under each allocator: one table, an HTML report, a
                   Perfetto trace; gpumem compare --help lists the flags
 
 Options:
   -v, --version   print gpumem's version
   --plugin NAME   load an allocator plug-in: a package name (resolved from the current
-                  directory first, then from gpumem's install) or a path; repeatable
-  -h, --help      show this help
+                  directory first, then from gpumem's install) or a path; repeatable.
+                  A plug-in runs as code of yours: a node_modules folder in the current
+                  directory or any folder above it comes first, and can shadow the plug-in
+                  you meant; give a path to be sure. Where each was loaded from is
+                  printed on stderr
+  -h, --help      show this help (gpumem help COMMAND: that command's)
 
 Environment:
-  GPUMEM_PLUGINS  comma-separated plug-ins to load, as --plugin
+  GPUMEM_PLUGINS  comma-separated plug-ins to load, as --plugin (resolved the same way)
 
 Examples:
   gpumem info
   gpumem info --json > system.json
   gpumem train --model mlp --allocator pool --epochs 3
   gpumem record --out mlp.jsonl --model mlp --allocator pool
+  gpumem replay snapshot.pickle --min-capacity --report pick.html
   gpumem replay mlp.jsonl --allocators pool,host
   gpumem compare --report report.html
 `;
+
+/** Each command's own help, for `gpumem help COMMAND`. */
+const commandUsage: Record<string, string> = { train: trainUsage, record: recordUsage, replay: replayUsage, compare: compareUsage, info: usage };
 
 /** This package's version, from its package.json. */
 function cliVersion(): string {
@@ -77,6 +87,10 @@ async function main(given: string[]): Promise<number> {
   const [command, ...rest] = argv;
   if (command === '--version' || command === '-v' || command === 'version') {
     process.stdout.write(`gpumem ${cliVersion()}\n`);
+    return 0;
+  }
+  if (command === 'help' && rest[0] !== undefined && Object.hasOwn(commandUsage, rest[0])) {
+    process.stdout.write(commandUsage[rest[0]]!);
     return 0;
   }
   if (command === undefined || command === '-h' || command === '--help' || command === 'help') {

@@ -3,6 +3,7 @@ import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { readTable } from './table-cells.testing.js';
 import { afterAll, describe, expect, it } from 'vitest';
 import type { CompareResult } from '@gpumem/compare';
 
@@ -18,15 +19,7 @@ afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
 /** The table's data rows (between the rule and the notes), keyed by allocator. */
 function tableRows(stdout: string): Map<string, string[]> {
-  const lines = stdout.split('\n');
-  const rule = lines.findIndex((l) => /^-+  -+/.test(l));
-  const rows = new Map<string, string[]>();
-  for (const line of lines.slice(rule + 1)) {
-    if (line.startsWith('* best') || line.trim() === '') break;
-    const cells = line.split(/ {2,}/);
-    rows.set(cells[0]!, cells);
-  }
-  return rows;
+  return readTable(stdout).rows;
 }
 
 describe('gpumem compare (CPU)', () => {
@@ -88,7 +81,7 @@ describe('gpumem compare (CPU)', () => {
     [['--allocators', 'pool:oops'], /'--allocators': Expected key=value/],
     [['--model', 'rnn'], /'--model' must be one of mlp, gcn/],
     [['--epochs', '0'], /'--epochs' must be at least 1/],
-    [['--bogus'], /unknown flag '--bogus'/],
+    [['--bogus'], /^gpumem compare: unknown flag --bogus\nsee gpumem compare --help$/m],
   ])('bad flags %j exit 2 with a clear message', (args, message) => {
     const r = run(...args);
     expect(r.status).toBe(2);

@@ -8,6 +8,7 @@ import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { readTable } from './table-cells.testing.js';
 import { afterAll, describe, expect, it } from 'vitest';
 import { formatBytes } from '@gpumem/allocator-core';
 import type { ChromeTrace, CompareResult } from '@gpumem/compare';
@@ -27,10 +28,9 @@ describe('the compare table of runs over several devices', () => {
   it("keeps one row per run and lists each device's peaks under the table, one line per run", () => {
     const table = formatCompareTable(sampleDevicesCompareResult());
     const lines = table.split('\n');
-    const rule = lines.findIndex((l) => /^-+ {2}-+/.test(l));
-    const rows = lines.slice(rule + 1, lines.findIndex((l) => l.startsWith('* best')));
-    expect(rows.map((r) => r.split(/ {2,}/)[0])).toEqual(['pool', 'async', 'cuda']);
-    for (const row of rows) expect(row.split(/ {2,}/)).toHaveLength(11);
+    const { rows } = readTable(table);
+    expect([...rows.keys()]).toEqual(['pool', 'async', 'cuda']);
+    for (const row of rows.values()) expect(row).toHaveLength(11);
     expect(lines).toContain(
       `pool per device (peak allocated / reserved): cuda:0 ${formatBytes(108 * MiB)} / ${formatBytes(128 * MiB)} \u00b7 cuda:1 ${formatBytes(118 * MiB)} / ${formatBytes(128 * MiB)}`,
     );

@@ -5,12 +5,14 @@
  *
  * A package name resolves from the current directory first (the user's project, where the
  * plug-in is installed), then from where gpumem itself is installed; a path resolves from the
- * current directory.
+ * current directory. Node's resolution looks in the node_modules of the current directory and of
+ * every folder above it, so a package there shadows one of the same name that gpumem ships: where
+ * each plug-in was loaded from is said on stderr.
  * @module
  */
 import { createRequire } from 'node:module';
 import { isAbsolute, join, resolve } from 'node:path';
-import { pathToFileURL } from 'node:url';
+import { fileURLToPath, pathToFileURL } from 'node:url';
 import { builtInStrategyPackages, importStrategies } from '@gpumem/compare';
 
 /** The plug-ins that ship with gpumem. */
@@ -47,7 +49,10 @@ export function resolvePlugin(name: string, cwd: string = process.cwd()): string
  * Imports the built-in strategies and every plug-in named in `extra` (default GPUMEM_PLUGINS);
  * returns the resolved specifiers of the plug-ins, for child processes to import in turn.
  */
-export async function loadAllocatorPlugins(extra: string | readonly string[] = process.env.GPUMEM_PLUGINS ?? ''): Promise<string[]> {
+export async function loadAllocatorPlugins(
+  extra: string | readonly string[] = process.env.GPUMEM_PLUGINS ?? '',
+  report: (line: string) => void = (line) => process.stderr.write(`${line}\n`),
+): Promise<string[]> {
   const named = typeof extra === 'string' ? pluginNames(extra) : [...extra];
   const resolved: string[] = [];
   for (const name of named) {
@@ -62,6 +67,7 @@ export async function loadAllocatorPlugins(extra: string | readonly string[] = p
     } catch (e) {
       throw new Error(`could not load allocator plug-in '${name}': ${(e as Error).message}`);
     }
+    report(`gpumem: plug-in '${name}' loaded from ${specifier.startsWith('file:') ? fileURLToPath(specifier) : specifier}`);
     resolved.push(specifier);
   }
   await importStrategies();

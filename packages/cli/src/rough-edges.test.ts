@@ -41,7 +41,8 @@ describe('gpumem CLI: first contact', () => {
         `registerAllocator('my-strategy', (o) => new HostAllocator(o), { description: 'a user strategy', requiresCuda: false });\n`,
     );
     const byFlag = run(['info', '--plugin', 'my-strategy'], { cwd: project });
-    expect(byFlag.stderr).toBe('');
+    // where the plug-in came from: a package of that name in a parent folder would shadow it
+    expect(byFlag.stderr).toBe(`gpumem: plug-in 'my-strategy' loaded from ${join(pkg, 'index.js')}\n`);
     expect(byFlag.stdout).toMatch(/^ {2}my-strategy +available +a user strategy/m);
     const byEnv = run(['info'], { cwd: project, env: { ...env, GPUMEM_PLUGINS: 'my-strategy' } });
     expect(byEnv.stdout).toMatch(/^ {2}my-strategy /m);

@@ -16,8 +16,55 @@ export type FlagSpec =
 
 export type FlagValues = Record<string, string | number | boolean | undefined>;
 
+/** Old flag names still accepted for one release, each mapped to its new name (a deprecation note is printed). */
+export type FlagAliases = Record<string, string>;
+
+/** The line under a flag error that points to the command's help. */
+export function seeHelp(command: string): string {
+  return `see gpumem ${command} --help`;
+}
+
+/** Edit distance between two short words: insertions, deletions, substitutions and swaps of neighbours. */
+function editDistance(a: string, b: string): number {
+  const d = Array.from({ length: a.length + 1 }, (_, i) => Array.from({ length: b.length + 1 }, (_, j) => (i === 0 ? j : j === 0 ? i : 0)));
+  for (let i = 1; i <= a.length; i++) {
+    for (let j = 1; j <= b.length; j++) {
+      const row = d[i]!;
+      row[j] = Math.min(d[i - 1]![j]! + 1, row[j - 1]! + 1, d[i - 1]![j - 1]! + (a[i - 1] === b[j - 1] ? 0 : 1));
+      if (i > 1 && j > 1 && a[i - 1] === b[j - 2] && a[i - 2] === b[j - 1]) row[j] = Math.min(row[j]!, d[i - 2]![j - 2]! + 1);
+    }
+  }
+  return d[a.length]![b.length]!;
+}
+
+/**
+ * The candidate closest to `word` when it is close enough to be a slip (a prefix of it, or at most a
+ * third of its letters off), else undefined.
+ */
+export function closestName(word: string, candidates: readonly string[]): string | undefined {
+  const prefixed = candidates.filter((c) => word.length >= 2 && c.startsWith(word));
+  if (prefixed.length === 1) return prefixed[0];
+  let best: string | undefined;
+  let bestDistance = Infinity;
+  for (const c of candidates) {
+    const d = editDistance(word, c);
+    if (d < bestDistance) [best, bestDistance] = [c, d];
+  }
+  return bestDistance <= Math.max(1, Math.floor(Math.max(word.length, 3) / 3)) ? best : undefined;
+}
+
+/** ` (did you mean X?)` when a candidate is close to `word`, else empty. */
+export function didYouMean(word: string, candidates: readonly string[], prefix = ''): string {
+  const near = closestName(word, candidates);
+  return near === undefined ? '' : ` (did you mean ${prefix}${near}?)`;
+}
+
+function unknownFlag(command: string, name: string, known: readonly string[]): UsageError {
+  return new UsageError(`gpumem ${command}: unknown flag --${name}${didYouMean(name, known, '--')}\n${seeHelp(command)}`);
+}
+
 /** Parses `--name value`, `--name=value` and boolean `--name`. Numbers accept 2e6 and 2_000_000. */
-export function parseFlags(argv: readonly string[], specs: Record<string, FlagSpec>, command: string): FlagValues {
+export function parseFlags(argv: readonly string[], specs: Record<string, FlagSpec>, command: string, aliases: FlagAliases = {}): FlagValues {
   const values: FlagValues = {};
   for (const [name, spec] of Object.entries(specs)) if ('default' in spec) values[name] = spec.default;
   for (let i = 0; i < argv.length; i++) {
@@ -25,17 +72,18 @@ export function parseFlags(argv: readonly string[], specs: Record<string, FlagSp
     if (!arg.startsWith('--')) throw new UsageError(`gpumem ${command}: unexpected argument '${arg}'`);
     const eq = arg.indexOf('=');
     const name = eq >= 0 ? arg.slice(2, eq) : arg.slice(2);
-    const spec = specs[name];
-    if (!spec) {
-      throw new UsageError(`gpumem ${command}: unknown flag '--${name}' (accepted: ${Object.keys(specs).map((k) => `--${k}`).join(', ')})`);
-    }
+    const alias = aliases[name];
+    if (alias !== undefined) process.stderr.write(`gpumem ${command}: '--${name}' is deprecated and will be removed in the next release; use '--${alias}'\n`);
+    const canonical = alias ?? name;
+    const spec = specs[canonical];
+    if (!spec) throw unknownFlag(command, name, [...Object.keys(specs), ...Object.keys(aliases)]);
     if (spec.type === 'boolean') {
-      values[name] = true;
+      values[canonical] = true;
       continue;
     }
     const raw = eq >= 0 ? arg.slice(eq + 1) : argv[++i];
-    if (raw === undefined) throw new UsageError(`gpumem ${command}: flag '--${name}' needs a value`);
-    values[name] = parseValue(raw, name, spec, command);
+    if (raw === undefined) throw new UsageError(`gpumem ${command}: flag '--${name}' needs a value\n${seeHelp(command)}`);
+    values[canonical] = parseValue(raw, canonical, spec, command);
   }
   return values;
 }
@@ -43,7 +91,7 @@ export function parseFlags(argv: readonly string[], specs: Record<string, FlagSp
 function parseValue(raw: string, name: string, spec: Exclude<FlagSpec, { type: 'boolean' }>, command: string): string | number {
   if (spec.type === 'string') {
     if (spec.choices && !spec.choices.includes(raw)) {
-      throw new UsageError(`gpumem ${command}: '--${name}' must be one of ${spec.choices.join(', ')} (received '${raw}')`);
+      throw new UsageError(`gpumem ${command}: '--${name}' must be one of ${spec.choices.join(', ')} (received '${raw}')${didYouMean(raw, spec.choices)}`);
     }
     return raw;
   }
@@ -57,22 +105,53 @@ function parseValue(raw: string, name: string, spec: Exclude<FlagSpec, { type: '
   return value;
 }
 
-/** The flags' help lines. */
-export function flagHelp(specs: Record<string, FlagSpec>): string {
+/** The flags' help lines; a deprecated alias gets a line of its own saying what replaces it. */
+export function flagHelp(specs: Record<string, FlagSpec>, aliases: FlagAliases = {}): string {
   const rows = Object.entries(specs).map(([name, spec]) => {
     const value = spec.type === 'boolean' ? '' : spec.type === 'string' && spec.choices ? ` ${spec.choices.join('|')}` : ` ${spec.type === 'string' ? 'S' : 'N'}`;
     const def = 'default' in spec && spec.default !== undefined ? ` (default ${spec.default})` : '';
     return [`  --${name}${value}`, `${spec.help}${def}`] as const;
   });
+  for (const [old, current] of Object.entries(aliases)) rows.push([`  --${old}`, `deprecated: the old name of --${current}, removed in the next release`]);
   const width = Math.max(...rows.map(([a]) => a.length)) + 2;
   return rows.map(([a, b]) => a.padEnd(width) + b).join('\n');
 }
 
-/** A fixed-width table with a header rule. */
-export function formatTable(header: readonly string[], rows: readonly (readonly string[])[]): string {
+/** Terminal width a table keeps within; a wider one is split into blocks that repeat its first column. */
+export const tableWidth = 120;
+
+/** A cell that holds a figure: a number, a size, a time, a share, a count pair (`12 / 3`), or '-' for none. */
+function isNumericCell(cell: string): boolean {
+  return cell === '-' || /^[<>]?\s?[-+]?[0-9][0-9.,]*/.test(cell);
+}
+
+/**
+ * A fixed-width table with a header rule. Columns of figures (every cell a number, a size or '-')
+ * are right-aligned, the others left-aligned. A table wider than `maxWidth` is split into blocks of
+ * columns, each repeating the first (the row's name), one under the other.
+ */
+export function formatTable(header: readonly string[], rows: readonly (readonly string[])[], maxWidth = tableWidth): string {
   const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => (r[i] ?? '').length)));
-  const line = (cells: readonly string[]) => cells.map((c, i) => c.padEnd(widths[i]!)).join('  ').trimEnd();
-  return [line(header), widths.map((w) => '-'.repeat(w)).join('  '), ...rows.map(line)].join('\n');
+  const right = header.map((_, i) => i > 0 && rows.some((r) => (r[i] ?? '') !== '' && r[i] !== '-') && rows.every((r) => isNumericCell(r[i] ?? '-')));
+  const pad = (c: string, i: number) => (right[i] ? c.padStart(widths[i]!) : c.padEnd(widths[i]!));
+  const blocks: number[][] = [];
+  let block: number[] = [0];
+  let used = widths[0]!;
+  for (let i = 1; i < header.length; i++) {
+    if (block.length > 1 && used + 2 + widths[i]! > maxWidth) {
+      blocks.push(block);
+      block = [0];
+      used = widths[0]!;
+    }
+    block.push(i);
+    used += 2 + widths[i]!;
+  }
+  blocks.push(block);
+  const render = (columns: number[]) => {
+    const line = (cells: readonly string[]) => columns.map((i) => pad(cells[i] ?? '', i)).join('  ').trimEnd();
+    return [line(header), columns.map((i) => '-'.repeat(widths[i]!)).join('  '), ...rows.map(line)].join('\n');
+  };
+  return blocks.map(render).join('\n\n');
 }
 
 /**

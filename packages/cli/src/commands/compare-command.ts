@@ -6,27 +6,32 @@
 import { writeFileSync } from 'node:fs';
 import { deviceCount, deviceProperties, formatBytes, hasCudaDevice, listAllocators, strategyInfo } from '@gpumem/allocator-core';
 import { compareAllocators, PeerFormatError, peerThroughput, readPeer, type CompareTrainOptions, type PeerRun } from '@gpumem/compare';
-import { parseAllocatorList, type AllocatorSpec } from '@gpumem/compare';
+import { parseAllocatorList, specProblems, specProblemsInChild, type AllocatorSpec } from '@gpumem/compare';
 import { anyHostTier, anyTierMoves, type CompareResult, type CompareRun, type TierSplit } from '@gpumem/compare';
 import { anyDevices, devicePeaksText } from '@gpumem/compare';
 import { renderHtmlReport } from '@gpumem/compare';
 import { toChromeTrace } from '@gpumem/compare';
 import { commonDefaults, gcnDefaults, graphDefaults, mlpDefaults, mlpHiddenWidths } from '@gpumem/gnn';
 import { flagHelp, formatTable, parseFlags, ProgressBar, UsageError, type FlagSpec } from './args.js';
-import { devicesFromFlags, trainFlags, trainOptionsForHere } from './train-command.js';
-import { checkOutputFlags } from './output-paths.js';
+import { checkDevicesFlags, devicesFromFlags, trainFlags, trainOptionsForHere } from './train-command.js';
+import { checkOutputFlags, isStdout } from './output-paths.js';
+import { checkAllocatorNames, refuseSpecProblems } from './allocator-flags.js';
 
-const { allocator: _allocator, json: _json, help: _help, ...sharedTrainFlags } = trainFlags;
+const { allocator: _allocator, json: _json, help: _help, epochs: trainEpochs, ...sharedTrainFlags } = trainFlags;
+
+/** Epochs compare runs when --epochs is not given: the first is warm-up, so at least two are measured. */
+export const defaultCompareEpochs = 3;
 
 export const compareFlags: Record<string, FlagSpec> = {
   allocators: {
     type: 'string',
     help: 'comma-separated allocators, each NAME or NAME:key=value[:key=value] (default: every registered one that can run here, plug-ins included)',
   },
+  epochs: { ...trainEpochs!, help: `epochs (default ${defaultCompareEpochs}; each run's first is warm-up and left out of the times)` },
   ...sharedTrainFlags,
   report: { type: 'string', help: 'write a self-contained HTML report (charts and the table) to this file' },
   'trace-json': { type: 'string', help: 'write a Chrome trace / Perfetto JSON file with a counter track per allocator' },
-  json: { type: 'string', help: 'write every figure, per epoch and per run, as JSON to this file' },
+  json: { type: 'string', help: "write every figure, per epoch and per run, as JSON to this file ('-': to stdout, the table to stderr)" },
   peer: { type: 'string', help: "comma-separated JSON-lines files of another framework's run (bench/peers scripts print them): a row each and their losses on the report's loss chart" },
   repeat: { type: 'int', min: 1, max: 100, default: 1, help: 'runs of each allocator, each in a fresh process, interleaved (A B C A B C ...); a row pools their epochs' },
   'no-record': { type: 'boolean', help: 'do not record allocation events (no memory timeline)' },
@@ -64,7 +69,7 @@ run their ranks on the host with the host communicator.
 ${flagHelp(compareFlags)}
 
 Examples:
-  gpumem compare                                          # mlp-seed, 3 epochs, every allocator
+  gpumem compare                                          # mlp on mnist, ${defaultCompareEpochs} epochs, every allocator
   gpumem compare --repeat 3                               # each allocator 3 times, interleaved
   gpumem compare --report report.html --trace-json trace.json
   gpumem compare --model gcn --nodes 2000000 --aggregation scatter --allocators pool,async,cuda
@@ -76,6 +81,9 @@ Examples:
   python3 bench/peers/mlp_torch.py --epochs 3 > torch-eager.jsonl   # on the GPU host
   gpumem compare --epochs 3 --peer torch-eager.jsonl --report report.html
 `;
+
+/** The next step printed after the report is written. */
+export const nextStep = 'next: replay your own program\'s allocations, e.g. a PyTorch memory snapshot: gpumem replay snapshot.pickle';
 
 /**
  * Every registered allocator that can run here. With a GPU, strategies that keep their memory on the
@@ -97,15 +105,7 @@ function chooseAllocators(list: string | undefined, gpu: boolean): AllocatorSpec
   } catch (e) {
     throw new UsageError(`gpumem compare: '--allocators': ${(e as Error).message}`);
   }
-  const registered = listAllocators().map((a) => a.name);
-  for (const s of specs) {
-    if (!registered.includes(s.name)) {
-      throw new UsageError(`gpumem compare: '--allocators' names '${s.name}', which is not registered (registered: ${registered.join(', ')}; more with GPUMEM_PLUGINS)`);
-    }
-    if (!gpu && strategyInfo(s.name).requiresCuda) {
-      throw new UsageError(`gpumem compare: '--allocators' names '${s.name}', which needs a CUDA device, and none is available here`);
-    }
-  }
+  checkAllocatorNames('compare', 'allocators', specs, gpu);
   if (specs.length === 0) throw new UsageError('gpumem compare: no registered allocator can run here');
   return specs;
 }
@@ -138,27 +138,24 @@ function describeWorkload(t: CompareTrainOptions): string {
   if (t.model === 'mlp') {
     const hidden = mlpHiddenWidths(t.hidden, t.hiddenLayers);
     const batch = t.batchSize ?? mlpDefaults.batchSize;
-    const isSeed = hidden.length === mlpDefaults.hiddenLayers && hidden.every((h) => h === mlpDefaults.hidden) && batch === mlpDefaults.batchSize;
     const subset = t.trainSubset !== undefined ? `, ${t.trainSubset} training images` : '';
-    const name = isSeed ? 'mlp-seed (MLP on MNIST' : 'mlp (MNIST';
+    // the name gpumem train prints too: `<model> on <dataset>`
+    const name = `mlp on ${t.dataset ?? 'mnist'} (`;
     const activations = [
       ...(t.checkpoint ? [`checkpoint every ${t.checkpoint} layer${t.checkpoint === 1 ? '' : 's'}`] : []),
       ...((t.nanoBatches ?? 1) > 1 ? [`${t.nanoBatches} nano-batches`] : []),
       ...(t.layerPrefetch ? ['layer prefetch'] : []),
     ].map((a) => `, ${a}`);
-    return `${name}, hidden ${hidden.join('x')}, batch ${batch}${subset}), ${epochs}${t.cudaGraph ? ', steps as CUDA graphs where the allocator is capturable' : ''}${activations.join('')}`;
+    return `${name}hidden ${hidden.join('x')}, batch ${batch}${subset}), ${epochs}${t.cudaGraph ? ', steps as CUDA graphs where the allocator is capturable' : ''}${activations.join('')}`;
   }
   const dataset = t.dataset ?? gcnDefaults.dataset;
   const nodes = t.nodes ?? graphDefaults(dataset).nodes;
-  const name = dataset === 'seed' ? 'gcn-seed (GCN on the seed\'s random graph' : `gcn (GCN on the ${dataset} graph`;
+  const name = `gcn on ${dataset} (${dataset === 'seed' ? 'a random graph' : 'a stochastic block model graph'}`;
   return `${name}, ${nodes.toLocaleString('en-US')} nodes, ${t.aggregation ?? gcnDefaults.aggregation} aggregation), ${epochs}`;
 }
 
 const bestMark = ' *';
 const tiedMark = ' =';
-
-/** Epochs compare runs when --epochs is not given: the first is warm-up, so at least two are measured. */
-export const defaultCompareEpochs = 3;
 
 /** Flags that say where results go, not what was run: left out of the result's workload options. */
 const outputFlags = new Set(['report', 'trace-json', 'json', 'help', 'inline']);
@@ -291,11 +288,12 @@ export async function runCompare(argv: readonly string[], plugins: readonly stri
     process.stdout.write(compareUsage);
     return 0;
   }
-  checkOutputFlags('compare', flags, ['report', 'json', 'trace-json']);
+  // Everything that can be wrong with the command line is found before any run starts.
+  const peerFiles = ((flags.peer as string | undefined) ?? '').split(',').map((f) => f.trim()).filter(Boolean);
+  checkOutputFlags('compare', flags, ['report', 'json', 'trace-json'], peerFiles.map((f) => [`the peer file given to '--peer'`, f] as const));
   const peers = readPeers(flags.peer as string | undefined);
   const gpu = hasCudaDevice();
   const specs = chooseAllocators(flags.allocators as string | undefined, gpu);
-  const model = flags.model as 'mlp' | 'gcn';
   if ((flags.repeat as number) > 1 && flags.inline === true) throw new UsageError(`gpumem compare: '--repeat' needs a fresh process per run; drop '--inline'`);
   const given = trainOptionsForHere('compare', flags, gpu);
   const devices = devicesFromFlags('compare', flags);
@@ -303,6 +301,7 @@ export async function runCompare(argv: readonly string[], plugins: readonly stri
     throw new UsageError(`gpumem compare: '--${flags.communicator !== undefined ? 'communicator' : 'timeout'}' goes with '--devices'`);
   }
   if (devices !== undefined && flags.inline === true) throw new UsageError(`gpumem compare: '--inline' does not go with '--devices': each rank is a process of its own`);
+  checkDevicesFlags('compare', given, devices);
   const trainOptions: CompareTrainOptions = {
     ...given,
     epochs: given.epochs ?? defaultCompareEpochs,
@@ -310,8 +309,14 @@ export async function runCompare(argv: readonly string[], plugins: readonly stri
     ...(flags.communicator !== undefined ? { communicator: flags.communicator as 'nccl' | 'host' } : {}),
     ...(flags.timeout !== undefined ? { timeoutMs: flags.timeout as number } : {}),
   };
-
   const device = describeDevice(gpu, devices);
+  // Every spec's options, checked by its strategy (in a process of its own unless --inline, so this
+  // one holds no allocator while the runs work).
+  refuseSpecProblems('compare', 'allocators', flags.inline === true ? specProblems(specs) : await specProblemsInChild(specs, plugins));
+
+  // With the JSON on stdout (--json -), the table and every status line go to stderr.
+  const jsonToStdout = isStdout(flags.json);
+  const out = jsonToStdout ? process.stderr : process.stdout;
   const bar = new ProgressBar();
   const result = await compareAllocators({
     train: trainOptions,
@@ -334,9 +339,11 @@ export async function runCompare(argv: readonly string[], plugins: readonly stri
       process.stderr.write(`${run.allocator}: ${summary}\n`);
     },
   });
-  process.stdout.write(`${formatCompareTable(result)}\n`);
+  out.write(`${formatCompareTable(result)}\n`);
   const written: string[] = [];
-  if (flags.json) {
+  if (jsonToStdout) {
+    process.stdout.write(`${JSON.stringify(result, null, 2)}\n`);
+  } else if (flags.json) {
     writeFileSync(flags.json as string, `${JSON.stringify(result, null, 2)}\n`);
     written.push(`json: ${String(flags.json)}`);
   }
@@ -346,8 +353,8 @@ export async function runCompare(argv: readonly string[], plugins: readonly stri
   }
   if (flags.report) {
     writeFileSync(flags.report as string, renderHtmlReport(result));
-    written.push(`report: ${String(flags.report)}`);
+    written.push(`report: ${String(flags.report)} (open ${String(flags.report)} in a browser)`, nextStep);
   }
-  for (const w of written) process.stdout.write(`${w}\n`);
+  for (const w of written) out.write(`${w}\n`);
   return result.runs.some((r) => r.status === 'ok') ? 0 : 1;
 }

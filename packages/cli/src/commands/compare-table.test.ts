@@ -14,19 +14,12 @@ import { formatBytes } from '@gpumem/allocator-core';
 import type { CompareResult } from '@gpumem/compare';
 import { sampleCompareResult } from '../../../compare/src/fixture.js';
 import { formatCompareTable } from './compare-command.js';
+import { readTable } from '../table-cells.testing.js';
 
 /** The header cells and the data rows (by allocator) of the table. */
 function parse(table: string): { header: string[]; rows: Map<string, string[]>; notes: string[] } {
-  const lines = table.split('\n');
-  const rule = lines.findIndex((l) => /^-+ {2}-+/.test(l));
-  const header = lines[rule - 1]!.split(/ {2,}/);
-  const rows = new Map<string, string[]>();
-  let k = rule + 1;
-  for (; k < lines.length && !lines[k]!.startsWith('* best'); k++) {
-    const cells = lines[k]!.split(/ {2,}/);
-    rows.set(cells[0]!, cells);
-  }
-  return { header, rows, notes: lines.slice(k) };
+  const { header, rows, after } = readTable(table);
+  return { header, rows, notes: after };
 }
 
 const plainHeader = ['allocator', 'status', 'median epoch (min\u2013max)', 'nodes/s', 'peak allocated', 'peak reserved', 'reserved/alloc', 'upstream calls', 'OOMs', 'final loss', 'accuracy'];

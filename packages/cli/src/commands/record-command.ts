@@ -11,7 +11,7 @@ import { formatFromPath, traceFileFormats, writeTrace, type AllocationTrace, typ
 import { compileTrace, traceFromEvents } from '@gpumem/trace';
 import { flagHelp, parseFlags, ProgressBar, UsageError, type FlagSpec, type FlagValues } from './args.js';
 import { allocatorFromFlags, trainFlags, trainOptionsForHere } from './train-command.js';
-import { checkOutputFlags } from './output-paths.js';
+import { checkOutputFlags, isStdout } from './output-paths.js';
 
 /** Events the tracking ring holds by default (about 48 MiB). */
 export const defaultCapacity = 1 << 20;
@@ -59,7 +59,9 @@ export async function runRecord(argv: readonly string[]): Promise<number> {
     throw new UsageError(`gpumem record: cannot tell the format from '${out}'; pass '--format' (one of ${traceFileFormats.join(', ')}) or name the file .jsonl or .csv`);
   }
   checkOutputFlags('record', flags, ['out', 'json']);
-  const spec = allocatorFromFlags('record', flags);
+  if (isStdout(out)) throw new UsageError(`gpumem record: '--out' must be a file (a trace can be large); '--json -' sends the training result to stdout`);
+  const gpu = hasCudaDevice();
+  const spec = allocatorFromFlags('record', flags, gpu);
   const name = spec.name;
   const capacity = flags.capacity as number;
   let tracked;
@@ -76,7 +78,7 @@ export async function runRecord(argv: readonly string[]): Promise<number> {
   let events: TrackingEvent[];
   let dropped: number;
   try {
-    const options = trainOptionsForHere('record', flags, hasCudaDevice());
+    const options = trainOptionsForHere('record', flags, gpu);
     try {
       result = train({
         ...options,
@@ -97,7 +99,9 @@ export async function runRecord(argv: readonly string[]): Promise<number> {
   const trace = traceFromEvents(events, header);
   await writeTrace(out, trace, format);
   const c = compileTrace(trace);
-  process.stdout.write(
+  // With the JSON on stdout (--json -), every status line goes to stderr.
+  const status = isStdout(flags.json) ? process.stderr : process.stdout;
+  status.write(
     `recorded ${trace.events.length} events (${c.allocs} allocs, ${c.frees} frees, ${c.traceOoms} OOMs) on '${name}' (${allocator.device.id}), ` +
       `${result.epochs.length} epoch(s) of ${result.model} on ${result.dataset}; peak allocated ${formatBytes(c.peakAllocatedBytes)}` +
       (c.peakReservedBytes !== undefined ? `, peak reserved ${formatBytes(c.peakReservedBytes)}` : '') +
@@ -110,9 +114,12 @@ export async function runRecord(argv: readonly string[]): Promise<number> {
         `(replay skips frees of allocations it never saw). Record the whole run with --capacity ${needed}\n`,
     );
   }
-  if (flags.json) {
-    writeFileSync(flags.json as string, `${JSON.stringify(result, null, 2)}\n`);
-    process.stdout.write(`wrote ${String(flags.json)}\n`);
+  const json = `${JSON.stringify(result, null, 2)}\n`;
+  if (isStdout(flags.json)) {
+    process.stdout.write(json);
+  } else if (flags.json) {
+    writeFileSync(flags.json as string, json);
+    status.write(`wrote ${String(flags.json)}\n`);
   }
   return 0;
 }

@@ -9,6 +9,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
+import { readTable } from '../table-cells.testing.js';
 
 const cli = fileURLToPath(new URL('../../dist/cli.js', import.meta.url));
 const run = (args: string[]) => spawnSync(process.execPath, [cli, ...args], { encoding: 'utf8' });
@@ -38,15 +39,7 @@ writeFileSync(
 
 /** The data rows of the replay table, by allocator. */
 function tableRows(stdout: string): Map<string, string[]> {
-  const lines = stdout.split('\n');
-  const start = lines.findIndex((l) => l.startsWith('allocator '));
-  const header = lines[start]!.split(/ {2,}/);
-  const rows = new Map<string, string[]>();
-  for (const line of lines.slice(start + 2)) {
-    if (line.trim() === '' || line.startsWith(' ')) break;
-    const cells = line.split(/ {2,}/);
-    rows.set(cells[0]!, cells);
-  }
+  const { header, rows } = readTable(stdout);
   rows.set('#header', header);
   return rows;
 }
@@ -55,7 +48,7 @@ const cell = (rows: Map<string, string[]>, allocator: string, column: string) =>
 
 describe('gpumem replay --capacity', () => {
   it('replays as if the device had that much memory; an OOM shows the largest free block and idle reserved bytes', () => {
-    const r = run(['replay', traceFile, '--allocators', 'host,pool:upstream=host', '--repeats', '1', '--capacity', '6MiB']);
+    const r = run(['replay', traceFile, '--allocators', 'host,pool:upstream=host', '--repeat', '1', '--capacity', '6MiB']);
     expect(r.status, r.stderr).toBe(0);
     expect(r.stdout).toContain('replayed as if the device had 6.00 MiB');
     const rows = tableRows(r.stdout);
@@ -84,7 +77,7 @@ describe('gpumem replay --capacity', () => {
 describe('gpumem replay --min-capacity', () => {
   it("finds each allocator's smallest capacity, counts the probes, and recommends", () => {
     const json = join(dir, 'min.json');
-    const r = run(['replay', traceFile, '--allocators', 'host,pool:upstream=host', '--repeats', '1', '--min-capacity', '--resolution', '1', '--json', json]);
+    const r = run(['replay', traceFile, '--allocators', 'host,pool:upstream=host', '--repeat', '1', '--min-capacity', '--resolution', '1', '--json', json]);
     expect(r.status, r.stderr).toBe(0);
     const rows = tableRows(r.stdout);
     expect(cell(rows, 'host', 'min capacity')).toBe('4.70 MiB');
@@ -101,7 +94,7 @@ describe('gpumem replay --min-capacity', () => {
   });
 
   it('says "> CAP" when an allocator never fits under --capacity', () => {
-    const r = run(['replay', traceFile, '--allocators', 'pool:upstream=host', '--repeats', '1', '--min-capacity', '--capacity', '6MiB']);
+    const r = run(['replay', traceFile, '--allocators', 'pool:upstream=host', '--repeat', '1', '--min-capacity', '--capacity', '6MiB']);
     expect(r.status, r.stderr).toBe(0);
     expect(cell(tableRows(r.stdout), 'pool:upstream=host', 'min capacity')).toBe('> 6.00 MiB');
     expect(r.stdout).toMatch(/no strategy replayed the trace without running out of memory under the search's cap/);
@@ -111,7 +104,7 @@ describe('gpumem replay --min-capacity', () => {
 describe('gpumem replay --report', () => {
   it('writes an HTML report with the table, the timelines and the recommendation', () => {
     const report = join(dir, 'pick.html');
-    const r = run(['replay', traceFile, '--allocators', 'host,pool', '--repeats', '1', '--min-capacity', '--report', report]);
+    const r = run(['replay', traceFile, '--allocators', 'host,pool', '--repeat', '1', '--min-capacity', '--report', report]);
     expect(r.status, r.stderr).toBe(0);
     expect(r.stdout).toContain(`wrote ${report}`);
     const html = readFileSync(report, 'utf8');
@@ -148,8 +141,9 @@ describe('gpumem replay: checks before any work', () => {
     const spec = run(['replay', traceFile, '--allocators', 'pool:maxReservedBytes']);
     expect(spec.status).toBe(2);
     expect(spec.stderr).toMatch(/'--allocators': Expected key=value/);
-    const both = run(['replay', traceFile, '--allocators', 'host:limitBytes=8MiB', '--capacity', '8MiB', '--repeats', '1']);
-    expect(both.status).toBe(1);
-    expect(both.stdout).toMatch(/host:limitBytes=8MiB +failed +RangeError: Expected either a capacity or the option limitBytes/);
+    const both = run(['replay', traceFile, '--allocators', 'host:limitBytes=8MiB', '--capacity', '8MiB', '--repeat', '1']);
+    expect(both.status).toBe(2); // before any work
+    expect(both.stdout).toBe('');
+    expect(both.stderr).toMatch(/host:limitBytes=8MiB: its option limitBytes and '--capacity' both cap its memory/);
   });
 });

@@ -8,7 +8,7 @@
  */
 import { writeFileSync } from 'node:fs';
 import { deviceProperties, formatBytes, hasCudaDevice, listAllocators, memoryInfo, parseSize } from '@gpumem/allocator-core';
-import { parseAllocatorList, renderHtmlReport, replayToCompareResult, minCapacityText, type AllocatorSpec, type ReplayReportRow } from '@gpumem/compare';
+import { parseAllocatorList, renderHtmlReport, replayToCompareResult, minCapacityText, specProblems, type AllocatorSpec, type ReplayReportRow } from '@gpumem/compare';
 import { readTrace, TraceFormatError, type ReadTrace } from '@gpumem/trace';
 import {
   adviseAllocator,
@@ -26,24 +26,28 @@ import {
   type RecordedPeer,
   type ReplayLoop,
 } from '@gpumem/trace';
-import { flagHelp, formatTable, parseFlags, UsageError, type FlagSpec } from './args.js';
-import { checkOutputFlags } from './output-paths.js';
+import { flagHelp, formatTable, parseFlags, UsageError, type FlagAliases, type FlagSpec } from './args.js';
+import { checkOutputFlags, isStdout } from './output-paths.js';
+import { checkAllocatorNames, refuseSpecProblems } from './allocator-flags.js';
 
 export const replayFlags: Record<string, FlagSpec> = {
   allocators: { type: 'string', help: 'comma-separated allocator specs, NAME or NAME:key=value (default: every one that can run here)' },
-  repeats: { type: 'int', min: 1, max: 10000, default: 5, help: 'timed passes over the trace; times are the median' },
+  repeat: { type: 'int', min: 1, max: 10000, default: 5, help: 'timed passes over the trace; times are the median' },
   loop: { type: 'string', choices: ['auto', 'native', 'typescript'], default: 'auto', help: 'auto: native loop for native strategies, TypeScript for plug-ins' },
   capacity: { type: 'string', help: 'replay as if the device had SIZE bytes (e.g. 16GiB); also the cap of --min-capacity' },
   'min-capacity': { type: 'boolean', help: "find each allocator's smallest capacity with no out-of-memory (bisection)" },
   resolution: { type: 'string', help: `precision of --min-capacity (default ${formatBytes(defaultCapacityResolution).replace(/\.00 /, '')})` },
   device: { type: 'int', min: 0, max: 1023, help: 'PyTorch snapshots: the device whose trace to replay (default: the first with events)' },
   report: { type: 'string', help: 'write an HTML report (table, memory timelines, recommendation) to this file' },
-  json: { type: 'string', help: 'write the trace summary and every result as JSON to this file' },
+  json: { type: 'string', help: "write the trace summary and every result as JSON to this file ('-': to stdout, the rest to stderr)" },
   help: { type: 'boolean', help: 'show this help' },
 };
 
+/** Old flag names, accepted for one more release: compare and replay both say --repeat. */
+export const replayFlagAliases: FlagAliases = { repeats: 'repeat' };
+
 export const replayUsage = `Usage: gpumem replay FILE [--allocators a,b:key=value,...] [--capacity SIZE] [--min-capacity]
-                      [--resolution SIZE] [--repeats N] [--report OUT.html] [--json OUT.json]
+                      [--resolution SIZE] [--repeat N] [--report OUT.html] [--json OUT.json|-]
 
 Replays an allocation trace through each allocator: the same mallocs and frees in the same order,
 on as many streams as the trace has, with no kernels in between, and says which allocator suits the
@@ -71,11 +75,11 @@ FILE is a gpumem trace (JSONL, from \`gpumem record\`), a CSV log from RMM's log
 (Thread,Time,Action,Pointer,Size,Stream) or a PyTorch snapshot; the file itself tells them apart.
 SIZE is a byte count, optionally with KiB, MiB, GiB or TiB.
 
-${flagHelp(replayFlags)}
+${flagHelp(replayFlags, replayFlagAliases)}
 
 Examples:
   gpumem replay mlp.jsonl
-  gpumem replay mlp.jsonl --allocators pool,host --repeats 10
+  gpumem replay mlp.jsonl --allocators pool,host --repeat 10
   gpumem replay snapshot.pickle --capacity 16GiB
   gpumem replay snapshot.pickle --min-capacity --report pick.html
   gpumem replay run.jsonl --allocators pool,pool:maxReservedBytes=1GiB,async:releaseThreshold=0 --min-capacity
@@ -94,7 +98,8 @@ function splitArgs(argv: readonly string[]): { files: string[]; flags: string[] 
       continue;
     }
     flags.push(arg);
-    const spec = replayFlags[arg.slice(2)];
+    const name = arg.slice(2);
+    const spec = replayFlags[replayFlagAliases[name] ?? name];
     if (spec && spec.type !== 'boolean' && !arg.includes('=') && i + 1 < argv.length) flags.push(argv[++i]!);
   }
   return { files, flags };
@@ -121,12 +126,8 @@ function namedAllocators(list: string): AllocatorSpec[] {
   } catch (e) {
     throw new UsageError(`gpumem replay: '--allocators': ${(e as Error).message}`);
   }
-  const registered = listAllocators().map((s) => s.name);
-  for (const s of specs) {
-    if (!registered.includes(s.name)) {
-      throw new UsageError(`gpumem replay: '--allocators' names '${s.name}', which is not registered (accepted: ${registered.join(', ')})`);
-    }
-  }
+  // a strategy that needs a GPU is not refused here: its row says why it could not start
+  checkAllocatorNames('replay', 'allocators', specs, hasCudaDevice(), false);
   return specs;
 }
 
@@ -208,7 +209,8 @@ export function formatReplayTable(rows: readonly ReplayRow[], peer?: RecordedPee
   if (showMin) header.push('min capacity', 'probes');
   header.push('unmatched frees');
   const body = rows.map((row) => {
-    if (row.error !== undefined || !row.result || !row.profile) return [row.label, 'failed', row.error ?? 'no result'];
+    // the error itself goes under the table (see failureLines): a long message would widen every row
+    if (row.error !== undefined || !row.result || !row.profile) return [row.label, 'failed'];
     const r = row.result;
     const p = row.profile;
     const cells = [
@@ -248,11 +250,22 @@ export function formatReplayTable(rows: readonly ReplayRow[], peer?: RecordedPee
       String(traceOoms),
     ];
     if (showOom) cells.push('-', '-');
-    if (showMin) cells.push(`${formatBytes(peer.peakReservedBytes)}*`, '-');
+    if (showMin) cells.push(`${formatBytes(peer.peakReservedBytes)} (recorded)`, '-');
     cells.push('-');
     body.push(cells);
   }
   return formatTable(header, body);
+}
+
+/** Under the table, one line per allocator that failed, with its error. */
+export function failureLines(rows: readonly ReplayRow[]): string[] {
+  return rows.filter((r) => r.error !== undefined || !r.result || !r.profile).map((r) => `${r.label} failed: ${r.error ?? 'no result'}`);
+}
+
+/** When no allocator finished, what happened to each, in one line (the recommendation has nothing to pick from). */
+export function noneFinishedLine(rows: readonly ReplayRow[]): string | undefined {
+  if (rows.length === 0 || rows.some((r) => r.error === undefined && r.result && r.profile)) return undefined;
+  return `no strategy could replay the trace: ${rows.map((r) => `${r.label}: ${r.error ?? 'no result'}`).join('; ')}`;
 }
 
 /** Notes under the table: what a mark or a limit means. */
@@ -260,7 +273,7 @@ function tableNotes(rows: readonly ReplayRow[], peer: RecordedPeer | undefined, 
   const notes: string[] = [];
   if (rows.some((r) => r.minCapacity)) {
     notes.push(`min capacity: no out-of-memory at or above it, to within ${formatBytes(resolutionBytes)}; "> CAP": out of memory even at the cap`);
-    if (peer) notes.push(`* ${peer.label}: the program ran in what it reserved, so its minimum capacity is its recorded peak reserved (not searched)`);
+    if (peer) notes.push(`${peer.label}: the program ran in what it reserved, so its min capacity is its recorded peak reserved (not searched)`);
   }
   for (const r of rows) {
     if (r.limit === 'outer-limit') {
@@ -371,7 +384,7 @@ function jsonOf(file: string, trace: ReadTrace, compiled: CompiledTrace, rows: r
 
 export async function runReplay(argv: readonly string[]): Promise<number> {
   const { files, flags: flagArgs } = splitArgs(argv);
-  const flags = parseFlags(flagArgs, replayFlags, 'replay');
+  const flags = parseFlags(flagArgs, replayFlags, 'replay', replayFlagAliases);
   if (flags.help || files.includes('-h')) {
     process.stdout.write(replayUsage);
     return 0;
@@ -383,21 +396,29 @@ export async function runReplay(argv: readonly string[]): Promise<number> {
         : `gpumem replay: expected one trace FILE but received ${files.length}: ${files.join(' ')}`,
     );
   }
+  const file = files[0]!;
   // Everything that can be wrong with the command line is found before any work.
-  checkOutputFlags('replay', flags, ['report', 'json']);
+  checkOutputFlags('replay', flags, ['report', 'json'], [['the trace FILE', file]]);
   const capacityBytes = sizeFlag(flags.capacity, 'capacity');
   const resolution = sizeFlag(flags.resolution, 'resolution');
   if (resolution !== undefined && !flags['min-capacity']) throw new UsageError("gpumem replay: '--resolution' is the precision of '--min-capacity'; pass both");
   const named = flags.allocators !== undefined ? namedAllocators(flags.allocators as string) : undefined;
+  if (named) {
+    const limited = capacityBytes === undefined ? [] : named.filter((s) => s.options.limitBytes !== undefined);
+    const conflicts = limited.map((s) => ({ label: s.label, message: "its option limitBytes and '--capacity' both cap its memory; give one of them" }));
+    refuseSpecProblems('replay', 'allocators', [...conflicts, ...specProblems(named)]);
+  }
   const settings: RunSettings = {
-    repeats: flags.repeats as number,
+    repeats: flags.repeat as number,
     loop: flags.loop === 'auto' ? undefined : (flags.loop as ReplayLoop),
     capacityBytes,
     minCapacity: flags['min-capacity'] === true,
     resolutionBytes: resolution ?? defaultCapacityResolution,
   };
+  // With the JSON on stdout (--json -), the table and every status line go to stderr.
+  const jsonToStdout = isStdout(flags.json);
+  const out = jsonToStdout ? process.stderr : process.stdout;
 
-  const file = files[0]!;
   const trace = await readOrExplain(file, flags.device as number | undefined);
   if (trace === undefined) return 1;
   const compiled = compileTrace(trace);
@@ -407,21 +428,24 @@ export async function runReplay(argv: readonly string[]): Promise<number> {
     );
   }
   const specs = named ?? defaultAllocators();
-  process.stdout.write(`${describeTrace(file, trace, compiled)}\n`);
-  if (capacityBytes !== undefined) process.stdout.write(`  replayed as if the device had ${formatBytes(capacityBytes)}\n`);
-  process.stdout.write('\n');
+  out.write(`${describeTrace(file, trace, compiled)}\n`);
+  if (capacityBytes !== undefined) out.write(`  replayed as if the device had ${formatBytes(capacityBytes)}\n`);
+  out.write('\n');
 
   const peer = pytorchPeer(trace, compiled);
   const rows = specs.map((spec) => replayOne(spec, compiled, settings));
-  process.stdout.write(`${formatReplayTable(rows, peer, compiled.traceOoms)}\n`);
-  const notes = tableNotes(rows, peer, settings.resolutionBytes);
-  if (notes.length > 0) process.stdout.write(`${notes.map((n) => `  ${n}`).join('\n')}\n`);
-  const advice = recommend(rows, peer, settings);
-  if (advice.lines.length > 0) process.stdout.write(`\nrecommendation:\n${advice.lines.map((l) => `  ${l}`).join('\n')}\n`);
+  out.write(`${formatReplayTable(rows, peer, compiled.traceOoms)}\n`);
+  const notes = [...tableNotes(rows, peer, settings.resolutionBytes), ...failureLines(rows)];
+  if (notes.length > 0) out.write(`${notes.map((n) => `  ${n}`).join('\n')}\n`);
+  const noneFinished = noneFinishedLine(rows);
+  const advice: Advice = noneFinished !== undefined ? { ...recommend(rows, peer, settings), lines: [noneFinished] } : recommend(rows, peer, settings);
+  if (advice.lines.length > 0) out.write(`\n${noneFinished !== undefined ? 'result' : 'recommendation'}:\n${advice.lines.map((l) => `  ${l}`).join('\n')}\n`);
 
-  if (flags.json) {
+  if (jsonToStdout) {
+    process.stdout.write(jsonOf(file, trace, compiled, rows, peer, advice, settings));
+  } else if (flags.json) {
     writeFileSync(flags.json as string, jsonOf(file, trace, compiled, rows, peer, advice, settings));
-    process.stdout.write(`wrote ${String(flags.json)}\n`);
+    out.write(`wrote ${String(flags.json)}\n`);
   }
   if (flags.report) {
     const result = replayToCompareResult({
@@ -437,7 +461,7 @@ export async function runReplay(argv: readonly string[]): Promise<number> {
       recommendation: advice.lines,
     });
     writeFileSync(flags.report as string, renderHtmlReport(result));
-    process.stdout.write(`wrote ${String(flags.report)}\n`);
+    out.write(`wrote ${String(flags.report)} (open it in a browser)\n`);
   }
   return rows.some((r) => r.error !== undefined) ? 1 : 0;
 }

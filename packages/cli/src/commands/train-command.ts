@@ -4,9 +4,10 @@
  */
 import { writeFileSync } from 'node:fs';
 import { formatBytes, hasCudaDevice } from '@gpumem/allocator-core';
-import { commonDefaults, gcnDefaults, mlpDefaults, mlpHiddenWidths, train, trainDistributed, type TrainOptions, type TrainResult } from '@gpumem/gnn';
-import { builtInStrategyPackages, parseAllocatorSpec, type AllocatorSpec } from '@gpumem/compare';
-import { checkOutputFlags } from './output-paths.js';
+import { commonDefaults, gcnDefaults, graphDefaults, mlpDefaults, mlpHiddenWidths, train, trainDistributed, type TrainOptions, type TrainResult } from '@gpumem/gnn';
+import { builtInStrategyPackages, parseAllocatorSpec, specProblems, type AllocatorSpec } from '@gpumem/compare';
+import { checkOutputFlags, isStdout } from './output-paths.js';
+import { checkAllocatorNames, refuseSpecProblems } from './allocator-flags.js';
 import { flagHelp, formatTable, parseFlags, ProgressBar, UsageError, type FlagSpec, type FlagValues } from './args.js';
 
 export const trainFlags: Record<string, FlagSpec> = {
@@ -46,7 +47,7 @@ export const trainFlags: Record<string, FlagSpec> = {
   },
   communicator: { type: 'string', choices: ['nccl', 'host'], help: "with --devices: 'nccl' (default on GPUs; libnccl.so.2, or GPUMEM_NCCL_LIB) or 'host' (shared memory; the default on the host)" },
   timeout: { type: 'int', min: 0, help: 'with --devices: a rank silent this many ms fails the run and stops every rank (default 600000; 0: none)' },
-  json: { type: 'string', help: 'write the result as JSON to this file' },
+  json: { type: 'string', help: "write the result as JSON to this file ('-': to stdout, the table to stderr)" },
   help: { type: 'boolean', help: 'show this help' },
 };
 
@@ -142,13 +143,37 @@ export function checkActivationFlags(command: string, o: Omit<TrainOptions, 'all
   if (o.cudaGraph && o.layerPrefetch) fail(`'--layer-prefetch' does not go with '--cuda-graph' (prefetches are not captured into graphs)`);
 }
 
-/** The `--allocator` flag as a name and options (the spec syntax compare takes); default 'pool'. */
-export function allocatorFromFlags(command: string, flags: FlagValues): AllocatorSpec {
+/**
+ * The `--allocator` flag as a name and options (the spec syntax compare takes; default 'pool'),
+ * checked before any work: registered, able to run here, its options accepted.
+ */
+export function allocatorFromFlags(command: string, flags: FlagValues, gpu: boolean): AllocatorSpec {
+  let spec: AllocatorSpec;
   try {
-    return parseAllocatorSpec((flags.allocator as string | undefined) ?? 'pool');
+    spec = parseAllocatorSpec((flags.allocator as string | undefined) ?? 'pool');
   } catch (e) {
     throw new UsageError(`gpumem ${command}: '--allocator': ${(e as Error).message}`);
   }
+  checkAllocatorNames(command, 'allocator', [spec], gpu);
+  refuseSpecProblems(command, 'allocator', specProblems([spec]));
+  return spec;
+}
+
+/**
+ * --devices checked against the workload before any rank starts (a rank would fail on it only after
+ * every rank was started): the mlp splits each batch over the ranks, the gcn the graph's rows.
+ */
+export function checkDevicesFlags(command: string, options: Omit<TrainOptions, 'allocator'>, devices: number | number[] | undefined): void {
+  if (devices === undefined) return;
+  const ranks = typeof devices === 'number' ? devices : devices.length;
+  if (options.model === 'mlp') {
+    const batch = options.batchSize ?? mlpDefaults.batchSize;
+    if (batch < ranks) throw new UsageError(`gpumem ${command}: '--devices' ${ranks} ranks need a batch of at least ${ranks} (every rank takes a slice of each batch) but the batch is ${batch}; use fewer devices or a larger --batch`);
+    return;
+  }
+  const nodes = options.nodes ?? graphDefaults(options.dataset ?? gcnDefaults.dataset).nodes;
+  const stride = Math.ceil(nodes / ranks);
+  if ((ranks - 1) * stride >= nodes) throw new UsageError(`gpumem ${command}: '--devices' ${ranks} ranks need at least one node each, but ${nodes} nodes in rows of ${stride} leave the last rank none; use fewer devices or more --nodes`);
 }
 
 /** Subset sizes of MNIST the mlp trains on by default without a GPU (the CPU kernels take about a minute per full epoch). */
@@ -186,13 +211,15 @@ export function runTrain(argv: readonly string[], plugins: readonly string[] = [
     return 0;
   }
   checkOutputFlags('train', flags, ['json']);
-  const spec = allocatorFromFlags('train', flags);
+  const gpu = hasCudaDevice();
+  const spec = allocatorFromFlags('train', flags, gpu);
   const bar = new ProgressBar();
-  const options = trainOptionsForHere('train', flags, hasCudaDevice());
+  const options = trainOptionsForHere('train', flags, gpu);
   const devices = devicesFromFlags('train', flags);
   if (devices === undefined && (flags.communicator !== undefined || flags.timeout !== undefined)) {
     throw new UsageError(`gpumem train: '--${flags.communicator !== undefined ? 'communicator' : 'timeout'}' goes with '--devices'`);
   }
+  checkDevicesFlags('train', options, devices);
   if (devices !== undefined) return runTrainDistributed(flags, spec, options, devices, plugins, bar);
   let result: TrainResult;
   try {
@@ -210,10 +237,17 @@ export function runTrain(argv: readonly string[], plugins: readonly string[] = [
   return 0;
 }
 
+/** The table on stdout, or on stderr when the JSON goes to stdout (`--json -`). */
 function writeResult(result: TrainResult, flags: FlagValues): void {
+  const json = `${JSON.stringify(result, null, 2)}\n`;
+  if (isStdout(flags.json)) {
+    process.stderr.write(`${formatResult(result)}\n`);
+    process.stdout.write(json);
+    return;
+  }
   process.stdout.write(`${formatResult(result)}\n`);
   if (flags.json) {
-    writeFileSync(flags.json as string, `${JSON.stringify(result, null, 2)}\n`);
+    writeFileSync(flags.json as string, json);
     process.stdout.write(`wrote ${String(flags.json)}\n`);
   }
 }
