@@ -5,6 +5,7 @@
  * sits in the same table as the strategies replayed here.
  * @module
  */
+import { formatBytes } from '@gpumem/allocator-core';
 import type { ReadTrace } from './format.js';
 import type { CompiledTrace } from './replay.js';
 
@@ -15,7 +16,19 @@ export const pytorchPeerLabel = 'PyTorch caching allocator (recorded)';
 export interface RecordedPeer {
   label: string;
   peakReservedBytes: number;
+  /**
+   * The most bytes the program held, a block counting until PyTorch could hand it out again
+   * (`free_completed`: a block freed on a stream whose work still used it waits for that work), as
+   * the replayed strategies count it.
+   */
   peakAllocatedBytes: number;
+  /**
+   * The same with a block counting only until the program freed it (`free_requested`), as
+   * `torch.cuda.max_memory_allocated()` does; absent where the trace does not say.
+   */
+  peakAllocatedAtFreeRequestBytes?: number;
+  /** Why peakAllocatedBytes is not what `torch.cuda.max_memory_allocated()` said, when it is not. */
+  peakAllocatedNote?: string;
   /** Driver calls: segments allocated (cudaMalloc) and freed (cudaFree). */
   driverAllocs: number;
   driverFrees: number;
@@ -32,6 +45,7 @@ interface PytorchSummary {
   reservedTimeline: { timeNs: number[]; reservedBytes: number[] };
   peakReservedBytes: number;
   peakAllocatedBytes: number;
+  peakAllocatedAtFreeRequestBytes?: number;
   segmentAllocs: number;
   segmentFrees: number;
 }
@@ -70,7 +84,7 @@ export function pytorchPeer(trace: ReadTrace, compiled: CompiledTrace): Recorded
   for (let i = 0; i < reservedBytes.length; i++) if (peakIndex < 0 || reservedBytes[i]! > reservedBytes[peakIndex]!) peakIndex = i;
   const reservedAtPeak = peakIndex < 0 ? s.peakReservedBytes : reservedBytes[peakIndex]!;
   const allocatedAtPeak = peakIndex < 0 ? 0 : liveBytesAt(compiled, timeNs[peakIndex]!);
-  return {
+  const peer: RecordedPeer = {
     label: pytorchPeerLabel,
     peakReservedBytes: s.peakReservedBytes,
     peakAllocatedBytes: s.peakAllocatedBytes,
@@ -80,4 +94,21 @@ export function pytorchPeer(trace: ReadTrace, compiled: CompiledTrace): Recorded
     allocatedAtPeakBytes: allocatedAtPeak,
     fragmentationAtPeakBytes: Math.max(0, reservedAtPeak - allocatedAtPeak),
   };
+  const atRequest = s.peakAllocatedAtFreeRequestBytes;
+  if (isCount(atRequest)) {
+    peer.peakAllocatedAtFreeRequestBytes = atRequest;
+    peer.peakAllocatedNote = peakAllocatedNote(s.peakAllocatedBytes, atRequest);
+  }
+  return peer;
+}
+
+/**
+ * The note beside PyTorch's peak allocated: it counts a block until its free completed, which is
+ * when the memory could be reused, while `max_memory_allocated()` stops counting at the free call.
+ */
+function peakAllocatedNote(untilCompleted: number, untilRequested: number): string {
+  const rule = 'peak allocated counts a block until its free completed (free_completed: a block freed on a stream waits for the work queued there), when the memory could be handed out again, as every replayed strategy sees it';
+  const torch = 'torch.cuda.max_memory_allocated() stops counting at the free call (free_requested)';
+  if (untilCompleted === untilRequested) return `${rule}; ${torch}, which makes no difference on this trace.`;
+  return `${rule}; ${torch}: ${formatBytes(untilRequested)} on this trace (in requested bytes; PyTorch rounds each block up to 512 B).`;
 }

@@ -57,6 +57,7 @@ describe('PyTorch memory snapshots', () => {
       peakReservedBytes: 24 * MiB,
       // 1 MiB + 8 KiB live before the history (segment D's block, and C), then 5 MB at most
       peakAllocatedBytes: MiB + 8192 + 5_000_000,
+      peakAllocatedAtFreeRequestBytes: MiB + 8192 + 5_000_000,
       segmentAllocs: 2,
       segmentFrees: 1,
     });
@@ -88,6 +89,27 @@ describe('PyTorch memory snapshots', () => {
     });
   });
 
+  it('gives the peak allocated as max_memory_allocated() counts it (until free_requested) beside the replay\'s (until free_completed)', async () => {
+    const { pytorch, events } = await readSnapshot(fixture('two-streams.pickle.gz'));
+    let live = 0;
+    let peak = 0;
+    for (const e of events) peak = Math.max(peak, (live += e.action === 'alloc' ? e.bytes : e.action === 'free' ? -e.bytes : 0));
+    expect(pytorch.peakAllocatedBytes).toBe(peak);
+    expect(pytorch.peakAllocatedBytes).toBe(453_014_058);
+    // frees completed after the side stream's work: the program's own frees came earlier
+    expect(pytorch.peakAllocatedAtFreeRequestBytes).toBe(435_192_355);
+  });
+
+  it("explains PyTorch's peak allocated in its row: until free_completed, against max_memory_allocated()'s", async () => {
+    const trace = await readSnapshot(fixture('two-streams.pickle.gz'));
+    const peer = pytorchPeer(trace, compileTrace(trace))!;
+    expect(peer.peakAllocatedBytes).toBe(453_014_058);
+    expect(peer.peakAllocatedAtFreeRequestBytes).toBe(435_192_355);
+    expect(peer.peakAllocatedNote).toMatch(/until its free completed \(free_completed.*max_memory_allocated\(\) stops counting at the free call \(free_requested\): 415\.03 MiB on this trace/);
+    const same = await readSnapshot(fixture('snapshot-p4.pickle'));
+    expect(pytorchPeer(same, compileTrace(same))!.peakAllocatedNote).toMatch(/makes no difference on this trace/);
+  });
+
   it('reads the device asked for: expandable segments (map/unmap), an unknown action counted and skipped', async () => {
     const trace = await readSnapshot(fixture('snapshot-p4.pickle'), { device: 1 });
     expect(trace.header.device).toBe('cuda:1');
@@ -100,6 +122,7 @@ describe('PyTorch memory snapshots', () => {
       reservedTimeline: { timeNs: [0, 0, 6_000], reservedBytes: [0, 20 * MiB, 12 * MiB] },
       peakReservedBytes: 20 * MiB,
       peakAllocatedBytes: 9 * MiB,
+      peakAllocatedAtFreeRequestBytes: 9 * MiB,
       segmentAllocs: 1,
       segmentFrees: 1,
     });

@@ -47,8 +47,18 @@ export interface PytorchSnapshotSummary {
   /** Reserved bytes over the trace's time (ns since its first entry): a point at the start, then after every segment entry. */
   reservedTimeline: { timeNs: number[]; reservedBytes: number[] };
   peakReservedBytes: number;
-  /** The most bytes allocated at once, counting allocations made before the history began (from the final segments). */
+  /**
+   * The most bytes allocated at once, counting allocations made before the history began (from the
+   * final segments). A block counts until its `free_completed`, when PyTorch could hand it out
+   * again (a block freed on a stream whose work still uses it waits for that work), as the replay
+   * counts it.
+   */
   peakAllocatedBytes: number;
+  /**
+   * The same, with a block counted only until its `free_requested` (the program's free), as
+   * `torch.cuda.max_memory_allocated()` counts it; lower when frees wait for stream work.
+   */
+  peakAllocatedAtFreeRequestBytes: number;
   /** Driver allocations: `segment_alloc` (cudaMalloc) and `segment_map` (expandable segments) entries. */
   segmentAllocs: number;
   /** Driver frees: `segment_free` (cudaFree) and `segment_unmap` entries. */
@@ -216,6 +226,8 @@ class SnapshotReader {
     let liveNet = 0;
     let minLive = 0;
     let maxLive = 0;
+    let requestedNet = 0; // liveNet with frees counted at free_requested, as max_memory_allocated() does
+    let maxRequested = 0;
     let segmentAllocs = 0;
     let segmentFrees = 0;
     let deferredFrees = 0;
@@ -246,12 +258,17 @@ class SnapshotReader {
           live.set(ptr, (live.get(ptr) ?? 0) + 1);
           liveNet += bytes;
           maxLive = Math.max(maxLive, liveNet);
+          requestedNet += bytes;
+          maxRequested = Math.max(maxRequested, requestedNet);
           emit({ timeNs, action: 'alloc', ptr, bytes, stream: this.count(e, 'stream', at, 0), tag: 0 });
           break;
         }
-        case 'free_requested':
-          pending.set(this.count(e, 'addr', at), i);
+        case 'free_requested': {
+          const ptr = this.count(e, 'addr', at);
+          if (!pending.has(ptr)) requestedNet -= this.count(e, 'size', at, 0);
+          pending.set(ptr, i);
           break;
+        }
         case 'free_completed': {
           const ptr = this.count(e, 'addr', at);
           const bytes = this.count(e, 'size', at);
@@ -260,6 +277,8 @@ class SnapshotReader {
           if (requested !== undefined) {
             pending.delete(ptr);
             if (i - requested > 1) deferredFrees++;
+          } else {
+            requestedNet -= bytes; // completed with no request seen (it came before the history)
           }
           const n = live.get(ptr) ?? 0;
           if (n === 0) freesBeforeHistory++;
@@ -352,6 +371,7 @@ class SnapshotReader {
         reservedTimeline,
         peakReservedBytes: peak(reservedTimeline.reservedBytes),
         peakAllocatedBytes: allocatedBefore + maxLive,
+        peakAllocatedAtFreeRequestBytes: allocatedBefore + maxRequested,
         segmentAllocs,
         segmentFrees,
       },
