@@ -1,33 +1,38 @@
 """gpumem's allocation strategies inside PyTorch, with memory statistics.
 
 PyTorch lets a shared library replace its CUDA caching allocator
-(``torch.cuda.memory.CUDAPluggableAllocator``), but a pluggable allocator loses PyTorch's memory
-statistics: ``torch.cuda.memory_stats()`` raises (pytorch/pytorch#133281). This module loads
-``libgpumem_torch.so`` (gpumem's strategies behind PyTorch's ``gpumem_malloc`` / ``gpumem_free``
-interface), makes it PyTorch's allocator and reads the statistics the library keeps itself::
+(``torch.cuda.memory.CUDAPluggableAllocator``) or provide the memory of a ``torch.cuda.MemPool``,
+but a pluggable allocator loses PyTorch's memory statistics: ``torch.cuda.memory_stats()`` raises
+(pytorch/pytorch#133281). This package carries ``libgpumem_torch.so`` (gpumem's strategies behind
+PyTorch's allocator interface) and reads the statistics the library keeps itself::
 
     import gpumem_torch
-    gpumem_torch.enable("pool")           # before anything touches CUDA
+    gpumem_torch.enable("pool")           # the whole process; before anything touches CUDA
     import torch
     x = torch.randn(1024, 1024, device="cuda")
     gpumem_torch.memory_stats()["allocated_bytes.all.current"]   # 4194304
 
-Strategies (``GPUMEM_ALLOCATOR``): ``cuda`` (cudaMalloc/cudaFree per tensor), ``uvm``
-(cudaMallocManaged, prefetched to the device, capped at the device's free memory), ``pool``
-(gpumem's caching block pool over cudaMalloc; the default) and ``async`` (cudaMallocAsync on a
-pool of the library's own). Options are environment variables read once by the library; see
-``docs/torch.md`` and ``native/src/torch/gpumem_torch.h``.
+or for part of a program, beside PyTorch's own allocator::
 
-The library is found at ``$GPUMEM_TORCH_LIB`` or, by default,
-``native/build/Release/libgpumem_torch.so`` in this repository (built by
-``cd native && npx cmake-js compile --out build``).
+    alloc = gpumem_torch.allocator("uvm")
+    pool = alloc.mem_pool()                          # torch.cuda.MemPool
+    with torch.cuda.use_mem_pool(pool):
+        states = torch.zeros(n, device="cuda")       # in managed memory
+    alloc.memory_stats()
+
+Strategies (the names of gpumem's registry): ``cuda``, ``uvm``, ``pool`` (the default), ``async``,
+``expandable``, ``pinned``, ``tiered`` and ``native`` (``plugin:PATH``). Out of memory follows
+PyTorch's convention ("CUDA out of memory. ..."). See docs/torch.md.
+
+The library is found at ``$GPUMEM_TORCH_LIB``, else inside this package (the wheel), else at
+``native/build/Release/libgpumem_torch.so`` of the repository this package sits in.
 
 Allocation traces: ``record(path)`` ... ``stop()`` writes every allocation and free the library
 serves in between to ``path`` (gpumem's JSONL trace, or RMM's CSV for a ``.csv`` path), for
 ``gpumem replay``; ``GPUMEM_TRACE=path`` records the whole process instead (docs/torch.md).
 
-Only the standard library is needed to import this module and to check a configuration
-(:func:`check_config`); :func:`enable` needs PyTorch.
+Only the standard library is needed to import this package and to check a configuration
+(:func:`check_config`, :func:`describe`); :func:`enable` and :func:`allocator` need PyTorch.
 """
 
 from __future__ import annotations
@@ -36,17 +41,31 @@ import collections
 import ctypes
 import os
 import threading
-from pathlib import Path
 from typing import Any, Dict, Optional
+
+from . import _library
+from ._allocator import Allocator, allocator, describe, place, set_thread_placement, thread_placement
+from ._library import STRATEGIES, library_path
+from ._stats import device_index as _device_index
+from ._stats import instance_memory_stats, instance_raw_stats
+
+__version__ = "0.1.0"
 
 __all__ = [
     "STRATEGIES",
+    "Allocator",
+    "allocator",
+    "describe",
+    "place",
+    "set_thread_placement",
+    "thread_placement",
     "library_path",
     "check_config",
     "enable",
     "is_enabled",
     "config",
     "last_error",
+    "format_oom_message",
     "memory_stats",
     "raw_stats",
     "memory_allocated",
@@ -60,122 +79,16 @@ __all__ = [
     "is_recording",
 ]
 
-STRATEGIES = ("cuda", "uvm", "pool", "async", "expandable")
-
-# enable(**options) keyword -> environment variable.
-_OPTION_ENV = {
-    "uvm_prefetch": "GPUMEM_UVM_PREFETCH",
-    "prefetch": "GPUMEM_UVM_PREFETCH",
-    "uvm_advise": "GPUMEM_UVM_ADVISE",
-    "advise": "GPUMEM_UVM_ADVISE",
-    "uvm_limit": "GPUMEM_UVM_LIMIT",
-    "async_release_threshold": "GPUMEM_ASYNC_RELEASE_THRESHOLD",
-    "release_threshold": "GPUMEM_ASYNC_RELEASE_THRESHOLD",
-    "pool_max_reserved": "GPUMEM_POOL_MAX_RESERVED",
-    "max_reserved": "GPUMEM_POOL_MAX_RESERVED",
-    "oom": "GPUMEM_OOM",
-    "plugin_options": "GPUMEM_PLUGIN_OPTIONS",
-}
-_CONFIG_ENV = ("GPUMEM_ALLOCATOR",) + tuple(sorted(set(_OPTION_ENV.values())))
-
-_ABI_VERSION = 1
-
-
-class _Stats(ctypes.Structure):
-    """Mirror of ``gpumem_torch_stats`` (native/src/torch/gpumem_torch.h)."""
-
-    _fields_ = [
-        ("allocated_bytes", ctypes.c_uint64),
-        ("peak_allocated_bytes", ctypes.c_uint64),
-        ("reserved_bytes", ctypes.c_uint64),
-        ("peak_reserved_bytes", ctypes.c_uint64),
-        ("alloc_count", ctypes.c_uint64),
-        ("free_count", ctypes.c_uint64),
-        ("upstream_alloc_count", ctypes.c_uint64),
-        ("upstream_free_count", ctypes.c_uint64),
-        ("oom_count", ctypes.c_uint64),
-        ("largest_free_block", ctypes.c_int64),
-        ("segment_count", ctypes.c_uint64),
-        ("zero_size_count", ctypes.c_uint64),
-        ("error_count", ctypes.c_uint64),
-        ("bad_free_count", ctypes.c_uint64),
-        ("size_fixup_count", ctypes.c_uint64),
-        ("active", ctypes.c_int32),
-        ("device", ctypes.c_int32),
-    ]
-
-
 _lock = threading.Lock()
-_lib: Optional[ctypes.CDLL] = None
-_lib_path: Optional[str] = None
-_init_env: Optional[Dict[str, Optional[str]]] = None
+_init_env: Optional[Dict[str, Optional[str]]] = None  # the environment the library kept
 _enabled = False
 _allocator = None  # keeps the CUDAPluggableAllocator alive
 
 
-def library_path() -> str:
-    """The path of ``libgpumem_torch.so`` this module loads: ``$GPUMEM_TORCH_LIB`` if set, else
-    ``native/build/Release/libgpumem_torch.so`` relative to the repository root."""
-    env = os.environ.get("GPUMEM_TORCH_LIB")
-    if env:
-        return str(Path(env).expanduser().resolve())
-    root = Path(__file__).resolve().parents[2]
-    return str(root / "native" / "build" / "Release" / "libgpumem_torch.so")
-
-
-def _load() -> ctypes.CDLL:
-    global _lib, _lib_path
-    if _lib is not None:
-        return _lib
-    path = library_path()
-    if not os.path.exists(path):
-        raise FileNotFoundError(
-            f"gpumem: {path} does not exist. Build it with `cd native && npx cmake-js compile --out build` "
-            "(it needs the CUDA toolkit) or point GPUMEM_TORCH_LIB at a built libgpumem_torch.so"
-        )
-    lib = ctypes.CDLL(path)
-    lib.gpumem_init.restype = ctypes.c_int
-    lib.gpumem_init.argtypes = []
-    lib.gpumem_last_error.restype = ctypes.c_char_p
-    lib.gpumem_last_error.argtypes = []
-    lib.gpumem_config.restype = ctypes.c_char_p
-    lib.gpumem_config.argtypes = []
-    lib.gpumem_stats.restype = ctypes.c_int
-    lib.gpumem_stats.argtypes = [ctypes.c_int, ctypes.POINTER(_Stats)]
-    lib.gpumem_stats_size.restype = ctypes.c_size_t
-    lib.gpumem_stats_size.argtypes = []
-    lib.gpumem_reset_peak.restype = ctypes.c_int
-    lib.gpumem_reset_peak.argtypes = [ctypes.c_int]
-    lib.gpumem_trim.restype = ctypes.c_int
-    lib.gpumem_trim.argtypes = [ctypes.c_int]
-    lib.gpumem_abi_version.restype = ctypes.c_int
-    lib.gpumem_abi_version.argtypes = []
-    if lib.gpumem_abi_version() != _ABI_VERSION or lib.gpumem_stats_size() != ctypes.sizeof(_Stats):
-        raise RuntimeError(
-            f"gpumem: {path} has interface version {lib.gpumem_abi_version()} "
-            f"(stats struct {lib.gpumem_stats_size()} bytes); this module expects version {_ABI_VERSION} "
-            f"({ctypes.sizeof(_Stats)} bytes). Rebuild the library or use the matching gpumem_torch.py"
-        )
-    _lib, _lib_path = lib, path
-    return lib
-
-
-def _env_value(value: Any) -> str:
-    if isinstance(value, bool):
-        return "1" if value else "0"
-    return str(value)
-
-
-def _apply_env(strategy: Optional[str], options: Dict[str, Any]) -> None:
-    updates = {}
-    if strategy is not None:
-        updates["GPUMEM_ALLOCATOR"] = _env_value(strategy)
-    for key, value in options.items():
-        if key not in _OPTION_ENV:
-            known = ", ".join(sorted(_OPTION_ENV))
-            raise TypeError(f"gpumem: unknown option {key!r}; known options: {known}")
-        if value is not None:
-            updates[_OPTION_ENV[key]] = _env_value(value)
+def _apply_env(strategy: Optional[str], options: Dict[str, Any]) -> Dict[str, Optional[str]]:
+    """Sets the variables of ``strategy`` and ``options``; returns their previous values (to undo
+    a configuration the library rejected)."""
+    updates = _library.option_values(strategy, options)
     if _init_env is not None:
         changed = [k for k, v in updates.items() if _init_env.get(k) != v]
         if changed:
@@ -183,19 +96,32 @@ def _apply_env(strategy: Optional[str], options: Dict[str, Any]) -> None:
                 "gpumem: the library already read its configuration "
                 f"({config()}); {', '.join(changed)} cannot change in this process"
             )
-        return
+        return {}
+    previous = {k: os.environ.get(k) for k in updates}
     os.environ.update(updates)
+    return previous
 
 
-def _init() -> str:
-    """Loads the library and has it read the environment (once per process)."""
+def _restore_env(previous: Dict[str, Optional[str]]) -> None:
+    for key, value in previous.items():
+        if value is None:
+            os.environ.pop(key, None)
+        else:
+            os.environ[key] = value
+
+
+def _init(previous: Dict[str, Optional[str]]) -> str:
+    """Has the library read the environment. It keeps the first valid configuration; a bad one is
+    rejected (ValueError), the variables set for it are put back, and nothing is kept, so that
+    another configuration can still be chosen."""
     global _init_env
-    lib = _load()
-    rc = lib.gpumem_init()
+    lib = _library.load()
+    if lib.gpumem_init() != 0:
+        message = _library.last_error()
+        _restore_env(previous)
+        raise ValueError(message)
     if _init_env is None:
-        _init_env = {k: (os.environ.get(k) or None) for k in _CONFIG_ENV}
-    if rc != 0:
-        raise ValueError(lib.gpumem_last_error().decode("utf-8", "replace"))
+        _init_env = {k: (os.environ.get(k) or None) for k in _library.CONFIG_ENV}
     return lib.gpumem_config().decode()
 
 
@@ -203,31 +129,36 @@ def check_config(strategy: Optional[str] = None, **options: Any) -> str:
     """Sets the given options as environment variables, loads the library and validates the
     configuration, without PyTorch and without touching CUDA. Returns the configuration string
     (as :func:`config`); raises ValueError with the library's message (naming the variable, the
-    value and the accepted form) for a bad value.
+    value and the accepted form) for a bad value, and then leaves the environment as it was.
 
-    The library reads the environment once per process: options given after the first call
-    that would change it raise RuntimeError."""
+    The library keeps the first valid configuration of the process (PyTorch's allocator cannot
+    change once used): after a successful call, options that would change it raise RuntimeError.
+    A rejected configuration is not kept. To validate without keeping anything, use
+    :func:`describe`."""
     with _lock:
-        _apply_env(strategy, options)
-        return _init()
+        previous = _apply_env(strategy, options)
+        return _init(previous)
 
 
 def enable(strategy: Optional[str] = None, **options: Any) -> str:
-    """Makes gpumem PyTorch's CUDA allocator. Call it before anything initialises CUDA.
+    """Makes gpumem PyTorch's CUDA allocator for the whole process. Call it before anything
+    initialises CUDA.
 
-    ``strategy`` is one of ``cuda``, ``uvm``, ``pool``, ``async``, or ``plugin:/path/lib.so`` for a
-    strategy built as a plug-in library against gpumem/plugin.h (default: ``$GPUMEM_ALLOCATOR``,
-    else ``pool``); ``plugin_options`` is the plug-in's ``"key=value;key=value"`` string. ``options`` set the matching environment variables: ``uvm_prefetch``
-    (bool), ``uvm_advise`` (``none``/``device``/``host``), ``uvm_limit`` (``free``, ``none`` or a
-    size), ``async_release_threshold`` (size), ``pool_max_reserved`` (size), ``oom``
-    (``raise``/``null``). Sizes are integers (bytes) or strings such as ``"512MiB"`` or ``"4GiB"`` (KiB, MiB, GiB or
-    TiB, the only units accepted).
-    ``None`` leaves a variable as it is.
+    ``strategy`` is one of ``cuda``, ``uvm``, ``pool``, ``async``, ``expandable``, ``pinned``,
+    ``tiered``, ``native`` (with ``native_library``), or ``plugin:/path/lib.so`` (the same as
+    ``native``) (default: ``$GPUMEM_ALLOCATOR``, else ``pool``). ``options`` set the matching
+    environment variables: ``uvm_prefetch`` (bool), ``uvm_advise`` (``none``/``device``/``host``),
+    ``uvm_limit`` (``free``, ``none`` or a size), ``async_release_threshold`` (size),
+    ``pool_max_reserved`` (size; also pinned's cap), ``tiered_device_budget`` and
+    ``tiered_host_budget`` (sizes), ``tiered_placement`` (``auto``/``device``/``host``),
+    ``native_library`` (path), ``plugin_options`` (``"key=value;key=value"``), ``oom``
+    (``raise``/``null``). Sizes are integers (bytes) or strings such as ``"512MiB"`` or ``"4GiB"``
+    (KiB, MiB, GiB or TiB, the only units accepted). ``None`` leaves a variable as it is.
 
     Returns the configuration string. Raises ValueError for a bad configuration (nothing is
-    changed in PyTorch), RuntimeError when CUDA is already initialised or another allocator is in
-    place, FileNotFoundError when the library is missing, ImportError without PyTorch.
-    Calling it again with the same (or no) options is a no-op."""
+    changed in PyTorch or in the environment), RuntimeError when CUDA is already initialised or
+    another allocator is in place, FileNotFoundError when the library is missing, ImportError
+    without PyTorch. Calling it again with the same (or no) options is a no-op."""
     global _enabled, _allocator
     import torch  # noqa: F401  (ImportError is the clear message here)
 
@@ -241,10 +172,10 @@ def enable(strategy: Optional[str] = None, **options: Any) -> str:
                 "(PyTorch cannot swap an allocator that has already allocated). Call it first thing, "
                 "before creating CUDA tensors or calling torch.cuda functions that touch the device"
             )
-        _apply_env(strategy, options)
-        description = _init()
+        previous = _apply_env(strategy, options)
+        description = _init(previous)
         try:
-            allocator = torch.cuda.memory.CUDAPluggableAllocator(_lib_path, "gpumem_malloc", "gpumem_free")
+            allocator = torch.cuda.memory.CUDAPluggableAllocator(_library.loaded_path(), "gpumem_malloc", "gpumem_free")
             torch.cuda.memory.change_current_allocator(allocator)
         except RuntimeError as e:
             raise RuntimeError(f"gpumem: PyTorch refused the allocator: {e}") from e
@@ -259,49 +190,44 @@ def is_enabled() -> bool:
 
 
 def config() -> str:
-    """The strategy and options in effect, e.g. ``strategy=pool pool.upstream=cuda
-    pool.max_reserved=none oom=raise`` (reads the environment if nothing did yet)."""
-    return _load().gpumem_config().decode()
+    """The strategy and options in effect for :func:`enable` (the environment's configuration),
+    e.g. ``strategy=pool pool.upstream=cuda pool.max_reserved=none oom=raise``; reads the
+    environment if nothing did yet; ``error: ...`` when it is not valid."""
+    return _library.load().gpumem_config().decode()
 
 
 def last_error() -> str:
-    """The library's last error message on this thread (e.g. why an allocation failed)."""
-    return _load().gpumem_last_error().decode("utf-8", "replace")
+    """The library's last error message on this thread, e.g. why an allocation failed (after a
+    ``torch.OutOfMemoryError`` raised inside a MemPool: gpumem's "CUDA out of memory. gpumem: ..."
+    detail)."""
+    return _library.last_error()
 
 
-def _device_index(device: Any) -> int:
-    if device is None:
-        try:
-            import torch
-
-            if torch.cuda.is_initialized():
-                return torch.cuda.current_device()
-        except ImportError:
-            pass
-        return 0
-    if isinstance(device, bool):
-        pass
-    elif isinstance(device, int):
-        return device
-    elif isinstance(device, str):
-        if device == "cuda":
-            return _device_index(None)
-        if device.startswith("cuda:") and device[5:].isdigit():
-            return int(device[5:])
-    elif getattr(device, "type", None) == "cuda":  # torch.device
-        return _device_index(None) if device.index is None else int(device.index)
-    raise ValueError(f"gpumem: expected a CUDA device (int, 'cuda:N' or torch.device) but received {device!r}")
+def format_oom_message(
+    strategy: str,
+    request_bytes: int,
+    device: int = 0,
+    cause: str = "",
+    stats: Optional[Dict[str, int]] = None,
+) -> str:
+    """The out-of-memory message the library raises, as it formats it (C++), for ``stats`` (a
+    :func:`raw_stats` dict; None: nothing reserved yet). For tests and for tools that match it."""
+    lib = _library.load()
+    s = None
+    if stats is not None:
+        defaults = {"largest_free_block": -1, "host_allocated_bytes": -1, "peak_host_allocated_bytes": -1, "host_reserved_bytes": -1}
+        s = _library.Stats(**{name: int(stats.get(name, defaults.get(name, 0))) for name, _ in _library.Stats._fields_})
+    size = lib.gpumem_format_oom(strategy.encode(), request_bytes, device, cause.encode(), s, None, 0)
+    buffer = ctypes.create_string_buffer(size + 1)
+    lib.gpumem_format_oom(strategy.encode(), request_bytes, device, cause.encode(), s, buffer, size + 1)
+    return buffer.value.decode("utf-8", "replace")
 
 
 def raw_stats(device: Any = None) -> Dict[str, int]:
     """The library's counters for ``device`` as a dict of the C struct's field names
-    (``allocated_bytes``, ``peak_allocated_bytes``, ...; see gpumem_torch.h)."""
-    lib = _load()
-    s = _Stats()
-    rc = lib.gpumem_stats(_device_index(device), ctypes.byref(s))
-    if rc != 0:
-        raise ValueError(lib.gpumem_last_error().decode("utf-8", "replace"))
-    return {name: int(getattr(s, name)) for name, _ in _Stats._fields_}
+    (``allocated_bytes``, ``peak_allocated_bytes``, ...; see gpumem_torch.h), for the allocator
+    :func:`enable` installs (an :class:`Allocator` has its own)."""
+    return instance_raw_stats(0, device)
 
 
 def memory_stats(device: Any = None) -> "collections.OrderedDict[str, int]":
@@ -312,9 +238,11 @@ def memory_stats(device: Any = None) -> "collections.OrderedDict[str, int]":
       ``allocated_bytes.all.current`` / ``.peak``: bytes held by tensors (and PyTorch's own
         device buffers such as cuBLAS workspaces) now / at the high-water mark. The sizes are
         the ones PyTorch asked for, i.e. the storages' ``nbytes()``, not rounded block sizes;
-        ``requested_bytes.all.*`` repeat them.
+        ``requested_bytes.all.*`` repeat them. Inside a MemPool the "tensors" are PyTorch's
+        segments.
       ``reserved_bytes.all.current`` / ``.peak``: bytes the strategy holds from the driver
-        (pool segments; the async pool's reserve; equal to allocated for cuda and uvm).
+        (pool segments; the async pool's reserve; tiered: physical bytes on both tiers; equal
+        to allocated for cuda and uvm).
       ``allocation.all.current`` / ``.allocated`` / ``.freed``: live allocations; cumulative
         allocations and frees.
       ``segment.all.current``: driver allocations held (pool segments; cuda/uvm: one per
@@ -322,33 +250,12 @@ def memory_stats(device: Any = None) -> "collections.OrderedDict[str, int]":
       ``num_device_alloc`` / ``num_device_free``: driver allocation / free calls.
       ``num_ooms``: allocations that failed for lack of memory.
     gpumem keys: ``gpumem.active`` (1 once the device's strategy exists),
+      ``gpumem.host_allocated_bytes.current`` / ``.peak`` and ``gpumem.host_reserved_bytes.current``
+      (tiered only: the host tier's part),
       ``gpumem.largest_free_block`` (pool; -1 elsewhere), ``gpumem.zero_size_allocs``,
       ``gpumem.alloc_errors``, ``gpumem.bad_frees``, ``gpumem.size_fixups``.
     """
-    s = raw_stats(device)
-    out = {
-        "allocated_bytes.all.current": s["allocated_bytes"],
-        "allocated_bytes.all.peak": s["peak_allocated_bytes"],
-        "requested_bytes.all.current": s["allocated_bytes"],
-        "requested_bytes.all.peak": s["peak_allocated_bytes"],
-        "reserved_bytes.all.current": s["reserved_bytes"],
-        "reserved_bytes.all.peak": s["peak_reserved_bytes"],
-        "allocation.all.current": s["alloc_count"] - s["free_count"],
-        "allocation.all.allocated": s["alloc_count"],
-        "allocation.all.freed": s["free_count"],
-        "num_device_alloc": s["upstream_alloc_count"],
-        "num_device_free": s["upstream_free_count"],
-        "num_ooms": s["oom_count"],
-        "gpumem.active": s["active"],
-        "gpumem.largest_free_block": s["largest_free_block"],
-        "gpumem.zero_size_allocs": s["zero_size_count"],
-        "gpumem.alloc_errors": s["error_count"],
-        "gpumem.bad_frees": s["bad_free_count"],
-        "gpumem.size_fixups": s["size_fixup_count"],
-    }
-    if not config().startswith("strategy=async"):
-        out["segment.all.current"] = s["segment_count"]
-    return collections.OrderedDict(sorted(out.items()))
+    return instance_memory_stats(0, device)
 
 
 def memory_allocated(device: Any = None) -> int:
@@ -373,24 +280,24 @@ def max_memory_reserved(device: Any = None) -> int:
 
 def reset_peak_stats(device: Any = None) -> None:
     """Sets the allocated and reserved peaks to the current values."""
-    lib = _load()
+    lib = _library.load()
     if lib.gpumem_reset_peak(_device_index(device)) != 0:
-        raise RuntimeError(lib.gpumem_last_error().decode("utf-8", "replace"))
+        raise RuntimeError(_library.last_error())
 
 
 def empty_cache(device: Any = None) -> None:
     """Gives cached memory back to the driver (``torch.cuda.empty_cache`` does nothing with a
     pluggable allocator): the pool releases its free segments; async synchronises the device and
-    trims its pool to 0; cuda and uvm cache nothing."""
-    lib = _load()
+    trims its pool to 0; tiered releases its cached blocks; cuda and uvm cache nothing."""
+    lib = _library.load()
     if lib.gpumem_trim(_device_index(device)) != 0:
-        raise RuntimeError(lib.gpumem_last_error().decode("utf-8", "replace"))
+        raise RuntimeError(_library.last_error())
 
 
 def _trace_lib() -> ctypes.CDLL:
-    lib = _load()
+    lib = _library.load()
     if not hasattr(lib, "gpumem_trace_start"):
-        raise RuntimeError(f"gpumem: {_lib_path} has no trace functions; rebuild it (cd native && npx cmake-js compile --out build)")
+        raise RuntimeError(f"gpumem: {_library.loaded_path()} has no trace functions; rebuild it")
     lib.gpumem_trace_start.restype = ctypes.c_int
     lib.gpumem_trace_start.argtypes = [ctypes.c_char_p, ctypes.c_char_p]
     lib.gpumem_trace_stop.restype = ctypes.c_int

@@ -75,7 +75,19 @@ class PluginConfigTests(unittest.TestCase):
 
     def test_plugin_strategy_keeps_the_path_and_options(self):
         r = run_python(_CHECK, GPUMEM_ALLOCATOR=f"plugin:{SLAB_LIB}", GPUMEM_PLUGIN_OPTIONS="slab_bytes=2MiB;max_class=4096")
-        self.assertEqual(r["config"], f"strategy=plugin plugin.library={SLAB_LIB} plugin.options=slab_bytes=2MiB;max_class=4096 oom=raise")
+        # plugin:PATH is the older spelling of the strategy 'native'.
+        self.assertEqual(r["config"], f"strategy=native plugin.library={SLAB_LIB} plugin.options=slab_bytes=2MiB;max_class=4096 oom=raise")
+
+    def test_native_with_its_library_variable(self):
+        r = run_python(_CHECK, GPUMEM_ALLOCATOR="native", GPUMEM_NATIVE_LIBRARY=SLAB_LIB, GPUMEM_PLUGIN_OPTIONS="slab_bytes=2MiB")
+        self.assertEqual(r["config"], f"strategy=native plugin.library={SLAB_LIB} plugin.options=slab_bytes=2MiB oom=raise")
+
+    def test_native_needs_a_library(self):
+        error = run_python(_CHECK, GPUMEM_ALLOCATOR="native")["error"]
+        self.assertIn("GPUMEM_NATIVE_LIBRARY", error)
+        error = run_python(_CHECK, GPUMEM_ALLOCATOR="pool", GPUMEM_NATIVE_LIBRARY=SLAB_LIB)["error"]
+        self.assertIn("GPUMEM_NATIVE_LIBRARY", error)
+        self.assertIn("GPUMEM_ALLOCATOR=native", error)
 
     def test_empty_path_is_an_error(self):
         error = run_python(_CHECK, GPUMEM_ALLOCATOR="plugin:")["error"]

@@ -25,7 +25,7 @@ sys.path.insert(0, BINDINGS)
 
 import gpumem_torch  # noqa: E402
 
-STRATEGIES = ("cuda", "uvm", "pool", "async", "expandable")
+STRATEGIES = ("cuda", "uvm", "pool", "async", "expandable", "pinned", "tiered")  # 'native': test_plugin.py
 CONFIG_VARS = (
     "GPUMEM_ALLOCATOR",
     "GPUMEM_UVM_PREFETCH",
@@ -34,6 +34,11 @@ CONFIG_VARS = (
     "GPUMEM_ASYNC_RELEASE_THRESHOLD",
     "GPUMEM_POOL_MAX_RESERVED",
     "GPUMEM_OOM",
+    "GPUMEM_NATIVE_LIBRARY",
+    "GPUMEM_PLUGIN_OPTIONS",
+    "GPUMEM_TIERED_DEVICE_BUDGET",
+    "GPUMEM_TIERED_HOST_BUDGET",
+    "GPUMEM_TIERED_PLACEMENT",
 )
 
 HAVE_LIB = os.path.exists(gpumem_torch.library_path())
@@ -112,7 +117,7 @@ class ConfigTests(unittest.TestCase):
         error = check_config(GPUMEM_ALLOCATOR="bogus")["error"]
         self.assertIn("GPUMEM_ALLOCATOR", error)
         self.assertIn("'bogus'", error)
-        self.assertIn("cuda, uvm, pool, async", error)
+        self.assertIn("cuda, uvm, pool, async, expandable, pinned, tiered, native", error)
 
     def test_sizes(self):
         cases = {"1048576": 1048576, "512MiB": 512 << 20, "4gib": 4 << 30, "64KiB": 64 << 10, "1TiB": 1 << 40}
@@ -124,6 +129,10 @@ class ConfigTests(unittest.TestCase):
         self.assertIn(f"async.release_threshold={256 << 20}", c)
         c = check_config(GPUMEM_ALLOCATOR="uvm", GPUMEM_UVM_LIMIT="8GiB", GPUMEM_UVM_PREFETCH="0", GPUMEM_UVM_ADVISE="host")["config"]
         self.assertEqual(c, f"strategy=uvm uvm.prefetch=0 uvm.advise=host uvm.limit={8 << 30} oom=raise")
+        c = check_config(GPUMEM_ALLOCATOR="tiered", GPUMEM_TIERED_DEVICE_BUDGET="8GiB", GPUMEM_TIERED_PLACEMENT="host")["config"]
+        self.assertEqual(c, f"strategy=tiered tiered.device_budget={8 << 30} tiered.host_budget=default tiered.placement=host oom=raise")
+        c = check_config(GPUMEM_ALLOCATOR="pinned", GPUMEM_POOL_MAX_RESERVED="1GiB")["config"]
+        self.assertEqual(c, f"strategy=pinned pool.upstream=pinned pool.max_reserved={1 << 30} oom=raise")
 
     def test_bad_values(self):
         cases = [
@@ -139,6 +148,9 @@ class ConfigTests(unittest.TestCase):
             ("GPUMEM_UVM_ADVISE", "gpu"),
             ("GPUMEM_UVM_LIMIT", "0"),
             ("GPUMEM_OOM", "ignore"),
+            ("GPUMEM_TIERED_DEVICE_BUDGET", "8G"),
+            ("GPUMEM_TIERED_HOST_BUDGET", "lots"),
+            ("GPUMEM_TIERED_PLACEMENT", "gpu"),
         ]
         for name, value in cases:
             with self.subTest(variable=name, value=value):
@@ -197,7 +209,7 @@ class TorchTests(unittest.TestCase):
         self.assertEqual(fs["gpumem.bad_frees"], 0)
         self.assertEqual(fs["gpumem.alloc_errors"], 0)
         self.assertEqual(fs["num_ooms"], 0)
-        if name in ("pool", "async", "expandable"):
+        if name in ("pool", "async", "expandable", "pinned", "tiered"):
             self.assertEqual(fs["reserved_bytes.all.current"], 0, "empty_cache() gave everything back")
 
     def test_reference_torch_allocator(self):
@@ -219,6 +231,12 @@ class TorchTests(unittest.TestCase):
 
     def test_expandable(self):
         self.check_strategy("expandable")
+
+    def test_pinned(self):
+        self.check_strategy("pinned")
+
+    def test_tiered(self):
+        self.check_strategy("tiered")
 
     def test_bad_allocator_env_raises_value_error(self):
         r = run_worker("--mode", "badenv", GPUMEM_ALLOCATOR="bogus")
@@ -257,7 +275,9 @@ class TorchTests(unittest.TestCase):
                 self.assertTrue(r["ok"], r.get("traceback"))
                 self.assertEqual(r["returncode"], 0)
                 self.assertTrue(r["is_runtime_error"], r)
-                self.assertIn("out of memory", r["message"])
+                # PyTorch's convention, then gpumem's detail (test_oom.py checks the tools' predicates).
+                self.assertTrue(r["message"].startswith(f"CUDA out of memory. gpumem: {name} could not allocate"), r["message"])
+                self.assertIn("largest free block", r["message"])
                 self.assertEqual(r["num_ooms"], 1)
                 self.assertTrue(r["works_after"])
                 self.assertEqual(r["allocated_after"], 0)

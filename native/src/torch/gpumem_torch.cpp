@@ -192,6 +192,9 @@ void* allocate(strategy& s, const config& cfg, std::size_t size, stream_handle s
 gpumem_torch_stats stats_of(const instance& in, int device) {
   gpumem_torch_stats r{};
   r.largest_free_block = -1;
+  r.host_allocated_bytes = -1;
+  r.peak_host_allocated_bytes = -1;
+  r.host_reserved_bytes = -1;
   r.device = device;
   const device_slot& slot = in.slots[device];
   if (strategy* s = slot.instance.load(std::memory_order_acquire)) {
@@ -206,6 +209,9 @@ gpumem_torch_stats stats_of(const instance& in, int device) {
     r.upstream_free_count = st.upstream_free_count;
     r.largest_free_block = st.largest_free_block;
     r.segment_count = st.segment_count;
+    r.host_allocated_bytes = st.host_allocated_bytes;
+    r.peak_host_allocated_bytes = st.peak_host_allocated_bytes;
+    r.host_reserved_bytes = st.host_reserved_bytes;
     r.active = 1;
   }
   r.oom_count = slot.oom.load(std::memory_order_relaxed);
@@ -227,8 +233,11 @@ std::string oom_message(const char* strategy_name, std::uint64_t size, int devic
   if (st == nullptr || st->active == 0) {
     m += "; nothing reserved on this device yet";
   } else {
-    m += "; reserved " + format_bytes_brief(st->reserved_bytes) + ", allocated " + format_bytes_brief(st->allocated_bytes) +
-         ", largest free block " +
+    m += "; reserved " + format_bytes_brief(st->reserved_bytes) + ", allocated " + format_bytes_brief(st->allocated_bytes);
+    if (st->host_allocated_bytes >= 0) {  // tiered: how much of it spilled
+      m += " (" + format_bytes_brief(static_cast<std::uint64_t>(st->host_allocated_bytes)) + " of it on the host)";
+    }
+    m += std::string(", largest free block ") +
          (st->largest_free_block < 0 ? std::string("n/a") : format_bytes_brief(static_cast<std::uint64_t>(st->largest_free_block)));
   }
   return m;

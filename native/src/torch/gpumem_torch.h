@@ -135,6 +135,9 @@ typedef struct gpumem_torch_stats {
   uint64_t bad_free_count;       /* gpumem_free calls the strategy rejected (unknown pointer) */
   uint64_t size_fixup_count;     /* gpumem_free calls whose size differed from the allocated
                                     one and were freed with the allocated size */
+  int64_t host_allocated_bytes;      /* tiered: the part of allocated_bytes on the host tier; -1 elsewhere */
+  int64_t peak_host_allocated_bytes; /* tiered: its high-water mark; -1 elsewhere */
+  int64_t host_reserved_bytes;       /* tiered: pinned host bytes held (live and cached); -1 elsewhere */
   int32_t active;                /* 1 once the device's strategy exists, else 0 */
   int32_t device;
 } gpumem_torch_stats;
