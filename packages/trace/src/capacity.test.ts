@@ -3,13 +3,14 @@
  * host memory and on the examples' 'arena' (a TypeScript strategy), with a trace whose answers are
  * known: the pool rounds large requests to 2 MiB segments and puts small ones in 2 MiB segments.
  */
+import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
 import { LimitingAdaptor, TrackingAllocator } from '@gpumem/allocator-core';
 import '@gpumem/allocator-pool';
 import '@gpumem/allocator-tiered';
 import '@gpumem/examples/arena';
 import { createReplayAllocator } from './capacity.js';
-import type { AllocationTrace, TraceEvent } from './format.js';
+import { readTrace, type AllocationTrace, type TraceEvent } from './format.js';
 import { findMinCapacity, searchMinCapacity } from './min-capacity.js';
 import { profileReplay } from './profile.js';
 import { compileTrace, replayTrace } from './replay.js';
@@ -175,6 +176,8 @@ describe('profileReplay', () => {
     // four allocations, none freed: the cleanup adds four frees to the tracked events
     const live: AllocationTrace = { header: { source: 'test' }, events: [ev('alloc', 1, 4 * MiB), ev('alloc', 2, MiB), ev('alloc', 3, 512), ev('alloc', 4, 256)] };
     const h = profileReplay(compileTrace(live), host);
+    // the cleanup's frees sit at the trace's end, on the trace's clock
+    expect(h.timeline.timeNs).toEqual([...live.events.map((e) => e.timeNs), ...live.events.map(() => live.events.at(-1)!.timeNs)]);
     expect(h.reservedAtPeakBytes).toBe(5 * MiB + 768);
     expect(h.allocatedAtPeakBytes).toBe(5 * MiB + 768);
     expect(h.fragmentationAtPeakBytes).toBe(0);
@@ -185,6 +188,19 @@ describe('profileReplay', () => {
     expect(tiered.peakHostReservedBytes).toBeGreaterThan(0);
     expect(tiered.peakHostReservedBytes).toBeLessThanOrEqual(tiered.peakReservedBytes);
     expect(profileReplay(compiled, pool).peakHostReservedBytes).toBeUndefined();
+  });
+
+  it("splits allocated bytes by the allocation's tag, where the trace names its tags (a snapshot's frames)", async () => {
+    const snapshot = compileTrace(await readTrace(fileURLToPath(new URL('./snapshot/fixtures/two-streams.pickle.gz', import.meta.url))));
+    expect(snapshot.tagNames![0]).toBe('other');
+    const p = profileReplay(snapshot, pool);
+    const { tags, byTag, allocatedBytes, timeNs } = p.timeline;
+    expect(tags).toEqual(snapshot.tagNames);
+    expect(byTag).toHaveLength(tags!.length);
+    for (let i = 0; i < allocatedBytes.length; i++) expect(byTag!.reduce((sum, t) => sum + t[i]!, 0)).toBe(allocatedBytes[i]);
+    expect(byTag!.every((t) => t.at(-1) === 0)).toBe(true);
+    expect(timeNs.every((t, i) => i === 0 || t >= timeNs[i - 1]!)).toBe(true);
+    expect(profileReplay(compiled, pool).timeline.tags).toBeUndefined(); // a trace without tag names
   });
 
   it('describes memory at each out-of-memory failure', () => {

@@ -29,8 +29,12 @@ export interface OomSnapshot {
 
 /** What a tracked pass saw. */
 export interface ReplayProfile {
-  /** Allocated and reserved bytes after each call, on the trace's clock (ns since its first event). */
-  timeline: { timeNs: number[]; allocatedBytes: number[]; reservedBytes: number[] };
+  /**
+   * Allocated and reserved bytes after each call, on the trace's clock (ns since its first event);
+   * for a trace with tag names, allocated bytes split by the tag of their allocation too
+   * (`byTag[k][i]`: the bytes of `tags[k]` live after call i).
+   */
+  timeline: { timeNs: number[]; allocatedBytes: number[]; reservedBytes: number[]; tags?: string[]; byTag?: number[][] };
   peakAllocatedBytes: number;
   /** The highest reserved bytes (the strategy's own peak, which also sees peaks inside a call). */
   peakReservedBytes: number;
@@ -136,11 +140,17 @@ export function profileReplay(trace: CompiledTrace, spec: StrategySpec, o: Profi
     allocator.dispose();
   }
   // Every call made one event (alloc, free or oom), in order, and the ring holds them all (the
-  // trace's n operations, the cleanup's frees of what it left live, one spare),
-  // so event k is operation callOp[k]; should a strategy record otherwise, its own clock is used.
-  const onTraceClock = events.length === calls;
+  // trace's n operations, the cleanup's frees of what it left live, one spare), so event k < calls
+  // is operation callOp[k] and the cleanup's frees come after, at the trace's end; should a
+  // strategy record otherwise, its own clock is used.
+  const onTraceClock = events.length >= calls && events.length <= calls + trace.slots;
+  const endNs = n > 0 ? trace.timeNs[n - 1]! : 0;
   const count = events.length;
-  const timeline = { timeNs: new Array<number>(count), allocatedBytes: new Array<number>(count), reservedBytes: new Array<number>(count) };
+  const timeline: ReplayProfile['timeline'] = { timeNs: new Array<number>(count), allocatedBytes: new Array<number>(count), reservedBytes: new Array<number>(count) };
+  const tagNames = onTraceClock ? trace.tagNames : undefined;
+  const byTag = tagNames?.map(() => new Array<number>(count));
+  const byTagNow = new Float64Array(tagNames?.length ?? 0);
+  const tagOfPtr = new Map<number, number>(); // live pointer -> its allocation's tag
   let allocated = 0;
   let reservedAtPeak = 0;
   let allocatedAtPeak = 0;
@@ -148,13 +158,29 @@ export function profileReplay(trace: CompiledTrace, spec: StrategySpec, o: Profi
     const e = events[k]!;
     if (e.action === 'alloc') allocated += e.bytes;
     else if (e.action === 'free') allocated -= e.bytes;
-    timeline.timeNs[k] = onTraceClock ? trace.timeNs[callOp[k]!]! : e.timeNs;
+    timeline.timeNs[k] = !onTraceClock ? e.timeNs : k < calls ? trace.timeNs[callOp[k]!]! : endNs;
     timeline.allocatedBytes[k] = allocated;
     timeline.reservedBytes[k] = e.reservedBytes;
+    if (byTag) {
+      if (e.action === 'alloc' && k < calls) {
+        const t = Math.min(trace.tag[callOp[k]!]!, byTag.length - 1);
+        tagOfPtr.set(e.ptr, t);
+        byTagNow[t]! += e.bytes;
+      } else if (e.action === 'free') {
+        const t = tagOfPtr.get(e.ptr) ?? 0;
+        tagOfPtr.delete(e.ptr);
+        byTagNow[t]! -= e.bytes;
+      }
+      for (let j = 0; j < byTag.length; j++) byTag[j]![k] = byTagNow[j]!;
+    }
     if (e.reservedBytes > reservedAtPeak) {
       reservedAtPeak = e.reservedBytes;
       allocatedAtPeak = allocated;
     }
+  }
+  if (tagNames && byTag) {
+    timeline.tags = [...tagNames];
+    timeline.byTag = byTag;
   }
   const profile: ReplayProfile = {
     timeline,

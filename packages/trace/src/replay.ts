@@ -25,6 +25,13 @@ export interface CompiledTrace {
   streamIndex: Uint32Array;
   /** Per operation: the trace's time of the event, ns (the x axis of replay timelines). */
   timeNs: Float64Array;
+  /** Per operation: the allocation's tag (a free carries its allocation's), an index into `tagNames`. */
+  tag: Uint32Array;
+  /**
+   * What each tag means, from the trace's header (the trainer's phases, a snapshot's allocation
+   * frames); absent when the trace names none.
+   */
+  tagNames?: string[];
   /** The trace's stream ids, in order of first use. */
   streamIds: number[];
   /** Slots needed: the most allocations the trace holds at once. */
@@ -68,6 +75,8 @@ export function compileTrace(trace: AllocationTrace): CompiledTrace {
   const bytes = new Float64Array(n);
   const streamIndex = new Uint32Array(n);
   const timeNs = new Float64Array(n);
+  const tag = new Uint32Array(n);
+  const slotTag: number[] = [];
   const streamIds: number[] = [];
   const streamOf = new Map<number, number>();
   const live = new Map<number, number[]>(); // trace pointer -> slots, oldest first
@@ -94,6 +103,7 @@ export function compileTrace(trace: AllocationTrace): CompiledTrace {
     if (e.action === 'alloc') {
       s = freeSlots.pop() ?? slotBytes.length;
       slotBytes[s] = e.bytes;
+      slotTag[s] = Number.isSafeInteger(e.tag) && e.tag >= 0 ? e.tag : 0;
       const queue = live.get(e.ptr);
       if (queue) queue.push(s);
       else live.set(e.ptr, [s]);
@@ -127,6 +137,7 @@ export function compileTrace(trace: AllocationTrace): CompiledTrace {
     bytes[ops] = slotBytes[s]!;
     streamIndex[ops] = si;
     timeNs[ops] = e.timeNs;
+    tag[ops] = slotTag[s]!;
     ops++;
   }
   const compiled: CompiledTrace = {
@@ -135,6 +146,7 @@ export function compileTrace(trace: AllocationTrace): CompiledTrace {
     bytes: bytes.subarray(0, ops),
     streamIndex: streamIndex.subarray(0, ops),
     timeNs: timeNs.subarray(0, ops),
+    tag: tag.subarray(0, ops),
     streamIds,
     slots: slotBytes.length,
     ...c,
@@ -143,6 +155,7 @@ export function compileTrace(trace: AllocationTrace): CompiledTrace {
     largestRequestBytes: largest,
   };
   if (peakReserved !== undefined) compiled.peakReservedBytes = peakReserved;
+  if (trace.header.tags && trace.header.tags.length > 0) compiled.tagNames = [...trace.header.tags];
   return compiled;
 }
 

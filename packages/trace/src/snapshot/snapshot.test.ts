@@ -7,7 +7,7 @@ import { describe, expect, it } from 'vitest';
 import { readTrace, serializeTrace, TraceFormatError, type AllocationTrace, type TraceEvent } from '../format.js';
 import { pytorchPeer, pytorchPeerLabel } from '../peer.js';
 import { compileTrace } from '../replay.js';
-import { readSnapshot, SnapshotFormatError, type SnapshotTrace } from './snapshot.js';
+import { isInternalFrame, readSnapshot, SnapshotFormatError, type SnapshotTrace } from './snapshot.js';
 
 const fixture = (name: string) => fileURLToPath(new URL(`./fixtures/${name}`, import.meta.url));
 const MiB = 1 << 20;
@@ -19,13 +19,17 @@ const S1 = 0x55d5c0a0e3b0;
 const S2 = 0x55d5c0b1f4c0;
 const dir = mkdtempSync(join(tmpdir(), 'gpumem-snapshot-'));
 
-/** Device 0 of the fixtures, as the reader must give it (see fixtures/make_fixtures.py). */
+/**
+ * Device 0 of the fixtures, as the reader must give it (see fixtures/make_fixtures.py): allocations
+ * made under train.py:42 (FWD, whose inner frame is torch's) are tagged 1, a free takes its
+ * allocation's tag, the rest are 'other' (0).
+ */
 const device0Events: TraceEvent[] = [
-  { timeNs: 1_000, action: 'alloc', ptr: A, bytes: 4_000_000, stream: 0, tag: 0, reservedBytes: 22 * MiB },
-  { timeNs: 5_000, action: 'alloc', ptr: A + 4_000_256, bytes: 1_000_000, stream: 0, tag: 0, reservedBytes: 22 * MiB },
-  { timeNs: 10_000, action: 'free', ptr: A, bytes: 4_000_000, stream: 0, tag: 0, reservedBytes: 22 * MiB },
+  { timeNs: 1_000, action: 'alloc', ptr: A, bytes: 4_000_000, stream: 0, tag: 1, reservedBytes: 22 * MiB },
+  { timeNs: 5_000, action: 'alloc', ptr: A + 4_000_256, bytes: 1_000_000, stream: 0, tag: 1, reservedBytes: 22 * MiB },
+  { timeNs: 10_000, action: 'free', ptr: A, bytes: 4_000_000, stream: 0, tag: 1, reservedBytes: 22 * MiB },
   { timeNs: 21_000, action: 'alloc', ptr: B, bytes: 512, stream: S1, tag: 0, reservedBytes: 24 * MiB },
-  { timeNs: 31_000, action: 'alloc', ptr: A, bytes: 2_000_000, stream: 0, tag: 0, reservedBytes: 24 * MiB },
+  { timeNs: 31_000, action: 'alloc', ptr: A, bytes: 2_000_000, stream: 0, tag: 1, reservedBytes: 24 * MiB },
   { timeNs: 40_000, action: 'free', ptr: B, bytes: 512, stream: S1, tag: 0, reservedBytes: 24 * MiB },
   { timeNs: 41_000, action: 'free', ptr: C, bytes: 8192, stream: 0, tag: 0, reservedBytes: 24 * MiB },
   { timeNs: 50_000, action: 'oom', ptr: 0, bytes: 40_000_000_000, stream: 0, tag: 0, reservedBytes: 24 * MiB },
@@ -66,6 +70,7 @@ describe('PyTorch memory snapshots', () => {
       allocator: 'pytorch-cuda-caching',
       device: 'cuda:0',
       createdAt: '2024-11-19T07:06:40.000Z',
+      tags: ['other', 'train.py:42:forward'],
       snapshot: {
         device: 0,
         entries: 16,
@@ -75,6 +80,7 @@ describe('PyTorch memory snapshots', () => {
         freesBeforeHistory: 1,
         reservedBeforeHistoryBytes: 2 * MiB,
         allocatedBeforeHistoryBytes: MiB + 8192,
+        allocationFrames: 1,
         allocatorSettings: {
           PYTORCH_CUDA_ALLOC_CONF: 'expandable_segments:True',
           max_split_size: -1,
@@ -108,6 +114,58 @@ describe('PyTorch memory snapshots', () => {
     expect(peer.peakAllocatedNote).toMatch(/until its free completed \(free_completed.*max_memory_allocated\(\) stops counting at the free call \(free_requested\): 415\.03 MiB on this trace/);
     const same = await readSnapshot(fixture('snapshot-p4.pickle'));
     expect(pytorchPeer(same, compileTrace(same))!.peakAllocatedNote).toMatch(/makes no difference on this trace/);
+  });
+
+  it('tags each allocation with its innermost user frame (file:line:function), its free with the same tag', async () => {
+    const trace = await readSnapshot(fixture('two-streams.pickle.gz'));
+    const tags = trace.header.tags!;
+    expect(tags[0]).toBe('other');
+    // torch's own frames and the standard library's are passed over; the pinning thread has no user frame
+    expect([...tags.slice(1)].sort()).toEqual(['/home/user/model.py:31:attention', '/home/user/model.py:58:mlp', 'train.py:57:step']);
+    expect(trace.header.snapshot.allocationFrames).toBe(3);
+    const live = new Map<number, number>();
+    const bytesByTag = new Array<number>(tags.length).fill(0);
+    for (const e of trace.events) {
+      if (e.action === 'alloc') {
+        live.set(e.ptr, e.tag);
+        bytesByTag[e.tag]! += e.bytes;
+      } else if (e.action === 'free' && live.has(e.ptr)) {
+        expect(e.tag).toBe(live.get(e.ptr));
+        live.delete(e.ptr);
+      }
+    }
+    // tags are numbered by the bytes their frame allocated, most first
+    expect(bytesByTag.slice(1)).toEqual([...bytesByTag.slice(1)].sort((a, b) => b - a));
+    expect(bytesByTag[0]).toBeGreaterThan(0);
+  });
+
+  it('keeps at most maxFrameTags frames as tags: the rest are "other"; no stacks, no tags', async () => {
+    const full = await readSnapshot(fixture('two-streams.pickle.gz'));
+    const one = await readSnapshot(fixture('two-streams.pickle.gz'), { maxFrameTags: 1 });
+    expect(one.header.tags).toEqual(['other', full.header.tags![1]]);
+    expect(one.events.map((e) => (e.tag === 1 ? 1 : 0))).toEqual(full.events.map((e) => (e.tag === 1 ? 1 : 0)));
+    const untimed = await readSnapshot(fixture('untimed.pickle'), { device: 1 }); // recorded without frames
+    expect(untimed.header.tags).toBeUndefined();
+    expect(untimed.events.every((e) => e.tag === 0)).toBe(true);
+    await expect(readSnapshot(fixture('two-streams.pickle.gz'), { maxFrameTags: -1 })).rejects.toThrow(/non-negative integer for maxFrameTags/);
+  });
+
+  it('tells frames of PyTorch and of the Python runtime from the user\'s', () => {
+    for (const internal of [
+      '/usr/lib/python3.11/site-packages/torch/nn/modules/module.py',
+      'torch/_tensor.py',
+      '<frozen runpy>',
+      '??',
+      '/usr/lib/python3.11/threading.py',
+      '/opt/conda/lib/python3.10/contextlib.py',
+      'c10/core/Allocator.cpp',
+      '/usr/lib/libtorch_cuda.so',
+    ]) {
+      expect(isInternalFrame(internal), internal).toBe(true);
+    }
+    for (const user of ['train.py', '/home/user/model.py', '/usr/lib/python3.11/site-packages/transformers/models/gpt2/modeling_gpt2.py', '/home/user/torchvision_utils.py']) {
+      expect(isInternalFrame(user), user).toBe(false);
+    }
   });
 
   it('reads the device asked for: expandable segments (map/unmap), an unknown action counted and skipped', async () => {
@@ -239,6 +297,6 @@ describe('readTrace on snapshots and gzip files', () => {
     });
     const cut = join(dir, 'cut.pickle.gz');
     writeFileSync(cut, pickleGz.subarray(0, pickleGz.length - 20));
-    await expect(readTrace(cut)).rejects.toMatchObject({ name: 'TraceFormatError', message: expect.stringMatching(/cut\.pickle\.gz: gzip: not a valid gzip stream/) });
+    await expect(readTrace(cut)).rejects.toMatchObject({ name: 'TraceFormatError', message: expect.stringMatching(/cut\.pickle\.gz: the gzip stream is corrupt or truncated/) });
   });
 });

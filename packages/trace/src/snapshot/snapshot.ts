@@ -40,6 +40,31 @@ export interface SnapshotOptions {
   device?: number;
   /** Gzip-compressed snapshots: the most bytes they may decompress to (default {@link maxDecompressedTraceBytes}). */
   maxDecompressedBytes?: number;
+  /**
+   * Snapshots recorded with stacks: the most distinct allocation frames kept as tags (default
+   * {@link defaultMaxFrameTags}); the frames that allocated the fewest bytes share the tag 'other'.
+   */
+  maxFrameTags?: number;
+}
+
+/** The most distinct allocation frames a snapshot's events are tagged with, by default. */
+export const defaultMaxFrameTags = 12;
+
+/** The tag of allocations with no user frame, or whose frame is not among the kept ones. */
+export const otherFrameTag = 'other';
+
+/**
+ * A frame of PyTorch itself or of the Python runtime, not the user's: files under a `torch/`
+ * folder, frozen and built-in modules (`<frozen runpy>`, `<string>`), the standard library (a
+ * `pythonX.Y/` folder outside `site-packages/`), and native frames (`??`, C and C++ sources and
+ * shared objects), which snapshots recorded with `context='all'` hold.
+ */
+export function isInternalFrame(filename: string): boolean {
+  const f = filename.replaceAll('\\', '/');
+  if (f === '' || f === '??' || f.startsWith('<')) return true;
+  if (/(^|\/)torch\//.test(f)) return true;
+  if (/\.(c|cc|cpp|cxx|cu|h|hpp|cuh|so)(\.\d+)*$/.test(f)) return true;
+  return /(^|\/)python\d+(\.\d+)?\//.test(f) && !f.includes('/site-packages/') && !f.includes('/dist-packages/');
 }
 
 /** What the snapshot says about PyTorch's caching allocator on the device: the recorded peer of a replay. */
@@ -94,6 +119,12 @@ export interface SnapshotDetails {
   timesFromOrder?: boolean;
   /** `allocator_settings` of the snapshot (PYTORCH_CUDA_ALLOC_CONF and what it set), as plain JSON values. */
   allocatorSettings?: Record<string, unknown>;
+  /**
+   * Snapshots recorded with stacks: distinct user frames that allocated (`file:line:function`, the
+   * innermost frame outside PyTorch and the Python runtime), before the most distinct were kept as
+   * tags (the header's `tags`).
+   */
+  allocationFrames?: number;
 }
 
 /** A trace's header, as read from a snapshot. */
@@ -141,11 +172,34 @@ class SnapshotReader {
   /** List items this reader may still visit: shared references must not multiply the work past the file's size. */
   #budget: number;
 
+  /** The user frame of each frames list seen (lists are shared between entries with one traceback). */
+  readonly #frameOf = new Map<PickleValue[], string | undefined>();
+
   constructor(
     readonly file: string,
     size: number,
+    readonly maxFrameTags = defaultMaxFrameTags,
   ) {
     this.#budget = size + 1024;
+  }
+
+  /** The innermost user frame of an entry's `frames` (innermost first), as `file:line:function`. */
+  userFrame(e: PickleDict, at: string): string | undefined {
+    const frames = e.get('frames');
+    if (!Array.isArray(frames) || frames.length === 0) return undefined;
+    if (this.#frameOf.has(frames)) return this.#frameOf.get(frames);
+    let found: string | undefined;
+    for (const f of this.list(frames, `${at}.frames`)) {
+      if (!(f instanceof Map)) continue;
+      const filename = f.get('filename');
+      if (typeof filename !== 'string' || isInternalFrame(filename)) continue;
+      const line = f.get('line');
+      const name = f.get('name');
+      found = `${filename}:${typeof line === 'number' ? line : '?'}:${typeof name === 'string' ? name : '?'}`;
+      break;
+    }
+    this.#frameOf.set(frames, found);
+    return found;
   }
 
   fail(where: string, reason: string): never {
@@ -230,6 +284,8 @@ class SnapshotReader {
     let maxRequested = 0;
     let segmentAllocs = 0;
     let segmentFrees = 0;
+    const frameOfEvent = new Map<number, string>(); // event index -> its allocation's user frame
+    const frameBytes = new Map<string, number>(); // user frame -> bytes it allocated
     let deferredFrees = 0;
     let freesBeforeHistory = 0;
 
@@ -256,6 +312,11 @@ class SnapshotReader {
           const bytes = this.count(e, 'size', at);
           if (ptr === 0 && bytes > 0) this.fail(at, `an allocation of ${bytes} bytes has a null address`);
           live.set(ptr, (live.get(ptr) ?? 0) + 1);
+          const frame = this.userFrame(e, at);
+          if (frame !== undefined) {
+            frameOfEvent.set(events.length, frame);
+            frameBytes.set(frame, (frameBytes.get(frame) ?? 0) + bytes);
+          }
           liveNet += bytes;
           maxLive = Math.max(maxLive, liveNet);
           requestedNet += bytes;
@@ -359,6 +420,10 @@ class SnapshotReader {
     if (settings instanceof Map) details.allocatorSettings = pickleToJson(settings) as Record<string, unknown>;
 
     const header: SnapshotHeader = { source: 'torch-snapshot', allocator: pytorchAllocator, device: `cuda:${device}`, snapshot: details };
+    if (frameBytes.size > 0) {
+      details.allocationFrames = frameBytes.size;
+      header.tags = tagByFrame(events, frameOfEvent, frameBytes, this.maxFrameTags);
+    }
     // time_us is µs since the Unix epoch: a start between 2015 and 2100 is taken as the recording's date.
     if (timed && t0 > Date.UTC(2015, 0) * 1000 && t0 < Date.UTC(2100, 0) * 1000) header.createdAt = new Date(t0 / 1000).toISOString();
 
@@ -379,6 +444,32 @@ class SnapshotReader {
   }
 }
 
+/**
+ * Tags the events by the user frame of their allocation: the `maxTags` frames that allocated the
+ * most bytes get a tag each (1, 2, ... in that order), every other allocation tag 0 ('other'); a
+ * free takes its allocation's tag. Returns the tag names (`tags[tag]`).
+ */
+function tagByFrame(events: TraceEvent[], frameOfEvent: ReadonlyMap<number, string>, frameBytes: ReadonlyMap<string, number>, maxTags: number): string[] {
+  const kept = [...frameBytes].sort((a, b) => b[1] - a[1] || (a[0] < b[0] ? -1 : 1)).slice(0, maxTags).map(([frame]) => frame);
+  const tagOf = new Map(kept.map((frame, k) => [frame, k + 1]));
+  const liveTag = new Map<number, number[]>(); // address -> tags of its live allocations, oldest first
+  for (let k = 0; k < events.length; k++) {
+    const e = events[k]!;
+    if (e.action === 'alloc') {
+      const frame = frameOfEvent.get(k);
+      e.tag = frame === undefined ? 0 : (tagOf.get(frame) ?? 0);
+      const queue = liveTag.get(e.ptr);
+      if (queue) queue.push(e.tag);
+      else liveTag.set(e.ptr, [e.tag]);
+    } else if (e.action === 'free') {
+      const queue = liveTag.get(e.ptr);
+      e.tag = queue?.shift() ?? 0;
+      if (queue && queue.length === 0) liveTag.delete(e.ptr);
+    }
+  }
+  return [otherFrameTag, ...kept];
+}
+
 function peak(values: readonly number[]): number {
   let m = 0;
   for (const v of values) if (v > m) m = v;
@@ -394,7 +485,9 @@ function peak(values: readonly number[]): number {
 export function parseSnapshot(data: Uint8Array, file = '<input>', options: SnapshotOptions = {}): SnapshotTrace {
   const bytes = isGzip(data) ? gunzip(data, file, options.maxDecompressedBytes ?? maxDecompressedTraceBytes) : data;
   const root = unpickle(bytes, file);
-  return new SnapshotReader(file, bytes.length).read(root, options.device);
+  const maxFrameTags = options.maxFrameTags ?? defaultMaxFrameTags;
+  if (!Number.isSafeInteger(maxFrameTags) || maxFrameTags < 0) throw new RangeError(`Expected a non-negative integer for maxFrameTags but received ${String(maxFrameTags)}`);
+  return new SnapshotReader(file, bytes.length, maxFrameTags).read(root, options.device);
 }
 
 /**
