@@ -118,8 +118,8 @@ const ev = (fields: string) => `{"timeNs":0,"action":"alloc","ptr":4096,"bytes":
 /** Malformed inputs: each must be a TraceFormatError naming the line, with a reason. */
 const malformed: Array<[string, string, number, RegExp]> = [
   ['an empty file', '', 1, /the file is empty/],
-  ['a header that is neither form', 'time,action,ptr\n', 1, /expected a gpumem trace header .* or RMM's CSV header/],
-  ['a binary file', '\u0000\u0001ELF\u0002\n', 1, /expected a gpumem trace header/],
+  ['a header that is neither form', 'time,action,ptr\n', 1, /expected a gpumem JSONL trace .*, an RMM logging CSV .* or a PyTorch memory snapshot .*; but the file starts with "time,action,ptr"/],
+  ['a binary file', '\u0000\u0001ELF\u0002\n', 1, /not a trace in any form this reader knows: expected a gpumem JSONL trace/],
   ['a JSON header with another marker', '{"format":"chrome-trace","version":1}\n', 1, /"format" is "chrome-trace"/],
   ['a newer version', '{"format":"gpumem-trace","version":2}\n', 1, /version 2 is newer than this reader/],
   ['a header that is not JSON', '{"format":"gpumem-trace",\n', 1, /not valid JSON/],

@@ -18,7 +18,9 @@ export {
   maxTraceLineChars,
   isGzip,
   maxDecompressedTraceBytes,
+  maxBlankTraceLines,
   TraceFormatError,
+  TraceFileError,
   type AllocationTrace,
   type TraceHeader,
   type TraceEvent,
@@ -38,7 +40,7 @@ export {
   type SnapshotOptions,
   type PytorchSnapshotSummary,
 } from './snapshot/snapshot.js';
-export { unpickle, isPickle, PickleFormatError, type PickleValue, type PickleDict, type UnpickleOptions } from './snapshot/unpickle.js';
+export { unpickle, isPickle, PickleFormatError, defaultMaxPickleItems, type PickleValue, type PickleDict, type UnpickleOptions } from './snapshot/unpickle.js';
 export { traceFromEvents } from './from-events.js';
 export {
   compileTrace,

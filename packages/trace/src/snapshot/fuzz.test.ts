@@ -111,6 +111,21 @@ describe('snapshot reader under corrupt input', () => {
       expect(tally.problems.slice(0, 10)).toEqual([]);
       expect(tally.ok).toBe(0); // the STOP opcode is the last byte: no prefix is a whole pickle
     });
+
+    if (!name.endsWith('.gz')) {
+      it(`every truncation of ${name} past its first two bytes says the file is truncated`, () => {
+        const data = load(name);
+        const silent: string[] = [];
+        for (let n = 2; n < data.length; n++) {
+          try {
+            parseSnapshot(data.subarray(0, n), 'cut.pickle');
+          } catch (e) {
+            if (!/truncated/.test((e as Error).message)) silent.push(`[0:${n}] ${(e as Error).message}`);
+          }
+        }
+        expect(silent.slice(0, 5)).toEqual([]);
+      });
+    }
   }
 
   for (const [index, name] of fixtures.entries()) {

@@ -12,7 +12,7 @@
  * cheap opcodes is refused with an error rather than growing an array past what V8 allows.
  * @module
  */
-import { TraceFormatError } from '../format.js';
+import { TraceFormatError } from '../formats/model.js';
 
 /** A value read from a pickle. Tuples are frozen arrays, lists plain arrays, dicts Maps. */
 export type PickleValue = null | boolean | number | bigint | string | Uint8Array | PickleValue[] | readonly PickleValue[] | PickleDict;
