@@ -15,7 +15,7 @@
 import { readFile } from 'node:fs/promises';
 import { kMaxLength } from 'node:buffer';
 import { gunzipSync } from 'node:zlib';
-import { isGzip, maxDecompressedTraceBytes, TraceFormatError, type ReadTrace, type TraceEvent, type TraceHeader } from '../format.js';
+import { isGzip, maxDecompressedTraceBytes, TraceFormatError, type ReadTrace, type TraceEvent, type TraceHeader } from '../formats/model.js';
 import { pickleToJson, pickleTypeName, unpickle, type PickleDict, type PickleFormatError, type PickleValue } from './unpickle.js';
 
 /** A snapshot that is not what PyTorch writes: names the file and where in the snapshot (`device_traces[0][12]`). */
