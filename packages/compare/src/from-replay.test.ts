@@ -93,4 +93,36 @@ describe('replayToCompareResult', () => {
     expect(html).toContain("time in the trace (the recording's clock)");
     expect(html).toMatch(/data-allocator="host">.*class="num best" >?/s);
   });
+
+  it("stacks a tagged trace's allocated bytes by tag (a snapshot's frames) and says which hold the peak", () => {
+    const tagged = compileTrace({
+      header: { source: 'test', tags: ['other', 'train.py:42:forward', 'model.py:31:attention'] },
+      events: [
+        { ...ev('alloc', 1, 3 * MiB), tag: 1 },
+        { ...ev('alloc', 2, MiB), tag: 2 },
+        { ...ev('alloc', 3, 512), tag: 0 },
+        { ...ev('free', 2, MiB), tag: 2 },
+        { ...ev('free', 1, 3 * MiB), tag: 1 },
+      ],
+    });
+    const profile = profileReplay(tagged, { name: 'pool', options: { upstream: 'host' } });
+    const allocator = createAllocator('pool', { upstream: 'host' });
+    let replayed;
+    try {
+      replayed = replayTrace(tagged, allocator, { repeats: 1 });
+    } finally {
+      allocator.dispose();
+    }
+    const r = replayToCompareResult({ file: 's.pickle', format: 'torch-snapshot', origin: 'test', summary: '', compiled: tagged, rows: [{ label: 'pool', result: replayed, profile }], device: 'host (no GPU)' });
+    const run = r.runs[0]!;
+    expect(run.timeline!.tags).toEqual(['other', 'train.py:42:forward', 'model.py:31:attention']);
+    expect(run.peakBreakdown).toEqual([
+      { tag: 'train.py:42:forward', bytes: 3 * MiB },
+      { tag: 'model.py:31:attention', bytes: MiB },
+      { tag: 'other', bytes: 512 },
+    ]);
+    const html = renderHtmlReport(r);
+    expect(html).toContain('by where they were allocated');
+    expect(html).toContain('<th scope="row">train.py:42:forward</th>');
+  });
 });

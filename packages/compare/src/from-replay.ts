@@ -7,7 +7,7 @@
 import { formatBytes } from '@gpumem/allocator-core';
 import type { CompiledTrace, MinCapacity, RecordedPeer, ReplayProfile, ReplayResult } from '@gpumem/trace';
 import { rankRuns } from './compare.js';
-import { capTimeline } from './timeline.js';
+import { capTimeline, peakBreakdown } from './timeline.js';
 import type { CompareColumn, CompareResult, CompareRun, ExtraColumn, TimelineSeries } from './types.js';
 
 /** One strategy's replay: its results, or the error that stopped it. */
@@ -52,8 +52,18 @@ const hiddenColumns: CompareColumn[] = ['medianEpochMs', 'throughput', 'finalLos
 const peerNote = (label: string) =>
   `\u2020 ${label}: the program ran in the memory it reserved, so its minimum capacity is its recorded peak reserved (not searched).`;
 
-function seriesOf(timeNs: readonly number[], allocated: readonly number[], reserved: readonly number[], points: number): TimelineSeries {
-  const series = { tMs: timeNs.map((t) => t / 1e6), allocatedBytes: [...allocated], reservedBytes: [...reserved] };
+function seriesOf(
+  timeNs: readonly number[],
+  allocated: readonly number[],
+  reserved: readonly number[],
+  points: number,
+  tags?: { tags?: string[]; byTag?: number[][] },
+): TimelineSeries {
+  const series: TimelineSeries = { tMs: timeNs.map((t) => t / 1e6), allocatedBytes: [...allocated], reservedBytes: [...reserved] };
+  if (tags?.tags && tags.byTag) {
+    series.tags = tags.tags;
+    series.byTag = tags.byTag;
+  }
   return capTimeline(series, points);
 }
 
@@ -149,7 +159,10 @@ export function replayToCompareResult(input: ReplayReportInput): CompareResult {
     run.upstreamAllocCalls = p.driverAllocs;
     run.upstreamFreeCalls = p.driverFrees;
     run.oomCount = r.ooms;
-    run.timeline = seriesOf(p.timeline.timeNs, p.timeline.allocatedBytes, p.timeline.reservedBytes, points);
+    // A trace with tags (a snapshot's allocation frames) stacks allocated bytes by them.
+    run.timeline = seriesOf(p.timeline.timeNs, p.timeline.allocatedBytes, p.timeline.reservedBytes, points, p.timeline);
+    const breakdown = peakBreakdown(run.timeline);
+    if (breakdown.length > 0) run.peakBreakdown = breakdown;
     run.eventsRecorded = p.timeline.timeNs.length;
     run.extra = {
       fragmentationAtPeak: { text: `${formatBytes(p.fragmentationAtPeakBytes)}${share(p.fragmentationAtPeakBytes, p.reservedAtPeakBytes)}` },

@@ -360,14 +360,14 @@ ${statsTable(run)}</div>`;
 }
 
 /** Where the memory goes at the peak of allocated bytes: one row per phase that allocated it. */
-function breakdownTable(run: CompareRun): string {
+function breakdownTable(run: CompareRun, byWhat = 'the phase that allocated them'): string {
   const parts = run.peakBreakdown ?? [];
   if (parts.length === 0) return '';
   const total = parts.reduce((t, p) => t + p.bytes, 0);
   const rows = parts
     .map((p) => `<tr><th scope="row">${escapeHtml(p.tag)}</th><td class="num">${formatBytes(p.bytes)}</td><td class="num">${((100 * p.bytes) / total).toFixed(1)}%</td></tr>`)
     .join('');
-  return `<table class="stats breakdown"><caption>At the peak of allocated bytes (${formatBytes(total)}), by the phase that allocated them</caption><tbody>${rows}</tbody></table>`;
+  return `<table class="stats breakdown"><caption>At the peak of allocated bytes (${formatBytes(total)}), by ${byWhat}</caption><tbody>${rows}</tbody></table>`;
 }
 
 /** A run with a host tier: its peaks and its bytes at the end split between device and host, and the bytes moved. */
@@ -432,7 +432,7 @@ ${deviceTable(run.devices, index)}${tierTable(run)}</figure>`;
     : '';
   return `<figure class="timeline${tierChart ? ' tiered' : ''}" data-run="${index}">${caption}
 <div class="chart-box"><canvas id="timeline-${index}" role="img" aria-label="${escapeHtml(`Allocated and reserved bytes over time, ${run.allocator}`)}"></canvas></div>${tierChart}
-${eventsNote(run)}${breakdownTable(run)}${tierTable(run)}</figure>`;
+${eventsNote(run)}${breakdownTable(run, result.replay ? 'where they were allocated (the innermost user frame, for a snapshot recorded with stacks)' : undefined)}${tierTable(run)}</figure>`;
 }
 
 /** What the page's script draws, all numbers, names as plain strings (never HTML). */
