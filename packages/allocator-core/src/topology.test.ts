@@ -59,6 +59,7 @@ describe('formatPeerMatrix', () => {
 describe('gpumem info: the topology after the devices', () => {
   const base: SystemInfo = {
     builtWithCuda: true,
+    cudaArchitectures: ['sm_90'],
     driverVersion: '13.0',
     runtimeVersion: '13.0',
     deviceStatus: '2 CUDA device(s)',
@@ -75,6 +76,7 @@ describe('gpumem info: the topology after the devices', () => {
       l2CacheBytes: 2 ** 25,
       freeBytes: 2 ** 35,
       totalBytes: 2 ** 36,
+      kernels: { runnable: true, binaryVersion: 90, ptxVersion: 90 },
     })),
     topology: topology(2, () => ({ link: 'nvlink', nvlinks: 18 })),
     strategies: [],
