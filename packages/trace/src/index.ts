@@ -33,6 +33,9 @@ export {
 export {
   readSnapshot,
   parseSnapshot,
+  isInternalFrame,
+  defaultMaxFrameTags,
+  otherFrameTag,
   SnapshotFormatError,
   type SnapshotTrace,
   type SnapshotHeader,
@@ -51,7 +54,7 @@ export {
   type ReplayResult,
   type ReplayLoop,
 } from './replay.js';
-export { replayStreams } from './replay.js';
+export { replayStreams, peakByTag } from './replay.js';
 export { createReplayAllocator, capacityCap, type StrategySpec, type CapacityLimit, type ReplayAllocator, type ReplayAllocatorOptions } from './capacity.js';
 export {
   searchMinCapacity,

@@ -10,7 +10,7 @@ import '@gpumem/examples/arena';
 import { train } from '@gpumem/gnn';
 import { traceFromEvents } from './from-events.js';
 import { readTrace, writeTrace, type AllocationTrace, type TraceEvent } from './format.js';
-import { compileTrace, replayTrace } from './replay.js';
+import { compileTrace, peakByTag, replayTrace } from './replay.js';
 
 const rmmSample = fileURLToPath(new URL('./fixtures/rmm-sample.csv', import.meta.url));
 const dir = mkdtempSync(join(tmpdir(), 'gpumem-replay-'));
@@ -25,6 +25,24 @@ function using<T>(allocator: Allocator, f: (a: Allocator) => T): T {
 
 const ev = (action: TraceEvent['action'], ptr: number, bytes: number, stream = 0): TraceEvent => ({ timeNs: 0, action, ptr, bytes, stream, tag: 0 });
 const traceOf = (...events: TraceEvent[]): AllocationTrace => ({ header: { source: 'test' }, events });
+
+describe('peakByTag', () => {
+  it('gives the bytes live at the trace\'s peak by the tag of their allocation, largest first', () => {
+    const tagged = (e: TraceEvent, tag: number): TraceEvent => ({ ...e, tag });
+    const c = compileTrace({
+      header: { source: 'test', tags: ['other', 'a.py:1:f', 'b.py:2:g'] },
+      events: [tagged(ev('alloc', 1, 100), 1), tagged(ev('alloc', 2, 300), 2), tagged(ev('alloc', 3, 50), 0), tagged(ev('free', 2, 300), 2), tagged(ev('alloc', 4, 200), 1)],
+    });
+    expect(c.tagNames).toEqual(['other', 'a.py:1:f', 'b.py:2:g']);
+    expect(Array.from(c.tag)).toEqual([1, 2, 0, 2, 1]);
+    expect(peakByTag(c)).toEqual([
+      { tag: 'b.py:2:g', bytes: 300 },
+      { tag: 'a.py:1:f', bytes: 100 },
+      { tag: 'other', bytes: 50 },
+    ]);
+    expect(peakByTag(compileTrace(traceOf(ev('alloc', 1, 100))))).toEqual([]);
+  });
+});
 
 describe('compileTrace', () => {
   it('maps pointers to reusable slots, first in first out, and counts what it skips', () => {

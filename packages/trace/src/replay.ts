@@ -396,3 +396,31 @@ export function replayTrace(trace: AllocationTrace | CompiledTrace, allocator: A
   if (first.end.largestFreeBlock !== undefined && first.end.largestFreeBlock >= 0) result.largestFreeBlock = first.end.largestFreeBlock;
   return result;
 }
+
+/**
+ * The bytes live at the trace's peak (its first moment of peak allocated) by the tag of their
+ * allocation, largest first, named by the trace's tag names (a snapshot's allocation frames):
+ * which frames hold the memory at the peak, the same for every strategy. Empty without tag names.
+ */
+export function peakByTag(c: CompiledTrace): { tag: string; bytes: number }[] {
+  const names = c.tagNames;
+  if (!names || names.length === 0) return [];
+  const now = new Float64Array(names.length);
+  let live = 0;
+  let peak = -1;
+  let atPeak = new Float64Array(names.length);
+  for (let i = 0; i < c.action.length; i++) {
+    const t = Math.min(c.tag[i]!, names.length - 1);
+    const delta = c.action[i] === 0 ? c.bytes[i]! : -c.bytes[i]!;
+    now[t]! += delta;
+    live += delta;
+    if (live > peak) {
+      peak = live;
+      atPeak = now.slice();
+    }
+  }
+  return names
+    .map((tag, k) => ({ tag, bytes: atPeak[k]! }))
+    .filter((p) => p.bytes > 0)
+    .sort((a, b) => b.bytes - a.bytes);
+}
