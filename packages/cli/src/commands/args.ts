@@ -69,7 +69,7 @@ export function parseFlags(argv: readonly string[], specs: Record<string, FlagSp
   for (const [name, spec] of Object.entries(specs)) if ('default' in spec) values[name] = spec.default;
   for (let i = 0; i < argv.length; i++) {
     const arg = argv[i]!;
-    if (!arg.startsWith('--')) throw new UsageError(`gpumem ${command}: unexpected argument '${arg}'`);
+    if (!arg.startsWith('--')) throw new UsageError(`gpumem ${command}: unexpected argument '${arg}'\n${seeHelp(command)}`);
     const eq = arg.indexOf('=');
     const name = eq >= 0 ? arg.slice(2, eq) : arg.slice(2);
     const alias = aliases[name];

@@ -165,6 +165,19 @@ function cell(run: CompareRun, result: CompareResult, column: keyof CompareResul
   return result.tied?.[column]?.includes(run.allocator) ? text + tiedMark : text;
 }
 
+/**
+ * In a column where some cell carries a mark (` *`, ` =`), the other cells get two spaces in its
+ * place, so that the figures of a right-aligned column line up.
+ */
+function alignMarks(rows: string[][]): void {
+  const marked = (c: string | undefined) => c !== undefined && (c.endsWith(bestMark) || c.endsWith(tiedMark));
+  const columns = Math.max(0, ...rows.map((r) => r.length));
+  for (let i = 1; i < columns; i++) {
+    if (!rows.some((r) => marked(r[i]))) continue;
+    for (const row of rows) if (row[i] !== undefined && !marked(row[i])) row[i] += ' '.repeat(bestMark.length);
+  }
+}
+
 /** The median epoch with its spread: `340.0 ms (332.1–351.2)`, min–max of the measured epochs. */
 function epochCell(run: CompareRun): string {
   if (run.medianEpochMs === null) return '-';
@@ -254,6 +267,7 @@ export function formatCompareTable(result: CompareResult): string {
     ];
   });
   for (const peer of result.peers ?? []) rows.push(peerRow(peer, peerThroughput(peer, result)));
+  alignMarks(rows);
   const header = ['allocator', 'status', 'median epoch (min\u2013max)', result.throughputUnit, 'peak allocated', 'peak reserved', 'reserved/alloc', 'upstream calls', 'OOMs', 'final loss', 'accuracy'];
   if (moves) {
     header.splice(movedColumnAt, 0, 'moved to host / device');

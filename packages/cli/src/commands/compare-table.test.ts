@@ -88,6 +88,22 @@ const tieredPlugin = fileURLToPath(new URL('../../../compare/src/fixtures/tiered
 const dir = mkdtempSync(join(tmpdir(), 'gpumem-compare-tiers-'));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
+describe('the compare table\'s figures', () => {
+  it('line up in a column with marks: an unmarked figure ends where a marked one does', () => {
+    const table = formatCompareTable(sampleCompareResult());
+    const lines = table.split('\n');
+    const header = lines.find((l) => l.startsWith('allocator '))!;
+    const rule = lines[lines.indexOf(header) + 1]!;
+    const start = header.indexOf('peak reserved');
+    const end = rule.indexOf(' ', start) === -1 ? rule.length : rule.indexOf(' ', start);
+    const rows = lines.slice(lines.indexOf(header) + 2).filter((l) => /^\S+ +(ok|OOM|error) /.test(l));
+    const cells = rows.map((l) => l.slice(start, end));
+    expect(cells.some((c) => / [*=]$/.test(c))).toBe(true);
+    // every figure's last digit in one place (two before the end, where the mark goes)
+    for (const c of cells) expect(c.at(-3)).toMatch(/[0-9B-]/);
+  });
+});
+
 describe('gpumem compare with a strategy that has a host tier (CPU)', () => {
   it('prints its peaks split, writes the split to the JSON file, and leaves the other row as it was', () => {
     const json = join(dir, 'tiers.json');
