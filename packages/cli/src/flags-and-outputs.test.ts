@@ -62,6 +62,7 @@ describe('checked before any work (exit 2)', () => {
     refused(run(['compare', ...tiny, '--inline', '--allocators', 'host,pool:bogus=1']), /pool:bogus=1: Unknown option 'bogus' for the 'pool' allocator/);
     refused(run(['replay', rmmSample, '--allocators', 'host,pool:maxReservedBytes=abc']), /gpumem replay: '--allocators': an allocator spec was refused:\n {2}pool:maxReservedBytes=abc/);
     refused(run(['train', ...tiny, '--allocator', 'pool:maxReservedBytes=abc']), /gpumem train: '--allocator': an allocator spec was refused/);
+    refused(run(['train', ...tiny, '--allocator', 'pool:maxReservedBytes=abc', '--devices', '2']), /gpumem train: '--allocator': an allocator spec was refused/);
     refused(run(['compare', ...tiny, '--allocators', 'host,native']), /native: Expected a non-empty string \(the path of a gpumem plug-in library\) for library/);
     expect(Date.now() - started).toBeLessThan(30_000);
   });

@@ -5,7 +5,7 @@
 import { writeFileSync } from 'node:fs';
 import { formatBytes, hasCudaDevice } from '@gpumem/allocator-core';
 import { commonDefaults, gcnDefaults, graphDefaults, mlpDefaults, mlpHiddenWidths, train, trainDistributed, type TrainOptions, type TrainResult } from '@gpumem/gnn';
-import { builtInStrategyPackages, parseAllocatorSpec, specProblems, type AllocatorSpec } from '@gpumem/compare';
+import { builtInStrategyPackages, parseAllocatorSpec, specProblems, specProblemsInChild, type AllocatorSpec } from '@gpumem/compare';
 import { checkOutputFlags, isStdout } from './output-paths.js';
 import { checkAllocatorNames, refuseSpecProblems } from './allocator-flags.js';
 import { flagHelp, formatTable, parseFlags, ProgressBar, UsageError, type FlagSpec, type FlagValues } from './args.js';
@@ -145,9 +145,10 @@ export function checkActivationFlags(command: string, o: Omit<TrainOptions, 'all
 
 /**
  * The `--allocator` flag as a name and options (the spec syntax compare takes; default 'pool'),
- * checked before any work: registered, able to run here, its options accepted.
+ * checked before any work: registered, able to run here and, unless `checkOptions` is false, its
+ * options accepted (made once in this process; see specProblems).
  */
-export function allocatorFromFlags(command: string, flags: FlagValues, gpu: boolean): AllocatorSpec {
+export function allocatorFromFlags(command: string, flags: FlagValues, gpu: boolean, checkOptions = true): AllocatorSpec {
   let spec: AllocatorSpec;
   try {
     spec = parseAllocatorSpec((flags.allocator as string | undefined) ?? 'pool');
@@ -155,7 +156,7 @@ export function allocatorFromFlags(command: string, flags: FlagValues, gpu: bool
     throw new UsageError(`gpumem ${command}: '--allocator': ${(e as Error).message}`);
   }
   checkAllocatorNames(command, 'allocator', [spec], gpu);
-  refuseSpecProblems(command, 'allocator', specProblems([spec]));
+  if (checkOptions) refuseSpecProblems(command, 'allocator', specProblems([spec]));
   return spec;
 }
 
@@ -212,10 +213,11 @@ export function runTrain(argv: readonly string[], plugins: readonly string[] = [
   }
   checkOutputFlags('train', flags, ['json']);
   const gpu = hasCudaDevice();
-  const spec = allocatorFromFlags('train', flags, gpu);
+  const devices = devicesFromFlags('train', flags);
+  // over several devices the options are checked in a process of its own: the launcher holds no allocator
+  const spec = allocatorFromFlags('train', flags, gpu, devices === undefined);
   const bar = new ProgressBar();
   const options = trainOptionsForHere('train', flags, gpu);
-  const devices = devicesFromFlags('train', flags);
   if (devices === undefined && (flags.communicator !== undefined || flags.timeout !== undefined)) {
     throw new UsageError(`gpumem train: '--${flags.communicator !== undefined ? 'communicator' : 'timeout'}' goes with '--devices'`);
   }
@@ -260,6 +262,7 @@ async function runTrainDistributed(
   plugins: readonly string[],
   bar: ProgressBar,
 ): Promise<number> {
+  refuseSpecProblems('train', 'allocator', await specProblemsInChild([spec], plugins));
   let result: TrainResult;
   try {
     result = await trainDistributed({
