@@ -49,6 +49,8 @@ describe('adviseAllocator', () => {
     expect(some.lines[0]).toBe('Least memory: host peaks at 2.00 GiB reserved.');
     const none = adviseAllocator([row('pool', { ooms: 1 })], { minCapacity: false, capacityBytes: 8 * GiB });
     expect(none.lines).toEqual(['No strategy replayed the whole trace without running out of memory at 8.00 GiB; --min-capacity finds how much each needs.']);
+    const hostFits = adviseAllocator([row('pool', { ooms: 1 }), row('host', { memory: 'host' })], { minCapacity: false, capacityBytes: 8 * GiB });
+    expect(hostFits.lines[0]).toBe('No strategy that uses the device replayed the whole trace without running out of memory at 8.00 GiB; --min-capacity finds how much each needs.');
     const searched = adviseAllocator([row('pool', { ooms: 1 })], { minCapacity: true, capacityBytes: 8 * GiB });
     expect(searched.lines[0]).toMatch(/no strategy replayed the trace without running out of memory under the search's cap/);
   });
@@ -89,6 +91,12 @@ describe('adviseAllocator', () => {
       'Caveat: not replayed, so not compared: cuda and async (no CUDA device).',
       "Caveat: replayed without a GPU: the device strategies ran on their host twins (the same logic over host memory); times are not a GPU's.",
     ]);
+  });
+
+  it('compares with no peer that recorded nothing (a snapshot without segment entries)', () => {
+    const advice = adviseAllocator([row('pool', { minCapacityBytes: GiB })], { minCapacity: true, peer: { name: 'PyTorch', peakReservedBytes: 0, driverCalls: 0 } });
+    expect(advice.lines.slice(0, 2)).toEqual(['Least memory: pool needs 1.00 GiB.', 'Fewest driver calls: pool, 100 calls.']);
+    expect(advice.memory!.peer).toBeUndefined();
   });
 
   it('says when no device strategy, or no strategy at all, was replayed', () => {

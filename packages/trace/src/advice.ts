@@ -108,7 +108,8 @@ function best(candidates: readonly AdviceCandidate[], value: (c: AdviceCandidate
 }
 
 function withPeer(pick: AdvicePick | undefined, peerValue: number | undefined): AdvicePick | undefined {
-  if (pick === undefined || peerValue === undefined) return pick;
+  // A peer that recorded nothing (a snapshot without segment entries) is no yardstick.
+  if (pick === undefined || peerValue === undefined || peerValue <= 0) return pick;
   return { ...pick, peer: { value: peerValue, lessBy: peerValue > 0 ? (peerValue - pick.value) / peerValue : 0 } };
 }
 
@@ -196,7 +197,7 @@ export function adviseAllocator(all: readonly AdviceCandidate[], context: Advice
   if (advice.memory) {
     const m = advice.memory;
     const how = context.minCapacity ? `${verb(m.labels)} ${formatBytes(m.value)}` : `${m.labels.length > 1 ? 'peak' : 'peaks'} at ${formatBytes(m.value)} reserved`;
-    lines.push(`Least memory: ${names(m.labels)} ${how}${peer ? `, ${versus(m, peer, formatBytes, 'less', 'more')}` : ''}.`);
+    lines.push(`Least memory: ${names(m.labels)} ${how}${m.peer ? `, ${versus(m, peer!, formatBytes, 'less', 'more')}` : ''}.`);
   } else if (onDevice.length === 0 && all.length > 0) {
     lines.push('Least memory: no strategy that keeps its memory on the device was replayed.');
   } else if (context.minCapacity) {
@@ -207,13 +208,14 @@ export function adviseAllocator(all: readonly AdviceCandidate[], context: Advice
   if (fitting.length === 0) {
     if (candidates.some((c) => c.ooms > 0)) {
       const at = context.capacityBytes !== undefined ? ` at ${formatBytes(context.capacityBytes)}` : '';
-      lines.push(`No strategy replayed the whole trace without running out of memory${at}; --min-capacity finds how much each needs.`);
+      const which = all.some((c) => c.memory === 'host' && c.ooms === 0) ? 'strategy that uses the device' : 'strategy';
+      lines.push(`No ${which} replayed the whole trace without running out of memory${at}; --min-capacity finds how much each needs.`);
     }
     return tail();
   }
   advice.driverCalls = withPeer(best(fitting, (c) => c.driverCalls), peer?.driverCalls);
   const d = advice.driverCalls!;
-  lines.push(`Fewest driver calls: ${names(d.labels)}, ${plural(d.value, 'call')}${peer ? `, ${versus(d, peer, (v) => plural(v, 'call'), 'fewer', 'more')}` : ''}.`);
+  lines.push(`Fewest driver calls: ${names(d.labels)}, ${plural(d.value, 'call')}${d.peer ? `, ${versus(d, peer!, (v) => plural(v, 'call'), 'fewer', 'more')}` : ''}.`);
 
   advice.speed = best(fitting, (c) => c.nsPerCall);
   const s = advice.speed!;
