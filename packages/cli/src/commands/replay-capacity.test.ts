@@ -9,6 +9,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
+import { hasCudaDevice } from '@gpumem/allocator-core';
 import { readTable } from '../table-cells.testing.js';
 
 const cli = fileURLToPath(new URL('../../dist/cli.js', import.meta.url));
@@ -57,7 +58,9 @@ describe('gpumem replay --capacity', () => {
     expect(cell(rows, 'pool:upstream=host', 'largest free at OOM')).toBe('1.90 MiB');
     expect(cell(rows, 'pool:upstream=host', 'unallocated at OOM')).toBe('2.90 MiB');
     expect(cell(rows, 'host', 'largest free at OOM')).toBe('-');
-    expect(r.stdout).toMatch(/recommendation:\n {2}Least memory: host peaks at 4\.70 MiB reserved\./);
+    // host keeps host memory: not ranked; the device strategy ran out of memory
+    expect(r.stdout).toMatch(/recommendation:\n {2}No strategy that uses the device replayed the whole trace without running out of memory at 6\.00 MiB/);
+    expect(r.stdout).toContain('  Not ranked: host keeps its memory in host memory, not on the GPU.');
   });
 
   it('a capacity below the largest single request is an error before anything is allocated (exit 2)', () => {
@@ -84,13 +87,14 @@ describe('gpumem replay --min-capacity', () => {
     expect(cell(rows, 'host', 'probes')).toBe('1'); // the lower bound fits
     expect(cell(rows, 'pool:upstream=host', 'min capacity')).toBe('8.00 MiB');
     expect(Number(cell(rows, 'pool:upstream=host', 'probes'))).toBeGreaterThan(2);
-    expect(r.stdout).toContain('Least memory: host needs 4.70 MiB.');
+    expect(r.stdout).toContain('Least memory: pool:upstream=host needs 8.00 MiB.'); // host's 4.70 MiB is host memory: not ranked
     expect(r.stdout).toMatch(/Fewest driver calls: pool:upstream=host, 3 calls\./);
     const out = JSON.parse(readFileSync(json, 'utf8'));
     expect(out.results[0].minCapacity).toMatchObject({ bytes: 3 * MiB + 1.5 * MiB + 200 * KiB, atLowerBound: true, probes: 1 });
     expect(out.results[1].minCapacity).toMatchObject({ bytes: 8 * MiB, failedBytes: 8 * MiB - 1 });
     expect(out.results[1].profile).toMatchObject({ driverAllocs: 3, fragmentationAtPeakBytes: 8 * MiB - (3 * MiB + 100 * KiB + 1.5 * MiB) });
-    expect(out.recommendation[0]).toBe('Least memory: host needs 4.70 MiB.');
+    expect(out.recommendation[0]).toBe('Least memory: pool:upstream=host needs 8.00 MiB.');
+    expect(out.notRanked).toEqual([{ label: 'host', reason: 'keeps its memory in host memory, not on the GPU' }]);
   });
 
   it('says "> CAP" when an allocator never fits under --capacity', () => {
@@ -145,5 +149,49 @@ describe('gpumem replay: checks before any work', () => {
     expect(both.status).toBe(2); // before any work
     expect(both.stdout).toBe('');
     expect(both.stderr).toMatch(/host:limitBytes=8MiB: its option limitBytes and '--capacity' both cap its memory/);
+  });
+});
+
+describe('gpumem replay of a two-stream PyTorch snapshot recorded with stacks', () => {
+  const snapshot = fileURLToPath(new URL('../../../trace/src/snapshot/fixtures/two-streams.pickle.gz', import.meta.url));
+  const gpu = hasCudaDevice();
+
+  it('ranks only device strategies for memory, says which were not replayed or not ranked, and explains the recorded row', () => {
+    const json = join(dir, 'snapshot.json');
+    const r = run(['replay', snapshot, '--repeat', '1', '--json', json]);
+    expect(r.status, r.stderr).toBe(0);
+    const least = /Least memory: (.*?) (peaks|peak) at/.exec(r.stdout);
+    expect(least, r.stdout).not.toBeNull();
+    for (const label of least![1]!.split(/, | and /)) expect(['pool', 'expandable', 'cuda', 'async', 'uvm']).toContain(label);
+    expect(r.stdout).toContain('Not ranked: host and pinned keep their memory in host memory, not on the GPU.');
+    expect(r.stdout).toMatch(/Not ranked for memory: tiered holds what does not fit on the device in host memory/);
+    if (!gpu) expect(r.stdout).toContain('Caveat: not replayed, so not compared: cuda, uvm and async (no CUDA device).');
+    expect(r.stdout).toMatch(/PyTorch caching allocator \(recorded\): peak allocated counts a block until its free completed .*max_memory_allocated\(\) stops counting at the free call \(free_requested\): 415\.03 MiB/);
+    expect(r.stdout).toMatch(/at its peak, by where it was allocated: .*\/home\/user\/model\.py:31:attention/);
+    const out = JSON.parse(readFileSync(json, 'utf8'));
+    if (!gpu) expect(out.skipped.map((s: { label: string }) => s.label)).toEqual(['cuda', 'uvm', 'async']);
+    expect(out.notRanked.map((s: { label: string }) => s.label).sort()).toEqual(['host', 'pinned', 'tiered']);
+    expect(out.peakByTag.reduce((sum: number, p: { bytes: number }) => sum + p.bytes, 0)).toBe(out.trace.peakAllocatedBytes);
+    expect(out.recorded.peakAllocatedAtFreeRequestBytes).toBe(435_192_355);
+  });
+
+  it.skipIf(gpu)('gives the same numbers run after run on the host', () => {
+    const numbers = () => {
+      const json = join(dir, 'again.json');
+      const r = run(['replay', snapshot, '--repeat', '2', '--min-capacity', '--allocators', 'pool,pinned,expandable', '--json', json]);
+      expect(r.status, r.stderr).toBe(0);
+      const out = JSON.parse(readFileSync(json, 'utf8'));
+      return out.results.map((x: { result: { peakReservedBytes: number; peakReservedRange: number[] }; profile: { fragmentationAtPeakBytes: number; reservedAtPeakBytes: number }; minCapacity: { bytes: number } }) => [
+        x.result.peakReservedBytes,
+        x.result.peakReservedRange,
+        x.profile.reservedAtPeakBytes,
+        x.profile.fragmentationAtPeakBytes,
+        x.minCapacity.bytes,
+      ]);
+    };
+    const first = numbers();
+    for (const row of first) expect(row[2]).toBe(row[0]); // fragmentation measured at the peak the table shows
+    expect(numbers()).toEqual(first);
+    expect(numbers()).toEqual(first);
   });
 });

@@ -17,14 +17,18 @@ import {
   createReplayAllocator,
   defaultCapacityResolution,
   findMinCapacity,
+  peakByTag,
   profileReplay,
   pytorchPeer,
   replayTrace,
+  strategyMemory,
   type Advice,
   type CapacityLimit,
   type CompiledTrace,
   type RecordedPeer,
   type ReplayLoop,
+  type SkippedStrategy,
+  type StrategyMemory,
 } from '@gpumem/trace';
 import { flagHelp, formatTable, parseFlags, UsageError, type FlagAliases, type FlagSpec } from './args.js';
 import { checkOutputFlags, isStdout } from './output-paths.js';
@@ -131,18 +135,19 @@ function namedAllocators(list: string): AllocatorSpec[] {
   return specs;
 }
 
-/** Every registered allocator that can run here; says on stderr which are skipped for want of a GPU. */
-function defaultAllocators(): AllocatorSpec[] {
+/** Every registered allocator that can run here, and those skipped for want of a GPU (also said on stderr). */
+function defaultAllocators(): { specs: AllocatorSpec[]; skipped: SkippedStrategy[] } {
   const registered = listAllocators();
   const gpu = hasCudaDevice();
   const skipped = registered.filter((s) => s.requiresCuda && !gpu).map((s) => s.name);
   if (skipped.length > 0) process.stderr.write(`gpumem replay: no CUDA device; skipping ${skipped.join(', ')}\n`);
   // A strategy that needs options ('native': its library) runs only when named.
-  return registered.filter((s) => !s.requiresOptions && (!s.requiresCuda || gpu)).map((s) => ({ label: s.name, name: s.name, options: {} }));
+  const specs = registered.filter((s) => !s.requiresOptions && (!s.requiresCuda || gpu)).map((s) => ({ label: s.name, name: s.name, options: {} }));
+  return { specs, skipped: skipped.map((label) => ({ label, reason: 'no CUDA device' })) };
 }
 
 /** One row: an allocator's results, or the error that stopped it. */
-export type ReplayRow = ReplayReportRow & { limit?: CapacityLimit };
+export type ReplayRow = ReplayReportRow & { limit?: CapacityLimit; memory?: StrategyMemory };
 
 /** What a run of the command does for each allocator. */
 interface RunSettings {
@@ -168,7 +173,9 @@ function replayOne(spec: AllocatorSpec, compiled: CompiledTrace, s: RunSettings)
     const capacity = s.capacityBytes !== undefined ? { capacityBytes: s.capacityBytes } : {};
     const made = createReplayAllocator(spec, capacity);
     const device = made.allocator.device;
-    const row: ReplayRow = { label };
+    // On a GPU, a device strategy made over host memory (pool:upstream=host) keeps host memory too.
+    const memory = hasCudaDevice() && device.kind === 'host' ? 'host' : strategyMemory(spec.name);
+    const row: ReplayRow = { label, memory };
     try {
       row.result = replayTrace(compiled, made.allocator, { repeats: s.repeats, ...(s.loop !== undefined && { loop: s.loop }) });
     } finally {
@@ -183,6 +190,8 @@ function replayOne(spec: AllocatorSpec, compiled: CompiledTrace, s: RunSettings)
         ...(s.loop !== undefined && { loop: s.loop }),
         // What the tracked pass reserved fits unless it ran out of memory: a good first guess.
         ...(row.profile.ooms === 0 && { hintBytes: row.profile.peakReservedBytes }),
+        // on a GPU, real timing can change the answer: the spread over as many searches as timed passes
+        repeats: s.repeats,
       });
     }
     row.wallMs = performance.now() - start;
@@ -279,12 +288,17 @@ function tableNotes(rows: readonly ReplayRow[], peer: RecordedPeer | undefined, 
     if (r.limit === 'outer-limit') {
       notes.push(`${r.label}: creates no allocator through the registry, so the capacity caps the bytes it hands out, not what it reserves`);
     }
+    const range = r.result?.peakReservedRange;
+    if (range && range[0] !== range[1]) notes.push(`${r.label}: peak reserved ranged ${formatBytes(range[0])}–${formatBytes(range[1])} over ${r.result!.repeats} passes (the table gives the highest)`);
+    const min = r.minCapacity?.bytesRange;
+    if (min && min[0] !== min[1]) notes.push(`${r.label}: min capacity ranged ${formatBytes(min[0])}–${formatBytes(min[1])} over ${r.minCapacity!.searches} searches (the table gives the largest)`);
   }
+  if (peer?.peakAllocatedNote) notes.push(`${peer.label}: ${peer.peakAllocatedNote}`);
   return notes;
 }
 
 /** The recommendation from the rows that finished (and PyTorch's recorded row, when there is one). */
-function recommend(rows: readonly ReplayRow[], peer: RecordedPeer | undefined, s: RunSettings): Advice {
+function recommend(rows: readonly ReplayRow[], peer: RecordedPeer | undefined, s: RunSettings, skipped: readonly SkippedStrategy[]): Advice {
   const candidates = rows.flatMap((row) => {
     const r = row.result;
     const p = row.profile;
@@ -293,6 +307,8 @@ function recommend(rows: readonly ReplayRow[], peer: RecordedPeer | undefined, s
     return [
       {
         label: row.label,
+        ...(row.memory !== undefined && { memory: row.memory }),
+        ...(p.peakHostReservedBytes !== undefined && { spilledBytes: p.peakHostReservedBytes }),
         ooms: r.ooms,
         peakReservedBytes: r.peakReservedBytes,
         ...(row.minCapacity?.bytes !== undefined && { minCapacityBytes: row.minCapacity.bytes }),
@@ -305,6 +321,8 @@ function recommend(rows: readonly ReplayRow[], peer: RecordedPeer | undefined, s
     minCapacity: s.minCapacity,
     ...(s.capacityBytes !== undefined && { capacityBytes: s.capacityBytes }),
     ...(peer && { peer: { name: 'PyTorch', peakReservedBytes: peer.peakReservedBytes, driverCalls: peer.driverAllocs + peer.driverFrees } }),
+    skipped: [...skipped, ...rows.flatMap((row) => (row.error === undefined ? [] : [{ label: row.label, reason: `failed: ${row.error.split('\n')[0]}` }]))],
+    withoutGpu: !hasCudaDevice(),
   });
 }
 
@@ -336,6 +354,11 @@ function describeTrace(file: string, trace: ReadTrace, c: CompiledTrace): string
     h.droppedEvents !== undefined && h.droppedEvents > 0 && `the recorder dropped ${h.droppedEvents} older events`,
   ].filter(Boolean);
   if (notes.length > 0) lines.push(`  ${notes.join('; ')}`);
+  const byTag = peakByTag(c);
+  if (byTag.length > 0) {
+    const shown = byTag.slice(0, 5).map((p) => `${p.tag} ${formatBytes(p.bytes)} (${((100 * p.bytes) / c.peakAllocatedBytes).toFixed(0)}%)`);
+    lines.push(`  at its peak, by where it was allocated: ${shown.join(', ')}${byTag.length > 5 ? `, ${byTag.length - 5} more` : ''}`);
+  }
   return lines.join('\n');
 }
 
@@ -376,6 +399,9 @@ function jsonOf(file: string, trace: ReadTrace, compiled: CompiledTrace, rows: r
       results,
       ...(recorded && { recorded }),
       recommendation: advice.lines,
+      ...(advice.skipped.length > 0 && { skipped: advice.skipped }),
+      ...(advice.notRanked.length > 0 && { notRanked: advice.notRanked }),
+      ...(compiled.tagNames && { peakByTag: peakByTag(compiled) }),
     },
     null,
     2,
@@ -427,7 +453,8 @@ export async function runReplay(argv: readonly string[]): Promise<number> {
       `gpumem replay: '--capacity' ${formatBytes(capacityBytes)} is less than the trace's largest single request (${formatBytes(compiled.largestRequestBytes)}); no allocator could replay it`,
     );
   }
-  const specs = named ?? defaultAllocators();
+  const defaults = named ? undefined : defaultAllocators();
+  const specs = named ?? defaults!.specs;
   out.write(`${describeTrace(file, trace, compiled)}\n`);
   if (capacityBytes !== undefined) out.write(`  replayed as if the device had ${formatBytes(capacityBytes)}\n`);
   out.write('\n');
@@ -438,7 +465,7 @@ export async function runReplay(argv: readonly string[]): Promise<number> {
   const notes = [...tableNotes(rows, peer, settings.resolutionBytes), ...failureLines(rows)];
   if (notes.length > 0) out.write(`${notes.map((n) => `  ${n}`).join('\n')}\n`);
   const noneFinished = noneFinishedLine(rows);
-  const advice: Advice = noneFinished !== undefined ? { ...recommend(rows, peer, settings), lines: [noneFinished] } : recommend(rows, peer, settings);
+  const advice: Advice = noneFinished !== undefined ? { ...recommend(rows, peer, settings, defaults?.skipped ?? []), lines: [noneFinished] } : recommend(rows, peer, settings, defaults?.skipped ?? []);
   if (advice.lines.length > 0) out.write(`\n${noneFinished !== undefined ? 'result' : 'recommendation'}:\n${advice.lines.map((l) => `  ${l}`).join('\n')}\n`);
 
   if (jsonToStdout) {
