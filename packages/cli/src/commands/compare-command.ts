@@ -4,7 +4,7 @@
  * @module
  */
 import { writeFileSync } from 'node:fs';
-import { deviceCount, deviceProperties, formatBytes, hasCudaDevice, listAllocators, strategyInfo } from '@gpumem/allocator-core';
+import { deviceCount, deviceProperties, formatBytes, hasCudaDevice, listAllocators } from '@gpumem/allocator-core';
 import { compareAllocators, PeerFormatError, peerThroughput, readPeer, type CompareTrainOptions, type PeerRun } from '@gpumem/compare';
 import { parseAllocatorList, specProblems, specProblemsInChild, type AllocatorSpec } from '@gpumem/compare';
 import { anyHostTier, anyTierMoves, type CompareResult, type CompareRun, type TierSplit } from '@gpumem/compare';
