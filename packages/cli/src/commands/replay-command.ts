@@ -266,15 +266,25 @@ export function formatReplayTable(rows: readonly ReplayRow[], peer?: RecordedPee
   return formatTable(header, body);
 }
 
-/** Under the table, one line per allocator that failed, with its error. */
-export function failureLines(rows: readonly ReplayRow[]): string[] {
-  return rows.filter((r) => r.error !== undefined || !r.result || !r.profile).map((r) => `${r.label} failed: ${r.error ?? 'no result'}`);
+/** The allocators that failed, grouped by their error: `cuda and async: InvalidStateError: ...`. */
+function failuresByError(rows: readonly ReplayRow[]): string[] {
+  const byError = new Map<string, string[]>();
+  for (const r of rows.filter((r) => r.error !== undefined || !r.result || !r.profile)) {
+    const error = r.error ?? 'no result';
+    byError.set(error, [...(byError.get(error) ?? []), r.label]);
+  }
+  return [...byError].map(([error, labels]) => `${labels.length > 1 ? `${labels.slice(0, -1).join(', ')} and ${labels.at(-1)}` : labels[0]}: ${error}`);
 }
 
-/** When no allocator finished, what happened to each, in one line (the recommendation has nothing to pick from). */
+/** Under the table, the allocators that failed and why (a long error would widen every row of it). */
+export function failureLines(rows: readonly ReplayRow[]): string[] {
+  return failuresByError(rows).map((f) => `failed: ${f}`);
+}
+
+/** When no allocator finished, what happened, in one line (the recommendation has nothing to pick from). */
 export function noneFinishedLine(rows: readonly ReplayRow[]): string | undefined {
   if (rows.length === 0 || rows.some((r) => r.error === undefined && r.result && r.profile)) return undefined;
-  return `no strategy could replay the trace: ${rows.map((r) => `${r.label}: ${r.error ?? 'no result'}`).join('; ')}`;
+  return `no strategy could replay the trace: ${failuresByError(rows).join('; ')}`;
 }
 
 /** Notes under the table: what a mark or a limit means. */
@@ -287,6 +297,9 @@ function tableNotes(rows: readonly ReplayRow[], peer: RecordedPeer | undefined, 
   for (const r of rows) {
     if (r.limit === 'outer-limit') {
       notes.push(`${r.label}: creates no allocator through the registry, so the capacity caps the bytes it hands out, not what it reserves`);
+    }
+    if (r.result && r.profile && r.profile.reservedAtPeakBytes !== r.result.peakReservedBytes) {
+      notes.push(`${r.label}: frag. at peak is measured in the tracked pass, whose peak reserved was ${formatBytes(r.profile.reservedAtPeakBytes)}`);
     }
     const range = r.result?.peakReservedRange;
     if (range && range[0] !== range[1]) notes.push(`${r.label}: peak reserved ranged ${formatBytes(range[0])}–${formatBytes(range[1])} over ${r.result!.repeats} passes (the table gives the highest)`);
@@ -462,9 +475,10 @@ export async function runReplay(argv: readonly string[]): Promise<number> {
   const peer = pytorchPeer(trace, compiled);
   const rows = specs.map((spec) => replayOne(spec, compiled, settings));
   out.write(`${formatReplayTable(rows, peer, compiled.traceOoms)}\n`);
-  const notes = [...tableNotes(rows, peer, settings.resolutionBytes), ...failureLines(rows)];
-  if (notes.length > 0) out.write(`${notes.map((n) => `  ${n}`).join('\n')}\n`);
   const noneFinished = noneFinishedLine(rows);
+  // when none finished, the result below says why, once
+  const notes = [...tableNotes(rows, peer, settings.resolutionBytes), ...(noneFinished === undefined ? failureLines(rows) : [])];
+  if (notes.length > 0) out.write(`${notes.map((n) => `  ${n}`).join('\n')}\n`);
   const advice: Advice = noneFinished !== undefined ? { ...recommend(rows, peer, settings, defaults?.skipped ?? []), lines: [noneFinished] } : recommend(rows, peer, settings, defaults?.skipped ?? []);
   if (advice.lines.length > 0) out.write(`\n${noneFinished !== undefined ? 'result' : 'recommendation'}:\n${advice.lines.map((l) => `  ${l}`).join('\n')}\n`);
 
