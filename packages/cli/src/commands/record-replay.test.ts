@@ -122,7 +122,7 @@ describe('gpumem replay', () => {
     expect(rows.get('arena')?.[1]).toBe('failed');
     // the error under the table, not in it
     expect(rows.get('arena')?.slice(2).every((c) => c === '')).toBe(true);
-    expect(r.stdout).toMatch(/^ {2}arena failed: TypeError: Expected a native strategy/m);
+    expect(r.stdout).toMatch(/^ {2}failed: arena: TypeError: Expected a native strategy/m);
     expect(rows.get('host')?.[1]).toBe('native');
   });
 
