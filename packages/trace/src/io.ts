@@ -16,7 +16,7 @@ import { maxDecompressedTraceBytes, TraceFileError, TraceFormatError } from './f
 export const maxTraceLineChars = 1 << 20;
 
 /** The compressions told apart by their first bytes. */
-export type TraceCompression = 'gzip' | 'zstd' | 'xz' | 'bzip2' | 'zip';
+type TraceCompression = 'gzip' | 'zstd' | 'xz' | 'bzip2' | 'zip';
 
 /** Each compression's magic bytes, and the command that undoes it where this reader cannot. */
 const compressions: ReadonlyArray<{ name: TraceCompression; magic: readonly number[]; command: string }> = [
@@ -45,7 +45,7 @@ function decompressor(compression: TraceCompression): Transform | undefined {
 }
 
 /** The content of a trace file, decompressed, with its first bytes read ahead to tell its format. */
-export interface TraceSource {
+interface TraceSource {
   /** The path. */
   readonly file: string;
   /** How the file was compressed, or undefined. */

@@ -301,9 +301,6 @@ function tableNotes(rows: readonly ReplayRow[], peer: RecordedPeer | undefined, 
     if (r.result && r.profile && r.profile.reservedAtPeakBytes !== r.result.peakReservedBytes) {
       notes.push(`${r.label}: frag. at peak is measured in the tracked pass, whose peak reserved was ${formatBytes(r.profile.reservedAtPeakBytes)}`);
     }
-    if (r.result && r.profile && r.profile.reservedAtPeakBytes !== r.result.peakReservedBytes) {
-      notes.push(`${r.label}: frag. at peak is measured in the tracked pass, whose peak reserved was ${formatBytes(r.profile.reservedAtPeakBytes)}`);
-    }
     const range = r.result?.peakReservedRange;
     if (range && range[0] !== range[1]) notes.push(`${r.label}: peak reserved ranged ${formatBytes(range[0])}–${formatBytes(range[1])} over ${r.result!.repeats} passes (the table gives the highest)`);
     const min = r.minCapacity?.bytesRange;

@@ -35,9 +35,11 @@ export interface UnpickleOptions {
 
 /**
  * The most values a pickle may hold at once by default: 2^26 (about 512 MiB of references). Every
- * value costs at least one byte of input, so a file below this size never reaches it; the cap keeps
- * a large file of cheap opcodes (NONE, or NONE APPEND pairs) from growing one array past V8's limit
- * (2^27 elements), which aborts the process instead of throwing.
+ * value costs at least one byte of input, so the count never exceeds the input's size, and a file
+ * below 64 MiB never reaches the cap; PyTorch's snapshots hold one value per 3 to 4 bytes, so the cap
+ * admits snapshots of some 200 MiB. It keeps a large file of cheap opcodes (NONE, or NONE APPEND
+ * pairs) from growing one array past V8's limit (2^27 elements), which aborts the process instead of
+ * throwing.
  */
 export const defaultMaxPickleItems = 2 ** 26;
 
@@ -126,7 +128,7 @@ export function unpickle(data: Uint8Array, file = '<input>', options: UnpickleOp
   const hold = (n: number): void => {
     held += n;
     if (held > maxItems) {
-      fail(`the pickle holds more than ${maxItems} values at once, more than this reader accepts (a memory snapshot of this size holds far fewer)`);
+      fail(`the pickle holds more than ${maxItems} values at once, more than this reader accepts (PyTorch's snapshots hold one value per 3 to 4 bytes)`);
     }
   };
 
