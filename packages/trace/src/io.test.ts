@@ -8,7 +8,7 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import * as zlib from 'node:zlib';
 import { describe, expect, it } from 'vitest';
-import { maxBlankTraceLines, readTrace, serializeTrace, TraceFileError, TraceFormatError, type AllocationTrace } from './format.js';
+import { maxBlankTraceLines, parseTrace, readTrace, serializeTrace, TraceFileError, TraceFormatError, type AllocationTrace } from './format.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'gpumem-trace-io-'));
 const snapshotFixture = (name: string) => fileURLToPath(new URL(`./snapshot/fixtures/${name}`, import.meta.url));
@@ -132,6 +132,21 @@ describe('events read from a file', () => {
     const copy = [...events];
     copy.push(trace.events[0]!);
     expect(copy).toHaveLength(5);
+  });
+
+  it('keep every field across the columns\' chunks, optional fields only where given', () => {
+    const n = 70_000; // the first chunk grows from 1024 to 65536 events, then a second chunk
+    const events: AllocationTrace['events'] = [];
+    for (let i = 0; i < n; i++) {
+      const e: AllocationTrace['events'][number] = { timeNs: i * 3, action: i % 3 === 2 ? 'free' : 'alloc', ptr: 2 ** 40 + i * 256, bytes: (i % 7) + 1, stream: i % 5 === 0 ? 0x5612a8e3c9f0 : 0, tag: i % 4 };
+      if (i >= 2000 && i % 2 === 0) e.reservedBytes = i * 4096;
+      if (i % 1000 === 999) e.thread = 2 ** 40 + i;
+      events.push(e);
+    }
+    const back = parseTrace(serializeTrace({ header: { source: 'test' }, events }, 'jsonl'));
+    expect(back.events).toHaveLength(n);
+    expect([...back.events]).toEqual(events);
+    expect(back.events[65_536]).toEqual(events[65_536]);
   });
 
   it('parse errors stay TraceFormatErrors with the line', async () => {

@@ -27,7 +27,34 @@ interface Chunk {
   thread?: Float64Array;
 }
 
-const nanColumn = () => new Float64Array(chunkSize).fill(Number.NaN);
+const nanColumn = (capacity: number) => new Float64Array(capacity).fill(Number.NaN);
+
+/** A chunk of `capacity` events: the first starts small (a trace of a few events stays small) and doubles up to a full chunk. */
+function newChunk(capacity: number): Chunk {
+  return {
+    action: new Uint8Array(capacity),
+    timeNs: new Float64Array(capacity),
+    ptr: new Float64Array(capacity),
+    bytes: new Float64Array(capacity),
+    stream: new Float64Array(capacity),
+    tag: new Uint32Array(capacity),
+  };
+}
+
+/** `c` with twice the capacity, its events copied. */
+function grown(c: Chunk): Chunk {
+  const capacity = Math.min(chunkSize, c.action.length * 2);
+  const g = newChunk(capacity);
+  g.action.set(c.action);
+  g.timeNs.set(c.timeNs);
+  g.ptr.set(c.ptr);
+  g.bytes.set(c.bytes);
+  g.stream.set(c.stream);
+  g.tag.set(c.tag);
+  if (c.reservedBytes) (g.reservedBytes = nanColumn(capacity)).set(c.reservedBytes);
+  if (c.thread) (g.thread = nanColumn(capacity)).set(c.thread);
+  return g;
+}
 
 /** Trace events in typed columns, appended one at a time. */
 export class TraceEventColumns {
@@ -42,25 +69,19 @@ export class TraceEventColumns {
   /** Appends an event (its fields already checked: non-negative safe integers, a 32-bit tag). */
   push(timeNs: number, action: TraceAction, ptr: number, bytes: number, stream: number, tag: number, reservedBytes?: number, thread?: number): void {
     const at = this.#length & chunkMask;
-    if (at === 0) {
-      this.#chunks.push({
-        action: new Uint8Array(chunkSize),
-        timeNs: new Float64Array(chunkSize),
-        ptr: new Float64Array(chunkSize),
-        bytes: new Float64Array(chunkSize),
-        stream: new Float64Array(chunkSize),
-        tag: new Uint32Array(chunkSize),
-      });
-    }
-    const c = this.#chunks[this.#chunks.length - 1]!;
+    if (at === 0) this.#chunks.push(newChunk(this.#chunks.length === 0 ? 1024 : chunkSize));
+    const last = this.#chunks.length - 1;
+    let c = this.#chunks[last]!;
+    if (at >= c.action.length) c = this.#chunks[last] = grown(c);
+    const capacity = c.action.length;
     c.action[at] = actionCodes[action];
     c.timeNs[at] = timeNs;
     c.ptr[at] = ptr;
     c.bytes[at] = bytes;
     c.stream[at] = stream;
     c.tag[at] = tag;
-    if (reservedBytes !== undefined) (c.reservedBytes ??= nanColumn())[at] = reservedBytes;
-    if (thread !== undefined) (c.thread ??= nanColumn())[at] = thread;
+    if (reservedBytes !== undefined) (c.reservedBytes ??= nanColumn(capacity))[at] = reservedBytes;
+    if (thread !== undefined) (c.thread ??= nanColumn(capacity))[at] = thread;
     this.#length++;
   }
 
