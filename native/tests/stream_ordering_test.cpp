@@ -44,6 +44,48 @@ TEST(a_pool_over_host_memory_defaults_to_host_ordering) {
   pool.deallocate(q, 100);
 }
 
+TEST(work_queued_on_a_host_stream_runs_when_the_stream_is_reached) {
+  auto ordering = make_host_ordering();
+  int a = 0;
+  int b = 0;
+  auto* A = static_cast<stream_handle>(&a);
+  auto* B = static_cast<stream_handle>(&b);
+  int runs = 0;
+  defer_host_work(A, [&runs] { ++runs; });
+  event_handle event = ordering->record(A);  // behind the queued work
+  REQUIRE(event != nullptr);
+  CHECK(!ordering->query(event));
+  CHECK(ordering->record(B) == nullptr);  // nothing queued on B
+  ordering->wait(B, event);                // B's later work runs on this thread: A's runs now
+  CHECK_EQ(runs, 1);
+  CHECK(ordering->query(event));
+  ordering->release(event);
+  defer_host_work(A, [&runs] { ++runs; });
+  defer_host_work(B, [&runs] { runs += 10; });
+  synchronize_host_stream(A);
+  CHECK_EQ(runs, 2);
+  synchronize_host_streams();
+  CHECK_EQ(runs, 12);
+  CHECK(ordering->record(A) == nullptr);
+}
+
+TEST(a_pool_over_host_memory_hands_a_block_to_another_stream_after_the_freeing_streams_work) {
+  host_resource host;
+  pool_resource pool(host);
+  int a = 0;
+  int b = 0;
+  auto* A = static_cast<stream_handle>(&a);
+  auto* B = static_cast<stream_handle>(&b);
+  auto* p = static_cast<unsigned char*>(pool.allocate(256, A));
+  defer_host_work(A, [p] { p[0] = 0xA; });  // A is still busy with p
+  pool.deallocate(p, 256, A);
+  auto* q = static_cast<unsigned char*>(pool.allocate(256, B));
+  q[0] = 0xB;  // B's work, after the allocation
+  synchronize_host_streams();
+  CHECK_EQ(static_cast<int>(q[0]), 0xB);  // a reused block waited for A's work first
+  pool.deallocate(q, 256, B);
+}
+
 #ifndef GPUMEM_WITH_CUDA
 
 TEST(cuda_ordering_is_refused_without_cuda) {

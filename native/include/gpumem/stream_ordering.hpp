@@ -2,6 +2,7 @@
 // is used synchronously and needs nothing. The pool takes one of these so that its cross-stream
 // logic is the same code on a GPU and in host-only tests (which can inject a fake).
 #pragma once
+#include <functional>
 #include <memory>
 
 #include "gpumem/stream.hpp"
@@ -52,7 +53,21 @@ void remove_stream_observer(stream_observer& observer) noexcept;
 // The default stream (nullptr) is never destroyed: nothing happens for it.
 void notify_stream_destroyed(stream_handle stream) noexcept;
 
-// Host memory: every event is complete at once.
+// Host streams with queued work: the host twin of a busy GPU stream, so that stream order can be
+// tested on machines without a GPU. Work on a host stream normally runs at once on the calling
+// thread; defer_host_work queues work that runs only when the stream is reached, as a kernel still
+// running on a GPU stream: by synchronize_host_stream (Stream#synchronize), by waiting on or
+// synchronising an event recorded on the stream behind it, or by synchronize_host_streams (the
+// host's device synchronise, which the host leaf's deallocate does first, as cudaFree does).
+// Thread-safe. Nothing is queued unless defer_host_work is called (the conformance suite does).
+void defer_host_work(stream_handle stream, std::function<void()> work);
+// Runs the work queued on `stream`. Never throws (the work must not).
+void synchronize_host_stream(stream_handle stream) noexcept;
+// Runs the work queued on every host stream.
+void synchronize_host_streams() noexcept;
+
+// Host memory: an event is complete at once unless work is queued on its stream (defer_host_work);
+// waiting on it, or synchronising it, runs that work.
 std::unique_ptr<stream_ordering> make_host_ordering();
 // CUDA events on `device` (throws invalid_state when the build has no CUDA).
 std::unique_ptr<stream_ordering> make_cuda_ordering(int device);

@@ -1,6 +1,7 @@
 #include "tools_functions.hpp"
 
 #include <algorithm>
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -9,6 +10,7 @@
 #include "gpumem/errors.hpp"
 #include "gpumem/link_bench.hpp"
 #include "gpumem/replay.hpp"
+#include "gpumem/stream_ordering.hpp"
 #include "gpumem/test_kernels.hpp"
 #include "resource_object.hpp"
 
@@ -154,6 +156,56 @@ Napi::Value SumU32(const Napi::CallbackInfo& info) {
   });
 }
 
+// deferHostWrite(stream, ptr, data): queues, on the host stream `stream`, a copy of `data` to ptr
+// that runs only when the stream is reached (synchronizeHostStream, an event behind it being
+// waited on, synchronizeHostStreams): a host stream kept busy, for the conformance suite's stream
+// order check. ptr must stay writable until then; the suite gives a block of the allocator under test.
+Napi::Value DeferHostWrite(const Napi::CallbackInfo& info) {
+  return guarded(info.Env(), [&] {
+    stream_handle stream = to_stream(info[0]);
+    auto* ptr = static_cast<std::uint8_t*>(to_pointer(info[1]));
+    if (!info[2].IsTypedArray() || info[2].As<Napi::TypedArray>().TypedArrayType() != napi_uint8_array) {
+      throw invalid_argument(invalid_argument::kind::type, "data", "Expected a Uint8Array for data but received " + describe(info[2]));
+    }
+    const Napi::Uint8Array data = info[2].As<Napi::Uint8Array>();
+    std::vector<std::uint8_t> bytes(data.Data(), data.Data() + data.ByteLength());
+    defer_host_work(stream, [ptr, bytes = std::move(bytes)] { std::copy(bytes.begin(), bytes.end(), ptr); });
+    return info.Env().Undefined();
+  });
+}
+
+// synchronizeHostStream(stream): runs the work queued on a host stream.
+Napi::Value SynchronizeHostStream(const Napi::CallbackInfo& info) {
+  return guarded(info.Env(), [&] {
+    synchronize_host_stream(to_stream(info[0]));
+    return info.Env().Undefined();
+  });
+}
+
+// synchronizeHostStreams(): runs the work queued on every host stream.
+Napi::Value SynchronizeHostStreams(const Napi::CallbackInfo& info) {
+  synchronize_host_streams();
+  return info.Env().Undefined();
+}
+
+// delayedAddU32(ptr, count, outPtr, stream, spinNs): sumU32 on raw device pointers (any
+// allocator's, TypeScript strategies included): spins spinNs on the GPU, then adds the sum of count
+// u32 at ptr into the u64 at outPtr. The caller vouches that both are live device-accessible memory.
+Napi::Value DelayedAddU32(const Napi::CallbackInfo& info) {
+  return guarded(info.Env(), [&] {
+    void* ptr = to_pointer(info[0]);
+    std::uint64_t count = to_u64(info[1]);
+    void* out = to_pointer(info[2]);
+#ifdef GPUMEM_WITH_CUDA
+    kernels::spin_then_sum_u32(ptr, count, to_u64(info[4]), out, to_stream(info[3]));
+#else
+    (void)ptr, (void)count, (void)out;
+    throw invalid_state("delayedAddU32 runs on a GPU; gpumem was built without CUDA");
+#endif
+    return info.Env().Undefined();
+  });
+}
+
 // linkBench({ device, bytes, repetitions, blocksPerSm: number[], threadsPerBlock }): the host-link
 // benchmark (gpumem/link_bench.hpp) on one GPU. Options are checked by the TypeScript wrapper and
 // again by the core.
@@ -228,6 +280,10 @@ void register_tools(Napi::Env env, Napi::Object exports) {
   add("sumU32", SumU32);
   add("peerFillU32", PeerFillU32);
   add("linkBench", LinkBench);
+  add("deferHostWrite", DeferHostWrite);
+  add("synchronizeHostStream", SynchronizeHostStream);
+  add("synchronizeHostStreams", SynchronizeHostStreams);
+  add("delayedAddU32", DelayedAddU32);
   exports.Set("tools", o);
 }
 

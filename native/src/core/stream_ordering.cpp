@@ -1,6 +1,11 @@
 #include "gpumem/stream_ordering.hpp"
 
 #include <algorithm>
+#include <atomic>
+#include <cstdint>
+#include <deque>
+#include <limits>
+#include <map>
 #include <mutex>
 #include <vector>
 
@@ -16,14 +21,77 @@ namespace gpumem {
 
 namespace {
 
-// Host memory is used synchronously by the calling thread: there is never anything to wait for.
+// The work queued on host streams (defer_host_work). Each queue counts the work it was given and
+// the work it has run; an event is a stream and a count to reach.
+struct host_queue {
+  std::deque<std::function<void()>> work;
+  std::uint64_t queued = 0;
+  std::uint64_t done = 0;
+};
+
+struct host_queues {
+  std::mutex mutex;
+  std::map<stream_handle, host_queue> by_stream;
+  std::atomic<std::uint64_t> pending{0};  // work queued and not run, on all streams: the fast path
+};
+
+host_queues& queues() {
+  static auto* q = new host_queues();  // never destroyed: usable during static destruction
+  return *q;
+}
+
+// Runs the work of `stream` up to its `target`-th item (under the lock: the work is a short copy
+// and must not call back here).
+void run_host_work(host_queues& q, stream_handle stream, std::uint64_t target) noexcept {
+  auto it = q.by_stream.find(stream);
+  if (it == q.by_stream.end()) return;
+  host_queue& h = it->second;
+  while (h.done < target && !h.work.empty()) {
+    std::function<void()> work = std::move(h.work.front());
+    h.work.pop_front();
+    ++h.done;
+    q.pending.fetch_sub(1, std::memory_order_relaxed);
+    work();
+  }
+  if (h.work.empty()) q.by_stream.erase(it);
+}
+
+struct host_event {
+  stream_handle stream;
+  std::uint64_t target;
+};
+
+// Host memory is used synchronously by the calling thread: there is nothing to wait for, except
+// work queued on a host stream (defer_host_work), which waiting runs.
 class host_ordering final : public stream_ordering {
  public:
-  event_handle record(stream_handle) override { return nullptr; }
-  bool query(event_handle) override { return true; }
-  void wait(stream_handle, event_handle) override {}
-  void synchronize(event_handle) override {}
-  void release(event_handle) noexcept override {}
+  event_handle record(stream_handle stream) override {
+    host_queues& q = queues();
+    if (q.pending.load(std::memory_order_relaxed) == 0) return nullptr;
+    std::lock_guard<std::mutex> lock(q.mutex);
+    auto it = q.by_stream.find(stream);
+    if (it == q.by_stream.end() || it->second.work.empty()) return nullptr;
+    return new host_event{stream, it->second.queued};
+  }
+  bool query(event_handle event) override {
+    if (event == nullptr) return true;
+    auto* e = static_cast<host_event*>(event);
+    host_queues& q = queues();
+    std::lock_guard<std::mutex> lock(q.mutex);
+    auto it = q.by_stream.find(e->stream);
+    return it == q.by_stream.end() || it->second.done >= e->target;
+  }
+  // Work on the waiting stream runs on the calling thread, after this returns: the event's work
+  // must run now.
+  void wait(stream_handle, event_handle event) override { synchronize(event); }
+  void synchronize(event_handle event) override {
+    if (event == nullptr) return;
+    auto* e = static_cast<host_event*>(event);
+    host_queues& q = queues();
+    std::lock_guard<std::mutex> lock(q.mutex);
+    run_host_work(q, e->stream, e->target);
+  }
+  void release(event_handle event) noexcept override { delete static_cast<host_event*>(event); }
 };
 
 #ifdef GPUMEM_WITH_CUDA
@@ -179,6 +247,29 @@ void notify_stream_destroyed(stream_handle stream) noexcept {
   // Held throughout, so that an observer cannot be destroyed while it is being told.
   std::lock_guard<std::mutex> lock(r.mutex);
   for (stream_observer* observer : r.observers) observer->on_stream_destroyed(stream);
+}
+
+void defer_host_work(stream_handle stream, std::function<void()> work) {
+  host_queues& q = queues();
+  std::lock_guard<std::mutex> lock(q.mutex);
+  host_queue& h = q.by_stream[stream];
+  h.work.push_back(std::move(work));
+  ++h.queued;
+  q.pending.fetch_add(1, std::memory_order_relaxed);
+}
+
+void synchronize_host_stream(stream_handle stream) noexcept {
+  host_queues& q = queues();
+  if (q.pending.load(std::memory_order_relaxed) == 0) return;
+  std::lock_guard<std::mutex> lock(q.mutex);
+  run_host_work(q, stream, std::numeric_limits<std::uint64_t>::max());
+}
+
+void synchronize_host_streams() noexcept {
+  host_queues& q = queues();
+  if (q.pending.load(std::memory_order_relaxed) == 0) return;
+  std::lock_guard<std::mutex> lock(q.mutex);
+  while (!q.by_stream.empty()) run_host_work(q, q.by_stream.begin()->first, std::numeric_limits<std::uint64_t>::max());
 }
 
 std::unique_ptr<stream_ordering> make_host_ordering() { return std::make_unique<host_ordering>(); }

@@ -3,7 +3,7 @@
  * @module
  */
 import { InvalidStateError, nativeCall } from './errors.js';
-import { loadNative, type NativeDeviceProperties } from './native.js';
+import { loadNative, type NativeDeviceProperties, type NativeTools } from './native.js';
 
 /** Where an allocator's memory lives. */
 export interface Device {
@@ -79,7 +79,20 @@ export function memoryInfo(index = 0): { freeBytes: number; totalBytes: number }
   return nativeCall('memoryInfo', () => loadNative().memoryInfo(index));
 }
 
-/** Waits for all work on the device. A no-op for the host. */
+/**
+ * The addon's host-stream queues, or undefined without the addon: work can only be queued on a host
+ * stream through it, so then there is nothing to run.
+ */
+export function hostQueues(): NativeTools | undefined {
+  try {
+    return loadNative().tools;
+  } catch {
+    return undefined;
+  }
+}
+
+/** Waits for all work on the device; for the host, runs the work queued on host streams (if any). */
 export function synchronizeDevice(device: Device): void {
   if (device.kind === 'cuda') nativeCall('synchronizeDevice', () => loadNative().synchronizeDevice(device.index));
+  else hostQueues()?.synchronizeHostStreams();
 }

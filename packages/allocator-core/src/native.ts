@@ -174,6 +174,14 @@ export interface NativeTools {
   /** fillU32 from a kernel on `device` (a peer of the memory's device), waiting for it. */
   peerFillU32(resource: NativeResource, ptr: number, count: number, value: number, device: number): void;
   linkBench(options: NativeLinkBenchOptions): NativeLinkBench;
+  /** Queues on host stream `stream` a copy of `data` to `ptr` that runs when the stream is reached (tests of stream order). */
+  deferHostWrite(stream: number, ptr: number, data: Uint8Array): void;
+  /** Runs the work queued on host stream `stream`. */
+  synchronizeHostStream(stream: number): void;
+  /** Runs the work queued on every host stream. */
+  synchronizeHostStreams(): void;
+  /** sumU32 on raw device pointers: spins `spinNs` on `stream`, then adds the sum of `count` u32 at ptr into the u64 at outPtr. */
+  delayedAddU32(ptr: number, count: number, outPtr: number, stream: number, spinNs: number): void;
 }
 
 /** What the host-link benchmark is given (every field checked by `linkBenchmark` in ./tools). */

@@ -1,9 +1,12 @@
 /**
  * Streams and events. On a GPU a Stream is a non-blocking cudaStream_t; over host memory it is a
  * key that keeps free lists apart, so stream-aware strategies behave the same on machines with no GPU.
+ * Work on a host stream runs at once, except work a test queues on it (the conformance suite's
+ * stream-order check), which runs when the stream is reached: synchronize(), an event recorded
+ * behind it being waited on, or synchronizeDevice(hostDevice).
  * @module
  */
-import { hostDevice, type Device } from './device.js';
+import { hostDevice, hostQueues, type Device } from './device.js';
 import { InvalidStateError, nativeCall } from './errors.js';
 import { loadNative } from './native.js';
 
@@ -59,6 +62,7 @@ export class Stream {
   /** Waits for all work queued on the stream. */
   synchronize(): void {
     if (this.device.kind === 'cuda') nativeCall('synchronizeStream', () => loadNative().synchronizeStream(this.handle));
+    else hostQueues()?.synchronizeHostStream(this.handle);
   }
 
   /**
@@ -70,6 +74,7 @@ export class Stream {
   destroy(): void {
     if (this.#handle < 0 || !this.#owned) return;
     if (this.device.kind === 'cuda') nativeCall('destroyStream', () => loadNative().destroyStream(this.#handle));
+    else this.synchronize();
     this.#handle = -1;
   }
 }

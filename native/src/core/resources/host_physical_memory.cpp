@@ -12,6 +12,7 @@
 
 #include "gpumem/errors.hpp"
 #include "gpumem/physical_memory.hpp"
+#include "gpumem/stream_ordering.hpp"
 
 namespace gpumem {
 namespace {
@@ -43,7 +44,10 @@ class host_physical_memory final : public physical_memory {
     return reinterpret_cast<void*>(aligned);
   }
 
-  void release_range(void* base, std::size_t bytes) noexcept override { munmap(base, bytes); }
+  void release_range(void* base, std::size_t bytes) noexcept override {
+    synchronize_host_streams();  // work queued on a host stream must not write into a hole
+    munmap(base, bytes);
+  }
 
   void map_run(void* addr, std::size_t bytes) override {
     if (mprotect(addr, bytes, PROT_READ | PROT_WRITE) != 0) {
@@ -55,9 +59,12 @@ class host_physical_memory final : public physical_memory {
   }
 
   void unmap_run(void* addr, std::size_t bytes) noexcept override {
+    synchronize_host_streams();  // work queued on a host stream must not fault on PROT_NONE
     madvise(addr, bytes, MADV_DONTNEED);  // the pages go back to the system now
     mprotect(addr, bytes, PROT_NONE);     // and a stray access faults, as on an unmapped GPU range
   }
+
+  void synchronize() noexcept override { synchronize_host_streams(); }
 
   std::uint64_t total_bytes() const noexcept override { return 0; }
   memory_kind kind() const noexcept override { return memory_kind::host; }

@@ -3,6 +3,8 @@
 #include <cstdlib>
 #include <limits>
 
+#include "gpumem/stream_ordering.hpp"
+
 namespace gpumem {
 
 host_resource::~host_resource() {
@@ -27,6 +29,7 @@ void* host_resource::do_allocate(std::size_t bytes, stream_handle) {
 
 void host_resource::do_deallocate(void* ptr, std::size_t bytes, stream_handle) {
   table_.remove(ptr, bytes);
+  synchronize_host_streams();  // as cudaFree: work still queued on a host stream may use ptr
   std::free(ptr);
 }
 

@@ -15,6 +15,7 @@
 
 #include "gpumem/errors.hpp"
 #include "gpumem/physical_memory.hpp"
+#include "gpumem/stream_ordering.hpp"
 #include "gpumem/tier_memory.hpp"
 
 namespace gpumem {
@@ -61,12 +62,17 @@ class host_tier_memory final : public tier_memory {
   }
 
   void unmap(void* addr, std::size_t bytes) noexcept override {
+    synchronize_host_streams();  // work queued on a host stream must not fault on PROT_NONE
     // Back to an inaccessible reservation (munmap would leave a hole another mmap could take).
     mmap(addr, bytes, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED, -1, 0);
   }
 
-  void copy(void* dst, const void* src, std::size_t bytes, stream_handle) override { std::memcpy(dst, src, bytes); }
-  void synchronize(stream_handle) override {}
+  void copy(void* dst, const void* src, std::size_t bytes, stream_handle stream) override {
+    synchronize_host_stream(stream);  // in stream order, after the work queued before it
+    std::memcpy(dst, src, bytes);
+  }
+  void synchronize(stream_handle stream) override { synchronize_host_stream(stream); }
+  void synchronize_device() noexcept override { synchronize_host_streams(); }
 
   std::uint64_t default_device_budget() const override { return std::uint64_t{1} << 30; }
   memory_kind kind() const noexcept override { return memory_kind::host; }
