@@ -1,6 +1,7 @@
 /**
  * The conformance suite every strategy must pass: the malloc/free/stats/prefetch contract, data
- * integrity, stream order, bad input (typed errors naming the argument, nothing changed), out of
+ * integrity, stream order (within a stream, and across streams while the freeing stream is still
+ * busy), bad input (typed errors naming the argument, nothing changed), out of
  * memory and recovery, trim and dispose. gpumem runs it over every registered strategy; a plug-in
  * author runs it over theirs, with their options, from their own test file:
  *
@@ -19,6 +20,7 @@
  * @module
  */
 import { isOutOfMemory, InvalidStateError, type OutOfMemoryError } from '../errors.js';
+import { loadNative } from '../native.js';
 import { Stream } from '../stream.js';
 import type { Allocator, AllocatorStats, DevicePtr } from '../types.js';
 
@@ -66,6 +68,22 @@ function pattern(bytes: number, seed: number): Uint8Array {
     out[i] = x & 0xff;
   }
   return out;
+}
+
+/** How long the GPU variant of the cross-stream check keeps the freeing stream busy. */
+const busyStreamNs = 300_000_000;
+
+/**
+ * Makes `stream` busy with work that will write into [ptr, ptr + 8) later, as a kernel still
+ * running when the block is freed: on a GPU a kernel that spins for 300 ms and then adds into the
+ * block's first 8 bytes; on the host a copy of `later` queued on the host stream, which runs when
+ * the stream is reached (Stream#synchronize, or an event recorded behind it being waited on, which
+ * is how stream-ordered strategies order reuse).
+ */
+function keepBusyWriting(allocator: Allocator, stream: Stream, ptr: DevicePtr, later: Uint8Array): void {
+  const tools = loadNative().tools;
+  if (allocator.device.kind === 'host') tools.deferHostWrite(stream.handle, ptr, later);
+  else tools.delayedAddU32(ptr, 2, ptr, stream.handle, busyStreamNs);
 }
 
 /** The stats fields every call must keep exact. */
@@ -254,6 +272,39 @@ export function describeConformance(t: ConformanceTestApi, options: ConformanceO
         expect(a.stats().allocatedBytes).toBe(0);
       } finally {
         s.destroy();
+      }
+    });
+
+    // The contract: free(p, n, A) lets work already queued on A still use p, so p may go to another
+    // stream only after that work (an event recorded on A has completed, or the other stream waits
+    // on it). A strategy that shares its free memory across streams without that hands B a block
+    // that A's work then overwrites. On the host the freeing stream is made busy by a queued copy
+    // (host streams otherwise run everything at once, and such reuse would go unseen).
+    it('never hands memory that work queued on one stream still uses to another stream before that work', () => {
+      const A = Stream.create(a.device);
+      const B = Stream.create(a.device);
+      const bytes = 8192;
+      try {
+        const p = a.malloc(bytes, A);
+        a.write(p, pattern(bytes, 21), 0, A);
+        keepBusyWriting(a, A, p, pattern(bytes, 22));
+        a.free(p, bytes, A); // correct use: A's queued work may still use p
+        const q = a.malloc(bytes, B);
+        a.write(q, pattern(bytes, 23), 0, B);
+        A.synchronize(); // A's work has run now, whether or not the allocator made B wait for it
+        B.synchronize();
+        const back = new Uint8Array(bytes);
+        a.read(q, back, 0, B);
+        // 'reused while A busy': B got memory freed on A, and A's queued work then overwrote B's data
+        const overlaps = q < p + bytes && p < q + bytes;
+        const verdict = Buffer.compare(back, pattern(bytes, 23)) === 0 ? 'intact' : overlaps ? 'reused while A busy' : 'corrupted';
+        expect(verdict).toBe('intact');
+        a.free(q, bytes, B);
+      } finally {
+        A.synchronize();
+        B.synchronize();
+        A.destroy();
+        B.destroy();
       }
     });
 
