@@ -44,6 +44,8 @@ class BuildWithLibrary(build_py):
     """build_py that first compiles libgpumem_torch.so and puts it in the package (gpumem_torch/lib/)."""
 
     def run(self):
+        # setuptools never empties build/lib: a module removed from the package would stay in the wheel.
+        shutil.rmtree(Path(self.build_lib) / "gpumem_torch", ignore_errors=True)
         super().run()
         if shutil.which("cmake") is None:
             raise SystemExit("gpumem-torch: cmake is not on PATH (apt-get install cmake)")
