@@ -1,6 +1,6 @@
-import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
 import {
@@ -176,5 +176,33 @@ describe('malformed traces', () => {
 
   it('a missing file is the file system error, not a TraceFormatError', async () => {
     await expect(readTrace(join(dir, 'none.jsonl'))).rejects.toMatchObject({ code: 'ENOENT' });
+  });
+});
+
+describe('module structure', () => {
+  it('the modules of this package import one another without a cycle (static or dynamic imports)', () => {
+    const root = fileURLToPath(new URL('.', import.meta.url));
+    const files = (readdirSync(root, { recursive: true }) as string[]).filter((f) => f.endsWith('.ts') && !f.endsWith('.test.ts'));
+    const imports = new Map<string, string[]>();
+    for (const f of files) {
+      const text = readFileSync(join(root, f), 'utf8');
+      const targets = [...text.matchAll(/(?:from|import)\s*\(?\s*'(\.{1,2}\/[^']+)\.js'/g)].map((m) => join(dirname(f), `${m[1]}.ts`));
+      imports.set(join(f), targets);
+    }
+    const cycles: string[] = [];
+    const state = new Map<string, 'open' | 'done'>();
+    const visit = (f: string, path: string[]) => {
+      if (state.get(f) === 'done') return;
+      if (state.get(f) === 'open') {
+        cycles.push([...path.slice(path.indexOf(f)), f].join(' → '));
+        return;
+      }
+      state.set(f, 'open');
+      for (const t of imports.get(f) ?? []) visit(t, [...path, f]);
+      state.set(f, 'done');
+    };
+    for (const f of imports.keys()) visit(f, []);
+    expect(imports.get('format.ts')).toContain(join('formats', 'index.ts'));
+    expect(cycles).toEqual([]);
   });
 });
