@@ -6,7 +6,7 @@
  * @module
  */
 import { createReadStream } from 'node:fs';
-import { open, stat } from 'node:fs/promises';
+import { open, readFile, stat } from 'node:fs/promises';
 import type { Readable, Transform } from 'node:stream';
 import { StringDecoder } from 'node:string_decoder';
 import * as zlib from 'node:zlib';
@@ -170,6 +170,10 @@ export async function openTraceFile(path: string, options: { maxDecompressedByte
 
 /** All of a source's content in one Buffer (a pickle is read whole). */
 export async function readAll(source: TraceSource): Promise<Buffer> {
+  if (source.compression === undefined) {
+    source.close();
+    return readFile(source.file); // one buffer of the file's size, never a copy of chunks
+  }
   const parts: Buffer[] = [];
   try {
     for await (const chunk of source.chunks) parts.push(chunk);
