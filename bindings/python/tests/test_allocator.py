@@ -320,7 +320,7 @@ class AllocatorTorchTests(unittest.TestCase):
         r = self.worker("--mode", "current")
         self.assertTrue(r["sum_ok"])
         self.assertEqual(r["instance"], 1)
-        self.assertEqual(r["allocated"], 4 * MiB)
+        self.assertGreaterEqual(r["allocated"], 4 * MiB)
         self.assertEqual(r["allocated_after"], 0)
         self.assertEqual(r["default_instance_active"], 0)
 
