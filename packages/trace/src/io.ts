@@ -155,7 +155,10 @@ export async function openTraceFile(path: string, options: { maxDecompressedByte
     failure = e;
   }
   const head = Buffer.concat(first);
-  if (failure && head.length === 0) throw sourceFormatError(path, failure); // nothing to tell a format by
+  if (failure && head.length === 0) {
+    close();
+    throw sourceFormatError(path, failure); // nothing to tell a format by
+  }
   async function* chunks(): AsyncGenerator<Buffer> {
     try {
       if (head.length > 0) yield head;
