@@ -32,7 +32,7 @@
 #                     repository's native/build/Release/libgpumem_torch.so)
 #   PYTHON            default python3 (needs torch and psutil, as the seed script does)
 #
-# Writes OUT_DIR/results.jsonl: one line per run {part, allocator, nodes, ok, exit, epoch_times_s,
+# Appends to OUT_DIR/results.jsonl (so that PART=time and PART=search can run as two calls): one line per run {part, allocator, nodes, ok, exit, epoch_times_s,
 # median_epoch_s, first_epoch_s, host_used_peak_bytes, report}; logs as OUT_DIR/<part>-<allocator>-<nodes>.log;
 # and prints a table.
 set -uo pipefail
@@ -69,32 +69,33 @@ limit_bytes=$((host_limit_gib * 1024 * 1024 * 1024))
 echo "seed script: $seed (sha256 $(sha256sum "$seed" | cut -c1-16)); library: $lib" >&2
 nvidia-smi --query-gpu=name,memory.total,memory.used --format=csv,noheader >&2 || true
 
-mem_available() { awk '/^MemAvailable:/ {print $2 * 1024}' /proc/meminfo; }
+mem_available() { echo $(( $(awk '/^MemAvailable:/ {print $2}' /proc/meminfo) * 1024 )); }
 
 # run PART ALLOCATOR NODES EPOCHS: one process; appends a JSON line; returns 0 when it trained
 # within the host limit.
 run() {
   local tag="$1" alloc="$2" n="$3" ep="$4"
   local log="$out/$tag-$alloc-$n.log" report="$out/$tag-$alloc-$n.json"
-  local -a env=(GPUMEM_ALLOCATOR="$alloc" PYTHONUNBUFFERED=1)
+  local -a vars=(GPUMEM_ALLOCATOR="$alloc" PYTHONUNBUFFERED=1)
   case "$alloc" in
     uvm)
       if [ "${OVERSUBSCRIBE:-0}" != 1 ]; then
         echo "   skipped: uvm without a cap oversubscribes the device; set OVERSUBSCRIBE=1 to run it" >&2
         return 1
       fi
-      env+=(GPUMEM_UVM_LIMIT=none) ;;
-    tiered) env+=(GPUMEM_TIERED_HOST_BUDGET="${host_limit_gib}GiB") ;;
+      vars+=(GPUMEM_UVM_LIMIT=none) ;;
+    tiered) vars+=(GPUMEM_TIERED_HOST_BUDGET="${host_limit_gib}GiB") ;;
   esac
   local before sample_file sampler
   before="$(mem_available)"
   sample_file="$(mktemp)"
+  echo "$before" >"$sample_file"
   ( min="$before"; while :; do a="$(mem_available)"; [ "$a" -lt "$min" ] && min="$a" && echo "$min" >"$sample_file"; sleep 0.5; done ) &
   sampler=$!
   echo "== $tag $alloc nodes=$n epochs=$ep" >&2
   local start end code
   start="$(date +%s.%N)"
-  (cd "$out/work" && env "${env[@]}" timeout "$run_timeout" "$python" benchmark_gnn_uvm.py --dataset random \
+  (cd "$out/work" && env "${vars[@]}" timeout "$run_timeout" "$python" benchmark_gnn_uvm.py --dataset random \
       --nodes "$n" --epochs "$ep" --warmup "$warmup" --use_uvm --report_json "$report") >"$log" 2>&1
   code=$?
   end="$(date +%s.%N)"
