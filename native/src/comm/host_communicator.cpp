@@ -2,6 +2,7 @@
 #include "host_communicator.hpp"
 
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -29,7 +30,7 @@ namespace gpumem::comm {
 namespace {
 
 constexpr std::uint64_t region_magic = 0x31636d6f636d6d67ull;  // "gmmcomc1"
-constexpr std::uint32_t layout_version = 2;
+constexpr std::uint32_t layout_version = 3;
 constexpr std::size_t reason_bytes = 1024;
 constexpr std::size_t line = 64;
 
@@ -47,6 +48,7 @@ struct region_header {
   std::atomic<std::int32_t> failed_rank;   // the rank named by the abort; -1 for none
   std::atomic<std::uint32_t> attaches;     // attaches so far (never decreases)
   std::uint32_t unlink_when_attached;      // 1: the attach that makes `attaches` reach `size` removes the name
+  std::int32_t creator_pid;                // the process that created the region (the launcher)
   char abort_reason[reason_bytes];
 };
 
@@ -144,6 +146,12 @@ void check_abort(const region_header& h) {
   throw comm_aborted(rank >= 0 ? "aborted: rank " + std::to_string(rank) + " failed: " + reason : "aborted: " + reason);
 }
 
+// True when the process that created the region has exited: a group whose launcher is gone must
+// not wait for ranks that will never come (where the kernel does not kill them with it).
+bool creator_gone(const region_header& h) {
+  return h.creator_pid > 0 && kill(static_cast<pid_t>(h.creator_pid), 0) != 0 && errno == ESRCH;
+}
+
 inline void cpu_relax() {
 #if defined(__x86_64__) || defined(__i386__)
   __builtin_ia32_pause();
@@ -216,6 +224,7 @@ std::string create_host_region(int size, std::uint64_t slot_bytes, bool unlink_w
   h->total_bytes = total;
   h->failed_rank.store(-1);
   h->unlink_when_attached = unlink_when_attached ? 1 : 0;
+  h->creator_pid = static_cast<std::int32_t>(getpid());
   for (int r = 0; r < size; ++r) new (&m->state(r)) rank_state{};
   try {
     created_regions& c = created();
@@ -343,6 +352,11 @@ void host_communicator::barrier(const char* op) {
       const std::string why = "timed out after " + std::to_string(timeout_ms_) + " ms in " + op + " waiting for ranks " + missing;
       record_abort(region_->map.header(), rank_, why);  // the others stop too
       throw comm_aborted(why);
+    }
+    if (spins % 1024 == 0 && creator_gone(h)) {
+      const std::string why = "the process that created the region (pid " + std::to_string(h.creator_pid) + ", the launcher) is gone";
+      record_abort(region_->map.header(), -1, why);  // the others stop too
+      throw comm_aborted("aborted: " + why);
     }
     std::this_thread::sleep_for(std::chrono::microseconds(50));
   }

@@ -5,7 +5,8 @@
 // with a barrier on atomics in the mapping between writing and reading. Elements are f32.
 //
 // Every rank sums the slots in rank order 0..size-1, so all ranks get bit-identical results. A
-// wait ends early when any rank or the parent aborts the region, and after timeout_ms: both throw
+// wait ends early when any rank or the parent aborts the region, when the process that created
+// the region has exited (checked every ~50 ms of waiting), and after timeout_ms: all throw
 // comm_aborted saying why. Buffers on a CUDA device (device >= 0, CUDA builds) are staged with
 // cudaMemcpyAsync on the collective's stream; host buffers (device -1) are copied directly.
 #pragma once

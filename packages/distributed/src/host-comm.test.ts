@@ -148,6 +148,38 @@ describe.skipIf(needsBuild)(`host communicator across processes${needsBuild ? ` 
   });
 });
 
+describe.skipIf(needsBuild)(`host communicator whose launcher is gone${needsBuild ? ` (skipped: ${needsBuild})` : ''}`, () => {
+  it('a collective waiting for a rank stops with CommAbortedError once the process that created the region has exited', async () => {
+    const creator = spawn(process.execPath, [fileURLToPath(new URL('./fixtures/region-creator.mjs', import.meta.url))], {
+      env: { ...process.env, ...(addon ? { GPUMEM_ADDON: addon } : {}) },
+      stdio: ['ignore', 'pipe', 'inherit'],
+    });
+    const exited = new Promise((resolve) => creator.on('exit', resolve));
+    const name = await new Promise<string>((resolve) => {
+      let out = '';
+      creator.stdout.on('data', (d: Buffer) => {
+        out += d.toString();
+        if (out.includes('\n')) resolve(out.trim());
+      });
+    });
+    const waiting = attachHostCommunicator({ name, rank: 0, size: 2, timeoutMs: 20_000 });
+    const absent = attachHostCommunicator({ name, rank: 1, size: 2 }); // attached, never joins the collective
+    creator.kill('SIGKILL');
+    await exited; // reaped: the pid no longer exists
+    const allocator = createAllocator('host');
+    try {
+      const ptr = allocator.malloc(16);
+      const t0 = performance.now();
+      expect(() => waiting.allReduce(ptr, 4, Stream.default(hostDevice))).toThrow(/^aborted: the process that created the region \(pid \d+, the launcher\) is gone$/);
+      expect(performance.now() - t0).toBeLessThan(10_000); // well before the 20 s timeout
+    } finally {
+      waiting.dispose();
+      absent.dispose();
+      allocator.dispose();
+    }
+  });
+});
+
 describe('host communicator in this process', () => {
   let region: HostCommRegion;
   beforeAll(() => {
