@@ -16,6 +16,7 @@ that everything on the device would need 4 x 0.3 = 1.2 times the free memory. Th
           past the device's free memory is the point of this variant (explicit oversubscription).
 
     python3 adamw_states_mempool.py --strategy tiered
+    python3 adamw_states_mempool.py --strategy tiered --place host   # every state on the host tier
     python3 adamw_states_mempool.py --strategy uvm --steps 3
 
 Prints gpumem's statistics for the pool's allocator beside PyTorch's view of the same memory
@@ -70,6 +71,9 @@ def main():
     ap.add_argument("--steps", type=int, default=3)
     ap.add_argument("--host-limit-gib", type=float, default=100.0, help="most host memory the states may take")
     ap.add_argument("--headroom-gib", type=float, default=4.0, help="tiered: device memory left out of its budget")
+    ap.add_argument("--place", choices=["auto", "host"], default="auto",
+                    help="tiered: 'auto' fills the device budget first, then spills; 'host' makes the states "
+                         "inside gpumem_torch.place('host')")
     args = ap.parse_args()
     if not 0.05 <= args.fraction <= 0.45:
         ap.error("--fraction must be within 0.05 and 0.45 (parameters and gradients must fit on the device)")
@@ -109,7 +113,7 @@ def main():
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4, weight_decay=0.01, foreach=False)
     pool = alloc.mem_pool()
     t0 = time.perf_counter()
-    with torch.cuda.use_mem_pool(pool):
+    with torch.cuda.use_mem_pool(pool), gpumem_torch.place(args.place):
         init_adamw_state(optimizer, torch)
     torch.cuda.synchronize()
     print(f"states made in the pool in {time.perf_counter() - t0:.1f} s")

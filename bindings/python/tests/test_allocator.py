@@ -390,15 +390,17 @@ class AllocatorTorchTests(unittest.TestCase):
         # Small (parameters 5% of the free memory) so that it runs in seconds; the example's own
         # sizes (1.2x the free memory) are run by hand: see docs/torch.md.
         example = os.path.join(BINDINGS, "examples", "adamw_states_mempool.py")
-        for strategy in ("tiered", "uvm"):
-            with self.subTest(strategy=strategy):
+        for strategy, place in (("tiered", "auto"), ("tiered", "host"), ("uvm", "auto")):
+            with self.subTest(strategy=strategy, place=place):
                 proc = subprocess.run(
-                    [sys.executable, example, "--strategy", strategy, "--fraction", "0.05", "--dim", "4096", "--steps", "2"],
+                    [sys.executable, example, "--strategy", strategy, "--place", place, "--fraction", "0.05", "--dim", "4096", "--steps", "2"],
                     capture_output=True, text=True, env=_clean_env(), timeout=600,
                 )
                 self.assertEqual(proc.returncode, 0, f"{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
                 self.assertIn("step 2: loss", proc.stdout)
                 self.assertIn("(= gpumem's allocated bytes)", proc.stdout)
+                if place == "host":  # every state on the host tier
+                    self.assertRegex(proc.stdout, r"gpumem.host_allocated_bytes.current\s+[1-9]")
 
 
 if __name__ == "__main__":
