@@ -278,6 +278,8 @@ class TorchTests(unittest.TestCase):
                 # PyTorch's convention, then gpumem's detail (test_oom.py checks the tools' predicates).
                 self.assertTrue(r["message"].startswith(f"CUDA out of memory. gpumem: {name} could not allocate"), r["message"])
                 self.assertIn("largest free block", r["message"])
+                # accelerate's and Lightning's out-of-memory checks (oom_predicates.py) accept it.
+                self.assertEqual(r["accepted"], {k: True for k in r["accepted"]}, r["message"])
                 self.assertEqual(r["num_ooms"], 1)
                 self.assertTrue(r["works_after"])
                 self.assertEqual(r["allocated_after"], 0)

@@ -31,6 +31,9 @@ os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
 import gpumem_torch  # noqa: E402
 from seed_gcn import build_seed_gcn  # noqa: E402
 
+sys.path.insert(0, HERE)
+from oom_predicates import accepted_by_all  # noqa: E402
+
 
 def emit(result):
     sys.stdout.write("GPUMEM_WORKER_RESULT " + json.dumps(result, sort_keys=True) + "\n")
@@ -234,6 +237,7 @@ def run_oom(args, result):
         result["raised"] = type(e).__name__
         result["is_runtime_error"] = isinstance(e, RuntimeError)
         result["message"] = str(e)
+        result["accepted"] = accepted_by_all(e)
     stats = gpumem_torch.memory_stats()
     result["num_ooms"] = stats["num_ooms"]
     result["last_error"] = gpumem_torch.last_error()
