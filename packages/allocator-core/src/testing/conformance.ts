@@ -74,11 +74,12 @@ function pattern(bytes: number, seed: number): Uint8Array {
 const busyStreamNs = 300_000_000;
 
 /**
- * Makes `stream` busy with work that will write into [ptr, ptr + 8) later, as a kernel still
+ * Makes `stream` busy with work that will write into the block at `ptr` later, as a kernel still
  * running when the block is freed: on a GPU a kernel that spins for 300 ms and then adds into the
- * block's first 8 bytes; on the host a copy of `later` queued on the host stream, which runs when
- * the stream is reached (Stream#synchronize, or an event recorded behind it being waited on, which
- * is how stream-ordered strategies order reuse).
+ * block's first 8 bytes; on the host a copy of `later` into the block, queued on the host stream,
+ * which runs when the stream is reached (Stream#synchronize, or an event recorded behind it being
+ * waited on, which is how stream-ordered strategies order reuse). `ptr` is used as an address, as
+ * the communicators and kernels use allocations.
  */
 function keepBusyWriting(allocator: Allocator, stream: Stream, ptr: DevicePtr, later: Uint8Array): void {
   const tools = loadNative().tools;
