@@ -87,7 +87,7 @@ describe('adviseAllocator', () => {
       "Fewest driver calls: pool, 38 calls, 5% fewer than PyTorch's 40 calls.",
       'Fastest calls: pool, 600 ns per call on average (next: tiered, 3000 ns).',
       'Not ranked: host and pinned keep their memory in host memory, not on the GPU.',
-      'Not ranked for memory: tiered holds what does not fit on the device in host memory (92.00 MiB at most in the tracked pass), so its figures count host memory too; it trades device memory for transfers over the bus.',
+      'Not ranked for memory: tiered holds what does not fit on the device in host memory (92.00 MiB at most in the tracked pass), so its minimum capacity counts on host memory; it trades device memory for transfers over the bus.',
       'Caveat: not replayed, so not compared: cuda and async (no CUDA device).',
       "Caveat: replayed without a GPU: the device strategies ran on their host twins (the same logic over host memory); times are not a GPU's.",
     ]);

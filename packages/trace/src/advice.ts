@@ -110,7 +110,7 @@ function best(candidates: readonly AdviceCandidate[], value: (c: AdviceCandidate
 function withPeer(pick: AdvicePick | undefined, peerValue: number | undefined): AdvicePick | undefined {
   // A peer that recorded nothing (a snapshot without segment entries) is no yardstick.
   if (pick === undefined || peerValue === undefined || peerValue <= 0) return pick;
-  return { ...pick, peer: { value: peerValue, lessBy: peerValue > 0 ? (peerValue - pick.value) / peerValue : 0 } };
+  return { ...pick, peer: { value: peerValue, lessBy: (peerValue - pick.value) / peerValue } };
 }
 
 function names(labels: readonly string[]): string {
@@ -141,7 +141,7 @@ function notRankedLines(candidates: readonly AdviceCandidate[], notRanked: Skipp
     const spilled = c.spilledBytes === undefined ? '' : c.spilledBytes > 0 ? ` (${formatBytes(c.spilledBytes)} at most in the tracked pass)` : ' (none in the tracked pass)';
     notRanked.push({ label: c.label, reason: 'spills to host memory past the device: its minimum capacity and peak reserved count host memory too' });
     lines.push(
-      `Not ranked for memory: ${c.label} holds what does not fit on the device in host memory${spilled}, so its figures count host memory too; it trades device memory for transfers over the bus.`,
+      `Not ranked for memory: ${c.label} holds what does not fit on the device in host memory${spilled}, so its minimum capacity counts on host memory; it trades device memory for transfers over the bus.`,
     );
   }
   return lines;
