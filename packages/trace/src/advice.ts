@@ -139,7 +139,7 @@ function notRankedLines(candidates: readonly AdviceCandidate[], notRanked: Skipp
   }
   for (const c of candidates.filter((c) => c.memory === 'spills')) {
     const spilled = c.spilledBytes === undefined ? '' : c.spilledBytes > 0 ? ` (${formatBytes(c.spilledBytes)} at most in the tracked pass)` : ' (none in the tracked pass)';
-    notRanked.push({ label: c.label, reason: 'spills to host memory past the device: its minimum capacity and peak reserved count host memory too' });
+    notRanked.push({ label: c.label, reason: 'spills to host memory past the device: its minimum capacity counts on host memory' });
     lines.push(
       `Not ranked for memory: ${c.label} holds what does not fit on the device in host memory${spilled}, so its minimum capacity counts on host memory; it trades device memory for transfers over the bus.`,
     );
