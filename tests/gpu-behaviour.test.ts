@@ -9,7 +9,7 @@ import {
   createAllocator,
   cudaDevice,
   memoryInfo,
-  NativeAllocator,
+  type NativeAllocator,
   Stream,
   type Device,
 } from '@gpumem/allocator-core';

@@ -10,7 +10,7 @@ import {
   createAllocator,
   isOutOfMemory,
   listAllocators,
-  NativePluginAllocator,
+  type NativePluginAllocator,
   pluginOptionString,
   strategyInfo,
   type OutOfMemoryError,

@@ -13,7 +13,7 @@ import {
   deviceCount,
   listAllocators,
   loadNative,
-  NativeAllocator,
+  type NativeAllocator,
   peerTopology,
   type Allocator,
 } from '@gpumem/allocator-core';

@@ -30,7 +30,7 @@ describe('gpumem CLI', () => {
     const arena = fileURLToPath(new URL('../../../examples/dist/arena/index.js', import.meta.url));
     const r = spawnSync(process.execPath, [cli, 'info'], { encoding: 'utf8', env: { ...process.env, GPUMEM_PLUGINS: arena } });
     expect(r.status).toBe(0);
-    expect(r.stdout).toMatch(/^  arena /m);
+    expect(r.stdout).toMatch(/^ {2}arena /m);
     const bad = spawnSync(process.execPath, [cli, 'info'], { encoding: 'utf8', env: { ...process.env, GPUMEM_PLUGINS: 'no-such-plugin' } });
     expect(bad.status).toBe(1);
     expect(bad.stderr).toMatch(/could not load allocator plug-in 'no-such-plugin'/);
