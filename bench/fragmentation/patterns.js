@@ -1,5 +1,7 @@
 // The fragmentation patterns, as gpumem allocation traces (the events of packages/trace's JSONL
 // form). Deterministic: the same trace every time. See README.md for what each reproduces.
+import { random } from '../lib/random.js';
+
 const MiB = 2 ** 20;
 
 // Builds events with unique pointers and increasing times.
@@ -24,17 +26,6 @@ class TraceBuilder {
   }
 }
 
-// A small deterministic generator (mulberry32), so that the traces never change.
-function random(seed) {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 /**
  * (a) The cycle: each of 100 cycles keeps a 48 MiB block and allocates then frees a temporary of

@@ -16,6 +16,7 @@ import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { cliArgs } from '../lib/args.js';
+import { random } from '../lib/random.js';
 
 const usage = 'Usage: node bench/trace-memory/run.js [--events N,N,...] [--out FILE]';
 const self = fileURLToPath(import.meta.url);
@@ -36,17 +37,6 @@ function parseArgs(argv) {
   return a;
 }
 
-/** mulberry32: the same trace for the same count, run after run. */
-function random(seed) {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 /** Writes a JSONL trace of `count` events to `file`. */
 async function writeTraceFile(file, count) {
