@@ -14,7 +14,7 @@ import '@gpumem/allocator-uvm';
 import '@gpumem/allocator-expandable';
 import '@gpumem/allocator-tiered';
 import '@gpumem/allocator-pinned';
-import { train, type TrainOptions } from '../packages/gnn/src/train.js';
+import { train, type TrainOptions } from '../packages/gnn/src/training/train.js';
 import { gpuAvailable, gpuTitle } from './gpu.js';
 
 const MiB = 2 ** 20;

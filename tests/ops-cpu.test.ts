@@ -4,10 +4,10 @@
  */
 import { afterAll, describe, expect, it } from 'vitest';
 import { HostAllocator, hasCudaDevice, loadNative } from '@gpumem/allocator-core';
-import type { NativeOps } from '../packages/gnn/src/native-ops.js';
-import { Runtime } from '../packages/gnn/src/runtime.js';
+import type { NativeOps } from '../packages/gnn/src/framework/native-ops.js';
+import { Runtime } from '../packages/gnn/src/framework/runtime.js';
 import { Mlp } from '../packages/gnn/src/models/mlp.js';
-import { SGD, softmaxCrossEntropyBiasGrad } from '../packages/gnn/src/nn.js';
+import { SGD, softmaxCrossEntropyBiasGrad } from '../packages/gnn/src/framework/nn.js';
 import { randf, randi, relL2 } from './test-data.js';
 
 const ops = (loadNative() as unknown as { ops: NativeOps }).ops;

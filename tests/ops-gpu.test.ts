@@ -14,7 +14,7 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { CudaAllocator, CudaGraph, HostAllocator, Stream, loadNative } from '@gpumem/allocator-core';
-import type { NativeOps } from '../packages/gnn/src/native-ops.js';
+import type { NativeOps } from '../packages/gnn/src/framework/native-ops.js';
 import { gpuAvailable, gpuTitle } from './gpu.js';
 import { randf, randi, relL2 } from './test-data.js';
 

@@ -8,8 +8,8 @@ import '@gpumem/allocator-pool';
 import '@gpumem/allocator-async';
 import '@gpumem/allocator-uvm';
 import '@gpumem/examples/arena';
-import type { NativeOps } from '../packages/gnn/src/native-ops.js';
-import { train } from '../packages/gnn/src/train.js';
+import type { NativeOps } from '../packages/gnn/src/framework/native-ops.js';
+import { train } from '../packages/gnn/src/training/train.js';
 import { gpuAvailable, gpuTitle } from './gpu.js';
 
 // Every GPU allocator; uvm capped well under any card's free memory.

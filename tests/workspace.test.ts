@@ -5,9 +5,9 @@
  */
 import { describe, expect, it } from 'vitest';
 import { createAllocator, hostDevice, loadNative, Stream, type Allocator, type Device } from '@gpumem/allocator-core';
-import type { NativeOps } from '../packages/gnn/src/native-ops.js';
-import { allocationTags, Runtime } from '../packages/gnn/src/runtime.js';
-import { train } from '../packages/gnn/src/train.js';
+import type { NativeOps } from '../packages/gnn/src/framework/native-ops.js';
+import { allocationTags, Runtime } from '../packages/gnn/src/framework/runtime.js';
+import { train } from '../packages/gnn/src/training/train.js';
 
 const ops = (loadNative() as unknown as { ops: NativeOps }).ops;
 const MiB = 2 ** 20;

@@ -4,9 +4,9 @@
  * train on by importing their packages (e.g. `import '@gpumem/allocator-pool'`).
  * @packageDocumentation
  */
-export { Runtime, allocationTags, type AllocationTag } from './runtime.js';
-export { Tensor, type DType } from './tensor.js';
-export { Linear, ReLU, Dropout, SGD, Adam, ParameterSet, softmaxCrossEntropy, type Parameter, type Optimizer } from './nn.js';
+export { Runtime, allocationTags, type AllocationTag } from './framework/runtime.js';
+export { Tensor, type DType } from './framework/tensor.js';
+export { Linear, ReLU, Dropout, SGD, Adam, ParameterSet, softmaxCrossEntropy, type Parameter, type Optimizer } from './framework/nn.js';
 export { Mlp, type MlpStepPlan } from './models/mlp.js';
 export { Gcn, GcnConv, type Aggregation } from './models/gcn.js';
 export { loadMnist, parseIdx, normalisedPixels, DatasetError, type Mnist, type MnistSplit } from './datasets/mnist.js';
@@ -31,7 +31,7 @@ export {
   type MemoryEstimate,
   type TrainingShape,
   type ShapeOptions,
-} from './memory-estimate.js';
+} from './training/memory-estimate.js';
 export {
   train,
   trainOn,
@@ -44,10 +44,10 @@ export {
   type RankShare,
   type RankRecord,
   type RankSamples,
-} from './train.js';
-export { trainDistributed, combineRanks, planRanks, type DistributedTrainOptions } from './train-distributed.js';
-export { throttledProgress } from './train-common.js';
+} from './training/train.js';
+export { trainDistributed, combineRanks, planRanks, type DistributedTrainOptions } from './training/train-distributed.js';
+export { throttledProgress } from './training/train-common.js';
 export { PartitionedGcn } from './models/gcn-partitioned.js';
 export { partitionGraph, rowBlock, type GraphPart, type RowBlock, type RemoteRows } from './datasets/graph-part.js';
-export type { NativeOps, WorkspaceBytes } from './native-ops.js';
-export { commonDefaults, mlpDefaults, gcnDefaults, mlpHiddenWidths, gcnHiddenWidth, graphDefaults } from './defaults.js';
+export type { NativeOps, WorkspaceBytes } from './framework/native-ops.js';
+export { commonDefaults, mlpDefaults, gcnDefaults, mlpHiddenWidths, gcnHiddenWidth, graphDefaults } from './training/defaults.js';

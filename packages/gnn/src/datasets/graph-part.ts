@@ -10,8 +10,8 @@
  * @module
  */
 import type { Communicator } from '@gpumem/distributed';
-import type { Runtime } from '../runtime.js';
-import type { Tensor } from '../tensor.js';
+import type { Runtime } from '../framework/runtime.js';
+import type { Tensor } from '../framework/tensor.js';
 import type { Csr, Graph } from './graphs.js';
 
 /** Which rows a rank owns: [start, start + count); every rank's block is `stride` rows apart. */

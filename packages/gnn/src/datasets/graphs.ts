@@ -4,9 +4,9 @@
  * learnt. Both end as CSR matrices of the aggregation (rows: target nodes) and of its transpose.
  * @module
  */
-import type { Runtime } from '../runtime.js';
-import type { Tensor } from '../tensor.js';
-import { maxIndex, maxSbmNodes } from '../memory-estimate.js';
+import type { Runtime } from '../framework/runtime.js';
+import type { Tensor } from '../framework/tensor.js';
+import { maxIndex, maxSbmNodes } from '../training/memory-estimate.js';
 
 function count(n: number): string {
   return n.toLocaleString('en-US');
@@ -247,7 +247,9 @@ export function sbmGraph(rt: Runtime, options: SbmOptions): Graph {
   const labels = new Int32Array(n);
   for (let i = 0; i < n; i++) labels[i] = Math.floor(rand() * c);
   const byClass: number[][] = Array.from({ length: c }, () => []);
-  labels.forEach((l, i) => byClass[l]!.push(i));
+  labels.forEach((l, i) => {
+    byClass[l]!.push(i);
+  });
   const src: number[] = [];
   const dst: number[] = [];
   const edge = (u: number, v: number) => {

@@ -60,7 +60,9 @@ describe('MNIST', () => {
       const out = new Uint8Array(4 + 4 * sizes.length + body.length);
       const view = new DataView(out.buffer);
       view.setUint32(0, magic);
-      sizes.forEach((s, i) => view.setUint32(4 + 4 * i, s));
+      sizes.forEach((s, i) => {
+        view.setUint32(4 + 4 * i, s);
+      });
       out.set(body, 4 + 4 * sizes.length);
       return out;
     };

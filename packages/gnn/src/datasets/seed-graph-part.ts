@@ -10,7 +10,7 @@
  * @module
  */
 import type { Communicator } from '@gpumem/distributed';
-import type { Runtime } from '../runtime.js';
+import type { Runtime } from '../framework/runtime.js';
 import { seedFeatures, seedGraphShape, type SeedGraphOptions } from './graphs.js';
 import { finishPart, remoteReads, rowBlock, uploadCsr, type GraphPart, type RowBlock } from './graph-part.js';
 

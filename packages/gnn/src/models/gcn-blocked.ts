@@ -19,9 +19,9 @@
  * plain plan's two N x H tensors. x may be stored as bf16 (only the aggregation reads it).
  * @module
  */
-import { ParameterSet, type Parameter } from '../nn.js';
-import type { Runtime } from '../runtime.js';
-import type { Tensor } from '../tensor.js';
+import { ParameterSet, type Parameter } from '../framework/nn.js';
+import type { Runtime } from '../framework/runtime.js';
+import type { Tensor } from '../framework/tensor.js';
 import type { Csr, Graph } from '../datasets/graphs.js';
 import { GcnConv } from './gcn.js';
 

@@ -10,9 +10,9 @@
  * @module
  */
 import type { Communicator } from '@gpumem/distributed';
-import { ParameterSet, type Parameter } from '../nn.js';
-import type { Runtime } from '../runtime.js';
-import type { Tensor } from '../tensor.js';
+import { ParameterSet, type Parameter } from '../framework/nn.js';
+import type { Runtime } from '../framework/runtime.js';
+import type { Tensor } from '../framework/tensor.js';
 import type { GraphPart } from '../datasets/graph-part.js';
 import { GcnConv } from './gcn.js';
 

@@ -5,9 +5,9 @@
  * Both give the same result; 'scatter' exists to compare allocators under its large temporaries.
  * @module
  */
-import { ParameterSet, weightAndBias, type Parameter } from '../nn.js';
-import type { Runtime } from '../runtime.js';
-import type { Tensor } from '../tensor.js';
+import { ParameterSet, weightAndBias, type Parameter } from '../framework/nn.js';
+import type { Runtime } from '../framework/runtime.js';
+import type { Tensor } from '../framework/tensor.js';
 import type { Csr, Graph } from '../datasets/graphs.js';
 
 export type Aggregation = 'spmm' | 'scatter';

@@ -2,9 +2,9 @@
  * MLP: a stack of Linear + ReLU, then a Linear to the classes.
  * @module
  */
-import { Linear, ParameterSet, type Parameter, type SGD } from '../nn.js';
-import type { Runtime } from '../runtime.js';
-import type { Tensor } from '../tensor.js';
+import { Linear, ParameterSet, type Parameter, type SGD } from '../framework/nn.js';
+import type { Runtime } from '../framework/runtime.js';
+import type { Tensor } from '../framework/tensor.js';
 
 export class Mlp {
   readonly layers: Linear[] = [];

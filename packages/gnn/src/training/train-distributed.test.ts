@@ -3,14 +3,14 @@ import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
 import { RankFailedError } from '@gpumem/distributed';
 import { combineRanks, planRanks, trainDistributed } from './train-distributed.js';
-import { rowBlock } from './datasets/graph-part.js';
-import { nanoBatchSlices, rankOrder } from './train-mlp.js';
+import { rowBlock } from '../datasets/graph-part.js';
+import { nanoBatchSlices, rankOrder } from '../workloads/mlp/train-mlp.js';
 import { train } from './train.js';
 import { throttledProgress } from './train-common.js';
 import type { EpochRecord, TrainResult } from './train-types.js';
 
 // The ranks are processes running the built packages (as `gpumem train --devices` does).
-const built = ['../dist/rank-main.js', '../../distributed/dist/index.js'].every((p) => existsSync(fileURLToPath(new URL(p, import.meta.url))));
+const built = ['../../dist/training/rank-main.js', '../../../distributed/dist/index.js'].every((p) => existsSync(fileURLToPath(new URL(p, import.meta.url))));
 const needsBuild = built ? '' : 'packages/gnn or packages/distributed is not built (npm run build): the ranks run the built packages';
 
 function epoch(over: Partial<EpochRecord>): EpochRecord {
@@ -110,7 +110,9 @@ describe.skipIf(needsBuild)(`training over ranks on the host${needsBuild ? ` (sk
     const two = await trainDistributed({ ...o, devices: 2 });
     for (const [i, e] of two.epochs.entries()) {
       expect(e.losses.length).toBe(one.epochs[i]!.losses.length);
-      e.losses.forEach((l, s) => relClose(l, one.epochs[i]!.losses[s]!, 1e-4));
+      e.losses.forEach((l, s) => {
+        relClose(l, one.epochs[i]!.losses[s]!, 1e-4);
+      });
       expect(Math.abs(e.accuracy - one.epochs[i]!.accuracy)).toBeLessThan(0.01);
     }
   });

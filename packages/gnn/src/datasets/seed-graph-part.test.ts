@@ -7,10 +7,10 @@
 import { describe, expect, it } from 'vitest';
 import { HostAllocator } from '@gpumem/allocator-core';
 import type { Communicator } from '@gpumem/distributed';
-import { Runtime } from './runtime.js';
-import { seedGraph } from './datasets/graphs.js';
-import { partitionGraph, type GraphPart } from './datasets/graph-part.js';
-import { seedGraphPart } from './datasets/seed-graph-part.js';
+import { Runtime } from '../framework/runtime.js';
+import { seedGraph } from './graphs.js';
+import { partitionGraph, type GraphPart } from './graph-part.js';
+import { seedGraphPart } from './seed-graph-part.js';
 
 function still(rank: number, size: number): Communicator {
   const none = () => undefined;

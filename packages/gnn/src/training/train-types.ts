@@ -3,7 +3,7 @@
  * @module
  */
 import type { Allocator, AllocatorStats } from '@gpumem/allocator-core';
-import type { Aggregation } from './models/gcn.js';
+import type { Aggregation } from '../models/gcn.js';
 import type { AllGatherBench, CollectiveTimes } from '@gpumem/distributed';
 
 export type ModelName = 'mlp' | 'gcn';

@@ -7,11 +7,11 @@
  */
 import { describe, expect, it } from 'vitest';
 import { AllocatorAdaptor, HostAllocator, type Allocator, type DevicePtr, type PrefetchTarget, type Stream } from '@gpumem/allocator-core';
-import { train } from './train.js';
-import { Mlp } from './models/mlp.js';
-import { Runtime } from './runtime.js';
+import { train } from '../../training/train.js';
+import { Mlp } from '../../models/mlp.js';
+import { Runtime } from '../../framework/runtime.js';
 import { nanoBatchSlices } from './train-mlp.js';
-import type { TrainOptions } from './train-types.js';
+import type { TrainOptions } from '../../training/train-types.js';
 
 /** A small mlp: 8 hidden layers (9 Linear layers), 4 steps of 64 rows (the last one short). */
 const small = { model: 'mlp', hidden: 48, hiddenLayers: 8, batchSize: 64, trainSubset: 250, testSubset: 100, epochs: 2, seed: 5 } as const;
@@ -74,7 +74,9 @@ describe('nano-batches (CPU)', () => {
     const whole = losses({});
     for (const [nanoBatches, checkpoint] of [[2, 0], [3, 0], [4, 0], [64, 0], [4, 2], [3, 4]] as const) {
       const sliced = losses({ nanoBatches, checkpoint });
-      sliced.losses.forEach((l, i) => expect(Math.abs(l - whole.losses[i]!), `nanoBatches ${nanoBatches}, checkpoint ${checkpoint}, step ${i}`).toBeLessThanOrEqual(tolerance * whole.losses[i]!));
+      sliced.losses.forEach((l, i) => {
+        expect(Math.abs(l - whole.losses[i]!), `nanoBatches ${nanoBatches}, checkpoint ${checkpoint}, step ${i}`).toBeLessThanOrEqual(tolerance * whole.losses[i]!);
+      });
       expect(sliced.train).toEqual(whole.train); // the correct counts are integers, summed exactly
     }
   }, 120_000);

@@ -77,7 +77,7 @@ export async function trainDistributed(o: DistributedTrainOptions): Promise<Trai
   const start = performance.now();
   const payload: RankPayload = { options: { ...options, ...(timeoutMs !== undefined ? { timeoutMs } : {}) }, imports: [...imports], measureAllGather: [...measureAllGather], clockOrigin: performance.timeOrigin + start };
   const outcomes = await launchRanks<RankPayload, RankOutcome>({
-    entry: builtModule('./rank-main.js', import.meta.url),
+    entry: builtModule('./training/rank-main.js', new URL('../', import.meta.url)), // the package's src/ or dist/: builtModule looks in ../dist from there
     ranks: devices.length,
     backend,
     devices,

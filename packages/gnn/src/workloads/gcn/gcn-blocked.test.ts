@@ -5,8 +5,8 @@
  */
 import { describe, expect, it } from 'vitest';
 import { HostAllocator, createTrackedAllocator } from '@gpumem/allocator-core';
-import { train, type TrainOptions } from './train.js';
-import { allocationTags } from './runtime.js';
+import { train, type TrainOptions } from '../../training/train.js';
+import { allocationTags } from '../../framework/runtime.js';
 
 const base: TrainOptions = { model: 'gcn', allocator: 'host', nodes: 3000, hidden: 32, features: 16, epochs: 4, seed: 5 };
 const losses = (o: Partial<TrainOptions>) => train({ ...base, ...o }).epochs.map((e) => e.loss);
@@ -20,7 +20,9 @@ describe('gcn row-block plan (CPU)', () => {
     const blocked = losses({ rowBlocks });
     const expected = plain();
     expect(blocked).toHaveLength(expected.length);
-    blocked.forEach((l, i) => expect(Math.abs(l - expected[i]!)).toBeLessThan(1e-5 * Math.max(1, Math.abs(expected[i]!))));
+    blocked.forEach((l, i) => {
+      expect(Math.abs(l - expected[i]!)).toBeLessThan(1e-5 * Math.max(1, Math.abs(expected[i]!)));
+    });
   });
 
   it('learns the SBM far above chance in row blocks', () => {
@@ -31,7 +33,9 @@ describe('gcn row-block plan (CPU)', () => {
   it('bf16 features change the losses by less than 1% (seed graph) and still learn the SBM', () => {
     const bf16 = losses({ rowBlocks: 4, featureDtype: 'bf16' });
     const expected = plain();
-    bf16.forEach((l, i) => expect(Math.abs(l - expected[i]!) / expected[i]!).toBeLessThan(0.01));
+    bf16.forEach((l, i) => {
+      expect(Math.abs(l - expected[i]!) / expected[i]!).toBeLessThan(0.01);
+    });
     const sbm = train({ model: 'gcn', dataset: 'sbm', allocator: 'host', nodes: 1200, hidden: 32, epochs: 60, seed: 2, rowBlocks: 3, featureDtype: 'bf16' });
     expect(sbm.epochs.at(-1)!.accuracy).toBeGreaterThan(0.8);
   });

@@ -5,13 +5,13 @@
  * @module
  */
 import type { Communicator } from '@gpumem/distributed';
-import type { Runtime } from './runtime.js';
-import { gcnDefaults } from './defaults.js';
-import { Adam, softmaxCrossEntropy } from './nn.js';
-import { PartitionedGcn } from './models/gcn-partitioned.js';
-import type { GraphPart } from './datasets/graph-part.js';
-import { beginEpoch, endFullBatchStep } from './train-common.js';
-import type { EpochRecord, RankShare, TrainOptions } from './train-types.js';
+import type { Runtime } from '../../framework/runtime.js';
+import { gcnDefaults } from '../../training/defaults.js';
+import { Adam, softmaxCrossEntropy } from '../../framework/nn.js';
+import { PartitionedGcn } from '../../models/gcn-partitioned.js';
+import type { GraphPart } from '../../datasets/graph-part.js';
+import { beginEpoch, endFullBatchStep } from '../../training/train-common.js';
+import type { EpochRecord, RankShare, TrainOptions } from '../../training/train-types.js';
 
 /** Trains on this rank's part (freed at the end), passing each epoch's record, with its share of the loss and counts, to onEpoch. */
 export function trainGcnPartitioned(

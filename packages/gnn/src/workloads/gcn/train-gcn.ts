@@ -2,19 +2,19 @@
  * The GCN, full batch: one step an epoch, then accuracy outside the training mask.
  * @module
  */
-import type { Runtime } from './runtime.js';
-import { gcnDefaults, gcnHiddenWidth, graphDefaults } from './defaults.js';
-import { Adam, softmaxCrossEntropy } from './nn.js';
-import { Gcn } from './models/gcn.js';
-import { BlockedGcn } from './models/gcn-blocked.js';
-import { featuresToBf16, sbmGraph, seedGraph, type Graph } from './datasets/graphs.js';
-import type { Tensor } from './tensor.js';
+import type { Runtime } from '../../framework/runtime.js';
+import { gcnDefaults, gcnHiddenWidth, graphDefaults } from '../../training/defaults.js';
+import { Adam, softmaxCrossEntropy } from '../../framework/nn.js';
+import { Gcn } from '../../models/gcn.js';
+import { BlockedGcn } from '../../models/gcn-blocked.js';
+import { featuresToBf16, sbmGraph, seedGraph, type Graph } from '../../datasets/graphs.js';
+import type { Tensor } from '../../framework/tensor.js';
 import type { Communicator } from '@gpumem/distributed';
 import { trainGcnPartitioned } from './train-gcn-partitioned.js';
-import { partitionGraph } from './datasets/graph-part.js';
-import { seedGraphPart } from './datasets/seed-graph-part.js';
-import { beginEpoch, checkPositiveInt, endFullBatchStep } from './train-common.js';
-import type { EpochRecord, TrainOptions, TrainResult } from './train-types.js';
+import { partitionGraph } from '../../datasets/graph-part.js';
+import { seedGraphPart } from '../../datasets/seed-graph-part.js';
+import { beginEpoch, checkPositiveInt, endFullBatchStep } from '../../training/train-common.js';
+import type { EpochRecord, TrainOptions, TrainResult } from '../../training/train-types.js';
 
 /** The gcn; with `comm`, this rank's part of a run split by rows over the communicator's ranks. */
 export function trainGcn(rt: Runtime, o: TrainOptions, epochs: number, seed: number, comm?: Communicator): TrainResult {

@@ -3,8 +3,8 @@
  * @module
  */
 import { CudaGraph, type Stream } from '@gpumem/allocator-core';
-import type { Runtime } from './runtime.js';
-import type { Tensor } from './tensor.js';
+import type { Runtime } from '../framework/runtime.js';
+import type { Tensor } from '../framework/tensor.js';
 import { trainerStream } from './train-common.js';
 
 /**

@@ -8,8 +8,8 @@
 import { totalmem } from 'node:os';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { HostAllocator } from '@gpumem/allocator-core';
-import { Runtime } from './runtime.js';
-import { checkEdgeListGraph, graphFromEdges, sbmGraph, seedGraph, type EdgeListGraph } from './datasets/graphs.js';
+import { Runtime } from '../framework/runtime.js';
+import { checkEdgeListGraph, graphFromEdges, sbmGraph, seedGraph, type EdgeListGraph } from '../datasets/graphs.js';
 import { checkTrainingFits, estimateTrainingMemory, InsufficientMemoryError, trainingShape } from './memory-estimate.js';
 import { train } from './train.js';
 

@@ -4,15 +4,15 @@
  * @module
  */
 import { listAllocators } from '@gpumem/allocator-core';
-import type { Runtime } from './runtime.js';
-import { mlpDefaults, mlpHiddenWidths } from './defaults.js';
-import { SGD, softmaxCrossEntropy, softmaxCrossEntropyBiasGrad } from './nn.js';
-import { Mlp, type MlpStepPlan } from './models/mlp.js';
-import type { Tensor } from './tensor.js';
-import { loadMnist, normalisedPixels } from './datasets/mnist.js';
-import { GraphedSteps } from './graphed-steps.js';
-import { beginEpoch, checkPositiveInt, epochStats, isCapturable, mean, sum } from './train-common.js';
-import type { EpochRecord, TrainOptions, TrainResult } from './train-types.js';
+import type { Runtime } from '../../framework/runtime.js';
+import { mlpDefaults, mlpHiddenWidths } from '../../training/defaults.js';
+import { SGD, softmaxCrossEntropy, softmaxCrossEntropyBiasGrad } from '../../framework/nn.js';
+import { Mlp, type MlpStepPlan } from '../../models/mlp.js';
+import type { Tensor } from '../../framework/tensor.js';
+import { loadMnist, normalisedPixels } from '../../datasets/mnist.js';
+import { GraphedSteps } from '../../training/graphed-steps.js';
+import { beginEpoch, checkPositiveInt, epochStats, isCapturable, mean, sum } from '../../training/train-common.js';
+import type { EpochRecord, TrainOptions, TrainResult } from '../../training/train-types.js';
 import type { Communicator } from '@gpumem/distributed';
 
 /** xorshift32: the epoch's shuffle order, from the seed. */

@@ -3,8 +3,8 @@
  * @module
  */
 import { Stream, hasAllocator, strategyInfo, type Allocator, type AllocatorStats, type Device } from '@gpumem/allocator-core';
-import type { Runtime } from './runtime.js';
-import type { Tensor } from './tensor.js';
+import type { Runtime } from '../framework/runtime.js';
+import type { Tensor } from '../framework/tensor.js';
 import type { EpochRecord, Progress, TrainOptions } from './train-types.js';
 
 export function checkPositiveInt(value: number, name: string): void {

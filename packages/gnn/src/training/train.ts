@@ -7,11 +7,11 @@
  */
 import { createAllocator, type Allocator } from '@gpumem/allocator-core';
 import type { Communicator } from '@gpumem/distributed';
-import { Runtime } from './runtime.js';
+import { Runtime } from '../framework/runtime.js';
 import { checkTrainingFits } from './memory-estimate.js';
 import { commonDefaults } from './defaults.js';
-import { trainMlp } from './train-mlp.js';
-import { trainGcn } from './train-gcn.js';
+import { trainMlp } from '../workloads/mlp/train-mlp.js';
+import { trainGcn } from '../workloads/gcn/train-gcn.js';
 import { checkModelOptions, checkPositiveInt, trainerStream } from './train-common.js';
 import type { TrainOptions, TrainResult } from './train-types.js';
 

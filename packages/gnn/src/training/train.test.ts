@@ -1,5 +1,5 @@
 import { createTrackedAllocator } from '@gpumem/allocator-core';
-import { allocationTags } from './runtime.js';
+import { allocationTags } from '../framework/runtime.js';
 /**
  * The trainer on the CPU kernels (CI): the MLP learns MNIST on a subset, the GCN learns an SBM
  * graph, both aggregations agree, no step leaks memory under any host allocator, and bad input is
@@ -10,7 +10,7 @@ import { HostAllocator, createAllocator, type AllocatorStats } from '@gpumem/all
 import '@gpumem/allocator-pool';
 import '@gpumem/examples/arena';
 import { train } from './train.js';
-import { Runtime } from './runtime.js';
+import { Runtime } from '../framework/runtime.js';
 
 describe('trainer on the CPU', () => {
   it('mlp: the loss falls and test accuracy beats 80% on a 3,000-image subset in 2 epochs', () => {
@@ -37,7 +37,9 @@ describe('trainer on the CPU', () => {
       train({ model: 'gcn', allocator: 'host', nodes: 3000, hidden: 16, features: 8, epochs: 3, aggregation, seed: 3 }).epochs.map((e) => e.loss);
     const spmm = run('spmm');
     const scatter = run('scatter');
-    spmm.forEach((l, i) => expect(Math.abs(l - scatter[i]!)).toBeLessThan(1e-5 * Math.max(1, Math.abs(l))));
+    spmm.forEach((l, i) => {
+      expect(Math.abs(l - scatter[i]!)).toBeLessThan(1e-5 * Math.max(1, Math.abs(l)));
+    });
   });
 
   describe.each([

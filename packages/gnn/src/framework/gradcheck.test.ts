@@ -7,8 +7,8 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { HostAllocator } from '@gpumem/allocator-core';
 import { Runtime } from './runtime.js';
 import { Dropout, Linear, ParameterSet, ReLU, softmaxCrossEntropy, type Parameter } from './nn.js';
-import { GcnConv } from './models/gcn.js';
-import { sbmGraph, type Graph } from './datasets/graphs.js';
+import { GcnConv } from '../models/gcn.js';
+import { sbmGraph, type Graph } from '../datasets/graphs.js';
 import type { Tensor } from './tensor.js';
 
 const step = 1e-2;
