@@ -72,7 +72,7 @@ const variants: Record<string, Array<Omit<AllocatorCase, 'name' | 'requiresCuda'
   ],
 };
 
-function needsCuda(name: string, options: Record<string, unknown>, registered: boolean): boolean {
+function needsCuda(options: Record<string, unknown>, registered: boolean): boolean {
   return registered || options.upstream === 'cuda' || typeof options.device === 'number';
 }
 
@@ -82,7 +82,7 @@ export function allocatorCases(): Array<AllocatorCase & { runnable: boolean }> {
   for (const info of listAllocators()) {
     const list = variants[info.name] ?? [{ label: info.name, options: {}, oversizeBytes: hostOversize }];
     for (const v of list) {
-      const requiresCuda = needsCuda(info.name, v.options, info.requiresCuda);
+      const requiresCuda = needsCuda(v.options, info.requiresCuda);
       cases.push({ ...v, name: info.name, requiresCuda, runnable: gpuAvailable || !requiresCuda });
     }
   }

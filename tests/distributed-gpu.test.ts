@@ -26,7 +26,9 @@ function expectClose(many: TrainResult, one: TrainResult, tol: number): void {
   for (const [i, e] of many.epochs.entries()) {
     const ref = one.epochs[i]!;
     expect(e.losses.length).toBe(ref.losses.length);
-    e.losses.forEach((l, s) => expect(Math.abs(l - ref.losses[s]!) / Math.abs(ref.losses[s]!)).toBeLessThan(tol));
+    e.losses.forEach((l, s) => {
+      expect(Math.abs(l - ref.losses[s]!) / Math.abs(ref.losses[s]!)).toBeLessThan(tol);
+    });
     expect(Math.abs(e.accuracy - ref.accuracy)).toBeLessThan(0.01);
   }
 }
@@ -40,7 +42,9 @@ function expectClose(many: TrainResult, one: TrainResult, tol: number): void {
 function expectDataParallelClose(many: TrainResult, one: TrainResult): void {
   const [e, ref] = [many.epochs[0]!, one.epochs[0]!];
   expect(e.losses.length).toBe(ref.losses.length);
-  e.losses.slice(0, 5).forEach((l, s) => expect(Math.abs(l - ref.losses[s]!) / ref.losses[s]!).toBeLessThan(1e-5));
+  e.losses.slice(0, 5).forEach((l, s) => {
+    expect(Math.abs(l - ref.losses[s]!) / ref.losses[s]!).toBeLessThan(1e-5);
+  });
   expect(Math.abs(e.loss - ref.loss) / ref.loss).toBeLessThan(1e-3);
   expect(Math.abs(e.accuracy - ref.accuracy)).toBeLessThan(0.01);
 }

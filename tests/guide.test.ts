@@ -22,7 +22,7 @@ interface Step {
 }
 
 /** The guide's steps, in page order. */
-export function guideSteps(markdown: string): Step[] {
+function guideSteps(markdown: string): Step[] {
   const steps: Step[] = [];
   const fence = /^```(\w+) (guide-run|guide-file=(\S+))( merge)?\n([\s\S]*?)^```$/gm;
   for (const m of markdown.matchAll(fence)) {
@@ -81,7 +81,7 @@ describe('docs/writing-a-strategy.md, from an empty folder', () => {
         GPUMEM_PLUGINS: '',
       },
     });
-    // eslint-disable-next-line no-control-regex
+    // biome-ignore lint/suspicious/noControlCharactersInRegex: ANSI colour codes start with ESC, a control character
     const stdout = r.stdout.replace(/\u001b\[[0-9;]*m/g, '');
     const log = `${stdout}\n${r.stderr}`;
     expect(r.status, log.slice(-4000)).toBe(0);

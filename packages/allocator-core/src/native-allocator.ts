@@ -6,7 +6,7 @@
 import { BaseAllocator } from './base.js';
 import type { Device } from './device.js';
 import { InvalidStateError, translateNativeError } from './errors.js';
-import { loadNative, type ChainSpec, type NativeResource, type ResourceSpec } from './native.js';
+import { loadNative, type ChainSpec, type NativeResource, type NativeTrackingEvents, type ResourceSpec } from './native.js';
 import type { Stream } from './stream.js';
 import type { AllocatorStats, DevicePtr, PrefetchTarget, TrackingEvent } from './types.js';
 import { checkBoolean, checkBytes, checkNonNegative } from './validate.js';
@@ -253,7 +253,7 @@ export abstract class NativeAllocator extends BaseAllocator {
   /** The recorded events, oldest first (needs `trackingCapacity`); `clear` empties the ring. */
   trackingEvents(clear = false): { events: TrackingEvent[]; dropped: number } {
     this.checkLive();
-    let raw;
+    let raw: NativeTrackingEvents;
     try {
       raw = this.#native.trackingEvents(clear);
     } catch (e) {

@@ -87,8 +87,14 @@ describe('checkPeerAccess', () => {
   it('asks the machine nothing before the list itself is well formed', () => {
     const asked: string[] = [];
     const probe: PeerAccessProbe = {
-      deviceCount: () => (asked.push('count'), 4),
-      canAccessPeer: () => (asked.push('p2p'), true),
+      deviceCount: () => {
+        asked.push('count');
+        return 4;
+      },
+      canAccessPeer: () => {
+        asked.push('p2p');
+        return true;
+      },
     };
     expect(() => checkPeerAccess([1, -1], gpu(0), probe)).toThrow(RangeError);
     expect(() => checkPeerAccess([0], gpu(0), probe)).toThrow(RangeError);

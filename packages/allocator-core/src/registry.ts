@@ -14,7 +14,7 @@ import type { Allocator } from './types.js';
  * }
  * ```
  */
-// eslint-disable-next-line @typescript-eslint/no-empty-interface
+// biome-ignore lint/suspicious/noEmptyInterface: strategy packages add their options to it by declaration merging, which a type alias cannot take
 export interface AllocatorOptionsMap {}
 
 /** Makes an allocator from its options. */
@@ -90,7 +90,8 @@ interface Entry extends StrategyInfo {
 
 const registryKey = Symbol.for('gpumem.allocator-registry');
 const globalScope = globalThis as typeof globalThis & { [registryKey]?: Map<string, Entry> };
-const entries: Map<string, Entry> = (globalScope[registryKey] ??= new Map());
+globalScope[registryKey] ??= new Map();
+const entries: Map<string, Entry> = globalScope[registryKey];
 
 const namePattern = /^[a-z][a-z0-9-]*$/;
 
@@ -156,7 +157,8 @@ interface CreationState {
 }
 const creationKey = Symbol.for('gpumem.allocator-registry.creation');
 const creationScope = globalThis as typeof globalThis & { [creationKey]?: CreationState };
-const creation: CreationState = (creationScope[creationKey] ??= { frames: [], leafWrapper: undefined, wrappedLeaves: 0 });
+creationScope[creationKey] ??= { frames: [], leafWrapper: undefined, wrappedLeaves: 0 };
+const creation: CreationState = creationScope[creationKey];
 
 /** Creates an allocator of the registered strategy `name`. */
 export function createAllocator<N extends keyof AllocatorOptionsMap>(name: N, options?: AllocatorOptionsMap[N]): Allocator;

@@ -219,7 +219,9 @@ export function linkBenchmark(options: LinkBenchmarkOptions = {}): LinkBenchmark
   if (!Array.isArray(blocksPerSm) || blocksPerSm.length === 0) {
     throw new TypeError(`Expected a non-empty array of integers for blocksPerSm but received ${Array.isArray(blocksPerSm) ? 'an empty array' : typeof blocksPerSm}`);
   }
-  blocksPerSm.forEach((b, i) => checkIntegerIn(b, 1, 1024, `blocksPerSm[${i}]`));
+  blocksPerSm.forEach((b, i) => {
+    checkIntegerIn(b, 1, 1024, `blocksPerSm[${i}]`);
+  });
   checkIntegerIn(threadsPerBlock, 32, 1024, 'threadsPerBlock');
   if (threadsPerBlock % 32 !== 0) throw new RangeError(`Expected a multiple of 32 for threadsPerBlock but received ${threadsPerBlock}`);
   const count = deviceCount();

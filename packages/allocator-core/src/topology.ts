@@ -61,7 +61,7 @@ export function peerPair(topology: PeerTopology, from: number, to: number): Peer
 export function peerCell(topology: PeerTopology, from: number, to: number): string {
   if (from === to) return 'X';
   const pair = peerPair(topology, from, to);
-  if (!pair || !pair.canAccessPeer) return '-';
+  if (!pair?.canAccessPeer) return '-';
   if (pair.link === 'nvlink') return `NV${pair.nvlinks}`;
   return pair.link === 'pcie' ? 'PCIe' : 'P2P';
 }
@@ -80,7 +80,9 @@ export function formatPeerMatrix(topology: PeerTopology): string[] {
   const row = (head: string, values: string[]) => `  ${head.padEnd(width)}  ${values.map((v) => v.padEnd(width)).join('  ')}`.trimEnd();
   const lines = ['peer access (row: the accessing device, column: the device whose memory it accesses):'];
   lines.push(row('', ids));
-  cells.forEach((values, from) => lines.push(row(ids[from]!, values)));
+  cells.forEach((values, from) => {
+    lines.push(row(ids[from]!, values));
+  });
   lines.push('  NV#: NVLink with # active links   PCIe: over PCIe   P2P: peer access over an unknown link   -: no peer access');
   if (topology.nvmlStatus) lines.push(`  links unknown: ${topology.nvmlStatus}`);
   return lines;

@@ -177,7 +177,9 @@ function behaviour(upstream: 'host' | 'cuda'): void {
     const sizes = [MiB, 3 * MiB, 5 * MiB];
     const epoch = () => {
       const ps = sizes.map((n) => a.malloc(n));
-      ps.forEach((p, i) => a.free(p, sizes[i]!));
+      ps.forEach((p, i) => {
+        a.free(p, sizes[i]!);
+      });
     };
     epoch();
     const warm = a.stats();

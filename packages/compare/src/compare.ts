@@ -18,9 +18,7 @@ import {
   type Allocator,
   type AllocatorStats,
   type TrackedAllocator,
-  type TrackingEvent,
   strategyInfo,
-  median,
   memoryInfo,
   formatBytes,
 } from '@gpumem/allocator-core';

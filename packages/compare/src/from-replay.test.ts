@@ -1,14 +1,17 @@
 import { describe, expect, it } from 'vitest';
 import { createAllocator } from '@gpumem/allocator-core';
 import '@gpumem/allocator-pool';
-import { compileTrace, findMinCapacity, profileReplay, replayTrace, type RecordedPeer, type TraceEvent } from '@gpumem/trace';
+import { compileTrace, findMinCapacity, profileReplay, replayTrace, type RecordedPeer, type ReplayResult, type TraceEvent } from '@gpumem/trace';
 import { replayToCompareResult, type ReplayReportRow } from './from-replay.js';
 import { renderHtmlReport } from './report-html.js';
 
 const KiB = 1024;
 const MiB = 1024 * KiB;
 let clock = 0;
-const ev = (action: TraceEvent['action'], ptr: number, bytes: number): TraceEvent => ({ timeNs: (clock += 1_000_000), action, ptr, bytes, stream: 0, tag: 0 });
+const ev = (action: TraceEvent['action'], ptr: number, bytes: number): TraceEvent => {
+  clock += 1_000_000;
+  return { timeNs: clock, action, ptr, bytes, stream: 0, tag: 0 };
+};
 const compiled = compileTrace({
   header: { source: 'test' },
   events: [ev('alloc', 1, 3 * MiB), ev('alloc', 2, 100 * KiB), ev('free', 2, 100 * KiB), ev('alloc', 3, 1.5 * MiB), ev('free', 1, 3 * MiB), ev('free', 3, 1.5 * MiB)],
@@ -107,7 +110,7 @@ describe('replayToCompareResult', () => {
     });
     const profile = profileReplay(tagged, { name: 'pool', options: { upstream: 'host' } });
     const allocator = createAllocator('pool', { upstream: 'host' });
-    let replayed;
+    let replayed: ReplayResult;
     try {
       replayed = replayTrace(tagged, allocator, { repeats: 1 });
     } finally {

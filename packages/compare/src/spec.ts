@@ -45,7 +45,8 @@ function setOption(options: Record<string, unknown>, key: string, value: unknown
     if (next !== undefined && (typeof next !== 'object' || next === null)) {
       throw new RangeError(`Expected each option once in '${spec}' but '${part}' is both a value and an object`);
     }
-    target = (target[part] ??= {}) as Record<string, unknown>;
+    target[part] ??= {};
+    target = target[part] as Record<string, unknown>;
   }
   const last = path.at(-1)!;
   if (last in target) throw new RangeError(`Expected each option once in '${spec}' but '${key}' is repeated`);

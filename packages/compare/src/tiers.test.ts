@@ -214,8 +214,12 @@ describe('runOne with a host tier (CPU)', () => {
     // the weights and the 784-wide batches are over 64 KiB: a host part is seen during training
     expect(Math.max(...t.hostAllocatedBytes!)).toBeGreaterThan(0);
     // the host part never exceeds the total, even where the last sample is older than the point
-    t.hostAllocatedBytes!.forEach((b, i) => expect(b).toBeLessThanOrEqual(t.allocatedBytes[i]!));
-    t.hostReservedBytes!.forEach((b, i) => expect(b).toBeLessThanOrEqual(t.reservedBytes[i]!));
+    t.hostAllocatedBytes!.forEach((b, i) => {
+      expect(b).toBeLessThanOrEqual(t.allocatedBytes[i]!);
+    });
+    t.hostReservedBytes!.forEach((b, i) => {
+      expect(b).toBeLessThanOrEqual(t.reservedBytes[i]!);
+    });
     expect(t.hostAllocatedBytes!.at(-1)).toBe(0);
     const tiers = run.tiers!;
     expect(tiers.peakAllocated.hostBytes).toBeGreaterThan(0);

@@ -194,7 +194,9 @@ export function toChromeTrace(result: CompareResult): ChromeTrace {
     for (const part of [processEvents(run, pid, i), counterEvents(run, pid), epochEvents(run, pid), failureEvent(run, pid)]) push(part);
   });
   const ranks = rankProcesses(result.runs);
-  ranks.forEach((p, k) => push(rankEvents(p, result.runs.length + k)));
+  ranks.forEach((p, k) => {
+    push(rankEvents(p, result.runs.length + k));
+  });
   return {
     traceEvents,
     displayTimeUnit: 'ms',

@@ -101,7 +101,8 @@ export class TimedCommunicator implements Communicator {
         ms = p.start.elapsedMs(p.end);
         this.#free.push(p.start, p.end);
       }
-      const t = (out[p.kind] ??= { calls: 0, bytes: 0, ms: 0 });
+      const t = out[p.kind] ?? { calls: 0, bytes: 0, ms: 0 };
+      out[p.kind] = t;
       t.calls++;
       t.bytes += p.bytes;
       t.ms += ms;

@@ -133,7 +133,7 @@ const malformed: Array<[string, string, number, RegExp]> = [
   ['a missing field', `${jsonHeader}\n{"timeNs":0,"action":"alloc","bytes":1}\n`, 2, /no "ptr" field/],
   ['an allocation with a null pointer', `${jsonHeader}\n${ev('').replace('"ptr":4096', '"ptr":0')}\n`, 2, /null pointer/],
   ['a JSON array for an event', `${jsonHeader}\n[1,2,3]\n`, 2, /expected a JSON event object/],
-  ['fewer events than announced', '{"format":"gpumem-trace","version":1,"eventCount":3}\n' + `${ev('')}\n`, 3, /announces 3 events but the file holds 1 \(truncated\?\)/],
+  ['fewer events than announced', `{"format":"gpumem-trace","version":1,"eventCount":3}\n${ev('')}\n`, 3, /announces 3 events but the file holds 1 \(truncated\?\)/],
   ['a truncated CSV row', `${rmmCsvHeader}\n1,14:03:21.100012,allocate,0x7f3a2c000000,40`, 2, /expected 6 comma-separated fields .* found 5 \(truncated line\?\)/],
   ['a CSV row with an extra field', `${rmmCsvHeader}\n1,14:03:21.100012,allocate,0x100,40,0x0,9\n`, 2, /found 7/],
   ['an unknown RMM action', `${rmmCsvHeader}\n1,14:03:21.100012,deallocate,0x100,40,0x0\n`, 2, /Action must be one of allocate, free, allocate failure \(received 'deallocate'\)/],

@@ -138,7 +138,9 @@ export function describeConformance(t: ConformanceTestApi, options: ConformanceO
 
     it('keeps data written and read back intact, at any offset', () => {
       live.push(...sizes.map((n): [DevicePtr, number] => [a.malloc(n), n]));
-      live.forEach(([p, n], i) => a.write(p, pattern(n, i + 1)));
+      live.forEach(([p, n], i) => {
+        a.write(p, pattern(n, i + 1));
+      });
       live.forEach(([p, n], i) => {
         const back = new Uint8Array(n);
         a.read(p, back);

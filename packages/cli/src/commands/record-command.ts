@@ -4,7 +4,7 @@
  * @module
  */
 import { writeFileSync } from 'node:fs';
-import { createTrackedAllocator, formatBytes, hasCudaDevice, type TrackingEvent } from '@gpumem/allocator-core';
+import { createTrackedAllocator, formatBytes, hasCudaDevice, type TrackedAllocator, type TrackingEvent } from '@gpumem/allocator-core';
 import { train, type TrainResult } from '@gpumem/gnn';
 import { allocationTags } from '@gpumem/gnn';
 import { formatFromPath, traceFileFormats, writeTrace, type AllocationTrace, type TraceFileFormat } from '@gpumem/trace';
@@ -64,7 +64,7 @@ export async function runRecord(argv: readonly string[]): Promise<number> {
   const spec = allocatorFromFlags('record', flags, gpu);
   const name = spec.name;
   const capacity = flags.capacity as number;
-  let tracked;
+  let tracked: TrackedAllocator;
   try {
     tracked = createTrackedAllocator(name, spec.options, capacity);
   } catch (e) {

@@ -35,7 +35,9 @@ writeFileSync(
   [
     JSON.stringify({ format: 'gpumem-trace', version: 1, source: 'test', eventCount: events.length }),
     ...events.map(([action, ptr, bytes], i) => JSON.stringify({ timeNs: i * 1000, action, ptr, bytes, stream: 0, tag: 0 })),
-  ].join('\n') + '\n',
+  ]
+    .map((line) => `${line}\n`)
+    .join(''),
 );
 
 /** The data rows of the replay table, by allocator. */

@@ -51,8 +51,14 @@ function grown(c: Chunk): Chunk {
   g.bytes.set(c.bytes);
   g.stream.set(c.stream);
   g.tag.set(c.tag);
-  if (c.reservedBytes) (g.reservedBytes = nanColumn(capacity)).set(c.reservedBytes);
-  if (c.thread) (g.thread = nanColumn(capacity)).set(c.thread);
+  if (c.reservedBytes) {
+    g.reservedBytes = nanColumn(capacity);
+    g.reservedBytes.set(c.reservedBytes);
+  }
+  if (c.thread) {
+    g.thread = nanColumn(capacity);
+    g.thread.set(c.thread);
+  }
   return g;
 }
 
@@ -72,7 +78,10 @@ export class TraceEventColumns {
     if (at === 0) this.#chunks.push(newChunk(this.#chunks.length === 0 ? 1024 : chunkSize));
     const last = this.#chunks.length - 1;
     let c = this.#chunks[last]!;
-    if (at >= c.action.length) c = this.#chunks[last] = grown(c);
+    if (at >= c.action.length) {
+      c = grown(c);
+      this.#chunks[last] = c;
+    }
     const capacity = c.action.length;
     c.action[at] = actionCodes[action];
     c.timeNs[at] = timeNs;
@@ -80,8 +89,14 @@ export class TraceEventColumns {
     c.bytes[at] = bytes;
     c.stream[at] = stream;
     c.tag[at] = tag;
-    if (reservedBytes !== undefined) (c.reservedBytes ??= nanColumn(capacity))[at] = reservedBytes;
-    if (thread !== undefined) (c.thread ??= nanColumn(capacity))[at] = thread;
+    if (reservedBytes !== undefined) {
+      c.reservedBytes ??= nanColumn(capacity);
+      c.reservedBytes[at] = reservedBytes;
+    }
+    if (thread !== undefined) {
+      c.thread ??= nanColumn(capacity);
+      c.thread[at] = thread;
+    }
     this.#length++;
   }
 

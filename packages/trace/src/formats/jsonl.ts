@@ -28,7 +28,7 @@ class JsonlParser extends LineTraceParser {
   override finish() {
     const events = this.eventCount;
     if (this.#expected !== undefined && this.#expected !== events) {
-      this.fail(this.lastLine + 1, `the header announces ${this.#expected} events but the file holds ${events}` + (events < this.#expected ? ' (truncated?)' : ''));
+      this.fail(this.lastLine + 1, `the header announces ${this.#expected} events but the file holds ${events}${events < this.#expected ? ' (truncated?)' : ''}`);
     }
     return super.finish();
   }
