@@ -35,6 +35,26 @@ interface PageProblems {
   requests: string[];
 }
 
+/**
+ * The part of a Chart.js chart these tests read in the page (the report's own Chart.js). A
+ * dataset's values depend on the chart: numbers, {x, y} points, [min, max] pairs or null.
+ */
+interface PageChart {
+  data: { labels?: unknown[]; datasets: { label: string; borderColor: string; data: unknown[] }[] };
+  options: { scales: { y: { stacked?: boolean } } };
+  scales: { y: { max: number } };
+  chartArea: { bottom: number };
+  legend?: { legendItems?: { text: string }[] };
+  /** The drawn elements of dataset `index`: points (x, y) or bars (from base to y). */
+  getDatasetMeta(index: number): { data: { x: number; y: number; base: number }[] };
+  isDatasetVisible(index: number): boolean;
+}
+
+/** The page's window: the report's script leaves its charts there. */
+interface ReportWindow {
+  gpumemReport: { charts: { kind: string; allocator: string | null; canvasId: string; chart: PageChart }[] };
+}
+
 /** Opens `html` from a file in a fresh page with the network cut off, and waits for the charts. */
 async function openReport(browser: Browser, html: string, name: string): Promise<{ page: Page; problems: PageProblems }> {
   mkdirSync(artifacts, { recursive: true });
@@ -98,7 +118,7 @@ describe.skipIf(!browserAvailable)(
 
     it('draws each timeline: the library holds every point, and the canvas has the run\'s colour on it', async () => {
       const charts = await page.evaluate(() => {
-        const report = (window as unknown as { gpumemReport: { charts: { kind: string; allocator: string | null; canvasId: string; chart: any }[] } }).gpumemReport;
+        const report = (window as unknown as ReportWindow).gpumemReport;
         return report.charts.map(({ kind, allocator, canvasId, chart }) => {
           const canvas = document.getElementById(canvasId) as HTMLCanvasElement;
           const { data } = canvas.getContext('2d')!.getImageData(0, 0, canvas.width, canvas.height);
@@ -139,11 +159,11 @@ describe.skipIf(!browserAvailable)(
         for (const d of chart.datasets) {
           expect(d).toMatchObject({ points: run.timeline!.tMs.length, drawn: run.timeline!.tMs.length, visible: true });
         }
-        const hex = Number.parseInt(chart.datasets[1].color.slice(1), 16);
+        const hex = Number.parseInt(chart.datasets[1]!.color.slice(1), 16);
         const near = chart.colours.some((c: number) =>
           [16, 8, 0].every((shift) => Math.abs(((c >> shift) & 255) - ((hex >> shift) & 255)) <= 12),
         );
-        expect(near, `${run.allocator}: a pixel of its line colour ${chart.datasets[1].color}`).toBe(true);
+        expect(near, `${run.allocator}: a pixel of its line colour ${chart.datasets[1]!.color}`).toBe(true);
       });
       const epochs = charts.find((c) => c.kind === 'epochs')!;
       expect(epochs.width).toBeGreaterThan(600);
@@ -160,7 +180,7 @@ describe.skipIf(!browserAvailable)(
       const bigPage = (await openReport(browser, renderHtmlReport(big), 'report-scales')).page;
       const scales = () =>
         bigPage.evaluate(() => {
-          const report = (window as unknown as { gpumemReport: { charts: { kind: string; chart: any }[] } }).gpumemReport;
+          const report = (window as unknown as ReportWindow).gpumemReport;
           return report.charts.filter((c) => c.kind === 'timeline').map((c) => c.chart.scales.y.max as number);
         });
       expect(await bigPage.getAttribute('body', 'data-byte-scale')).toBe('own');
@@ -207,7 +227,7 @@ describe.skipIf(!browserAvailable)(
       ];
       const taggedPage = (await openReport(browser, renderHtmlReport(tagged), 'report-tags')).page;
       const labels = await taggedPage.evaluate(() => {
-        const report = (window as unknown as { gpumemReport: { charts: { kind: string; allocator: string; chart: any }[] } }).gpumemReport;
+        const report = (window as unknown as ReportWindow).gpumemReport;
         const pool = report.charts.find((c) => c.kind === 'timeline' && c.allocator === 'pool')!;
         return {
           labels: pool.chart.data.datasets.map((d: { label: string }) => d.label),
@@ -229,7 +249,7 @@ describe.skipIf(!browserAvailable)(
       withPeer.peers = [readPeer(peerFixture)];
       const peerPage = (await openReport(browser, renderHtmlReport(withPeer), 'report-peer')).page;
       const loss = await peerPage.evaluate(() => {
-        const report = (window as unknown as { gpumemReport: { charts: { kind: string; chart: any }[] } }).gpumemReport;
+        const report = (window as unknown as ReportWindow).gpumemReport;
         const chart = report.charts.find((c) => c.kind === 'loss')!.chart;
         return chart.data.datasets.map((d: { label: string; data: unknown[] }, i: number) => ({
           label: d.label,
@@ -252,7 +272,7 @@ describe.skipIf(!browserAvailable)(
 
     it('draws the spread of each run\'s measured epochs: a min–max bar, a quartile box and the median', async () => {
       const spread = await page.evaluate(() => {
-        const report = (window as unknown as { gpumemReport: { charts: { kind: string; chart: any }[] } }).gpumemReport;
+        const report = (window as unknown as ReportWindow).gpumemReport;
         const chart = report.charts.find((c) => c.kind === 'spread')!.chart;
         return {
           labels: chart.data.labels,
@@ -264,20 +284,20 @@ describe.skipIf(!browserAvailable)(
       expect(spread.datasets.map((d: { label: string }) => d.label)).toEqual(['min–max', 'quartiles', 'median']);
       for (const d of spread.datasets) expect(d.drawn).toBe(ok.length);
       ok.forEach((r, i) => {
-        const [lo, hi] = spread.datasets[0].data[i];
+        const [lo, hi] = spread.datasets[0]!.data[i] as [number, number];
         expect(lo).toBeCloseTo(r.epochSpread!.min, 2);
         expect(hi).toBeCloseTo(r.epochSpread!.max, 2);
-        expect(spread.datasets[2].data[i]).toBeCloseTo(r.medianEpochMs!, 2);
+        expect(spread.datasets[2]!.data[i]).toBeCloseTo(r.medianEpochMs!, 2);
       });
     });
 
     it('draws one bar per completed epoch and allocator, taller for the slower run', async () => {
       const bars = await page.evaluate(() => {
-        const report = (window as unknown as { gpumemReport: { charts: { kind: string; chart: any }[] } }).gpumemReport;
+        const report = (window as unknown as ReportWindow).gpumemReport;
         const chart = report.charts.find((c) => c.kind === 'epochs')!.chart;
         return chart.data.datasets.map((_: unknown, i: number) =>
-          chart.getDatasetMeta(i).data.map((bar: { y: number; base: number; width: number }, k: number) =>
-            chart.data.datasets[i].data[k] === null ? 0 : Math.round(Math.abs(bar.base - bar.y)),
+          chart.getDatasetMeta(i).data.map((bar, k) =>
+            chart.data.datasets[i]!.data[k] === null ? 0 : Math.round(Math.abs(bar.base - bar.y)),
           ),
         ) as number[][];
       });
@@ -293,7 +313,7 @@ describe.skipIf(!browserAvailable)(
       try {
         expect(opened.problems).toEqual({ consoleErrors: [], pageErrors: [], requests: [] });
         const charts = await tieredPage.evaluate(() => {
-          const report = (window as unknown as { gpumemReport: { charts: { kind: string; allocator: string | null; canvasId: string; chart: any }[] } }).gpumemReport;
+          const report = (window as unknown as ReportWindow).gpumemReport;
           return report.charts
             .filter((c) => c.kind === 'timeline' || c.kind === 'tiers')
             .map(({ kind, allocator, canvasId, chart }) => {
@@ -307,7 +327,7 @@ describe.skipIf(!browserAvailable)(
                 colours: [...colours],
                 legend: (chart.legend?.legendItems ?? []).map((item: { text: string }) => item.text),
                 yMax: chart.scales.y.max as number,
-                datasets: chart.data.datasets.map((d: { label: string; borderColor: string; data: { y: number }[] }, i: number) => {
+                datasets: chart.data.datasets.map((d: { label: string; borderColor: string; data: unknown[] }, i: number) => {
                   const meta = chart.getDatasetMeta(i);
                   return {
                     label: d.label,
@@ -317,7 +337,7 @@ describe.skipIf(!browserAvailable)(
                     visible: chart.isDatasetVisible(i),
                     // pixels above the x axis: the series has height on the chart
                     raised: meta.data.filter((p: { y: number }) => p.y < chart.chartArea.bottom - 2).length,
-                    top: Math.max(...d.data.map((p) => p.y)),
+                    top: Math.max(...(d.data as { y: number }[]).map((p) => p.y)),
                   };
                 }),
               };
@@ -336,21 +356,23 @@ describe.skipIf(!browserAvailable)(
           expect(d).toMatchObject({ points: run.timeline!.tMs.length, drawn: run.timeline!.tMs.length, visible: true });
           expect(d.raised, `${d.label} is drawn above the axis`).toBeGreaterThan(100);
         }
-        const byLabel = Object.fromEntries(chart.datasets.map((d: { label: string }) => [d.label, d]));
-        expect(byLabel['host allocated'].top).toBe(run.tiers!.peakAllocated.hostBytes);
-        expect(byLabel['device allocated'].top).toBe(128 * 2 ** 20);
+        const byLabel = Object.fromEntries(chart.datasets.map((d) => [d.label, d]));
+        const hostAllocated = byLabel['host allocated']!;
+        const deviceAllocated = byLabel['device allocated']!;
+        expect(hostAllocated.top).toBe(run.tiers!.peakAllocated.hostBytes);
+        expect(deviceAllocated.top).toBe(128 * 2 ** 20);
         // the host series in their own colour, the device ones in the run's, both on the canvas
         const near = (hex: string) => {
           const rgb = Number.parseInt(hex.slice(1), 16);
           return chart.colours.some((c: number) => [16, 8, 0].every((shift) => Math.abs(((c >> shift) & 255) - ((rgb >> shift) & 255)) <= 12));
         };
-        expect(byLabel['host allocated'].color).not.toBe(byLabel['device allocated'].color);
-        expect(near(byLabel['host allocated'].color), `a pixel of the host colour ${byLabel['host allocated'].color}`).toBe(true);
-        expect(near(byLabel['device allocated'].color), `a pixel of the device colour ${byLabel['device allocated'].color}`).toBe(true);
+        expect(hostAllocated.color).not.toBe(deviceAllocated.color);
+        expect(near(hostAllocated.color), `a pixel of the host colour ${hostAllocated.color}`).toBe(true);
+        expect(near(deviceAllocated.color), `a pixel of the device colour ${deviceAllocated.color}`).toBe(true);
         // the same byte scale on every chart includes the tier chart
         await tieredPage.click('#shared-scale');
         const shared = await tieredPage.evaluate(() => {
-          const report = (window as unknown as { gpumemReport: { charts: { kind: string; chart: any }[] } }).gpumemReport;
+          const report = (window as unknown as ReportWindow).gpumemReport;
           return report.charts.filter((c) => c.kind === 'timeline' || c.kind === 'tiers').map((c) => c.chart.scales.y.max as number);
         });
         expect(new Set(shared).size).toBe(1);
@@ -383,7 +405,7 @@ describe.skipIf(!browserAvailable)(
       try {
         expect(opened.problems).toEqual({ consoleErrors: [], pageErrors: [], requests: [] });
         const charts = await opened.page.evaluate(() => {
-          const report = (window as unknown as { gpumemReport: { charts: { kind: string; allocator: string | null; chart: any }[] } }).gpumemReport;
+          const report = (window as unknown as ReportWindow).gpumemReport;
           return report.charts
             .filter((c) => c.kind === 'timeline')
             .map(({ allocator, chart }) => ({
@@ -422,7 +444,7 @@ describe.skipIf(!browserAvailable)(
 
     it('draws no tier chart and no tier figures for a comparison without a host tier', async () => {
       const kinds = await page.evaluate(() =>
-        (window as unknown as { gpumemReport: { charts: { kind: string }[] } }).gpumemReport.charts.map((c) => c.kind),
+        (window as unknown as ReportWindow).gpumemReport.charts.map((c) => c.kind),
       );
       expect(kinds).not.toContain('tiers');
       expect(await page.$$('small.tiers, table.stats.tiers, canvas[id$="-tiers"]')).toHaveLength(0);
@@ -450,7 +472,7 @@ describe.skipIf(!browserAvailable)(
         expect(firstCells[2]).toBe(name);
         expect(await opened.page.textContent('figure.timeline.failed pre.error-message')).toBe(hostile.runs[3]!.error);
         const legend = await opened.page.evaluate(() => {
-          const report = (window as unknown as { gpumemReport: { charts: { kind: string; chart: any }[] } }).gpumemReport;
+          const report = (window as unknown as ReportWindow).gpumemReport;
           return report.charts.find((c) => c.kind === 'epochs')!.chart.data.datasets.map((d: { label: string }) => d.label);
         });
         expect(legend[2]).toBe(name);
