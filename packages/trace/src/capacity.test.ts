@@ -18,7 +18,10 @@ import { compileTrace, replayTrace } from './replay.js';
 const KiB = 1024;
 const MiB = 1024 * KiB;
 let clock = 0;
-const ev = (action: TraceEvent['action'], ptr: number, bytes: number, stream = 0): TraceEvent => ({ timeNs: (clock += 1000), action, ptr, bytes, stream, tag: 0 });
+const ev = (action: TraceEvent['action'], ptr: number, bytes: number, stream = 0): TraceEvent => {
+  clock += 1000;
+  return { timeNs: clock, action, ptr, bytes, stream, tag: 0 };
+};
 
 // Peak live: A + C + D = 3 MiB + 1.5 MiB + 200 KiB. The pool takes a 4 MiB segment for A, a 2 MiB
 // small segment for B (and D, which reuses it) and a 2 MiB segment for C: 8 MiB.
@@ -88,7 +91,10 @@ describe('createReplayAllocator', () => {
 describe('searchMinCapacity', () => {
   it('finds the threshold to within the resolution, doubling then halving', () => {
     const tried: number[] = [];
-    const r = searchMinCapacity((c) => (tried.push(c), c >= 1000), { lowerBytes: 100, capBytes: 1 << 20, resolutionBytes: 1 });
+    const r = searchMinCapacity((c) => {
+      tried.push(c);
+      return c >= 1000;
+    }, { lowerBytes: 100, capBytes: 1 << 20, resolutionBytes: 1 });
     expect(r).toMatchObject({ bytes: 1000, failedBytes: 999, atLowerBound: false, probes: tried.length });
     expect(tried.slice(0, 5)).toEqual([100, 200, 400, 800, 1600]);
     expect(tried.length).toBeLessThanOrEqual(5 + 10);
@@ -99,7 +105,10 @@ describe('searchMinCapacity', () => {
 
   it('tries a hint before doubling, and never answers above a hint that fits', () => {
     const tried: number[] = [];
-    const r = searchMinCapacity((c) => (tried.push(c), c >= 1000), { lowerBytes: 100, capBytes: 1 << 20, resolutionBytes: 64, hintBytes: 1010 });
+    const r = searchMinCapacity((c) => {
+      tried.push(c);
+      return c >= 1000;
+    }, { lowerBytes: 100, capBytes: 1 << 20, resolutionBytes: 64, hintBytes: 1010 });
     expect(tried.slice(0, 2)).toEqual([100, 1010]);
     expect(r.bytes).toBeGreaterThanOrEqual(1000);
     expect(r.bytes).toBeLessThanOrEqual(1010);

@@ -15,7 +15,7 @@ import '@gpumem/allocator-tiered';
 import { readTrace } from './format.js';
 import { findMinCapacity } from './min-capacity.js';
 import { profileReplay } from './profile.js';
-import { compileTrace, replayTrace } from './replay.js';
+import { compileTrace, replayTrace, type ReplayResult } from './replay.js';
 
 const fixture = fileURLToPath(new URL('./snapshot/fixtures/two-streams.pickle.gz', import.meta.url));
 const MiB = 1024 * 1024;
@@ -58,7 +58,7 @@ describe('replay on the host', async () => {
       const runs = [0, 3, 8, 1, 13, 5].map((held) =>
         withHeldHostMemory(held, () => {
           const allocator = createAllocator(name, {});
-          let result;
+          let result: ReplayResult;
           try {
             result = replayTrace(compiled, allocator, { repeats: 2 });
           } finally {

@@ -9,7 +9,7 @@
  * timeline. The native replay loop reports end-of-pass statistics only, hence this extra pass.
  * @module
  */
-import { isOutOfMemory, type AllocatorStats, type Stream } from '@gpumem/allocator-core';
+import { isOutOfMemory, type AllocatorStats, type Stream, type TrackingEvents } from '@gpumem/allocator-core';
 import { createReplayAllocator, type CapacityLimit, type StrategySpec } from './capacity.js';
 import { replayStreams, type CompiledTrace } from './replay.js';
 
@@ -133,7 +133,7 @@ export function profileReplay(trace: CompiledTrace, spec: StrategySpec, o: Profi
     }
     streams?.destroy();
   }
-  let events;
+  let events: TrackingEvents['events'];
   try {
     events = made.events!().events;
   } finally {

@@ -3,11 +3,11 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
-import { createAllocator, createTrackedAllocator, NativeAllocator, type Allocator } from '@gpumem/allocator-core';
+import { createAllocator, createTrackedAllocator, NativeAllocator, type Allocator, type TrackingEvents } from '@gpumem/allocator-core';
 import '@gpumem/allocator-pool';
 import { replayNative } from '@gpumem/allocator-core/tools';
 import '@gpumem/examples/arena';
-import { train } from '@gpumem/gnn';
+import { train, type TrainResult } from '@gpumem/gnn';
 import { traceFromEvents } from './from-events.js';
 import { readTrace, writeTrace, type AllocationTrace, type TraceEvent } from './format.js';
 import { compileTrace, peakByTag, replayTrace } from './replay.js';
@@ -176,8 +176,8 @@ describe('replayTrace', () => {
   it('a recorded training run replayed through the same allocator reproduces its peak allocated exactly', async () => {
     for (const name of ['host', 'pool']) {
       const tracked = createTrackedAllocator(name, name === 'pool' ? { upstream: 'host' } : {}, 1 << 20);
-      let result;
-      let recorded;
+      let result: TrainResult;
+      let recorded: TrackingEvents;
       try {
         result = train({ model: 'mlp', allocator: tracked.allocator, trainSubset: 256, testSubset: 128, hidden: [32, 32, 32, 32], epochs: 1 });
         recorded = tracked.events();

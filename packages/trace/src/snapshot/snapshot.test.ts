@@ -99,7 +99,10 @@ describe('PyTorch memory snapshots', () => {
     const { pytorch, events } = await readSnapshot(fixture('two-streams.pickle.gz'));
     let live = 0;
     let peak = 0;
-    for (const e of events) peak = Math.max(peak, (live += e.action === 'alloc' ? e.bytes : e.action === 'free' ? -e.bytes : 0));
+    for (const e of events) {
+      live += e.action === 'alloc' ? e.bytes : e.action === 'free' ? -e.bytes : 0;
+      peak = Math.max(peak, live);
+    }
     expect(pytorch.peakAllocatedBytes).toBe(peak);
     expect(pytorch.peakAllocatedBytes).toBe(453_014_058);
     // frees completed after the side stream's work: the program's own frees came earlier
@@ -249,7 +252,7 @@ describe('PyTorch memory snapshots', () => {
   });
 
   it('names the place in the snapshot of a malformed entry', async () => {
-    const e = await readSnapshot(fixture('bad-entry.pickle')).catch((err: unknown) => err as TraceFormatError);
+    const e = (await readSnapshot(fixture('bad-entry.pickle')).catch((err: unknown) => err)) as TraceFormatError;
     expect(e).toBeInstanceOf(SnapshotFormatError);
     expect(e).toMatchObject({ where: 'device_traces[0][1]', line: 0 });
     expect(e.message).toBe(`${fixture('bad-entry.pickle')}: device_traces[0][1]: 'size' must be an int, found str`);

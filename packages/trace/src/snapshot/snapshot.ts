@@ -295,7 +295,7 @@ class SnapshotReader {
       const action = e.get('action');
       if (typeof action !== 'string') this.fail(at, `'action' must be a str, found ${pickleTypeName(action)}`);
       // defineProperty: an action named '__proto__' stays an ordinary key.
-      if (!Object.prototype.hasOwnProperty.call(actions, action)) Object.defineProperty(actions, action, { value: 0, enumerable: true, writable: true, configurable: true });
+      if (!Object.hasOwn(actions, action)) Object.defineProperty(actions, action, { value: 0, enumerable: true, writable: true, configurable: true });
       actions[action]!++;
       // Non-decreasing: an entry never goes before the one recorded ahead of it.
       const relativeNs = timed ? Math.round((timeUs(e, i) - t0) * 1000) : i * 1000;
