@@ -34,34 +34,96 @@ using detail::pool::segment;
 char retired_stream_tag;
 const stream_handle retired_stream = &retired_stream_tag;
 
-constexpr std::uint8_t unmapped = 0;
-constexpr std::uint8_t mapped = 1;
-constexpr std::uint8_t mapping = 2;  // mapped by the map in progress: unmapped again if it fails
-
 // Consecutive granules mapped together, by one physical allocation (one cuMemCreate on a GPU).
 // Such an allocation can only be unmapped whole, so a run is released only once every granule in
 // it is idle: a run with one granule still in use keeps its idle granules mapped too.
 struct mapped_run {
-  std::size_t length = 0;  // granules
-  std::size_t busy = 0;    // its granules that a live or parked block touches
+  std::size_t first = 0;        // granule
+  std::size_t length = 0;       // granules
+  std::size_t busy = 0;         // its granules that a live or parked block touches
+  bool mapping = false;         // mapped by the map in progress: unmapped again if it fails
+  std::uint32_t next_free = 0;  // while the slot is unused: the next unused slot + 1 (0: none)
 };
-using run_map = std::map<std::size_t, mapped_run>;  // by first granule
+
+// A range's mapped runs. Every granule names its run, so that taking or freeing a block whose
+// granules are mapped finds its run with one load and updates one record per run it spans, however
+// many granules it has; by_first orders the runs for the releases (highest first) and mapped_top.
+class run_table {
+ public:
+  static constexpr std::uint32_t unmapped = 0;  // at() of a granule no run holds
+
+  explicit run_table(std::size_t granules) : run_at_(granules, unmapped) {}
+
+  // 1 + the slot of the run holding granule g, or unmapped.
+  std::uint32_t at(std::size_t g) const noexcept { return run_at_[g]; }
+  mapped_run& slot(std::uint32_t s) noexcept { return slots_[s]; }
+  const mapped_run& slot(std::uint32_t s) const noexcept { return slots_[s]; }
+  const std::map<std::size_t, std::uint32_t>& by_first() const noexcept { return by_first_; }
+  bool empty() const noexcept { return by_first_.empty(); }
+
+  // A record for the run [first, first + length), its granules not yet pointed at it (mark() does
+  // that once they are mapped). May throw bad_alloc, and then changes nothing that matters.
+  std::uint32_t add(std::size_t first, std::size_t length) {
+    if (free_head_ == 0) {
+      slots_.emplace_back();
+      free_head_ = static_cast<std::uint32_t>(slots_.size());  // the new slot, unused
+    }
+    const std::uint32_t s = free_head_ - 1;
+    by_first_.emplace(first, s);  // may throw: the slot stays unused
+    free_head_ = slots_[s].next_free;
+    slots_[s] = mapped_run{first, length, 0, false, 0};
+    return s;
+  }
+
+  // Points the run's granules at it.
+  void mark(std::uint32_t s) noexcept {
+    const mapped_run& run = slots_[s];
+    std::fill(run_at_.begin() + static_cast<std::ptrdiff_t>(run.first),
+              run_at_.begin() + static_cast<std::ptrdiff_t>(run.first + run.length), s + 1);
+  }
+
+  // Forgets the run, marked or not: its granules are unmapped.
+  void remove(std::uint32_t s) noexcept {
+    mapped_run& run = slots_[s];
+    for (std::size_t g = run.first; g < run.first + run.length; ++g) {
+      if (run_at_[g] == s + 1) run_at_[g] = unmapped;
+    }
+    by_first_.erase(run.first);
+    run.next_free = free_head_;
+    free_head_ = s + 1;
+  }
+
+ private:
+  std::vector<std::uint32_t> run_at_;  // per granule
+  std::vector<mapped_run> slots_;
+  std::uint32_t free_head_ = 0;                    // the first unused slot + 1 (0: none)
+  std::map<std::size_t, std::uint32_t> by_first_;  // first granule -> slot
+};
 
 // One stream's virtual range. The segment part (base, size, first block, used_blocks) is what the
 // pool's block records point to; the rest is per granule and per mapped run.
 struct stream_range : segment {
-  stream_handle owner = nullptr;    // retired_stream once the stream is destroyed
-  free_index free;                  // the range's free blocks
-  std::vector<std::uint32_t> users; // per granule: the live and parked blocks touching it
-  std::vector<std::uint8_t> state;  // per granule: unmapped, mapped, mapping
-  run_map runs;                     // every mapped granule is in exactly one
-  std::size_t mapped_granules = 0;
-  std::size_t idle_granules = 0;    // mapped, and no block touches them
-  std::size_t idle_runs = 0;        // runs with busy == 0: what a release can unmap
-  std::size_t mapped_top = 0;       // no granule at or past this index is mapped
+  explicit stream_range(std::size_t granules) : edge_users(granules, 0), runs(granules) {}
+
+  stream_handle owner = nullptr;  // retired_stream once the stream is destroyed
+  free_index free;                // the range's free blocks
+  // Per granule: the live and parked blocks whose first or last granule it is. A granule strictly
+  // inside a block is touched by that block alone (blocks do not overlap), so it needs no count: it
+  // is in use while that block is. Taking or freeing a block changes two counts, not one per granule.
+  std::vector<std::uint32_t> edge_users;
+  run_table runs;              // every mapped granule is in exactly one run
+  std::size_t idle_runs = 0;   // runs with busy == 0: what a release can unmap
+  std::size_t mapped_top = 0;  // no granule at or past this index is mapped
 };
 
 stream_range* range_of(const block* b) noexcept { return static_cast<stream_range*>(b->seg); }
+
+// log2(n) for a power of two; no_shift otherwise (a device granule may be any multiple of the
+// device's minimum), so that the usual granule index is a shift, not a division.
+constexpr unsigned no_shift = ~0u;
+unsigned shift_of(std::size_t n) noexcept {
+  return n != 0 && (n & (n - 1)) == 0 ? static_cast<unsigned>(__builtin_ctzll(n)) : no_shift;
+}
 
 // What a release of idle granules aims at: it stops once reserved <= reserved_at_most and idle <= idle_at_most.
 struct release_goal {
@@ -78,7 +140,8 @@ struct release_goal {
 
 struct expandable_resource::impl final : stream_observer {
   impl(std::unique_ptr<physical_memory> mem, const expandable_options& opts, std::unique_ptr<stream_ordering> order)
-      : memory(std::move(mem)), options(opts), ordering(std::move(order)), granule(memory->granule_bytes()) {
+      : memory(std::move(mem)), options(opts), ordering(std::move(order)), granule(memory->granule_bytes()),
+        granule_shift(shift_of(granule)) {
     if (options.gc_threshold > 0) {
       const double limit = std::floor(options.gc_threshold * static_cast<double>(options.capacity_bytes));
       gc_limit = static_cast<std::uint64_t>(limit);
@@ -89,27 +152,31 @@ struct expandable_resource::impl final : stream_observer {
 
   // ----- allocate -----------------------------------------------------------------------------
 
-  void* allocate(std::size_t bytes, stream_handle stream) {
+  GPUMEM_POOL_INLINE void* allocate(std::size_t bytes, stream_handle stream) {
     if (!pending.empty()) process_pending();
-    if (bytes > options.reserve_bytes) {
-      throw_oom(bytes, "the request is larger than the virtual range of a stream (reserveBytes " +
-                           format_bytes(options.reserve_bytes) + ")");
-    }
+    if (bytes > options.reserve_bytes) throw_larger_than_range(bytes);
     // Get what the rest may need first, so that nothing below fails half-way.
     live.reserve_one();
     blocks.reserve(2);
     const std::size_t rounded = round_up(bytes, expandable_resource::rounding);
     stream_range* r = range_for(stream, bytes);
     block* b = r->free.best_fit(rounded);
-    if (b == nullptr) {
-      throw_oom(bytes, "no free run of the stream's " + format_bytes(r->size) +
-                           " virtual range is large enough (the blocks in use hold it)");
-    }
+    if (b == nullptr) throw_range_full(bytes, r);
     if (b->mixed) order_after_used_on(*ordering, b, stream);  // memory other streams freed into this range
     take_block(b, rounded, stream);
     const std::size_t first = granule_index(r, b->addr);
     const std::size_t last = granule_index(r, b->addr + rounded - 1);
-    pin(r, first, last);
+    if (!pin(r, first, last)) map_block(b, r, bytes, first, last);
+    b->requested = bytes;
+    live.insert(b);
+    counter.on_allocate(bytes);
+    largest_dirty = true;
+    return reinterpret_cast<void*>(b->addr);
+  }
+
+  // Maps what block `b` (just taken for `bytes`, its granules [first, last] pinned) lacks. If that
+  // fails, the block goes back among the free and out_of_memory (or the driver's error) is thrown.
+  GPUMEM_POOL_COLD void map_block(block* b, stream_range* r, std::size_t bytes, std::size_t first, std::size_t last) {
     auto undo = [&] {
       unpin(r, first, last);
       --r->used_blocks;
@@ -126,15 +193,11 @@ struct expandable_resource::impl final : stream_observer {
       undo();  // first, so that the error's figures are those of the resource as it stays
       throw_oom(bytes, failure);
     }
-    b->requested = bytes;
-    live.insert(b);
-    counter.on_allocate(bytes);
-    largest_dirty = true;
-    return reinterpret_cast<void*>(b->addr);
   }
 
   std::size_t granule_index(const stream_range* r, std::uintptr_t addr) const noexcept {
-    return (addr - r->base) / granule;
+    const std::uintptr_t offset = addr - r->base;
+    return granule_shift != no_shift ? offset >> granule_shift : offset / granule;  // a power of two but where asked
   }
   void* granule_addr(const stream_range* r, std::size_t g) const noexcept {
     return reinterpret_cast<void*>(r->base + g * granule);
@@ -145,7 +208,7 @@ struct expandable_resource::impl final : stream_observer {
   // Returns why it could not (empty: mapped); other errors (a driver failure) are thrown.
   std::string ensure_mapped(stream_range* r, std::size_t first, std::size_t last) {
     std::size_t missing = 0;
-    for (std::size_t g = first; g <= last; ++g) missing += r->state[g] == unmapped;
+    for (std::size_t g = first; g <= last; ++g) missing += r->runs.at(g) == run_table::unmapped;
     if (missing == 0) return {};
     const std::uint64_t needed = static_cast<std::uint64_t>(missing) * granule;
     if (gc_limit != 0 && counter.get().reserved_bytes + needed > gc_limit) {
@@ -170,113 +233,148 @@ struct expandable_resource::impl final : stream_observer {
     return "mapping " + format_bytes(needed) + " more failed after releasing every idle run: " + failure;
   }
 
-  // Maps the unmapped granules of [first, last], each stretch of consecutive ones as one run (one
-  // driver call sequence however many granules it has). On any failure unmaps the runs it mapped.
+  // Maps the unmapped granules of [first, last] (all pinned by the caller), each stretch of
+  // consecutive ones as one run (one driver call sequence however many granules it has). On any
+  // failure unmaps the runs it mapped.
   void map_granules(stream_range* r, std::size_t first, std::size_t last) {
+    run_table& runs = r->runs;
     std::size_t g = first;
     try {
       while (g <= last) {
-        if (r->state[g] != unmapped) {
+        if (runs.at(g) != run_table::unmapped) {
           ++g;
           continue;
         }
         std::size_t end = g + 1;
-        while (end <= last && r->state[end] == unmapped) ++end;
+        while (end <= last && runs.at(end) == run_table::unmapped) ++end;
         const std::size_t length = end - g;
         // The record first (it may throw bad_alloc), so that a mapped run always has one.
-        const auto it = r->runs.emplace(g, mapped_run{length, 0}).first;
+        const std::uint32_t s = runs.add(g, length);
         try {
           memory->map_run(granule_addr(r, g), length * granule);
         } catch (...) {
-          r->runs.erase(it);
+          runs.remove(s);
           throw;
         }
-        for (std::size_t k = g; k < end; ++k) {
-          r->state[k] = mapping;
-          it->second.busy += r->users[k] != 0;  // all of them: the caller pinned [first, last]
-        }
-        if (it->second.busy == 0) ++r->idle_runs;
-        r->mapped_granules += length;
+        mapped_run& run = runs.slot(s);
+        run.mapping = true;
+        run.busy = length;  // every granule: the caller pinned [first, last]
+        runs.mark(s);
         r->mapped_top = std::max(r->mapped_top, end);
         counter.on_reserve(static_cast<std::uint64_t>(length) * granule);
         g = end;
       }
     } catch (...) {
       for (std::size_t k = first; k <= last;) {
-        const auto it = r->state[k] == mapping ? r->runs.find(k) : r->runs.end();
-        if (it == r->runs.end()) {
+        const std::uint32_t at = runs.at(k);
+        if (at == run_table::unmapped) {
           ++k;
           continue;
         }
-        k += it->second.length;
-        unmap_run(r, it);
+        const mapped_run& run = runs.slot(at - 1);
+        k = run.first + run.length;
+        if (run.mapping) unmap_run(r, at - 1);
       }
       update_mapped_top(r);
       throw;
     }
-    for (std::size_t k = first; k <= last; ++k) {
-      if (r->state[k] == mapping) r->state[k] = mapped;
+    for (std::size_t k = first; k <= last;) {
+      mapped_run& run = runs.slot(runs.at(k) - 1);
+      run.mapping = false;
+      k = run.first + run.length;
     }
     largest_dirty = true;
   }
 
-  void unmap_run(stream_range* r, run_map::iterator it) noexcept {
-    const std::size_t start = it->first;
-    const std::size_t length = it->second.length;
-    memory->unmap_run(granule_addr(r, start), length * granule);
-    for (std::size_t g = start; g < start + length; ++g) {
-      r->state[g] = unmapped;
-      if (r->users[g] == 0) {
-        --r->idle_granules;
-        --idle_granules;
-      }
-    }
-    r->mapped_granules -= length;
-    if (it->second.busy == 0) --r->idle_runs;
-    r->runs.erase(it);
-    counter.on_release(static_cast<std::uint64_t>(length) * granule);
+  void unmap_run(stream_range* r, std::uint32_t s) noexcept {
+    const mapped_run& run = r->runs.slot(s);
+    memory->unmap_run(granule_addr(r, run.first), run.length * granule);
+    idle_granules -= run.length - run.busy;
+    if (run.busy == 0) --r->idle_runs;
+    counter.on_release(static_cast<std::uint64_t>(run.length) * granule);
+    r->runs.remove(s);
     largest_dirty = true;
   }
 
   static void update_mapped_top(stream_range* r) noexcept {
-    r->mapped_top = r->runs.empty() ? 0 : r->runs.rbegin()->first + r->runs.rbegin()->second.length;
+    const auto& by_first = r->runs.by_first();
+    r->mapped_top = by_first.empty() ? 0 : by_first.rbegin()->first + r->runs.slot(by_first.rbegin()->second).length;
   }
 
-  // The run holding mapped granule g; `hint` (a run checked last, or end) saves the look-up while
-  // g stays in it.
-  static run_map::iterator run_of(stream_range* r, std::size_t g, run_map::iterator hint) noexcept {
-    if (hint != r->runs.end() && g >= hint->first && g < hint->first + hint->second.length) return hint;
-    return std::prev(r->runs.upper_bound(g));
+  // A block taking granules [first, last] puts them in use: its first and last granule counted in
+  // edge_users, the ones between in use with it. Returns whether all of them are mapped (those
+  // that are not get no record until map_granules maps them, in use).
+  GPUMEM_POOL_INLINE bool pin(stream_range* r, std::size_t first, std::size_t last) noexcept {
+    const bool first_changes = r->edge_users[first]++ == 0;
+    const bool last_changes = last != first && r->edge_users[last]++ == 0;
+    return count_busy<+1>(r, first, last, first_changes, last_changes);
   }
 
-  void pin(stream_range* r, std::size_t first, std::size_t last) noexcept {
-    auto run = r->runs.end();
-    for (std::size_t g = first; g <= last; ++g) {
-      if (r->users[g]++ == 0 && r->state[g] != unmapped) {
-        --r->idle_granules;
-        --idle_granules;
-        run = run_of(r, g, run);
-        if (run->second.busy++ == 0) --r->idle_runs;
+  GPUMEM_POOL_INLINE void unpin(stream_range* r, std::size_t first, std::size_t last) noexcept {
+    const bool first_changes = --r->edge_users[first] == 0;
+    const bool last_changes = last != first && --r->edge_users[last] == 0;
+    count_busy<-1>(r, first, last, first_changes, last_changes);
+  }
+
+  // Moves the mapped granules of [first, last] that change between idle and in use into (sign +1)
+  // or out of (-1) their runs' busy counts: every granule but an edge one whose count stays above
+  // zero (first_changes, last_changes false). One step per run the block spans, not per granule.
+  // Returns whether all of [first, last] is mapped.
+  template <int sign>
+  GPUMEM_POOL_INLINE bool count_busy(stream_range* r, std::size_t first, std::size_t last, bool first_changes,
+                                     bool last_changes) noexcept {
+    const std::uint32_t at = r->runs.at(first);
+    if (at != run_table::unmapped) {
+      mapped_run& run = r->runs.slot(at - 1);
+      if (last < run.first + run.length) {  // the block lies in one run: the usual case
+        const std::size_t changed = last - first + 1 - !first_changes - (last != first && !last_changes);
+        add_busy<sign>(r, run, changed);
+        return true;
       }
     }
+    return count_busy_across_runs<sign>(r, first, last, first_changes, last_changes);
   }
 
-  void unpin(stream_range* r, std::size_t first, std::size_t last) noexcept {
-    auto run = r->runs.end();
-    for (std::size_t g = first; g <= last; ++g) {
-      if (--r->users[g] == 0 && r->state[g] != unmapped) {
-        ++r->idle_granules;
-        ++idle_granules;
-        run = run_of(r, g, run);
-        if (--run->second.busy == 0) ++r->idle_runs;
+  template <int sign>
+  GPUMEM_POOL_COLD bool count_busy_across_runs(stream_range* r, std::size_t first, std::size_t last,
+                                               bool first_changes, bool last_changes) noexcept {
+    bool all_mapped = true;
+    for (std::size_t g = first; g <= last;) {
+      const std::uint32_t at = r->runs.at(g);
+      if (at == run_table::unmapped) {
+        all_mapped = false;
+        ++g;
+        continue;
       }
+      mapped_run& run = r->runs.slot(at - 1);
+      const std::size_t end = std::min(run.first + run.length - 1, last);
+      std::size_t changed = end - g + 1;
+      if (g == first && !first_changes) --changed;
+      if (end == last && last != first && !last_changes) --changed;
+      add_busy<sign>(r, run, changed);
+      g = end + 1;
+    }
+    return all_mapped;
+  }
+
+  template <int sign>
+  GPUMEM_POOL_INLINE void add_busy(stream_range* r, mapped_run& run, std::size_t granules) noexcept {
+    if (granules == 0) return;
+    if constexpr (sign > 0) {
+      if (run.busy == 0) --r->idle_runs;
+      run.busy += granules;
+      idle_granules -= granules;
+    } else {
+      run.busy -= granules;
+      if (run.busy == 0) ++r->idle_runs;
+      idle_granules += granules;
     }
   }
 
   // Takes free block `b` out of the index for `rounded` bytes on `stream` (its range's owner, which
   // has waited on b's other streams). The rest, if any, is split off and stays free: with the waits
   // done, neither piece needs any more.
-  void take_block(block* b, std::size_t rounded, stream_handle stream) noexcept {
+  GPUMEM_POOL_INLINE void take_block(block* b, std::size_t rounded, stream_handle stream) noexcept {
     stream_range* r = range_of(b);
     r->free.remove(b);
     // The rest's record was reserved by allocate().
@@ -286,6 +384,16 @@ struct expandable_resource::impl final : stream_observer {
     b->stream = stream;
     b->state = block_state::live;
     ++r->used_blocks;
+  }
+
+  GPUMEM_POOL_COLD [[noreturn]] void throw_larger_than_range(std::size_t bytes) {
+    throw_oom(bytes, "the request is larger than the virtual range of a stream (reserveBytes " +
+                         format_bytes(options.reserve_bytes) + ")");
+  }
+
+  GPUMEM_POOL_COLD [[noreturn]] void throw_range_full(std::size_t bytes, const stream_range* r) {
+    throw_oom(bytes, "no free run of the stream's " + format_bytes(r->size) +
+                         " virtual range is large enough (the blocks in use hold it)");
   }
 
   [[noreturn]] void throw_oom(std::size_t bytes, const std::string& reason) {
@@ -307,9 +415,7 @@ struct expandable_resource::impl final : stream_observer {
   stream_range* range_for(stream_handle stream, std::size_t bytes) {
     if (stream_range* r = find_range(stream)) return r;
     const std::size_t granules = static_cast<std::size_t>(options.reserve_bytes / granule);
-    auto r = std::make_unique<stream_range>();
-    r->users.assign(granules, 0);
-    r->state.assign(granules, unmapped);
+    auto r = std::make_unique<stream_range>(granules);
     ranges.reserve(ranges.size() + 1);
     void* base = nullptr;
     try {
@@ -361,7 +467,7 @@ struct expandable_resource::impl final : stream_observer {
 
   // Unmaps idle runs (every granule idle), highest first in each range, until `goal` is met.
   // Returns how many went.
-  std::size_t release_idle(release_goal goal) noexcept {
+  GPUMEM_POOL_COLD std::size_t release_idle(release_goal goal) noexcept {
     auto met = [&] {
       return counter.get().reserved_bytes <= goal.reserved_at_most &&
              static_cast<std::uint64_t>(idle_granules) * granule <= goal.idle_at_most;
@@ -371,10 +477,11 @@ struct expandable_resource::impl final : stream_observer {
       if (met()) break;
       stream_range* r = owned.get();
       if (r->idle_runs == 0 || !quiesce(r)) continue;
-      for (auto next = r->runs.end(); next != r->runs.begin() && r->idle_runs > 0 && !met();) {
+      const auto& by_first = r->runs.by_first();
+      for (auto next = by_first.end(); next != by_first.begin() && r->idle_runs > 0 && !met();) {
         const auto it = std::prev(next);
-        if (it->second.busy == 0) {
-          unmap_run(r, it);  // `next` stays valid
+        if (r->runs.slot(it->second).busy == 0) {
+          unmap_run(r, it->second);  // erases `it`; `next` stays valid
           ++released;
         } else {
           next = it;
@@ -386,9 +493,9 @@ struct expandable_resource::impl final : stream_observer {
   }
 
   // A destroyed stream's range with no block in use: every run unmapped, the range freed.
-  void release_range(stream_range* r) noexcept {
+  GPUMEM_POOL_COLD void release_range(stream_range* r) noexcept {
     if (r->used_blocks != 0 || !quiesce(r)) return;
-    while (!r->runs.empty()) unmap_run(r, r->runs.begin());
+    while (!r->runs.empty()) unmap_run(r, r->runs.by_first().begin()->second);
     memory->release_range(reinterpret_cast<void*>(r->base), r->size);
     detail::pool::give_segment_blocks(blocks, r);
     if (last_range == r) last_range = nullptr;
@@ -408,7 +515,9 @@ struct expandable_resource::impl final : stream_observer {
     pending.drain(*ordering);
     memory->synchronize();
     for (auto& r : ranges) {
-      for (const auto& [start, run] : r->runs) memory->unmap_run(granule_addr(r.get(), start), run.length * granule);
+      for (const auto& [first, s] : r->runs.by_first()) {
+        memory->unmap_run(granule_addr(r.get(), first), r->runs.slot(s).length * granule);
+      }
       memory->release_range(reinterpret_cast<void*>(r->base), r->size);
     }
     ranges.clear();  // block records go with block_store's chunks
@@ -416,7 +525,7 @@ struct expandable_resource::impl final : stream_observer {
 
   // ----- deallocate ---------------------------------------------------------------------------
 
-  void deallocate(void* ptr, std::size_t bytes, stream_handle stream) {
+  GPUMEM_POOL_INLINE void deallocate(void* ptr, std::size_t bytes, stream_handle stream) {
     const std::size_t slot = live_slot(live, ptr);
     block* b = live.at(slot);
     if (b->requested != bytes) throw_size_mismatch(ptr, bytes, b->requested);
@@ -442,7 +551,7 @@ struct expandable_resource::impl final : stream_observer {
   // A block no work holds any more: its granules unpinned, the block back among the free, and the
   // idle granules released if that passes the release threshold (or the range is a destroyed
   // stream's and now empty).
-  void release_block(block* b) noexcept {
+  GPUMEM_POOL_INLINE void release_block(block* b) noexcept {
     stream_range* r = range_of(b);
     unpin(r, granule_index(r, b->addr), granule_index(r, b->addr + b->size - 1));
     --r->used_blocks;
@@ -457,46 +566,62 @@ struct expandable_resource::impl final : stream_observer {
   // Returns `b` to its range's free blocks, merged with free neighbours; the merged block keeps the
   // union of the streams its pieces must be waited on for. If that list cannot be grown (no memory),
   // the block is left unmerged rather than merged without its streams.
-  void free_block(block* b, stream_range* r) noexcept {
+  GPUMEM_POOL_INLINE void free_block(block* b, stream_range* r) noexcept {
     b->state = block_state::free;
     b->stream = r->owner;
     block* prev = b->prev_in_segment;
     block* next = b->next_in_segment;
-    bool merge_prev = prev != nullptr && prev->state == block_state::free;
-    bool merge_next = next != nullptr && next->state == block_state::free;
-    block* survivor = merge_prev ? prev : b;
-    const bool union_needed =
-        (merge_prev || merge_next) && (b->mixed || (merge_prev && prev->mixed) || (merge_next && next->mixed));
-    if (union_needed) {
-      try {
-        merge_scratch.clear();
-        for (block* piece : {merge_prev ? prev : nullptr, b, merge_next ? next : nullptr}) {
-          if (piece == nullptr) continue;
-          for (stream_handle s : piece->used_on) {
-            if (std::find(merge_scratch.begin(), merge_scratch.end(), s) == merge_scratch.end()) {
-              merge_scratch.push_back(s);
-            }
-          }
-        }
-        survivor->used_on.reserve(merge_scratch.size());
-      } catch (...) {
-        merge_prev = merge_next = false;
-        survivor = b;
-      }
+    const bool merge_prev = prev != nullptr && prev->state == block_state::free;
+    const bool merge_next = next != nullptr && next->state == block_state::free;
+    if ((merge_prev || merge_next) && (b->mixed || (merge_prev && prev->mixed) || (merge_next && next->mixed))) {
+      free_block_mixed(b, r, merge_prev ? prev : nullptr, merge_next ? next : nullptr);
+      return;
     }
-    const bool merged = merge_prev || merge_next;
     if (merge_prev) {
       r->free.remove(prev);
       merge_into(blocks, prev, b);
+      b = prev;
     }
     if (merge_next) {
       r->free.remove(next);
+      merge_into(blocks, b, next);
+    }
+    b->stream = r->owner;
+    r->free.insert(b);
+    largest_dirty = true;
+  }
+
+  // free_block's merge when a piece carries other streams: the merged block's used_on is the union
+  // of the pieces'. If that list cannot be grown (no memory), the block is left unmerged rather than
+  // merged without its streams.
+  GPUMEM_POOL_COLD void free_block_mixed(block* b, stream_range* r, block* prev, block* next) noexcept {
+    block* survivor = prev != nullptr ? prev : b;
+    try {
+      merge_scratch.clear();
+      for (block* piece : {prev, b, next}) {
+        if (piece == nullptr) continue;
+        for (stream_handle s : piece->used_on) {
+          if (std::find(merge_scratch.begin(), merge_scratch.end(), s) == merge_scratch.end()) {
+            merge_scratch.push_back(s);
+          }
+        }
+      }
+      survivor->used_on.reserve(merge_scratch.size());
+    } catch (...) {
+      r->free.insert(b);  // unmerged
+      largest_dirty = true;
+      return;
+    }
+    if (prev != nullptr) {
+      r->free.remove(prev);
+      merge_into(blocks, prev, b);
+    }
+    if (next != nullptr) {
+      r->free.remove(next);
       merge_into(blocks, survivor, next);
     }
-    if (union_needed && merged) {
-      survivor->used_on.assign(merge_scratch.begin(), merge_scratch.end());  // within the reserved capacity
-      survivor->mixed = !merge_scratch.empty();
-    }
+    survivor->used_on.assign(merge_scratch.begin(), merge_scratch.end());  // within the reserved capacity
+    survivor->mixed = !merge_scratch.empty();
     survivor->stream = r->owner;
     r->free.insert(survivor);
     largest_dirty = true;
@@ -551,18 +676,24 @@ struct expandable_resource::impl final : stream_observer {
       for (const block* b = r->first; b != nullptr; b = b->next_in_segment) {
         if (b->state != block_state::free || b->addr >= mapped_end) continue;
         const std::uintptr_t end = std::min<std::uintptr_t>(b->addr + b->size, mapped_end);
-        std::uintptr_t run_start = 0;
-        bool in_run = false;
-        for (std::size_t g = granule_index(r, b->addr); r->base + g * granule < end; ++g) {
-          const std::uintptr_t lo = std::max<std::uintptr_t>(b->addr, r->base + g * granule);
-          const std::uintptr_t hi = std::min<std::uintptr_t>(end, r->base + (g + 1) * granule);
-          if (r->state[g] == unmapped) {
-            in_run = false;
+        // Stretches of mapped granules in the block, run by run (adjacent runs make one stretch).
+        std::uintptr_t stretch_start = 0;
+        bool in_stretch = false;
+        for (std::size_t g = granule_index(r, b->addr); r->base + g * granule < end;) {
+          const std::uint32_t at = r->runs.at(g);
+          if (at == run_table::unmapped) {
+            in_stretch = false;
+            const auto next = r->runs.by_first().lower_bound(g);
+            if (next == r->runs.by_first().end()) break;
+            g = next->first;
             continue;
           }
-          if (!in_run) run_start = lo;
-          in_run = true;
-          largest = std::max<std::size_t>(largest, hi - run_start);
+          const mapped_run& run = r->runs.slot(at - 1);
+          if (!in_stretch) stretch_start = std::max<std::uintptr_t>(b->addr, r->base + g * granule);
+          in_stretch = true;
+          g = run.first + run.length;
+          const std::uintptr_t stretch_end = std::min<std::uintptr_t>(end, r->base + g * granule);
+          largest = std::max<std::size_t>(largest, stretch_end - stretch_start);
         }
       }
     }
@@ -581,6 +712,7 @@ struct expandable_resource::impl final : stream_observer {
   const expandable_options options;
   const std::unique_ptr<stream_ordering> ordering;
   const std::size_t granule;
+  const unsigned granule_shift;  // log2(granule), or no_shift where the granule is not a power of two
   std::uint64_t gc_limit = 0;  // 0: no garbage collection threshold
 
   resource_lock lock;
