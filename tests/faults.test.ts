@@ -15,7 +15,7 @@ import '@gpumem/allocator-uvm';
 import '@gpumem/allocator-expandable';
 import '@gpumem/allocator-tiered';
 import '@gpumem/allocator-pinned';
-import { train, type TrainOptions } from '../packages/gnn/src/training/train.js';
+import { train, type WorkloadTrainOptions } from '../packages/gnn/src/training/train.js';
 import { gpuAvailable, gpuTitle } from './gpu.js';
 
 const MiB = 2 ** 20;
@@ -235,7 +235,7 @@ describe.skipIf(!gpuAvailable)(gpuTitle('fault injection on the GPU strategies')
 });
 
 describe('the trainer out of memory', () => {
-  const tiny: Omit<TrainOptions, 'allocator'> = { model: 'mlp', trainSubset: 256, testSubset: 128, hidden: [32], epochs: 1, seed: 3 };
+  const tiny: WorkloadTrainOptions = { model: 'mlp', trainSubset: 256, testSubset: 128, hidden: [32], epochs: 1, seed: 3 };
   const run = (allocator: Allocator) => train({ ...tiny, allocator });
 
   // Small segments, so that a run takes many of them and a budget can stop it part-way.

@@ -22,7 +22,7 @@ import {
   memoryInfo,
   formatBytes,
 } from '@gpumem/allocator-core';
-import { allocationTags, train, type Progress, type TrainOptions, type TrainResult } from '@gpumem/gnn';
+import { allocationTags, asTrainOptions, getWorkload, train, type Progress, type TrainOptionsBag, type TrainResult } from '@gpumem/gnn';
 import type { AllocatorSpec } from './spec.js';
 import type { CompareColumn, CompareResult, CompareRun } from './types.js';
 import { buildTimeline, peakBreakdown, type HostSamples } from './timeline.js';
@@ -33,8 +33,11 @@ import { spreadsOverlap } from './spread.js';
 import { failureRun, messageOf, summariseRun } from './run-summary.js';
 import { isDistributed, runDistributed } from './distributed-run.js';
 
-/** The training configuration shared by every run (everything but the allocator). */
-export type CompareTrainOptions = Omit<TrainOptions, 'allocator' | 'allocatorOptions' | 'onProgress' | 'onStep'>;
+/**
+ * The training configuration shared by every run (everything but the allocator): any workload's
+ * options in one object (its `model` names the workload, which refuses what does not apply to it).
+ */
+export type CompareTrainOptions = Omit<TrainOptionsBag, 'allocator' | 'allocatorOptions' | 'onProgress' | 'onStep'>;
 
 export interface CompareOptions {
   train: CompareTrainOptions;
@@ -151,7 +154,7 @@ export function runOne(request: RunRequest, onProgress?: (p: Progress) => void):
   try {
     // CUDA graphs only where the strategy can allocate inside a capture; the others run eagerly.
     const cudaGraph = request.train.cudaGraph === true && strategyInfo(spec.name).capturable;
-    result = train({ ...request.train, cudaGraph, allocator, onProgress, tagAllocations: tracked?.setTag, ...(onStep ? { onStep } : {}) });
+    result = train(asTrainOptions({ ...request.train, cudaGraph, allocator, onProgress, tagAllocations: tracked?.setTag, ...(onStep ? { onStep } : {}) }));
   } catch (e) {
     failure = e;
   }
@@ -303,18 +306,19 @@ export async function compareAllocators(o: CompareOptions): Promise<CompareResul
   const runs = byAllocator.map((repeats) => mergeRepeats(repeats));
   const { best, tied } = rankRuns(runs);
   const outside = outsideAllocatorNote(runs);
+  const workload = getWorkload(o.train.model);
   return {
     version: 1,
     createdAt: new Date().toISOString(),
     device: o.device,
     workload: {
       model: o.train.model,
-      dataset: o.train.dataset ?? (o.train.model === 'mlp' ? 'mnist' : 'seed'),
+      dataset: o.train.dataset ?? workload.datasets[0]!,
       title: o.title,
       epochs: o.train.epochs ?? 1,
       options: { ...(o.flags ?? {}) },
     },
-    throughputUnit: o.train.model === 'mlp' ? 'images/s' : 'nodes/s',
+    throughputUnit: `${workload.samples}/s` as CompareResult['throughputUnit'],
     runs,
     best,
     tied,

@@ -1,7 +1,8 @@
 /**
- * @gpumem/gnn: the shared trainer (device tensors, ops, an MLP on MNIST and a GCN on generated
- * graphs) that runs on any allocator. It depends on the core only: register the strategies you
- * train on by importing their packages (e.g. `import '@gpumem/allocator-pool'`).
+ * @gpumem/gnn: the shared trainer (device tensors, ops, and its workloads: an MLP on MNIST and a
+ * GCN on generated graphs, each registered by name) that runs on any allocator. It depends on the
+ * core only: register the strategies you train on by importing their packages (e.g.
+ * `import '@gpumem/allocator-pool'`).
  * @packageDocumentation
  */
 export { Runtime, allocationTags, type AllocationTag } from './framework/runtime.js';
@@ -36,6 +37,9 @@ export {
   train,
   trainOn,
   type TrainOptions,
+  type CommonTrainOptions,
+  type TrainOptionsBag,
+  type WorkloadTrainOptions,
   type TrainResult,
   type EpochRecord,
   type Progress,
@@ -45,9 +49,25 @@ export {
   type RankRecord,
   type RankSamples,
 } from './training/train.js';
-export { trainDistributed, combineRanks, planRanks, type DistributedTrainOptions } from './training/train-distributed.js';
+export { trainDistributed, combineRanks, planRanks, type DistributedTrainOptions, type DistributedRunOptions } from './training/train-distributed.js';
 export { throttledProgress } from './training/train-common.js';
 export { PartitionedGcn } from './models/gcn-partitioned.js';
 export { partitionGraph, rowBlock, type GraphPart, type RowBlock, type RemoteRows } from './datasets/graph-part.js';
 export type { NativeOps, WorkspaceBytes } from './framework/native-ops.js';
-export { commonDefaults, mlpDefaults, gcnDefaults, mlpHiddenWidths, gcnHiddenWidth, graphDefaults } from './training/defaults.js';
+export { commonDefaults } from './training/defaults.js';
+export {
+  registerWorkload,
+  getWorkload,
+  hasWorkload,
+  listWorkloads,
+  asTrainOptions,
+  type Workload,
+  type WorkloadRun,
+  type RunContext,
+  type OptionNames,
+  type WorkloadTypeMap,
+} from './workloads/index.js';
+export { mlpDefaults, mlpHiddenWidths } from './workloads/mlp/defaults.js';
+export type { MlpTrainOptions, MlpTrainingShape } from './workloads/mlp/options.js';
+export { gcnDefaults, gcnHiddenWidth, graphDefaults } from './workloads/gcn/defaults.js';
+export type { GcnTrainOptions, GcnTrainingShape } from './workloads/gcn/options.js';

@@ -11,7 +11,7 @@ import { anyHostTier, anyTierMoves, type CompareResult, type CompareRun, type Ti
 import { anyDevices, devicePeaksText } from '@gpumem/compare';
 import { renderHtmlReport } from '@gpumem/compare';
 import { toChromeTrace } from '@gpumem/compare';
-import { commonDefaults, gcnDefaults, graphDefaults, mlpDefaults, mlpHiddenWidths } from '@gpumem/gnn';
+import { commonDefaults, getWorkload } from '@gpumem/gnn';
 import { flagHelp, formatTable, parseFlags, ProgressBar, UsageError, type FlagSpec } from './args.js';
 import { checkDevicesFlags, devicesFromFlags, trainFlags, trainOptionsForHere } from './train-command.js';
 import { checkOutputFlags, isStdout } from './output-paths.js';
@@ -134,24 +134,7 @@ function describeDevices(t: CompareTrainOptions): string {
 
 function describeWorkload(t: CompareTrainOptions): string {
   const epochCount = t.epochs ?? commonDefaults.epochs;
-  const epochs = `${epochCount} epoch${epochCount === 1 ? '' : 's'}${describeDevices(t)}`;
-  if (t.model === 'mlp') {
-    const hidden = mlpHiddenWidths(t.hidden, t.hiddenLayers);
-    const batch = t.batchSize ?? mlpDefaults.batchSize;
-    const subset = t.trainSubset !== undefined ? `, ${t.trainSubset} training images` : '';
-    // the name gpumem train prints too: `<model> on <dataset>`
-    const name = `mlp on ${t.dataset ?? 'mnist'} (`;
-    const activations = [
-      ...(t.checkpoint ? [`checkpoint every ${t.checkpoint} layer${t.checkpoint === 1 ? '' : 's'}`] : []),
-      ...((t.nanoBatches ?? 1) > 1 ? [`${t.nanoBatches} nano-batches`] : []),
-      ...(t.layerPrefetch ? ['layer prefetch'] : []),
-    ].map((a) => `, ${a}`);
-    return `${name}hidden ${hidden.join('x')}, batch ${batch}${subset}), ${epochs}${t.cudaGraph ? ', steps as CUDA graphs where the allocator is capturable' : ''}${activations.join('')}`;
-  }
-  const dataset = t.dataset ?? gcnDefaults.dataset;
-  const nodes = t.nodes ?? graphDefaults(dataset).nodes;
-  const name = `gcn on ${dataset} (${dataset === 'seed' ? 'a random graph' : 'a stochastic block model graph'}`;
-  return `${name}, ${nodes.toLocaleString('en-US')} nodes, ${t.aggregation ?? gcnDefaults.aggregation} aggregation), ${epochs}`;
+  return getWorkload(t.model).describe(t, `${epochCount} epoch${epochCount === 1 ? '' : 's'}${describeDevices(t)}`);
 }
 
 const bestMark = ' *';

@@ -4,16 +4,33 @@
  */
 import { writeFileSync } from 'node:fs';
 import { formatBytes, hasCudaDevice } from '@gpumem/allocator-core';
-import { commonDefaults, gcnDefaults, graphDefaults, mlpDefaults, mlpHiddenWidths, train, trainDistributed, type TrainOptions, type TrainResult } from '@gpumem/gnn';
+import {
+  asTrainOptions,
+  commonDefaults,
+  gcnDefaults,
+  getWorkload,
+  hasWorkload,
+  listWorkloads,
+  mlpDefaults,
+  train,
+  trainDistributed,
+  type TrainOptions,
+  type TrainResult,
+  type WorkloadTrainOptions,
+} from '@gpumem/gnn';
 import { builtInStrategyPackages, parseAllocatorSpec, specProblems, specProblemsInChild, type AllocatorSpec } from '@gpumem/compare';
 import { checkOutputFlags, isStdout } from './output-paths.js';
 import { checkAllocatorNames, refuseSpecProblems } from './allocator-flags.js';
 import { flagHelp, formatTable, parseFlags, ProgressBar, UsageError, type FlagSpec, type FlagValues } from './args.js';
 
 export const trainFlags: Record<string, FlagSpec> = {
-  model: { type: 'string', choices: ['mlp', 'gcn'], default: 'mlp', help: 'the model' },
+  model: { type: 'string', choices: listWorkloads().map((w) => w.name), default: 'mlp', help: `the model: ${listWorkloads().map((w) => `${w.name}, ${w.description}`).join('; ')}` },
   allocator: { type: 'string', help: 'a registered allocator, NAME or NAME:key=value[:key=value] as in compare (default: pool)' },
-  dataset: { type: 'string', choices: ['mnist', 'seed', 'sbm'], help: 'mlp: mnist; gcn: seed (random graph) or sbm (learnable)' },
+  dataset: {
+    type: 'string',
+    choices: [...new Set(listWorkloads().flatMap((w) => w.datasets))],
+    help: `${listWorkloads().map((w) => `${w.name}: ${w.datasets.join(' or ')}`).join('; ')} (the first is the default; gcn: seed is a random graph, sbm learnable)`,
+  },
   nodes: { type: 'int', min: 1, max: 2 ** 31 - 1, help: `gcn: nodes (default ${gcnDefaults.seed.nodes} for seed, ${gcnDefaults.sbm.nodes} for sbm)` },
   'edges-per-node': { type: 'int', min: 1, max: 1000, help: `gcn seed graph: edges per node (default ${gcnDefaults.seed.edgesPerNode})` },
   features: { type: 'int', min: 1, max: 65536, help: `gcn: input features (default ${gcnDefaults.seed.features} seed, ${gcnDefaults.sbm.features} sbm)` },
@@ -86,61 +103,50 @@ export function devicesFromFlags(command: string, flags: FlagValues): number | n
   throw new UsageError(`gpumem ${command}: '--devices' must be a number of ranks from 1 to 1024 or a comma-separated list of CUDA ordinals (e.g. 0,1) (received '${raw}')`);
 }
 
-/** The train() options that the train flags ask for (shared by train, compare and record). */
-export function trainOptionsFromFlags(flags: FlagValues): Omit<TrainOptions, 'allocator'> {
-  const model = flags.model as 'mlp' | 'gcn';
-  return {
-    model,
-    dataset: flags.dataset as 'mnist' | 'seed' | 'sbm' | undefined,
-    epochs: flags.epochs as number | undefined,
-    batchSize: flags.batch as number | undefined,
-    lr: flags.lr as number | undefined,
-    seed: flags.seed as number | undefined,
-    hidden: flags.hidden as number | undefined,
-    hiddenLayers: flags['hidden-layers'] as number | undefined,
-    nodes: flags.nodes as number | undefined,
-    edgesPerNode: flags['edges-per-node'] as number | undefined,
-    features: flags.features as number | undefined,
-    classes: flags.classes as number | undefined,
-    aggregation: flags.aggregation as 'spmm' | 'scatter' | undefined,
-    rowBlocks: flags['row-blocks'] as number | undefined,
-    featureDtype: flags['feature-dtype'] as 'f32' | 'bf16' | undefined,
-    trainSubset: flags['train-subset'] as number | undefined,
-    testSubset: flags['test-subset'] as number | undefined,
-    cudaGraph: flags['cuda-graph'] === true,
-    checkpoint: flags.checkpoint as number | undefined,
-    nanoBatches: flags['nano-batches'] as number | undefined,
-    layerPrefetch: flags['layer-prefetch'] === true,
-  };
+/** train() options whose flag is not the option's name in kebab case (`--hidden-layers` is hiddenLayers). */
+const optionOfFlag: Record<string, string> = { batch: 'batchSize' };
+
+/** Flags that are not train() options (what is run where, and how the result is written). */
+const notOptions = new Set(['allocator', 'devices', 'communicator', 'timeout', 'json', 'help']);
+
+/** The train() option a flag sets: `--nano-batches` → nanoBatches. */
+function optionOf(flag: string): string {
+  return optionOfFlag[flag] ?? flag.replace(/-([a-z])/g, (_, c: string) => c.toUpperCase());
+}
+
+/** The flag that sets a train() option, as messages name it: nanoBatches → `--nano-batches`. */
+export function flagOf(option: string): string {
+  const renamed = Object.entries(optionOfFlag).find(([, o]) => o === option);
+  return `--${renamed ? renamed[0] : option.replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`)}`;
+}
+
+/** The train() options that the train flags ask for (shared by train, compare and record); booleans not given are false. */
+export function trainOptionsFromFlags(flags: FlagValues): WorkloadTrainOptions {
+  const options: Record<string, unknown> = {};
+  for (const [flag, spec] of Object.entries(trainFlags)) {
+    if (notOptions.has(flag) || !(flag in flags || spec.type === 'boolean')) continue;
+    options[optionOf(flag)] = spec.type === 'boolean' ? flags[flag] === true : flags[flag];
+  }
+  return asTrainOptions({ ...options, model: flags.model as TrainOptions['model'] });
 }
 
 /**
- * The activation flags checked against the rest (exit 2 naming the flag), before any run starts, so
- * that compare refuses them too instead of failing in every child: --checkpoint and --nano-batches
- * are the mlp's, at most its layers and its batch, and neither --nano-batches nor --layer-prefetch
- * goes with --cuda-graph.
+ * The workload's options checked against each other (exit 2 naming the flag), before any run
+ * starts, so that compare refuses them too instead of failing in every child: options of another
+ * workload (e.g. --checkpoint for the gcn), and what the workload finds wrong (Workload.optionProblem).
  */
-export function checkActivationFlags(command: string, o: Omit<TrainOptions, 'allocator'>): void {
+export function checkActivationFlags(command: string, o: WorkloadTrainOptions): void {
   const fail = (message: string) => {
     throw new UsageError(`gpumem ${command}: ${message}`);
   };
-  for (const [flag, value] of [['--checkpoint', o.checkpoint], ['--nano-batches', o.nanoBatches]] as const) {
-    if (value !== undefined && o.model !== 'mlp') fail(`'${flag}' applies to the mlp only (received --model ${o.model})`);
+  for (const other of listWorkloads()) {
+    if (other.name === o.model) continue;
+    for (const option of other.ownOptions) {
+      if ((o as Record<string, unknown>)[option] !== undefined) fail(`'${flagOf(option)}' applies to the ${other.name} only (received --model ${o.model})`);
+    }
   }
-  if (o.model !== 'mlp') return;
-  let layers: number;
-  try {
-    layers = mlpHiddenWidths(o.hidden, o.hiddenLayers).length + 1;
-  } catch {
-    return; // train() names what is wrong with the widths
-  }
-  if (o.checkpoint !== undefined && o.checkpoint > layers) {
-    fail(`'--checkpoint' must be at most ${layers}, the mlp's layers (${layers - 1} hidden and the output layer) (received ${o.checkpoint})`);
-  }
-  const batch = o.batchSize ?? mlpDefaults.batchSize;
-  if (o.nanoBatches !== undefined && o.nanoBatches > batch) fail(`'--nano-batches' must be at most the batch, ${batch} (received ${o.nanoBatches})`);
-  if (o.cudaGraph && (o.nanoBatches ?? 1) > 1) fail(`'--nano-batches' does not go with '--cuda-graph' (a captured step runs the whole batch)`);
-  if (o.cudaGraph && o.layerPrefetch) fail(`'--layer-prefetch' does not go with '--cuda-graph' (prefetches are not captured into graphs)`);
+  const problem = getWorkload(o.model).optionProblem(o, flagOf);
+  if (problem !== undefined) fail(problem);
 }
 
 /**
@@ -162,43 +168,28 @@ export function allocatorFromFlags(command: string, flags: FlagValues, gpu: bool
 
 /**
  * --devices checked against the workload before any rank starts (a rank would fail on it only after
- * every rank was started): the mlp splits each batch over the ranks, the gcn the graph's rows.
+ * every rank was started): Workload.ranksProblem, e.g. the mlp splits each batch over the ranks,
+ * the gcn the graph's rows.
  */
-export function checkDevicesFlags(command: string, options: Omit<TrainOptions, 'allocator'>, devices: number | number[] | undefined): void {
+export function checkDevicesFlags(command: string, options: WorkloadTrainOptions, devices: number | number[] | undefined): void {
   if (devices === undefined) return;
   const ranks = typeof devices === 'number' ? devices : devices.length;
-  if (options.model === 'mlp') {
-    const batch = options.batchSize ?? mlpDefaults.batchSize;
-    if (batch < ranks) throw new UsageError(`gpumem ${command}: '--devices' ${ranks} ranks need a batch of at least ${ranks} (every rank takes a slice of each batch) but the batch is ${batch}; use fewer devices or a larger --batch`);
-    return;
-  }
-  const nodes = options.nodes ?? graphDefaults(options.dataset ?? gcnDefaults.dataset).nodes;
-  const stride = Math.ceil(nodes / ranks);
-  if ((ranks - 1) * stride >= nodes) throw new UsageError(`gpumem ${command}: '--devices' ${ranks} ranks need at least one node each, but ${nodes} nodes in rows of ${stride} leave the last rank none; use fewer devices or more --nodes`);
+  const problem = getWorkload(options.model).ranksProblem(options, ranks, flagOf);
+  if (problem !== undefined) throw new UsageError(`gpumem ${command}: ${problem}`);
 }
 
-/** Subset sizes of MNIST the mlp trains on by default without a GPU (the CPU kernels take about a minute per full epoch). */
-export const cpuMnistSubset = { train: 2048, test: 1000 } as const;
-
 /**
- * train() options from the flags, with the CPU defaults where there is no GPU: the mlp on a subset
- * of MNIST and the seed GCN on 10,000 nodes, unless the flags say otherwise (said on stderr).
+ * train() options from the flags, with the workload's CPU defaults where there is no GPU (e.g. the
+ * mlp on a subset of MNIST, the seed GCN on 10,000 nodes) unless the flags say otherwise (said on stderr).
  */
-export function trainOptionsForHere(command: string, flags: FlagValues, gpu: boolean): Omit<TrainOptions, 'allocator'> {
+export function trainOptionsForHere(command: string, flags: FlagValues, gpu: boolean): WorkloadTrainOptions {
   const options = trainOptionsFromFlags(flags);
   checkActivationFlags(command, options);
   if (gpu) return options;
-  if (options.model === 'mlp' && options.trainSubset === undefined && options.testSubset === undefined) {
-    process.stderr.write(
-      `gpumem ${command}: no CUDA device: the CPU kernels on a subset of MNIST (${cpuMnistSubset.train} training, ${cpuMnistSubset.test} test images; --train-subset 60000 for all, about a minute an epoch)\n`,
-    );
-    return { ...options, trainSubset: cpuMnistSubset.train, testSubset: cpuMnistSubset.test };
-  }
-  if (options.model === 'gcn' && options.nodes === undefined && (options.dataset ?? gcnDefaults.dataset) === 'seed') {
-    process.stderr.write(`gpumem ${command}: no CUDA device: the CPU kernels on a 10,000-node graph (--nodes to change)\n`);
-    return { ...options, nodes: 10_000 };
-  }
-  return options;
+  const host = getWorkload(options.model).hostDefaults(options, flagOf);
+  if (!host) return options;
+  process.stderr.write(`gpumem ${command}: no CUDA device: ${host.note}\n`);
+  return { ...options, ...host.options };
 }
 
 /**
@@ -257,7 +248,7 @@ function writeResult(result: TrainResult, flags: FlagValues): void {
 async function runTrainDistributed(
   flags: FlagValues,
   spec: AllocatorSpec,
-  options: Omit<TrainOptions, 'allocator'>,
+  options: WorkloadTrainOptions,
   devices: number | number[],
   plugins: readonly string[],
   bar: ProgressBar,
@@ -286,7 +277,7 @@ async function runTrainDistributed(
 export function formatResult(r: TrainResult): string {
   const title = `${r.model} on ${r.dataset}, allocator '${r.allocator}' (${r.device}), ${r.parameters.toLocaleString('en-US')} parameters`;
   const table = formatTable(
-    ['epoch', 'time', 'loss', 'train acc', r.model === 'mlp' ? 'test acc' : 'held-out acc', 'peak allocated', 'peak reserved', 'upstream calls'],
+    ['epoch', 'time', 'loss', 'train acc', hasWorkload(r.model) ? getWorkload(r.model).evaluationLabel : 'accuracy', 'peak allocated', 'peak reserved', 'upstream calls'],
     r.epochs.map((e) => [
       String(e.epoch + 1),
       `${e.epochMs.toFixed(1)} ms`,

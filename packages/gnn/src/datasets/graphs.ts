@@ -6,7 +6,11 @@
  */
 import type { Runtime } from '../framework/runtime.js';
 import type { Tensor } from '../framework/tensor.js';
-import { maxIndex, maxSbmNodes } from '../training/memory-estimate.js';
+
+/** Largest index a CSR or edge list can hold: they are 32-bit. */
+export const maxIndex = 2 ** 31 - 1;
+/** Largest SBM the host-side generator builds (its edge lists are JavaScript arrays). */
+export const maxSbmNodes = 2_000_000;
 
 function count(n: number): string {
   return n.toLocaleString('en-US');

@@ -2,12 +2,13 @@
  * A rank of trainDistributed(): imports the run's strategy packages and plug-ins, creates its
  * allocator on its device, optionally measures the communicator's own all-gather, trains its part
  * with the group's communicator (the gcn's collectives timed per epoch), and sends back its records
- * and a memory sample after every step (mlp) or epoch (gcn).
+ * and a memory sample after every step the workload reports (mlp: each step; gcn: each epoch).
  * @module
  */
 import { createAllocator, Stream } from '@gpumem/allocator-core';
 import { measureAllGather, runAsRank, TimedCommunicator, type Communicator } from '@gpumem/distributed';
 import { trainOn } from './train.js';
+import { asTrainOptions, getWorkload } from '../workloads/index.js';
 import { throttledProgress } from './train-common.js';
 import type { RankOutcome, RankPayload } from './train-distributed.js';
 
@@ -31,15 +32,15 @@ runAsRank<RankPayload, RankOutcome>(async (ctx) => {
       stream.destroy();
     }
   }
-  // the gcn's collectives are timed per epoch (the mlp's may be captured into graphs: not timed)
-  const timed = options.model === 'gcn' ? new TimedCommunicator(ctx.comm, ctx.deviceHandle) : undefined;
+  // collectives are timed per epoch where the workload says so (the mlp's may be captured into graphs: not timed)
+  const timed = getWorkload(options.model).timesCollectives ? new TimedCommunicator(ctx.comm, ctx.deviceHandle) : undefined;
   const comm: Communicator = timed ?? ctx.comm;
   if (timed) outcome.exchange = [];
   const { samples } = outcome;
   const clock = () => performance.timeOrigin + performance.now() - ctx.payload.clockOrigin;
   const report = throttledProgress((progress) => ctx.report(progress));
   const result = trainOn(
-    {
+    asTrainOptions({
       ...options,
       devices: 1,
       allocatorOptions,
@@ -52,7 +53,7 @@ runAsRank<RankPayload, RankOutcome>(async (ctx) => {
         if (timed) outcome.exchange!.push(timed.drain()); // the gcn reports once an epoch, synchronised
         report(progress);
       },
-    },
+    }),
     comm,
   );
   return { result, ...outcome };

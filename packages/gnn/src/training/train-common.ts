@@ -1,31 +1,15 @@
 /**
- * What the mlp and gcn training loops share: argument checks, epoch bookkeeping and the trainer's streams.
+ * What the workloads' training loops share: argument checks, epoch bookkeeping and the trainer's streams.
  * @module
  */
 import { Stream, hasAllocator, strategyInfo, type Allocator, type AllocatorStats, type Device } from '@gpumem/allocator-core';
 import type { Runtime } from '../framework/runtime.js';
 import type { Tensor } from '../framework/tensor.js';
-import type { EpochRecord, Progress, TrainOptions } from './train-types.js';
+import type { CommonTrainOptions, EpochRecord, Progress } from './train-types.js';
 
 export function checkPositiveInt(value: number, name: string): void {
   if (!Number.isSafeInteger(value) || value <= 0) {
     throw new RangeError(`Expected positive integer for ${name} but received ${String(value)}`);
-  }
-}
-
-/** Options of one model's training step only, by the model they apply to. */
-const modelOnlyOptions = { mlp: ['checkpoint', 'nanoBatches'] } as const;
-
-/**
- * Refuses options that apply to another model than the one trained (e.g. the mlp's checkpoint for
- * the gcn), naming the option, before anything is allocated; an option left undefined is fine.
- */
-export function checkModelOptions(o: TrainOptions): void {
-  for (const [model, names] of Object.entries(modelOnlyOptions)) {
-    if (o.model === model) continue;
-    for (const name of names) {
-      if (o[name] !== undefined) throw new RangeError(`Expected no ${name} for the ${o.model}: ${name} applies to the ${model} only`);
-    }
   }
 }
 
@@ -69,7 +53,7 @@ export function beginEpoch(rt: Runtime): { before: AllocatorStats; t0: number } 
  */
 export function endFullBatchStep(
   rt: Runtime,
-  o: Pick<TrainOptions, 'onStep'>,
+  o: Pick<CommonTrainOptions, 'onStep'>,
   epoch: number,
   begun: { before: AllocatorStats; t0: number },
   scalars: Tensor,

@@ -6,9 +6,16 @@
  */
 import { cudaDevice, deviceCount, hasAllocator, hasCudaDevice, strategyInfo } from '@gpumem/allocator-core';
 import { builtModule, launchRanks, type CommBackend } from '@gpumem/distributed';
-import type { EpochRecord, Progress, RankRecord, TrainOptions, TrainResult } from './train-types.js';
+import type { EpochRecord, Progress, RankRecord, TrainOptionsBag, TrainResult } from './train-types.js';
 
-export interface DistributedTrainOptions extends Omit<TrainOptions, 'allocator' | 'tagAllocations' | 'onStep'> {
+/**
+ * trainDistributed()'s options: a workload's train() options (any workload's, in one object: each
+ * rank's train() refuses what does not apply to its model) and how the ranks run.
+ */
+export type DistributedTrainOptions = Omit<TrainOptionsBag, 'allocator' | 'tagAllocations' | 'onStep' | 'devices'> & DistributedRunOptions;
+
+/** How trainDistributed() runs its ranks. */
+export interface DistributedRunOptions {
   /** The registered name of the strategy each rank creates on its device (with allocatorOptions and `device`). */
   allocator: string;
   devices: number | readonly number[];

@@ -3,23 +3,28 @@
  * @module
  */
 import type { Allocator, AllocatorStats } from '@gpumem/allocator-core';
-import type { Aggregation } from '../models/gcn.js';
 import type { AllGatherBench, CollectiveTimes } from '@gpumem/distributed';
+import type { ModelName, WorkloadTypeMap } from '../workloads/workload.js';
 
-export type ModelName = 'mlp' | 'gcn';
-export type DatasetName = 'mnist' | 'seed' | 'sbm';
+export type { ModelName } from '../workloads/workload.js';
 
-export interface TrainOptions {
-  model: ModelName;
-  /** mlp: 'mnist' (default). gcn: 'seed' (the seed's random graph, default) or 'sbm'. */
-  dataset?: DatasetName;
+/** The options of every workload, by its name (train()'s `model`): a union of each workload's. */
+export type TrainOptions = { [M in ModelName]: WorkloadTypeMap[M] extends { options: infer O } ? O : never }[ModelName];
+
+/** A dataset of a registered workload. */
+export type DatasetName = NonNullable<TrainOptions['dataset']>;
+
+/** What train() takes for every workload; each workload's options add their own (see TrainOptions). */
+export interface CommonTrainOptions {
+  /** The workload (a registered name, e.g. 'mlp' or 'gcn'). */
+  model: string;
+  /** The workload's dataset (default: its first, e.g. 'mnist' for the mlp, 'seed' for the gcn). */
+  dataset?: string;
   /** An allocator, or the registered name of one (created and disposed by train). */
   allocator: Allocator | string;
   allocatorOptions?: Record<string, unknown>;
   epochs?: number; // default 1
-  /** mlp only (default 64). */
-  batchSize?: number;
-  /** default: 0.1 (mlp, SGD), 0.01 (gcn, Adam). */
+  /** The learning rate (the workload's default: 0.1 for the mlp's SGD, 0.01 for the gcn's Adam). */
   lr?: number;
   seed?: number; // default 0
   /**
@@ -27,40 +32,6 @@ export interface TrainOptions {
    * layer). For the mlp an array gives each layer's width instead.
    */
   hidden?: number[] | number;
-  /** mlp: how many hidden layers of width `hidden` (default 4). */
-  hiddenLayers?: number;
-  /** gcn graph size (default 100,000 nodes), edges per node (10), features (128), classes (10). */
-  nodes?: number;
-  edgesPerNode?: number;
-  features?: number;
-  classes?: number;
-  aggregation?: Aggregation; // default 'spmm'
-  dropout?: number; // gcn, default 0.5
-  /**
-   * mlp on a GPU: replay the full batches' training steps as CUDA Graphs, `graphSteps` steps per
-   * graph launch. Needs a capturable allocator (the registry's `capturable` flag, e.g. 'pool'): a graph
-   * keeps one step's memory at fixed addresses for the whole run.
-   */
-  cudaGraph?: boolean;
-  /** With cudaGraph: training steps captured into one graph, so one launch runs them all (default 4). */
-  graphSteps?: number;
-  /** mlp: train on the first N training images / validate on the first M test images (default all). */
-  trainSubset?: number;
-  testSubset?: number;
-  /**
-   * mlp: activation checkpointing. Forward keeps the input of every `checkpoint`-th layer only
-   * (layers 0, M, 2M, ...) and backward recomputes each segment's activations from its checkpoint
-   * before going back through it. The last segment is never dropped (backward starts there, so
-   * recomputing it would save nothing at the peak), as PyTorch's checkpoint_sequential does. 1 keeps
-   * every layer's input; undefined or 0: off (forward keeps every activation backward needs).
-   */
-  checkpoint?: number;
-  /**
-   * mlp: nano-batching. Each batch runs as `nanoBatches` slices (of near-equal rows) whose gradients
-   * are accumulated before one optimizer step, so activations are those of one slice at a time.
-   * The result equals the whole batch's step up to summation order. Default 1 (off).
-   */
-  nanoBatches?: number;
   /**
    * Trainer-inserted prefetch (for strategies whose prefetch moves memory: uvm, tiered): each
    * layer's operands are prefetched to the device before the layer runs, and activations that
@@ -68,19 +39,6 @@ export interface TrainOptions {
    * reaches them. Default false (a strategy's own policy only, e.g. uvm's prefetch on allocate).
    */
   layerPrefetch?: boolean;
-  /**
-   * gcn: how the input features are stored: 'f32' (default) or 'bf16' (half the bytes; the
-   * aggregation reads them as bf16 and accumulates in f32).
-   */
-  featureDtype?: 'f32' | 'bf16';
-  /**
-   * gcn: compute the first layer in `rowBlocks` blocks of rows, as (A·x)·W1ᵀ: each block
-   * aggregates its rows of A·x into a buffer of one block and multiplies it by W1ᵀ, so neither
-   * x·W1ᵀ nor A·x is ever whole; backward recomputes each block of A·x for W1's gradient, and
-   * writes the hidden gradient over the hidden activation in place. Undefined: the plain plan
-   * (x·W1ᵀ whole, then aggregated).
-   */
-  rowBlocks?: number;
   /**
    * Train on several devices, one process (rank) each, with trainDistributed(): a number of ranks
    * (on cuda:0 .. cuda:N-1, or on the host for strategies over host memory), or each rank's CUDA
@@ -108,6 +66,22 @@ export interface TrainOptions {
   /** Called after every step with the allocator's stats (leak checks, timelines). */
   onStep?: (step: number, stats: AllocatorStats) => void;
 }
+
+type DistributiveOmit<T, K extends PropertyKey> = T extends unknown ? Omit<T, K> : never;
+
+/**
+ * train()'s options without the allocator: what a command line or a comparison settles before it
+ * has one. A union by model, as TrainOptions is: `train({ ...options, allocator })` takes it.
+ */
+export type WorkloadTrainOptions = DistributiveOmit<TrainOptions, 'allocator'>;
+type UnionToIntersection<U> = (U extends unknown ? (x: U) => void : never) extends (x: infer I) => void ? I : never;
+
+/**
+ * Every workload's options in one flat object, each optional but the model: what a command line
+ * gathers from its flags before it knows which apply. asTrainOptions() makes it train()'s options;
+ * the workload then refuses what does not apply to it.
+ */
+export type TrainOptionsBag = { model: ModelName; dataset?: DatasetName } & Partial<UnionToIntersection<DistributiveOmit<TrainOptions, 'model' | 'dataset'>>>;
 
 export interface Progress {
   epoch: number;

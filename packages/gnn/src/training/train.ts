@@ -10,12 +10,24 @@ import type { Communicator } from '@gpumem/distributed';
 import { Runtime } from '../framework/runtime.js';
 import { checkTrainingFits } from './memory-estimate.js';
 import { commonDefaults } from './defaults.js';
-import { trainMlp } from '../workloads/mlp/train-mlp.js';
-import { trainGcn } from '../workloads/gcn/train-gcn.js';
-import { checkModelOptions, checkPositiveInt, trainerStream } from './train-common.js';
-import type { TrainOptions, TrainResult } from './train-types.js';
+import { getWorkload, listWorkloads } from '../workloads/index.js';
+import { checkPositiveInt, trainerStream } from './train-common.js';
+import type { CommonTrainOptions, EpochRecord, TrainOptions, TrainResult } from './train-types.js';
 
-export type { ModelName, DatasetName, TrainOptions, Progress, EpochRecord, TrainResult, RankShare, RankRecord, RankSamples } from './train-types.js';
+export type {
+  ModelName,
+  DatasetName,
+  TrainOptions,
+  CommonTrainOptions,
+  TrainOptionsBag,
+  WorkloadTrainOptions,
+  Progress,
+  EpochRecord,
+  TrainResult,
+  RankShare,
+  RankRecord,
+  RankSamples,
+} from './train-types.js';
 
 /** Trains a model and reports per-epoch time, loss, accuracy and allocator statistics. */
 export function train(options: TrainOptions): TrainResult {
@@ -27,15 +39,30 @@ export function train(options: TrainOptions): TrainResult {
 }
 
 /**
- * train()'s body, also run by each rank of trainDistributed() with its communicator: the mlp then
- * trains data parallel and the gcn on the rank's rows (see trainMlp, trainGcn). The memory plan is
- * checked against the device for single-device runs only (a rank's part is smaller).
+ * Refuses options that apply to another workload than the one trained (e.g. the mlp's checkpoint
+ * for the gcn: Workload.ownOptions), naming the option, before anything is allocated; an option
+ * left undefined is fine.
+ */
+export function checkModelOptions(o: Pick<CommonTrainOptions, 'model'>): void {
+  for (const other of listWorkloads()) {
+    if (other.name === o.model) continue;
+    for (const name of other.ownOptions) {
+      if ((o as Record<string, unknown>)[name] !== undefined) throw new RangeError(`Expected no ${name} for the ${o.model}: ${name} applies to the ${other.name} only`);
+    }
+  }
+}
+
+/**
+ * train()'s body, also run by each rank of trainDistributed() with its communicator: the workload
+ * then trains its rank's part (the mlp data parallel, the gcn on the rank's rows). The memory plan
+ * is checked against the device for single-device runs only (a rank's part is smaller).
  */
 export function trainOn(options: TrainOptions, comm?: Communicator): TrainResult {
   const epochs = options.epochs ?? commonDefaults.epochs;
   checkPositiveInt(epochs, 'epochs');
   const seed = options.seed ?? commonDefaults.seed;
   if (!Number.isSafeInteger(seed) || seed < 0) throw new RangeError(`Expected non-negative integer for seed but received ${seed}`);
+  const workload = getWorkload(options.model);
   checkModelOptions(options);
   const owned = typeof options.allocator === 'string';
   const allocator: Allocator = typeof options.allocator === 'string' ? createAllocator(options.allocator, options.allocatorOptions ?? {}) : options.allocator;
@@ -45,7 +72,23 @@ export function trainOn(options: TrainOptions, comm?: Communicator): TrainResult
     rt.tag('setup');
     if (!comm) checkTrainingFits(options, allocator); // sizes past the kernels' limits or the memory there: refused before any allocation
     rt.bindWorkspace(rt.stream); // the ops' scratch and cuBLAS workspace come from the run's allocator too
-    const result = options.model === 'mlp' ? trainMlp(rt, options, epochs, seed, comm) : trainGcn(rt, options, epochs, seed, comm);
+    const run = workload.prepare(rt, options, { epochs, seed, ...(comm ? { comm } : {}) });
+    const records: EpochRecord[] = [];
+    try {
+      for (let epoch = 0; epoch < epochs; epoch++) records.push(run.trainEpoch(epoch));
+    } finally {
+      run.dispose();
+    }
+    const result: TrainResult = {
+      model: workload.name as TrainResult['model'],
+      dataset: run.dataset as TrainResult['dataset'],
+      allocator: allocator.name,
+      device: allocator.device.id,
+      epochs: records,
+      parameters: run.parameters,
+      samplesPerEpoch: run.samplesPerEpoch,
+      ...run.resultExtras?.(),
+    };
     return rt.setupPeakBytes === undefined ? result : { ...result, setupPeakAllocatedBytes: rt.setupPeakBytes };
   } finally {
     rt.dispose();

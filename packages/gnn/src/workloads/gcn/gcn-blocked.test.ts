@@ -5,11 +5,12 @@
  */
 import { describe, expect, it } from 'vitest';
 import { HostAllocator, createTrackedAllocator } from '@gpumem/allocator-core';
-import { train, type TrainOptions } from '../../training/train.js';
+import { train } from '../../training/train.js';
+import type { GcnTrainOptions } from './options.js';
 import { allocationTags } from '../../framework/runtime.js';
 
-const base: TrainOptions = { model: 'gcn', allocator: 'host', nodes: 3000, hidden: 32, features: 16, epochs: 4, seed: 5 };
-const losses = (o: Partial<TrainOptions>) => train({ ...base, ...o }).epochs.map((e) => e.loss);
+const base: GcnTrainOptions = { model: 'gcn', allocator: 'host', nodes: 3000, hidden: 32, features: 16, epochs: 4, seed: 5 };
+const losses = (o: Partial<GcnTrainOptions>) => train({ ...base, ...o }).epochs.map((e) => e.loss);
 
 describe('gcn row-block plan (CPU)', () => {
   let plainLosses: number[] | undefined;
@@ -43,7 +44,7 @@ describe('gcn row-block plan (CPU)', () => {
   it('lowers the peak: one N x H activation instead of two, and bf16 halves the features', () => {
     const nodes = 20_000;
     // the highest epoch peak of three: every epoch after validation must be as the first
-    const peak = (o: Partial<TrainOptions>) => Math.max(...train({ ...base, nodes, hidden: 64, features: 32, epochs: 3, ...o }).epochs.map((e) => e.peakAllocatedBytes));
+    const peak = (o: Partial<GcnTrainOptions>) => Math.max(...train({ ...base, nodes, hidden: 64, features: 32, epochs: 3, ...o }).epochs.map((e) => e.peakAllocatedBytes));
     const activation = nodes * 64 * 4;
     const small = nodes * 10 * 4; // an N x C tensor: the row-block plan's backward holds one more of them at its peak
     const plainPeak = peak({});

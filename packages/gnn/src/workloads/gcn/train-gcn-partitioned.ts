@@ -6,24 +6,24 @@
  */
 import type { Communicator } from '@gpumem/distributed';
 import type { Runtime } from '../../framework/runtime.js';
-import { gcnDefaults } from '../../training/defaults.js';
+import { gcnDefaults } from './defaults.js';
 import { Adam, softmaxCrossEntropy } from '../../framework/nn.js';
 import { PartitionedGcn } from '../../models/gcn-partitioned.js';
 import type { GraphPart } from '../../datasets/graph-part.js';
 import { beginEpoch, endFullBatchStep } from '../../training/train-common.js';
-import type { EpochRecord, RankShare, TrainOptions } from '../../training/train-types.js';
+import type { EpochRecord, RankShare } from '../../training/train-types.js';
+import type { GcnTrainOptions } from './options.js';
 
-/** Trains on this rank's part (freed at the end), passing each epoch's record, with its share of the loss and counts, to onEpoch. */
-export function trainGcnPartitioned(
+/** This rank's part of the run, ready for its epochs: each epoch's record holds its share of the loss and counts; dispose() frees the part too. */
+export function preparePartitionedGcn(
   rt: Runtime,
-  o: TrainOptions,
+  o: GcnTrainOptions,
   part: GraphPart,
   hidden: number,
   epochs: number,
   seed: number,
   comm: Communicator,
-  onEpoch: (record: EpochRecord & { share: RankShare }) => void,
-): { parameters: number } {
+): { parameters: number; trainEpoch(epoch: number): EpochRecord & { share: RankShare }; dispose(): void } {
   const model = new PartitionedGcn(rt, comm, part.numFeatures, hidden, part.numClasses, o.dropout ?? gcnDefaults.dropout, seed);
   const optimizer = new Adam(rt, model.params, o.lr ?? gcnDefaults.lr);
   const n = part.numNodes;
@@ -31,8 +31,9 @@ export function trainGcnPartitioned(
   const trainRows = Math.max(0, Math.min(part.trainNodes - part.start, part.count));
   const restRows = part.count - trainRows;
   const weight = part.trainNodes > 0 ? trainRows / part.trainNodes : 0;
-  try {
-    for (let epoch = 0; epoch < epochs; epoch++) {
+  return {
+    parameters: model.params.size,
+    trainEpoch(epoch) {
       const begun = beginEpoch(rt);
       const scalars = rt.scope(() => {
         const out = rt.zeros([2], 'i32'); // [loss as f32 bits, correct] of this rank's training rows
@@ -50,7 +51,7 @@ export function trainGcnPartitioned(
       const { epochMs, stats, loss, correct } = endFullBatchStep(rt, o, epoch, begun, scalars);
       rt.tag('validation');
       const evalCorrect = evaluate(rt, model, part, trainRows, restRows, seed);
-      onEpoch({
+      const record = {
         epoch,
         startMs: begun.t0,
         epochMs,
@@ -60,16 +61,17 @@ export function trainGcnPartitioned(
         accuracy: restRows > 0 ? evalCorrect / restRows : 0,
         ...stats,
         share: { lossWeights: [weight], trainCorrect: correct, trainCount: trainRows, evalCorrect, evalCount: restRows },
-      });
+      };
       o.onProgress?.({ epoch, epochs, step: 1, steps: 1 });
-    }
-  } finally {
-    rt.synchronize();
-    optimizer.dispose();
-    model.dispose();
-    part.dispose();
-  }
-  return { parameters: model.params.size };
+      return record;
+    },
+    dispose() {
+      rt.synchronize();
+      optimizer.dispose();
+      model.dispose();
+      part.dispose();
+    },
+  };
 }
 
 /** Correct predictions among this rank's rows outside the training mask (every rank runs the forward: it has collectives). */

@@ -3,21 +3,21 @@
  * @module
  */
 import type { Runtime } from '../../framework/runtime.js';
-import { gcnDefaults, gcnHiddenWidth, graphDefaults } from '../../training/defaults.js';
+import { gcnDefaults, gcnHiddenWidth, graphDefaults } from './defaults.js';
 import { Adam, softmaxCrossEntropy } from '../../framework/nn.js';
 import { Gcn } from '../../models/gcn.js';
 import { BlockedGcn } from '../../models/gcn-blocked.js';
 import { featuresToBf16, sbmGraph, seedGraph, type Graph } from '../../datasets/graphs.js';
 import type { Tensor } from '../../framework/tensor.js';
-import type { Communicator } from '@gpumem/distributed';
-import { trainGcnPartitioned } from './train-gcn-partitioned.js';
+import { preparePartitionedGcn } from './train-gcn-partitioned.js';
 import { partitionGraph } from '../../datasets/graph-part.js';
 import { seedGraphPart } from '../../datasets/seed-graph-part.js';
 import { beginEpoch, checkPositiveInt, endFullBatchStep } from '../../training/train-common.js';
-import type { EpochRecord, TrainOptions, TrainResult } from '../../training/train-types.js';
+import type { RunContext, WorkloadRun } from '../workload.js';
+import type { GcnTrainOptions } from './options.js';
 
-/** The gcn; with `comm`, this rank's part of a run split by rows over the communicator's ranks. */
-export function trainGcn(rt: Runtime, o: TrainOptions, epochs: number, seed: number, comm?: Communicator): TrainResult {
+/** The gcn, ready for its epochs; with `comm`, this rank's part of a run split by rows over the communicator's ranks. */
+export function prepareGcn(rt: Runtime, o: GcnTrainOptions, { epochs, seed, comm }: RunContext): WorkloadRun {
   const dataset = o.dataset ?? gcnDefaults.dataset;
   if (dataset !== 'seed' && dataset !== 'sbm') throw new RangeError(`Expected 'seed' or 'sbm' for dataset of the gcn but received '${dataset}'`);
   const hidden = gcnHiddenWidth(o.hidden);
@@ -32,7 +32,6 @@ export function trainGcn(rt: Runtime, o: TrainOptions, epochs: number, seed: num
   const graphDefault = graphDefaults(dataset);
   const nodes = o.nodes ?? graphDefault.nodes;
   checkPositiveInt(nodes, 'nodes');
-  const { allocator } = rt;
   const seedOptions = { nodes, edgesPerNode: o.edgesPerNode ?? gcnDefaults.seed.edgesPerNode, features: o.features ?? graphDefault.features, classes: o.classes ?? graphDefault.classes, seed, featureDtype };
   const makeGraph = (): Graph => {
     const g = dataset === 'seed' ? seedGraph(rt, seedOptions) : sbmGraph(rt, { nodes, classes: o.classes ?? graphDefault.classes, features: o.features ?? graphDefault.features, seed });
@@ -42,9 +41,8 @@ export function trainGcn(rt: Runtime, o: TrainOptions, epochs: number, seed: num
   if (comm) {
     // the seed graph is drawn by rows (no rank holds it whole); the sbm is made whole, then cut
     const part = dataset === 'seed' ? seedGraphPart(rt, seedOptions, comm) : partitionGraph(rt, makeGraph(), comm);
-    const records: EpochRecord[] = [];
-    const { parameters } = trainGcnPartitioned(rt, o, part, hidden!, epochs, seed, comm, (r) => records.push(r));
-    return { model: 'gcn', dataset, allocator: allocator.name, device: allocator.device.id, epochs: records, parameters, samplesPerEpoch: nodes, remoteRows: part.remoteRows };
+    const run = preparePartitionedGcn(rt, o, part, hidden!, epochs, seed, comm);
+    return { ...run, dataset, samplesPerEpoch: nodes, resultExtras: () => ({ remoteRows: part.remoteRows }) };
   }
   const graph = makeGraph();
   if (featureDtype === 'bf16') graph.features = featuresToBf16(rt, graph.features);
@@ -55,9 +53,11 @@ export function trainGcn(rt: Runtime, o: TrainOptions, epochs: number, seed: num
       : new BlockedGcn(rt, graph.numFeatures, hidden!, graph.numClasses, dropout, rowBlocks, seed, layerPrefetch);
   const optimizer = new Adam(rt, model.params, o.lr ?? gcnDefaults.lr);
   const n = graph.numNodes;
-  const records: EpochRecord[] = [];
-  try {
-    for (let epoch = 0; epoch < epochs; epoch++) {
+  return {
+    dataset,
+    parameters: model.params.size,
+    samplesPerEpoch: nodes,
+    trainEpoch(epoch) {
       const begun = beginEpoch(rt);
       const scalars = rt.scope(() => {
         const out = rt.zeros([2], 'i32'); // [loss as f32 bits, correct]
@@ -75,7 +75,7 @@ export function trainGcn(rt: Runtime, o: TrainOptions, epochs: number, seed: num
       const { epochMs, stats, loss, correct } = endFullBatchStep(rt, o, epoch, begun, scalars);
       rt.tag('validation');
       const accuracy = evaluateGcn(rt, model, graph, seed);
-      records.push({
+      const record = {
         epoch,
         startMs: begun.t0,
         epochMs,
@@ -84,15 +84,16 @@ export function trainGcn(rt: Runtime, o: TrainOptions, epochs: number, seed: num
         trainAccuracy: correct / graph.trainNodes,
         accuracy,
         ...stats,
-      });
+      };
       o.onProgress?.({ epoch, epochs, step: 1, steps: 1 });
-    }
-  } finally {
-    optimizer.dispose();
-    model.dispose();
-    graph.dispose();
-  }
-  return { model: 'gcn', dataset, allocator: allocator.name, device: allocator.device.id, epochs: records, parameters: model.params.size, samplesPerEpoch: nodes };
+      return record;
+    },
+    dispose() {
+      optimizer.dispose();
+      model.dispose();
+      graph.dispose();
+    },
+  };
 }
 
 /** Accuracy on the nodes outside the training mask, without dropout. */
@@ -118,7 +119,7 @@ function evaluateGcn(rt: Runtime, model: Gcn | BlockedGcn, graph: Graph, seed: n
 }
 
 /** What a run split by rows supports, checked before anything is allocated: the CSR product, f32 features, no row blocks, no layer prefetch. */
-function checkPartitionedPlan(o: TrainOptions, aggregation: string): void {
+function checkPartitionedPlan(o: GcnTrainOptions, aggregation: string): void {
   const why = "a run over several devices splits the graph by rows and computes (A·x)·W1ᵀ with the CSR product";
   if (aggregation !== 'spmm') throw new RangeError(`Expected aggregation 'spmm' with devices but received '${aggregation}': ${why}`);
   if (o.rowBlocks !== undefined) throw new RangeError(`Expected no rowBlocks with devices: ${why}, and each rank holds its rows' activations only`);

@@ -11,12 +11,14 @@ import { train } from '../../training/train.js';
 import { Mlp } from '../../models/mlp.js';
 import { Runtime } from '../../framework/runtime.js';
 import { nanoBatchSlices } from './train-mlp.js';
-import type { TrainOptions } from '../../training/train-types.js';
+import type { TrainOptionsBag } from '../../training/train-types.js';
+import { asTrainOptions } from '../registry.js';
+import type { MlpTrainOptions } from './options.js';
 
 /** A small mlp: 8 hidden layers (9 Linear layers), 4 steps of 64 rows (the last one short). */
 const small = { model: 'mlp', hidden: 48, hiddenLayers: 8, batchSize: 64, trainSubset: 250, testSubset: 100, epochs: 2, seed: 5 } as const;
 
-const losses = (o: Partial<TrainOptions>) => {
+const losses = (o: Partial<MlpTrainOptions>) => {
   const r = train({ ...small, allocator: 'host', ...o });
   return { losses: r.epochs.flatMap((e) => e.losses), accuracy: r.epochs.map((e) => e.accuracy), train: r.epochs.map((e) => e.trainAccuracy) };
 };
@@ -159,10 +161,10 @@ describe('trainer-inserted prefetch (CPU)', () => {
 
 describe('bad values of the activation options', () => {
   const host = () => new HostAllocator();
-  const refuses = (o: Partial<TrainOptions> & { model?: 'mlp' | 'gcn' }, pattern: RegExp, type: new (...a: never[]) => Error = RangeError) => {
+  const refuses = (o: Partial<TrainOptionsBag>, pattern: RegExp, type: new (...a: never[]) => Error = RangeError) => {
     const allocator = host();
     try {
-      const run = () => train({ model: 'mlp', hidden: 16, hiddenLayers: 3, batchSize: 8, trainSubset: 16, testSubset: 8, ...o, allocator });
+      const run = () => train(asTrainOptions({ model: 'mlp', hidden: 16, hiddenLayers: 3, batchSize: 8, trainSubset: 16, testSubset: 8, ...o, allocator }));
       expect(run).toThrow(type);
       expect(run).toThrow(pattern);
       expect(allocator.stats().allocCount).toBe(0); // refused before anything was allocated

@@ -5,15 +5,15 @@
  */
 import { listAllocators } from '@gpumem/allocator-core';
 import type { Runtime } from '../../framework/runtime.js';
-import { mlpDefaults, mlpHiddenWidths } from '../../training/defaults.js';
+import { mlpDefaults, mlpHiddenWidths } from './defaults.js';
 import { SGD, softmaxCrossEntropy, softmaxCrossEntropyBiasGrad } from '../../framework/nn.js';
 import { Mlp, type MlpStepPlan } from '../../models/mlp.js';
 import type { Tensor } from '../../framework/tensor.js';
 import { loadMnist, normalisedPixels } from '../../datasets/mnist.js';
 import { GraphedSteps } from '../../training/graphed-steps.js';
 import { beginEpoch, checkPositiveInt, epochStats, isCapturable, mean, sum } from '../../training/train-common.js';
-import type { EpochRecord, TrainOptions, TrainResult } from '../../training/train-types.js';
-import type { Communicator } from '@gpumem/distributed';
+import type { WorkloadRun, RunContext } from '../workload.js';
+import type { MlpTrainOptions } from './options.js';
 
 /** xorshift32: the epoch's shuffle order, from the seed. */
 function permutation(n: number, seed: number): Int32Array {
@@ -63,7 +63,7 @@ export function nanoBatchSlices(rows: number, count: number): Array<[number, num
  * The mlp's activation options (checkpoint, nanoBatches, layerPrefetch) checked against the model
  * and the batch, with their defaults; before anything is allocated.
  */
-function checkMlpPlan(o: TrainOptions, layers: number, batch: number, graphMode: boolean): { checkpoint: number; nanoBatches: number; layerPrefetch: boolean } {
+function checkMlpPlan(o: MlpTrainOptions, layers: number, batch: number, graphMode: boolean): { checkpoint: number; nanoBatches: number; layerPrefetch: boolean } {
   const checkpoint = o.checkpoint ?? mlpDefaults.checkpoint;
   if (!Number.isSafeInteger(checkpoint) || checkpoint < 0 || checkpoint > layers) {
     throw new RangeError(
@@ -94,7 +94,7 @@ function checkMlpPlan(o: TrainOptions, layers: number, batch: number, graphMode:
  * rank's identical optimizer step (inside the captured step in graph mode). Validation is split
  * the same way. Each record then holds this rank's share (see RankShare).
  */
-export function trainMlp(rt: Runtime, o: TrainOptions, epochs: number, seed: number, comm?: Communicator): TrainResult {
+export function prepareMlp(rt: Runtime, o: MlpTrainOptions, { epochs, seed, comm }: RunContext): WorkloadRun {
   if ((o.dataset ?? mlpDefaults.dataset) !== 'mnist') throw new RangeError(`Expected 'mnist' for dataset of the mlp but received '${o.dataset}'`);
   const batch = o.batchSize ?? mlpDefaults.batchSize;
   checkPositiveInt(batch, 'batchSize');
@@ -142,7 +142,6 @@ export function trainMlp(rt: Runtime, o: TrainOptions, epochs: number, seed: num
   const fullSteps = Math.floor(nTrain / batch);
   const evalBatch = 1000;
   const evalSteps = Math.ceil(nTest / evalBatch);
-  const records: EpochRecord[] = [];
   const ops = rt.ops;
   /** Each step's mean loss from its nano-batches' (slot s·nanoBatches + j), weighted by their rows. */
   const stepLosses = (raw: Float32Array): number[] =>
@@ -248,8 +247,11 @@ export function trainMlp(rt: Runtime, o: TrainOptions, epochs: number, seed: num
         }
     : undefined;
 
-  try {
-    for (let epoch = 0; epoch < epochs; epoch++) {
+  return {
+    dataset: 'mnist',
+    parameters: model.params.size,
+    samplesPerEpoch: nTrain,
+    trainEpoch(epoch) {
       const { before, t0 } = beginEpoch(rt);
       const order = permutation(nTrain, seed * 1000 + epoch);
       const reportSteps = (first: number, count: number) => {
@@ -307,7 +309,7 @@ export function trainMlp(rt: Runtime, o: TrainOptions, epochs: number, seed: num
       const epochMs = performance.now() - t0;
       const trainCount = comm ? Array.from({ length: steps }, (_, s) => rankSlice(Math.min(batch, nTrain - s * batch))[1]).reduce((a, b) => a + b, 0) : nTrain;
       const evalCount = comm ? Array.from({ length: evalSteps }, (_, i) => rankSlice(Math.min(evalBatch, nTest - i * evalBatch))[1]).reduce((a, b) => a + b, 0) : nTest;
-      records.push({
+      return {
         epoch,
         startMs: t0,
         epochMs,
@@ -317,14 +319,14 @@ export function trainMlp(rt: Runtime, o: TrainOptions, epochs: number, seed: num
         accuracy: evalCount > 0 ? sum(testCorrect) / evalCount : 0,
         ...epochStats(allocator, before),
         ...(comm ? { share: { lossWeights: Array.from(losses, () => 1), trainCorrect: sum(correct), trainCount, evalCorrect: sum(testCorrect), evalCount } } : {}),
-      });
-    }
-  } finally {
-    rt.synchronize();
-    graphs?.dispose();
-    optimizer.dispose();
-    model.dispose();
-    for (const t of [xTrain, yTrain, xTest, yTest]) t.dispose();
-  }
-  return { model: 'mlp', dataset: 'mnist', allocator: allocator.name, device: allocator.device.id, epochs: records, parameters: model.params.size, samplesPerEpoch: nTrain };
+      };
+    },
+    dispose() {
+      rt.synchronize();
+      graphs?.dispose();
+      optimizer.dispose();
+      model.dispose();
+      for (const t of [xTrain, yTrain, xTest, yTest]) t.dispose();
+    },
+  };
 }

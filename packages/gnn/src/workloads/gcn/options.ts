@@ -1,0 +1,54 @@
+/**
+ * The gcn's train() options and memory shape.
+ * @module
+ */
+import type { Aggregation } from '../../models/gcn.js';
+import type { CommonTrainOptions } from '../../training/train-types.js';
+
+/** train()'s options for the GCN on a generated graph: full batch, Adam. */
+export interface GcnTrainOptions extends CommonTrainOptions {
+  model: 'gcn';
+  /** 'seed' (the seed's random graph, default) or 'sbm' (a stochastic block model, learnable). */
+  dataset?: 'seed' | 'sbm';
+  /** Graph size (default 100,000 nodes), edges per node (10), features (128), classes (10). */
+  nodes?: number;
+  edgesPerNode?: number;
+  features?: number;
+  classes?: number;
+  aggregation?: Aggregation; // default 'spmm'
+  dropout?: number; // default 0.5
+  /**
+   * How the input features are stored: 'f32' (default) or 'bf16' (half the bytes; the
+   * aggregation reads them as bf16 and accumulates in f32).
+   */
+  featureDtype?: 'f32' | 'bf16';
+  /**
+   * Compute the first layer in `rowBlocks` blocks of rows, as (A·x)·W1ᵀ: each block
+   * aggregates its rows of A·x into a buffer of one block and multiplies it by W1ᵀ, so neither
+   * x·W1ᵀ nor A·x is ever whole; backward recomputes each block of A·x for W1's gradient, and
+   * writes the hidden gradient over the hidden activation in place. Undefined: the plain plan
+   * (x·W1ᵀ whole, then aggregated).
+   */
+  rowBlocks?: number;
+}
+
+/** The gcn's configuration as the memory estimate sees it, with train()'s defaults filled in. */
+export interface GcnTrainingShape {
+  model: 'gcn';
+  dataset: 'seed' | 'sbm';
+  nodes: number;
+  edges: number;
+  features: number;
+  hidden: number;
+  classes: number;
+  aggregation: 'spmm' | 'scatter';
+  /** The row-block plan's blocks (undefined: the plain plan). */
+  rowBlocks?: number;
+  featureDtype: 'f32' | 'bf16';
+}
+
+declare module '../workload.js' {
+  interface WorkloadTypeMap {
+    gcn: { options: GcnTrainOptions; shape: GcnTrainingShape };
+  }
+}

@@ -1,0 +1,11 @@
+/**
+ * The workloads, by name: each folder holds one (its options, defaults, memory estimate and
+ * trainer) and registers it; importing it here is its one registration. To add a workload, add its
+ * folder and a line below (see the package README, "Adding a workload").
+ * @module
+ */
+import './mlp/index.js';
+import './gcn/index.js';
+
+export { registerWorkload, getWorkload, hasWorkload, listWorkloads, asTrainOptions } from './registry.js';
+export type { Workload, WorkloadRun, RunContext, OptionNames, WorkloadTypeMap, ModelName } from './workload.js';

@@ -1,0 +1,72 @@
+/**
+ * The mlp workload: an MLP on MNIST, mini-batch SGD (see train-mlp.ts). Registers itself as 'mlp'.
+ * @module
+ */
+import { registerWorkload } from '../registry.js';
+import type { OptionNames, Workload } from '../workload.js';
+import { mlpDefaults, mlpHiddenWidths } from './defaults.js';
+import { estimateMlp, mlpShape } from './memory-estimate.js';
+import type { MlpTrainOptions, MlpTrainingShape } from './options.js';
+import { prepareMlp } from './train-mlp.js';
+
+/** MNIST images the mlp trains and validates on by default without a GPU (the CPU kernels take about a minute per full epoch). */
+export const mlpHostSubset = { train: 2048, test: 1000 } as const;
+
+/** The activation options against the model and the batch: the first problem, naming options through `name`. */
+function activationProblem(o: MlpTrainOptions, name: OptionNames): string | undefined {
+  let layers: number;
+  try {
+    layers = mlpHiddenWidths(o.hidden, o.hiddenLayers).length + 1;
+  } catch {
+    return undefined; // train() names what is wrong with the widths
+  }
+  if (o.checkpoint !== undefined && o.checkpoint > layers) {
+    return `'${name('checkpoint')}' must be at most ${layers}, the mlp's layers (${layers - 1} hidden and the output layer) (received ${o.checkpoint})`;
+  }
+  const batch = o.batchSize ?? mlpDefaults.batchSize;
+  if (o.nanoBatches !== undefined && o.nanoBatches > batch) return `'${name('nanoBatches')}' must be at most the batch, ${batch} (received ${o.nanoBatches})`;
+  if (o.cudaGraph && (o.nanoBatches ?? 1) > 1) return `'${name('nanoBatches')}' does not go with '${name('cudaGraph')}' (a captured step runs the whole batch)`;
+  if (o.cudaGraph && o.layerPrefetch) return `'${name('layerPrefetch')}' does not go with '${name('cudaGraph')}' (prefetches are not captured into graphs)`;
+  return undefined;
+}
+
+export const mlpWorkload: Workload<MlpTrainOptions, MlpTrainingShape> = {
+  name: 'mlp',
+  description: 'an MLP on MNIST (mini-batch SGD)',
+  datasets: ['mnist'],
+  samples: 'images',
+  evaluationLabel: 'test acc',
+  ownOptions: ['checkpoint', 'nanoBatches'],
+  timesCollectives: false,
+  memoryAdvice: '',
+  optionProblem: activationProblem,
+  ranksProblem(o, ranks, name) {
+    const batch = o.batchSize ?? mlpDefaults.batchSize;
+    if (batch >= ranks) return undefined;
+    return `'${name('devices')}' ${ranks} ranks need a batch of at least ${ranks} (every rank takes a slice of each batch) but the batch is ${batch}; use fewer devices or a larger ${name('batchSize')}`;
+  },
+  hostDefaults(o, name) {
+    if (o.trainSubset !== undefined || o.testSubset !== undefined) return undefined;
+    return {
+      options: { trainSubset: mlpHostSubset.train, testSubset: mlpHostSubset.test },
+      note: `the CPU kernels on a subset of MNIST (${mlpHostSubset.train} training, ${mlpHostSubset.test} test images; ${name('trainSubset')} 60000 for all, about a minute an epoch)`,
+    };
+  },
+  describe(o, run) {
+    const hidden = mlpHiddenWidths(o.hidden, o.hiddenLayers);
+    const batch = o.batchSize ?? mlpDefaults.batchSize;
+    const subset = o.trainSubset !== undefined ? `, ${o.trainSubset} training images` : '';
+    const activations = [
+      ...(o.checkpoint ? [`checkpoint every ${o.checkpoint} layer${o.checkpoint === 1 ? '' : 's'}`] : []),
+      ...((o.nanoBatches ?? 1) > 1 ? [`${o.nanoBatches} nano-batches`] : []),
+      ...(o.layerPrefetch ? ['layer prefetch'] : []),
+    ].map((a) => `, ${a}`);
+    // the name gpumem train prints too: `<model> on <dataset>`
+    return `mlp on ${o.dataset ?? mlpDefaults.dataset} (hidden ${hidden.join('x')}, batch ${batch}${subset}), ${run}${o.cudaGraph ? ', steps as CUDA graphs where the allocator is capturable' : ''}${activations.join('')}`;
+  },
+  shape: mlpShape,
+  estimate: estimateMlp,
+  prepare: prepareMlp,
+};
+
+registerWorkload(mlpWorkload);
