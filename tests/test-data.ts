@@ -1,7 +1,7 @@
 /** Seeded random inputs and error measures shared by the ops suites. */
 
 /** mulberry32: a small seeded generator for test inputs. */
-export function rng(seed: number): () => number {
+function rng(seed: number): () => number {
   let a = seed >>> 0;
   return () => {
     a = (a + 0x6d2b79f5) >>> 0;

@@ -27,7 +27,7 @@ export function pluginNames(list: string | undefined): string[] {
  * The module specifier (a file URL) of a plug-in named by package name or path, resolved from
  * `cwd` first, then from gpumem's own install. Throws naming every place it looked.
  */
-export function resolvePlugin(name: string, cwd: string = process.cwd()): string {
+function resolvePlugin(name: string, cwd: string = process.cwd()): string {
   if (name.startsWith('.') || isAbsolute(name)) return pathToFileURL(resolve(cwd, name)).href;
   const tried: string[] = [];
   for (const from of [join(cwd, 'package.json'), import.meta.url]) {

@@ -11,7 +11,7 @@ import { deviceLabels } from './devices.js';
 import type { CompareResult, CompareRun, DeviceRun, TimelineSeries } from './types.js';
 
 /** At most this many points per timeline series go into the trace (peaks are kept). */
-export const MAX_TRACE_TIMELINE_POINTS = 100_000;
+const MAX_TRACE_TIMELINE_POINTS = 100_000;
 
 /** The thread that holds each run's epoch slices and its failure marker. */
 const EPOCH_TID = 1;

@@ -31,7 +31,7 @@ interface NativeCommErrorShape {
 }
 
 /** `e` from the addon, typed; `what` (the call) prefixes every message but an abort's. */
-export function translateCommError(e: unknown, what: string): Error {
+function translateCommError(e: unknown, what: string): Error {
   if (!(e instanceof Error)) return new Error(String(e));
   const n = e as Error & NativeCommErrorShape;
   switch (n.code) {

@@ -5,6 +5,7 @@
  * @module
  */
 export { CommAbortedError, type CommBackend, type Communicator } from './communicator.js';
+export { NcclError } from './comm-errors.js';
 export { launchRanks, builtModule, RankFailedError, type LaunchOptions } from './launcher.js';
 export { runAsRank, connect, type RankContext } from './rank.js';
 export { readRankEnv, rankEnv, type RankPlace } from './protocol.js';

@@ -8,7 +8,7 @@ import { dirname, resolve } from 'node:path';
 import { UsageError } from './args.js';
 
 /** The output path that means standard output: the JSON goes there and every status line to stderr. */
-export const stdoutPath = '-';
+const stdoutPath = '-';
 
 /** True when `path` names standard output (`-`, or /dev/stdout, which a status line would corrupt). */
 export function isStdout(path: unknown): boolean {
@@ -20,7 +20,7 @@ export function isStdout(path: unknown): boolean {
  * writable, the path is a folder, or it is an existing file that cannot be written. Nothing is
  * created.
  */
-export function checkOutputPath(command: string, flag: string, path: string): void {
+function checkOutputPath(command: string, flag: string, path: string): void {
   if (isStdout(path)) return;
   const full = resolve(path);
   let isDirectory = false;

@@ -14,7 +14,7 @@ import { allocatorFromFlags, trainFlags, trainOptionsForHere } from './train-com
 import { checkOutputFlags, isStdout } from './output-paths.js';
 
 /** Events the tracking ring holds by default (about 48 MiB). */
-export const defaultCapacity = 1 << 20;
+const defaultCapacity = 1 << 20;
 
 const ownFlags: Record<string, FlagSpec> = {
   out: { type: 'string', help: 'the trace file to write (required)' },
@@ -22,7 +22,7 @@ const ownFlags: Record<string, FlagSpec> = {
   capacity: { type: 'int', min: 1, max: 2 ** 28, default: defaultCapacity, help: 'events the tracking ring buffer holds; older ones are dropped past it' },
 };
 
-export const recordFlags: Record<string, FlagSpec> = { ...ownFlags, ...trainFlags };
+const recordFlags: Record<string, FlagSpec> = { ...ownFlags, ...trainFlags };
 
 export const recordUsage = `Usage: gpumem record --out FILE [--format jsonl|rmm-csv] [--capacity N] [train flags]
 

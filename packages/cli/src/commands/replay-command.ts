@@ -34,7 +34,7 @@ import { flagHelp, formatTable, parseFlags, UsageError, type FlagAliases, type F
 import { checkOutputFlags, isStdout } from './output-paths.js';
 import { checkAllocatorNames, refuseSpecProblems } from './allocator-flags.js';
 
-export const replayFlags: Record<string, FlagSpec> = {
+const replayFlags: Record<string, FlagSpec> = {
   allocators: { type: 'string', help: 'comma-separated allocator specs, NAME or NAME:key=value (default: every one that can run here)' },
   repeat: { type: 'int', min: 1, max: 10000, default: 5, help: 'timed passes over the trace; times are the median' },
   loop: { type: 'string', choices: ['auto', 'native', 'typescript'], default: 'auto', help: 'auto: native loop for native strategies, TypeScript for plug-ins' },
@@ -48,7 +48,7 @@ export const replayFlags: Record<string, FlagSpec> = {
 };
 
 /** Old flag names, accepted for one more release: compare and replay both say --repeat. */
-export const replayFlagAliases: FlagAliases = { repeats: 'repeat' };
+const replayFlagAliases: FlagAliases = { repeats: 'repeat' };
 
 export const replayUsage = `Usage: gpumem replay FILE [--allocators a,b:key=value,...] [--capacity SIZE] [--min-capacity]
                       [--resolution SIZE] [--repeat N] [--report OUT.html] [--json OUT.json|-]
@@ -147,7 +147,7 @@ function defaultAllocators(): { specs: AllocatorSpec[]; skipped: SkippedStrategy
 }
 
 /** One row: an allocator's results, or the error that stopped it. */
-export type ReplayRow = ReplayReportRow & { limit?: CapacityLimit; memory?: StrategyMemory };
+type ReplayRow = ReplayReportRow & { limit?: CapacityLimit; memory?: StrategyMemory };
 
 /** What a run of the command does for each allocator. */
 interface RunSettings {
@@ -210,7 +210,7 @@ function withShare(bytes: number, of: number): string {
 }
 
 /** The results table; the OOM columns when some row ran out of memory, the search's when it ran. */
-export function formatReplayTable(rows: readonly ReplayRow[], peer?: RecordedPeer, traceOoms = 0): string {
+function formatReplayTable(rows: readonly ReplayRow[], peer?: RecordedPeer, traceOoms = 0): string {
   const showOom = rows.some((r) => (r.profile?.ooms ?? 0) > 0);
   const showMin = rows.some((r) => r.minCapacity !== undefined);
   const header = ['allocator', 'loop', 'calls', 'ns/alloc', 'ns/free', 'peak allocated', 'peak reserved', 'frag. at peak', 'driver allocs/frees', 'OOMs'];
@@ -277,12 +277,12 @@ function failuresByError(rows: readonly ReplayRow[]): string[] {
 }
 
 /** Under the table, the allocators that failed and why (a long error would widen every row of it). */
-export function failureLines(rows: readonly ReplayRow[]): string[] {
+function failureLines(rows: readonly ReplayRow[]): string[] {
   return failuresByError(rows).map((f) => `failed: ${f}`);
 }
 
 /** When no allocator finished, what happened, in one line (the recommendation has nothing to pick from). */
-export function noneFinishedLine(rows: readonly ReplayRow[]): string | undefined {
+function noneFinishedLine(rows: readonly ReplayRow[]): string | undefined {
   if (rows.length === 0 || rows.some((r) => r.error === undefined && r.result && r.profile)) return undefined;
   return `no strategy could replay the trace: ${failuresByError(rows).join('; ')}`;
 }
