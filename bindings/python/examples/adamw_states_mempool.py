@@ -95,6 +95,9 @@ def main():
 
     model = torch.nn.Sequential(*[torch.nn.Linear(args.dim, args.dim, bias=False) for _ in range(layers)]).cuda()
     for p in model.parameters():
+        # Variance-preserving weights: with Linear's default init a deep linear stack shrinks its
+        # output by ~0.58 a layer, and the loss of a hundred layers underflows to zero.
+        torch.nn.init.normal_(p, std=args.dim ** -0.5)
         p.grad = torch.zeros_like(p)  # gradients stay allocated (zero_grad(set_to_none=False))
     torch.cuda.synchronize()
     free_after_model, _ = torch.cuda.mem_get_info()
@@ -127,7 +130,7 @@ def main():
         optimizer.step()
         optimizer.zero_grad(set_to_none=False)
         torch.cuda.synchronize()
-        losses.append(float(loss))
+        losses.append(loss.item())
         print(f"step {step + 1}: loss {losses[-1]:.6e}, {time.perf_counter() - t0:.2f} s")
     if not all(torch.isfinite(torch.tensor(losses))):
         sys.exit(f"losses are not finite: {losses}")
