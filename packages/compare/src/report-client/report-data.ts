@@ -13,7 +13,7 @@ export interface EpochBand {
 }
 
 /** Allocated bytes of one allocating phase, stacked under a run's allocated line. */
-export interface TagArea {
+interface TagArea {
   name: string;
   color: string;
   bytes: number[];
