@@ -327,7 +327,9 @@ struct expandable_resource::impl final : stream_observer {
     if (at != run_table::unmapped) {
       mapped_run& run = r->runs.slot(at - 1);
       if (last < run.first + run.length) {  // the block lies in one run: the usual case
-        const std::size_t changed = last - first + 1 - !first_changes - (last != first && !last_changes);
+        // The granules between the edges, and each edge whose count passed 0 (last_changes is false
+        // where last == first).
+        const std::size_t changed = last - first - (last != first) + first_changes + last_changes;
         add_busy<sign>(r, run, changed);
         return true;
       }
@@ -558,7 +560,7 @@ struct expandable_resource::impl final : stream_observer {
     free_block(b, r);
     if (r->owner == retired_stream && r->used_blocks == 0) {
       release_range(r);
-    } else if (static_cast<std::uint64_t>(idle_granules) * granule > options.release_threshold) {
+    } else if (idle_granules > idle_granules_kept) {  // idle bytes past release_threshold
       release_idle({~std::uint64_t{0}, options.release_threshold});
     }
   }
@@ -713,6 +715,7 @@ struct expandable_resource::impl final : stream_observer {
   const std::unique_ptr<stream_ordering> ordering;
   const std::size_t granule;
   const unsigned granule_shift;  // log2(granule), or no_shift where the granule is not a power of two
+  const std::uint64_t idle_granules_kept = options.release_threshold / granule;
   std::uint64_t gc_limit = 0;  // 0: no garbage collection threshold
 
   resource_lock lock;
