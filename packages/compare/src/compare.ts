@@ -312,7 +312,8 @@ export async function compareAllocators(o: CompareOptions): Promise<CompareResul
     createdAt: new Date().toISOString(),
     device: o.device,
     workload: {
-      model: o.train.model,
+      // the result's types name the workloads of this release; any registered one is reported
+      model: o.train.model as CompareResult['workload']['model'],
       dataset: o.train.dataset ?? workload.datasets[0]!,
       title: o.title,
       epochs: o.train.epochs ?? 1,

@@ -63,6 +63,7 @@ export {
   asTrainOptions,
   type Workload,
   type WorkloadRun,
+  type WorkloadFlag,
   type RunContext,
   type OptionNames,
   type WorkloadTypeMap,

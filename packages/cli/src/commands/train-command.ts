@@ -23,6 +23,11 @@ import { checkOutputFlags, isStdout } from './output-paths.js';
 import { checkAllocatorNames, refuseSpecProblems } from './allocator-flags.js';
 import { flagHelp, formatTable, parseFlags, ProgressBar, UsageError, type FlagSpec, type FlagValues } from './args.js';
 
+/** The flags that registered workloads declare for their own options (Workload.flags), prefixed in the help by the workload's name. */
+function workloadFlags(): Record<string, FlagSpec> {
+  return Object.fromEntries(listWorkloads().flatMap((w) => Object.entries(w.flags ?? {}).map(([flag, spec]) => [flag, { ...spec, help: `${w.name}: ${spec.help}` }])));
+}
+
 export const trainFlags: Record<string, FlagSpec> = {
   model: { type: 'string', choices: listWorkloads().map((w) => w.name), default: 'mlp', help: `the model: ${listWorkloads().map((w) => `${w.name}, ${w.description}`).join('; ')}` },
   allocator: { type: 'string', help: 'a registered allocator, NAME or NAME:key=value[:key=value] as in compare (default: pool)' },
@@ -64,6 +69,7 @@ export const trainFlags: Record<string, FlagSpec> = {
   },
   communicator: { type: 'string', choices: ['nccl', 'host'], help: "with --devices: 'nccl' (default on GPUs; libnccl.so.2, or GPUMEM_NCCL_LIB) or 'host' (shared memory; the default on the host)" },
   timeout: { type: 'int', min: 0, help: 'with --devices: a rank silent this many ms fails the run and stops every rank (default 600000; 0: none)' },
+  ...workloadFlags(),
   json: { type: 'string', help: "write the result as JSON to this file ('-': to stdout, the table to stderr)" },
   help: { type: 'boolean', help: 'show this help' },
 };

@@ -25,7 +25,8 @@ export function registerWorkload<O extends Workload<any, any>>(workload: O): voi
   }
   if (workloads.has(name)) throw new Error(`A workload named '${name}' is already registered`);
   for (const method of ['optionProblem', 'ranksProblem', 'hostDefaults', 'describe', 'shape', 'estimate', 'prepare'] as const) {
-    if (typeof workload[method] !== 'function') throw new TypeError(`Expected a function for workload.${method} of '${name}' but received ${typeof workload[method]}`);
+    if (typeof workload[method] !== 'function')
+      throw new TypeError(`Expected a function for workload.${method} of '${name}' but received ${typeof workload[method]}`);
   }
   workloads.set(name, workload);
 }
@@ -33,7 +34,12 @@ export function registerWorkload<O extends Workload<any, any>>(workload: O): voi
 /** The workload registered under `name` (train()'s `model`); a RangeError naming the registered ones otherwise. */
 export function getWorkload(name: string): AnyWorkload {
   const workload = workloads.get(name);
-  if (!workload) throw new RangeError(`Expected a registered workload (${listWorkloads().map((w) => `'${w.name}'`).join(', ')}) for model but received ${JSON.stringify(name)}`);
+  if (!workload)
+    throw new RangeError(
+      `Expected a registered workload (${listWorkloads()
+        .map((w) => `'${w.name}'`)
+        .join(', ')}) for model but received ${JSON.stringify(name)}`,
+    );
   return workload;
 }
 

@@ -25,6 +25,16 @@ export interface WorkloadTypeMap {}
 /** The name of a registered workload: train()'s `model`. */
 export type ModelName = keyof WorkloadTypeMap & string;
 
+/**
+ * A command-line flag for one of the workload's own options, in the command line's own form: the
+ * flag `--max-tokens` sets the option maxTokens.
+ */
+export type WorkloadFlag =
+  | { type: 'string'; choices?: readonly string[]; help: string }
+  | { type: 'int'; min?: number; max?: number; help: string }
+  | { type: 'number'; min?: number; max?: number; help: string }
+  | { type: 'boolean'; help: string };
+
 /** How a message names an option: train()'s name ('batchSize') or a command line's flag ('--batch'). */
 export type OptionNames = (option: string) => string;
 
@@ -76,6 +86,8 @@ export interface Workload<O extends CommonTrainOptions = CommonTrainOptions, S e
   readonly ownOptions: readonly string[];
   /** Over several devices, each rank times its collectives per epoch (they are not captured into graphs). */
   readonly timesCollectives: boolean;
+  /** Flags of options that only this workload has, by flag name (`gpumem train` and `gpumem compare` take them); the shared ones are the command line's. */
+  readonly flags?: Readonly<Record<string, WorkloadFlag>>;
   /** What to try when a configuration does not fit, said after the figures (e.g. ', the row-block plan'). */
   readonly memoryAdvice: string;
   /**

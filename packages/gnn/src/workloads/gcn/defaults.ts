@@ -18,7 +18,8 @@ export const gcnDefaults = {
 /** The GCN's hidden width from the `hidden` option (one hidden layer). */
 export function gcnHiddenWidth(hidden: number[] | number | undefined): number {
   if (Array.isArray(hidden)) {
-    if (hidden.length !== 1) throw new RangeError(`Expected one hidden width for the gcn (it has one hidden layer) but received ${hidden.length}`);
+    if (hidden.length !== 1)
+      throw new RangeError(`Expected one hidden width for the gcn (it has one hidden layer) but received ${hidden.length}`);
     return hidden[0]!;
   }
   return hidden ?? gcnDefaults.hidden;

@@ -31,7 +31,10 @@ export const gcnWorkload: Workload<GcnTrainOptions, GcnTrainingShape> = {
   },
   hostDefaults(o, name) {
     if (o.nodes !== undefined || (o.dataset ?? gcnDefaults.dataset) !== 'seed') return undefined;
-    return { options: { nodes: gcnHostNodes }, note: `the CPU kernels on a ${gcnHostNodes.toLocaleString('en-US')}-node graph (${name('nodes')} to change)` };
+    return {
+      options: { nodes: gcnHostNodes },
+      note: `the CPU kernels on a ${gcnHostNodes.toLocaleString('en-US')}-node graph (${name('nodes')} to change)`,
+    };
   },
   describe(o, run) {
     const dataset = o.dataset ?? gcnDefaults.dataset;

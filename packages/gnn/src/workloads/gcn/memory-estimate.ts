@@ -31,7 +31,8 @@ export function gcnShape(o: GcnShapeOptions): GcnTrainingShape {
   const hidden = positiveInt(gcnHiddenWidth(o.hidden), 'hidden');
   const features = positiveInt(o.features ?? graphDefault.features, 'features');
   const classes = positiveInt(o.classes ?? graphDefault.classes, 'classes');
-  if (nodes > maxIndex) throw new RangeError(`Expected at most ${count(maxIndex)} for nodes (node ids are 32-bit) but received ${count(nodes)}`);
+  if (nodes > maxIndex)
+    throw new RangeError(`Expected at most ${count(maxIndex)} for nodes (node ids are 32-bit) but received ${count(nodes)}`);
   if (dataset === 'sbm' && nodes > maxSbmNodes) {
     throw new RangeError(
       `Expected at most ${count(maxSbmNodes)} nodes for the sbm dataset (it is generated on the host) but received ${count(nodes)}; use the seed dataset for larger graphs`,
@@ -92,4 +93,3 @@ export function estimateGcn(shape: GcnTrainingShape): MemoryEstimate {
       `${rowBlocks === undefined ? '' : `, ${count(rowBlocks)} row blocks`}${shape.featureDtype === 'bf16' ? ', bf16 features' : ''})`,
   };
 }
-

@@ -24,9 +24,12 @@ function activationProblem(o: MlpTrainOptions, name: OptionNames): string | unde
     return `'${name('checkpoint')}' must be at most ${layers}, the mlp's layers (${layers - 1} hidden and the output layer) (received ${o.checkpoint})`;
   }
   const batch = o.batchSize ?? mlpDefaults.batchSize;
-  if (o.nanoBatches !== undefined && o.nanoBatches > batch) return `'${name('nanoBatches')}' must be at most the batch, ${batch} (received ${o.nanoBatches})`;
-  if (o.cudaGraph && (o.nanoBatches ?? 1) > 1) return `'${name('nanoBatches')}' does not go with '${name('cudaGraph')}' (a captured step runs the whole batch)`;
-  if (o.cudaGraph && o.layerPrefetch) return `'${name('layerPrefetch')}' does not go with '${name('cudaGraph')}' (prefetches are not captured into graphs)`;
+  if (o.nanoBatches !== undefined && o.nanoBatches > batch)
+    return `'${name('nanoBatches')}' must be at most the batch, ${batch} (received ${o.nanoBatches})`;
+  if (o.cudaGraph && (o.nanoBatches ?? 1) > 1)
+    return `'${name('nanoBatches')}' does not go with '${name('cudaGraph')}' (a captured step runs the whole batch)`;
+  if (o.cudaGraph && o.layerPrefetch)
+    return `'${name('layerPrefetch')}' does not go with '${name('cudaGraph')}' (prefetches are not captured into graphs)`;
   return undefined;
 }
 
