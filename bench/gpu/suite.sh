@@ -232,7 +232,7 @@ suite_multi() {
 
 suite_devices() {
   step devices tests 200 env GPUMEM_REQUIRE_GPU=1 npx vitest run tests/distributed-gpu.test.ts packages/distributed \
-    packages/gnn/src/train-distributed.test.ts tests/peer-access.test.ts packages/allocator-core/src/topology.test.ts \
+    packages/gnn/src/training/train-distributed.test.ts tests/peer-access.test.ts packages/allocator-core/src/topology.test.ts \
     packages/cli/src/compare-devices.test.ts
   counts 3
   step devices compare-0,0 150 node "$cli" compare --model gcn --nodes 500000 --epochs 3 --devices 0,0 --communicator host \
