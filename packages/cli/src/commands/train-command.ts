@@ -34,7 +34,9 @@ export const trainFlags: Record<string, FlagSpec> = {
   dataset: {
     type: 'string',
     choices: [...new Set(listWorkloads().flatMap((w) => w.datasets))],
-    help: `${listWorkloads().map((w) => `${w.name}: ${w.datasets.join(' or ')}`).join('; ')} (the first is the default; gcn: seed is a random graph, sbm learnable)`,
+    help: listWorkloads()
+      .map((w) => `${w.name}: ${w.datasets.map((d, i) => (i === 0 && w.datasets.length > 1 ? `${d} (default)` : d)).join(' or ')}`)
+      .join('; '),
   },
   nodes: { type: 'int', min: 1, max: 2 ** 31 - 1, help: `gcn: nodes (default ${gcnDefaults.seed.nodes} for seed, ${gcnDefaults.sbm.nodes} for sbm)` },
   'edges-per-node': { type: 'int', min: 1, max: 1000, help: `gcn seed graph: edges per node (default ${gcnDefaults.seed.edgesPerNode})` },

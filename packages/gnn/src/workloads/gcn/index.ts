@@ -15,7 +15,7 @@ export const gcnHostNodes = 10_000;
 
 export const gcnWorkload: Workload<GcnTrainOptions, GcnTrainingShape> = {
   name: 'gcn',
-  description: 'a two-layer GCN on a generated graph (full batch, Adam)',
+  description: 'a two-layer GCN on a generated graph (seed: random; sbm: a learnable stochastic block model), full batch, Adam',
   datasets: ['seed', 'sbm'],
   samples: 'nodes',
   evaluationLabel: 'held-out acc',

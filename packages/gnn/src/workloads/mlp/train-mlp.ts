@@ -14,6 +14,7 @@ import { GraphedSteps } from '../../training/graphed-steps.js';
 import { beginEpoch, checkPositiveInt, epochStats, isCapturable, mean, sum } from '../../training/train-common.js';
 import type { WorkloadRun, RunContext } from '../workload.js';
 import type { MlpTrainOptions } from './options.js';
+import type { Communicator } from '@gpumem/distributed';
 
 /** xorshift32: the epoch's shuffle order, from the seed. */
 function permutation(n: number, seed: number): Int32Array {
@@ -87,6 +88,20 @@ function checkMlpPlan(o: MlpTrainOptions, layers: number, batch: number, graphMo
   return { checkpoint, nanoBatches, layerPrefetch };
 }
 
+/** CUDA Graph mode's needs, checked before anything is allocated: a device, a capturable allocator and, over ranks, capturable collectives. */
+function checkGraphMode(rt: Runtime, comm: Communicator | undefined): void {
+  if (!rt.onDevice) throw new RangeError('Expected a GPU allocator for cudaGraph: CUDA Graphs need a CUDA device');
+  if (comm && !comm.capturable) {
+    throw new RangeError(`Expected a communicator whose collectives can be captured (nccl) with cudaGraph but received '${comm.backend}': drop cudaGraph or use the nccl communicator`);
+  }
+  if (!isCapturable(rt.allocator.name)) {
+    const capturable = listAllocators().filter((a) => a.capturable).map((a) => a.name);
+    throw new RangeError(
+      `Expected a capturable allocator (registered with capturable: true; here: ${capturable.join(', ') || 'none'}) for cudaGraph but received '${rt.allocator.name}': a captured step must allocate without driver calls`,
+    );
+  }
+}
+
 /**
  * The mlp; with `comm`, this rank's part of a data-parallel run: every global batch is split into
  * one slice per rank (as nano-batches are), each rank's gradients are those of its slice's share
@@ -106,16 +121,7 @@ export function prepareMlp(rt: Runtime, o: MlpTrainOptions, { epochs, seed, comm
   const graphMode = o.cudaGraph === true;
   const { checkpoint, nanoBatches, layerPrefetch } = checkMlpPlan(o, hidden.length + 1, batch, graphMode);
   const plan: MlpStepPlan = { checkpoint, prefetch: layerPrefetch };
-  if (graphMode && !rt.onDevice) throw new RangeError('Expected a GPU allocator for cudaGraph: CUDA Graphs need a CUDA device');
-  if (graphMode && comm && !comm.capturable) {
-    throw new RangeError(`Expected a communicator whose collectives can be captured (nccl) with cudaGraph but received '${comm.backend}': drop cudaGraph or use the nccl communicator`);
-  }
-  if (graphMode && !isCapturable(rt.allocator.name)) {
-    const capturable = listAllocators().filter((a) => a.capturable).map((a) => a.name);
-    throw new RangeError(
-      `Expected a capturable allocator (registered with capturable: true; here: ${capturable.join(', ') || 'none'}) for cudaGraph but received '${rt.allocator.name}': a captured step must allocate without driver calls`,
-    );
-  }
+  if (graphMode) checkGraphMode(rt, comm);
   const graphSteps = o.graphSteps ?? mlpDefaults.graphSteps;
   checkPositiveInt(graphSteps, 'graphSteps');
   const mnist = loadMnist();
@@ -247,6 +253,63 @@ export function prepareMlp(rt: Runtime, o: MlpTrainOptions, { epochs, seed, comm
         }
     : undefined;
 
+  /**
+   * The epoch's training steps in `order` (in graph mode the full steps as graph launches, then the
+   * rest eagerly), each reported as it ends; returns the buffers of their losses and correct counts
+   * (tensors of the caller's scope).
+   */
+  const trainSteps = (order: Int32Array, reportSteps: (first: number, count: number) => void): { lossBuf: Tensor; correctBuf: Tensor } => {
+    // eager: the epoch's order, losses and counts in tensors of the epoch; graph mode: in the
+    // fixed tensors that the captured steps read and write
+    // (nano-batches: one slot per nano-batch, zero where a short last step has fewer)
+    // (data parallel: the captured steps read this rank's rows of each full step, one after another)
+    const perm = graphs ? graphs.beginEpoch(comm ? rankOrder(order, fullSteps, batch, rankSlice(batch)) : order) : rt.fromArray(order, [nTrain]);
+    const eagerPerm = graphs && comm ? rt.fromArray(order, [nTrain]) : perm;
+    const slots = steps * nanoBatches;
+    const zeroed = nanoBatches > 1 || comm !== undefined;
+    const lossBuf = graphs ? graphs.losses : zeroed ? rt.zeros([slots]) : rt.empty([steps]);
+    const correctBuf = graphs ? graphs.correct : zeroed ? rt.zeros([slots], 'i32') : rt.empty([steps], 'i32');
+    let s = 0;
+    if (graphs && graphStep && fullSteps > 0) {
+      if (!graphs.warmedUp) {
+        // one step eagerly first: segments, library handles, events and caches exist before capture
+        rt.scope(graphStep);
+        graphs.warmedUp = true;
+        reportSteps(s++, 1);
+      }
+      while (s < fullSteps) {
+        const n = graphs.launch(fullSteps - s, graphStep);
+        reportSteps(s, n);
+        s += n;
+      }
+    }
+    for (; s < steps; s++) {
+      rt.scope(() => eagerStep(eagerPerm, s, lossBuf, correctBuf));
+      reportSteps(s, 1);
+    }
+    return { lossBuf, correctBuf };
+  };
+
+  /** Validation, part of the epoch: correct predictions of each evaluation batch (this rank's rows of it), in a tensor of the caller's scope. */
+  const evaluate = (): Tensor => {
+    rt.tag('validation');
+    const testBuf = rt.zeros([evalSteps], 'i32');
+    for (let i = 0; i < evalSteps; i++) {
+      const [at, rows] = rankSlice(Math.min(evalBatch, nTest - i * evalBatch)); // data parallel: this rank's rows of each
+      if (rows === 0) continue;
+      rt.scope(() => {
+        const logits = model.forward(xTest.rows(i * evalBatch + at, rows));
+        const labels = yTest.rows(i * evalBatch + at, rows);
+        ops.accuracy(rt.onDevice, rt.s, logits.ptr, labels.ptr, 0, rows, rows, 10, testBuf.ptr + 4 * i);
+      });
+    }
+    return testBuf;
+  };
+
+  /** This rank's rows of `total` rows taken `per` at a time (all of them on one device). */
+  const rankRows = (total: number, per: number): number =>
+    comm ? Array.from({ length: Math.ceil(total / per) }, (_, k) => rankSlice(Math.min(per, total - k * per))[1]).reduce((a, b) => a + b, 0) : total;
+
   return {
     dataset: 'mnist',
     parameters: model.params.size,
@@ -262,53 +325,15 @@ export function prepareMlp(rt: Runtime, o: MlpTrainOptions, { epochs, seed, comm
         o.onProgress?.({ epoch, epochs, step: first + count, steps });
       };
       const { losses, correct, testCorrect } = rt.scope(() => {
-        // eager: the epoch's order, losses and counts in tensors of the epoch; graph mode: in the
-        // fixed tensors that the captured steps read and write
-        // (nano-batches: one slot per nano-batch, zero where a short last step has fewer)
-        // (data parallel: the captured steps read this rank's rows of each full step, one after another)
-        const perm = graphs ? graphs.beginEpoch(comm ? rankOrder(order, fullSteps, batch, rankSlice(batch)) : order) : rt.fromArray(order, [nTrain]);
-        const eagerPerm = graphs && comm ? rt.fromArray(order, [nTrain]) : perm;
-        const slots = steps * nanoBatches;
-        const zeroed = nanoBatches > 1 || comm !== undefined;
-        const lossBuf = graphs ? graphs.losses : zeroed ? rt.zeros([slots]) : rt.empty([steps]);
-        const correctBuf = graphs ? graphs.correct : zeroed ? rt.zeros([slots], 'i32') : rt.empty([steps], 'i32');
-        let s = 0;
-        if (graphs && graphStep && fullSteps > 0) {
-          if (!graphs.warmedUp) {
-            // one step eagerly first: segments, library handles, events and caches exist before capture
-            rt.scope(graphStep);
-            graphs.warmedUp = true;
-            reportSteps(s++, 1);
-          }
-          while (s < fullSteps) {
-            const n = graphs.launch(fullSteps - s, graphStep);
-            reportSteps(s, n);
-            s += n;
-          }
-        }
-        for (; s < steps; s++) {
-          rt.scope(() => eagerStep(eagerPerm, s, lossBuf, correctBuf));
-          reportSteps(s, 1);
-        }
-        // validation, part of the epoch
-        rt.tag('validation');
-        const testBuf = rt.zeros([evalSteps], 'i32');
-        for (let i = 0; i < evalSteps; i++) {
-          const [at, rows] = rankSlice(Math.min(evalBatch, nTest - i * evalBatch)); // data parallel: this rank's rows of each
-          if (rows === 0) continue;
-          rt.scope(() => {
-            const logits = model.forward(xTest.rows(i * evalBatch + at, rows));
-            const labels = yTest.rows(i * evalBatch + at, rows);
-            ops.accuracy(rt.onDevice, rt.s, logits.ptr, labels.ptr, 0, rows, rows, 10, testBuf.ptr + 4 * i);
-          });
-        }
+        const { lossBuf, correctBuf } = trainSteps(order, reportSteps);
+        const testBuf = evaluate();
         const raw = lossBuf.toFloat32();
         return { losses: nanoBatches > 1 || comm ? stepLosses(raw) : raw, correct: correctBuf.toArray(), testCorrect: testBuf.toArray() };
       });
       rt.synchronize();
       const epochMs = performance.now() - t0;
-      const trainCount = comm ? Array.from({ length: steps }, (_, s) => rankSlice(Math.min(batch, nTrain - s * batch))[1]).reduce((a, b) => a + b, 0) : nTrain;
-      const evalCount = comm ? Array.from({ length: evalSteps }, (_, i) => rankSlice(Math.min(evalBatch, nTest - i * evalBatch))[1]).reduce((a, b) => a + b, 0) : nTest;
+      const trainCount = rankRows(nTrain, batch);
+      const evalCount = rankRows(nTest, evalBatch);
       return {
         epoch,
         startMs: t0,
