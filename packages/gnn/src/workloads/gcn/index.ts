@@ -11,7 +11,7 @@ import type { GcnTrainOptions, GcnTrainingShape } from './options.js';
 import { prepareGcn } from './train-gcn.js';
 
 /** Nodes of the seed graph without a GPU (the CPU kernels), unless the options say how many. */
-export const gcnHostNodes = 10_000;
+const gcnHostNodes = 10_000;
 
 export const gcnWorkload: Workload<GcnTrainOptions, GcnTrainingShape> = {
   name: 'gcn',

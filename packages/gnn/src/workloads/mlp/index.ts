@@ -10,7 +10,7 @@ import type { MlpTrainOptions, MlpTrainingShape } from './options.js';
 import { prepareMlp } from './train-mlp.js';
 
 /** MNIST images the mlp trains and validates on by default without a GPU (the CPU kernels take about a minute per full epoch). */
-export const mlpHostSubset = { train: 2048, test: 1000 } as const;
+const mlpHostSubset = { train: 2048, test: 1000 } as const;
 
 /** The activation options against the model and the batch: the first problem, naming options through `name`. */
 function activationProblem(o: MlpTrainOptions, name: OptionNames): string | undefined {
