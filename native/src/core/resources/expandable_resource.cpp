@@ -159,11 +159,21 @@ struct expandable_resource::impl final : stream_observer {
     live.reserve_one();
     blocks.reserve(2);
     const std::size_t rounded = round_up(bytes, expandable_resource::rounding);
+    if (unmerged != nullptr) {
+      if (block* b = take_unmerged(rounded, stream)) return finish_allocate(b, bytes, rounded);
+      merge_unmerged();
+    }
     stream_range* r = range_for(stream, bytes);
     block* b = r->free.best_fit(rounded);
     if (b == nullptr) throw_range_full(bytes, r);
     if (b->mixed) order_after_used_on(*ordering, b, stream);  // memory other streams freed into this range
     take_block(b, rounded, stream);
+    return finish_allocate(b, bytes, rounded);
+  }
+
+  // Live block `b`, just taken: its granules pinned (mapped where they are not), then handed out.
+  GPUMEM_POOL_INLINE void* finish_allocate(block* b, std::size_t bytes, std::size_t rounded) {
+    stream_range* r = range_of(b);
     const std::size_t first = granule_index(r, b->addr);
     const std::size_t last = granule_index(r, b->addr + rounded - 1);
     if (!pin(r, first, last)) map_block(b, r, bytes, first, last);
@@ -172,6 +182,46 @@ struct expandable_resource::impl final : stream_observer {
     counter.on_allocate(bytes);
     largest_dirty = true;
     return reinterpret_cast<void*>(b->addr);
+  }
+
+  // ----- the block freed last, not merged yet ----------------------------------------------------
+  //
+  // Freeing a block merges it with its free neighbours, and allocating the same size again on the
+  // same stream usually cuts the same block off the merged one: two index updates and a record
+  // given back and taken again, for nothing. So deallocate leaves the block it frees unmerged
+  // (`unmerged`: free, its granules idle, out of the index) where only its upper neighbour is free,
+  // and the next allocation takes it back as it is when best fit over the merged blocks would cut
+  // exactly it; anything else merges it first (merge_unmerged), so that nothing else sees the
+  // difference.
+
+  // `unmerged` if best fit over the merged blocks would cut exactly it for `rounded` bytes on
+  // `stream`; else nullptr. The merged block would be its bytes and its upper neighbour `next`'s,
+  // from its address: cut at its size, that gives it and `next` back. Best fit takes the merged
+  // block when the index without it picks `next` and `next` is alone in the highest size class held
+  // (free_index::largest): the merged block would then be alone in that class or a higher one, with
+  // nothing between.
+  GPUMEM_POOL_INLINE block* take_unmerged(std::size_t rounded, stream_handle stream) noexcept {
+    block* b = unmerged;
+    stream_range* r = range_of(b);
+    if (b->size != rounded || r->owner != stream) return nullptr;
+    block* next = b->next_in_segment;
+    if (r->free.best_fit(rounded) != next || next->list_prev != nullptr || next->list_next != nullptr ||
+        r->free.largest() != next->size) {
+      return nullptr;
+    }
+    unmerged = nullptr;
+    b->stream = stream;
+    b->state = block_state::live;
+    ++r->used_blocks;
+    return b;
+  }
+
+  // Merges `unmerged` (if any) with its free neighbour, as deallocate would have.
+  void merge_unmerged() noexcept {
+    if (unmerged == nullptr) return;
+    block* b = unmerged;
+    unmerged = nullptr;
+    free_block(b, range_of(b));
   }
 
   // Maps what block `b` (just taken for `bytes`, its granules [first, last] pinned) lacks. If that
@@ -399,6 +449,7 @@ struct expandable_resource::impl final : stream_observer {
   }
 
   [[noreturn]] void throw_oom(std::size_t bytes, const std::string& reason) {
+    merge_unmerged();  // the figures of the merged blocks
     counter.on_oom();
     throw out_of_memory("expandable_resource: out of memory allocating " + format_bytes(bytes) + " (" + reason + ")", bytes,
                         snapshot());
@@ -470,6 +521,7 @@ struct expandable_resource::impl final : stream_observer {
   // Unmaps idle runs (every granule idle), highest first in each range, until `goal` is met.
   // Returns how many went.
   GPUMEM_POOL_COLD std::size_t release_idle(release_goal goal) noexcept {
+    merge_unmerged();
     auto met = [&] {
       return counter.get().reserved_bytes <= goal.reserved_at_most &&
              static_cast<std::uint64_t>(idle_granules) * granule <= goal.idle_at_most;
@@ -514,6 +566,7 @@ struct expandable_resource::impl final : stream_observer {
   // The destructor's release: every run and range, live blocks or not. Parked events are waited
   // for (record_stream's promise); the device is synchronised once, as the streams may be gone.
   void release_everything() noexcept {
+    merge_unmerged();
     pending.drain(*ordering);
     memory->synchronize();
     for (auto& r : ranges) {
@@ -528,6 +581,7 @@ struct expandable_resource::impl final : stream_observer {
   // ----- deallocate ---------------------------------------------------------------------------
 
   GPUMEM_POOL_INLINE void deallocate(void* ptr, std::size_t bytes, stream_handle stream) {
+    merge_unmerged();
     const std::size_t slot = live_slot(live, ptr);
     block* b = live.at(slot);
     if (b->requested != bytes) throw_size_mismatch(ptr, bytes, b->requested);
@@ -546,18 +600,29 @@ struct expandable_resource::impl final : stream_observer {
       b->state = block_state::pending;  // its granules stay pinned until the events complete
       pending.push(b);
     } else {
-      release_block(b);
+      release_block(b, true);
     }
   }
 
   // A block no work holds any more: its granules unpinned, the block back among the free, and the
   // idle granules released if that passes the release threshold (or the range is a destroyed
   // stream's and now empty).
-  GPUMEM_POOL_INLINE void release_block(block* b) noexcept {
+  // `may_stay_unmerged`: deallocate's own block, which may be left unmerged (see take_unmerged).
+  GPUMEM_POOL_INLINE void release_block(block* b, bool may_stay_unmerged = false) noexcept {
     stream_range* r = range_of(b);
     unpin(r, granule_index(r, b->addr), granule_index(r, b->addr + b->size - 1));
     --r->used_blocks;
-    free_block(b, r);
+    block* prev = b->prev_in_segment;
+    block* next = b->next_in_segment;
+    if (may_stay_unmerged && r->owner != retired_stream && (prev == nullptr || prev->state != block_state::free) &&
+        next != nullptr && next->state == block_state::free && !b->mixed && !next->mixed) {
+      b->state = block_state::free;
+      b->stream = r->owner;
+      unmerged = b;
+      largest_dirty = true;
+    } else {
+      free_block(b, r);
+    }
     if (r->owner == retired_stream && r->used_blocks == 0) {
       release_range(r);
     } else if (idle_granules > idle_granules_kept) {  // idle bytes past release_threshold
@@ -632,6 +697,7 @@ struct expandable_resource::impl final : stream_observer {
   // ----- parked blocks (record_stream) ---------------------------------------------------------
 
   void process_pending() noexcept {
+    merge_unmerged();
     pending.process(*ordering, [this](block* b) { release_block(b); });
   }
 
@@ -647,6 +713,7 @@ struct expandable_resource::impl final : stream_observer {
   // as none of its blocks is in use.
   void forget_stream(stream_handle gone) noexcept {
     if (gone == nullptr || gone == retired_stream) return;
+    merge_unmerged();
     process_pending();
     for (auto& r : ranges) {
       for (block* b = r->first; b != nullptr; b = b->next_in_segment) {
@@ -726,6 +793,7 @@ struct expandable_resource::impl final : stream_observer {
   stream_range* last_range = nullptr;
   std::size_t idle_granules = 0;  // over every range
   pending_list pending;
+  block* unmerged = nullptr;                 // the block deallocate freed last, if left unmerged
   std::vector<stream_handle> merge_scratch;  // free_block's, kept for its capacity
   std::vector<stream_handle> sync_scratch;   // quiesce's
   mutable bool largest_dirty = true;
