@@ -265,7 +265,7 @@ void* instance_malloc(int k, ssize_t size, int device, gpumem_stream_t stream, b
       }
       strategy& s = get_or_create(*in, device);
       void* p = allocate(s, in->cfg, static_cast<std::size_t>(size), static_cast<stream_handle>(stream));
-      gpumem::torch::trace_event(gpumem::torch::trace_action::alloc, p, size, device, stream);
+      gpumem::torch::trace_event(gpumem::torch::trace_action::alloc, p, size, device, stream, !null_on_failure);
       return p;
     } catch (const out_of_memory& e) {
       out_of_mem = true;

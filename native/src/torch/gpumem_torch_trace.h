@@ -53,6 +53,42 @@ GPUMEM_TORCH_API const char* gpumem_trace_path(void);
 GPUMEM_TORCH_API uint64_t gpumem_trace_events(void);
 
 /*
+ * Python frames (gpumem_torch.record(path, frames=True)). The library does not link Python: the
+ * Python package registers a hook, which the library calls for each allocation served while a
+ * trace started with gpumem_trace_start_frames is being recorded, and never otherwise (not for
+ * frees, not for a MemPool's segments, which PyTorch asks for under a lock of its own). The hook
+ * gets the recording's number, takes the GIL (a ctypes callback does), finds the innermost user
+ * frame and returns its tag from gpumem_trace_frame_tag(recording, "file:line:function"); 0 is
+ * "other". The library keeps the names (at most 1024 per trace, each cut to 200 bytes) and the
+ * bytes each tag allocated; gpumem_trace_stop writes into the JSONL header's "tags" the
+ * `named_frames` tags that allocated the most bytes, and "other" for the rest, as `gpumem replay`
+ * does with a PyTorch snapshot's frames.
+ */
+typedef uint32_t (*gpumem_trace_frame_hook)(uint64_t recording);
+
+/* Sets (or, with NULL, clears) the frame hook. The caller keeps the function alive while set. */
+GPUMEM_TORCH_API void gpumem_trace_set_frame_hook(gpumem_trace_frame_hook hook);
+
+/* gpumem_trace_start, with frame tags: `named_frames` (0 to 64; 0 is gpumem_trace_start) is how
+ * many the header names. GPUMEM_TORCH_ERR_ARGUMENT for more than 64, or a ".csv" path (RMM's CSV
+ * has no tags). */
+GPUMEM_TORCH_API int gpumem_trace_start_frames(const char* path, const char* workload_json, uint32_t named_frames);
+
+/* 1 while a trace that takes frame tags is being recorded, else 0. */
+GPUMEM_TORCH_API int gpumem_trace_frames_active(void);
+
+/* The tag of frame `name` in recording `recording` (the hook's argument): 1 or more, or 0 when
+ * that recording has ended, takes no frames, or holds 1024 names already. Thread-safe. */
+GPUMEM_TORCH_API uint32_t gpumem_trace_frame_tag(uint64_t recording, const char* name);
+
+/* Records `count` allocations of `bytes` on device 0, each followed by its free, through the
+ * path gpumem_malloc and gpumem_free take (the frame hook included), without allocating: the
+ * pointers are made up. For tests and benchmarks of the trace on a machine without a GPU.
+ * Returns 0, GPUMEM_TORCH_ERR_TRACE when nothing is being recorded, GPUMEM_TORCH_ERR_ARGUMENT
+ * for `bytes` 0 or past 2^40. */
+GPUMEM_TORCH_API int gpumem_trace_simulate(uint64_t count, uint64_t bytes);
+
+/*
  * The seed's allocator library (uvm_allocator.so) under its own names, so a program written for
  * it runs unchanged with this library copied (or linked) as uvm_allocator.so. The allocation
  * functions are gpumem_malloc / gpumem_free (the strategy of GPUMEM_ALLOCATOR, default pool; the

@@ -3,6 +3,7 @@
 #include <pthread.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cstdio>
 #include <cstdlib>
 #include <mutex>
@@ -22,6 +23,9 @@ trace_recorder& recorder() {
 }
 
 std::once_flag env_once;
+// The Python package's frame hook (gpumem_trace_set_frame_hook), asked only while a recording
+// takes frames.
+std::atomic<gpumem_trace_frame_hook> frame_hook{nullptr};
 std::once_flag atfork_once;
 
 void in_forked_child() { recorder().abandon_after_fork(); }
@@ -91,12 +95,22 @@ struct flush_at_exit {
 
 }  // namespace
 
-void trace_event(trace_action action, const void* ptr, long long bytes, int device, const void* stream) noexcept {
+void trace_event(trace_action action, const void* ptr, long long bytes, int device, const void* stream,
+                 bool frame) noexcept {
   ensure_env_trace();
   trace_recorder& r = recorder();
   if (!r.active()) return;
+  std::uint32_t tag = 0;
+  std::uint64_t generation = 0;
+  if (frame && r.frames_active()) {
+    // Before any lock of the recorder's: the hook takes the GIL.
+    if (gpumem_trace_frame_hook hook = frame_hook.load(std::memory_order_acquire)) {
+      generation = r.generation();
+      tag = hook(generation);
+    }
+  }
   r.record(action, reinterpret_cast<std::uintptr_t>(ptr), bytes < 0 ? 0 : static_cast<std::uint64_t>(bytes),
-           reinterpret_cast<std::uintptr_t>(stream), device);
+           reinterpret_cast<std::uintptr_t>(stream), device, tag, generation);
 }
 
 }  // namespace gpumem::torch
@@ -107,9 +121,23 @@ using gpumem::torch::set_last_error;
 extern "C" {
 
 GPUMEM_TORCH_API int gpumem_trace_start(const char* path, const char* workload_json) {
+  return gpumem_trace_start_frames(path, workload_json, 0);
+}
+
+GPUMEM_TORCH_API int gpumem_trace_start_frames(const char* path, const char* workload_json, uint32_t named_frames) {
   gpumem::torch::ensure_env_trace();  // GPUMEM_TRACE first, so that the two do not race for the recorder
   if (path == nullptr || *path == '\0') {
     set_last_error("gpumem: gpumem_trace_start: the file name is empty");
+    return GPUMEM_TORCH_ERR_ARGUMENT;
+  }
+  if (named_frames > gpumem::torch::frame_tags::max_named) {
+    set_last_error("gpumem: gpumem_trace_start_frames: named_frames " + std::to_string(named_frames) +
+                   " is more than " + std::to_string(gpumem::torch::frame_tags::max_named));
+    return GPUMEM_TORCH_ERR_ARGUMENT;
+  }
+  if (named_frames > 0 && gpumem::torch::trace_format_for_path(path) != gpumem::torch::trace_format::jsonl) {
+    set_last_error("gpumem: frames are recorded in gpumem's JSONL trace only; RMM's CSV has no tags (path '" +
+                   std::string(path) + "')");
     return GPUMEM_TORCH_ERR_ARGUMENT;
   }
   if (workload_json != nullptr && *workload_json != '\0') {
@@ -122,7 +150,9 @@ GPUMEM_TORCH_API int gpumem_trace_start(const char* path, const char* workload_j
   try {
     gpumem::torch::watch_forks();
     std::string error;
-    if (!recorder().start(gpumem::torch::options_for(path, "gpumem_trace_start", workload_json), error)) {
+    gpumem::torch::trace_options options = gpumem::torch::options_for(path, "gpumem_trace_start", workload_json);
+    options.named_frames = named_frames;
+    if (!recorder().start(options, error)) {
       set_last_error(error);
       return GPUMEM_TORCH_ERR_TRACE;
     }
@@ -165,6 +195,40 @@ GPUMEM_TORCH_API const char* gpumem_trace_path(void) {
     path.clear();
   }
   return path.c_str();
+}
+
+GPUMEM_TORCH_API void gpumem_trace_set_frame_hook(gpumem_trace_frame_hook hook) {
+  gpumem::torch::frame_hook.store(hook, std::memory_order_release);
+}
+
+GPUMEM_TORCH_API int gpumem_trace_frames_active(void) { return recorder().frames_active() ? 1 : 0; }
+
+GPUMEM_TORCH_API uint32_t gpumem_trace_frame_tag(uint64_t recording, const char* name) {
+  try {
+    return recorder().intern_frame(recording, name);
+  } catch (...) {
+    return 0;  // no memory for the name: "other"
+  }
+}
+
+GPUMEM_TORCH_API int gpumem_trace_simulate(uint64_t count, uint64_t bytes) {
+  if (!recorder().active()) {
+    set_last_error("gpumem: gpumem_trace_simulate: no trace is being recorded");
+    return GPUMEM_TORCH_ERR_TRACE;
+  }
+  if (bytes == 0 || bytes > (uint64_t{1} << 40)) {
+    set_last_error("gpumem: gpumem_trace_simulate: bytes must be between 1 and 2^40");
+    return GPUMEM_TORCH_ERR_ARGUMENT;
+  }
+  constexpr std::uintptr_t base = 0x7e0000000000;
+  for (uint64_t i = 0; i < count; ++i) {
+    const auto* p = reinterpret_cast<const void*>(base + (i % 4096) * 4096);
+    const auto size = static_cast<long long>(bytes);
+    gpumem::torch::trace_event(gpumem::torch::trace_action::alloc, p, size, 0, nullptr, true);
+    gpumem::torch::trace_event(gpumem::torch::trace_action::free, p, size, 0, nullptr);
+  }
+  set_last_error("");
+  return GPUMEM_TORCH_OK;
 }
 
 GPUMEM_TORCH_API uint64_t gpumem_trace_events(void) {

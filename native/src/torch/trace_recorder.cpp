@@ -16,6 +16,8 @@
 
 namespace gpumem::torch {
 
+static_assert(sizeof(trace_recorder::event) == 40, "an event is 40 bytes (gpumem_torch_trace.h says so)");
+
 namespace {
 
 // The JSONL header keeps this much blank space before its closing brace for `,"eventCount":N`
@@ -218,10 +220,21 @@ bool trace_recorder::start(const trace_options& options, std::string& error) {
     header += ",\"createdAt\":";
     append_json_string(header, iso8601_now());
     if (!options.workload_json.empty()) header += ",\"workload\":" + options.workload_json;
-    // Events carry no phase tag here: every event is tag 0.
-    header += ",\"tags\":[\"other\"]";
-    count_offset_ = static_cast<long long>(header.size());
-    header.append(count_space, ' ');
+    if (options.named_frames == 0) {
+      // Events carry no tag: every event is tag 0.
+      header += ",\"tags\":[\"other\"]";
+      count_offset_ = static_cast<long long>(header.size());
+      count_space_ = count_space;
+      header.append(count_space_, ' ');
+    } else {
+      // stop() writes the tag names and the count over `,"tags":["other"]` and the blank space
+      // after it; a trace cut short keeps this list, so its tags read as "other".
+      const std::string cut_short = ",\"tags\":[\"other\"]";
+      count_offset_ = static_cast<long long>(header.size());
+      count_space_ = 1 + frame_tags::header_bytes(options.named_frames) + count_space;
+      header += cut_short;
+      header.append(count_space_ - cut_short.size(), ' ');
+    }
     header += "}\n";
   } else {
     header = "Thread,Time,Action,Pointer,Size,Stream\n";
@@ -264,8 +277,17 @@ bool trace_recorder::start(const trace_options& options, std::string& error) {
     error = std::string("gpumem: cannot start the trace writer thread: ") + e.what();
     return false;
   }
+  const bool frames = format_ == trace_format::jsonl && options.named_frames > 0;
+  if (frames) tags_.reset(options.named_frames);
+  generation_.fetch_add(1, std::memory_order_acq_rel);
+  frames_.store(frames, std::memory_order_relaxed);
   active_.store(true, std::memory_order_release);
   return true;
+}
+
+std::uint32_t trace_recorder::intern_frame(std::uint64_t generation, const char* name) {
+  if (!frames_.load(std::memory_order_relaxed) || generation != generation_.load(std::memory_order_acquire)) return 0;
+  return tags_.intern(name);
 }
 
 void trace_recorder::hand_off_locked() noexcept {
@@ -278,7 +300,7 @@ void trace_recorder::hand_off_locked() noexcept {
 }
 
 void trace_recorder::record(trace_action action, std::uint64_t ptr, std::uint64_t bytes, std::uint64_t stream,
-                            int device) noexcept {
+                            int device, std::uint32_t tag, std::uint64_t generation) noexcept {
   if (!active_.load(std::memory_order_relaxed)) return;
   const std::uint32_t tid = thread_id();
   std::unique_lock<std::mutex> lock(mutex_);
@@ -296,7 +318,10 @@ void trace_recorder::record(trace_action action, std::uint64_t ptr, std::uint64_
   e.bytes = bytes;
   e.stream = stream;
   e.thread = tid;
-  e.device = static_cast<std::int16_t>(device);
+  if (tag != 0 && (tag >= frame_tags::max_distinct || generation != generation_.load(std::memory_order_relaxed))) tag = 0;
+  e.tag = static_cast<std::uint16_t>(tag);
+  if (action == trace_action::alloc) tags_.count(tag, bytes);
+  e.device = static_cast<std::int8_t>(device);
   e.action = action;
   ++recorded_;
   if (filled_ == capacity_ && spare_ != nullptr) hand_off_locked();
@@ -337,7 +362,9 @@ bool trace_recorder::write_events(const event* events, std::size_t count, std::s
       append_dec(text_, e.bytes);
       text_ += ",\"stream\":";
       append_dec(text_, e.stream);
-      text_ += ",\"tag\":0,\"device\":";
+      text_ += ",\"tag\":";
+      append_dec(text_, e.tag);
+      text_ += ",\"device\":";
       append_int(text_, e.device);
       text_ += ",\"thread\":";
       append_dec(text_, e.thread);
@@ -421,6 +448,7 @@ bool trace_recorder::stop(std::uint64_t& events, std::string& error) {
   }
   recording_ = false;
   active_.store(false, std::memory_order_relaxed);
+  const bool frames = frames_.exchange(false, std::memory_order_relaxed);
   buffer_free_.notify_all();  // callers waiting for a buffer give up
   // The writer gives back the buffer it holds; then the partly filled one is the last to write.
   buffer_free_.wait(lock, [this] { return spare_ != nullptr; });
@@ -433,8 +461,11 @@ bool trace_recorder::stop(std::uint64_t& events, std::string& error) {
   bool ok = !failed_;
   std::string message;
   if (ok && format_ == trace_format::jsonl && count_offset_ >= 0) {
-    std::string count = ",\"eventCount\":";
+    std::string count = frames ? "," + tags_.header_field() : std::string();
+    count += ",\"eventCount\":";
     append_dec(count, written_);
+    if (count.size() > count_space_) count = ",\"tags\":[\"other\"],\"eventCount\":" + std::to_string(written_);  // sized at start: never
+    count.resize(count_space_, ' ');
     const ssize_t n = ::pwrite(fd_, count.data(), count.size(), static_cast<off_t>(count_offset_));
     if (n != static_cast<ssize_t>(count.size())) {
       ok = false;

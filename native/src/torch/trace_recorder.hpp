@@ -15,6 +15,10 @@
 // from one cut short. A trace whose process died before stop() keeps a valid header without the
 // count, and every whole line written so far.
 //
+// Python frames (frame_tags.hpp): with `named_frames` set, allocations carry the tag of their
+// user frame, and stop() writes the tag names into blank space the header keeps for them (and
+// the count); a trace cut short keeps `"tags":["other"]`, so its tags read as "other".
+//
 // No CUDA here: the recorder is host code, tested on its own (native/tests/trace_recorder_test).
 #pragma once
 #include <atomic>
@@ -25,6 +29,8 @@
 #include <mutex>
 #include <string>
 #include <thread>
+
+#include "frame_tags.hpp"
 
 namespace gpumem::torch {
 
@@ -48,6 +54,9 @@ struct trace_options {
   std::string device = "cuda";             // header "device"; each event also names its device
   std::string workload_json;               // header "workload": a JSON object, or empty
   std::size_t buffer_events = 1u << 16;    // events per buffer (two buffers)
+  // JSONL: take allocation frame tags and name the `named_frames` that allocated the most bytes in
+  // the header (at most frame_tags::max_named); 0: no frames, every event tag 0.
+  std::uint32_t named_frames = 0;
 };
 
 class trace_recorder {
@@ -59,7 +68,8 @@ class trace_recorder {
     std::uint64_t bytes;
     std::uint64_t stream;
     std::uint32_t thread;  // the OS thread id (what RMM's logger writes)
-    std::int16_t device;
+    std::uint16_t tag;     // the frame tag (frame_tags), 0 without frames
+    std::int8_t device;    // c10::DeviceIndex is 8 bits too
     trace_action action;
   };
 
@@ -74,8 +84,19 @@ class trace_recorder {
 
   // Records one event; a no-op when not recording. Thread-safe, never throws, no system call
   // except when a full buffer is handed to the writer (a wake-up) or both buffers are full (a wait).
-  void record(trace_action action, std::uint64_t ptr, std::uint64_t bytes, std::uint64_t stream,
-              int device) noexcept;
+  // `tag`: the allocation's frame tag, from intern_frame() of recording `generation`; a tag of
+  // another recording (one started or stopped meanwhile) is recorded as 0.
+  void record(trace_action action, std::uint64_t ptr, std::uint64_t bytes, std::uint64_t stream, int device,
+              std::uint32_t tag = 0, std::uint64_t generation = 0) noexcept;
+
+  // Whether the current recording takes frame tags, and which recording it is (a number that
+  // start() increments).
+  bool frames_active() const noexcept { return frames_.load(std::memory_order_relaxed); }
+  std::uint64_t generation() const noexcept { return generation_.load(std::memory_order_acquire); }
+
+  // The frame tag of `name` in recording `generation`: 0 when that recording is not the current
+  // one, takes no frames, or has as many names as it may hold. Thread-safe.
+  std::uint32_t intern_frame(std::uint64_t generation, const char* name);
 
   // Writes what is buffered, completes the header and closes the file. `events`: the events the
   // file holds. Returns false with a message when nothing was being recorded or writing failed
@@ -101,6 +122,8 @@ class trace_recorder {
   void hand_off_locked() noexcept;
 
   std::atomic<bool> active_{false};
+  std::atomic<bool> frames_{false};
+  std::atomic<std::uint64_t> generation_{0};
   std::atomic<bool> forked_{false};
   std::mutex control_mutex_;  // serialises start() and stop()
   mutable std::mutex mutex_;
@@ -126,7 +149,9 @@ class trace_recorder {
   int fd_ = -1;
   trace_format format_ = trace_format::jsonl;
   std::string text_;                 // formatted lines waiting for write()
-  long long count_offset_ = -1;      // JSONL: where the header's blank space starts
+  long long count_offset_ = -1;      // JSONL: where the header's blank space starts ...
+  std::size_t count_space_ = 0;      // ... and its size
+  frame_tags tags_;                  // with frames: the names the header gets at stop()
   std::uint64_t start_mono_ns_ = 0;  // CSV: monotonic time at start ...
   std::uint64_t start_day_ns_ = 0;   // ... and the local time of day then
   std::uint64_t written_ = 0;        // events formatted into the file

@@ -1,6 +1,8 @@
 /**
  * gpumem's own trace format: the first line is a header object
- * (`{"format":"gpumem-trace","version":1,"source":...}`), then one event object per line.
+ * (`{"format":"gpumem-trace","version":1,"source":...}`), then one event object per line. Events
+ * carry a `tag`, an index into the header's `tags` (the trainer's phases, or the Python frames
+ * libgpumem_torch recorded), whose names may repeat (one tag then).
  * @module
  */
 import type { LineTraceFormat } from './descriptor.js';
@@ -16,6 +18,8 @@ const expectedHeader = `expected a gpumem trace header ({"format":"${traceFormat
 class JsonlParser extends LineTraceParser {
   #header: TraceHeader = { source: 'unknown' };
   #expected: number | undefined;
+  /** When the header's tags repeat a name: each tag's index among the distinct names. */
+  #tagOf: Uint32Array | undefined;
 
   constructor(file: string) {
     super(file, 'jsonl');
@@ -70,11 +74,23 @@ class JsonlParser extends LineTraceParser {
       if (!Array.isArray(h.tags) || h.tags.some((t) => typeof t !== 'string')) {
         this.fail(n, `header field "tags" must be an array of strings (received ${JSON.stringify(h.tags).slice(0, 80)})`);
       }
-      header.tags = h.tags as string[];
+      header.tags = this.mergeTags(h.tags as string[]);
     }
     if (h.droppedEvents !== undefined) header.droppedEvents = this.count(h.droppedEvents, 'droppedEvents', n, 'header field');
     if (h.eventCount !== undefined) this.#expected = this.count(h.eventCount, 'eventCount', n, 'header field');
     this.#header = header;
+  }
+
+  /**
+   * Tags that share a name are one tag: a trace recorded with Python frames names only the frames
+   * that allocated the most, every other tag is "other" (and a tag past the list reads as its last
+   * name, "other", as replay takes it). Returns the distinct names, first appearance first.
+   */
+  private mergeTags(tags: string[]): string[] {
+    const distinct = [...new Set(tags)];
+    if (distinct.length === tags.length) return tags;
+    this.#tagOf = Uint32Array.from(tags, (name) => distinct.indexOf(name));
+    return distinct;
   }
 
   protected readEvent(text: string, n: number): void {
@@ -92,6 +108,7 @@ class JsonlParser extends LineTraceParser {
     for (const key of ['timeNs', 'ptr', 'bytes'] as const) if (o[key] === undefined) this.fail(n, `the event has no "${key}" field`);
     const tag = o.tag === undefined ? 0 : this.count(o.tag, 'tag', n);
     if (tag > 0xffffffff) this.fail(n, `"tag" must fit in 32 bits (received ${tag})`);
+    const tagOf = this.#tagOf;
     this.addEvent(
       n,
       this.count(o.timeNs, 'timeNs', n),
@@ -99,7 +116,7 @@ class JsonlParser extends LineTraceParser {
       this.count(o.ptr, 'ptr', n),
       this.count(o.bytes, 'bytes', n),
       o.stream === undefined ? 0 : this.count(o.stream, 'stream', n),
-      tag,
+      tagOf === undefined ? tag : tagOf[Math.min(tag, tagOf.length - 1)]!,
       o.reservedBytes === undefined ? undefined : this.count(o.reservedBytes, 'reservedBytes', n),
       o.thread === undefined ? undefined : this.count(o.thread, 'thread', n),
     );
