@@ -114,6 +114,11 @@ struct stream_range : segment {
   run_table runs;              // every mapped granule is in exactly one run
   std::size_t idle_runs = 0;   // runs with busy == 0: what a release can unmap
   std::size_t mapped_top = 0;  // no granule at or past this index is mapped
+  // Counts the changes to `free`: take_unmerged's last check that passed holds while it is unchanged.
+  std::uint64_t free_version = 0;
+  std::uint64_t fit_checked_version = ~std::uint64_t{0};
+  std::size_t fit_checked_size = 0;
+  const block* fit_checked_next = nullptr;
 };
 
 stream_range* range_of(const block* b) noexcept { return static_cast<stream_range*>(b->seg); }
@@ -160,7 +165,8 @@ struct expandable_resource::impl final : stream_observer {
     blocks.reserve(2);
     const std::size_t rounded = round_up(bytes, expandable_resource::rounding);
     if (unmerged != nullptr) {
-      if (block* b = take_unmerged(rounded, stream)) return finish_allocate(b, bytes, rounded);
+      const bool pinned = unmerged_pinned;
+      if (block* b = take_unmerged(rounded, stream)) return finish_allocate(b, bytes, rounded, pinned);
       merge_unmerged();
     }
     stream_range* r = range_for(stream, bytes);
@@ -168,15 +174,18 @@ struct expandable_resource::impl final : stream_observer {
     if (b == nullptr) throw_range_full(bytes, r);
     if (b->mixed) order_after_used_on(*ordering, b, stream);  // memory other streams freed into this range
     take_block(b, rounded, stream);
-    return finish_allocate(b, bytes, rounded);
+    return finish_allocate(b, bytes, rounded, false);
   }
 
-  // Live block `b`, just taken: its granules pinned (mapped where they are not), then handed out.
-  GPUMEM_POOL_INLINE void* finish_allocate(block* b, std::size_t bytes, std::size_t rounded) {
-    stream_range* r = range_of(b);
-    const std::size_t first = granule_index(r, b->addr);
-    const std::size_t last = granule_index(r, b->addr + rounded - 1);
-    if (!pin(r, first, last)) map_block(b, r, bytes, first, last);
+  // Live block `b`, just taken: its granules pinned (mapped where they are not), unless `pinned`
+  // says they still are, then handed out.
+  GPUMEM_POOL_INLINE void* finish_allocate(block* b, std::size_t bytes, std::size_t rounded, bool pinned) {
+    if (!pinned) {
+      stream_range* r = range_of(b);
+      const std::size_t first = granule_index(r, b->addr);
+      const std::size_t last = granule_index(r, b->addr + rounded - 1);
+      if (!pin(r, first, last)) map_block(b, r, bytes, first, last);
+    }
     b->requested = bytes;
     live.insert(b);
     counter.on_allocate(bytes);
@@ -192,7 +201,7 @@ struct expandable_resource::impl final : stream_observer {
   // (`unmerged`: free, its granules idle, out of the index) where only its upper neighbour is free,
   // and the next allocation takes it back as it is when best fit over the merged blocks would cut
   // exactly it; anything else merges it first (merge_unmerged), so that nothing else sees the
-  // difference.
+  // difference. Its granules may even stay counted in use (`unmerged_pinned`, see release_block).
 
   // `unmerged` if best fit over the merged blocks would cut exactly it for `rounded` bytes on
   // `stream`; else nullptr. The merged block would be its bytes and its upper neighbour `next`'s,
@@ -205,9 +214,15 @@ struct expandable_resource::impl final : stream_observer {
     stream_range* r = range_of(b);
     if (b->size != rounded || r->owner != stream) return nullptr;
     block* next = b->next_in_segment;
-    if (r->free.best_fit(rounded) != next || next->list_prev != nullptr || next->list_next != nullptr ||
-        r->free.largest() != next->size) {
-      return nullptr;
+    // The index has not changed since the last check that passed (the usual pair): it passes again.
+    if (r->fit_checked_version != r->free_version || r->fit_checked_size != rounded || r->fit_checked_next != next) {
+      if (r->free.best_fit(rounded) != next || next->list_prev != nullptr || next->list_next != nullptr ||
+          r->free.largest() != next->size) {
+        return nullptr;
+      }
+      r->fit_checked_version = r->free_version;
+      r->fit_checked_size = rounded;
+      r->fit_checked_next = next;
     }
     unmerged = nullptr;
     b->stream = stream;
@@ -220,8 +235,10 @@ struct expandable_resource::impl final : stream_observer {
   void merge_unmerged() noexcept {
     if (unmerged == nullptr) return;
     block* b = unmerged;
+    stream_range* r = range_of(b);
     unmerged = nullptr;
-    free_block(b, range_of(b));
+    if (unmerged_pinned) unpin(r, granule_index(r, b->addr), granule_index(r, b->addr + b->size - 1));
+    free_block(b, r);
   }
 
   // Maps what block `b` (just taken for `bytes`, its granules [first, last] pinned) lacks. If that
@@ -243,6 +260,11 @@ struct expandable_resource::impl final : stream_observer {
       undo();  // first, so that the error's figures are those of the resource as it stays
       throw_oom(bytes, failure);
     }
+  }
+
+  // The most granules a block of `size` bytes can touch.
+  std::uint64_t granules_at_most(std::size_t size) const noexcept {
+    return (granule_shift != no_shift ? size >> granule_shift : size / granule) + 2;
   }
 
   std::size_t granule_index(const stream_range* r, std::uintptr_t addr) const noexcept {
@@ -428,6 +450,7 @@ struct expandable_resource::impl final : stream_observer {
   // done, neither piece needs any more.
   GPUMEM_POOL_INLINE void take_block(block* b, std::size_t rounded, stream_handle stream) noexcept {
     stream_range* r = range_of(b);
+    ++r->free_version;
     r->free.remove(b);
     // The rest's record was reserved by allocate().
     if (block* rest = detail::pool::split_block(blocks, b, rounded)) r->free.insert(rest);
@@ -608,9 +631,12 @@ struct expandable_resource::impl final : stream_observer {
   // idle granules released if that passes the release threshold (or the range is a destroyed
   // stream's and now empty).
   // `may_stay_unmerged`: deallocate's own block, which may be left unmerged (see take_unmerged).
+  //
+  // A block left unmerged keeps its granules counted in use where unpinning them could not take the
+  // idle granules past the release threshold (always, by default): then nothing looks at the idle
+  // count before merge_unmerged unpins them, and a reuse of the block needs no granule work at all.
   GPUMEM_POOL_INLINE void release_block(block* b, bool may_stay_unmerged = false) noexcept {
     stream_range* r = range_of(b);
-    unpin(r, granule_index(r, b->addr), granule_index(r, b->addr + b->size - 1));
     --r->used_blocks;
     block* prev = b->prev_in_segment;
     block* next = b->next_in_segment;
@@ -619,8 +645,11 @@ struct expandable_resource::impl final : stream_observer {
       b->state = block_state::free;
       b->stream = r->owner;
       unmerged = b;
+      unmerged_pinned = idle_granules + granules_at_most(b->size) <= idle_granules_kept;
+      if (!unmerged_pinned) unpin(r, granule_index(r, b->addr), granule_index(r, b->addr + b->size - 1));
       largest_dirty = true;
     } else {
+      unpin(r, granule_index(r, b->addr), granule_index(r, b->addr + b->size - 1));
       free_block(b, r);
     }
     if (r->owner == retired_stream && r->used_blocks == 0) {
@@ -634,6 +663,7 @@ struct expandable_resource::impl final : stream_observer {
   // union of the streams its pieces must be waited on for. If that list cannot be grown (no memory),
   // the block is left unmerged rather than merged without its streams.
   GPUMEM_POOL_INLINE void free_block(block* b, stream_range* r) noexcept {
+    ++r->free_version;
     b->state = block_state::free;
     b->stream = r->owner;
     block* prev = b->prev_in_segment;
@@ -794,6 +824,7 @@ struct expandable_resource::impl final : stream_observer {
   std::size_t idle_granules = 0;  // over every range
   pending_list pending;
   block* unmerged = nullptr;                 // the block deallocate freed last, if left unmerged
+  bool unmerged_pinned = false;              // its granules still counted in use
   std::vector<stream_handle> merge_scratch;  // free_block's, kept for its capacity
   std::vector<stream_handle> sync_scratch;   // quiesce's
   mutable bool largest_dirty = true;
