@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <cstring>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -231,6 +232,63 @@ TEST(cycle_pattern_reserves_what_is_allocated) {
       CHECK(ratio > 3.0);
     }
     for (void* p : kept) r->deallocate(p, 48 * MiB / scale);
+  }
+}
+
+// Random allocations, frees (the last one often, and its size again at once: the cached block's
+// path) and trims: after every call the idle bytes are the mapped bytes of the granules no live block
+// touches, and every live block is mapped (written at both ends).
+TEST(idle_bytes_are_the_mapped_granules_no_block_touches) {
+  for (std::uint64_t threshold : {~std::uint64_t{0}, std::uint64_t{2 * granule}}) {
+    expandable_options o = fixture::small_range();
+    o.release_threshold = threshold;
+    fixture f(o);
+    struct live_block {
+      void* p;
+      std::size_t bytes;
+    };
+    std::vector<live_block> live;
+    std::uint64_t x = 0x2545F4914F6CDD1Dull;
+    auto next = [&x](std::uint64_t n) {
+      x ^= x << 13;
+      x ^= x >> 7;
+      x ^= x << 17;
+      return x % n;
+    };
+    auto check = [&] {
+      std::set<std::uintptr_t> busy;  // granule numbers (ranges are granule-aligned)
+      for (const live_block& b : live) {
+        const std::size_t rounded = (b.bytes + 511) / 512 * 512;
+        for (std::uintptr_t g = addr(b.p) / granule; g <= (addr(b.p) + rounded - 1) / granule; ++g) busy.insert(g);
+      }
+      CHECK_EQ(f.resource.idle_bytes(), f.resource.stats().reserved_bytes - busy.size() * granule);
+    };
+    for (int step = 0; step < 3000; ++step) {
+      const std::uint64_t op = next(10);
+      if (op < 5 || live.empty()) {
+        const std::size_t bytes = next(2) == 0 ? 1 + next(8 * KiB) : 1 + next(3 * granule);
+        void* p = f.resource.allocate(bytes);
+        static_cast<char*>(p)[0] = 1;
+        static_cast<char*>(p)[bytes - 1] = 1;
+        live.push_back({p, bytes});
+      } else if (op < 9) {
+        const std::size_t i = next(4) == 0 ? next(live.size()) : live.size() - 1;
+        const live_block b = live[i];
+        live.erase(live.begin() + static_cast<std::ptrdiff_t>(i));
+        f.resource.deallocate(b.p, b.bytes);
+        if (next(2) == 0) {
+          check();
+          void* p = f.resource.allocate(b.bytes);
+          static_cast<char*>(p)[b.bytes - 1] = 1;
+          live.push_back({p, b.bytes});
+        }
+      } else {
+        f.resource.trim(next(f.resource.stats().reserved_bytes + 1));
+      }
+      check();
+    }
+    for (const live_block& b : live) f.resource.deallocate(b.p, b.bytes);
+    CHECK_EQ(f.resource.idle_bytes(), f.resource.stats().reserved_bytes);
   }
 }
 
