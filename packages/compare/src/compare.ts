@@ -313,13 +313,13 @@ export async function compareAllocators(o: CompareOptions): Promise<CompareResul
     device: o.device,
     workload: {
       // the result's types name the workloads of this release; any registered one is reported
-      model: o.train.model as CompareResult['workload']['model'],
+      model: o.train.model,
       dataset: o.train.dataset ?? workload.datasets[0]!,
       title: o.title,
       epochs: o.train.epochs ?? 1,
       options: { ...(o.flags ?? {}) },
     },
-    throughputUnit: `${workload.samples}/s` as CompareResult['throughputUnit'],
+    throughputUnit: `${workload.samples}/s`,
     runs,
     best,
     tied,

@@ -5,7 +5,7 @@
  * @module
  */
 import type { AllocatorStats } from '@gpumem/allocator-core';
-import type { EpochRecord } from '@gpumem/gnn';
+import type { EpochRecord, ModelName } from '@gpumem/gnn';
 import type { Spread } from './spread.js';
 import type { PeerRun } from './peer.js';
 
@@ -200,15 +200,16 @@ export interface CompareResult {
   device: string;
   /** What was trained: the model, dataset and every train flag that was set. */
   workload: {
-    /** 'trace' for a report of `gpumem replay`. */
-    model: 'mlp' | 'gcn' | 'trace';
+    /** A registered workload's name, or 'trace' for a report of `gpumem replay`. */
+    model: ModelName | 'trace';
     dataset: string;
     /** A one-line description, e.g. "mlp on mnist, 4x784 hidden, batch 64, 1 epoch". */
     title: string;
     epochs: number;
     options: Record<string, unknown>;
   };
-  throughputUnit: 'images/s' | 'nodes/s' | 'calls/s';
+  /** What a second of training gets through: the workload's samples ('images/s', 'nodes/s'), or 'calls/s' for a replay. */
+  throughputUnit: `${string}/s`;
   runs: CompareRun[];
   /**
    * For each column, the allocators holding its best value (exact ties included; failed runs

@@ -118,7 +118,7 @@ export function flagHelp(specs: Record<string, FlagSpec>, aliases: FlagAliases =
 }
 
 /** Terminal width a table keeps within; a wider one is split into blocks that repeat its first column. */
-export const tableWidth = 120;
+const tableWidth = 120;
 
 /** A cell that holds a figure: a number, a size, a time, a share, a count pair (`12 / 3`), or '-' for none. */
 function isNumericCell(cell: string): boolean {

@@ -20,9 +20,9 @@ import { checkAllocatorNames, refuseSpecProblems } from './allocator-flags.js';
 const { allocator: _allocator, json: _json, help: _help, epochs: trainEpochs, ...sharedTrainFlags } = trainFlags;
 
 /** Epochs compare runs when --epochs is not given: the first is warm-up, so at least two are measured. */
-export const defaultCompareEpochs = 3;
+const defaultCompareEpochs = 3;
 
-export const compareFlags: Record<string, FlagSpec> = {
+const compareFlags: Record<string, FlagSpec> = {
   allocators: {
     type: 'string',
     help: 'comma-separated allocators, each NAME or NAME:key=value[:key=value] (default: every registered one that can run here, plug-ins included)',
@@ -83,7 +83,7 @@ Examples:
 `;
 
 /** The next step printed after the report is written. */
-export const nextStep = 'next: replay your own program\'s allocations, e.g. a PyTorch memory snapshot: gpumem replay snapshot.pickle';
+const nextStep = 'next: replay your own program\'s allocations, e.g. a PyTorch memory snapshot: gpumem replay snapshot.pickle';
 
 /**
  * Every registered allocator that can run here. With a GPU, strategies that keep their memory on the

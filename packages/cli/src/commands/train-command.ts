@@ -123,13 +123,13 @@ function optionOf(flag: string): string {
 }
 
 /** The flag that sets a train() option, as messages name it: nanoBatches → `--nano-batches`. */
-export function flagOf(option: string): string {
+function flagOf(option: string): string {
   const renamed = Object.entries(optionOfFlag).find(([, o]) => o === option);
   return `--${renamed ? renamed[0] : option.replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`)}`;
 }
 
 /** The train() options that the train flags ask for (shared by train, compare and record); booleans not given are false. */
-export function trainOptionsFromFlags(flags: FlagValues): WorkloadTrainOptions {
+function trainOptionsFromFlags(flags: FlagValues): WorkloadTrainOptions {
   const options: Record<string, unknown> = {};
   for (const [flag, spec] of Object.entries(trainFlags)) {
     if (notOptions.has(flag) || !(flag in flags || spec.type === 'boolean')) continue;
@@ -143,7 +143,7 @@ export function trainOptionsFromFlags(flags: FlagValues): WorkloadTrainOptions {
  * starts, so that compare refuses them too instead of failing in every child: options of another
  * workload (e.g. --checkpoint for the gcn), and what the workload finds wrong (Workload.optionProblem).
  */
-export function checkActivationFlags(command: string, o: WorkloadTrainOptions): void {
+function checkActivationFlags(command: string, o: WorkloadTrainOptions): void {
   const fail = (message: string) => {
     throw new UsageError(`gpumem ${command}: ${message}`);
   };
@@ -282,7 +282,7 @@ async function runTrainDistributed(
   return 0;
 }
 
-export function formatResult(r: TrainResult): string {
+function formatResult(r: TrainResult): string {
   const title = `${r.model} on ${r.dataset}, allocator '${r.allocator}' (${r.device}), ${r.parameters.toLocaleString('en-US')} parameters`;
   const table = formatTable(
     ['epoch', 'time', 'loss', 'train acc', hasWorkload(r.model) ? getWorkload(r.model).evaluationLabel : 'accuracy', 'peak allocated', 'peak reserved', 'upstream calls'],

@@ -89,14 +89,14 @@ export function uploadCsr(rt: Runtime, rowptr: Int32Array, col: Int32Array, val:
 }
 
 /** A CSR matrix in host memory (val undefined: every value is 1). */
-export interface HostCsr {
+interface HostCsr {
   rowptr: Int32Array;
   col: Int32Array;
   val: Float32Array | undefined;
 }
 
 /** The entries of `a` in columns [lo, hi), with column indices less lo: the block of stage q. */
-export function columnBlock(a: HostCsr, lo: number, hi: number): HostCsr {
+function columnBlock(a: HostCsr, lo: number, hi: number): HostCsr {
   const rows = a.rowptr.length - 1;
   const rowptr = new Int32Array(rows + 1);
   let nnz = 0;

@@ -65,7 +65,7 @@ export function weightAndBias(name: string, inFeatures: number, outFeatures: num
   ];
 }
 
-export function initUniform(rt: Runtime, p: Parameter, fanIn: number, seed: number, offset: number): void {
+function initUniform(rt: Runtime, p: Parameter, fanIn: number, seed: number, offset: number): void {
   const bound = 1 / Math.sqrt(fanIn);
   rt.ops.randomUniform(rt.onDevice, rt.s, p.value.ptr, p.value.size, -bound, bound, seed, offset);
 }

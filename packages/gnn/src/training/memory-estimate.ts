@@ -80,7 +80,7 @@ export function trainingShape(o: ShapeOptions): TrainingShape {
  * Host memory that may be pinned: what the kernel says is available less a tenth of the total, so
  * that pinning never starves the machine (the same rule as the pinned and tiered strategies').
  */
-export function pinnableHostBytes(): number {
+function pinnableHostBytes(): number {
   return Math.max(0, freemem() - Math.floor(totalmem() / 10));
 }
 
@@ -90,7 +90,7 @@ export function pinnableHostBytes(): number {
  * memory can hang a shared GPU); for a strategy that spills to the host (registry flag
  * spillsToHost), the device's total and the host memory that may be pinned.
  */
-export function memoryOf(allocator: Allocator): { bytes: number; where: string } {
+function memoryOf(allocator: Allocator): { bytes: number; where: string } {
   if (allocator.device.kind === 'host') return { bytes: totalmem(), where: 'the host' };
   const device = memoryInfo(allocator.device.index);
   const info = hasAllocator(allocator.name) ? strategyInfo(allocator.name) : undefined;

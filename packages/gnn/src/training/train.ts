@@ -43,7 +43,7 @@ export function train(options: TrainOptions): TrainResult {
  * for the gcn: Workload.ownOptions), naming the option, before anything is allocated; an option
  * left undefined is fine.
  */
-export function checkModelOptions(o: Pick<CommonTrainOptions, 'model'>): void {
+function checkModelOptions(o: Pick<CommonTrainOptions, 'model'>): void {
   for (const other of listWorkloads()) {
     if (other.name === o.model) continue;
     for (const name of other.ownOptions) {

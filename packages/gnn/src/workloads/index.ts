@@ -8,4 +8,4 @@ import './mlp/index.js';
 import './gcn/index.js';
 
 export { registerWorkload, getWorkload, hasWorkload, listWorkloads, asTrainOptions } from './registry.js';
-export type { Workload, WorkloadRun, WorkloadFlag, RunContext, OptionNames, WorkloadTypeMap, ModelName } from './workload.js';
+export type { Workload, WorkloadRun, WorkloadFlag, RunContext, OptionNames, WorkloadTypeMap } from './workload.js';

@@ -13,7 +13,7 @@ import { prepareGcn } from './train-gcn.js';
 /** Nodes of the seed graph without a GPU (the CPU kernels), unless the options say how many. */
 const gcnHostNodes = 10_000;
 
-export const gcnWorkload: Workload<GcnTrainOptions, GcnTrainingShape> = {
+const gcnWorkload: Workload<GcnTrainOptions, GcnTrainingShape> = {
   name: 'gcn',
   description: 'a two-layer GCN on a generated graph (seed: random; sbm: a learnable stochastic block model), full batch, Adam',
   datasets: ['seed', 'sbm'],

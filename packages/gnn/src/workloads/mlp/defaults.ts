@@ -22,17 +22,6 @@ export const mlpDefaults = {
   classes: 10,
 } as const;
 
-/** gcn-seed: 2 layers, hidden 256, dropout 0.5, Adam lr 0.01; graph sizes per dataset. */
-export const gcnDefaults = {
-  dataset: 'seed',
-  hidden: 256,
-  lr: 0.01,
-  dropout: 0.5,
-  aggregation: 'spmm',
-  seed: { nodes: 100_000, edgesPerNode: 10, features: 128, classes: 10 },
-  sbm: { nodes: 2000, features: 16, classes: 4 },
-} as const;
-
 /**
  * The MLP's hidden layer widths from the `hidden` and `hiddenLayers` options (defaults filled in):
  * an array as given, a number repeated `hiddenLayers` times.

@@ -33,7 +33,7 @@ function activationProblem(o: MlpTrainOptions, name: OptionNames): string | unde
   return undefined;
 }
 
-export const mlpWorkload: Workload<MlpTrainOptions, MlpTrainingShape> = {
+const mlpWorkload: Workload<MlpTrainOptions, MlpTrainingShape> = {
   name: 'mlp',
   description: 'an MLP on MNIST (mini-batch SGD)',
   datasets: ['mnist'],
