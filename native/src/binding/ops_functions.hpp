@@ -1,4 +1,4 @@
-// exports.ops: the trainer's native operations (packages/gnn/src/native-ops.ts is the contract).
+// exports.ops: the trainer's native operations (packages/gnn/src/framework/native-ops.ts is the contract).
 #pragma once
 #include <napi.h>
 

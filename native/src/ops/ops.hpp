@@ -1,4 +1,4 @@
-// The trainer's native operations (packages/gnn/src/native-ops.ts is the contract): one function
+// The trainer's native operations (packages/gnn/src/framework/native-ops.ts is the contract): one function
 // per op, plain C++ types, `on_device` choosing the CUDA kernel (queued on `stream`, never
 // synchronising the host) or the CPU reference (run synchronously on the calling thread).
 //

@@ -1,7 +1,7 @@
 /**
  * `gpumem compare --devices`: the table's line of each device's peaks, the flags that go with
  * --devices, and a comparison over two ranks on the host end to end through the built CLI (the
- * ranks run the built packages/gnn/dist/rank-main.js with the host communicator).
+ * ranks run the built packages/gnn/dist/training/rank-main.js with the host communicator).
  */
 import { spawnSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
