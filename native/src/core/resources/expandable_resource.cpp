@@ -399,9 +399,9 @@ struct expandable_resource::impl final : stream_observer {
     if (at != run_table::unmapped) {
       mapped_run& run = r->runs.slot(at - 1);
       if (last < run.first + run.length) {  // the block lies in one run: the usual case
-        // The granules between the edges, and each edge whose count passed 0 (last_changes is false
-        // where last == first).
-        const std::size_t changed = last - first - (last != first) + first_changes + last_changes;
+        // Each edge whose count passed 0, and the granules between the edges.
+        std::size_t changed = first_changes;
+        if (last != first) changed += last - first - 1 + last_changes;
         add_busy<sign>(r, run, changed);
         return true;
       }
