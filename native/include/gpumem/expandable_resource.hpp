@@ -19,6 +19,10 @@
 //    synchronised (an event recorded on each, waited for on the host);
 //  - a destroyed stream's range (stream_observer) serves no new allocation; it goes when its last
 //    block is freed;
+//  - a malloc+free of a cached block costs the same whatever its size: the granule bookkeeping is
+//    per mapped run (each granule names its run; only a block's first and last granule keep counts),
+//    and the block freed last may stay unmerged until a call needs the merged blocks (every decision
+//    is the one the merged blocks give);
 //  - stats: allocated = bytes asked for; reserved = bytes mapped; upstream alloc/free counts and
 //    segment_count are runs mapped, runs unmapped and runs mapped now (driver call sequences); largest_free_block is the largest
 //    free run of mapped memory (what one allocation can take with no driver call);
@@ -53,7 +57,7 @@ class expandable_resource final : public memory_resource {
  public:
   static constexpr std::size_t rounding = 512;
   static constexpr std::uint64_t default_host_reserve = std::uint64_t{64} << 30;
-  // A range has at most this many granules (the per-granule records are a few bytes each).
+  // A range has at most this many granules (8 bytes of records each).
   static constexpr std::uint64_t max_granules_per_range = std::uint64_t{1} << 24;
 
   // Owns `memory`. `ordering` defaults to the one matching its kind (CUDA events for device memory,
