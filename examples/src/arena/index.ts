@@ -10,7 +10,7 @@
  * @packageDocumentation
  */
 import { registerAllocator } from '@gpumem/allocator-core';
-import { ArenaAllocator, type ArenaAllocatorOptions } from './base.js';
+import { ArenaAllocator, type ArenaAllocatorOptions } from './arena-allocator.js';
 
 declare module '@gpumem/allocator-core' {
   interface AllocatorOptionsMap {
@@ -30,4 +30,4 @@ export {
   type ArenaAllocatorOptions,
   type ArenaOverAllocator,
   type ArenaOverNamedUpstream,
-} from './base.js';
+} from './arena-allocator.js';

@@ -3,7 +3,7 @@
  * @packageDocumentation
  */
 import { registerAllocator } from '@gpumem/allocator-core';
-import { AsyncAllocator, type AsyncAllocatorOptions } from './base.js';
+import { AsyncAllocator, type AsyncAllocatorOptions } from './async-allocator.js';
 
 declare module '@gpumem/allocator-core' {
   interface AllocatorOptionsMap {
@@ -18,4 +18,4 @@ registerAllocator('async', (options) => new AsyncAllocator(options), {
   peerAccess: true,
 });
 
-export { AsyncAllocator, type AsyncAllocatorOptions } from './base.js';
+export { AsyncAllocator, type AsyncAllocatorOptions } from './async-allocator.js';

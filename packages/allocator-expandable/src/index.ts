@@ -3,7 +3,7 @@
  * @packageDocumentation
  */
 import { registerAllocator } from '@gpumem/allocator-core';
-import { ExpandableAllocator, type ExpandableAllocatorOptions } from './base.js';
+import { ExpandableAllocator, type ExpandableAllocatorOptions } from './expandable-allocator.js';
 
 declare module '@gpumem/allocator-core' {
   interface AllocatorOptionsMap {
@@ -22,4 +22,4 @@ registerAllocator('expandable', (options) => new ExpandableAllocator(options), {
   peerAccess: true,
 });
 
-export { ExpandableAllocator, type ExpandableAllocatorOptions, type ExpandableUpstream } from './base.js';
+export { ExpandableAllocator, type ExpandableAllocatorOptions, type ExpandableUpstream } from './expandable-allocator.js';

@@ -3,7 +3,7 @@
  * @packageDocumentation
  */
 import { registerAllocator } from '@gpumem/allocator-core';
-import { PinnedAllocator, type PinnedAllocatorOptions } from './base.js';
+import { PinnedAllocator, type PinnedAllocatorOptions } from './pinned-allocator.js';
 
 declare module '@gpumem/allocator-core' {
   interface AllocatorOptionsMap {
@@ -25,4 +25,4 @@ registerAllocator('pinned', (options) => new PinnedAllocator(options), {
   peerAccess: true,
 });
 
-export { PinnedAllocator, type PinnedAllocatorOptions, type PinnedUpstream } from './base.js';
+export { PinnedAllocator, type PinnedAllocatorOptions, type PinnedUpstream } from './pinned-allocator.js';

@@ -3,7 +3,7 @@
  * @packageDocumentation
  */
 import { registerAllocator } from '@gpumem/allocator-core';
-import { PoolAllocator, type PoolAllocatorOptions } from './base.js';
+import { PoolAllocator, type PoolAllocatorOptions } from './pool-allocator.js';
 
 declare module '@gpumem/allocator-core' {
   interface AllocatorOptionsMap {
@@ -19,4 +19,4 @@ registerAllocator('pool', (options) => new PoolAllocator(options), {
   peerAccess: true,
 });
 
-export { PoolAllocator, type PoolAllocatorOptions, type PoolUpstream } from './base.js';
+export { PoolAllocator, type PoolAllocatorOptions, type PoolUpstream } from './pool-allocator.js';

@@ -3,7 +3,7 @@
  * @packageDocumentation
  */
 import { registerAllocator } from '@gpumem/allocator-core';
-import { TieredAllocator, type TieredAllocatorOptions } from './base.js';
+import { TieredAllocator, type TieredAllocatorOptions } from './tiered-allocator.js';
 
 declare module '@gpumem/allocator-core' {
   interface AllocatorOptionsMap {
@@ -24,4 +24,4 @@ registerAllocator('tiered', (options) => new TieredAllocator(options), {
   peerAccess: true,
 });
 
-export { TieredAllocator, type TieredAllocatorOptions, type TieredUpstream, type TierChoice } from './base.js';
+export { TieredAllocator, type TieredAllocatorOptions, type TieredUpstream, type TierChoice } from './tiered-allocator.js';

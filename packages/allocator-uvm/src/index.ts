@@ -3,7 +3,7 @@
  * @packageDocumentation
  */
 import { registerAllocator } from '@gpumem/allocator-core';
-import { UvmAllocator, type UvmAllocatorOptions } from './base.js';
+import { UvmAllocator, type UvmAllocatorOptions } from './uvm-allocator.js';
 
 declare module '@gpumem/allocator-core' {
   interface AllocatorOptionsMap {
@@ -19,4 +19,4 @@ registerAllocator('uvm', (options) => new UvmAllocator(options), {
   peerAccess: true,
 });
 
-export { UvmAllocator, defaultLogThresholdBytes, type UvmAllocatorOptions, type AdviseTarget } from './base.js';
+export { UvmAllocator, defaultLogThresholdBytes, type UvmAllocatorOptions, type AdviseTarget } from './uvm-allocator.js';
