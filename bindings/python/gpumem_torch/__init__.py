@@ -29,7 +29,8 @@ The library is found at ``$GPUMEM_TORCH_LIB``, else inside this package (the whe
 
 Allocation traces: ``record(path)`` ... ``stop()`` writes every allocation and free the library
 serves in between to ``path`` (gpumem's JSONL trace, or RMM's CSV for a ``.csv`` path), for
-``gpumem replay``; ``GPUMEM_TRACE=path`` records the whole process instead (docs/torch.md).
+``gpumem replay``; ``record(path, frames=True)`` tags each allocation with the Python line that made
+it; ``GPUMEM_TRACE=path`` records the whole process instead (docs/torch.md).
 
 Only the standard library is needed to import this package and to check a configuration
 (:func:`check_config`, :func:`describe`); :func:`enable` and :func:`allocator` need PyTorch.
@@ -43,7 +44,7 @@ import os
 import threading
 from typing import Any, Dict, Optional
 
-from . import _library
+from . import _frames, _library
 from ._allocator import Allocator, allocator, describe, place, set_thread_placement, thread_placement
 from ._library import STRATEGIES, library_path
 from ._stats import device_index as _device_index
@@ -309,11 +310,20 @@ def _trace_lib() -> ctypes.CDLL:
     return lib
 
 
-def record(path: "os.PathLike[str] | str", workload: Optional[Dict[str, Any]] = None) -> str:
+def record(
+    path: "os.PathLike[str] | str", workload: Optional[Dict[str, Any]] = None, frames: "bool | int" = False
+) -> str:
     """Starts recording every allocation, free and out-of-memory failure of the library to
     ``path`` until :func:`stop` (or the end of the process). A ``path`` ending in ``.csv`` gets
     RMM's logging CSV, anything else gpumem's JSONL trace; ``gpumem replay`` reads both.
     ``workload`` (a JSON-serialisable dict) goes into the JSONL header.
+
+    ``frames=True`` (JSONL only) tags each allocation with its innermost user Python frame
+    (``file:line:function``; frames of PyTorch, the Python runtime and this package skipped), and
+    the header names the 12 frames that allocated the most bytes (``frames=N``: N of them, up to
+    64), the rest "other": ``gpumem replay`` stacks its report by frame, as for a PyTorch snapshot
+    recorded with stacks. It costs a Python call per allocation (a few microseconds, see
+    docs/torch.md); a MemPool's segments, which PyTorch asks for under its own lock, are "other".
 
     Works with or without :func:`enable` (the library records whatever calls it, PyTorch or C).
     Allocations made before the call are not in the trace: their frees are (replay skips them).
@@ -323,9 +333,18 @@ def record(path: "os.PathLike[str] | str", workload: Optional[Dict[str, Any]] = 
 
     target = os.path.abspath(os.fspath(path))
     payload = None if workload is None else json.dumps(workload, sort_keys=True).encode()
+    named = 0 if frames is False else _frames.check_named_frames(frames)
     with _lock:
         lib = _trace_lib()
-        rc = lib.gpumem_trace_start(target.encode(), payload)
+        if named == 0:
+            rc = lib.gpumem_trace_start(target.encode(), payload)
+        else:
+            if not hasattr(lib, "gpumem_trace_start_frames"):
+                raise RuntimeError(f"gpumem: {_library.loaded_path()} cannot record Python frames; rebuild it")
+            lib.gpumem_trace_start_frames.restype = ctypes.c_int
+            lib.gpumem_trace_start_frames.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_uint32]
+            _frames.install(lib, _library.loaded_path())
+            rc = lib.gpumem_trace_start_frames(target.encode(), payload, named)
     if rc != 0:
         raise RuntimeError(lib.gpumem_last_error().decode("utf-8", "replace"))
     return target

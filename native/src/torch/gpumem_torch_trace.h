@@ -83,9 +83,9 @@ GPUMEM_TORCH_API uint32_t gpumem_trace_frame_tag(uint64_t recording, const char*
 
 /* Records `count` allocations of `bytes` on device 0, each followed by its free, through the
  * path gpumem_malloc and gpumem_free take (the frame hook included), without allocating: the
- * pointers are made up. For tests and benchmarks of the trace on a machine without a GPU.
- * Returns 0, GPUMEM_TORCH_ERR_TRACE when nothing is being recorded, GPUMEM_TORCH_ERR_ARGUMENT
- * for `bytes` 0 or past 2^40. */
+ * pointers are made up; nothing is recorded when no trace is. For tests and benchmarks of the
+ * trace on a machine without a GPU. Returns 0, or GPUMEM_TORCH_ERR_ARGUMENT for `bytes` 0 or
+ * past 2^40. */
 GPUMEM_TORCH_API int gpumem_trace_simulate(uint64_t count, uint64_t bytes);
 
 /*

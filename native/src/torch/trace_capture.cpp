@@ -212,10 +212,6 @@ GPUMEM_TORCH_API uint32_t gpumem_trace_frame_tag(uint64_t recording, const char*
 }
 
 GPUMEM_TORCH_API int gpumem_trace_simulate(uint64_t count, uint64_t bytes) {
-  if (!recorder().active()) {
-    set_last_error("gpumem: gpumem_trace_simulate: no trace is being recorded");
-    return GPUMEM_TORCH_ERR_TRACE;
-  }
   if (bytes == 0 || bytes > (uint64_t{1} << 40)) {
     set_last_error("gpumem: gpumem_trace_simulate: bytes must be between 1 and 2^40");
     return GPUMEM_TORCH_ERR_ARGUMENT;
