@@ -11,7 +11,8 @@ thread stays idle while timed; the figure is ns per allocation, median (min-max)
   no trace            the loop without a recording (what gpumem_malloc pays: an atomic load)
   trace               recording without frames
   trace + hook only   frames on, the hook returning 0 at once: the ctypes callback alone
-  trace + frames, dK  frames on, the user frame K frames of torch/ out (K = 0, 4, 16): the walk
+  trace + frames, dK  frames on, K functions of a torch/ file between the user's line and the
+                      library (K = 0, 4, 16; gpumem_torch's simulate() is one more): the walk
   new line each time  frames on, every allocation from a line not seen before (first sightings:
                       the name is formatted and interned), against the same calls without frames
 The frame cost is (trace + frames) - (trace).
