@@ -311,7 +311,17 @@ class FrameTraceTests(unittest.TestCase):
             timeout=60,
         )
         self.assertNotEqual(proc.returncode, 0)
-        self.assertIn("JSONL trace only", proc.stderr)
+        self.assertIn("ValueError: gpumem: frames are recorded in gpumem's JSONL trace only", proc.stderr)
+        # The library refuses them too, and more named frames than it keeps room for.
+        import ctypes
+
+        lib = ctypes.CDLL(LIB)
+        lib.gpumem_trace_start_frames.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_uint32]
+        lib.gpumem_last_error.restype = ctypes.c_char_p
+        self.assertEqual(lib.gpumem_trace_start_frames((self.path + ".csv").encode(), None, 12), 4)  # GPUMEM_TORCH_ERR_ARGUMENT
+        self.assertIn(b"RMM's CSV has no tags", lib.gpumem_last_error())
+        self.assertEqual(lib.gpumem_trace_start_frames(self.path.encode(), None, 65), 4)
+        self.assertIn(b"more than 64", lib.gpumem_last_error())
 
     def test_a_trace_cut_short_reads_as_other(self):
         # The process dies before stop(): the header keeps its first tag list, ["other"].
