@@ -10,11 +10,11 @@ import { existsSync, mkdirSync, writeFileSync } from 'node:fs';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { chromium, type Browser, type Page } from 'playwright-core';
-import { rankRuns, readPeer, renderHtmlReport } from '@gpumem/compare';
+import { rankRuns, readBaseline, renderHtmlReport } from '@gpumem/compare';
 import { sampleCompareResult } from '../packages/compare/src/fixture.js';
 import { sampleDevicesCompareResult } from '../packages/compare/src/fixture-devices.js';
 
-const peerFixture = fileURLToPath(new URL('../packages/compare/src/fixtures/torch-eager.jsonl', import.meta.url));
+const baselineFixture = fileURLToPath(new URL('../packages/compare/src/fixtures/torch-eager.jsonl', import.meta.url));
 const chromiumPath = '/usr/bin/chromium';
 const browserAvailable = existsSync(chromiumPath);
 const noBrowserReason = `no Chromium at ${chromiumPath} (apt-get install chromium)`;
@@ -244,11 +244,11 @@ describe.skipIf(!browserAvailable)(
       await taggedPage.close();
     });
 
-    it('overlays every run\'s and every peer\'s training loss per step, and shows the peer as a row', async () => {
-      const withPeer = sampleCompareResult();
-      withPeer.peers = [readPeer(peerFixture)];
-      const peerPage = (await openReport(browser, renderHtmlReport(withPeer), 'report-peer')).page;
-      const loss = await peerPage.evaluate(() => {
+    it('overlays every run\'s and every baseline\'s training loss per step, and shows the baseline as a row', async () => {
+      const withBaseline = sampleCompareResult();
+      withBaseline.baselines = [readBaseline(baselineFixture)];
+      const baselinePage = (await openReport(browser, renderHtmlReport(withBaseline), 'report-baseline')).page;
+      const loss = await baselinePage.evaluate(() => {
         const report = (window as unknown as ReportWindow).gpumemReport;
         const chart = report.charts.find((c) => c.kind === 'loss')!.chart;
         return chart.data.datasets.map((d: { label: string; data: unknown[] }, i: number) => ({
@@ -257,17 +257,17 @@ describe.skipIf(!browserAvailable)(
           drawn: chart.getDatasetMeta(i).data.length,
         }));
       });
-      const expected = withPeer.runs
+      const expected = withBaseline.runs
         .map((r) => ({ label: r.allocator, points: r.epochs.reduce((n, e) => n + e.losses.length, 0) }))
         .filter((r) => r.points > 1)
         .concat([{ label: 'torch-eager', points: 120 }]);
       expect(loss.map((d: { label: string; points: number }) => ({ label: d.label, points: d.points }))).toEqual(expected);
       for (const d of loss) expect(d.drawn).toBe(d.points);
-      const peerRow = await peerPage.$eval('tr.peer', (tr) => [...tr.children].map((c) => c.textContent));
-      expect(peerRow[0]).toBe('torch-eager');
-      expect(peerRow[1]).toBe('peer');
-      expect(peerRow[2]).toMatch(/1\.48 s/);
-      await peerPage.close();
+      const baselineRow = await baselinePage.$eval('tr.baseline', (tr) => [...tr.children].map((c) => c.textContent));
+      expect(baselineRow[0]).toBe('torch-eager');
+      expect(baselineRow[1]).toBe('baseline');
+      expect(baselineRow[2]).toMatch(/1\.48 s/);
+      await baselinePage.close();
     });
 
     it('draws the spread of each run\'s measured epochs: a min–max bar, a quartile box and the median', async () => {

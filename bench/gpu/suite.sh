@@ -27,12 +27,12 @@ Suites (each fits one device call of 10 minutes; tiered and large take most of o
                 (bench/torch/run.sh; NODES, EPOCHS and ALLOCATORS as that script takes them)
   sanitize      compute-sanitizer memcheck and racecheck over the GPU op and behaviour tests
   alloc         malloc+free pair latency, every strategy (bench/alloc), and pool_microbench if built
-  fragmentation the fragmentation traces, 3 repeats (bench/fragmentation), with the PyTorch peers
+  fragmentation the fragmentation traces, 3 repeats (bench/fragmentation), with the PyTorch baselines
   corpus        the real-workload corpus (bench/traces/*.torch.pickle.gz) replayed through each
                 strategy with its minimum capacity, and the gpumem capture of GPT-2 fine-tuning
   capture       what recording a trace inside PyTorch costs (bench/traces/capture_overhead.py)
   compare       gcn-seed at 2M nodes under gpumem compare, then `npm start` three times
-  train         bench/train (mlp-seed and gcn-seed per allocator) and the PyTorch peers (bench/peers)
+  train         bench/train (mlp-seed and gcn-seed per allocator) and the PyTorch baselines (bench/baselines)
   record        what recording the memory timeline costs (bench/record)
   soak          10M mixed-size operations over 4 streams per strategy (bench/soak)
   link          the host link: zero-copy, copies, managed memory (bench/link)
@@ -127,7 +127,7 @@ suite_alloc() {
 
 suite_fragmentation() {
   step fragmentation run.js 150 node bench/fragmentation/run.js --repeats 3 --out "$(json fragmentation fragmentation.json)"
-  step fragmentation torch_peer.py 120 python3 bench/fragmentation/torch_peer.py --out "$(json fragmentation torch-peer.json)"
+  step fragmentation torch_baseline.py 120 python3 bench/fragmentation/torch_baseline.py --out "$(json fragmentation torch-baseline.json)"
 }
 
 suite_corpus() {
@@ -163,10 +163,10 @@ suite_train() {
   step train gcn 300 node bench/train/run.js --workload gcn --nodes 2000000 --epochs 5 --out "$(json train gcn.json)"
   local mode variant
   for mode in eager compile; do
-    step train "peer-mlp-$mode" 150 sh -c "python3 bench/peers/mlp_torch.py --epochs 3 --mode $mode > '$(json train "peer-mlp-$mode.jsonl")'"
+    step train "baseline-mlp-$mode" 150 sh -c "python3 bench/baselines/mlp_torch.py --epochs 3 --mode $mode > '$(json train "baseline-mlp-$mode.jsonl")'"
   done
   for variant in index_add pyg sparse; do
-    step train "peer-gcn-$variant" 150 sh -c "python3 bench/peers/gcn_torch.py --nodes 2000000 --epochs 5 --variant $variant > '$(json train "peer-gcn-$variant.jsonl")'"
+    step train "baseline-gcn-$variant" 150 sh -c "python3 bench/baselines/gcn_torch.py --nodes 2000000 --epochs 5 --variant $variant > '$(json train "baseline-gcn-$variant.jsonl")'"
   done
 }
 

@@ -6,7 +6,7 @@
 //
 // mlp-seed: epoch time (training + validation, synchronised), median over epochs after the first,
 // and test accuracy. gcn-seed: median epoch time after a warm-up epoch, peak allocated and
-// reserved. The PyTorch peers are separate scripts (bench/peers/), run in the same session.
+// reserved. The PyTorch baselines are separate scripts (bench/baselines/), run in the same session.
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { dirname } from 'node:path';
 import { deviceProperties, formatBytes, hasCudaDevice, listAllocators, median } from '@gpumem/allocator-core';

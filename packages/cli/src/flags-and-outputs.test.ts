@@ -17,7 +17,7 @@ const cli = fileURLToPath(new URL('../dist/cli.js', import.meta.url));
 const root = fileURLToPath(new URL('../../../', import.meta.url));
 const core = fileURLToPath(new URL('../../allocator-core/dist/index.js', import.meta.url));
 const rmmSample = fileURLToPath(new URL('../../trace/src/fixtures/rmm-sample.csv', import.meta.url));
-const peerFile = fileURLToPath(new URL('../../compare/src/fixtures/torch-eager.jsonl', import.meta.url));
+const baselineFile = fileURLToPath(new URL('../../compare/src/fixtures/torch-eager.jsonl', import.meta.url));
 const dir = mkdtempSync(join(tmpdir(), 'gpumem-flags-'));
 const env = { ...process.env, CUDA_VISIBLE_DEVICES: '', GPUMEM_PLUGINS: '' };
 const gpu = spawnSync(process.execPath, ['-e', `import(${JSON.stringify(pathToFileURL(core).href)}).then((c) => process.exit(c.hasCudaDevice() ? 0 : 1))`], { env: process.env }).status === 0;
@@ -84,7 +84,7 @@ describe('checked before any work (exit 2)', () => {
     const same = join(dir, 'same.out');
     refused(run(['replay', trace, '--json', same, '--report', same]), /gpumem replay: '--report' and '--json' both name .*same\.out: one would overwrite the other/);
     refused(run(['compare', ...tiny, '--json', same, '--trace-json', same]), /gpumem compare: '--json' and '--trace-json' both name/);
-    refused(run(['compare', ...tiny, '--peer', peerFile, '--report', peerFile]), /'--report' .* is the peer file given to '--peer'/);
+    refused(run(['compare', ...tiny, '--baseline', baselineFile, '--report', baselineFile]), /'--report' .* is the baseline file given to '--baseline'/);
     refused(run(['record', ...tiny, '--out', same, '--format', 'jsonl', '--json', same]), /gpumem record: '--out' and '--json' both name/);
   });
 
@@ -141,6 +141,15 @@ describe('one name for one thing', () => {
     expect(help).toMatch(/^ {2}--repeat N +timed passes over the trace/m);
     expect(help).toMatch(/^ {2}--repeats +deprecated: the old name of --repeat/m);
     expect(run(['compare', '--help']).stdout).toMatch(/^ {2}--repeat N /m);
+  });
+
+  it("compare's --baseline (PyTorch runs) was --peer, a word kept for GPU peer access; the old name works with a deprecation note", () => {
+    const r = run(['compare', ...tiny, '--peer', '/no/such/baseline.jsonl']);
+    expect(r.stderr).toMatch(/gpumem compare: '--peer' is deprecated and will be removed in the next release; use '--baseline'/);
+    expect(r.stderr).toMatch(/'--baseline' \/no\/such\/baseline.jsonl:0: cannot read it/);
+    const help = run(['compare', '--help']).stdout;
+    expect(help).toMatch(/^ {2}--baseline S +comma-separated JSON-lines files of another framework's run/m);
+    expect(help).toMatch(/^ {2}--peer +deprecated: the old name of --baseline/m);
   });
 
   it('compare names the workload as train does, and marks bests the same way as the report (with a legend)', () => {

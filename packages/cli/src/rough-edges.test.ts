@@ -94,22 +94,22 @@ describe('gpumem CLI: first contact', () => {
     expect(r.stderr).toMatch(/no CUDA device: the CPU kernels on a subset of MNIST \(2048 training, 1000 test images/);
   });
 
-  it('compare shows a peer run (--peer) as a row, and its losses in the report', () => {
-    const peer = fileURLToPath(new URL('../../compare/src/fixtures/torch-eager.jsonl', import.meta.url));
-    const report = join(dir, 'peer.html');
-    const json = join(dir, 'peer.json');
-    const r = run(['compare', ...tiny, '--epochs', '2', '--allocators', 'host', '--peer', peer, '--report', report, '--json', json]);
+  it('compare shows a baseline run (--baseline) as a row, and its losses in the report', () => {
+    const baseline = fileURLToPath(new URL('../../compare/src/fixtures/torch-eager.jsonl', import.meta.url));
+    const report = join(dir, 'baseline.html');
+    const json = join(dir, 'baseline.json');
+    const r = run(['compare', ...tiny, '--epochs', '2', '--allocators', 'host', '--baseline', baseline, '--report', report, '--json', json]);
     expect(r.status).toBe(0);
-    expect(r.stdout).toMatch(/^torch-eager +peer +1478\.2 ms \(1476\.9\u20131479\.5\)/m);
-    expect(r.stdout).toMatch(/peer: another framework's run/);
+    expect(r.stdout).toMatch(/^torch-eager +baseline +1478\.2 ms \(1476\.9\u20131479\.5\)/m);
+    expect(r.stdout).toMatch(/baseline: another framework's run/);
     const result = JSON.parse(readFileSync(json, 'utf8'));
-    expect(result.peers[0].name).toBe('torch-eager');
+    expect(result.baselines[0].name).toBe('torch-eager');
     const html = readFileSync(report, 'utf8');
-    expect(html).toContain('<tr class="peer" data-peer="torch-eager"');
+    expect(html).toContain('<tr class="baseline" data-baseline="torch-eager"');
     expect(html).toContain('id="loss-curves"');
-    const bad = run(['compare', ...tiny, '--peer', '/no/such/peer.jsonl']);
+    const bad = run(['compare', ...tiny, '--baseline', '/no/such/baseline.jsonl']);
     expect(bad.status).toBe(2);
-    expect(bad.stderr).toMatch(/'--peer' \/no\/such\/peer.jsonl:0: cannot read it/);
+    expect(bad.stderr).toMatch(/'--baseline' \/no\/such\/baseline.jsonl:0: cannot read it/);
   });
 
   it('compare runs 3 epochs by default, leaves the first out, and shows the spread', () => {

@@ -28,7 +28,7 @@ import type { CompareColumn, CompareResult, CompareRun } from './types.js';
 import { buildTimeline, peakBreakdown, type HostSamples } from './timeline.js';
 import { hasHostTier } from './tiers.js';
 import { mergeRepeats } from './repeat.js';
-import type { PeerRun } from './peer.js';
+import type { BaselineRun } from './baseline.js';
 import { spreadsOverlap } from './spread.js';
 import { failureRun, messageOf, summariseRun } from './run-summary.js';
 import { isDistributed, runDistributed } from './distributed-run.js';
@@ -72,8 +72,8 @@ export interface CompareOptions {
    * package names resolvable from here). The caller registers them in its own process too.
    */
   plugins?: string[];
-  /** Other frameworks' runs of the same workload, added to the result as they are (see readPeer). */
-  peers?: PeerRun[];
+  /** Other frameworks' runs of the same workload, added to the result as they are (see readBaseline). */
+  baselines?: BaselineRun[];
   onRunStart?: (spec: AllocatorSpec, index: number, total: number) => void;
   onProgress?: (spec: AllocatorSpec, progress: Progress) => void;
   onRunEnd?: (run: CompareRun) => void;
@@ -323,7 +323,7 @@ export async function compareAllocators(o: CompareOptions): Promise<CompareResul
     runs,
     best,
     tied,
-    ...(o.peers && o.peers.length > 0 ? { peers: o.peers } : {}),
+    ...(o.baselines && o.baselines.length > 0 ? { baselines: o.baselines } : {}),
     ...(outside.length > 0 ? { notes: outside } : {}),
   };
 }

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { createAllocator } from '@gpumem/allocator-core';
 import '@gpumem/allocator-pool';
-import { compileTrace, findMinCapacity, profileReplay, replayTrace, type RecordedPeer, type ReplayResult, type TraceEvent } from '@gpumem/trace';
+import { compileTrace, findMinCapacity, profileReplay, replayTrace, type RecordedBaseline, type ReplayResult, type TraceEvent } from '@gpumem/trace';
 import { replayToCompareResult, type ReplayReportRow } from './from-replay.js';
 import { renderHtmlReport } from './report-html.js';
 
@@ -29,7 +29,7 @@ function rowOf(label: string, name: string, options: Record<string, unknown> = {
   }
 }
 
-const peer: RecordedPeer = {
+const baseline: RecordedBaseline = {
   label: 'PyTorch caching allocator (recorded)',
   peakReservedBytes: 6 * MiB,
   peakAllocatedBytes: 4.5 * MiB,
@@ -49,18 +49,18 @@ describe('replayToCompareResult', () => {
     summary: '6 events',
     compiled,
     rows,
-    peer,
+    baseline,
     device: 'host (no GPU)',
     recommendation: ['Least memory: host needs 4.50 MiB.'],
     createdAt: '2026-01-01T00:00:00.000Z',
   });
 
-  it('makes one run per strategy and one for the recorded peer, with the replay columns and best values', () => {
+  it('makes one run per strategy and one for the recorded baseline, with the replay columns and best values', () => {
     expect(result.runs.map((r) => [r.allocator, r.status])).toEqual([
       ['host', 'ok'],
       ['pool', 'ok'],
       ['broken', 'error'],
-      [peer.label, 'ok'],
+      [baseline.label, 'ok'],
     ]);
     expect(result.replay).toMatchObject({ trace: 'run.jsonl', format: 'jsonl', summary: '6 events' });
     expect(result.hiddenColumns).toEqual(['medianEpochMs', 'throughput', 'finalLoss', 'accuracy']);
@@ -74,7 +74,7 @@ describe('replayToCompareResult', () => {
     expect(result.runs[1]!).toMatchObject({ upstreamAllocCalls: rows[1]!.profile!.driverAllocs, peakReservedBytes: rows[1]!.result!.peakReservedBytes });
   });
 
-  it("draws each strategy's timeline and the peer's on the trace's clock", () => {
+  it("draws each strategy's timeline and the baseline's on the trace's clock", () => {
     expect(result.runs[0]!.timeline!.tMs).toEqual([1, 2, 3, 4, 5, 6]);
     expect(result.runs[0]!.timeline!.allocatedBytes).toEqual([3 * MiB, 3 * MiB + 100 * KiB, 3 * MiB, 4.5 * MiB, 1.5 * MiB, 0]);
     const p = result.runs[3]!.timeline!;

@@ -5,7 +5,7 @@
  * @module
  */
 import { formatBytes } from '@gpumem/allocator-core';
-import type { CompiledTrace, MinCapacity, RecordedPeer, ReplayProfile, ReplayResult } from '@gpumem/trace';
+import type { CompiledTrace, MinCapacity, RecordedBaseline, ReplayProfile, ReplayResult } from '@gpumem/trace';
 import { rankRuns } from './compare.js';
 import { capTimeline, peakBreakdown } from './timeline.js';
 import type { CompareColumn, CompareResult, CompareRun, ExtraColumn, TimelineSeries } from './types.js';
@@ -35,7 +35,7 @@ export interface ReplayReportInput {
   compiled: CompiledTrace;
   rows: readonly ReplayReportRow[];
   /** The allocator the trace was recorded under (PyTorch's, from a snapshot), when known. */
-  peer?: RecordedPeer;
+  baseline?: RecordedBaseline;
   /** The device's description. */
   device: string;
   capacityBytes?: number;
@@ -49,7 +49,7 @@ export interface ReplayReportInput {
 /** Columns of `gpumem compare` that a replay has nothing for. */
 const hiddenColumns: CompareColumn[] = ['medianEpochMs', 'throughput', 'finalLoss', 'accuracy'];
 
-const peerNote = (label: string) =>
+const baselineNote = (label: string) =>
   `\u2020 ${label}: the program ran in the memory it reserved, so its minimum capacity is its recorded peak reserved (not searched).`;
 
 function seriesOf(
@@ -71,11 +71,11 @@ function seriesOf(
  * The recorded allocator's timeline: its reserved bytes as recorded, and the bytes the program held
  * (the trace's own requests), merged on the trace's clock as two step functions.
  */
-function peerTimeline(peer: RecordedPeer, c: CompiledTrace, points: number): TimelineSeries {
+function baselineTimeline(baseline: RecordedBaseline, c: CompiledTrace, points: number): TimelineSeries {
   const t: number[] = [];
   const allocated: number[] = [];
   const reserved: number[] = [];
-  const rt = peer.reservedTimeline;
+  const rt = baseline.reservedTimeline;
   let i = 0;
   let j = 0;
   let live = 0;
@@ -136,7 +136,7 @@ function lowest(runs: readonly { label: string; value: number | undefined }[]): 
 /** Turns replay results into a {@link CompareResult} for renderHtmlReport. */
 export function replayToCompareResult(input: ReplayReportInput): CompareResult {
   const points = input.timelinePoints ?? 4000;
-  const { compiled, peer } = input;
+  const { compiled, baseline } = input;
   const searched = input.rows.some((r) => r.minCapacity !== undefined);
   const anyOom = input.rows.some((r) => (r.profile?.ooms ?? 0) > 0);
   const runs: CompareRun[] = [];
@@ -183,25 +183,25 @@ export function replayToCompareResult(input: ReplayReportInput): CompareResult {
   }
 
   const notes: string[] = [];
-  if (peer) {
-    const run = baseRun(peer.label);
-    run.peakAllocatedBytes = peer.peakAllocatedBytes;
-    run.peakReservedBytes = peer.peakReservedBytes;
-    run.overhead = peer.peakAllocatedBytes > 0 ? peer.peakReservedBytes / peer.peakAllocatedBytes : null;
-    run.upstreamAllocCalls = peer.driverAllocs;
-    run.upstreamFreeCalls = peer.driverFrees;
+  if (baseline) {
+    const run = baseRun(baseline.label);
+    run.peakAllocatedBytes = baseline.peakAllocatedBytes;
+    run.peakReservedBytes = baseline.peakReservedBytes;
+    run.overhead = baseline.peakAllocatedBytes > 0 ? baseline.peakReservedBytes / baseline.peakAllocatedBytes : null;
+    run.upstreamAllocCalls = baseline.driverAllocs;
+    run.upstreamFreeCalls = baseline.driverFrees;
     run.oomCount = compiled.traceOoms;
-    run.timeline = peerTimeline(peer, compiled, points);
+    run.timeline = baselineTimeline(baseline, compiled, points);
     run.eventsRecorded = compiled.action.length;
     run.extra = {
-      fragmentationAtPeak: { text: `${formatBytes(peer.fragmentationAtPeakBytes)}${share(peer.fragmentationAtPeakBytes, peer.fragmentationAtPeakBytes + peer.allocatedAtPeakBytes)}` },
+      fragmentationAtPeak: { text: `${formatBytes(baseline.fragmentationAtPeakBytes)}${share(baseline.fragmentationAtPeakBytes, baseline.fragmentationAtPeakBytes + baseline.allocatedAtPeakBytes)}` },
     };
     if (searched) {
-      run.extra.minCapacity = { text: formatBytes(peer.peakReservedBytes), mark: '\u2020' };
-      values.minCapacity!.push({ label: peer.label, value: peer.peakReservedBytes });
-      notes.push(peerNote(peer.label));
+      run.extra.minCapacity = { text: formatBytes(baseline.peakReservedBytes), mark: '\u2020' };
+      values.minCapacity!.push({ label: baseline.label, value: baseline.peakReservedBytes });
+      notes.push(baselineNote(baseline.label));
     }
-    values.fragmentationAtPeak!.push({ label: peer.label, value: peer.fragmentationAtPeakBytes });
+    values.fragmentationAtPeak!.push({ label: baseline.label, value: baseline.fragmentationAtPeakBytes });
     runs.push(run);
   }
 

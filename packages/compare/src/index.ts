@@ -23,7 +23,7 @@ export { spreadOf, spreadsOverlap, tieTolerance, warmupEpochsOf, type Spread } f
 export { mergeRepeats } from './repeat.js';
 export { isDistributed, runDistributed, summariseDistributed } from './distributed-run.js';
 export { deviceRun, deviceLabels, devicePeaksText, anyDevices } from './devices.js';
-export { parsePeer, readPeer, peerThroughput, PeerFormatError, type PeerRun } from './peer.js';
+export { parseBaseline, readBaseline, baselineThroughput, BaselineFormatError, type BaselineRun } from './baseline.js';
 export { parseAllocatorSpec, parseAllocatorList, type AllocatorSpec } from './spec.js';
 export { specProblems, specProblemsInChild, type SpecProblem } from './check-specs.js';
 export type { CompareResult, CompareRun, CompareColumn, TimelineSeries, RunStatus, HostTierSummary, TierSplit, DeviceRun } from './types.js';

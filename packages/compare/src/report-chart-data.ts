@@ -213,7 +213,7 @@ export function chartData(result: CompareResult): ReportData {
   };
 }
 
-/** Spreads of the measured epoch times (warm-up left out), one box per run and peer that has two or more. */
+/** Spreads of the measured epoch times (warm-up left out), one box per run and baseline that has two or more. */
 function spreadChartData(result: CompareResult): SpreadChart | null {
   const rows = [
     ...result.runs.map((run, index) => ({
@@ -221,7 +221,7 @@ function spreadChartData(result: CompareResult): SpreadChart | null {
       color: colorOf(index),
       spread: run.status === 'ok' ? run.epochSpread : null,
     })),
-    ...(result.peers ?? []).map((peer, k) => ({ name: peer.name, color: colorOf(result.runs.length + k), spread: peer.epochSpread })),
+    ...(result.baselines ?? []).map((baseline, k) => ({ name: baseline.name, color: colorOf(result.runs.length + k), spread: baseline.epochSpread })),
   ].filter(
     (r): r is { name: string; color: string; spread: NonNullable<typeof r.spread> } =>
       r.spread !== null && r.spread !== undefined && r.spread.n >= 2,
@@ -237,7 +237,7 @@ function spreadChartData(result: CompareResult): SpreadChart | null {
   };
 }
 
-/** Every run's and every peer's training loss per step, end to end over the epochs (thinned for drawing). */
+/** Every run's and every baseline's training loss per step, end to end over the epochs (thinned for drawing). */
 function lossChartData(result: CompareResult): LossChart | null {
   const series = [
     // with --repeat a row holds every repeat's epochs: the curve is the first run's (each repeat trains afresh)
@@ -247,11 +247,11 @@ function lossChartData(result: CompareResult): LossChart | null {
       dash: false,
       losses: run.epochs.slice(0, result.workload.epochs).flatMap((e) => e.losses ?? []),
     })),
-    ...(result.peers ?? []).map((peer, k) => ({
-      name: peer.name,
+    ...(result.baselines ?? []).map((baseline, k) => ({
+      name: baseline.name,
       color: colorOf(result.runs.length + k),
       dash: true,
-      losses: peer.epochs.flatMap((e) => e.losses),
+      losses: baseline.epochs.flatMap((e) => e.losses),
     })),
   ].filter((s) => s.losses.length > 1);
   if (series.length === 0) return null;

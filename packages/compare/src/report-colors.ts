@@ -18,7 +18,7 @@ export function tagColor(index: number): string {
   return TAG_COLORS[index % TAG_COLORS.length]!;
 }
 
-/** The colour of the `index`-th run (or peer, or device, counted on from the runs). */
+/** The colour of the `index`-th run (or baseline, or device, counted on from the runs). */
 export function colorOf(index: number): string {
   return PALETTE[index % PALETTE.length]!;
 }

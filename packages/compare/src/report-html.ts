@@ -98,7 +98,7 @@ where these do not overlap.</p>
           ? `
 <section id="losses">
 <h2>Training loss per step</h2>
-<p class="note">Every run's loss at each training step, over all its epochs (the first run of each allocator; curves that coincide are the same losses)${(result.peers ?? []).length > 0 ? '; peers (other frameworks, dashed) on the same steps' : ''}.</p>
+<p class="note">Every run's loss at each training step, over all its epochs (the first run of each allocator; curves that coincide are the same losses)${(result.baselines ?? []).length > 0 ? '; baselines (other frameworks, dashed) on the same steps' : ''}.</p>
 <div class="chart-box wide"><canvas id="${data.lossChart.canvasId}" role="img" aria-label="Training loss per step"></canvas></div>
 </section>`
           : ''

@@ -34,8 +34,8 @@ table.compare tr.run-error-detail td { padding-top: 0; }
 .swatch { display: inline-block; width: 10px; height: 10px; border-radius: 2px; margin-right: 6px; vertical-align: baseline; }
 .status { display: inline-block; padding: 0 6px; border-radius: 3px; font-size: 12px; font-weight: 600; }
 .status-ok { background: var(--best-bg); color: var(--best); }
-.status-peer { background: #eef1f4; color: var(--muted); }
-table.compare tr.peer { background: #fafbfc; font-style: italic; }
+.status-baseline { background: #eef1f4; color: var(--muted); }
+table.compare tr.baseline { background: #fafbfc; font-style: italic; }
 .status-oom, .status-error { background: var(--bad-bg); color: var(--bad); }
 .error-message { color: var(--bad); font-size: 12px; white-space: pre-wrap; word-break: break-word; max-height: 12em; overflow: auto; margin: 4px 0 0; }
 pre.error-message { font-family: ui-monospace, SFMono-Regular, Menlo, monospace; background: var(--bad-bg); padding: 6px 8px; border-radius: 4px; }

@@ -1,10 +1,10 @@
 /**
  * The HTML report's comparison table: a row per run (its failure's message under it), a row per
- * peer, each column's best value marked and the values tied within the spread.
+ * baseline, each column's best value marked and the values tied within the spread.
  * @module
  */
 import { formatBytes, formatMs } from '@gpumem/allocator-core';
-import { peerThroughput, type PeerRun } from './peer.js';
+import { baselineThroughput, type BaselineRun } from './baseline.js';
 import { anyTierMoves } from './tiers.js';
 import { colorOf } from './report-colors.js';
 import { DASH, escapeHtml, formatCount, orDash } from './report-text.js';
@@ -148,7 +148,7 @@ function isTied(result: CompareResult, column: CompareColumn, run: CompareRun): 
   return run.status === 'ok' && (result.tied?.[column] ?? []).includes(run.allocator);
 }
 
-/** The table: a heading per shown column, a row per run and per peer. */
+/** The table: a heading per shown column, a row per run and per baseline. */
 export function tableHtml(result: CompareResult): string {
   const columns = columnsOf(result);
   const head = columns
@@ -179,9 +179,9 @@ export function tableHtml(result: CompareResult): string {
     return `<tr class="run run-${escapeHtml(run.status)}" data-allocator="${escapeHtml(run.allocator)}">${cells.join('')}</tr>${errorRow(run, columns.length)}`;
   });
   rows.push(
-    ...(result.peers ?? []).map((peer, k) =>
-      peerRowHtml(
-        peer,
+    ...(result.baselines ?? []).map((baseline, k) =>
+      baselineRowHtml(
+        baseline,
         columns.map((c) => c.heading),
         result,
         result.runs.length + k,
@@ -191,31 +191,31 @@ export function tableHtml(result: CompareResult): string {
   return `<table class="compare"><thead><tr>${head}</tr></thead><tbody>\n${rows.join('\n')}\n</tbody></table>`;
 }
 
-/** A peer's row (another framework's run, `--peer`): its figures under the columns it has, a dash elsewhere; never ranked. */
-function peerRowHtml(peer: PeerRun, headings: readonly string[], result: CompareResult, index: number): string {
-  const throughput = peerThroughput(peer, result);
-  const spread = peer.epochSpread;
+/** A baseline's row (another framework's run, `--baseline`): its figures under the columns it has, a dash elsewhere; never ranked. */
+function baselineRowHtml(baseline: BaselineRun, headings: readonly string[], result: CompareResult, index: number): string {
+  const throughput = baselineThroughput(baseline, result);
+  const spread = baseline.epochSpread;
   const cells: Record<string, string> = {
-    Allocator: `<span class="swatch" style="background:${colorOf(index)}"></span>${escapeHtml(peer.name)}`,
-    Status: '<span class="status status-peer">peer</span>',
+    Allocator: `<span class="swatch" style="background:${colorOf(index)}"></span>${escapeHtml(baseline.name)}`,
+    Status: '<span class="status status-baseline">baseline</span>',
     'Median epoch':
-      orDash(peer.medianEpochMs, formatMs) +
+      orDash(baseline.medianEpochMs, formatMs) +
       (spread && spread.n > 1
         ? `<br><small class="spread">${escapeHtml(formatMs(spread.min))}\u2013${escapeHtml(formatMs(spread.max))}</small>`
         : ''),
     Throughput: throughput !== null ? `${formatCount(throughput)} ${escapeHtml(result.throughputUnit)}` : DASH,
-    'Peak allocated': orDash(peer.peakAllocatedBytes, formatBytes),
-    'Peak reserved': orDash(peer.peakReservedBytes, formatBytes),
+    'Peak allocated': orDash(baseline.peakAllocatedBytes, formatBytes),
+    'Peak reserved': orDash(baseline.peakReservedBytes, formatBytes),
     Overhead:
-      peer.peakAllocatedBytes && peer.peakReservedBytes !== null
-        ? `${(peer.peakReservedBytes / peer.peakAllocatedBytes).toFixed(3)}\u00d7`
+      baseline.peakAllocatedBytes && baseline.peakReservedBytes !== null
+        ? `${(baseline.peakReservedBytes / baseline.peakAllocatedBytes).toFixed(3)}\u00d7`
         : DASH,
-    'Final loss': orDash(peer.finalLoss, (v) => v.toPrecision(4)),
-    Accuracy: orDash(peer.accuracy, (v) => `${(v * 100).toFixed(2)}%`),
+    'Final loss': orDash(baseline.finalLoss, (v) => v.toPrecision(4)),
+    Accuracy: orDash(baseline.accuracy, (v) => `${(v * 100).toFixed(2)}%`),
   };
   const tds = headings.map((h, k) => {
     const tag = k === 0 ? 'th scope="row"' : 'td';
     return `<${tag}${k > 1 ? ' class="num"' : ''}>${cells[h] ?? DASH}</${tag.split(' ')[0]}>`;
   });
-  return `<tr class="peer" data-peer="${escapeHtml(peer.name)}" title="${escapeHtml(peer.file)}">${tds.join('')}</tr>`;
+  return `<tr class="baseline" data-baseline="${escapeHtml(baseline.name)}" title="${escapeHtml(baseline.file)}">${tds.join('')}</tr>`;
 }

@@ -7,7 +7,7 @@
 import type { AllocatorStats } from '@gpumem/allocator-core';
 import type { EpochRecord, ModelName } from '@gpumem/gnn';
 import type { Spread } from './spread.js';
-import type { PeerRun } from './peer.js';
+import type { BaselineRun } from './baseline.js';
 
 /** Allocated and reserved bytes over time (same length arrays, time ascending). */
 export interface TimelineSeries {
@@ -218,8 +218,8 @@ export interface CompareResult {
   best: Partial<Record<CompareColumn, string[]>>;
   /** For the time columns: the allocators tied for best within the spread (then none is marked best). */
   tied?: Partial<Record<CompareColumn, string[]>>;
-  /** Other frameworks' runs of the same workload (`--peer`), shown beside the allocators; not ranked. */
-  peers?: PeerRun[];
+  /** Other frameworks' runs of the same workload (`--baseline`), shown beside the allocators; not ranked. */
+  baselines?: BaselineRun[];
   /** Set for a report of `gpumem replay`: the trace, instead of a trained model. */
   replay?: ReplayReportInfo;
   /** Built-in columns left out of the table (those with nothing to show for a replay: epochs, loss, ...). */

@@ -22,10 +22,10 @@ describe('adviseAllocator', () => {
         row('async:releaseThreshold=0', { minCapacityBytes: 14.5 * GiB, driverCalls: 400, nsPerCall: 300 }),
         row('cuda', { minCapacityBytes: 15 * GiB, driverCalls: 9000, nsPerCall: 9000 }),
       ],
-      { minCapacity: true, peer: { name: 'PyTorch', peakReservedBytes: 17.8 * GiB, driverCalls: 40 } },
+      { minCapacity: true, baseline: { name: 'PyTorch', peakReservedBytes: 17.8 * GiB, driverCalls: 40 } },
     );
     expect(advice.memory).toMatchObject({ labels: ['async:releaseThreshold=0'], value: 14.5 * GiB });
-    expect(advice.memory!.peer!.lessBy).toBeCloseTo(1 - 14.5 / 17.8);
+    expect(advice.memory!.baseline!.lessBy).toBeCloseTo(1 - 14.5 / 17.8);
     expect(advice.lines).toEqual([
       "Least memory: async:releaseThreshold=0 needs 14.50 GiB, 19% less than PyTorch's 17.80 GiB.",
       "Fewest driver calls: pool, 12 calls, 70% fewer than PyTorch's 40 calls.",
@@ -36,7 +36,7 @@ describe('adviseAllocator', () => {
   it('without --min-capacity ranks memory by peak reserved; says "more" when PyTorch does better; names ties', () => {
     const advice = adviseAllocator([row('pool', { peakReservedBytes: 2 * GiB }), row('host', { peakReservedBytes: 2 * GiB, driverCalls: 100 })], {
       minCapacity: false,
-      peer: { name: 'PyTorch', peakReservedBytes: GiB, driverCalls: 50 },
+      baseline: { name: 'PyTorch', peakReservedBytes: GiB, driverCalls: 50 },
     });
     expect(advice.lines[0]).toBe("Least memory: pool and host peak at 2.00 GiB reserved, 100% more than PyTorch's 1.00 GiB.");
     expect(advice.lines[1]).toBe("Fewest driver calls: pool and host, 100 calls, 100% more than PyTorch's 50 calls.");
@@ -66,7 +66,7 @@ describe('adviseAllocator', () => {
       ],
       {
         minCapacity: true,
-        peer: { name: 'PyTorch', peakReservedBytes: 320 * 2 ** 20, driverCalls: 40 },
+        baseline: { name: 'PyTorch', peakReservedBytes: 320 * 2 ** 20, driverCalls: 40 },
         skipped: [
           { label: 'cuda', reason: 'no CUDA device' },
           { label: 'async', reason: 'no CUDA device' },
@@ -93,10 +93,10 @@ describe('adviseAllocator', () => {
     ]);
   });
 
-  it('compares with no peer that recorded nothing (a snapshot without segment entries)', () => {
-    const advice = adviseAllocator([row('pool', { minCapacityBytes: GiB })], { minCapacity: true, peer: { name: 'PyTorch', peakReservedBytes: 0, driverCalls: 0 } });
+  it('compares with no baseline that recorded nothing (a snapshot without segment entries)', () => {
+    const advice = adviseAllocator([row('pool', { minCapacityBytes: GiB })], { minCapacity: true, baseline: { name: 'PyTorch', peakReservedBytes: 0, driverCalls: 0 } });
     expect(advice.lines.slice(0, 2)).toEqual(['Least memory: pool needs 1.00 GiB.', 'Fewest driver calls: pool, 100 calls.']);
-    expect(advice.memory!.peer).toBeUndefined();
+    expect(advice.memory!.baseline).toBeUndefined();
   });
 
   it('says when no device strategy, or no strategy at all, was replayed', () => {

@@ -55,7 +55,7 @@ export interface AdviceCandidate {
 }
 
 /** The recorded allocator the strategies are measured against. */
-export interface AdvicePeer {
+export interface AdviceBaseline {
   /** How the text names it: "PyTorch". */
   name: string;
   /** Its peak reserved bytes: also its minimum capacity, since it ran the program in that much. */
@@ -69,19 +69,19 @@ export interface AdviceContext {
   minCapacity: boolean;
   /** The simulated capacity of the timed replay, if any. */
   capacityBytes?: number;
-  peer?: AdvicePeer;
+  baseline?: AdviceBaseline;
   /** Strategies that were not replayed (no GPU, a failure): named in a caveat. */
   skipped?: readonly SkippedStrategy[];
   /** True when there was no GPU: device strategies ran on their host twins (a caveat says so). */
   withoutGpu?: boolean;
 }
 
-/** One pick: the strategies holding the best value (ties), the value, and against the peer. */
+/** One pick: the strategies holding the best value (ties), the value, and against the baseline. */
 export interface AdvicePick {
   labels: string[];
   value: number;
-  /** The peer's value, and the share by which the pick is below it (negative: above it). */
-  peer?: { value: number; lessBy: number };
+  /** The baseline's value, and the share by which the pick is below it (negative: above it). */
+  baseline?: { value: number; lessBy: number };
 }
 
 /** The recommendation: each pick, and the lines to print. */
@@ -107,10 +107,10 @@ function best(candidates: readonly AdviceCandidate[], value: (c: AdviceCandidate
   return { labels: scored.filter((p) => p[1] === min).map((p) => p[0].label), value: min };
 }
 
-function withPeer(pick: AdvicePick | undefined, peerValue: number | undefined): AdvicePick | undefined {
-  // A peer that recorded nothing (a snapshot without segment entries) is no yardstick.
-  if (pick === undefined || peerValue === undefined || peerValue <= 0) return pick;
-  return { ...pick, peer: { value: peerValue, lessBy: (peerValue - pick.value) / peerValue } };
+function withBaseline(pick: AdvicePick | undefined, baselineValue: number | undefined): AdvicePick | undefined {
+  // A baseline that recorded nothing (a snapshot without segment entries) is no yardstick.
+  if (pick === undefined || baselineValue === undefined || baselineValue <= 0) return pick;
+  return { ...pick, baseline: { value: baselineValue, lessBy: (baselineValue - pick.value) / baselineValue } };
 }
 
 function names(labels: readonly string[]): string {
@@ -118,12 +118,12 @@ function names(labels: readonly string[]): string {
 }
 
 /** "18% less than PyTorch's 17.8 GiB" and the like; `fewer`/`more` for counts. */
-function versus(pick: AdvicePick, peer: AdvicePeer, what: (v: number) => string, less: string, more: string): string {
-  const p = pick.peer!;
-  if (p.value === pick.value) return `the same as ${peer.name}'s ${what(p.value)}`;
+function versus(pick: AdvicePick, baseline: AdviceBaseline, what: (v: number) => string, less: string, more: string): string {
+  const p = pick.baseline!;
+  if (p.value === pick.value) return `the same as ${baseline.name}'s ${what(p.value)}`;
   const percent = Math.round(Math.abs(p.lessBy) * 100);
   const amount = percent === 0 ? '<1%' : `${percent}%`;
-  return `${amount} ${p.lessBy > 0 ? less : more} than ${peer.name}'s ${what(p.value)}`;
+  return `${amount} ${p.lessBy > 0 ? less : more} than ${baseline.name}'s ${what(p.value)}`;
 }
 
 const plural = (n: number, word: string) => `${n.toLocaleString('en-US')} ${word}${n === 1 ? '' : 's'}`;
@@ -168,12 +168,12 @@ function caveatsOf(context: AdviceContext): string[] {
  * else the smallest peak reserved) among those that keep their memory on the device, and the
  * fewest driver calls and the fastest calls among those that use the device (spilling ones too),
  * all among the strategies that replayed the whole trace without running out of memory, and says
- * by how much each pick beats the peer, when there is one. Strategies that keep their memory in
+ * by how much each pick beats the baseline, when there is one. Strategies that keep their memory in
  * host memory are not ranked, and those that spill to it get a line with what they spilled; a
  * caveat names the strategies that were not replayed.
  */
 export function adviseAllocator(all: readonly AdviceCandidate[], context: AdviceContext): Advice {
-  const { peer } = context;
+  const { baseline } = context;
   const lines: string[] = [];
   const notRanked: SkippedStrategy[] = [];
   const caveats = caveatsOf(context);
@@ -193,11 +193,11 @@ export function adviseAllocator(all: readonly AdviceCandidate[], context: Advice
   const memory = context.minCapacity
     ? best(onDevice, (c) => c.minCapacityBytes)
     : best(onDevice.filter((c) => c.ooms === 0), (c) => c.peakReservedBytes);
-  advice.memory = withPeer(memory, peer?.peakReservedBytes);
+  advice.memory = withBaseline(memory, baseline?.peakReservedBytes);
   if (advice.memory) {
     const m = advice.memory;
     const how = context.minCapacity ? `${verb(m.labels)} ${formatBytes(m.value)}` : `${m.labels.length > 1 ? 'peak' : 'peaks'} at ${formatBytes(m.value)} reserved`;
-    lines.push(`Least memory: ${names(m.labels)} ${how}${m.peer ? `, ${versus(m, peer!, formatBytes, 'less', 'more')}` : ''}.`);
+    lines.push(`Least memory: ${names(m.labels)} ${how}${m.baseline ? `, ${versus(m, baseline!, formatBytes, 'less', 'more')}` : ''}.`);
   } else if (onDevice.length === 0 && all.length > 0) {
     lines.push('Least memory: no strategy that keeps its memory on the device was replayed.');
   } else if (context.minCapacity) {
@@ -213,9 +213,9 @@ export function adviseAllocator(all: readonly AdviceCandidate[], context: Advice
     }
     return tail();
   }
-  advice.driverCalls = withPeer(best(fitting, (c) => c.driverCalls), peer?.driverCalls);
+  advice.driverCalls = withBaseline(best(fitting, (c) => c.driverCalls), baseline?.driverCalls);
   const d = advice.driverCalls!;
-  lines.push(`Fewest driver calls: ${names(d.labels)}, ${plural(d.value, 'call')}${d.peer ? `, ${versus(d, peer!, (v) => plural(v, 'call'), 'fewer', 'more')}` : ''}.`);
+  lines.push(`Fewest driver calls: ${names(d.labels)}, ${plural(d.value, 'call')}${d.baseline ? `, ${versus(d, baseline!, (v) => plural(v, 'call'), 'fewer', 'more')}` : ''}.`);
 
   advice.speed = best(fitting, (c) => c.nsPerCall);
   const s = advice.speed!;

@@ -65,14 +65,14 @@ export {
   type MinCapacityOptions,
 } from './min-capacity.js';
 export { profileReplay, type ReplayProfile, type OomSnapshot, type ProfileOptions } from './profile.js';
-export { pytorchPeer, pytorchPeerLabel, type RecordedPeer } from './peer.js';
+export { pytorchBaseline, pytorchBaselineLabel, type RecordedBaseline } from './baseline.js';
 export {
   adviseAllocator,
   strategyMemory,
   type Advice,
   type AdvicePick,
   type AdviceCandidate,
-  type AdvicePeer,
+  type AdviceBaseline,
   type AdviceContext,
   type SkippedStrategy,
   type StrategyMemory,

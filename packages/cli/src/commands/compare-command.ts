@@ -5,14 +5,14 @@
  */
 import { writeFileSync } from 'node:fs';
 import { deviceCount, deviceProperties, formatBytes, hasCudaDevice, listAllocators } from '@gpumem/allocator-core';
-import { compareAllocators, PeerFormatError, peerThroughput, readPeer, type CompareTrainOptions, type PeerRun } from '@gpumem/compare';
+import { compareAllocators, BaselineFormatError, baselineThroughput, readBaseline, type CompareTrainOptions, type BaselineRun } from '@gpumem/compare';
 import { parseAllocatorList, specProblems, specProblemsInChild, type AllocatorSpec } from '@gpumem/compare';
 import { anyHostTier, anyTierMoves, type CompareResult, type CompareRun, type TierSplit } from '@gpumem/compare';
 import { anyDevices, devicePeaksText } from '@gpumem/compare';
 import { renderHtmlReport } from '@gpumem/compare';
 import { toChromeTrace } from '@gpumem/compare';
 import { commonDefaults, getWorkload } from '@gpumem/gnn';
-import { flagHelp, formatTable, parseFlags, ProgressBar, UsageError, type FlagSpec } from './args.js';
+import { flagHelp, formatTable, parseFlags, ProgressBar, UsageError, type FlagAliases, type FlagSpec } from './args.js';
 import { checkDevicesFlags, devicesFromFlags, trainFlags, trainOptionsForHere } from './train-command.js';
 import { checkOutputFlags, isStdout } from './output-paths.js';
 import { checkAllocatorNames, refuseSpecProblems } from './allocator-flags.js';
@@ -32,13 +32,16 @@ const compareFlags: Record<string, FlagSpec> = {
   report: { type: 'string', help: 'write a self-contained HTML report (charts and the table) to this file' },
   'trace-json': { type: 'string', help: 'write a Chrome trace / Perfetto JSON file with a counter track per allocator' },
   json: { type: 'string', help: "write every figure, per epoch and per run, as JSON to this file ('-': to stdout, the table to stderr)" },
-  peer: { type: 'string', help: "comma-separated JSON-lines files of another framework's run (bench/peers scripts print them): a row each and their losses on the report's loss chart" },
+  baseline: { type: 'string', help: "comma-separated JSON-lines files of another framework's run (bench/baselines scripts print them): a row each and their losses on the report's loss chart" },
   repeat: { type: 'int', min: 1, max: 100, default: 1, help: 'runs of each allocator, each in a fresh process, interleaved (A B C A B C ...); a row pools their epochs' },
   'no-record': { type: 'boolean', help: 'do not record allocation events (no memory timeline)' },
   'tracking-capacity': { type: 'int', min: 1, max: 2 ** 27, help: `events kept per run for the timeline (default ${2 ** 20}); older ones are dropped` },
   inline: { type: 'boolean', help: 'run every allocator in this process instead of one child process each' },
   help: { type: 'boolean', help: 'show this help' },
 };
+
+/** Old flag names accepted for one release: --peer was --baseline's name. */
+const compareFlagAliases: FlagAliases = { peer: 'baseline' };
 
 export const compareUsage = `Usage: gpumem compare [flags]
 
@@ -66,7 +69,7 @@ device's allocated and reserved bytes over time, sampled after every step (mlp) 
 allocation events are not recorded over several devices. Strategies over host memory (e.g. host)
 run their ranks on the host with the host communicator.
 
-${flagHelp(compareFlags)}
+${flagHelp(compareFlags, compareFlagAliases)}
 
 Examples:
   gpumem compare                                          # mlp on mnist, ${defaultCompareEpochs} epochs, every allocator
@@ -78,8 +81,8 @@ Examples:
   gpumem compare --model mlp --epochs 3 --json mlp.json
   gpumem compare --model gcn --nodes 2000000 --allocators pool,async --devices 2 --report report.html
   gpumem compare --model gcn --dataset sbm --allocators host --devices 2   # CPU ranks, host communicator
-  python3 bench/peers/mlp_torch.py --epochs 3 > torch-eager.jsonl   # on the GPU host
-  gpumem compare --epochs 3 --peer torch-eager.jsonl --report report.html
+  python3 bench/baselines/mlp_torch.py --epochs 3 > torch-eager.jsonl   # on the GPU host
+  gpumem compare --epochs 3 --baseline torch-eager.jsonl --report report.html
 `;
 
 /** The next step printed after the report is written. */
@@ -168,38 +171,38 @@ function epochCell(run: CompareRun): string {
   return s && s.n > 1 ? `${run.medianEpochMs.toFixed(1)} ms (${s.min.toFixed(1)}\u2013${s.max.toFixed(1)})` : `${run.medianEpochMs.toFixed(1)} ms`;
 }
 
-/** The peers named by --peer, read before any work (a bad file is a usage error naming it). */
-function readPeers(list: string | undefined): PeerRun[] {
+/** The baselines named by --baseline, read before any work (a bad file is a usage error naming it). */
+function readBaselines(list: string | undefined): BaselineRun[] {
   if (list === undefined) return [];
   const files = list.split(',').map((f) => f.trim()).filter(Boolean);
-  if (files.length === 0) throw new UsageError(`gpumem compare: '--peer' needs a file, e.g. --peer torch-eager.jsonl`);
+  if (files.length === 0) throw new UsageError(`gpumem compare: '--baseline' needs a file, e.g. --baseline torch-eager.jsonl`);
   return files.map((file) => {
     try {
-      return readPeer(file);
+      return readBaseline(file);
     } catch (e) {
-      if (e instanceof PeerFormatError) throw new UsageError(`gpumem compare: '--peer' ${e.message}`);
+      if (e instanceof BaselineFormatError) throw new UsageError(`gpumem compare: '--baseline' ${e.message}`);
       throw e;
     }
   });
 }
 
-/** A peer's row: its figures where it reported them, '-' elsewhere; never ranked. */
-function peerRow(peer: PeerRun, throughput: number | null): string[] {
+/** A baseline's row: its figures where it reported them, '-' elsewhere; never ranked. */
+function baselineRow(baseline: BaselineRun, throughput: number | null): string[] {
   const n = (v: number | null, f: (x: number) => string) => (v === null ? '-' : f(v));
-  const s = peer.epochSpread;
-  const epoch = peer.medianEpochMs === null ? '-' : s && s.n > 1 ? `${peer.medianEpochMs.toFixed(1)} ms (${s.min.toFixed(1)}\u2013${s.max.toFixed(1)})` : `${peer.medianEpochMs.toFixed(1)} ms`;
+  const s = baseline.epochSpread;
+  const epoch = baseline.medianEpochMs === null ? '-' : s && s.n > 1 ? `${baseline.medianEpochMs.toFixed(1)} ms (${s.min.toFixed(1)}\u2013${s.max.toFixed(1)})` : `${baseline.medianEpochMs.toFixed(1)} ms`;
   return [
-    peer.name,
-    'peer',
+    baseline.name,
+    'baseline',
     epoch,
     n(throughput, (v) => `${Math.round(v).toLocaleString('en-US')}`),
-    n(peer.peakAllocatedBytes, formatBytes),
-    n(peer.peakReservedBytes, formatBytes),
-    peer.peakAllocatedBytes && peer.peakReservedBytes !== null ? `${(peer.peakReservedBytes / peer.peakAllocatedBytes).toFixed(2)}x` : '-',
+    n(baseline.peakAllocatedBytes, formatBytes),
+    n(baseline.peakReservedBytes, formatBytes),
+    baseline.peakAllocatedBytes && baseline.peakReservedBytes !== null ? `${(baseline.peakReservedBytes / baseline.peakAllocatedBytes).toFixed(2)}x` : '-',
     '-',
     '-',
-    n(peer.finalLoss, (v) => v.toFixed(4)),
-    n(peer.accuracy, (v) => `${(v * 100).toFixed(2)}%`),
+    n(baseline.finalLoss, (v) => v.toFixed(4)),
+    n(baseline.accuracy, (v) => `${(v * 100).toFixed(2)}%`),
   ];
 }
 
@@ -249,7 +252,7 @@ export function formatCompareTable(result: CompareResult): string {
       cell(r, result, 'accuracy', n(r.accuracy, (v) => `${(v * 100).toFixed(2)}%`)),
     ];
   });
-  for (const peer of result.peers ?? []) rows.push(peerRow(peer, peerThroughput(peer, result)));
+  for (const baseline of result.baselines ?? []) rows.push(baselineRow(baseline, baselineThroughput(baseline, result)));
   alignMarks(rows);
   const header = ['allocator', 'status', 'median epoch (min\u2013max)', result.throughputUnit, 'peak allocated', 'peak reserved', 'reserved/alloc', 'upstream calls', 'OOMs', 'final loss', 'accuracy'];
   if (moves) {
@@ -273,22 +276,22 @@ export function formatCompareTable(result: CompareResult): string {
     ...(moves ? [`moved to host / device: bytes the strategy moved between its tiers over the run`] : []),
     ...devicesNotes(result.runs),
     ...(result.notes ?? []),
-    ...((result.peers ?? []).length > 0 ? [`peer: another framework's run of the same workload (--peer), shown for reference and not ranked`] : []),
+    ...((result.baselines ?? []).length > 0 ? [`baseline: another framework's run of the same workload (--baseline), shown for reference and not ranked`] : []),
     ...failures,
   ];
   return `${result.workload.title}, on ${result.device}\n${table}\n${notes.join('\n')}`;
 }
 
 export async function runCompare(argv: readonly string[], plugins: readonly string[] = []): Promise<number> {
-  const flags = parseFlags(argv, compareFlags, 'compare');
+  const flags = parseFlags(argv, compareFlags, 'compare', compareFlagAliases);
   if (flags.help) {
     process.stdout.write(compareUsage);
     return 0;
   }
   // Everything that can be wrong with the command line is found before any run starts.
-  const peerFiles = ((flags.peer as string | undefined) ?? '').split(',').map((f) => f.trim()).filter(Boolean);
-  checkOutputFlags('compare', flags, ['report', 'json', 'trace-json'], peerFiles.map((f) => [`the peer file given to '--peer'`, f] as const));
-  const peers = readPeers(flags.peer as string | undefined);
+  const baselineFiles = ((flags.baseline as string | undefined) ?? '').split(',').map((f) => f.trim()).filter(Boolean);
+  checkOutputFlags('compare', flags, ['report', 'json', 'trace-json'], baselineFiles.map((f) => [`the baseline file given to '--baseline'`, f] as const));
+  const baselines = readBaselines(flags.baseline as string | undefined);
   const gpu = hasCudaDevice();
   const specs = chooseAllocators(flags.allocators as string | undefined, gpu);
   if ((flags.repeat as number) > 1 && flags.inline === true) throw new UsageError(`gpumem compare: '--repeat' needs a fresh process per run; drop '--inline'`);
@@ -322,7 +325,7 @@ export async function runCompare(argv: readonly string[], plugins: readonly stri
     trackingCapacity: flags['tracking-capacity'] as number | undefined,
     isolate: flags.inline !== true,
     repeat: flags.repeat as number,
-    peers,
+    baselines,
     plugins: [...plugins],
     device,
     title: describeWorkload(trainOptions),

@@ -69,16 +69,16 @@ describe('the compare table with a host tier', () => {
     expect(notes.some((n) => n.startsWith('moved to host'))).toBe(false);
   });
 
-  it('puts a dash under the bytes moved for a peer', () => {
+  it('puts a dash under the bytes moved for a baseline', () => {
     const result = sampleCompareResult({ tiered: true });
-    result.peers = [
+    result.baselines = [
       { name: 'torch-eager', file: 'torch.jsonl', epochs: [], medianEpochMs: null, epochSpread: null, peakAllocatedBytes: 1000, peakReservedBytes: 2000, finalLoss: null, accuracy: null, about: {} },
     ];
     const { rows } = parse(formatCompareTable(result));
-    const peer = rows.get('torch-eager')!;
-    expect(peer).toHaveLength(12);
-    expect(peer[1]).toBe('peer');
-    expect(peer[7]).toBe('-');
+    const baseline = rows.get('torch-eager')!;
+    expect(baseline).toHaveLength(12);
+    expect(baseline[1]).toBe('baseline');
+    expect(baseline[7]).toBe('-');
   });
 });
 

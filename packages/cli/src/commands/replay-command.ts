@@ -19,13 +19,13 @@ import {
   findMinCapacity,
   peakByTag,
   profileReplay,
-  pytorchPeer,
+  pytorchBaseline,
   replayTrace,
   strategyMemory,
   type Advice,
   type CapacityLimit,
   type CompiledTrace,
-  type RecordedPeer,
+  type RecordedBaseline,
   type ReplayLoop,
   type SkippedStrategy,
   type StrategyMemory,
@@ -210,7 +210,7 @@ function withShare(bytes: number, of: number): string {
 }
 
 /** The results table; the OOM columns when some row ran out of memory, the search's when it ran. */
-function formatReplayTable(rows: readonly ReplayRow[], peer?: RecordedPeer, traceOoms = 0): string {
+function formatReplayTable(rows: readonly ReplayRow[], baseline?: RecordedBaseline, traceOoms = 0): string {
   const showOom = rows.some((r) => (r.profile?.ooms ?? 0) > 0);
   const showMin = rows.some((r) => r.minCapacity !== undefined);
   const header = ['allocator', 'loop', 'calls', 'ns/alloc', 'ns/free', 'peak allocated', 'peak reserved', 'frag. at peak', 'driver allocs/frees', 'OOMs'];
@@ -245,21 +245,21 @@ function formatReplayTable(rows: readonly ReplayRow[], peer?: RecordedPeer, trac
     cells.push(String(r.unmatchedFrees));
     return cells;
   });
-  if (peer) {
+  if (baseline) {
     const cells = [
-      peer.label,
+      baseline.label,
       'recorded',
       '-',
       '-',
       '-',
-      formatBytes(peer.peakAllocatedBytes),
-      formatBytes(peer.peakReservedBytes),
-      withShare(peer.fragmentationAtPeakBytes, peer.fragmentationAtPeakBytes + peer.allocatedAtPeakBytes),
-      `${peer.driverAllocs}/${peer.driverFrees}`,
+      formatBytes(baseline.peakAllocatedBytes),
+      formatBytes(baseline.peakReservedBytes),
+      withShare(baseline.fragmentationAtPeakBytes, baseline.fragmentationAtPeakBytes + baseline.allocatedAtPeakBytes),
+      `${baseline.driverAllocs}/${baseline.driverFrees}`,
       String(traceOoms),
     ];
     if (showOom) cells.push('-', '-');
-    if (showMin) cells.push(`${formatBytes(peer.peakReservedBytes)} (recorded)`, '-');
+    if (showMin) cells.push(`${formatBytes(baseline.peakReservedBytes)} (recorded)`, '-');
     cells.push('-');
     body.push(cells);
   }
@@ -288,11 +288,11 @@ function noneFinishedLine(rows: readonly ReplayRow[]): string | undefined {
 }
 
 /** Notes under the table: what a mark or a limit means. */
-function tableNotes(rows: readonly ReplayRow[], peer: RecordedPeer | undefined, resolutionBytes: number): string[] {
+function tableNotes(rows: readonly ReplayRow[], baseline: RecordedBaseline | undefined, resolutionBytes: number): string[] {
   const notes: string[] = [];
   if (rows.some((r) => r.minCapacity)) {
     notes.push(`min capacity: no out-of-memory at or above it, to within ${formatBytes(resolutionBytes)}; "> CAP": out of memory even at the cap`);
-    if (peer) notes.push(`${peer.label}: the program ran in what it reserved, so its min capacity is its recorded peak reserved (not searched)`);
+    if (baseline) notes.push(`${baseline.label}: the program ran in what it reserved, so its min capacity is its recorded peak reserved (not searched)`);
   }
   for (const r of rows) {
     if (r.limit === 'outer-limit') {
@@ -306,12 +306,12 @@ function tableNotes(rows: readonly ReplayRow[], peer: RecordedPeer | undefined, 
     const min = r.minCapacity?.bytesRange;
     if (min && min[0] !== min[1]) notes.push(`${r.label}: min capacity ranged ${formatBytes(min[0])}–${formatBytes(min[1])} over ${r.minCapacity!.searches} searches (the table gives the largest)`);
   }
-  if (peer?.peakAllocatedNote) notes.push(`${peer.label}: ${peer.peakAllocatedNote}`);
+  if (baseline?.peakAllocatedNote) notes.push(`${baseline.label}: ${baseline.peakAllocatedNote}`);
   return notes;
 }
 
 /** The recommendation from the rows that finished (and PyTorch's recorded row, when there is one). */
-function recommend(rows: readonly ReplayRow[], peer: RecordedPeer | undefined, s: RunSettings, skipped: readonly SkippedStrategy[]): Advice {
+function recommend(rows: readonly ReplayRow[], baseline: RecordedBaseline | undefined, s: RunSettings, skipped: readonly SkippedStrategy[]): Advice {
   const candidates = rows.flatMap((row) => {
     const r = row.result;
     const p = row.profile;
@@ -333,7 +333,7 @@ function recommend(rows: readonly ReplayRow[], peer: RecordedPeer | undefined, s
   return adviseAllocator(candidates, {
     minCapacity: s.minCapacity,
     ...(s.capacityBytes !== undefined && { capacityBytes: s.capacityBytes }),
-    ...(peer && { peer: { name: 'PyTorch', peakReservedBytes: peer.peakReservedBytes, driverCalls: peer.driverAllocs + peer.driverFrees } }),
+    ...(baseline && { baseline: { name: 'PyTorch', peakReservedBytes: baseline.peakReservedBytes, driverCalls: baseline.driverAllocs + baseline.driverFrees } }),
     skipped: [...skipped, ...rows.flatMap((row) => (row.error === undefined ? [] : [{ label: row.label, reason: `failed: ${row.error.split('\n')[0]}` }]))],
     withoutGpu: !hasCudaDevice(),
   });
@@ -394,7 +394,7 @@ async function readOrExplain(file: string, device?: number): Promise<ReadTrace |
 }
 
 /** The results as JSON: the timelines left out (they go into --report). */
-function jsonOf(file: string, trace: ReadTrace, compiled: CompiledTrace, rows: readonly ReplayRow[], peer: RecordedPeer | undefined, advice: Advice, s: RunSettings): string {
+function jsonOf(file: string, trace: ReadTrace, compiled: CompiledTrace, rows: readonly ReplayRow[], baseline: RecordedBaseline | undefined, advice: Advice, s: RunSettings): string {
   const { events: _events, ...rest } = trace;
   const summary = { ...rest, events: trace.events.length, ...Object.fromEntries(Object.entries(compiled).filter(([, v]) => typeof v === 'number')) };
   delete (summary as { pytorch?: unknown }).pytorch;
@@ -403,7 +403,7 @@ function jsonOf(file: string, trace: ReadTrace, compiled: CompiledTrace, rows: r
     const { timeline: _timeline, ...p } = profile;
     return { allocator: label, ...row, profile: p };
   });
-  const recorded = peer && (({ reservedTimeline: _t, ...p }) => p)(peer);
+  const recorded = baseline && (({ reservedTimeline: _t, ...p }) => p)(baseline);
   return `${JSON.stringify(
     {
       file,
@@ -472,20 +472,20 @@ export async function runReplay(argv: readonly string[]): Promise<number> {
   if (capacityBytes !== undefined) out.write(`  replayed as if the device had ${formatBytes(capacityBytes)}\n`);
   out.write('\n');
 
-  const peer = pytorchPeer(trace, compiled);
+  const baseline = pytorchBaseline(trace, compiled);
   const rows = specs.map((spec) => replayOne(spec, compiled, settings));
-  out.write(`${formatReplayTable(rows, peer, compiled.traceOoms)}\n`);
+  out.write(`${formatReplayTable(rows, baseline, compiled.traceOoms)}\n`);
   const noneFinished = noneFinishedLine(rows);
   // when none finished, the result below says why, once
-  const notes = [...tableNotes(rows, peer, settings.resolutionBytes), ...(noneFinished === undefined ? failureLines(rows) : [])];
+  const notes = [...tableNotes(rows, baseline, settings.resolutionBytes), ...(noneFinished === undefined ? failureLines(rows) : [])];
   if (notes.length > 0) out.write(`${notes.map((n) => `  ${n}`).join('\n')}\n`);
-  const advice: Advice = noneFinished !== undefined ? { ...recommend(rows, peer, settings, defaults?.skipped ?? []), lines: [noneFinished] } : recommend(rows, peer, settings, defaults?.skipped ?? []);
+  const advice: Advice = noneFinished !== undefined ? { ...recommend(rows, baseline, settings, defaults?.skipped ?? []), lines: [noneFinished] } : recommend(rows, baseline, settings, defaults?.skipped ?? []);
   if (advice.lines.length > 0) out.write(`\n${noneFinished !== undefined ? 'result' : 'recommendation'}:\n${advice.lines.map((l) => `  ${l}`).join('\n')}\n`);
 
   if (jsonToStdout) {
-    process.stdout.write(jsonOf(file, trace, compiled, rows, peer, advice, settings));
+    process.stdout.write(jsonOf(file, trace, compiled, rows, baseline, advice, settings));
   } else if (flags.json) {
-    writeFileSync(flags.json as string, jsonOf(file, trace, compiled, rows, peer, advice, settings));
+    writeFileSync(flags.json as string, jsonOf(file, trace, compiled, rows, baseline, advice, settings));
     out.write(`wrote ${String(flags.json)}\n`);
   }
   if (flags.report) {
@@ -496,7 +496,7 @@ export async function runReplay(argv: readonly string[]): Promise<number> {
       summary: traceSummary(trace, compiled),
       compiled,
       rows,
-      ...(peer && { peer }),
+      ...(baseline && { baseline }),
       device: hasCudaDevice() ? `${deviceProperties(0).name} (cuda:0)` : 'host (no GPU)',
       ...(capacityBytes !== undefined && { capacityBytes }),
       recommendation: advice.lines,

@@ -82,7 +82,7 @@ export interface EpochChart {
   datasets: { allocator: string; color: string; epochMs: (number | null)[] }[];
 }
 
-/** Each run's (and peer's) measured epochs as a box: min–max bar, interquartile box, median. */
+/** Each run's (and baseline's) measured epochs as a box: min–max bar, interquartile box, median. */
 export interface SpreadChart {
   canvasId: string;
   labels: string[];
@@ -92,7 +92,7 @@ export interface SpreadChart {
   median: number[];
 }
 
-/** Training loss per step of each run and peer (peers dashed). */
+/** Training loss per step of each run and baseline (baselines dashed). */
 export interface LossChart {
   canvasId: string;
   datasets: { name: string; color: string; dash: boolean; step: number[]; loss: number[] }[];
@@ -102,7 +102,7 @@ export interface LossChart {
 export interface ReportData {
   /** Null without runs that have a spread of two or more measured epochs. */
   spreadChart: SpreadChart | null;
-  /** Null when no run or peer recorded step losses. */
+  /** Null when no run or baseline recorded step losses. */
   lossChart: LossChart | null;
   /** The byte axis shared by every timeline: top and tick step, round numbers in a binary unit. */
   yMax: number;

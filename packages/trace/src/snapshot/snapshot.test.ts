@@ -5,7 +5,7 @@ import { fileURLToPath } from 'node:url';
 import { gzipSync } from 'node:zlib';
 import { describe, expect, it } from 'vitest';
 import { readTrace, serializeTrace, TraceFormatError, type AllocationTrace, type TraceEvent } from '../format.js';
-import { pytorchPeer, pytorchPeerLabel } from '../peer.js';
+import { pytorchBaseline, pytorchBaselineLabel } from '../baseline.js';
 import { compileTrace } from '../replay.js';
 import { isInternalFrame, readSnapshot, SnapshotFormatError, type SnapshotTrace } from './snapshot.js';
 
@@ -111,12 +111,12 @@ describe('PyTorch memory snapshots', () => {
 
   it("explains PyTorch's peak allocated in its row: until free_completed, against max_memory_allocated()'s", async () => {
     const trace = await readSnapshot(fixture('two-streams.pickle.gz'));
-    const peer = pytorchPeer(trace, compileTrace(trace))!;
-    expect(peer.peakAllocatedBytes).toBe(453_014_058);
-    expect(peer.peakAllocatedAtFreeRequestBytes).toBe(435_192_355);
-    expect(peer.peakAllocatedNote).toMatch(/until its free completed \(free_completed.*max_memory_allocated\(\) stops counting at the free call \(free_requested\): 415\.03 MiB on this trace/);
+    const baseline = pytorchBaseline(trace, compileTrace(trace))!;
+    expect(baseline.peakAllocatedBytes).toBe(453_014_058);
+    expect(baseline.peakAllocatedAtFreeRequestBytes).toBe(435_192_355);
+    expect(baseline.peakAllocatedNote).toMatch(/until its free completed \(free_completed.*max_memory_allocated\(\) stops counting at the free call \(free_requested\): 415\.03 MiB on this trace/);
     const same = await readSnapshot(fixture('snapshot-p4.pickle'));
-    expect(pytorchPeer(same, compileTrace(same))!.peakAllocatedNote).toMatch(/makes no difference on this trace/);
+    expect(pytorchBaseline(same, compileTrace(same))!.peakAllocatedNote).toMatch(/makes no difference on this trace/);
   });
 
   it('tags each allocation with its innermost user frame (file:line:function), its free with the same tag', async () => {
@@ -232,14 +232,14 @@ describe('PyTorch memory snapshots', () => {
     expect(trace.events.map((e) => e.timeNs)).toEqual([1_000, 2_000, 4_000]);
   });
 
-  it("is PyTorch's recorded peer of a replay", async () => {
+  it("is PyTorch's recorded baseline of a replay", async () => {
     const trace = await readSnapshot(fixture('snapshot-p4.pickle'));
     const compiled = compileTrace(trace);
     expect(compiled).toMatchObject({ allocs: 4, frees: 2, unmatchedFrees: 1, traceOoms: 1, peakReservedBytes: 24 * MiB, streamIds: [0, S1] });
-    const peer = pytorchPeer(trace, compiled)!;
-    expect(peer).toMatchObject({ label: pytorchPeerLabel, peakReservedBytes: 24 * MiB, driverAllocs: 2, driverFrees: 1 });
+    const baseline = pytorchBaseline(trace, compiled)!;
+    expect(baseline).toMatchObject({ label: pytorchBaselineLabel, peakReservedBytes: 24 * MiB, driverAllocs: 2, driverFrees: 1 });
     // the first point at peak reserved (24 MiB, at 20 µs): 4 MB + 1 MB allocated then, 3 MB freed → 1 MB live
-    expect(peer.allocatedAtPeakBytes).toBe(1_000_000);
+    expect(baseline.allocatedAtPeakBytes).toBe(1_000_000);
   });
 
   it('converts to gpumem JSONL and reads back', async () => {

@@ -67,7 +67,7 @@ export function isInternalFrame(filename: string): boolean {
   return /(^|\/)python\d+(\.\d+)?\//.test(f) && !f.includes('/site-packages/') && !f.includes('/dist-packages/');
 }
 
-/** What the snapshot says about PyTorch's caching allocator on the device: the recorded peer of a replay. */
+/** What the snapshot says about PyTorch's caching allocator on the device: the recorded baseline of a replay. */
 export interface PytorchSnapshotSummary {
   /** Reserved bytes over the trace's time (ns since its first entry): a point at the start, then after every segment entry. */
   reservedTimeline: { timeNs: number[]; reservedBytes: number[] };

@@ -1,8 +1,8 @@
-"""mlp-seed in PyTorch, the peer of `gpumem train --model mlp`: 4 hidden layers of 784, ReLU,
+"""mlp-seed in PyTorch, the baseline of `gpumem train --model mlp`: 4 hidden layers of 784, ReLU,
 10-way softmax, batch 64, SGD lr 0.1, data already on the GPU, each epoch shuffled and followed by
 validation on the test set. Modes: eager, and torch.compile(mode='reduce-overhead').
 
-    python3 bench/peers/mlp_torch.py --epochs 3 --mode eager|compile
+    python3 bench/baselines/mlp_torch.py --epochs 3 --mode eager|compile
 Prints one JSON line per epoch and a final summary line.
 """
 import argparse
@@ -64,7 +64,7 @@ def main():
         loss = torch.stack(losses).mean().item()
         torch.cuda.synchronize()
         ms = (time.perf_counter() - t0) * 1e3
-        # every step's loss (read after the timing): `gpumem compare --peer` overlays them per step
+        # every step's loss (read after the timing): `gpumem compare --baseline` overlays them per step
         rec = {'peer': f'torch-{args.mode}', 'epoch': epoch + 1, 'epoch_ms': ms, 'loss': loss, 'accuracy': acc,
                'losses': torch.stack(losses).tolist(),
                'peak_allocated': torch.cuda.max_memory_allocated(), 'peak_reserved': torch.cuda.max_memory_reserved()}

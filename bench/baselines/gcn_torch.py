@@ -1,4 +1,4 @@
-"""gcn-seed in PyTorch, the peers of `gpumem train --model gcn`: the seed's random graph (N nodes,
+"""gcn-seed in PyTorch, the baselines of `gpumem train --model gcn`: the seed's random graph (N nodes,
 10N random directed edges, 128 random features, 10 random labels, train mask = first N/10), a
 2-layer GCN (hidden 256, ReLU, dropout 0.5, Adam lr 0.01), full batch. Variants:
 
@@ -6,7 +6,7 @@
   pyg        torch_geometric's GCNConv (its default normalisation and self loops)
   sparse     a torch.sparse CSR product (the same sum as index_add, no E x hidden temporary)
 
-    python3 bench/peers/gcn_torch.py --nodes 2000000 --variant index_add --epochs 10
+    python3 bench/baselines/gcn_torch.py --nodes 2000000 --variant index_add --epochs 10
 Prints one JSON line per epoch (after a warm-up epoch) and a summary line.
 """
 import argparse

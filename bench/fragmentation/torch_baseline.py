@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""PyTorch's caching allocator on the fragmentation traces: the peer of bench/fragmentation/run.js.
+"""PyTorch's caching allocator on the fragmentation traces: the baseline of bench/fragmentation/run.js.
 
 Replays each committed trace (bench/fragmentation/traces/*.jsonl.gz, gpumem's JSONL) with
 torch.empty / del on a CUDA device, on as many streams as the trace has, under three settings of
@@ -14,7 +14,7 @@ Prints one JSON object: per trace and setting, peak reserved / peak allocated
 (torch.cuda.max_memory_reserved / max_memory_allocated), the peaks themselves, the number of
 cudaMalloc retries and OOMs (torch.cuda.memory_stats), and the wall time of the replay.
 
-  python3 bench/fragmentation/torch_peer.py [--traces cycle,two-stream,variable-batch] [--out FILE]
+  python3 bench/fragmentation/torch_baseline.py [--traces cycle,two-stream,variable-batch] [--out FILE]
 """
 import argparse
 import gzip
@@ -53,7 +53,7 @@ def replay(name):
     import torch
 
     if not torch.cuda.is_available():
-        raise SystemExit("torch_peer.py needs a CUDA device")
+        raise SystemExit("torch_baseline.py needs a CUDA device")
     events = read_events(name)
     streams = {0: torch.cuda.current_stream()}
     for _, _, _, stream in events:

@@ -1,5 +1,5 @@
 /**
- * The allocator a trace was recorded under, as a peer of the replayed strategies: a PyTorch
+ * The allocator a trace was recorded under, as a baseline of the replayed strategies: a PyTorch
  * snapshot (`torch.cuda.memory._dump_snapshot()`) carries what PyTorch's caching allocator itself
  * reserved over time and how many segments it took from and gave back to the driver, so its row
  * sits in the same table as the strategies replayed here.
@@ -10,10 +10,10 @@ import type { ReadTrace } from './format.js';
 import type { CompiledTrace } from './replay.js';
 
 /** The label of PyTorch's row. */
-export const pytorchPeerLabel = 'PyTorch caching allocator (recorded)';
+export const pytorchBaselineLabel = 'PyTorch caching allocator (recorded)';
 
 /** What a recorded allocator did on the trace's program. */
-export interface RecordedPeer {
+export interface RecordedBaseline {
   label: string;
   peakReservedBytes: number;
   /**
@@ -73,10 +73,10 @@ function liveBytesAt(trace: CompiledTrace, timeNs: number): number {
 }
 
 /**
- * PyTorch's caching allocator as a peer row, when `trace` was read from a PyTorch snapshot that
+ * PyTorch's caching allocator as a baseline row, when `trace` was read from a PyTorch snapshot that
  * carries its statistics; undefined otherwise.
  */
-export function pytorchPeer(trace: ReadTrace, compiled: CompiledTrace): RecordedPeer | undefined {
+export function pytorchBaseline(trace: ReadTrace, compiled: CompiledTrace): RecordedBaseline | undefined {
   const s = summaryOf(trace);
   if (s === undefined) return undefined;
   const { timeNs, reservedBytes } = s.reservedTimeline;
@@ -84,8 +84,8 @@ export function pytorchPeer(trace: ReadTrace, compiled: CompiledTrace): Recorded
   for (let i = 0; i < reservedBytes.length; i++) if (peakIndex < 0 || reservedBytes[i]! > reservedBytes[peakIndex]!) peakIndex = i;
   const reservedAtPeak = peakIndex < 0 ? s.peakReservedBytes : reservedBytes[peakIndex]!;
   const allocatedAtPeak = peakIndex < 0 ? 0 : liveBytesAt(compiled, timeNs[peakIndex]!);
-  const peer: RecordedPeer = {
-    label: pytorchPeerLabel,
+  const baseline: RecordedBaseline = {
+    label: pytorchBaselineLabel,
     peakReservedBytes: s.peakReservedBytes,
     peakAllocatedBytes: s.peakAllocatedBytes,
     driverAllocs: s.segmentAllocs,
@@ -96,10 +96,10 @@ export function pytorchPeer(trace: ReadTrace, compiled: CompiledTrace): Recorded
   };
   const atRequest = s.peakAllocatedAtFreeRequestBytes;
   if (isCount(atRequest)) {
-    peer.peakAllocatedAtFreeRequestBytes = atRequest;
-    peer.peakAllocatedNote = peakAllocatedNote(s.peakAllocatedBytes, atRequest);
+    baseline.peakAllocatedAtFreeRequestBytes = atRequest;
+    baseline.peakAllocatedNote = peakAllocatedNote(s.peakAllocatedBytes, atRequest);
   }
-  return peer;
+  return baseline;
 }
 
 /**
