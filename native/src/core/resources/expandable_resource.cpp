@@ -232,8 +232,11 @@ struct expandable_resource::impl final : stream_observer {
   }
 
   // Merges `unmerged` (if any) with its free neighbour, as deallocate would have.
-  void merge_unmerged() noexcept {
-    if (unmerged == nullptr) return;
+  GPUMEM_POOL_INLINE void merge_unmerged() noexcept {
+    if (unmerged != nullptr) merge_unmerged_now();
+  }
+
+  GPUMEM_POOL_COLD void merge_unmerged_now() noexcept {
     block* b = unmerged;
     stream_range* r = range_of(b);
     unmerged = nullptr;
@@ -640,8 +643,9 @@ struct expandable_resource::impl final : stream_observer {
     --r->used_blocks;
     block* prev = b->prev_in_segment;
     block* next = b->next_in_segment;
-    if (may_stay_unmerged && r->owner != retired_stream && (prev == nullptr || prev->state != block_state::free) &&
-        next != nullptr && next->state == block_state::free && !b->mixed && !next->mixed) {
+    if (may_stay_unmerged && next != nullptr && next->state == block_state::free &&
+        (prev == nullptr || prev->state != block_state::free) && !b->mixed && !next->mixed &&
+        r->owner != retired_stream) {
       b->state = block_state::free;
       b->stream = r->owner;
       unmerged = b;
