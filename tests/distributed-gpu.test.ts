@@ -18,7 +18,7 @@ const twoGpus = gpuAvailable && nccl.available && deviceCount() >= 2;
 const twoTitle = (title: string) => (!gpuAvailable || !nccl.available ? ncclTitle(title) : twoGpus ? title : `${title} [skipped: ${deviceCount()} CUDA device(s) here, 2 needed]`);
 
 const imports = [...builtInStrategyPackages];
-const gcn = { model: 'gcn', dataset: 'seed', nodes: 200_000, epochs: 3, allocator: 'pool', imports } as const;
+const gcn = { model: 'gcn', dataset: 'random', nodes: 200_000, epochs: 3, allocator: 'pool', imports } as const;
 const mlp = { model: 'mlp', allocator: 'pool', epochs: 1, trainSubset: 12_800, testSubset: 2000, imports } as const;
 
 function expectClose(many: TrainResult, one: TrainResult, tol: number): void {

@@ -25,7 +25,7 @@ const self = fileURLToPath(import.meta.url);
 const usage = `Usage: node bench/multi/run.js --config 'NAME|ALLOCATOR|DEVICES[|COMMUNICATOR]' [--config ...] [options]
   --config ...            a label, an allocator name, '-' (train() on one device) or a number of ranks or
                           CUDA ordinals (e.g. 2, or 0,0), and optionally 'nccl' or 'host'; repeat for more
-  --nodes N               nodes of the seed graph, 10 edges each (default 2000000)
+  --nodes N               nodes of the random graph, 10 edges each (default 2000000)
   --epochs E              epochs per run, the first left out (default 4)
   --repeats R             runs per configuration, interleaved, each in a fresh process (default 3)
   --allgather-bytes B     also measure the communicator's all-gather at B bytes (default 268435456)
@@ -70,7 +70,7 @@ async function worker(request, out) {
   const { builtInStrategyPackages } = await import('@gpumem/compare');
   for (const m of builtInStrategyPackages) await import(m);
   const { train, trainDistributed } = await import('@gpumem/gnn');
-  const options = { model: 'gcn', dataset: 'seed', nodes: request.nodes, epochs: request.epochs, allocator: request.allocator };
+  const options = { model: 'gcn', dataset: 'random', nodes: request.nodes, epochs: request.epochs, allocator: request.allocator };
   let result;
   if (request.devices === undefined) result = train(options);
   else {
@@ -166,7 +166,7 @@ function main() {
   const base = rows[0].epochMs.median;
   const fmt = (x, d = 1) => (x === undefined || Number.isNaN(x) ? '-' : x.toFixed(d));
   const lines = [
-    `seed GCN, ${args.nodes.toLocaleString('en-US')} nodes, ${args.epochs} epochs (first left out), ${args.repeats} repeats`,
+    `gcn on random, ${args.nodes.toLocaleString('en-US')} nodes, ${args.epochs} epochs (first left out), ${args.repeats} repeats`,
     '',
     '| config | allocator | devices | epoch ms, median (min–max) | speed-up | epoch peak/device | B/node | setup peak/device | loss | all-gather/epoch | its time | achieved bus GB/s | its own all-gather, bus GB/s (same size / large) |',
     '|---|---|---|---|---|---|---|---|---|---|---|---|---|',

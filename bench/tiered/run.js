@@ -22,7 +22,7 @@ const cli = join(dirname(fileURLToPath(import.meta.url)), '../../packages/cli/di
 const usage = `Usage: node bench/tiered/run.js --config 'NAME|ALLOCATOR|FLAGS' [--config ...] [--nodes N] [--epochs E] [--repeats R] [--json FILE]
   --config NAME|ALLOCATOR|FLAGS  a configuration: a label, an allocator spec as gpumem train takes it, and
                                  more gpumem train flags (may be empty); repeat the flag for more
-  --nodes N                      nodes of the seed graph, 10 edges each (default 2000000)
+  --nodes N                      nodes of the random graph, 10 edges each (default 2000000)
   --epochs E                     epochs per run, the first left out (default 3)
   --repeats R                    runs per configuration, interleaved, each in a fresh process (default 2)
   --timeout S                    seconds a run may take before it is stopped (default 600)

@@ -152,6 +152,15 @@ describe('one name for one thing', () => {
     expect(help).toMatch(/^ {2}--peer +deprecated: the old name of --baseline/m);
   });
 
+  it("the gcn's dataset 'random' was 'seed', a word kept for the random seed; the old name works with a deprecation note", () => {
+    const r = run(['train', '--model', 'gcn', '--dataset', 'seed', '--allocator', 'host', '--nodes', '300', '--epochs', '1', '--hidden', '8']);
+    expect(r.status, r.stderr).toBe(0);
+    expect(r.stderr).toMatch(/gpumem train: '--dataset seed' is deprecated and will be removed in the next release; use '--dataset random'/);
+    expect(r.stdout).toMatch(/^gcn on random, allocator 'host'/m);
+    const help = run(['train', '--help']).stdout;
+    expect(help).toMatch(/^ {2}--dataset [a-z|]*random\|sbm.*gcn: random \(default\) or sbm; deprecated: seed, the old name of random/m);
+  });
+
   it('compare names the workload as train does, and marks bests the same way as the report (with a legend)', () => {
     const json = join(dir, 'marks.json');
     const report = join(dir, 'marks.html');

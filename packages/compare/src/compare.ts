@@ -266,6 +266,12 @@ function runInChild(request: RunRequest, onProgress?: (p: Progress) => void): Pr
   });
 }
 
+/** The dataset a comparison trained on: the workload's default, or its new name where an old one was given. */
+function datasetName(dataset: string | undefined, workload: { datasets: readonly string[]; datasetAliases?: Readonly<Record<string, string>> }): string {
+  if (dataset === undefined) return workload.datasets[0]!;
+  return workload.datasetAliases?.[dataset] ?? dataset;
+}
+
 /** The note on GPU memory outside the allocators (the CUDA context and library handles), when measured. */
 export function outsideAllocatorNote(runs: readonly CompareRun[]): string[] {
   const measured = runs.filter((r) => r.outsideAllocator);
@@ -314,7 +320,7 @@ export async function compareAllocators(o: CompareOptions): Promise<CompareResul
     workload: {
       // the result's types name the workloads of this release; any registered one is reported
       model: o.train.model,
-      dataset: o.train.dataset ?? workload.datasets[0]!,
+      dataset: datasetName(o.train.dataset, workload),
       title: o.title,
       epochs: o.train.epochs ?? 1,
       options: { ...(o.flags ?? {}) },

@@ -273,10 +273,10 @@ export function sampleCompareResult(options: { tiered?: boolean } = {}): Compare
     device: 'NVIDIA H100 80GB HBM3 (cuda:0)',
     workload: {
       model: 'gcn',
-      dataset: 'seed',
-      title: `gcn on seed graph, ${NODES} nodes, 10 edges per node, 128 features, 256 hidden, ${EPOCHS} epochs`,
+      dataset: 'random',
+      title: `gcn on random graph, ${NODES} nodes, 10 edges per node, 128 features, 256 hidden, ${EPOCHS} epochs`,
       epochs: EPOCHS,
-      options: { model: 'gcn', dataset: 'seed', nodes: NODES, epochs: EPOCHS, aggregation: 'spmm', seed: 0 },
+      options: { model: 'gcn', dataset: 'random', nodes: NODES, epochs: EPOCHS, aggregation: 'spmm', seed: 0 },
     },
     throughputUnit: 'nodes/s',
     runs,

@@ -12,13 +12,13 @@ export { Mlp, type MlpStepPlan } from './models/mlp.js';
 export { Gcn, GcnConv, type Aggregation } from './models/gcn.js';
 export { loadMnist, parseIdx, normalisedPixels, DatasetError, type Mnist, type MnistSplit } from './datasets/mnist.js';
 export {
-  seedGraph,
+  randomGraph,
   sbmGraph,
   graphFromEdges,
   checkEdgeListGraph,
   type Graph,
   type Csr,
-  type SeedGraphOptions,
+  type RandomGraphOptions,
   type SbmOptions,
   type Normalisation,
   type EdgeListGraph,
@@ -70,5 +70,5 @@ export {
 } from './workloads/index.js';
 export { mlpDefaults, mlpHiddenWidths } from './workloads/mlp/defaults.js';
 export type { MlpTrainOptions, MlpTrainingShape } from './workloads/mlp/options.js';
-export { gcnDefaults, gcnHiddenWidth, graphDefaults } from './workloads/gcn/defaults.js';
-export type { GcnTrainOptions, GcnTrainingShape } from './workloads/gcn/options.js';
+export { gcnDefaults, gcnHiddenWidth, graphDefaults, type GcnDataset } from './workloads/gcn/defaults.js';
+export type { DeprecatedGcnDataset, GcnTrainOptions, GcnTrainingShape } from './workloads/gcn/options.js';

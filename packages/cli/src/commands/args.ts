@@ -9,7 +9,14 @@ export class UsageError extends Error {
 }
 
 export type FlagSpec =
-  | { type: 'string'; choices?: readonly string[]; default?: string; help: string }
+  | {
+      type: 'string';
+      choices?: readonly string[];
+      /** Old values still accepted for one release, each mapped to its new value (a deprecation note is printed). */
+      choiceAliases?: Readonly<Record<string, string>>;
+      default?: string;
+      help: string;
+    }
   | { type: 'int'; min?: number; max?: number; default?: number; help: string }
   | { type: 'number'; min?: number; max?: number; default?: number; help: string }
   | { type: 'boolean'; help: string };
@@ -90,6 +97,11 @@ export function parseFlags(argv: readonly string[], specs: Record<string, FlagSp
 
 function parseValue(raw: string, name: string, spec: Exclude<FlagSpec, { type: 'boolean' }>, command: string): string | number {
   if (spec.type === 'string') {
+    const current = spec.choiceAliases?.[raw];
+    if (current !== undefined) {
+      process.stderr.write(`gpumem ${command}: '--${name} ${raw}' is deprecated and will be removed in the next release; use '--${name} ${current}'\n`);
+      return current;
+    }
     if (spec.choices && !spec.choices.includes(raw)) {
       throw new UsageError(`gpumem ${command}: '--${name}' must be one of ${spec.choices.join(', ')} (received '${raw}')${didYouMean(raw, spec.choices)}`);
     }
@@ -110,7 +122,8 @@ export function flagHelp(specs: Record<string, FlagSpec>, aliases: FlagAliases =
   const rows = Object.entries(specs).map(([name, spec]) => {
     const value = spec.type === 'boolean' ? '' : spec.type === 'string' && spec.choices ? ` ${spec.choices.join('|')}` : ` ${spec.type === 'string' ? 'S' : 'N'}`;
     const def = 'default' in spec && spec.default !== undefined ? ` (default ${spec.default})` : '';
-    return [`  --${name}${value}`, `${spec.help}${def}`] as const;
+    const old = spec.type === 'string' && spec.choiceAliases ? Object.entries(spec.choiceAliases).map(([from, to]) => `; deprecated: ${from}, the old name of ${to}, removed in the next release`).join('') : '';
+    return [`  --${name}${value}`, `${spec.help}${def}${old}`] as const;
   });
   for (const [old, current] of Object.entries(aliases)) rows.push([`  --${old}`, `deprecated: the old name of --${current}, removed in the next release`]);
   const width = Math.max(...rows.map(([a]) => a.length)) + 2;

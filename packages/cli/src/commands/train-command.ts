@@ -34,20 +34,21 @@ export const trainFlags: Record<string, FlagSpec> = {
   dataset: {
     type: 'string',
     choices: [...new Set(listWorkloads().flatMap((w) => w.datasets))],
+    choiceAliases: Object.assign({}, ...listWorkloads().map((w) => w.datasetAliases ?? {})),
     help: listWorkloads()
       .map((w) => `${w.name}: ${w.datasets.map((d, i) => (i === 0 && w.datasets.length > 1 ? `${d} (default)` : d)).join(' or ')}`)
       .join('; '),
   },
-  nodes: { type: 'int', min: 1, max: 2 ** 31 - 1, help: `gcn: nodes (default ${gcnDefaults.seed.nodes} for seed, ${gcnDefaults.sbm.nodes} for sbm)` },
-  'edges-per-node': { type: 'int', min: 1, max: 1000, help: `gcn seed graph: edges per node (default ${gcnDefaults.seed.edgesPerNode})` },
-  features: { type: 'int', min: 1, max: 65536, help: `gcn: input features (default ${gcnDefaults.seed.features} seed, ${gcnDefaults.sbm.features} sbm)` },
+  nodes: { type: 'int', min: 1, max: 2 ** 31 - 1, help: `gcn: nodes (default ${gcnDefaults.random.nodes} for random, ${gcnDefaults.sbm.nodes} for sbm)` },
+  'edges-per-node': { type: 'int', min: 1, max: 1000, help: `gcn random graph: edges per node (default ${gcnDefaults.random.edgesPerNode})` },
+  features: { type: 'int', min: 1, max: 65536, help: `gcn: input features (default ${gcnDefaults.random.features} random, ${gcnDefaults.sbm.features} sbm)` },
   hidden: { type: 'int', min: 1, max: 65536, help: `width of each hidden layer (default ${mlpDefaults.hidden} mlp, ${gcnDefaults.hidden} gcn)` },
   'hidden-layers': { type: 'int', min: 0, max: 64, help: `mlp: number of hidden layers (default ${mlpDefaults.hiddenLayers})` },
-  classes: { type: 'int', min: 2, max: 1000, help: `gcn: classes (default ${gcnDefaults.seed.classes} seed, ${gcnDefaults.sbm.classes} sbm)` },
+  classes: { type: 'int', min: 2, max: 1000, help: `gcn: classes (default ${gcnDefaults.random.classes} random, ${gcnDefaults.sbm.classes} sbm)` },
   epochs: { type: 'int', min: 1, max: 100000, help: `epochs (default ${commonDefaults.epochs})` },
   batch: { type: 'int', min: 1, max: 60000, help: `mlp: batch size (default ${mlpDefaults.batchSize})` },
   lr: { type: 'number', min: 0, help: `learning rate (default ${mlpDefaults.lr} mlp SGD, ${gcnDefaults.lr} gcn Adam)` },
-  aggregation: { type: 'string', choices: ['spmm', 'scatter'], help: `gcn: CSR product or the seed's gather + index_add (default ${gcnDefaults.aggregation})` },
+  aggregation: { type: 'string', choices: ['spmm', 'scatter'], help: `gcn: CSR product or gcn-seed's gather + index_add (default ${gcnDefaults.aggregation})` },
   'row-blocks': { type: 'int', min: 1, max: 2 ** 31 - 1, help: 'gcn: the first layer as (A·x)·W1ᵀ in this many blocks of rows (one N x H activation at the peak instead of two)' },
   'feature-dtype': { type: 'string', choices: ['f32', 'bf16'], help: 'gcn: store the input features as f32 (default) or bf16 (half the bytes; needs --row-blocks)' },
   seed: { type: 'int', min: 0, max: 2 ** 31 - 1, help: `random seed (default ${commonDefaults.seed})` },
@@ -188,7 +189,7 @@ export function checkDevicesFlags(command: string, options: WorkloadTrainOptions
 
 /**
  * train() options from the flags, with the workload's CPU defaults where there is no GPU (e.g. the
- * mlp on a subset of MNIST, the seed GCN on 10,000 nodes) unless the flags say otherwise (said on stderr).
+ * mlp on a subset of MNIST, the gcn on a 10,000-node random graph) unless the flags say otherwise (said on stderr).
  */
 export function trainOptionsForHere(command: string, flags: FlagValues, gpu: boolean): WorkloadTrainOptions {
   const options = trainOptionsFromFlags(flags);

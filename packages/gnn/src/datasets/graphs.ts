@@ -1,5 +1,5 @@
 /**
- * Graphs for the GCN: the seed's random graph, generated on the device (N nodes, K·N random
+ * Graphs for the GCN: the random graph, generated on the device (N nodes, K·N random
  * directed edges, random features and labels), and a stochastic block model whose labels can be
  * learnt. Both end as CSR matrices of the aggregation (rows: target nodes) and of its transpose.
  * @module
@@ -120,13 +120,13 @@ function finishGraph(
   return graph;
 }
 
-export interface SeedGraphOptions {
+export interface RandomGraphOptions {
   nodes: number;
   edgesPerNode?: number; // default 10
   features?: number; // default 128
   classes?: number; // default 10
   seed?: number;
-  normalisation?: Normalisation; // default 'none': the seed sums messages as index_add does
+  normalisation?: Normalisation; // default 'none': gcn-seed sums messages as index_add does
   /** How the features are stored: 'f32' (default) or 'bf16' (the same values rounded to bf16). */
   featureDtype?: FeatureDtype;
 }
@@ -137,10 +137,10 @@ export type FeatureDtype = 'f32' | 'bf16';
 const bf16Chunk = 1 << 24;
 
 /**
- * The seed's features, N x F standard normal values drawn on the device (a counter-based generator,
- * so drawing them in chunks gives the same values), stored as f32 or rounded to bf16.
+ * The random graph's features, N x F standard normal values drawn on the device (a counter-based
+ * generator, so drawing them in chunks gives the same values), stored as f32 or rounded to bf16.
  */
-export function seedFeatures(rt: Runtime, n: number, f: number, seed: number, dtype: FeatureDtype, firstRow = 0): Tensor {
+export function randomGraphFeatures(rt: Runtime, n: number, f: number, seed: number, dtype: FeatureDtype, firstRow = 0): Tensor {
   const features = rt.keep(rt.empty([n, f], dtype));
   if (dtype === 'f32') {
     rt.ops.randomNormal(rt.onDevice, rt.s, features.ptr, n * f, seed, firstRow * f);
@@ -170,11 +170,11 @@ export function featuresToBf16(rt: Runtime, features: Tensor): Tensor {
 }
 
 /**
- * The seed graph's sizes from its options, checked: N nodes, K edges per node, F features, C
+ * The random graph's sizes from its options, checked: N nodes, K edges per node, F features, C
  * classes, the seed and E = N·K edges (edge i runs from randomInts(seed, i) to randomInts(seed, E + i),
  * both modulo N; node i's features are randomNormal(seed + 1) at i·F.., its label randomInts(seed + 2, i)).
  */
-export function seedGraphShape(options: SeedGraphOptions): { n: number; k: number; f: number; c: number; seed: number; e: number; dtype: FeatureDtype; trainNodes: number } {
+export function randomGraphShape(options: RandomGraphOptions): { n: number; k: number; f: number; c: number; seed: number; e: number; dtype: FeatureDtype; trainNodes: number } {
   const n = checkInt(options.nodes, 'nodes', 1, maxIndex);
   const k = checkInt(options.edgesPerNode ?? 10, 'edgesPerNode', 1);
   const f = checkInt(options.features ?? 128, 'features', 1);
@@ -189,14 +189,14 @@ export function seedGraphShape(options: SeedGraphOptions): { n: number; k: numbe
   return { n, k, f, c, seed, e, dtype, trainNodes: Math.max(1, Math.floor(n / 10)) };
 }
 
-/** The seed's random graph, generated on the runtime's device. */
-export function seedGraph(rt: Runtime, options: SeedGraphOptions): Graph {
-  const { n, f, c, seed, e, dtype, trainNodes } = seedGraphShape(options);
+/** The random graph, generated on the runtime's device. */
+export function randomGraph(rt: Runtime, options: RandomGraphOptions): Graph {
+  const { n, f, c, seed, e, dtype, trainNodes } = randomGraphShape(options);
   const ops = rt.ops;
   const [src, dst] = rt.tagged('graph', () => [rt.keep(rt.empty([e], 'i32')), rt.keep(rt.empty([e], 'i32'))] as const);
   ops.randomInts(rt.onDevice, rt.s, src.ptr, e, n, seed, 0);
   ops.randomInts(rt.onDevice, rt.s, dst.ptr, e, n, seed, e);
-  const [features, labels] = rt.tagged('features', () => [seedFeatures(rt, n, f, seed + 1, dtype), rt.keep(rt.empty([n], 'i32'))] as const);
+  const [features, labels] = rt.tagged('features', () => [randomGraphFeatures(rt, n, f, seed + 1, dtype), rt.keep(rt.empty([n], 'i32'))] as const);
   ops.randomInts(rt.onDevice, rt.s, labels.ptr, n, c, seed + 2, 0);
   return finishGraph(
     rt,

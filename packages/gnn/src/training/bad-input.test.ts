@@ -9,7 +9,7 @@ import { totalmem } from 'node:os';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { HostAllocator } from '@gpumem/allocator-core';
 import { Runtime } from '../framework/runtime.js';
-import { checkEdgeListGraph, graphFromEdges, sbmGraph, seedGraph, type EdgeListGraph } from '../datasets/graphs.js';
+import { checkEdgeListGraph, graphFromEdges, sbmGraph, randomGraph, type EdgeListGraph } from '../datasets/graphs.js';
 import { checkTrainingFits, estimateTrainingMemory, InsufficientMemoryError, trainingShape } from './memory-estimate.js';
 import { train } from './train.js';
 
@@ -78,13 +78,13 @@ describe('graphs: ids, features and sizes checked before the device sees them', 
     rejects(() => checkEdgeListGraph(undefined as never), /graph object/, TypeError);
   });
 
-  it('seedGraph and sbmGraph check their sizes before allocating', () => {
-    rejects(() => seedGraph(rt, { nodes: 0 }), /for nodes but received 0/);
-    rejects(() => seedGraph(rt, { nodes: -5 }), /for nodes but received -5/);
-    rejects(() => seedGraph(rt, { nodes: Number.NaN }), /for nodes but received NaN/);
-    rejects(() => seedGraph(rt, { nodes: 1e12 }), /for nodes but received 1000000000000/);
-    rejects(() => seedGraph(rt, { nodes: 300_000_000 }), /nodes x edgesPerNode <= 2,147,483,647 .* 300,000,000 x 10 = 3,000,000,000/);
-    rejects(() => seedGraph(rt, { nodes: 100, features: 0 }), /for features but received 0/);
+  it('randomGraph and sbmGraph check their sizes before allocating', () => {
+    rejects(() => randomGraph(rt, { nodes: 0 }), /for nodes but received 0/);
+    rejects(() => randomGraph(rt, { nodes: -5 }), /for nodes but received -5/);
+    rejects(() => randomGraph(rt, { nodes: Number.NaN }), /for nodes but received NaN/);
+    rejects(() => randomGraph(rt, { nodes: 1e12 }), /for nodes but received 1000000000000/);
+    rejects(() => randomGraph(rt, { nodes: 300_000_000 }), /nodes x edgesPerNode <= 2,147,483,647 .* 300,000,000 x 10 = 3,000,000,000/);
+    rejects(() => randomGraph(rt, { nodes: 100, features: 0 }), /for features but received 0/);
     rejects(() => sbmGraph(rt, { nodes: 3_000_000 }), /Expected an integer in \[1, 2,000,000\] for nodes but received 3000000/);
     rejects(() => sbmGraph(rt, { nodes: 100, trainFraction: 2 }), /for trainFraction but received 2/);
     rejects(() => sbmGraph(rt, { nodes: 100, degreeIn: Number.NaN }), /for degreeIn but received NaN/);
@@ -111,7 +111,7 @@ describe('training sizes: refused with the estimate before anything is allocated
   it('sizes past the 32-bit indices are RangeErrors naming them', () => {
     expect(() => trainingShape({ model: 'gcn', nodes: 2_000_000_000 })).toThrow(/nodes x edgesPerNode <= 2,147,483,647 .* = 20,000,000,000/);
     expect(() => trainingShape({ model: 'gcn', nodes: 3e9 })).toThrow(/at most 2,147,483,647 for nodes/);
-    expect(() => trainingShape({ model: 'gcn', dataset: 'sbm', nodes: 5_000_000 })).toThrow(/use the seed dataset for larger graphs/);
+    expect(() => trainingShape({ model: 'gcn', dataset: 'sbm', nodes: 5_000_000 })).toThrow(/use the random dataset for larger graphs/);
     expect(() => trainingShape({ model: 'mlp', batchSize: 0 })).toThrow(/positive integer for batchSize but received 0/);
   });
 
@@ -130,7 +130,7 @@ describe('training sizes: refused with the estimate before anything is allocated
       expect(e.availableBytes).toBe(totalmem());
       expect(e.where).toBe('host');
       expect(e.estimate.total).toBeGreaterThan(5e13); // two 1e8 x 65536 activations: 52 TB
-      expect(e.message).toMatch(/^gcn on the seed graph with 100,000,000 nodes, 1,000,000,000 edges, 128 features, hidden 65,536, 10 classes \(spmm\) needs at least [\d.]+ TiB \(graph [\d.]+ GiB, activations [\d.]+ TiB, parameters [\d.]+ MiB\) but the host has [\d.]+ GiB in all/);
+      expect(e.message).toMatch(/^gcn on the random graph with 100,000,000 nodes, 1,000,000,000 edges, 128 features, hidden 65,536, 10 classes \(spmm\) needs at least [\d.]+ TiB \(graph [\d.]+ GiB, activations [\d.]+ TiB, parameters [\d.]+ MiB\) but the host has [\d.]+ GiB in all/);
       expect(allocator.stats().allocCount).toBe(0);
       // a configuration that fits is accepted, and the estimate returned
       expect(checkTrainingFits({ model: 'gcn', nodes: 1000 }, allocator).total).toBeGreaterThan(0);

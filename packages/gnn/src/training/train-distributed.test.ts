@@ -96,7 +96,7 @@ describe.skipIf(needsBuild)(`training over ranks on the host${needsBuild ? ` (sk
   });
 
   it('the seed gcn, drawn by rows on every rank, over 2 and 3 ranks matches one device', async () => {
-    const o = { model: 'gcn', dataset: 'seed', allocator: 'host', epochs: 3, nodes: 3000, hidden: 32 } as const;
+    const o = { model: 'gcn', dataset: 'random', allocator: 'host', epochs: 3, nodes: 3000, hidden: 32 } as const;
     const one = train(o);
     for (const devices of [2, 3]) {
       const many = await trainDistributed({ ...o, devices });

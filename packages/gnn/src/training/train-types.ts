@@ -18,7 +18,7 @@ export type DatasetName = NonNullable<TrainOptions['dataset']>;
 export interface CommonTrainOptions {
   /** The workload (a registered name, e.g. 'mlp' or 'gcn'). */
   model: string;
-  /** The workload's dataset (default: its first, e.g. 'mnist' for the mlp, 'seed' for the gcn). */
+  /** The workload's dataset (default: its first, e.g. 'mnist' for the mlp, 'random' for the gcn). */
   dataset?: string;
   /** An allocator, or the registered name of one (created and disposed by train). */
   allocator: Allocator | string;

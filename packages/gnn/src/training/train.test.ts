@@ -32,6 +32,16 @@ describe('trainer on the CPU', () => {
     expect(last.accuracy).toBeGreaterThan(0.8);
   });
 
+  it("gcn: 'random' is the default dataset, and 'seed' (its old name, deprecated) trains the same graph", () => {
+    const run = (dataset?: 'random' | 'seed') => train({ model: 'gcn', allocator: 'host', ...(dataset && { dataset }), nodes: 500, hidden: 8, features: 8, epochs: 2, seed: 4 });
+    const byDefault = run();
+    expect(byDefault.dataset).toBe('random');
+    const byOldName = run('seed');
+    expect(byOldName.dataset).toBe('random');
+    expect(byOldName.epochs.map((e) => e.loss)).toEqual(byDefault.epochs.map((e) => e.loss));
+    expect(run('random').epochs.map((e) => e.loss)).toEqual(byDefault.epochs.map((e) => e.loss));
+  });
+
   it('gcn: spmm and scatter aggregation give the same losses', () => {
     const run = (aggregation: 'spmm' | 'scatter') =>
       train({ model: 'gcn', allocator: 'host', nodes: 3000, hidden: 16, features: 8, epochs: 3, aggregation, seed: 3 }).epochs.map((e) => e.loss);

@@ -70,7 +70,8 @@ describe('the workload registry', () => {
   it('holds the mlp and the gcn, registered by their folders', () => {
     expect(listWorkloads().map((w) => w.name)).toEqual(expect.arrayContaining(['mlp', 'gcn']));
     expect(getWorkload('mlp').samples).toBe('images');
-    expect(getWorkload('gcn').datasets[0]).toBe('seed');
+    expect(getWorkload('gcn').datasets).toEqual(['random', 'sbm']);
+    expect(getWorkload('gcn').datasetAliases).toEqual({ seed: 'random' });
   });
 
   it('refuses a second workload of a name, and names the registered ones for an unknown name', () => {

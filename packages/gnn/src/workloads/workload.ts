@@ -75,6 +75,11 @@ export interface Workload<O extends CommonTrainOptions = CommonTrainOptions, S e
   readonly description: string;
   /** The datasets it trains on; the first is the default. */
   readonly datasets: readonly string[];
+  /**
+   * Old dataset names still accepted for one release, each mapped to its new name (the gcn's
+   * 'seed', now 'random'); the command line says they are deprecated.
+   */
+  readonly datasetAliases?: Readonly<Record<string, string>>;
   /** What a training sample is, plural ('images', 'nodes'): throughput is counted in `${samples}/s`. */
   readonly samples: string;
   /** The heading of the evaluation's accuracy, e.g. 'test acc'. */

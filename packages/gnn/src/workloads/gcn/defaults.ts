@@ -4,14 +4,14 @@
  * @module
  */
 
-/** gcn-seed: 2 layers, hidden 256, dropout 0.5, Adam lr 0.01; graph sizes per dataset. */
+/** gcn-seed (the original benchmark): 2 layers, hidden 256, dropout 0.5, Adam lr 0.01; graph sizes per dataset. */
 export const gcnDefaults = {
-  dataset: 'seed',
+  dataset: 'random',
   hidden: 256,
   lr: 0.01,
   dropout: 0.5,
   aggregation: 'spmm',
-  seed: { nodes: 100_000, edgesPerNode: 10, features: 128, classes: 10 },
+  random: { nodes: 100_000, edgesPerNode: 10, features: 128, classes: 10 },
   sbm: { nodes: 2000, features: 16, classes: 4 },
 } as const;
 
@@ -25,7 +25,19 @@ export function gcnHiddenWidth(hidden: number[] | number | undefined): number {
   return hidden ?? gcnDefaults.hidden;
 }
 
+/** The GCN's datasets: 'random' (N nodes, 10·N random directed edges) and 'sbm' (a stochastic block model). */
+export type GcnDataset = 'random' | 'sbm';
+
+/** Old dataset names accepted for one release, each with its new name. */
+export const gcnDatasetAliases: Readonly<Record<string, GcnDataset>> = { seed: 'random' };
+
+/** The dataset `dataset` names, old names ('seed') mapped to new ones; the default when undefined. */
+export function gcnDataset(dataset: string | undefined): string {
+  if (dataset === undefined) return gcnDefaults.dataset;
+  return gcnDatasetAliases[dataset] ?? dataset;
+}
+
 /** The graph defaults of a GCN dataset. */
 export function graphDefaults(dataset: string | undefined): { nodes: number; edgesPerNode?: number; features: number; classes: number } {
-  return dataset === 'sbm' ? gcnDefaults.sbm : gcnDefaults.seed;
+  return gcnDataset(dataset) === 'sbm' ? gcnDefaults.sbm : gcnDefaults.random;
 }

@@ -31,7 +31,7 @@ describe('gcn row-block plan (CPU)', () => {
     expect(r.epochs.at(-1)!.accuracy).toBeGreaterThan(0.8);
   });
 
-  it('bf16 features change the losses by less than 1% (seed graph) and still learn the SBM', () => {
+  it('bf16 features change the losses by less than 1% (random graph) and still learn the SBM', () => {
     const bf16 = losses({ rowBlocks: 4, featureDtype: 'bf16' });
     const expected = plain();
     bf16.forEach((l, i) => {

@@ -1,13 +1,13 @@
 /**
  * The gcn's memory plan: the graph as it is built and as it trains, the step's activations by plan,
  * Adam's parameters (see training/memory-estimate.ts for what an estimate is). For the 2M-node
- * seed GCN it gives 5.46 GB against 5.54 GB measured, and 26.2 GB for its scatter form against
- * 26.2 GB (bench/RESULTS.md).
+ * gcn-seed benchmark it gives 5.46 GB against 5.54 GB measured, and 26.2 GB for its scatter form
+ * against 26.2 GB (bench/RESULTS.md).
  * @module
  */
 import { count, denseParameters, f32, positiveInt, type MemoryEstimate } from '../../training/memory-estimate.js';
 import { maxIndex, maxSbmNodes } from '../../datasets/graphs.js';
-import { gcnDefaults, gcnHiddenWidth, graphDefaults } from './defaults.js';
+import { gcnDataset, gcnDefaults, gcnHiddenWidth, graphDefaults } from './defaults.js';
 import type { GcnTrainingShape } from './options.js';
 
 /** What of the gcn's options decides its memory (strings where train() checks them later). */
@@ -25,7 +25,7 @@ export interface GcnShapeOptions {
 
 /** train()'s defaults filled in, and the sizes checked against the 32-bit indices of the kernels. */
 export function gcnShape(o: GcnShapeOptions): GcnTrainingShape {
-  const dataset = o.dataset === 'sbm' ? 'sbm' : 'seed';
+  const dataset = gcnDataset(o.dataset) === 'sbm' ? 'sbm' : 'random';
   const graphDefault = graphDefaults(dataset);
   const nodes = positiveInt(o.nodes ?? graphDefault.nodes, 'nodes');
   const hidden = positiveInt(gcnHiddenWidth(o.hidden), 'hidden');
@@ -35,11 +35,11 @@ export function gcnShape(o: GcnShapeOptions): GcnTrainingShape {
     throw new RangeError(`Expected at most ${count(maxIndex)} for nodes (node ids are 32-bit) but received ${count(nodes)}`);
   if (dataset === 'sbm' && nodes > maxSbmNodes) {
     throw new RangeError(
-      `Expected at most ${count(maxSbmNodes)} nodes for the sbm dataset (it is generated on the host) but received ${count(nodes)}; use the seed dataset for larger graphs`,
+      `Expected at most ${count(maxSbmNodes)} nodes for the sbm dataset (it is generated on the host) but received ${count(nodes)}; use the random dataset for larger graphs`,
     );
   }
-  // the seed graph: nodes x edgesPerNode; the SBM: 8 in-block and 2 cross-block edges and a self loop per node
-  const perNode = dataset === 'sbm' ? 11 : positiveInt(o.edgesPerNode ?? gcnDefaults.seed.edgesPerNode, 'edgesPerNode');
+  // the random graph: nodes x edgesPerNode; the SBM: 8 in-block and 2 cross-block edges and a self loop per node
+  const perNode = dataset === 'sbm' ? 11 : positiveInt(o.edgesPerNode ?? gcnDefaults.random.edgesPerNode, 'edgesPerNode');
   const edges = nodes * perNode;
   if (edges > maxIndex) {
     throw new RangeError(

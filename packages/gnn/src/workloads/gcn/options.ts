@@ -4,12 +4,20 @@
  */
 import type { Aggregation } from '../../models/gcn.js';
 import type { CommonTrainOptions } from '../../training/train-types.js';
+import type { GcnDataset } from './defaults.js';
+
+/** @deprecated 'seed' is the old name of the 'random' dataset; accepted for one release, use 'random'. */
+export type DeprecatedGcnDataset = 'seed';
 
 /** train()'s options for the GCN on a generated graph: full batch, Adam. */
 export interface GcnTrainOptions extends CommonTrainOptions {
   model: 'gcn';
-  /** 'seed' (the seed's random graph, default) or 'sbm' (a stochastic block model, learnable). */
-  dataset?: 'seed' | 'sbm';
+  /**
+   * 'random' (N nodes and 10·N random directed edges, the default) or 'sbm' (a stochastic block
+   * model, learnable). 'seed', the old name of 'random', is accepted for one release
+   * ({@link DeprecatedGcnDataset}).
+   */
+  dataset?: GcnDataset | DeprecatedGcnDataset;
   /** Graph size (default 100,000 nodes), edges per node (10), features (128), classes (10). */
   nodes?: number;
   edgesPerNode?: number;
@@ -35,7 +43,7 @@ export interface GcnTrainOptions extends CommonTrainOptions {
 /** The gcn's configuration as the memory estimate sees it, with train()'s defaults filled in. */
 export interface GcnTrainingShape {
   model: 'gcn';
-  dataset: 'seed' | 'sbm';
+  dataset: GcnDataset;
   nodes: number;
   edges: number;
   features: number;

@@ -3,23 +3,23 @@
  * @module
  */
 import type { Runtime } from '../../framework/runtime.js';
-import { gcnDefaults, gcnHiddenWidth, graphDefaults } from './defaults.js';
+import { gcnDataset, gcnDefaults, gcnHiddenWidth, graphDefaults } from './defaults.js';
 import { Adam, softmaxCrossEntropy } from '../../framework/nn.js';
 import { Gcn } from '../../models/gcn.js';
 import { BlockedGcn } from '../../models/gcn-blocked.js';
-import { featuresToBf16, sbmGraph, seedGraph, type Graph } from '../../datasets/graphs.js';
+import { featuresToBf16, sbmGraph, randomGraph, type Graph } from '../../datasets/graphs.js';
 import type { Tensor } from '../../framework/tensor.js';
 import { preparePartitionedGcn } from './train-gcn-partitioned.js';
 import { partitionGraph } from '../../datasets/graph-part.js';
-import { seedGraphPart } from '../../datasets/seed-graph-part.js';
+import { randomGraphPart } from '../../datasets/random-graph-part.js';
 import { beginEpoch, checkPositiveInt, endFullBatchStep } from '../../training/train-common.js';
 import type { RunContext, WorkloadRun } from '../workload.js';
 import type { GcnTrainOptions } from './options.js';
 
 /** The gcn, ready for its epochs; with `comm`, this rank's part of a run split by rows over the communicator's ranks. */
 export function prepareGcn(rt: Runtime, o: GcnTrainOptions, { epochs, seed, comm }: RunContext): WorkloadRun {
-  const dataset = o.dataset ?? gcnDefaults.dataset;
-  if (dataset !== 'seed' && dataset !== 'sbm') throw new RangeError(`Expected 'seed' or 'sbm' for dataset of the gcn but received '${dataset}'`);
+  const dataset = gcnDataset(o.dataset);
+  if (dataset !== 'random' && dataset !== 'sbm') throw new RangeError(`Expected 'random' or 'sbm' for dataset of the gcn but received '${dataset}'`);
   const hidden = gcnHiddenWidth(o.hidden);
   checkPositiveInt(hidden ?? 0, 'hidden');
   const aggregation = o.aggregation ?? gcnDefaults.aggregation;
@@ -32,15 +32,15 @@ export function prepareGcn(rt: Runtime, o: GcnTrainOptions, { epochs, seed, comm
   const graphDefault = graphDefaults(dataset);
   const nodes = o.nodes ?? graphDefault.nodes;
   checkPositiveInt(nodes, 'nodes');
-  const seedOptions = { nodes, edgesPerNode: o.edgesPerNode ?? gcnDefaults.seed.edgesPerNode, features: o.features ?? graphDefault.features, classes: o.classes ?? graphDefault.classes, seed, featureDtype };
+  const randomGraphOptions = { nodes, edgesPerNode: o.edgesPerNode ?? gcnDefaults.random.edgesPerNode, features: o.features ?? graphDefault.features, classes: o.classes ?? graphDefault.classes, seed, featureDtype };
   const makeGraph = (): Graph => {
-    const g = dataset === 'seed' ? seedGraph(rt, seedOptions) : sbmGraph(rt, { nodes, classes: o.classes ?? graphDefault.classes, features: o.features ?? graphDefault.features, seed });
+    const g = dataset === 'random' ? randomGraph(rt, randomGraphOptions) : sbmGraph(rt, { nodes, classes: o.classes ?? graphDefault.classes, features: o.features ?? graphDefault.features, seed });
     if (aggregation === 'spmm') g.dropEdgeLists();
     return g;
   };
   if (comm) {
-    // the seed graph is drawn by rows (no rank holds it whole); the sbm is made whole, then cut
-    const part = dataset === 'seed' ? seedGraphPart(rt, seedOptions, comm) : partitionGraph(rt, makeGraph(), comm);
+    // the random graph is drawn by rows (no rank holds it whole); the sbm is made whole, then cut
+    const part = dataset === 'random' ? randomGraphPart(rt, randomGraphOptions, comm) : partitionGraph(rt, makeGraph(), comm);
     const run = preparePartitionedGcn(rt, o, part, hidden!, epochs, seed, comm);
     return { ...run, dataset, samplesPerEpoch: nodes, resultExtras: () => ({ remoteRows: part.remoteRows }) };
   }

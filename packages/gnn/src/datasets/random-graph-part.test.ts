@@ -1,5 +1,5 @@
 /**
- * The seed graph drawn by rows (seedGraphPart) is, to the bit, the part that partitionGraph cuts
+ * The random graph drawn by rows (randomGraphPart) is, to the bit, the part that partitionGraph cuts
  * from the whole graph: both CSR forms, the labels and the remote rows, for every rank of 1, 2 and
  * 3. The exchange is not under test here (a communicator that moves nothing): the training tests
  * over real ranks cover it.
@@ -8,9 +8,9 @@ import { describe, expect, it } from 'vitest';
 import { HostAllocator } from '@gpumem/allocator-core';
 import type { Communicator } from '@gpumem/distributed';
 import { Runtime } from '../framework/runtime.js';
-import { seedGraph } from './graphs.js';
+import { randomGraph } from './graphs.js';
 import { partitionGraph, type GraphPart } from './graph-part.js';
-import { seedGraphPart } from './seed-graph-part.js';
+import { randomGraphPart } from './random-graph-part.js';
 
 function still(rank: number, size: number): Communicator {
   const none = () => undefined;
@@ -22,7 +22,7 @@ function contents(part: GraphPart) {
   return { block: [part.start, part.count, part.stride], csr: csr(part.csr), csrT: csr(part.csrT), labels: Array.from(part.labels.toArray()), remote: part.remoteRows };
 }
 
-describe('the seed graph drawn by rows', () => {
+describe('the random graph drawn by rows', () => {
   it('equals the whole graph cut by rows, for every rank of 1, 2 and 3', () => {
     const allocator = new HostAllocator();
     const rt = new Runtime(allocator);
@@ -30,8 +30,8 @@ describe('the seed graph drawn by rows', () => {
     try {
       for (const size of [1, 2, 3]) {
         for (let rank = 0; rank < size; rank++) {
-          const cut = partitionGraph(rt, seedGraph(rt, options), still(rank, size));
-          const drawn = seedGraphPart(rt, options, still(rank, size));
+          const cut = partitionGraph(rt, randomGraph(rt, options), still(rank, size));
+          const drawn = randomGraphPart(rt, options, still(rank, size));
           expect(contents(drawn)).toEqual(contents(cut));
           cut.dispose();
           drawn.dispose();
@@ -48,9 +48,9 @@ describe('the seed graph drawn by rows', () => {
     const allocator = new HostAllocator();
     const rt = new Runtime(allocator);
     try {
-      expect(() => seedGraphPart(rt, { nodes: 100, featureDtype: 'bf16' }, still(0, 2))).toThrow(/f32 features/);
-      expect(() => seedGraphPart(rt, { nodes: 100, normalisation: 'sym' }, still(0, 2))).toThrow(/normalisation 'none'/);
-      expect(() => seedGraphPart(rt, { nodes: 3 }, still(3, 4))).toThrow(/at least one node per rank/);
+      expect(() => randomGraphPart(rt, { nodes: 100, featureDtype: 'bf16' }, still(0, 2))).toThrow(/f32 features/);
+      expect(() => randomGraphPart(rt, { nodes: 100, normalisation: 'sym' }, still(0, 2))).toThrow(/normalisation 'none'/);
+      expect(() => randomGraphPart(rt, { nodes: 3 }, still(3, 4))).toThrow(/at least one node per rank/);
     } finally {
       rt.dispose();
       allocator.dispose();

@@ -1,5 +1,5 @@
 /**
- * One rank's part of the seed's random graph, made without the whole graph: the generator is
+ * One rank's part of the random graph, made without the whole graph: the generator is
  * counter-based (edge i and node i's features and label come from their index alone), so a rank
  * draws the edges in chunks, keeps those that end in its rows (for A) or start there (for Aᵀ), and
  * draws only its own rows' features and labels. Its device memory at setup is one chunk of edges
@@ -11,7 +11,7 @@
  */
 import type { Communicator } from '@gpumem/distributed';
 import type { Runtime } from '../framework/runtime.js';
-import { seedFeatures, seedGraphShape, type SeedGraphOptions } from './graphs.js';
+import { randomGraphFeatures, randomGraphShape, type RandomGraphOptions } from './graphs.js';
 import { finishPart, remoteReads, rowBlock, uploadCsr, type GraphPart, type RowBlock } from './graph-part.js';
 
 /** Edges drawn per chunk. */
@@ -75,11 +75,11 @@ function drawEdges(rt: Runtime, n: number, e: number, seed: number, block: RowBl
   return { forward, backward };
 }
 
-/** This rank's part of seedGraph(options) (f32 features, no normalisation: every edge weighs 1), then finishPart. */
-export function seedGraphPart(rt: Runtime, options: SeedGraphOptions, comm: Communicator): GraphPart {
-  const { n, f, c, seed, e, dtype, trainNodes } = seedGraphShape(options);
+/** This rank's part of randomGraph(options) (f32 features, no normalisation: every edge weighs 1), then finishPart. */
+export function randomGraphPart(rt: Runtime, options: RandomGraphOptions, comm: Communicator): GraphPart {
+  const { n, f, c, seed, e, dtype, trainNodes } = randomGraphShape(options);
   if (dtype !== 'f32') throw new RangeError(`Expected f32 features for a graph split across ranks but received ${dtype}`);
-  if ((options.normalisation ?? 'none') !== 'none') throw new RangeError("Expected normalisation 'none' for the seed graph split across ranks");
+  if ((options.normalisation ?? 'none') !== 'none') throw new RangeError("Expected normalisation 'none' for the random graph split across ranks");
   const block = rowBlock(n, comm.rank, comm.size);
   const { forward, backward } = drawEdges(rt, n, e, seed, block);
   const marks = new Uint8Array(n);
@@ -88,7 +88,7 @@ export function seedGraphPart(rt: Runtime, options: SeedGraphOptions, comm: Comm
   const remoteRows = { forward: remoteReads(a.col, block, n, marks), backward: remoteReads(at.col, block, n, marks), remote: n - block.count };
   const csr = uploadCsr(rt, a.rowptr, a.col, undefined);
   const csrT = uploadCsr(rt, at.rowptr, at.col, undefined);
-  const features = rt.tagged('features', () => seedFeatures(rt, block.count, f, seed + 1, 'f32', block.start));
+  const features = rt.tagged('features', () => randomGraphFeatures(rt, block.count, f, seed + 1, 'f32', block.start));
   const labels = rt.tagged('graph', () => rt.keep(rt.empty([block.count], 'i32')));
   rt.ops.randomInts(rt.onDevice, rt.s, labels.ptr, block.count, c, seed + 2, block.start);
   const hostCsr = { rowptr: a.rowptr, col: a.col, val: undefined };
