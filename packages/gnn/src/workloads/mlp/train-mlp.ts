@@ -132,7 +132,7 @@ export function prepareMlp(rt: Runtime, o: MlpTrainOptions, { epochs, seed, comm
   const features = mnist.rows * mnist.cols;
   const { allocator } = rt;
 
-  // Data lives on the device for the whole run (as the peers' "data already on the GPU").
+  // Data lives on the device for the whole run (as the PyTorch baselines' "data already on the GPU").
   const xTrain = rt.keep(rt.fromArray(normalisedPixels(mnist.train, nTrain), [nTrain, features]));
   const yTrain = rt.keep(rt.fromArray(Int32Array.from(mnist.train.labels.subarray(0, nTrain)), [nTrain]));
   const xTest = rt.keep(rt.fromArray(normalisedPixels(mnist.test, nTest), [nTest, features]));
