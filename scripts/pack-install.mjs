@@ -40,7 +40,13 @@ const { workspaces } = JSON.parse(readFileSync(join(repo, 'package.json'), 'utf8
 const published = workspaces.filter((w) => !JSON.parse(readFileSync(join(repo, w, 'package.json'), 'utf8')).private);
 
 const packed = JSON.parse(npm(['pack', '--json', '--pack-destination', tarballs, ...published.flatMap((w) => ['-w', w])], repo));
-const rows = packed.map((p) => ({ name: p.name, file: p.filename, files: p.entryCount, packedBytes: p.size, unpackedBytes: p.unpackedSize }));
+const rows = packed.map((p) => ({
+  name: p.name,
+  file: p.filename,
+  files: p.entryCount,
+  packedBytes: p.size,
+  unpackedBytes: p.unpackedSize,
+}));
 
 let installSeconds;
 if (!values['no-install']) {
@@ -56,11 +62,16 @@ const mib = (b) => `${(b / 2 ** 20).toFixed(2)} MiB`;
 const width = Math.max(...rows.map((r) => r.name.length));
 process.stdout.write(`${'package'.padEnd(width)}  files       packed     unpacked\n`);
 for (const r of rows) {
-  process.stdout.write(`${r.name.padEnd(width)}  ${String(r.files).padStart(5)}  ${mib(r.packedBytes).padStart(11)}  ${mib(r.unpackedBytes).padStart(11)}\n`);
+  process.stdout.write(
+    `${r.name.padEnd(width)}  ${String(r.files).padStart(5)}  ${mib(r.packedBytes).padStart(11)}  ${mib(r.unpackedBytes).padStart(11)}\n`,
+  );
 }
 const total = rows.reduce((a, r) => a + r.packedBytes, 0);
 process.stdout.write(`${'all'.padEnd(width)}  ${''.padStart(5)}  ${mib(total).padStart(11)}\n`);
 if (installSeconds !== undefined) process.stdout.write(`installed into ${project} in ${installSeconds.toFixed(1)} s\n`);
 if (values.json) {
-  writeFileSync(values.json, `${JSON.stringify({ node: process.version, tarballs: rows, packedBytes: total, installSeconds, project }, null, 2)}\n`);
+  writeFileSync(
+    values.json,
+    `${JSON.stringify({ node: process.version, tarballs: rows, packedBytes: total, installSeconds, project }, null, 2)}\n`,
+  );
 }

@@ -62,7 +62,11 @@ const variants: Record<string, Array<Omit<AllocatorCase, 'name' | 'requiresCuda'
   tiered: [
     { label: 'tiered(host)', options: { upstream: 'host' }, oversizeBytes: hostOversize },
     // A 4 MiB device budget: the larger requests spill to the host tier.
-    { label: 'tiered(host, spilling)+native tracking', options: { upstream: 'host', deviceBudgetBytes: 4 * 2 ** 20, trackingCapacity: 64 }, oversizeBytes: hostOversize },
+    {
+      label: 'tiered(host, spilling)+native tracking',
+      options: { upstream: 'host', deviceBudgetBytes: 4 * 2 ** 20, trackingCapacity: 64 },
+      oversizeBytes: hostOversize,
+    },
     { label: 'tiered(cuda)', options: { upstream: 'cuda' }, oversizeBytes: 2 ** 50 },
   ],
   arena: [

@@ -78,17 +78,30 @@ const sharedArenaCases: Array<['host' | 'cuda', boolean]> = [
   ['cuda', gpuAvailable],
 ];
 
-describe.each(sharedArenaCases)('the conformance suite and a strategy that shares one arena across streams, over %s memory', (upstream, runnable) => {
-  it.skipIf(!runnable)(runnable ? 'fails it on the cross-stream case, and on that case only' : gpuTitle('fails it on the cross-stream case, and on that case only'), () => {
-    const cases = declaredCases({ create: () => new SharedArenaAllocator(upstream) });
-    expect(cases.filter((c) => crossStream.test(c.name))).toHaveLength(1);
-    const failed = failures(cases);
-    expect(failed.map((f) => f.name)).toEqual([cases.find((c) => crossStream.test(c.name))!.name]);
-    expect(failed[0]!.message).toMatch(/expected 'reused while A busy' to be 'intact'/);
-  });
+describe.each(sharedArenaCases)(
+  'the conformance suite and a strategy that shares one arena across streams, over %s memory',
+  (upstream, runnable) => {
+    it.skipIf(!runnable)(
+      runnable
+        ? 'fails it on the cross-stream case, and on that case only'
+        : gpuTitle('fails it on the cross-stream case, and on that case only'),
+      () => {
+        const cases = declaredCases({ create: () => new SharedArenaAllocator(upstream) });
+        expect(cases.filter((c) => crossStream.test(c.name))).toHaveLength(1);
+        const failed = failures(cases);
+        expect(failed.map((f) => f.name)).toEqual([cases.find((c) => crossStream.test(c.name))!.name]);
+        expect(failed[0]!.message).toMatch(/expected 'reused while A busy' to be 'intact'/);
+      },
+    );
 
-  it.skipIf(!runnable)(runnable ? 'passes a strategy that orders reuse across streams (the arena example over the same memory)' : gpuTitle('passes the arena example'), () => {
-    const cases = declaredCases({ create: () => createAllocator('arena', { upstream }) });
-    expect(failures(cases)).toEqual([]);
-  });
-});
+    it.skipIf(!runnable)(
+      runnable
+        ? 'passes a strategy that orders reuse across streams (the arena example over the same memory)'
+        : gpuTitle('passes the arena example'),
+      () => {
+        const cases = declaredCases({ create: () => createAllocator('arena', { upstream }) });
+        expect(failures(cases)).toEqual([]);
+      },
+    );
+  },
+);

@@ -15,7 +15,12 @@ import { gpuAvailable, gpuTitle } from './gpu.js';
 const nccl = gpuAvailable ? ncclLibrary() : { available: false, reason: '' };
 const ncclTitle = (title: string) => (!gpuAvailable ? gpuTitle(title) : nccl.available ? title : `${title} [skipped: ${nccl.reason}]`);
 const twoGpus = gpuAvailable && nccl.available && deviceCount() >= 2;
-const twoTitle = (title: string) => (!gpuAvailable || !nccl.available ? ncclTitle(title) : twoGpus ? title : `${title} [skipped: ${deviceCount()} CUDA device(s) here, 2 needed]`);
+const twoTitle = (title: string) =>
+  !gpuAvailable || !nccl.available
+    ? ncclTitle(title)
+    : twoGpus
+      ? title
+      : `${title} [skipped: ${deviceCount()} CUDA device(s) here, 2 needed]`;
 
 const imports = [...builtInStrategyPackages];
 const gcn = { model: 'gcn', dataset: 'random', nodes: 200_000, epochs: 3, allocator: 'pool', imports } as const;
@@ -74,7 +79,9 @@ describe.skipIf(!gpuAvailable || !nccl.available)(ncclTitle('training over ranks
   });
 
   it('a rank out of memory stops the run with a RankFailedError once its process is gone', async () => {
-    const err = await trainDistributed({ ...gcn, allocatorOptions: { limitBytes: 16 * 2 ** 20 }, devices: 1, timeoutMs: 120_000 }).catch((e: unknown) => e);
+    const err = await trainDistributed({ ...gcn, allocatorOptions: { limitBytes: 16 * 2 ** 20 }, devices: 1, timeoutMs: 120_000 }).catch(
+      (e: unknown) => e,
+    );
     expect(err).toBeInstanceOf(RankFailedError);
     expect((err as Error).message).toMatch(/rank 0 of 1 failed: OutOfMemoryError/);
     // raised after the process exited: its CUDA context and memory went with it (free memory is not
@@ -98,7 +105,13 @@ describe.skipIf(!gpuAvailable)(gpuTitle('several ranks on one GPU with the host 
   });
 
   it('both ranks out of memory: the run stops with the first error once both processes are gone', async () => {
-    const err = await trainDistributed({ ...gcn, allocatorOptions: { limitBytes: 64 * 2 ** 20 }, devices: [0, 0], communicator: 'host', timeoutMs: 120_000 }).catch((e: unknown) => e);
+    const err = await trainDistributed({
+      ...gcn,
+      allocatorOptions: { limitBytes: 64 * 2 ** 20 },
+      devices: [0, 0],
+      communicator: 'host',
+      timeoutMs: 120_000,
+    }).catch((e: unknown) => e);
     expect(err).toBeInstanceOf(RankFailedError);
     expect((err as Error).message).toMatch(/rank [01] of 2 failed: OutOfMemoryError.*every other rank was stopped/);
     expect((err as RankFailedError).exits).toHaveLength(2);
@@ -106,7 +119,9 @@ describe.skipIf(!gpuAvailable)(gpuTitle('several ranks on one GPU with the host 
   });
 
   it('refuses CUDA graphs with the host communicator, in the rank, with a clear error', async () => {
-    await expect(trainDistributed({ ...mlp, cudaGraph: true, devices: [0, 0], communicator: 'host' })).rejects.toThrow(/collectives can be captured \(nccl\)/);
+    await expect(trainDistributed({ ...mlp, cudaGraph: true, devices: [0, 0], communicator: 'host' })).rejects.toThrow(
+      /collectives can be captured \(nccl\)/,
+    );
   });
 });
 

@@ -239,7 +239,12 @@ describe('the trainer out of memory', () => {
   const run = (allocator: Allocator) => train({ ...tiny, allocator });
 
   // Small segments, so that a run takes many of them and a budget can stop it part-way.
-  const poolOptions: PoolAllocatorOptions = { upstream: 'host', smallSegmentBytes: 64 * 1024, smallRequestLimit: 32 * 1024, largeSegmentRounding: 64 * 1024 };
+  const poolOptions: PoolAllocatorOptions = {
+    upstream: 'host',
+    smallSegmentBytes: 64 * 1024,
+    smallRequestLimit: 32 * 1024,
+    largeSegmentRounding: 64 * 1024,
+  };
 
   it('throws OutOfMemoryError, gives back everything, and a fresh run in the same process trains normally', () => {
     // What a run holds at its peak and how many segments it takes, on a pool with no faults.

@@ -4,15 +4,7 @@
  * title, where there is no CUDA device; `npm run test:gpu` makes a missing device an error.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import {
-  CudaEvent,
-  createAllocator,
-  cudaDevice,
-  memoryInfo,
-  type NativeAllocator,
-  Stream,
-  type Device,
-} from '@gpumem/allocator-core';
+import { CudaEvent, createAllocator, cudaDevice, memoryInfo, type NativeAllocator, Stream, type Device } from '@gpumem/allocator-core';
 import { fillU32, sumU32 } from '@gpumem/allocator-core/tools';
 import { AsyncAllocator } from '@gpumem/allocator-async';
 import { UvmAllocator } from '@gpumem/allocator-uvm';
@@ -277,7 +269,9 @@ describe.skipIf(!gpuAvailable)(gpuTitle('GPU behaviour'), () => {
         expect(a.prefetch(x, bytes, 'device', A)).toBe(true);
         A.synchronize();
         const prefetched = timeSum();
-        console.log(`uvm: sum over ${bytes / MiB} MiB: ${faulting.toFixed(2)} ms from host pages, ${prefetched.toFixed(2)} ms after prefetch`);
+        console.log(
+          `uvm: sum over ${bytes / MiB} MiB: ${faulting.toFixed(2)} ms from host pages, ${prefetched.toFixed(2)} ms after prefetch`,
+        );
         expect(prefetched).toBeLessThan(faulting / 2);
         a.free(x, bytes, A);
         a.free(out, 8, A);

@@ -58,7 +58,12 @@ describe('docs/writing-a-strategy.md, from an empty folder', () => {
   const steps = guideSteps(guide);
 
   it('has the steps: a package, the strategy, its conformance test, a comparison, a C++ library', () => {
-    expect(steps.filter((s) => s.kind === 'file').map((s) => s.path)).toEqual(['package.json', 'tsconfig.json', 'src/index.ts', 'test/conformance.test.ts']);
+    expect(steps.filter((s) => s.kind === 'file').map((s) => s.path)).toEqual([
+      'package.json',
+      'tsconfig.json',
+      'src/index.ts',
+      'test/conformance.test.ts',
+    ]);
     expect(steps.filter((s) => s.kind === 'run').length).toBeGreaterThanOrEqual(3);
   });
 

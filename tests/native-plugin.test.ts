@@ -24,7 +24,11 @@ const host = (options: Record<string, unknown> = {}) =>
 describe("'native' options", () => {
   it('is registered as a strategy that needs options and takes the native layers', () => {
     expect(strategyInfo('native')).toMatchObject({ requiresCuda: false, nativeLayers: true, requiresOptions: true });
-    expect(listAllocators().filter((a) => !a.requiresOptions).map((a) => a.name)).not.toContain('native');
+    expect(
+      listAllocators()
+        .filter((a) => !a.requiresOptions)
+        .map((a) => a.name),
+    ).not.toContain('native');
   });
 
   it('turns an options object into the key=value string and passes a string as is', () => {
@@ -49,12 +53,32 @@ describe("'native' options", () => {
   });
 
   it.each<[string, Record<string, unknown>, ErrorConstructor, RegExp]>([
-    ['no library', {}, TypeError, /Expected a non-empty string \(the path of a gpumem plug-in library\) for library but received undefined/],
+    [
+      'no library',
+      {},
+      TypeError,
+      /Expected a non-empty string \(the path of a gpumem plug-in library\) for library but received undefined/,
+    ],
     ['an empty library', { library: '' }, TypeError, /for library but received '' of type string/],
     ['a numeric library', { library: 7 }, TypeError, /for library but received 7 of type number/],
-    ['an unknown key', { library: exampleSlabLibrary, librar: 'x' }, TypeError, /Unknown option 'librar' for the 'native' allocator; expected one of: library, options, device/],
-    ['a device name', { library: exampleSlabLibrary, device: 'gpu' }, TypeError, /Expected 'host' or a CUDA device ordinal for device but received 'gpu'/],
-    ['a negative device', { library: exampleSlabLibrary, device: -1 }, RangeError, /Expected non-negative integer for device but received -1/],
+    [
+      'an unknown key',
+      { library: exampleSlabLibrary, librar: 'x' },
+      TypeError,
+      /Unknown option 'librar' for the 'native' allocator; expected one of: library, options, device/,
+    ],
+    [
+      'a device name',
+      { library: exampleSlabLibrary, device: 'gpu' },
+      TypeError,
+      /Expected 'host' or a CUDA device ordinal for device but received 'gpu'/,
+    ],
+    [
+      'a negative device',
+      { library: exampleSlabLibrary, device: -1 },
+      RangeError,
+      /Expected non-negative integer for device but received -1/,
+    ],
     ['a bad limit', { library: exampleSlabLibrary, device: 'host', limitBytes: 0 }, RangeError, /limitBytes/],
   ])('rejects %s', (_label, options, type, message) => {
     expect(() => createAllocator('native', options as never)).toThrow(type);
@@ -62,10 +86,14 @@ describe("'native' options", () => {
   });
 
   it('names the library and the cause when it cannot be loaded or refuses its options', () => {
-    expect(() => host({ library: '/nonexistent/libslab.so' })).toThrow(/plugin library '\/nonexistent\/libslab\.so': cannot be loaded: .*No such file/);
+    expect(() => host({ library: '/nonexistent/libslab.so' })).toThrow(
+      /plugin library '\/nonexistent\/libslab\.so': cannot be loaded: .*No such file/,
+    );
     expect(() => host({ options: 'colour=blue' })).toThrow(TypeError);
     expect(() => host({ options: { colour: 'blue' } })).toThrow(
-      new RegExp(`plugin library '${exampleSlabLibrary.replace(/[.*+?^${}()|[\]\\/]/g, '\\$&')}': create\\(options "colour=blue", device -1\\) failed: unknown option 'colour'`),
+      new RegExp(
+        `plugin library '${exampleSlabLibrary.replace(/[.*+?^${}()|[\]\\/]/g, '\\$&')}': create\\(options "colour=blue", device -1\\) failed: unknown option 'colour'`,
+      ),
     );
   });
 
@@ -91,7 +119,12 @@ describe("'native' over the example slab library (host memory)", () => {
       });
       const r = a.malloc(1000);
       expect(a.stats()).toMatchObject({ reservedBytes: 3 << 20, upstreamAllocCount: 3, largestFreeBlock: 1024 });
-      for (const [ptr, n] of [[p, 200], [q, 300], [r, 1000]] as const) a.free(ptr, n);
+      for (const [ptr, n] of [
+        [p, 200],
+        [q, 300],
+        [r, 1000],
+      ] as const)
+        a.free(ptr, n);
       a.trim();
       expect(a.stats()).toMatchObject({ allocatedBytes: 0, reservedBytes: 0, upstreamFreeCount: 3, peakReservedBytes: 3 << 20 });
     } finally {

@@ -41,10 +41,12 @@ describe('every strategy: the figures at the failure', () => {
         const unallocated = Math.max(0, reserved - oom.stats.allocatedBytes);
         expect(oom.reservedUnallocatedBytes).toBe(unallocated);
         expect(oom.largestFreeBlock).toBe(oom.stats.largestFreeBlock ?? 0);
-        expect(oom.message.endsWith(
-          `(reserved ${formatBytes(reserved)}, allocated ${formatBytes(oom.stats.allocatedBytes)}: ` +
-            `${formatBytes(unallocated)} reserved but unallocated, largest free block ${formatBytes(oom.largestFreeBlock)})`,
-        )).toBe(true);
+        expect(
+          oom.message.endsWith(
+            `(reserved ${formatBytes(reserved)}, allocated ${formatBytes(oom.stats.allocatedBytes)}: ` +
+              `${formatBytes(unallocated)} reserved but unallocated, largest free block ${formatBytes(oom.largestFreeBlock)})`,
+          ),
+        ).toBe(true);
         a.free(p, MiB);
       } finally {
         a.dispose();
@@ -61,7 +63,9 @@ describe('the figures tell fragmentation apart', () => {
     const oom = oomOf(() => pool.malloc(6 * MiB)); // no free segment to give back: 6 MiB cannot fit
     expect(oom.reservedUnallocatedBytes).toBe(2 * MiB);
     expect(oom.largestFreeBlock).toBe(MiB);
-    expect(oom.message).toMatch(/^pool: .*\(reserved 8\.00 MiB, allocated 6\.00 MiB: 2\.00 MiB reserved but unallocated, largest free block 1\.00 MiB\)$/);
+    expect(oom.message).toMatch(
+      /^pool: .*\(reserved 8\.00 MiB, allocated 6\.00 MiB: 2\.00 MiB reserved but unallocated, largest free block 1\.00 MiB\)$/,
+    );
     pool.free(a, 3 * MiB);
     pool.free(b, 3 * MiB);
     pool.dispose();
@@ -74,7 +78,9 @@ describe('the figures tell fragmentation apart', () => {
     expect(oom.stats.reservedBytes).toBe(6 * MiB);
     expect(oom.reservedUnallocatedBytes).toBe(MiB);
     expect(oom.largestFreeBlock).toBe(MiB);
-    expect(oom.message).toMatch(/^expandable: expandable_resource: out of memory allocating 4\.00 MiB .*limit: .*\(reserved 6\.00 MiB, allocated 5\.00 MiB: 1\.00 MiB reserved but unallocated, largest free block 1\.00 MiB\)$/);
+    expect(oom.message).toMatch(
+      /^expandable: expandable_resource: out of memory allocating 4\.00 MiB .*limit: .*\(reserved 6\.00 MiB, allocated 5\.00 MiB: 1\.00 MiB reserved but unallocated, largest free block 1\.00 MiB\)$/,
+    );
     expect(oom.message.match(/reserved but unallocated/g)).toHaveLength(1); // the limit's own figures are not repeated
     e.free(a, 5 * MiB);
     e.dispose();

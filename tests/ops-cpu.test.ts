@@ -135,8 +135,7 @@ describe('ops (CPU): matrix product and bias', () => {
     const py = f32(Y);
     ops.addBias(false, 0, py, f32(b), rows, cols);
     const got = readF32(py, rows * cols);
-    for (let r = 0; r < rows; r++)
-      for (let c = 0; c < cols; c++) expect(got[r * cols + c]).toBe(Math.fround(Y[r * cols + c]! + b[c]!));
+    for (let r = 0; r < rows; r++) for (let c = 0; c < cols; c++) expect(got[r * cols + c]).toBe(Math.fround(Y[r * cols + c]! + b[c]!));
   });
 
   it('biasGrad sums the columns, and accumulates on request', () => {
@@ -149,7 +148,12 @@ describe('ops (CPU): matrix product and bias', () => {
     ops.biasGrad(false, 0, f32(dY), pd, rows, cols, false);
     expect(relL2(readF32(pd, cols), ref)).toBeLessThan(1e-6);
     ops.biasGrad(false, 0, f32(dY), pd, rows, cols, true);
-    expect(relL2(readF32(pd, cols), ref.map((v) => 2 * v))).toBeLessThan(1e-6);
+    expect(
+      relL2(
+        readF32(pd, cols),
+        ref.map((v) => 2 * v),
+      ),
+    ).toBeLessThan(1e-6);
     ops.biasGrad(false, 0, 0, pd, 0, cols, false);
     expect(Array.from(readF32(pd, cols))).toEqual(new Array(cols).fill(0));
   });
@@ -220,8 +224,7 @@ describe('ops (CPU): activations and dropout', () => {
     const pdx = nanF32(n);
     ops.dropoutBackward(false, 0, f32(dY), pm, pdx, n, p);
     const dX = readF32(pdx, n);
-    for (let i = 0; i < n; i++)
-      if (dX[i] !== (mask[i] ? Math.fround(dY[i]! * scale) : 0)) throw new Error(`dX[${i}] = ${dX[i]}`);
+    for (let i = 0; i < n; i++) if (dX[i] !== (mask[i] ? Math.fround(dY[i]! * scale) : 0)) throw new Error(`dX[${i}] = ${dX[i]}`);
     // same seed and offset: the same mask; another seed: another; an offset shifts the stream
     const pm2 = malloc(n);
     ops.dropout(false, 0, px, py, pm2, n, p, 1234, 0);
@@ -294,8 +297,7 @@ describe('ops (CPU): softmax cross-entropy and accuracy', () => {
       expect(readI32(pc, 1)[0]).toBe(sub.correct);
       const d2 = readF32(pd2, N * C);
       expect(relL2(d2, sub.d)).toBeLessThan(1e-5);
-      for (let r = 0; r < N; r++)
-        if (!subset.includes(r)) for (let j = 0; j < C; j++) expect(d2[r * C + j]).toBe(0);
+      for (let r = 0; r < N; r++) if (!subset.includes(r)) for (let j = 0; j < C; j++) expect(d2[r * C + j]).toBe(0);
       // the gradient of each listed row sums to 0
       for (const r of subset) {
         let s = 0;
@@ -329,10 +331,12 @@ describe('ops (CPU): softmax cross-entropy and accuracy', () => {
     expect(readF32(ploss, 1)[0]).toBe(0);
     expect(readI32(pc, 1)[0]).toBe(0);
     expect(Array.from(readF32(pd, 2))).toEqual([0, 0]);
-    expect(() => ops.softmaxCrossEntropy(false, 0, pl, i32([0]), 0, 2, 1, 2, pd, ploss, pc)).toThrow(/Expected R equal to N \(1\) without rowIndex for R but received 2/);
+    expect(() => ops.softmaxCrossEntropy(false, 0, pl, i32([0]), 0, 2, 1, 2, pd, ploss, pc)).toThrow(
+      /Expected R equal to N \(1\) without rowIndex for R but received 2/,
+    );
   });
 
-  it('softmaxCrossEntropyBiasGrad: the loss, then the column sums of dLogits; results at the step counter\'s slot', () => {
+  it("softmaxCrossEntropyBiasGrad: the loss, then the column sums of dLogits; results at the step counter's slot", () => {
     const [N, C] = [50, 10];
     const logits = randf(N * C, 41, 4);
     const labels = randi(N, C, 42);
@@ -363,7 +367,9 @@ describe('ops (CPU): softmax cross-entropy and accuracy', () => {
     }
     ops.softmaxCrossEntropyBiasGrad(false, 0, pl, plab, N, C, pd, pdb, ploss, pc, 0); // no counter: slot 0
     expect(readF32(ploss, 1)[0]).toBe(readF32(plossRef, 1)[0]);
-    expect(() => ops.softmaxCrossEntropyBiasGrad(false, 0, pl, plab, 0, C, pd, pdb, ploss, pc, 0)).toThrow(/Expected integer >= 1 for N but received 0/);
+    expect(() => ops.softmaxCrossEntropyBiasGrad(false, 0, pl, plab, 0, C, pd, pdb, ploss, pc, 0)).toThrow(
+      /Expected integer >= 1 for N but received 0/,
+    );
     expect(() => ops.softmaxCrossEntropyBiasGrad(false, 0, pl, plab, N, C, pd, 0, ploss, pc, 0)).toThrow(/dBias/);
     expect(() => ops.softmaxCrossEntropyBiasGrad(false, 0, pl, plab, N, C, pd, pdb, ploss, pc, i32([-2]))).toThrow(/step/);
   });
@@ -430,13 +436,13 @@ describe('ops (CPU): graph ops', () => {
     const pout = nanF32(E * H);
     ops.gatherRows(false, 0, px, pi, pout, E, H);
     const g = readF32(pout, E * H);
-    for (let e = 0; e < E; e++)
-      for (let h = 0; h < H; h++) expect(g[e * H + h]).toBe(X[idx[e]! * H + h]);
+    for (let e = 0; e < E; e++) for (let h = 0; h < H; h++) expect(g[e * H + h]).toBe(X[idx[e]! * H + h]);
     const base = randf(rows * H, 53);
     const ps = f32(base);
     ops.scatterAddRows(false, 0, pout, pi, ps, E, H);
     const ref = Float64Array.from(base);
-    for (let e = 0; e < E; e++) for (let h = 0; h < H; h++) {
+    for (let e = 0; e < E; e++)
+      for (let h = 0; h < H; h++) {
         const k = idx[e]! * H + h;
         ref[k] = ref[k]! + g[e * H + h]!;
       }
@@ -497,7 +503,9 @@ describe('ops (CPU): graph ops', () => {
     // no edges; and a row out of range is an error, not a crash
     ops.csrBuild(false, 0, 0, 0, 0, 4, prp, 0, 0, 0);
     expect(Array.from(readI32(prp, 5))).toEqual([0, 0, 0, 0, 0]);
-    expect(() => ops.csrBuild(false, 0, i32([0, 4]), i32([1, 1]), 2, 4, prp, pcol, 0, 0)).toThrow("Expected a valid index for rows[1] but received 4");
+    expect(() => ops.csrBuild(false, 0, i32([0, 4]), i32([1, 1]), 2, 4, prp, pcol, 0, 0)).toThrow(
+      'Expected a valid index for rows[1] but received 4',
+    );
   });
 
   it('spmm equals the dense product; rowDegrees and edgeNorm in every mode', () => {
@@ -513,7 +521,8 @@ describe('ops (CPU): graph ops', () => {
     const pcol = i32(col);
     ops.spmm(false, 0, prp, pcol, f32(val), f32(X), pout, N, H);
     const dense = new Float64Array(N * N);
-    for (let i = 0; i < N; i++) for (let e = rowptr[i]!; e < rowptr[i + 1]!; e++) {
+    for (let i = 0; i < N; i++)
+      for (let e = rowptr[i]!; e < rowptr[i + 1]!; e++) {
         const k = i * N + col[e]!;
         dense[k] = dense[k]! + val[e]!;
       }
@@ -563,7 +572,7 @@ describe('ops (CPU): random generators', () => {
   }
   function bits(seed: number, counter: number): bigint {
     const key = mix((BigInt(seed) + golden) & mask64);
-    return mix((key + ((BigInt(counter) + 1n) * golden)) & mask64);
+    return mix((key + (BigInt(counter) + 1n) * golden) & mask64);
   }
 
   it('randomInts is the documented counter-based hash modulo m, deterministic, in range', () => {
@@ -672,7 +681,9 @@ describe('ops (CPU): fill, scale', () => {
     const q = i32([2 ** 31 - 1]);
     ops.addI32(false, 0, q, 1);
     expect(readI32(q, 1)[0]).toBe(-(2 ** 31));
-    expect(() => ops.addI32(false, 0, p, 2 ** 31)).toThrow(/Expected an i32 \(integer in \[-2\^31, 2\^31 - 1\]\) for value but received 2147483648/);
+    expect(() => ops.addI32(false, 0, p, 2 ** 31)).toThrow(
+      /Expected an i32 \(integer in \[-2\^31, 2\^31 - 1\]\) for value but received 2147483648/,
+    );
     expect(() => ops.addI32(false, 0, 0, 1)).toThrow(/ptr/);
     expect(() => ops.streamWait(false, 1, 2)).not.toThrow();
   });

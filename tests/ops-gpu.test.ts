@@ -387,9 +387,7 @@ describe.skipIf(!gpuAvailable)(gpuTitle('ops on the GPU against the CPU referenc
         expectIdentical(rowptr.gpu(), rowptr.cpu(), `rowptr (N=${N}, E=${E})`);
         expectIdentical(col.gpu(), col.cpu(), `col (N=${N}, E=${E})`);
         if (tempBytes > 0)
-          expect(() => ops.csrBuild(true, 0, rows.d, cols.d, E, N, rowptr.d, col.d, temp, tempBytes - 1)).toThrow(
-            /tempBytes/,
-          );
+          expect(() => ops.csrBuild(true, 0, rows.d, cols.d, E, N, rowptr.d, col.d, temp, tempBytes - 1)).toThrow(/tempBytes/);
       } finally {
         if (temp) dev.free(temp, tempBytes);
       }
@@ -592,7 +590,11 @@ describe.skipIf(!gpuAvailable)(gpuTitle('ops on the GPU against the CPU referenc
       }
       expect(counter.gpu()[0]).toBe(14);
       expectIdentical(c.gpu(), twoA, 'c after two replays');
-      expectIdentical(b.gpu(), a.cpu().map((v) => Math.fround(2 * v)), 'b after two replays');
+      expectIdentical(
+        b.gpu(),
+        a.cpu().map((v) => Math.fround(2 * v)),
+        'b after two replays',
+      );
       expect(() => ops.addI32(true, main.handle, counter.d, 2 ** 31)).toThrow(/value/);
     } finally {
       main.synchronize();

@@ -20,7 +20,11 @@ describe.skipIf(skipReason !== undefined)('packed packages installed away from t
   let out = '';
   let project = '';
   const gpumem = (...args: string[]) =>
-    execFileSync(join(project, 'node_modules', '.bin', 'gpumem'), args, { cwd: project, encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] });
+    execFileSync(join(project, 'node_modules', '.bin', 'gpumem'), args, {
+      cwd: project,
+      encoding: 'utf8',
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
 
   beforeAll(() => {
     out = mkdtempSync(join(tmpdir(), 'gpumem-pack-'));
@@ -36,18 +40,27 @@ describe.skipIf(skipReason !== undefined)('packed packages installed away from t
       const dir = join(project, 'node_modules', '@gpumem', name);
       expect(existsSync(join(dir, 'LICENSE')), `${name} has a LICENSE`).toBe(true);
       const files = execFileSync('find', [dir, '-type', 'f'], { encoding: 'utf8' }).split('\n').filter(Boolean);
-      expect(files.filter((f) => /\.test\.|[/\\]fixtures?[/\\]|[/\\]tests[/\\]/.test(f)), name).toEqual([]);
+      expect(
+        files.filter((f) => /\.test\.|[/\\]fixtures?[/\\]|[/\\]tests[/\\]/.test(f)),
+        name,
+      ).toEqual([]);
       for (const map of files.filter((f) => f.endsWith('.js.map'))) {
         const source = map.replace(`${join(dir, 'dist')}`, join(dir, 'src')).replace(/\.js\.map$/, '.ts');
         expect(existsSync(source), `${map} points at a shipped source`).toBe(true);
       }
     }
-    expect(existsSync(join(project, 'node_modules', '@gpumem', 'native', 'prebuilds', `${process.platform}-${process.arch}`, 'gpumem.node'))).toBe(true);
+    expect(
+      existsSync(join(project, 'node_modules', '@gpumem', 'native', 'prebuilds', `${process.platform}-${process.arch}`, 'gpumem.node')),
+    ).toBe(true);
     expect(existsSync(join(project, 'node_modules', 'lerna'))).toBe(false);
   });
 
   it('gpumem info loads the prebuilt addon and names the built GPU architectures', () => {
-    const info = JSON.parse(gpumem('info', '--json')) as { builtWithCuda: boolean; cudaArchitectures: string[]; strategies: { name: string }[] };
+    const info = JSON.parse(gpumem('info', '--json')) as {
+      builtWithCuda: boolean;
+      cudaArchitectures: string[];
+      strategies: { name: string }[];
+    };
     expect(info.strategies.map((s) => s.name)).toEqual(expect.arrayContaining(['host', 'pool', 'expandable', 'tiered']));
     if (info.builtWithCuda) expect(info.cudaArchitectures.length).toBeGreaterThan(0);
   });
@@ -63,7 +76,10 @@ describe.skipIf(skipReason !== undefined)('packed packages installed away from t
         'console.log(JSON.stringify(pool.stats()));\n' +
         'pool.dispose();\n',
     );
-    const stats = JSON.parse(execFileSync(process.execPath, ['use.mjs'], { cwd: project, encoding: 'utf8' })) as { allocCount: number; reservedBytes: number };
+    const stats = JSON.parse(execFileSync(process.execPath, ['use.mjs'], { cwd: project, encoding: 'utf8' })) as {
+      allocCount: number;
+      reservedBytes: number;
+    };
     expect(stats.allocCount).toBe(1);
     expect(stats.reservedBytes).toBeGreaterThanOrEqual(1 << 20);
   });

@@ -56,12 +56,19 @@ describe('peerAccess: memory on the host takes no peers', () => {
     ['pinned', { upstream: 'host' }],
   ])('%s over the host: a TypeError naming the option', (name, options) => {
     expect(() => createAllocator(name as 'pool', { ...options, peerAccess: [1] } as never)).toThrow(TypeError);
-    expect(() => createAllocator(name as 'pool', { ...options, peerAccess: [1] } as never)).toThrow(/^Expected peerAccess only for memory on a CUDA device/);
-    use(createAllocator(name as 'pool', { ...options, peerAccess: [] } as never), (a) => expect((a as NativeAllocator).peerAccess).toEqual([]));
+    expect(() => createAllocator(name as 'pool', { ...options, peerAccess: [1] } as never)).toThrow(
+      /^Expected peerAccess only for memory on a CUDA device/,
+    );
+    use(createAllocator(name as 'pool', { ...options, peerAccess: [] } as never), (a) =>
+      expect((a as NativeAllocator).peerAccess).toEqual([]),
+    );
   });
 
   it('the strategies that take it say so in the registry', () => {
-    const flagged = listAllocators().filter((s) => s.peerAccess).map((s) => s.name).sort();
+    const flagged = listAllocators()
+      .filter((s) => s.peerAccess)
+      .map((s) => s.name)
+      .sort();
     expect(flagged).toEqual(expect.arrayContaining(onDevice.map(([name]) => name).sort()));
     expect(flagged).not.toContain('host');
   });
@@ -96,13 +103,18 @@ describe.skipIf(!gpuAvailable)(gpuTitle('peerAccess on a GPU host'), () => {
     for (const p of t.pairs) expect(p.canAccessPeer).toBe(loadNative().canAccessPeer(p.from, p.to));
   });
 
-  it.skipIf(count !== 1)(count === 1 ? 'one GPU: peerAccess [1] is refused with the device count' : `one GPU: peerAccess [1] is refused with the device count [skipped: ${count} devices]`, () => {
-    for (const [name, options] of onDevice) {
-      expect(() => createAllocator(name as 'pool', { ...options, peerAccess: [1] } as never)).toThrow(
-        'Expected CUDA device ordinals below the device count (1) for peerAccess but received 1 at peerAccess[0]',
-      );
-    }
-  });
+  it.skipIf(count !== 1)(
+    count === 1
+      ? 'one GPU: peerAccess [1] is refused with the device count'
+      : `one GPU: peerAccess [1] is refused with the device count [skipped: ${count} devices]`,
+    () => {
+      for (const [name, options] of onDevice) {
+        expect(() => createAllocator(name as 'pool', { ...options, peerAccess: [1] } as never)).toThrow(
+          'Expected CUDA device ordinals below the device count (1) for peerAccess but received 1 at peerAccess[0]',
+        );
+      }
+    },
+  );
 });
 
 /** Why the two-device suite cannot run here ('' when it can). */
@@ -142,7 +154,10 @@ describe.skipIf(!twoDevices)(twoTitle('peerAccess with two devices: cuda:1 write
         peerFillU32(allocator, ptr, values, 7, cudaDevice(0));
         const back = new Uint32Array(values);
         allocator.read(ptr, back);
-        expect(back.every((v) => v === 7), name).toBe(true);
+        expect(
+          back.every((v) => v === 7),
+          name,
+        ).toBe(true);
         allocator.free(ptr, values * 4);
       });
     }

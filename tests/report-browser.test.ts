@@ -24,8 +24,14 @@ if (!browserAvailable && process.env.GPUMEM_REQUIRE_BROWSER === '1') {
 
 const artifacts = fileURLToPath(new URL('../test-artifacts/', import.meta.url));
 const launchArgs = [
-  '--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
-  '--disable-background-networking', '--disable-component-update', '--disable-sync',
+  '--headless',
+  '--no-sandbox',
+  '--disable-gpu',
+  '--disable-quic',
+  '--no-first-run',
+  '--disable-background-networking',
+  '--disable-component-update',
+  '--disable-sync',
 ];
 
 /** What went wrong on a page: console errors, uncaught errors, and any request that left file://. */
@@ -100,7 +106,11 @@ describe.skipIf(!browserAvailable)(
 
     it('has one table row per run, in run order, with the failed run marked', async () => {
       const rows = await page.$$eval('table.compare tbody tr.run', (trs) =>
-        trs.map((tr) => ({ allocator: tr.getAttribute('data-allocator'), status: tr.querySelector('.status')?.textContent, cells: tr.children.length })),
+        trs.map((tr) => ({
+          allocator: tr.getAttribute('data-allocator'),
+          status: tr.querySelector('.status')?.textContent,
+          cells: tr.children.length,
+        })),
       );
       expect(rows).toEqual([
         { allocator: 'cuda', status: 'OK', cells: 11 },
@@ -116,7 +126,7 @@ describe.skipIf(!browserAvailable)(
       expect(await page.$$('figure.timeline.failed canvas')).toHaveLength(0);
     });
 
-    it('draws each timeline: the library holds every point, and the canvas has the run\'s colour on it', async () => {
+    it("draws each timeline: the library holds every point, and the canvas has the run's colour on it", async () => {
       const charts = await page.evaluate(() => {
         const report = (window as unknown as ReportWindow).gpumemReport;
         return report.charts.map(({ kind, allocator, canvasId, chart }) => {
@@ -244,7 +254,7 @@ describe.skipIf(!browserAvailable)(
       await taggedPage.close();
     });
 
-    it('overlays every run\'s and every baseline\'s training loss per step, and shows the baseline as a row', async () => {
+    it("overlays every run's and every baseline's training loss per step, and shows the baseline as a row", async () => {
       const withBaseline = sampleCompareResult();
       withBaseline.baselines = [readBaseline(baselineFixture)];
       const baselinePage = (await openReport(browser, renderHtmlReport(withBaseline), 'report-baseline')).page;
@@ -270,13 +280,17 @@ describe.skipIf(!browserAvailable)(
       await baselinePage.close();
     });
 
-    it('draws the spread of each run\'s measured epochs: a min–max bar, a quartile box and the median', async () => {
+    it("draws the spread of each run's measured epochs: a min–max bar, a quartile box and the median", async () => {
       const spread = await page.evaluate(() => {
         const report = (window as unknown as ReportWindow).gpumemReport;
         const chart = report.charts.find((c) => c.kind === 'spread')!.chart;
         return {
           labels: chart.data.labels,
-          datasets: chart.data.datasets.map((d: { label: string; data: unknown[] }, i: number) => ({ label: d.label, data: d.data, drawn: chart.getDatasetMeta(i).data.length })),
+          datasets: chart.data.datasets.map((d: { label: string; data: unknown[] }, i: number) => ({
+            label: d.label,
+            data: d.data,
+            drawn: chart.getDatasetMeta(i).data.length,
+          })),
         };
       });
       const ok = result.runs.filter((r) => r.status === 'ok');
@@ -296,9 +310,9 @@ describe.skipIf(!browserAvailable)(
         const report = (window as unknown as ReportWindow).gpumemReport;
         const chart = report.charts.find((c) => c.kind === 'epochs')!.chart;
         return chart.data.datasets.map((_: unknown, i: number) =>
-          chart.getDatasetMeta(i).data.map((bar, k) =>
-            chart.data.datasets[i]!.data[k] === null ? 0 : Math.round(Math.abs(bar.base - bar.y)),
-          ),
+          chart
+            .getDatasetMeta(i)
+            .data.map((bar, k) => (chart.data.datasets[i]!.data[k] === null ? 0 : Math.round(Math.abs(bar.base - bar.y)))),
         ) as number[][];
       });
       expect(bars.map((heights) => heights.filter((h) => h > 0).length)).toEqual([3, 3, 3, 1]);
@@ -320,7 +334,8 @@ describe.skipIf(!browserAvailable)(
               const canvas = document.getElementById(canvasId) as HTMLCanvasElement;
               const { data } = canvas.getContext('2d')!.getImageData(0, 0, canvas.width, canvas.height);
               const colours = new Set<number>();
-              for (let i = 0; i < data.length; i += 4) if (data[i + 3]! > 0) colours.add((data[i]! << 16) | (data[i + 1]! << 8) | data[i + 2]!);
+              for (let i = 0; i < data.length; i += 4)
+                if (data[i + 3]! > 0) colours.add((data[i]! << 16) | (data[i + 1]! << 8) | data[i + 2]!);
               return {
                 kind,
                 allocator,
@@ -346,7 +361,8 @@ describe.skipIf(!browserAvailable)(
         expect(charts.filter((c) => c.kind === 'timeline').map((c) => c.allocator)).toEqual(['cuda', 'pool', 'async', 'tiered']);
         const tierCharts = charts.filter((c) => c.kind === 'tiers');
         expect(tierCharts.map((c) => c.allocator)).toEqual(['tiered']);
-        for (const c of charts.filter((c) => c.kind === 'timeline')) expect(c.datasets.map((d: { label: string }) => d.label)).toEqual(['reserved', 'allocated']);
+        for (const c of charts.filter((c) => c.kind === 'timeline'))
+          expect(c.datasets.map((d: { label: string }) => d.label)).toEqual(['reserved', 'allocated']);
         const chart = tierCharts[0]!;
         const run = tiered.runs[4]!;
         const labels = ['device reserved', 'device allocated', 'host reserved', 'host allocated'];
@@ -364,7 +380,9 @@ describe.skipIf(!browserAvailable)(
         // the host series in their own colour, the device ones in the run's, both on the canvas
         const near = (hex: string) => {
           const rgb = Number.parseInt(hex.slice(1), 16);
-          return chart.colours.some((c: number) => [16, 8, 0].every((shift) => Math.abs(((c >> shift) & 255) - ((rgb >> shift) & 255)) <= 12));
+          return chart.colours.some((c: number) =>
+            [16, 8, 0].every((shift) => Math.abs(((c >> shift) & 255) - ((rgb >> shift) & 255)) <= 12),
+          );
         };
         expect(hostAllocated.color).not.toBe(deviceAllocated.color);
         expect(near(hostAllocated.color), `a pixel of the host colour ${hostAllocated.color}`).toBe(true);
@@ -378,7 +396,11 @@ describe.skipIf(!browserAvailable)(
         expect(new Set(shared).size).toBe(1);
         // the table: the split under the tiered run's peaks only, and a column of the bytes moved
         const splits = await tieredPage.$$eval('table.compare tbody tr.run', (trs) =>
-          trs.map((tr) => ({ allocator: tr.getAttribute('data-allocator'), cells: tr.children.length, tiers: [...tr.querySelectorAll('small.tiers')].map((s) => s.textContent) })),
+          trs.map((tr) => ({
+            allocator: tr.getAttribute('data-allocator'),
+            cells: tr.children.length,
+            tiers: [...tr.querySelectorAll('small.tiers')].map((s) => s.textContent),
+          })),
         );
         expect(splits.map((r) => [r.allocator, r.cells, r.tiers.length])).toEqual([
           ['cuda', 12, 0],
@@ -388,8 +410,17 @@ describe.skipIf(!browserAvailable)(
           ['tiered', 12, 2],
         ]);
         for (const text of splits[4]!.tiers) expect(text).toMatch(/^[\d.]+ MiB device \+ [\d.]+ MiB host$/);
-        const tierRows = await tieredPage.$$eval('figure[data-run="4"] table.stats.tiers tbody tr', (trs) => trs.map((tr) => tr.querySelector('th')?.textContent));
-        expect(tierRows).toEqual(['peak allocated', 'peak reserved', 'allocated at the end', 'reserved at the end', 'moved to host', 'moved to device']);
+        const tierRows = await tieredPage.$$eval('figure[data-run="4"] table.stats.tiers tbody tr', (trs) =>
+          trs.map((tr) => tr.querySelector('th')?.textContent),
+        );
+        expect(tierRows).toEqual([
+          'peak allocated',
+          'peak reserved',
+          'allocated at the end',
+          'reserved at the end',
+          'moved to host',
+          'moved to device',
+        ]);
         expect(await tieredPage.$$('figure[data-run="0"] table.stats.tiers, figure[data-run="0"] canvas[id$="-tiers"]')).toHaveLength(0);
         await tieredPage.click('#shared-scale');
         const png = await tieredPage.screenshot({ path: `${artifacts}report-tiered.png`, fullPage: true });
@@ -443,9 +474,7 @@ describe.skipIf(!browserAvailable)(
     });
 
     it('draws no tier chart and no tier figures for a comparison without a host tier', async () => {
-      const kinds = await page.evaluate(() =>
-        (window as unknown as ReportWindow).gpumemReport.charts.map((c) => c.kind),
-      );
+      const kinds = await page.evaluate(() => (window as unknown as ReportWindow).gpumemReport.charts.map((c) => c.kind));
       expect(kinds).not.toContain('tiers');
       expect(await page.$$('small.tiers, table.stats.tiers, canvas[id$="-tiers"]')).toHaveLength(0);
     });

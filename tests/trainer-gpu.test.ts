@@ -31,7 +31,15 @@ describe.skipIf(!gpuAvailable)(gpuTitle('trainer on the GPU'), () => {
 
   it('mlp with the steps captured as CUDA Graphs: the same losses as eager, at a fraction of the time', () => {
     // 200 full batches and a last one of 40 rows (run eagerly in graph mode too)
-    const options = { model: 'mlp' as const, allocator: 'pool', allocatorOptions: { upstream: 'cuda' }, epochs: 2, trainSubset: 12_840, testSubset: 2000, seed: 5 };
+    const options = {
+      model: 'mlp' as const,
+      allocator: 'pool',
+      allocatorOptions: { upstream: 'cuda' },
+      epochs: 2,
+      trainSubset: 12_840,
+      testSubset: 2000,
+      seed: 5,
+    };
     const eager = train(options);
     const graphed = train({ ...options, cudaGraph: true }); // 4 steps a launch
     const single = train({ ...options, cudaGraph: true, graphSteps: 1 });
@@ -43,15 +51,26 @@ describe.skipIf(!gpuAvailable)(gpuTitle('trainer on the GPU'), () => {
       ['1 step a graph', single],
       ['7 steps a graph', seven],
     ] as const) {
-      expect(run.epochs.map((e) => e.losses), name).toEqual(eager.epochs.map((e) => e.losses));
-      expect(run.epochs.map((e) => e.accuracy), name).toEqual(eager.epochs.map((e) => e.accuracy));
-      expect(run.epochs.map((e) => e.trainAccuracy), name).toEqual(eager.epochs.map((e) => e.trainAccuracy));
+      expect(
+        run.epochs.map((e) => e.losses),
+        name,
+      ).toEqual(eager.epochs.map((e) => e.losses));
+      expect(
+        run.epochs.map((e) => e.accuracy),
+        name,
+      ).toEqual(eager.epochs.map((e) => e.accuracy));
+      expect(
+        run.epochs.map((e) => e.trainAccuracy),
+        name,
+      ).toEqual(eager.epochs.map((e) => e.trainAccuracy));
     }
     console.log(
       `mlp, 201 steps an epoch: eager ${eager.epochs[1]!.epochMs.toFixed(1)} ms, CUDA graphs of 4 steps ${graphed.epochs[1]!.epochMs.toFixed(1)} ms, of 1 step ${single.epochs[1]!.epochMs.toFixed(1)} ms, of 7 steps ${seven.epochs[1]!.epochMs.toFixed(1)} ms`,
     );
     expect(graphed.epochs[1]!.epochMs).toBeLessThan(eager.epochs[1]!.epochMs);
-    expect(() => train({ ...options, allocator: 'cuda', allocatorOptions: {}, cudaGraph: true })).toThrow(/Expected a capturable allocator \(registered with capturable: true; here: [^)]*pool[^)]*\) for cudaGraph but received 'cuda'/);
+    expect(() => train({ ...options, allocator: 'cuda', allocatorOptions: {}, cudaGraph: true })).toThrow(
+      /Expected a capturable allocator \(registered with capturable: true; here: [^)]*pool[^)]*\) for cudaGraph but received 'cuda'/,
+    );
     expect(() => train({ ...options, cudaGraph: true, graphSteps: 0 })).toThrow(/graphSteps/);
   });
 
@@ -60,7 +79,17 @@ describe.skipIf(!gpuAvailable)(gpuTitle('trainer on the GPU'), () => {
     try {
       const steps: AllocatorStats[] = [];
       const progress: number[][] = [[], []];
-      train({ model: 'mlp', allocator, epochs: 2, trainSubset: 64 * 40 + 10, testSubset: 500, cudaGraph: true, graphSteps: 16, onStep: (_s, stats) => steps.push(stats), onProgress: (p) => progress[p.epoch]!.push(p.step) });
+      train({
+        model: 'mlp',
+        allocator,
+        epochs: 2,
+        trainSubset: 64 * 40 + 10,
+        testSubset: 500,
+        cudaGraph: true,
+        graphSteps: 16,
+        onStep: (_s, stats) => steps.push(stats),
+        onProgress: (p) => progress[p.epoch]!.push(p.step),
+      });
       expect(steps).toHaveLength(2 * 41);
       // epoch 1 from its start: the graphs exist, so every step sees the same allocations
       expect(new Set(steps.slice(41).map((s) => s.allocatedBytes)).size).toBe(1);
@@ -102,7 +131,15 @@ describe.skipIf(!gpuAvailable)(gpuTitle('trainer on the GPU'), () => {
 
   it('the allocator does not change the math: bit-identical losses under every allocator', () => {
     const runs = allocators.map(([name, options]) => {
-      const mlp = train({ model: 'mlp', allocator: name, allocatorOptions: options, epochs: 1, trainSubset: 6400, testSubset: 1000, seed: 4 });
+      const mlp = train({
+        model: 'mlp',
+        allocator: name,
+        allocatorOptions: options,
+        epochs: 1,
+        trainSubset: 6400,
+        testSubset: 1000,
+        seed: 4,
+      });
       const gcn = train({ model: 'gcn', allocator: name, allocatorOptions: options, nodes: 50_000, epochs: 5, seed: 4 });
       return { name, losses: [...mlp.epochs.flatMap((e) => e.losses), ...gcn.epochs.map((e) => e.loss)] };
     });
@@ -120,7 +157,14 @@ describe.skipIf(!gpuAvailable)(gpuTitle('trainer on the GPU'), () => {
         expect(steps).toHaveLength(20);
         expect(new Set(steps.map((s) => s.allocatedBytes)).size).toBe(1);
         const gcn: number[] = [];
-        train({ model: 'gcn', allocator, nodes: 20_000, epochs: 3, aggregation: 'scatter', onStep: (_s, stats) => gcn.push(stats.allocatedBytes) });
+        train({
+          model: 'gcn',
+          allocator,
+          nodes: 20_000,
+          epochs: 3,
+          aggregation: 'scatter',
+          onStep: (_s, stats) => gcn.push(stats.allocatedBytes),
+        });
         expect(new Set(gcn).size).toBe(1);
         expect(allocator.stats().allocatedBytes).toBe(0);
       } finally {

@@ -60,7 +60,12 @@ const variants = {
   cuda: [['cuda', {}]],
   uvm: [['uvm', { logThresholdBytes: false, limitBytes: 1024 * MiB }]],
   async: [['async', {}]],
-  pool: gpu ? [['pool', { upstream: 'cuda' }], ['pool(host)', { upstream: 'host' }]] : [['pool(host)', { upstream: 'host' }]],
+  pool: gpu
+    ? [
+        ['pool', { upstream: 'cuda' }],
+        ['pool(host)', { upstream: 'host' }],
+      ]
+    : [['pool(host)', { upstream: 'host' }]],
 };
 
 // A mixed-size trace like a training step's: many small tensors, some medium, a few large ones,
@@ -144,7 +149,10 @@ function main() {
   }
   // A strategy that cannot be made without options (e.g. 'native': its library) is not measured.
   const needOptions = (args.allocators ?? registered).filter((name) => strategies.find((s) => s.name === name).requiresOptions);
-  if (needOptions.length > 0) process.stderr.write(`bench/alloc: skipping ${needOptions.join(', ')}: needs options (e.g. native's library) that this benchmark does not take\n`);
+  if (needOptions.length > 0)
+    process.stderr.write(
+      `bench/alloc: skipping ${needOptions.join(', ')}: needs options (e.g. native's library) that this benchmark does not take\n`,
+    );
   const wanted = (args.allocators ?? registered).filter((name) => !needOptions.includes(name));
   const noGpu = wanted.filter((name) => !gpu && strategies.find((s) => s.name === name).requiresCuda);
   if (noGpu.length > 0) process.stderr.write(`bench/alloc: no CUDA device; skipping ${noGpu.join(', ')}\n`);
@@ -160,9 +168,10 @@ function main() {
       const row = { allocator: label, options, iterations, repeats, sizes: {}, trace: {} };
       try {
         for (const bytes of sizes) {
-          const native = allocator instanceof NativeAllocator
-            ? benchmarkPairs(allocator, bytes, iterations, repeats, stream).medianNsPerPair
-            : undefined;
+          const native =
+            allocator instanceof NativeAllocator
+              ? benchmarkPairs(allocator, bytes, iterations, repeats, stream).medianNsPerPair
+              : undefined;
           const ts = tsPairs(allocator, bytes, iterations, repeats, stream);
           row.sizes[bytes] = { nativeNsPerPair: native, typescriptNsPerPair: ts };
         }
@@ -171,7 +180,9 @@ function main() {
           operations: traceIters.length,
           window,
           nativeNsPerPair:
-            allocator instanceof NativeAllocator ? benchmarkTrace(allocator, traceIters, window, repeats, stream).medianNsPerPair : undefined,
+            allocator instanceof NativeAllocator
+              ? benchmarkTrace(allocator, traceIters, window, repeats, stream).medianNsPerPair
+              : undefined,
           typescriptNsPerPair: tsTrace(allocator, traceIters, window, repeats, stream),
         };
         row.stats = allocator.stats();

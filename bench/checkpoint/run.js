@@ -45,7 +45,8 @@ function fail(message) {
 
 function integer(text, name, min) {
   const n = Number(text);
-  if (text === undefined || !Number.isSafeInteger(n) || n < min) fail(`expected an integer of at least ${min} for ${name} but received '${text}'`);
+  if (text === undefined || !Number.isSafeInteger(n) || n < min)
+    fail(`expected an integer of at least ${min} for ${name} but received '${text}'`);
   return n;
 }
 
@@ -87,7 +88,8 @@ function parseArgs(argv) {
   const layers = args.hiddenLayers + 1;
   for (const m of args.checkpoints) if (m > layers) fail(`a checkpoint of at most ${layers} (the layers) but received ${m}`);
   for (const k of args.nanoBatches) if (k > args.batch) fail(`nano-batches of at most the batch (${args.batch}) but received ${k}`);
-  if (args.steps * args.batch > 60_000) fail(`--steps × --batch of at most 60000 (the MNIST training images) but received ${args.steps * args.batch}`);
+  if (args.steps * args.batch > 60_000)
+    fail(`--steps × --batch of at most 60000 (the MNIST training images) but received ${args.steps * args.batch}`);
   try {
     args.spec = parseAllocatorSpec(args.allocator);
   } catch (e) {
@@ -143,7 +145,9 @@ function main() {
     `mlp on MNIST, ${args.hiddenLayers} hidden layers of ${width} (N = ${layers} layers), batch ${args.batch}, ${args.steps} steps a run (the first left out), ` +
       `${args.repeats} repeat${args.repeats === 1 ? '' : 's'}, allocator ${args.allocator}${args.layerPrefetch ? ', layer prefetch' : ''}, on ${device}`,
   );
-  console.log(`X = rows·${width}·4 bytes (a layer's input), Y = 0 (bias add and ReLU in place); formula = the notes' + 2X (backward's dy and dx)\n`);
+  console.log(
+    `X = rows·${width}·4 bytes (a layer's input), Y = 0 (bias add and ReLU in place); formula = the notes' + 2X (backward's dy and dx)\n`,
+  );
   const configs = args.checkpoints.flatMap((checkpoint) => args.nanoBatches.map((nanoBatches) => ({ checkpoint, nanoBatches })));
   const rows = [];
   // repeats interleaved (A B C A B C ...), so drift of the machine spreads over every configuration
@@ -192,14 +196,25 @@ function main() {
   for (const row of table) console.log(line(row));
   const base = rows.find((r) => r.checkpoint === 0 && r.nanoBatches === 1);
   const differing = base ? rows.filter((r) => r.losses.some((l, s) => Math.abs(l - base.losses[s]) > 1e-5 * Math.abs(base.losses[s]))) : [];
-  if (differing.length > 0) console.log(`\nlosses differ from checkpoint off, nano-batches 1 beyond 1e-5 relative: ${differing.map((r) => `checkpoint ${r.checkpoint || 'off'}/nano ${r.nanoBatches}`).join(', ')}`);
+  if (differing.length > 0)
+    console.log(
+      `\nlosses differ from checkpoint off, nano-batches 1 beyond 1e-5 relative: ${differing.map((r) => `checkpoint ${r.checkpoint || 'off'}/nano ${r.nanoBatches}`).join(', ')}`,
+    );
 
   const result = {
     benchmark: 'checkpoint',
     date: new Date().toISOString(),
     node: process.version,
     device,
-    options: { allocator: args.allocator, batch: args.batch, hiddenLayers: args.hiddenLayers, width, steps: args.steps, repeats: args.repeats, layerPrefetch: args.layerPrefetch },
+    options: {
+      allocator: args.allocator,
+      batch: args.batch,
+      hiddenLayers: args.hiddenLayers,
+      width,
+      steps: args.steps,
+      repeats: args.repeats,
+      layerPrefetch: args.layerPrefetch,
+    },
     // per configuration: the formula's parts, the largest (and smallest) measured step peak, the step
     // times of every repeat (ms, after its warm-up step) and the first repeat's losses
     rows,

@@ -26,7 +26,6 @@ class TraceBuilder {
   }
 }
 
-
 /**
  * (a) The cycle: each of 100 cycles keeps a 48 MiB block and allocates then frees a temporary of
  * 128 MiB + 4 MiB * k. A segment cache carves each kept block from the last temporary's segment and

@@ -119,7 +119,14 @@ function main() {
       `${r.bytes < r.requestedBytes ? ` (asked ${formatBytes(r.requestedBytes)}; bounded by half the host's available ${formatBytes(r.hostAvailableBytes)} and half the device's free ${formatBytes(r.deviceFreeBytes)})` : ''}` +
       `, ${r.repetitions} repetitions, ${r.threadsPerBlock} threads per block; GB/s = 10^9 bytes/s\n`,
   );
-  const header = ['measurement', 'grid', 'median GB/s', 'min–max GB/s', 'zero-copy read / best H2D copy', 'zero-copy read / managed faulting'];
+  const header = [
+    'measurement',
+    'grid',
+    'median GB/s',
+    'min–max GB/s',
+    'zero-copy read / best H2D copy',
+    'zero-copy read / managed faulting',
+  ];
   const table = rows.map((m) => [
     labels[m.kind] ?? m.kind,
     m.grid > 0 ? `${m.blocksPerSm}/SM (${m.grid} blocks)` : '-',
@@ -149,7 +156,12 @@ function main() {
     date: new Date().toISOString(),
     node: process.version,
     device: { index: r.device, name: r.deviceName, multiprocessors: r.multiprocessors },
-    options: { requestedBytes: r.requestedBytes, repetitions: r.repetitions, blocksPerSm: args.blocksPerSm, threadsPerBlock: r.threadsPerBlock },
+    options: {
+      requestedBytes: r.requestedBytes,
+      repetitions: r.repetitions,
+      blocksPerSm: args.blocksPerSm,
+      threadsPerBlock: r.threadsPerBlock,
+    },
     bytes: r.bytes,
     hostAvailableBytes: r.hostAvailableBytes,
     deviceFreeBytes: r.deviceFreeBytes,

@@ -42,13 +42,22 @@ function parseDevices(text) {
 }
 
 function parseArgs(argv) {
-  const args = { configs: [], nodes: 2_000_000, epochs: 4, repeats: 3, allgatherBytes: 256 * 2 ** 20, timeout: 600, json: 'bench/multi/out/multi.json' };
+  const args = {
+    configs: [],
+    nodes: 2_000_000,
+    epochs: 4,
+    repeats: 3,
+    allgatherBytes: 256 * 2 ** 20,
+    timeout: 600,
+    json: 'bench/multi/out/multi.json',
+  };
   for (let i = 0; i < argv.length; i++) {
     const a = argv[i];
     if (a === '--config') {
       const [name, allocator, devices, communicator] = (argv[++i] ?? '').split('|');
       if (!name || !allocator || !devices) fail(`Expected NAME|ALLOCATOR|DEVICES[|COMMUNICATOR] for --config but received '${argv[i]}'`);
-      if (communicator !== undefined && communicator !== 'nccl' && communicator !== 'host') fail(`Expected 'nccl' or 'host' for COMMUNICATOR but received '${communicator}'`);
+      if (communicator !== undefined && communicator !== 'nccl' && communicator !== 'host')
+        fail(`Expected 'nccl' or 'host' for COMMUNICATOR but received '${communicator}'`);
       args.configs.push({ name, allocator, devices: parseDevices(devices), communicator });
     } else if (a === '--nodes') args.nodes = integer(argv[++i], '--nodes', 1);
     else if (a === '--epochs') args.epochs = integer(argv[++i], '--epochs', 2);
@@ -95,11 +104,18 @@ function runOnce(args, config) {
   const request = { ...config, nodes: args.nodes, epochs: args.epochs, allgatherBytes: args.allgatherBytes };
   const t0 = Date.now();
   try {
-    execFileSync(process.execPath, [self, '--worker', JSON.stringify(request), out], { stdio: ['ignore', 'ignore', 'pipe'], timeout: args.timeout * 1000 });
+    execFileSync(process.execPath, [self, '--worker', JSON.stringify(request), out], {
+      stdio: ['ignore', 'ignore', 'pipe'],
+      timeout: args.timeout * 1000,
+    });
     const result = JSON.parse(readFileSync(out, 'utf8'));
     return { ok: true, wallMs: Date.now() - t0, result };
   } catch (e) {
-    const stderr = String(e.stderr ?? e.message).trim().split('\n').slice(-3).join(' | ');
+    const stderr = String(e.stderr ?? e.message)
+      .trim()
+      .split('\n')
+      .slice(-3)
+      .join(' | ');
     return { ok: false, wallMs: Date.now() - t0, error: stderr };
   } finally {
     rmSync(out, { force: true });
@@ -160,7 +176,15 @@ function main() {
       loss: ok.map((s) => s.loss),
       accuracy: ok.map((s) => s.accuracy),
       ranks,
-      exchange: ranks > 0 ? { bytesPerEpoch: exchangeBytes, msPerEpoch: exchangeMs, busBandwidthGBs: achieved, ncclAllGatherBusGBs: { atExchangeSize: ncclAtExchange, atLarge: ncclLarge, largeBytes: benches[1]?.bytes } } : undefined,
+      exchange:
+        ranks > 0
+          ? {
+              bytesPerEpoch: exchangeBytes,
+              msPerEpoch: exchangeMs,
+              busBandwidthGBs: achieved,
+              ncclAllGatherBusGBs: { atExchangeSize: ncclAtExchange, atLarge: ncclLarge, largeBytes: benches[1]?.bytes },
+            }
+          : undefined,
     };
   });
   const base = rows[0].epochMs.median;
@@ -170,23 +194,25 @@ function main() {
     '',
     '| config | allocator | devices | epoch ms, median (min–max) | speed-up | epoch peak/device | B/node | setup peak/device | loss | all-gather/epoch | its time | achieved bus GB/s | its own all-gather, bus GB/s (same size / large) |',
     '|---|---|---|---|---|---|---|---|---|---|---|---|---|',
-    ...rows.map((r) =>
-      [
-        r.name,
-        r.allocator,
-        r.devices === undefined ? '1 (train)' : Array.isArray(r.devices) ? r.devices.join(',') : String(r.devices),
-        r.failed === r.runs ? `failed: ${r.errors[0]}` : `${fmt(r.epochMs.median)} (${fmt(r.epochMs.min)}–${fmt(r.epochMs.max)})`,
-        `${fmt(base / r.epochMs.median, 2)}x`,
-        `${fmt(r.peakAllocatedBytes / GiB, 2)} GiB`,
-        fmt(r.bytesPerNode, 0),
-        `${fmt(r.setupPeakAllocatedBytes / GiB, 2)} GiB`,
-        r.loss.map((l) => l.toFixed(4)).join(' '),
-        r.exchange ? `${fmt(r.exchange.bytesPerEpoch / 2 ** 20, 1)} MiB` : '-',
-        r.exchange ? `${fmt(r.exchange.msPerEpoch, 2)} ms` : '-',
-        fmt(r.exchange?.busBandwidthGBs),
-        r.exchange ? `${fmt(r.exchange.ncclAllGatherBusGBs.atExchangeSize)} / ${fmt(r.exchange.ncclAllGatherBusGBs.atLarge)}` : '-',
-      ].join(' | '),
-    ).map((l) => `| ${l} |`),
+    ...rows
+      .map((r) =>
+        [
+          r.name,
+          r.allocator,
+          r.devices === undefined ? '1 (train)' : Array.isArray(r.devices) ? r.devices.join(',') : String(r.devices),
+          r.failed === r.runs ? `failed: ${r.errors[0]}` : `${fmt(r.epochMs.median)} (${fmt(r.epochMs.min)}–${fmt(r.epochMs.max)})`,
+          `${fmt(base / r.epochMs.median, 2)}x`,
+          `${fmt(r.peakAllocatedBytes / GiB, 2)} GiB`,
+          fmt(r.bytesPerNode, 0),
+          `${fmt(r.setupPeakAllocatedBytes / GiB, 2)} GiB`,
+          r.loss.map((l) => l.toFixed(4)).join(' '),
+          r.exchange ? `${fmt(r.exchange.bytesPerEpoch / 2 ** 20, 1)} MiB` : '-',
+          r.exchange ? `${fmt(r.exchange.msPerEpoch, 2)} ms` : '-',
+          fmt(r.exchange?.busBandwidthGBs),
+          r.exchange ? `${fmt(r.exchange.ncclAllGatherBusGBs.atExchangeSize)} / ${fmt(r.exchange.ncclAllGatherBusGBs.atLarge)}` : '-',
+        ].join(' | '),
+      )
+      .map((l) => `| ${l} |`),
   ];
   console.log(lines.join('\n'));
   mkdirSync(dirname(args.json), { recursive: true });

@@ -88,10 +88,22 @@ function main() {
     }
     const mOn = median(on);
     const mOff = median(off);
-    rows.push({ allocator: spec.label, epochMsOff: mOff, epochMsOn: mOn, overheadPercent: (mOn / mOff - 1) * 100, pairedMedianPercent: median(paired) * 100, eventsRecorded: events, dropped, on, off });
+    rows.push({
+      allocator: spec.label,
+      epochMsOff: mOff,
+      epochMsOn: mOn,
+      overheadPercent: (mOn / mOff - 1) * 100,
+      pairedMedianPercent: median(paired) * 100,
+      eventsRecorded: events,
+      dropped,
+      on,
+      off,
+    });
   }
   const device = gpu ? deviceProperties(0).name : 'host (CPU kernels)';
-  console.log(`recording overhead on mlp-seed, ${device}: ${args.runs} runs x ${args.epochs} epochs, recording switched every epoch (epoch 1 left out)`);
+  console.log(
+    `recording overhead on mlp-seed, ${device}: ${args.runs} runs x ${args.epochs} epochs, recording switched every epoch (epoch 1 left out)`,
+  );
   console.table(
     rows.map((r) => ({
       allocator: r.allocator,

@@ -87,7 +87,8 @@ function parseArgs(argv) {
     else if (a === '--margin') {
       const raw = value();
       args.margin = Number(raw);
-      if (raw === undefined || !Number.isFinite(args.margin) || args.margin < 0) fail(`--margin needs a non-negative number (received '${raw}')`);
+      if (raw === undefined || !Number.isFinite(args.margin) || args.margin < 0)
+        fail(`--margin needs a non-negative number (received '${raw}')`);
     } else if (a === '-h' || a === '--help') {
       console.log(usage);
       process.exit(0);
@@ -103,7 +104,12 @@ const gpu = hasCudaDevice();
 function variantsOf(name) {
   switch (name) {
     case 'pool':
-      return gpu ? [['pool', { upstream: 'cuda' }], ['pool-host', { upstream: 'host' }]] : [['pool-host', { upstream: 'host' }]];
+      return gpu
+        ? [
+            ['pool', { upstream: 'cuda' }],
+            ['pool-host', { upstream: 'host' }],
+          ]
+        : [['pool-host', { upstream: 'host' }]];
     case 'uvm':
       return [['uvm', { logThresholdBytes: false }]];
     default:
@@ -221,7 +227,13 @@ function soak(run, ops, args, sizes) {
     }
     if ((op + 1) % every === 0) {
       const st = allocator.stats();
-      samples.push({ op: op + 1, ms: performance.now() - t0, reservedBytes: st.reservedBytes, allocatedBytes: st.allocatedBytes, liveBytes });
+      samples.push({
+        op: op + 1,
+        ms: performance.now() - t0,
+        reservedBytes: st.reservedBytes,
+        allocatedBytes: st.allocatedBytes,
+        liveBytes,
+      });
     }
   }
   const ms = performance.now() - t0;
@@ -324,7 +336,12 @@ function main() {
   }
   printTable(rows, device);
   const date = new Date().toISOString();
-  const slug = gpu ? deviceProperties(0).name.toLowerCase().replace(/[^a-z0-9]+/g, '-').replace(/^-|-$/g, '') : 'host';
+  const slug = gpu
+    ? deviceProperties(0)
+        .name.toLowerCase()
+        .replace(/[^a-z0-9]+/g, '-')
+        .replace(/^-|-$/g, '')
+    : 'host';
   const out = args.out ?? `bench/soak/out/${date.slice(0, 10)}-${slug}.json`;
   const result = {
     benchmark: 'soak',

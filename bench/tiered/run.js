@@ -65,14 +65,32 @@ const graphPassesPerEpoch = 6;
 
 function runOnce(args, config) {
   const out = join(tmpdir(), `gpumem-tiered-${process.pid}-${Date.now()}.json`);
-  const argv = [cli, 'train', '--model', 'gcn', '--nodes', String(args.nodes), '--epochs', String(args.epochs), '--allocator', config.allocator, ...config.flags, '--json', out];
+  const argv = [
+    cli,
+    'train',
+    '--model',
+    'gcn',
+    '--nodes',
+    String(args.nodes),
+    '--epochs',
+    String(args.epochs),
+    '--allocator',
+    config.allocator,
+    ...config.flags,
+    '--json',
+    out,
+  ];
   const t0 = Date.now();
   try {
     execFileSync(process.execPath, argv, { stdio: ['ignore', 'ignore', 'pipe'], timeout: args.timeout * 1000 });
     const result = JSON.parse(readFileSync(out, 'utf8'));
     return { ok: true, wallMs: Date.now() - t0, epochs: result.epochs ?? result.result?.epochs };
   } catch (e) {
-    const stderr = String(e.stderr ?? '').trim().split('\n').slice(-3).join(' ');
+    const stderr = String(e.stderr ?? '')
+      .trim()
+      .split('\n')
+      .slice(-3)
+      .join(' ');
     return { ok: false, wallMs: Date.now() - t0, error: stderr || String(e.message) };
   } finally {
     rmSync(out, { force: true });
@@ -86,7 +104,9 @@ function main() {
     for (const config of args.configs) {
       const run = runOnce(args, config);
       runs.get(config.name).push(run);
-      console.error(`${config.name} run ${r + 1}: ${run.ok ? `${run.epochs.map((e) => e.epochMs.toFixed(0)).join(', ')} ms` : `failed: ${run.error}`}`);
+      console.error(
+        `${config.name} run ${r + 1}: ${run.ok ? `${run.epochs.map((e) => e.epochMs.toFixed(0)).join(', ')} ms` : `failed: ${run.error}`}`,
+      );
     }
   }
   const edges = args.nodes * 10;
@@ -116,7 +136,17 @@ function main() {
       epochsMs: ms,
     };
   });
-  const header = ['configuration', 'allocator', 'flags', 'median epoch (min–max)', 'peak allocated', 'of which host', 'moved to host / device', 'loss', 'accuracy'];
+  const header = [
+    'configuration',
+    'allocator',
+    'flags',
+    'median epoch (min–max)',
+    'peak allocated',
+    'of which host',
+    'moved to host / device',
+    'loss',
+    'accuracy',
+  ];
   const lines = [`| ${header.join(' | ')} |`, `|${header.map(() => '---').join('|')}|`];
   for (const r of rows) {
     const flags = r.config.flags.join(' ') || '-';
@@ -130,11 +160,18 @@ function main() {
         `${r.bytesMovedToHost === undefined ? '-' : `${formatBytes(r.bytesMovedToHost)} / ${formatBytes(r.bytesMovedToDevice)}`} | ${r.loss.toFixed(4)} | ${(100 * r.accuracy).toFixed(2)}% |`,
     );
   }
-  console.log(`gcn-seed, ${args.nodes.toLocaleString('en-US')} nodes, ${edges.toLocaleString('en-US')} edges; ${args.repeats} runs x ${args.epochs} epochs per configuration (first epoch of each left out)\n`);
+  console.log(
+    `gcn-seed, ${args.nodes.toLocaleString('en-US')} nodes, ${edges.toLocaleString('en-US')} edges; ${args.repeats} runs x ${args.epochs} epochs per configuration (first epoch of each left out)\n`,
+  );
   console.log(lines.join('\n'));
-  console.log(`\none pass over a CSR form: ${formatBytes(csrPass(args.nodes, edges))}; an epoch (training and validation) makes ${graphPassesPerEpoch} passes over the two forms, ${formatBytes(graphPassesPerEpoch * csrPass(args.nodes, edges))}`);
+  console.log(
+    `\none pass over a CSR form: ${formatBytes(csrPass(args.nodes, edges))}; an epoch (training and validation) makes ${graphPassesPerEpoch} passes over the two forms, ${formatBytes(graphPassesPerEpoch * csrPass(args.nodes, edges))}`,
+  );
   mkdirSync(dirname(args.json), { recursive: true });
-  writeFileSync(args.json, JSON.stringify({ nodes: args.nodes, edges, epochs: args.epochs, repeats: args.repeats, rows, runs: Object.fromEntries(runs) }, null, 2));
+  writeFileSync(
+    args.json,
+    JSON.stringify({ nodes: args.nodes, edges, epochs: args.epochs, repeats: args.repeats, rows, runs: Object.fromEntries(runs) }, null, 2),
+  );
 }
 
 main();

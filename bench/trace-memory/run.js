@@ -37,7 +37,6 @@ function parseArgs(argv) {
   return a;
 }
 
-
 /** Writes a JSONL trace of `count` events to `file`. */
 async function writeTraceFile(file, count) {
   const out = createWriteStream(file);
@@ -55,7 +54,10 @@ async function writeTraceFile(file, count) {
       slot = freeSlots.pop();
       bytes = sizes[Math.floor(rnd() * sizes.length)];
       live.push([slot, bytes]);
-      reserved = Math.max(reserved, live.reduce((s, [, b]) => s + b, 0));
+      reserved = Math.max(
+        reserved,
+        live.reduce((s, [, b]) => s + b, 0),
+      );
     } else {
       const k = Math.floor(rnd() * live.length);
       [slot, bytes] = live[k];
@@ -63,7 +65,15 @@ async function writeTraceFile(file, count) {
       live.pop();
       freeSlots.push(slot);
     }
-    const event = { timeNs: i * 1000, action: alloc ? 'alloc' : 'free', ptr: 0x7f3a2c000000 + slot * 0x200000, bytes, stream: (i >> 4) % 2 === 0 ? 0 : 0x5612a8e3c9f0, tag: (i >> 6) % 4, reservedBytes: reserved };
+    const event = {
+      timeNs: i * 1000,
+      action: alloc ? 'alloc' : 'free',
+      ptr: 0x7f3a2c000000 + slot * 0x200000,
+      bytes,
+      stream: (i >> 4) % 2 === 0 ? 0 : 0x5612a8e3c9f0,
+      tag: (i >> 6) % 4,
+      reservedBytes: reserved,
+    };
     batch += `${JSON.stringify(event)}\n`;
     if (batch.length > 1 << 20) {
       if (!out.write(batch)) await once(out, 'drain');
@@ -113,7 +123,15 @@ async function main() {
       const run = measure(file);
       rmSync(file);
       const perMillion = ((run.peakRssBytes - baseline.peakRssBytes) / count) * 1e6;
-      rows.push({ events: count, fileBytes, peakRssBytes: run.peakRssBytes, baselineRssBytes: baseline.peakRssBytes, bytesPerMillionEvents: perMillion, bytesPerEvent: perMillion / 1e6, seconds: run.seconds });
+      rows.push({
+        events: count,
+        fileBytes,
+        peakRssBytes: run.peakRssBytes,
+        baselineRssBytes: baseline.peakRssBytes,
+        bytesPerMillionEvents: perMillion,
+        bytesPerEvent: perMillion / 1e6,
+        seconds: run.seconds,
+      });
     }
   } finally {
     rmSync(dir, { recursive: true, force: true });

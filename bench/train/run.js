@@ -19,7 +19,14 @@ const usage = `Usage: node bench/train/run.js [--workload mlp|gcn|all] [--nodes 
                                 [--allocators a,b] [--aggregation spmm|scatter|both] [--out FILE]`;
 
 function parseArgs(argv) {
-  const a = { workload: 'all', nodes: 2_000_000, epochs: undefined, allocators: undefined, aggregation: 'both', out: 'bench/train/out/train.json' };
+  const a = {
+    workload: 'all',
+    nodes: 2_000_000,
+    epochs: undefined,
+    allocators: undefined,
+    aggregation: 'both',
+    out: 'bench/train/out/train.json',
+  };
   for (let i = 0; i < argv.length; i++) {
     const k = argv[i];
     const v = argv[i + 1];
@@ -49,14 +56,26 @@ const options = {
 function main() {
   const args = parseArgs(process.argv.slice(2));
   // On a GPU host the host strategy would run the CPU kernels: compare the GPU allocators only.
-  const names = args.allocators ?? listAllocators().map((s) => s.name).filter((n) => (gpu ? n !== 'host' : !listAllocators().find((s) => s.name === n)?.requiresCuda));
+  const names =
+    args.allocators ??
+    listAllocators()
+      .map((s) => s.name)
+      .filter((n) => (gpu ? n !== 'host' : !listAllocators().find((s) => s.name === n)?.requiresCuda));
   const rows = [];
   if (args.workload !== 'gcn') {
     // the pool once more with each step replayed as a captured CUDA Graph
     const runs = [...names.map((name) => [name, false]), ...(gpu && names.includes('pool') ? [['pool', true]] : [])];
     for (const [name, cudaGraph] of runs) {
       const epochs = args.epochs ?? 3;
-      const r = train({ model: 'mlp', allocator: name, allocatorOptions: options[name] ?? {}, epochs, seed: 0, cudaGraph, ...(gpu ? {} : { trainSubset: 2000, testSubset: 500 }) });
+      const r = train({
+        model: 'mlp',
+        allocator: name,
+        allocatorOptions: options[name] ?? {},
+        epochs,
+        seed: 0,
+        cudaGraph,
+        ...(gpu ? {} : { trainSubset: 2000, testSubset: 500 }),
+      });
       const times = r.epochs.map((e) => e.epochMs);
       rows.push({
         workload: cudaGraph ? 'mlp-seed (CUDA graph)' : 'mlp-seed',
@@ -106,7 +125,16 @@ function main() {
   const table = rows.map((r) =>
     r.error
       ? [r.workload, r.allocator, `failed: ${r.error.slice(0, 60)}`, '', '', '', '', '']
-      : [r.workload, r.allocator, `${r.medianEpochMs.toFixed(1)} ms`, `${r.firstEpochMs.toFixed(1)} ms`, r.bestAccuracy === undefined ? '-' : `${(r.bestAccuracy * 100).toFixed(2)}%`, formatBytes(r.peakAllocatedBytes), formatBytes(r.peakReservedBytes), String(r.upstreamCalls)],
+      : [
+          r.workload,
+          r.allocator,
+          `${r.medianEpochMs.toFixed(1)} ms`,
+          `${r.firstEpochMs.toFixed(1)} ms`,
+          r.bestAccuracy === undefined ? '-' : `${(r.bestAccuracy * 100).toFixed(2)}%`,
+          formatBytes(r.peakAllocatedBytes),
+          formatBytes(r.peakReservedBytes),
+          String(r.upstreamCalls),
+        ],
   );
   const widths = header.map((h, i) => Math.max(h.length, ...table.map((t) => t[i].length)));
   const line = (cells) => `| ${cells.map((c, i) => c.padEnd(widths[i])).join(' | ')} |`;
@@ -115,7 +143,10 @@ function main() {
   console.log(`|${widths.map((w) => '-'.repeat(w + 2)).join('|')}|`);
   for (const t of table) console.log(line(t));
   mkdirSync(dirname(args.out), { recursive: true });
-  writeFileSync(args.out, `${JSON.stringify({ benchmark: 'train', date: new Date().toISOString(), gpu: gpu ? deviceProperties(0) : null, rows }, null, 2)}\n`);
+  writeFileSync(
+    args.out,
+    `${JSON.stringify({ benchmark: 'train', date: new Date().toISOString(), gpu: gpu ? deviceProperties(0) : null, rows }, null, 2)}\n`,
+  );
   console.log(`wrote ${args.out}`);
 }
 

@@ -48,9 +48,13 @@ if (missing.length > 0) {
 
 const nvcc = process.env.CUDACXX ?? (existsSync('/usr/local/cuda/bin/nvcc') ? '/usr/local/cuda/bin/nvcc' : 'nvcc');
 if (versionOf(nvcc)) {
-  say(`building with CUDA (${nvcc}) for ${process.env.GPUMEM_CUDA_ARCH || 'sm_80 to sm_120 and PTX'}: several minutes; GPUMEM_CUDA_ARCH=native builds for this machine's GPUs only`);
+  say(
+    `building with CUDA (${nvcc}) for ${process.env.GPUMEM_CUDA_ARCH || 'sm_80 to sm_120 and PTX'}: several minutes; GPUMEM_CUDA_ARCH=native builds for this machine's GPUs only`,
+  );
 } else {
-  say('no CUDA toolkit (nvcc) found: building the host strategies only; the GPU strategies and kernels need CUDA 12 or later (set CUDACXX to its nvcc)');
+  say(
+    'no CUDA toolkit (nvcc) found: building the host strategies only; the GPU strategies and kernels need CUDA 12 or later (set CUDACXX to its nvcc)',
+  );
 }
 
 const cmakeJs = createRequire(import.meta.url).resolve('cmake-js/bin/cmake-js');

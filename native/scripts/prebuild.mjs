@@ -27,5 +27,7 @@ writeFileSync(
 if (!addon.builtWithCuda) {
   process.stderr.write('@gpumem/native: warning: packing an addon built WITHOUT CUDA (host strategies only)\n');
 } else if (release.some((a) => !architectures.includes(a))) {
-  process.stderr.write(`@gpumem/native: warning: packing kernels for ${architectures.join(' ')} only; a release carries ${release.join(' ')}\n`);
+  process.stderr.write(
+    `@gpumem/native: warning: packing kernels for ${architectures.join(' ')} only; a release carries ${release.join(' ')}\n`,
+  );
 }

@@ -86,7 +86,6 @@ function hex(ptr: number): string {
   return `0x${ptr.toString(16)}`;
 }
 
-
 function isAllocator(value: unknown): value is Allocator {
   if (value === null || typeof value !== 'object') return false;
   const a = value as Record<string, unknown>;

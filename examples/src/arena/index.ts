@@ -19,7 +19,8 @@ declare module '@gpumem/allocator-core' {
 }
 
 registerAllocator('arena', (options) => new ArenaAllocator(options), {
-  description: 'per-step arena over any registered allocator: bump allocation in 4 MiB chunks, rewound when every block is freed or on reset()',
+  description:
+    'per-step arena over any registered allocator: bump allocation in 4 MiB chunks, rewound when every block is freed or on reset()',
   requiresCuda: false,
 });
 

@@ -107,9 +107,7 @@ export abstract class BaseAllocator implements Allocator {
     }
     if (stream.destroyed) throw new TypeError('Expected a live Stream for stream but received a destroyed one');
     if (this.device.kind === 'cuda' && stream.device !== this.device && stream.handle !== 0) {
-      throw new TypeError(
-        `Expected a stream of ${this.device.id} for stream but received one of ${stream.device.id}`,
-      );
+      throw new TypeError(`Expected a stream of ${this.device.id} for stream but received one of ${stream.device.id}`);
     }
     return stream;
   }

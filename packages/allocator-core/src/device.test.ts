@@ -27,7 +27,11 @@ describe('devices and streams: plain-words failures', () => {
   });
 
   it('a failed CUDA call from the addon becomes a CudaError', () => {
-    const raw = Object.assign(new Error('invalid resource handle'), { code: 'GPUMEM_CUDA', cudaError: 400, cudaErrorName: 'cudaErrorInvalidResourceHandle' });
+    const raw = Object.assign(new Error('invalid resource handle'), {
+      code: 'GPUMEM_CUDA',
+      cudaError: 400,
+      cudaErrorName: 'cudaErrorInvalidResourceHandle',
+    });
     const e = (() => {
       try {
         return nativeCall('synchronizeStream', () => {
@@ -38,6 +42,10 @@ describe('devices and streams: plain-words failures', () => {
       }
     })();
     expect(e).toBeInstanceOf(CudaError);
-    expect(e).toMatchObject({ cudaError: 400, cudaErrorName: 'cudaErrorInvalidResourceHandle', message: 'synchronizeStream: invalid resource handle' });
+    expect(e).toMatchObject({
+      cudaError: 400,
+      cudaErrorName: 'cudaErrorInvalidResourceHandle',
+      message: 'synchronizeStream: invalid resource handle',
+    });
   });
 });

@@ -4,7 +4,13 @@ import { architectureNames, formatSystemInfo, kernelWarning, systemInfo } from '
 describe('gpumem info: GPU architectures', () => {
   it("reads CMake's list: -real is machine code only, a bare number adds its PTX", () => {
     expect(architectureNames('80-real 86-real 89-real 90-real 100-real 120')).toEqual([
-      'sm_80', 'sm_86', 'sm_89', 'sm_90', 'sm_100', 'sm_120', 'compute_120',
+      'sm_80',
+      'sm_86',
+      'sm_89',
+      'sm_90',
+      'sm_100',
+      'sm_120',
+      'compute_120',
     ]);
     expect(architectureNames('90')).toEqual(['sm_90', 'compute_90']);
     expect(architectureNames('90-virtual')).toEqual(['compute_90']);

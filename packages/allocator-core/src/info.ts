@@ -96,8 +96,12 @@ export function formatSystemInfo(info: SystemInfo): string {
   lines.push('libraries:');
   for (const l of info.libraries) lines.push(`  ${l.name.padEnd(20)} ${l.loadable ? 'loadable' : `not loadable (${l.error})`}`);
   const { nccl } = info;
-  const ncclVersion = nccl.version ? ` ${Math.floor(nccl.version / 10000)}.${Math.floor((nccl.version % 10000) / 100)}.${nccl.version % 100}` : '';
-  lines.push(`  ${(nccl.path ?? 'libnccl.so.2').padEnd(20)} ${nccl.available ? `loadable (NCCL${ncclVersion}; --devices on GPUs uses it)` : `not loadable (${nccl.reason ?? 'unknown'}): --devices on GPUs needs it`}`);
+  const ncclVersion = nccl.version
+    ? ` ${Math.floor(nccl.version / 10000)}.${Math.floor((nccl.version % 10000) / 100)}.${nccl.version % 100}`
+    : '';
+  lines.push(
+    `  ${(nccl.path ?? 'libnccl.so.2').padEnd(20)} ${nccl.available ? `loadable (NCCL${ncclVersion}; --devices on GPUs uses it)` : `not loadable (${nccl.reason ?? 'unknown'}): --devices on GPUs needs it`}`,
+  );
   return lines.join('\n');
 }
 

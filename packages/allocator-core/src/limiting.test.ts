@@ -98,7 +98,11 @@ describe('LimitingAdaptor', () => {
 
 describe('createAllocatorWrappingLeaves', () => {
   it('puts a limit under a TypeScript strategy, between it and the allocator it creates', () => {
-    const { allocator, wrappedLeaves } = createAllocatorWrappingLeaves('test-over-host', {}, (leaf) => new LimitingAdaptor(leaf, MiB, { ownsUpstream: true }));
+    const { allocator, wrappedLeaves } = createAllocatorWrappingLeaves(
+      'test-over-host',
+      {},
+      (leaf) => new LimitingAdaptor(leaf, MiB, { ownsUpstream: true }),
+    );
     try {
       expect(wrappedLeaves).toBe(1);
       expect(allocator.name).toBe('test-over-host');

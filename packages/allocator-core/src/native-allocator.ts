@@ -116,12 +116,15 @@ export abstract class NativeAllocator extends BaseAllocator {
     if (layers.limitBytes !== undefined) checkBytes(layers.limitBytes, 'limitBytes');
     if (layers.trackingCapacity !== undefined) checkBytes(layers.trackingCapacity, 'trackingCapacity');
     const faultInjection = layers.faultInjection !== undefined ? checkFaultInjection(layers.faultInjection) : undefined;
-    const spec: ResourceSpec = 'type' in strategy ? strategy : {
-      ...strategy,
-      ...(layers.limitBytes !== undefined && { limitBytes: layers.limitBytes }),
-      ...(faultInjection !== undefined && { faultInjection }),
-      ...(layers.trackingCapacity !== undefined && { trackingCapacity: layers.trackingCapacity }),
-    } as ChainSpec;
+    const spec: ResourceSpec =
+      'type' in strategy
+        ? strategy
+        : ({
+            ...strategy,
+            ...(layers.limitBytes !== undefined && { limitBytes: layers.limitBytes }),
+            ...(faultInjection !== undefined && { faultInjection }),
+            ...(layers.trackingCapacity !== undefined && { trackingCapacity: layers.trackingCapacity }),
+          } as ChainSpec);
     const Resource = loadNative().Resource;
     try {
       this.#native = new Resource(spec);

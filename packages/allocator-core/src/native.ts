@@ -272,9 +272,20 @@ export interface NativeAddon {
   /** ncclGetUniqueId: the 128 bytes every rank of a new NCCL communicator is given. */
   ncclUniqueId(): Uint8Array;
   /** One rank of an NCCL communicator on CUDA device `device` (blocks until all `size` ranks join). */
-  NcclComm: new (uniqueId: Uint8Array, size: number, rank: number, device: number) => NativeComm;
+  NcclComm: new (
+    uniqueId: Uint8Array,
+    size: number,
+    rank: number,
+    device: number,
+  ) => NativeComm;
   /** One rank of the shared-memory communicator over region `name`; device -1 for host buffers; timeoutMs 0: none. */
-  HostComm: new (name: string, size: number, rank: number, device: number, timeoutMs: number) => NativeComm;
+  HostComm: new (
+    name: string,
+    size: number,
+    rank: number,
+    device: number,
+    timeoutMs: number,
+  ) => NativeComm;
   /** Creates a shared-memory region for `size` ranks (slots of slotBytes, default 4 MiB) and returns its name. */
   hostCommRegionCreate(size: number, slotBytes?: number): string;
   /** Aborts the region's group in the name of `rank` (-1: no rank); the first abort wins. */
@@ -370,10 +381,7 @@ export function addonCandidates(): string[] {
   } catch {
     // not installed as a dependency; the repository layout below still works
   }
-  candidates.push(
-    join(repoRoot, 'native', 'build', 'Release', 'gpumem.node'),
-    join(repoRoot, 'native', 'build', 'Debug', 'gpumem.node'),
-  );
+  candidates.push(join(repoRoot, 'native', 'build', 'Release', 'gpumem.node'), join(repoRoot, 'native', 'build', 'Debug', 'gpumem.node'));
   return [...new Set(candidates)];
 }
 

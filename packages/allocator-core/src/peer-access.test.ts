@@ -4,7 +4,17 @@
  * that need no device), and the registry flag.
  */
 import { describe, expect, it } from 'vitest';
-import { checkPeerAccess, cudaDevice, deviceCount, hostDevice, loadNative, peerAccessSpec, strategyInfo, type Device, type PeerAccessProbe } from './index.js';
+import {
+  checkPeerAccess,
+  cudaDevice,
+  deviceCount,
+  hostDevice,
+  loadNative,
+  peerAccessSpec,
+  strategyInfo,
+  type Device,
+  type PeerAccessProbe,
+} from './index.js';
 
 /** cuda:i without asking the addon (the check only reads kind and index). */
 const gpu = (index: number): Device => ({ kind: 'cuda', index, id: `cuda:${index}` });
@@ -54,7 +64,7 @@ describe('checkPeerAccess', () => {
     }
   });
 
-  it('rejects a device listed twice, and the memory\'s own device', () => {
+  it("rejects a device listed twice, and the memory's own device", () => {
     const twice = errorOf(() => checkPeerAccess([1, 2, 1], gpu(0), machine(4)));
     expect(twice).toBeInstanceOf(RangeError);
     expect(twice.message).toBe('Expected distinct devices for peerAccess but cuda:1 is listed twice');
@@ -67,10 +77,12 @@ describe('checkPeerAccess', () => {
     const e = errorOf(() => checkPeerAccess([1], gpu(0), machine(1)));
     expect(e).toBeInstanceOf(RangeError);
     expect(e.message).toBe('Expected CUDA device ordinals below the device count (1) for peerAccess but received 1 at peerAccess[0]');
-    expect(errorOf(() => checkPeerAccess([1, 7], gpu(0), machine(4))).message).toMatch(/below the device count \(4\).*received 7 at peerAccess\[1\]/);
+    expect(errorOf(() => checkPeerAccess([1, 7], gpu(0), machine(4))).message).toMatch(
+      /below the device count \(4\).*received 7 at peerAccess\[1\]/,
+    );
   });
 
-  it('rejects a device with no P2P path to the memory\'s device', () => {
+  it("rejects a device with no P2P path to the memory's device", () => {
     const e = errorOf(() => checkPeerAccess([1, 2], gpu(0), machine(3, [[2, 0]])));
     expect(e).toBeInstanceOf(RangeError);
     expect(e.message).toBe("Expected devices that can access cuda:0's memory for peerAccess but cuda:2 cannot (no P2P path between them)");
@@ -119,9 +131,15 @@ describe('peerAccess in the native spec (checked again by the chain builder)', (
   const create = (spec: Record<string, unknown>) => () => new (native().Resource)(spec as never).dispose();
 
   it('takes an array of ordinals and names the option when it is not one', () => {
-    expect(create({ strategy: 'cuda', peerAccess: 'x' })).toThrow(/^Expected an array of CUDA device ordinals for peerAccess but received 'x' of type string$/);
-    expect(create({ strategy: 'cuda', peerAccess: [1.5] })).toThrow(/^Expected non-negative integer for peerAccess\[0\] but received 1\.5 of type number$/);
-    expect(create({ strategy: 'cuda', peerAccess: [1, 1] })).toThrow(/^Expected distinct devices for peerAccess but cuda:1 is listed twice$/);
+    expect(create({ strategy: 'cuda', peerAccess: 'x' })).toThrow(
+      /^Expected an array of CUDA device ordinals for peerAccess but received 'x' of type string$/,
+    );
+    expect(create({ strategy: 'cuda', peerAccess: [1.5] })).toThrow(
+      /^Expected non-negative integer for peerAccess\[0\] but received 1\.5 of type number$/,
+    );
+    expect(create({ strategy: 'cuda', peerAccess: [1, 1] })).toThrow(
+      /^Expected distinct devices for peerAccess but cuda:1 is listed twice$/,
+    );
     expect(create({ strategy: 'cuda', peerAccess: [0] })).toThrow(/memory's own \(cuda:0\)/);
     const past = native().deviceCount() + 1; // never the memory's own device 0
     expect(create({ strategy: 'async', peerAccess: [past] })).toThrow(
@@ -130,7 +148,9 @@ describe('peerAccess in the native spec (checked again by the chain builder)', (
   });
 
   it('refuses peers for memory on the host, whatever the device count', () => {
-    expect(create({ strategy: 'host', peerAccess: [1] })).toThrow(/^Expected peerAccess only for memory on a CUDA device but 'host' memory/);
+    expect(create({ strategy: 'host', peerAccess: [1] })).toThrow(
+      /^Expected peerAccess only for memory on a CUDA device but 'host' memory/,
+    );
     expect(create({ strategy: 'pool', options: { upstream: 'host' }, peerAccess: [1] })).toThrow(/'pool' over upstream 'host'/);
     expect(create({ strategy: 'pinned', options: { upstream: 'host' }, peerAccess: [1] })).toThrow(/'pinned' over upstream 'host'/);
     expect(create({ strategy: 'expandable', device: -1, peerAccess: [1] })).toThrow(/'expandable' over the host twin/);

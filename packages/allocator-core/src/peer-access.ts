@@ -56,18 +56,24 @@ export function checkPeerAccess(value: unknown, device: Device, probe: PeerAcces
   const own = device.index;
   peers.forEach((peer, i) => {
     if (peer === own) {
-      throw new RangeError(`Expected devices other than the memory's own (cuda:${own}) for peerAccess but received ${peer} at peerAccess[${i}]`);
+      throw new RangeError(
+        `Expected devices other than the memory's own (cuda:${own}) for peerAccess but received ${peer} at peerAccess[${i}]`,
+      );
     }
   });
   const count = probe.deviceCount();
   peers.forEach((peer, i) => {
     if (peer >= count) {
-      throw new RangeError(`Expected CUDA device ordinals below the device count (${count}) for peerAccess but received ${peer} at peerAccess[${i}]`);
+      throw new RangeError(
+        `Expected CUDA device ordinals below the device count (${count}) for peerAccess but received ${peer} at peerAccess[${i}]`,
+      );
     }
   });
   for (const peer of peers) {
     if (!probe.canAccessPeer(peer, own)) {
-      throw new RangeError(`Expected devices that can access cuda:${own}'s memory for peerAccess but cuda:${peer} cannot (no P2P path between them)`);
+      throw new RangeError(
+        `Expected devices that can access cuda:${own}'s memory for peerAccess but cuda:${peer} cannot (no P2P path between them)`,
+      );
     }
   }
   return peers;

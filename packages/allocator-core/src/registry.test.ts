@@ -29,9 +29,7 @@ describe('registry', () => {
     expect(() => registerAllocator('host', () => new HostAllocator(), { description: '', requiresCuda: false })).toThrow(
       /already registered/,
     );
-    expect(() => registerAllocator('Bad Name', () => new HostAllocator(), { description: '', requiresCuda: false })).toThrow(
-      TypeError,
-    );
+    expect(() => registerAllocator('Bad Name', () => new HostAllocator(), { description: '', requiresCuda: false })).toThrow(TypeError);
     expect(() => registerAllocator('no-factory', 42 as never, { description: '', requiresCuda: false })).toThrow(/factory/);
   });
 
@@ -39,16 +37,21 @@ describe('registry', () => {
     expect(() => registerAllocator('no-info', () => new HostAllocator(), undefined as never)).toThrow(
       /Expected an object \{ description, requiresCuda, .* \} for info but received undefined/,
     );
-    expect(() => registerAllocator('bad-flag', () => new HostAllocator(), { description: 'x', requiresCuda: false, capturable: 'yes' as never })).toThrow(
-      /boolean for info.capturable/,
-    );
+    expect(() =>
+      registerAllocator('bad-flag', () => new HostAllocator(), { description: 'x', requiresCuda: false, capturable: 'yes' as never }),
+    ).toThrow(/boolean for info.capturable/);
     expect(hasAllocator('no-info')).toBe(false);
     registerAllocator('returns-42', () => 42 as never, { description: 'broken', requiresCuda: false });
     expect(() => createAllocator('returns-42')).toThrow(/returned number, not an Allocator/);
   });
 
   it('carries capability flags: capturable and host memory', () => {
-    registerAllocator('flagged-plugin', () => new HostAllocator(), { description: 'x', requiresCuda: false, capturable: true, hostMemory: true });
+    registerAllocator('flagged-plugin', () => new HostAllocator(), {
+      description: 'x',
+      requiresCuda: false,
+      capturable: true,
+      hostMemory: true,
+    });
     expect(strategyInfo('flagged-plugin')).toMatchObject({ capturable: true, hostMemory: true, nativeLayers: false });
     expect(strategyInfo('host')).toMatchObject({ hostMemory: true, capturable: false });
     expect(strategyInfo('cuda')).toMatchObject({ hostMemory: false, capturable: false });

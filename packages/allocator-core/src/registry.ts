@@ -122,9 +122,11 @@ function checkRegistration(info: unknown): Omit<StrategyInfo, 'name'> {
   if (typeof i.description !== 'string') {
     throw new TypeError(`Expected a string for info.description but received ${typeof i.description}`);
   }
-  if (typeof i.requiresCuda !== 'boolean') throw new TypeError(`Expected a boolean for info.requiresCuda but received ${typeof i.requiresCuda}`);
+  if (typeof i.requiresCuda !== 'boolean')
+    throw new TypeError(`Expected a boolean for info.requiresCuda but received ${typeof i.requiresCuda}`);
   for (const key of flagKeys) {
-    if (i[key] !== undefined && typeof i[key] !== 'boolean') throw new TypeError(`Expected a boolean for info.${key} but received ${typeof i[key]}`);
+    if (i[key] !== undefined && typeof i[key] !== 'boolean')
+      throw new TypeError(`Expected a boolean for info.${key} but received ${typeof i[key]}`);
   }
   return {
     description: i.description,
@@ -142,7 +144,9 @@ function checkRegistration(info: unknown): Omit<StrategyInfo, 'name'> {
 function isAllocator(value: unknown): value is Allocator {
   if (value === null || typeof value !== 'object') return false;
   const a = value as Record<string, unknown>;
-  return ['malloc', 'free', 'prefetch', 'recordStream', 'write', 'read', 'stats', 'resetPeak', 'trim', 'dispose'].every((m) => typeof a[m] === 'function');
+  return ['malloc', 'free', 'prefetch', 'recordStream', 'write', 'read', 'stats', 'resetPeak', 'trim', 'dispose'].every(
+    (m) => typeof a[m] === 'function',
+  );
 }
 
 /**
@@ -163,7 +167,10 @@ const creation: CreationState = creationScope[creationKey];
 /** Creates an allocator of the registered strategy `name`. */
 export function createAllocator<N extends keyof AllocatorOptionsMap>(name: N, options?: AllocatorOptionsMap[N]): Allocator;
 /** A plug-in's strategy (any name the built-ins' options map does not know): options are not checked at compile time. */
-export function createAllocator<N extends string>(name: N & (N extends keyof AllocatorOptionsMap ? never : unknown), options?: Record<string, unknown>): Allocator;
+export function createAllocator<N extends string>(
+  name: N & (N extends keyof AllocatorOptionsMap ? never : unknown),
+  options?: Record<string, unknown>,
+): Allocator;
 export function createAllocator(name: string, options: object = {}): Allocator {
   const entry = entryOf(name);
   if (options === null || typeof options !== 'object') {
@@ -180,7 +187,9 @@ export function createAllocator(name: string, options: object = {}): Allocator {
     creation.frames.pop();
   }
   if (!isAllocator(allocator)) {
-    throw new TypeError(`The factory registered for '${name}' returned ${allocator === null ? 'null' : typeof allocator}, not an Allocator (an object with malloc, free, stats, ...)`);
+    throw new TypeError(
+      `The factory registered for '${name}' returned ${allocator === null ? 'null' : typeof allocator}, not an Allocator (an object with malloc, free, stats, ...)`,
+    );
   }
   const wrap = creation.leafWrapper;
   if (wrap === undefined || parent === undefined || frame.madeChild) return allocator;

@@ -17,7 +17,12 @@ function checkDevice(device: unknown): asserts device is Device {
   const d = device as Partial<Device> | null;
   const ok = d !== null && typeof d === 'object' && (d.kind === 'cuda' || d.kind === 'host') && Number.isInteger(d.index);
   if (!ok) {
-    const got = device === null ? 'null' : typeof device === 'object' ? 'an object that is not a Device' : `${String(device)} of type ${typeof device}`;
+    const got =
+      device === null
+        ? 'null'
+        : typeof device === 'object'
+          ? 'an object that is not a Device'
+          : `${String(device)} of type ${typeof device}`;
     throw new TypeError(`Expected a Device (cudaDevice(i) or hostDevice) for device but received ${got}`);
   }
 }
@@ -41,7 +46,11 @@ export class Stream {
   static create(device: Device): Stream {
     checkDevice(device);
     if (device.kind === 'host') return new Stream(device, nextHostStream++, true);
-    return new Stream(device, nativeCall('createStream', () => loadNative().createStream(device.index)), true);
+    return new Stream(
+      device,
+      nativeCall('createStream', () => loadNative().createStream(device.index)),
+      true,
+    );
   }
 
   /** The default stream of `device` (CUDA's legacy default stream; handle 0). */
@@ -91,7 +100,10 @@ export class CudaEvent {
 
   static create(device: Device): CudaEvent {
     if (device.kind !== 'cuda') throw new TypeError(`Expected a CUDA device for device but received '${device.id}'`);
-    return new CudaEvent(device, nativeCall('createEvent', () => loadNative().createEvent(device.index)));
+    return new CudaEvent(
+      device,
+      nativeCall('createEvent', () => loadNative().createEvent(device.index)),
+    );
   }
 
   private get handle(): number {

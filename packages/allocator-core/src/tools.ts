@@ -8,7 +8,14 @@
 import { deviceCount, deviceStatus, type Device } from './device.js';
 import { InvalidStateError, translateNativeError } from './errors.js';
 import { NativeAllocator, nativeResourceOf } from './native-allocator.js';
-import { loadNative, type NativeLinkBench, type NativeLinkMeasurement, type NativeReplay, type NativeResource, type NativeTiming } from './native.js';
+import {
+  loadNative,
+  type NativeLinkBench,
+  type NativeLinkMeasurement,
+  type NativeReplay,
+  type NativeResource,
+  type NativeTiming,
+} from './native.js';
 import { median } from './numbers.js';
 import { Stream } from './stream.js';
 import type { DevicePtr } from './types.js';
@@ -80,7 +87,13 @@ export function benchmarkPairs(allocator: NativeAllocator, bytes: number, iterat
  * Replays a mixed-size trace in a native loop: allocate sizes[i] in order, keeping at most
  * `window` allocations live (oldest freed first). Returns ns per malloc+free pair.
  */
-export function benchmarkTrace(allocator: NativeAllocator, sizes: Float64Array, window: number, repeats = 5, stream?: Stream): NativeTiming {
+export function benchmarkTrace(
+  allocator: NativeAllocator,
+  sizes: Float64Array,
+  window: number,
+  repeats = 5,
+  stream?: Stream,
+): NativeTiming {
   checkBytes(window, 'window');
   checkBytes(repeats, 'repeats');
   for (const s of sizes) checkBytes(s, 'sizes[i]');
@@ -99,7 +112,11 @@ export function replayNative(allocator: NativeAllocator, ops: ReplayOps, repeats
   checkBytes(repeats, 'repeats');
   checkNonNegative(ops.slots, 'slots');
   const n = ops.action.length;
-  for (const [name, array] of [['slot', ops.slot], ['bytes', ops.bytes], ['stream', ops.stream]] as const) {
+  for (const [name, array] of [
+    ['slot', ops.slot],
+    ['bytes', ops.bytes],
+    ['stream', ops.stream],
+  ] as const) {
     if (array.length !== n) throw new RangeError(`Expected ${name} to have ${n} elements (one per operation) but received ${array.length}`);
   }
   for (let i = 0; i < n; i++) {
@@ -138,14 +155,7 @@ export function peerFillU32(allocator: NativeAllocator, ptr: DevicePtr, count: n
  * Adds the sum of `count` u32 values at `ptr` into the u64 at `outPtr`, on `stream`, after
  * spinning `spinNs` nanoseconds on the GPU (to keep a stream busy in ordering tests).
  */
-export function sumU32(
-  allocator: NativeAllocator,
-  ptr: DevicePtr,
-  count: number,
-  outPtr: DevicePtr,
-  stream?: Stream,
-  spinNs = 0,
-): void {
+export function sumU32(allocator: NativeAllocator, ptr: DevicePtr, count: number, outPtr: DevicePtr, stream?: Stream, spinNs = 0): void {
   checkPointer(ptr);
   checkPointer(outPtr, 'outPtr');
   checkNonNegative(count, 'count');
@@ -205,7 +215,8 @@ export function linkBenchmark(options: LinkBenchmarkOptions = {}): LinkBenchmark
     throw new TypeError(`Expected an options object for options but received ${options === null ? 'null' : typeof options}`);
   }
   for (const key of Object.keys(options)) {
-    if (!linkOptionKeys.includes(key)) throw new TypeError(`Unknown option '${key}' for linkBenchmark; expected one of: ${linkOptionKeys.join(', ')}`);
+    if (!linkOptionKeys.includes(key))
+      throw new TypeError(`Unknown option '${key}' for linkBenchmark; expected one of: ${linkOptionKeys.join(', ')}`);
   }
   const device = options.device ?? 0;
   const bytes = options.bytes ?? 2 ** 30;
@@ -217,7 +228,9 @@ export function linkBenchmark(options: LinkBenchmarkOptions = {}): LinkBenchmark
   if (bytes < 4096) throw new RangeError(`Expected at least 4096 for bytes but received ${bytes}`);
   checkIntegerIn(repetitions, 1, 1000, 'repetitions');
   if (!Array.isArray(blocksPerSm) || blocksPerSm.length === 0) {
-    throw new TypeError(`Expected a non-empty array of integers for blocksPerSm but received ${Array.isArray(blocksPerSm) ? 'an empty array' : typeof blocksPerSm}`);
+    throw new TypeError(
+      `Expected a non-empty array of integers for blocksPerSm but received ${Array.isArray(blocksPerSm) ? 'an empty array' : typeof blocksPerSm}`,
+    );
   }
   blocksPerSm.forEach((b, i) => {
     checkIntegerIn(b, 1, 1024, `blocksPerSm[${i}]`);

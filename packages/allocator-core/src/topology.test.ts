@@ -4,10 +4,30 @@
  * query on this machine (never a throw, whatever the devices).
  */
 import { describe, expect, it } from 'vitest';
-import { deviceCount, formatPeerMatrix, formatSystemInfo, peerCell, peerTopology, systemInfo, type PeerPair, type PeerTopology, type SystemInfo } from './index.js';
+import {
+  deviceCount,
+  formatPeerMatrix,
+  formatSystemInfo,
+  peerCell,
+  peerTopology,
+  systemInfo,
+  type PeerPair,
+  type PeerTopology,
+  type SystemInfo,
+} from './index.js';
 
 function pair(from: number, to: number, fields: Partial<PeerPair> = {}): PeerPair {
-  return { from, to, canAccessPeer: true, performanceRank: 0, accessSupported: true, nativeAtomics: true, link: 'pcie', nvlinks: 0, ...fields };
+  return {
+    from,
+    to,
+    canAccessPeer: true,
+    performanceRank: 0,
+    accessSupported: true,
+    nativeAtomics: true,
+    link: 'pcie',
+    nvlinks: 0,
+    ...fields,
+  };
 }
 
 /** Every ordered pair of `n` devices, with `fields(from, to)` over the defaults. */
@@ -85,7 +105,24 @@ describe('gpumem info: the topology after the devices', () => {
   };
 
   it('prints the matrix between the device lines and the strategies', () => {
-    const text = formatSystemInfo({ ...base, strategies: [{ name: 'cuda', description: 'd', requiresCuda: true, nativeLayers: true, capturable: false, hostMemory: false, requiresOptions: false, managedMemory: false, spillsToHost: false, peerAccess: true, available: true }] });
+    const text = formatSystemInfo({
+      ...base,
+      strategies: [
+        {
+          name: 'cuda',
+          description: 'd',
+          requiresCuda: true,
+          nativeLayers: true,
+          capturable: false,
+          hostMemory: false,
+          requiresOptions: false,
+          managedMemory: false,
+          spillsToHost: false,
+          peerAccess: true,
+          available: true,
+        },
+      ],
+    });
     const lines = text.split('\n');
     const devices = lines.findIndex((l) => l.startsWith('devices: '));
     const matrix = lines.findIndex((l) => l.startsWith('peer access'));

@@ -7,7 +7,9 @@ describe('argument checks', () => {
     expect(() => checkBytes('8', 'size')).toThrow("Expected positive integer for size but received '8' of type string");
     expect(() => checkBytes(2 ** 53)).toThrow(RangeError);
     expect(() => checkBytes(null)).toThrow(TypeError);
-    expect(() => checkOneOf('gpu', ['device', 'host'], 'to')).toThrow("Expected one of 'device', 'host' for to but received 'gpu' of type string");
+    expect(() => checkOneOf('gpu', ['device', 'host'], 'to')).toThrow(
+      "Expected one of 'device', 'host' for to but received 'gpu' of type string",
+    );
     expect(() => checkOptionKeys({ x: 1 }, ['y'], 'demo')).toThrow("Unknown option 'x' for the 'demo' allocator; expected one of: y");
     expect(() => checkBytes(2 ** 53 - 1)).not.toThrow();
   });

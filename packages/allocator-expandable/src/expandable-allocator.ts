@@ -97,12 +97,17 @@ export class ExpandableAllocator extends NativeAllocator {
     if (options.releaseThreshold !== undefined) checkNonNegative(options.releaseThreshold, 'releaseThreshold');
     if (options.gcThreshold !== undefined) checkFraction(options.gcThreshold, 'gcThreshold');
     const peers = checkPeerAccess(options.peerAccess, device);
-    super('expandable', device, {
-      strategy: 'expandable',
-      device: upstream === 'cuda' ? index : -1,
-      ...peerAccessSpec(peers),
-      options: definedOptions(options, [...sizes, 'releaseThreshold', 'gcThreshold']),
-    }, options);
+    super(
+      'expandable',
+      device,
+      {
+        strategy: 'expandable',
+        device: upstream === 'cuda' ? index : -1,
+        ...peerAccessSpec(peers),
+        options: definedOptions(options, [...sizes, 'releaseThreshold', 'gcThreshold']),
+      },
+      options,
+    );
     this.upstream = upstream;
   }
 }

@@ -52,7 +52,9 @@ describe('expandable', () => {
   });
 
   it('rejects bad options with errors naming them, creating nothing', () => {
-    expect(() => createAllocator('expandable', { upstream: 'host', gcThreshold: 0 })).toThrow(/Expected a fraction in \(0, 1\] for gcThreshold but received 0/);
+    expect(() => createAllocator('expandable', { upstream: 'host', gcThreshold: 0 })).toThrow(
+      /Expected a fraction in \(0, 1\] for gcThreshold but received 0/,
+    );
     expect(() => createAllocator('expandable', { upstream: 'host', gcThreshold: 1.5 })).toThrow(RangeError);
     expect(() => createAllocator('expandable', { upstream: 'host', gcThreshold: '0.5' as never })).toThrow(TypeError);
     expect(() => createAllocator('expandable', { upstream: 'gpu' as never })).toThrow(/upstream/);
@@ -61,6 +63,8 @@ describe('expandable', () => {
     // Checked natively, where the granule is known: still typed, still named.
     expect(() => createAllocator('expandable', { upstream: 'host', granuleBytes: 3 * MiB })).toThrow(RangeError);
     expect(() => createAllocator('expandable', { upstream: 'host', granuleBytes: 3 * MiB })).toThrow(/granuleBytes/);
-    expect(() => createAllocator('expandable', { upstream: 'host', reserveBytes: 3 * MiB })).toThrow(/reserveBytes to be a positive multiple of the granule/);
+    expect(() => createAllocator('expandable', { upstream: 'host', reserveBytes: 3 * MiB })).toThrow(
+      /reserveBytes to be a positive multiple of the granule/,
+    );
   });
 });

@@ -12,7 +12,8 @@ declare module '@gpumem/allocator-core' {
 }
 
 registerAllocator('pool', (options) => new PoolAllocator(options), {
-  description: 'caching block pool: 512 B rounding, best fit with split/coalesce, per-stream free lists (over cudaMalloc, or host memory without a GPU)',
+  description:
+    'caching block pool: 512 B rounding, best fit with split/coalesce, per-stream free lists (over cudaMalloc, or host memory without a GPU)',
   requiresCuda: false,
   nativeLayers: true,
   capturable: true,

@@ -120,12 +120,17 @@ export class TieredAllocator extends NativeAllocator {
     }
     const placement = options.placement === undefined ? {} : checkPlacementMap(options.placement);
     const peers = checkPeerAccess(options.peerAccess, device);
-    super('tiered', device, {
-      strategy: 'tiered',
-      device: upstream === 'cuda' ? index : 0,
-      ...peerAccessSpec(peers),
-      options: { upstream, ...definedOptions(options, [...budgets]) },
-    }, options);
+    super(
+      'tiered',
+      device,
+      {
+        strategy: 'tiered',
+        device: upstream === 'cuda' ? index : 0,
+        ...peerAccessSpec(peers),
+        options: { upstream, ...definedOptions(options, [...budgets]) },
+      },
+      options,
+    );
     this.upstream = upstream;
     this.placement = Object.freeze({ ...placement });
   }

@@ -24,7 +24,10 @@ describe('activation flags: bad values exit 2 naming the flag', () => {
   const cases: Array<[string[], RegExp]> = [
     [['--checkpoint', '-1'], /'--checkpoint' must be at least 0 \(received -1\)/],
     [['--checkpoint', '1.5'], /'--checkpoint' must be an integer \(received '1.5'\)/],
-    [['--checkpoint', '6', '--hidden-layers', '4'], /'--checkpoint' must be at most 5, the mlp's layers \(4 hidden and the output layer\) \(received 6\)/],
+    [
+      ['--checkpoint', '6', '--hidden-layers', '4'],
+      /'--checkpoint' must be at most 5, the mlp's layers \(4 hidden and the output layer\) \(received 6\)/,
+    ],
     [['--checkpoint'], /flag '--checkpoint' needs a value/],
     [['--nano-batches', '0'], /'--nano-batches' must be at least 1 \(received 0\)/],
     [['--nano-batches', 'two'], /'--nano-batches' must be an integer \(received 'two'\)/],
@@ -61,7 +64,19 @@ describe('activation flags: bad values exit 2 naming the flag', () => {
 describe('activation flags: they reach the training', () => {
   it('gpumem train runs with all three', () => {
     const json = join(dir, 'train.json');
-    const r = gpumem('train', '--allocator', 'host', ...tiny, '--checkpoint', '2', '--nano-batches', '2', '--layer-prefetch', '--json', json);
+    const r = gpumem(
+      'train',
+      '--allocator',
+      'host',
+      ...tiny,
+      '--checkpoint',
+      '2',
+      '--nano-batches',
+      '2',
+      '--layer-prefetch',
+      '--json',
+      json,
+    );
     expect(r.stderr).not.toMatch(/Error/);
     expect(r.status).toBe(0);
     const result = JSON.parse(readFileSync(json, 'utf8')) as { epochs: Array<{ losses: number[] }> };

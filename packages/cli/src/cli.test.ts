@@ -53,7 +53,23 @@ describe('gpumem CLI', () => {
 describe('gpumem train', () => {
   it('trains and prints a table per epoch, and writes JSON', () => {
     const json = `${process.env.TMPDIR ?? '/tmp'}/gpumem-train-${process.pid}.json`;
-    const r = run('train', '--model', 'mlp', '--allocator', 'host', '--train-subset', '640', '--test-subset', '200', '--hidden', '32', '--epochs', '2', '--json', json);
+    const r = run(
+      'train',
+      '--model',
+      'mlp',
+      '--allocator',
+      'host',
+      '--train-subset',
+      '640',
+      '--test-subset',
+      '200',
+      '--hidden',
+      '32',
+      '--epochs',
+      '2',
+      '--json',
+      json,
+    );
     expect(r.status, r.stderr).toBe(0);
     expect(r.stdout).toMatch(/mlp on mnist, allocator 'host' \(host\)/);
     expect(r.stdout).toMatch(/epoch +time +loss +train acc +test acc +peak allocated +peak reserved +upstream calls/);

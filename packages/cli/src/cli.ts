@@ -53,7 +53,13 @@ Examples:
 `;
 
 /** Each command's own help, for `gpumem help COMMAND`. */
-const commandUsage: Record<string, string> = { train: trainUsage, record: recordUsage, replay: replayUsage, compare: compareUsage, info: usage };
+const commandUsage: Record<string, string> = {
+  train: trainUsage,
+  record: recordUsage,
+  replay: replayUsage,
+  compare: compareUsage,
+  info: usage,
+};
 
 /** This package's version, from its package.json. */
 function cliVersion(): string {
@@ -68,7 +74,8 @@ function takePluginFlags(argv: readonly string[]): { argv: string[]; plugins: st
     const a = argv[i]!;
     if (a === '--plugin') {
       const value = argv[i + 1];
-      if (value === undefined || value.startsWith('--')) throw new UsageError(`gpumem: '--plugin' needs a package name or path, e.g. --plugin @acme/allocator-slab`);
+      if (value === undefined || value.startsWith('--'))
+        throw new UsageError(`gpumem: '--plugin' needs a package name or path, e.g. --plugin @acme/allocator-slab`);
       plugins.push(...pluginNames(value));
       i++;
     } else if (a.startsWith('--plugin=')) {

@@ -25,7 +25,13 @@ function tableRows(stdout: string): Map<string, string[]> {
 describe('gpumem compare (CPU)', () => {
   it('runs every allocator, one row each, an OOM row for a pool too small, and JSON that matches the table', () => {
     const json = join(dir, 'cmp.json');
-    const r = run(...tiny, '--allocators', 'host,pool:upstream=host,arena:upstream=host,pool:upstream=host:maxReservedBytes=4KiB', '--json', json);
+    const r = run(
+      ...tiny,
+      '--allocators',
+      'host,pool:upstream=host,arena:upstream=host,pool:upstream=host:maxReservedBytes=4KiB',
+      '--json',
+      json,
+    );
     expect(r.stderr).not.toMatch(/Error:/);
     expect(r.status).toBe(0);
     const rows = tableRows(r.stdout);

@@ -34,7 +34,9 @@ describe('the compare table of runs over several devices', () => {
     expect(lines).toContain(
       `pool per device (peak allocated / reserved): cuda:0 ${formatBytes(108 * MiB)} / ${formatBytes(128 * MiB)} \u00b7 cuda:1 ${formatBytes(118 * MiB)} / ${formatBytes(128 * MiB)}`,
     );
-    expect(table).toMatch(/over several devices: epoch times are the slowest rank's; peaks, upstream calls and OOMs the largest of any one device/);
+    expect(table).toMatch(
+      /over several devices: epoch times are the slowest rank's; peaks, upstream calls and OOMs the largest of any one device/,
+    );
     expect(table).toMatch(/cuda: out of memory: rank 1 of 2 failed: OutOfMemoryError/);
   });
 
@@ -67,7 +69,24 @@ describe('gpumem compare --devices (CPU)', () => {
     const json = join(dir, 'devices.json');
     const report = join(dir, 'devices.html');
     const trace = join(dir, 'devices-trace.json');
-    const r = run('--model', 'gcn', '--dataset', 'sbm', '--devices', '2', '--epochs', '2', '--allocators', 'host', '--json', json, '--report', report, '--trace-json', trace);
+    const r = run(
+      '--model',
+      'gcn',
+      '--dataset',
+      'sbm',
+      '--devices',
+      '2',
+      '--epochs',
+      '2',
+      '--allocators',
+      'host',
+      '--json',
+      json,
+      '--report',
+      report,
+      '--trace-json',
+      trace,
+    );
     expect(r.stderr).not.toMatch(/Error/);
     expect(r.status).toBe(0);
     expect(r.stdout).toMatch(/, over 2 devices, on host \(CPU kernels\)/);
@@ -95,7 +114,11 @@ describe('gpumem compare --devices (CPU)', () => {
     expect(html).toContain('<figure class="timeline devices" data-run="0">');
     expect(html).toMatch(/rank 1 \(host\)/);
     const chrome = JSON.parse(readFileSync(trace, 'utf8')) as ChromeTrace;
-    expect(chrome.metadata.processes.map((p) => [p.pid, p.rank ?? null])).toEqual([[1, null], [2, 0], [3, 1]]);
+    expect(chrome.metadata.processes.map((p) => [p.pid, p.rank ?? null])).toEqual([
+      [1, null],
+      [2, 0],
+      [3, 1],
+    ]);
     expect(chrome.traceEvents.filter((e) => e.ph === 'C' && e.pid === 3 && e.name === 'allocated')).toHaveLength(2);
   }, 300_000);
 });

@@ -20,7 +20,12 @@ const rmmSample = fileURLToPath(new URL('../../trace/src/fixtures/rmm-sample.csv
 const baselineFile = fileURLToPath(new URL('../../compare/src/fixtures/torch-eager.jsonl', import.meta.url));
 const dir = mkdtempSync(join(tmpdir(), 'gpumem-flags-'));
 const env = { ...process.env, CUDA_VISIBLE_DEVICES: '', GPUMEM_PLUGINS: '' };
-const gpu = spawnSync(process.execPath, ['-e', `import(${JSON.stringify(pathToFileURL(core).href)}).then((c) => process.exit(c.hasCudaDevice() ? 0 : 1))`], { env: process.env }).status === 0;
+const gpu =
+  spawnSync(
+    process.execPath,
+    ['-e', `import(${JSON.stringify(pathToFileURL(core).href)}).then((c) => process.exit(c.hasCudaDevice() ? 0 : 1))`],
+    { env: process.env },
+  ).status === 0;
 const run = (args: string[], options: { cwd?: string; uid?: number; gid?: number } = {}): SpawnSyncReturns<string> =>
   spawnSync(process.execPath, [cli, ...args], { encoding: 'utf8', timeout: 120_000, env, ...options });
 const tiny = ['--train-subset', '256', '--test-subset', '128', '--hidden', '32', '--hidden-layers', '1'];
@@ -43,48 +48,99 @@ describe('flag errors: one form, with did you mean', () => {
   });
 
   it('a misspelt allocator or choice gets did you mean', () => {
-    refused(run(['train', '--allocator', 'pol']), /^gpumem train: '--allocator' names 'pol', which is not registered \(did you mean pool\?\)/);
-    refused(run(['record', '--out', join(dir, 'x.jsonl'), '--allocator', 'hots']), /^gpumem record: '--allocator' names 'hots', which is not registered \(did you mean host\?\)/);
-    refused(run(['compare', '--allocators', 'host,asyncc']), /^gpumem compare: '--allocators' names 'asyncc', which is not registered \(did you mean async\?\)/);
-    refused(run(['replay', rmmSample, '--allocators', 'expandible']), /^gpumem replay: '--allocators' names 'expandible', which is not registered \(did you mean expandable\?\)/);
+    refused(
+      run(['train', '--allocator', 'pol']),
+      /^gpumem train: '--allocator' names 'pol', which is not registered \(did you mean pool\?\)/,
+    );
+    refused(
+      run(['record', '--out', join(dir, 'x.jsonl'), '--allocator', 'hots']),
+      /^gpumem record: '--allocator' names 'hots', which is not registered \(did you mean host\?\)/,
+    );
+    refused(
+      run(['compare', '--allocators', 'host,asyncc']),
+      /^gpumem compare: '--allocators' names 'asyncc', which is not registered \(did you mean async\?\)/,
+    );
+    refused(
+      run(['replay', rmmSample, '--allocators', 'expandible']),
+      /^gpumem replay: '--allocators' names 'expandible', which is not registered \(did you mean expandable\?\)/,
+    );
     refused(run(['train', '--model', 'mpl']), /^gpumem train: '--model' must be one of mlp, gcn \(received 'mpl'\) \(did you mean mlp\?\)/);
   });
 
   it.skipIf(gpu)('train --allocator cuda without a GPU is a usage error of the same form', () => {
-    refused(run(['train', '--allocator', 'cuda']), /^gpumem train: '--allocator' names 'cuda', which needs a CUDA device, and none is available here \(these run on the host: host, pool/);
+    refused(
+      run(['train', '--allocator', 'cuda']),
+      /^gpumem train: '--allocator' names 'cuda', which needs a CUDA device, and none is available here \(these run on the host: host, pool/,
+    );
   });
 });
 
 describe('checked before any work (exit 2)', () => {
   it('every allocator spec, not only when its turn comes', () => {
     const started = Date.now();
-    refused(run(['compare', ...tiny, '--allocators', 'host,pool:maxReservedBytes=abc']), /gpumem compare: '--allocators': an allocator spec was refused:\n {2}pool:maxReservedBytes=abc: Expected positive integer for maxReservedBytes/);
-    refused(run(['compare', ...tiny, '--inline', '--allocators', 'host,pool:bogus=1']), /pool:bogus=1: Unknown option 'bogus' for the 'pool' allocator/);
-    refused(run(['replay', rmmSample, '--allocators', 'host,pool:maxReservedBytes=abc']), /gpumem replay: '--allocators': an allocator spec was refused:\n {2}pool:maxReservedBytes=abc/);
-    refused(run(['train', ...tiny, '--allocator', 'pool:maxReservedBytes=abc']), /gpumem train: '--allocator': an allocator spec was refused/);
-    refused(run(['train', ...tiny, '--allocator', 'pool:maxReservedBytes=abc', '--devices', '2']), /gpumem train: '--allocator': an allocator spec was refused/);
-    refused(run(['compare', ...tiny, '--allocators', 'host,native']), /native: Expected a non-empty string \(the path of a gpumem plug-in library\) for library/);
+    refused(
+      run(['compare', ...tiny, '--allocators', 'host,pool:maxReservedBytes=abc']),
+      /gpumem compare: '--allocators': an allocator spec was refused:\n {2}pool:maxReservedBytes=abc: Expected positive integer for maxReservedBytes/,
+    );
+    refused(
+      run(['compare', ...tiny, '--inline', '--allocators', 'host,pool:bogus=1']),
+      /pool:bogus=1: Unknown option 'bogus' for the 'pool' allocator/,
+    );
+    refused(
+      run(['replay', rmmSample, '--allocators', 'host,pool:maxReservedBytes=abc']),
+      /gpumem replay: '--allocators': an allocator spec was refused:\n {2}pool:maxReservedBytes=abc/,
+    );
+    refused(
+      run(['train', ...tiny, '--allocator', 'pool:maxReservedBytes=abc']),
+      /gpumem train: '--allocator': an allocator spec was refused/,
+    );
+    refused(
+      run(['train', ...tiny, '--allocator', 'pool:maxReservedBytes=abc', '--devices', '2']),
+      /gpumem train: '--allocator': an allocator spec was refused/,
+    );
+    refused(
+      run(['compare', ...tiny, '--allocators', 'host,native']),
+      /native: Expected a non-empty string \(the path of a gpumem plug-in library\) for library/,
+    );
     expect(Date.now() - started).toBeLessThan(30_000);
   });
 
   it('--devices against the batch or the nodes, before any rank is started', () => {
     const started = Date.now();
-    refused(run(['compare', ...tiny, '--allocators', 'host', '--devices', '1000']), /gpumem compare: '--devices' 1000 ranks need a batch of at least 1000 .* the batch is 64/);
-    refused(run(['train', ...tiny, '--allocator', 'host', '--devices', '100', '--batch', '32']), /gpumem train: '--devices' 100 ranks need a batch of at least 100/);
-    refused(run(['compare', '--model', 'gcn', '--nodes', '10', '--allocators', 'host', '--devices', '8']), /'--devices' 8 ranks need at least one node each, but 10 nodes in rows of 2 leave the last rank none/);
+    refused(
+      run(['compare', ...tiny, '--allocators', 'host', '--devices', '1000']),
+      /gpumem compare: '--devices' 1000 ranks need a batch of at least 1000 .* the batch is 64/,
+    );
+    refused(
+      run(['train', ...tiny, '--allocator', 'host', '--devices', '100', '--batch', '32']),
+      /gpumem train: '--devices' 100 ranks need a batch of at least 100/,
+    );
+    refused(
+      run(['compare', '--model', 'gcn', '--nodes', '10', '--allocators', 'host', '--devices', '8']),
+      /'--devices' 8 ranks need at least one node each, but 10 nodes in rows of 2 leave the last rank none/,
+    );
     expect(Date.now() - started).toBeLessThan(20_000);
   });
 
   it('an output that would overwrite the input or another output', () => {
     const trace = join(dir, 'run.csv');
     writeFileSync(trace, readFileSync(rmmSample));
-    refused(run(['replay', trace, '--report', trace]), /gpumem replay: '--report' .*run\.csv is the trace FILE: writing it would overwrite the input/);
+    refused(
+      run(['replay', trace, '--report', trace]),
+      /gpumem replay: '--report' .*run\.csv is the trace FILE: writing it would overwrite the input/,
+    );
     refused(run(['replay', trace, '--json', join(dir, '.', 'run.csv')]), /'--json' .* is the trace FILE/);
     expect(readFileSync(trace, 'utf8')).toBe(readFileSync(rmmSample, 'utf8'));
     const same = join(dir, 'same.out');
-    refused(run(['replay', trace, '--json', same, '--report', same]), /gpumem replay: '--report' and '--json' both name .*same\.out: one would overwrite the other/);
+    refused(
+      run(['replay', trace, '--json', same, '--report', same]),
+      /gpumem replay: '--report' and '--json' both name .*same\.out: one would overwrite the other/,
+    );
     refused(run(['compare', ...tiny, '--json', same, '--trace-json', same]), /gpumem compare: '--json' and '--trace-json' both name/);
-    refused(run(['compare', ...tiny, '--baseline', baselineFile, '--report', baselineFile]), /'--report' .* is the baseline file given to '--baseline'/);
+    refused(
+      run(['compare', ...tiny, '--baseline', baselineFile, '--report', baselineFile]),
+      /'--report' .* is the baseline file given to '--baseline'/,
+    );
     refused(run(['record', ...tiny, '--out', same, '--format', 'jsonl', '--json', same]), /gpumem record: '--out' and '--json' both name/);
   });
 
@@ -99,8 +155,14 @@ describe('checked before any work (exit 2)', () => {
     writeFileSync(locked, '{}\n');
     chmodSync(locked, 0o444);
     const started = Date.now();
-    refused(run(['train', ...tiny, '--allocator', 'host', '--json', locked], { cwd: folder, ...asOther }), /gpumem train: '--json' .*locked\.json: the file exists and cannot be written/);
-    refused(run(['replay', rmmSample, '--report', locked], { cwd: folder, ...asOther }), /gpumem replay: '--report' .*locked\.json: the file exists and cannot be written/);
+    refused(
+      run(['train', ...tiny, '--allocator', 'host', '--json', locked], { cwd: folder, ...asOther }),
+      /gpumem train: '--json' .*locked\.json: the file exists and cannot be written/,
+    );
+    refused(
+      run(['replay', rmmSample, '--report', locked], { cwd: folder, ...asOther }),
+      /gpumem replay: '--report' .*locked\.json: the file exists and cannot be written/,
+    );
     expect(Date.now() - started).toBeLessThan(20_000);
     expect(readFileSync(locked, 'utf8')).toBe('{}\n');
   });
@@ -153,9 +215,25 @@ describe('one name for one thing', () => {
   });
 
   it("the gcn's dataset 'random' was 'seed', a word kept for the random seed; the old name works with a deprecation note", () => {
-    const r = run(['train', '--model', 'gcn', '--dataset', 'seed', '--allocator', 'host', '--nodes', '300', '--epochs', '1', '--hidden', '8']);
+    const r = run([
+      'train',
+      '--model',
+      'gcn',
+      '--dataset',
+      'seed',
+      '--allocator',
+      'host',
+      '--nodes',
+      '300',
+      '--epochs',
+      '1',
+      '--hidden',
+      '8',
+    ]);
     expect(r.status, r.stderr).toBe(0);
-    expect(r.stderr).toMatch(/gpumem train: '--dataset seed' is deprecated and will be removed in the next release; use '--dataset random'/);
+    expect(r.stderr).toMatch(
+      /gpumem train: '--dataset seed' is deprecated and will be removed in the next release; use '--dataset random'/,
+    );
     expect(r.stdout).toMatch(/^gcn on random, allocator 'host'/m);
     const help = run(['train', '--help']).stdout;
     expect(help).toMatch(/^ {2}--dataset [a-z|]*random\|sbm.*gcn: random \(default\) or sbm; deprecated: seed, the old name of random/m);
@@ -184,7 +262,19 @@ describe('tables', () => {
     const table = r.stdout.slice(r.stdout.indexOf('\n') + 1, r.stdout.indexOf('\n* best'));
     for (const line of table.split('\n')) expect(line.length).toBeLessThanOrEqual(120);
     const { header, rows } = readTable(r.stdout);
-    expect(header).toEqual(['allocator', 'status', 'median epoch (min\u2013max)', 'images/s', 'peak allocated', 'peak reserved', 'reserved/alloc', 'upstream calls', 'OOMs', 'final loss', 'accuracy']);
+    expect(header).toEqual([
+      'allocator',
+      'status',
+      'median epoch (min\u2013max)',
+      'images/s',
+      'peak allocated',
+      'peak reserved',
+      'reserved/alloc',
+      'upstream calls',
+      'OOMs',
+      'final loss',
+      'accuracy',
+    ]);
     expect([...rows.keys()]).toEqual(['host', 'pool:upstream=host:maxReservedBytes=64MiB']);
     // right-aligned: the header of a figure column ends where its figures end
     const lines = r.stdout.split('\n');
@@ -214,7 +304,7 @@ describe('when no strategy could replay the trace', () => {
 });
 
 describe('help', () => {
-  it('gpumem help COMMAND prints that command\'s help; the top-level help puts PyTorch snapshots first for replay', () => {
+  it("gpumem help COMMAND prints that command's help; the top-level help puts PyTorch snapshots first for replay", () => {
     for (const command of ['replay', 'compare', 'train', 'record']) {
       const r = run(['help', command]);
       expect(r.status).toBe(0);
@@ -225,7 +315,7 @@ describe('help', () => {
     expect(top).toMatch(/gpumem replay snapshot\.pickle/);
   });
 
-  it('compare --help gives the epochs compare runs by default (3), not train\'s', () => {
+  it("compare --help gives the epochs compare runs by default (3), not train's", () => {
     expect(run(['compare', '--help']).stdout).toMatch(/^ {2}--epochs N +epochs \(default 3;/m);
     expect(run(['train', '--help']).stdout).toMatch(/^ {2}--epochs N +epochs \(default 1\)/m);
   });
@@ -247,8 +337,14 @@ describe('plug-ins', () => {
     const project = join(parent, 'project');
     mkdirSync(pkg, { recursive: true });
     mkdirSync(project);
-    writeFileSync(join(pkg, 'package.json'), JSON.stringify({ name: 'shadow-strategy', version: '1.0.0', type: 'module', main: 'index.js' }));
-    writeFileSync(join(pkg, 'index.js'), `import { registerAllocator, HostAllocator } from ${JSON.stringify(pathToFileURL(core).href)};\nregisterAllocator('shadow', (o) => new HostAllocator(o), { description: 'from a parent folder', requiresCuda: false });\n`);
+    writeFileSync(
+      join(pkg, 'package.json'),
+      JSON.stringify({ name: 'shadow-strategy', version: '1.0.0', type: 'module', main: 'index.js' }),
+    );
+    writeFileSync(
+      join(pkg, 'index.js'),
+      `import { registerAllocator, HostAllocator } from ${JSON.stringify(pathToFileURL(core).href)};\nregisterAllocator('shadow', (o) => new HostAllocator(o), { description: 'from a parent folder', requiresCuda: false });\n`,
+    );
     const r = run(['info', '--plugin', 'shadow-strategy'], { cwd: project });
     expect(r.stderr).toBe(`gpumem: plug-in 'shadow-strategy' loaded from ${join(pkg, 'index.js')}\n`);
     const help = run(['--help']).stdout;
@@ -267,13 +363,25 @@ describe('plug-ins', () => {
 describe('npm run bench (bench/alloc)', () => {
   it('measures every strategy that ships with gpumem and can run here, tiered included, and skips native with a note', () => {
     const out = join(dir, 'alloc.json');
-    const r = spawnSync(process.execPath, ['bench/alloc/run.js', '--quick', '--out', out], { cwd: root, encoding: 'utf8', env, timeout: 300_000 });
+    const r = spawnSync(process.execPath, ['bench/alloc/run.js', '--quick', '--out', out], {
+      cwd: root,
+      encoding: 'utf8',
+      env,
+      timeout: 300_000,
+    });
     expect(r.status, r.stderr).toBe(0);
     expect(r.stderr).toMatch(/bench\/alloc: skipping native: needs options/);
     const labels = (JSON.parse(readFileSync(out, 'utf8')) as { rows: { allocator: string }[] }).rows.map((row) => row.allocator);
     expect(labels).toEqual(expect.arrayContaining(['host', 'tiered', 'pinned', 'expandable']));
-    const tiered = spawnSync(process.execPath, ['bench/alloc/run.js', '--quick', '--allocators', 'tiered', '--out', out], { cwd: root, encoding: 'utf8', env, timeout: 300_000 });
+    const tiered = spawnSync(process.execPath, ['bench/alloc/run.js', '--quick', '--allocators', 'tiered', '--out', out], {
+      cwd: root,
+      encoding: 'utf8',
+      env,
+      timeout: 300_000,
+    });
     expect(tiered.status, tiered.stderr).toBe(0);
-    expect((JSON.parse(readFileSync(out, 'utf8')) as { rows: { allocator: string }[] }).rows.map((row) => row.allocator)).toEqual(['tiered']);
+    expect((JSON.parse(readFileSync(out, 'utf8')) as { rows: { allocator: string }[] }).rows.map((row) => row.allocator)).toEqual([
+      'tiered',
+    ]);
   }, 300_000);
 });

@@ -20,7 +20,10 @@ export const allocatorPlugins: readonly string[] = builtInStrategyPackages;
 
 /** Splits a comma-separated list of plug-in names, dropping blanks. */
 export function pluginNames(list: string | undefined): string[] {
-  return (list ?? '').split(',').map((s) => s.trim()).filter(Boolean);
+  return (list ?? '')
+    .split(',')
+    .map((s) => s.trim())
+    .filter(Boolean);
 }
 
 /**
@@ -34,14 +37,16 @@ function resolvePlugin(name: string, cwd: string = process.cwd()): string {
     try {
       return pathToFileURL(createRequire(from).resolve(name)).href;
     } catch (e) {
-      tried.push(`${from.startsWith('file:') ? 'gpumem\'s install' : cwd}: ${(e as Error).message.split('\n')[0]}`);
+      tried.push(`${from.startsWith('file:') ? "gpumem's install" : cwd}: ${(e as Error).message.split('\n')[0]}`);
     }
   }
   try {
     // ESM-only packages (an "exports" map with "import" only) resolve here.
     return import.meta.resolve(name);
   } catch {
-    throw new Error(`could not find allocator plug-in '${name}'. Install it in this project (npm install ${name}) or give its path. Tried: ${tried.join('; ')}`);
+    throw new Error(
+      `could not find allocator plug-in '${name}'. Install it in this project (npm install ${name}) or give its path. Tried: ${tried.join('; ')}`,
+    );
   }
 }
 

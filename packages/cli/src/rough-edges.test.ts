@@ -15,7 +15,12 @@ const core = fileURLToPath(new URL('../../allocator-core/dist/index.js', import.
 const dir = mkdtempSync(join(tmpdir(), 'gpumem-cli-'));
 const env = { ...process.env, CUDA_VISIBLE_DEVICES: '', GPUMEM_PLUGINS: '' };
 const run = (args: string[], options: { cwd?: string; env?: NodeJS.ProcessEnv } = {}) =>
-  spawnSync(process.execPath, [cli, ...args], { encoding: 'utf8', timeout: 120_000, cwd: options.cwd ?? process.cwd(), env: options.env ?? env });
+  spawnSync(process.execPath, [cli, ...args], {
+    encoding: 'utf8',
+    timeout: 120_000,
+    cwd: options.cwd ?? process.cwd(),
+    env: options.env ?? env,
+  });
 const tiny = ['--train-subset', '256', '--test-subset', '128', '--hidden', '32'];
 
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
@@ -46,7 +51,9 @@ describe('gpumem CLI: first contact', () => {
     expect(byFlag.stdout).toMatch(/^ {2}my-strategy +available +a user strategy/m);
     const byEnv = run(['info'], { cwd: project, env: { ...env, GPUMEM_PLUGINS: 'my-strategy' } });
     expect(byEnv.stdout).toMatch(/^ {2}my-strategy /m);
-    const compare = run(['compare', ...tiny, '--epochs', '1', '--allocators', 'my-strategy,host', '--plugin', 'my-strategy'], { cwd: project });
+    const compare = run(['compare', ...tiny, '--epochs', '1', '--allocators', 'my-strategy,host', '--plugin', 'my-strategy'], {
+      cwd: project,
+    });
     expect(compare.status).toBe(0);
     expect(compare.stdout).toMatch(/^my-strategy +ok /m);
     const missing = run(['info', '--plugin', 'not-installed-anywhere'], { cwd: project });
@@ -57,7 +64,10 @@ describe('gpumem CLI: first contact', () => {
 
   it('checks every output path before any work, naming the flag (exit 2)', () => {
     const cases: [string[], RegExp][] = [
-      [['compare', ...tiny, '--report', '/no/such/dir/r.html'], /'--report' \/no\/such\/dir\/r.html: the folder \/no\/such\/dir does not exist/],
+      [
+        ['compare', ...tiny, '--report', '/no/such/dir/r.html'],
+        /'--report' \/no\/such\/dir\/r.html: the folder \/no\/such\/dir does not exist/,
+      ],
       [['compare', ...tiny, '--json', '/no/such/dir/r.json'], /'--json'/],
       [['compare', ...tiny, '--trace-json', dir], /'--trace-json' .*: is a folder/],
       [['record', ...tiny, '--out', '/no/such/dir/t.jsonl'], /gpumem record: '--out'/],
@@ -98,7 +108,20 @@ describe('gpumem CLI: first contact', () => {
     const baseline = fileURLToPath(new URL('../../compare/src/fixtures/torch-eager.jsonl', import.meta.url));
     const report = join(dir, 'baseline.html');
     const json = join(dir, 'baseline.json');
-    const r = run(['compare', ...tiny, '--epochs', '2', '--allocators', 'host', '--baseline', baseline, '--report', report, '--json', json]);
+    const r = run([
+      'compare',
+      ...tiny,
+      '--epochs',
+      '2',
+      '--allocators',
+      'host',
+      '--baseline',
+      baseline,
+      '--report',
+      report,
+      '--json',
+      json,
+    ]);
     expect(r.status).toBe(0);
     expect(r.stdout).toMatch(/^torch-eager +baseline +1478\.2 ms \(1476\.9\u20131479\.5\)/m);
     expect(r.stdout).toMatch(/baseline: another framework's run/);

@@ -16,8 +16,14 @@ describe('gpumem train: absurd sizes exit 2 at once, naming the flag or the esti
   };
   const cases: Array<[string[], RegExp]> = [
     [['--model', 'gcn', '--nodes', '1e12'], /'--nodes' must be at most 2147483647 \(received 1e12\)/],
-    [['--model', 'gcn', '--nodes', '2000000000'], /nodes x edgesPerNode <= 2,147,483,647 \(edge indices are 32-bit\) but received 2,000,000,000 x 10 = 20,000,000,000/],
-    [['--model', 'gcn', '--hidden', '65536', '--nodes', '100000000'], /hidden 65,536.* needs at least [\d.]+ TiB .* but (the host|cuda:0) has [\d.]+ GiB in all: use fewer nodes, features or hidden units/],
+    [
+      ['--model', 'gcn', '--nodes', '2000000000'],
+      /nodes x edgesPerNode <= 2,147,483,647 \(edge indices are 32-bit\) but received 2,000,000,000 x 10 = 20,000,000,000/,
+    ],
+    [
+      ['--model', 'gcn', '--hidden', '65536', '--nodes', '100000000'],
+      /hidden 65,536.* needs at least [\d.]+ TiB .* but (the host|cuda:0) has [\d.]+ GiB in all: use fewer nodes, features or hidden units/,
+    ],
     [['--model', 'gcn', '--dataset', 'sbm', '--nodes', '50000000'], /at most 2,000,000 nodes for the sbm dataset/],
     [['--batch', '0'], /'--batch' must be at least 1 \(received 0\)/],
     [['--epochs', '-1'], /'--epochs' must be at least 1 \(received -1\)/],

@@ -25,7 +25,10 @@ describe('baseline runs (--baseline)', () => {
     ['{"peer":"a","epoch":1,"epoch_ms":"fast","loss":1,"accuracy":0.5}', /finite number for 'epoch_ms'/],
     ['{"peer":"a","epoch":1,"epoch_ms":-3,"loss":1,"accuracy":0.5}', /positive 'epoch_ms'/],
     ['{"peer":"a","epoch":1,"epoch_ms":3,"loss":1,"accuracy":0.5,"losses":[1,"x"]}', /array of finite numbers for 'losses'/],
-    ['{"peer":"a","epoch":1,"epoch_ms":3,"loss":1,"accuracy":0.5}\n{"peer":"b","epoch":2,"epoch_ms":3,"loss":1,"accuracy":0.5}', /2: expected one baseline per file/],
+    [
+      '{"peer":"a","epoch":1,"epoch_ms":3,"loss":1,"accuracy":0.5}\n{"peer":"b","epoch":2,"epoch_ms":3,"loss":1,"accuracy":0.5}',
+      /2: expected one baseline per file/,
+    ],
     ['{"peer":"a","summary":true}', /no epoch records/],
     ['', /no epoch records/],
   ])('rejects %j with a BaselineFormatError naming the line', (text, message) => {

@@ -77,10 +77,12 @@ export function parseBaseline(text: string, file = '<input>'): BaselineRun {
     } catch {
       throw new BaselineFormatError(file, line, `expected a JSON object per line but received ${JSON.stringify(raw.slice(0, 60))}`);
     }
-    if (record === null || typeof record !== 'object' || Array.isArray(record)) throw new BaselineFormatError(file, line, 'expected a JSON object');
+    if (record === null || typeof record !== 'object' || Array.isArray(record))
+      throw new BaselineFormatError(file, line, 'expected a JSON object');
     const r = record as Record<string, unknown>;
     if (typeof r.peer !== 'string' || r.peer === '') throw new BaselineFormatError(file, line, `expected a string 'peer' naming the run`);
-    if (name !== undefined && r.peer !== name) throw new BaselineFormatError(file, line, `expected one baseline per file ('${name}') but received '${r.peer}'`);
+    if (name !== undefined && r.peer !== name)
+      throw new BaselineFormatError(file, line, `expected one baseline per file ('${name}') but received '${r.peer}'`);
     name = r.peer;
     if (r.summary === true) {
       for (const key of ['gpu', 'torch', 'variant', 'mode']) if (typeof r[key] === 'string') about[key] = r[key] as string;
@@ -93,13 +95,20 @@ export function parseBaseline(text: string, file = '<input>'): BaselineRun {
     }
     const epochMs = finite(r, 'epoch_ms', file, line);
     if (epochMs <= 0) throw new BaselineFormatError(file, line, `expected a positive 'epoch_ms' but received ${epochMs}`);
-    epochs.push({ epoch, epochMs, loss: finite(r, 'loss', file, line), accuracy: finite(r, 'accuracy', file, line), losses: losses as number[] });
+    epochs.push({
+      epoch,
+      epochMs,
+      loss: finite(r, 'loss', file, line),
+      accuracy: finite(r, 'accuracy', file, line),
+      losses: losses as number[],
+    });
     const pa = optionalBytes(r, 'peak_allocated', file, line);
     const pr = optionalBytes(r, 'peak_reserved', file, line);
     if (pa !== null) peakAllocated = Math.max(peakAllocated ?? 0, pa);
     if (pr !== null) peakReserved = Math.max(peakReserved ?? 0, pr);
   }
-  if (name === undefined || epochs.length === 0) throw new BaselineFormatError(file, lines.length, 'no epoch records: expected the JSON lines a script in bench/baselines prints');
+  if (name === undefined || epochs.length === 0)
+    throw new BaselineFormatError(file, lines.length, 'no epoch records: expected the JSON lines a script in bench/baselines prints');
   const spread = spreadOf(epochs.slice(warmupEpochsOf(epochs.length)).map((e) => e.epochMs));
   const last = epochs.at(-1)!;
   return {

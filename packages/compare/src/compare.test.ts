@@ -12,7 +12,11 @@ function event(timeNs: number, action: TrackingEvent['action'], bytes: number, r
 
 describe('buildTimeline', () => {
   it('turns events into allocated and reserved bytes over time', () => {
-    const t = buildTimeline([event(1e6, 'alloc', 100, 512), event(2e6, 'alloc', 50, 512), event(3e6, 'oom', 1e9, 512), event(4e6, 'free', 100, 512)], 50, 100);
+    const t = buildTimeline(
+      [event(1e6, 'alloc', 100, 512), event(2e6, 'alloc', 50, 512), event(3e6, 'oom', 1e9, 512), event(4e6, 'free', 100, 512)],
+      50,
+      100,
+    );
     expect(t.tMs).toEqual([1, 2, 3, 4]);
     expect(t.allocatedBytes).toEqual([100, 150, 150, 50]);
     expect(t.reservedBytes).toEqual([512, 512, 512, 512]);
@@ -65,7 +69,10 @@ describe('bestOf', () => {
 describe('allocator specs', () => {
   it('parses names, options with units, booleans and strings', () => {
     expect(parseAllocatorSpec('pool')).toEqual({ label: 'pool', name: 'pool', options: {} });
-    expect(parseAllocatorSpec('pool:maxReservedBytes=64MiB:upstream=host').options).toEqual({ maxReservedBytes: 64 * 2 ** 20, upstream: 'host' });
+    expect(parseAllocatorSpec('pool:maxReservedBytes=64MiB:upstream=host').options).toEqual({
+      maxReservedBytes: 64 * 2 ** 20,
+      upstream: 'host',
+    });
     // Sizes take the core's one set of forms (parseSize): units other than KiB/MiB/GiB/TiB are errors.
     expect(parseAllocatorSpec('pool:maxReservedBytes=2gib').options).toEqual({ maxReservedBytes: 2 * 2 ** 30 });
     expect(() => parseAllocatorSpec('pool:maxReservedBytes=4GB')).toThrow(/Expected a size \(.*\) for maxReservedBytes but received '4GB'/);
@@ -94,9 +101,12 @@ describe('allocator specs', () => {
     });
   });
 
-  it.each([['Pool'], ['pool:'], ['pool:x'], ['pool:=1'], ['pool:a=1:a=2'], ['pool:a=1:a.b=2'], ['pool:a..b=1'], [''], ['pool,pool']])('rejects %j with a RangeError', (spec) => {
-    expect(() => parseAllocatorList(spec)).toThrow(RangeError);
-  });
+  it.each([['Pool'], ['pool:'], ['pool:x'], ['pool:=1'], ['pool:a=1:a=2'], ['pool:a=1:a.b=2'], ['pool:a..b=1'], [''], ['pool,pool']])(
+    'rejects %j with a RangeError',
+    (spec) => {
+      expect(() => parseAllocatorList(spec)).toThrow(RangeError);
+    },
+  );
 });
 
 describe('runOne (CPU)', () => {

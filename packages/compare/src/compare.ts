@@ -154,7 +154,16 @@ export function runOne(request: RunRequest, onProgress?: (p: Progress) => void):
   try {
     // CUDA graphs only where the strategy can allocate inside a capture; the others run eagerly.
     const cudaGraph = request.train.cudaGraph === true && strategyInfo(spec.name).capturable;
-    result = train(asTrainOptions({ ...request.train, cudaGraph, allocator, onProgress, tagAllocations: tracked?.setTag, ...(onStep ? { onStep } : {}) }));
+    result = train(
+      asTrainOptions({
+        ...request.train,
+        cudaGraph,
+        allocator,
+        onProgress,
+        tagAllocations: tracked?.setTag,
+        ...(onStep ? { onStep } : {}),
+      }),
+    );
   } catch (e) {
     failure = e;
   }
@@ -183,7 +192,6 @@ export function runOne(request: RunRequest, onProgress?: (p: Progress) => void):
   }
   return run;
 }
-
 
 const columns: Array<{ column: CompareColumn; value: (r: CompareRun) => number | null; higherIsBetter: boolean }> = [
   { column: 'medianEpochMs', value: (r) => r.medianEpochMs, higherIsBetter: false },
@@ -267,7 +275,10 @@ function runInChild(request: RunRequest, onProgress?: (p: Progress) => void): Pr
 }
 
 /** The dataset a comparison trained on: the workload's default, or its new name where an old one was given. */
-function datasetName(dataset: string | undefined, workload: { datasets: readonly string[]; datasetAliases?: Readonly<Record<string, string>> }): string {
+function datasetName(
+  dataset: string | undefined,
+  workload: { datasets: readonly string[]; datasetAliases?: Readonly<Record<string, string>> },
+): string {
   if (dataset === undefined) return workload.datasets[0]!;
   return workload.datasetAliases?.[dataset] ?? dataset;
 }
@@ -286,7 +297,8 @@ export function outsideAllocatorNote(runs: readonly CompareRun[]): string[] {
 /** Runs every allocator in turn (`repeat` rounds) and gathers the comparison. */
 export async function compareAllocators(o: CompareOptions): Promise<CompareResult> {
   const repeat = o.repeat ?? 1;
-  if (!Number.isSafeInteger(repeat) || repeat < 1) throw new RangeError(`Expected positive integer for repeat but received ${String(repeat)}`);
+  if (!Number.isSafeInteger(repeat) || repeat < 1)
+    throw new RangeError(`Expected positive integer for repeat but received ${String(repeat)}`);
   const isolate = o.isolate ?? true;
   if (repeat > 1 && !isolate) throw new RangeError('Expected isolate: true with repeat > 1: each repeat runs in a fresh process');
   const byAllocator: CompareRun[][] = o.allocators.map(() => []);
@@ -304,7 +316,11 @@ export async function compareAllocators(o: CompareOptions): Promise<CompareResul
       };
       const onProgress = o.onProgress ? (p: Progress) => o.onProgress!(spec, p) : undefined;
       // over several devices the ranks are processes of their own: no child is needed to hold them
-      const run = isDistributed(o.train) ? await runDistributed(request, onProgress) : isolate ? await runInChild(request, onProgress) : runOne(request, onProgress);
+      const run = isDistributed(o.train)
+        ? await runDistributed(request, onProgress)
+        : isolate
+          ? await runInChild(request, onProgress)
+          : runOne(request, onProgress);
       byAllocator[index]!.push(run);
       o.onRunEnd?.(run);
     }

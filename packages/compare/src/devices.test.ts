@@ -80,7 +80,7 @@ describe('a run over several devices', () => {
     expect(rankClockOffset({ epochs: epochs as never, samples: { tMs: [], allocatedBytes: [], reservedBytes: [] } })).toBe(0);
   });
 
-  it('pools repeats per device: the highest peak of each rank, the first repeat\'s timeline', () => {
+  it("pools repeats per device: the highest peak of each rank, the first repeat's timeline", () => {
     const first = summariseDistributed(pool, sampleDistributedTrainResult(), 1000, 4000);
     const second = summariseDistributed(pool, sampleDistributedTrainResult(), 1000, 4000);
     second.devices![0]!.peakAllocatedBytes = 150 * MiB;
@@ -93,8 +93,18 @@ describe('a run over several devices', () => {
   });
 
   it('names the devices by device, or by rank where ranks share one, and lists their peaks', () => {
-    expect(deviceLabels([{ rank: 0, device: 'cuda:0' }, { rank: 1, device: 'cuda:1' }])).toEqual(['cuda:0', 'cuda:1']);
-    expect(deviceLabels([{ rank: 0, device: 'host' }, { rank: 1, device: 'host' }])).toEqual(['rank 0 (host)', 'rank 1 (host)']);
+    expect(
+      deviceLabels([
+        { rank: 0, device: 'cuda:0' },
+        { rank: 1, device: 'cuda:1' },
+      ]),
+    ).toEqual(['cuda:0', 'cuda:1']);
+    expect(
+      deviceLabels([
+        { rank: 0, device: 'host' },
+        { rank: 1, device: 'host' },
+      ]),
+    ).toEqual(['rank 0 (host)', 'rank 1 (host)']);
     const run = summariseDistributed(pool, sampleDistributedTrainResult(), 1, 4000);
     expect(devicePeaksText(run.devices!)).toBe(
       `cuda:0 ${formatBytes(108 * MiB)} / ${formatBytes(128 * MiB)} \u00b7 cuda:1 ${formatBytes(118 * MiB)} / ${formatBytes(128 * MiB)}`,
@@ -174,7 +184,12 @@ describe('the HTML report of runs over several devices', () => {
   it("tables each device's peaks and remote rows under its chart, and says the row is over several devices", () => {
     const figure = /<figure class="timeline devices" data-run="0">[\s\S]*?<\/figure>/.exec(html)![0];
     expect(figure).toContain('<canvas id="timeline-0"');
-    const rows = [...figure.matchAll(/<tr><th scope="row">[\s\S]*?<\/tr>/g)].map((m) => m[0].replace(/<[^>]+>/g, ' ').replace(/\s+/g, ' ').trim());
+    const rows = [...figure.matchAll(/<tr><th scope="row">[\s\S]*?<\/tr>/g)].map((m) =>
+      m[0]
+        .replace(/<[^>]+>/g, ' ')
+        .replace(/\s+/g, ' ')
+        .trim(),
+    );
     expect(rows).toEqual([
       `cuda:0 ${formatBytes(108 * MiB)} ${formatBytes(128 * MiB)} 900 / 880 of 1,000`,
       `cuda:1 ${formatBytes(118 * MiB)} ${formatBytes(128 * MiB)} 901 / 881 of 1,000`,
@@ -198,7 +213,8 @@ describe('the HTML report of runs over several devices', () => {
 describe('the Chrome trace of runs over several devices', () => {
   const result = sampleDevicesCompareResult();
   const trace = toChromeTrace(result);
-  const of = <P extends ChromeTraceEvent['ph']>(ph: P) => trace.traceEvents.filter((e): e is Extract<ChromeTraceEvent, { ph: P }> => e.ph === ph);
+  const of = <P extends ChromeTraceEvent['ph']>(ph: P) =>
+    trace.traceEvents.filter((e): e is Extract<ChromeTraceEvent, { ph: P }> => e.ph === ph);
 
   it("has a process per rank after the runs', named by run and device and sorted after them", () => {
     expect(trace.metadata.processes).toEqual([
@@ -209,14 +225,29 @@ describe('the Chrome trace of runs over several devices', () => {
       { pid: 5, allocator: 'pool', status: 'ok', rank: 1, device: 'cuda:1' },
     ]);
     const names = of('M').filter((e) => e.name === 'process_name');
-    expect(names.map((e) => [e.pid, e.args.name])).toEqual([[1, 'pool'], [2, 'async'], [3, 'cuda'], [4, 'pool: cuda:0'], [5, 'pool: cuda:1']]);
+    expect(names.map((e) => [e.pid, e.args.name])).toEqual([
+      [1, 'pool'],
+      [2, 'async'],
+      [3, 'cuda'],
+      [4, 'pool: cuda:0'],
+      [5, 'pool: cuda:1'],
+    ]);
     const order = of('M').filter((e) => e.name === 'process_sort_index');
-    expect(order.map((e) => [e.pid, e.args.sort_index])).toEqual([[1, 0], [2, 1], [3, 2], [4, 3], [5, 4]]);
+    expect(order.map((e) => [e.pid, e.args.sort_index])).toEqual([
+      [1, 0],
+      [2, 1],
+      [3, 2],
+      [4, 3],
+      [5, 4],
+    ]);
   });
 
   it("gives each rank's process its device's counter tracks and epochs, and the run's own process the run's epochs", () => {
     const counters = of('C');
-    for (const [pid, k] of [[4, 0], [5, 1]] as const) {
+    for (const [pid, k] of [
+      [4, 0],
+      [5, 1],
+    ] as const) {
       const timeline = result.runs[0]!.devices![k]!.timeline;
       for (const name of ['allocated', 'reserved'] as const) {
         const track = counters.filter((e) => e.pid === pid && e.name === name);

@@ -39,7 +39,9 @@ export function summariseDistributed(spec: AllocatorSpec, result: TrainResult, w
   const ranks = result.ranks ?? [];
   const last = result.epochs.at(-1);
   if (ranks.length === 0 || !last) {
-    throw new RangeError(`Expected a result over several devices with epochs and ranks but received ${result.epochs.length} epochs and ${ranks.length} ranks`);
+    throw new RangeError(
+      `Expected a result over several devices with epochs and ranks but received ${result.epochs.length} epochs and ${ranks.length} ranks`,
+    );
   }
   const devices = ranks.map((rank) => deviceRun(rank, timelinePoints));
   const finals = ranks.map((rank) => rank.epochs.at(-1)?.stats).filter((s): s is AllocatorStats => s !== undefined);
@@ -66,7 +68,8 @@ export async function runDistributed(request: RunRequest, onProgress?: (p: Progr
   try {
     await importStrategies(request.plugins);
     const { tagAllocations: _tags, devices, ...train } = request.train;
-    if (devices === undefined) throw new RangeError('Expected devices in the train options of a run over several devices but received none');
+    if (devices === undefined)
+      throw new RangeError('Expected devices in the train options of a run over several devices but received none');
     // a strategy not registered here is named now (the ranks import no more than this process did)
     const { capturable } = strategyInfo(spec.name);
     const cudaGraph = train.cudaGraph === true && capturable;

@@ -19,7 +19,6 @@ export function sampleRankClockOffset(rank: number): number {
   return 40 + 15 * rank;
 }
 
-
 /**
  * One rank's result and samples: `epochs` epochs of 200 + 20·rank ms after 300 ms of set-up (on its
  * own clock), a sample as each epoch ends (as a gcn rank takes them), 100 + 10·rank MiB allocated

@@ -52,7 +52,11 @@ const shapes: StrategyShape[] = [
   // A caching pool: reserves 20 MiB segments and never gives them back.
   { allocator: 'pool', msPerEvent: 0.31, reserve: (allocated, before) => Math.max(before, Math.ceil(allocated / (20 * MiB)) * 20 * MiB) },
   // cudaMallocAsync with a 64 MiB release threshold: 2 MiB granules, keeps at most 64 MiB unused.
-  { allocator: 'async', msPerEvent: 0.34, reserve: (allocated, before) => Math.min(Math.max(before, roundUp(allocated, 2 * MiB)), roundUp(allocated, 2 * MiB) + 64 * MiB) },
+  {
+    allocator: 'async',
+    msPerEvent: 0.34,
+    reserve: (allocated, before) => Math.min(Math.max(before, roundUp(allocated, 2 * MiB)), roundUp(allocated, 2 * MiB) + 64 * MiB),
+  },
   // A fixed 200 MiB arena (a plug-in): the second epoch's peak does not fit.
   { allocator: 'arena', msPerEvent: 0.4, reserve: () => 200 * MiB, capacity: 200 * MiB },
 ];
@@ -97,7 +101,6 @@ export function stats(partial: Partial<AllocatorStats>): AllocatorStats {
     ...partial,
   };
 }
-
 
 /** Runs one synthetic strategy: its timeline, epochs, phases and the figures derived from them. */
 function simulate(shape: StrategyShape, index: number): CompareRun {
@@ -144,7 +147,8 @@ function simulate(shape: StrategyShape, index: number): CompareRun {
       const allocated = allocatedAt(i, epoch, next());
       if (shape.capacity !== undefined && allocated > shape.capacity) {
         const requested = allocated - timeline.allocatedBytes.at(-1)!;
-        failure = `${shape.allocator}: could not allocate ${requested} bytes: the upstream 'cuda' could not supply a chunk ` +
+        failure =
+          `${shape.allocator}: could not allocate ${requested} bytes: the upstream 'cuda' could not supply a chunk ` +
           `of ${2 * MiB} bytes (cuda: out of memory (limit ${shape.capacity} bytes))`;
         break;
       }
@@ -223,7 +227,12 @@ function simulate(shape: StrategyShape, index: number): CompareRun {
     ...(shape.allocator === 'pool' ? { largestFreeBlock: 18 * MiB, segmentCount: Math.round(peakReserved / (20 * MiB)) } : {}),
     ...hostStats(Math.max(0, ...(timeline.hostAllocatedBytes ?? [])), Math.max(0, ...(timeline.hostReservedBytes ?? []))),
   });
-  const tiers = hostTierSummary(peakAllocated, peakReserved, epochs.map((e) => e.stats), finalStats);
+  const tiers = hostTierSummary(
+    peakAllocated,
+    peakReserved,
+    epochs.map((e) => e.stats),
+    finalStats,
+  );
   const ok = failure === undefined;
   const warmupEpochs = warmupEpochsOf(epochs.length);
   const epochSpread = spreadOf(epochs.slice(warmupEpochs).map((e) => e.epochMs));

@@ -1,7 +1,15 @@
 import { describe, expect, it } from 'vitest';
 import { createAllocator } from '@gpumem/allocator-core';
 import '@gpumem/allocator-pool';
-import { compileTrace, findMinCapacity, profileReplay, replayTrace, type RecordedBaseline, type ReplayResult, type TraceEvent } from '@gpumem/trace';
+import {
+  compileTrace,
+  findMinCapacity,
+  profileReplay,
+  replayTrace,
+  type RecordedBaseline,
+  type ReplayResult,
+  type TraceEvent,
+} from '@gpumem/trace';
 import { replayToCompareResult, type ReplayReportRow } from './from-replay.js';
 import { renderHtmlReport } from './report-html.js';
 
@@ -14,7 +22,14 @@ const ev = (action: TraceEvent['action'], ptr: number, bytes: number): TraceEven
 };
 const compiled = compileTrace({
   header: { source: 'test' },
-  events: [ev('alloc', 1, 3 * MiB), ev('alloc', 2, 100 * KiB), ev('free', 2, 100 * KiB), ev('alloc', 3, 1.5 * MiB), ev('free', 1, 3 * MiB), ev('free', 3, 1.5 * MiB)],
+  events: [
+    ev('alloc', 1, 3 * MiB),
+    ev('alloc', 2, 100 * KiB),
+    ev('free', 2, 100 * KiB),
+    ev('alloc', 3, 1.5 * MiB),
+    ev('free', 1, 3 * MiB),
+    ev('free', 3, 1.5 * MiB),
+  ],
 });
 
 function rowOf(label: string, name: string, options: Record<string, unknown> = {}): ReplayReportRow {
@@ -71,7 +86,10 @@ describe('replayToCompareResult', () => {
     expect(result.runs[3]!.extra!.minCapacity).toEqual({ text: '6.00 MiB', mark: '\u2020' }); // a footnote, not the best mark (*)
     expect(result.notes!.some((n) => n.startsWith('\u2020 PyTorch caching allocator (recorded)'))).toBe(true);
     expect(result.best.peakReservedBytes).toEqual(['host']);
-    expect(result.runs[1]!).toMatchObject({ upstreamAllocCalls: rows[1]!.profile!.driverAllocs, peakReservedBytes: rows[1]!.result!.peakReservedBytes });
+    expect(result.runs[1]!).toMatchObject({
+      upstreamAllocCalls: rows[1]!.profile!.driverAllocs,
+      peakReservedBytes: rows[1]!.result!.peakReservedBytes,
+    });
   });
 
   it("draws each strategy's timeline and the baseline's on the trace's clock", () => {
@@ -116,7 +134,15 @@ describe('replayToCompareResult', () => {
     } finally {
       allocator.dispose();
     }
-    const r = replayToCompareResult({ file: 's.pickle', format: 'torch-snapshot', origin: 'test', summary: '', compiled: tagged, rows: [{ label: 'pool', result: replayed, profile }], device: 'host (no GPU)' });
+    const r = replayToCompareResult({
+      file: 's.pickle',
+      format: 'torch-snapshot',
+      origin: 'test',
+      summary: '',
+      compiled: tagged,
+      rows: [{ label: 'pool', result: replayed, profile }],
+      device: 'host (no GPU)',
+    });
     const run = r.runs[0]!;
     expect(run.timeline!.tags).toEqual(['other', 'train.py:42:forward', 'model.py:31:attention']);
     expect(run.peakBreakdown).toEqual([

@@ -140,7 +140,12 @@ export function replayToCompareResult(input: ReplayReportInput): CompareResult {
   const searched = input.rows.some((r) => r.minCapacity !== undefined);
   const anyOom = input.rows.some((r) => (r.profile?.ooms ?? 0) > 0);
   const runs: CompareRun[] = [];
-  const values: Record<string, { label: string; value: number | undefined }[]> = { minCapacity: [], fragmentationAtPeak: [], nsPerAlloc: [], nsPerFree: [] };
+  const values: Record<string, { label: string; value: number | undefined }[]> = {
+    minCapacity: [],
+    fragmentationAtPeak: [],
+    nsPerAlloc: [],
+    nsPerFree: [],
+  };
 
   for (const row of input.rows) {
     const run = baseRun(row.label);
@@ -165,7 +170,9 @@ export function replayToCompareResult(input: ReplayReportInput): CompareResult {
     if (breakdown.length > 0) run.peakBreakdown = breakdown;
     run.eventsRecorded = p.timeline.timeNs.length;
     run.extra = {
-      fragmentationAtPeak: { text: `${formatBytes(p.fragmentationAtPeakBytes)}${share(p.fragmentationAtPeakBytes, p.reservedAtPeakBytes)}` },
+      fragmentationAtPeak: {
+        text: `${formatBytes(p.fragmentationAtPeakBytes)}${share(p.fragmentationAtPeakBytes, p.reservedAtPeakBytes)}`,
+      },
       nsPerAlloc: { text: ns(r.nsPerAlloc) },
       nsPerFree: { text: ns(r.nsPerFree) },
     };
@@ -194,7 +201,9 @@ export function replayToCompareResult(input: ReplayReportInput): CompareResult {
     run.timeline = baselineTimeline(baseline, compiled, points);
     run.eventsRecorded = compiled.action.length;
     run.extra = {
-      fragmentationAtPeak: { text: `${formatBytes(baseline.fragmentationAtPeakBytes)}${share(baseline.fragmentationAtPeakBytes, baseline.fragmentationAtPeakBytes + baseline.allocatedAtPeakBytes)}` },
+      fragmentationAtPeak: {
+        text: `${formatBytes(baseline.fragmentationAtPeakBytes)}${share(baseline.fragmentationAtPeakBytes, baseline.fragmentationAtPeakBytes + baseline.allocatedAtPeakBytes)}`,
+      },
     };
     if (searched) {
       run.extra.minCapacity = { text: formatBytes(baseline.peakReservedBytes), mark: '\u2020' };
@@ -206,9 +215,15 @@ export function replayToCompareResult(input: ReplayReportInput): CompareResult {
   }
 
   const extraColumns: ExtraColumn[] = [];
-  if (searched) extraColumns.push({ key: 'minCapacity', heading: 'Min capacity', subheading: 'no OOM at or above', best: lowest(values.minCapacity!) });
+  if (searched)
+    extraColumns.push({ key: 'minCapacity', heading: 'Min capacity', subheading: 'no OOM at or above', best: lowest(values.minCapacity!) });
   extraColumns.push(
-    { key: 'fragmentationAtPeak', heading: 'Fragmentation at peak', subheading: 'reserved − allocated', best: lowest(values.fragmentationAtPeak!) },
+    {
+      key: 'fragmentationAtPeak',
+      heading: 'Fragmentation at peak',
+      subheading: 'reserved − allocated',
+      best: lowest(values.fragmentationAtPeak!),
+    },
     { key: 'nsPerAlloc', heading: 'ns/alloc', best: lowest(values.nsPerAlloc!) },
     { key: 'nsPerFree', heading: 'ns/free', best: lowest(values.nsPerFree!) },
   );

@@ -26,7 +26,16 @@ export { deviceRun, deviceLabels, devicePeaksText, anyDevices } from './devices.
 export { parseBaseline, readBaseline, baselineThroughput, BaselineFormatError, type BaselineRun } from './baseline.js';
 export { parseAllocatorSpec, parseAllocatorList, type AllocatorSpec } from './spec.js';
 export { specProblems, specProblemsInChild, type SpecProblem } from './check-specs.js';
-export type { CompareResult, CompareRun, CompareColumn, TimelineSeries, RunStatus, HostTierSummary, TierSplit, DeviceRun } from './types.js';
+export type {
+  CompareResult,
+  CompareRun,
+  CompareColumn,
+  TimelineSeries,
+  RunStatus,
+  HostTierSummary,
+  TierSplit,
+  DeviceRun,
+} from './types.js';
 export { renderHtmlReport } from './report-html.js';
 export { toChromeTrace, type ChromeTrace, type ChromeTraceEvent } from './trace-json.js';
 export { builtInStrategyPackages, importStrategies } from './strategies.js';

@@ -221,7 +221,11 @@ function spreadChartData(result: CompareResult): SpreadChart | null {
       color: colorOf(index),
       spread: run.status === 'ok' ? run.epochSpread : null,
     })),
-    ...(result.baselines ?? []).map((baseline, k) => ({ name: baseline.name, color: colorOf(result.runs.length + k), spread: baseline.epochSpread })),
+    ...(result.baselines ?? []).map((baseline, k) => ({
+      name: baseline.name,
+      color: colorOf(result.runs.length + k),
+      spread: baseline.epochSpread,
+    })),
   ].filter(
     (r): r is { name: string; color: string; spread: NonNullable<typeof r.spread> } =>
       r.spread !== null && r.spread !== undefined && r.spread.n >= 2,

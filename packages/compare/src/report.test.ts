@@ -41,7 +41,12 @@ function longTimeline(n: number, spikeAt: number, dipAt: number): TimelineSeries
 describe('the fixture', () => {
   it('has four runs, one of them out of memory, with timelines of thousands of points', () => {
     const result = sampleCompareResult();
-    expect(result.runs.map((r) => [r.allocator, r.status])).toEqual([['cuda', 'ok'], ['pool', 'ok'], ['async', 'ok'], ['arena', 'oom']]);
+    expect(result.runs.map((r) => [r.allocator, r.status])).toEqual([
+      ['cuda', 'ok'],
+      ['pool', 'ok'],
+      ['async', 'ok'],
+      ['arena', 'oom'],
+    ]);
     for (const run of result.runs) {
       expect(run.timeline!.tMs.length).toBeGreaterThan(1000);
       expect(run.phases.length).toBe(run.epochs.length);
@@ -163,12 +168,20 @@ describe('renderHtmlReport', () => {
     expect(Math.max(...t.allocated)).toBe(9_000_000);
     expect(Math.min(...t.allocated)).toBe(1);
     expect(t.reserved).toContain(7_000_000);
-    expect(t.t.at(-1)).toBeCloseTo(59_999 * 0.25 / 1000, 9);
+    expect(t.t.at(-1)).toBeCloseTo((59_999 * 0.25) / 1000, 9);
   });
 
   it('renders a result where every run failed before an epoch', () => {
     const failed: CompareResult = { ...sampleCompareResult(), best: {} };
-    failed.runs = failed.runs.map((run) => ({ ...run, status: 'error', error: 'no CUDA device', epochs: [], phases: [], timeline: null, stats: null }));
+    failed.runs = failed.runs.map((run) => ({
+      ...run,
+      status: 'error',
+      error: 'no CUDA device',
+      epochs: [],
+      phases: [],
+      timeline: null,
+      stats: null,
+    }));
     const page = renderHtmlReport(failed);
     expect(runRows(page)).toHaveLength(4);
     expect(page).toContain('No run completed an epoch.');
@@ -226,9 +239,19 @@ describe('toChromeTrace', () => {
 
   it('names one process per allocator, sorted in run order', () => {
     const names = of('M').filter((e) => e.name === 'process_name');
-    expect(names.map((e) => [e.pid, e.args.name])).toEqual([[1, 'cuda'], [2, 'pool'], [3, 'async'], [4, 'arena']]);
+    expect(names.map((e) => [e.pid, e.args.name])).toEqual([
+      [1, 'cuda'],
+      [2, 'pool'],
+      [3, 'async'],
+      [4, 'arena'],
+    ]);
     const order = of('M').filter((e) => e.name === 'process_sort_index');
-    expect(order.map((e) => [e.pid, e.args.sort_index])).toEqual([[1, 0], [2, 1], [3, 2], [4, 3]]);
+    expect(order.map((e) => [e.pid, e.args.sort_index])).toEqual([
+      [1, 0],
+      [2, 1],
+      [3, 2],
+      [4, 3],
+    ]);
     const labels = of('M').filter((e) => e.name === 'process_labels');
     expect(labels).toHaveLength(1);
     expect(labels[0]!.pid).toBe(4);
@@ -276,7 +299,9 @@ describe('toChromeTrace', () => {
   it('caps a long timeline and keeps its peak', () => {
     const big = sampleCompareResult();
     big.runs[0]!.timeline = longTimeline(250_000, 200_001, 5);
-    const track = toChromeTrace(big).traceEvents.filter((e): e is Extract<ChromeTraceEvent, { ph: 'C' }> => e.ph === 'C' && e.pid === 1 && e.name === 'allocated');
+    const track = toChromeTrace(big).traceEvents.filter(
+      (e): e is Extract<ChromeTraceEvent, { ph: 'C' }> => e.ph === 'C' && e.pid === 1 && e.name === 'allocated',
+    );
     expect(track.length).toBeLessThanOrEqual(100_000);
     expect(Math.max(...track.map((e) => e.args.bytes))).toBe(9_000_000);
   });

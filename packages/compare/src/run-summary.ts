@@ -11,7 +11,13 @@ import { hostTierSummary } from './tiers.js';
 import { spreadOf, warmupEpochsOf } from './spread.js';
 
 /** A failed run's row: its status and message, and the stats at the failure where there are some. */
-export function failureRun(spec: AllocatorSpec, status: 'oom' | 'error', error: string, stats: AllocatorStats | null, wallMs: number): CompareRun {
+export function failureRun(
+  spec: AllocatorSpec,
+  status: 'oom' | 'error',
+  error: string,
+  stats: AllocatorStats | null,
+  wallMs: number,
+): CompareRun {
   const tiers = stats ? hostTierSummary(stats.peakAllocatedBytes, stats.peakReservedBytes, [stats], stats) : undefined;
   return {
     allocator: spec.label,
@@ -47,7 +53,13 @@ export function messageOf(e: unknown): string {
  * One successful run's row, from the trainer's result. `originMs`: when the allocator was created
  * (performance.now()), the timeline's zero.
  */
-export function summariseRun(spec: AllocatorSpec, result: TrainResult, stats: AllocatorStats, wallMs: number, originMs: number): CompareRun {
+export function summariseRun(
+  spec: AllocatorSpec,
+  result: TrainResult,
+  stats: AllocatorStats,
+  wallMs: number,
+  originMs: number,
+): CompareRun {
   const epochs = result.epochs;
   const warmupEpochs = warmupEpochsOf(epochs.length);
   const epochSpread = spreadOf(epochs.slice(warmupEpochs).map((e) => e.epochMs));
@@ -55,7 +67,12 @@ export function summariseRun(spec: AllocatorSpec, result: TrainResult, stats: Al
   const peakAllocated = Math.max(...epochs.map((e) => e.peakAllocatedBytes));
   const peakReserved = Math.max(...epochs.map((e) => e.peakReservedBytes));
   const last = epochs.at(-1)!;
-  const tiers = hostTierSummary(peakAllocated, peakReserved, epochs.map((e) => e.stats), stats);
+  const tiers = hostTierSummary(
+    peakAllocated,
+    peakReserved,
+    epochs.map((e) => e.stats),
+    stats,
+  );
   return {
     allocator: spec.label,
     status: 'ok',

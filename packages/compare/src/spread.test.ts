@@ -5,7 +5,16 @@ import { spreadOf, spreadsOverlap, warmupEpochsOf } from './spread.js';
 import type { CompareRun } from './types.js';
 
 function run(allocator: string, epochMs: number[], extra: Partial<CompareRun> = {}): CompareRun {
-  const epochs = epochMs.map((ms, epoch) => ({ epoch, epochMs: ms, startMs: epoch * ms, loss: 1, accuracy: 0.5, trainAccuracy: 0.5, peakAllocatedBytes: 100, peakReservedBytes: 200 }));
+  const epochs = epochMs.map((ms, epoch) => ({
+    epoch,
+    epochMs: ms,
+    startMs: epoch * ms,
+    loss: 1,
+    accuracy: 0.5,
+    trainAccuracy: 0.5,
+    peakAllocatedBytes: 100,
+    peakReservedBytes: 200,
+  }));
   const warmupEpochs = warmupEpochsOf(epochs.length);
   const epochSpread = spreadOf(epochMs.slice(warmupEpochs));
   return {
@@ -91,7 +100,11 @@ describe('repeats', () => {
   it('a failed repeat fails the row, and one run is kept as is', () => {
     const ok = run('pool', [900, 300, 310]);
     expect(mergeRepeats([ok])).toBe(ok);
-    expect(mergeRepeats([ok, run('pool', [], { status: 'error', error: 'boom' })])).toMatchObject({ status: 'error', error: 'boom', repeats: 2 });
+    expect(mergeRepeats([ok, run('pool', [], { status: 'error', error: 'boom' })])).toMatchObject({
+      status: 'error',
+      error: 'boom',
+      repeats: 2,
+    });
     expect(() => mergeRepeats([])).toThrow(RangeError);
   });
 });
@@ -101,7 +114,7 @@ describe('memory outside the allocators', () => {
     const a = run('pool', [500, 300, 305], { outsideAllocator: { atStartBytes: 500 * 2 ** 20, atEndBytes: 532 * 2 ** 20 } });
     const b = run('async', [500, 300, 305], { outsideAllocator: { atStartBytes: 510 * 2 ** 20, atEndBytes: 540 * 2 ** 20 } });
     expect(outsideAllocatorNote([a, b])).toEqual([
-      'outside the allocators (not in the peaks above): 510.00 MiB of GPU memory when each run began (the CUDA context and kernels), up to 540.00 MiB at the end (with cuBLAS\'s handle and state); from cudaMemGetInfo',
+      "outside the allocators (not in the peaks above): 510.00 MiB of GPU memory when each run began (the CUDA context and kernels), up to 540.00 MiB at the end (with cuBLAS's handle and state); from cudaMemGetInfo",
     ]);
     expect(outsideAllocatorNote([run('host', [1, 2])])).toEqual([]);
     expect(mergeRepeats([a, { ...a, outsideAllocator: { atStartBytes: 1, atEndBytes: 600 * 2 ** 20 } }]).outsideAllocator).toEqual({

@@ -75,10 +75,31 @@ describe('the peaks split between the tiers', () => {
 
   it('takes the highest host peak of the epochs and the bytes moved at the end; nothing without a host tier', () => {
     const epochs = [
-      stats({ peakAllocatedBytes: 80, peakReservedBytes: 90, hostAllocatedBytes: 5, peakHostAllocatedBytes: 20, hostReservedBytes: 8, peakHostReservedBytes: 24 }),
-      stats({ peakAllocatedBytes: 100, peakReservedBytes: 120, hostAllocatedBytes: 9, peakHostAllocatedBytes: 35, hostReservedBytes: 10, peakHostReservedBytes: 40 }),
+      stats({
+        peakAllocatedBytes: 80,
+        peakReservedBytes: 90,
+        hostAllocatedBytes: 5,
+        peakHostAllocatedBytes: 20,
+        hostReservedBytes: 8,
+        peakHostReservedBytes: 24,
+      }),
+      stats({
+        peakAllocatedBytes: 100,
+        peakReservedBytes: 120,
+        hostAllocatedBytes: 9,
+        peakHostAllocatedBytes: 35,
+        hostReservedBytes: 10,
+        peakHostReservedBytes: 40,
+      }),
     ];
-    const end = stats({ hostAllocatedBytes: 0, peakHostAllocatedBytes: 9, hostReservedBytes: 10, peakHostReservedBytes: 10, bytesMovedToHost: 700, bytesMovedToDevice: 300 });
+    const end = stats({
+      hostAllocatedBytes: 0,
+      peakHostAllocatedBytes: 9,
+      hostReservedBytes: 10,
+      peakHostReservedBytes: 10,
+      bytesMovedToHost: 700,
+      bytesMovedToDevice: 300,
+    });
     expect(hostTierSummary(100, 120, epochs, end)).toEqual({
       peakAllocated: { deviceBytes: 65, hostBytes: 35 },
       peakReserved: { deviceBytes: 80, hostBytes: 40 },
@@ -96,7 +117,10 @@ describe('the peaks split between the tiers', () => {
     const second: CompareRun = {
       ...tiered,
       peakAllocatedBytes: tiered.peakAllocatedBytes! + 10 * MiB,
-      tiers: { ...tiered.tiers!, peakAllocated: splitPeak(tiered.peakAllocatedBytes! + 10 * MiB, tiered.tiers!.peakAllocated.hostBytes + 4 * MiB) },
+      tiers: {
+        ...tiered.tiers!,
+        peakAllocated: splitPeak(tiered.peakAllocatedBytes! + 10 * MiB, tiered.tiers!.peakAllocated.hostBytes + 4 * MiB),
+      },
     };
     const merged = mergeRepeats([tiered, second]);
     expect(merged.peakAllocatedBytes).toBe(tiered.peakAllocatedBytes! + 10 * MiB);
@@ -132,7 +156,7 @@ describe('the JSON result of a comparison with a tiered run', () => {
     expect(tiers!.bytesMovedToHost).toBe(tiered.stats!.bytesMovedToHost);
   });
 
-  it('carries each epoch\'s host figures in its stats', () => {
+  it("carries each epoch's host figures in its stats", () => {
     const tiered = result.runs[4]!;
     expect(tiered.epochs).toHaveLength(3);
     for (const epoch of tiered.epochs) {
@@ -190,8 +214,20 @@ describe('timelines with a host tier', () => {
     expect(capped.hostAllocatedBytes).toHaveLength(capped.tMs.length);
     expect(capped.hostAllocatedBytes).toContain(4_000_000);
     expect(capped.hostReservedBytes).toContain(4_500_000);
-    const clean = cleanTimeline({ tMs: [2, 1, 3], allocatedBytes: [20, 10, 30], reservedBytes: [21, 11, 31], hostAllocatedBytes: [2, 1, Number.NaN], hostReservedBytes: [3, 2, 4] });
-    expect(clean).toEqual({ tMs: [1, 2], allocatedBytes: [10, 20], reservedBytes: [11, 21], hostAllocatedBytes: [1, 2], hostReservedBytes: [2, 3] });
+    const clean = cleanTimeline({
+      tMs: [2, 1, 3],
+      allocatedBytes: [20, 10, 30],
+      reservedBytes: [21, 11, 31],
+      hostAllocatedBytes: [2, 1, Number.NaN],
+      hostReservedBytes: [3, 2, 4],
+    });
+    expect(clean).toEqual({
+      tMs: [1, 2],
+      allocatedBytes: [10, 20],
+      reservedBytes: [11, 21],
+      hostAllocatedBytes: [1, 2],
+      hostReservedBytes: [2, 3],
+    });
   });
 });
 
@@ -279,7 +315,8 @@ describe('the report of a comparison with a tiered run', () => {
     });
     expect(Math.max(...tl.tiers!.deviceAllocated)).toBe(128 * MiB);
     // the legend's series are named in the page's script, for every tier chart
-    for (const label of ['device reserved', 'device allocated', 'host reserved', 'host allocated']) expect(html).toContain(`bytesLine('${label}'`);
+    for (const label of ['device reserved', 'device allocated', 'host reserved', 'host allocated'])
+      expect(html).toContain(`bytesLine('${label}'`);
     expect(figure(html, 4)).toContain('class="timeline tiered"');
     for (const i of [0, 1, 2]) {
       expect(figure(html, i)).not.toContain('-tiers"');
@@ -298,7 +335,9 @@ describe('the report of a comparison with a tiered run', () => {
     for (const allocator of ['cuda', 'pool', 'async', 'arena']) expect(runRow(html, allocator)).not.toContain('class="tiers"');
     const table = /<table class="stats tiers"[^>]*>[\s\S]*?<\/table>/.exec(figure(html, 4));
     expect(table).not.toBeNull();
-    expect(table![0]).toContain(`<th scope="row">peak allocated</th><td class="num">${formatBytes(tiers.peakAllocated.deviceBytes)}</td><td class="num">${formatBytes(tiers.peakAllocated.hostBytes)}</td>`);
+    expect(table![0]).toContain(
+      `<th scope="row">peak allocated</th><td class="num">${formatBytes(tiers.peakAllocated.deviceBytes)}</td><td class="num">${formatBytes(tiers.peakAllocated.hostBytes)}</td>`,
+    );
     expect(table![0]).toContain(formatBytes(tiers.bytesMovedToHost));
     expect(table![0]).toContain(formatBytes(tiers.bytesMovedToDevice));
   });
@@ -310,7 +349,9 @@ describe('the report of a comparison with a tiered run', () => {
     const page = renderHtmlReport(failed);
     const fig = figure(page, 4);
     expect(fig).toContain('Statistics at the failure');
-    expect(fig).toContain(`<th scope="row">peak host allocated</th><td class="num">${formatBytes(run.stats!.peakHostAllocatedBytes!)}</td>`);
+    expect(fig).toContain(
+      `<th scope="row">peak host allocated</th><td class="num">${formatBytes(run.stats!.peakHostAllocatedBytes!)}</td>`,
+    );
     expect(fig).toContain(`<th scope="row">moved to host / to device</th>`);
   });
 
@@ -340,7 +381,7 @@ describe('the trace of a comparison with a tiered run', () => {
     }
   });
 
-  it('puts each epoch\'s host peaks on its slice', () => {
+  it("puts each epoch's host peaks on its slice", () => {
     const slices = events.filter((e): e is Extract<ChromeTraceEvent, { ph: 'X' }> => e.ph === 'X');
     const tiered = slices.filter((e) => e.pid === 5);
     expect(tiered).toHaveLength(3);

@@ -77,8 +77,12 @@ export function buildTimeline(
   }
   if (host && host.tMs.length > 0) {
     // a sample may be older than the point (bytes freed since): the host part is at most the total
-    series.hostAllocatedBytes = alignHostSamples(series.tMs, host.tMs, host.allocatedBytes).map((b, i) => Math.min(b, series.allocatedBytes[i]!));
-    series.hostReservedBytes = alignHostSamples(series.tMs, host.tMs, host.reservedBytes).map((b, i) => Math.min(b, series.reservedBytes[i]!));
+    series.hostAllocatedBytes = alignHostSamples(series.tMs, host.tMs, host.allocatedBytes).map((b, i) =>
+      Math.min(b, series.allocatedBytes[i]!),
+    );
+    series.hostReservedBytes = alignHostSamples(series.tMs, host.tMs, host.reservedBytes).map((b, i) =>
+      Math.min(b, series.reservedBytes[i]!),
+    );
   }
   return n <= maxPoints ? series : capTimeline(series, maxPoints);
 }
@@ -159,7 +163,11 @@ export function capTimeline(series: TimelineSeries, maxPoints: number): Timeline
     throw new RangeError(`Expected an integer of at least 6 for maxPoints but received ${String(maxPoints)}`);
   }
   const n = series.tMs.length;
-  if (n <= maxPoints) return pick(series, series.tMs.map((_, i) => i));
+  if (n <= maxPoints)
+    return pick(
+      series,
+      series.tMs.map((_, i) => i),
+    );
   const host = hostOf(series);
   const buckets = Math.floor((maxPoints - 1) / (host ? 6 : 4));
   const keep = new Set<number>([n - 1]);
@@ -185,5 +193,8 @@ export function capTimeline(series: TimelineSeries, maxPoints: number): Timeline
       keep.add(maxHostAllocated).add(maxHostReserved);
     }
   }
-  return pick(series, [...keep].sort((a, b) => a - b));
+  return pick(
+    series,
+    [...keep].sort((a, b) => a - b),
+  );
 }

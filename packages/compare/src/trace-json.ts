@@ -24,7 +24,14 @@ export type ChromeTraceEvent =
    * A counter sample: one track per argument, named `${name} ${arg}` in Perfetto ("allocated
    * bytes"); 'host allocated' and 'host reserved' are the host part, for a strategy with a host tier.
    */
-  | { name: 'allocated' | 'reserved' | 'host allocated' | 'host reserved'; ph: 'C'; pid: number; tid: number; ts: number; args: { bytes: number } }
+  | {
+      name: 'allocated' | 'reserved' | 'host allocated' | 'host reserved';
+      ph: 'C';
+      pid: number;
+      tid: number;
+      ts: number;
+      args: { bytes: number };
+    }
   /** A complete slice, `dur` microseconds long. */
   | { name: string; cat: string; ph: 'X'; pid: number; tid: number; ts: number; dur: number; args: Record<string, unknown> }
   /** An instant event, process-scoped. */
@@ -108,7 +115,16 @@ function epochEvents(run: CompareRun, pid: number): ChromeTraceEvent[] {
           ...(epoch.stats?.peakHostReservedBytes !== undefined ? { peakHostReservedBytes: epoch.stats.peakHostReservedBytes } : {}),
         }
       : {};
-    return { name: phase.name, cat: 'epoch', ph: 'X', pid, tid: EPOCH_TID, ts: us(phase.startMs), dur: us(phase.endMs - phase.startMs), args };
+    return {
+      name: phase.name,
+      cat: 'epoch',
+      ph: 'X',
+      pid,
+      tid: EPOCH_TID,
+      ts: us(phase.startMs),
+      dur: us(phase.endMs - phase.startMs),
+      args,
+    };
   });
 }
 
@@ -121,7 +137,9 @@ function failureEvent(run: CompareRun, pid: number): ChromeTraceEvent[] {
   ];
   const ts = us(times.reduce((a, b) => Math.max(a, b), 0));
   const name = run.status === 'oom' ? 'out of memory' : 'error';
-  return [{ name, cat: 'failure', ph: 'i', s: 'p', pid, tid: EPOCH_TID, ts, args: { message: run.error ?? 'no message', stats: run.stats } }];
+  return [
+    { name, cat: 'failure', ph: 'i', s: 'p', pid, tid: EPOCH_TID, ts, args: { message: run.error ?? 'no message', stats: run.stats } },
+  ];
 }
 
 /** A rank of a run over several devices, as a process of the trace. */
@@ -160,16 +178,18 @@ function rankEvents(p: RankProcess, order: number): ChromeTraceEvent[] {
     ...seriesCounterEvents(device.timeline, pid),
     ...device.phases
       .filter((phase) => Number.isFinite(phase.startMs) && Number.isFinite(phase.endMs) && phase.endMs >= phase.startMs)
-      .map((phase): ChromeTraceEvent => ({
-        name: phase.name,
-        cat: 'epoch',
-        ph: 'X',
-        pid,
-        tid: EPOCH_TID,
-        ts: us(phase.startMs),
-        dur: us(phase.endMs - phase.startMs),
-        args: { rank: device.rank, device: device.device },
-      })),
+      .map(
+        (phase): ChromeTraceEvent => ({
+          name: phase.name,
+          cat: 'epoch',
+          ph: 'X',
+          pid,
+          tid: EPOCH_TID,
+          ts: us(phase.startMs),
+          dur: us(phase.endMs - phase.startMs),
+          args: { rank: device.rank, device: device.device },
+        }),
+      ),
   ];
 }
 
@@ -209,7 +229,13 @@ export function toChromeTrace(result: CompareResult): ChromeTrace {
       throughputUnit: result.throughputUnit,
       processes: [
         ...result.runs.map((run, i) => ({ pid: i + 1, allocator: run.allocator, status: run.status })),
-        ...ranks.map((p) => ({ pid: p.pid, allocator: p.run.allocator, status: p.run.status, rank: p.device.rank, device: p.device.device })),
+        ...ranks.map((p) => ({
+          pid: p.pid,
+          allocator: p.run.allocator,
+          status: p.run.status,
+          rank: p.device.rank,
+          device: p.device.device,
+        })),
       ],
     },
   };

@@ -71,15 +71,18 @@ function sumInRankOrder(size: number, count: number): Float32Array {
 const bits = (a: Float32Array) => Buffer.from(a.buffer, a.byteOffset, a.byteLength).toString('hex');
 
 describe.skipIf(needsBuild)(`host communicator across processes${needsBuild ? ` (skipped: ${needsBuild})` : ''}`, () => {
-  it.each([2, 3])('allReduce over %i ranks: the f32 sum in rank order, bit-identical on every rank, in chunks past slotBytes', async (size) => {
-    const count = 5000; // 256-byte slots: 79 chunks
-    const outputs = await runGroup(size, { scenario: 'allReduce', count }, 256);
-    const expected = bits(sumInRankOrder(size, count));
-    for (const o of outputs) {
-      expect(o.error).toBeUndefined();
-      expect(bits(o.result!)).toBe(expected);
-    }
-  });
+  it.each([2, 3])(
+    'allReduce over %i ranks: the f32 sum in rank order, bit-identical on every rank, in chunks past slotBytes',
+    async (size) => {
+      const count = 5000; // 256-byte slots: 79 chunks
+      const outputs = await runGroup(size, { scenario: 'allReduce', count }, 256);
+      const expected = bits(sumInRankOrder(size, count));
+      for (const o of outputs) {
+        expect(o.error).toBeUndefined();
+        expect(bits(o.result!)).toBe(expected);
+      }
+    },
+  );
 
   it('allGather, separate and in place, over 3 ranks in chunks', async () => {
     const count = 700;
@@ -125,7 +128,8 @@ describe.skipIf(needsBuild)(`host communicator across processes${needsBuild ? ` 
       await new Promise((r) => setTimeout(r, 500));
       region.abort(2, 'exited with code 1');
       region.abort(0, 'a later abort is ignored');
-      for (const o of await waiting) expect(o.error).toEqual({ name: 'CommAbortedError', message: 'aborted: rank 2 failed: exited with code 1' });
+      for (const o of await waiting)
+        expect(o.error).toEqual({ name: 'CommAbortedError', message: 'aborted: rank 2 failed: exited with code 1' });
     } finally {
       region.dispose();
     }
@@ -137,7 +141,10 @@ describe.skipIf(needsBuild)(`host communicator across processes${needsBuild ? ` 
       const job = { name: region.name, size: 3, count: 64, scenario: 'allReduce' };
       const start = performance.now();
       const [first, second] = await Promise.all([runRank({ ...job, rank: 0, timeoutMs: 300 }), runRank({ ...job, rank: 1 })]);
-      expect(first!.error).toEqual({ name: 'CommAbortedError', message: expect.stringMatching(/^timed out after 300 ms in allReduce waiting for ranks (1,)?2$/) });
+      expect(first!.error).toEqual({
+        name: 'CommAbortedError',
+        message: expect.stringMatching(/^timed out after 300 ms in allReduce waiting for ranks (1,)?2$/),
+      });
       const other = second!;
       expect(other.error?.name).toBe('CommAbortedError');
       expect(other.error?.message).toMatch(/^aborted: rank 0 failed: timed out after 300 ms in allReduce waiting for ranks (1,)?2$/);
@@ -170,7 +177,9 @@ describe.skipIf(needsBuild)(`host communicator whose launcher is gone${needsBuil
     try {
       const ptr = allocator.malloc(16);
       const t0 = performance.now();
-      expect(() => waiting.allReduce(ptr, 4, Stream.default(hostDevice))).toThrow(/^aborted: the process that created the region \(pid \d+, the launcher\) is gone$/);
+      expect(() => waiting.allReduce(ptr, 4, Stream.default(hostDevice))).toThrow(
+        /^aborted: the process that created the region \(pid \d+, the launcher\) is gone$/,
+      );
       expect(performance.now() - t0).toBeLessThan(10_000); // well before the 20 s timeout
     } finally {
       waiting.dispose();
@@ -229,7 +238,9 @@ describe('host communicator in this process', () => {
   });
 
   it('attaching and creating check their arguments', () => {
-    expect(() => attachHostCommunicator({ name: region.name, rank: 1, size: 1 })).toThrow(/Expected an integer in \[0, 0\] for rank but received 1/);
+    expect(() => attachHostCommunicator({ name: region.name, rank: 1, size: 1 })).toThrow(
+      /Expected an integer in \[0, 0\] for rank but received 1/,
+    );
     expect(() => attachHostCommunicator({ name: region.name, rank: 0, size: 0 })).toThrow(RangeError);
     expect(() => attachHostCommunicator({ name: region.name, rank: 0, size: 1, timeoutMs: -1 })).toThrow(RangeError);
     expect(() => attachHostCommunicator({ name: region.name, rank: 0, size: 1, device: 'host' as never })).toThrow(TypeError);

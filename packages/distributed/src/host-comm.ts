@@ -64,8 +64,10 @@ interface HostRegionNative {
 
 function checkInteger(value: unknown, name: string, min: number, max: number): asserts value is number {
   const expected = max === Infinity ? `an integer >= ${min}` : `an integer in [${min}, ${max}]`;
-  if (typeof value !== 'number') throw new TypeError(`Expected ${expected} for ${name} but received ${String(value)} of type ${typeof value}`);
-  if (!Number.isSafeInteger(value) || value < min || value > max) throw new RangeError(`Expected ${expected} for ${name} but received ${value}`);
+  if (typeof value !== 'number')
+    throw new TypeError(`Expected ${expected} for ${name} but received ${String(value)} of type ${typeof value}`);
+  if (!Number.isSafeInteger(value) || value < min || value > max)
+    throw new RangeError(`Expected ${expected} for ${name} but received ${value}`);
 }
 
 function checkString(value: unknown, name: string): asserts value is string {
@@ -79,7 +81,10 @@ export function createHostCommRegion(options: HostCommRegionOptions): HostCommRe
   checkInteger(ranks, 'ranks', 1, 4096);
   checkInteger(slotBytes, 'slotBytes', 64, 2 ** 40);
   if (slotBytes % 4 !== 0) throw new RangeError(`Expected a multiple of 4 for slotBytes but received ${slotBytes}`);
-  if (typeof unlinkWhenAttached !== 'boolean') throw new TypeError(`Expected boolean for unlinkWhenAttached but received ${String(unlinkWhenAttached)} of type ${typeof unlinkWhenAttached}`);
+  if (typeof unlinkWhenAttached !== 'boolean')
+    throw new TypeError(
+      `Expected boolean for unlinkWhenAttached but received ${String(unlinkWhenAttached)} of type ${typeof unlinkWhenAttached}`,
+    );
   const native = loadNative() as NativeAddon & HostRegionNative;
   const name = commCall('createHostCommRegion', () => native.hostCommRegionCreate(ranks, slotBytes, unlinkWhenAttached));
   let disposed = false;

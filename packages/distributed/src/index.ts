@@ -11,4 +11,12 @@ export { runAsRank, connect, type RankContext } from './rank.js';
 export { readRankEnv, rankEnv, type RankPlace } from './protocol.js';
 export { ncclLibrary, ncclUniqueId, createNcclCommunicator } from './nccl.js';
 export { createHostCommRegion, attachHostCommunicator } from './host-comm.js';
-export { TimedCommunicator, measureAllGather, busBandwidth, type AllGatherBench, type CollectiveKind, type CollectiveTime, type CollectiveTimes } from './timed.js';
+export {
+  TimedCommunicator,
+  measureAllGather,
+  busBandwidth,
+  type AllGatherBench,
+  type CollectiveKind,
+  type CollectiveTime,
+  type CollectiveTimes,
+} from './timed.js';

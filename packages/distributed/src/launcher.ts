@@ -74,12 +74,16 @@ const defaultGraceMs = 3_000;
 function checkDevices(devices: readonly number[], ranks: number, backend: CommBackend): void {
   if (devices.length !== ranks) throw new RangeError(`Expected one device per rank (${ranks}) for devices but received ${devices.length}`);
   for (const d of devices) {
-    if (!Number.isSafeInteger(d) || d < -1) throw new RangeError(`Expected CUDA ordinals or -1 (the host) for devices but received ${String(d)}`);
+    if (!Number.isSafeInteger(d) || d < -1)
+      throw new RangeError(`Expected CUDA ordinals or -1 (the host) for devices but received ${String(d)}`);
   }
   if (backend === 'nccl') {
-    if (devices.some((d) => d < 0)) throw new RangeError("Expected a CUDA device for every rank with the 'nccl' backend: NCCL runs on GPUs only");
+    if (devices.some((d) => d < 0))
+      throw new RangeError("Expected a CUDA device for every rank with the 'nccl' backend: NCCL runs on GPUs only");
     if (new Set(devices).size !== devices.length) {
-      throw new RangeError(`Expected a different CUDA device for each rank with the 'nccl' backend (NCCL refuses two ranks on one GPU) but received ${devices.join(', ')}`);
+      throw new RangeError(
+        `Expected a different CUDA device for each rank with the 'nccl' backend (NCCL refuses two ranks on one GPU) but received ${devices.join(', ')}`,
+      );
     }
   }
 }
@@ -96,21 +100,28 @@ export function builtModule(relative: string, base: string | URL): string {
 /** Runs `ranks` processes of `entry` and resolves with their results, in rank order. */
 export function launchRanks<P, R>(o: LaunchOptions<P>): Promise<R[]> {
   const { ranks, backend } = o;
-  if (!Number.isSafeInteger(ranks) || ranks < 1) return Promise.reject(new RangeError(`Expected positive integer for ranks but received ${String(ranks)}`));
-  if (backend !== 'nccl' && backend !== 'host') return Promise.reject(new RangeError(`Expected 'nccl' or 'host' for backend but received ${String(backend)}`));
+  if (!Number.isSafeInteger(ranks) || ranks < 1)
+    return Promise.reject(new RangeError(`Expected positive integer for ranks but received ${String(ranks)}`));
+  if (backend !== 'nccl' && backend !== 'host')
+    return Promise.reject(new RangeError(`Expected 'nccl' or 'host' for backend but received ${String(backend)}`));
   const devices = o.devices ?? Array.from({ length: ranks }, (_, r) => (backend === 'nccl' ? r : -1));
   const timeoutMs = o.timeoutMs ?? defaultTimeoutMs;
   const graceMs = o.graceMs ?? defaultGraceMs;
   try {
     checkDevices(devices, ranks, backend);
-    if (!Number.isSafeInteger(timeoutMs) || timeoutMs < 0) throw new RangeError(`Expected non-negative integer for timeoutMs but received ${String(timeoutMs)}`);
-    if (!Number.isSafeInteger(graceMs) || graceMs < 0) throw new RangeError(`Expected non-negative integer for graceMs but received ${String(graceMs)}`);
+    if (!Number.isSafeInteger(timeoutMs) || timeoutMs < 0)
+      throw new RangeError(`Expected non-negative integer for timeoutMs but received ${String(timeoutMs)}`);
+    if (!Number.isSafeInteger(graceMs) || graceMs < 0)
+      throw new RangeError(`Expected non-negative integer for graceMs but received ${String(graceMs)}`);
   } catch (e) {
     return Promise.reject(e);
   }
   const entry = typeof o.entry === 'string' ? o.entry : fileURLToPath(o.entry);
   // made before any rank starts: the unique id (NCCL), or the shared region (host)
-  const region = backend === 'host' ? createHostCommRegion({ ranks, unlinkWhenAttached: true, ...(o.slotBytes ? { slotBytes: o.slotBytes } : {}) }) : undefined;
+  const region =
+    backend === 'host'
+      ? createHostCommRegion({ ranks, unlinkWhenAttached: true, ...(o.slotBytes ? { slotBytes: o.slotBytes } : {}) })
+      : undefined;
   const ncclId = backend === 'nccl' ? Buffer.from(ncclUniqueId()).toString('hex') : undefined;
 
   return new Promise<R[]>((resolve, reject) => {
@@ -132,8 +143,7 @@ export function launchRanks<P, R>(o: LaunchOptions<P>): Promise<R[]> {
       if (failure) {
         failure.exits = exits;
         reject(failure);
-      }
-      else resolve(results as R[]);
+      } else resolve(results as R[]);
     };
     const fail = (rank: number, reason: string) => {
       if (failure) return;
@@ -144,16 +154,33 @@ export function launchRanks<P, R>(o: LaunchOptions<P>): Promise<R[]> {
         for (const [r, child] of children.entries()) if (!exited[r]) child.kill('SIGKILL');
       }, graceMs);
     };
-    const watch = setInterval(() => {
-      if (timeoutMs === 0 || failure) return;
-      const now = performance.now();
-      for (let r = 0; r < ranks; r++) {
-        if (!done[r] && !exited[r] && now - heard[r]! > timeoutMs) fail(r, `sent nothing for ${timeoutMs} ms (stalled, or waiting for a rank that is gone)`);
-      }
-    }, Math.min(1000, Math.max(50, timeoutMs / 10)));
+    const watch = setInterval(
+      () => {
+        if (timeoutMs === 0 || failure) return;
+        const now = performance.now();
+        for (let r = 0; r < ranks; r++) {
+          if (!done[r] && !exited[r] && now - heard[r]! > timeoutMs)
+            fail(r, `sent nothing for ${timeoutMs} ms (stalled, or waiting for a rank that is gone)`);
+        }
+      },
+      Math.min(1000, Math.max(50, timeoutMs / 10)),
+    );
 
     for (let rank = 0; rank < ranks; rank++) {
-      const env = { ...process.env, ...o.env, ...rankEnv({ rank, size: ranks, device: devices[rank]!, backend, timeoutMs, ncclId, hostRegion: region?.name, launcherPid: process.pid }) };
+      const env = {
+        ...process.env,
+        ...o.env,
+        ...rankEnv({
+          rank,
+          size: ranks,
+          device: devices[rank]!,
+          backend,
+          timeoutMs,
+          ncclId,
+          hostRegion: region?.name,
+          launcherPid: process.pid,
+        }),
+      };
       const child = fork(entry, [], { stdio: ['ignore', 'inherit', 'pipe', 'ipc'], serialization: 'advanced', env });
       children.push(child);
       child.stderr?.setEncoding('utf8');

@@ -48,7 +48,8 @@ export class NativeCommunicator implements Communicator {
     const native = this.#live('broadcast');
     checkPointer(buffer, 'buffer');
     this.#checkExtent(buffer, count, 1, 'buffer');
-    if (typeof root !== 'number') throw new TypeError(`Expected an integer in [0, ${this.size - 1}] for root but received ${String(root)} of type ${typeof root}`);
+    if (typeof root !== 'number')
+      throw new TypeError(`Expected an integer in [0, ${this.size - 1}] for root but received ${String(root)} of type ${typeof root}`);
     if (!Number.isInteger(root) || root < 0 || root >= this.size) {
       throw new RangeError(`Expected an integer in [0, ${this.size - 1}] for root but received ${root}`);
     }
@@ -58,7 +59,8 @@ export class NativeCommunicator implements Communicator {
 
   abort(reason: string): void {
     const native = this.#live('abort');
-    if (typeof reason !== 'string') throw new TypeError(`Expected string for reason but received ${String(reason)} of type ${typeof reason}`);
+    if (typeof reason !== 'string')
+      throw new TypeError(`Expected string for reason but received ${String(reason)} of type ${typeof reason}`);
     commCall('abort', () => native.abort(reason));
   }
 
@@ -77,13 +79,17 @@ export class NativeCommunicator implements Communicator {
   #checkExtent(ptr: number, count: number, per: number, name: string): void {
     checkBytes(count, 'count');
     if (!Number.isSafeInteger(ptr + count * per * f32)) {
-      throw new RangeError(`Expected ${name} + ${per > 1 ? 'size · ' : ''}count · 4 below 2^53 but received ${name} ${ptr} and count ${count}`);
+      throw new RangeError(
+        `Expected ${name} + ${per > 1 ? 'size · ' : ''}count · 4 below 2^53 but received ${name} ${ptr} and count ${count}`,
+      );
     }
   }
 
   #streamHandle(stream: Stream): number {
     if (!(stream instanceof Stream)) {
-      throw new TypeError(`Expected a Stream for stream but received ${stream === null ? 'null' : typeof stream === 'object' ? 'an object that is not a Stream' : `${String(stream)} of type ${typeof stream}`}`);
+      throw new TypeError(
+        `Expected a Stream for stream but received ${stream === null ? 'null' : typeof stream === 'object' ? 'an object that is not a Stream' : `${String(stream)} of type ${typeof stream}`}`,
+      );
     }
     const d = stream.device;
     if (d.kind !== this.device.kind || d.index !== this.device.index) {

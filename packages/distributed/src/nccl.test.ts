@@ -36,7 +36,9 @@ describe('NCCL library', () => {
     if (nccl.available) {
       expect(nccl.version).toBeGreaterThan(2000);
     } else {
-      expect(nccl.reason).toMatch(/NCCL not found: dlopen\('.+'\)( \(GPUMEM_NCCL_LIB\))? failed: .+; set GPUMEM_NCCL_LIB to the path of libnccl\.so\.2|CUDA support/);
+      expect(nccl.reason).toMatch(
+        /NCCL not found: dlopen\('.+'\)( \(GPUMEM_NCCL_LIB\))? failed: .+; set GPUMEM_NCCL_LIB to the path of libnccl\.so\.2|CUDA support/,
+      );
     }
   });
 
@@ -60,7 +62,9 @@ describe('NCCL library', () => {
     expect(report.path).toBe(missing);
     expect(report.reason).toContain(`NCCL not found: dlopen('${missing}') (GPUMEM_NCCL_LIB) failed: `);
     expect(report.reason).toMatch(/No such file or directory/);
-    expect(report.reason).toContain("set GPUMEM_NCCL_LIB to the path of libnccl.so.2 (PyTorch's wheels ship one under site-packages/nvidia/nccl/lib)");
+    expect(report.reason).toContain(
+      "set GPUMEM_NCCL_LIB to the path of libnccl.so.2 (PyTorch's wheels ship one under site-packages/nvidia/nccl/lib)",
+    );
   });
 
   it('createNcclCommunicator checks its arguments before anything else', () => {
@@ -68,7 +72,9 @@ describe('NCCL library', () => {
     expect(() => createNcclCommunicator({ uniqueId: new Uint8Array(64), rank: 0, size: 1, device: 0 })).toThrow(TypeError);
     expect(() => createNcclCommunicator({ uniqueId: 'id' as never, rank: 0, size: 1, device: 0 })).toThrow(TypeError);
     expect(() => createNcclCommunicator({ uniqueId, rank: 0, size: 0, device: 0 })).toThrow(RangeError);
-    expect(() => createNcclCommunicator({ uniqueId, rank: 1, size: 1, device: 0 })).toThrow(/Expected an integer in \[0, 0\] for rank but received 1/);
+    expect(() => createNcclCommunicator({ uniqueId, rank: 1, size: 1, device: 0 })).toThrow(
+      /Expected an integer in \[0, 0\] for rank but received 1/,
+    );
     expect(() => createNcclCommunicator({ uniqueId, rank: 0, size: 1, device: -1 })).toThrow(RangeError);
     expect(() => createNcclCommunicator({ uniqueId, rank: 0, size: 1.5, device: 0 })).toThrow(RangeError);
     expect(() => createNcclCommunicator(null as never)).toThrow(TypeError);

@@ -48,8 +48,10 @@ export interface NcclCommunicatorOptions {
 
 function checkInteger(value: unknown, name: string, min: number, max: number): asserts value is number {
   const expected = max === Infinity ? `an integer >= ${min}` : `an integer in [${min}, ${max}]`;
-  if (typeof value !== 'number') throw new TypeError(`Expected ${expected} for ${name} but received ${String(value)} of type ${typeof value}`);
-  if (!Number.isSafeInteger(value) || value < min || value > max) throw new RangeError(`Expected ${expected} for ${name} but received ${value}`);
+  if (typeof value !== 'number')
+    throw new TypeError(`Expected ${expected} for ${name} but received ${String(value)} of type ${typeof value}`);
+  if (!Number.isSafeInteger(value) || value < min || value > max)
+    throw new RangeError(`Expected ${expected} for ${name} but received ${value}`);
 }
 
 /**

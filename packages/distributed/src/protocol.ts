@@ -9,7 +9,10 @@ import type { CommBackend } from './communicator.js';
 export type ParentMessage = { type: 'start'; payload: unknown };
 
 /** Rank → parent: progress for the caller, the result, or the error that stopped the rank. */
-export type RankMessage = { type: 'report'; message: unknown } | { type: 'result'; result: unknown } | { type: 'error'; name: string; message: string };
+export type RankMessage =
+  | { type: 'report'; message: unknown }
+  | { type: 'result'; result: unknown }
+  | { type: 'error'; name: string; message: string };
 
 /** Where a rank is in the group, as the launcher tells it. */
 export interface RankPlace {
@@ -53,11 +56,13 @@ export function rankEnv(place: RankPlace): Record<string, string> {
 export function readRankEnv(env: NodeJS.ProcessEnv = process.env): RankPlace {
   const int = (name: string): number => {
     const v = Number(env[name]);
-    if (env[name] === undefined || !Number.isSafeInteger(v)) throw new Error(`${name} is not set to an integer: a rank must be started by launchRanks()`);
+    if (env[name] === undefined || !Number.isSafeInteger(v))
+      throw new Error(`${name} is not set to an integer: a rank must be started by launchRanks()`);
     return v;
   };
   const backend = env[names.backend];
-  if (backend !== 'nccl' && backend !== 'host') throw new Error(`${names.backend} is not 'nccl' or 'host': a rank must be started by launchRanks()`);
+  if (backend !== 'nccl' && backend !== 'host')
+    throw new Error(`${names.backend} is not 'nccl' or 'host': a rank must be started by launchRanks()`);
   return {
     rank: int(names.rank),
     size: int(names.size),

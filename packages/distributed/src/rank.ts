@@ -57,7 +57,12 @@ function dieWithLauncher(launcherPid: number): void {
 export function connect(place: RankPlace, device: Device): Communicator {
   if (place.backend === 'nccl') {
     if (!place.ncclId) throw new Error('GPUMEM_NCCL_ID is not set: a NCCL rank must be started by launchRanks()');
-    return createNcclCommunicator({ uniqueId: Uint8Array.from(Buffer.from(place.ncclId, 'hex')), rank: place.rank, size: place.size, device: place.device });
+    return createNcclCommunicator({
+      uniqueId: Uint8Array.from(Buffer.from(place.ncclId, 'hex')),
+      rank: place.rank,
+      size: place.size,
+      device: place.device,
+    });
   }
   if (!place.hostRegion) throw new Error('GPUMEM_HOST_COMM is not set: a host-communicator rank must be started by launchRanks()');
   return attachHostCommunicator({ name: place.hostRegion, rank: place.rank, size: place.size, device, timeoutMs: place.timeoutMs });
@@ -76,7 +81,13 @@ export function runAsRank<P, R>(work: (ctx: RankContext<P>) => R | Promise<R>): 
     void (async () => {
       const deviceHandle = place.device >= 0 ? cudaDevice(place.device) : hostDevice;
       comm = connect(place, deviceHandle);
-      const ctx: RankContext<P> = { ...place, payload: m.payload as P, deviceHandle, comm, report: (message) => void send({ type: 'report', message }) };
+      const ctx: RankContext<P> = {
+        ...place,
+        payload: m.payload as P,
+        deviceHandle,
+        comm,
+        report: (message) => void send({ type: 'report', message }),
+      };
       const result = await work(ctx);
       await send({ type: 'result', result });
       comm.dispose();

@@ -135,7 +135,14 @@ export interface AllGatherBench {
  * per rank), on a buffer from `malloc`, after `warmup` untimed calls: each call timed on its own,
  * synchronised, every rank taking part.
  */
-export function measureAllGather(comm: Communicator, stream: Stream, malloc: (bytes: number) => { ptr: DevicePtr; free(): void }, bytes: number, repeats = 20, warmup = 3): AllGatherBench {
+export function measureAllGather(
+  comm: Communicator,
+  stream: Stream,
+  malloc: (bytes: number) => { ptr: DevicePtr; free(): void },
+  bytes: number,
+  repeats = 20,
+  warmup = 3,
+): AllGatherBench {
   const count = Math.max(1, Math.floor(bytes / 4 / comm.size));
   const total = count * 4 * comm.size;
   const buffer = malloc(total);

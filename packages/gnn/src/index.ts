@@ -49,7 +49,13 @@ export {
   type RankRecord,
   type RankSamples,
 } from './training/train.js';
-export { trainDistributed, combineRanks, planRanks, type DistributedTrainOptions, type DistributedRunOptions } from './training/train-distributed.js';
+export {
+  trainDistributed,
+  combineRanks,
+  planRanks,
+  type DistributedTrainOptions,
+  type DistributedRunOptions,
+} from './training/train-distributed.js';
 export { throttledProgress } from './training/train-common.js';
 export { PartitionedGcn } from './models/gcn-partitioned.js';
 export { partitionGraph, rowBlock, type GraphPart, type RowBlock, type RemoteRows } from './datasets/graph-part.js';

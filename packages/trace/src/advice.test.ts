@@ -34,28 +34,40 @@ describe('adviseAllocator', () => {
   });
 
   it('without --min-capacity ranks memory by peak reserved; says "more" when PyTorch does better; names ties', () => {
-    const advice = adviseAllocator([row('pool', { peakReservedBytes: 2 * GiB }), row('host', { peakReservedBytes: 2 * GiB, driverCalls: 100 })], {
-      minCapacity: false,
-      baseline: { name: 'PyTorch', peakReservedBytes: GiB, driverCalls: 50 },
-    });
+    const advice = adviseAllocator(
+      [row('pool', { peakReservedBytes: 2 * GiB }), row('host', { peakReservedBytes: 2 * GiB, driverCalls: 100 })],
+      {
+        minCapacity: false,
+        baseline: { name: 'PyTorch', peakReservedBytes: GiB, driverCalls: 50 },
+      },
+    );
     expect(advice.lines[0]).toBe("Least memory: pool and host peak at 2.00 GiB reserved, 100% more than PyTorch's 1.00 GiB.");
     expect(advice.lines[1]).toBe("Fewest driver calls: pool and host, 100 calls, 100% more than PyTorch's 50 calls.");
     expect(advice.lines[2]).toBe('Fastest calls: pool and host, 500 ns per call on average.');
   });
 
   it('leaves out strategies that ran out of memory, and says so when all did', () => {
-    const some = adviseAllocator([row('pool', { ooms: 3, peakReservedBytes: GiB }), row('host', { peakReservedBytes: 2 * GiB })], { minCapacity: false });
+    const some = adviseAllocator([row('pool', { ooms: 3, peakReservedBytes: GiB }), row('host', { peakReservedBytes: 2 * GiB })], {
+      minCapacity: false,
+    });
     expect(some.memory!.labels).toEqual(['host']);
     expect(some.lines[0]).toBe('Least memory: host peaks at 2.00 GiB reserved.');
     const none = adviseAllocator([row('pool', { ooms: 1 })], { minCapacity: false, capacityBytes: 8 * GiB });
-    expect(none.lines).toEqual(['No strategy replayed the whole trace without running out of memory at 8.00 GiB; --min-capacity finds how much each needs.']);
-    const hostFits = adviseAllocator([row('pool', { ooms: 1 }), row('host', { memory: 'host' })], { minCapacity: false, capacityBytes: 8 * GiB });
-    expect(hostFits.lines[0]).toBe('No strategy that uses the device replayed the whole trace without running out of memory at 8.00 GiB; --min-capacity finds how much each needs.');
+    expect(none.lines).toEqual([
+      'No strategy replayed the whole trace without running out of memory at 8.00 GiB; --min-capacity finds how much each needs.',
+    ]);
+    const hostFits = adviseAllocator([row('pool', { ooms: 1 }), row('host', { memory: 'host' })], {
+      minCapacity: false,
+      capacityBytes: 8 * GiB,
+    });
+    expect(hostFits.lines[0]).toBe(
+      'No strategy that uses the device replayed the whole trace without running out of memory at 8.00 GiB; --min-capacity finds how much each needs.',
+    );
     const searched = adviseAllocator([row('pool', { ooms: 1 })], { minCapacity: true, capacityBytes: 8 * GiB });
     expect(searched.lines[0]).toMatch(/no strategy replayed the trace without running out of memory under the search's cap/);
   });
 
-  it('ranks memory among device strategies only: host memory is not the GPU\'s, and a spilling strategy says what it spilled', () => {
+  it("ranks memory among device strategies only: host memory is not the GPU's, and a spilling strategy says what it spilled", () => {
     // What a CPU machine saw on a GPU snapshot: host and tiered at the trace's peak live bytes.
     const advice = adviseAllocator(
       [
@@ -94,7 +106,10 @@ describe('adviseAllocator', () => {
   });
 
   it('compares with no baseline that recorded nothing (a snapshot without segment entries)', () => {
-    const advice = adviseAllocator([row('pool', { minCapacityBytes: GiB })], { minCapacity: true, baseline: { name: 'PyTorch', peakReservedBytes: 0, driverCalls: 0 } });
+    const advice = adviseAllocator([row('pool', { minCapacityBytes: GiB })], {
+      minCapacity: true,
+      baseline: { name: 'PyTorch', peakReservedBytes: 0, driverCalls: 0 },
+    });
     expect(advice.lines.slice(0, 2)).toEqual(['Least memory: pool needs 1.00 GiB.', 'Fewest driver calls: pool, 100 calls.']);
     expect(advice.memory!.baseline).toBeUndefined();
   });
@@ -104,7 +119,10 @@ describe('adviseAllocator', () => {
     expect(hostOnly.memory).toBeUndefined();
     expect(hostOnly.lines[0]).toBe('Least memory: no strategy that keeps its memory on the device was replayed.');
     const none = adviseAllocator([], { minCapacity: false, skipped: [{ label: 'cuda', reason: 'failed: CudaError: no device' }] });
-    expect(none.lines).toEqual(['No strategy was replayed, so there is nothing to recommend.', 'Caveat: not replayed, so not compared: cuda (failed: CudaError: no device).']);
+    expect(none.lines).toEqual([
+      'No strategy was replayed, so there is nothing to recommend.',
+      'Caveat: not replayed, so not compared: cuda (failed: CudaError: no device).',
+    ]);
   });
 });
 

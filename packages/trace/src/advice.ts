@@ -138,7 +138,12 @@ function notRankedLines(candidates: readonly AdviceCandidate[], notRanked: Skipp
     lines.push(`Not ranked: ${names(labels)} ${labels.length > 1 ? 'keep their' : 'keeps its'} memory in host memory, not on the GPU.`);
   }
   for (const c of candidates.filter((c) => c.memory === 'spills')) {
-    const spilled = c.spilledBytes === undefined ? '' : c.spilledBytes > 0 ? ` (${formatBytes(c.spilledBytes)} at most in the tracked pass)` : ' (none in the tracked pass)';
+    const spilled =
+      c.spilledBytes === undefined
+        ? ''
+        : c.spilledBytes > 0
+          ? ` (${formatBytes(c.spilledBytes)} at most in the tracked pass)`
+          : ' (none in the tracked pass)';
     notRanked.push({ label: c.label, reason: 'spills to host memory past the device: its minimum capacity counts on host memory' });
     lines.push(
       `Not ranked for memory: ${c.label} holds what does not fit on the device in host memory${spilled}, so its minimum capacity counts on host memory; it trades device memory for transfers over the bus.`,
@@ -158,7 +163,9 @@ function caveatsOf(context: AdviceContext): string[] {
     caveats.push(`Not replayed, so not compared: ${parts.join('; ')}.`);
   }
   if (context.withoutGpu) {
-    caveats.push('Replayed without a GPU: the device strategies ran on their host twins (the same logic over host memory); times are not a GPU\'s.');
+    caveats.push(
+      "Replayed without a GPU: the device strategies ran on their host twins (the same logic over host memory); times are not a GPU's.",
+    );
   }
   return caveats;
 }
@@ -192,16 +199,21 @@ export function adviseAllocator(all: readonly AdviceCandidate[], context: Advice
   }
   const memory = context.minCapacity
     ? best(onDevice, (c) => c.minCapacityBytes)
-    : best(onDevice.filter((c) => c.ooms === 0), (c) => c.peakReservedBytes);
+    : best(
+        onDevice.filter((c) => c.ooms === 0),
+        (c) => c.peakReservedBytes,
+      );
   advice.memory = withBaseline(memory, baseline?.peakReservedBytes);
   if (advice.memory) {
     const m = advice.memory;
-    const how = context.minCapacity ? `${verb(m.labels)} ${formatBytes(m.value)}` : `${m.labels.length > 1 ? 'peak' : 'peaks'} at ${formatBytes(m.value)} reserved`;
+    const how = context.minCapacity
+      ? `${verb(m.labels)} ${formatBytes(m.value)}`
+      : `${m.labels.length > 1 ? 'peak' : 'peaks'} at ${formatBytes(m.value)} reserved`;
     lines.push(`Least memory: ${names(m.labels)} ${how}${m.baseline ? `, ${versus(m, baseline!, formatBytes, 'less', 'more')}` : ''}.`);
   } else if (onDevice.length === 0 && all.length > 0) {
     lines.push('Least memory: no strategy that keeps its memory on the device was replayed.');
   } else if (context.minCapacity) {
-    lines.push('Least memory: no strategy replayed the trace without running out of memory under the search\'s cap.');
+    lines.push("Least memory: no strategy replayed the trace without running out of memory under the search's cap.");
   }
 
   const fitting = candidates.filter((c) => c.ooms === 0);
@@ -213,13 +225,21 @@ export function adviseAllocator(all: readonly AdviceCandidate[], context: Advice
     }
     return tail();
   }
-  advice.driverCalls = withBaseline(best(fitting, (c) => c.driverCalls), baseline?.driverCalls);
+  advice.driverCalls = withBaseline(
+    best(fitting, (c) => c.driverCalls),
+    baseline?.driverCalls,
+  );
   const d = advice.driverCalls!;
-  lines.push(`Fewest driver calls: ${names(d.labels)}, ${plural(d.value, 'call')}${d.baseline ? `, ${versus(d, baseline!, (v) => plural(v, 'call'), 'fewer', 'more')}` : ''}.`);
+  lines.push(
+    `Fewest driver calls: ${names(d.labels)}, ${plural(d.value, 'call')}${d.baseline ? `, ${versus(d, baseline!, (v) => plural(v, 'call'), 'fewer', 'more')}` : ''}.`,
+  );
 
   advice.speed = best(fitting, (c) => c.nsPerCall);
   const s = advice.speed!;
-  const runnerUp = best(fitting.filter((c) => !s.labels.includes(c.label)), (c) => c.nsPerCall);
+  const runnerUp = best(
+    fitting.filter((c) => !s.labels.includes(c.label)),
+    (c) => c.nsPerCall,
+  );
   const next = runnerUp ? ` (next: ${names(runnerUp.labels)}, ${Math.round(runnerUp.value)} ns)` : '';
   lines.push(`Fastest calls: ${names(s.labels)}, ${Math.round(s.value)} ns per call on average${next}.`);
   return tail();

@@ -57,7 +57,8 @@ function summaryOf(trace: ReadTrace): PytorchSummary | undefined {
   if (p === null || typeof p !== 'object') return undefined;
   const s = p as Partial<PytorchSummary>;
   const tl = s.reservedTimeline;
-  if (!tl || !Array.isArray(tl.timeNs) || !Array.isArray(tl.reservedBytes) || tl.timeNs.length !== tl.reservedBytes.length) return undefined;
+  if (!tl || !Array.isArray(tl.timeNs) || !Array.isArray(tl.reservedBytes) || tl.timeNs.length !== tl.reservedBytes.length)
+    return undefined;
   if (![s.peakReservedBytes, s.peakAllocatedBytes, s.segmentAllocs, s.segmentFrees].every(isCount)) return undefined;
   return s as PytorchSummary;
 }
@@ -68,7 +69,8 @@ function summaryOf(trace: ReadTrace): PytorchSummary | undefined {
  */
 function liveBytesAt(trace: CompiledTrace, timeNs: number): number {
   let live = 0;
-  for (let i = 0; i < trace.action.length && trace.timeNs[i]! <= timeNs; i++) live += trace.action[i] === 0 ? trace.bytes[i]! : -trace.bytes[i]!;
+  for (let i = 0; i < trace.action.length && trace.timeNs[i]! <= timeNs; i++)
+    live += trace.action[i] === 0 ? trace.bytes[i]! : -trace.bytes[i]!;
   return live;
 }
 
@@ -107,7 +109,8 @@ export function pytorchBaseline(trace: ReadTrace, compiled: CompiledTrace): Reco
  * when the memory could be reused, while `max_memory_allocated()` stops counting at the free call.
  */
 function peakAllocatedNote(untilCompleted: number, untilRequested: number): string {
-  const rule = 'peak allocated counts a block until its free completed (free_completed: a block freed on a stream waits for the work queued there), when the memory could be handed out again, as every replayed strategy sees it';
+  const rule =
+    'peak allocated counts a block until its free completed (free_completed: a block freed on a stream waits for the work queued there), when the memory could be handed out again, as every replayed strategy sees it';
   const torch = 'torch.cuda.max_memory_allocated() stops counting at the free call (free_requested)';
   if (untilCompleted === untilRequested) return `${rule}; ${torch}, which makes no difference on this trace.`;
   return `${rule}; ${torch}: ${formatBytes(untilRequested)} on this trace (in requested bytes; PyTorch rounds each block up to 512 B).`;

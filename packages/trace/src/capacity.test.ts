@@ -44,7 +44,7 @@ const pool = { name: 'pool', options: { upstream: 'host' } };
 const host = { name: 'host' };
 
 describe('compileTrace for capacity', () => {
-  it('knows the peak live bytes, the largest request and each operation\'s time', () => {
+  it("knows the peak live bytes, the largest request and each operation's time", () => {
     expect(compiled.peakAllocatedBytes).toBe(peakLive);
     expect(compiled.largestRequestBytes).toBe(3 * MiB);
     expect(Array.from(compiled.timeNs)).toEqual(trace.events.map((e) => e.timeNs));
@@ -65,7 +65,10 @@ describe('createReplayAllocator', () => {
   });
 
   it('puts a LimitingAdaptor under a TypeScript strategy, between it and its upstream', () => {
-    const made = createReplayAllocator({ name: 'arena', options: { upstream: 'host', chunkBytes: MiB } }, { capacityBytes: 2 * MiB, trackingCapacity: 16 });
+    const made = createReplayAllocator(
+      { name: 'arena', options: { upstream: 'host', chunkBytes: MiB } },
+      { capacityBytes: 2 * MiB, trackingCapacity: 16 },
+    );
     try {
       expect(made.limit).toBe('upstream-limit');
       expect(made.allocator).toBeInstanceOf(TrackingAllocator);
@@ -82,7 +85,9 @@ describe('createReplayAllocator', () => {
   });
 
   it('refuses a spec that already sets limitBytes, and a bad capacity', () => {
-    expect(() => createReplayAllocator({ name: 'host', options: { limitBytes: MiB } }, { capacityBytes: MiB })).toThrow(/either a capacity or the option limitBytes/);
+    expect(() => createReplayAllocator({ name: 'host', options: { limitBytes: MiB } }, { capacityBytes: MiB })).toThrow(
+      /either a capacity or the option limitBytes/,
+    );
     expect(() => createReplayAllocator(host, { capacityBytes: -1 })).toThrow(RangeError);
     expect(LimitingAdaptor).toBeDefined();
   });
@@ -91,10 +96,13 @@ describe('createReplayAllocator', () => {
 describe('searchMinCapacity', () => {
   it('finds the threshold to within the resolution, doubling then halving', () => {
     const tried: number[] = [];
-    const r = searchMinCapacity((c) => {
-      tried.push(c);
-      return c >= 1000;
-    }, { lowerBytes: 100, capBytes: 1 << 20, resolutionBytes: 1 });
+    const r = searchMinCapacity(
+      (c) => {
+        tried.push(c);
+        return c >= 1000;
+      },
+      { lowerBytes: 100, capBytes: 1 << 20, resolutionBytes: 1 },
+    );
     expect(r).toMatchObject({ bytes: 1000, failedBytes: 999, atLowerBound: false, probes: tried.length });
     expect(tried.slice(0, 5)).toEqual([100, 200, 400, 800, 1600]);
     expect(tried.length).toBeLessThanOrEqual(5 + 10);
@@ -105,10 +113,13 @@ describe('searchMinCapacity', () => {
 
   it('tries a hint before doubling, and never answers above a hint that fits', () => {
     const tried: number[] = [];
-    const r = searchMinCapacity((c) => {
-      tried.push(c);
-      return c >= 1000;
-    }, { lowerBytes: 100, capBytes: 1 << 20, resolutionBytes: 64, hintBytes: 1010 });
+    const r = searchMinCapacity(
+      (c) => {
+        tried.push(c);
+        return c >= 1000;
+      },
+      { lowerBytes: 100, capBytes: 1 << 20, resolutionBytes: 64, hintBytes: 1010 },
+    );
     expect(tried.slice(0, 2)).toEqual([100, 1010]);
     expect(r.bytes).toBeGreaterThanOrEqual(1000);
     expect(r.bytes).toBeLessThanOrEqual(1010);
@@ -160,7 +171,11 @@ describe('findMinCapacity', () => {
   });
 
   it('works for a TypeScript strategy through the limit under it', () => {
-    const r = findMinCapacity(compiled, { name: 'arena', options: { upstream: 'host', chunkBytes: MiB } }, { capBytes: 64 * MiB, resolutionBytes: 1 });
+    const r = findMinCapacity(
+      compiled,
+      { name: 'arena', options: { upstream: 'host', chunkBytes: MiB } },
+      { capBytes: 64 * MiB, resolutionBytes: 1 },
+    );
     // A, C and D each exceed or straddle a 1 MiB chunk: more than the live bytes.
     expect(r.bytes).toBeGreaterThan(peakLive);
   });
@@ -183,7 +198,10 @@ describe('profileReplay', () => {
 
   it('keeps every event of a trace that ends with allocations live (the cleanup frees are tracked too)', () => {
     // four allocations, none freed: the cleanup adds four frees to the tracked events
-    const live: AllocationTrace = { header: { source: 'test' }, events: [ev('alloc', 1, 4 * MiB), ev('alloc', 2, MiB), ev('alloc', 3, 512), ev('alloc', 4, 256)] };
+    const live: AllocationTrace = {
+      header: { source: 'test' },
+      events: [ev('alloc', 1, 4 * MiB), ev('alloc', 2, MiB), ev('alloc', 3, 512), ev('alloc', 4, 256)],
+    };
     const h = profileReplay(compileTrace(live), host);
     // the cleanup's frees sit at the trace's end, on the trace's clock
     expect(h.timeline.timeNs).toEqual([...live.events.map((e) => e.timeNs), ...live.events.map(() => live.events.at(-1)!.timeNs)]);
@@ -217,7 +235,13 @@ describe('profileReplay', () => {
     expect(p.limit).toBe('native-limit');
     expect(p.ooms).toBe(1);
     const [oom] = p.oomSnapshots;
-    expect(oom).toMatchObject({ op: 2, timeNs: trace.events[2]!.timeNs, requestedBytes: 1.5 * MiB, reservedBytes: 6 * MiB, allocatedBytes: 3 * MiB + 100 * KiB });
+    expect(oom).toMatchObject({
+      op: 2,
+      timeNs: trace.events[2]!.timeNs,
+      requestedBytes: 1.5 * MiB,
+      reservedBytes: 6 * MiB,
+      allocatedBytes: 3 * MiB + 100 * KiB,
+    });
     expect(oom!.unallocatedReservedBytes).toBe(6 * MiB - 3 * MiB - 100 * KiB);
     expect(oom!.largestFreeBlock).toBe(2 * MiB - 100 * KiB); // the rest of the small segment
   });

@@ -62,7 +62,9 @@ describe('trace formats', () => {
     const back = await readTrace(file);
     expect(back.format).toBe('rmm-csv');
     expect(back.header.source).toBe('rmm-csv');
-    expect(back.events.map((e) => [e.action, e.ptr, e.bytes, e.stream])).toEqual(trace.events.map((e) => [e.action, e.ptr, e.bytes, e.stream]));
+    expect(back.events.map((e) => [e.action, e.ptr, e.bytes, e.stream])).toEqual(
+      trace.events.map((e) => [e.action, e.ptr, e.bytes, e.stream]),
+    );
     // times are relative to the first event, in whole microseconds
     expect(back.events.map((e) => e.timeNs)).toEqual([0, 1_000, 2_250_000, 3_000_000_000, 3_000_000_000]);
     expect(back.events.every((e) => e.thread === process.pid && e.tag === 0 && e.reservedBytes === undefined)).toBe(true);
@@ -75,14 +77,12 @@ describe('trace formats', () => {
     expect(sample.events).toHaveLength(48);
     expect(new Set(sample.events.map((e) => e.stream))).toEqual(new Set([0, 0x5612a8e3c9f0]));
     expect(new Set(sample.events.map((e) => e.thread)).size).toBe(2);
-    expect(sample.events.filter((e) => e.action === 'oom')).toEqual([
-      expect.objectContaining({ ptr: 0, bytes: 68719476736 }),
-    ]);
+    expect(sample.events.filter((e) => e.action === 'oom')).toEqual([expect.objectContaining({ ptr: 0, bytes: 68719476736 })]);
     expect(sample.events[0]).toMatchObject({ timeNs: 0, action: 'alloc', ptr: 0x7f3a2c000000, bytes: 4000000 });
     expect(sample.events[1]!.timeNs).toBe(9_000);
   });
 
-  it("accepts the other forms real RMM logs hold: printf-style hex, (nil), CRLF, epoch seconds, midnight", () => {
+  it('accepts the other forms real RMM logs hold: printf-style hex, (nil), CRLF, epoch seconds, midnight', () => {
     const text = [
       rmmCsvHeader,
       '7,23:59:59.999000,allocate,7f3a2c000000,256,0',
@@ -118,29 +118,74 @@ const ev = (fields: string) => `{"timeNs":0,"action":"alloc","ptr":4096,"bytes":
 /** Malformed inputs: each must be a TraceFormatError naming the line, with a reason. */
 const malformed: Array<[string, string, number, RegExp]> = [
   ['an empty file', '', 1, /the file is empty/],
-  ['a header that is neither form', 'time,action,ptr\n', 1, /expected a gpumem JSONL trace .*, an RMM logging CSV .* or a PyTorch memory snapshot .*; but the file starts with "time,action,ptr"/],
+  [
+    'a header that is neither form',
+    'time,action,ptr\n',
+    1,
+    /expected a gpumem JSONL trace .*, an RMM logging CSV .* or a PyTorch memory snapshot .*; but the file starts with "time,action,ptr"/,
+  ],
   ['a binary file', '\u0000\u0001ELF\u0002\n', 1, /not a trace in any form this reader knows: expected a gpumem JSONL trace/],
   ['a JSON header with another marker', '{"format":"chrome-trace","version":1}\n', 1, /"format" is "chrome-trace"/],
   ['a newer version', '{"format":"gpumem-trace","version":2}\n', 1, /version 2 is newer than this reader/],
   ['a header that is not JSON', '{"format":"gpumem-trace",\n', 1, /not valid JSON/],
   ['a header field of the wrong type', '{"format":"gpumem-trace","version":1,"allocator":5}\n', 1, /"allocator" must be a string/],
   ['a truncated JSON event', `${jsonHeader}\n${ev('')}\n{"timeNs":5,"action":"fr`, 3, /not a JSON event object.*truncated/],
-  ['an unknown JSON action', `${jsonHeader}\n{"timeNs":0,"action":"realloc","ptr":1,"bytes":1}\n`, 2, /"action" must be one of "alloc", "free", "oom" \(received "realloc"\)/],
+  [
+    'an unknown JSON action',
+    `${jsonHeader}\n{"timeNs":0,"action":"realloc","ptr":1,"bytes":1}\n`,
+    2,
+    /"action" must be one of "alloc", "free", "oom" \(received "realloc"\)/,
+  ],
   ['a negative size', `${jsonHeader}\n${ev('').replace('"bytes":256', '"bytes":-256')}\n`, 2, /"bytes" must be a non-negative integer/],
   ['a fractional size', `${jsonHeader}\n${ev('').replace('"bytes":256', '"bytes":2.5')}\n`, 2, /"bytes" must be a non-negative integer/],
   ['a size above 2^53', `${jsonHeader}\n${ev('').replace('"bytes":256', '"bytes":9007199254740993')}\n`, 2, /larger than 2\^53 - 1/],
-  ['a size given as a string', `${jsonHeader}\n${ev('').replace('"bytes":256', '"bytes":"256"')}\n`, 2, /"bytes" must be a non-negative integer/],
+  [
+    'a size given as a string',
+    `${jsonHeader}\n${ev('').replace('"bytes":256', '"bytes":"256"')}\n`,
+    2,
+    /"bytes" must be a non-negative integer/,
+  ],
   ['a missing field', `${jsonHeader}\n{"timeNs":0,"action":"alloc","bytes":1}\n`, 2, /no "ptr" field/],
   ['an allocation with a null pointer', `${jsonHeader}\n${ev('').replace('"ptr":4096', '"ptr":0')}\n`, 2, /null pointer/],
   ['a JSON array for an event', `${jsonHeader}\n[1,2,3]\n`, 2, /expected a JSON event object/],
-  ['fewer events than announced', `{"format":"gpumem-trace","version":1,"eventCount":3}\n${ev('')}\n`, 3, /announces 3 events but the file holds 1 \(truncated\?\)/],
-  ['a truncated CSV row', `${rmmCsvHeader}\n1,14:03:21.100012,allocate,0x7f3a2c000000,40`, 2, /expected 6 comma-separated fields .* found 5 \(truncated line\?\)/],
+  [
+    'fewer events than announced',
+    `{"format":"gpumem-trace","version":1,"eventCount":3}\n${ev('')}\n`,
+    3,
+    /announces 3 events but the file holds 1 \(truncated\?\)/,
+  ],
+  [
+    'a truncated CSV row',
+    `${rmmCsvHeader}\n1,14:03:21.100012,allocate,0x7f3a2c000000,40`,
+    2,
+    /expected 6 comma-separated fields .* found 5 \(truncated line\?\)/,
+  ],
   ['a CSV row with an extra field', `${rmmCsvHeader}\n1,14:03:21.100012,allocate,0x100,40,0x0,9\n`, 2, /found 7/],
-  ['an unknown RMM action', `${rmmCsvHeader}\n1,14:03:21.100012,deallocate,0x100,40,0x0\n`, 2, /Action must be one of allocate, free, allocate failure \(received 'deallocate'\)/],
-  ['a negative RMM size', `${rmmCsvHeader}\n1,14:03:21.100012,allocate,0x100,-40,0x0\n`, 2, /Size must be a non-negative decimal integer \(received '-40'\)/],
-  ['an RMM size above 2^53', `${rmmCsvHeader}\n1,14:03:21.100012,allocate,0x100,18446744073709551615,0x0\n`, 2, /Size 18446744073709551615 is larger than 2\^53 - 1/],
+  [
+    'an unknown RMM action',
+    `${rmmCsvHeader}\n1,14:03:21.100012,deallocate,0x100,40,0x0\n`,
+    2,
+    /Action must be one of allocate, free, allocate failure \(received 'deallocate'\)/,
+  ],
+  [
+    'a negative RMM size',
+    `${rmmCsvHeader}\n1,14:03:21.100012,allocate,0x100,-40,0x0\n`,
+    2,
+    /Size must be a non-negative decimal integer \(received '-40'\)/,
+  ],
+  [
+    'an RMM size above 2^53',
+    `${rmmCsvHeader}\n1,14:03:21.100012,allocate,0x100,18446744073709551615,0x0\n`,
+    2,
+    /Size 18446744073709551615 is larger than 2\^53 - 1/,
+  ],
   ['a pointer that is not hex', `${rmmCsvHeader}\n1,14:03:21.100012,allocate,0xZZ,40,0x0\n`, 2, /Pointer must be a hexadecimal address/],
-  ['a 64-bit pointer', `${rmmCsvHeader}\n1,14:03:21.100012,allocate,0xffffffffffffffff,40,0x0\n`, 2, /Pointer 0xffffffffffffffff is larger than 2\^53 - 1/],
+  [
+    'a 64-bit pointer',
+    `${rmmCsvHeader}\n1,14:03:21.100012,allocate,0xffffffffffffffff,40,0x0\n`,
+    2,
+    /Pointer 0xffffffffffffffff is larger than 2\^53 - 1/,
+  ],
   ['a bad time', `${rmmCsvHeader}\n1,25:03:21.100012,allocate,0x100,40,0x0\n`, 2, /not a valid time of day/],
   ['a time in another form', `${rmmCsvHeader}\n1,yesterday,allocate,0x100,40,0x0\n`, 2, /Time must be HH:MM:SS\.ffffff/],
   ['a bad thread id', `${rmmCsvHeader}\n0x1f,14:03:21.100012,allocate,0x100,40,0x0\n`, 2, /Thread must be a decimal thread id/],
@@ -171,7 +216,11 @@ describe('malformed traces', () => {
   it('a file without line breaks is rejected once a line passes 1 MiB, not read whole', async () => {
     const file = join(dir, 'long.jsonl');
     writeFileSync(file, `${jsonHeader}\n${'x'.repeat(3 << 20)}`);
-    await expect(readTrace(file)).rejects.toMatchObject({ name: 'TraceFormatError', line: 2, reason: expect.stringMatching(/longer than 1048576 characters/) });
+    await expect(readTrace(file)).rejects.toMatchObject({
+      name: 'TraceFormatError',
+      line: 2,
+      reason: expect.stringMatching(/longer than 1048576 characters/),
+    });
   });
 
   it('a missing file is the file system error, not a TraceFormatError', async () => {

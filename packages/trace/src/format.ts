@@ -60,7 +60,11 @@ function lineFormatOf(firstLine: string, file: string, empty: boolean): LineTrac
   const found = lineFormats.find((f) => f.recognizes(text.endsWith('\r') ? text.slice(0, -1) : text));
   if (found) return found;
   if (empty) throw new TraceFormatError(file, 1, `the file is empty; expected ${expectedForms()}`);
-  throw new TraceFormatError(file, 1, `not a trace in any form this reader knows: expected ${expectedForms()}; but the file starts with ${JSON.stringify(text.slice(0, 24))}`);
+  throw new TraceFormatError(
+    file,
+    1,
+    `not a trace in any form this reader knows: expected ${expectedForms()}; but the file starts with ${JSON.stringify(text.slice(0, 24))}`,
+  );
 }
 
 /** The first line of a text (at most the whole of it). */
@@ -91,7 +95,10 @@ export function parseTrace(text: string, file = '<input>'): ReadTrace {
  * file system's error when the file cannot be read.
  */
 export async function readTrace(path: string, options: ReadTraceOptions = {}): Promise<ReadTrace> {
-  const source = await openTraceFile(path, options.maxDecompressedBytes === undefined ? {} : { maxDecompressedBytes: options.maxDecompressedBytes });
+  const source = await openTraceFile(
+    path,
+    options.maxDecompressedBytes === undefined ? {} : { maxDecompressedBytes: options.maxDecompressedBytes },
+  );
   try {
     const binary = byteFormats.find((f) => f.recognizes(source.head));
     if (binary) return binary.parse(await readAll(source), path, options);

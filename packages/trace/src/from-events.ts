@@ -6,10 +6,7 @@ import type { TrackingEvent } from '@gpumem/allocator-core';
 import type { AllocationTrace } from './format.js';
 
 /** A trace made of tracking events: times from the first event, the header from the run. */
-export function traceFromEvents(
-  events: readonly TrackingEvent[],
-  header: AllocationTrace['header'],
-): AllocationTrace {
+export function traceFromEvents(events: readonly TrackingEvent[], header: AllocationTrace['header']): AllocationTrace {
   const t0 = events[0]?.timeNs ?? 0;
   return {
     header,

@@ -43,7 +43,15 @@ export {
   type SnapshotOptions,
   type PytorchSnapshotSummary,
 } from './snapshot/snapshot.js';
-export { unpickle, isPickle, PickleFormatError, defaultMaxPickleItems, type PickleValue, type PickleDict, type UnpickleOptions } from './snapshot/unpickle.js';
+export {
+  unpickle,
+  isPickle,
+  PickleFormatError,
+  defaultMaxPickleItems,
+  type PickleValue,
+  type PickleDict,
+  type UnpickleOptions,
+} from './snapshot/unpickle.js';
 export { traceFromEvents } from './from-events.js';
 export {
   compileTrace,
@@ -55,7 +63,14 @@ export {
   type ReplayLoop,
 } from './replay.js';
 export { replayStreams, peakByTag } from './replay.js';
-export { createReplayAllocator, capacityCap, type StrategySpec, type CapacityLimit, type ReplayAllocator, type ReplayAllocatorOptions } from './capacity.js';
+export {
+  createReplayAllocator,
+  capacityCap,
+  type StrategySpec,
+  type CapacityLimit,
+  type ReplayAllocator,
+  type ReplayAllocatorOptions,
+} from './capacity.js';
 export {
   searchMinCapacity,
   findMinCapacity,

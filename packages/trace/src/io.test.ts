@@ -8,7 +8,15 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import * as zlib from 'node:zlib';
 import { describe, expect, it } from 'vitest';
-import { maxBlankTraceLines, parseTrace, readTrace, serializeTrace, TraceFileError, TraceFormatError, type AllocationTrace } from './format.js';
+import {
+  maxBlankTraceLines,
+  parseTrace,
+  readTrace,
+  serializeTrace,
+  TraceFileError,
+  TraceFormatError,
+  type AllocationTrace,
+} from './format.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'gpumem-trace-io-'));
 const snapshotFixture = (name: string) => fileURLToPath(new URL(`./snapshot/fixtures/${name}`, import.meta.url));
@@ -36,7 +44,11 @@ const zstdCompressSync: ((data: Buffer) => Buffer) | undefined = Reflect.get(zli
 describe('compressed traces', () => {
   it('names xz, bzip2 and zip files with the command that decompresses them, not as malformed lines', async () => {
     const cases: Array<[string, Buffer, RegExp]> = [
-      ['t.jsonl.xz', Buffer.from([0xfd, 0x37, 0x7a, 0x58, 0x5a, 0x00, 0x00, 0x04, 0xe6, 0xd6]), /t\.jsonl\.xz is xz-compressed, which this reader does not decompress: decompress it first \(xz -d .*t\.jsonl\.xz\)$/],
+      [
+        't.jsonl.xz',
+        Buffer.from([0xfd, 0x37, 0x7a, 0x58, 0x5a, 0x00, 0x00, 0x04, 0xe6, 0xd6]),
+        /t\.jsonl\.xz is xz-compressed, which this reader does not decompress: decompress it first \(xz -d .*t\.jsonl\.xz\)$/,
+      ],
       ['t.csv.bz2', Buffer.from('BZh91AY&SY\u0000\u0001'), /is bzip2-compressed.*decompress it first \(bzip2 -d /],
       ['t.zip', Buffer.from([0x50, 0x4b, 0x03, 0x04, 0x14, 0, 0, 0]), /is zip-compressed.*decompress it first \(unzip /],
     ];
@@ -57,7 +69,9 @@ describe('compressed traces', () => {
       await expect(readTrace(file)).rejects.toMatchObject({
         name: 'TraceFileError',
         code: 'ERR_TRACE_COMPRESSION',
-        message: expect.stringMatching(/is zstd-compressed, which this reader does not decompress \(Node v\d+.* has no zstd; Node 22\.15 and later read it\): decompress it first \(zstd -d /),
+        message: expect.stringMatching(
+          /is zstd-compressed, which this reader does not decompress \(Node v\d+.* has no zstd; Node 22\.15 and later read it\): decompress it first \(zstd -d /,
+        ),
       });
     }
   });
@@ -80,7 +94,10 @@ describe('paths and content that are not traces', () => {
     mkdirSync(sub);
     const error = await readTrace(sub).catch((e: unknown) => e);
     expect(error).toBeInstanceOf(TraceFileError);
-    expect(error).toMatchObject({ code: 'EISDIR', message: `${sub} is a directory: give a trace file (gpumem JSONL, an RMM CSV log or a PyTorch memory snapshot)` });
+    expect(error).toMatchObject({
+      code: 'EISDIR',
+      message: `${sub} is a directory: give a trace file (gpumem JSONL, an RMM CSV log or a PyTorch memory snapshot)`,
+    });
   });
 
   it('a text file of another kind is told every format this reader knows', async () => {
@@ -88,24 +105,35 @@ describe('paths and content that are not traces', () => {
     await expect(readTrace(file)).rejects.toMatchObject({
       name: 'TraceFormatError',
       line: 1,
-      reason: expect.stringMatching(/^not a trace in any form this reader knows: expected a gpumem JSONL trace .*, an RMM logging CSV .* or a PyTorch memory snapshot .*, plain or gzip-compressed; but the file starts with "hello"$/),
+      reason: expect.stringMatching(
+        /^not a trace in any form this reader knows: expected a gpumem JSONL trace .*, an RMM logging CSV .* or a PyTorch memory snapshot .*, plain or gzip-compressed; but the file starts with "hello"$/,
+      ),
     });
   });
 
   it('a truncated snapshot says it is truncated', async () => {
     const pickle = readFileSync(snapshotFixture('snapshot-p4.pickle'));
     const file = write('cut.pickle', pickle.subarray(0, Math.floor(pickle.length * 0.8)));
-    await expect(readTrace(file)).rejects.toMatchObject({ name: 'TraceFormatError', message: expect.stringMatching(/\(truncated file\?\)$/) });
+    await expect(readTrace(file)).rejects.toMatchObject({
+      name: 'TraceFormatError',
+      message: expect.stringMatching(/\(truncated file\?\)$/),
+    });
   });
 
   it('a gzip file of blank lines is refused after the blank-line limit, in well under a second', async () => {
     const file = write('blank.jsonl.gz', zlib.gzipSync(`${header}\n${'\n'.repeat(maxBlankTraceLines + 10)}`));
     expect(readFileSync(file).length).toBeLessThan(10_000);
     const started = performance.now();
-    await expect(readTrace(file)).rejects.toMatchObject({ name: 'TraceFormatError', line: maxBlankTraceLines + 2, reason: `more than ${maxBlankTraceLines} blank lines: not a trace file` });
+    await expect(readTrace(file)).rejects.toMatchObject({
+      name: 'TraceFormatError',
+      line: maxBlankTraceLines + 2,
+      reason: `more than ${maxBlankTraceLines} blank lines: not a trace file`,
+    });
     expect(performance.now() - started).toBeLessThan(2000);
     // a few blank lines are fine
-    const few = await readTrace(write('few.jsonl', `${header}\n\n${JSON.stringify({ timeNs: 0, action: 'alloc', ptr: 16, bytes: 16 })}\n\n\n`));
+    const few = await readTrace(
+      write('few.jsonl', `${header}\n\n${JSON.stringify({ timeNs: 0, action: 'alloc', ptr: 16, bytes: 16 })}\n\n\n`),
+    );
     expect(few.events).toHaveLength(1);
   });
 });
@@ -134,11 +162,18 @@ describe('events read from a file', () => {
     expect(copy).toHaveLength(5);
   });
 
-  it('keep every field across the columns\' chunks, optional fields only where given', () => {
+  it("keep every field across the columns' chunks, optional fields only where given", () => {
     const n = 70_000; // the first chunk grows from 1024 to 65536 events, then a second chunk
     const events: AllocationTrace['events'] = [];
     for (let i = 0; i < n; i++) {
-      const e: AllocationTrace['events'][number] = { timeNs: i * 3, action: i % 3 === 2 ? 'free' : 'alloc', ptr: 2 ** 40 + i * 256, bytes: (i % 7) + 1, stream: i % 5 === 0 ? 0x5612a8e3c9f0 : 0, tag: i % 4 };
+      const e: AllocationTrace['events'][number] = {
+        timeNs: i * 3,
+        action: i % 3 === 2 ? 'free' : 'alloc',
+        ptr: 2 ** 40 + i * 256,
+        bytes: (i % 7) + 1,
+        stream: i % 5 === 0 ? 0x5612a8e3c9f0 : 0,
+        tag: i % 4,
+      };
       if (i >= 2000 && i % 2 === 0) e.reservedBytes = i * 4096;
       if (i % 1000 === 999) e.thread = 2 ** 40 + i;
       events.push(e);

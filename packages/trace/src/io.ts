@@ -90,11 +90,18 @@ async function firstBytesOf(path: string, n: number): Promise<Buffer> {
  * `headBytes` of the content. Compressed content may decompress to at most `maxDecompressedBytes`.
  * The file system's errors (ENOENT, EACCES) pass through.
  */
-export async function openTraceFile(path: string, options: { maxDecompressedBytes?: number; headBytes?: number } = {}): Promise<TraceSource> {
+export async function openTraceFile(
+  path: string,
+  options: { maxDecompressedBytes?: number; headBytes?: number } = {},
+): Promise<TraceSource> {
   const maxBytes = options.maxDecompressedBytes ?? maxDecompressedTraceBytes;
   const headBytes = options.headBytes ?? 4096;
   if ((await stat(path)).isDirectory()) {
-    throw new TraceFileError(path, 'EISDIR', `${path} is a directory: give a trace file (gpumem JSONL, an RMM CSV log or a PyTorch memory snapshot)`);
+    throw new TraceFileError(
+      path,
+      'EISDIR',
+      `${path} is a directory: give a trace file (gpumem JSONL, an RMM CSV log or a PyTorch memory snapshot)`,
+    );
   }
   const compression = compressionOf(await firstBytesOf(path, 8));
   const file = createReadStream(path, { highWaterMark: 1 << 20 });
@@ -105,7 +112,11 @@ export async function openTraceFile(path: string, options: { maxDecompressedByte
       file.destroy();
       const command = compressions.find((c) => c.name === compression)!.command;
       const why = compression === 'zstd' ? ` (Node ${process.version} has no zstd; Node 22.15 and later read it)` : '';
-      throw new TraceFileError(path, 'ERR_TRACE_COMPRESSION', `${path} is ${compression}-compressed, which this reader does not decompress${why}: decompress it first (${command} ${path})`);
+      throw new TraceFileError(
+        path,
+        'ERR_TRACE_COMPRESSION',
+        `${path} is ${compression}-compressed, which this reader does not decompress${why}: decompress it first (${command} ${path})`,
+      );
     }
     file.on('error', (e) => d.destroy(e));
     stream = file.pipe(d);
@@ -216,7 +227,11 @@ export async function* lineBatches(chunks: AsyncIterable<Buffer>, file: string):
         n += lines.length;
       }
       if (pending.length > maxTraceLineChars) {
-        throw new TraceFormatError(file, n + 1, `the line is longer than ${maxTraceLineChars} characters: not a trace file (binary, or no line breaks)`);
+        throw new TraceFormatError(
+          file,
+          n + 1,
+          `the line is longer than ${maxTraceLineChars} characters: not a trace file (binary, or no line breaks)`,
+        );
       }
     }
   } catch (e) {

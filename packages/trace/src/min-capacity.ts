@@ -60,9 +60,15 @@ export const defaultCapacityResolution = 2 * 1024 * 1024;
 export function searchMinCapacity(fits: (capacityBytes: number) => boolean, search: MinCapacitySearch): MinCapacity {
   const resolutionBytes = search.resolutionBytes ?? defaultCapacityResolution;
   const { lowerBytes, capBytes } = search;
-  for (const [name, value] of [['lowerBytes', lowerBytes], ['capBytes', capBytes], ['resolutionBytes', resolutionBytes]] as const) {
+  for (const [name, value] of [
+    ['lowerBytes', lowerBytes],
+    ['capBytes', capBytes],
+    ['resolutionBytes', resolutionBytes],
+  ] as const) {
     if (!Number.isSafeInteger(value) || value < (name === 'resolutionBytes' ? 1 : 0)) {
-      throw new RangeError(`Expected a ${name === 'resolutionBytes' ? 'positive' : 'non-negative'} integer for ${name} but received ${String(value)}`);
+      throw new RangeError(
+        `Expected a ${name === 'resolutionBytes' ? 'positive' : 'non-negative'} integer for ${name} but received ${String(value)}`,
+      );
     }
   }
   let probes = 0;
@@ -118,7 +124,8 @@ export interface MinCapacityOptions {
  */
 export function findMinCapacity(trace: CompiledTrace, spec: StrategySpec, o: MinCapacityOptions): MinCapacity {
   const repeats = o.repeats ?? 1;
-  if (!Number.isSafeInteger(repeats) || repeats < 1) throw new RangeError(`Expected positive integer for repeats but received ${String(repeats)}`);
+  if (!Number.isSafeInteger(repeats) || repeats < 1)
+    throw new RangeError(`Expected positive integer for repeats but received ${String(repeats)}`);
   let onGpu = false;
   const fits = (capacityBytes: number) => {
     const { allocator } = createReplayAllocator(spec, { capacityBytes });

@@ -85,7 +85,10 @@ function oomSnapshot(op: number, timeNs: number, requestedBytes: number, s: Allo
 export function profileReplay(trace: CompiledTrace, spec: StrategySpec, o: ProfileOptions = {}): ReplayProfile {
   const maxOomSnapshots = o.maxOomSnapshots ?? 100;
   const n = trace.action.length;
-  const made = createReplayAllocator(spec, { ...(o.capacityBytes !== undefined && { capacityBytes: o.capacityBytes }), trackingCapacity: n + trace.slots + 1 });
+  const made = createReplayAllocator(spec, {
+    ...(o.capacityBytes !== undefined && { capacityBytes: o.capacityBytes }),
+    trackingCapacity: n + trace.slots + 1,
+  });
   const { allocator } = made;
   const ptr = new Float64Array(trace.slots);
   const size = new Float64Array(trace.slots);
@@ -121,7 +124,11 @@ export function profileReplay(trace: CompiledTrace, spec: StrategySpec, o: Profi
       }
     }
     end = allocator.stats();
-    end = { ...end, upstreamAllocCount: end.upstreamAllocCount - before.upstreamAllocCount, upstreamFreeCount: end.upstreamFreeCount - before.upstreamFreeCount };
+    end = {
+      ...end,
+      upstreamAllocCount: end.upstreamAllocCount - before.upstreamAllocCount,
+      upstreamFreeCount: end.upstreamFreeCount - before.upstreamFreeCount,
+    };
   } finally {
     for (let s = 0; s < trace.slots; s++) {
       if (ptr[s] === 0) continue;
@@ -146,7 +153,11 @@ export function profileReplay(trace: CompiledTrace, spec: StrategySpec, o: Profi
   const onTraceClock = events.length >= calls && events.length <= calls + trace.slots;
   const endNs = n > 0 ? trace.timeNs[n - 1]! : 0;
   const count = events.length;
-  const timeline: ReplayProfile['timeline'] = { timeNs: new Array<number>(count), allocatedBytes: new Array<number>(count), reservedBytes: new Array<number>(count) };
+  const timeline: ReplayProfile['timeline'] = {
+    timeNs: new Array<number>(count),
+    allocatedBytes: new Array<number>(count),
+    reservedBytes: new Array<number>(count),
+  };
   const tagNames = onTraceClock ? trace.tagNames : undefined;
   const byTag = tagNames?.map(() => new Array<number>(count));
   const byTagNow = new Float64Array(tagNames?.length ?? 0);

@@ -23,15 +23,28 @@ function using<T>(allocator: Allocator, f: (a: Allocator) => T): T {
   }
 }
 
-const ev = (action: TraceEvent['action'], ptr: number, bytes: number, stream = 0): TraceEvent => ({ timeNs: 0, action, ptr, bytes, stream, tag: 0 });
+const ev = (action: TraceEvent['action'], ptr: number, bytes: number, stream = 0): TraceEvent => ({
+  timeNs: 0,
+  action,
+  ptr,
+  bytes,
+  stream,
+  tag: 0,
+});
 const traceOf = (...events: TraceEvent[]): AllocationTrace => ({ header: { source: 'test' }, events });
 
 describe('peakByTag', () => {
-  it('gives the bytes live at the trace\'s peak by the tag of their allocation, largest first', () => {
+  it("gives the bytes live at the trace's peak by the tag of their allocation, largest first", () => {
     const tagged = (e: TraceEvent, tag: number): TraceEvent => ({ ...e, tag });
     const c = compileTrace({
       header: { source: 'test', tags: ['other', 'a.py:1:f', 'b.py:2:g'] },
-      events: [tagged(ev('alloc', 1, 100), 1), tagged(ev('alloc', 2, 300), 2), tagged(ev('alloc', 3, 50), 0), tagged(ev('free', 2, 300), 2), tagged(ev('alloc', 4, 200), 1)],
+      events: [
+        tagged(ev('alloc', 1, 100), 1),
+        tagged(ev('alloc', 2, 300), 2),
+        tagged(ev('alloc', 3, 50), 0),
+        tagged(ev('free', 2, 300), 2),
+        tagged(ev('alloc', 4, 200), 1),
+      ],
     });
     expect(c.tagNames).toEqual(['other', 'a.py:1:f', 'b.py:2:g']);
     expect(Array.from(c.tag)).toEqual([1, 2, 0, 2, 1]);
@@ -64,7 +77,16 @@ describe('compileTrace', () => {
     expect(Array.from(c.bytes)).toEqual([1000, 3000, 500, 1000, 3000, 8]);
     expect(c.streamIds).toEqual([0, 7]);
     expect(Array.from(c.streamIndex)).toEqual([0, 1, 0, 0, 1, 0]);
-    expect(c).toMatchObject({ slots: 3, allocs: 4, frees: 2, unmatchedFrees: 1, traceOoms: 1, zeroByteEvents: 1, sizeMismatches: 1, liveAtEnd: 2 });
+    expect(c).toMatchObject({
+      slots: 3,
+      allocs: 4,
+      frees: 2,
+      unmatchedFrees: 1,
+      traceOoms: 1,
+      zeroByteEvents: 1,
+      sizeMismatches: 1,
+      liveAtEnd: 2,
+    });
     expect(c.peakAllocatedBytes).toBe(4500);
   });
 });
@@ -75,7 +97,14 @@ describe('replayTrace', () => {
     const c = compileTrace(trace);
     using(createAllocator('host'), (host) => {
       const r = replayTrace(trace, host, { repeats: 3 });
-      expect(r).toMatchObject({ allocator: 'host', loop: 'native', repeats: 3, allocs: c.allocs, frees: c.frees, calls: c.allocs + c.frees });
+      expect(r).toMatchObject({
+        allocator: 'host',
+        loop: 'native',
+        repeats: 3,
+        allocs: c.allocs,
+        frees: c.frees,
+        calls: c.allocs + c.frees,
+      });
       expect(r).toMatchObject({ ooms: 0, skippedFrees: 0, unmatchedFrees: 0, traceOoms: 1, streams: 2 });
       expect(r.peakAllocatedBytes).toBe(c.peakAllocatedBytes);
       expect(r.peakReservedBytes).toBeGreaterThanOrEqual(r.peakAllocatedBytes); // 256-byte rounding
@@ -92,7 +121,7 @@ describe('replayTrace', () => {
     });
   });
 
-  it("replays it through the pool over host memory: reserved in segments, a largest free block, nothing cached after trim", async () => {
+  it('replays it through the pool over host memory: reserved in segments, a largest free block, nothing cached after trim', async () => {
     const trace = await readTrace(rmmSample);
     const c = compileTrace(trace);
     using(createAllocator('pool', { upstream: 'host' }), (pool) => {
@@ -112,8 +141,24 @@ describe('replayTrace', () => {
     const trace = await readTrace(rmmSample);
     const native = using(createAllocator('pool', { upstream: 'host' }), (a) => replayTrace(trace, a, { repeats: 1, loop: 'native' }));
     const ts = using(createAllocator('pool', { upstream: 'host' }), (a) => replayTrace(trace, a, { repeats: 1, loop: 'typescript' }));
-    const pick = ({ calls, allocs, frees, peakAllocatedBytes, peakReservedBytes, largestFreeBlock, endReservedBytes, ooms }: typeof native) => ({
-      calls, allocs, frees, peakAllocatedBytes, peakReservedBytes, largestFreeBlock, endReservedBytes, ooms,
+    const pick = ({
+      calls,
+      allocs,
+      frees,
+      peakAllocatedBytes,
+      peakReservedBytes,
+      largestFreeBlock,
+      endReservedBytes,
+      ooms,
+    }: typeof native) => ({
+      calls,
+      allocs,
+      frees,
+      peakAllocatedBytes,
+      peakReservedBytes,
+      largestFreeBlock,
+      endReservedBytes,
+      ooms,
     });
     expect(ts.loop).toBe('typescript');
     expect(pick(ts)).toEqual(pick(native));
@@ -133,7 +178,13 @@ describe('replayTrace', () => {
   });
 
   it('counts out-of-memory failures, skips their frees, and leaves the allocator usable', () => {
-    const trace = traceOf(ev('alloc', 0x100, 600), ev('alloc', 0x200, 600), ev('free', 0x200, 600), ev('free', 0x100, 600), ev('alloc', 0x300, 100));
+    const trace = traceOf(
+      ev('alloc', 0x100, 600),
+      ev('alloc', 0x200, 600),
+      ev('free', 0x200, 600),
+      ev('free', 0x100, 600),
+      ev('alloc', 0x300, 100),
+    );
     for (const loop of ['native', 'typescript'] as const) {
       using(createAllocator('host', { limitBytes: 1024 }), (host) => {
         const r = replayTrace(trace, host, { repeats: 2, loop });
@@ -179,7 +230,14 @@ describe('replayTrace', () => {
       let result: TrainResult;
       let recorded: TrackingEvents;
       try {
-        result = train({ model: 'mlp', allocator: tracked.allocator, trainSubset: 256, testSubset: 128, hidden: [32, 32, 32, 32], epochs: 1 });
+        result = train({
+          model: 'mlp',
+          allocator: tracked.allocator,
+          trainSubset: 256,
+          testSubset: 128,
+          hidden: [32, 32, 32, 32],
+          epochs: 1,
+        });
         recorded = tracked.events();
       } finally {
         tracked.allocator.dispose();
@@ -193,7 +251,9 @@ describe('replayTrace', () => {
       // the run's own peak (train() resets peaks each epoch, after the model is built)
       expect(c.peakAllocatedBytes).toBeGreaterThanOrEqual(result.epochs[0]!.peakAllocatedBytes);
       expect(c.peakReservedBytes).toBeGreaterThanOrEqual(result.epochs[0]!.peakReservedBytes);
-      const replayed = using(createAllocator(name, name === 'pool' ? { upstream: 'host' } : {}), (a) => replayTrace(trace, a, { repeats: 2 }));
+      const replayed = using(createAllocator(name, name === 'pool' ? { upstream: 'host' } : {}), (a) =>
+        replayTrace(trace, a, { repeats: 2 }),
+      );
       expect(replayed.peakAllocatedBytes).toBe(c.peakAllocatedBytes);
       expect(replayed.peakReservedBytes).toBe(c.peakReservedBytes);
       expect(replayed.calls).toBe(recorded.events.length);

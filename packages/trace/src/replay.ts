@@ -227,7 +227,6 @@ type Pass = Omit<NativeReplayPass, 'end'> & {
 /** The most distinct streams a replay creates. */
 export const maxReplayStreams = 1024;
 
-
 /** The cost of one performance.now() read, ns (median of a few runs). */
 function jsClockOverheadNs(): number {
   const samples: number[] = [];
@@ -248,7 +247,15 @@ function typescriptPass(allocator: Allocator, c: CompiledTrace, streams: Array<S
   const ptr = new Float64Array(c.slots);
   const size = new Float64Array(c.slots);
   const slotStream: Array<Stream | undefined> = new Array(c.slots);
-  const p: Pass = { allocNs: 0, freeNs: 0, allocs: 0, frees: 0, ooms: 0, skippedFrees: 0, end: { peakAllocatedBytes: 0, peakReservedBytes: 0, reservedBytes: 0 } };
+  const p: Pass = {
+    allocNs: 0,
+    freeNs: 0,
+    allocs: 0,
+    frees: 0,
+    ooms: 0,
+    skippedFrees: 0,
+    end: { peakAllocatedBytes: 0, peakReservedBytes: 0, reservedBytes: 0 },
+  };
   const { action, slot, bytes, streamIndex } = c;
   try {
     let last = performance.now();
@@ -335,15 +342,20 @@ export function replayStreams(allocator: Allocator, ids: readonly number[]): { s
  */
 export function replayTrace(trace: AllocationTrace | CompiledTrace, allocator: Allocator, options: ReplayOptions = {}): ReplayResult {
   const repeats = options.repeats ?? 5;
-  if (!Number.isSafeInteger(repeats) || repeats < 1) throw new RangeError(`Expected positive integer for repeats but received ${String(repeats)}`);
+  if (!Number.isSafeInteger(repeats) || repeats < 1)
+    throw new RangeError(`Expected positive integer for repeats but received ${String(repeats)}`);
   const native = allocator instanceof NativeAllocator;
   const loop = options.loop ?? (native ? 'native' : 'typescript');
-  if (loop !== 'native' && loop !== 'typescript') throw new TypeError(`Expected one of 'native', 'typescript' for loop but received ${String(loop)}`);
+  if (loop !== 'native' && loop !== 'typescript')
+    throw new TypeError(`Expected one of 'native', 'typescript' for loop but received ${String(loop)}`);
   if (loop === 'native' && !native) {
     throw new TypeError(`Expected a native strategy for loop 'native' but the '${allocator.name}' allocator is written in TypeScript`);
   }
   const held = allocator.stats().allocatedBytes;
-  if (held > 0) throw new RangeError(`Expected an allocator that holds nothing for allocator but the '${allocator.name}' allocator holds ${held} bytes`);
+  if (held > 0)
+    throw new RangeError(
+      `Expected an allocator that holds nothing for allocator but the '${allocator.name}' allocator holds ${held} bytes`,
+    );
   const c = 'events' in trace ? compileTrace(trace) : trace;
   const { streams, destroy } = replayStreams(allocator, c.streamIds);
   let passes: Pass[];
@@ -353,7 +365,11 @@ export function replayTrace(trace: AllocationTrace | CompiledTrace, allocator: A
       const handles = streams.map((s) => (s === undefined ? 0 : s.handle));
       const stream = new Float64Array(c.action.length);
       for (let i = 0; i < stream.length; i++) stream[i] = handles[c.streamIndex[i]!]!;
-      const r = replayNative(allocator as NativeAllocator, { action: c.action, slot: c.slot, bytes: c.bytes, stream, slots: c.slots }, repeats);
+      const r = replayNative(
+        allocator as NativeAllocator,
+        { action: c.action, slot: c.slot, bytes: c.bytes, stream, slots: c.slots },
+        repeats,
+      );
       passes = r.passes;
       clockOverheadNs = r.clockOverheadNs;
     } else {

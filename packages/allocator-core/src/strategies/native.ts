@@ -76,7 +76,8 @@ export function pluginLibraryPath(library: unknown): string {
 function pluginDevice(device: unknown): Device {
   if (device === undefined) return hasCudaDevice() ? cudaDevice(0) : hostDevice;
   if (device === 'host') return hostDevice;
-  if (typeof device === 'string') throw new TypeError(`Expected 'host' or a CUDA device ordinal for device but received ${received(device)}`);
+  if (typeof device === 'string')
+    throw new TypeError(`Expected 'host' or a CUDA device ordinal for device but received ${received(device)}`);
   checkNonNegative(device, 'device');
   return cudaDevice(device);
 }
@@ -87,7 +88,9 @@ export class NativePluginAllocator extends NativeAllocator {
 
   constructor(options: NativeAllocatorOptions) {
     if (options === undefined || options === null || typeof options !== 'object') {
-      throw new TypeError(`Expected an options object { library, options?, device? } for the 'native' allocator but received ${received(options)}`);
+      throw new TypeError(
+        `Expected an options object { library, options?, device? } for the 'native' allocator but received ${received(options)}`,
+      );
     }
     checkOptionKeys(options, optionKeys, 'native');
     const library = pluginLibraryPath(options.library);

@@ -13,7 +13,13 @@ import { didYouMean, seeHelp, UsageError } from './args.js';
  * Throws naming the first spec whose strategy is not registered (with the closest registered name)
  * or, when `needsGpuHere` is false, needs a CUDA device that is not here.
  */
-export function checkAllocatorNames(command: string, flag: string, specs: readonly AllocatorSpec[], gpu: boolean, needsGpuHere = true): void {
+export function checkAllocatorNames(
+  command: string,
+  flag: string,
+  specs: readonly AllocatorSpec[],
+  gpu: boolean,
+  needsGpuHere = true,
+): void {
   const registered = listAllocators().map((a) => a.name);
   for (const s of specs) {
     if (!registered.includes(s.name)) {
@@ -22,8 +28,12 @@ export function checkAllocatorNames(command: string, flag: string, specs: readon
       );
     }
     if (needsGpuHere && !gpu && strategyInfo(s.name).requiresCuda) {
-      const hostOnes = listAllocators().filter((a) => !a.requiresCuda && !a.requiresOptions).map((a) => a.name);
-      throw new UsageError(`gpumem ${command}: '--${flag}' names '${s.name}', which needs a CUDA device, and none is available here (these run on the host: ${hostOnes.join(', ')})`);
+      const hostOnes = listAllocators()
+        .filter((a) => !a.requiresCuda && !a.requiresOptions)
+        .map((a) => a.name);
+      throw new UsageError(
+        `gpumem ${command}: '--${flag}' names '${s.name}', which needs a CUDA device, and none is available here (these run on the host: ${hostOnes.join(', ')})`,
+      );
     }
   }
 }
@@ -32,5 +42,7 @@ export function checkAllocatorNames(command: string, flag: string, specs: readon
 export function refuseSpecProblems(command: string, flag: string, problems: readonly SpecProblem[]): void {
   if (problems.length === 0) return;
   const lines = problems.map((p) => `  ${p.label}: ${p.message}`);
-  throw new UsageError(`gpumem ${command}: '--${flag}': ${problems.length === 1 ? 'an allocator spec was' : `${problems.length} allocator specs were`} refused:\n${lines.join('\n')}`);
+  throw new UsageError(
+    `gpumem ${command}: '--${flag}': ${problems.length === 1 ? 'an allocator spec was' : `${problems.length} allocator specs were`} refused:\n${lines.join('\n')}`,
+  );
 }

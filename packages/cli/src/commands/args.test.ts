@@ -15,8 +15,21 @@ describe('closestName', () => {
 
 describe('formatTable', () => {
   it('right-aligns columns of figures and left-aligns the others', () => {
-    const table = formatTable(['name', 'kind', 'bytes'], [['a', 'ok', '1.00 MiB'], ['bb', 'failed', '-'], ['c', 'ok', '12.50 GiB']]);
-    expect(table.split('\n')).toEqual(['name  kind        bytes', '----  ------  ---------', 'a     ok       1.00 MiB', 'bb    failed          -', 'c     ok      12.50 GiB']);
+    const table = formatTable(
+      ['name', 'kind', 'bytes'],
+      [
+        ['a', 'ok', '1.00 MiB'],
+        ['bb', 'failed', '-'],
+        ['c', 'ok', '12.50 GiB'],
+      ],
+    );
+    expect(table.split('\n')).toEqual([
+      'name  kind        bytes',
+      '----  ------  ---------',
+      'a     ok       1.00 MiB',
+      'bb    failed          -',
+      'c     ok      12.50 GiB',
+    ]);
   });
 
   it('splits a table wider than the limit into blocks that repeat the first column', () => {

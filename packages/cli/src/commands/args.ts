@@ -71,7 +71,12 @@ function unknownFlag(command: string, name: string, known: readonly string[]): U
 }
 
 /** Parses `--name value`, `--name=value` and boolean `--name`. Numbers accept 2e6 and 2_000_000. */
-export function parseFlags(argv: readonly string[], specs: Record<string, FlagSpec>, command: string, aliases: FlagAliases = {}): FlagValues {
+export function parseFlags(
+  argv: readonly string[],
+  specs: Record<string, FlagSpec>,
+  command: string,
+  aliases: FlagAliases = {},
+): FlagValues {
   const values: FlagValues = {};
   for (const [name, spec] of Object.entries(specs)) if ('default' in spec) values[name] = spec.default;
   for (let i = 0; i < argv.length; i++) {
@@ -80,7 +85,8 @@ export function parseFlags(argv: readonly string[], specs: Record<string, FlagSp
     const eq = arg.indexOf('=');
     const name = eq >= 0 ? arg.slice(2, eq) : arg.slice(2);
     const alias = aliases[name];
-    if (alias !== undefined) process.stderr.write(`gpumem ${command}: '--${name}' is deprecated and will be removed in the next release; use '--${alias}'\n`);
+    if (alias !== undefined)
+      process.stderr.write(`gpumem ${command}: '--${name}' is deprecated and will be removed in the next release; use '--${alias}'\n`);
     const canonical = alias ?? name;
     const spec = specs[canonical];
     if (!spec) throw unknownFlag(command, name, [...Object.keys(specs), ...Object.keys(aliases)]);
@@ -99,11 +105,15 @@ function parseValue(raw: string, name: string, spec: Exclude<FlagSpec, { type: '
   if (spec.type === 'string') {
     const current = spec.choiceAliases?.[raw];
     if (current !== undefined) {
-      process.stderr.write(`gpumem ${command}: '--${name} ${raw}' is deprecated and will be removed in the next release; use '--${name} ${current}'\n`);
+      process.stderr.write(
+        `gpumem ${command}: '--${name} ${raw}' is deprecated and will be removed in the next release; use '--${name} ${current}'\n`,
+      );
       return current;
     }
     if (spec.choices && !spec.choices.includes(raw)) {
-      throw new UsageError(`gpumem ${command}: '--${name}' must be one of ${spec.choices.join(', ')} (received '${raw}')${didYouMean(raw, spec.choices)}`);
+      throw new UsageError(
+        `gpumem ${command}: '--${name}' must be one of ${spec.choices.join(', ')} (received '${raw}')${didYouMean(raw, spec.choices)}`,
+      );
     }
     return raw;
   }
@@ -112,20 +122,33 @@ function parseValue(raw: string, name: string, spec: Exclude<FlagSpec, { type: '
   if (raw.trim() === '' || !Number.isFinite(value) || (spec.type === 'int' && !Number.isSafeInteger(value))) {
     throw new UsageError(`gpumem ${command}: '--${name}' must be ${kind} (received '${raw}')`);
   }
-  if (spec.min !== undefined && value < spec.min) throw new UsageError(`gpumem ${command}: '--${name}' must be at least ${spec.min} (received ${raw})`);
-  if (spec.max !== undefined && value > spec.max) throw new UsageError(`gpumem ${command}: '--${name}' must be at most ${spec.max} (received ${raw})`);
+  if (spec.min !== undefined && value < spec.min)
+    throw new UsageError(`gpumem ${command}: '--${name}' must be at least ${spec.min} (received ${raw})`);
+  if (spec.max !== undefined && value > spec.max)
+    throw new UsageError(`gpumem ${command}: '--${name}' must be at most ${spec.max} (received ${raw})`);
   return value;
 }
 
 /** The flags' help lines; a deprecated alias gets a line of its own saying what replaces it. */
 export function flagHelp(specs: Record<string, FlagSpec>, aliases: FlagAliases = {}): string {
   const rows = Object.entries(specs).map(([name, spec]) => {
-    const value = spec.type === 'boolean' ? '' : spec.type === 'string' && spec.choices ? ` ${spec.choices.join('|')}` : ` ${spec.type === 'string' ? 'S' : 'N'}`;
+    const value =
+      spec.type === 'boolean'
+        ? ''
+        : spec.type === 'string' && spec.choices
+          ? ` ${spec.choices.join('|')}`
+          : ` ${spec.type === 'string' ? 'S' : 'N'}`;
     const def = 'default' in spec && spec.default !== undefined ? ` (default ${spec.default})` : '';
-    const old = spec.type === 'string' && spec.choiceAliases ? Object.entries(spec.choiceAliases).map(([from, to]) => `; deprecated: ${from}, the old name of ${to}, removed in the next release`).join('') : '';
+    const old =
+      spec.type === 'string' && spec.choiceAliases
+        ? Object.entries(spec.choiceAliases)
+            .map(([from, to]) => `; deprecated: ${from}, the old name of ${to}, removed in the next release`)
+            .join('')
+        : '';
     return [`  --${name}${value}`, `${spec.help}${def}${old}`] as const;
   });
-  for (const [old, current] of Object.entries(aliases)) rows.push([`  --${old}`, `deprecated: the old name of --${current}, removed in the next release`]);
+  for (const [old, current] of Object.entries(aliases))
+    rows.push([`  --${old}`, `deprecated: the old name of --${current}, removed in the next release`]);
   const width = Math.max(...rows.map(([a]) => a.length)) + 2;
   return rows.map(([a, b]) => a.padEnd(width) + b).join('\n');
 }
@@ -145,7 +168,9 @@ function isNumericCell(cell: string): boolean {
  */
 export function formatTable(header: readonly string[], rows: readonly (readonly string[])[], maxWidth = tableWidth): string {
   const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => (r[i] ?? '').length)));
-  const right = header.map((_, i) => i > 0 && rows.some((r) => (r[i] ?? '') !== '' && r[i] !== '-') && rows.every((r) => isNumericCell(r[i] ?? '-')));
+  const right = header.map(
+    (_, i) => i > 0 && rows.some((r) => (r[i] ?? '') !== '' && r[i] !== '-') && rows.every((r) => isNumericCell(r[i] ?? '-')),
+  );
   const pad = (c: string, i: number) => (right[i] ? c.padStart(widths[i]!) : c.padEnd(widths[i]!));
   const blocks: number[][] = [];
   let block: number[] = [0];
@@ -161,7 +186,11 @@ export function formatTable(header: readonly string[], rows: readonly (readonly 
   }
   blocks.push(block);
   const render = (columns: number[]) => {
-    const line = (cells: readonly string[]) => columns.map((i) => pad(cells[i] ?? '', i)).join('  ').trimEnd();
+    const line = (cells: readonly string[]) =>
+      columns
+        .map((i) => pad(cells[i] ?? '', i))
+        .join('  ')
+        .trimEnd();
     return [line(header), columns.map((i) => '-'.repeat(widths[i]!)).join('  '), ...rows.map(line)].join('\n');
   };
   return blocks.map(render).join('\n\n');

@@ -5,7 +5,14 @@
  */
 import { writeFileSync } from 'node:fs';
 import { deviceCount, deviceProperties, formatBytes, hasCudaDevice, listAllocators } from '@gpumem/allocator-core';
-import { compareAllocators, BaselineFormatError, baselineThroughput, readBaseline, type CompareTrainOptions, type BaselineRun } from '@gpumem/compare';
+import {
+  compareAllocators,
+  BaselineFormatError,
+  baselineThroughput,
+  readBaseline,
+  type CompareTrainOptions,
+  type BaselineRun,
+} from '@gpumem/compare';
 import { parseAllocatorList, specProblems, specProblemsInChild, type AllocatorSpec } from '@gpumem/compare';
 import { anyHostTier, anyTierMoves, type CompareResult, type CompareRun, type TierSplit } from '@gpumem/compare';
 import { anyDevices, devicePeaksText } from '@gpumem/compare';
@@ -32,10 +39,24 @@ const compareFlags: Record<string, FlagSpec> = {
   report: { type: 'string', help: 'write a self-contained HTML report (charts and the table) to this file' },
   'trace-json': { type: 'string', help: 'write a Chrome trace / Perfetto JSON file with a counter track per allocator' },
   json: { type: 'string', help: "write every figure, per epoch and per run, as JSON to this file ('-': to stdout, the table to stderr)" },
-  baseline: { type: 'string', help: "comma-separated JSON-lines files of another framework's run (bench/baselines scripts print them): a row each and their losses on the report's loss chart" },
-  repeat: { type: 'int', min: 1, max: 100, default: 1, help: 'runs of each allocator, each in a fresh process, interleaved (A B C A B C ...); a row pools their epochs' },
+  baseline: {
+    type: 'string',
+    help: "comma-separated JSON-lines files of another framework's run (bench/baselines scripts print them): a row each and their losses on the report's loss chart",
+  },
+  repeat: {
+    type: 'int',
+    min: 1,
+    max: 100,
+    default: 1,
+    help: 'runs of each allocator, each in a fresh process, interleaved (A B C A B C ...); a row pools their epochs',
+  },
   'no-record': { type: 'boolean', help: 'do not record allocation events (no memory timeline)' },
-  'tracking-capacity': { type: 'int', min: 1, max: 2 ** 27, help: `events kept per run for the timeline (default ${2 ** 20}); older ones are dropped` },
+  'tracking-capacity': {
+    type: 'int',
+    min: 1,
+    max: 2 ** 27,
+    help: `events kept per run for the timeline (default ${2 ** 20}); older ones are dropped`,
+  },
   inline: { type: 'boolean', help: 'run every allocator in this process instead of one child process each' },
   help: { type: 'boolean', help: 'show this help' },
 };
@@ -86,7 +107,7 @@ Examples:
 `;
 
 /** The next step printed after the report is written. */
-const nextStep = 'next: replay your own program\'s allocations, e.g. a PyTorch memory snapshot: gpumem replay snapshot.pickle';
+const nextStep = "next: replay your own program's allocations, e.g. a PyTorch memory snapshot: gpumem replay snapshot.pickle";
 
 /**
  * Every registered allocator that can run here. With a GPU, strategies that keep their memory on the
@@ -121,10 +142,14 @@ function describeDevice(gpu: boolean, devices: number | number[] | undefined): s
   if (Array.isArray(devices)) {
     const count = gpu ? deviceCount() : 0;
     const missing = devices.find((d) => d >= count);
-    if (missing !== undefined) throw new UsageError(`gpumem compare: '--devices' names cuda:${missing}, and ${count === 0 ? 'no CUDA device is' : `only cuda:0 to cuda:${count - 1} are`} here`);
+    if (missing !== undefined)
+      throw new UsageError(
+        `gpumem compare: '--devices' names cuda:${missing}, and ${count === 0 ? 'no CUDA device is' : `only cuda:0 to cuda:${count - 1} are`} here`,
+      );
   }
   if (!gpu) return 'host (CPU kernels)';
-  const ordinals = devices === undefined ? [0] : typeof devices === 'number' ? Array.from({ length: devices }, (_, i) => i) : [...new Set(devices)];
+  const ordinals =
+    devices === undefined ? [0] : typeof devices === 'number' ? Array.from({ length: devices }, (_, i) => i) : [...new Set(devices)];
   return `${deviceProperties(0).name} (${ordinals.map((o) => `cuda:${o}`).join(', ')})`;
 }
 
@@ -168,13 +193,18 @@ function alignMarks(rows: string[][]): void {
 function epochCell(run: CompareRun): string {
   if (run.medianEpochMs === null) return '-';
   const s = run.epochSpread;
-  return s && s.n > 1 ? `${run.medianEpochMs.toFixed(1)} ms (${s.min.toFixed(1)}\u2013${s.max.toFixed(1)})` : `${run.medianEpochMs.toFixed(1)} ms`;
+  return s && s.n > 1
+    ? `${run.medianEpochMs.toFixed(1)} ms (${s.min.toFixed(1)}\u2013${s.max.toFixed(1)})`
+    : `${run.medianEpochMs.toFixed(1)} ms`;
 }
 
 /** The baselines named by --baseline, read before any work (a bad file is a usage error naming it). */
 function readBaselines(list: string | undefined): BaselineRun[] {
   if (list === undefined) return [];
-  const files = list.split(',').map((f) => f.trim()).filter(Boolean);
+  const files = list
+    .split(',')
+    .map((f) => f.trim())
+    .filter(Boolean);
   if (files.length === 0) throw new UsageError(`gpumem compare: '--baseline' needs a file, e.g. --baseline torch-eager.jsonl`);
   return files.map((file) => {
     try {
@@ -190,7 +220,12 @@ function readBaselines(list: string | undefined): BaselineRun[] {
 function baselineRow(baseline: BaselineRun, throughput: number | null): string[] {
   const n = (v: number | null, f: (x: number) => string) => (v === null ? '-' : f(v));
   const s = baseline.epochSpread;
-  const epoch = baseline.medianEpochMs === null ? '-' : s && s.n > 1 ? `${baseline.medianEpochMs.toFixed(1)} ms (${s.min.toFixed(1)}\u2013${s.max.toFixed(1)})` : `${baseline.medianEpochMs.toFixed(1)} ms`;
+  const epoch =
+    baseline.medianEpochMs === null
+      ? '-'
+      : s && s.n > 1
+        ? `${baseline.medianEpochMs.toFixed(1)} ms (${s.min.toFixed(1)}\u2013${s.max.toFixed(1)})`
+        : `${baseline.medianEpochMs.toFixed(1)} ms`;
   return [
     baseline.name,
     'baseline',
@@ -198,7 +233,9 @@ function baselineRow(baseline: BaselineRun, throughput: number | null): string[]
     n(throughput, (v) => `${Math.round(v).toLocaleString('en-US')}`),
     n(baseline.peakAllocatedBytes, formatBytes),
     n(baseline.peakReservedBytes, formatBytes),
-    baseline.peakAllocatedBytes && baseline.peakReservedBytes !== null ? `${(baseline.peakReservedBytes / baseline.peakAllocatedBytes).toFixed(2)}x` : '-',
+    baseline.peakAllocatedBytes && baseline.peakReservedBytes !== null
+      ? `${(baseline.peakReservedBytes / baseline.peakAllocatedBytes).toFixed(2)}x`
+      : '-',
     '-',
     '-',
     n(baseline.finalLoss, (v) => v.toFixed(4)),
@@ -209,7 +246,9 @@ function baselineRow(baseline: BaselineRun, throughput: number | null): string[]
 /** A peak, and for a run with a host tier its split: `61.20 GiB (41.20 GiB device + 20.00 GiB host)`. */
 function peakText(peak: number | null, split: TierSplit | undefined): string {
   if (peak === null) return '-';
-  return split ? `${formatBytes(peak)} (${formatBytes(split.deviceBytes)} device + ${formatBytes(split.hostBytes)} host)` : formatBytes(peak);
+  return split
+    ? `${formatBytes(peak)} (${formatBytes(split.deviceBytes)} device + ${formatBytes(split.hostBytes)} host)`
+    : formatBytes(peak);
 }
 
 /**
@@ -220,7 +259,9 @@ function devicesNotes(runs: readonly CompareRun[]): string[] {
   if (!anyDevices(runs)) return [];
   return [
     `over several devices: epoch times are the slowest rank's; peaks, upstream calls and OOMs the largest of any one device`,
-    ...runs.filter((r) => r.devices && r.devices.length > 0).map((r) => `${r.allocator} per device (peak allocated / reserved): ${devicePeaksText(r.devices!)}`),
+    ...runs
+      .filter((r) => r.devices && r.devices.length > 0)
+      .map((r) => `${r.allocator} per device (peak allocated / reserved): ${devicePeaksText(r.devices!)}`),
   ];
 }
 
@@ -237,24 +278,57 @@ export function formatCompareTable(result: CompareResult): string {
   const rows = result.runs.map((r) => {
     const status = r.status === 'ok' ? 'ok' : r.status === 'oom' ? 'OOM' : 'error';
     const n = (v: number | null, f: (x: number) => string) => (v === null ? '-' : f(v));
-    const upstream = r.upstreamAllocCalls === null || r.upstreamFreeCalls === null ? '-' : `${r.upstreamAllocCalls} / ${r.upstreamFreeCalls}`;
+    const upstream =
+      r.upstreamAllocCalls === null || r.upstreamFreeCalls === null ? '-' : `${r.upstreamAllocCalls} / ${r.upstreamFreeCalls}`;
     return [
       r.allocator,
       status,
       cell(r, result, 'medianEpochMs', epochCell(r)),
-      cell(r, result, 'throughput', n(r.throughput, (v) => `${Math.round(v).toLocaleString('en-US')}`)),
+      cell(
+        r,
+        result,
+        'throughput',
+        n(r.throughput, (v) => `${Math.round(v).toLocaleString('en-US')}`),
+      ),
       cell(r, result, 'peakAllocatedBytes', peakText(r.peakAllocatedBytes, r.tiers?.peakAllocated)),
       cell(r, result, 'peakReservedBytes', peakText(r.peakReservedBytes, r.tiers?.peakReserved)),
-      cell(r, result, 'overhead', n(r.overhead, (v) => `${v.toFixed(2)}x`)),
+      cell(
+        r,
+        result,
+        'overhead',
+        n(r.overhead, (v) => `${v.toFixed(2)}x`),
+      ),
       cell(r, result, 'upstreamCalls', upstream),
       cell(r, result, 'oomCount', String(r.oomCount)),
-      cell(r, result, 'finalLoss', n(r.finalLoss, (v) => v.toFixed(4))),
-      cell(r, result, 'accuracy', n(r.accuracy, (v) => `${(v * 100).toFixed(2)}%`)),
+      cell(
+        r,
+        result,
+        'finalLoss',
+        n(r.finalLoss, (v) => v.toFixed(4)),
+      ),
+      cell(
+        r,
+        result,
+        'accuracy',
+        n(r.accuracy, (v) => `${(v * 100).toFixed(2)}%`),
+      ),
     ];
   });
   for (const baseline of result.baselines ?? []) rows.push(baselineRow(baseline, baselineThroughput(baseline, result)));
   alignMarks(rows);
-  const header = ['allocator', 'status', 'median epoch (min\u2013max)', result.throughputUnit, 'peak allocated', 'peak reserved', 'reserved/alloc', 'upstream calls', 'OOMs', 'final loss', 'accuracy'];
+  const header = [
+    'allocator',
+    'status',
+    'median epoch (min\u2013max)',
+    result.throughputUnit,
+    'peak allocated',
+    'peak reserved',
+    'reserved/alloc',
+    'upstream calls',
+    'OOMs',
+    'final loss',
+    'accuracy',
+  ];
   if (moves) {
     header.splice(movedColumnAt, 0, 'moved to host / device');
     rows.forEach((row, i) => {
@@ -263,7 +337,9 @@ export function formatCompareTable(result: CompareResult): string {
     });
   }
   const table = formatTable(header, rows);
-  const failures = result.runs.filter((r) => r.status !== 'ok').map((r) => `${r.allocator}: ${r.status === 'oom' ? 'out of memory' : 'error'}: ${r.error ?? ''}`);
+  const failures = result.runs
+    .filter((r) => r.status !== 'ok')
+    .map((r) => `${r.allocator}: ${r.status === 'oom' ? 'out of memory' : 'error'}: ${r.error ?? ''}`);
   const measured = result.runs.find((r) => r.status === 'ok');
   const warmup = measured && (measured.warmupEpochs ?? 0) > 0 ? `; epoch times leave out each run's first (warm-up) epoch` : '';
   const repeats = measured && (measured.repeats ?? 1) > 1 ? `; each row pools ${measured.repeats} runs in fresh processes` : '';
@@ -271,12 +347,16 @@ export function formatCompareTable(result: CompareResult): string {
     `* best in its column; = tied for best within the spread of the epoch times (no clear winner)${warmup}${repeats}`,
     `upstream calls: allocations / frees the strategy asked of what it allocates from (the driver for the native strategies, the upstream allocator for a plug-in over another)`,
     ...(anyHostTier(result.runs)
-      ? [`device + host: a strategy with a host tier; the host part of a peak is the host tier's own peak, the device part the rest (the total is what is ranked)`]
+      ? [
+          `device + host: a strategy with a host tier; the host part of a peak is the host tier's own peak, the device part the rest (the total is what is ranked)`,
+        ]
       : []),
     ...(moves ? [`moved to host / device: bytes the strategy moved between its tiers over the run`] : []),
     ...devicesNotes(result.runs),
     ...(result.notes ?? []),
-    ...((result.baselines ?? []).length > 0 ? [`baseline: another framework's run of the same workload (--baseline), shown for reference and not ranked`] : []),
+    ...((result.baselines ?? []).length > 0
+      ? [`baseline: another framework's run of the same workload (--baseline), shown for reference and not ranked`]
+      : []),
     ...failures,
   ];
   return `${result.workload.title}, on ${result.device}\n${table}\n${notes.join('\n')}`;
@@ -289,18 +369,28 @@ export async function runCompare(argv: readonly string[], plugins: readonly stri
     return 0;
   }
   // Everything that can be wrong with the command line is found before any run starts.
-  const baselineFiles = ((flags.baseline as string | undefined) ?? '').split(',').map((f) => f.trim()).filter(Boolean);
-  checkOutputFlags('compare', flags, ['report', 'json', 'trace-json'], baselineFiles.map((f) => [`the baseline file given to '--baseline'`, f] as const));
+  const baselineFiles = ((flags.baseline as string | undefined) ?? '')
+    .split(',')
+    .map((f) => f.trim())
+    .filter(Boolean);
+  checkOutputFlags(
+    'compare',
+    flags,
+    ['report', 'json', 'trace-json'],
+    baselineFiles.map((f) => [`the baseline file given to '--baseline'`, f] as const),
+  );
   const baselines = readBaselines(flags.baseline as string | undefined);
   const gpu = hasCudaDevice();
   const specs = chooseAllocators(flags.allocators as string | undefined, gpu);
-  if ((flags.repeat as number) > 1 && flags.inline === true) throw new UsageError(`gpumem compare: '--repeat' needs a fresh process per run; drop '--inline'`);
+  if ((flags.repeat as number) > 1 && flags.inline === true)
+    throw new UsageError(`gpumem compare: '--repeat' needs a fresh process per run; drop '--inline'`);
   const given = trainOptionsForHere('compare', flags, gpu);
   const devices = devicesFromFlags('compare', flags);
   if (devices === undefined && (flags.communicator !== undefined || flags.timeout !== undefined)) {
     throw new UsageError(`gpumem compare: '--${flags.communicator !== undefined ? 'communicator' : 'timeout'}' goes with '--devices'`);
   }
-  if (devices !== undefined && flags.inline === true) throw new UsageError(`gpumem compare: '--inline' does not go with '--devices': each rank is a process of its own`);
+  if (devices !== undefined && flags.inline === true)
+    throw new UsageError(`gpumem compare: '--inline' does not go with '--devices': each rank is a process of its own`);
   checkDevicesFlags('compare', given, devices);
   const trainOptions: CompareTrainOptions = {
     ...given,
@@ -335,7 +425,10 @@ export async function runCompare(argv: readonly string[], plugins: readonly stri
     },
     onProgress: (spec, p) => bar.update(`${spec.label} epoch ${p.epoch + 1}/${p.epochs}`, p.step, p.steps),
     onRunEnd: (run) => {
-      const summary = run.status === 'ok' ? `${run.medianEpochMs?.toFixed(1) ?? '-'} ms per epoch` : `${run.status === 'oom' ? 'OOM' : 'error'}: ${run.error}`;
+      const summary =
+        run.status === 'ok'
+          ? `${run.medianEpochMs?.toFixed(1) ?? '-'} ms per epoch`
+          : `${run.status === 'oom' ? 'OOM' : 'error'}: ${run.error}`;
       process.stderr.write(`${run.allocator}: ${summary}\n`);
     },
   });

@@ -22,7 +22,19 @@ function parse(table: string): { header: string[]; rows: Map<string, string[]>; 
   return { header, rows, notes: after };
 }
 
-const plainHeader = ['allocator', 'status', 'median epoch (min\u2013max)', 'nodes/s', 'peak allocated', 'peak reserved', 'reserved/alloc', 'upstream calls', 'OOMs', 'final loss', 'accuracy'];
+const plainHeader = [
+  'allocator',
+  'status',
+  'median epoch (min\u2013max)',
+  'nodes/s',
+  'peak allocated',
+  'peak reserved',
+  'reserved/alloc',
+  'upstream calls',
+  'OOMs',
+  'final loss',
+  'accuracy',
+];
 
 describe('the compare table with a host tier', () => {
   it('is as it was when no run has a host tier', () => {
@@ -35,7 +47,7 @@ describe('the compare table with a host tier', () => {
     expect(notes.join('\n')).not.toMatch(/host tier|moved to host/);
   });
 
-  it('splits the tiered run\'s peaks into device and host, and adds the bytes moved between the tiers', () => {
+  it("splits the tiered run's peaks into device and host, and adds the bytes moved between the tiers", () => {
     const result = sampleCompareResult({ tiered: true });
     const tiers = result.runs[4]!.tiers!;
     const table = formatCompareTable(result);
@@ -72,7 +84,18 @@ describe('the compare table with a host tier', () => {
   it('puts a dash under the bytes moved for a baseline', () => {
     const result = sampleCompareResult({ tiered: true });
     result.baselines = [
-      { name: 'torch-eager', file: 'torch.jsonl', epochs: [], medianEpochMs: null, epochSpread: null, peakAllocatedBytes: 1000, peakReservedBytes: 2000, finalLoss: null, accuracy: null, about: {} },
+      {
+        name: 'torch-eager',
+        file: 'torch.jsonl',
+        epochs: [],
+        medianEpochMs: null,
+        epochSpread: null,
+        peakAllocatedBytes: 1000,
+        peakReservedBytes: 2000,
+        finalLoss: null,
+        accuracy: null,
+        about: {},
+      },
     ];
     const { rows } = parse(formatCompareTable(result));
     const baseline = rows.get('torch-eager')!;
@@ -88,7 +111,7 @@ const tieredPlugin = fileURLToPath(new URL('../../../compare/src/fixtures/tiered
 const dir = mkdtempSync(join(tmpdir(), 'gpumem-compare-tiers-'));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
-describe('the compare table\'s figures', () => {
+describe("the compare table's figures", () => {
   it('line up in a column with marks: an unmarked figure ends where a marked one does', () => {
     const table = formatCompareTable(sampleCompareResult());
     const lines = table.split('\n');
@@ -111,7 +134,26 @@ describe('gpumem compare with a strategy that has a host tier (CPU)', () => {
     const trace = join(dir, 'tiers-trace.json');
     const r = spawnSync(
       process.execPath,
-      [cli, 'compare', '--train-subset', '256', '--test-subset', '128', '--hidden', '32', '--epochs', '2', '--allocators', 'host,tiered-test', '--json', json, '--report', report, '--trace-json', trace],
+      [
+        cli,
+        'compare',
+        '--train-subset',
+        '256',
+        '--test-subset',
+        '128',
+        '--hidden',
+        '32',
+        '--epochs',
+        '2',
+        '--allocators',
+        'host,tiered-test',
+        '--json',
+        json,
+        '--report',
+        report,
+        '--trace-json',
+        trace,
+      ],
       { encoding: 'utf8', env: { ...process.env, GPUMEM_PLUGINS: tieredPlugin, CUDA_VISIBLE_DEVICES: '' }, timeout: 120_000 },
     );
     expect(r.stderr).not.toMatch(/Error:/);
@@ -126,7 +168,9 @@ describe('gpumem compare with a strategy that has a host tier (CPU)', () => {
     const tiers = tiered!.tiers!;
     expect(tiers.peakAllocated.hostBytes).toBeGreaterThan(0);
     expect(tiers.peakAllocated.deviceBytes + tiers.peakAllocated.hostBytes).toBe(tiered!.peakAllocatedBytes);
-    expect(rows.get('tiered-test')![4]).toContain(`(${formatBytes(tiers.peakAllocated.deviceBytes)} device + ${formatBytes(tiers.peakAllocated.hostBytes)} host)`);
+    expect(rows.get('tiered-test')![4]).toContain(
+      `(${formatBytes(tiers.peakAllocated.deviceBytes)} device + ${formatBytes(tiers.peakAllocated.hostBytes)} host)`,
+    );
     expect(notes.some((n) => n.startsWith('device + host: '))).toBe(true);
     // through the child process: the epochs' stats and the timeline carry the host part
     for (const epoch of tiered!.epochs) expect(epoch.stats.peakHostAllocatedBytes).toBeGreaterThan(0);
@@ -134,7 +178,11 @@ describe('gpumem compare with a strategy that has a host tier (CPU)', () => {
     expect(Math.max(...tiered!.timeline!.hostAllocatedBytes!)).toBeGreaterThan(0);
     expect(host!.timeline).not.toHaveProperty('hostAllocatedBytes');
     expect(readFileSync(report, 'utf8')).toContain('<canvas id="timeline-1-tiers"');
-    const names = new Set((JSON.parse(readFileSync(trace, 'utf8')).traceEvents as { ph: string; pid: number; name: string }[]).filter((e) => e.ph === 'C').map((e) => `${e.pid} ${e.name}`));
+    const names = new Set(
+      (JSON.parse(readFileSync(trace, 'utf8')).traceEvents as { ph: string; pid: number; name: string }[])
+        .filter((e) => e.ph === 'C')
+        .map((e) => `${e.pid} ${e.name}`),
+    );
     expect(names).toEqual(new Set(['1 allocated', '1 reserved', '2 allocated', '2 reserved', '2 host allocated', '2 host reserved']));
   }, 180_000);
 });

@@ -45,7 +45,9 @@ function checkOutputPath(command: string, flag: string, path: string): void {
     accessSync(folder, constants.W_OK);
   } catch (e) {
     const missing = (e as NodeJS.ErrnoException).code === 'ENOENT';
-    throw new UsageError(`gpumem ${command}: '--${flag}' ${path}: ${missing ? `the folder ${folder} does not exist` : `cannot write in ${folder}`}`);
+    throw new UsageError(
+      `gpumem ${command}: '--${flag}' ${path}: ${missing ? `the folder ${folder} does not exist` : `cannot write in ${folder}`}`,
+    );
   }
 }
 
@@ -61,26 +63,39 @@ function identity(path: string): string {
  * path): a run must not overwrite what it reads or one output with another. At most one output may
  * go to standard output.
  */
-export function checkOutputFlags(command: string, flags: Record<string, unknown>, names: readonly string[], inputs: readonly (readonly [string, string])[] = []): void {
+export function checkOutputFlags(
+  command: string,
+  flags: Record<string, unknown>,
+  names: readonly string[],
+  inputs: readonly (readonly [string, string])[] = [],
+): void {
   const outputs = names.flatMap((name) => {
     const value = flags[name];
     return typeof value === 'string' && value !== '' ? [[name, value] as const] : [];
   });
   for (const [name, value] of outputs) {
-    if (value === stdoutPath && name !== 'json') throw new UsageError(`gpumem ${command}: '--${name}' must be a file name ('-', standard output, is for '--json')`);
+    if (value === stdoutPath && name !== 'json')
+      throw new UsageError(`gpumem ${command}: '--${name}' must be a file name ('-', standard output, is for '--json')`);
     checkOutputPath(command, name, value);
   }
   const toStdout = outputs.filter(([, value]) => isStdout(value));
-  if (toStdout.length > 1) throw new UsageError(`gpumem ${command}: ${toStdout.map(([n]) => `'--${n}'`).join(' and ')} both write to standard output; give one of them a file`);
+  if (toStdout.length > 1)
+    throw new UsageError(
+      `gpumem ${command}: ${toStdout.map(([n]) => `'--${n}'`).join(' and ')} both write to standard output; give one of them a file`,
+    );
   const read = new Map<string, string>(inputs.map(([label, path]) => [identity(path), label]));
   const written = new Map<string, string>();
   for (const [name, value] of outputs) {
     if (isStdout(value)) continue;
     const id = identity(value);
     const input = read.get(id);
-    if (input !== undefined) throw new UsageError(`gpumem ${command}: '--${name}' ${value} is ${input}: writing it would overwrite the input; give another file`);
+    if (input !== undefined)
+      throw new UsageError(`gpumem ${command}: '--${name}' ${value} is ${input}: writing it would overwrite the input; give another file`);
     const other = written.get(id);
-    if (other !== undefined) throw new UsageError(`gpumem ${command}: '--${other}' and '--${name}' both name ${value}: one would overwrite the other; give each its own file`);
+    if (other !== undefined)
+      throw new UsageError(
+        `gpumem ${command}: '--${other}' and '--${name}' both name ${value}: one would overwrite the other; give each its own file`,
+      );
     written.set(id, name);
   }
 }

@@ -19,7 +19,13 @@ const defaultCapacity = 1 << 20;
 const ownFlags: Record<string, FlagSpec> = {
   out: { type: 'string', help: 'the trace file to write (required)' },
   format: { type: 'string', choices: traceFileFormats, help: 'jsonl or rmm-csv (default: from the extension of --out: .jsonl, .csv)' },
-  capacity: { type: 'int', min: 1, max: 2 ** 28, default: defaultCapacity, help: 'events the tracking ring buffer holds; older ones are dropped past it' },
+  capacity: {
+    type: 'int',
+    min: 1,
+    max: 2 ** 28,
+    default: defaultCapacity,
+    help: 'events the tracking ring buffer holds; older ones are dropped past it',
+  },
 };
 
 const recordFlags: Record<string, FlagSpec> = { ...ownFlags, ...trainFlags };
@@ -53,13 +59,17 @@ export async function runRecord(argv: readonly string[]): Promise<number> {
     return 0;
   }
   const out = flags.out as string | undefined;
-  if (out === undefined || out === '') throw new UsageError(`gpumem record: '--out' is required: the trace file to write (e.g. --out run.jsonl)`);
+  if (out === undefined || out === '')
+    throw new UsageError(`gpumem record: '--out' is required: the trace file to write (e.g. --out run.jsonl)`);
   const format = (flags.format as TraceFileFormat | undefined) ?? formatFromPath(out);
   if (format === undefined) {
-    throw new UsageError(`gpumem record: cannot tell the format from '${out}'; pass '--format' (one of ${traceFileFormats.join(', ')}) or name the file .jsonl or .csv`);
+    throw new UsageError(
+      `gpumem record: cannot tell the format from '${out}'; pass '--format' (one of ${traceFileFormats.join(', ')}) or name the file .jsonl or .csv`,
+    );
   }
   checkOutputFlags('record', flags, ['out', 'json']);
-  if (isStdout(out)) throw new UsageError(`gpumem record: '--out' must be a file (a trace can be large); '--json -' sends the training result to stdout`);
+  if (isStdout(out))
+    throw new UsageError(`gpumem record: '--out' must be a file (a trace can be large); '--json -' sends the training result to stdout`);
   const gpu = hasCudaDevice();
   const spec = allocatorFromFlags('record', flags, gpu);
   const name = spec.name;
@@ -94,7 +104,14 @@ export async function runRecord(argv: readonly string[]): Promise<number> {
   } finally {
     allocator.dispose();
   }
-  const header: AllocationTrace['header'] = { source: 'gpumem record', allocator: spec.label, device: allocator.device.id, createdAt, workload: workloadOf(flags), tags: [...allocationTags] };
+  const header: AllocationTrace['header'] = {
+    source: 'gpumem record',
+    allocator: spec.label,
+    device: allocator.device.id,
+    createdAt,
+    workload: workloadOf(flags),
+    tags: [...allocationTags],
+  };
   if (dropped > 0) header.droppedEvents = dropped;
   const trace = traceFromEvents(events, header);
   await writeTrace(out, trace, format);

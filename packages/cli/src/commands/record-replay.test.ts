@@ -25,7 +25,9 @@ describe('gpumem record', () => {
     const file = join(dir, 'host.jsonl');
     const r = run(['record', '--out', file, '--allocator', 'host', ...tiny]);
     expect(r.status, r.stderr).toBe(0);
-    expect(r.stdout).toMatch(/recorded \d+ events \(\d+ allocs, \d+ frees, 0 OOMs\) on 'host' \(host\), 1 epoch\(s\) of mlp on mnist; peak allocated /);
+    expect(r.stdout).toMatch(
+      /recorded \d+ events \(\d+ allocs, \d+ frees, 0 OOMs\) on 'host' \(host\), 1 epoch\(s\) of mlp on mnist; peak allocated /,
+    );
     expect(r.stdout).toContain(`wrote ${file} (jsonl)`);
     const lines = readFileSync(file, 'utf8').trimEnd().split('\n');
     const header = JSON.parse(lines[0]!);
@@ -37,7 +39,19 @@ describe('gpumem record', () => {
     const json = join(dir, 'replay.json');
     const rp = run(['replay', file, '--allocators', 'host,pool', '--repeat', '2', '--json', json]);
     expect(rp.status, rp.stderr).toBe(0);
-    expect(readTable(rp.stdout).header).toEqual(['allocator', 'loop', 'calls', 'ns/alloc', 'ns/free', 'peak allocated', 'peak reserved', 'frag. at peak', 'driver allocs/frees', 'OOMs', 'unmatched frees']);
+    expect(readTable(rp.stdout).header).toEqual([
+      'allocator',
+      'loop',
+      'calls',
+      'ns/alloc',
+      'ns/free',
+      'peak allocated',
+      'peak reserved',
+      'frag. at peak',
+      'driver allocs/frees',
+      'OOMs',
+      'unmatched frees',
+    ]);
     const rows = tableRows(rp.stdout);
     expect([...rows.keys()]).toEqual(['host', 'pool']);
     for (const cells of rows.values()) {
@@ -121,7 +135,12 @@ describe('gpumem replay', () => {
     const rows = tableRows(r.stdout);
     expect(rows.get('arena')?.[1]).toBe('failed');
     // the error under the table, not in it
-    expect(rows.get('arena')?.slice(2).every((c) => c === '')).toBe(true);
+    expect(
+      rows
+        .get('arena')
+        ?.slice(2)
+        .every((c) => c === ''),
+    ).toBe(true);
     expect(r.stdout).toMatch(/^ {2}failed: arena: TypeError: Expected a native strategy/m);
     expect(rows.get('host')?.[1]).toBe('native');
   });
@@ -139,7 +158,7 @@ describe('gpumem replay', () => {
     expect(two.stderr).toMatch(/expected one trace FILE but received 2/);
     const unknown = run(['replay', rmmSample, '--allocator', 'pool']);
     expect(unknown.status).toBe(2);
-    expect(unknown.stderr).toBe("gpumem replay: unknown flag --allocator (did you mean --allocators?)\nsee gpumem replay --help\n");
+    expect(unknown.stderr).toBe('gpumem replay: unknown flag --allocator (did you mean --allocators?)\nsee gpumem replay --help\n');
     const badName = run(['replay', rmmSample, '--allocators', 'pool,slab']);
     expect(badName.status).toBe(2);
     expect(badName.stderr).toMatch(/'--allocators' names 'slab', which is not registered \(registered: .*host.*pool/);

@@ -67,7 +67,9 @@ describe('gpumem replay --capacity', () => {
       expect(r.stdout).toMatch(/recommendation:\n {2}Least memory: no strategy that keeps its memory on the device was replayed\./);
       expect(r.stdout).toContain('  Not ranked: host and pool:upstream=host keep their memory in host memory, not on the GPU.');
     } else {
-      expect(r.stdout).toMatch(/recommendation:\n {2}No strategy that uses the device replayed the whole trace without running out of memory at 6\.00 MiB/);
+      expect(r.stdout).toMatch(
+        /recommendation:\n {2}No strategy that uses the device replayed the whole trace without running out of memory at 6\.00 MiB/,
+      );
       expect(r.stdout).toContain('  Not ranked: host keeps its memory in host memory, not on the GPU.');
     }
   });
@@ -75,7 +77,9 @@ describe('gpumem replay --capacity', () => {
   it('a capacity below the largest single request is an error before anything is allocated (exit 2)', () => {
     const r = run(['replay', traceFile, '--allocators', 'host', '--capacity', '2MiB']);
     expect(r.status).toBe(2);
-    expect(r.stderr).toBe("gpumem replay: '--capacity' 2.00 MiB is less than the trace's largest single request (3.00 MiB); no allocator could replay it\n");
+    expect(r.stderr).toBe(
+      "gpumem replay: '--capacity' 2.00 MiB is less than the trace's largest single request (3.00 MiB); no allocator could replay it\n",
+    );
     expect(r.stdout).toBe('');
     const bad = run(['replay', traceFile, '--capacity', '16GB']);
     expect(bad.status).toBe(2);
@@ -89,7 +93,19 @@ describe('gpumem replay --capacity', () => {
 describe('gpumem replay --min-capacity', () => {
   it("finds each allocator's smallest capacity, counts the probes, and recommends", () => {
     const json = join(dir, 'min.json');
-    const r = run(['replay', traceFile, '--allocators', 'host,pool:upstream=host', '--repeat', '1', '--min-capacity', '--resolution', '1', '--json', json]);
+    const r = run([
+      'replay',
+      traceFile,
+      '--allocators',
+      'host,pool:upstream=host',
+      '--repeat',
+      '1',
+      '--min-capacity',
+      '--resolution',
+      '1',
+      '--json',
+      json,
+    ]);
     expect(r.status, r.stderr).toBe(0);
     const rows = tableRows(r.stdout);
     expect(cell(rows, 'host', 'min capacity')).toBe('4.70 MiB');
@@ -102,7 +118,10 @@ describe('gpumem replay --min-capacity', () => {
     const out = JSON.parse(readFileSync(json, 'utf8'));
     expect(out.results[0].minCapacity).toMatchObject({ bytes: 3 * MiB + 1.5 * MiB + 200 * KiB, atLowerBound: true, probes: 1 });
     expect(out.results[1].minCapacity).toMatchObject({ bytes: 8 * MiB, failedBytes: 8 * MiB - 1 });
-    expect(out.results[1].profile).toMatchObject({ driverAllocs: 3, fragmentationAtPeakBytes: 8 * MiB - (3 * MiB + 100 * KiB + 1.5 * MiB) });
+    expect(out.results[1].profile).toMatchObject({
+      driverAllocs: 3,
+      fragmentationAtPeakBytes: 8 * MiB - (3 * MiB + 100 * KiB + 1.5 * MiB),
+    });
     if (!gpu) expect(out.recommendation[0]).toBe('Least memory: pool:upstream=host needs 8.00 MiB.');
     expect(out.notRanked[0]).toEqual({ label: 'host', reason: 'keeps its memory in host memory, not on the GPU' });
   });
@@ -112,7 +131,11 @@ describe('gpumem replay --min-capacity', () => {
     expect(r.status, r.stderr).toBe(0);
     expect(cell(tableRows(r.stdout), 'pool:upstream=host', 'min capacity')).toBe('> 6.00 MiB');
     // on a GPU a pool over host memory keeps host memory, and is not ranked
-    expect(r.stdout).toMatch(gpu ? /no strategy that keeps its memory on the device was replayed/ : /no strategy replayed the trace without running out of memory under the search's cap/);
+    expect(r.stdout).toMatch(
+      gpu
+        ? /no strategy that keeps its memory on the device was replayed/
+        : /no strategy replayed the trace without running out of memory under the search's cap/,
+    );
   });
 });
 
@@ -176,7 +199,9 @@ describe('gpumem replay of a two-stream PyTorch snapshot recorded with stacks', 
     expect(r.stdout).toContain('Not ranked: host and pinned keep their memory in host memory, not on the GPU.');
     expect(r.stdout).toMatch(/Not ranked for memory: tiered holds what does not fit on the device in host memory/);
     if (!gpu) expect(r.stdout).toContain('Caveat: not replayed, so not compared: cuda, uvm and async (no CUDA device).');
-    expect(r.stdout).toMatch(/PyTorch caching allocator \(recorded\): peak allocated counts a block until its free completed .*max_memory_allocated\(\) stops counting at the free call \(free_requested\): 415\.03 MiB/);
+    expect(r.stdout).toMatch(
+      /PyTorch caching allocator \(recorded\): peak allocated counts a block until its free completed .*max_memory_allocated\(\) stops counting at the free call \(free_requested\): 415\.03 MiB/,
+    );
     expect(r.stdout).toMatch(/at its peak, by where it was allocated: .*\/home\/user\/model\.py:31:attention/);
     const out = JSON.parse(readFileSync(json, 'utf8'));
     if (!gpu) expect(out.skipped.map((s: { label: string }) => s.label)).toEqual(['cuda', 'uvm', 'async']);
@@ -191,13 +216,19 @@ describe('gpumem replay of a two-stream PyTorch snapshot recorded with stacks', 
       const r = run(['replay', snapshot, '--repeat', '2', '--min-capacity', '--allocators', 'pool,pinned,expandable', '--json', json]);
       expect(r.status, r.stderr).toBe(0);
       const out = JSON.parse(readFileSync(json, 'utf8'));
-      return out.results.map((x: { result: { peakReservedBytes: number; peakReservedRange: number[] }; profile: { fragmentationAtPeakBytes: number; reservedAtPeakBytes: number }; minCapacity: { bytes: number } }) => [
-        x.result.peakReservedBytes,
-        x.result.peakReservedRange,
-        x.profile.reservedAtPeakBytes,
-        x.profile.fragmentationAtPeakBytes,
-        x.minCapacity.bytes,
-      ]);
+      return out.results.map(
+        (x: {
+          result: { peakReservedBytes: number; peakReservedRange: number[] };
+          profile: { fragmentationAtPeakBytes: number; reservedAtPeakBytes: number };
+          minCapacity: { bytes: number };
+        }) => [
+          x.result.peakReservedBytes,
+          x.result.peakReservedRange,
+          x.profile.reservedAtPeakBytes,
+          x.profile.fragmentationAtPeakBytes,
+          x.minCapacity.bytes,
+        ],
+      );
     };
     const first = numbers();
     for (const row of first) expect(row[2]).toBe(row[0]); // fragmentation measured at the peak the table shows

@@ -8,7 +8,15 @@
  */
 import { writeFileSync } from 'node:fs';
 import { deviceProperties, formatBytes, hasCudaDevice, listAllocators, memoryInfo, parseSize } from '@gpumem/allocator-core';
-import { parseAllocatorList, renderHtmlReport, replayToCompareResult, minCapacityText, specProblems, type AllocatorSpec, type ReplayReportRow } from '@gpumem/compare';
+import {
+  parseAllocatorList,
+  renderHtmlReport,
+  replayToCompareResult,
+  minCapacityText,
+  specProblems,
+  type AllocatorSpec,
+  type ReplayReportRow,
+} from '@gpumem/compare';
 import { readTrace, TraceFormatError, type ReadTrace } from '@gpumem/trace';
 import {
   adviseAllocator,
@@ -37,10 +45,18 @@ import { checkAllocatorNames, refuseSpecProblems } from './allocator-flags.js';
 const replayFlags: Record<string, FlagSpec> = {
   allocators: { type: 'string', help: 'comma-separated allocator specs, NAME or NAME:key=value (default: every one that can run here)' },
   repeat: { type: 'int', min: 1, max: 10000, default: 5, help: 'timed passes over the trace; times are the median' },
-  loop: { type: 'string', choices: ['auto', 'native', 'typescript'], default: 'auto', help: 'auto: native loop for native strategies, TypeScript for plug-ins' },
+  loop: {
+    type: 'string',
+    choices: ['auto', 'native', 'typescript'],
+    default: 'auto',
+    help: 'auto: native loop for native strategies, TypeScript for plug-ins',
+  },
   capacity: { type: 'string', help: 'replay as if the device had SIZE bytes (e.g. 16GiB); also the cap of --min-capacity' },
   'min-capacity': { type: 'boolean', help: "find each allocator's smallest capacity with no out-of-memory (bisection)" },
-  resolution: { type: 'string', help: `precision of --min-capacity (default ${formatBytes(defaultCapacityResolution).replace(/\.00 /, '')})` },
+  resolution: {
+    type: 'string',
+    help: `precision of --min-capacity (default ${formatBytes(defaultCapacityResolution).replace(/\.00 /, '')})`,
+  },
   device: { type: 'int', min: 0, max: 1023, help: 'PyTorch snapshots: the device whose trace to replay (default: the first with events)' },
   report: { type: 'string', help: 'write an HTML report (table, memory timelines, recommendation) to this file' },
   json: { type: 'string', help: "write the trace summary and every result as JSON to this file ('-': to stdout, the rest to stderr)" },
@@ -142,7 +158,9 @@ function defaultAllocators(): { specs: AllocatorSpec[]; skipped: SkippedStrategy
   const skipped = registered.filter((s) => s.requiresCuda && !gpu).map((s) => s.name);
   if (skipped.length > 0) process.stderr.write(`gpumem replay: no CUDA device; skipping ${skipped.join(', ')}\n`);
   // A strategy that needs options ('native': its library) runs only when named.
-  const specs = registered.filter((s) => !s.requiresOptions && (!s.requiresCuda || gpu)).map((s) => ({ label: s.name, name: s.name, options: {} }));
+  const specs = registered
+    .filter((s) => !s.requiresOptions && (!s.requiresCuda || gpu))
+    .map((s) => ({ label: s.name, name: s.name, options: {} }));
   return { specs, skipped: skipped.map((label) => ({ label, reason: 'no CUDA device' })) };
 }
 
@@ -167,7 +185,10 @@ function replayOne(spec: AllocatorSpec, compiled: CompiledTrace, s: RunSettings)
       // Managed memory can oversubscribe the GPU; a replay never asks for more than the card has free.
       const { freeBytes } = memoryInfo(0);
       if (compiled.peakAllocatedBytes > freeBytes) {
-        return { label, error: `the trace's peak (${formatBytes(compiled.peakAllocatedBytes)}) is more than the GPU's free memory (${formatBytes(freeBytes)}); replaying it through managed memory would oversubscribe the GPU` };
+        return {
+          label,
+          error: `the trace's peak (${formatBytes(compiled.peakAllocatedBytes)}) is more than the GPU's free memory (${formatBytes(freeBytes)}); replaying it through managed memory would oversubscribe the GPU`,
+        };
       }
     }
     const capacity = s.capacityBytes !== undefined ? { capacityBytes: s.capacityBytes } : {};
@@ -213,7 +234,18 @@ function withShare(bytes: number, of: number): string {
 function formatReplayTable(rows: readonly ReplayRow[], baseline?: RecordedBaseline, traceOoms = 0): string {
   const showOom = rows.some((r) => (r.profile?.ooms ?? 0) > 0);
   const showMin = rows.some((r) => r.minCapacity !== undefined);
-  const header = ['allocator', 'loop', 'calls', 'ns/alloc', 'ns/free', 'peak allocated', 'peak reserved', 'frag. at peak', 'driver allocs/frees', 'OOMs'];
+  const header = [
+    'allocator',
+    'loop',
+    'calls',
+    'ns/alloc',
+    'ns/free',
+    'peak allocated',
+    'peak reserved',
+    'frag. at peak',
+    'driver allocs/frees',
+    'OOMs',
+  ];
   if (showOom) header.push('largest free at OOM', 'unallocated at OOM');
   if (showMin) header.push('min capacity', 'probes');
   header.push('unmatched frees');
@@ -241,7 +273,8 @@ function formatReplayTable(rows: readonly ReplayRow[], baseline?: RecordedBaseli
         first === undefined ? '-' : formatBytes(first.unallocatedReservedBytes),
       );
     }
-    if (showMin) cells.push(row.minCapacity ? minCapacityText(row.minCapacity) : '-', row.minCapacity ? String(row.minCapacity.probes) : '-');
+    if (showMin)
+      cells.push(row.minCapacity ? minCapacityText(row.minCapacity) : '-', row.minCapacity ? String(row.minCapacity.probes) : '-');
     cells.push(String(r.unmatchedFrees));
     return cells;
   });
@@ -273,7 +306,9 @@ function failuresByError(rows: readonly ReplayRow[]): string[] {
     const error = r.error ?? 'no result';
     byError.set(error, [...(byError.get(error) ?? []), r.label]);
   }
-  return [...byError].map(([error, labels]) => `${labels.length > 1 ? `${labels.slice(0, -1).join(', ')} and ${labels.at(-1)}` : labels[0]}: ${error}`);
+  return [...byError].map(
+    ([error, labels]) => `${labels.length > 1 ? `${labels.slice(0, -1).join(', ')} and ${labels.at(-1)}` : labels[0]}: ${error}`,
+  );
 }
 
 /** Under the table, the allocators that failed and why (a long error would widen every row of it). */
@@ -291,27 +326,47 @@ function noneFinishedLine(rows: readonly ReplayRow[]): string | undefined {
 function tableNotes(rows: readonly ReplayRow[], baseline: RecordedBaseline | undefined, resolutionBytes: number): string[] {
   const notes: string[] = [];
   if (rows.some((r) => r.minCapacity)) {
-    notes.push(`min capacity: no out-of-memory at or above it, to within ${formatBytes(resolutionBytes)}; "> CAP": out of memory even at the cap`);
-    if (baseline) notes.push(`${baseline.label}: the program ran in what it reserved, so its min capacity is its recorded peak reserved (not searched)`);
+    notes.push(
+      `min capacity: no out-of-memory at or above it, to within ${formatBytes(resolutionBytes)}; "> CAP": out of memory even at the cap`,
+    );
+    if (baseline)
+      notes.push(
+        `${baseline.label}: the program ran in what it reserved, so its min capacity is its recorded peak reserved (not searched)`,
+      );
   }
   for (const r of rows) {
     if (r.limit === 'outer-limit') {
-      notes.push(`${r.label}: creates no allocator through the registry, so the capacity caps the bytes it hands out, not what it reserves`);
+      notes.push(
+        `${r.label}: creates no allocator through the registry, so the capacity caps the bytes it hands out, not what it reserves`,
+      );
     }
     if (r.result && r.profile && r.profile.reservedAtPeakBytes !== r.result.peakReservedBytes) {
-      notes.push(`${r.label}: frag. at peak is measured in the tracked pass, whose peak reserved was ${formatBytes(r.profile.reservedAtPeakBytes)}`);
+      notes.push(
+        `${r.label}: frag. at peak is measured in the tracked pass, whose peak reserved was ${formatBytes(r.profile.reservedAtPeakBytes)}`,
+      );
     }
     const range = r.result?.peakReservedRange;
-    if (range && range[0] !== range[1]) notes.push(`${r.label}: peak reserved ranged ${formatBytes(range[0])}–${formatBytes(range[1])} over ${r.result!.repeats} passes (the table gives the highest)`);
+    if (range && range[0] !== range[1])
+      notes.push(
+        `${r.label}: peak reserved ranged ${formatBytes(range[0])}–${formatBytes(range[1])} over ${r.result!.repeats} passes (the table gives the highest)`,
+      );
     const min = r.minCapacity?.bytesRange;
-    if (min && min[0] !== min[1]) notes.push(`${r.label}: min capacity ranged ${formatBytes(min[0])}–${formatBytes(min[1])} over ${r.minCapacity!.searches} searches (the table gives the largest)`);
+    if (min && min[0] !== min[1])
+      notes.push(
+        `${r.label}: min capacity ranged ${formatBytes(min[0])}–${formatBytes(min[1])} over ${r.minCapacity!.searches} searches (the table gives the largest)`,
+      );
   }
   if (baseline?.peakAllocatedNote) notes.push(`${baseline.label}: ${baseline.peakAllocatedNote}`);
   return notes;
 }
 
 /** The recommendation from the rows that finished (and PyTorch's recorded row, when there is one). */
-function recommend(rows: readonly ReplayRow[], baseline: RecordedBaseline | undefined, s: RunSettings, skipped: readonly SkippedStrategy[]): Advice {
+function recommend(
+  rows: readonly ReplayRow[],
+  baseline: RecordedBaseline | undefined,
+  s: RunSettings,
+  skipped: readonly SkippedStrategy[],
+): Advice {
   const candidates = rows.flatMap((row) => {
     const r = row.result;
     const p = row.profile;
@@ -333,8 +388,17 @@ function recommend(rows: readonly ReplayRow[], baseline: RecordedBaseline | unde
   return adviseAllocator(candidates, {
     minCapacity: s.minCapacity,
     ...(s.capacityBytes !== undefined && { capacityBytes: s.capacityBytes }),
-    ...(baseline && { baseline: { name: 'PyTorch', peakReservedBytes: baseline.peakReservedBytes, driverCalls: baseline.driverAllocs + baseline.driverFrees } }),
-    skipped: [...skipped, ...rows.flatMap((row) => (row.error === undefined ? [] : [{ label: row.label, reason: `failed: ${row.error.split('\n')[0]}` }]))],
+    ...(baseline && {
+      baseline: {
+        name: 'PyTorch',
+        peakReservedBytes: baseline.peakReservedBytes,
+        driverCalls: baseline.driverAllocs + baseline.driverFrees,
+      },
+    }),
+    skipped: [
+      ...skipped,
+      ...rows.flatMap((row) => (row.error === undefined ? [] : [{ label: row.label, reason: `failed: ${row.error.split('\n')[0]}` }])),
+    ],
     withoutGpu: !hasCudaDevice(),
   });
 }
@@ -369,7 +433,9 @@ function describeTrace(file: string, trace: ReadTrace, c: CompiledTrace): string
   if (notes.length > 0) lines.push(`  ${notes.join('; ')}`);
   const byTag = peakByTag(c);
   if (byTag.length > 0) {
-    const shown = byTag.slice(0, 5).map((p) => `${p.tag} ${formatBytes(p.bytes)} (${((100 * p.bytes) / c.peakAllocatedBytes).toFixed(0)}%)`);
+    const shown = byTag
+      .slice(0, 5)
+      .map((p) => `${p.tag} ${formatBytes(p.bytes)} (${((100 * p.bytes) / c.peakAllocatedBytes).toFixed(0)}%)`);
     lines.push(`  at its peak, by where it was allocated: ${shown.join(', ')}${byTag.length > 5 ? `, ${byTag.length - 5} more` : ''}`);
   }
   return lines.join('\n');
@@ -394,9 +460,21 @@ async function readOrExplain(file: string, device?: number): Promise<ReadTrace |
 }
 
 /** The results as JSON: the timelines left out (they go into --report). */
-function jsonOf(file: string, trace: ReadTrace, compiled: CompiledTrace, rows: readonly ReplayRow[], baseline: RecordedBaseline | undefined, advice: Advice, s: RunSettings): string {
+function jsonOf(
+  file: string,
+  trace: ReadTrace,
+  compiled: CompiledTrace,
+  rows: readonly ReplayRow[],
+  baseline: RecordedBaseline | undefined,
+  advice: Advice,
+  s: RunSettings,
+): string {
   const { events: _events, ...rest } = trace;
-  const summary = { ...rest, events: trace.events.length, ...Object.fromEntries(Object.entries(compiled).filter(([, v]) => typeof v === 'number')) };
+  const summary = {
+    ...rest,
+    events: trace.events.length,
+    ...Object.fromEntries(Object.entries(compiled).filter(([, v]) => typeof v === 'number')),
+  };
   delete (summary as { pytorch?: unknown }).pytorch;
   const results = rows.map(({ label, profile, ...row }) => {
     if (!profile) return { allocator: label, ...row };
@@ -440,11 +518,15 @@ export async function runReplay(argv: readonly string[]): Promise<number> {
   checkOutputFlags('replay', flags, ['report', 'json'], [['the trace FILE', file]]);
   const capacityBytes = sizeFlag(flags.capacity, 'capacity');
   const resolution = sizeFlag(flags.resolution, 'resolution');
-  if (resolution !== undefined && !flags['min-capacity']) throw new UsageError("gpumem replay: '--resolution' is the precision of '--min-capacity'; pass both");
+  if (resolution !== undefined && !flags['min-capacity'])
+    throw new UsageError("gpumem replay: '--resolution' is the precision of '--min-capacity'; pass both");
   const named = flags.allocators !== undefined ? namedAllocators(flags.allocators as string) : undefined;
   if (named) {
     const limited = capacityBytes === undefined ? [] : named.filter((s) => s.options.limitBytes !== undefined);
-    const conflicts = limited.map((s) => ({ label: s.label, message: "its option limitBytes and '--capacity' both cap its memory; give one of them" }));
+    const conflicts = limited.map((s) => ({
+      label: s.label,
+      message: "its option limitBytes and '--capacity' both cap its memory; give one of them",
+    }));
     refuseSpecProblems('replay', 'allocators', [...conflicts, ...specProblems(named)]);
   }
   const settings: RunSettings = {
@@ -479,8 +561,12 @@ export async function runReplay(argv: readonly string[]): Promise<number> {
   // when none finished, the result below says why, once
   const notes = [...tableNotes(rows, baseline, settings.resolutionBytes), ...(noneFinished === undefined ? failureLines(rows) : [])];
   if (notes.length > 0) out.write(`${notes.map((n) => `  ${n}`).join('\n')}\n`);
-  const advice: Advice = noneFinished !== undefined ? { ...recommend(rows, baseline, settings, defaults?.skipped ?? []), lines: [noneFinished] } : recommend(rows, baseline, settings, defaults?.skipped ?? []);
-  if (advice.lines.length > 0) out.write(`\n${noneFinished !== undefined ? 'result' : 'recommendation'}:\n${advice.lines.map((l) => `  ${l}`).join('\n')}\n`);
+  const advice: Advice =
+    noneFinished !== undefined
+      ? { ...recommend(rows, baseline, settings, defaults?.skipped ?? []), lines: [noneFinished] }
+      : recommend(rows, baseline, settings, defaults?.skipped ?? []);
+  if (advice.lines.length > 0)
+    out.write(`\n${noneFinished !== undefined ? 'result' : 'recommendation'}:\n${advice.lines.map((l) => `  ${l}`).join('\n')}\n`);
 
   if (jsonToStdout) {
     process.stdout.write(jsonOf(file, trace, compiled, rows, baseline, advice, settings));

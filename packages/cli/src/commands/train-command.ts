@@ -25,11 +25,22 @@ import { flagHelp, formatTable, parseFlags, ProgressBar, UsageError, type FlagSp
 
 /** The flags that registered workloads declare for their own options (Workload.flags), prefixed in the help by the workload's name. */
 function workloadFlags(): Record<string, FlagSpec> {
-  return Object.fromEntries(listWorkloads().flatMap((w) => Object.entries(w.flags ?? {}).map(([flag, spec]) => [flag, { ...spec, help: `${w.name}: ${spec.help}` }])));
+  return Object.fromEntries(
+    listWorkloads().flatMap((w) =>
+      Object.entries(w.flags ?? {}).map(([flag, spec]) => [flag, { ...spec, help: `${w.name}: ${spec.help}` }]),
+    ),
+  );
 }
 
 export const trainFlags: Record<string, FlagSpec> = {
-  model: { type: 'string', choices: listWorkloads().map((w) => w.name), default: 'mlp', help: `the model: ${listWorkloads().map((w) => `${w.name}, ${w.description}`).join('; ')}` },
+  model: {
+    type: 'string',
+    choices: listWorkloads().map((w) => w.name),
+    default: 'mlp',
+    help: `the model: ${listWorkloads()
+      .map((w) => `${w.name}, ${w.description}`)
+      .join('; ')}`,
+  },
   allocator: { type: 'string', help: 'a registered allocator, NAME or NAME:key=value[:key=value] as in compare (default: pool)' },
   dataset: {
     type: 'string',
@@ -39,27 +50,73 @@ export const trainFlags: Record<string, FlagSpec> = {
       .map((w) => `${w.name}: ${w.datasets.map((d, i) => (i === 0 && w.datasets.length > 1 ? `${d} (default)` : d)).join(' or ')}`)
       .join('; '),
   },
-  nodes: { type: 'int', min: 1, max: 2 ** 31 - 1, help: `gcn: nodes (default ${gcnDefaults.random.nodes} for random, ${gcnDefaults.sbm.nodes} for sbm)` },
-  'edges-per-node': { type: 'int', min: 1, max: 1000, help: `gcn random graph: edges per node (default ${gcnDefaults.random.edgesPerNode})` },
-  features: { type: 'int', min: 1, max: 65536, help: `gcn: input features (default ${gcnDefaults.random.features} random, ${gcnDefaults.sbm.features} sbm)` },
-  hidden: { type: 'int', min: 1, max: 65536, help: `width of each hidden layer (default ${mlpDefaults.hidden} mlp, ${gcnDefaults.hidden} gcn)` },
+  nodes: {
+    type: 'int',
+    min: 1,
+    max: 2 ** 31 - 1,
+    help: `gcn: nodes (default ${gcnDefaults.random.nodes} for random, ${gcnDefaults.sbm.nodes} for sbm)`,
+  },
+  'edges-per-node': {
+    type: 'int',
+    min: 1,
+    max: 1000,
+    help: `gcn random graph: edges per node (default ${gcnDefaults.random.edgesPerNode})`,
+  },
+  features: {
+    type: 'int',
+    min: 1,
+    max: 65536,
+    help: `gcn: input features (default ${gcnDefaults.random.features} random, ${gcnDefaults.sbm.features} sbm)`,
+  },
+  hidden: {
+    type: 'int',
+    min: 1,
+    max: 65536,
+    help: `width of each hidden layer (default ${mlpDefaults.hidden} mlp, ${gcnDefaults.hidden} gcn)`,
+  },
   'hidden-layers': { type: 'int', min: 0, max: 64, help: `mlp: number of hidden layers (default ${mlpDefaults.hiddenLayers})` },
-  classes: { type: 'int', min: 2, max: 1000, help: `gcn: classes (default ${gcnDefaults.random.classes} random, ${gcnDefaults.sbm.classes} sbm)` },
+  classes: {
+    type: 'int',
+    min: 2,
+    max: 1000,
+    help: `gcn: classes (default ${gcnDefaults.random.classes} random, ${gcnDefaults.sbm.classes} sbm)`,
+  },
   epochs: { type: 'int', min: 1, max: 100000, help: `epochs (default ${commonDefaults.epochs})` },
   batch: { type: 'int', min: 1, max: 60000, help: `mlp: batch size (default ${mlpDefaults.batchSize})` },
   lr: { type: 'number', min: 0, help: `learning rate (default ${mlpDefaults.lr} mlp SGD, ${gcnDefaults.lr} gcn Adam)` },
-  aggregation: { type: 'string', choices: ['spmm', 'scatter'], help: `gcn: CSR product or gcn-seed's gather + index_add (default ${gcnDefaults.aggregation})` },
-  'row-blocks': { type: 'int', min: 1, max: 2 ** 31 - 1, help: 'gcn: the first layer as (A·x)·W1ᵀ in this many blocks of rows (one N x H activation at the peak instead of two)' },
-  'feature-dtype': { type: 'string', choices: ['f32', 'bf16'], help: 'gcn: store the input features as f32 (default) or bf16 (half the bytes; needs --row-blocks)' },
+  aggregation: {
+    type: 'string',
+    choices: ['spmm', 'scatter'],
+    help: `gcn: CSR product or gcn-seed's gather + index_add (default ${gcnDefaults.aggregation})`,
+  },
+  'row-blocks': {
+    type: 'int',
+    min: 1,
+    max: 2 ** 31 - 1,
+    help: 'gcn: the first layer as (A·x)·W1ᵀ in this many blocks of rows (one N x H activation at the peak instead of two)',
+  },
+  'feature-dtype': {
+    type: 'string',
+    choices: ['f32', 'bf16'],
+    help: 'gcn: store the input features as f32 (default) or bf16 (half the bytes; needs --row-blocks)',
+  },
   seed: { type: 'int', min: 0, max: 2 ** 31 - 1, help: `random seed (default ${commonDefaults.seed})` },
-  'cuda-graph': { type: 'boolean', help: 'mlp on a GPU with a capturable allocator (e.g. pool): replay each step as a captured CUDA Graph' },
+  'cuda-graph': {
+    type: 'boolean',
+    help: 'mlp on a GPU with a capturable allocator (e.g. pool): replay each step as a captured CUDA Graph',
+  },
   checkpoint: {
     type: 'int',
     min: 0,
     max: 65,
     help: `mlp: activation checkpointing: keep every N-th layer's input only and recompute the others in backward (1 keeps every input; default ${mlpDefaults.checkpoint}: off); at most the layers (hidden + output)`,
   },
-  'nano-batches': { type: 'int', min: 1, max: 60000, help: `mlp: run each batch as N slices of near-equal rows, their gradients summed before one update (default ${mlpDefaults.nanoBatches}); at most the batch` },
+  'nano-batches': {
+    type: 'int',
+    min: 1,
+    max: 60000,
+    help: `mlp: run each batch as N slices of near-equal rows, their gradients summed before one update (default ${mlpDefaults.nanoBatches}); at most the batch`,
+  },
   'layer-prefetch': {
     type: 'boolean',
     help: "trainer-inserted prefetch: each layer's operands to the device before it runs, activations that backward needs later to the host after forward and back one layer ahead (moves memory with uvm; nothing elsewhere)",
@@ -70,8 +127,16 @@ export const trainFlags: Record<string, FlagSpec> = {
     type: 'string',
     help: 'train on N devices, one process each (mlp: data parallel; gcn: the graph split by rows), or on the CUDA ordinals listed (e.g. 0,0: two ranks on one GPU, with --communicator host); strategies over host memory run N ranks on the host',
   },
-  communicator: { type: 'string', choices: ['nccl', 'host'], help: "with --devices: 'nccl' (default on GPUs; libnccl.so.2, or GPUMEM_NCCL_LIB) or 'host' (shared memory; the default on the host)" },
-  timeout: { type: 'int', min: 0, help: 'with --devices: a rank silent this many ms fails the run and stops every rank (default 600000; 0: none)' },
+  communicator: {
+    type: 'string',
+    choices: ['nccl', 'host'],
+    help: "with --devices: 'nccl' (default on GPUs; libnccl.so.2, or GPUMEM_NCCL_LIB) or 'host' (shared memory; the default on the host)",
+  },
+  timeout: {
+    type: 'int',
+    min: 0,
+    help: 'with --devices: a rank silent this many ms fails the run and stops every rank (default 600000; 0: none)',
+  },
   ...workloadFlags(),
   json: { type: 'string', help: "write the result as JSON to this file ('-': to stdout, the table to stderr)" },
   help: { type: 'boolean', help: 'show this help' },
@@ -109,7 +174,9 @@ export function devicesFromFlags(command: string, flags: FlagValues): number | n
   } else if (/^\s*\d+(\s*,\s*\d+)+\s*$/.test(raw)) {
     return raw.split(',').map((d) => Number(d.trim()));
   }
-  throw new UsageError(`gpumem ${command}: '--devices' must be a number of ranks from 1 to 1024 or a comma-separated list of CUDA ordinals (e.g. 0,1) (received '${raw}')`);
+  throw new UsageError(
+    `gpumem ${command}: '--devices' must be a number of ranks from 1 to 1024 or a comma-separated list of CUDA ordinals (e.g. 0,1) (received '${raw}')`,
+  );
 }
 
 /** train() options whose flag is not the option's name in kebab case (`--hidden-layers` is hiddenLayers). */
@@ -151,7 +218,8 @@ function checkActivationFlags(command: string, o: WorkloadTrainOptions): void {
   for (const other of listWorkloads()) {
     if (other.name === o.model) continue;
     for (const option of other.ownOptions) {
-      if ((o as Record<string, unknown>)[option] !== undefined) fail(`'${flagOf(option)}' applies to the ${other.name} only (received --model ${o.model})`);
+      if ((o as Record<string, unknown>)[option] !== undefined)
+        fail(`'${flagOf(option)}' applies to the ${other.name} only (received --model ${o.model})`);
     }
   }
   const problem = getWorkload(o.model).optionProblem(o, flagOf);
@@ -286,7 +354,16 @@ async function runTrainDistributed(
 function formatResult(r: TrainResult): string {
   const title = `${r.model} on ${r.dataset}, allocator '${r.allocator}' (${r.device}), ${r.parameters.toLocaleString('en-US')} parameters`;
   const table = formatTable(
-    ['epoch', 'time', 'loss', 'train acc', hasWorkload(r.model) ? getWorkload(r.model).evaluationLabel : 'accuracy', 'peak allocated', 'peak reserved', 'upstream calls'],
+    [
+      'epoch',
+      'time',
+      'loss',
+      'train acc',
+      hasWorkload(r.model) ? getWorkload(r.model).evaluationLabel : 'accuracy',
+      'peak allocated',
+      'peak reserved',
+      'upstream calls',
+    ],
     r.epochs.map((e) => [
       String(e.epoch + 1),
       `${e.epochMs.toFixed(1)} ms`,
@@ -309,7 +386,9 @@ function formatResult(r: TrainResult): string {
         `${meanMs.toFixed(1)} ms`,
         formatBytes(Math.max(...k.epochs.map((e) => e.peakAllocatedBytes))),
         formatBytes(Math.max(...k.epochs.map((e) => e.peakReservedBytes))),
-        k.remoteRows ? `${k.remoteRows.forward.toLocaleString('en-US')} / ${k.remoteRows.backward.toLocaleString('en-US')} of ${k.remoteRows.remote.toLocaleString('en-US')}` : '-',
+        k.remoteRows
+          ? `${k.remoteRows.forward.toLocaleString('en-US')} / ${k.remoteRows.backward.toLocaleString('en-US')} of ${k.remoteRows.remote.toLocaleString('en-US')}`
+          : '-',
       ];
     }),
   );

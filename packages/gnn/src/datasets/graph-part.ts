@@ -27,7 +27,9 @@ export function rowBlock(n: number, rank: number, size: number): RowBlock {
   const start = rank * stride;
   const count = Math.min(stride, n - start);
   if (count <= 0) {
-    throw new RangeError(`Expected at least one node per rank but received ${n} nodes over ${size} ranks (rows of ${stride}: rank ${rank} would own none); use fewer devices or more nodes`);
+    throw new RangeError(
+      `Expected at least one node per rank but received ${n} nodes over ${size} ranks (rows of ${stride}: rank ${rank} would own none); use fewer devices or more nodes`,
+    );
   }
   return { start, count, stride };
 }
@@ -152,14 +154,17 @@ export interface PartPieces {
  * are all-gathered to compute (A·x) for this rank's rows. f32 features and the CSR forms only.
  */
 export function partitionGraph(rt: Runtime, graph: Graph, comm: Communicator): GraphPart {
-  if (graph.features.dtype !== 'f32') throw new RangeError(`Expected f32 features for a graph split across ranks but received ${graph.features.dtype}`);
+  if (graph.features.dtype !== 'f32')
+    throw new RangeError(`Expected f32 features for a graph split across ranks but received ${graph.features.dtype}`);
   const n = graph.numNodes;
   const f = graph.numFeatures;
   const block = rowBlock(n, comm.rank, comm.size);
   const marks = new Uint8Array(n);
   const forward = sliceCsr(rt, graph.csr, block, n, marks);
   const backward = sliceCsr(rt, graph.csrT, block, n, marks);
-  const labels = rt.tagged('graph', () => rt.keep(rt.fromArray(graph.labels.view(block.start, [block.count]).toArray() as Int32Array, [block.count])));
+  const labels = rt.tagged('graph', () =>
+    rt.keep(rt.fromArray(graph.labels.view(block.start, [block.count]).toArray() as Int32Array, [block.count])),
+  );
   const features = rt.tagged('features', () => rt.keep(rt.empty([block.count, f])));
   rt.ops.scale(rt.onDevice, rt.s, 1, graph.features.rows(block.start, block.count).ptr, features.ptr, features.size); // a copy
   const { numEdges, numClasses, trainNodes } = graph;

@@ -77,7 +77,10 @@ function finishGraph(
   const { numNodes: n, numEdges: e } = base;
   const ops = rt.ops;
   const build = (rows: Tensor, cols: Tensor): Csr => {
-    const [rowptr, col, val] = rt.tagged('graph', () => [rt.keep(rt.empty([n + 1], 'i32')), rt.keep(rt.empty([e], 'i32')), rt.keep(rt.empty([e]))] as const);
+    const [rowptr, col, val] = rt.tagged(
+      'graph',
+      () => [rt.keep(rt.empty([n + 1], 'i32')), rt.keep(rt.empty([e], 'i32')), rt.keep(rt.empty([e]))] as const,
+    );
     rt.scope(() => {
       const tempBytes = ops.csrBuildTempBytes(rt.onDevice, e, n);
       const temp = rt.empty([Math.max(tempBytes, 1)], 'u8');
@@ -112,7 +115,19 @@ function finishGraph(
       for (const t of [base.src, base.dst, weight]) t.dispose();
     },
     dispose() {
-      for (const t of [graph.features, graph.labels, base.src, base.dst, weight, csr.rowptr, csr.col, csr.val, csrT.rowptr, csrT.col, csrT.val]) {
+      for (const t of [
+        graph.features,
+        graph.labels,
+        base.src,
+        base.dst,
+        weight,
+        csr.rowptr,
+        csr.col,
+        csr.val,
+        csrT.rowptr,
+        csrT.col,
+        csrT.val,
+      ]) {
         t.dispose();
       }
     },
@@ -174,7 +189,16 @@ export function featuresToBf16(rt: Runtime, features: Tensor): Tensor {
  * classes, the seed and E = N·K edges (edge i runs from randomInts(seed, i) to randomInts(seed, E + i),
  * both modulo N; node i's features are randomNormal(seed + 1) at i·F.., its label randomInts(seed + 2, i)).
  */
-export function randomGraphShape(options: RandomGraphOptions): { n: number; k: number; f: number; c: number; seed: number; e: number; dtype: FeatureDtype; trainNodes: number } {
+export function randomGraphShape(options: RandomGraphOptions): {
+  n: number;
+  k: number;
+  f: number;
+  c: number;
+  seed: number;
+  e: number;
+  dtype: FeatureDtype;
+  trainNodes: number;
+} {
   const n = checkInt(options.nodes, 'nodes', 1, maxIndex);
   const k = checkInt(options.edgesPerNode ?? 10, 'edgesPerNode', 1);
   const f = checkInt(options.features ?? 128, 'features', 1);
@@ -182,10 +206,13 @@ export function randomGraphShape(options: RandomGraphOptions): { n: number; k: n
   const seed = checkInt(options.seed ?? 0, 'seed', 0);
   const e = n * k;
   if (e > maxIndex) {
-    throw new RangeError(`Expected nodes x edgesPerNode <= ${count(maxIndex)} (edge indices are 32-bit) but received ${count(n)} x ${k} = ${count(e)}`);
+    throw new RangeError(
+      `Expected nodes x edgesPerNode <= ${count(maxIndex)} (edge indices are 32-bit) but received ${count(n)} x ${k} = ${count(e)}`,
+    );
   }
   const dtype = options.featureDtype ?? 'f32';
-  if (dtype !== 'f32' && dtype !== 'bf16') throw new RangeError(`Expected 'f32' or 'bf16' for featureDtype but received '${String(dtype)}'`);
+  if (dtype !== 'f32' && dtype !== 'bf16')
+    throw new RangeError(`Expected 'f32' or 'bf16' for featureDtype but received '${String(dtype)}'`);
   return { n, k, f, c, seed, e, dtype, trainNodes: Math.max(1, Math.floor(n / 10)) };
 }
 
@@ -196,7 +223,10 @@ export function randomGraph(rt: Runtime, options: RandomGraphOptions): Graph {
   const [src, dst] = rt.tagged('graph', () => [rt.keep(rt.empty([e], 'i32')), rt.keep(rt.empty([e], 'i32'))] as const);
   ops.randomInts(rt.onDevice, rt.s, src.ptr, e, n, seed, 0);
   ops.randomInts(rt.onDevice, rt.s, dst.ptr, e, n, seed, e);
-  const [features, labels] = rt.tagged('features', () => [randomGraphFeatures(rt, n, f, seed + 1, dtype), rt.keep(rt.empty([n], 'i32'))] as const);
+  const [features, labels] = rt.tagged(
+    'features',
+    () => [randomGraphFeatures(rt, n, f, seed + 1, dtype), rt.keep(rt.empty([n], 'i32'))] as const,
+  );
   ops.randomInts(rt.onDevice, rt.s, labels.ptr, n, c, seed + 2, 0);
   return finishGraph(
     rt,
@@ -323,13 +353,17 @@ export function checkEdgeListGraph(g: EdgeListGraph): void {
     }
   }
   const { src, dst, features, labels } = g;
-  if (src.length !== dst.length) throw new RangeError(`Expected src and dst of the same length but received ${count(src.length)} and ${count(dst.length)}`);
-  if (src.length > maxIndex) throw new RangeError(`Expected at most ${count(maxIndex)} edges (edge indices are 32-bit) but received ${count(src.length)}`);
+  if (src.length !== dst.length)
+    throw new RangeError(`Expected src and dst of the same length but received ${count(src.length)} and ${count(dst.length)}`);
+  if (src.length > maxIndex)
+    throw new RangeError(`Expected at most ${count(maxIndex)} edges (edge indices are 32-bit) but received ${count(src.length)}`);
   for (let e = 0; e < src.length; e++) {
     const [u, v] = [src[e]!, dst[e]!];
     if (!(Number.isInteger(u) && u >= 0 && u < n) || !(Number.isInteger(v) && v >= 0 && v < n)) {
       const [name, bad] = !(Number.isInteger(u) && u >= 0 && u < n) ? ['src', u] : ['dst', v];
-      throw new RangeError(`Expected node ids in [0, ${count(n)}) in ${name} but ${name}[${e}] is ${String(bad)} (edge ${e}: ${String(u)} -> ${String(v)})`);
+      throw new RangeError(
+        `Expected node ids in [0, ${count(n)}) in ${name} but ${name}[${e}] is ${String(bad)} (edge ${e}: ${String(u)} -> ${String(v)})`,
+      );
     }
   }
   if (features.length !== n * f) {
@@ -337,13 +371,16 @@ export function checkEdgeListGraph(g: EdgeListGraph): void {
   }
   for (let i = 0; i < features.length; i++) {
     if (!Number.isFinite(features[i])) {
-      throw new RangeError(`Expected finite features but features[${i}] (node ${Math.floor(i / f)}, feature ${i % f}) is ${String(features[i])}`);
+      throw new RangeError(
+        `Expected finite features but features[${i}] (node ${Math.floor(i / f)}, feature ${i % f}) is ${String(features[i])}`,
+      );
     }
   }
   if (labels.length !== n) throw new RangeError(`Expected one label per node (${count(n)}) but received ${count(labels.length)}`);
   for (let i = 0; i < n; i++) {
     const l = labels[i]!;
-    if (!(Number.isInteger(l) && l >= 0 && l < c)) throw new RangeError(`Expected labels in [0, ${c}) but labels[${i}] (node ${i}) is ${String(l)}`);
+    if (!(Number.isInteger(l) && l >= 0 && l < c))
+      throw new RangeError(`Expected labels in [0, ${c}) but labels[${i}] (node ${i}) is ${String(l)}`);
   }
   if (g.trainNodes !== undefined) checkInt(g.trainNodes, 'trainNodes', 1, n);
   if (g.normalisation !== undefined && g.normalisation !== 'sym' && g.normalisation !== 'none') {

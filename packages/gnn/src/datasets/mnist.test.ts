@@ -69,7 +69,9 @@ describe('MNIST', () => {
 
     it('parseIdx: bad magic, wrong element type, wrong dimensions, short and long data, absurd sizes', () => {
       expect(() => parseIdx(idx([3], 3), 1, 'f')).not.toThrow();
-      expect(() => parseIdx(idx([3], 3, 0x12345678), 1, 'f')).toThrow(/f: not an IDX file of 1-dimensional unsigned bytes \(magic 0x12345678, expected 0x801\)/);
+      expect(() => parseIdx(idx([3], 3, 0x12345678), 1, 'f')).toThrow(
+        /f: not an IDX file of 1-dimensional unsigned bytes \(magic 0x12345678, expected 0x801\)/,
+      );
       expect(() => parseIdx(idx([3], 12, 0x0d01), 1, 'f')).toThrow(/magic 0xd01, expected 0x801/); // floats, not bytes
       expect(() => parseIdx(idx([3, 28, 28], 3 * 784), 1, 'f')).toThrow(/magic 0x803, expected 0x801/); // images read as labels
       expect(() => parseIdx(idx([3], 3), 3, 'f')).toThrow(/truncated IDX header \(11 bytes\)/);
@@ -102,9 +104,13 @@ describe('MNIST', () => {
       expect(() => loadMnist(dirWith({ trainLabels: labels([0, 1]) }))).toThrow(/train-labels-idx1-ubyte: 2 labels for 3 images/);
       expect(() => loadMnist(dirWith({ testLabels: labels([3, 10]) }))).toThrow(/t10k-labels-idx1-ubyte: label 10 outside 0..9/);
       expect(() => loadMnist(dirWith({ trainLabels: labels([0, 255, 1]) }))).toThrow(/label 255 outside 0..9/);
-      expect(() => loadMnist(dirWith({ trainImages: images(3, 20, 20) }))).toThrow(/train-images-idx3-ubyte: images of 20x20 pixels, expected 28x28/);
+      expect(() => loadMnist(dirWith({ trainImages: images(3, 20, 20) }))).toThrow(
+        /train-images-idx3-ubyte: images of 20x20 pixels, expected 28x28/,
+      );
       expect(() => loadMnist(dirWith({ trainImages: images(0), trainLabels: labels([]) }))).toThrow(/train-images-idx3-ubyte: no images/);
-      expect(() => loadMnist(dirWith({ testImages: images(2).subarray(0, 100) }))).toThrow(/t10k-images-idx3-ubyte: expected 1568 bytes of data/);
+      expect(() => loadMnist(dirWith({ testImages: images(2).subarray(0, 100) }))).toThrow(
+        /t10k-images-idx3-ubyte: expected 1568 bytes of data/,
+      );
       expect(() => loadMnist(dirWith({ trainLabels: images(3) }))).toThrow(DatasetError);
     });
 

@@ -52,13 +52,17 @@ export function parseIdx(buffer: Uint8Array, dims: number, file: string): { size
   const magic = view.getUint32(0);
   const expected = 0x0800 | dims; // 0x08: unsigned byte data
   if (magic !== expected) {
-    throw new DatasetError(`${file}: not an IDX file of ${dims}-dimensional unsigned bytes (magic 0x${magic.toString(16)}, expected 0x${expected.toString(16)})`);
+    throw new DatasetError(
+      `${file}: not an IDX file of ${dims}-dimensional unsigned bytes (magic 0x${magic.toString(16)}, expected 0x${expected.toString(16)})`,
+    );
   }
   const sizes: number[] = [];
   for (let i = 0; i < dims; i++) sizes.push(view.getUint32(4 + 4 * i));
   const elements = sizes.reduce((a, b) => a * b, 1);
   if (buffer.length - header !== elements) {
-    throw new DatasetError(`${file}: expected ${elements} bytes of data for sizes [${sizes.join(', ')}] but found ${buffer.length - header}`);
+    throw new DatasetError(
+      `${file}: expected ${elements} bytes of data for sizes [${sizes.join(', ')}] but found ${buffer.length - header}`,
+    );
   }
   return { sizes, data: buffer.subarray(header) };
 }

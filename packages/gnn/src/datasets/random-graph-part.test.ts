@@ -18,8 +18,18 @@ function still(rank: number, size: number): Communicator {
 }
 
 function contents(part: GraphPart) {
-  const csr = (a: GraphPart['csr']) => [Array.from(a.rowptr.toArray()), Array.from(a.col.toArray()).slice(0, a.nnz), Array.from(a.val.toArray()).slice(0, a.nnz)];
-  return { block: [part.start, part.count, part.stride], csr: csr(part.csr), csrT: csr(part.csrT), labels: Array.from(part.labels.toArray()), remote: part.remoteRows };
+  const csr = (a: GraphPart['csr']) => [
+    Array.from(a.rowptr.toArray()),
+    Array.from(a.col.toArray()).slice(0, a.nnz),
+    Array.from(a.val.toArray()).slice(0, a.nnz),
+  ];
+  return {
+    block: [part.start, part.count, part.stride],
+    csr: csr(part.csr),
+    csrT: csr(part.csrT),
+    labels: Array.from(part.labels.toArray()),
+    remote: part.remoteRows,
+  };
 }
 
 describe('the random graph drawn by rows', () => {

@@ -79,18 +79,27 @@ function drawEdges(rt: Runtime, n: number, e: number, seed: number, block: RowBl
 export function randomGraphPart(rt: Runtime, options: RandomGraphOptions, comm: Communicator): GraphPart {
   const { n, f, c, seed, e, dtype, trainNodes } = randomGraphShape(options);
   if (dtype !== 'f32') throw new RangeError(`Expected f32 features for a graph split across ranks but received ${dtype}`);
-  if ((options.normalisation ?? 'none') !== 'none') throw new RangeError("Expected normalisation 'none' for the random graph split across ranks");
+  if ((options.normalisation ?? 'none') !== 'none')
+    throw new RangeError("Expected normalisation 'none' for the random graph split across ranks");
   const block = rowBlock(n, comm.rank, comm.size);
   const { forward, backward } = drawEdges(rt, n, e, seed, block);
   const marks = new Uint8Array(n);
   const a = countingSort(forward, block.count);
   const at = countingSort(backward, block.count);
-  const remoteRows = { forward: remoteReads(a.col, block, n, marks), backward: remoteReads(at.col, block, n, marks), remote: n - block.count };
+  const remoteRows = {
+    forward: remoteReads(a.col, block, n, marks),
+    backward: remoteReads(at.col, block, n, marks),
+    remote: n - block.count,
+  };
   const csr = uploadCsr(rt, a.rowptr, a.col, undefined);
   const csrT = uploadCsr(rt, at.rowptr, at.col, undefined);
   const features = rt.tagged('features', () => randomGraphFeatures(rt, block.count, f, seed + 1, 'f32', block.start));
   const labels = rt.tagged('graph', () => rt.keep(rt.empty([block.count], 'i32')));
   rt.ops.randomInts(rt.onDevice, rt.s, labels.ptr, block.count, c, seed + 2, block.start);
   const hostCsr = { rowptr: a.rowptr, col: a.col, val: undefined };
-  return finishPart(rt, { block, numNodes: n, numEdges: e, numFeatures: f, numClasses: c, trainNodes, csr, csrT, hostCsr, labels, features, remoteRows }, comm);
+  return finishPart(
+    rt,
+    { block, numNodes: n, numEdges: e, numFeatures: f, numClasses: c, trainNodes, csr, csrT, hostCsr, labels, features, remoteRows },
+    comm,
+  );
 }

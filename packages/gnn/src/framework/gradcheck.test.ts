@@ -80,9 +80,17 @@ describe('finite-difference gradient checks (CPU)', () => {
   const rows = 6;
   const classes = 5;
 
-  function classifierHarness(build: () => { forward: (x: Tensor) => Tensor; backward: (d: Tensor) => Tensor | undefined; params: Parameter[] }, inputs: number) {
+  function classifierHarness(
+    build: () => { forward: (x: Tensor) => Tensor; backward: (d: Tensor) => Tensor | undefined; params: Parameter[] },
+    inputs: number,
+  ) {
     const x = rt.keep(rt.fromArray(random(rows * inputs, 3), [rows, inputs]));
-    const labels = rt.keep(rt.fromArray(Int32Array.from({ length: rows }, (_, i) => i % classes), [rows]));
+    const labels = rt.keep(
+      rt.fromArray(
+        Int32Array.from({ length: rows }, (_, i) => i % classes),
+        [rows],
+      ),
+    );
     const scalars = rt.keep(rt.zeros([2], 'i32'));
     const model = build();
     let dx: Tensor | undefined;

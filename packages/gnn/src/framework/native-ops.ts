@@ -13,7 +13,20 @@
  */
 export interface NativeOps {
   /** C[M,N] = alpha * op(A) @ op(B) + beta * C. op(A) is [M,K] (A stored [K,M] when transA); op(B) is [K,N] (B stored [N,K] when transB). cuBLAS sgemm when it loads, else a tiled kernel. */
-  gemm(onDevice: boolean, stream: number, transA: boolean, transB: boolean, M: number, N: number, K: number, alpha: number, A: number, B: number, beta: number, C: number): void;
+  gemm(
+    onDevice: boolean,
+    stream: number,
+    transA: boolean,
+    transB: boolean,
+    M: number,
+    N: number,
+    K: number,
+    alpha: number,
+    A: number,
+    B: number,
+    beta: number,
+    C: number,
+  ): void;
   /** Y[rows,cols] += bias[cols]. */
   addBias(onDevice: boolean, stream: number, Y: number, bias: number, rows: number, cols: number): void;
   /** Y[rows,cols] = max(Y + bias[cols], 0): the bias add fused with the ReLU after it. */
@@ -35,20 +48,67 @@ export interface NativeOps {
    * Writes dLogits[N,C] = (softmax - onehot) / R on those rows and 0 elsewhere, the mean loss to
    * lossOut (f32[1]) and the number of rows whose argmax equals the label to correctOut (i32[1]).
    */
-  softmaxCrossEntropy(onDevice: boolean, stream: number, logits: number, labels: number, rowIndex: number, R: number, N: number, C: number, dLogits: number, lossOut: number, correctOut: number): void;
+  softmaxCrossEntropy(
+    onDevice: boolean,
+    stream: number,
+    logits: number,
+    labels: number,
+    rowIndex: number,
+    R: number,
+    N: number,
+    C: number,
+    dLogits: number,
+    lossOut: number,
+    correctOut: number,
+  ): void;
   /**
    * softmaxCrossEntropy over all N rows (N >= 1), fused with the bias gradient of the layer that
    * made the logits: dBias[C] = column sums of dLogits, bit-identical to biasGrad after
    * softmaxCrossEntropy. step: 0, or an i32 step counter (device memory on the GPU) naming the slot
    * of lossOut[] and correctOut[] that receives the results.
    */
-  softmaxCrossEntropyBiasGrad(onDevice: boolean, stream: number, logits: number, labels: number, N: number, C: number, dLogits: number, dBias: number, lossOut: number, correctOut: number, step: number): void;
+  softmaxCrossEntropyBiasGrad(
+    onDevice: boolean,
+    stream: number,
+    logits: number,
+    labels: number,
+    N: number,
+    C: number,
+    dLogits: number,
+    dBias: number,
+    lossOut: number,
+    correctOut: number,
+    step: number,
+  ): void;
   /** correctOut (i32[1]) = rows (of rowIndex, as above) whose argmax equals the label. */
-  accuracy(onDevice: boolean, stream: number, logits: number, labels: number, rowIndex: number, R: number, N: number, C: number, correctOut: number): void;
+  accuracy(
+    onDevice: boolean,
+    stream: number,
+    logits: number,
+    labels: number,
+    rowIndex: number,
+    R: number,
+    N: number,
+    C: number,
+    correctOut: number,
+  ): void;
   /** W -= lr * G. */
   sgd(onDevice: boolean, stream: number, W: number, G: number, n: number, lr: number): void;
   /** Adam (PyTorch's form, no weight decay), step counted from 1. */
-  adam(onDevice: boolean, stream: number, W: number, G: number, M: number, V: number, n: number, lr: number, beta1: number, beta2: number, eps: number, step: number): void;
+  adam(
+    onDevice: boolean,
+    stream: number,
+    W: number,
+    G: number,
+    M: number,
+    V: number,
+    n: number,
+    lr: number,
+    beta1: number,
+    beta2: number,
+    eps: number,
+    step: number,
+  ): void;
   /** out[e,:] = X[index[e],:] for e < E; H columns. */
   gatherRows(onDevice: boolean, stream: number, X: number, index: number, out: number, E: number, H: number): void;
   /**
@@ -56,7 +116,18 @@ export interface NativeOps {
    * X[i,:] (H columns) and yOut[r] = labels[i]. step: 0, or an i32 step counter (device memory on
    * the GPU), so that a step captured into a CUDA Graph reads the batch of the step being replayed.
    */
-  gatherBatch(onDevice: boolean, stream: number, X: number, labels: number, index: number, step: number, rows: number, H: number, xOut: number, yOut: number): void;
+  gatherBatch(
+    onDevice: boolean,
+    stream: number,
+    X: number,
+    labels: number,
+    index: number,
+    step: number,
+    rows: number,
+    H: number,
+    xOut: number,
+    yOut: number,
+  ): void;
   /** out[index[e],:] += src[e,:] (index_add). */
   scatterAddRows(onDevice: boolean, stream: number, src: number, index: number, out: number, E: number, H: number): void;
   /** out[e,:] = X[e,:] * w[e] for e < E (per-edge message weights); out may be X. */
@@ -70,7 +141,18 @@ export interface NativeOps {
   /** Bytes of temporary storage csrBuild needs for E edges and N rows. */
   csrBuildTempBytes(onDevice: boolean, E: number, N: number): number;
   /** From edges (rows i32[E], cols i32[E]): rowptr i32[N+1] and col i32[E] with each row's columns in input order (stable sort by row). */
-  csrBuild(onDevice: boolean, stream: number, rows: number, cols: number, E: number, N: number, rowptr: number, colOut: number, temp: number, tempBytes: number): void;
+  csrBuild(
+    onDevice: boolean,
+    stream: number,
+    rows: number,
+    cols: number,
+    E: number,
+    N: number,
+    rowptr: number,
+    colOut: number,
+    temp: number,
+    tempBytes: number,
+  ): void;
   /** deg[i] (f32[N]) = rowptr[i+1] - rowptr[i]. */
   rowDegrees(onDevice: boolean, stream: number, rowptr: number, N: number, deg: number): void;
   /** val[e] for the CSR edges: mode 0: 1/sqrt(deg[row] * deg[col]); 1: 1/deg[row]; 2: 1/deg[col]; 0 where a degree is 0. */

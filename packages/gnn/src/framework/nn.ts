@@ -110,7 +110,20 @@ export class Linear {
   forward(x: Tensor): Tensor {
     const rows = x.shape[0]!;
     const y = this.rt.empty([rows, this.outFeatures]);
-    this.rt.ops.gemm(this.rt.onDevice, this.rt.s, false, true, rows, this.outFeatures, this.inFeatures, 1, x.ptr, this.weight.value.ptr, 0, y.ptr);
+    this.rt.ops.gemm(
+      this.rt.onDevice,
+      this.rt.s,
+      false,
+      true,
+      rows,
+      this.outFeatures,
+      this.inFeatures,
+      1,
+      x.ptr,
+      this.weight.value.ptr,
+      0,
+      y.ptr,
+    );
     if (this.relu) {
       this.rt.ops.addBiasRelu(this.rt.onDevice, this.rt.s, y.ptr, this.bias.value.ptr, rows, this.outFeatures);
       this.#y = y;
@@ -152,7 +165,20 @@ export class Linear {
     const x = this.#x;
     if (!x) throw new Error(`${this.name}: backward before forward`);
     const { rt } = this;
-    rt.ops.gemm(rt.onDevice, stream, true, false, this.outFeatures, this.inFeatures, dy.shape[0]!, 1, dy.ptr, x.ptr, 0, this.weight.grad.ptr);
+    rt.ops.gemm(
+      rt.onDevice,
+      stream,
+      true,
+      false,
+      this.outFeatures,
+      this.inFeatures,
+      dy.shape[0]!,
+      1,
+      dy.ptr,
+      x.ptr,
+      0,
+      this.weight.grad.ptr,
+    );
   }
 
   /** dx[rows,in] = dy[rows,out] W[out,in], in a new tensor. */
@@ -212,7 +238,20 @@ export class Linear {
         rt.ops.biasGrad(rt.onDevice, rt.s, dy.ptr, this.bias.grad.ptr, rows, this.outFeatures, accumulate);
       }
     }
-    rt.ops.gemm(rt.onDevice, rt.s, true, false, this.outFeatures, this.inFeatures, rows, 1, dy.ptr, x.ptr, accumulate ? 1 : 0, this.weight.grad.ptr);
+    rt.ops.gemm(
+      rt.onDevice,
+      rt.s,
+      true,
+      false,
+      this.outFeatures,
+      this.inFeatures,
+      rows,
+      1,
+      dy.ptr,
+      x.ptr,
+      accumulate ? 1 : 0,
+      this.weight.grad.ptr,
+    );
     return needInputGrad ? this.inputGrad(dy) : undefined;
   }
 }
@@ -365,7 +404,20 @@ export class Adam implements Optimizer {
   step(): void {
     this.#step++;
     const { rt, params } = this;
-    rt.ops.adam(rt.onDevice, rt.s, params.values.ptr, params.grads.ptr, this.#m.ptr, this.#v.ptr, params.size, this.lr, this.beta1, this.beta2, this.eps, this.#step);
+    rt.ops.adam(
+      rt.onDevice,
+      rt.s,
+      params.values.ptr,
+      params.grads.ptr,
+      this.#m.ptr,
+      this.#v.ptr,
+      params.size,
+      this.lr,
+      this.beta1,
+      this.beta2,
+      this.eps,
+      this.#step,
+    );
   }
 
   dispose(): void {

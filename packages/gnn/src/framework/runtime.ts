@@ -16,7 +16,19 @@ import { Tensor, dtypeBytes, type DType } from './tensor.js';
  * (what forward keeps for backward). The allocator hears the name too
  * ({@link Allocator.setPlacementTag}), so a strategy that places memory by tag can act on it.
  */
-export const allocationTags = ['other', 'setup', 'forward', 'loss', 'backward', 'optimizer', 'validation', 'features', 'graph', 'activations', 'communication'] as const;
+export const allocationTags = [
+  'other',
+  'setup',
+  'forward',
+  'loss',
+  'backward',
+  'optimizer',
+  'validation',
+  'features',
+  'graph',
+  'activations',
+  'communication',
+] as const;
 export type AllocationTag = (typeof allocationTags)[number];
 
 export class Runtime {

@@ -45,8 +45,12 @@ export class BlockedGcn {
     private readonly layerPrefetch = false,
   ) {
     if (!(dropout >= 0 && dropout < 1)) throw new RangeError(`Expected dropout probability in [0, 1) for dropout but received ${dropout}`);
-    if (!Number.isSafeInteger(rowBlocks) || rowBlocks <= 0) throw new RangeError(`Expected positive integer for rowBlocks but received ${String(rowBlocks)}`);
-    this.params = new ParameterSet(rt, [...GcnConv.parameterSpecs('conv1', inputs, hidden), ...GcnConv.parameterSpecs('conv2', hidden, classes)]);
+    if (!Number.isSafeInteger(rowBlocks) || rowBlocks <= 0)
+      throw new RangeError(`Expected positive integer for rowBlocks but received ${String(rowBlocks)}`);
+    this.params = new ParameterSet(rt, [
+      ...GcnConv.parameterSpecs('conv1', inputs, hidden),
+      ...GcnConv.parameterSpecs('conv2', hidden, classes),
+    ]);
     this.conv1 = new GcnConv(rt, 'conv1', inputs, hidden, this.params, seed, 0);
     this.conv2 = new GcnConv(rt, 'conv2', hidden, classes, this.params, seed, inputs * hidden);
   }
@@ -100,7 +104,8 @@ export class BlockedGcn {
           this.#aggregateRows(graph.csr, x, r0, count, ax);
           rt.ops.gemm(rt.onDevice, rt.s, false, true, count, h, f, 1, ax.ptr, w1.ptr, 0, block.ptr);
           rt.ops.addBiasRelu(rt.onDevice, rt.s, block.ptr, b1.ptr, count, h);
-          if (mask) rt.ops.dropout(rt.onDevice, rt.s, block.ptr, block.ptr, mask.ptr, block.size, this.dropout, seed, dropoutOffset + r0 * h);
+          if (mask)
+            rt.ops.dropout(rt.onDevice, rt.s, block.ptr, block.ptr, mask.ptr, block.size, this.dropout, seed, dropoutOffset + r0 * h);
         }
       });
       this.#a1 = a1;

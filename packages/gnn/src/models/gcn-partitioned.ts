@@ -35,7 +35,10 @@ export class PartitionedGcn {
     seed: number,
   ) {
     if (!(dropout >= 0 && dropout < 1)) throw new RangeError(`Expected dropout probability in [0, 1) for dropout but received ${dropout}`);
-    this.params = new ParameterSet(rt, [...GcnConv.parameterSpecs('conv1', inputs, hidden), ...GcnConv.parameterSpecs('conv2', hidden, classes)]);
+    this.params = new ParameterSet(rt, [
+      ...GcnConv.parameterSpecs('conv1', inputs, hidden),
+      ...GcnConv.parameterSpecs('conv2', hidden, classes),
+    ]);
     // Gcn's initialisation, on every rank; then rank 0's values everywhere (as data-parallel trainers do)
     const conv1 = new GcnConv(rt, 'conv1', inputs, hidden, this.params, seed, 0);
     const conv2 = new GcnConv(rt, 'conv2', hidden, classes, this.params, seed, inputs * hidden);

@@ -132,7 +132,10 @@ export class Gcn {
     private readonly layerPrefetch = false,
   ) {
     if (!(dropout >= 0 && dropout < 1)) throw new RangeError(`Expected dropout probability in [0, 1) for dropout but received ${dropout}`);
-    this.params = new ParameterSet(rt, [...GcnConv.parameterSpecs('conv1', inputs, hidden), ...GcnConv.parameterSpecs('conv2', hidden, classes)]);
+    this.params = new ParameterSet(rt, [
+      ...GcnConv.parameterSpecs('conv1', inputs, hidden),
+      ...GcnConv.parameterSpecs('conv2', hidden, classes),
+    ]);
     this.conv1 = new GcnConv(rt, 'conv1', inputs, hidden, this.params, seed, 0);
     this.conv2 = new GcnConv(rt, 'conv2', hidden, classes, this.params, seed, inputs * hidden);
   }

@@ -20,7 +20,10 @@ export class Mlp {
     seed: number,
   ) {
     const layerSizes = sizes.slice(1).map((out, i) => [`fc${i + 1}`, sizes[i]!, out] as const);
-    this.params = new ParameterSet(rt, layerSizes.flatMap(([name, i, o]) => Linear.parameterSpecs(name, i, o)));
+    this.params = new ParameterSet(
+      rt,
+      layerSizes.flatMap(([name, i, o]) => Linear.parameterSpecs(name, i, o)),
+    );
     let offset = 0;
     layerSizes.forEach(([name, inputs, outputs], i) => {
       const layer = new Linear(rt, name, inputs, outputs, this.params, i + 1 < layerSizes.length);

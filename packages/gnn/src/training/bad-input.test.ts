@@ -56,7 +56,10 @@ describe('graphs: ids, features and sizes checked before the device sees them', 
   });
 
   it('out-of-range, negative, fractional and NaN node ids name the edge', () => {
-    rejects(() => graphFromEdges(rt, small({ dst: [1, 2, 4, 0, 1, 2, 3] })), /node ids in \[0, 4\) in dst but dst\[2\] is 4 \(edge 2: 2 -> 4\)/);
+    rejects(
+      () => graphFromEdges(rt, small({ dst: [1, 2, 4, 0, 1, 2, 3] })),
+      /node ids in \[0, 4\) in dst but dst\[2\] is 4 \(edge 2: 2 -> 4\)/,
+    );
     rejects(() => graphFromEdges(rt, small({ src: [0, -1, 2, 0, 1, 2, 3] })), /src\[1\] is -1 \(edge 1: -1 -> 2\)/);
     rejects(() => graphFromEdges(rt, small({ src: [0, 1, 2.5, 0, 1, 2, 3] })), /src\[2\] is 2.5/);
     rejects(() => graphFromEdges(rt, small({ src: [0, 1, 2, 0, 1, 2, Number.NaN] })), /src\[6\] is NaN/);
@@ -68,11 +71,20 @@ describe('graphs: ids, features and sizes checked before the device sees them', 
     const nan = new Float32Array(8).fill(1);
     nan[5] = Number.NaN;
     rejects(() => graphFromEdges(rt, small({ features: nan })), /features\[5\] \(node 2, feature 1\) is NaN/);
-    rejects(() => graphFromEdges(rt, small({ features: [1, 1, 1, Infinity, 1, 1, 1, 1] })), /features\[3\] \(node 1, feature 1\) is Infinity/);
-    rejects(() => graphFromEdges(rt, small({ features: new Float32Array(6) })), /nodes x numFeatures = 8 values in features but received 6/);
+    rejects(
+      () => graphFromEdges(rt, small({ features: [1, 1, 1, Infinity, 1, 1, 1, 1] })),
+      /features\[3\] \(node 1, feature 1\) is Infinity/,
+    );
+    rejects(
+      () => graphFromEdges(rt, small({ features: new Float32Array(6) })),
+      /nodes x numFeatures = 8 values in features but received 6/,
+    );
     rejects(() => graphFromEdges(rt, small({ labels: [0, 1, 2, 0] })), /labels in \[0, 2\) but labels\[2\] \(node 2\) is 2/);
     rejects(() => graphFromEdges(rt, small({ labels: [0, 1] })), /one label per node \(4\) but received 2/);
-    rejects(() => graphFromEdges(rt, small({ nodes: 0, features: [], labels: [] })), /Expected an integer in \[1, 2,147,483,647\] for nodes but received 0/);
+    rejects(
+      () => graphFromEdges(rt, small({ nodes: 0, features: [], labels: [] })),
+      /Expected an integer in \[1, 2,147,483,647\] for nodes but received 0/,
+    );
     rejects(() => graphFromEdges(rt, small({ trainNodes: 5 })), /for trainNodes but received 5/);
     rejects(() => graphFromEdges(rt, small({ src: null as never })), /array or typed array for src/, TypeError);
     rejects(() => checkEdgeListGraph(undefined as never), /graph object/, TypeError);
@@ -92,7 +104,7 @@ describe('graphs: ids, features and sizes checked before the device sees them', 
 });
 
 describe('training sizes: refused with the estimate before anything is allocated', () => {
-  it('the estimate follows the models\' memory plans (bench/RESULTS.md figures)', () => {
+  it("the estimate follows the models' memory plans (bench/RESULTS.md figures)", () => {
     const gcn = estimateTrainingMemory(trainingShape({ model: 'gcn', nodes: 2_000_000 }));
     expect(gcn.total / 1e9).toBeGreaterThan(5.3);
     expect(gcn.total / 1e9).toBeLessThanOrEqual(5.54); // measured peak allocated: 5.54 GB
@@ -109,7 +121,9 @@ describe('training sizes: refused with the estimate before anything is allocated
   });
 
   it('sizes past the 32-bit indices are RangeErrors naming them', () => {
-    expect(() => trainingShape({ model: 'gcn', nodes: 2_000_000_000 })).toThrow(/nodes x edgesPerNode <= 2,147,483,647 .* = 20,000,000,000/);
+    expect(() => trainingShape({ model: 'gcn', nodes: 2_000_000_000 })).toThrow(
+      /nodes x edgesPerNode <= 2,147,483,647 .* = 20,000,000,000/,
+    );
     expect(() => trainingShape({ model: 'gcn', nodes: 3e9 })).toThrow(/at most 2,147,483,647 for nodes/);
     expect(() => trainingShape({ model: 'gcn', dataset: 'sbm', nodes: 5_000_000 })).toThrow(/use the random dataset for larger graphs/);
     expect(() => trainingShape({ model: 'mlp', batchSize: 0 })).toThrow(/positive integer for batchSize but received 0/);
@@ -130,7 +144,9 @@ describe('training sizes: refused with the estimate before anything is allocated
       expect(e.availableBytes).toBe(totalmem());
       expect(e.where).toBe('host');
       expect(e.estimate.total).toBeGreaterThan(5e13); // two 1e8 x 65536 activations: 52 TB
-      expect(e.message).toMatch(/^gcn on the random graph with 100,000,000 nodes, 1,000,000,000 edges, 128 features, hidden 65,536, 10 classes \(spmm\) needs at least [\d.]+ TiB \(graph [\d.]+ GiB, activations [\d.]+ TiB, parameters [\d.]+ MiB\) but the host has [\d.]+ GiB in all/);
+      expect(e.message).toMatch(
+        /^gcn on the random graph with 100,000,000 nodes, 1,000,000,000 edges, 128 features, hidden 65,536, 10 classes \(spmm\) needs at least [\d.]+ TiB \(graph [\d.]+ GiB, activations [\d.]+ TiB, parameters [\d.]+ MiB\) but the host has [\d.]+ GiB in all/,
+      );
       expect(allocator.stats().allocCount).toBe(0);
       // a configuration that fits is accepted, and the estimate returned
       expect(checkTrainingFits({ model: 'gcn', nodes: 1000 }, allocator).total).toBeGreaterThan(0);

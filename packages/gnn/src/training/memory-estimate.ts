@@ -17,7 +17,9 @@ import type { WorkloadTypeMap } from '../workloads/workload.js';
 import type { TrainOptionsBag } from './train-types.js';
 
 /** A workload's configuration as its memory estimate sees it (train()'s defaults filled in), by model. */
-export type TrainingShape = { [M in keyof WorkloadTypeMap]: WorkloadTypeMap[M] extends { shape: infer S } ? S : never }[keyof WorkloadTypeMap];
+export type TrainingShape = {
+  [M in keyof WorkloadTypeMap]: WorkloadTypeMap[M] extends { shape: infer S } ? S : never;
+}[keyof WorkloadTypeMap];
 
 /** Bytes by what holds them; `total` is the estimated peak. */
 export interface MemoryEstimate {
@@ -67,7 +69,8 @@ export type ShapeOptions = Omit<TrainOptionsBag, 'allocator'>;
 
 /** A positive integer, or a RangeError naming `name`. */
 export function positiveInt(value: number, name: string): number {
-  if (!Number.isSafeInteger(value) || value <= 0) throw new RangeError(`Expected positive integer for ${name} but received ${String(value)}`);
+  if (!Number.isSafeInteger(value) || value <= 0)
+    throw new RangeError(`Expected positive integer for ${name} but received ${String(value)}`);
   return value;
 }
 
@@ -95,11 +98,17 @@ function memoryOf(allocator: Allocator): { bytes: number; where: string } {
   const device = memoryInfo(allocator.device.index);
   const info = hasAllocator(allocator.name) ? strategyInfo(allocator.name) : undefined;
   if (info?.managedMemory) {
-    return { bytes: device.freeBytes, where: `${allocator.device.id}'s free memory (managed memory beyond it would oversubscribe the device)` };
+    return {
+      bytes: device.freeBytes,
+      where: `${allocator.device.id}'s free memory (managed memory beyond it would oversubscribe the device)`,
+    };
   }
   if (info?.spillsToHost) {
     const host = pinnableHostBytes();
-    return { bytes: device.totalBytes + host, where: `${allocator.device.id} (${formatBytes(device.totalBytes)}) with the host memory that may be pinned (${formatBytes(host)})` };
+    return {
+      bytes: device.totalBytes + host,
+      where: `${allocator.device.id} (${formatBytes(device.totalBytes)}) with the host memory that may be pinned (${formatBytes(host)})`,
+    };
   }
   return { bytes: device.totalBytes, where: allocator.device.id };
 }

@@ -67,7 +67,10 @@ export function endFullBatchStep(
   return { epochMs, stats, loss: new Float32Array(raw.buffer, 0, 1)[0]!, correct: raw[1]! };
 }
 
-export function epochStats(allocator: Allocator, before: AllocatorStats): Pick<EpochRecord, 'peakAllocatedBytes' | 'peakReservedBytes' | 'upstreamAllocCalls' | 'upstreamFreeCalls' | 'stats'> {
+export function epochStats(
+  allocator: Allocator,
+  before: AllocatorStats,
+): Pick<EpochRecord, 'peakAllocatedBytes' | 'peakReservedBytes' | 'upstreamAllocCalls' | 'upstreamFreeCalls' | 'stats'> {
   const stats = allocator.stats();
   return {
     peakAllocatedBytes: stats.peakAllocatedBytes,

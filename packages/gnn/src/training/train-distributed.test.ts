@@ -10,12 +10,35 @@ import { throttledProgress } from './train-common.js';
 import type { EpochRecord, TrainResult } from './train-types.js';
 
 // The ranks are processes running the built packages (as `gpumem train --devices` does).
-const built = ['../../dist/training/rank-main.js', '../../../distributed/dist/index.js'].every((p) => existsSync(fileURLToPath(new URL(p, import.meta.url))));
+const built = ['../../dist/training/rank-main.js', '../../../distributed/dist/index.js'].every((p) =>
+  existsSync(fileURLToPath(new URL(p, import.meta.url))),
+);
 const needsBuild = built ? '' : 'packages/gnn or packages/distributed is not built (npm run build): the ranks run the built packages';
 
 function epoch(over: Partial<EpochRecord>): EpochRecord {
-  const stats = { allocatedBytes: 0, reservedBytes: 0, peakAllocatedBytes: 0, peakReservedBytes: 0, upstreamAllocCount: 0, upstreamFreeCount: 0 } as EpochRecord['stats'];
-  return { epoch: 0, startMs: 0, epochMs: 1, loss: 0, losses: [0], trainAccuracy: 0, accuracy: 0, peakAllocatedBytes: 0, peakReservedBytes: 0, upstreamAllocCalls: 0, upstreamFreeCalls: 0, stats, ...over };
+  const stats = {
+    allocatedBytes: 0,
+    reservedBytes: 0,
+    peakAllocatedBytes: 0,
+    peakReservedBytes: 0,
+    upstreamAllocCount: 0,
+    upstreamFreeCount: 0,
+  } as EpochRecord['stats'];
+  return {
+    epoch: 0,
+    startMs: 0,
+    epochMs: 1,
+    loss: 0,
+    losses: [0],
+    trainAccuracy: 0,
+    accuracy: 0,
+    peakAllocatedBytes: 0,
+    peakReservedBytes: 0,
+    upstreamAllocCalls: 0,
+    upstreamFreeCalls: 0,
+    stats,
+    ...over,
+  };
 }
 
 describe('splitting work over ranks', () => {
@@ -35,9 +58,25 @@ describe('splitting work over ranks', () => {
   });
 
   it('combines ranks: weighted losses, summed counts, the slowest epoch and the largest peak', () => {
-    const r0 = epoch({ losses: [2], epochMs: 10, peakAllocatedBytes: 100, share: { lossWeights: [0.75], trainCorrect: 6, trainCount: 8, evalCorrect: 1, evalCount: 2 } });
-    const r1 = epoch({ losses: [4], epochMs: 12, peakAllocatedBytes: 300, share: { lossWeights: [0.25], trainCorrect: 1, trainCount: 2, evalCorrect: 3, evalCount: 6 } });
-    const base: Omit<TrainResult, 'epochs' | 'device'> = { model: 'gcn', dataset: 'sbm', allocator: 'host', parameters: 1, samplesPerEpoch: 10 };
+    const r0 = epoch({
+      losses: [2],
+      epochMs: 10,
+      peakAllocatedBytes: 100,
+      share: { lossWeights: [0.75], trainCorrect: 6, trainCount: 8, evalCorrect: 1, evalCount: 2 },
+    });
+    const r1 = epoch({
+      losses: [4],
+      epochMs: 12,
+      peakAllocatedBytes: 300,
+      share: { lossWeights: [0.25], trainCorrect: 1, trainCount: 2, evalCorrect: 3, evalCount: 6 },
+    });
+    const base: Omit<TrainResult, 'epochs' | 'device'> = {
+      model: 'gcn',
+      dataset: 'sbm',
+      allocator: 'host',
+      parameters: 1,
+      samplesPerEpoch: 10,
+    };
     const out = combineRanks(
       [
         { ...base, device: 'host', epochs: [r0] },
@@ -60,7 +99,7 @@ describe('splitting work over ranks', () => {
     expect(() => planRanks({ allocator: 'host', devices: 2, communicator: 'nccl' })).toThrow(/NCCL runs on GPUs only/);
   });
 
-  it('sends progress to another process at most every 100 ms, but always an epoch\'s last step', () => {
+  it("sends progress to another process at most every 100 ms, but always an epoch's last step", () => {
     const sent: number[] = [];
     const send = throttledProgress((p) => sent.push(p.step));
     for (let step = 1; step <= 5; step++) send({ epoch: 0, epochs: 1, step, steps: 5 });
@@ -105,7 +144,16 @@ describe.skipIf(needsBuild)(`training over ranks on the host${needsBuild ? ` (sk
   });
 
   it('the mlp data parallel over 2 ranks matches one device with the same global batch', async () => {
-    const o = { model: 'mlp', allocator: 'host', epochs: 2, trainSubset: 640, testSubset: 200, hidden: 64, hiddenLayers: 2, batchSize: 64 } as const;
+    const o = {
+      model: 'mlp',
+      allocator: 'host',
+      epochs: 2,
+      trainSubset: 640,
+      testSubset: 200,
+      hidden: 64,
+      hiddenLayers: 2,
+      batchSize: 64,
+    } as const;
     const one = train(o);
     const two = await trainDistributed({ ...o, devices: 2 });
     for (const [i, e] of two.epochs.entries()) {
@@ -118,7 +166,16 @@ describe.skipIf(needsBuild)(`training over ranks on the host${needsBuild ? ` (sk
   });
 
   it('a rank that runs out of memory stops the run with a clear error', async () => {
-    const err = await trainDistributed({ model: 'gcn', dataset: 'sbm', allocator: 'host', allocatorOptions: { limitBytes: 64 * 1024 }, epochs: 1, nodes: 1500, devices: 2, timeoutMs: 60_000 }).catch((e: unknown) => e);
+    const err = await trainDistributed({
+      model: 'gcn',
+      dataset: 'sbm',
+      allocator: 'host',
+      allocatorOptions: { limitBytes: 64 * 1024 },
+      epochs: 1,
+      nodes: 1500,
+      devices: 2,
+      timeoutMs: 60_000,
+    }).catch((e: unknown) => e);
     expect(err).toBeInstanceOf(RankFailedError);
     expect((err as Error).message).toMatch(/rank \d of 2 failed: OutOfMemoryError/);
   });

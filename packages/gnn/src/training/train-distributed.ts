@@ -54,26 +54,39 @@ export interface RankOutcome {
 }
 
 /** The ranks' devices and communicator for `o`: host ranks for strategies over host memory or without a GPU. */
-export function planRanks(o: Pick<DistributedTrainOptions, 'allocator' | 'devices' | 'communicator'>): { devices: number[]; backend: CommBackend } {
+export function planRanks(o: Pick<DistributedTrainOptions, 'allocator' | 'devices' | 'communicator'>): {
+  devices: number[];
+  backend: CommBackend;
+} {
   const { devices } = o;
   const onHost = (hasAllocator(o.allocator) && strategyInfo(o.allocator).hostMemory) || !hasCudaDevice();
   let list: number[];
   if (typeof devices === 'number') {
-    if (!Number.isSafeInteger(devices) || devices < 1) throw new RangeError(`Expected a positive integer or a list of CUDA ordinals for devices but received ${String(devices)}`);
+    if (!Number.isSafeInteger(devices) || devices < 1)
+      throw new RangeError(`Expected a positive integer or a list of CUDA ordinals for devices but received ${String(devices)}`);
     if (!onHost && devices > deviceCount()) {
-      throw new RangeError(`Expected at most ${deviceCount()} devices (the CUDA devices here) but received ${devices}; list ordinals (e.g. [0, 0]) with the 'host' communicator to run several ranks on one GPU`);
+      throw new RangeError(
+        `Expected at most ${deviceCount()} devices (the CUDA devices here) but received ${devices}; list ordinals (e.g. [0, 0]) with the 'host' communicator to run several ranks on one GPU`,
+      );
     }
     list = Array.from({ length: devices }, (_, r) => (onHost ? -1 : r));
   } else if (Array.isArray(devices) && devices.length > 0) {
-    if (onHost) throw new RangeError(`Expected a number of ranks for devices with '${o.allocator}' (its memory is on the host) but received a list of CUDA ordinals`);
+    if (onHost)
+      throw new RangeError(
+        `Expected a number of ranks for devices with '${o.allocator}' (its memory is on the host) but received a list of CUDA ordinals`,
+      );
     for (const d of devices) cudaDevice(d); // RangeError for an ordinal that does not exist
     list = [...devices];
   } else {
-    throw new RangeError(`Expected a positive integer or a non-empty list of CUDA ordinals for devices but received ${JSON.stringify(devices)}`);
+    throw new RangeError(
+      `Expected a positive integer or a non-empty list of CUDA ordinals for devices but received ${JSON.stringify(devices)}`,
+    );
   }
   const backend = o.communicator ?? (onHost ? 'host' : 'nccl');
-  if (backend !== 'nccl' && backend !== 'host') throw new RangeError(`Expected 'nccl' or 'host' for communicator but received '${String(backend)}'`);
-  if (backend === 'nccl' && onHost) throw new RangeError(`Expected the 'host' communicator with '${o.allocator}' on the host: NCCL runs on GPUs only`);
+  if (backend !== 'nccl' && backend !== 'host')
+    throw new RangeError(`Expected 'nccl' or 'host' for communicator but received '${String(backend)}'`);
+  if (backend === 'nccl' && onHost)
+    throw new RangeError(`Expected the 'host' communicator with '${o.allocator}' on the host: NCCL runs on GPUs only`);
   return { devices: list, backend };
 }
 
@@ -82,7 +95,12 @@ export async function trainDistributed(o: DistributedTrainOptions): Promise<Trai
   const { devices, backend } = planRanks(o);
   const { onProgress, onRankProgress, imports = [], devices: _devices, graceMs, timeoutMs, measureAllGather = [], ...options } = o;
   const start = performance.now();
-  const payload: RankPayload = { options: { ...options, ...(timeoutMs !== undefined ? { timeoutMs } : {}) }, imports: [...imports], measureAllGather: [...measureAllGather], clockOrigin: performance.timeOrigin + start };
+  const payload: RankPayload = {
+    options: { ...options, ...(timeoutMs !== undefined ? { timeoutMs } : {}) },
+    imports: [...imports],
+    measureAllGather: [...measureAllGather],
+    clockOrigin: performance.timeOrigin + start,
+  };
   const outcomes = await launchRanks<RankPayload, RankOutcome>({
     entry: builtModule('./training/rank-main.js', new URL('../', import.meta.url)), // the package's src/ or dist/: builtModule looks in ../dist from there
     ranks: devices.length,
@@ -97,7 +115,10 @@ export async function trainDistributed(o: DistributedTrainOptions): Promise<Trai
       if (rank === 0) onProgress?.(progress);
     },
   });
-  const run = combineRanks(outcomes.map((x) => x.result), outcomes.map((x) => x.samples));
+  const run = combineRanks(
+    outcomes.map((x) => x.result),
+    outcomes.map((x) => x.samples),
+  );
   for (const [r, x] of outcomes.entries()) {
     const rank = run.ranks![r]!;
     if (x.exchange) rank.exchange = x.exchange;
@@ -122,7 +143,8 @@ export function combineRanks(results: readonly TrainResult[], samples: readonly 
     });
     const losses = e0.losses.map((_, s) => per.reduce((acc, { e, share }) => acc + share.lossWeights[s]! * e.losses[s]!, 0));
     const total = (key: 'trainCorrect' | 'trainCount' | 'evalCorrect' | 'evalCount') => per.reduce((acc, { share }) => acc + share[key], 0);
-    const peak = (key: 'peakAllocatedBytes' | 'peakReservedBytes' | 'upstreamAllocCalls' | 'upstreamFreeCalls') => Math.max(...per.map(({ e }) => e[key]));
+    const peak = (key: 'peakAllocatedBytes' | 'peakReservedBytes' | 'upstreamAllocCalls' | 'upstreamFreeCalls') =>
+      Math.max(...per.map(({ e }) => e[key]));
     const largest = per.reduce((a, b) => (b.e.stats.peakAllocatedBytes > a.e.stats.peakAllocatedBytes ? b : a));
     const { share: _share, ...rest } = e0;
     return {

@@ -81,7 +81,9 @@ type UnionToIntersection<U> = (U extends unknown ? (x: U) => void : never) exten
  * gathers from its flags before it knows which apply. asTrainOptions() makes it train()'s options;
  * the workload then refuses what does not apply to it.
  */
-export type TrainOptionsBag = { model: ModelName; dataset?: DatasetName } & Partial<UnionToIntersection<DistributiveOmit<TrainOptions, 'model' | 'dataset'>>>;
+export type TrainOptionsBag = { model: ModelName; dataset?: DatasetName } & Partial<
+  UnionToIntersection<DistributiveOmit<TrainOptions, 'model' | 'dataset'>>
+>;
 
 export interface Progress {
   epoch: number;

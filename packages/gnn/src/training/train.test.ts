@@ -15,7 +15,7 @@ import { Runtime } from '../framework/runtime.js';
 describe('trainer on the CPU', () => {
   it('mlp: the loss falls and test accuracy beats 80% on a 3,000-image subset in 2 epochs', () => {
     const r = train({ model: 'mlp', allocator: 'host', hidden: [128, 128], epochs: 2, trainSubset: 3000, testSubset: 1000, seed: 1 });
-    const [first, second] = r.epochs as [typeof r.epochs[0], typeof r.epochs[0]];
+    const [first, second] = r.epochs as [(typeof r.epochs)[0], (typeof r.epochs)[0]];
     expect(first.losses).toHaveLength(Math.ceil(3000 / 64));
     const early = first.losses.slice(0, 5).reduce((a, b) => a + b) / 5;
     expect(early).toBeGreaterThan(1.5); // about ln 10 at the start
@@ -33,7 +33,8 @@ describe('trainer on the CPU', () => {
   });
 
   it("gcn: 'random' is the default dataset, and 'seed' (its old name, deprecated) trains the same graph", () => {
-    const run = (dataset?: 'random' | 'seed') => train({ model: 'gcn', allocator: 'host', ...(dataset && { dataset }), nodes: 500, hidden: 8, features: 8, epochs: 2, seed: 4 });
+    const run = (dataset?: 'random' | 'seed') =>
+      train({ model: 'gcn', allocator: 'host', ...(dataset && { dataset }), nodes: 500, hidden: 8, features: 8, epochs: 2, seed: 4 });
     const byDefault = run();
     expect(byDefault.dataset).toBe('random');
     const byOldName = run('seed');
@@ -44,7 +45,9 @@ describe('trainer on the CPU', () => {
 
   it('gcn: spmm and scatter aggregation give the same losses', () => {
     const run = (aggregation: 'spmm' | 'scatter') =>
-      train({ model: 'gcn', allocator: 'host', nodes: 3000, hidden: 16, features: 8, epochs: 3, aggregation, seed: 3 }).epochs.map((e) => e.loss);
+      train({ model: 'gcn', allocator: 'host', nodes: 3000, hidden: 16, features: 8, epochs: 3, aggregation, seed: 3 }).epochs.map(
+        (e) => e.loss,
+      );
     const spmm = run('spmm');
     const scatter = run('scatter');
     spmm.forEach((l, i) => {
@@ -61,11 +64,27 @@ describe('trainer on the CPU', () => {
       const allocator = createAllocator(name, options);
       try {
         const seen: AllocatorStats[] = [];
-        train({ model: 'mlp', allocator, hidden: [32], epochs: 1, trainSubset: 640, testSubset: 100, onStep: (_s, stats) => seen.push(stats) });
+        train({
+          model: 'mlp',
+          allocator,
+          hidden: [32],
+          epochs: 1,
+          trainSubset: 640,
+          testSubset: 100,
+          onStep: (_s, stats) => seen.push(stats),
+        });
         expect(seen).toHaveLength(10);
         expect(new Set(seen.map((s) => s.allocatedBytes)).size).toBe(1);
         const gcnSeen: number[] = [];
-        train({ model: 'gcn', allocator, nodes: 500, hidden: 8, features: 8, epochs: 3, onStep: (_s, stats) => gcnSeen.push(stats.allocatedBytes) });
+        train({
+          model: 'gcn',
+          allocator,
+          nodes: 500,
+          hidden: 8,
+          features: 8,
+          epochs: 3,
+          onStep: (_s, stats) => gcnSeen.push(stats.allocatedBytes),
+        });
         expect(new Set(gcnSeen).size).toBe(1);
         expect(allocator.stats().allocatedBytes).toBe(0);
       } finally {
@@ -80,7 +99,9 @@ describe('trainer on the CPU', () => {
     expect(() => train({ model: 'gcn', allocator: 'host', nodes: -1 })).toThrow(/nodes/);
     expect(() => train({ model: 'gcn', allocator: 'host', aggregation: 'gather' as 'spmm' })).toThrow(/aggregation/);
     expect(() => train({ model: 'mlp', allocator: 'no-such' })).toThrow(/registered/);
-    expect(() => train({ model: 'mlp', allocator: 'host', cudaGraph: true, trainSubset: 64, testSubset: 10 })).toThrow(/cudaGraph.*CUDA device/);
+    expect(() => train({ model: 'mlp', allocator: 'host', cudaGraph: true, trainSubset: 64, testSubset: 10 })).toThrow(
+      /cudaGraph.*CUDA device/,
+    );
   });
 });
 
@@ -101,10 +122,12 @@ describe('runtime scopes', () => {
       kept.a.dispose();
       kept.b.dispose();
       kept.b.dispose(); // idempotent
-      expect(() => rt.scope(() => {
-        rt.empty([8]);
-        throw new Error('boom');
-      })).toThrow('boom');
+      expect(() =>
+        rt.scope(() => {
+          rt.empty([8]);
+          throw new Error('boom');
+        }),
+      ).toThrow('boom');
       expect(allocator.stats().allocatedBytes).toBe(0);
       expect(() => rt.fromArray(new Float32Array(3), [2, 2])).toThrow(RangeError);
     } finally {
@@ -118,7 +141,15 @@ describe('allocation tags', () => {
   it('every recorded allocation says which phase of training asked for it', () => {
     const tracked = createTrackedAllocator('host', {}, 1 << 16);
     try {
-      train({ model: 'mlp', allocator: tracked.allocator, epochs: 1, trainSubset: 128, testSubset: 64, hidden: [16], tagAllocations: tracked.setTag });
+      train({
+        model: 'mlp',
+        allocator: tracked.allocator,
+        epochs: 1,
+        trainSubset: 128,
+        testSubset: 64,
+        hidden: [16],
+        tagAllocations: tracked.setTag,
+      });
       const { events, dropped } = tracked.events();
       expect(dropped).toBe(0);
       const seen = new Set(events.filter((e) => e.action === 'alloc').map((e) => allocationTags[e.tag]));

@@ -33,7 +33,9 @@ export type {
 export function train(options: TrainOptions): TrainResult {
   const { devices } = options;
   if (devices !== undefined && devices !== 1) {
-    throw new RangeError(`Expected devices 1 or undefined for train() but received ${JSON.stringify(devices)}: runs over several devices are asynchronous, use trainDistributed()`);
+    throw new RangeError(
+      `Expected devices 1 or undefined for train() but received ${JSON.stringify(devices)}: runs over several devices are asynchronous, use trainDistributed()`,
+    );
   }
   return trainOn(options);
 }
@@ -47,7 +49,8 @@ function checkModelOptions(o: Pick<CommonTrainOptions, 'model'>): void {
   for (const other of listWorkloads()) {
     if (other.name === o.model) continue;
     for (const name of other.ownOptions) {
-      if ((o as Record<string, unknown>)[name] !== undefined) throw new RangeError(`Expected no ${name} for the ${o.model}: ${name} applies to the ${other.name} only`);
+      if ((o as Record<string, unknown>)[name] !== undefined)
+        throw new RangeError(`Expected no ${name} for the ${o.model}: ${name} applies to the ${other.name} only`);
     }
   }
 }
@@ -65,7 +68,8 @@ export function trainOn(options: TrainOptions, comm?: Communicator): TrainResult
   const workload = getWorkload(options.model);
   checkModelOptions(options);
   const owned = typeof options.allocator === 'string';
-  const allocator: Allocator = typeof options.allocator === 'string' ? createAllocator(options.allocator, options.allocatorOptions ?? {}) : options.allocator;
+  const allocator: Allocator =
+    typeof options.allocator === 'string' ? createAllocator(options.allocator, options.allocatorOptions ?? {}) : options.allocator;
   const rt = new Runtime(allocator, trainerStream(allocator.device, 'main'));
   rt.setTagger(options.tagAllocations);
   try {

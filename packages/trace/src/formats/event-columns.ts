@@ -73,7 +73,16 @@ export class TraceEventColumns {
   }
 
   /** Appends an event (its fields already checked: non-negative safe integers, a 32-bit tag). */
-  push(timeNs: number, action: TraceAction, ptr: number, bytes: number, stream: number, tag: number, reservedBytes?: number, thread?: number): void {
+  push(
+    timeNs: number,
+    action: TraceAction,
+    ptr: number,
+    bytes: number,
+    stream: number,
+    tag: number,
+    reservedBytes?: number,
+    thread?: number,
+  ): void {
     const at = this.#length & chunkMask;
     if (at === 0) this.#chunks.push(newChunk(this.#chunks.length === 0 ? 1024 : chunkSize));
     const last = this.#chunks.length - 1;

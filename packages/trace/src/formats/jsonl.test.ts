@@ -2,7 +2,8 @@ import { describe, expect, it } from 'vitest';
 import { parseTrace } from '../format.js';
 import { compileTrace, peakByTag } from '../replay.js';
 
-const alloc = (ptr: number, bytes: number, tag: number) => `{"timeNs":${ptr},"action":"alloc","ptr":${ptr},"bytes":${bytes},"stream":0,"tag":${tag}}`;
+const alloc = (ptr: number, bytes: number, tag: number) =>
+  `{"timeNs":${ptr},"action":"alloc","ptr":${ptr},"bytes":${bytes},"stream":0,"tag":${tag}}`;
 const free = (ptr: number, bytes: number) => `{"timeNs":${ptr + 1000},"action":"free","ptr":${ptr},"bytes":${bytes},"stream":0,"tag":0}`;
 
 describe('JSONL tags', () => {
@@ -33,7 +34,9 @@ describe('JSONL tags', () => {
   });
 
   it('distinct names are read as written, tags past the list kept as they are', () => {
-    const t = parseTrace(['{"format":"gpumem-trace","version":1,"source":"x","tags":["setup","forward"]}', alloc(4096, 1, 1), alloc(8192, 1, 5)].join('\n'));
+    const t = parseTrace(
+      ['{"format":"gpumem-trace","version":1,"source":"x","tags":["setup","forward"]}', alloc(4096, 1, 1), alloc(8192, 1, 5)].join('\n'),
+    );
     expect(t.header.tags).toEqual(['setup', 'forward']);
     expect(t.events.map((e) => e.tag)).toEqual([1, 5]);
   });

@@ -32,7 +32,10 @@ class JsonlParser extends LineTraceParser {
   override finish() {
     const events = this.eventCount;
     if (this.#expected !== undefined && this.#expected !== events) {
-      this.fail(this.lastLine + 1, `the header announces ${this.#expected} events but the file holds ${events}${events < this.#expected ? ' (truncated?)' : ''}`);
+      this.fail(
+        this.lastLine + 1,
+        `the header announces ${this.#expected} events but the file holds ${events}${events < this.#expected ? ' (truncated?)' : ''}`,
+      );
     }
     return super.finish();
   }
@@ -44,12 +47,16 @@ class JsonlParser extends LineTraceParser {
     } catch (e) {
       this.fail(n, `${expectedHeader} but the header is not valid JSON (${(e as Error).message})`);
     }
-    if (value === null || typeof value !== 'object' || Array.isArray(value)) this.fail(n, `${expectedHeader} but received ${JSON.stringify(value)}`);
+    if (value === null || typeof value !== 'object' || Array.isArray(value))
+      this.fail(n, `${expectedHeader} but received ${JSON.stringify(value)}`);
     const h = value as Record<string, unknown>;
     if (h.format !== traceFormatMarker) this.fail(n, `${expectedHeader} but "format" is ${JSON.stringify(h.format)}`);
     if (h.version !== traceFormatVersion) {
       const newer = typeof h.version === 'number' && h.version > traceFormatVersion;
-      this.fail(n, `trace version ${JSON.stringify(h.version)} ${newer ? 'is newer than this reader' : 'is not supported'}; this reader reads version ${traceFormatVersion}`);
+      this.fail(
+        n,
+        `trace version ${JSON.stringify(h.version)} ${newer ? 'is newer than this reader' : 'is not supported'}; this reader reads version ${traceFormatVersion}`,
+      );
     }
     const str = (key: string): string | undefined => {
       const v = h[key];
@@ -100,7 +107,8 @@ class JsonlParser extends LineTraceParser {
     } catch (e) {
       this.fail(n, `not a JSON event object (${(e as Error).message}); truncated line?`);
     }
-    if (value === null || typeof value !== 'object' || Array.isArray(value)) this.fail(n, `expected a JSON event object but received ${text.slice(0, 80)}`);
+    if (value === null || typeof value !== 'object' || Array.isArray(value))
+      this.fail(n, `expected a JSON event object but received ${text.slice(0, 80)}`);
     const o = value as Record<string, unknown>;
     if (o.action !== 'alloc' && o.action !== 'free' && o.action !== 'oom') {
       this.fail(n, `"action" must be one of "alloc", "free", "oom" (received ${JSON.stringify(o.action)})`);
@@ -126,7 +134,14 @@ class JsonlParser extends LineTraceParser {
 function* jsonlLines(trace: AllocationTrace): Generator<string> {
   yield JSON.stringify({ format: traceFormatMarker, version: traceFormatVersion, ...trace.header, eventCount: trace.events.length });
   for (const e of trace.events) {
-    const line: Record<string, number | string> = { timeNs: e.timeNs, action: e.action, ptr: e.ptr, bytes: e.bytes, stream: e.stream, tag: e.tag };
+    const line: Record<string, number | string> = {
+      timeNs: e.timeNs,
+      action: e.action,
+      ptr: e.ptr,
+      bytes: e.bytes,
+      stream: e.stream,
+      tag: e.tag,
+    };
     if (e.reservedBytes !== undefined) line.reservedBytes = e.reservedBytes;
     if (e.thread !== undefined) line.thread = e.thread;
     yield JSON.stringify(line);

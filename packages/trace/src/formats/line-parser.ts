@@ -67,8 +67,19 @@ export abstract class LineTraceParser {
   protected abstract header(): TraceHeader;
 
   /** Checks an event's fields against each other and appends it. */
-  protected addEvent(n: number, timeNs: number, action: TraceAction, ptr: number, bytes: number, stream: number, tag: number, reservedBytes?: number, thread?: number): void {
-    if (ptr === 0 && bytes > 0 && action !== 'oom') this.fail(n, `${action === 'alloc' ? 'an allocation' : 'a free'} of ${bytes} bytes has a null pointer`);
+  protected addEvent(
+    n: number,
+    timeNs: number,
+    action: TraceAction,
+    ptr: number,
+    bytes: number,
+    stream: number,
+    tag: number,
+    reservedBytes?: number,
+    thread?: number,
+  ): void {
+    if (ptr === 0 && bytes > 0 && action !== 'oom')
+      this.fail(n, `${action === 'alloc' ? 'an allocation' : 'a free'} of ${bytes} bytes has a null pointer`);
     this.#columns.push(timeNs, action, ptr, bytes, stream, tag, reservedBytes, thread);
   }
 

@@ -32,10 +32,14 @@ class RmmCsvParser extends LineTraceParser {
   protected readEvent(text: string, n: number): void {
     const fields = text.split(',').map((f) => f.trim());
     if (fields.length !== 6) {
-      this.fail(n, `expected 6 comma-separated fields (${rmmCsvHeader}) but found ${fields.length}${fields.length < 6 ? ' (truncated line?)' : ''}`);
+      this.fail(
+        n,
+        `expected 6 comma-separated fields (${rmmCsvHeader}) but found ${fields.length}${fields.length < 6 ? ' (truncated line?)' : ''}`,
+      );
     }
     const [thread, time, action, pointer, size, stream] = fields as [string, string, string, string, string, string];
-    const act: TraceAction | undefined = action === 'allocate' ? 'alloc' : action === 'free' ? 'free' : action === 'allocate failure' ? 'oom' : undefined;
+    const act: TraceAction | undefined =
+      action === 'allocate' ? 'alloc' : action === 'free' ? 'free' : action === 'allocate failure' ? 'oom' : undefined;
     if (act === undefined) this.fail(n, `Action must be one of allocate, free, allocate failure (received '${action}')`);
     if (!/^\d+$/.test(thread)) this.fail(n, `Thread must be a decimal thread id (received '${thread}')`);
     this.addEvent(

@@ -28,7 +28,10 @@ function random(seed: number): () => number {
 }
 
 /** Bytes a mutation likes to write: opcodes that change the machine's state, and boundary values. */
-const interesting = [0x28, 0x2e, 0x30, 0x31, 0x4a, 0x4b, 0x4d, 0x58, 0x5d, 0x61, 0x65, 0x68, 0x6a, 0x71, 0x72, 0x73, 0x75, 0x7d, 0x80, 0x85, 0x86, 0x87, 0x8a, 0x8b, 0x8c, 0x8d, 0x94, 0x95, 0x00, 0x7f, 0xff];
+const interesting = [
+  0x28, 0x2e, 0x30, 0x31, 0x4a, 0x4b, 0x4d, 0x58, 0x5d, 0x61, 0x65, 0x68, 0x6a, 0x71, 0x72, 0x73, 0x75, 0x7d, 0x80, 0x85, 0x86, 0x87, 0x8a,
+  0x8b, 0x8c, 0x8d, 0x94, 0x95, 0x00, 0x7f, 0xff,
+];
 
 function mutate(data: Buffer, rnd: () => number): Buffer {
   const out = Buffer.from(data);
@@ -98,7 +101,15 @@ function check(bytes: Buffer, label: string, tally: Tally): void {
   if (ms > maxParseMs) tally.problems.push(`${label}: took ${ms.toFixed(0)} ms`);
 }
 
-const fixtures = ['snapshot-p2.pickle', 'snapshot-p4.pickle', 'snapshot-p5.pickle', 'snapshot-p4.pickle.gz', 'untimed.pickle', 'no-history.pickle', 'ring-full.pickle'];
+const fixtures = [
+  'snapshot-p2.pickle',
+  'snapshot-p4.pickle',
+  'snapshot-p5.pickle',
+  'snapshot-p4.pickle.gz',
+  'untimed.pickle',
+  'no-history.pickle',
+  'ring-full.pickle',
+];
 
 describe('snapshot reader under corrupt input', () => {
   for (const name of fixtures) {
@@ -107,7 +118,8 @@ describe('snapshot reader under corrupt input', () => {
       const tally: Tally = { ok: 0, errors: 0, problems: [] };
       // every prefix of small files; of big ones, a stride and the last 256
       const stride = data.length > 10_000 ? 13 : 1;
-      for (let n = 0; n < data.length; n++) if (n % stride === 0 || n > data.length - 256) check(data.subarray(0, n), `${name}[0:${n}]`, tally);
+      for (let n = 0; n < data.length; n++)
+        if (n % stride === 0 || n > data.length - 256) check(data.subarray(0, n), `${name}[0:${n}]`, tally);
       expect(tally.problems.slice(0, 10)).toEqual([]);
       expect(tally.ok).toBe(0); // the STOP opcode is the last byte: no prefix is a whole pickle
     });
@@ -181,12 +193,35 @@ describe('snapshot reader under hostile input', () => {
     const bytes = Buffer.concat([
       op(0x80, 4, '}'),
       // root['device_traces'] = [[{'action': 'alloc', 'addr': 16, 'size': 16}]]
-      s('device_traces'), op(']', ']', '}'), s('action'), s('alloc'), op('s'), s('addr'), op('K', 16, 's'), s('size'), op('K', 16, 's', 'a', 'a', 's'),
+      s('device_traces'),
+      op(']', ']', '}'),
+      s('action'),
+      s('alloc'),
+      op('s'),
+      s('addr'),
+      op('K', 16, 's'),
+      s('size'),
+      op('K', 16, 's', 'a', 'a', 's'),
       // root['segments'] = [seg] * 50001, seg = {'device': 0, 'total_size': 1, 'blocks': [block] * 1000}
-      s('segments'), op(']', '}', 'q', 0), s('device'), op('K', 0, 's'), s('total_size'), op('K', 1, 's'),
-      s('blocks'), op(']', '}', 'q', 1), s('state'), s('active_allocated'), op('s'), s('size'), op('K', 8, 's', 'a'),
-      op('('), Buffer.from('h\x01'.repeat(999), 'latin1'), op('e', 's', 'a'),
-      op('('), Buffer.from('h\x00'.repeat(50_000), 'latin1'), op('e', 's', '.'),
+      s('segments'),
+      op(']', '}', 'q', 0),
+      s('device'),
+      op('K', 0, 's'),
+      s('total_size'),
+      op('K', 1, 's'),
+      s('blocks'),
+      op(']', '}', 'q', 1),
+      s('state'),
+      s('active_allocated'),
+      op('s'),
+      s('size'),
+      op('K', 8, 's', 'a'),
+      op('('),
+      Buffer.from('h\x01'.repeat(999), 'latin1'),
+      op('e', 's', 'a'),
+      op('('),
+      Buffer.from('h\x00'.repeat(50_000), 'latin1'),
+      op('e', 's', '.'),
     ]);
     const started = performance.now();
     expect(() => parseSnapshot(bytes, 'shared.pickle')).toThrow(/segments\[\d+\]\.blocks: holds more items than a file of this size can/);
@@ -194,7 +229,9 @@ describe('snapshot reader under hostile input', () => {
   });
 
   it('rejects a deeply nested pickle, and reads a deep value that is not a snapshot as such', () => {
-    expect(() => parseSnapshot(Buffer.concat([op(0x80, 4), Buffer.alloc(50_000, '('), op('.')]), 'deep.pickle')).toThrow(/nesting too deep/);
+    expect(() => parseSnapshot(Buffer.concat([op(0x80, 4), Buffer.alloc(50_000, '('), op('.')]), 'deep.pickle')).toThrow(
+      /nesting too deep/,
+    );
     const n = 100_000;
     const deepList = Buffer.concat([op(0x80, 4), Buffer.alloc(n, ']'), Buffer.alloc(n - 1, 'a'), op('.')]);
     expect(() => parseSnapshot(deepList, 'deep.pickle')).toThrow(/no allocation history in deep\.pickle \(it holds a list/);
@@ -206,28 +243,56 @@ describe('snapshot reader under hostile input', () => {
   it('refuses a gzip bomb beyond the limit', () => {
     const bomb = gzipSync(Buffer.alloc(64 << 20));
     expect(bomb.length).toBeLessThan(100_000);
-    expect(() => parseSnapshot(bomb, 'bomb.gz', { maxDecompressedBytes: 16 << 20 })).toThrow(/bomb\.gz: gzip: decompresses to more than 16777216 bytes/);
+    expect(() => parseSnapshot(bomb, 'bomb.gz', { maxDecompressedBytes: 16 << 20 })).toThrow(
+      /bomb\.gz: gzip: decompresses to more than 16777216 bytes/,
+    );
   });
 
   it('refuses a pickle holding more values at once than its cap with a typed error, never a crash', () => {
     const nones = Buffer.concat([op(0x80, 4), Buffer.alloc(5000, 'N'), op('.')]);
     expect(() => unpickle(nones, 'nones.pickle', { maxItems: 1000 })).toThrow(PickleFormatError);
-    expect(() => unpickle(nones, 'nones.pickle', { maxItems: 1000 })).toThrow(/nones\.pickle: byte 1002 \(NONE\): the pickle holds more than 1000 values at once/);
+    expect(() => unpickle(nones, 'nones.pickle', { maxItems: 1000 })).toThrow(
+      /nones\.pickle: byte 1002 \(NONE\): the pickle holds more than 1000 values at once/,
+    );
     // NONE APPEND pairs into one list, and one value memoized over and over
-    expect(() => unpickle(Buffer.concat([op(0x80, 4, ']'), Buffer.from('Na'.repeat(5000)), op('.')]), 'pairs', { maxItems: 1000 })).toThrow(/byte \d+ \(NONE\): the pickle holds more than 1000/);
-    expect(() => unpickle(Buffer.concat([op(0x80, 4, 'N'), Buffer.alloc(5000, 0x94), op('.')]), 'memo', { maxItems: 1000 })).toThrow(/\(MEMOIZE\): the pickle holds more than 1000/);
+    expect(() => unpickle(Buffer.concat([op(0x80, 4, ']'), Buffer.from('Na'.repeat(5000)), op('.')]), 'pairs', { maxItems: 1000 })).toThrow(
+      /byte \d+ \(NONE\): the pickle holds more than 1000/,
+    );
+    expect(() => unpickle(Buffer.concat([op(0x80, 4, 'N'), Buffer.alloc(5000, 0x94), op('.')]), 'memo', { maxItems: 1000 })).toThrow(
+      /\(MEMOIZE\): the pickle holds more than 1000/,
+    );
     // values popped again are no longer held
     expect(unpickle(Buffer.concat([op(0x80, 4), Buffer.from('N0'.repeat(5000)), op('N', '.')]), 'popped', { maxItems: 1000 })).toBeNull();
-    expect(unpickle(Buffer.concat([op(0x80, 4), Buffer.from('(NNN1'.repeat(5000)), op('N', '.')]), 'popped', { maxItems: 1000 })).toBeNull();
+    expect(
+      unpickle(Buffer.concat([op(0x80, 4), Buffer.from('(NNN1'.repeat(5000)), op('N', '.')]), 'popped', { maxItems: 1000 }),
+    ).toBeNull();
     // the default stays below V8's array limit (2^27 elements), past which the process aborts
     expect(defaultMaxPickleItems).toBeLessThan(2 ** 27);
   });
 
   it('reads allocator_settings that hold themselves, or one dict many times over, in time linear in the file', () => {
-    const pairs = (count: number, memoIndex: number) => Array.from({ length: count }, (_, i) => Buffer.concat([s(`k${i}`), op('h', memoIndex)]));
-    const history = Buffer.concat([s('device_traces'), op(']', ']', '}'), s('action'), s('alloc'), op('s'), s('addr'), op('K', 16, 's'), s('size'), op('K', 16, 's', 'a', 'a', 's')]);
+    const pairs = (count: number, memoIndex: number) =>
+      Array.from({ length: count }, (_, i) => Buffer.concat([s(`k${i}`), op('h', memoIndex)]));
+    const history = Buffer.concat([
+      s('device_traces'),
+      op(']', ']', '}'),
+      s('action'),
+      s('alloc'),
+      op('s'),
+      s('addr'),
+      op('K', 16, 's'),
+      s('size'),
+      op('K', 16, 's', 'a', 'a', 's'),
+    ]);
     // settings = {'k0': settings, ..., 'k99': settings}
-    const selfRef = Buffer.concat([op(0x80, 4, '}'), history, s('allocator_settings'), op('}', 'q', 0, '('), ...pairs(100, 0), op('u', 's', '.')]);
+    const selfRef = Buffer.concat([
+      op(0x80, 4, '}'),
+      history,
+      s('allocator_settings'),
+      op('}', 'q', 0, '('),
+      ...pairs(100, 0),
+      op('u', 's', '.'),
+    ]);
     expect(selfRef.length).toBeLessThan(1000);
     let started = performance.now();
     const cyclic = parseSnapshot(selfRef, 'self.pickle').header.snapshot.allocatorSettings!;
@@ -238,7 +303,15 @@ describe('snapshot reader under hostile input', () => {
     // d4 = {}; d3 = {k0..k99: d4}; d2 = {k0..k99: d3}; d1 = {k0..k99: d2}; settings = {k0..k99: d1}: 10^8 values if copied
     const levels = [op('}', 'q', 4, '0')];
     for (let level = 3; level >= 1; level--) levels.push(Buffer.concat([op('}', 'q', level, '('), ...pairs(100, level + 1), op('u', '0')]));
-    const shared = Buffer.concat([op(0x80, 4, '}'), history, s('allocator_settings'), ...levels, op('}', '('), ...pairs(100, 1), op('u', 's', '.')]);
+    const shared = Buffer.concat([
+      op(0x80, 4, '}'),
+      history,
+      s('allocator_settings'),
+      ...levels,
+      op('}', '('),
+      ...pairs(100, 1),
+      op('u', 's', '.'),
+    ]);
     started = performance.now();
     const header = parseSnapshot(shared, 'shared.pickle').header;
     expect(performance.now() - started).toBeLessThan(1000);

@@ -95,7 +95,7 @@ describe('PyTorch memory snapshots', () => {
     });
   });
 
-  it('gives the peak allocated as max_memory_allocated() counts it (until free_requested) beside the replay\'s (until free_completed)', async () => {
+  it("gives the peak allocated as max_memory_allocated() counts it (until free_requested) beside the replay's (until free_completed)", async () => {
     const { pytorch, events } = await readSnapshot(fixture('two-streams.pickle.gz'));
     let live = 0;
     let peak = 0;
@@ -114,7 +114,9 @@ describe('PyTorch memory snapshots', () => {
     const baseline = pytorchBaseline(trace, compileTrace(trace))!;
     expect(baseline.peakAllocatedBytes).toBe(453_014_058);
     expect(baseline.peakAllocatedAtFreeRequestBytes).toBe(435_192_355);
-    expect(baseline.peakAllocatedNote).toMatch(/until its free completed \(free_completed.*max_memory_allocated\(\) stops counting at the free call \(free_requested\): 415\.03 MiB on this trace/);
+    expect(baseline.peakAllocatedNote).toMatch(
+      /until its free completed \(free_completed.*max_memory_allocated\(\) stops counting at the free call \(free_requested\): 415\.03 MiB on this trace/,
+    );
     const same = await readSnapshot(fixture('snapshot-p4.pickle'));
     expect(pytorchBaseline(same, compileTrace(same))!.peakAllocatedNote).toMatch(/makes no difference on this trace/);
   });
@@ -150,10 +152,12 @@ describe('PyTorch memory snapshots', () => {
     const untimed = await readSnapshot(fixture('untimed.pickle'), { device: 1 }); // recorded without frames
     expect(untimed.header.tags).toBeUndefined();
     expect(untimed.events.every((e) => e.tag === 0)).toBe(true);
-    await expect(readSnapshot(fixture('two-streams.pickle.gz'), { maxFrameTags: -1 })).rejects.toThrow(/non-negative integer for maxFrameTags/);
+    await expect(readSnapshot(fixture('two-streams.pickle.gz'), { maxFrameTags: -1 })).rejects.toThrow(
+      /non-negative integer for maxFrameTags/,
+    );
   });
 
-  it('tells frames of PyTorch and of the Python runtime from the user\'s', () => {
+  it("tells frames of PyTorch and of the Python runtime from the user's", () => {
     for (const internal of [
       '/usr/lib/python3.11/site-packages/torch/nn/modules/module.py',
       'torch/_tensor.py',
@@ -166,7 +170,12 @@ describe('PyTorch memory snapshots', () => {
     ]) {
       expect(isInternalFrame(internal), internal).toBe(true);
     }
-    for (const user of ['train.py', '/home/user/model.py', '/usr/lib/python3.11/site-packages/transformers/models/gpt2/modeling_gpt2.py', '/home/user/torchvision_utils.py']) {
+    for (const user of [
+      'train.py',
+      '/home/user/model.py',
+      '/usr/lib/python3.11/site-packages/transformers/models/gpt2/modeling_gpt2.py',
+      '/home/user/torchvision_utils.py',
+    ]) {
       expect(isInternalFrame(user), user).toBe(false);
     }
   });
@@ -187,7 +196,13 @@ describe('PyTorch memory snapshots', () => {
       segmentAllocs: 1,
       segmentFrees: 1,
     });
-    expect(trace.header.snapshot).toMatchObject({ entries: 7, actions: { workspace_snapshot: 1 }, deferredFrees: 0, pendingFreesAtEnd: 0, freesBeforeHistory: 0 });
+    expect(trace.header.snapshot).toMatchObject({
+      entries: 7,
+      actions: { workspace_snapshot: 1 },
+      deferredFrees: 0,
+      pendingFreesAtEnd: 0,
+      freesBeforeHistory: 0,
+    });
   });
 
   it('refuses a device without history, listing those with', async () => {
@@ -235,7 +250,14 @@ describe('PyTorch memory snapshots', () => {
   it("is PyTorch's recorded baseline of a replay", async () => {
     const trace = await readSnapshot(fixture('snapshot-p4.pickle'));
     const compiled = compileTrace(trace);
-    expect(compiled).toMatchObject({ allocs: 4, frees: 2, unmatchedFrees: 1, traceOoms: 1, peakReservedBytes: 24 * MiB, streamIds: [0, S1] });
+    expect(compiled).toMatchObject({
+      allocs: 4,
+      frees: 2,
+      unmatchedFrees: 1,
+      traceOoms: 1,
+      peakReservedBytes: 24 * MiB,
+      streamIds: [0, S1],
+    });
     const baseline = pytorchBaseline(trace, compiled)!;
     expect(baseline).toMatchObject({ label: pytorchBaselineLabel, peakReservedBytes: 24 * MiB, driverAllocs: 2, driverFrees: 1 });
     // the first point at peak reserved (24 MiB, at 20 µs): 4 MB + 1 MB allocated then, 3 MB freed → 1 MB live
@@ -271,7 +293,10 @@ describe('readTrace on snapshots and gzip files', () => {
     expect(trace.events).toEqual(device0Events);
     const gz = (await readTrace(fixture('snapshot-p4.pickle.gz'), { device: 1 })) as SnapshotTrace;
     expect(gz.header.device).toBe('cuda:1');
-    await expect(readTrace(fixture('no-history.pickle'))).rejects.toMatchObject({ name: 'TraceFormatError', message: expect.stringMatching(/^no allocation history in /) });
+    await expect(readTrace(fixture('no-history.pickle'))).rejects.toMatchObject({
+      name: 'TraceFormatError',
+      message: expect.stringMatching(/^no allocation history in /),
+    });
   });
 
   it('reads gzip-compressed JSONL and RMM CSV', async () => {
@@ -289,17 +314,26 @@ describe('readTrace on snapshots and gzip files', () => {
     const jsonl = gzipSync(serializeTrace({ header: { source: 'test' }, events: device0Events }, 'jsonl'));
     const truncated = join(dir, 'truncated.jsonl.gz');
     writeFileSync(truncated, jsonl.subarray(0, jsonl.length - 12));
-    await expect(readTrace(truncated)).rejects.toMatchObject({ name: 'TraceFormatError', reason: expect.stringMatching(/gzip stream is corrupt or truncated/) });
+    await expect(readTrace(truncated)).rejects.toMatchObject({
+      name: 'TraceFormatError',
+      reason: expect.stringMatching(/gzip stream is corrupt or truncated/),
+    });
     const corrupt = join(dir, 'corrupt.gz');
     writeFileSync(corrupt, Buffer.from([0x1f, 0x8b, 0x08, 0, 0, 0, 0, 0, 0, 0xff, 0xde, 0xad, 0xbe, 0xef]));
     await expect(readTrace(corrupt)).rejects.toMatchObject({ name: 'TraceFormatError', reason: expect.stringMatching(/gzip/) });
-    await expect(readTrace(truncated, { maxDecompressedBytes: 100 })).rejects.toMatchObject({ name: 'TraceFormatError', reason: expect.stringMatching(/decompresses to more than 100 bytes/) });
+    await expect(readTrace(truncated, { maxDecompressedBytes: 100 })).rejects.toMatchObject({
+      name: 'TraceFormatError',
+      reason: expect.stringMatching(/decompresses to more than 100 bytes/),
+    });
     const pickleGz = readFileSync(fixture('snapshot-p4.pickle.gz'));
     await expect(readSnapshot(fixture('snapshot-p4.pickle.gz'), { maxDecompressedBytes: 1000 })).rejects.toMatchObject({
       message: expect.stringMatching(/snapshot-p4\.pickle\.gz: gzip: decompresses to more than 1000 bytes$/),
     });
     const cut = join(dir, 'cut.pickle.gz');
     writeFileSync(cut, pickleGz.subarray(0, pickleGz.length - 20));
-    await expect(readTrace(cut)).rejects.toMatchObject({ name: 'TraceFormatError', message: expect.stringMatching(/cut\.pickle\.gz: the gzip stream is corrupt or truncated/) });
+    await expect(readTrace(cut)).rejects.toMatchObject({
+      name: 'TraceFormatError',
+      message: expect.stringMatching(/cut\.pickle\.gz: the gzip stream is corrupt or truncated/),
+    });
   });
 });

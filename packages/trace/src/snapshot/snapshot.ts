@@ -15,7 +15,14 @@
 import { readFile } from 'node:fs/promises';
 import { kMaxLength } from 'node:buffer';
 import { gunzipSync } from 'node:zlib';
-import { isGzip, maxDecompressedTraceBytes, TraceFormatError, type ReadTrace, type TraceEvent, type TraceHeader } from '../formats/model.js';
+import {
+  isGzip,
+  maxDecompressedTraceBytes,
+  TraceFormatError,
+  type ReadTrace,
+  type TraceEvent,
+  type TraceHeader,
+} from '../formats/model.js';
 import { pickleToJson, pickleTypeName, unpickle, type PickleDict, type PickleFormatError, type PickleValue } from './unpickle.js';
 
 /** A snapshot that is not what PyTorch writes: names the file and where in the snapshot (`device_traces[0][12]`). */
@@ -234,7 +241,10 @@ class SnapshotReader {
     const file = this.file;
     if (Array.isArray(root)) throw noHistory(file, ' (it holds a list, as torch.cuda.memory_snapshot() returns: segments only)');
     if (!(root instanceof Map)) {
-      this.fail('', `not a PyTorch memory snapshot: the pickle holds ${pickleTypeName(root)}, expected a dict with 'segments' and 'device_traces'`);
+      this.fail(
+        '',
+        `not a PyTorch memory snapshot: the pickle holds ${pickleTypeName(root)}, expected a dict with 'segments' and 'device_traces'`,
+      );
     }
     const segmentsValue = root.get('segments');
     const tracesValue = root.get('device_traces');
@@ -263,7 +273,8 @@ class SnapshotReader {
     const timed = entries.every((e) => e.has('time_us'));
     const timeUs = (e: PickleDict, i: number): number => {
       const v = e.get('time_us');
-      if (typeof v !== 'number' || !Number.isFinite(v) || v < 0) this.fail(`${where}[${i}]`, `'time_us' must be a non-negative number, found ${pickleTypeName(v)}`);
+      if (typeof v !== 'number' || !Number.isFinite(v) || v < 0)
+        this.fail(`${where}[${i}]`, `'time_us' must be a non-negative number, found ${pickleTypeName(v)}`);
       return v;
     };
     const t0 = timed && entries.length > 0 ? timeUs(entries[0]!, 0) : 0;
@@ -295,7 +306,8 @@ class SnapshotReader {
       const action = e.get('action');
       if (typeof action !== 'string') this.fail(at, `'action' must be a str, found ${pickleTypeName(action)}`);
       // defineProperty: an action named '__proto__' stays an ordinary key.
-      if (!Object.hasOwn(actions, action)) Object.defineProperty(actions, action, { value: 0, enumerable: true, writable: true, configurable: true });
+      if (!Object.hasOwn(actions, action))
+        Object.defineProperty(actions, action, { value: 0, enumerable: true, writable: true, configurable: true });
       actions[action]!++;
       // Non-decreasing: an entry never goes before the one recorded ahead of it.
       const relativeNs = timed ? Math.round((timeUs(e, i) - t0) * 1000) : i * 1000;
@@ -401,7 +413,10 @@ class SnapshotReader {
     const reservedBefore = Math.max(finalReserved === undefined ? 0 : finalReserved - net, -minNet);
     const allocatedBefore = Math.max(finalLive === undefined ? 0 : finalLive - liveNet, -minLive, 0);
     for (let k = 0; k < events.length; k++) events[k]!.reservedBytes = reservedBefore + reservedAtEvent[k]!;
-    const reservedTimeline = { timeNs: [0, ...timeline.timeNs], reservedBytes: [reservedBefore, ...timeline.net.map((v) => reservedBefore + v)] };
+    const reservedTimeline = {
+      timeNs: [0, ...timeline.timeNs],
+      reservedBytes: [reservedBefore, ...timeline.net.map((v) => reservedBefore + v)],
+    };
 
     const details: SnapshotDetails = {
       device,
@@ -449,8 +464,16 @@ class SnapshotReader {
  * most bytes get a tag each (1, 2, ... in that order), every other allocation tag 0 ('other'); a
  * free takes its allocation's tag. Returns the tag names (`tags[tag]`).
  */
-function tagByFrame(events: TraceEvent[], frameOfEvent: ReadonlyMap<number, string>, frameBytes: ReadonlyMap<string, number>, maxTags: number): string[] {
-  const kept = [...frameBytes].sort((a, b) => b[1] - a[1] || (a[0] < b[0] ? -1 : 1)).slice(0, maxTags).map(([frame]) => frame);
+function tagByFrame(
+  events: TraceEvent[],
+  frameOfEvent: ReadonlyMap<number, string>,
+  frameBytes: ReadonlyMap<string, number>,
+  maxTags: number,
+): string[] {
+  const kept = [...frameBytes]
+    .sort((a, b) => b[1] - a[1] || (a[0] < b[0] ? -1 : 1))
+    .slice(0, maxTags)
+    .map(([frame]) => frame);
   const tagOf = new Map(kept.map((frame, k) => [frame, k + 1]));
   const liveTag = new Map<number, number[]>(); // address -> tags of its live allocations, oldest first
   for (let k = 0; k < events.length; k++) {
@@ -486,7 +509,8 @@ export function parseSnapshot(data: Uint8Array, file = '<input>', options: Snaps
   const bytes = isGzip(data) ? gunzip(data, file, options.maxDecompressedBytes ?? maxDecompressedTraceBytes) : data;
   const root = unpickle(bytes, file);
   const maxFrameTags = options.maxFrameTags ?? defaultMaxFrameTags;
-  if (!Number.isSafeInteger(maxFrameTags) || maxFrameTags < 0) throw new RangeError(`Expected a non-negative integer for maxFrameTags but received ${String(maxFrameTags)}`);
+  if (!Number.isSafeInteger(maxFrameTags) || maxFrameTags < 0)
+    throw new RangeError(`Expected a non-negative integer for maxFrameTags but received ${String(maxFrameTags)}`);
   return new SnapshotReader(file, bytes.length, maxFrameTags).read(root, options.device);
 }
 

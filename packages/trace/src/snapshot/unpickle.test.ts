@@ -47,7 +47,13 @@ describe('unpickle', () => {
     expect(traces.map((t) => t.length)).toEqual([16, 7, 0]);
     const first = traces[0]![0]!;
     // LONG1 addresses beyond 2^31 and 2^32 come back as exact numbers
-    expect(Object.fromEntries(first)).toMatchObject({ action: 'segment_alloc', addr: 139_800_000_000_000, size: 20 << 20, stream: 0, time_us: 1_732_000_000_000_000 });
+    expect(Object.fromEntries(first)).toMatchObject({
+      action: 'segment_alloc',
+      addr: 139_800_000_000_000,
+      size: 20 << 20,
+      stream: 0,
+      time_us: 1_732_000_000_000_000,
+    });
     // shared Python objects (a traceback's frame list) stay shared: the memo hands out the same value
     expect(traces[0]![1]!.get('frames')).toBe(first.get('frames'));
     expect(((first.get('frames') as PickleDict[])[0] as PickleDict).get('line')).toBe(42);
@@ -63,35 +69,140 @@ describe('unpickle', () => {
   it('reads every scalar form: ints of each width and sign, big ints, floats, bools, None, strings, bytes', () => {
     const value = unpickle(
       pk(
-        PROTO4, ']', '(',
-        'K', 200, // BININT1
-        'M', 0x34, 0x12, // BININT2
-        'J', u32(0xfffffffb), // BININT: -5
-        0x8a, 0, // LONG1 of 0 bytes: 0
-        0x8a, 2, 0x00, 0xff, // LONG1: -256
-        0x8a, 7, 0x00, 0x40, 0x0e, 0x65, 0x25, 0x7f, 0x00, // LONG1, 7 bytes, positive
-        0x8a, 9, 5, 0, 0, 0, 0, 0, 0, 0x80, 0, // LONG1: 2^63 + 5, a bigint
-        0x8a, 8, 0, 0, 0, 0, 0, 0xff, 0xff, 0xff, // LONG1: -2^40, 8 bytes
-        0x8b, u32(1), 0x7f, // LONG4: 127
-        'G', Buffer.from([0x3f, 0xf8, 0, 0, 0, 0, 0, 0]), // BINFLOAT 1.5
-        0x88, 0x89, 'N',
-        0x8c, 6, Buffer.from('héllo'), // SHORT_BINUNICODE
-        'X', u32(2), 'ok', // BINUNICODE
-        0x8d, u64(1n), 'z', // BINUNICODE8
-        'C', 2, 1, 2, // SHORT_BINBYTES
-        ')', 'K', 1, 'K', 2, 0x86, // EMPTY_TUPLE, TUPLE2
-        'e', '.',
+        PROTO4,
+        ']',
+        '(',
+        'K',
+        200, // BININT1
+        'M',
+        0x34,
+        0x12, // BININT2
+        'J',
+        u32(0xfffffffb), // BININT: -5
+        0x8a,
+        0, // LONG1 of 0 bytes: 0
+        0x8a,
+        2,
+        0x00,
+        0xff, // LONG1: -256
+        0x8a,
+        7,
+        0x00,
+        0x40,
+        0x0e,
+        0x65,
+        0x25,
+        0x7f,
+        0x00, // LONG1, 7 bytes, positive
+        0x8a,
+        9,
+        5,
+        0,
+        0,
+        0,
+        0,
+        0,
+        0,
+        0x80,
+        0, // LONG1: 2^63 + 5, a bigint
+        0x8a,
+        8,
+        0,
+        0,
+        0,
+        0,
+        0,
+        0xff,
+        0xff,
+        0xff, // LONG1: -2^40, 8 bytes
+        0x8b,
+        u32(1),
+        0x7f, // LONG4: 127
+        'G',
+        Buffer.from([0x3f, 0xf8, 0, 0, 0, 0, 0, 0]), // BINFLOAT 1.5
+        0x88,
+        0x89,
+        'N',
+        0x8c,
+        6,
+        Buffer.from('héllo'), // SHORT_BINUNICODE
+        'X',
+        u32(2),
+        'ok', // BINUNICODE
+        0x8d,
+        u64(1n),
+        'z', // BINUNICODE8
+        'C',
+        2,
+        1,
+        2, // SHORT_BINBYTES
+        ')',
+        'K',
+        1,
+        'K',
+        2,
+        0x86, // EMPTY_TUPLE, TUPLE2
+        'e',
+        '.',
       ),
     ) as PickleValue[];
     expect(value).toEqual([
-      200, 0x1234, -5, 0, -256, 0x7f25650e4000, 2n ** 63n + 5n, -(2 ** 40), 127, 1.5, true, false, null, 'héllo', 'ok', 'z',
-      new Uint8Array([1, 2]), [], [1, 2],
+      200,
+      0x1234,
+      -5,
+      0,
+      -256,
+      0x7f25650e4000,
+      2n ** 63n + 5n,
+      -(2 ** 40),
+      127,
+      1.5,
+      true,
+      false,
+      null,
+      'héllo',
+      'ok',
+      'z',
+      new Uint8Array([1, 2]),
+      [],
+      [1, 2],
     ]);
   });
 
   it('reads the protocol 0/1 container opcodes a protocol-2 pickle may hold: LIST, DICT, TUPLE, POP, DUP, memo', () => {
     const value = unpickle(
-      pk(0x80, 2, '(', 'K', 1, 'K', 2, 'l', 'q', 0, '(', 'X', u32(1), 'k', 'h', 0, 'd', 'r', u32(70000), '(', 'K', 9, 't', 'N', '0', 'j', u32(70000), '2', 0x87, '.'),
+      pk(
+        0x80,
+        2,
+        '(',
+        'K',
+        1,
+        'K',
+        2,
+        'l',
+        'q',
+        0,
+        '(',
+        'X',
+        u32(1),
+        'k',
+        'h',
+        0,
+        'd',
+        'r',
+        u32(70000),
+        '(',
+        'K',
+        9,
+        't',
+        'N',
+        '0',
+        'j',
+        u32(70000),
+        '2',
+        0x87,
+        '.',
+      ),
     );
     // stack at STOP: [1, 2], {'k': [1, 2]}, ((9,), that dict, that dict): POP dropped the None
     const [tuple, dict, again] = value as [PickleValue[], PickleDict, PickleDict];
@@ -114,12 +225,30 @@ describe('unpickle', () => {
     expect(p2.message).toBe(
       'evil.pickle: byte 2 (GLOBAL): the pickle asks to import posix.system; a memory snapshot holds only dicts, lists, numbers and strings, so the file is refused (nothing in it is run)',
     );
-    expect(errorOf(() => unpickle(load('os-system-p4.pickle')))).toMatchObject({ opcode: 'STACK_GLOBAL', reason: expect.stringContaining('posix.system') });
-    expect(errorOf(() => unpickle(load('object-p4.pickle')))).toMatchObject({ offset: 31, opcode: 'STACK_GLOBAL', reason: expect.stringContaining('builtins.object') });
+    expect(errorOf(() => unpickle(load('os-system-p4.pickle')))).toMatchObject({
+      opcode: 'STACK_GLOBAL',
+      reason: expect.stringContaining('posix.system'),
+    });
+    expect(errorOf(() => unpickle(load('object-p4.pickle')))).toMatchObject({
+      offset: 31,
+      opcode: 'STACK_GLOBAL',
+      reason: expect.stringContaining('builtins.object'),
+    });
     // each object opcode, even with operands a real pickle would give it
     for (const [code, name] of [
-      [0x52, 'REDUCE'], [0x62, 'BUILD'], [0x81, 'NEWOBJ'], [0x92, 'NEWOBJ_EX'], [0x6f, 'OBJ'], [0x69, 'INST'], [0x51, 'BINPERSID'],
-      [0x50, 'PERSID'], [0x82, 'EXT1'], [0x83, 'EXT2'], [0x84, 'EXT4'], [0x97, 'NEXT_BUFFER'], [0x98, 'READONLY_BUFFER'],
+      [0x52, 'REDUCE'],
+      [0x62, 'BUILD'],
+      [0x81, 'NEWOBJ'],
+      [0x92, 'NEWOBJ_EX'],
+      [0x6f, 'OBJ'],
+      [0x69, 'INST'],
+      [0x51, 'BINPERSID'],
+      [0x50, 'PERSID'],
+      [0x82, 'EXT1'],
+      [0x83, 'EXT2'],
+      [0x84, 'EXT4'],
+      [0x97, 'NEXT_BUFFER'],
+      [0x98, 'READONLY_BUFFER'],
     ] as const) {
       const e = errorOf(() => unpickle(pk(PROTO4, 'N', 'N', code, '.')));
       expect(e).toMatchObject({ offset: 4, opcode: name, reason: expect.stringContaining('refused') });
@@ -132,20 +261,40 @@ describe('unpickle', () => {
       opcode: 'BINUNICODE8',
       reason: 'declares a string of 1152921504606846976 bytes but only 3 remain (truncated file?)',
     });
-    expect(errorOf(() => unpickle(pk(PROTO4, 'X', u32(0xffffffff), '.')))).toMatchObject({ opcode: 'BINUNICODE', reason: expect.stringMatching(/4294967295 bytes but only 1 remain/) });
+    expect(errorOf(() => unpickle(pk(PROTO4, 'X', u32(0xffffffff), '.')))).toMatchObject({
+      opcode: 'BINUNICODE',
+      reason: expect.stringMatching(/4294967295 bytes but only 1 remain/),
+    });
     expect(errorOf(() => unpickle(pk(PROTO4, 0x95, u64(2n ** 64n - 1n), 'N.')))).toMatchObject({ opcode: 'FRAME' });
     // a file cut inside a frame says so
-    expect(errorOf(() => unpickle(pk(PROTO4, 0x95, u64(65538n), 'N.')))).toMatchObject({ opcode: 'FRAME', reason: 'declares a frame of 65538 bytes but only 2 remain (truncated file?)' });
+    expect(errorOf(() => unpickle(pk(PROTO4, 0x95, u64(65538n), 'N.')))).toMatchObject({
+      opcode: 'FRAME',
+      reason: 'declares a frame of 65538 bytes but only 2 remain (truncated file?)',
+    });
     expect(errorOf(() => unpickle(pk(PROTO4, 0x96, u64(1n << 40n))))).toMatchObject({ opcode: 'BYTEARRAY8' });
-    expect(errorOf(() => unpickle(pk(PROTO4, 0x8b, u32(0x7fffffff), 'N')))).toMatchObject({ opcode: 'LONG4', reason: expect.stringMatching(/declares an? integer/) });
-    expect(errorOf(() => unpickle(pk(PROTO4, 0x8b, u32(0xffffffff), 'N')))).toMatchObject({ opcode: 'LONG4', reason: 'negative length -1' });
-    expect(errorOf(() => unpickle(pk(PROTO4, 0x8b, u32(5000), Buffer.alloc(5000), '.')))).toMatchObject({ reason: expect.stringMatching(/5000 bytes is longer than the 1024/) });
+    expect(errorOf(() => unpickle(pk(PROTO4, 0x8b, u32(0x7fffffff), 'N')))).toMatchObject({
+      opcode: 'LONG4',
+      reason: expect.stringMatching(/declares an? integer/),
+    });
+    expect(errorOf(() => unpickle(pk(PROTO4, 0x8b, u32(0xffffffff), 'N')))).toMatchObject({
+      opcode: 'LONG4',
+      reason: 'negative length -1',
+    });
+    expect(errorOf(() => unpickle(pk(PROTO4, 0x8b, u32(5000), Buffer.alloc(5000), '.')))).toMatchObject({
+      reason: expect.stringMatching(/5000 bytes is longer than the 1024/),
+    });
   });
 
   it('limits nesting: MARKs open at once', () => {
     const deep = pk(PROTO4, Buffer.alloc(100_000, '('), '.');
-    expect(errorOf(() => unpickle(deep))).toMatchObject({ offset: 1002, opcode: 'MARK', reason: 'more than 1000 MARKs open at once (nesting too deep)' });
-    expect(unpickle(pk(PROTO4, Buffer.alloc(10, '('), 'N', Buffer.alloc(10, 't'), '.'), 'f', { maxOpenMarks: 10 })).toEqual([[[[[[[[[[null]]]]]]]]]]);
+    expect(errorOf(() => unpickle(deep))).toMatchObject({
+      offset: 1002,
+      opcode: 'MARK',
+      reason: 'more than 1000 MARKs open at once (nesting too deep)',
+    });
+    expect(unpickle(pk(PROTO4, Buffer.alloc(10, '('), 'N', Buffer.alloc(10, 't'), '.'), 'f', { maxOpenMarks: 10 })).toEqual([
+      [[[[[[[[[null]]]]]]]]],
+    ]);
   });
 
   it('builds deep structures without MARKs in linear time, with no recursion', () => {

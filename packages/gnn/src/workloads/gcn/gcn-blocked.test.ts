@@ -37,14 +37,25 @@ describe('gcn row-block plan (CPU)', () => {
     bf16.forEach((l, i) => {
       expect(Math.abs(l - expected[i]!) / expected[i]!).toBeLessThan(0.01);
     });
-    const sbm = train({ model: 'gcn', dataset: 'sbm', allocator: 'host', nodes: 1200, hidden: 32, epochs: 60, seed: 2, rowBlocks: 3, featureDtype: 'bf16' });
+    const sbm = train({
+      model: 'gcn',
+      dataset: 'sbm',
+      allocator: 'host',
+      nodes: 1200,
+      hidden: 32,
+      epochs: 60,
+      seed: 2,
+      rowBlocks: 3,
+      featureDtype: 'bf16',
+    });
     expect(sbm.epochs.at(-1)!.accuracy).toBeGreaterThan(0.8);
   });
 
   it('lowers the peak: one N x H activation instead of two, and bf16 halves the features', () => {
     const nodes = 20_000;
     // the highest epoch peak of three: every epoch after validation must be as the first
-    const peak = (o: Partial<GcnTrainOptions>) => Math.max(...train({ ...base, nodes, hidden: 64, features: 32, epochs: 3, ...o }).epochs.map((e) => e.peakAllocatedBytes));
+    const peak = (o: Partial<GcnTrainOptions>) =>
+      Math.max(...train({ ...base, nodes, hidden: 64, features: 32, epochs: 3, ...o }).epochs.map((e) => e.peakAllocatedBytes));
     const activation = nodes * 64 * 4;
     const small = nodes * 10 * 4; // an N x C tensor: the row-block plan's backward holds one more of them at its peak
     const plainPeak = peak({});

@@ -15,7 +15,8 @@ const gcnHostNodes = 10_000;
 
 const gcnWorkload: Workload<GcnTrainOptions, GcnTrainingShape> = {
   name: 'gcn',
-  description: 'a two-layer GCN on a generated graph (random: 10 random directed edges per node; sbm: a learnable stochastic block model), full batch, Adam',
+  description:
+    'a two-layer GCN on a generated graph (random: 10 random directed edges per node; sbm: a learnable stochastic block model), full batch, Adam',
   datasets: ['random', 'sbm'],
   datasetAliases: gcnDatasetAliases,
   samples: 'nodes',
@@ -40,7 +41,10 @@ const gcnWorkload: Workload<GcnTrainOptions, GcnTrainingShape> = {
   describe(o, run) {
     const dataset = gcnDataset(o.dataset);
     const nodes = o.nodes ?? graphDefaults(dataset).nodes;
-    const graph = dataset === 'random' ? `${o.edgesPerNode ?? gcnDefaults.random.edgesPerNode} random directed edges per node` : 'a stochastic block model graph';
+    const graph =
+      dataset === 'random'
+        ? `${o.edgesPerNode ?? gcnDefaults.random.edgesPerNode} random directed edges per node`
+        : 'a stochastic block model graph';
     return `gcn on ${dataset} (${graph}, ${nodes.toLocaleString('en-US')} nodes, ${o.aggregation ?? gcnDefaults.aggregation} aggregation), ${run}`;
   },
   shape: gcnShape,

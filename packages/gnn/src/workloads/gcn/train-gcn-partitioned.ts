@@ -40,7 +40,8 @@ export function preparePartitionedGcn(
         rt.tag('forward');
         const logits = model.forward(part, true, seed + 7, epoch * n * hidden);
         rt.tag('loss');
-        const dLogits = trainRows > 0 ? softmaxCrossEntropy(rt, logits, part.labels, trainRows, out.ptr, out.ptr + 4) : rt.zeros(logits.shape);
+        const dLogits =
+          trainRows > 0 ? softmaxCrossEntropy(rt, logits, part.labels, trainRows, out.ptr, out.ptr + 4) : rt.zeros(logits.shape);
         logits.dispose();
         rt.tag('backward');
         model.backward(dLogits, part, weight);
@@ -80,7 +81,17 @@ function evaluate(rt: Runtime, model: PartitionedGcn, part: GraphPart, trainRows
     const logits = model.forward(part, false, seed, 0);
     if (restRows === 0) return 0;
     const correct = rt.zeros([1], 'i32');
-    rt.ops.accuracy(rt.onDevice, rt.s, logits.rows(trainRows, restRows).ptr, part.labels.rows(trainRows, restRows).ptr, 0, restRows, restRows, part.numClasses, correct.ptr);
+    rt.ops.accuracy(
+      rt.onDevice,
+      rt.s,
+      logits.rows(trainRows, restRows).ptr,
+      part.labels.rows(trainRows, restRows).ptr,
+      0,
+      restRows,
+      restRows,
+      part.numClasses,
+      correct.ptr,
+    );
     return correct.toArray()[0] ?? 0;
   });
 }

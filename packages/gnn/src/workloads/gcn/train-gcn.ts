@@ -19,7 +19,8 @@ import type { GcnTrainOptions } from './options.js';
 /** The gcn, ready for its epochs; with `comm`, this rank's part of a run split by rows over the communicator's ranks. */
 export function prepareGcn(rt: Runtime, o: GcnTrainOptions, { epochs, seed, comm }: RunContext): WorkloadRun {
   const dataset = gcnDataset(o.dataset);
-  if (dataset !== 'random' && dataset !== 'sbm') throw new RangeError(`Expected 'random' or 'sbm' for dataset of the gcn but received '${dataset}'`);
+  if (dataset !== 'random' && dataset !== 'sbm')
+    throw new RangeError(`Expected 'random' or 'sbm' for dataset of the gcn but received '${dataset}'`);
   const hidden = gcnHiddenWidth(o.hidden);
   checkPositiveInt(hidden ?? 0, 'hidden');
   const aggregation = o.aggregation ?? gcnDefaults.aggregation;
@@ -32,9 +33,19 @@ export function prepareGcn(rt: Runtime, o: GcnTrainOptions, { epochs, seed, comm
   const graphDefault = graphDefaults(dataset);
   const nodes = o.nodes ?? graphDefault.nodes;
   checkPositiveInt(nodes, 'nodes');
-  const randomGraphOptions = { nodes, edgesPerNode: o.edgesPerNode ?? gcnDefaults.random.edgesPerNode, features: o.features ?? graphDefault.features, classes: o.classes ?? graphDefault.classes, seed, featureDtype };
+  const randomGraphOptions = {
+    nodes,
+    edgesPerNode: o.edgesPerNode ?? gcnDefaults.random.edgesPerNode,
+    features: o.features ?? graphDefault.features,
+    classes: o.classes ?? graphDefault.classes,
+    seed,
+    featureDtype,
+  };
   const makeGraph = (): Graph => {
-    const g = dataset === 'random' ? randomGraph(rt, randomGraphOptions) : sbmGraph(rt, { nodes, classes: o.classes ?? graphDefault.classes, features: o.features ?? graphDefault.features, seed });
+    const g =
+      dataset === 'random'
+        ? randomGraph(rt, randomGraphOptions)
+        : sbmGraph(rt, { nodes, classes: o.classes ?? graphDefault.classes, features: o.features ?? graphDefault.features, seed });
     if (aggregation === 'spmm') g.dropEdgeLists();
     return g;
   };
@@ -120,10 +131,12 @@ function evaluateGcn(rt: Runtime, model: Gcn | BlockedGcn, graph: Graph, seed: n
 
 /** What a run split by rows supports, checked before anything is allocated: the CSR product, f32 features, no row blocks, no layer prefetch. */
 function checkPartitionedPlan(o: GcnTrainOptions, aggregation: string): void {
-  const why = "a run over several devices splits the graph by rows and computes (A·x)·W1ᵀ with the CSR product";
+  const why = 'a run over several devices splits the graph by rows and computes (A·x)·W1ᵀ with the CSR product';
   if (aggregation !== 'spmm') throw new RangeError(`Expected aggregation 'spmm' with devices but received '${aggregation}': ${why}`);
-  if (o.rowBlocks !== undefined) throw new RangeError(`Expected no rowBlocks with devices: ${why}, and each rank holds its rows' activations only`);
-  if ((o.featureDtype ?? 'f32') !== 'f32') throw new RangeError(`Expected featureDtype 'f32' with devices but received '${o.featureDtype}'`);
+  if (o.rowBlocks !== undefined)
+    throw new RangeError(`Expected no rowBlocks with devices: ${why}, and each rank holds its rows' activations only`);
+  if ((o.featureDtype ?? 'f32') !== 'f32')
+    throw new RangeError(`Expected featureDtype 'f32' with devices but received '${o.featureDtype}'`);
   if (o.layerPrefetch) throw new RangeError('Expected layerPrefetch off with devices');
 }
 
@@ -131,10 +144,16 @@ function checkPartitionedPlan(o: GcnTrainOptions, aggregation: string): void {
 function checkGcnPlan(rowBlocks: number | undefined, featureDtype: string, aggregation: string): void {
   if (rowBlocks !== undefined) {
     checkPositiveInt(rowBlocks, 'rowBlocks');
-    if (aggregation !== 'spmm') throw new RangeError(`Expected aggregation 'spmm' with rowBlocks (the row-block plan aggregates with the CSR product) but received '${aggregation}'`);
+    if (aggregation !== 'spmm')
+      throw new RangeError(
+        `Expected aggregation 'spmm' with rowBlocks (the row-block plan aggregates with the CSR product) but received '${aggregation}'`,
+      );
   }
-  if (featureDtype !== 'f32' && featureDtype !== 'bf16') throw new RangeError(`Expected 'f32' or 'bf16' for featureDtype but received '${featureDtype}'`);
+  if (featureDtype !== 'f32' && featureDtype !== 'bf16')
+    throw new RangeError(`Expected 'f32' or 'bf16' for featureDtype but received '${featureDtype}'`);
   if (featureDtype === 'bf16' && rowBlocks === undefined) {
-    throw new RangeError("Expected rowBlocks with featureDtype 'bf16': only the row-block plan reads bf16 features (its aggregation widens them to f32)");
+    throw new RangeError(
+      "Expected rowBlocks with featureDtype 'bf16': only the row-block plan reads bf16 features (its aggregation widens them to f32)",
+    );
   }
 }

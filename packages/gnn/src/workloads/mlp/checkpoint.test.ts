@@ -20,7 +20,11 @@ const small = { model: 'mlp', hidden: 48, hiddenLayers: 8, batchSize: 64, trainS
 
 const losses = (o: Partial<MlpTrainOptions>) => {
   const r = train({ ...small, allocator: 'host', ...o });
-  return { losses: r.epochs.flatMap((e) => e.losses), accuracy: r.epochs.map((e) => e.accuracy), train: r.epochs.map((e) => e.trainAccuracy) };
+  return {
+    losses: r.epochs.flatMap((e) => e.losses),
+    accuracy: r.epochs.map((e) => e.accuracy),
+    train: r.epochs.map((e) => e.trainAccuracy),
+  };
 };
 
 describe('activation checkpointing (CPU)', () => {
@@ -60,9 +64,21 @@ describe('activation checkpointing (CPU)', () => {
 
 describe('nano-batches (CPU)', () => {
   it('slices a batch into near-equal rows', () => {
-    expect(nanoBatchSlices(64, 4)).toEqual([[0, 16], [16, 16], [32, 16], [48, 16]]);
-    expect(nanoBatchSlices(64, 3)).toEqual([[0, 22], [22, 21], [43, 21]]);
-    expect(nanoBatchSlices(2, 4)).toEqual([[0, 1], [1, 1]]);
+    expect(nanoBatchSlices(64, 4)).toEqual([
+      [0, 16],
+      [16, 16],
+      [32, 16],
+      [48, 16],
+    ]);
+    expect(nanoBatchSlices(64, 3)).toEqual([
+      [0, 22],
+      [22, 21],
+      [43, 21],
+    ]);
+    expect(nanoBatchSlices(2, 4)).toEqual([
+      [0, 1],
+      [1, 1],
+    ]);
     expect(nanoBatchSlices(58, 1)).toEqual([[0, 58]]);
   });
 
@@ -74,10 +90,19 @@ describe('nano-batches (CPU)', () => {
   const tolerance = 5e-7;
   it(`gives the unsliced losses within ${tolerance} relative, alone and with checkpointing`, () => {
     const whole = losses({});
-    for (const [nanoBatches, checkpoint] of [[2, 0], [3, 0], [4, 0], [64, 0], [4, 2], [3, 4]] as const) {
+    for (const [nanoBatches, checkpoint] of [
+      [2, 0],
+      [3, 0],
+      [4, 0],
+      [64, 0],
+      [4, 2],
+      [3, 4],
+    ] as const) {
       const sliced = losses({ nanoBatches, checkpoint });
       sliced.losses.forEach((l, i) => {
-        expect(Math.abs(l - whole.losses[i]!), `nanoBatches ${nanoBatches}, checkpoint ${checkpoint}, step ${i}`).toBeLessThanOrEqual(tolerance * whole.losses[i]!);
+        expect(Math.abs(l - whole.losses[i]!), `nanoBatches ${nanoBatches}, checkpoint ${checkpoint}, step ${i}`).toBeLessThanOrEqual(
+          tolerance * whole.losses[i]!,
+        );
       });
       expect(sliced.train).toEqual(whole.train); // the correct counts are integers, summed exactly
     }
@@ -164,7 +189,8 @@ describe('bad values of the activation options', () => {
   const refuses = (o: Partial<TrainOptionsBag>, pattern: RegExp, type: new (...a: never[]) => Error = RangeError) => {
     const allocator = host();
     try {
-      const run = () => train(asTrainOptions({ model: 'mlp', hidden: 16, hiddenLayers: 3, batchSize: 8, trainSubset: 16, testSubset: 8, ...o, allocator }));
+      const run = () =>
+        train(asTrainOptions({ model: 'mlp', hidden: 16, hiddenLayers: 3, batchSize: 8, trainSubset: 16, testSubset: 8, ...o, allocator }));
       expect(run).toThrow(type);
       expect(run).toThrow(pattern);
       expect(allocator.stats().allocCount).toBe(0); // refused before anything was allocated
@@ -245,7 +271,12 @@ describe('peak activation memory against the formula (CPU, host allocator)', () 
     it(`checkpoint ${checkpoint || 'off'}, ${nanoBatches} nano-batch${nanoBatches > 1 ? 'es' : ''}: within 5% of the formula`, () => {
       const f = Mlp.activationFormula({ rows: Math.ceil(batch / nanoBatches), width, layers: hiddenLayers + 1, checkpoint });
       const measured = measure(checkpoint, nanoBatches);
-      rows.push({ config: `checkpoint ${checkpoint || 'off'}, nano ${nanoBatches}`, formula: f.total, measured, ratio: measured / f.total });
+      rows.push({
+        config: `checkpoint ${checkpoint || 'off'}, nano ${nanoBatches}`,
+        formula: f.total,
+        measured,
+        ratio: measured / f.total,
+      });
       expect(measured / f.total).toBeGreaterThan(0.95);
       expect(measured / f.total).toBeLessThan(1.05);
     }, 60_000);

@@ -29,11 +29,14 @@ export const mlpDefaults = {
 export function mlpHiddenWidths(hidden: number[] | number | undefined, hiddenLayers: number | undefined): number[] {
   if (Array.isArray(hidden)) {
     if (hiddenLayers !== undefined && hiddenLayers !== hidden.length) {
-      throw new RangeError(`Expected hiddenLayers to match the ${hidden.length} widths given in hidden but received ${String(hiddenLayers)}`);
+      throw new RangeError(
+        `Expected hiddenLayers to match the ${hidden.length} widths given in hidden but received ${String(hiddenLayers)}`,
+      );
     }
     return [...hidden];
   }
   const layers = hiddenLayers ?? mlpDefaults.hiddenLayers;
-  if (!Number.isSafeInteger(layers) || layers < 0) throw new RangeError(`Expected non-negative integer for hiddenLayers but received ${String(layers)}`);
+  if (!Number.isSafeInteger(layers) || layers < 0)
+    throw new RangeError(`Expected non-negative integer for hiddenLayers but received ${String(layers)}`);
   return new Array<number>(layers).fill(hidden ?? mlpDefaults.hidden);
 }

@@ -64,7 +64,12 @@ export function nanoBatchSlices(rows: number, count: number): Array<[number, num
  * The mlp's activation options (checkpoint, nanoBatches, layerPrefetch) checked against the model
  * and the batch, with their defaults; before anything is allocated.
  */
-function checkMlpPlan(o: MlpTrainOptions, layers: number, batch: number, graphMode: boolean): { checkpoint: number; nanoBatches: number; layerPrefetch: boolean } {
+function checkMlpPlan(
+  o: MlpTrainOptions,
+  layers: number,
+  batch: number,
+  graphMode: boolean,
+): { checkpoint: number; nanoBatches: number; layerPrefetch: boolean } {
   const checkpoint = o.checkpoint ?? mlpDefaults.checkpoint;
   if (!Number.isSafeInteger(checkpoint) || checkpoint < 0 || checkpoint > layers) {
     throw new RangeError(
@@ -83,7 +88,9 @@ function checkMlpPlan(o: MlpTrainOptions, layers: number, batch: number, graphMo
     );
   }
   if (graphMode && layerPrefetch) {
-    throw new RangeError('Expected layerPrefetch off with cudaGraph: prefetches are not captured into graphs (and a capturable allocator has nothing to move); drop cudaGraph or layerPrefetch');
+    throw new RangeError(
+      'Expected layerPrefetch off with cudaGraph: prefetches are not captured into graphs (and a capturable allocator has nothing to move); drop cudaGraph or layerPrefetch',
+    );
   }
   return { checkpoint, nanoBatches, layerPrefetch };
 }
@@ -92,10 +99,14 @@ function checkMlpPlan(o: MlpTrainOptions, layers: number, batch: number, graphMo
 function checkGraphMode(rt: Runtime, comm: Communicator | undefined): void {
   if (!rt.onDevice) throw new RangeError('Expected a GPU allocator for cudaGraph: CUDA Graphs need a CUDA device');
   if (comm && !comm.capturable) {
-    throw new RangeError(`Expected a communicator whose collectives can be captured (nccl) with cudaGraph but received '${comm.backend}': drop cudaGraph or use the nccl communicator`);
+    throw new RangeError(
+      `Expected a communicator whose collectives can be captured (nccl) with cudaGraph but received '${comm.backend}': drop cudaGraph or use the nccl communicator`,
+    );
   }
   if (!isCapturable(rt.allocator.name)) {
-    const capturable = listAllocators().filter((a) => a.capturable).map((a) => a.name);
+    const capturable = listAllocators()
+      .filter((a) => a.capturable)
+      .map((a) => a.name);
     throw new RangeError(
       `Expected a capturable allocator (registered with capturable: true; here: ${capturable.join(', ') || 'none'}) for cudaGraph but received '${rt.allocator.name}': a captured step must allocate without driver calls`,
     );
@@ -110,10 +121,14 @@ function checkGraphMode(rt: Runtime, comm: Communicator | undefined): void {
  * the same way. Each record then holds this rank's share (see RankShare).
  */
 export function prepareMlp(rt: Runtime, o: MlpTrainOptions, { epochs, seed, comm }: RunContext): WorkloadRun {
-  if ((o.dataset ?? mlpDefaults.dataset) !== 'mnist') throw new RangeError(`Expected 'mnist' for dataset of the mlp but received '${o.dataset}'`);
+  if ((o.dataset ?? mlpDefaults.dataset) !== 'mnist')
+    throw new RangeError(`Expected 'mnist' for dataset of the mlp but received '${o.dataset}'`);
   const batch = o.batchSize ?? mlpDefaults.batchSize;
   checkPositiveInt(batch, 'batchSize');
-  if (comm && batch < comm.size) throw new RangeError(`Expected batchSize of at least the ranks (${comm.size}) but received ${batch}: every rank takes a slice of each batch`);
+  if (comm && batch < comm.size)
+    throw new RangeError(
+      `Expected batchSize of at least the ranks (${comm.size}) but received ${batch}: every rank takes a slice of each batch`,
+    );
   const lr = o.lr ?? mlpDefaults.lr;
   const hidden = mlpHiddenWidths(o.hidden, o.hiddenLayers);
   for (const h of hidden) checkPositiveInt(h, 'hidden');
@@ -142,7 +157,8 @@ export function prepareMlp(rt: Runtime, o: MlpTrainOptions, { epochs, seed, comm
   const [rank, ranks] = comm ? [comm.rank, comm.size] : [0, 1];
   /** This rank's slice [first row, rows] of a step of `stepRows` rows ([0, 0] when the step has fewer rows than ranks). */
   const rankSlice = (stepRows: number): [number, number] => nanoBatchSlices(stepRows, ranks)[rank] ?? [0, 0];
-  const allReduceGrads = () => comm && rt.tagged('communication', () => comm.allReduce(model.params.grads.ptr, model.params.size, rt.stream));
+  const allReduceGrads = () =>
+    comm && rt.tagged('communication', () => comm.allReduce(model.params.grads.ptr, model.params.size, rt.stream));
   const optimizer = new SGD(rt, model.params, lr);
   const steps = Math.ceil(nTrain / batch);
   const fullSteps = Math.floor(nTrain / batch);
@@ -154,7 +170,9 @@ export function prepareMlp(rt: Runtime, o: MlpTrainOptions, { epochs, seed, comm
     Array.from({ length: steps }, (_, s) => {
       const stepRows = Math.min(batch, nTrain - s * batch);
       const [, rows] = rankSlice(stepRows);
-      return rows === 0 ? 0 : nanoBatchSlices(rows, nanoBatches).reduce((sum, [, r], j) => sum + (r / stepRows) * raw[s * nanoBatches + j]!, 0);
+      return rows === 0
+        ? 0
+        : nanoBatchSlices(rows, nanoBatches).reduce((sum, [, r], j) => sum + (r / stepRows) * raw[s * nanoBatches + j]!, 0);
     });
 
   /**
@@ -196,11 +214,14 @@ export function prepareMlp(rt: Runtime, o: MlpTrainOptions, { epochs, seed, comm
   const eagerStep = (perm: Tensor, s: number, lossBuf: Tensor, correctBuf: Tensor) => {
     const stepRows = Math.min(batch, nTrain - s * batch);
     const [first, rankRows] = rankSlice(stepRows);
-    if (rankRows === 0) ops.fillF32(rt.onDevice, rt.s, model.params.grads.ptr, model.params.size, 0); // nothing of this step here
+    if (rankRows === 0)
+      ops.fillF32(rt.onDevice, rt.s, model.params.grads.ptr, model.params.size, 0); // nothing of this step here
     else {
       nanoBatchSlices(rankRows, nanoBatches).forEach(([start, rows], j) => {
         const slot = 4 * (s * nanoBatches + j);
-        rt.scope(() => pass(perm.ptr + 4 * (s * batch + first + start), rows, stepRows, lossBuf.ptr + slot, correctBuf.ptr + slot, j === 0));
+        rt.scope(() =>
+          pass(perm.ptr + 4 * (s * batch + first + start), rows, stepRows, lossBuf.ptr + slot, correctBuf.ptr + slot, j === 0),
+        );
       });
     }
     allReduceGrads();
@@ -245,12 +266,12 @@ export function prepareMlp(rt: Runtime, o: MlpTrainOptions, { epochs, seed, comm
           optimizer.step();
         }
       : checkpoint === 0
-      ? () => sideStep(graphs)
-      : () => {
-          pass(graphs.perm.ptr, batch, batch, graphs.losses.ptr, graphs.correct.ptr, true, graphs.counter.ptr);
-          rt.tag('optimizer');
-          optimizer.step();
-        }
+        ? () => sideStep(graphs)
+        : () => {
+            pass(graphs.perm.ptr, batch, batch, graphs.losses.ptr, graphs.correct.ptr, true, graphs.counter.ptr);
+            rt.tag('optimizer');
+            optimizer.step();
+          }
     : undefined;
 
   /**
@@ -263,7 +284,9 @@ export function prepareMlp(rt: Runtime, o: MlpTrainOptions, { epochs, seed, comm
     // fixed tensors that the captured steps read and write
     // (nano-batches: one slot per nano-batch, zero where a short last step has fewer)
     // (data parallel: the captured steps read this rank's rows of each full step, one after another)
-    const perm = graphs ? graphs.beginEpoch(comm ? rankOrder(order, fullSteps, batch, rankSlice(batch)) : order) : rt.fromArray(order, [nTrain]);
+    const perm = graphs
+      ? graphs.beginEpoch(comm ? rankOrder(order, fullSteps, batch, rankSlice(batch)) : order)
+      : rt.fromArray(order, [nTrain]);
     const eagerPerm = graphs && comm ? rt.fromArray(order, [nTrain]) : perm;
     const slots = steps * nanoBatches;
     const zeroed = nanoBatches > 1 || comm !== undefined;
@@ -308,7 +331,9 @@ export function prepareMlp(rt: Runtime, o: MlpTrainOptions, { epochs, seed, comm
 
   /** This rank's rows of `total` rows taken `per` at a time (all of them on one device). */
   const rankRows = (total: number, per: number): number =>
-    comm ? Array.from({ length: Math.ceil(total / per) }, (_, k) => rankSlice(Math.min(per, total - k * per))[1]).reduce((a, b) => a + b, 0) : total;
+    comm
+      ? Array.from({ length: Math.ceil(total / per) }, (_, k) => rankSlice(Math.min(per, total - k * per))[1]).reduce((a, b) => a + b, 0)
+      : total;
 
   return {
     dataset: 'mnist',
@@ -343,7 +368,17 @@ export function prepareMlp(rt: Runtime, o: MlpTrainOptions, { epochs, seed, comm
         trainAccuracy: trainCount > 0 ? sum(correct) / trainCount : 0,
         accuracy: evalCount > 0 ? sum(testCorrect) / evalCount : 0,
         ...epochStats(allocator, before),
-        ...(comm ? { share: { lossWeights: Array.from(losses, () => 1), trainCorrect: sum(correct), trainCount, evalCorrect: sum(testCorrect), evalCount } } : {}),
+        ...(comm
+          ? {
+              share: {
+                lossWeights: Array.from(losses, () => 1),
+                trainCorrect: sum(correct),
+                trainCount,
+                evalCorrect: sum(testCorrect),
+                evalCount,
+              },
+            }
+          : {}),
       };
     },
     dispose() {
