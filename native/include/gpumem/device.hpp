@@ -47,6 +47,9 @@ stream_handle create_stream(int device);  // non-blocking stream
 void destroy_stream(stream_handle stream) noexcept;
 void synchronize_stream(stream_handle stream);
 void synchronize_device(int device);
+// Makes `device` the calling thread's current device (cudaSetDevice): kernels and cuBLAS launch on the
+// current device, so a process whose work is all on one device (a rank) makes it current first.
+void set_current_device(int device);
 
 void* create_event(int device);  // with timing
 void destroy_event(void* event) noexcept;

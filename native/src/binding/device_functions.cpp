@@ -106,6 +106,13 @@ Napi::Value SynchronizeDevice(const Napi::CallbackInfo& info) {
   });
 }
 
+Napi::Value SetCurrentDevice(const Napi::CallbackInfo& info) {
+  return guarded(info.Env(), [&] {
+    set_current_device(device_arg(info, 0));
+    return info.Env().Undefined();
+  });
+}
+
 Napi::Value CreateEvent(const Napi::CallbackInfo& info) {
   return guarded(info.Env(), [&] { return from_pointer(info.Env(), create_event(device_arg(info, 0))); });
 }
@@ -200,6 +207,7 @@ void register_device_functions(Napi::Env env, Napi::Object exports) {
   exports.Set("destroyStream", Napi::Function::New<DestroyStream>(env, "destroyStream"));
   exports.Set("synchronizeStream", Napi::Function::New<SynchronizeStream>(env, "synchronizeStream"));
   exports.Set("synchronizeDevice", Napi::Function::New<SynchronizeDevice>(env, "synchronizeDevice"));
+  exports.Set("setCurrentDevice", Napi::Function::New<SetCurrentDevice>(env, "setCurrentDevice"));
   exports.Set("createEvent", Napi::Function::New<CreateEvent>(env, "createEvent"));
   exports.Set("destroyEvent", Napi::Function::New<DestroyEvent>(env, "destroyEvent"));
   exports.Set("recordEvent", Napi::Function::New<RecordEvent>(env, "recordEvent"));

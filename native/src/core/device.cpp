@@ -101,6 +101,8 @@ void synchronize_device(int device) {
   check_cuda(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
 }
 
+void set_current_device(int device) { check_cuda(cudaSetDevice(device), "cudaSetDevice"); }
+
 void* create_event(int device) {
   detail::device_scope scope(device);
   cudaEvent_t e = nullptr;
@@ -192,6 +194,7 @@ stream_handle create_stream(int) { no_cuda(); }
 void destroy_stream(stream_handle stream) noexcept { notify_stream_destroyed(stream); }
 void synchronize_stream(stream_handle) {}
 void synchronize_device(int) {}
+void set_current_device(int) { no_cuda(); }
 void* create_event(int) { no_cuda(); }
 void destroy_event(void*) noexcept {}
 void record_event(void*, stream_handle) { no_cuda(); }

@@ -254,6 +254,8 @@ export interface NativeAddon {
   destroyStream(stream: number): void;
   synchronizeStream(stream: number): void;
   synchronizeDevice(device: number): void;
+  /** cudaSetDevice: kernels and cuBLAS run on the calling thread's current device. */
+  setCurrentDevice(device: number): void;
   createEvent(device: number): number;
   destroyEvent(event: number): void;
   recordEvent(event: number, stream: number): void;

@@ -80,6 +80,8 @@ export function runAsRank<P, R>(work: (ctx: RankContext<P>) => R | Promise<R>): 
     let comm: Communicator | undefined;
     void (async () => {
       const deviceHandle = place.device >= 0 ? cudaDevice(place.device) : hostDevice;
+      // A rank's kernels and cuBLAS calls run on its device: make it current (the process starts on cuda:0).
+      if (place.device >= 0) loadNative().setCurrentDevice(place.device);
       comm = connect(place, deviceHandle);
       const ctx: RankContext<P> = {
         ...place,
