@@ -3,14 +3,17 @@
 // loader finds it in an installed package, with what it was built for beside it (build.json).
 // Release builds use the default architecture list (GPUMEM_CUDA_ARCH unset); a narrower one is
 // packed too (for tests), with a warning.
-import { copyFileSync, existsSync, mkdirSync, writeFileSync } from 'node:fs';
+import { copyFileSync, existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
 const packageDir = dirname(dirname(fileURLToPath(import.meta.url)));
 const built = join(packageDir, 'build', 'Release', 'gpumem.node');
-const release = ['80-real', '86-real', '89-real', '90-real', '100-real', '120'];
+// A release's architectures: CMakeLists.txt's default list, read from the one place that sets it.
+const defaultList = readFileSync(join(packageDir, 'CMakeLists.txt'), 'utf8').match(/set\(GPUMEM_CUDA_ARCH "([^"$]+)" CACHE/);
+if (!defaultList) throw new Error('@gpumem/native: no default GPUMEM_CUDA_ARCH list in CMakeLists.txt');
+const release = defaultList[1].split(';');
 if (!existsSync(built)) {
   process.stderr.write(`@gpumem/native: nothing to pack: ${built} is missing; build it first (npm run build -w native)\n`);
   process.exit(1);
