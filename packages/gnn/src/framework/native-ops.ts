@@ -7,7 +7,8 @@
  * - Pointers are numbers (addresses from an Allocator), `stream` a native stream handle (0: default).
  * - Matrices are row-major f32; index arrays are i32; masks of dropout are u8.
  * - Every op with a float reduction is deterministic: the same inputs give bit-identical outputs,
- *   run after run (no float atomics), except `scatterAddRows`, which uses atomics on the GPU.
+ *   run after run (no float atomics), except `scatterAddRows` and `embeddingBackward`'s dWte, which
+ *   use atomics on the GPU.
  * - Nothing synchronises the host; results that are scalars are written to device memory.
  * @module
  */
@@ -181,6 +182,133 @@ export interface NativeOps {
   scale(onDevice: boolean, stream: number, alpha: number, X: number, Y: number, n: number): void;
   /** Y += alpha * X (n values; fmaf on both paths). */
   axpy(onDevice: boolean, stream: number, alpha: number, X: number, Y: number, n: number): void;
+  /**
+   * For i in [0, batch): C_i[M,N] = alpha * op(A_i) @ op(B_i) + beta * C_i, with A_i = A + i * strideA,
+   * B_i = B + i * strideB, C_i = C + i * strideC (strides in elements, not bytes). Row-major with leading
+   * dimensions: lda, ldb, ldc are the elements per row of the stored matrices (A_i stored [M, lda], or
+   * [K, lda] when transA; B_i stored [K, ldb], or [N, ldb] when transB; C_i [M, ldc]), so a matrix may be
+   * a column slice of a wider buffer. beta 0: C is not read. A stride of 0 reuses one matrix for every
+   * i; the C_i must not overlap. cuBLAS sgemmStridedBatched (FP32 math, as gemm) when it loads, else a
+   * tiled kernel. Throws RangeError for a dimension or batch below 1, a leading dimension smaller than
+   * its stored row, a negative stride or overlapping C_i.
+   */
+  gemmStridedBatched(
+    onDevice: boolean,
+    stream: number,
+    transA: boolean,
+    transB: boolean,
+    M: number,
+    N: number,
+    K: number,
+    alpha: number,
+    A: number,
+    lda: number,
+    strideA: number,
+    B: number,
+    ldb: number,
+    strideB: number,
+    beta: number,
+    C: number,
+    ldc: number,
+    strideC: number,
+    batch: number,
+  ): void;
+  /**
+   * Y[b,h,t,d] = X[(b*T + t) * ldx + h*D + d]: the heads of a [B*T, H*D] slice of a wider buffer (ldx >= H*D
+   * elements per row, e.g. q, k or v inside a [B*T, 3*H*D] qkv buffer with ldx = 3*H*D) laid out as
+   * contiguous [B, H, T, D] matrices for a batched product. Y must not overlap X.
+   */
+  headsToBatch(onDevice: boolean, stream: number, X: number, ldx: number, Y: number, B: number, T: number, H: number, D: number): void;
+  /** The inverse of headsToBatch: X[(b*T + t) * ldx + h*D + d] = Y[b,h,t,d]; writes only those elements of X. */
+  batchToHeads(onDevice: boolean, stream: number, Y: number, X: number, ldx: number, B: number, T: number, H: number, D: number): void;
+  /**
+   * Causal softmax of `rows` TxT score matrices (S and P are [rows*T, T]; rows = B*H): for each matrix and
+   * query row i, P[i,j] = softmax over j <= i of scale * S[i,j] (the row maximum subtracted first), and
+   * P[i,j] = 0 for j > i. P may be S.
+   */
+  causalSoftmax(onDevice: boolean, stream: number, S: number, P: number, rows: number, T: number, scale: number): void;
+  /**
+   * The backward of causalSoftmax, from its output P: dS[i,j] = scale * P[i,j] * (dP[i,j] - sum over k <= i
+   * of P[i,k] * dP[i,k]) for j <= i, 0 for j > i. dS may be dP.
+   */
+  causalSoftmaxBackward(onDevice: boolean, stream: number, P: number, dP: number, dS: number, rows: number, T: number, scale: number): void;
+  /**
+   * Layer normalisation of each row of X[rows, cols]: mean, rstd = 1 / sqrt(var + eps) (biased variance),
+   * Y = (X - mean) * rstd * gamma + beta (gamma, beta f32[cols]). mean and rstd (f32[rows]) are saved for
+   * the backward. Y may be X.
+   */
+  layerNorm(
+    onDevice: boolean,
+    stream: number,
+    X: number,
+    gamma: number,
+    beta: number,
+    Y: number,
+    mean: number,
+    rstd: number,
+    rows: number,
+    cols: number,
+    eps: number,
+  ): void;
+  /**
+   * The backward of layerNorm, from its input X and the saved mean and rstd: dX (overwritten; dX may be dY),
+   * and dGamma, dBeta (f32[cols]) = (accumulate ? their values : 0) + the column sums of dY * xhat and dY,
+   * deterministic (per-chunk partial sums added in a fixed order, no atomics).
+   */
+  layerNormBackward(
+    onDevice: boolean,
+    stream: number,
+    dY: number,
+    X: number,
+    gamma: number,
+    mean: number,
+    rstd: number,
+    dX: number,
+    dGamma: number,
+    dBeta: number,
+    rows: number,
+    cols: number,
+    accumulate: boolean,
+  ): void;
+  /** Y = GELU(X), the tanh approximation (PyTorch's approximate='tanh'); Y may be X. */
+  gelu(onDevice: boolean, stream: number, X: number, Y: number, n: number): void;
+  /** dX = dY * GELU'(X) (the tanh approximation's derivative); dX may be dY. */
+  geluBackward(onDevice: boolean, stream: number, X: number, dY: number, dX: number, n: number): void;
+  /**
+   * out[b*T + t, :] = wte[tokens[b*T + t], :] + wpe[t, :] (tokens i32[B*T], wte [V, C], wpe [at least T, C],
+   * out [B*T, C]). Token ids are not checked against V (V is not passed: the caller checks the data on the
+   * host); the CPU reference throws RangeError for a negative id before writing anything, the GPU kernel
+   * leaves out the wte term of a negative id.
+   */
+  embedding(
+    onDevice: boolean,
+    stream: number,
+    tokens: number,
+    wte: number,
+    wpe: number,
+    out: number,
+    B: number,
+    T: number,
+    C: number,
+  ): void;
+  /**
+   * The backward of embedding, accumulating (the caller zeroes the gradients first): dWte[tokens[r], :] +=
+   * dOut[r, :] for every row r (float atomics on the GPU, as scatterAddRows: not bit-reproducible when
+   * tokens repeat), and dWpe[t, :] += sum over b of dOut[b*T + t, :] (deterministic: b in order). Token
+   * ids as in embedding: the CPU reference throws RangeError for a negative id before writing anything,
+   * the GPU kernel skips it.
+   */
+  embeddingBackward(
+    onDevice: boolean,
+    stream: number,
+    dOut: number,
+    tokens: number,
+    dWte: number,
+    dWpe: number,
+    B: number,
+    T: number,
+    C: number,
+  ): void;
   /** Which matrix product the GPU path uses: 'cublas' or 'tiled' (cuBLAS missing), with the reason. */
   gemmBackend(): { backend: 'cublas' | 'tiled'; reason: string };
 
