@@ -6,39 +6,41 @@
  * @module
  */
 import {
-  checkNonNegative,
-  checkOptionKeys,
   checkPeerAccess,
   cudaDevice,
+  defineOptions,
   NativeAllocator,
+  nativeLayerOptions,
+  option,
+  peerAccessOption,
   peerAccessSpec,
-  type NativeLayerOptions,
+  type OptionsOf,
 } from '@gpumem/allocator-core';
 
-export interface AsyncAllocatorOptions extends NativeLayerOptions {
+const asyncOptions = defineOptions('async', {
   /** CUDA device ordinal (default 0). */
-  device?: number;
+  device: option.nonNegative({ default: 0 }),
   /**
    * CUDA devices (ordinals) that may read and write the pool's memory: set on the owned pool when
    * the allocator is made (cudaMemPoolSetAccess, read/write, for each). Each must be another device
    * with a P2P path to `device` (`peerTopology()`). Default: none.
    */
-  peerAccess?: number[];
+  peerAccess: peerAccessOption,
   /** Bytes of freed memory the pool keeps at a synchronisation point (default: keep everything, UINT64_MAX). */
-  releaseThreshold?: number;
-}
+  releaseThreshold: option.nonNegative(),
+  ...nativeLayerOptions,
+});
+
+export type AsyncAllocatorOptions = OptionsOf<typeof asyncOptions>;
 
 export class AsyncAllocator extends NativeAllocator {
   /** The release threshold; Infinity for the default (keep everything). */
   readonly releaseThreshold: number;
 
   constructor(options: AsyncAllocatorOptions = {}) {
-    checkOptionKeys(options, ['device', 'peerAccess', 'releaseThreshold', 'limitBytes', 'trackingCapacity', 'faultInjection'], 'async');
-    const index = options.device ?? 0;
-    checkNonNegative(index, 'device');
-    if (options.releaseThreshold !== undefined) checkNonNegative(options.releaseThreshold, 'releaseThreshold');
+    const { device: index, peerAccess, releaseThreshold } = asyncOptions.parse(options);
     const device = cudaDevice(index);
-    const peers = checkPeerAccess(options.peerAccess, device);
+    const peers = checkPeerAccess(peerAccess, device);
     super(
       'async',
       device,
@@ -46,10 +48,10 @@ export class AsyncAllocator extends NativeAllocator {
         strategy: 'async',
         device: index,
         ...peerAccessSpec(peers),
-        options: options.releaseThreshold !== undefined ? { releaseThreshold: options.releaseThreshold } : {},
+        options: releaseThreshold !== undefined ? { releaseThreshold } : {},
       },
       options,
     );
-    this.releaseThreshold = options.releaseThreshold ?? Infinity;
+    this.releaseThreshold = releaseThreshold ?? Infinity;
   }
 }

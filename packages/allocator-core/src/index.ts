@@ -13,7 +13,19 @@ export {
   type FaultInjectionOptions,
   type SharedAllocatorHandle,
   type NativeStrategySpec,
+  nativeLayerOptions,
 } from './native-allocator.js';
+export {
+  defineOptions,
+  option,
+  type OptionSpec,
+  type OptionExtras,
+  type OptionEntries,
+  type OptionsDefinition,
+  type OptionsOf,
+  type OptionValues,
+  type ParsedOptions,
+} from './options.js';
 export { attachSharedAllocator, AttachedAllocator } from './shared.js';
 export { TrackingAllocator, createTrackedAllocator, type TrackedAllocator, type TrackingEvents } from './adaptors/tracking.js';
 export { OutOfMemoryError, CudaError, InvalidStateError, isOutOfMemory, describeMemory } from './errors.js';
@@ -53,7 +65,7 @@ export {
   type PeerPair,
   type PeerLink,
 } from './topology.js';
-export { checkPeerAccess, peerAccessSpec, type PeerAccessProbe } from './peer-access.js';
+export { checkPeerAccess, peerAccessOption, peerAccessSpec, type PeerAccessProbe } from './peer-access.js';
 export { Stream, CudaEvent, CudaGraph } from './stream.js';
 export {
   loadNative,

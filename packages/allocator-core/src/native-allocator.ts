@@ -9,24 +9,11 @@ import { InvalidStateError, translateNativeError } from './errors.js';
 import { loadNative, type ChainSpec, type NativeResource, type NativeTrackingEvents, type ResourceSpec } from './native.js';
 import type { Stream } from './stream.js';
 import type { AllocatorStats, DevicePtr, PrefetchTarget, TrackingEvent } from './types.js';
+import { option, type OptionValues } from './options.js';
 import { checkBoolean, checkBytes, checkNonNegative } from './validate.js';
 
 /** A strategy's part of the native chain spec: its name, device and own options. */
 export type NativeStrategySpec = Omit<ChainSpec, 'limitBytes' | 'faultInjection' | 'trackingCapacity'>;
-
-/** Options every native strategy takes. */
-export interface NativeLayerOptions {
-  /** Caps the bytes taken from the driver (a limiting layer under the strategy), e.g. to pretend a GPU has 8 GiB. */
-  limitBytes?: number;
-  /** Records every malloc/free in a ring buffer of this many events (see trackingEvents()). Off by default. */
-  trackingCapacity?: number;
-  /**
-   * Makes allocations from the driver (or the host) fail on purpose, to test out-of-memory handling:
-   * a fault-injecting layer right over the leaf (under `limitBytes` and the strategy). Each failure is
-   * an `OutOfMemoryError` like a real one. Off by default.
-   */
-  faultInjection?: FaultInjectionOptions;
-}
 
 /** When the fault-injecting layer fails an allocation (at least one of the two). */
 export interface FaultInjectionOptions {
@@ -57,6 +44,26 @@ function checkFaultInjection(options: unknown): FaultInjectionOptions {
   }
   return { ...(failEvery !== undefined && { failEvery }), ...(failAfterBytes !== undefined && { failAfterBytes }) };
 }
+
+/**
+ * The options every native strategy takes: its definition ends with these entries
+ * (`defineOptions(name, { ...own, ...nativeLayerOptions })`), and NativeAllocator checks them.
+ */
+export const nativeLayerOptions = {
+  /** Caps the bytes taken from the driver (a limiting layer under the strategy), e.g. to pretend a GPU has 8 GiB. */
+  limitBytes: option.bytes(),
+  /** Records every malloc/free in a ring buffer of this many events (see trackingEvents()). Off by default. */
+  trackingCapacity: option.bytes(),
+  /**
+   * Makes allocations from the driver (or the host) fail on purpose, to test out-of-memory handling:
+   * a fault-injecting layer right over the leaf (under `limitBytes` and the strategy). Each failure is
+   * an `OutOfMemoryError` like a real one. Off by default.
+   */
+  faultInjection: option.custom(checkFaultInjection),
+};
+
+/** Options every native strategy takes. */
+export type NativeLayerOptions = OptionValues<typeof nativeLayerOptions>;
 
 export type { TrackingEvent } from './types.js';
 
@@ -113,16 +120,17 @@ export abstract class NativeAllocator extends BaseAllocator {
   ) {
     super(name, device);
     this.peerAccess = Object.freeze('type' in strategy ? [] : [...(strategy.peerAccess ?? [])]);
-    if (layers.limitBytes !== undefined) checkBytes(layers.limitBytes, 'limitBytes');
-    if (layers.trackingCapacity !== undefined) checkBytes(layers.trackingCapacity, 'trackingCapacity');
-    const faultInjection = layers.faultInjection !== undefined ? checkFaultInjection(layers.faultInjection) : undefined;
+    const { limitBytes, trackingCapacity, faultInjection } = nativeLayerOptions;
+    if (layers.limitBytes !== undefined) limitBytes.parse(layers.limitBytes, 'limitBytes');
+    if (layers.trackingCapacity !== undefined) trackingCapacity.parse(layers.trackingCapacity, 'trackingCapacity');
+    const faults = layers.faultInjection !== undefined ? faultInjection.parse(layers.faultInjection, 'faultInjection') : undefined;
     const spec: ResourceSpec =
       'type' in strategy
         ? strategy
         : ({
             ...strategy,
             ...(layers.limitBytes !== undefined && { limitBytes: layers.limitBytes }),
-            ...(faultInjection !== undefined && { faultInjection }),
+            ...(faults !== undefined && { faultInjection: faults }),
             ...(layers.trackingCapacity !== undefined && { trackingCapacity: layers.trackingCapacity }),
           } as ChainSpec);
     const Resource = loadNative().Resource;

@@ -7,6 +7,7 @@
  */
 import type { Device } from './device.js';
 import { loadNative } from './native.js';
+import { option } from './options.js';
 
 /** What the check asks of the machine; the addon's by default, a fake one in tests. */
 export interface PeerAccessProbe {
@@ -30,14 +31,11 @@ function describe(value: unknown): string {
 }
 
 /**
- * The `peerAccess` option for memory on `device`, checked: undefined or an array of distinct
- * non-negative integers, none equal to the memory's own device, each below the device count, each
- * a device that can access `device`'s memory (cudaDeviceCanAccessPeer). Returns the list (empty
- * when the option is not given). TypeError for a wrong type, RangeError for a wrong value, each
- * naming the option; memory on the host takes no peers (TypeError).
+ * The `peerAccess` option as far as it can be checked without its device: undefined or an array of
+ * distinct non-negative integers (TypeError for a wrong type, RangeError for a wrong value).
  */
-export function checkPeerAccess(value: unknown, device: Device, probe: PeerAccessProbe = addonProbe): number[] {
-  if (value === undefined) return [];
+function checkPeerList(value: unknown): number[] | undefined {
+  if (value === undefined) return undefined;
   if (!Array.isArray(value)) {
     throw new TypeError(`Expected an array of CUDA device ordinals for peerAccess but received ${describe(value)}`);
   }
@@ -49,6 +47,24 @@ export function checkPeerAccess(value: unknown, device: Device, probe: PeerAcces
     if (peers.includes(peer)) throw new RangeError(`Expected distinct devices for peerAccess but cuda:${peer} is listed twice`);
     peers.push(peer);
   });
+  return peers;
+}
+
+/**
+ * The `peerAccess` entry of a strategy's options definition: checked as a list of distinct device
+ * ordinals when the options are parsed; {@link checkPeerAccess} checks it against the device.
+ */
+export const peerAccessOption = option.custom(checkPeerList);
+
+/**
+ * The `peerAccess` option for memory on `device`, checked: undefined or an array of distinct
+ * non-negative integers, none equal to the memory's own device, each below the device count, each
+ * a device that can access `device`'s memory (cudaDeviceCanAccessPeer). Returns the list (empty
+ * when the option is not given). TypeError for a wrong type, RangeError for a wrong value, each
+ * naming the option; memory on the host takes no peers (TypeError).
+ */
+export function checkPeerAccess(value: unknown, device: Device, probe: PeerAccessProbe = addonProbe): number[] {
+  const peers = checkPeerList(value) ?? [];
   if (peers.length === 0) return peers;
   if (device.kind !== 'cuda') {
     throw new TypeError('Expected peerAccess only for memory on a CUDA device but this allocator holds host memory');

@@ -12,91 +12,77 @@
  * @module
  */
 import {
-  checkBytes,
-  checkNonNegative,
-  checkOptionKeys,
   checkPeerAccess,
+  defineOptions,
   definedOptions,
   NativeAllocator,
+  nativeLayerOptions,
+  option,
+  peerAccessOption,
   peerAccessSpec,
   resolvePlacement,
-  type NativeLayerOptions,
+  type OptionsOf,
 } from '@gpumem/allocator-core';
 
-export type ExpandableUpstream = 'cuda' | 'host' | 'auto';
-
-export interface ExpandableAllocatorOptions extends NativeLayerOptions {
-  /** Where granules come from: 'cuda' (CUDA VMM), 'host' (mmap), or 'auto' (cuda when a GPU is present; the default). */
-  upstream?: ExpandableUpstream;
-  /** CUDA device ordinal for the 'cuda' upstream (default 0). */
-  device?: number;
-  /**
-   * CUDA devices (ordinals) that may read and write this allocator's memory (the 'cuda' upstream
-   * only): every run of granules is mapped read/write for them as well as for `device` (their
-   * CUmemAccessDesc in each cuMemSetAccess). Each must be another device with a P2P path to
-   * `device` (`peerTopology()`). Default: none.
-   */
-  peerAccess?: number[];
-  /**
-   * Bytes mapped at a time. cuda: a multiple of the device's minimum granularity (default: its
-   * recommended granularity, 2 MiB on current GPUs); host: a power of two of at least the page size
-   * (default 2 MiB).
-   */
-  granuleBytes?: number;
-  /** Idle mapped bytes kept over all streams; past it, idle granules are unmapped at free (default: keep everything). */
-  releaseThreshold?: number;
-  /**
-   * 0 < f <= 1: before mapping past f x `capacityBytes`, idle granules are unmapped first (PyTorch's
-   * garbage_collection_threshold). Off by default.
-   */
-  gcThreshold?: number;
-  /** What gcThreshold is a fraction of (default: `limitBytes` when set, else the device's memory; host: `reserveBytes`). */
-  capacityBytes?: number;
-  /**
-   * The virtual range reserved per stream, a multiple of the granule; no allocation can be larger
-   * (default: the device's memory rounded up to a granule; host: 64 GiB).
-   */
-  reserveBytes?: number;
-}
-
-const optionKeys = [
-  'upstream',
-  'device',
-  'peerAccess',
-  'granuleBytes',
-  'releaseThreshold',
-  'gcThreshold',
-  'capacityBytes',
-  'reserveBytes',
-  'limitBytes',
-  'trackingCapacity',
-  'faultInjection',
-];
-
 /** A fraction in (0, 1]. */
-function checkFraction(value: unknown, name: string): asserts value is number {
+function checkFraction(value: unknown, name: string): number {
   if (typeof value !== 'number') {
     throw new TypeError(`Expected a fraction in (0, 1] for ${name} but received ${String(value)} of type ${typeof value}`);
   }
   if (!(value > 0 && value <= 1)) {
     throw new RangeError(`Expected a fraction in (0, 1] for ${name} but received ${value} of type number`);
   }
+  return value;
 }
+
+const expandableOptions = defineOptions('expandable', {
+  /** Where granules come from: 'cuda' (CUDA VMM), 'host' (mmap), or 'auto' (cuda when a GPU is present; the default). */
+  upstream: option.oneOf(['cuda', 'host', 'auto'], { default: 'auto' }),
+  /** CUDA device ordinal for the 'cuda' upstream (default 0). */
+  device: option.nonNegative({ default: 0 }),
+  /**
+   * CUDA devices (ordinals) that may read and write this allocator's memory (the 'cuda' upstream
+   * only): every run of granules is mapped read/write for them as well as for `device` (their
+   * CUmemAccessDesc in each cuMemSetAccess). Each must be another device with a P2P path to
+   * `device` (`peerTopology()`). Default: none.
+   */
+  peerAccess: peerAccessOption,
+  /**
+   * Bytes mapped at a time. cuda: a multiple of the device's minimum granularity (default: its
+   * recommended granularity, 2 MiB on current GPUs); host: a power of two of at least the page size
+   * (default 2 MiB).
+   */
+  granuleBytes: option.bytes(),
+  /** Idle mapped bytes kept over all streams; past it, idle granules are unmapped at free (default: keep everything). */
+  releaseThreshold: option.nonNegative(),
+  /**
+   * 0 < f <= 1: before mapping past f x `capacityBytes`, idle granules are unmapped first (PyTorch's
+   * garbage_collection_threshold). Off by default.
+   */
+  gcThreshold: option.custom(checkFraction),
+  /** What gcThreshold is a fraction of (default: `limitBytes` when set, else the device's memory; host: `reserveBytes`). */
+  capacityBytes: option.bytes(),
+  /**
+   * The virtual range reserved per stream, a multiple of the granule; no allocation can be larger
+   * (default: the device's memory rounded up to a granule; host: 64 GiB).
+   */
+  reserveBytes: option.bytes(),
+  ...nativeLayerOptions,
+});
+
+export type ExpandableAllocatorOptions = OptionsOf<typeof expandableOptions>;
+
+/** Where the granules come from. */
+export type ExpandableUpstream = NonNullable<ExpandableAllocatorOptions['upstream']>;
 
 export class ExpandableAllocator extends NativeAllocator {
   /** The upstream actually used ('auto' resolved). */
   readonly upstream: 'cuda' | 'host';
 
   constructor(options: ExpandableAllocatorOptions = {}) {
-    checkOptionKeys(options, optionKeys, 'expandable');
-    const { upstream, device, index } = resolvePlacement(options.upstream, options.device);
-    const sizes = ['granuleBytes', 'capacityBytes', 'reserveBytes'] as const;
-    for (const key of sizes) {
-      if (options[key] !== undefined) checkBytes(options[key], key);
-    }
-    if (options.releaseThreshold !== undefined) checkNonNegative(options.releaseThreshold, 'releaseThreshold');
-    if (options.gcThreshold !== undefined) checkFraction(options.gcThreshold, 'gcThreshold');
-    const peers = checkPeerAccess(options.peerAccess, device);
+    const parsed = expandableOptions.parse(options);
+    const { upstream, device, index } = resolvePlacement(parsed.upstream, parsed.device);
+    const peers = checkPeerAccess(parsed.peerAccess, device);
     super(
       'expandable',
       device,
@@ -104,7 +90,7 @@ export class ExpandableAllocator extends NativeAllocator {
         strategy: 'expandable',
         device: upstream === 'cuda' ? index : -1,
         ...peerAccessSpec(peers),
-        options: definedOptions(options, [...sizes, 'releaseThreshold', 'gcThreshold']),
+        options: definedOptions(parsed, ['granuleBytes', 'capacityBytes', 'reserveBytes', 'releaseThreshold', 'gcThreshold']),
       },
       options,
     );

@@ -16,28 +16,27 @@
  * @module
  */
 import {
-  checkBytes,
-  checkOneOf,
-  checkOptionKeys,
   checkPeerAccess,
+  defineOptions,
   definedOptions,
   NativeAllocator,
+  nativeLayerOptions,
+  option,
+  peerAccessOption,
   peerAccessSpec,
   resolvePlacement,
-  type NativeLayerOptions,
+  type OptionsOf,
 } from '@gpumem/allocator-core';
 
-export type PinnedUpstream = 'pinned' | 'host' | 'auto';
-
-export interface PinnedAllocatorOptions extends NativeLayerOptions {
+const pinnedOptions = defineOptions('pinned', {
   /**
    * Where segments come from: 'pinned' (cudaHostAlloc, mapped: kernels use it in place), 'host'
    * (plain host memory: the same pool logic without a GPU), or 'auto' (pinned when a GPU is present;
    * the default).
    */
-  upstream?: PinnedUpstream;
+  upstream: option.oneOf(['pinned', 'host', 'auto'], { default: 'auto' }),
   /** The CUDA device whose streams use the memory (default 0): events for cross-stream reuse are recorded there. */
-  device?: number;
+  device: option.nonNegative({ default: 0 }),
   /**
    * CUDA devices (ordinals) that may read and write this allocator's memory (the 'pinned' upstream
    * only). Portable mapped pinned memory (cudaHostAllocPortable | cudaHostAllocMapped) is reachable
@@ -45,51 +44,38 @@ export interface PinnedAllocatorOptions extends NativeLayerOptions {
    * strategies (another device, with a P2P path to `device`), so that one option works with every
    * GPU strategy. Default: none.
    */
-  peerAccess?: number[];
+  peerAccess: peerAccessOption,
   /**
    * Cap on reserved bytes. Over pinned memory it lowers the cap on pinned bytes (default: the host's
    * MemAvailable at creation less 10% of MemTotal); over host memory it is the pool's cap (default: none).
    */
-  maxReservedBytes?: number;
+  maxReservedBytes: option.bytes(),
   /** Requests up to this size are small and share segments (default 1 MiB). */
-  smallRequestLimit?: number;
+  smallRequestLimit: option.bytes(),
   /** Size of the segments small requests share (default 2 MiB). */
-  smallSegmentBytes?: number;
+  smallSegmentBytes: option.bytes(),
   /** Large segments are rounded up to a multiple of this (default 2 MiB). */
-  largeSegmentRounding?: number;
-}
+  largeSegmentRounding: option.bytes(),
+  ...nativeLayerOptions,
+});
 
-const optionKeys = [
-  'upstream',
-  'device',
-  'peerAccess',
-  'maxReservedBytes',
-  'smallRequestLimit',
-  'smallSegmentBytes',
-  'largeSegmentRounding',
-  'limitBytes',
-  'trackingCapacity',
-  'faultInjection',
-];
+export type PinnedAllocatorOptions = OptionsOf<typeof pinnedOptions>;
 
-const upstreams: readonly PinnedUpstream[] = ['pinned', 'host', 'auto'];
+/** Where the segments come from. */
+export type PinnedUpstream = NonNullable<PinnedAllocatorOptions['upstream']>;
 
 export class PinnedAllocator extends NativeAllocator {
   /** The upstream actually used ('auto' resolved). */
   readonly upstream: 'pinned' | 'host';
 
   constructor(options: PinnedAllocatorOptions = {}) {
-    checkOptionKeys(options, optionKeys, 'pinned');
-    const requested = options.upstream ?? 'auto';
-    checkOneOf(requested, upstreams, 'upstream');
+    const parsed = pinnedOptions.parse(options);
+    const requested = parsed.upstream;
     // Pinned memory is used by kernels on a device's streams: its placement is that device's.
-    const placement = resolvePlacement(requested === 'pinned' ? 'cuda' : requested, options.device);
+    const placement = resolvePlacement(requested === 'pinned' ? 'cuda' : requested, parsed.device);
     const upstream = placement.upstream === 'cuda' ? 'pinned' : 'host';
     const sizes = ['maxReservedBytes', 'smallRequestLimit', 'smallSegmentBytes', 'largeSegmentRounding'] as const;
-    for (const key of sizes) {
-      if (options[key] !== undefined) checkBytes(options[key], key);
-    }
-    const peers = checkPeerAccess(options.peerAccess, placement.device);
+    const peers = checkPeerAccess(parsed.peerAccess, placement.device);
     super(
       'pinned',
       placement.device,
@@ -97,7 +83,7 @@ export class PinnedAllocator extends NativeAllocator {
         strategy: 'pinned',
         device: placement.index,
         ...peerAccessSpec(peers),
-        options: { upstream, ...definedOptions(options, sizes) },
+        options: { upstream, ...definedOptions(parsed, sizes) },
       },
       options,
     );

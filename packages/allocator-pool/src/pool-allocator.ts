@@ -7,69 +7,59 @@
  * @module
  */
 import {
-  checkBytes,
-  checkOptionKeys,
   checkPeerAccess,
+  defineOptions,
   definedOptions,
-  peerAccessSpec,
   NativeAllocator,
+  nativeLayerOptions,
+  option,
+  peerAccessOption,
+  peerAccessSpec,
   resolvePlacement,
-  type NativeLayerOptions,
+  type OptionsOf,
 } from '@gpumem/allocator-core';
 
-export type PoolUpstream = 'cuda' | 'host' | 'auto';
-
-export interface PoolAllocatorOptions extends NativeLayerOptions {
+const poolOptions = defineOptions('pool', {
   /** Where segments come from: 'cuda' (cudaMalloc), 'host', or 'auto' (cuda when a GPU is present; the default). */
-  upstream?: PoolUpstream;
+  upstream: option.oneOf(['cuda', 'host', 'auto'], { default: 'auto' }),
   /** CUDA device ordinal for the 'cuda' upstream (default 0). */
-  device?: number;
+  device: option.nonNegative({ default: 0 }),
   /**
    * CUDA devices (ordinals) that may read and write the pool's memory (the 'cuda' upstream only):
    * each gets peer access to `device` when the allocator is made (cudaDeviceEnablePeerAccess from
    * the peer's context, covering every segment). Each must be another device with a P2P path to
    * `device` (`peerTopology()`). Default: none.
    */
-  peerAccess?: number[];
+  peerAccess: peerAccessOption,
   /** Cap on reserved bytes (default: none beyond the device's own memory). */
-  maxReservedBytes?: number;
+  maxReservedBytes: option.bytes(),
   /** Requests up to this size are small and share segments (default 1 MiB). */
-  smallRequestLimit?: number;
+  smallRequestLimit: option.bytes(),
   /** Size of the segments small requests share (default 2 MiB). */
-  smallSegmentBytes?: number;
+  smallSegmentBytes: option.bytes(),
   /** Large segments are rounded up to a multiple of this (default 2 MiB). */
-  largeSegmentRounding?: number;
-}
+  largeSegmentRounding: option.bytes(),
+  ...nativeLayerOptions,
+});
 
-const optionKeys = [
-  'upstream',
-  'device',
-  'peerAccess',
-  'maxReservedBytes',
-  'smallRequestLimit',
-  'smallSegmentBytes',
-  'largeSegmentRounding',
-  'limitBytes',
-  'trackingCapacity',
-  'faultInjection',
-];
+export type PoolAllocatorOptions = OptionsOf<typeof poolOptions>;
+
+/** Where the pool's segments come from. */
+export type PoolUpstream = NonNullable<PoolAllocatorOptions['upstream']>;
 
 export class PoolAllocator extends NativeAllocator {
   /** The upstream actually used ('auto' resolved). */
   readonly upstream: 'cuda' | 'host';
 
   constructor(options: PoolAllocatorOptions = {}) {
-    checkOptionKeys(options, optionKeys, 'pool');
-    const { upstream, device, index } = resolvePlacement(options.upstream, options.device);
+    const parsed = poolOptions.parse(options);
+    const { upstream, device, index } = resolvePlacement(parsed.upstream, parsed.device);
     const sizes = ['maxReservedBytes', 'smallRequestLimit', 'smallSegmentBytes', 'largeSegmentRounding'] as const;
-    for (const key of sizes) {
-      if (options[key] !== undefined) checkBytes(options[key], key);
-    }
-    const peers = checkPeerAccess(options.peerAccess, device);
+    const peers = checkPeerAccess(parsed.peerAccess, device);
     super(
       'pool',
       device,
-      { strategy: 'pool', device: index, ...peerAccessSpec(peers), options: { upstream, ...definedOptions(options, sizes) } },
+      { strategy: 'pool', device: index, ...peerAccessSpec(peers), options: { upstream, ...definedOptions(parsed, sizes) } },
       options,
     );
     this.upstream = upstream;

@@ -13,14 +13,16 @@
  * @module
  */
 import {
-  checkNonNegative,
-  checkOptionKeys,
   checkPeerAccess,
+  defineOptions,
   definedOptions,
   NativeAllocator,
+  nativeLayerOptions,
+  option,
+  peerAccessOption,
   peerAccessSpec,
   resolvePlacement,
-  type NativeLayerOptions,
+  type OptionsOf,
 } from '@gpumem/allocator-core';
 
 /** Where new blocks go: 'device' only, 'host' only, or 'auto' (the device while it has room, else the host). */
@@ -28,50 +30,6 @@ export type TierChoice = 'device' | 'host' | 'auto';
 
 /** Where the tiers come from: 'cuda' (CUDA VMM), 'host' (the memfd twin), or 'auto' (cuda when a GPU is present). */
 export type TieredUpstream = 'cuda' | 'host' | 'auto';
-
-export interface TieredAllocatorOptions extends NativeLayerOptions {
-  /** Where the tiers come from (default 'auto': CUDA VMM when a GPU is present, else the host twin). */
-  upstream?: TieredUpstream;
-  /** CUDA device ordinal for the 'cuda' upstream (default 0). */
-  device?: number;
-  /**
-   * CUDA devices (ordinals) that may read and write this allocator's memory (the 'cuda' upstream
-   * only): every block is mapped read/write for them as well as for `device` (their
-   * CUmemAccessDesc in each cuMemSetAccess), on either tier, so a block stays reachable from them
-   * when prefetch moves it. Each must be another device with a P2P path to `device`
-   * (`peerTopology()`). Default: none.
-   */
-  peerAccess?: number[];
-  /**
-   * Bytes the device tier may hold, live and cached blocks (default: the device's free memory when
-   * the allocator is made, less 1 GiB for the CUDA context and libraries; the host twin: 1 GiB).
-   * 0 puts everything on the host.
-   */
-  deviceBudgetBytes?: number;
-  /**
-   * Bytes the host tier may hold pinned (default and upper bound: the host's available memory when
-   * the allocator is made less 10% of its total, as the 'pinned' strategy's cap; a value only lowers it).
-   */
-  hostBudgetBytes?: number;
-  /**
-   * Allocation tag to tier: e.g. `{ graph: 'host', activations: 'host' }` keeps the trainer's graph
-   * and saved activations in host memory. Tags not listed are 'auto'. On the command line:
-   * `tiered:placement.graph=host:placement.activations=host`.
-   */
-  placement?: Record<string, TierChoice>;
-}
-
-const optionKeys = [
-  'upstream',
-  'device',
-  'peerAccess',
-  'deviceBudgetBytes',
-  'hostBudgetBytes',
-  'placement',
-  'limitBytes',
-  'trackingCapacity',
-  'faultInjection',
-];
 
 const tierChoices: readonly TierChoice[] = ['device', 'host', 'auto'];
 
@@ -104,6 +62,41 @@ function checkTier(value: unknown, name: string): asserts value is TierChoice {
   }
 }
 
+const tieredOptions = defineOptions('tiered', {
+  /** Where the tiers come from (default 'auto': CUDA VMM when a GPU is present, else the host twin). */
+  upstream: option.oneOf<TieredUpstream, { default: 'auto' }>(['cuda', 'host', 'auto'], { default: 'auto' }),
+  /** CUDA device ordinal for the 'cuda' upstream (default 0). */
+  device: option.nonNegative({ default: 0 }),
+  /**
+   * CUDA devices (ordinals) that may read and write this allocator's memory (the 'cuda' upstream
+   * only): every block is mapped read/write for them as well as for `device` (their
+   * CUmemAccessDesc in each cuMemSetAccess), on either tier, so a block stays reachable from them
+   * when prefetch moves it. Each must be another device with a P2P path to `device`
+   * (`peerTopology()`). Default: none.
+   */
+  peerAccess: peerAccessOption,
+  /**
+   * Bytes the device tier may hold, live and cached blocks (default: the device's free memory when
+   * the allocator is made, less 1 GiB for the CUDA context and libraries; the host twin: 1 GiB).
+   * 0 puts everything on the host.
+   */
+  deviceBudgetBytes: option.nonNegative(),
+  /**
+   * Bytes the host tier may hold pinned (default and upper bound: the host's available memory when
+   * the allocator is made less 10% of its total, as the 'pinned' strategy's cap; a value only lowers it).
+   */
+  hostBudgetBytes: option.nonNegative(),
+  /**
+   * Allocation tag to tier: e.g. `{ graph: 'host', activations: 'host' }` keeps the trainer's graph
+   * and saved activations in host memory. Tags not listed are 'auto'. On the command line:
+   * `tiered:placement.graph=host:placement.activations=host`.
+   */
+  placement: option.custom(checkPlacementMap, { default: {} }),
+  ...nativeLayerOptions,
+});
+
+export type TieredAllocatorOptions = OptionsOf<typeof tieredOptions>;
+
 export class TieredAllocator extends NativeAllocator {
   /** The upstream actually used ('auto' resolved). */
   readonly upstream: 'cuda' | 'host';
@@ -112,14 +105,10 @@ export class TieredAllocator extends NativeAllocator {
   #tier: TierChoice = 'auto';
 
   constructor(options: TieredAllocatorOptions = {}) {
-    checkOptionKeys(options, optionKeys, 'tiered');
-    const { upstream, device, index } = resolvePlacement(options.upstream, options.device);
-    const budgets = ['deviceBudgetBytes', 'hostBudgetBytes'] as const;
-    for (const key of budgets) {
-      if (options[key] !== undefined) checkNonNegative(options[key], key);
-    }
-    const placement = options.placement === undefined ? {} : checkPlacementMap(options.placement);
-    const peers = checkPeerAccess(options.peerAccess, device);
+    const parsed = tieredOptions.parse(options);
+    const { upstream, device, index } = resolvePlacement(parsed.upstream, parsed.device);
+    const { placement } = parsed;
+    const peers = checkPeerAccess(parsed.peerAccess, device);
     super(
       'tiered',
       device,
@@ -127,7 +116,7 @@ export class TieredAllocator extends NativeAllocator {
         strategy: 'tiered',
         device: upstream === 'cuda' ? index : 0,
         ...peerAccessSpec(peers),
-        options: { upstream, ...definedOptions(options, [...budgets]) },
+        options: { upstream, ...definedOptions(parsed, ['deviceBudgetBytes', 'hostBudgetBytes']) },
       },
       options,
     );

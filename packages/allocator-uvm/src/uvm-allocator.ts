@@ -6,63 +6,65 @@
  * @module
  */
 import {
-  checkBoolean,
   checkNonNegative,
-  checkOneOf,
-  checkOptionKeys,
   checkPeerAccess,
   cudaDevice,
+  defineOptions,
   formatBytes,
   NativeAllocator,
+  nativeLayerOptions,
+  option,
+  peerAccessOption,
   peerAccessSpec,
   type DevicePtr,
-  type NativeLayerOptions,
+  type OptionsOf,
   type Stream,
 } from '@gpumem/allocator-core';
 
-export type AdviseTarget = 'device' | 'host' | 'none';
+/** Default size from which allocations are logged. */
+export const defaultLogThresholdBytes = 2 ** 30;
 
-export interface UvmAllocatorOptions extends NativeLayerOptions {
+const adviseTargets = ['device', 'host', 'none'] as const;
+
+/** A cudaMemAdvise target. */
+export type AdviseTarget = (typeof adviseTargets)[number];
+
+function checkLogThreshold(value: unknown, name: string): number | false {
+  if (value !== false) checkNonNegative(value, name);
+  return value;
+}
+
+function checkLogger(value: unknown): (line: string) => void {
+  if (typeof value !== 'function') throw new TypeError(`Expected a function for logger but received ${typeof value}`);
+  return value as (line: string) => void;
+}
+
+const uvmOptions = defineOptions('uvm', {
   /** CUDA device ordinal (default 0). */
-  device?: number;
+  device: option.nonNegative({ default: 0 }),
   /**
    * CUDA devices (ordinals) that may read and write this allocator's memory. Managed memory is
    * reachable from every device already, so nothing more is done; the list is checked as for the
    * other strategies (another device, with a P2P path to `device`), so that one option works with
    * every GPU strategy. Default: none.
    */
-  peerAccess?: number[];
+  peerAccess: peerAccessOption,
   /** Prefetch every allocation to the device on the allocating stream (default true). */
-  prefetchOnAllocate?: boolean;
+  prefetchOnAllocate: option.boolean({ default: true }),
   /** cudaMemAdviseSetPreferredLocation for every allocation (default 'none'). */
-  preferredLocation?: AdviseTarget;
+  preferredLocation: option.oneOf(adviseTargets, { default: 'none' }),
   /** cudaMemAdviseSetAccessedBy for every allocation (default 'none'). */
-  accessedBy?: AdviseTarget;
+  accessedBy: option.oneOf(adviseTargets, { default: 'none' }),
   /** cudaMemAdviseSetReadMostly for every allocation (default false). */
-  readMostly?: boolean;
+  readMostly: option.boolean({ default: false }),
   /** Log allocations of at least this many bytes (default 1 GiB); false turns the log off. */
-  logThresholdBytes?: number | false;
+  logThresholdBytes: option.custom(checkLogThreshold, { default: defaultLogThresholdBytes }),
   /** Where log lines go (default: standard error). */
-  logger?: (line: string) => void;
-}
+  logger: option.custom(checkLogger),
+  ...nativeLayerOptions,
+});
 
-const optionKeys = [
-  'device',
-  'peerAccess',
-  'prefetchOnAllocate',
-  'preferredLocation',
-  'accessedBy',
-  'readMostly',
-  'logThresholdBytes',
-  'logger',
-  'limitBytes',
-  'trackingCapacity',
-  'faultInjection',
-];
-const adviseTargets: readonly AdviseTarget[] = ['device', 'host', 'none'];
-
-/** Default size from which allocations are logged. */
-export const defaultLogThresholdBytes = 2 ** 30;
+export type UvmAllocatorOptions = OptionsOf<typeof uvmOptions>;
 
 export class UvmAllocator extends NativeAllocator {
   /** Allocations of at least this size are logged; Infinity when the log is off. */
@@ -71,24 +73,11 @@ export class UvmAllocator extends NativeAllocator {
   readonly #logger: (line: string) => void;
 
   constructor(options: UvmAllocatorOptions = {}) {
-    checkOptionKeys(options, optionKeys, 'uvm');
-    const index = options.device ?? 0;
-    checkNonNegative(index, 'device');
-    const prefetch = options.prefetchOnAllocate ?? true;
-    checkBoolean(prefetch, 'prefetchOnAllocate');
-    const preferredLocation = options.preferredLocation ?? 'none';
-    const accessedBy = options.accessedBy ?? 'none';
-    checkOneOf(preferredLocation, adviseTargets, 'preferredLocation');
-    checkOneOf(accessedBy, adviseTargets, 'accessedBy');
-    const readMostly = options.readMostly ?? false;
-    checkBoolean(readMostly, 'readMostly');
-    const threshold = options.logThresholdBytes ?? defaultLogThresholdBytes;
-    if (threshold !== false) checkNonNegative(threshold, 'logThresholdBytes');
-    if (options.logger !== undefined && typeof options.logger !== 'function') {
-      throw new TypeError(`Expected a function for logger but received ${typeof options.logger}`);
-    }
+    const parsed = uvmOptions.parse(options);
+    const { device: index, prefetchOnAllocate: prefetch, preferredLocation, accessedBy, readMostly } = parsed;
+    const threshold = parsed.logThresholdBytes;
     const device = cudaDevice(index);
-    const peers = checkPeerAccess(options.peerAccess, device);
+    const peers = checkPeerAccess(parsed.peerAccess, device);
     super(
       'uvm',
       device,
@@ -102,7 +91,7 @@ export class UvmAllocator extends NativeAllocator {
     );
     this.prefetchOnAllocate = prefetch;
     this.logThresholdBytes = threshold === false ? Infinity : threshold;
-    this.#logger = options.logger ?? ((line) => process.stderr.write(`${line}\n`));
+    this.#logger = parsed.logger ?? ((line) => process.stderr.write(`${line}\n`));
   }
 
   protected override doMalloc(bytes: number, stream: Stream | undefined): DevicePtr {

@@ -4,29 +4,30 @@
  * @module
  */
 import { cudaDevice } from '../device.js';
-import { NativeAllocator, type NativeLayerOptions } from '../native-allocator.js';
-import { checkPeerAccess, peerAccessSpec } from '../peer-access.js';
-import { checkNonNegative, checkOptionKeys } from '../validate.js';
+import { NativeAllocator, nativeLayerOptions } from '../native-allocator.js';
+import { defineOptions, option, type OptionsOf } from '../options.js';
+import { checkPeerAccess, peerAccessOption, peerAccessSpec } from '../peer-access.js';
 
-export interface CudaAllocatorOptions extends NativeLayerOptions {
+const cudaOptions = defineOptions('cuda', {
   /** CUDA device ordinal (default 0). */
-  device?: number;
+  device: option.nonNegative({ default: 0 }),
   /**
    * CUDA devices (ordinals) that may read and write this allocator's memory: each gets peer access
    * to `device` when the allocator is made (cudaDeviceEnablePeerAccess from the peer's context;
    * it stays on, for all of `device`'s cudaMalloc memory). Each must be another device with a P2P
    * path to `device` (`peerTopology()`; `gpumem info` prints the matrix). Default: none.
    */
-  peerAccess?: number[];
-}
+  peerAccess: peerAccessOption,
+  ...nativeLayerOptions,
+});
+
+export type CudaAllocatorOptions = OptionsOf<typeof cudaOptions>;
 
 export class CudaAllocator extends NativeAllocator {
   constructor(options: CudaAllocatorOptions = {}) {
-    checkOptionKeys(options, ['device', 'peerAccess', 'limitBytes', 'trackingCapacity', 'faultInjection'], 'cuda');
-    const index = options.device ?? 0;
-    checkNonNegative(index, 'device');
+    const { device: index, peerAccess } = cudaOptions.parse(options);
     const device = cudaDevice(index);
-    const peers = checkPeerAccess(options.peerAccess, device);
+    const peers = checkPeerAccess(peerAccess, device);
     super('cuda', device, { strategy: 'cuda', device: index, ...peerAccessSpec(peers) }, options);
   }
 }

@@ -4,14 +4,16 @@
  * @module
  */
 import { hostDevice } from '../device.js';
-import { NativeAllocator, type NativeLayerOptions } from '../native-allocator.js';
-import { checkOptionKeys } from '../validate.js';
+import { NativeAllocator, nativeLayerOptions } from '../native-allocator.js';
+import { defineOptions, type OptionsOf } from '../options.js';
 
-export type HostAllocatorOptions = NativeLayerOptions;
+const hostOptions = defineOptions('host', nativeLayerOptions);
+
+export type HostAllocatorOptions = OptionsOf<typeof hostOptions>;
 
 export class HostAllocator extends NativeAllocator {
   constructor(options: HostAllocatorOptions = {}) {
-    checkOptionKeys(options, ['limitBytes', 'trackingCapacity', 'faultInjection'], 'host');
+    hostOptions.parse(options);
     super('host', hostDevice, { strategy: 'host' }, options);
   }
 }

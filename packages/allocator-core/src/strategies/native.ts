@@ -8,25 +8,12 @@
  */
 import { resolve } from 'node:path';
 import { cudaDevice, hasCudaDevice, hostDevice, type Device } from '../device.js';
-import { NativeAllocator, type NativeLayerOptions } from '../native-allocator.js';
-import { checkNonNegative, checkOptionKeys } from '../validate.js';
+import { NativeAllocator, nativeLayerOptions } from '../native-allocator.js';
+import { defineOptions, option, type OptionsOf } from '../options.js';
+import { checkNonNegative } from '../validate.js';
 
 /** A plug-in library's own options, as an object: each becomes `key=value`. */
 export type NativePluginOptionValues = Record<string, string | number | boolean>;
-
-export interface NativeAllocatorOptions extends NativeLayerOptions {
-  /** The plug-in library's path; a relative path is taken from the current directory. */
-  library: string;
-  /**
-   * The library's own options: a string `key=value;key=value` passed as is, or an object whose
-   * entries are joined into one (`{ slab_bytes: 1048576 }` -> `slab_bytes=1048576`).
-   */
-  options?: string | NativePluginOptionValues;
-  /** Where the memory lives: 'host' or a CUDA device ordinal. Default: CUDA device 0 when there is one, else 'host'. */
-  device?: 'host' | number;
-}
-
-const optionKeys = ['library', 'options', 'device', 'limitBytes', 'trackingCapacity', 'faultInjection'];
 
 function received(value: unknown): string {
   if (typeof value === 'string') return `'${value}' of type string`;
@@ -82,6 +69,21 @@ function pluginDevice(device: unknown): Device {
   return cudaDevice(device);
 }
 
+const nativeOptions = defineOptions('native', {
+  /** The plug-in library's path; a relative path is taken from the current directory. */
+  library: option.custom(pluginLibraryPath, { required: true }),
+  /**
+   * The library's own options: a string `key=value;key=value` passed as is, or an object whose
+   * entries are joined into one (`{ slab_bytes: 1048576 }` -> `slab_bytes=1048576`).
+   */
+  options: option.convert<string | NativePluginOptionValues, string>(pluginOptionString),
+  /** Where the memory lives: 'host' or a CUDA device ordinal. Default: CUDA device 0 when there is one, else 'host'. */
+  device: option.convert<'host' | number, Device>(pluginDevice),
+  ...nativeLayerOptions,
+});
+
+export type NativeAllocatorOptions = OptionsOf<typeof nativeOptions>;
+
 export class NativePluginAllocator extends NativeAllocator {
   /** The library's absolute path. */
   readonly library: string;
@@ -92,10 +94,10 @@ export class NativePluginAllocator extends NativeAllocator {
         `Expected an options object { library, options?, device? } for the 'native' allocator but received ${received(options)}`,
       );
     }
-    checkOptionKeys(options, optionKeys, 'native');
-    const library = pluginLibraryPath(options.library);
-    const pluginOptions = pluginOptionString(options.options);
-    const device = pluginDevice(options.device);
+    const parsed = nativeOptions.parse(options);
+    const { library } = parsed;
+    const pluginOptions = parsed.options ?? '';
+    const device = parsed.device ?? pluginDevice(undefined);
     super('native', device, { strategy: 'native', device: device.index, options: { library, options: pluginOptions } }, options);
     this.library = library;
   }

@@ -15,3 +15,13 @@ createAllocator('pool', { maxReservedBytes: 'lots' });
 createAllocator('pool', { maxReservedByte: 1 });
 // @ts-expect-error a misspelt option of a core strategy
 createAllocator('host', { limitbytes: 5 });
+
+// The types come from each strategy's options definition: kinds, literal sets and required keys.
+createAllocator('pool', { upstream: 'host', faultInjection: { failEvery: 2 }, peerAccess: [1] });
+createAllocator('native', { library: './libslab.so', options: { slab_bytes: 1 << 20 }, device: 'host' });
+// @ts-expect-error a value outside a oneOf option's set
+createAllocator('pool', { upstream: 'gpu' });
+// @ts-expect-error a wrong type inside a shared native-layer option
+createAllocator('host', { faultInjection: { failEvery: 'often' } });
+// @ts-expect-error a required option left out
+createAllocator('native', { device: 'host' });

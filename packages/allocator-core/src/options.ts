@@ -1,0 +1,139 @@
+/**
+ * Strategy options declared once. A strategy writes one definition, key by key (how the value is
+ * checked, its default, its TSDoc), and gets from it both its options type
+ * (`OptionsOf<typeof definition>`, which carries each entry's TSDoc) and the runtime check
+ * (`definition.parse(options)`: unknown keys and bad values are the typed errors of ./validate.ts).
+ * ```ts
+ * const arenaOptions = defineOptions('arena', {
+ *   chunkBytes: option.bytes({ default: 64 * 2 ** 20 }),
+ *   upstream: option.oneOf(['cuda', 'host'], { default: 'cuda' }),
+ * });
+ * export type ArenaOptions = OptionsOf<typeof arenaOptions>; // { chunkBytes?: number; upstream?: 'cuda' | 'host' }
+ * const { chunkBytes, upstream } = arenaOptions.parse(options); // checked, defaults filled in
+ * ```
+ * @module
+ */
+import { checkBoolean, checkBytes, checkNonNegative, checkOneOf, checkOptionKeys } from './validate.js';
+
+/**
+ * One option: how a given value is checked, and what is used when none is given. `T` is what a
+ * caller may pass, `P` what the check makes of it (the same unless the check normalises it).
+ */
+export interface OptionSpec<T, P = T> {
+  /**
+   * Returns the value, checked (possibly normalised); throws a TypeError or RangeError naming the
+   * option (`name`) otherwise. Called for every value that is not undefined, and for undefined too
+   * when the option is `required`.
+   */
+  readonly parse: (value: unknown, name: string) => P;
+  /** The value `parse` of the definition gives an option that is not given. */
+  readonly default?: P;
+  /** Carries `T` to the options type; never set. */
+  readonly accepts?: (value: T) => void;
+  /** The option must be given (the type makes it a required property). */
+  readonly required?: true;
+}
+
+/** What an option may say besides its check. */
+export interface OptionExtras<T> {
+  default?: T;
+  required?: true;
+}
+
+/** A definition's entries: option name to its spec. */
+// biome-ignore lint/suspicious/noExplicitAny: any entry, whatever it accepts and gives
+export type OptionEntries = Record<string, OptionSpec<any, unknown>>;
+
+type ValueOf<S> = S extends { accepts?: (value: infer T) => void } ? T : never;
+type ParsedOf<S> = S extends { parse: (value: unknown, name: string) => infer P } ? P : never;
+type RequiredKeys<E> = { [K in keyof E]: E[K] extends { required: true } ? K : never }[keyof E];
+type DefaultedKeys<E> = { [K in keyof E]: E[K] extends { default: unknown } ? K : never }[keyof E];
+
+/** The options type that entries describe: every key optional unless `required`. */
+export type OptionValues<E> = { [K in keyof E]?: ValueOf<E[K]> } & { [K in RequiredKeys<E>]-?: ValueOf<E[K]> };
+
+/** The options type a definition describes (its entries' {@link OptionValues}). */
+export type OptionsOf<D> = D extends OptionsDefinition<infer E> ? OptionValues<E> : never;
+
+/** The options after `parse`: checked, with defaults in place of what was not given. */
+export type ParsedOptions<E> = {
+  [K in keyof E]: K extends DefaultedKeys<E> | RequiredKeys<E> ? ParsedOf<E[K]> : ParsedOf<E[K]> | undefined;
+};
+
+/** A strategy's options, declared once; see the module's documentation. */
+export interface OptionsDefinition<E extends OptionEntries> {
+  /** The strategy the options belong to (named in the unknown-key error). */
+  readonly strategy: string;
+  /** The entries, in the order they are checked. */
+  readonly keys: E;
+  /**
+   * Checks `options`: a TypeError for a key the definition does not have (`Unknown option 'x' for the
+   * 'pool' allocator; expected one of: ...`), then each entry's check in order. Returns every entry,
+   * defaults in place of what was not given.
+   */
+  parse(options: object): ParsedOptions<E>;
+}
+
+/** Declares a strategy's options: `entries` in the order they are checked. */
+export function defineOptions<const E extends OptionEntries>(strategy: string, entries: E): OptionsDefinition<E> {
+  const names = Object.keys(entries);
+  return {
+    strategy,
+    keys: entries,
+    parse(options: object): ParsedOptions<E> {
+      checkOptionKeys(options, names, strategy);
+      const given = options as Record<string, unknown>;
+      const out: Record<string, unknown> = {};
+      for (const name of names) {
+        const spec = entries[name]!;
+        const value = given[name];
+        out[name] = value === undefined && spec.required !== true ? spec.default : spec.parse(value, name);
+      }
+      return out as ParsedOptions<E>;
+    },
+  };
+}
+
+function spec<T, P, X extends OptionExtras<P>>(parse: (value: unknown, name: string) => P, extras?: X): OptionSpec<T, P> & X {
+  return { parse, ...(extras as X) };
+}
+
+/** The kinds of option value, each with its check (the messages of ./validate.ts). */
+export const option = {
+  /** A byte count or other positive integer: an integer in [1, 2^53 - 1]. */
+  bytes<X extends OptionExtras<number>>(extras?: X) {
+    return spec<number, number, X>((value, name) => {
+      checkBytes(value, name);
+      return value;
+    }, extras);
+  },
+  /** An integer in [0, 2^53 - 1] (a device ordinal, a threshold that may be 0). */
+  nonNegative<X extends OptionExtras<number>>(extras?: X) {
+    return spec<number, number, X>((value, name) => {
+      checkNonNegative(value, name);
+      return value;
+    }, extras);
+  },
+  /** true or false. */
+  boolean<X extends OptionExtras<boolean>>(extras?: X) {
+    return spec<boolean, boolean, X>((value, name) => {
+      checkBoolean(value, name);
+      return value;
+    }, extras);
+  },
+  /** One of a fixed set of strings. */
+  oneOf<const T extends string, X extends OptionExtras<T>>(allowed: readonly T[], extras?: X) {
+    return spec<T, T, X>((value, name) => {
+      checkOneOf(value, allowed, name);
+      return value;
+    }, extras);
+  },
+  /** Any other kind: `parse` checks the value; callers pass what it returns. */
+  custom<P, X extends OptionExtras<P>>(parse: (value: unknown, name: string) => P, extras?: X) {
+    return spec<Exclude<P, undefined>, P, X>(parse, extras);
+  },
+  /** A value that `parse` turns into another form: callers pass a `T`, the strategy gets a `P`. */
+  convert<T, P>(parse: (value: unknown, name: string) => P) {
+    return spec<T, P, OptionExtras<P>>(parse);
+  },
+};
