@@ -390,6 +390,101 @@ Napi::Value Axpy(const Napi::CallbackInfo& info) {
   });
 }
 
+Napi::Value GemmStridedBatched(const Napi::CallbackInfo& info) {
+  return run(info, [&] {
+    args a(info, 19, "gemmStridedBatched");
+    ops::gemm_strided_batched(a.flag(0), a.stream(1), a.flag(2), a.flag(3), a.integer(4, "M"), a.integer(5, "N"),
+                              a.integer(6, "K"), a.f32(7, "alpha"), a.ptr<const float>(8, "A"), a.integer(9, "lda"),
+                              a.integer(10, "strideA"), a.ptr<const float>(11, "B"), a.integer(12, "ldb"),
+                              a.integer(13, "strideB"), a.f32(14, "beta"), a.ptr<float>(15, "C"),
+                              a.integer(16, "ldc"), a.integer(17, "strideC"), a.integer(18, "batch"));
+  });
+}
+
+Napi::Value HeadsToBatch(const Napi::CallbackInfo& info) {
+  return run(info, [&] {
+    args a(info, 9, "headsToBatch");
+    ops::heads_to_batch(a.flag(0), a.stream(1), a.ptr<const float>(2, "X"), a.integer(3, "ldx"), a.ptr<float>(4, "Y"),
+                        a.integer(5, "B"), a.integer(6, "T"), a.integer(7, "H"), a.integer(8, "D"));
+  });
+}
+
+Napi::Value BatchToHeads(const Napi::CallbackInfo& info) {
+  return run(info, [&] {
+    args a(info, 9, "batchToHeads");
+    ops::batch_to_heads(a.flag(0), a.stream(1), a.ptr<const float>(2, "Y"), a.ptr<float>(3, "X"), a.integer(4, "ldx"),
+                        a.integer(5, "B"), a.integer(6, "T"), a.integer(7, "H"), a.integer(8, "D"));
+  });
+}
+
+Napi::Value CausalSoftmax(const Napi::CallbackInfo& info) {
+  return run(info, [&] {
+    args a(info, 7, "causalSoftmax");
+    ops::causal_softmax(a.flag(0), a.stream(1), a.ptr<const float>(2, "S"), a.ptr<float>(3, "P"), a.integer(4, "rows"),
+                        a.integer(5, "T"), a.f32(6, "scale"));
+  });
+}
+
+Napi::Value CausalSoftmaxBackward(const Napi::CallbackInfo& info) {
+  return run(info, [&] {
+    args a(info, 8, "causalSoftmaxBackward");
+    ops::causal_softmax_backward(a.flag(0), a.stream(1), a.ptr<const float>(2, "P"), a.ptr<const float>(3, "dP"),
+                                 a.ptr<float>(4, "dS"), a.integer(5, "rows"), a.integer(6, "T"), a.f32(7, "scale"));
+  });
+}
+
+Napi::Value LayerNorm(const Napi::CallbackInfo& info) {
+  return run(info, [&] {
+    args a(info, 11, "layerNorm");
+    ops::layer_norm(a.flag(0), a.stream(1), a.ptr<const float>(2, "X"), a.ptr<const float>(3, "gamma"),
+                    a.ptr<const float>(4, "beta"), a.ptr<float>(5, "Y"), a.ptr<float>(6, "mean"),
+                    a.ptr<float>(7, "rstd"), a.integer(8, "rows"), a.integer(9, "cols"), a.f32(10, "eps"));
+  });
+}
+
+Napi::Value LayerNormBackward(const Napi::CallbackInfo& info) {
+  return run(info, [&] {
+    args a(info, 13, "layerNormBackward");
+    ops::layer_norm_backward(a.flag(0), a.stream(1), a.ptr<const float>(2, "dY"), a.ptr<const float>(3, "X"),
+                             a.ptr<const float>(4, "gamma"), a.ptr<const float>(5, "mean"),
+                             a.ptr<const float>(6, "rstd"), a.ptr<float>(7, "dX"), a.ptr<float>(8, "dGamma"),
+                             a.ptr<float>(9, "dBeta"), a.integer(10, "rows"), a.integer(11, "cols"), a.flag(12));
+  });
+}
+
+Napi::Value Gelu(const Napi::CallbackInfo& info) {
+  return run(info, [&] {
+    args a(info, 5, "gelu");
+    ops::gelu(a.flag(0), a.stream(1), a.ptr<const float>(2, "X"), a.ptr<float>(3, "Y"), a.integer(4, "n"));
+  });
+}
+
+Napi::Value GeluBackward(const Napi::CallbackInfo& info) {
+  return run(info, [&] {
+    args a(info, 6, "geluBackward");
+    ops::gelu_backward(a.flag(0), a.stream(1), a.ptr<const float>(2, "X"), a.ptr<const float>(3, "dY"),
+                       a.ptr<float>(4, "dX"), a.integer(5, "n"));
+  });
+}
+
+Napi::Value Embedding(const Napi::CallbackInfo& info) {
+  return run(info, [&] {
+    args a(info, 9, "embedding");
+    ops::embedding(a.flag(0), a.stream(1), a.ptr<const i32>(2, "tokens"), a.ptr<const float>(3, "wte"),
+                   a.ptr<const float>(4, "wpe"), a.ptr<float>(5, "out"), a.integer(6, "B"), a.integer(7, "T"),
+                   a.integer(8, "C"));
+  });
+}
+
+Napi::Value EmbeddingBackward(const Napi::CallbackInfo& info) {
+  return run(info, [&] {
+    args a(info, 9, "embeddingBackward");
+    ops::embedding_backward(a.flag(0), a.stream(1), a.ptr<const float>(2, "dOut"), a.ptr<const i32>(3, "tokens"),
+                            a.ptr<float>(4, "dWte"), a.ptr<float>(5, "dWpe"), a.integer(6, "B"), a.integer(7, "T"),
+                            a.integer(8, "C"));
+  });
+}
+
 Napi::Value GemmBackend(const Napi::CallbackInfo& info) {
   return guarded(info.Env(), [&] {
     const ops::gemm_backend_info b = ops::gemm_backend();
@@ -480,6 +575,17 @@ void register_ops(Napi::Env env, Napi::Object exports) {
   add("streamWait", StreamWait);
   add("scale", Scale);
   add("axpy", Axpy);
+  add("gemmStridedBatched", GemmStridedBatched);
+  add("headsToBatch", HeadsToBatch);
+  add("batchToHeads", BatchToHeads);
+  add("causalSoftmax", CausalSoftmax);
+  add("causalSoftmaxBackward", CausalSoftmaxBackward);
+  add("layerNorm", LayerNorm);
+  add("layerNormBackward", LayerNormBackward);
+  add("gelu", Gelu);
+  add("geluBackward", GeluBackward);
+  add("embedding", Embedding);
+  add("embeddingBackward", EmbeddingBackward);
   add("gemmBackend", GemmBackend);
   add("bindStreamWorkspace", BindStreamWorkspace);
   add("unbindStreamWorkspace", UnbindStreamWorkspace);

@@ -25,6 +25,9 @@ using set_stream_fn = status_t (*)(handle_t, cudaStream_t);
 using set_workspace_fn = status_t (*)(handle_t, void*, std::size_t);
 using sgemm_fn = status_t (*)(handle_t, int, int, int, int, int, const float*, const float*, int, const float*, int,
                               const float*, float*, int);
+using sgemm_strided_batched_fn = status_t (*)(handle_t, int, int, int, int, int, const float*, const float*, int,
+                                              long long, const float*, int, long long, const float*, float*, int,
+                                              long long, int);
 
 struct library {
   load_status status;
@@ -33,6 +36,7 @@ struct library {
   set_stream_fn set_stream = nullptr;
   set_workspace_fn set_workspace = nullptr;  // optional (cuBLAS 11.4 and later)
   sgemm_fn sgemm = nullptr;
+  sgemm_strided_batched_fn sgemm_strided_batched = nullptr;  // optional (every cuBLAS since 8.0 has it)
   std::mutex mutex;  // guards handles and each set_stream + sgemm pair
   struct device_handle {
     handle_t handle = nullptr;
@@ -88,6 +92,7 @@ void do_load(library& l) {
     l.set_stream = reinterpret_cast<set_stream_fn>(dlsym(h, "cublasSetStream_v2"));
     l.sgemm = reinterpret_cast<sgemm_fn>(dlsym(h, "cublasSgemm_v2"));
     l.set_workspace = reinterpret_cast<set_workspace_fn>(dlsym(h, "cublasSetWorkspace_v2"));
+    l.sgemm_strided_batched = reinterpret_cast<sgemm_strided_batched_fn>(dlsym(h, "cublasSgemmStridedBatched"));
     if (l.create == nullptr || l.set_stream == nullptr || l.sgemm == nullptr) {
       errors += std::string(errors.empty() ? "" : "; ") + name + ": missing cublasCreate_v2/cublasSetStream_v2/cublasSgemm_v2";
       dlclose(h);
@@ -95,6 +100,8 @@ void do_load(library& l) {
       l.destroy = nullptr;
       l.set_stream = nullptr;
       l.sgemm = nullptr;
+      l.set_workspace = nullptr;
+      l.sgemm_strided_batched = nullptr;
       continue;
     }
     l.status.loaded = true;
@@ -138,8 +145,12 @@ const load_status& load() {
   return l.status;
 }
 
-void sgemm(cudaStream_t stream, operation transa, operation transb, int m, int n, int k, float alpha, const float* A,
-           int lda, const float* B, int ldb, float beta, float* C, int ldc) {
+namespace {
+
+// Runs call(handle) with the device's handle set to `stream` and its workspace, under the library's
+// mutex (another thread must not change the handle's stream between the set and the call).
+template <class F>
+void with_handle(cudaStream_t stream, F&& call) {
   if (!load().loaded) throw invalid_state("cuBLAS is not loaded: " + load().error);
   library& l = lib();
   const int device = device_of(stream);
@@ -180,8 +191,30 @@ void sgemm(cudaStream_t stream, operation transa, operation transb, int m, int n
       d.workspace = workspace;
     }
   }
-  handle_t handle = d.handle;
-  check(l.sgemm(handle, transa, transb, m, n, k, &alpha, A, lda, B, ldb, &beta, C, ldc), "cublasSgemm_v2");
+  call(d.handle);
+}
+
+}  // namespace
+
+void sgemm(cudaStream_t stream, operation transa, operation transb, int m, int n, int k, float alpha, const float* A,
+           int lda, const float* B, int ldb, float beta, float* C, int ldc) {
+  with_handle(stream, [&](handle_t handle) {
+    check(lib().sgemm(handle, transa, transb, m, n, k, &alpha, A, lda, B, ldb, &beta, C, ldc), "cublasSgemm_v2");
+  });
+}
+
+bool has_sgemm_strided_batched() { return load().loaded && lib().sgemm_strided_batched != nullptr; }
+
+void sgemm_strided_batched(cudaStream_t stream, operation transa, operation transb, int m, int n, int k, float alpha,
+                           const float* A, int lda, long long stride_a, const float* B, int ldb, long long stride_b,
+                           float beta, float* C, int ldc, long long stride_c, int batch) {
+  if (load().loaded && !has_sgemm_strided_batched())
+    throw invalid_state("cuBLAS " + load().library + " has no cublasSgemmStridedBatched");
+  with_handle(stream, [&](handle_t handle) {
+    check(lib().sgemm_strided_batched(handle, transa, transb, m, n, k, &alpha, A, lda, stride_a, B, ldb, stride_b,
+                                      &beta, C, ldc, stride_c, batch),
+          "cublasSgemmStridedBatched");
+  });
 }
 
 void forget_stream(cudaStream_t stream) {

@@ -1,10 +1,11 @@
-// Matrix product: argument checks, dispatch to the GPU, and the CPU reference.
+// Matrix products (one, and strided-batched): argument checks, dispatch to the GPU, and the CPU reference.
 //
 // The CPU path packs op(A) as [M,K] and op(B) as [K,N] row-major (copies only where transposed),
 // then runs an i-k-j product blocked over N and K (a 256x256 panel of B stays in cache) with four
 // rows of C at a time sharing each load of B; the inner loop is contiguous, so -O3 vectorises it.
 // Sums are in float, in k order, like a GPU's (the result differs from cuBLAS by rounding only).
 #include <algorithm>
+#include <string>
 #include <vector>
 
 #include "gpumem/errors.hpp"
@@ -86,7 +87,71 @@ void gemm_cpu(bool ta, bool tb, i64 M, i64 N, i64 K, float alpha, const float* A
   }
 }
 
+// One product of the batch: op(A) and op(B) packed contiguous from their leading dimensions, the
+// blocked product into `product`, then C = product + beta * C over C's leading dimension.
+void gemm_strided_one(bool ta, bool tb, i64 M, i64 N, i64 K, float alpha, const float* A, i64 lda, const float* B,
+                      i64 ldb, float beta, float* C, i64 ldc, std::vector<float>& a_packed,
+                      std::vector<float>& b_packed, std::vector<float>& product) {
+  if (alpha == 0.0f) {  // A and B are not read
+    std::fill(product.begin(), product.end(), 0.0f);
+  } else {
+    for (i64 m = 0; m < M; ++m)
+      for (i64 k = 0; k < K; ++k) a_packed[m * K + k] = ta ? A[k * lda + m] : A[m * lda + k];
+    for (i64 k = 0; k < K; ++k)
+      for (i64 n = 0; n < N; ++n) b_packed[k * N + n] = tb ? B[n * ldb + k] : B[k * ldb + n];
+    gemm_cpu(false, false, M, N, K, alpha, a_packed.data(), b_packed.data(), 0.0f, product.data());
+  }
+  for (i64 m = 0; m < M; ++m) {
+    float* c = C + m * ldc;
+    const float* p = product.data() + m * N;
+    for (i64 n = 0; n < N; ++n) c[n] = beta == 0.0f ? p[n] : p[n] + beta * c[n];  // beta 0: C is not read
+  }
+}
+
 }  // namespace
+
+void gemm_strided_batched(bool on_device, stream_handle stream, bool trans_a, bool trans_b, i64 M, i64 N, i64 K,
+                          float alpha, const float* A, i64 lda, i64 stride_a, const float* B, i64 ldb, i64 stride_b,
+                          float beta, float* C, i64 ldc, i64 stride_c, i64 batch) {
+  check::at_least(M, 1, "M");
+  check::at_least(N, 1, "N");
+  check::at_least(K, 1, "K");
+  check::at_least(batch, 1, "batch");
+  check::at_least(lda, trans_a ? M : K, "lda");
+  check::at_least(ldb, trans_b ? K : N, "ldb");
+  check::at_least(ldc, N, "ldc");
+  check::non_negative(stride_a, "strideA");
+  check::non_negative(stride_b, "strideB");
+  check::non_negative(stride_c, "strideC");
+  if (batch > 1) {
+    const bool apart = stride_c >= (M - 1) * ldc + N;
+    const bool interleaved = stride_c >= N && (batch - 1) * stride_c + N <= ldc;
+    if (!apart && !interleaved)
+      check::fail_range("strideC",
+                        "a stride that keeps the C matrices apart (>= (M-1)*ldc + N = " +
+                            std::to_string((M - 1) * ldc + N) + ", or rows interleaved: >= N with (batch-1)*strideC + N <= ldc)",
+                        std::to_string(stride_c));
+  }
+  check::not_null(A, "A");
+  check::not_null(B, "B");
+  check::not_null(C, "C");
+  if (on_device) {
+    check::fits_i32(M, "M");
+    check::fits_i32(N, "N");
+    check::fits_i32(K, "K");
+    check::fits_i32(lda, "lda");
+    check::fits_i32(ldb, "ldb");
+    check::fits_i32(ldc, "ldc");
+    check::fits_i32(batch, "batch");
+  }
+  GPUMEM_OPS_ON_DEVICE(gemm_strided_batched(stream, trans_a, trans_b, M, N, K, alpha, A, lda, stride_a, B, ldb,
+                                            stride_b, beta, C, ldc, stride_c, batch));
+  std::vector<float> a_packed(static_cast<std::size_t>(M * K)), b_packed(static_cast<std::size_t>(K * N));
+  std::vector<float> product(static_cast<std::size_t>(M * N));
+  for (i64 i = 0; i < batch; ++i)
+    gemm_strided_one(trans_a, trans_b, M, N, K, alpha, A + i * stride_a, lda, B + i * stride_b, ldb, beta,
+                     C + i * stride_c, ldc, a_packed, b_packed, product);
+}
 
 void gemm(bool on_device, stream_handle stream, bool trans_a, bool trans_b, i64 M, i64 N, i64 K, float alpha,
           const float* A, const float* B, float beta, float* C) {

@@ -12,9 +12,10 @@
 // Random numbers come from a counter-based generator (rng.hpp): value i of a call is a pure
 // function of (seed, offset + i), identical on the CPU and the GPU, bit for bit.
 //
-// Determinism: every float reduction (biasGrad, softmaxCrossEntropy's loss, spmm's row sums, gemm)
-// gives bit-identical results run after run on the same device; scatter_add_rows uses float
-// atomics on the GPU and is the one exception. CPU and GPU results agree to rounding (the GPU
+// Determinism: every float reduction (biasGrad, softmaxCrossEntropy's loss, spmm's row sums, gemm,
+// the softmaxes, layer norm and its backward, the dWpe sums) gives bit-identical results run after
+// run on the same device; scatter_add_rows and embedding_backward's dWte use float atomics on the
+// GPU and are the exceptions. CPU and GPU results agree to rounding (the GPU
 // fuses multiply-adds and sums in another order), except where documented as identical: the
 // random generators, dropout masks, fill, csr_build, row_degrees and edge_norm.
 #pragma once
@@ -138,6 +139,55 @@ void scale(bool on_device, stream_handle stream, float alpha, const float* X, fl
 void axpy(bool on_device, stream_handle stream, float alpha, const float* X, float* Y, i64 n);
 
 // ---------------------------------------------------------------------------------------------
+// Transformer ops (attention.cu, norm.cu, embedding.cu; the batched product in gemm.cu). Every size
+// below must be >= 1 (invalid_argument otherwise).
+
+// For i in [0, batch): C_i[M,N] = alpha * op(A_i) @ op(B_i) + beta * C_i, A_i = A + i * stride_a (elements),
+// likewise B_i and C_i. Row-major with leading dimensions (elements per stored row): A_i is stored
+// [M, lda] ([K, lda] when trans_a), B_i [K, ldb] ([N, ldb] when trans_b), C_i [M, ldc]. beta == 0: C is
+// not read. Strides may be 0 for A and B (one matrix for every i); the C_i must not overlap: either
+// whole matrices apart (stride_c >= (M-1)*ldc + N) or interleaved rows (stride_c >= N and
+// (batch-1)*stride_c + N <= ldc).
+void gemm_strided_batched(bool on_device, stream_handle stream, bool trans_a, bool trans_b, i64 M, i64 N, i64 K,
+                          float alpha, const float* A, i64 lda, i64 stride_a, const float* B, i64 ldb, i64 stride_b,
+                          float beta, float* C, i64 ldc, i64 stride_c, i64 batch);
+// Y[b,h,t,d] = X[(b*T + t) * ldx + h*D + d], Y contiguous [B,H,T,D], ldx >= H*D. Y must not overlap X.
+void heads_to_batch(bool on_device, stream_handle stream, const float* X, i64 ldx, float* Y, i64 B, i64 T, i64 H,
+                    i64 D);
+// X[(b*T + t) * ldx + h*D + d] = Y[b,h,t,d]; writes only those elements of X.
+void batch_to_heads(bool on_device, stream_handle stream, const float* Y, float* X, i64 ldx, i64 B, i64 T, i64 H,
+                    i64 D);
+// S, P: [rows*T, T], `rows` TxT matrices. P[i,j] = softmax over j <= i of scale * S[i,j] (max
+// subtracted), 0 for j > i. P may be S.
+void causal_softmax(bool on_device, stream_handle stream, const float* S, float* P, i64 rows, i64 T, float scale);
+// dS[i,j] = scale * P[i,j] * (dP[i,j] - sum_{k<=i} P[i,k] dP[i,k]) for j <= i, 0 for j > i. dS may be dP.
+void causal_softmax_backward(bool on_device, stream_handle stream, const float* P, const float* dP, float* dS, i64 rows,
+                             i64 T, float scale);
+// Per row of X[rows, cols]: mean, rstd = 1/sqrt(biased variance + eps), Y = (X - mean) * rstd * gamma + beta;
+// mean and rstd f32[rows]. Y may be X.
+void layer_norm(bool on_device, stream_handle stream, const float* X, const float* gamma, const float* beta, float* Y,
+                float* mean, float* rstd, i64 rows, i64 cols, float eps);
+// dX = rstd * (dY*gamma - mean_c(dY*gamma) - xhat * mean_c(dY*gamma*xhat)) (overwritten; dX may be dY),
+// dGamma[c] = (accumulate ? dGamma[c] : 0) + sum_r dY*xhat, dBeta[c] likewise + sum_r dY, with xhat =
+// (X - mean) * rstd. Deterministic: fixed chunks of rows summed in a fixed order, no atomics.
+void layer_norm_backward(bool on_device, stream_handle stream, const float* dY, const float* X, const float* gamma,
+                         const float* mean, const float* rstd, float* dX, float* dGamma, float* dBeta, i64 rows,
+                         i64 cols, bool accumulate);
+// GELU, tanh approximation: Y = 0.5 X (1 + tanh(sqrt(2/pi) (X + 0.044715 X^3))). Y may be X.
+void gelu(bool on_device, stream_handle stream, const float* X, float* Y, i64 n);
+// dX = dY * GELU'(X); dX may be dY.
+void gelu_backward(bool on_device, stream_handle stream, const float* X, const float* dY, float* dX, i64 n);
+// out[b*T + t, :] = wte[tokens[b*T + t], :] + wpe[t, :]; tokens i32[B*T], wte [V, C], wpe [>= T, C]. Ids are
+// not checked against V (not passed; the caller checks them): the CPU reference throws invalid_argument
+// for a negative id before writing anything, the GPU kernel leaves out the wte term of a negative id.
+void embedding(bool on_device, stream_handle stream, const std::int32_t* tokens, const float* wte, const float* wpe,
+               float* out, i64 B, i64 T, i64 C);
+// dWte[tokens[r], :] += dOut[r, :] (float atomics on the GPU, as scatter_add_rows; a negative id: CPU
+// throws before writing, GPU skips), dWpe[t, :] += sum over b in order of dOut[b*T + t, :] (deterministic).
+void embedding_backward(bool on_device, stream_handle stream, const float* dOut, const std::int32_t* tokens,
+                        float* dWte, float* dWpe, i64 B, i64 T, i64 C);
+
+// ---------------------------------------------------------------------------------------------
 // Internal: the GPU launchers (defined in the .cu files, only with CUDA), called by the checked
 // entry points above after validation. Same arguments, no checks.
 namespace gpu {
@@ -192,6 +242,24 @@ void add_i32(stream_handle s, std::int32_t* ptr, std::int32_t value);
 void stream_wait(stream_handle waiter, stream_handle signaller);
 void scale(stream_handle s, float alpha, const float* X, float* Y, i64 n);
 void axpy(stream_handle s, float alpha, const float* X, float* Y, i64 n);
+void gemm_strided_batched(stream_handle s, bool ta, bool tb, i64 M, i64 N, i64 K, float alpha, const float* A,
+                          i64 lda, i64 stride_a, const float* B, i64 ldb, i64 stride_b, float beta, float* C, i64 ldc,
+                          i64 stride_c, i64 batch);
+void heads_to_batch(stream_handle s, const float* X, i64 ldx, float* Y, i64 B, i64 T, i64 H, i64 D);
+void batch_to_heads(stream_handle s, const float* Y, float* X, i64 ldx, i64 B, i64 T, i64 H, i64 D);
+void causal_softmax(stream_handle s, const float* S, float* P, i64 rows, i64 T, float scale);
+void causal_softmax_backward(stream_handle s, const float* P, const float* dP, float* dS, i64 rows, i64 T, float scale);
+void layer_norm(stream_handle s, const float* X, const float* gamma, const float* beta, float* Y, float* mean,
+                float* rstd, i64 rows, i64 cols, float eps);
+void layer_norm_backward(stream_handle s, const float* dY, const float* X, const float* gamma, const float* mean,
+                         const float* rstd, float* dX, float* dGamma, float* dBeta, i64 rows, i64 cols,
+                         bool accumulate);
+void gelu(stream_handle s, const float* X, float* Y, i64 n);
+void gelu_backward(stream_handle s, const float* X, const float* dY, float* dX, i64 n);
+void embedding(stream_handle s, const std::int32_t* tokens, const float* wte, const float* wpe, float* out, i64 B,
+               i64 T, i64 C);
+void embedding_backward(stream_handle s, const float* dOut, const std::int32_t* tokens, float* dWte, float* dWpe,
+                        i64 B, i64 T, i64 C);
 }  // namespace gpu
 
 }  // namespace gpumem::ops
