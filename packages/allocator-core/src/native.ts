@@ -83,9 +83,14 @@ export interface NativeReplay {
  * What the native chain builder (native/include/gpumem/chain_builder.hpp) builds: a strategy, its
  * options, and the layers any strategy may have. The builder alone decides the layer order (fault
  * right over the leaf, the limit over that, the strategy's own layer over the limited leaf,
- * tracking on top), the same for the Node addon and the PyTorch library.
+ * tracking on top), the same for the Node addon and the PyTorch library. A strategy's own options
+ * are those its TypeScript options definition checked (e.g. the pool's `upstream`,
+ * `maxReservedBytes`, ...; a plug-in library's `library` and `options` string); the native side
+ * checks them again by name, so a strategy's options are not listed here.
  */
 export type ChainSpec = {
+  /** The strategy's native name: 'host', 'cuda', 'pool', ..., or 'native' (a plug-in library). */
+  strategy: string;
   /** The device's CUDA ordinal (default 0); ignored by 'host' and by a pool over host memory; 'native' and 'expandable': -1 is the host. */
   device?: number;
   /** Devices that may read and write the memory (memory on a CUDA device only; checked again natively). */
@@ -96,62 +101,9 @@ export type ChainSpec = {
   faultInjection?: { failEvery?: number; failAfterBytes?: number };
   /** Records every call in a ring of this many events. */
   trackingCapacity?: number;
-} & (
-  | { strategy: 'host' | 'cuda'; options?: Record<string, never> }
-  | {
-      strategy: 'uvm';
-      options?: { prefetchOnAllocate?: boolean; preferredLocation?: string; accessedBy?: string; readMostly?: boolean };
-    }
-  | {
-      strategy: 'pool';
-      options?: {
-        upstream?: 'cuda' | 'host';
-        maxReservedBytes?: number;
-        smallRequestLimit?: number;
-        smallSegmentBytes?: number;
-        largeSegmentRounding?: number;
-      };
-    }
-  | { strategy: 'async'; options?: { releaseThreshold?: number } }
-  | {
-      /** Expandable segments; device -1 maps host memory (the host twin) instead of CUDA VMM. */
-      strategy: 'expandable';
-      options?: {
-        granuleBytes?: number;
-        releaseThreshold?: number;
-        gcThreshold?: number;
-        capacityBytes?: number;
-        reserveBytes?: number;
-      };
-    }
-  | {
-      /**
-       * A pool over mapped pinned host memory (cudaHostAlloc; the leaf caps what it pins at MemAvailable
-       * less 10% of MemTotal, lowered by maxReservedBytes), or over plain host memory (upstream 'host').
-       */
-      strategy: 'pinned';
-      options?: {
-        upstream?: 'pinned' | 'host';
-        maxReservedBytes?: number;
-        smallRequestLimit?: number;
-        smallSegmentBytes?: number;
-        largeSegmentRounding?: number;
-      };
-    }
-  | {
-      /**
-       * Device memory first, then pinned host memory kernels use in place (CUDA VMM; upstream 'host':
-       * the memfd host twin; 'auto': VMM where there is a GPU).
-       */
-      strategy: 'tiered';
-      options?: { upstream?: 'cuda' | 'host' | 'auto'; deviceBudgetBytes?: number; hostBudgetBytes?: number };
-    }
-  | {
-      /** A plug-in library (native/include/gpumem/plugin.h): its path and its "key=value;key=value" options. */
-      strategy: 'native';
-      options: { library: string; options?: string };
-    }
-);
+  /** The strategy's own options, checked already. */
+  options?: Record<string, string | number | boolean>;
+};
 
 /** What a native Resource is made from: a chain to build, or a chain another thread shared. */
 export type ResourceSpec = ChainSpec | { type: 'shared'; token: number };

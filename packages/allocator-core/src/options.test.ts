@@ -1,6 +1,6 @@
-import { describe, expect, it } from 'vitest';
+import { describe, expect, expectTypeOf, it } from 'vitest';
 import { createAllocator } from './index.js';
-import { defineOptions, option } from './options.js';
+import { defineOptions, option, type OptionsOf } from './options.js';
 
 const example = defineOptions('example', {
   upstream: option.oneOf(['cuda', 'host'], { default: 'host' }),
@@ -23,6 +23,18 @@ describe('defineOptions', () => {
       verbose: true,
       path: 'x',
     });
+  });
+
+  it('derives the options type and the parsed type from the same entries', () => {
+    type Options = OptionsOf<typeof example>;
+    expectTypeOf<Options['upstream']>().toEqualTypeOf<'cuda' | 'host' | undefined>();
+    expectTypeOf<Options['path']>().toEqualTypeOf<string | undefined>();
+    expectTypeOf<{ chunkBytes: number }>().toExtend<Options>();
+    expectTypeOf<{ chunkBytes: string }>().not.toExtend<Options>();
+    const parsed = example.parse({});
+    expectTypeOf(parsed.upstream).toEqualTypeOf<'cuda' | 'host'>();
+    expectTypeOf(parsed.chunkBytes).toEqualTypeOf<number>();
+    expectTypeOf(parsed.threshold).toEqualTypeOf<number | undefined>();
   });
 
   it('rejects an unknown key, listing the known ones in definition order', () => {

@@ -98,6 +98,13 @@ function spec<T, P, X extends OptionExtras<P>>(parse: (value: unknown, name: str
   return { parse, ...(extras as X) };
 }
 
+function oneOf<T extends string>(allowed: readonly T[], extras?: OptionExtras<T>): OptionSpec<T> {
+  return spec<T, T, OptionExtras<T>>((value, name) => {
+    checkOneOf(value, allowed, name);
+    return value;
+  }, extras);
+}
+
 /** The kinds of option value, each with its check (the messages of ./validate.ts). */
 export const option = {
   /** A byte count or other positive integer: an integer in [1, 2^53 - 1]. */
@@ -122,11 +129,9 @@ export const option = {
     }, extras);
   },
   /** One of a fixed set of strings. */
-  oneOf<const T extends string, X extends OptionExtras<T>>(allowed: readonly T[], extras?: X) {
-    return spec<T, T, X>((value, name) => {
-      checkOneOf(value, allowed, name);
-      return value;
-    }, extras);
+  oneOf: oneOf as {
+    <const T extends string>(allowed: readonly T[], extras: { default: NoInfer<T> }): OptionSpec<T> & { default: T };
+    <const T extends string>(allowed: readonly T[]): OptionSpec<T>;
   },
   /** Any other kind: `parse` checks the value; callers pass what it returns. */
   custom<P, X extends OptionExtras<P>>(parse: (value: unknown, name: string) => P, extras?: X) {

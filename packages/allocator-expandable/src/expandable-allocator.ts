@@ -90,7 +90,7 @@ export class ExpandableAllocator extends NativeAllocator {
         strategy: 'expandable',
         device: upstream === 'cuda' ? index : -1,
         ...peerAccessSpec(peers),
-        options: definedOptions(parsed, ['granuleBytes', 'capacityBytes', 'reserveBytes', 'releaseThreshold', 'gcThreshold']),
+        options: definedOptions(parsed, ['granuleBytes', 'capacityBytes', 'reserveBytes', 'releaseThreshold', 'gcThreshold'] as const),
       },
       options,
     );

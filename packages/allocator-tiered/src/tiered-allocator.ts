@@ -64,7 +64,7 @@ function checkTier(value: unknown, name: string): asserts value is TierChoice {
 
 const tieredOptions = defineOptions('tiered', {
   /** Where the tiers come from (default 'auto': CUDA VMM when a GPU is present, else the host twin). */
-  upstream: option.oneOf<TieredUpstream, { default: 'auto' }>(['cuda', 'host', 'auto'], { default: 'auto' }),
+  upstream: option.oneOf<TieredUpstream>(['cuda', 'host', 'auto'], { default: 'auto' }),
   /** CUDA device ordinal for the 'cuda' upstream (default 0). */
   device: option.nonNegative({ default: 0 }),
   /**
@@ -116,7 +116,7 @@ export class TieredAllocator extends NativeAllocator {
         strategy: 'tiered',
         device: upstream === 'cuda' ? index : 0,
         ...peerAccessSpec(peers),
-        options: { upstream, ...definedOptions(parsed, ['deviceBudgetBytes', 'hostBudgetBytes']) },
+        options: { upstream, ...definedOptions(parsed, ['deviceBudgetBytes', 'hostBudgetBytes'] as const) },
       },
       options,
     );
