@@ -1,31 +1,34 @@
+import { existsSync } from 'node:fs';
+import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { defineConfig } from 'vitest/config';
+import { workspacePackages } from './scripts/sync-workspaces.mjs';
 
-const src = (pkg: string) => fileURLToPath(new URL(`./packages/${pkg}/src/index.ts`, import.meta.url));
+const root = fileURLToPath(new URL('.', import.meta.url));
+
+/**
+ * Tests run against the TypeScript sources, and every package name resolves to the same module, so
+ * plug-ins and tests share one registry. Each workspace's `exports` entry `./dist/X.js` becomes the
+ * alias of its specifier to `src/X.ts` (where that file exists), matched exactly.
+ */
+function sourceAliases(): { find: RegExp; replacement: string }[] {
+  const aliases: { find: RegExp; replacement: string }[] = [];
+  for (const { dir, name, manifest } of workspacePackages(root)) {
+    for (const [subpath, target] of Object.entries<unknown>(manifest.exports ?? {})) {
+      const built = typeof target === 'string' ? target : (target as { default?: string }).default;
+      const match = built?.match(/^\.\/dist\/(.*)\.js$/);
+      if (!match) continue;
+      const source = join(root, dir, 'src', `${match[1]}.ts`);
+      if (!existsSync(source)) continue;
+      const specifier = `${name}${subpath.slice(1)}`;
+      aliases.push({ find: new RegExp(`^${specifier.replace(/[.*+?^${}()|[\]\\/]/g, '\\$&')}$`), replacement: source });
+    }
+  }
+  return aliases;
+}
 
 export default defineConfig({
-  resolve: {
-    // Tests run against the TypeScript sources, and every package name resolves to the same
-    // module, so plug-ins and tests share one registry.
-    alias: {
-      // A subpath before its package: aliases match by prefix, in order.
-      '@gpumem/allocator-core/tools': fileURLToPath(new URL('./packages/allocator-core/src/tools.ts', import.meta.url)),
-      '@gpumem/allocator-core/testing': fileURLToPath(new URL('./packages/allocator-core/src/testing/index.ts', import.meta.url)),
-      '@gpumem/allocator-core': src('allocator-core'),
-      '@gpumem/allocator-uvm': src('allocator-uvm'),
-      '@gpumem/allocator-pool': src('allocator-pool'),
-      '@gpumem/allocator-async': src('allocator-async'),
-      '@gpumem/allocator-expandable': src('allocator-expandable'),
-      '@gpumem/allocator-tiered': src('allocator-tiered'),
-      '@gpumem/allocator-pinned': src('allocator-pinned'),
-      '@gpumem/distributed': src('distributed'),
-      '@gpumem/gnn': src('gnn'),
-      '@gpumem/trace': src('trace'),
-      '@gpumem/compare': src('compare'),
-      '@gpumem/cli': src('cli'),
-      '@gpumem/examples/arena': fileURLToPath(new URL('./examples/src/arena/index.ts', import.meta.url)),
-    },
-  },
+  resolve: { alias: sourceAliases() },
   test: {
     include: ['packages/*/src/**/*.test.ts', 'examples/src/**/*.test.ts', 'tests/**/*.test.ts'],
     testTimeout: 120_000,

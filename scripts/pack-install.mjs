@@ -10,10 +10,11 @@
 // Needs the repository built (npm ci) and the npm registry (or its cache) for the packages'
 // own dependencies.
 import { execFileSync } from 'node:child_process';
-import { mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, rmSync, writeFileSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
+import { workspacePackages } from './sync-workspaces.mjs';
 
 const repo = dirname(dirname(fileURLToPath(import.meta.url)));
 const { values } = parseArgs({
@@ -36,8 +37,9 @@ rmSync(out, { recursive: true, force: true });
 mkdirSync(tarballs, { recursive: true });
 
 const npm = (args, cwd) => execFileSync('npm', args, { cwd, encoding: 'utf8', stdio: ['ignore', 'pipe', 'inherit'] });
-const { workspaces } = JSON.parse(readFileSync(join(repo, 'package.json'), 'utf8'));
-const published = workspaces.filter((w) => !JSON.parse(readFileSync(join(repo, w, 'package.json'), 'utf8')).private);
+const published = workspacePackages(repo)
+  .filter((w) => !w.manifest.private)
+  .map((w) => w.dir);
 
 const packed = JSON.parse(npm(['pack', '--json', '--pack-destination', tarballs, ...published.flatMap((w) => ['-w', w])], repo));
 const rows = packed.map((p) => ({

@@ -1,17 +1,16 @@
 /**
  * The allocators under test: every registered strategy (plug-ins included, so a new one is
- * covered as soon as it registers), with the options that make it run here, plus variants.
+ * covered as soon as it registers), with the options that make it run here, plus variants. The
+ * strategy packages are the workspaces whose package.json says `"gpumem": { "strategy": true }`;
+ * each registers itself on import.
  */
 import { listAllocators, type Allocator, createAllocator, TrackingAllocator } from '@gpumem/allocator-core';
-import '@gpumem/allocator-uvm';
-import '@gpumem/allocator-pool';
-import '@gpumem/allocator-async';
-import '@gpumem/allocator-expandable';
-import '@gpumem/allocator-tiered';
-import '@gpumem/allocator-pinned';
 import '@gpumem/examples/arena';
+import { strategyPackages } from '../scripts/sync-workspaces.mjs';
 import { gpuAvailable } from './gpu.js';
 import { exampleSlabLibrary } from './plugin-library.js';
+
+for (const { name } of strategyPackages()) await import(name);
 
 export interface AllocatorCase {
   /** Shown in test names. */

@@ -1,0 +1,80 @@
+/**
+ * The root files that list the workspaces follow from them (scripts/sync-workspaces.mjs), and a
+ * strategy package is found by its package.json field alone: by the conformance suite's list
+ * (tests/allocators.ts), by compare's defaults when compare depends on it, by the vitest aliases.
+ */
+import { execFileSync } from 'node:child_process';
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { afterEach, describe, expect, it } from 'vitest';
+import { builtInStrategyPackages } from '@gpumem/compare';
+import { strategyPackages, syncWorkspaces, workspacePackages } from '../scripts/sync-workspaces.mjs';
+
+const repository = fileURLToPath(new URL('..', import.meta.url));
+const script = join(repository, 'scripts', 'sync-workspaces.mjs');
+
+describe('files made from the workspaces', () => {
+  it('tsconfig.json references every workspace with a tsconfig.json (node scripts/sync-workspaces.mjs rewrites it)', () => {
+    expect(syncWorkspaces(repository, { check: true })).toEqual([]);
+    const references = JSON.parse(readFileSync(join(repository, 'tsconfig.json'), 'utf8')).references.map((r: { path: string }) => r.path);
+    expect(references).toContain('packages/allocator-pinned');
+    expect(references).toContain('packages/distributed');
+    expect(references).toContain('examples');
+  });
+
+  it('every strategy package is a workspace taking the core as a peer (one registry), and compare imports its strategy dependencies', () => {
+    const strategies = strategyPackages().map((w) => w.name);
+    expect(strategies).toEqual(
+      expect.arrayContaining(['@gpumem/allocator-uvm', '@gpumem/allocator-pool', '@gpumem/allocator-pinned', '@gpumem/allocator-tiered']),
+    );
+    for (const w of strategyPackages()) {
+      expect(w.manifest.peerDependencies, w.name).toHaveProperty(['@gpumem/allocator-core']);
+    }
+    const compare = workspacePackages().find((w) => w.name === '@gpumem/compare')!;
+    const compareDependencies = Object.keys(compare.manifest.dependencies as Record<string, string>);
+    expect([...builtInStrategyPackages]).toEqual(compareDependencies.filter((d) => strategies.includes(d)));
+  });
+});
+
+describe('scripts/sync-workspaces.mjs on a repository of its own', () => {
+  let dir: string | undefined;
+  afterEach(() => {
+    if (dir) rmSync(dir, { recursive: true, force: true });
+    dir = undefined;
+  });
+
+  function write(path: string, value: unknown): void {
+    mkdirSync(join(dir!, path, '..'), { recursive: true });
+    writeFileSync(join(dir!, path), typeof value === 'string' ? value : JSON.stringify(value));
+  }
+
+  it('finds a new package under a workspace pattern, says the references are stale, and rewrites them', () => {
+    dir = mkdtempSync(join(tmpdir(), 'gpumem-workspaces-'));
+    write('package.json', { name: 'root', private: true, workspaces: ['packages/*', 'tool'] });
+    write('packages/b/package.json', { name: '@x/b' });
+    write('packages/b/tsconfig.json', {});
+    write('packages/a/package.json', { name: '@x/a', gpumem: { strategy: true } });
+    write('packages/a/tsconfig.json', {});
+    write('packages/notes/README.md', 'not a package');
+    write('tool/package.json', { name: 'tool' }); // no tsconfig.json: not referenced
+    expect(workspacePackages(dir).map((w) => w.dir)).toEqual(['packages/a', 'packages/b', 'tool']);
+    expect(strategyPackages(dir).map((w) => w.name)).toEqual(['@x/a']);
+
+    const check = () => execFileSync(process.execPath, [script, '--check'], { cwd: dir, encoding: 'utf8', stdio: 'pipe' });
+    expect(syncWorkspaces(dir, { check: true })).toEqual(['tsconfig.json']);
+    expect(syncWorkspaces(dir)).toEqual(['tsconfig.json']);
+    expect(JSON.parse(readFileSync(join(dir, 'tsconfig.json'), 'utf8'))).toEqual({
+      files: [],
+      references: [{ path: 'packages/a' }, { path: 'packages/b' }],
+    });
+    expect(syncWorkspaces(dir, { check: true })).toEqual([]);
+
+    write('packages/c/package.json', { name: '@x/c' });
+    write('packages/c/tsconfig.json', {});
+    expect(syncWorkspaces(dir, { check: true })).toEqual(['tsconfig.json']);
+    // The command line works on the repository it sits in, whatever the current folder.
+    expect(check()).toMatch(/Up to date with the workspaces/);
+  });
+});
