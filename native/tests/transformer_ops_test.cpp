@@ -471,4 +471,21 @@ TEST(embedding_and_its_backward_match_reference_loops) {
                   invalid_argument);
 }
 
+#ifndef GPUMEM_WITH_CUDA
+TEST(on_device_in_a_build_without_cuda_is_invalid_state) {
+  std::vector<float> f(16, 1.0f);
+  const std::vector<std::int32_t> tokens(4, 0);
+  float* p = f.data();
+  CHECK_THROWS_AS(ops::gemm_strided_batched(true, no_stream, false, false, 2, 2, 2, 1.0f, p, 2, 4, p, 2, 4, 0.0f, p, 2,
+                                            4, 2),
+                  invalid_state);
+  CHECK_THROWS_AS(ops::heads_to_batch(true, no_stream, p, 4, p + 8, 1, 2, 2, 2), invalid_state);
+  CHECK_THROWS_AS(ops::causal_softmax(true, no_stream, p, p, 1, 4, 1.0f), invalid_state);
+  CHECK_THROWS_AS(ops::layer_norm(true, no_stream, p, p, p, p, p, p, 2, 4, 1e-5f), invalid_state);
+  CHECK_THROWS_AS(ops::gelu(true, no_stream, p, p, 16), invalid_state);
+  CHECK_THROWS_AS(ops::embedding(true, no_stream, tokens.data(), p, p, p, 1, 4, 2), invalid_state);
+  for (float v : f) CHECK_EQ(v, 1.0f);  // nothing ran
+}
+#endif
+
 TEST_MAIN()
