@@ -23,7 +23,8 @@ struct workspace_sizes {
 
 // The largest scratch any op asks for, whatever its sizes: bias_grad's column slabs
 // (bias_slab_cols columns x at most bias_max_chunks chunks of f32 partials) and the loss kernels'
-// capped blocks (loss_max_blocks x one f32 loss and one i32 count). bias.cu and loss.cu assert that
+// capped blocks (loss_max_blocks x one f32 loss and one i32 count); layer_norm_backward's column
+// slabs take two partials per chunk with half the chunks. bias.cu, loss.cu and norm.cu assert that
 // their requests stay under it.
 constexpr std::size_t bias_max_chunks = 512;
 constexpr std::size_t bias_slab_cols = 1024;
