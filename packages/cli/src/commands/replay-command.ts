@@ -7,7 +7,16 @@
  * @module
  */
 import { writeFileSync } from 'node:fs';
-import { deviceProperties, formatBytes, hasCudaDevice, listAllocators, memoryInfo, parseSize } from '@gpumem/allocator-core';
+import {
+  deviceProperties,
+  formatBytes,
+  hasAllocator,
+  hasCudaDevice,
+  listAllocators,
+  memoryInfo,
+  parseSize,
+  strategyInfo,
+} from '@gpumem/allocator-core';
 import {
   parseAllocatorList,
   renderHtmlReport,
@@ -181,7 +190,7 @@ function replayOne(spec: AllocatorSpec, compiled: CompiledTrace, s: RunSettings)
   const start = performance.now();
   const label = spec.label;
   try {
-    if (spec.name === 'uvm' && hasCudaDevice()) {
+    if (hasAllocator(spec.name) && strategyInfo(spec.name).managedMemory && hasCudaDevice()) {
       // Managed memory can oversubscribe the GPU; a replay never asks for more than the card has free.
       const { freeBytes } = memoryInfo(0);
       if (compiled.peakAllocatedBytes > freeBytes) {
