@@ -86,9 +86,9 @@ describe('gpumem train', () => {
   });
 
   it('names the flag and the accepted values on bad input, with exit code 2', () => {
-    const bad = run('train', '--model', 'transformer');
+    const bad = run('train', '--model', 'lstm');
     expect(bad.status).toBe(2);
-    expect(bad.stderr).toMatch(/'--model' must be one of mlp, gcn \(received 'transformer'\)/);
+    expect(bad.stderr).toMatch(/'--model' must be one of mlp, gcn, transformer \(received 'lstm'\)/);
     const unknown = run('train', '--nodez', '5');
     expect(unknown.status).toBe(2);
     expect(unknown.stderr).toBe('gpumem train: unknown flag --nodez (did you mean --nodes?)\nsee gpumem train --help\n');

@@ -64,7 +64,10 @@ describe('flag errors: one form, with did you mean', () => {
       run(['replay', rmmSample, '--allocators', 'expandible']),
       /^gpumem replay: '--allocators' names 'expandible', which is not registered \(did you mean expandable\?\)/,
     );
-    refused(run(['train', '--model', 'mpl']), /^gpumem train: '--model' must be one of mlp, gcn \(received 'mpl'\) \(did you mean mlp\?\)/);
+    refused(
+      run(['train', '--model', 'mpl']),
+      /^gpumem train: '--model' must be one of mlp, gcn, transformer \(received 'mpl'\) \(did you mean mlp\?\)/,
+    );
   });
 
   it.skipIf(gpu)('train --allocator cuda without a GPU is a usage error of the same form', () => {
@@ -243,7 +246,7 @@ describe('one name for one thing', () => {
     );
     expect(r.stdout).toMatch(/^gcn on random, allocator 'host'/m);
     const help = run(['train', '--help']).stdout;
-    expect(help).toMatch(/^ {2}--dataset [a-z|]*random\|sbm.*gcn: random \(default\) or sbm; deprecated: seed, the old name of random/m);
+    expect(help).toMatch(/^ {2}--dataset [a-z|]*random\|sbm.*gcn: random \(default\) or sbm;.*deprecated: seed, the old name of random/m);
   });
 
   it('compare names the workload as train does, and marks bests the same way as the report (with a legend)', () => {

@@ -1,6 +1,7 @@
 /**
- * @gpumem/gnn: the shared trainer (device tensors, ops, and its workloads: an MLP on MNIST and a
- * GCN on generated graphs, each registered by name) that runs on any allocator. It depends on the
+ * @gpumem/gnn: the shared trainer (device tensors, ops, and its workloads: an MLP on MNIST, a GCN
+ * on generated graphs and a GPT-style transformer on sequences of varying length, each registered
+ * by name) that runs on any allocator. It depends on the
  * core only: register the strategies you train on by importing their packages (e.g.
  * `import '@gpumem/allocator-pool'`).
  * @packageDocumentation
@@ -78,3 +79,5 @@ export { mlpDefaults, mlpHiddenWidths } from './workloads/mlp/defaults.js';
 export type { MlpTrainOptions, MlpTrainingShape } from './workloads/mlp/options.js';
 export { gcnDefaults, gcnHiddenWidth, graphDefaults, type GcnDataset } from './workloads/gcn/defaults.js';
 export type { DeprecatedGcnDataset, GcnTrainOptions, GcnTrainingShape } from './workloads/gcn/options.js';
+export { transformerDefaults } from './workloads/transformer/defaults.js';
+export type { TransformerTrainOptions, TransformerTrainingShape } from './workloads/transformer/options.js';

@@ -104,8 +104,10 @@ export interface EpochRecord {
   losses: number[];
   /** Accuracy on the training rows seen this epoch. */
   trainAccuracy: number;
-  /** mlp: test-set accuracy. gcn: accuracy on the nodes outside the training mask. */
+  /** mlp: test-set accuracy. gcn: accuracy on the nodes outside the training mask. transformer: next-token accuracy on the held-out batch. */
   accuracy: number;
+  /** The evaluation's mean loss, where the workload has one (transformer: on the held-out batch). */
+  evaluationLoss?: number;
   /** Allocator statistics over the epoch (peaks reset at its start). */
   peakAllocatedBytes: number;
   peakReservedBytes: number;
