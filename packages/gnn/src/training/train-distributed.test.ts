@@ -1,10 +1,12 @@
 import { existsSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
+import { HostAllocator } from '@gpumem/allocator-core';
 import { RankFailedError } from '@gpumem/distributed';
 import { combineRanks, planRanks, trainDistributed } from './train-distributed.js';
 import { rowBlock } from '../datasets/graph-part.js';
-import { nanoBatchSlices, rankOrder } from '../workloads/mlp/train-mlp.js';
+import { nanoBatchSlices, rankOrder, rankStepLosses, sliceLoss } from '../workloads/mlp/train-mlp.js';
+import { Runtime } from '../framework/runtime.js';
 import { train } from './train.js';
 import { throttledProgress } from './train-common.js';
 import type { EpochRecord, TrainResult } from './train-types.js';
@@ -55,6 +57,111 @@ describe('splitting work over ranks', () => {
     const order = Int32Array.from({ length: 10 }, (_, i) => 100 + i);
     // batch 4, 2 full steps, rank 1 of 2 takes rows [2, 4) of each
     expect([...rankOrder(order, 2, 4, nanoBatchSlices(4, 2)[1]!).subarray(0, 4)]).toEqual([102, 103, 106, 107]);
+  });
+
+  it('a captured data-parallel step of 2 ranks reads, on each rank, the rows its eager step reads', () => {
+    const [nTrain, batch] = [23, 6]; // 3 full steps and a short one (eager in graph mode)
+    const order = Int32Array.from({ length: nTrain }, (_, i) => (i * 7) % nTrain);
+    const fullSteps = Math.floor(nTrain / batch);
+    const read: number[][] = Array.from({ length: fullSteps }, () => []);
+    for (let rank = 0; rank < 2; rank++) {
+      const [first, rows] = nanoBatchSlices(batch, 2)[rank]!;
+      const perm = rankOrder(order, fullSteps, batch, [first, rows]);
+      for (let k = 0; k < fullSteps; k++) {
+        // step k reads perm[k·rows + r] (gatherBatch by the step counter); the eager step reads order[k·batch + first + r]
+        const captured = [...perm.subarray(k * rows, (k + 1) * rows)];
+        expect(captured).toEqual([...order.subarray(k * batch + first, k * batch + first + rows)]);
+        read[k]!.push(...captured);
+      }
+    }
+    for (let k = 0; k < fullSteps; k++)
+      expect(read[k]!.sort((a, b) => a - b)).toEqual([...order.subarray(k * batch, (k + 1) * batch)].sort((a, b) => a - b));
+  });
+
+  it("combines the ranks' step losses of graph mode (each rank's mean at the step's slot) into each step's mean loss", () => {
+    const [nTrain, batch] = [23, 6];
+    const rowLoss = Array.from({ length: nTrain }, (_, i) => 0.25 + ((i * 37) % 11) / 7);
+    const steps = Math.ceil(nTrain / batch);
+    const stepMean = Array.from({ length: steps }, (_, s) => {
+      const rows = rowLoss.slice(s * batch, Math.min(nTrain, (s + 1) * batch));
+      return rows.reduce((a, b) => a + b, 0) / rows.length;
+    });
+    for (const ranks of [1, 2, 3]) {
+      const records = Array.from({ length: ranks }, (_, rank) => {
+        const slice = (stepRows: number): [number, number] => nanoBatchSlices(stepRows, ranks)[rank] ?? [0, 0];
+        // what the loss kernel leaves in slot s: the mean over the rank's rows of step s
+        const raw = Array.from({ length: steps }, (_, s) => {
+          const [first, rows] = slice(Math.min(batch, nTrain - s * batch));
+          const mine = rowLoss.slice(s * batch + first, s * batch + first + rows);
+          return rows === 0 ? 0 : mine.reduce((a, b) => a + b, 0) / rows;
+        });
+        const losses = rankStepLosses(raw, nTrain, batch, 1, slice);
+        const share = { lossWeights: losses.map(() => 1), trainCorrect: 0, trainCount: 1, evalCorrect: 0, evalCount: 1 };
+        return {
+          model: 'mlp',
+          dataset: 'mnist',
+          allocator: 'host',
+          parameters: 1,
+          samplesPerEpoch: nTrain,
+          device: 'host',
+          epochs: [epoch({ losses, share })],
+        } satisfies TrainResult;
+      });
+      const combined = combineRanks(records, []).epochs[0]!.losses;
+      expect(combined).toHaveLength(steps);
+      for (const [s, l] of combined.entries()) expect(Math.abs(l - stepMean[s]!), `${ranks} ranks, step ${s}`).toBeLessThan(1e-12);
+    }
+  });
+
+  it("a captured data-parallel rank's loss kernel writes the step counter's slot, with the eager slice's gradients (CPU kernels)", () => {
+    const rt = new Runtime(new HostAllocator());
+    try {
+      const [rows, stepRows, classes, slots] = [5, 10, 10, 4];
+      const logits = rt.fromArray(
+        Float32Array.from({ length: rows * classes }, (_, i) => Math.sin(i * 1.7) * 3),
+        [rows, classes],
+      );
+      const labels = rt.fromArray(
+        Int32Array.from({ length: rows }, (_, i) => (i * 3) % classes),
+        [rows],
+      );
+      const counter = rt.fromArray(Int32Array.of(2), [1]);
+      const [loss, correct, bias] = [rt.zeros([slots]), rt.zeros([slots], 'i32'), rt.zeros([classes])];
+      const captured = sliceLoss(rt, logits, labels, bias, stepRows, loss.ptr, correct.ptr, counter.ptr);
+      // the eager slice: softmaxCrossEntropy into a scalar, dLogits scaled, then the layer's bias gradient
+      const [eagerLoss, eagerCorrect, eagerBias] = [rt.zeros([1]), rt.zeros([1], 'i32'), rt.zeros([classes])];
+      const eager = sliceLoss(rt, logits, labels, eagerBias, stepRows, eagerLoss.ptr, eagerCorrect.ptr);
+      expect([captured.outputBiasGradDone, eager.outputBiasGradDone]).toEqual([true, false]);
+      rt.ops.biasGrad(rt.onDevice, rt.s, eager.dLogits.ptr, eagerBias.ptr, rows, classes, false);
+      const l = [...loss.toFloat32()];
+      expect(l[2]).toBe(eagerLoss.toFloat32()[0]);
+      expect(l[2]).toBeGreaterThan(0);
+      expect([l[0], l[1], l[3]]).toEqual([0, 0, 0]);
+      expect([...correct.toArray()]).toEqual([0, 0, eagerCorrect.toArray()[0], 0]);
+      // rows/stepRows = 1/2: scaling before or after the column sums gives the same bits
+      expect([...captured.dLogits.toFloat32()]).toEqual([...eager.dLogits.toFloat32()]);
+      expect([...bias.toFloat32()]).toEqual([...eagerBias.toFloat32()]);
+      // a whole step: the fused kernel, unscaled, at the counter's slot
+      const whole = sliceLoss(rt, logits, labels, bias, rows, loss.ptr, correct.ptr, counter.ptr);
+      expect(whole.outputBiasGradDone).toBe(true);
+      for (const t of [
+        logits,
+        labels,
+        counter,
+        loss,
+        correct,
+        bias,
+        eagerLoss,
+        eagerCorrect,
+        eagerBias,
+        captured.dLogits,
+        eager.dLogits,
+        whole.dLogits,
+      ])
+        t.dispose();
+    } finally {
+      rt.dispose();
+    }
   });
 
   it('combines ranks: weighted losses, summed counts, the slowest epoch and the largest peak', () => {

@@ -44,6 +44,29 @@ export function rankOrder(order: Int32Array, fullSteps: number, batch: number, [
 }
 
 /**
+ * This rank's share of each step's mean loss over `nTrain` rows in steps of `batch`: from the mean
+ * losses of its nano-batches of the step (slot s·nanoBatches + j of `raw`), each weighted by its
+ * rows over the step's rows, so that the ranks' shares add up to the step's mean loss (0 where the
+ * rank has no rows of the step). `slice` gives the rank's [first row, rows] of a step of that many
+ * rows ([0, rows] on one device).
+ */
+export function rankStepLosses(
+  raw: ArrayLike<number>,
+  nTrain: number,
+  batch: number,
+  nanoBatches: number,
+  slice: (stepRows: number) => [number, number],
+): number[] {
+  return Array.from({ length: Math.ceil(nTrain / batch) }, (_, s) => {
+    const stepRows = Math.min(batch, nTrain - s * batch);
+    const [, rows] = slice(stepRows);
+    return rows === 0
+      ? 0
+      : nanoBatchSlices(rows, nanoBatches).reduce((sum, [, r], j) => sum + (r / stepRows) * raw[s * nanoBatches + j]!, 0);
+  });
+}
+
+/**
  * A step's rows as `count` slices of near-equal rows (the first `rows % count` one row longer), or
  * fewer when the step has fewer rows: [first row, rows] of each.
  */
@@ -58,6 +81,50 @@ export function nanoBatchSlices(rows: number, count: number): Array<[number, num
     start += n;
   }
   return slices;
+}
+
+/**
+ * The loss of a pass over `logits`' rows, which are all of a step's `stepRows` rows or a slice of
+ * them (a nano-batch, or a data-parallel rank's share), and its gradient dLogits, scaled by
+ * rows/stepRows for a slice so that the slices' gradients add up to that of the step's mean loss.
+ * The slice's mean loss and correct count go to lossOut[k] and correctOut[k], where k is 0, or the
+ * value of the i32 step counter at `stepCounter` (an address, 0 for none) when the kernel runs.
+ * With the whole step or a counter, the loss kernel also writes the output layer's bias gradient
+ * to `outputBiasGrad` (overwriting it: the step's first pass only), and outputBiasGradDone says so.
+ */
+export function sliceLoss(
+  rt: Runtime,
+  logits: Tensor,
+  labels: Tensor,
+  outputBiasGrad: Tensor,
+  stepRows: number,
+  lossOut: number,
+  correctOut: number,
+  stepCounter = 0,
+): { dLogits: Tensor; outputBiasGradDone: boolean } {
+  const rows = logits.shape[0]!;
+  if (rows === stepRows) {
+    return {
+      dLogits: softmaxCrossEntropyBiasGrad(rt, logits, labels, outputBiasGrad, lossOut, correctOut, stepCounter),
+      outputBiasGradDone: true,
+    };
+  }
+  const share = rows / stepRows;
+  if (stepCounter) {
+    // A rank's slice of a captured data-parallel step: softmaxCrossEntropy has no step counter and
+    // would write every step's loss and count to slot 0 (the epoch's losses then read the last
+    // step's loss at step 0 and zeros after it), so the counter-indexed kernel writes the slot,
+    // and its bias gradient (the column sums of the unscaled dLogits) is scaled like dLogits: the
+    // same values as the column sums of the scaled dLogits, bit for bit when rows/stepRows is a
+    // power of two (two ranks, an even batch), else up to rounding.
+    const dLogits = softmaxCrossEntropyBiasGrad(rt, logits, labels, outputBiasGrad, lossOut, correctOut, stepCounter);
+    rt.ops.scale(rt.onDevice, rt.s, share, dLogits.ptr, dLogits.ptr, dLogits.size);
+    rt.ops.scale(rt.onDevice, rt.s, share, outputBiasGrad.ptr, outputBiasGrad.ptr, outputBiasGrad.size);
+    return { dLogits, outputBiasGradDone: true };
+  }
+  const dLogits = softmaxCrossEntropy(rt, logits, labels, rows, lossOut, correctOut);
+  rt.ops.scale(rt.onDevice, rt.s, share, dLogits.ptr, dLogits.ptr, dLogits.size);
+  return { dLogits, outputBiasGradDone: false };
 }
 
 /**
@@ -165,15 +232,7 @@ export function prepareMlp(rt: Runtime, o: MlpTrainOptions, { epochs, seed, comm
   const evalBatch = 1000;
   const evalSteps = Math.ceil(nTest / evalBatch);
   const ops = rt.ops;
-  /** Each step's mean loss from its nano-batches' (slot s·nanoBatches + j), weighted by their rows. */
-  const stepLosses = (raw: Float32Array): number[] =>
-    Array.from({ length: steps }, (_, s) => {
-      const stepRows = Math.min(batch, nTrain - s * batch);
-      const [, rows] = rankSlice(stepRows);
-      return rows === 0
-        ? 0
-        : nanoBatchSlices(rows, nanoBatches).reduce((sum, [, r], j) => sum + (r / stepRows) * raw[s * nanoBatches + j]!, 0);
-    });
+  const stepLosses = (raw: Float32Array): number[] => rankStepLosses(raw, nTrain, batch, nanoBatches, rankSlice);
 
   /**
    * Forward, loss and backward of `rows` rows listed at `index` (from row (*stepCounter)·rows on,
@@ -191,19 +250,13 @@ export function prepareMlp(rt: Runtime, o: MlpTrainOptions, { epochs, seed, comm
     rt.tag('forward');
     const { logits, kept } = model.forwardTraining(x, plan);
     rt.tag('loss');
-    const whole = rows === stepRows;
-    let dLogits: Tensor;
-    if (whole) {
-      dLogits = softmaxCrossEntropyBiasGrad(rt, logits, y, model.output.bias.grad, lossOut, correctOut, stepCounter);
-    } else {
-      dLogits = softmaxCrossEntropy(rt, logits, y, rows, lossOut, correctOut);
-      ops.scale(rt.onDevice, rt.s, rows / stepRows, dLogits.ptr, dLogits.ptr, dLogits.size);
-    }
+    if (stepCounter && !first) throw new Error('a step read by the step counter has one pass (nanoBatches 1 with cudaGraph)');
+    const { dLogits, outputBiasGradDone } = sliceLoss(rt, logits, y, model.output.bias.grad, stepRows, lossOut, correctOut, stepCounter);
     if (stepCounter) ops.addI32(rt.onDevice, rt.s, stepCounter, 1); // after its last reader, the loss
     logits.dispose();
     y.dispose();
     rt.tag('backward');
-    model.backwardTraining(kept, dLogits, plan, { outputBiasGradDone: whole, accumulate: !first });
+    model.backwardTraining(kept, dLogits, plan, { outputBiasGradDone, accumulate: !first });
     x.dispose();
   };
 
