@@ -1,7 +1,8 @@
 /**
  * Training over ranks on GPUs: NCCL (one rank per GPU) and the host communicator (several ranks on
  * one GPU) against the single-device run, the all-reduce captured into the mlp's CUDA graphs, a
- * rank out of memory, and plans NCCL cannot run. With two or more GPUs, the 2-rank NCCL runs too.
+ * rank out of memory, and plans NCCL cannot run. With two or more GPUs, the 2-rank NCCL runs too
+ * (the mlp's both eager and captured, so that a failure tells the devices from the graphs).
  * Skipped, with the reason, without a device (and, for the NCCL cases, without libnccl.so.2).
  */
 import { describe, expect, it } from 'vitest';
@@ -133,9 +134,21 @@ describe.skipIf(!twoGpus)(twoTitle('training over two GPUs with NCCL'), () => {
     expectClose(two, one, 1e-4);
   });
 
+  it('the mlp data parallel over cuda:0 and cuda:1, not captured, matches train()', async () => {
+    // beside the captured case: a failure in both is the devices', in the captured one only the graphs'
+    const one = train(mlp);
+    const two = await trainDistributed({ ...mlp, devices: 2 });
+    expect(two.ranks!.map((r) => r.device)).toEqual(['cuda:0', 'cuda:1']);
+    expectDataParallelClose(two, one);
+  });
+
   it('the mlp data parallel over cuda:0 and cuda:1, captured, matches train()', async () => {
     const one = train({ ...mlp, cudaGraph: true });
     const two = await trainDistributed({ ...mlp, cudaGraph: true, devices: 2 });
+    expect(two.ranks!.map((r) => r.device)).toEqual(['cuda:0', 'cuda:1']);
     expectDataParallelClose(two, one);
+    // each rank's step losses are its share of the step's (one slot a step, by the step counter): none is 0
+    for (const r of two.ranks!) expect(r.epochs[0]!.losses.slice(0, -1).every((l) => l > 0)).toBe(true);
+    expect(Math.abs(two.epochs[0]!.trainAccuracy - one.epochs[0]!.trainAccuracy)).toBeLessThan(0.01);
   });
 });
