@@ -55,7 +55,10 @@ MODES = ("gpumem", "torch")
 
 
 # ---------------------------------------------------------------------------------------------
-# The workloads (run in the worker process; `torch` is imported there, after the allocator is set)
+# The workloads (run in the worker process; `torch` is imported there, after the allocator is set).
+# `on_step`, when given, is called at the end of every step with a 0-d tensor: the step's loss, or
+# for gpt2_generate the largest logit of the forward's last position (bench/torch-live/run.py times
+# steps and compares these). Recording passes none: nothing extra runs.
 
 
 def gpt2_model(torch, dev):
@@ -65,7 +68,7 @@ def gpt2_model(torch, dev):
     return GPT2LMHeadModel(config).to(dev), config
 
 
-def run_gpt2_finetune(torch, dev, steps, info):
+def run_gpt2_finetune(torch, dev, steps, info, on_step=None):
     model, config = gpt2_model(torch, dev)
     model.train()
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
@@ -80,12 +83,14 @@ def run_gpt2_finetune(torch, dev, steps, info):
         opt.step()
         opt.zero_grad(set_to_none=True)
         shapes.append([batch, seq])
+        if on_step is not None:
+            on_step(loss)
     torch.cuda.synchronize()
     info["batches"] = shapes
     info["final_loss"] = float(loss)
 
 
-def run_resnet50(torch, dev, steps, info):
+def run_resnet50(torch, dev, steps, info, on_step=None):
     import torchvision
 
     model = torchvision.models.resnet50(weights=None, num_classes=1000).to(dev)
@@ -99,6 +104,8 @@ def run_resnet50(torch, dev, steps, info):
         loss.backward()
         opt.step()
         opt.zero_grad(set_to_none=True)
+        if on_step is not None:
+            on_step(loss)
     torch.cuda.synchronize()
     info["batch"] = 64
     info["final_loss"] = float(loss)
@@ -167,7 +174,7 @@ def plain_sampler(torch, n, src, dst, seeds_all, batch_size, fanouts, g):
         yield n_id, torch.stack([local_src, local_dst]), inverse[:b]
 
 
-def run_graphsage(torch, dev, steps, info):
+def run_graphsage(torch, dev, steps, info, on_step=None):
     n, avg_degree, features, hidden, classes = 1_000_000, 10, 128, 256, 10
     g = torch.Generator().manual_seed(2)
     src = torch.randint(0, n, (n * avg_degree,), generator=g)
@@ -212,12 +219,14 @@ def run_graphsage(torch, dev, steps, info):
         opt.step()
         opt.zero_grad(set_to_none=True)
         sizes.append([int(bx.size(0)), int(bei.size(1))])
+        if on_step is not None:
+            on_step(loss)
     torch.cuda.synchronize()
     info["subgraphs_nodes_edges"] = sizes
     info["final_loss"] = float(loss)
 
 
-def run_seed_gcn(torch, dev, steps, info):
+def run_seed_gcn(torch, dev, steps, info, on_step=None):
     from seed_gcn import build_seed_gcn
 
     n, features, hidden, classes = 2_000_000, 128, 256, 10
@@ -238,12 +247,14 @@ def run_seed_gcn(torch, dev, steps, info):
         loss.backward()
         opt.step()
         del out
+        if on_step is not None:
+            on_step(loss)
     torch.cuda.synchronize()
     info["nodes"], info["edges"] = n, e
     info["final_loss"] = float(loss)
 
 
-def run_gpt2_generate(torch, dev, steps, info):
+def run_gpt2_generate(torch, dev, steps, info, on_step=None):
     model, config = gpt2_model(torch, dev)
     model.eval()
     g = torch.Generator().manual_seed(3)
@@ -253,10 +264,14 @@ def run_gpt2_generate(torch, dev, steps, info):
             ids = torch.randint(0, config.vocab_size, (1, length), generator=g).to(dev)
             out = model(input_ids=ids, use_cache=True)
             past = out.past_key_values
+            if on_step is not None:
+                on_step(out.logits[0, -1].max())
             for _ in range(steps):
                 token = out.logits[:, -1:].argmax(-1)
                 out = model(input_ids=token, past_key_values=past, use_cache=True)
                 past = out.past_key_values
+                if on_step is not None:
+                    on_step(out.logits[0, -1].max())
             del out, past
     torch.cuda.synchronize()
     info["prompt_lengths"] = prompts
