@@ -12,9 +12,10 @@
 #   PROGRAMS=seed_gcn CONFIGS="torch-default gpumem-pool" REPEATS=1 bash bench/torch-live/run.sh
 #
 # For each program, each repeat runs every configuration in turn (so that drift over time spreads
-# over all of them). Appends one JSON line per process to OUT/results.jsonl (summary.py record),
-# keeps each process's output as OUT/logs/PROGRAM-CONFIG-REPEAT.log, then prints the table and one
-# verdict line per program over everything in OUT/results.jsonl (summary.py table).
+# over all of them). Appends one JSON line per process to OUT/results.jsonl (summary.py record) and
+# its output, under a header line, to OUT/runs.log (two files, whatever the grid: a GPU host may
+# return only a few), then prints the table and one verdict line per program over everything in
+# OUT/results.jsonl (summary.py table).
 #
 # Environment:
 #   PROGRAMS          default "gpt2_finetune resnet50 graphsage seed_gcn gpt2_generate"
@@ -67,8 +68,9 @@ fi
 "$python" -c 'import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)' \
   || fail "$python needs PyTorch with a CUDA device"
 
-mkdir -p "$out/logs"
+mkdir -p "$out"
 results="$out/results.jsonl"
+log="$out/.process.log"  # one process's output, appended to runs.log after it
 commit="${GPUMEM_COMMIT:-$(git -C "$repo" rev-parse HEAD 2>/dev/null || echo unknown)}"
 n_programs=$(wc -w <<<"$programs")
 n_configs=$(wc -w <<<"$configs")
@@ -82,8 +84,8 @@ grid_start="$(date +%s)"
 for p in $programs; do
   for r in $(seq 1 "$repeats"); do
     for c in $configs; do
-      log="$out/logs/$p-$c-$r.log"
-      echo "== $p $c repeat $r/$repeats ($steps steps)" >&2
+      header="== $p $c repeat $r/$repeats ($steps steps)"
+      echo "$header" >&2
       start="$(date +%s.%N)"
       PYTHONUNBUFFERED=1 timeout "$run_timeout" "$python" "$here/run.py" --program "$p" --config "$c" \
         --repeat "$r" --steps "$steps" --warmup "$warmup" >"$log" 2>&1
@@ -93,6 +95,8 @@ for p in $programs; do
       "$python" "$here/summary.py" record --log "$log" --exit "$code" --wall "$wall" --program "$p" --config "$c" \
         --repeat "$r" --steps "$steps" --warmup "$warmup" --commit "$commit" >>"$results"
       case $? in 0) ;; 1) failed=$((failed + 1)) ;; *) exit 2 ;; esac
+      { echo "$header $(date -u +%FT%TZ) exit $code"; cat "$log"; } >>"$out/runs.log"
+      rm -f "$log"
     done
   done
 done

@@ -387,7 +387,11 @@ class RunShTests(unittest.TestCase):
             self.assertEqual(len(lines), 20)
             self.assertEqual(sum(not line["ok"] for line in lines), 4)
             self.assertTrue(all(line["commit"] == "0123abc" and line["steps"] == 4 and "wall_s" in line for line in lines))
-            self.assertTrue(os.path.exists(os.path.join(tmp, "out", "logs", "graphsage-gpumem-async-2.log")))
+            self.assertEqual(sorted(os.listdir(os.path.join(tmp, "out"))), ["results.jsonl", "runs.log"])
+            with open(os.path.join(tmp, "out", "runs.log")) as f:
+                log = f.read()
+            self.assertEqual(log.count("\n== "), 19)
+            self.assertRegex(log, r"== graphsage gpumem-async repeat 2/2 \(4 steps\) \S+ exit 1\nCUDA out of memory")
             self.assertIn("verdict resnet50 (4 steps): yes: gpumem-pool (5.50 GiB, 100.0 ms), gpumem-expandable", r.stdout)
             self.assertRegex(r.stdout, r"gpumem-async\s+0/2\s+-")
             self.assertIn("20 processes in", r.stderr)
