@@ -21,8 +21,10 @@ or for part of a program, beside PyTorch's own allocator::
     alloc.memory_stats()
 
 Strategies (the names of gpumem's registry): ``cuda``, ``uvm``, ``pool`` (the default), ``async``,
-``expandable``, ``pinned``, ``tiered`` and ``native`` (``plugin:PATH``). Out of memory follows
-PyTorch's convention ("CUDA out of memory. ..."). See docs/torch.md.
+``native`` (a plug-in library; ``plugin:PATH`` is its deprecated spelling), ``expandable``,
+``pinned`` and ``tiered``: every registered strategy but ``host``, whose memory CUDA kernels cannot
+use. :func:`strategies` lists them with their options, as the library's registry describes them.
+Out of memory follows PyTorch's convention ("CUDA out of memory. ..."). See docs/torch.md.
 
 The library is found at ``$GPUMEM_TORCH_LIB``, else inside this package (the wheel), else at
 ``native/build/Release/libgpumem_torch.so`` of the repository this package sits in.
@@ -32,17 +34,19 @@ serves in between to ``path`` (gpumem's JSONL trace, or RMM's CSV for a ``.csv``
 ``gpumem replay``; ``record(path, frames=True)`` tags each allocation with the Python line that made
 it; ``GPUMEM_TRACE=path`` records the whole process instead (docs/torch.md).
 
-Only the standard library is needed to import this package and to check a configuration
-(:func:`check_config`, :func:`describe`); :func:`enable` and :func:`allocator` need PyTorch.
+Only the standard library is needed to import this package, to check a configuration
+(:func:`check_config`, :func:`describe`) and to list the strategies (:func:`strategies`);
+:func:`enable` and :func:`allocator` need PyTorch.
 """
 
 from __future__ import annotations
 
 import collections
 import ctypes
+import json
 import os
 import threading
-from typing import Any, Dict, Optional
+from typing import Any, Dict, List, Optional
 
 from . import _frames, _library
 from ._allocator import Allocator, allocator, describe, place, set_thread_placement, thread_placement
@@ -62,6 +66,7 @@ __all__ = [
     "thread_placement",
     "library_path",
     "check_config",
+    "strategies",
     "enable",
     "is_enabled",
     "config",
@@ -141,13 +146,35 @@ def check_config(strategy: Optional[str] = None, **options: Any) -> str:
         return _init(previous)
 
 
+def strategies(all_registered: bool = False) -> List[Dict[str, Any]]:
+    """The strategies of the library's registry, as the core describes them: each a dict with
+    ``name``, ``description``, ``layer`` (``leaf``, ``cache`` or ``adaptor``), ``wraps``, ``flags``
+    (``requiresCuda``, ``capturable``, ``hostMemory``, ``requiresOptions``, ``managedMemory``,
+    ``spillsToHost``, ``peerAccess``, ``hostDevice``, ``kernelMemory``) and ``options`` (each with
+    ``key``, ``kind``, ``minimum``, ``choices``, ``default``, ``help``, ``js`` (the Node spec takes
+    it), ``env`` (the variable that sets it here, None where none does) and ``required``).
+
+    By default only those ``GPUMEM_ALLOCATOR`` accepts (``kernelMemory``: CUDA kernels can use
+    their memory); ``all_registered=True`` lists every registered strategy. Needs neither PyTorch nor a GPU,
+    and reads no configuration."""
+    lib = _library.load()
+    if not hasattr(lib, "gpumem_strategies"):
+        raise RuntimeError(f"gpumem: {_library.loaded_path()} is too old to list its strategies; rebuild it")
+    text = lib.gpumem_strategies()
+    if text is None:
+        raise RuntimeError(_library.last_error())
+    listed = json.loads(text.decode("utf-8"))
+    return [s for s in listed if all_registered or s["flags"]["kernelMemory"]]
+
+
 def enable(strategy: Optional[str] = None, **options: Any) -> str:
     """Makes gpumem PyTorch's CUDA allocator for the whole process. Call it before anything
     initialises CUDA.
 
-    ``strategy`` is one of ``cuda``, ``uvm``, ``pool``, ``async``, ``expandable``, ``pinned``,
-    ``tiered``, ``native`` (with ``native_library``), or ``plugin:/path/lib.so`` (the same as
-    ``native``) (default: ``$GPUMEM_ALLOCATOR``, else ``pool``). ``options`` set the matching
+    ``strategy`` is one of ``cuda``, ``uvm``, ``pool``, ``async``, ``native`` (with
+    ``native_library``), ``expandable``, ``pinned``, ``tiered`` (:func:`strategies`), or
+    ``plugin:/path/lib.so`` (the deprecated spelling of ``native``) (default:
+    ``$GPUMEM_ALLOCATOR``, else ``pool``). ``options`` set the matching
     environment variables: ``uvm_prefetch`` (bool), ``uvm_advise`` (``none``/``device``/``host``),
     ``uvm_limit`` (``free``, ``none`` or a size), ``async_release_threshold`` (size),
     ``pool_max_reserved`` (size; also pinned's cap), ``tiered_device_budget`` and

@@ -13,9 +13,11 @@ from typing import Any, List, Optional, Tuple
 LIBRARY_NAME = "libgpumem_torch.so"
 ABI_VERSION = 2
 
-# The core's strategies that run under PyTorch, by the names of gpumem's registry. 'native' is a
-# plug-in library (GPUMEM_NATIVE_LIBRARY); 'plugin:PATH' is accepted as its older spelling.
-STRATEGIES = ("cuda", "uvm", "pool", "async", "expandable", "pinned", "tiered", "native")
+# The core's strategies that run under PyTorch, by the names of gpumem's registry, in its order:
+# every registered strategy whose memory CUDA kernels can use (strategies() reads them from the
+# library; a test keeps this tuple equal to it). 'native' is a plug-in library
+# (GPUMEM_NATIVE_LIBRARY); 'plugin:PATH' is its older spelling, deprecated.
+STRATEGIES = ("cuda", "uvm", "pool", "async", "native", "expandable", "pinned", "tiered")
 
 # Keyword option -> environment variable (the library's configuration names).
 OPTION_ENV = {
@@ -123,6 +125,9 @@ def _declare(lib: ctypes.CDLL) -> None:
             [c_char_p, c_uint64, c_int, c_char_p, ctypes.POINTER(Stats), ctypes.c_char_p, c_size_t],
         ),
     }
+    # Newer than the interface version: declared where the library has it.
+    optional = {"gpumem_strategies": (c_char_p, [])}
+    signatures.update({name: sig for name, sig in optional.items() if hasattr(lib, name)})
     for name, (restype, argtypes) in signatures.items():
         fn = getattr(lib, name)
         fn.restype = restype

@@ -97,7 +97,16 @@ class PluginConfigTests(unittest.TestCase):
     def test_plugin_options_need_the_plugin_strategy(self):
         error = run_python(_CHECK, GPUMEM_ALLOCATOR="pool", GPUMEM_PLUGIN_OPTIONS="a=1")["error"]
         self.assertIn("GPUMEM_PLUGIN_OPTIONS", error)
-        self.assertIn("GPUMEM_ALLOCATOR=plugin:", error)
+        self.assertIn("GPUMEM_ALLOCATOR=native", error)
+
+    def test_plugin_prefix_is_deprecated_with_a_warning(self):
+        env = {k: v for k, v in os.environ.items() if k not in CONFIG_VARS}
+        env.update(GPUMEM_TORCH_LIB=TORCH_LIB, GPUMEM_ALLOCATOR=f"plugin:{SLAB_LIB}")
+        proc = subprocess.run([sys.executable, "-c", _CHECK], capture_output=True, text=True, env=env, timeout=600)
+        self.assertEqual(proc.returncode, 0, proc.stderr)
+        self.assertIn("strategy=native", proc.stdout)
+        self.assertIn("GPUMEM_ALLOCATOR=plugin:<path> is deprecated", proc.stderr)
+        self.assertIn("GPUMEM_NATIVE_LIBRARY", proc.stderr)
 
 
 _TENSOR_OP = """

@@ -110,6 +110,31 @@ class ConfigTests(unittest.TestCase):
                 self.assertTrue(check_config(GPUMEM_ALLOCATOR=name)["config"].startswith(f"strategy={name} "))
         self.assertTrue(check_config(GPUMEM_ALLOCATOR="UVM")["config"].startswith("strategy=uvm "))
 
+    def test_strategies_are_the_registry(self):
+        # In this process: listing reads no configuration and needs neither PyTorch nor a GPU.
+        listed = gpumem_torch.strategies()
+        self.assertEqual(tuple(s["name"] for s in listed), gpumem_torch.STRATEGIES)
+        every = gpumem_torch.strategies(all_registered=True)
+        self.assertEqual([s["name"] for s in every if not s["flags"]["kernelMemory"]], ["host"])
+        by_name = {s["name"]: s for s in every}
+        pool = {o["key"]: o for o in by_name["pool"]["options"]}
+        self.assertEqual(pool["maxReservedBytes"]["env"], "GPUMEM_POOL_MAX_RESERVED")
+        self.assertEqual(pool["upstream"]["default"], "cuda")
+        self.assertEqual(pool["upstream"]["choices"], ["cuda", "host"])
+        self.assertEqual(pool["smallRequestLimit"]["default"], 1 << 20)
+        self.assertEqual(by_name["pool"]["layer"], "cache")
+        self.assertTrue(by_name["native"]["flags"]["requiresOptions"])
+        # Every variable a strategy option is set by is one enable() takes.
+        variables = {o["env"] for s in every for o in s["options"] if o["env"]}
+        self.assertLessEqual(variables, set(CONFIG_VARS))
+        # GPUMEM_ALLOCATOR takes each listed name ('native' with its library).
+        for name in gpumem_torch.STRATEGIES:
+            with self.subTest(strategy=name):
+                env = {"GPUMEM_ALLOCATOR": name}
+                if name == "native":
+                    env["GPUMEM_NATIVE_LIBRARY"] = "/x.so"
+                self.assertTrue(check_config(**env)["config"].startswith(f"strategy={name} "))
+
     def test_empty_value_means_unset(self):
         self.assertTrue(check_config(GPUMEM_ALLOCATOR="")["config"].startswith("strategy=pool "))
 
@@ -117,7 +142,13 @@ class ConfigTests(unittest.TestCase):
         error = check_config(GPUMEM_ALLOCATOR="bogus")["error"]
         self.assertIn("GPUMEM_ALLOCATOR", error)
         self.assertIn("'bogus'", error)
-        self.assertIn("cuda, uvm, pool, async, expandable, pinned, tiered, native", error)
+        # The registry's strategies whose memory kernels can use, in its order.
+        self.assertIn("cuda, uvm, pool, async, native, expandable, pinned, tiered, plugin:<library path>", error)
+
+    def test_host_is_registered_but_not_for_kernels(self):
+        error = check_config(GPUMEM_ALLOCATOR="host")["error"]
+        self.assertIn("GPUMEM_ALLOCATOR='host'", error)
+        self.assertIn("not usable by CUDA kernels", error)
 
     def test_sizes(self):
         cases = {"1048576": 1048576, "512MiB": 512 << 20, "4gib": 4 << 30, "64KiB": 64 << 10, "1TiB": 1 << 40}

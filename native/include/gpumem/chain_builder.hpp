@@ -2,7 +2,10 @@
 // (from the JavaScript spec) and libgpumem_torch.so (from the environment) both fill a chain_spec
 // and call build_chain, so a strategy is the same chain wherever it runs.
 //
-// Layer order, bottom to top (each optional layer only when asked for):
+// Each strategy's leaf, its own layer, its options and its checks come from its descriptor
+// (gpumem/strategy_registry.hpp, defined in the resource's own .cpp); the builder adds the layers any
+// strategy may have and decides their order. Layer order, bottom to top (each optional layer only
+// when asked for):
 //   leaf            the strategy's driver calls: host, cuda (cudaMalloc), managed, async, pinned
 //                   (cudaHostAlloc, strategy 'pinned'), or a plug-in library's (plugin_resource,
 //                   strategy 'native');
@@ -44,7 +47,8 @@ enum class strategy_kind { host, cuda, uvm, pool, async, native, expandable, pin
 // Where a pool's segments come from.
 enum class pool_upstream { cuda, host };
 
-// Where an expandable strategy's granules come from: CUDA VMM on `device`, or the host twin.
+// Where an expandable strategy's granules come from: CUDA VMM on `device`, or the host twin (also
+// chosen by device -1).
 enum class expandable_backing { device, host };
 
 struct expandable_spec {
@@ -135,7 +139,8 @@ struct resource_chain {
   ~resource_chain();  // top first: adaptors before their upstreams
 };
 
-// "host", "cuda", "uvm", "pool", "async", "native", "expandable", "pinned", "tiered"; throws invalid_argument (type) for anything else.
+// A registered strategy's name (gpumem/strategy_registry.hpp: "host", "cuda", "uvm", "pool", "async",
+// "native", "expandable", "pinned", "tiered"); throws invalid_argument (type) for anything else.
 strategy_kind parse_strategy(std::string_view name);
 const char* strategy_name(strategy_kind kind);
 

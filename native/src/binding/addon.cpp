@@ -12,6 +12,7 @@ namespace {
 Napi::Object Init(Napi::Env env, Napi::Object exports) {
   gpumem::binding::register_device_functions(env, exports);
   exports.Set("Resource", gpumem::binding::ResourceObject::Define(env));
+  exports.Set("strategies", Napi::Function::New(env, gpumem::binding::Strategies, "strategies"));
   gpumem::binding::register_ops(env, exports);
   gpumem::binding::register_tools(env, exports);
   gpumem::binding::register_comm(env, exports);

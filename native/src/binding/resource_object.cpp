@@ -9,6 +9,7 @@
 #include "convert.hpp"
 #include "gpumem/device.hpp"
 #include "gpumem/errors.hpp"
+#include "gpumem/strategy_registry.hpp"
 
 namespace gpumem::binding {
 namespace {
@@ -99,36 +100,57 @@ void known_keys(const Napi::Object& o, std::initializer_list<const char*> keys, 
   }
 }
 
-advise_target to_advise(const std::optional<std::string>& v, const char* name) {
-  if (!v || *v == "none") return advise_target::none;
-  if (*v == "device") return advise_target::device;
-  if (*v == "host") return advise_target::host;
-  throw invalid_argument(invalid_argument::kind::type, name,
-                         std::string("Expected one of 'device', 'host', 'none' for ") + name + " but received '" + *v +
-                             "' of type string");
+// A strategy option from JavaScript, by the kind its descriptor gives it (gpumem/strategy_registry.hpp).
+option_value field_option(const Napi::Object& o, const option_descriptor& option) {
+  const char* key = option.key.c_str();
+  switch (option.kind) {
+    case option_kind::bytes:
+    case option_kind::count: {
+      if (auto v = field_u64(o, key, option.key, option.minimum >= 1)) return *v;
+      return std::monostate{};
+    }
+    case option_kind::boolean: {
+      if (auto v = field_bool(o, key, option.key)) return *v;
+      return std::monostate{};
+    }
+    case option_kind::number: {
+      if (auto v = field_number(o, key, option.key)) return *v;
+      return std::monostate{};
+    }
+    case option_kind::text: {
+      if (auto v = field_string(o, key, option.key)) return *v;
+      return std::monostate{};
+    }
+    case option_kind::choice: {
+      const std::optional<std::string> v = field_string(o, key, option.key);
+      if (!v) return std::monostate{};
+      std::string list;
+      for (const std::string& c : option.choices) {
+        if (*v == c) return c;
+        list += (list.empty() ? "'" : ", '") + c + "'";
+      }
+      bad_field(option.key, "one of " + list, o.Get(key));
+    }
+  }
+  return std::monostate{};
 }
-
-// The pool's size options, shared by 'pool' and 'pinned' (the same pool over another upstream).
-void read_pool_options(const Napi::Object& options, pool_options& o) {
-  o.max_reserved_bytes = field_u64(options, "maxReservedBytes", "maxReservedBytes", true).value_or(0);
-  o.small_request_limit = field_u64(options, "smallRequestLimit", "smallRequestLimit", true).value_or(o.small_request_limit);
-  o.small_segment_bytes = field_u64(options, "smallSegmentBytes", "smallSegmentBytes", true).value_or(o.small_segment_bytes);
-  o.large_segment_rounding =
-      field_u64(options, "largeSegmentRounding", "largeSegmentRounding", true).value_or(o.large_segment_rounding);
-}
-
 
 // The JavaScript spec as the core's chain_spec; the builder validates what is left (chain_builder.hpp).
+// A strategy's options are read by walking its descriptor: no key list of its own here.
 chain_spec to_chain_spec(const Napi::Object& js) {
   known_keys(js, {"strategy", "device", "peerAccess", "options", "limitBytes", "faultInjection", "trackingCapacity"},
              "the spec");
   chain_spec spec;
   const std::optional<std::string> strategy = field_string(js, "strategy", "strategy");
-  if (!strategy) bad_field("strategy", "one of 'host', 'cuda', 'uvm', 'pool', 'async', 'native', 'expandable', 'pinned', 'tiered'", js.Get("strategy"));
+  if (!strategy) {
+    std::string list;
+    for (const strategy_descriptor* d : strategies()) list += (list.empty() ? "'" : ", '") + d->name + "'";
+    bad_field("strategy", "one of " + list, js.Get("strategy"));
+  }
   spec.strategy = parse_strategy(*strategy);
-  // 'native' and 'expandable' take device -1 for host memory; every other strategy a CUDA ordinal.
-  const bool host_capable = spec.strategy == strategy_kind::native || spec.strategy == strategy_kind::expandable;
-  if (host_capable && js.Get("device").IsNumber() &&
+  const strategy_descriptor& descriptor = strategy_of(spec.strategy);
+  // A strategy with the host_device flag takes device -1 for host memory; every other a CUDA ordinal.
+  if (descriptor.flags.host_device && js.Get("device").IsNumber() &&
       js.Get("device").As<Napi::Number>().DoubleValue() == -1.0) {
     spec.device = -1;
   } else {
@@ -145,76 +167,20 @@ chain_spec to_chain_spec(const Napi::Object& js) {
     spec.fault_injection = f;
   }
   const Napi::Object options = field_object(js, "options", "options").value_or(Napi::Object::New(js.Env()));
-  switch (spec.strategy) {
-    case strategy_kind::host:
-    case strategy_kind::cuda:
-      known_keys(options, {}, "the options of '" + *strategy + "'");
-      break;
-    case strategy_kind::uvm:
-      known_keys(options, {"prefetchOnAllocate", "preferredLocation", "accessedBy", "readMostly"}, "the options of 'uvm'");
-      spec.uvm.prefetch_on_allocate = field_bool(options, "prefetchOnAllocate", "prefetchOnAllocate").value_or(true);
-      spec.uvm.advice.preferred_location =
-          to_advise(field_string(options, "preferredLocation", "preferredLocation"), "preferredLocation");
-      spec.uvm.advice.accessed_by = to_advise(field_string(options, "accessedBy", "accessedBy"), "accessedBy");
-      spec.uvm.advice.read_mostly = field_bool(options, "readMostly", "readMostly").value_or(false);
-      break;
-    case strategy_kind::pool: {
-      known_keys(options,
-                 {"upstream", "maxReservedBytes", "smallRequestLimit", "smallSegmentBytes", "largeSegmentRounding"},
-                 "the options of 'pool'");
-      const std::string upstream = field_string(options, "upstream", "upstream").value_or("cuda");
-      if (upstream == "cuda") spec.pool.upstream = pool_upstream::cuda;
-      else if (upstream == "host") spec.pool.upstream = pool_upstream::host;
-      else bad_field("upstream", "one of 'cuda', 'host'", options.Get("upstream"));
-      read_pool_options(options, spec.pool.options);
-      break;
+  Napi::Array names = options.GetPropertyNames();
+  for (std::uint32_t i = 0; i < names.Length(); ++i) {
+    const std::string key = names.Get(i).ToString().Utf8Value();
+    const option_descriptor* option = descriptor.option(key);
+    if (option == nullptr || !(option->fronts & front_js)) {
+      throw invalid_argument(invalid_argument::kind::type, key,
+                             "Unknown option '" + key + "' in the options of '" + descriptor.name +
+                                 "'; expected one of: " + descriptor.option_keys(front_js));
     }
-    case strategy_kind::pinned: {
-      known_keys(options,
-                 {"upstream", "maxReservedBytes", "smallRequestLimit", "smallSegmentBytes", "largeSegmentRounding"},
-                 "the options of 'pinned'");
-      const std::string upstream = field_string(options, "upstream", "upstream").value_or("pinned");
-      if (upstream == "pinned") spec.pinned.upstream = pinned_upstream::pinned;
-      else if (upstream == "host") spec.pinned.upstream = pinned_upstream::host;
-      else bad_field("upstream", "one of 'pinned', 'host'", options.Get("upstream"));
-      read_pool_options(options, spec.pinned.options);
-      break;
-    }
-    case strategy_kind::tiered: {
-      known_keys(options, {"upstream", "deviceBudgetBytes", "hostBudgetBytes"}, "the options of 'tiered'");
-      const std::string upstream = field_string(options, "upstream", "upstream").value_or("auto");
-      if (upstream == "cuda") spec.tiered.backing = tiered_backing::device;
-      else if (upstream == "host") spec.tiered.backing = tiered_backing::host;
-      else if (upstream == "auto") spec.tiered.backing = tiered_backing::automatic;
-      else bad_field("upstream", "one of 'cuda', 'host', 'auto'", options.Get("upstream"));
-      spec.tiered.options.device_budget_bytes = field_u64(options, "deviceBudgetBytes", "deviceBudgetBytes", false);
-      spec.tiered.options.host_budget_bytes = field_u64(options, "hostBudgetBytes", "hostBudgetBytes", false);
-      break;
-    }
-    case strategy_kind::async:
-      known_keys(options, {"releaseThreshold"}, "the options of 'async'");
-      spec.async.release_threshold =
-          field_u64(options, "releaseThreshold", "releaseThreshold", false).value_or(spec.async.release_threshold);
-      break;
-    case strategy_kind::native:
-      known_keys(options, {"library", "options"}, "the options of 'native'");
-      spec.native.library = field_string(options, "library", "library").value_or("");
-      spec.native.options = field_string(options, "options", "options").value_or("");
-      break;
-    case strategy_kind::expandable: {
-      known_keys(options, {"granuleBytes", "releaseThreshold", "gcThreshold", "capacityBytes", "reserveBytes"},
-                 "the options of 'expandable'");
-      expandable_spec& e = spec.expandable;
-      e.backing = spec.device == -1 ? expandable_backing::host : expandable_backing::device;
-      if (spec.device == -1) spec.device = 0;
-      e.granule_bytes = field_u64(options, "granuleBytes", "granuleBytes", true).value_or(0);
-      e.options.release_threshold =
-          field_u64(options, "releaseThreshold", "releaseThreshold", false).value_or(e.options.release_threshold);
-      e.options.gc_threshold = field_number(options, "gcThreshold", "gcThreshold").value_or(0);
-      e.options.capacity_bytes = field_u64(options, "capacityBytes", "capacityBytes", true).value_or(0);
-      e.options.reserve_bytes = field_u64(options, "reserveBytes", "reserveBytes", true).value_or(0);
-      break;
-    }
+  }
+  for (const option_descriptor& option : descriptor.options) {
+    if (!(option.fronts & front_js)) continue;
+    const option_value v = field_option(options, option);
+    if (!std::holds_alternative<std::monostate>(v)) option.apply(spec, v);
   }
   return spec;
 }
@@ -233,6 +199,70 @@ std::pair<std::uint8_t*, std::size_t> view_bytes(const Napi::Value& v) {
 }
 
 }  // namespace
+
+namespace {
+
+Napi::Value option_js(Napi::Env env, const option_value& v) {
+  if (std::holds_alternative<std::uint64_t>(v)) return Napi::Number::New(env, static_cast<double>(std::get<std::uint64_t>(v)));
+  if (std::holds_alternative<bool>(v)) return Napi::Boolean::New(env, std::get<bool>(v));
+  if (std::holds_alternative<double>(v)) return Napi::Number::New(env, std::get<double>(v));
+  if (std::holds_alternative<std::string>(v)) return Napi::String::New(env, std::get<std::string>(v));
+  return env.Undefined();
+}
+
+}  // namespace
+
+Napi::Value Strategies(const Napi::CallbackInfo& info) {
+  return guarded(info.Env(), [&] {
+    Napi::Env env = info.Env();
+    const auto& all = strategies();
+    Napi::Array out = Napi::Array::New(env, all.size());
+    for (std::size_t i = 0; i < all.size(); ++i) {
+      const strategy_descriptor& d = *all[i];
+      Napi::Object o = Napi::Object::New(env);
+      o.Set("name", d.name);
+      o.Set("description", d.description);
+      o.Set("layer", strategy_layer_name(d.layer));
+      if (!d.wraps.empty()) o.Set("wraps", d.wraps);
+      Napi::Object flags = Napi::Object::New(env);
+      flags.Set("requiresCuda", d.flags.requires_cuda);
+      flags.Set("capturable", d.flags.capturable);
+      flags.Set("hostMemory", d.flags.host_memory);
+      flags.Set("requiresOptions", d.flags.requires_options);
+      flags.Set("managedMemory", d.flags.managed_memory);
+      flags.Set("spillsToHost", d.flags.spills_to_host);
+      flags.Set("peerAccess", d.flags.peer_access);
+      flags.Set("hostDevice", d.flags.host_device);
+      flags.Set("kernelMemory", d.flags.kernel_memory);
+      o.Set("flags", flags);
+      // The options the spec takes (libgpumem_torch's own settings are left out).
+      Napi::Array options = Napi::Array::New(env);
+      std::uint32_t n = 0;
+      for (const option_descriptor& od : d.options) {
+        if (!(od.fronts & front_js)) continue;
+        Napi::Object oo = Napi::Object::New(env);
+        oo.Set("key", od.key);
+        oo.Set("kind", option_kind_name(od.kind));
+        if (od.kind == option_kind::bytes || od.kind == option_kind::count) {
+          oo.Set("minimum", Napi::Number::New(env, static_cast<double>(od.minimum)));
+        }
+        if (od.kind == option_kind::choice) {
+          Napi::Array choices = Napi::Array::New(env, od.choices.size());
+          for (std::size_t c = 0; c < od.choices.size(); ++c) choices.Set(static_cast<std::uint32_t>(c), od.choices[c]);
+          oo.Set("choices", choices);
+        }
+        option_value def;
+        if (!od.default_text.empty() && parse_option_text(od, od.default_text, def)) oo.Set("default", option_js(env, def));
+        oo.Set("required", od.required);
+        oo.Set("help", od.help);
+        options.Set(n++, oo);
+      }
+      o.Set("options", options);
+      out.Set(static_cast<std::uint32_t>(i), o);
+    }
+    return static_cast<Napi::Value>(out);
+  });
+}
 
 Napi::Function ResourceObject::Define(Napi::Env env) {
   Napi::Function cls = DefineClass(env, "Resource",

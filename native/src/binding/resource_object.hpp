@@ -18,6 +18,11 @@
 
 namespace gpumem::binding {
 
+// strategies(): the core's strategy descriptors (gpumem/strategy_registry.hpp) as plain objects,
+// [{ name, description, layer, wraps?, flags: { requiresCuda, capturable, ... }, options: [{ key,
+// kind, minimum?, choices?, default?, required, help }] }], in the registry's order.
+Napi::Value Strategies(const Napi::CallbackInfo& info);
+
 // A chain of layers owned jointly by the ResourceObjects of several threads (worker_threads): it
 // lives until the last of them lets go, and is then destroyed top first.
 struct shared_chain {

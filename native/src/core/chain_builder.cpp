@@ -1,80 +1,28 @@
 #include "gpumem/chain_builder.hpp"
 
+#include <cctype>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
 #include <string>
 
-#include "gpumem/cuda_resource.hpp"
-#include "gpumem/device.hpp"
 #include "gpumem/errors.hpp"
-#include "gpumem/host_resource.hpp"
 #include "gpumem/limiting_adaptor.hpp"
 #include "gpumem/peer_access.hpp"
-#include "gpumem/pinned_host_resource.hpp"
 #include "gpumem/physical_memory.hpp"
-#include "gpumem/prefetch_adaptor.hpp"
-#include "gpumem/tier_memory.hpp"
+#include "gpumem/sizes.hpp"
+#include "gpumem/strategy_registry.hpp"
 
 namespace gpumem {
 namespace {
 
-enum class layer_kind { host, cuda, managed, async, plugin, vmm, mmap, pinned, tiered, fault, limit, pool, expandable, prefetch, track };
-
-const char* layer_name(layer_kind k) {
-  switch (k) {
-    case layer_kind::host: return "host";
-    case layer_kind::cuda: return "cuda";
-    case layer_kind::managed: return "managed";
-    case layer_kind::async: return "async";
-    case layer_kind::plugin: return "plugin";
-    case layer_kind::vmm: return "vmm";
-    case layer_kind::mmap: return "mmap";
-    case layer_kind::pinned: return "pinned";
-    case layer_kind::tiered: return "tiered";
-    case layer_kind::expandable: return "expandable";
-    case layer_kind::fault: return "fault";
-    case layer_kind::limit: return "limit";
-    case layer_kind::pool: return "pool";
-    case layer_kind::prefetch: return "prefetch";
-    case layer_kind::track: return "track";
-  }
-  return "host";
-}
-
-[[noreturn]] void reject(const char* field, const std::string& expected, const std::string& received) {
+[[noreturn]] void reject(const std::string& field, const std::string& expected, const std::string& received) {
   throw invalid_argument(invalid_argument::kind::range, field,
                          "Expected " + expected + " for " + field + " but received " + received);
 }
 
 void positive(const std::optional<std::uint64_t>& v, const char* field) {
   if (v && *v == 0) reject(field, "positive integer", "0");
-}
-
-// The layer order, bottom first: the one place it is decided (see chain_builder.hpp).
-std::vector<layer_kind> plan(const chain_spec& spec) {
-  std::vector<layer_kind> layers;
-  switch (spec.strategy) {
-    case strategy_kind::host: layers.push_back(layer_kind::host); break;
-    case strategy_kind::cuda: layers.push_back(layer_kind::cuda); break;
-    case strategy_kind::uvm: layers.push_back(layer_kind::managed); break;
-    case strategy_kind::async: layers.push_back(layer_kind::async); break;
-    case strategy_kind::native: layers.push_back(layer_kind::plugin); break;
-    case strategy_kind::expandable:
-      layers.push_back(spec.expandable.backing == expandable_backing::device ? layer_kind::vmm : layer_kind::mmap);
-      break;
-    case strategy_kind::pool:
-      layers.push_back(spec.pool.upstream == pool_upstream::cuda ? layer_kind::cuda : layer_kind::host);
-      break;
-    case strategy_kind::pinned:
-      layers.push_back(spec.pinned.upstream == pinned_upstream::pinned ? layer_kind::pinned : layer_kind::host);
-      break;
-    case strategy_kind::tiered: layers.push_back(layer_kind::tiered); break;
-  }
-  if (spec.fault_injection) layers.push_back(layer_kind::fault);
-  if (spec.limit_bytes) layers.push_back(layer_kind::limit);
-  if (spec.strategy == strategy_kind::pool || spec.strategy == strategy_kind::pinned) layers.push_back(layer_kind::pool);
-  if (spec.strategy == strategy_kind::expandable) layers.push_back(layer_kind::expandable);
-  if (spec.strategy == strategy_kind::uvm && spec.uvm.prefetch_on_allocate) layers.push_back(layer_kind::prefetch);
-  if (spec.tracking_capacity) layers.push_back(layer_kind::track);
-  return layers;
 }
 
 fault_options to_fault_options(const fault_spec& f) {
@@ -84,150 +32,263 @@ fault_options to_fault_options(const fault_spec& f) {
   return o;
 }
 
-// Why `spec`'s memory cannot take the peerAccess option (it is not on a CUDA device); empty when it can.
-std::string no_peer_access(const chain_spec& spec) {
-  switch (spec.strategy) {
-    case strategy_kind::host: return "'host' memory is plain host memory";
-    case strategy_kind::native: return "a plug-in's memory is its own";
-    case strategy_kind::pool:
-      return spec.pool.upstream == pool_upstream::host ? "'pool' over upstream 'host' holds host memory" : "";
-    case strategy_kind::pinned:
-      return spec.pinned.upstream == pinned_upstream::host ? "'pinned' over upstream 'host' holds plain host memory" : "";
-    case strategy_kind::expandable:
-      return spec.expandable.backing == expandable_backing::host ? "'expandable' over the host twin holds host memory" : "";
-    case strategy_kind::tiered:
-      if (spec.tiered.backing == tiered_backing::host ||
-          (spec.tiered.backing == tiered_backing::automatic && device_count() == 0)) {
-        return "'tiered' over the host twin holds host memory";
+std::string lower(std::string s) {
+  for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return s;
+}
+
+std::string json_string(const std::string& s) {
+  std::string out = "\"";
+  for (char c : s) {
+    switch (c) {
+      case '"': out += "\\\""; break;
+      case '\\': out += "\\\\"; break;
+      case '\n': out += "\\n"; break;
+      case '\t': out += "\\t"; break;
+      default:
+        if (static_cast<unsigned char>(c) < 0x20) {
+          char buf[8];
+          std::snprintf(buf, sizeof buf, "\\u%04x", static_cast<unsigned>(static_cast<unsigned char>(c)));
+          out += buf;
+        } else {
+          out += c;
+        }
+    }
+  }
+  return out + "\"";
+}
+
+// A value as JSON: null where unset.
+std::string json_value(const option_value& v) {
+  if (std::holds_alternative<std::uint64_t>(v)) return std::to_string(std::get<std::uint64_t>(v));
+  if (std::holds_alternative<bool>(v)) return std::get<bool>(v) ? "true" : "false";
+  if (std::holds_alternative<double>(v)) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%.17g", std::get<double>(v));
+    return buf;
+  }
+  if (std::holds_alternative<std::string>(v)) return json_string(std::get<std::string>(v));
+  return "null";
+}
+
+// Checks the registry once: names and kinds are unique, every strategy can build its leaf.
+std::vector<const strategy_descriptor*> collect() {
+  std::vector<const strategy_descriptor*> all;
+#define GPUMEM_COLLECT_STRATEGY(name) all.push_back(&name##_strategy());
+  GPUMEM_STRATEGIES(GPUMEM_COLLECT_STRATEGY)
+#undef GPUMEM_COLLECT_STRATEGY
+  for (std::size_t i = 0; i < all.size(); ++i) {
+    if (!all[i]->leaf_name || !all[i]->make_leaf) throw invalid_state("strategy '" + all[i]->name + "' has no leaf");
+    for (std::size_t j = 0; j < i; ++j) {
+      if (all[i]->name == all[j]->name || all[i]->kind == all[j]->kind) {
+        throw invalid_state("strategy '" + all[i]->name + "' is registered twice");
       }
-      return "";
-    case strategy_kind::cuda:
-    case strategy_kind::uvm:
-    case strategy_kind::async: return "";
-  }
-  return "";
-}
-
-// The pool options of a 'pool' or 'pinned' chain. Over the pinned leaf, max_reserved_bytes is the
-// leaf's cap on pinned bytes (see pinned_spec) rather than the pool's, so that a request past it fails
-// saying it would pin more than the host has available; the pool still releases its cached segments
-// and retries once before it fails.
-pool_options pool_options_of(const chain_spec& spec) {
-  if (spec.strategy != strategy_kind::pinned) return spec.pool.options;
-  pool_options o = spec.pinned.options;
-  if (spec.pinned.upstream == pinned_upstream::pinned) o.max_reserved_bytes = 0;
-  return o;
-}
-
-// While a chain is built: the physical memory of an expandable strategy, until its layer takes it.
-struct build_state {
-  std::unique_ptr<physical_memory> physical;
-};
-
-std::unique_ptr<memory_resource> make_expandable(const chain_spec& spec, build_state& state) {
-  expandable_options o = spec.expandable.options;
-  if (o.capacity_bytes == 0 && spec.limit_bytes) o.capacity_bytes = *spec.limit_bytes;  // the simulated device
-  return std::make_unique<expandable_resource>(std::move(state.physical), o);
-}
-
-// The tiered leaf over CUDA VMM or the host twin ('automatic': VMM when a GPU is present).
-std::unique_ptr<memory_resource> make_tiered(const chain_spec& spec, resource_chain& chain) {
-  const tiered_backing backing = spec.tiered.backing;
-  const bool on_device = backing == tiered_backing::device || (backing == tiered_backing::automatic && device_count() > 0);
-  auto r = std::make_unique<tiered_resource>(
-      on_device ? make_device_tier_memory(spec.device, spec.peer_access) : make_host_tier_memory(), spec.tiered.options);
-  chain.tiered = r.get();
-  return r;
-}
-
-// A layer of the chain, or nullptr where the layer wraps the physical memory (expandable's leaf,
-// fault and limit: see chain_builder.hpp).
-std::unique_ptr<memory_resource> make_layer(layer_kind kind, const chain_spec& spec, resource_chain& chain,
-                                            build_state& state) {
-  if (state.physical && (kind == layer_kind::fault || kind == layer_kind::limit)) {
-    state.physical = kind == layer_kind::fault
-                         ? make_fault_injecting_physical_memory(std::move(state.physical),
-                                                                to_fault_options(*spec.fault_injection))
-                         : make_limited_physical_memory(std::move(state.physical), *spec.limit_bytes);
-    return nullptr;
-  }
-  switch (kind) {
-    case layer_kind::vmm:
-      state.physical = make_device_physical_memory(spec.device, spec.expandable.granule_bytes, spec.peer_access);
-      return nullptr;
-    case layer_kind::mmap:
-      state.physical = make_host_physical_memory(spec.expandable.granule_bytes);
-      return nullptr;
-    case layer_kind::expandable: return make_expandable(spec, state);
-    case layer_kind::tiered: return make_tiered(spec, chain);
-    case layer_kind::host: return std::make_unique<host_resource>();
-    case layer_kind::cuda: return std::make_unique<cuda_resource>(spec.device, spec.peer_access);
-    case layer_kind::pinned:
-      return std::make_unique<pinned_host_resource>(spec.device, pinned_host_options{spec.pinned.options.max_reserved_bytes});
-    case layer_kind::managed: return std::make_unique<managed_resource>(spec.device, spec.uvm.advice);
-    case layer_kind::async: {
-      async_options o = spec.async;
-      o.peer_access = spec.peer_access;
-      return std::make_unique<async_resource>(spec.device, o);
-    }
-    case layer_kind::plugin:
-      return std::make_unique<plugin_resource>(plugin_options{spec.native.library, spec.native.options, spec.device});
-    case layer_kind::fault:
-      return std::make_unique<fault_injecting_adaptor>(chain.top(), to_fault_options(*spec.fault_injection));
-    case layer_kind::limit: return std::make_unique<limiting_adaptor>(chain.top(), *spec.limit_bytes);
-    case layer_kind::pool: return std::make_unique<pool_resource>(chain.top(), pool_options_of(spec));
-    case layer_kind::prefetch: return std::make_unique<prefetch_adaptor>(chain.top());
-    case layer_kind::track: {
-      auto t = std::make_unique<tracking_adaptor>(chain.top(), *spec.tracking_capacity);
-      chain.tracker = t.get();
-      return t;
     }
   }
-  throw invalid_state("unknown layer");
+  return all;
 }
 
 }  // namespace
+
+// --- the registry ---------------------------------------------------------------------------------
+
+const char* option_kind_name(option_kind kind) noexcept {
+  switch (kind) {
+    case option_kind::bytes: return "bytes";
+    case option_kind::count: return "count";
+    case option_kind::boolean: return "boolean";
+    case option_kind::choice: return "choice";
+    case option_kind::number: return "number";
+    case option_kind::text: return "text";
+  }
+  return "text";
+}
+
+const char* strategy_layer_name(strategy_layer layer) noexcept {
+  switch (layer) {
+    case strategy_layer::leaf: return "leaf";
+    case strategy_layer::cache: return "cache";
+    case strategy_layer::adaptor: return "adaptor";
+  }
+  return "leaf";
+}
+
+const option_descriptor* strategy_descriptor::option(std::string_view key) const noexcept {
+  for (const option_descriptor& o : options) {
+    if (o.key == key) return &o;
+  }
+  return nullptr;
+}
+
+std::string strategy_descriptor::option_keys(unsigned front) const {
+  std::string list;
+  for (const option_descriptor& o : options) {
+    if (o.fronts & front) list += (list.empty() ? "" : ", ") + o.key;
+  }
+  return list;
+}
+
+const std::vector<const strategy_descriptor*>& strategies() {
+  static const std::vector<const strategy_descriptor*> all = collect();
+  return all;
+}
+
+const strategy_descriptor* find_strategy(std::string_view name) noexcept {
+  for (const strategy_descriptor* d : strategies()) {
+    if (d->name == name) return d;
+  }
+  return nullptr;
+}
+
+const strategy_descriptor& strategy_of(strategy_kind kind) {
+  for (const strategy_descriptor* d : strategies()) {
+    if (d->kind == kind) return *d;
+  }
+  throw invalid_state("no strategy is registered for kind " + std::to_string(static_cast<int>(kind)));
+}
+
+bool parse_option_text(const option_descriptor& option, const std::string& text, option_value& out) {
+  switch (option.kind) {
+    case option_kind::bytes:
+    case option_kind::count: {
+      std::uint64_t v = 0;
+      if (option.kind == option_kind::bytes) {
+        if (!try_parse_size(text, v)) return false;
+      } else {
+        if (text.empty() || text.size() > 19 || text.find_first_not_of("0123456789") != std::string::npos) return false;
+        v = std::stoull(text);
+      }
+      if (v == 0 && !option.env_zero_means.empty()) {
+        out = std::monostate{};
+        return true;
+      }
+      if (v < option.minimum) return false;
+      out = v;
+      return true;
+    }
+    case option_kind::boolean:
+      if (text != "0" && text != "1") return false;
+      out = text == "1";
+      return true;
+    case option_kind::choice: {
+      const std::string l = lower(text);
+      for (const std::string& c : option.choices) {
+        if (c == l) {
+          out = c;
+          return true;
+        }
+      }
+      return false;
+    }
+    case option_kind::number: {
+      char* end = nullptr;
+      const double d = std::strtod(text.c_str(), &end);
+      if (text.empty() || end != text.c_str() + text.size() || !std::isfinite(d)) return false;
+      out = d;
+      return true;
+    }
+    case option_kind::text: out = text; return true;
+  }
+  return false;
+}
+
+std::string option_text_expected(const option_descriptor& option) {
+  switch (option.kind) {
+    case option_kind::bytes: {
+      std::string s = std::string(option.minimum >= 1 && option.env_zero_means.empty() ? "a positive size: " : "a size: ") +
+                      size_form + ", e.g. 1073741824, 512MiB or 4GiB";
+      if (!option.env_zero_means.empty()) s += " (0: " + option.env_zero_means + ")";
+      return s;
+    }
+    case option_kind::count: return option.minimum >= 1 ? "a positive integer" : "a non-negative integer";
+    case option_kind::boolean: return "0 or 1";
+    case option_kind::choice: {
+      std::string s = "one of ";
+      for (std::size_t i = 0; i < option.choices.size(); ++i) s += (i ? ", " : "") + option.choices[i];
+      return s;
+    }
+    case option_kind::number: return "a finite number";
+    case option_kind::text: return "text";
+  }
+  return "text";
+}
+
+std::string option_text(const option_value& value) {
+  if (std::holds_alternative<std::uint64_t>(value)) return std::to_string(std::get<std::uint64_t>(value));
+  if (std::holds_alternative<bool>(value)) return std::get<bool>(value) ? "1" : "0";
+  if (std::holds_alternative<double>(value)) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%g", std::get<double>(value));
+    return buf;
+  }
+  if (std::holds_alternative<std::string>(value)) return std::get<std::string>(value);
+  return "";
+}
+
+std::string strategies_json() {
+  std::string out = "[";
+  bool first = true;
+  for (const strategy_descriptor* d : strategies()) {
+    out += first ? "" : ",";
+    first = false;
+    const strategy_flags& f = d->flags;
+    out += "{\"name\":" + json_string(d->name) + ",\"description\":" + json_string(d->description) +
+           ",\"layer\":" + json_string(strategy_layer_name(d->layer)) + ",\"wraps\":" + json_string(d->wraps) +
+           ",\"flags\":{\"requiresCuda\":" + (f.requires_cuda ? "true" : "false") +
+           ",\"capturable\":" + (f.capturable ? "true" : "false") + ",\"hostMemory\":" + (f.host_memory ? "true" : "false") +
+           ",\"requiresOptions\":" + (f.requires_options ? "true" : "false") +
+           ",\"managedMemory\":" + (f.managed_memory ? "true" : "false") +
+           ",\"spillsToHost\":" + (f.spills_to_host ? "true" : "false") + ",\"peerAccess\":" + (f.peer_access ? "true" : "false") +
+           ",\"hostDevice\":" + (f.host_device ? "true" : "false") + ",\"kernelMemory\":" + (f.kernel_memory ? "true" : "false") +
+           "},\"options\":[";
+    bool first_option = true;
+    for (const option_descriptor& o : d->options) {
+      out += first_option ? "" : ",";
+      first_option = false;
+      option_value def;
+      if (!o.default_text.empty() && !parse_option_text(o, o.default_text, def)) def = std::monostate{};
+      std::string choices = "[";
+      for (std::size_t i = 0; i < o.choices.size(); ++i) choices += (i ? "," : "") + json_string(o.choices[i]);
+      choices += "]";
+      out += "{\"key\":" + json_string(o.key) + ",\"kind\":" + json_string(option_kind_name(o.kind)) +
+             ",\"minimum\":" + std::to_string(o.minimum) + ",\"choices\":" + choices + ",\"default\":" + json_value(def) +
+             ",\"help\":" + json_string(o.help) + ",\"js\":" + ((o.fronts & front_js) ? "true" : "false") +
+             ",\"env\":" + (o.env.empty() ? std::string("null") : json_string(o.env)) +
+             ",\"required\":" + (o.required ? "true" : "false") + "}";
+    }
+    out += "]}";
+  }
+  return out + "]";
+}
+
+// --- the chain builder ----------------------------------------------------------------------------
 
 resource_chain::~resource_chain() {
   while (!layers.empty()) layers.pop_back();
 }
 
 strategy_kind parse_strategy(std::string_view name) {
-  if (name == "host") return strategy_kind::host;
-  if (name == "cuda") return strategy_kind::cuda;
-  if (name == "uvm") return strategy_kind::uvm;
-  if (name == "pool") return strategy_kind::pool;
-  if (name == "async") return strategy_kind::async;
-  if (name == "native") return strategy_kind::native;
-  if (name == "expandable") return strategy_kind::expandable;
-  if (name == "pinned") return strategy_kind::pinned;
-  if (name == "tiered") return strategy_kind::tiered;
+  if (const strategy_descriptor* d = find_strategy(name)) return d->kind;
+  std::string list;
+  for (const strategy_descriptor* d : strategies()) list += (list.empty() ? "'" : ", '") + d->name + "'";
   throw invalid_argument(invalid_argument::kind::type, "strategy",
-                         "Expected one of 'host', 'cuda', 'uvm', 'pool', 'async', 'native', 'expandable', 'pinned', 'tiered' for strategy but received '" +
-                             std::string(name) + "'");
+                         "Expected one of " + list + " for strategy but received '" + std::string(name) + "'");
 }
 
-const char* strategy_name(strategy_kind kind) {
-  switch (kind) {
-    case strategy_kind::host: return "host";
-    case strategy_kind::cuda: return "cuda";
-    case strategy_kind::uvm: return "uvm";
-    case strategy_kind::pool: return "pool";
-    case strategy_kind::async: return "async";
-    case strategy_kind::native: return "native";
-    case strategy_kind::expandable: return "expandable";
-    case strategy_kind::pinned: return "pinned";
-    case strategy_kind::tiered: return "tiered";
-  }
-  return "host";
-}
+const char* strategy_name(strategy_kind kind) { return strategy_of(kind).name.c_str(); }
 
 void validate(const chain_spec& spec) {
-  if (spec.strategy == strategy_kind::native) {
+  const strategy_descriptor& d = strategy_of(spec.strategy);
+  if (d.flags.host_device) {
     if (spec.device < -1) reject("device", "non-negative integer or -1 (host memory)", std::to_string(spec.device));
-    if (spec.native.library.empty()) reject("library", "a non-empty path", "''");
   } else if (spec.device < 0) {
     reject("device", "non-negative integer", std::to_string(spec.device));
+  }
+  for (const option_descriptor& o : d.options) {
+    if (o.required && o.read) {
+      const option_value v = o.read(spec);
+      if (std::holds_alternative<std::monostate>(v)) reject(o.key, "a non-empty path", "''");
+    }
   }
   positive(spec.limit_bytes, "limitBytes");
   positive(spec.tracking_capacity, "trackingCapacity");
@@ -239,20 +300,17 @@ void validate(const chain_spec& spec) {
     }
     positive(f.fail_every, "faultInjection.failEvery");
   }
-  if (spec.strategy == strategy_kind::pool || spec.strategy == strategy_kind::pinned) {
-    const pool_options& o = spec.strategy == strategy_kind::pool ? spec.pool.options : spec.pinned.options;
-    positive(o.small_request_limit, "smallRequestLimit");
-    positive(o.small_segment_bytes, "smallSegmentBytes");
-    positive(o.large_segment_rounding, "largeSegmentRounding");
-  }
-  if (spec.strategy == strategy_kind::expandable) {
-    const expandable_options& o = spec.expandable.options;
-    if (!(o.gc_threshold >= 0 && o.gc_threshold <= 1)) {
-      reject("gcThreshold", "a fraction in (0, 1] (0: off)", std::to_string(o.gc_threshold));
+  for (const option_descriptor& o : d.options) {
+    if ((o.kind != option_kind::bytes && o.kind != option_kind::count) || o.minimum == 0 || !o.read) continue;
+    const option_value v = o.read(spec);
+    if (std::holds_alternative<std::uint64_t>(v) && std::get<std::uint64_t>(v) < o.minimum) {
+      reject(o.key, o.minimum == 1 ? "positive integer" : "integer >= " + std::to_string(o.minimum),
+             std::to_string(std::get<std::uint64_t>(v)));
     }
   }
+  if (d.validate) d.validate(spec);
   if (!spec.peer_access.empty()) {
-    const std::string why = no_peer_access(spec);
+    const std::string why = d.no_peer_access ? d.no_peer_access(spec) : "";
     if (!why.empty()) {
       throw invalid_argument(invalid_argument::kind::type, "peerAccess",
                              "Expected peerAccess only for memory on a CUDA device but " + why);
@@ -261,18 +319,44 @@ void validate(const chain_spec& spec) {
   }
 }
 
+// The layer order, bottom first: the one place it is decided (see chain_builder.hpp).
 std::vector<std::string> chain_layers(const chain_spec& spec) {
-  std::vector<std::string> names;
-  for (layer_kind k : plan(spec)) names.emplace_back(layer_name(k));
+  const strategy_descriptor& d = strategy_of(spec.strategy);
+  std::vector<std::string> names{d.leaf_name(spec)};
+  if (spec.fault_injection) names.emplace_back("fault");
+  if (spec.limit_bytes) names.emplace_back("limit");
+  if (d.layer_name && d.layer_name(spec)) names.emplace_back(d.layer_name(spec));
+  if (spec.tracking_capacity) names.emplace_back("track");
   return names;
 }
 
 resource_chain build_chain(const chain_spec& spec) {
   validate(spec);
+  const strategy_descriptor& d = strategy_of(spec.strategy);
   resource_chain chain;  // on a throw, its destructor undoes the layers built so far
-  build_state state;
-  for (layer_kind k : plan(spec)) {
-    if (auto layer = make_layer(k, spec, chain, state)) chain.layers.push_back(std::move(layer));
+  chain_build build{chain, nullptr};
+  if (auto leaf = d.make_leaf(spec, build)) chain.layers.push_back(std::move(leaf));
+  // fault and limit wrap the physical memory of a strategy that maps granules, else the leaf.
+  if (spec.fault_injection) {
+    if (build.physical) {
+      build.physical = make_fault_injecting_physical_memory(std::move(build.physical), to_fault_options(*spec.fault_injection));
+    } else {
+      chain.layers.push_back(std::make_unique<fault_injecting_adaptor>(chain.top(), to_fault_options(*spec.fault_injection)));
+    }
+  }
+  if (spec.limit_bytes) {
+    if (build.physical) {
+      build.physical = make_limited_physical_memory(std::move(build.physical), *spec.limit_bytes);
+    } else {
+      chain.layers.push_back(std::make_unique<limiting_adaptor>(chain.top(), *spec.limit_bytes));
+    }
+  }
+  if (d.layer_name && d.layer_name(spec)) chain.layers.push_back(d.make_layer(spec, build));
+  if (build.physical) throw invalid_state("strategy '" + d.name + "' left its physical memory unused");
+  if (spec.tracking_capacity) {
+    auto t = std::make_unique<tracking_adaptor>(chain.top(), *spec.tracking_capacity);
+    chain.tracker = t.get();
+    chain.layers.push_back(std::move(t));
   }
   return chain;
 }

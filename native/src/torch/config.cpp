@@ -1,13 +1,13 @@
 #include "config.hpp"
 
+#include <algorithm>
 #include <cctype>
+#include <variant>
 
 #include "gpumem/sizes.hpp"
 
 namespace gpumem::torch {
 namespace {
-
-bool parse_size(const std::string& text, std::uint64_t& out) { return gpumem::try_parse_size(text, out); }
 
 std::string size_expected() { return std::string("a size: ") + gpumem::size_form + ", e.g. 1073741824, 512MiB or 4GiB"; }
 
@@ -16,52 +16,61 @@ std::string lower(std::string s) {
   return s;
 }
 
-std::string bad_value(const char* name, const std::string& value, const std::string& expected) {
-  return std::string(name) + "='" + value + "' is not valid: expected " + expected;
+std::string bad_value(const std::string& name, const std::string& value, const std::string& expected) {
+  return name + "='" + value + "' is not valid: expected " + expected;
 }
 
 // The value of `name`, or nullopt where unset or empty.
-std::optional<std::string> read(const env_reader& env, const char* name) {
-  const char* v = env(name);
+std::optional<std::string> read(const env_reader& env, const std::string& name) {
+  const char* v = env(name.c_str());
   if (v == nullptr || *v == '\0') return std::nullopt;
   return std::string(v);
 }
 
+// "cuda, uvm, ...": the strategies GPUMEM_ALLOCATOR takes (those whose memory kernels can use).
+std::string torch_strategy_names() {
+  std::string names;
+  for (const gpumem::strategy_descriptor* d : gpumem::strategies()) {
+    if (d->flags.kernel_memory) names += (names.empty() ? "" : ", ") + d->name;
+  }
+  return names;
+}
+
+// "GPUMEM_ALLOCATOR=native" (or "native or pool") for the strategies with the variable `env`.
+std::string strategies_with(const std::string& env) {
+  std::string names;
+  for (const gpumem::strategy_descriptor* d : gpumem::strategies()) {
+    for (const gpumem::option_descriptor& o : d->options) {
+      if (o.env == env && d->flags.kernel_memory) names += (names.empty() ? "" : " or ") + d->name;
+    }
+  }
+  return "GPUMEM_ALLOCATOR=" + names;
+}
+
+// GPUMEM_ALLOCATOR=plugin:PATH, the older spelling of native with GPUMEM_NATIVE_LIBRARY=PATH: read
+// with a warning until it is removed.
+constexpr const char* deprecated_plugin_prefix = "plugin:";
+
 }  // namespace
 
-const char* strategy_name(strategy_kind k) {
-  switch (k) {
-    case strategy_kind::cuda: return "cuda";
-    case strategy_kind::uvm: return "uvm";
-    case strategy_kind::pool: return "pool";
-    case strategy_kind::async: return "async";
-    case strategy_kind::expandable: return "expandable";
-    case strategy_kind::pinned: return "pinned";
-    case strategy_kind::tiered: return "tiered";
-    case strategy_kind::native: return "native";
-  }
-  return "pool";
+const std::vector<std::string>& config_variables() {
+  static const std::vector<std::string> names = [] {
+    std::vector<std::string> v{"GPUMEM_ALLOCATOR"};
+    for (const gpumem::strategy_descriptor* d : gpumem::strategies()) {
+      for (const gpumem::option_descriptor& o : d->options) {
+        if (!o.env.empty() && std::find(v.begin(), v.end(), o.env) == v.end()) v.push_back(o.env);
+      }
+    }
+    v.emplace_back("GPUMEM_UVM_LIMIT");
+    v.emplace_back("GPUMEM_OOM");
+    return v;
+  }();
+  return names;
 }
-
-const char* placement_name(tier_placement p) {
-  switch (p) {
-    case tier_placement::automatic: return "auto";
-    case tier_placement::device: return "device";
-    case tier_placement::host: return "host";
-  }
-  return "auto";
-}
-
-const char* const config_variables[] = {
-    "GPUMEM_ALLOCATOR",           "GPUMEM_NATIVE_LIBRARY",      "GPUMEM_UVM_PREFETCH",
-    "GPUMEM_UVM_ADVISE",          "GPUMEM_UVM_LIMIT",           "GPUMEM_ASYNC_RELEASE_THRESHOLD",
-    "GPUMEM_POOL_MAX_RESERVED",   "GPUMEM_PLUGIN_OPTIONS",      "GPUMEM_TIERED_DEVICE_BUDGET",
-    "GPUMEM_TIERED_HOST_BUDGET",  "GPUMEM_TIERED_PLACEMENT",    "GPUMEM_OOM",
-};
-const std::size_t config_variable_count = sizeof(config_variables) / sizeof(config_variables[0]);
 
 bool parse_spec(const std::string& spec, std::vector<std::pair<std::string, std::string>>& out, std::string& error) {
   out.clear();
+  const std::vector<std::string>& variables = config_variables();
   std::size_t start = 0;
   while (start <= spec.size()) {
     std::size_t end = spec.find('\n', start);
@@ -75,11 +84,9 @@ bool parse_spec(const std::string& spec, std::vector<std::pair<std::string, std:
       return false;
     }
     const std::string name = line.substr(0, eq);
-    bool known = false;
-    for (std::size_t i = 0; i < config_variable_count; ++i) known = known || name == config_variables[i];
-    if (!known) {
+    if (std::find(variables.begin(), variables.end(), name) == variables.end()) {
       std::string names;
-      for (std::size_t i = 0; i < config_variable_count; ++i) names += std::string(i ? ", " : "") + config_variables[i];
+      for (const std::string& v : variables) names += (names.empty() ? "" : ", ") + v;
       error = "configuration line '" + line + "' names no setting of libgpumem_torch (expected one of " + names + ")";
       return false;
     }
@@ -96,56 +103,68 @@ bool parse_spec(const std::string& spec, std::vector<std::pair<std::string, std:
 
 bool parse_config(const env_reader& env, config& out, std::string& error) {
   config c;
+  c.strategy = &gpumem::pool_strategy();
+  std::string deprecated_library;  // GPUMEM_ALLOCATOR=plugin:PATH
   if (auto v = read(env, "GPUMEM_ALLOCATOR")) {
-    std::string s = lower(*v);
-    if (s.rfind("plugin:", 0) == 0) {  // 'native' by its older spelling; the path keeps its case
-      c.strategy = strategy_kind::native;
-      c.plugin_library = v->substr(7);
-      if (c.plugin_library.empty()) {
+    const std::string s = lower(*v);
+    const gpumem::strategy_descriptor* d = nullptr;
+    if (s.rfind(deprecated_plugin_prefix, 0) == 0) {  // 'native' by its older spelling; the path keeps its case
+      d = &gpumem::native_strategy();
+      deprecated_library = v->substr(std::char_traits<char>::length(deprecated_plugin_prefix));
+      if (deprecated_library.empty()) {
         error = bad_value("GPUMEM_ALLOCATOR", *v, "plugin:<path of a gpumem plug-in library>");
         return false;
       }
-    } else if (s == "cuda") c.strategy = strategy_kind::cuda;
-    else if (s == "uvm") c.strategy = strategy_kind::uvm;
-    else if (s == "pool") c.strategy = strategy_kind::pool;
-    else if (s == "async") c.strategy = strategy_kind::async;
-    else if (s == "expandable") c.strategy = strategy_kind::expandable;
-    else if (s == "pinned") c.strategy = strategy_kind::pinned;
-    else if (s == "tiered") c.strategy = strategy_kind::tiered;
-    else if (s == "native") c.strategy = strategy_kind::native;
-    else {
-      error = bad_value("GPUMEM_ALLOCATOR", *v,
-                        "one of cuda, uvm, pool, async, expandable, pinned, tiered, native, plugin:<library path>");
+      c.warning = "gpumem: GPUMEM_ALLOCATOR=plugin:<path> is deprecated and will be removed; use GPUMEM_ALLOCATOR=native "
+                  "with GPUMEM_NATIVE_LIBRARY=<path>";
+    } else {
+      d = gpumem::find_strategy(s);
+    }
+    if (d == nullptr || !d->flags.kernel_memory) {
+      std::string expected = "one of " + torch_strategy_names() + ", plugin:<library path>";
+      if (d != nullptr) expected += " ('" + d->name + "' memory is not usable by CUDA kernels)";
+      error = bad_value("GPUMEM_ALLOCATOR", *v, expected);
       return false;
     }
+    c.strategy = d;
   }
-  if (auto v = read(env, "GPUMEM_NATIVE_LIBRARY")) {
-    if (c.strategy != strategy_kind::native || !c.plugin_library.empty()) {
-      error = bad_value("GPUMEM_NATIVE_LIBRARY", *v, "GPUMEM_ALLOCATOR=native as well (plugin:<path> names the library itself)");
+  c.spec.strategy = c.strategy->kind;
+  // Every strategy's variables are checked, whichever strategy is chosen; the chosen one's are applied.
+  for (const gpumem::strategy_descriptor* d : gpumem::strategies()) {
+    for (const gpumem::option_descriptor& o : d->options) {
+      if (o.env.empty()) continue;
+      const std::optional<std::string> v = read(env, o.env);
+      const bool mine = d == c.strategy;
+      if (!v) continue;
+      if (o.env_strict && !mine) {
+        // Another strategy's variable that means nothing without it.
+        bool owned_by_chosen = false;
+        for (const gpumem::option_descriptor& co : c.strategy->options) owned_by_chosen = owned_by_chosen || co.env == o.env;
+        if (!owned_by_chosen) {
+          error = bad_value(o.env, *v, strategies_with(o.env) + " as well");
+          return false;
+        }
+      }
+      gpumem::option_value value;
+      if (!gpumem::parse_option_text(o, *v, value)) {
+        error = bad_value(o.env, *v, gpumem::option_text_expected(o));
+        return false;
+      }
+      if (mine && !std::holds_alternative<std::monostate>(value)) o.apply(c.spec, value);
+    }
+  }
+  if (!deprecated_library.empty()) {
+    if (read(env, "GPUMEM_NATIVE_LIBRARY")) {
+      error = bad_value("GPUMEM_NATIVE_LIBRARY", *read(env, "GPUMEM_NATIVE_LIBRARY"),
+                        "GPUMEM_ALLOCATOR=native (plugin:<path> names the library itself)");
       return false;
     }
-    c.plugin_library = *v;
+    c.strategy->option("library")->apply(c.spec, std::string(deprecated_library));
   }
-  if (c.strategy == strategy_kind::native && c.plugin_library.empty()) {
-    error = "GPUMEM_ALLOCATOR=native needs GPUMEM_NATIVE_LIBRARY=<path of a gpumem plug-in library> "
-            "(or GPUMEM_ALLOCATOR=plugin:<path>)";
-    return false;
-  }
-  if (auto v = read(env, "GPUMEM_UVM_PREFETCH")) {
-    if (*v == "1") c.uvm_prefetch = true;
-    else if (*v == "0") c.uvm_prefetch = false;
-    else {
-      error = bad_value("GPUMEM_UVM_PREFETCH", *v, "0 or 1");
-      return false;
-    }
-  }
-  if (auto v = read(env, "GPUMEM_UVM_ADVISE")) {
-    std::string s = lower(*v);
-    if (s == "none") c.advise = uvm_advise::none;
-    else if (s == "device") c.advise = uvm_advise::device;
-    else if (s == "host") c.advise = uvm_advise::host;
-    else {
-      error = bad_value("GPUMEM_UVM_ADVISE", *v, "one of none, device, host");
+  for (const gpumem::option_descriptor& o : c.strategy->options) {
+    if (o.required && std::holds_alternative<std::monostate>(o.read(c.spec))) {
+      error = "GPUMEM_ALLOCATOR=" + c.strategy->name + " needs " + o.env + "=" + o.required_form;
+      if (c.strategy->kind == gpumem::strategy_kind::native) error += " (or GPUMEM_ALLOCATOR=plugin:<path>)";
       return false;
     }
   }
@@ -153,51 +172,9 @@ bool parse_config(const env_reader& env, config& out, std::string& error) {
     std::string s = lower(*v);
     if (s == "free") c.uvm_limit = uvm_limit_mode::free_memory;
     else if (s == "none") c.uvm_limit = uvm_limit_mode::none;
-    else if (parse_size(*v, c.uvm_limit_bytes) && c.uvm_limit_bytes > 0) c.uvm_limit = uvm_limit_mode::bytes;
+    else if (gpumem::try_parse_size(*v, c.uvm_limit_bytes) && c.uvm_limit_bytes > 0) c.uvm_limit = uvm_limit_mode::bytes;
     else {
       error = bad_value("GPUMEM_UVM_LIMIT", *v, "'free', 'none' or a positive " + size_expected());
-      return false;
-    }
-  }
-  if (auto v = read(env, "GPUMEM_ASYNC_RELEASE_THRESHOLD")) {
-    std::uint64_t bytes = 0;
-    if (!parse_size(*v, bytes)) {
-      error = bad_value("GPUMEM_ASYNC_RELEASE_THRESHOLD", *v, size_expected());
-      return false;
-    }
-    c.async_release_threshold = bytes;
-  }
-  if (auto v = read(env, "GPUMEM_POOL_MAX_RESERVED")) {
-    if (!parse_size(*v, c.pool_max_reserved)) {
-      error = bad_value("GPUMEM_POOL_MAX_RESERVED", *v, size_expected() + " (0: no cap)");
-      return false;
-    }
-  }
-  if (auto v = read(env, "GPUMEM_PLUGIN_OPTIONS")) {
-    if (c.strategy != strategy_kind::native) {
-      error = bad_value("GPUMEM_PLUGIN_OPTIONS", *v, "GPUMEM_ALLOCATOR=plugin:<library path> (or native) as well");
-      return false;
-    }
-    c.plugin_options = *v;
-  }
-  for (auto [name, target] : {std::pair{"GPUMEM_TIERED_DEVICE_BUDGET", &c.tiered_device_budget},
-                              std::pair{"GPUMEM_TIERED_HOST_BUDGET", &c.tiered_host_budget}}) {
-    if (auto v = read(env, name)) {
-      std::uint64_t bytes = 0;
-      if (!parse_size(*v, bytes)) {
-        error = bad_value(name, *v, size_expected());
-        return false;
-      }
-      *target = bytes;
-    }
-  }
-  if (auto v = read(env, "GPUMEM_TIERED_PLACEMENT")) {
-    std::string s = lower(*v);
-    if (s == "auto") c.tiered_placement = tier_placement::automatic;
-    else if (s == "device") c.tiered_placement = tier_placement::device;
-    else if (s == "host") c.tiered_placement = tier_placement::host;
-    else {
-      error = bad_value("GPUMEM_TIERED_PLACEMENT", *v, "one of auto, device, host");
       return false;
     }
   }
@@ -215,95 +192,31 @@ bool parse_config(const env_reader& env, config& out, std::string& error) {
 }
 
 gpumem::chain_spec chain_spec_for(const config& c, int device, std::uint64_t free_bytes) {
-  gpumem::chain_spec spec;
+  gpumem::chain_spec spec = c.spec;
   spec.device = device;
-  switch (c.strategy) {
-    case strategy_kind::cuda: spec.strategy = gpumem::strategy_kind::cuda; break;
-    case strategy_kind::pool:
-      spec.strategy = gpumem::strategy_kind::pool;
-      spec.pool.upstream = gpumem::pool_upstream::cuda;
-      spec.pool.options.max_reserved_bytes = c.pool_max_reserved;
-      break;
-    case strategy_kind::async:
-      spec.strategy = gpumem::strategy_kind::async;
-      if (c.async_release_threshold) spec.async.release_threshold = *c.async_release_threshold;
-      break;
-    case strategy_kind::expandable:  // CUDA VMM on the device, with the strategy's defaults
-      spec.strategy = gpumem::strategy_kind::expandable;
-      spec.expandable.backing = gpumem::expandable_backing::device;
-      break;
-    case strategy_kind::pinned:  // a pool over mapped pinned host memory (kernels read it in place)
-      spec.strategy = gpumem::strategy_kind::pinned;
-      spec.pinned.upstream = gpumem::pinned_upstream::pinned;
-      spec.pinned.options.max_reserved_bytes = c.pool_max_reserved;
-      break;
-    case strategy_kind::tiered:  // CUDA VMM: device memory, then pinned host memory
-      spec.strategy = gpumem::strategy_kind::tiered;
-      spec.tiered.backing = gpumem::tiered_backing::device;
-      spec.tiered.options.device_budget_bytes = c.tiered_device_budget;
-      spec.tiered.options.host_budget_bytes = c.tiered_host_budget;
-      spec.tiered.options.placement = c.tiered_placement == tier_placement::device ? gpumem::tier_choice::device
-                                      : c.tiered_placement == tier_placement::host ? gpumem::tier_choice::host
-                                                                                     : gpumem::tier_choice::automatic;
-      break;
-    case strategy_kind::native:
-      spec.strategy = gpumem::strategy_kind::native;
-      spec.native.library = c.plugin_library;
-      spec.native.options = c.plugin_options;
-      break;
-    case strategy_kind::uvm: {
-      spec.strategy = gpumem::strategy_kind::uvm;
-      spec.uvm.prefetch_on_allocate = c.uvm_prefetch;
-      if (c.advise != uvm_advise::none) {
-        spec.uvm.advice.preferred_location =
-            c.advise == uvm_advise::host ? gpumem::advise_target::host : gpumem::advise_target::device;
-        spec.uvm.advice.accessed_by = gpumem::advise_target::device;
-      }
-      if (c.uvm_limit == uvm_limit_mode::bytes) {
-        spec.limit_bytes = c.uvm_limit_bytes;
-      } else if (c.uvm_limit == uvm_limit_mode::free_memory) {
-        const std::uint64_t limit = free_bytes > uvm_free_margin ? free_bytes - uvm_free_margin : free_bytes / 2;
-        if (limit != 0) spec.limit_bytes = limit;
-      }
-      break;
+  if (c.strategy->flags.managed_memory) {  // GPUMEM_UVM_LIMIT: a limit layer under the managed leaf's user
+    if (c.uvm_limit == uvm_limit_mode::bytes) {
+      spec.limit_bytes = c.uvm_limit_bytes;
+    } else if (c.uvm_limit == uvm_limit_mode::free_memory) {
+      const std::uint64_t limit = free_bytes > uvm_free_margin ? free_bytes - uvm_free_margin : free_bytes / 2;
+      if (limit != 0) spec.limit_bytes = limit;
     }
   }
   return spec;
 }
 
 std::string describe(const config& c) {
-  std::string s = std::string("strategy=") + strategy_name(c.strategy);
-  switch (c.strategy) {
-    case strategy_kind::cuda: break;
-    case strategy_kind::uvm: {
-      s += std::string(" uvm.prefetch=") + (c.uvm_prefetch ? "1" : "0");
-      s += std::string(" uvm.advise=") +
-           (c.advise == uvm_advise::device ? "device" : c.advise == uvm_advise::host ? "host" : "none");
-      s += " uvm.limit=";
-      if (c.uvm_limit == uvm_limit_mode::free_memory) s += "free";
-      else if (c.uvm_limit == uvm_limit_mode::none) s += "none";
-      else s += std::to_string(c.uvm_limit_bytes);
-      break;
-    }
-    case strategy_kind::pool:
-    case strategy_kind::pinned:
-      s += std::string(c.strategy == strategy_kind::pool ? " pool.upstream=cuda" : " pool.upstream=pinned") +
-           " pool.max_reserved=" + (c.pool_max_reserved == 0 ? std::string("none") : std::to_string(c.pool_max_reserved));
-      break;
-    case strategy_kind::tiered: {
-      auto budget = [](const std::optional<std::uint64_t>& b) { return b ? std::to_string(*b) : std::string("default"); };
-      s += " tiered.device_budget=" + budget(c.tiered_device_budget) + " tiered.host_budget=" +
-           budget(c.tiered_host_budget) + " tiered.placement=" + placement_name(c.tiered_placement);
-      break;
-    }
-    case strategy_kind::async:
-      s += " async.release_threshold=" +
-           (c.async_release_threshold ? std::to_string(*c.async_release_threshold) : std::string("keep-all"));
-      break;
-    case strategy_kind::expandable: break;
-    case strategy_kind::native:
-      s += " plugin.library=" + c.plugin_library + " plugin.options=" + c.plugin_options;
-      break;
+  std::string s = "strategy=" + c.strategy->name;
+  for (const gpumem::option_descriptor& o : c.strategy->options) {
+    if (o.label.empty()) continue;
+    const gpumem::option_value v = o.read(c.spec);
+    s += " " + o.label + "=" + (std::holds_alternative<std::monostate>(v) ? o.unset_text : gpumem::option_text(v));
+  }
+  if (c.strategy->flags.managed_memory) {
+    s += " uvm.limit=";
+    if (c.uvm_limit == uvm_limit_mode::free_memory) s += "free";
+    else if (c.uvm_limit == uvm_limit_mode::none) s += "none";
+    else s += std::to_string(c.uvm_limit_bytes);
   }
   s += std::string(" oom=") + (c.oom == oom_mode::raise ? "raise" : "null");
   return s;

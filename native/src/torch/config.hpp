@@ -10,43 +10,30 @@
 #include <vector>
 
 #include "gpumem/chain_builder.hpp"
+#include "gpumem/strategy_registry.hpp"
 
 namespace gpumem::torch {
 
-// The core's strategies that run under PyTorch (the names of the TypeScript registry): every one but
-// 'host', whose memory no CUDA kernel can use. 'native' is a plug-in library (gpumem/plugin.h);
-// GPUMEM_ALLOCATOR=plugin:PATH is its older spelling.
-enum class strategy_kind { cuda, uvm, pool, async, expandable, pinned, tiered, native };
-enum class tier_placement { automatic, device, host };
-enum class uvm_advise { none, device, host };
+// GPUMEM_UVM_LIMIT, for a strategy of managed memory (the managedMemory flag): a limit layer under it.
 enum class uvm_limit_mode { free_memory, none, bytes };
 enum class oom_mode { raise, null };
 
+// GPUMEM_ALLOCATOR names a strategy of the core's registry (gpumem/strategy_registry.hpp): any whose
+// memory CUDA kernels can use (the kernelMemory flag; 'host' is the one without). Each strategy
+// option with a variable (GPUMEM_POOL_MAX_RESERVED, ...) is read through its descriptor.
+// GPUMEM_ALLOCATOR=plugin:PATH is the deprecated spelling of native with GPUMEM_NATIVE_LIBRARY=PATH.
 struct config {
-  strategy_kind strategy = strategy_kind::pool;
-  bool uvm_prefetch = true;
-  uvm_advise advise = uvm_advise::none;
+  const gpumem::strategy_descriptor* strategy = nullptr;  // never null once parsed ('pool' by default)
+  gpumem::chain_spec spec;  // the strategy and its options; chain_spec_for adds the device and the limit
   uvm_limit_mode uvm_limit = uvm_limit_mode::free_memory;
-  std::uint64_t uvm_limit_bytes = 0;                       // uvm_limit == bytes
-  std::optional<std::uint64_t> async_release_threshold;    // unset: keep everything
-  std::uint64_t pool_max_reserved = 0;                     // 0: no cap
+  std::uint64_t uvm_limit_bytes = 0;  // uvm_limit == bytes
   oom_mode oom = oom_mode::raise;
-  // GPUMEM_ALLOCATOR=native with GPUMEM_NATIVE_LIBRARY=/path/lib.so (or GPUMEM_ALLOCATOR=plugin:/path/lib.so),
-  // and GPUMEM_PLUGIN_OPTIONS='k=v;k=v' (gpumem/plugin.h).
-  std::string plugin_library;
-  std::string plugin_options;
-  // tiered: GPUMEM_TIERED_DEVICE_BUDGET, GPUMEM_TIERED_HOST_BUDGET (unset: the core's defaults: the
-  // device's free memory less 1 GiB; the host's MemAvailable less 10% of MemTotal, which an explicit
-  // value can only lower), GPUMEM_TIERED_PLACEMENT (where allocations go when the calling thread
-  // chose nothing with gpumem_set_thread_placement).
-  std::optional<std::uint64_t> tiered_device_budget;
-  std::optional<std::uint64_t> tiered_host_budget;
-  tier_placement tiered_placement = tier_placement::automatic;
+  std::string warning;  // a deprecated spelling was read: what to write instead
 };
 
 // The variables parse_config reads, in the order it reads them.
-extern const char* const config_variables[];
-extern const std::size_t config_variable_count;
+// GPUMEM_ALLOCATOR, the strategies' variables (in the registry's order), GPUMEM_UVM_LIMIT, GPUMEM_OOM.
+const std::vector<std::string>& config_variables();
 
 // Bytes kept free below the device's free memory when GPUMEM_UVM_LIMIT=free.
 constexpr std::uint64_t uvm_free_margin = 512ull << 20;
@@ -65,8 +52,6 @@ gpumem::chain_spec chain_spec_for(const config& c, int device, std::uint64_t fre
 // A one-line description: "strategy=uvm uvm.prefetch=1 uvm.advise=none uvm.limit=free oom=raise".
 std::string describe(const config& c);
 
-const char* strategy_name(strategy_kind k);
-const char* placement_name(tier_placement p);
 
 // A configuration given as text rather than by the environment: lines "NAME=value" with the
 // variables' names (gpumem_instance_create). Returns false and sets `error` for a line without '=',

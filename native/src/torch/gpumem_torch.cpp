@@ -31,7 +31,6 @@ namespace {
 
 using namespace gpumem;
 using gpumem::torch::config;
-using gpumem::torch::strategy_kind;
 
 constexpr int max_devices = 64;
 constexpr int max_instances = GPUMEM_TORCH_MAX_INSTANCES;
@@ -110,6 +109,7 @@ int configure_from_env(instance& in, std::string* error) noexcept {
       if (error) *error = in.config_error;
       return GPUMEM_TORCH_ERR_CONFIG;
     }
+    if (!c.warning.empty()) std::fprintf(stderr, "%s\n", c.warning.c_str());
     in.description = gpumem::torch::describe(c);
     in.cfg = std::move(c);
     in.configured.store(true, std::memory_order_release);
@@ -136,7 +136,8 @@ instance* configured_instance(int k, std::string& error) noexcept {
 }
 
 std::unique_ptr<strategy> build(int device, const config& cfg) {
-  const bool needs_free = cfg.strategy == strategy_kind::uvm && cfg.uvm_limit == gpumem::torch::uvm_limit_mode::free_memory;
+  const bool needs_free =
+      cfg.strategy->flags.managed_memory && cfg.uvm_limit == gpumem::torch::uvm_limit_mode::free_memory;
   const std::uint64_t free_bytes = needs_free ? get_memory_info(device).free_bytes : 0;
   return std::make_unique<strategy>(build_chain(gpumem::torch::chain_spec_for(cfg, device, free_bytes)));
 }
@@ -170,19 +171,10 @@ strategy& get_or_create(instance& in, int device) {
   return *s;
 }
 
-tier_choice tier_choice_of(gpumem::torch::tier_placement p) {
-  switch (p) {
-    case gpumem::torch::tier_placement::device: return tier_choice::device;
-    case gpumem::torch::tier_placement::host: return tier_choice::host;
-    case gpumem::torch::tier_placement::automatic: break;
-  }
-  return tier_choice::automatic;
-}
-
 void* allocate(strategy& s, const config& cfg, std::size_t size, stream_handle stream) {
   tiered_resource* tiered = s.chain.tiered;
   if (tiered == nullptr) return s.top().allocate(size, stream);
-  const tier_choice want = thread_placement < 0 ? tier_choice_of(cfg.tiered_placement)
+  const tier_choice want = thread_placement < 0 ? cfg.spec.tiered.options.placement
                                                 : static_cast<tier_choice>(thread_placement);
   std::lock_guard<std::mutex> lock(s.placement_mutex);
   if (tiered->placement() != want) tiered->set_placement(want);
@@ -274,7 +266,7 @@ void* instance_malloc(int k, ssize_t size, int device, gpumem_stream_t stream, b
         gpumem_torch_stats st{};
         const bool have = valid_index(device) && existing(*in, device) != nullptr;
         if (have) st = stats_of(*in, device);
-        message = oom_message(gpumem::torch::strategy_name(in->cfg.strategy), static_cast<std::uint64_t>(size), device,
+        message = oom_message(in->cfg.strategy->name.c_str(), static_cast<std::uint64_t>(size), device,
                               e.what(), have ? &st : nullptr);
       } catch (...) {
         message = "CUDA out of memory. gpumem: allocation failed";
@@ -413,6 +405,17 @@ GPUMEM_TORCH_API const char* gpumem_config(void) { return gpumem_instance_config
 
 GPUMEM_TORCH_API int gpumem_abi_version(void) { return GPUMEM_TORCH_ABI_VERSION; }
 
+GPUMEM_TORCH_API const char* gpumem_strategies(void) {
+  try {
+    returned_text = gpumem::strategies_json();
+    set_error("");
+    return returned_text.c_str();
+  } catch (...) {
+    set_error("gpumem: gpumem_strategies failed");
+    return nullptr;
+  }
+}
+
 GPUMEM_TORCH_API size_t gpumem_stats_size(void) { return sizeof(gpumem_torch_stats); }
 
 // Not noexcept: under GPUMEM_OOM=raise a failure is thrown to PyTorch (see the header).
@@ -463,6 +466,7 @@ GPUMEM_TORCH_API int gpumem_instance_create(const char* spec) {
     }
     const int k = g.instance_count++;
     instance& in = g.instances[k];
+    if (!c.warning.empty()) std::fprintf(stderr, "%s\n", c.warning.c_str());
     in.description = gpumem::torch::describe(c);
     in.cfg = std::move(c);
     in.configured.store(true, std::memory_order_release);

@@ -197,6 +197,15 @@ GPUMEM_TORCH_API int gpumem_trim(int device);
 /* GPUMEM_TORCH_ABI_VERSION. */
 GPUMEM_TORCH_API int gpumem_abi_version(void);
 
+/* The core's strategies as JSON text: [{"name", "description", "layer" ("leaf", "cache" or
+ * "adaptor"), "wraps", "flags": {"requiresCuda", "capturable", "hostMemory", "requiresOptions",
+ * "managedMemory", "spillsToHost", "peerAccess", "hostDevice", "kernelMemory"}, "options": [{"key",
+ * "kind", "minimum", "choices", "default", "help", "js", "env", "required"}]}]. GPUMEM_ALLOCATOR
+ * takes the names whose kernelMemory flag is true; "env" is the variable that sets an option (null:
+ * none). NULL on failure (gpumem_last_error). Valid until the thread's next call. Reads no
+ * configuration and touches no CUDA. */
+GPUMEM_TORCH_API const char* gpumem_strategies(void);
+
 /* Makes an allocator instance from `spec`: lines "NAME=value" with the environment variables'
  * names and values (GPUMEM_ALLOCATOR=tiered\nGPUMEM_TIERED_DEVICE_BUDGET=8GiB); the environment is
  * not read. Returns its number (1 ..), served by gpumem_malloc_<n> / gpumem_mempool_malloc_<n> /

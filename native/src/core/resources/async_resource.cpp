@@ -1,6 +1,9 @@
 #include "gpumem/async_resource.hpp"
 
+#include <limits>
+
 #include "../cuda_check.hpp"
+#include "gpumem/strategy_registry.hpp"
 
 namespace gpumem {
 
@@ -149,5 +152,38 @@ void async_resource::do_reset_peak() { table_.reset_peak(); }
 void async_resource::do_trim(std::size_t) {}
 
 #endif
+
+// 'async': cudaMallocAsync on an owned pool, the leaf alone.
+const strategy_descriptor& async_strategy() {
+  static const strategy_descriptor descriptor = [] {
+    strategy_descriptor d;
+    d.name = "async";
+    d.description = "cudaMallocAsync on an owned cudaMemPool_t with a release threshold";
+    d.kind = strategy_kind::async;
+    d.flags.requires_cuda = true;
+    d.flags.peer_access = true;
+    option_descriptor threshold;
+    threshold.key = "releaseThreshold";
+    threshold.kind = option_kind::bytes;
+    threshold.help = "idle bytes the pool keeps at a synchronisation point (unset: keep everything)";
+    threshold.env = "GPUMEM_ASYNC_RELEASE_THRESHOLD";
+    threshold.label = "async.release_threshold";
+    threshold.unset_text = "keep-all";
+    threshold.apply = [](chain_spec& spec, const option_value& v) { spec.async.release_threshold = std::get<std::uint64_t>(v); };
+    threshold.read = [](const chain_spec& spec) -> option_value {
+      if (spec.async.release_threshold == std::numeric_limits<std::uint64_t>::max()) return std::monostate{};
+      return spec.async.release_threshold;
+    };
+    d.options = {threshold};
+    d.leaf_name = [](const chain_spec&) { return "async"; };
+    d.make_leaf = [](const chain_spec& spec, chain_build&) -> std::unique_ptr<memory_resource> {
+      async_options o = spec.async;
+      o.peer_access = spec.peer_access;
+      return std::make_unique<async_resource>(spec.device, o);
+    };
+    return d;
+  }();
+  return descriptor;
+}
 
 }  // namespace gpumem

@@ -2,6 +2,7 @@
 
 #include "gpumem/peer_access.hpp"
 #include "../cuda_check.hpp"
+#include "gpumem/strategy_registry.hpp"
 
 namespace gpumem {
 
@@ -48,5 +49,23 @@ void* cuda_resource::do_allocate(std::size_t, stream_handle) { throw invalid_sta
 void cuda_resource::do_deallocate(void* ptr, std::size_t bytes, stream_handle) { table_.remove(ptr, bytes); }
 
 #endif
+
+// 'cuda': cudaMalloc/cudaFree, the leaf alone.
+const strategy_descriptor& cuda_strategy() {
+  static const strategy_descriptor descriptor = [] {
+    strategy_descriptor d;
+    d.name = "cuda";
+    d.description = "cudaMalloc/cudaFree: every call goes to the driver (the baseline)";
+    d.kind = strategy_kind::cuda;
+    d.flags.requires_cuda = true;
+    d.flags.peer_access = true;
+    d.leaf_name = [](const chain_spec&) { return "cuda"; };
+    d.make_leaf = [](const chain_spec& spec, chain_build&) -> std::unique_ptr<memory_resource> {
+      return std::make_unique<cuda_resource>(spec.device, spec.peer_access);
+    };
+    return d;
+  }();
+  return descriptor;
+}
 
 }  // namespace gpumem

@@ -11,6 +11,7 @@
 
 #include "pool_detail.hpp"
 #include "stream_ordered_blocks.hpp"
+#include "gpumem/strategy_registry.hpp"
 
 namespace gpumem {
 
@@ -927,5 +928,100 @@ std::size_t expandable_resource::do_allocation_size(const void* ptr) const {
 memory_kind expandable_resource::do_kind() const noexcept { return impl_->memory->kind(); }
 
 int expandable_resource::do_device() const noexcept { return impl_->memory->device(); }
+
+namespace {
+
+// Whether an expandable chain maps host memory (the host twin): asked for, or device -1.
+bool on_host(const chain_spec& spec) { return spec.expandable.backing == expandable_backing::host || spec.device == -1; }
+
+// A byte option of expandable_options where `unset` (0, or the maximum) means the default.
+option_descriptor expandable_bytes(const char* key, std::uint64_t minimum, std::uint64_t expandable_options::*member,
+                                   std::uint64_t unset, const char* help) {
+  option_descriptor o;
+  o.key = key;
+  o.kind = option_kind::bytes;
+  o.minimum = minimum;
+  o.help = help;
+  o.fronts = front_js;
+  o.apply = [member](chain_spec& spec, const option_value& v) { spec.expandable.options.*member = std::get<std::uint64_t>(v); };
+  o.read = [member, unset](const chain_spec& spec) -> option_value {
+    if (spec.expandable.options.*member == unset) return std::monostate{};
+    return spec.expandable.options.*member;
+  };
+  return o;
+}
+
+}  // namespace
+
+// 'expandable': expandable_resource over physical memory (CUDA VMM, or the host twin).
+const strategy_descriptor& expandable_strategy() {
+  static const strategy_descriptor descriptor = [] {
+    strategy_descriptor d;
+    d.name = "expandable";
+    d.description =
+        "expandable segments: granules mapped into one growing virtual range per stream (CUDA VMM, or host memory with "
+        "device -1)";
+    d.kind = strategy_kind::expandable;
+    d.layer = strategy_layer::cache;
+    d.wraps = "physical granules: CUDA VMM on the device (vmm), or host mappings (mmap) with device -1";
+    d.flags.peer_access = true;
+    d.flags.host_device = true;
+
+    option_descriptor granule;
+    granule.key = "granuleBytes";
+    granule.kind = option_kind::bytes;
+    granule.minimum = 1;
+    granule.help = "the mapping granule (unset: the backing's default)";
+    granule.fronts = front_js;
+    granule.apply = [](chain_spec& spec, const option_value& v) { spec.expandable.granule_bytes = std::get<std::uint64_t>(v); };
+    granule.read = [](const chain_spec& spec) -> option_value {
+      if (spec.expandable.granule_bytes == 0) return std::monostate{};
+      return spec.expandable.granule_bytes;
+    };
+
+    option_descriptor gc;
+    gc.key = "gcThreshold";
+    gc.kind = option_kind::number;
+    gc.default_text = "0";
+    gc.help = "before mapping past this fraction of capacityBytes, idle granules are unmapped first (0: off)";
+    gc.fronts = front_js;
+    gc.apply = [](chain_spec& spec, const option_value& v) { spec.expandable.options.gc_threshold = std::get<double>(v); };
+    gc.read = [](const chain_spec& spec) -> option_value { return spec.expandable.options.gc_threshold; };
+
+    d.options = {granule,
+                 expandable_bytes("releaseThreshold", 0, &expandable_options::release_threshold,
+                                  std::numeric_limits<std::uint64_t>::max(),
+                                  "idle mapped bytes kept; past it, idle granules are unmapped at free (unset: keep everything)"),
+                 gc,
+                 expandable_bytes("capacityBytes", 1, &expandable_options::capacity_bytes, 0,
+                                  "what gcThreshold is a fraction of (unset: limitBytes, else the device's memory)"),
+                 expandable_bytes("reserveBytes", 1, &expandable_options::reserve_bytes, 0,
+                                  "the virtual range reserved per stream (unset: the device's memory; the host twin: 64 GiB)")};
+    d.leaf_name = [](const chain_spec& spec) { return on_host(spec) ? "mmap" : "vmm"; };
+    d.make_leaf = [](const chain_spec& spec, chain_build& build) -> std::unique_ptr<memory_resource> {
+      build.physical = on_host(spec) ? make_host_physical_memory(spec.expandable.granule_bytes)
+                                     : make_device_physical_memory(spec.device, spec.expandable.granule_bytes, spec.peer_access);
+      return nullptr;
+    };
+    d.layer_name = [](const chain_spec&) -> const char* { return "expandable"; };
+    d.make_layer = [](const chain_spec& spec, chain_build& build) -> std::unique_ptr<memory_resource> {
+      expandable_options o = spec.expandable.options;
+      if (o.capacity_bytes == 0 && spec.limit_bytes) o.capacity_bytes = *spec.limit_bytes;  // the simulated device
+      return std::make_unique<expandable_resource>(std::move(build.physical), o);
+    };
+    d.validate = [](const chain_spec& spec) {
+      const double f = spec.expandable.options.gc_threshold;
+      if (!(f >= 0 && f <= 1)) {
+        throw invalid_argument(invalid_argument::kind::range, "gcThreshold",
+                               "Expected a fraction in (0, 1] (0: off) for gcThreshold but received " + std::to_string(f));
+      }
+    };
+    d.no_peer_access = [](const chain_spec& spec) {
+      return std::string(on_host(spec) ? "'expandable' over the host twin holds host memory" : "");
+    };
+    return d;
+  }();
+  return descriptor;
+}
 
 }  // namespace gpumem

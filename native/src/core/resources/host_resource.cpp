@@ -4,6 +4,7 @@
 #include <limits>
 
 #include "gpumem/stream_ordering.hpp"
+#include "gpumem/strategy_registry.hpp"
 
 namespace gpumem {
 
@@ -31,6 +32,25 @@ void host_resource::do_deallocate(void* ptr, std::size_t bytes, stream_handle) {
   table_.remove(ptr, bytes);
   synchronize_host_streams();  // as cudaFree: work still queued on a host stream may use ptr
   std::free(ptr);
+}
+
+// 'host': plain host memory, the leaf alone.
+const strategy_descriptor& host_strategy() {
+  static const strategy_descriptor descriptor = [] {
+    strategy_descriptor d;
+    d.name = "host";
+    d.description = "plain host memory, 256-byte aligned (runs without a GPU)";
+    d.kind = strategy_kind::host;
+    d.flags.host_memory = true;
+    d.flags.kernel_memory = false;
+    d.leaf_name = [](const chain_spec&) { return "host"; };
+    d.make_leaf = [](const chain_spec&, chain_build&) -> std::unique_ptr<memory_resource> {
+      return std::make_unique<host_resource>();
+    };
+    d.no_peer_access = [](const chain_spec&) { return std::string("'host' memory is plain host memory"); };
+    return d;
+  }();
+  return descriptor;
 }
 
 }  // namespace gpumem

@@ -1,6 +1,8 @@
 #include "gpumem/managed_resource.hpp"
 
 #include "../cuda_check.hpp"
+#include "gpumem/prefetch_adaptor.hpp"
+#include "gpumem/strategy_registry.hpp"
 
 namespace gpumem {
 
@@ -85,5 +87,99 @@ void managed_resource::do_deallocate(void* ptr, std::size_t bytes, stream_handle
 bool managed_resource::do_prefetch(void*, std::size_t, location, stream_handle) { return false; }
 
 #endif
+
+namespace {
+
+const char* advise_name(advise_target t) {
+  return t == advise_target::device ? "device" : t == advise_target::host ? "host" : "none";
+}
+
+advise_target advise_of(const option_value& v) {
+  const std::string& s = std::get<std::string>(v);
+  return s == "device" ? advise_target::device : s == "host" ? advise_target::host : advise_target::none;
+}
+
+// preferredLocation and accessedBy: the same choice over another member.
+option_descriptor advice_option(const char* key, const char* help, advise_target managed_options::*member) {
+  option_descriptor o;
+  o.key = key;
+  o.kind = option_kind::choice;
+  o.choices = {"device", "host", "none"};
+  o.default_text = "none";
+  o.help = help;
+  o.fronts = front_js;
+  o.apply = [member](chain_spec& spec, const option_value& v) { spec.uvm.advice.*member = advise_of(v); };
+  o.read = [member](const chain_spec& spec) -> option_value { return std::string(advise_name(spec.uvm.advice.*member)); };
+  return o;
+}
+
+}  // namespace
+
+// 'uvm': managed memory, with a prefetch adaptor over it when prefetchOnAllocate is on.
+const strategy_descriptor& uvm_strategy() {
+  static const strategy_descriptor descriptor = [] {
+    strategy_descriptor d;
+    d.name = "uvm";
+    d.description = "cudaMallocManaged (unified memory) with prefetch-on-allocate and cudaMemAdvise hints";
+    d.kind = strategy_kind::uvm;
+    d.layer = strategy_layer::adaptor;
+    d.wraps = "managed memory (cudaMallocManaged): prefetch_adaptor moves each allocation to the device";
+    d.flags.requires_cuda = true;
+    d.flags.managed_memory = true;
+    d.flags.peer_access = true;
+
+    option_descriptor prefetch;
+    prefetch.key = "prefetchOnAllocate";
+    prefetch.kind = option_kind::boolean;
+    prefetch.default_text = "1";
+    prefetch.help = "prefetch each allocation to the device when it is made";
+    prefetch.env = "GPUMEM_UVM_PREFETCH";
+    prefetch.label = "uvm.prefetch";
+    prefetch.apply = [](chain_spec& spec, const option_value& v) { spec.uvm.prefetch_on_allocate = std::get<bool>(v); };
+    prefetch.read = [](const chain_spec& spec) -> option_value { return spec.uvm.prefetch_on_allocate; };
+
+    // libgpumem_torch's one setting for both hints: the preferred location, read by the device.
+    option_descriptor advise;
+    advise.key = "advise";
+    advise.kind = option_kind::choice;
+    advise.choices = {"none", "device", "host"};
+    advise.default_text = "none";
+    advise.help = "cudaMemAdvise: preferred location 'device' or 'host', accessed by the device (none: no hints)";
+    advise.fronts = front_env;
+    advise.env = "GPUMEM_UVM_ADVISE";
+    advise.label = "uvm.advise";
+    advise.apply = [](chain_spec& spec, const option_value& v) {
+      const advise_target t = advise_of(v);
+      spec.uvm.advice.preferred_location = t;
+      spec.uvm.advice.accessed_by = t == advise_target::none ? advise_target::none : advise_target::device;
+    };
+    advise.read = [](const chain_spec& spec) -> option_value {
+      return std::string(advise_name(spec.uvm.advice.preferred_location));
+    };
+
+    option_descriptor read_mostly;
+    read_mostly.key = "readMostly";
+    read_mostly.kind = option_kind::boolean;
+    read_mostly.default_text = "0";
+    read_mostly.help = "cudaMemAdviseSetReadMostly";
+    read_mostly.fronts = front_js;
+    read_mostly.apply = [](chain_spec& spec, const option_value& v) { spec.uvm.advice.read_mostly = std::get<bool>(v); };
+    read_mostly.read = [](const chain_spec& spec) -> option_value { return spec.uvm.advice.read_mostly; };
+
+    d.options = {prefetch, advise,
+                 advice_option("preferredLocation", "cudaMemAdviseSetPreferredLocation", &managed_options::preferred_location),
+                 advice_option("accessedBy", "cudaMemAdviseSetAccessedBy", &managed_options::accessed_by), read_mostly};
+    d.leaf_name = [](const chain_spec&) { return "managed"; };
+    d.make_leaf = [](const chain_spec& spec, chain_build&) -> std::unique_ptr<memory_resource> {
+      return std::make_unique<managed_resource>(spec.device, spec.uvm.advice);
+    };
+    d.layer_name = [](const chain_spec& spec) -> const char* { return spec.uvm.prefetch_on_allocate ? "prefetch" : nullptr; };
+    d.make_layer = [](const chain_spec&, chain_build& build) -> std::unique_ptr<memory_resource> {
+      return std::make_unique<prefetch_adaptor>(build.chain.top());
+    };
+    return d;
+  }();
+  return descriptor;
+}
 
 }  // namespace gpumem

@@ -6,6 +6,8 @@
 #include <limits>
 
 #include "../cuda_check.hpp"
+#include "gpumem/host_resource.hpp"
+#include "gpumem/strategy_registry.hpp"
 
 namespace gpumem {
 namespace {
@@ -182,5 +184,61 @@ void* pinned_host_resource::do_allocate(std::size_t, stream_handle) { throw inva
 void pinned_host_resource::do_deallocate(void* ptr, std::size_t bytes, stream_handle) { table_.remove(ptr, bytes); }
 
 #endif
+
+// 'pinned': pool_resource over mapped pinned host memory, or over the host twin (upstream 'host').
+const strategy_descriptor& pinned_strategy() {
+  static const strategy_descriptor descriptor = [] {
+    strategy_descriptor d;
+    d.name = "pinned";
+    d.description =
+        "caching pool over mapped pinned host memory (cudaHostAlloc): kernels read and write it in place (plain host "
+        "memory without a GPU)";
+    d.kind = strategy_kind::pinned;
+    d.layer = strategy_layer::cache;
+    d.wraps = "mapped pinned host memory (upstream 'pinned') or plain host memory (upstream 'host')";
+    d.flags.capturable = true;
+    d.flags.host_memory = true;
+    d.flags.peer_access = true;
+    option_descriptor upstream;
+    upstream.key = "upstream";
+    upstream.kind = option_kind::choice;
+    upstream.choices = {"pinned", "host"};
+    upstream.default_text = "pinned";
+    upstream.help = "where the pool's segments come from";
+    upstream.fronts = front_js;
+    upstream.label = "pool.upstream";
+    upstream.apply = [](chain_spec& spec, const option_value& v) {
+      spec.pinned.upstream = std::get<std::string>(v) == "host" ? pinned_upstream::host : pinned_upstream::pinned;
+    };
+    upstream.read = [](const chain_spec& spec) -> option_value {
+      return std::string(spec.pinned.upstream == pinned_upstream::host ? "host" : "pinned");
+    };
+    d.options = {upstream};
+    for (option_descriptor& o :
+         pool_size_options([](const chain_spec& spec) -> const pool_options& { return spec.pinned.options; })) {
+      d.options.push_back(std::move(o));
+    }
+    d.leaf_name = [](const chain_spec& spec) { return spec.pinned.upstream == pinned_upstream::pinned ? "pinned" : "host"; };
+    d.make_leaf = [](const chain_spec& spec, chain_build&) -> std::unique_ptr<memory_resource> {
+      if (spec.pinned.upstream == pinned_upstream::host) return std::make_unique<host_resource>();
+      return std::make_unique<pinned_host_resource>(spec.device, pinned_host_options{spec.pinned.options.max_reserved_bytes});
+    };
+    d.layer_name = [](const chain_spec&) -> const char* { return "pool"; };
+    // Over the pinned leaf, max_reserved_bytes is the leaf's cap on pinned bytes (see pinned_spec)
+    // rather than the pool's, so that a request past it fails saying it would pin more than the host
+    // has available; the pool still releases its cached segments and retries once before it fails.
+    d.make_layer = [](const chain_spec& spec, chain_build& build) -> std::unique_ptr<memory_resource> {
+      pool_options o = spec.pinned.options;
+      if (spec.pinned.upstream == pinned_upstream::pinned) o.max_reserved_bytes = 0;
+      return std::make_unique<pool_resource>(build.chain.top(), o);
+    };
+    d.no_peer_access = [](const chain_spec& spec) {
+      return std::string(spec.pinned.upstream == pinned_upstream::host ? "'pinned' over upstream 'host' holds plain host memory"
+                                                                       : "");
+    };
+    return d;
+  }();
+  return descriptor;
+}
 
 }  // namespace gpumem

@@ -9,6 +9,7 @@
 
 #include "../cuda_check.hpp"
 #include "gpumem/plugin.h"
+#include "gpumem/strategy_registry.hpp"
 
 namespace gpumem {
 
@@ -263,6 +264,57 @@ void plugin_resource::do_trim(std::size_t bytes_to_keep) {
   call_lock lock(call_mutex_, serialize_);
   call_device device(options_.device);
   table_fns_->trim(state_, bytes_to_keep);
+}
+
+// 'native': a plug-in library's strategy (gpumem/plugin.h), the leaf alone.
+const strategy_descriptor& native_strategy() {
+  static const strategy_descriptor descriptor = [] {
+    strategy_descriptor d;
+    d.name = "native";
+    d.description = "a strategy from a shared library built against gpumem/plugin.h (options: library, options?, device?)";
+    d.kind = strategy_kind::native;
+    d.flags.requires_options = true;
+    d.flags.host_device = true;
+
+    option_descriptor library;
+    library.key = "library";
+    library.kind = option_kind::text;
+    library.help = "the path of the plug-in library (dlopen)";
+    library.env = "GPUMEM_NATIVE_LIBRARY";
+    library.env_strict = true;
+    library.required = true;
+    library.required_form = "<path of a gpumem plug-in library>";
+    library.label = "plugin.library";
+    library.unset_text = "";
+    library.apply = [](chain_spec& spec, const option_value& v) { spec.native.library = std::get<std::string>(v); };
+    library.read = [](const chain_spec& spec) -> option_value {
+      if (spec.native.library.empty()) return std::monostate{};
+      return spec.native.library;
+    };
+
+    option_descriptor options;
+    options.key = "options";
+    options.kind = option_kind::text;
+    options.help = "'key=value;key=value', passed to the library as is";
+    options.env = "GPUMEM_PLUGIN_OPTIONS";
+    options.env_strict = true;
+    options.label = "plugin.options";
+    options.unset_text = "";
+    options.apply = [](chain_spec& spec, const option_value& v) { spec.native.options = std::get<std::string>(v); };
+    options.read = [](const chain_spec& spec) -> option_value {
+      if (spec.native.options.empty()) return std::monostate{};
+      return spec.native.options;
+    };
+
+    d.options = {library, options};
+    d.leaf_name = [](const chain_spec&) { return "plugin"; };
+    d.make_leaf = [](const chain_spec& spec, chain_build&) -> std::unique_ptr<memory_resource> {
+      return std::make_unique<plugin_resource>(plugin_options{spec.native.library, spec.native.options, spec.device});
+    };
+    d.no_peer_access = [](const chain_spec&) { return std::string("a plug-in's memory is its own"); };
+    return d;
+  }();
+  return descriptor;
 }
 
 }  // namespace gpumem

@@ -9,6 +9,9 @@
 
 #include "pool_detail.hpp"
 #include "stream_ordered_blocks.hpp"
+#include "gpumem/cuda_resource.hpp"
+#include "gpumem/host_resource.hpp"
+#include "gpumem/strategy_registry.hpp"
 
 namespace gpumem {
 
@@ -580,5 +583,91 @@ std::size_t pool_resource::do_allocation_size(const void* ptr) const {
 memory_kind pool_resource::do_kind() const noexcept { return impl_->upstream.kind(); }
 
 int pool_resource::do_device() const noexcept { return impl_->upstream.device(); }
+
+std::vector<option_descriptor> pool_size_options(const pool_options& (*of)(const chain_spec& spec)) {
+  // Each option is one member of the selected pool_options.
+  auto size_option = [of](const char* key, std::size_t pool_options::*member, const char* help) {
+    option_descriptor o;
+    o.key = key;
+    o.kind = option_kind::bytes;
+    o.minimum = 1;
+    o.default_text = std::to_string(pool_options{}.*member);
+    o.help = help;
+    o.fronts = front_js;
+    o.apply = [of, member](chain_spec& spec, const option_value& v) {
+      const_cast<pool_options&>(of(spec)).*member = static_cast<std::size_t>(std::get<std::uint64_t>(v));
+    };
+    o.read = [of, member](const chain_spec& spec) -> option_value { return std::uint64_t{of(spec).*member}; };
+    return o;
+  };
+  option_descriptor max_reserved;
+  max_reserved.key = "maxReservedBytes";
+  max_reserved.kind = option_kind::bytes;
+  max_reserved.minimum = 1;
+  max_reserved.help = "the most bytes the pool reserves from its upstream (unset: no cap beyond the upstream's)";
+  max_reserved.env = "GPUMEM_POOL_MAX_RESERVED";
+  max_reserved.env_zero_means = "no cap";
+  max_reserved.label = "pool.max_reserved";
+  max_reserved.unset_text = "none";
+  max_reserved.apply = [of](chain_spec& spec, const option_value& v) {
+    const_cast<pool_options&>(of(spec)).max_reserved_bytes = static_cast<std::size_t>(std::get<std::uint64_t>(v));
+  };
+  max_reserved.read = [of](const chain_spec& spec) -> option_value {
+    if (of(spec).max_reserved_bytes == 0) return std::monostate{};
+    return std::uint64_t{of(spec).max_reserved_bytes};
+  };
+  return {max_reserved,
+          size_option("smallRequestLimit", &pool_options::small_request_limit, "requests up to this size are small"),
+          size_option("smallSegmentBytes", &pool_options::small_segment_bytes, "small requests share segments of this size"),
+          size_option("largeSegmentRounding", &pool_options::large_segment_rounding, "large segments are rounded up to this")};
+}
+
+// 'pool': pool_resource over cudaMalloc, or over host memory (upstream 'host').
+const strategy_descriptor& pool_strategy() {
+  static const strategy_descriptor descriptor = [] {
+    strategy_descriptor d;
+    d.name = "pool";
+    d.description =
+        "caching block pool: 512 B rounding, best fit with split/coalesce, per-stream free lists (over cudaMalloc, or host "
+        "memory without a GPU)";
+    d.kind = strategy_kind::pool;
+    d.layer = strategy_layer::cache;
+    d.wraps = "cudaMalloc (upstream 'cuda') or plain host memory (upstream 'host')";
+    d.flags.capturable = true;
+    d.flags.peer_access = true;
+    option_descriptor upstream;
+    upstream.key = "upstream";
+    upstream.kind = option_kind::choice;
+    upstream.choices = {"cuda", "host"};
+    upstream.default_text = "cuda";
+    upstream.help = "where the pool's segments come from";
+    upstream.fronts = front_js;
+    upstream.label = "pool.upstream";
+    upstream.apply = [](chain_spec& spec, const option_value& v) {
+      spec.pool.upstream = std::get<std::string>(v) == "host" ? pool_upstream::host : pool_upstream::cuda;
+    };
+    upstream.read = [](const chain_spec& spec) -> option_value {
+      return std::string(spec.pool.upstream == pool_upstream::host ? "host" : "cuda");
+    };
+    d.options = {upstream};
+    for (option_descriptor& o : pool_size_options([](const chain_spec& spec) -> const pool_options& { return spec.pool.options; })) {
+      d.options.push_back(std::move(o));
+    }
+    d.leaf_name = [](const chain_spec& spec) { return spec.pool.upstream == pool_upstream::cuda ? "cuda" : "host"; };
+    d.make_leaf = [](const chain_spec& spec, chain_build&) -> std::unique_ptr<memory_resource> {
+      if (spec.pool.upstream == pool_upstream::host) return std::make_unique<host_resource>();
+      return std::make_unique<cuda_resource>(spec.device, spec.peer_access);
+    };
+    d.layer_name = [](const chain_spec&) -> const char* { return "pool"; };
+    d.make_layer = [](const chain_spec& spec, chain_build& build) -> std::unique_ptr<memory_resource> {
+      return std::make_unique<pool_resource>(build.chain.top(), spec.pool.options);
+    };
+    d.no_peer_access = [](const chain_spec& spec) {
+      return std::string(spec.pool.upstream == pool_upstream::host ? "'pool' over upstream 'host' holds host memory" : "");
+    };
+    return d;
+  }();
+  return descriptor;
+}
 
 }  // namespace gpumem

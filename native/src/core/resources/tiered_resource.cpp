@@ -10,7 +10,9 @@
 #include <utility>
 #include <vector>
 
+#include "gpumem/device.hpp"
 #include "gpumem/pinned_host_resource.hpp"  // read_host_memory_info, default_pinned_cap: the host cap
+#include "gpumem/strategy_registry.hpp"
 
 namespace gpumem {
 
@@ -648,5 +650,100 @@ std::size_t tiered_resource::do_allocation_size(const void* ptr) const {
 
 memory_kind tiered_resource::do_kind() const noexcept { return impl_->memory->kind(); }
 int tiered_resource::do_device() const noexcept { return impl_->memory->device(); }
+
+namespace {
+
+// Whether a tiered chain's tiers are on the device: asked for, or 'auto' where a GPU is present.
+bool tiers_on_device(const chain_spec& spec) {
+  const tiered_backing b = spec.tiered.backing;
+  return b == tiered_backing::device || (b == tiered_backing::automatic && device_count() > 0);
+}
+
+option_descriptor budget_option(const char* key, std::optional<std::uint64_t> tiered_options::*member, const char* env,
+                                const char* label, const char* help) {
+  option_descriptor o;
+  o.key = key;
+  o.kind = option_kind::bytes;
+  o.help = help;
+  o.env = env;
+  o.label = label;
+  o.apply = [member](chain_spec& spec, const option_value& v) { spec.tiered.options.*member = std::get<std::uint64_t>(v); };
+  o.read = [member](const chain_spec& spec) -> option_value {
+    if (!(spec.tiered.options.*member)) return std::monostate{};
+    return *(spec.tiered.options.*member);
+  };
+  return o;
+}
+
+}  // namespace
+
+// 'tiered': tiered_resource (device memory, then pinned host memory), the leaf alone.
+const strategy_descriptor& tiered_strategy() {
+  static const strategy_descriptor descriptor = [] {
+    strategy_descriptor d;
+    d.name = "tiered";
+    d.description =
+        "device memory up to a budget, then pinned host memory kernels use in place; placement per allocation (CUDA VMM, "
+        "or host memory without a GPU)";
+    d.kind = strategy_kind::tiered;
+    d.flags.spills_to_host = true;
+    d.flags.peer_access = true;
+
+    option_descriptor upstream;
+    upstream.key = "upstream";
+    upstream.kind = option_kind::choice;
+    upstream.choices = {"cuda", "host", "auto"};
+    upstream.default_text = "auto";
+    upstream.help = "where the tiers come from: CUDA VMM, the host twin, or CUDA VMM when a GPU is present";
+    upstream.fronts = front_js;
+    upstream.apply = [](chain_spec& spec, const option_value& v) {
+      const std::string& s = std::get<std::string>(v);
+      spec.tiered.backing = s == "cuda" ? tiered_backing::device : s == "host" ? tiered_backing::host : tiered_backing::automatic;
+    };
+    upstream.read = [](const chain_spec& spec) -> option_value {
+      const tiered_backing b = spec.tiered.backing;
+      return std::string(b == tiered_backing::device ? "cuda" : b == tiered_backing::host ? "host" : "auto");
+    };
+
+    option_descriptor placement;
+    placement.key = "placement";
+    placement.kind = option_kind::choice;
+    placement.choices = {"auto", "device", "host"};
+    placement.default_text = "auto";
+    placement.help = "where allocations go when the calling thread chose nothing";
+    placement.fronts = front_env;
+    placement.env = "GPUMEM_TIERED_PLACEMENT";
+    placement.label = "tiered.placement";
+    placement.apply = [](chain_spec& spec, const option_value& v) {
+      spec.tiered.options.placement = parse_tier_choice(std::get<std::string>(v).c_str());
+    };
+    placement.read = [](const chain_spec& spec) -> option_value {
+      return std::string(tier_choice_name(spec.tiered.options.placement));
+    };
+
+    d.options = {upstream,
+                 budget_option("deviceBudgetBytes", &tiered_options::device_budget_bytes, "GPUMEM_TIERED_DEVICE_BUDGET",
+                               "tiered.device_budget",
+                               "bytes the device tier may hold (unset: the device's free memory less 1 GiB; 0: all on the host)"),
+                 budget_option("hostBudgetBytes", &tiered_options::host_budget_bytes, "GPUMEM_TIERED_HOST_BUDGET",
+                               "tiered.host_budget",
+                               "bytes the host tier may hold pinned (unset: MemAvailable less 10% of MemTotal, which a value "
+                               "only lowers)"),
+                 placement};
+    d.leaf_name = [](const chain_spec&) { return "tiered"; };
+    d.make_leaf = [](const chain_spec& spec, chain_build& build) -> std::unique_ptr<memory_resource> {
+      auto r = std::make_unique<tiered_resource>(
+          tiers_on_device(spec) ? make_device_tier_memory(spec.device, spec.peer_access) : make_host_tier_memory(),
+          spec.tiered.options);
+      build.chain.tiered = r.get();
+      return r;
+    };
+    d.no_peer_access = [](const chain_spec& spec) {
+      return std::string(tiers_on_device(spec) ? "" : "'tiered' over the host twin holds host memory");
+    };
+    return d;
+  }();
+  return descriptor;
+}
 
 }  // namespace gpumem

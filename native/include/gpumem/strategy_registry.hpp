@@ -1,0 +1,166 @@
+// One descriptor per strategy: its name, its layer in the chain, its capability flags, its options
+// (key, kind, default, help) and the hooks that build it. The chain builder (chain_builder.cpp), the
+// Node binding (binding/resource_object.cpp) and libgpumem_torch (torch/config.cpp) all read these
+// descriptors; none of them keeps a per-strategy switch or key list of its own.
+//
+// Each descriptor is defined in its resource's own .cpp (pool_strategy() in pool_resource.cpp, ...).
+// They are collected by an explicit list, GPUMEM_STRATEGIES below, rather than by static registrars:
+// gpumem_core is a static library, and the linker leaves out an object file that nothing references,
+// so a registrar object in a resource's .cpp would silently vanish from libgpumem_torch.so or from a
+// test that does not otherwise use that resource. The list references every descriptor function,
+// which keeps every one linked. Adding a strategy: its descriptor function in its resource's .cpp,
+// a strategy_kind and a chain_spec member in chain_builder.hpp, and one line in GPUMEM_STRATEGIES.
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <variant>
+#include <vector>
+
+#include "gpumem/chain_builder.hpp"
+#include "gpumem/memory_resource.hpp"
+#include "gpumem/physical_memory.hpp"
+
+namespace gpumem {
+
+// Every strategy, in the order of the registry (and of the lists error messages give): X(name)
+// declares `const strategy_descriptor& name_strategy()`, defined in the resource's own .cpp.
+#define GPUMEM_STRATEGIES(X) \
+  X(host)                    \
+  X(cuda)                    \
+  X(uvm)                     \
+  X(pool)                    \
+  X(async)                   \
+  X(native)                  \
+  X(expandable)              \
+  X(pinned)                  \
+  X(tiered)
+
+// How an option's value is written and checked.
+enum class option_kind {
+  bytes,   // a byte count: a non-negative integer (JavaScript), or a size with units (text: 512MiB)
+  count,   // a non-negative integer that is not a size
+  boolean, // true/false (JavaScript), 1/0 (text)
+  choice,  // one of `choices`
+  number,  // a finite number
+  text,    // any string
+};
+const char* option_kind_name(option_kind kind) noexcept;  // "bytes", "count", "boolean", "choice", "number", "text"
+
+// A parsed option value: monostate where unset.
+using option_value = std::variant<std::monostate, std::uint64_t, bool, double, std::string>;
+
+// Where an option may be given: in the Node binding's spec, in libgpumem_torch's environment.
+enum option_front : unsigned { front_js = 1u, front_env = 2u, front_both = 3u };
+
+struct option_descriptor {
+  std::string key;   // the spec's key ("maxReservedBytes")
+  option_kind kind = option_kind::bytes;
+  std::uint64_t minimum = 0;          // bytes/count: the smallest value accepted (1: positive)
+  std::vector<std::string> choices;   // choice: the accepted values, in the order messages list them
+  std::string default_text;           // the default in the option's text form ("" where unset by default)
+  std::string help;                   // one line
+  unsigned fronts = front_both;
+  // libgpumem_torch: the variable that sets it (empty: not settable there).
+  std::string env;
+  // libgpumem_torch: where 0 means unset, what unset means ("no cap"); the variable then takes 0.
+  std::string env_zero_means;
+  // libgpumem_torch: the variable is an error unless GPUMEM_ALLOCATOR names a strategy that has it.
+  bool env_strict = false;
+  // Must be given (a strategy that cannot be made without it); `required_form` shows its form.
+  bool required = false;
+  std::string required_form;
+  // libgpumem_torch's one-line description (describe()): "label=value", or "label=unset_text".
+  std::string label;
+  std::string unset_text = "default";
+  // Sets the option in a spec of this strategy; reads it back (monostate where unset).
+  std::function<void(chain_spec& spec, const option_value& value)> apply;
+  std::function<option_value(const chain_spec& spec)> read;
+};
+
+// A strategy's flags: the TypeScript registry's (packages/allocator-core/src/registry.ts), and what
+// only the native side uses.
+struct strategy_flags {
+  bool requires_cuda = false;     // needs a CUDA device (cannot run on the host alone)
+  bool capturable = false;        // malloc/free make no driver calls once warm: CUDA-graph capture works
+  bool host_memory = false;       // keeps its memory on the host
+  bool requires_options = false;  // cannot be made without options
+  bool managed_memory = false;    // allocates managed (unified) memory
+  bool spills_to_host = false;    // can keep part of its memory in host memory kernels use in place
+  bool peer_access = false;       // takes the peerAccess option
+  // Native side only: device -1 selects host memory; CUDA kernels can use the memory (what PyTorch
+  // needs of a strategy).
+  bool host_device = false;
+  bool kernel_memory = true;
+};
+
+// Where the strategy sits in the chain: a leaf alone, or a cache or adaptor over a leaf of its own.
+enum class strategy_layer { leaf, cache, adaptor };
+const char* strategy_layer_name(strategy_layer layer) noexcept;  // "leaf", "cache", "adaptor"
+
+// While a chain is built (chain_builder.cpp): the chain so far, and the physical memory of a strategy
+// that maps granules (expandable), which the fault and limit layers wrap until the strategy's layer
+// takes it.
+struct chain_build {
+  resource_chain& chain;
+  std::unique_ptr<physical_memory> physical;
+};
+
+struct strategy_descriptor {
+  std::string name;
+  std::string description;
+  strategy_kind kind = strategy_kind::host;
+  strategy_layer layer = strategy_layer::leaf;
+  std::string wraps;  // cache/adaptor: what it is over ("cudaMalloc (upstream 'cuda') or host memory")
+  strategy_flags flags;
+  std::vector<option_descriptor> options;  // in the order they are described
+
+  // The leaf: its name in chain_layers() and how it is made. A leaf over physical memory sets
+  // build.physical and returns nullptr.
+  const char* (*leaf_name)(const chain_spec& spec) = nullptr;
+  std::unique_ptr<memory_resource> (*make_leaf)(const chain_spec& spec, chain_build& build) = nullptr;
+  // The strategy's layer over the (fault-injected, limited) leaf: nullptr name where there is none.
+  const char* (*layer_name)(const chain_spec& spec) = nullptr;
+  std::unique_ptr<memory_resource> (*make_layer)(const chain_spec& spec, chain_build& build) = nullptr;
+  // Checks beyond each option's own (throws invalid_argument naming the field); may be null.
+  void (*validate)(const chain_spec& spec) = nullptr;
+  // Why the memory cannot take peerAccess (not on a CUDA device); "" where it can.
+  std::string (*no_peer_access)(const chain_spec& spec) = nullptr;
+
+  // The option `key` (JavaScript key), or nullptr.
+  const option_descriptor* option(std::string_view key) const noexcept;
+  // "a, b, c": the option keys given in `front`.
+  std::string option_keys(unsigned front) const;
+};
+
+#define GPUMEM_DECLARE_STRATEGY(name) const strategy_descriptor& name##_strategy();
+GPUMEM_STRATEGIES(GPUMEM_DECLARE_STRATEGY)
+#undef GPUMEM_DECLARE_STRATEGY
+
+// The pool's size options (maxReservedBytes, smallRequestLimit, smallSegmentBytes,
+// largeSegmentRounding) over the pool_options `of` selects: shared by 'pool' and 'pinned', the same
+// pool over another upstream (defined in pool_resource.cpp).
+std::vector<option_descriptor> pool_size_options(const pool_options& (*of)(const chain_spec& spec));
+
+// Every registered strategy, in the order of GPUMEM_STRATEGIES.
+const std::vector<const strategy_descriptor*>& strategies();
+// The strategy named `name`, or nullptr.
+const strategy_descriptor* find_strategy(std::string_view name) noexcept;
+// The descriptor of `kind`.
+const strategy_descriptor& strategy_of(strategy_kind kind);
+
+// Text forms (libgpumem_torch's variables, the defaults). parse_option_text returns false where
+// `text` is not the option's form (a choice is matched without regard to case);
+// option_text_expected says what the form is ("a size: ...", "0 or 1", "one of none, device, host").
+bool parse_option_text(const option_descriptor& option, const std::string& text, option_value& out);
+std::string option_text_expected(const option_descriptor& option);
+// A value in its text form ("" for monostate).
+std::string option_text(const option_value& value);
+
+// The registry as JSON: [{"name", "description", "layer", "wraps", "flags": {...}, "options":
+// [{"key", "kind", "minimum", "choices", "default", "help", "env", "required"}]}].
+std::string strategies_json();
+
+}  // namespace gpumem

@@ -1,0 +1,323 @@
+// The strategy registry (gpumem/strategy_registry.hpp) and libgpumem_torch's configuration, which
+// reads it (src/torch/config.cpp, no CUDA): every descriptor is complete and parses its own defaults,
+// bad values and unknown keys are errors naming the key, the chain builder takes every registered
+// name, and GPUMEM_ALLOCATOR accepts exactly the registered names whose memory kernels can use.
+#include <algorithm>
+#include <map>
+#include <set>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "config.hpp"
+#include "gpumem/chain_builder.hpp"
+#include "gpumem/errors.hpp"
+#include "gpumem/strategy_registry.hpp"
+#include "test_harness.hpp"
+
+using namespace gpumem;
+
+namespace {
+
+// A torch configuration from `vars` (nothing else is read); "" when valid, else the error.
+std::string torch_config(const std::map<std::string, std::string>& vars, torch::config* out = nullptr) {
+  torch::config c;
+  std::string error;
+  auto reader = [&vars](const char* name) -> const char* {
+    auto it = vars.find(name);
+    return it == vars.end() ? nullptr : it->second.c_str();
+  };
+  if (!torch::parse_config(reader, c, error)) return error.empty() ? "(no message)" : error;
+  if (out) *out = c;
+  return "";
+}
+
+bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+
+}  // namespace
+
+TEST(registry_lists_the_strategies_in_order) {
+  std::vector<std::string> names;
+  for (const strategy_descriptor* d : strategies()) names.push_back(d->name);
+  const std::vector<std::string> expected{"host", "cuda", "uvm", "pool", "async", "native", "expandable", "pinned", "tiered"};
+  REQUIRE_EQ(names.size(), expected.size());
+  for (std::size_t i = 0; i < names.size(); ++i) CHECK_EQ(names[i], expected[i]);
+  for (const strategy_descriptor* d : strategies()) {
+    CHECK(find_strategy(d->name) == d);
+    CHECK(&strategy_of(d->kind) == d);
+    CHECK_EQ(std::string(strategy_name(d->kind)), d->name);
+    CHECK(parse_strategy(d->name) == d->kind);
+  }
+  CHECK(find_strategy("managed") == nullptr);
+}
+
+TEST(every_descriptor_is_complete) {
+  for (const strategy_descriptor* d : strategies()) {
+    CHECK(!d->description.empty());
+    CHECK(d->leaf_name != nullptr);
+    CHECK(d->make_leaf != nullptr);
+    // A cache or adaptor has a layer of its own over the leaf, and says what it wraps.
+    if (d->layer != strategy_layer::leaf) {
+      CHECK(d->layer_name != nullptr);
+      CHECK(d->make_layer != nullptr);
+      CHECK(!d->wraps.empty());
+    }
+    std::set<std::string> keys;
+    for (const option_descriptor& o : d->options) {
+      CHECK(keys.insert(o.key).second);  // no key twice
+      CHECK(!o.help.empty());
+      CHECK(static_cast<bool>(o.apply));
+      CHECK(static_cast<bool>(o.read));
+      CHECK(o.fronts != 0);
+      if (o.kind == option_kind::choice) CHECK(!o.choices.empty());
+      if (o.required) CHECK(!o.required_form.empty());
+      if (o.fronts & front_env) CHECK(!o.env.empty());
+    }
+  }
+}
+
+TEST(every_descriptor_parses_its_defaults) {
+  for (const strategy_descriptor* d : strategies()) {
+    chain_spec defaults;
+    defaults.strategy = d->kind;
+    for (const option_descriptor& o : d->options) {
+      const option_value before = o.read(defaults);
+      if (o.default_text.empty()) {
+        // No default value: the option is unset until given.
+        CHECK(std::holds_alternative<std::monostate>(before));
+        continue;
+      }
+      option_value v;
+      REQUIRE(parse_option_text(o, o.default_text, v));
+      // The default, applied, is what a spec holds before anything is given.
+      chain_spec applied = defaults;
+      o.apply(applied, v);
+      CHECK_EQ(option_text(o.read(applied)), option_text(before));
+      CHECK_EQ(option_text(v), option_text(before));
+    }
+    // The defaults make a valid spec (except where an option is required).
+    bool needs_option = false;
+    for (const option_descriptor& o : d->options) needs_option = needs_option || o.required;
+    CHECK_EQ(needs_option, d->flags.requires_options);
+    if (!needs_option) validate(defaults);
+  }
+}
+
+TEST(text_forms_reject_bad_values) {
+  const strategy_descriptor& pool = pool_strategy();
+  const option_descriptor* max_reserved = pool.option("maxReservedBytes");
+  REQUIRE(max_reserved != nullptr);
+  option_value v;
+  CHECK(parse_option_text(*max_reserved, "512MiB", v));
+  CHECK_EQ(std::get<std::uint64_t>(v), std::uint64_t{512} << 20);
+  CHECK(parse_option_text(*max_reserved, "0", v));  // 0: no cap, which is unset
+  CHECK(std::holds_alternative<std::monostate>(v));
+  for (const char* bad : {"12Q", "1.5GiB", "-1", "lots", ""}) CHECK(!parse_option_text(*max_reserved, bad, v));
+  CHECK(contains(option_text_expected(*max_reserved), "(0: no cap)"));
+
+  const option_descriptor* upstream = pool.option("upstream");
+  REQUIRE(upstream != nullptr);
+  CHECK(parse_option_text(*upstream, "HOST", v));
+  CHECK_EQ(std::get<std::string>(v), std::string("host"));
+  CHECK(!parse_option_text(*upstream, "pinned", v));
+  CHECK_EQ(option_text_expected(*upstream), std::string("one of cuda, host"));
+
+  const option_descriptor* prefetch = uvm_strategy().option("prefetchOnAllocate");
+  REQUIRE(prefetch != nullptr);
+  CHECK(!parse_option_text(*prefetch, "yes", v));
+  CHECK(parse_option_text(*prefetch, "0", v));
+  CHECK_EQ(std::get<bool>(v), false);
+
+  const option_descriptor* gc = expandable_strategy().option("gcThreshold");
+  REQUIRE(gc != nullptr);
+  CHECK(parse_option_text(*gc, "0.5", v));
+  CHECK(!parse_option_text(*gc, "half", v));
+  CHECK(!parse_option_text(*gc, "inf", v));
+}
+
+TEST(bad_option_values_are_rejected_naming_the_key) {
+  // A value the descriptor's minimum forbids, set in C++ rather than through a front end.
+  for (const strategy_descriptor* d : strategies()) {
+    for (const option_descriptor& o : d->options) {
+      if (o.kind != option_kind::bytes || o.minimum == 0) continue;
+      chain_spec spec;
+      spec.strategy = d->kind;
+      if (d->kind == strategy_kind::pool) spec.pool.upstream = pool_upstream::host;
+      if (d->kind == strategy_kind::pinned) spec.pinned.upstream = pinned_upstream::host;
+      o.apply(spec, std::uint64_t{0});
+      if (std::holds_alternative<std::monostate>(o.read(spec))) continue;  // 0 means unset for this option
+      try {
+        validate(spec);
+        CHECK(!"validate accepted 0");
+      } catch (const invalid_argument& e) {
+        CHECK_EQ(e.argument(), o.key);
+        CHECK(contains(e.what(), o.key));
+      }
+    }
+  }
+  chain_spec e;
+  e.strategy = strategy_kind::expandable;
+  e.expandable.options.gc_threshold = 2;
+  try {
+    validate(e);
+    CHECK(!"validate accepted gcThreshold 2");
+  } catch (const invalid_argument& err) {
+    CHECK_EQ(err.argument(), std::string("gcThreshold"));
+  }
+}
+
+TEST(unknown_strategy_names_the_registered_ones) {
+  try {
+    parse_strategy("managed");
+    CHECK(!"parse_strategy accepted 'managed'");
+  } catch (const invalid_argument& e) {
+    CHECK_EQ(e.argument(), std::string("strategy"));
+    for (const strategy_descriptor* d : strategies()) CHECK(contains(e.what(), "'" + d->name + "'"));
+  }
+}
+
+TEST(chain_layers_follow_the_descriptors) {
+  chain_spec s;
+  s.strategy = strategy_kind::expandable;
+  s.device = -1;  // the host twin
+  s.limit_bytes = 1 << 20;
+  auto layers = chain_layers(s);
+  REQUIRE_EQ(layers.size(), std::size_t{3});
+  CHECK_EQ(layers[0], std::string("mmap"));
+  CHECK_EQ(layers[1], std::string("limit"));
+  CHECK_EQ(layers[2], std::string("expandable"));
+  s.peer_access = {1};
+  try {
+    validate(s);
+    CHECK(!"peerAccess accepted over the host twin");
+  } catch (const invalid_argument& e) {
+    CHECK_EQ(e.argument(), std::string("peerAccess"));
+  }
+}
+
+TEST(registry_json_lists_every_strategy) {
+  const std::string json = strategies_json();
+  CHECK(json.front() == '[' && json.back() == ']');
+  for (const strategy_descriptor* d : strategies()) {
+    CHECK(contains(json, "\"name\":\"" + d->name + "\""));
+    for (const option_descriptor& o : d->options) CHECK(contains(json, "\"key\":\"" + o.key + "\""));
+  }
+  CHECK(contains(json, "\"env\":\"GPUMEM_POOL_MAX_RESERVED\""));
+  CHECK(contains(json, "\"kernelMemory\":false"));
+}
+
+// --- libgpumem_torch's configuration --------------------------------------------------------------
+
+TEST(torch_accepts_exactly_the_registered_names) {
+  for (const strategy_descriptor* d : strategies()) {
+    std::map<std::string, std::string> vars{{"GPUMEM_ALLOCATOR", d->name}};
+    if (d->flags.requires_options) vars["GPUMEM_NATIVE_LIBRARY"] = "/lib/x.so";
+    torch::config c;
+    const std::string error = torch_config(vars, &c);
+    if (d->flags.kernel_memory) {
+      CHECK_EQ(error, std::string(""));
+      if (error.empty()) {
+        CHECK(c.strategy == d);
+        CHECK(c.spec.strategy == d->kind);
+        CHECK(contains(torch::describe(c), "strategy=" + d->name + " "));
+      }
+    } else {
+      // Registered, but its memory is no use to CUDA kernels: rejected saying so.
+      CHECK(contains(error, "GPUMEM_ALLOCATOR='" + d->name + "'"));
+      CHECK(contains(error, "not usable by CUDA kernels"));
+    }
+  }
+  for (const char* name : {"bogus", "managed", "plugin", "pools"}) {
+    const std::string error = torch_config({{"GPUMEM_ALLOCATOR", name}});
+    CHECK(contains(error, std::string("GPUMEM_ALLOCATOR='") + name + "'"));
+    CHECK(contains(error, "one of cuda, uvm, pool, async, native, expandable, pinned, tiered, plugin:<library path>"));
+  }
+  torch::config c;
+  CHECK_EQ(torch_config({{"GPUMEM_ALLOCATOR", "UVM"}}, &c), std::string(""));
+  CHECK_EQ(c.strategy->name, std::string("uvm"));
+}
+
+TEST(torch_defaults_and_descriptions_are_unchanged) {
+  torch::config c;
+  REQUIRE_EQ(torch_config({}, &c), std::string(""));
+  CHECK_EQ(torch::describe(c), std::string("strategy=pool pool.upstream=cuda pool.max_reserved=none oom=raise"));
+  REQUIRE_EQ(torch_config({{"GPUMEM_ALLOCATOR", "uvm"}, {"GPUMEM_UVM_LIMIT", "8GiB"}, {"GPUMEM_UVM_PREFETCH", "0"},
+                           {"GPUMEM_UVM_ADVISE", "host"}},
+                          &c),
+             std::string(""));
+  CHECK_EQ(torch::describe(c), "strategy=uvm uvm.prefetch=0 uvm.advise=host uvm.limit=" + std::to_string(8ull << 30) + " oom=raise");
+  const chain_spec uvm = torch::chain_spec_for(c, 0, 0);
+  CHECK(uvm.uvm.advice.preferred_location == advise_target::host);
+  CHECK(uvm.uvm.advice.accessed_by == advise_target::device);
+  CHECK(!uvm.uvm.prefetch_on_allocate);
+  CHECK(uvm.limit_bytes && *uvm.limit_bytes == (8ull << 30));
+  REQUIRE_EQ(torch_config({{"GPUMEM_ALLOCATOR", "tiered"}, {"GPUMEM_TIERED_DEVICE_BUDGET", "8GiB"},
+                           {"GPUMEM_TIERED_PLACEMENT", "host"}},
+                          &c),
+             std::string(""));
+  CHECK_EQ(torch::describe(c), "strategy=tiered tiered.device_budget=" + std::to_string(8ull << 30) +
+                                   " tiered.host_budget=default tiered.placement=host oom=raise");
+  CHECK(c.spec.tiered.options.placement == tier_choice::host);
+  REQUIRE_EQ(torch_config({{"GPUMEM_ALLOCATOR", "pinned"}, {"GPUMEM_POOL_MAX_RESERVED", "1GiB"}}, &c), std::string(""));
+  CHECK_EQ(torch::describe(c), "strategy=pinned pool.upstream=pinned pool.max_reserved=" + std::to_string(1ull << 30) + " oom=raise");
+  REQUIRE_EQ(torch_config({{"GPUMEM_ALLOCATOR", "async"}}, &c), std::string(""));
+  CHECK_EQ(torch::describe(c), std::string("strategy=async async.release_threshold=keep-all oom=raise"));
+  REQUIRE_EQ(torch_config({{"GPUMEM_ALLOCATOR", "expandable"}}, &c), std::string(""));
+  CHECK_EQ(torch::describe(c), std::string("strategy=expandable oom=raise"));
+  const std::vector<std::string> expandable_layers = chain_layers(torch::chain_spec_for(c, 0, 0));
+  CHECK_EQ(expandable_layers.front(), std::string("vmm"));
+  // The uvm limit from the device's free memory, less the margin.
+  REQUIRE_EQ(torch_config({{"GPUMEM_ALLOCATOR", "uvm"}}, &c), std::string(""));
+  const chain_spec free_limited = torch::chain_spec_for(c, 0, 4ull << 30);
+  CHECK(free_limited.limit_bytes && *free_limited.limit_bytes == (4ull << 30) - torch::uvm_free_margin);
+}
+
+TEST(torch_bad_values_name_the_variable) {
+  const std::vector<std::pair<std::string, std::string>> cases{
+      {"GPUMEM_POOL_MAX_RESERVED", "12Q"}, {"GPUMEM_POOL_MAX_RESERVED", "-1"}, {"GPUMEM_ASYNC_RELEASE_THRESHOLD", "lots"},
+      {"GPUMEM_UVM_PREFETCH", "yes"},      {"GPUMEM_UVM_ADVISE", "gpu"},       {"GPUMEM_UVM_LIMIT", "0"},
+      {"GPUMEM_OOM", "ignore"},            {"GPUMEM_TIERED_DEVICE_BUDGET", "8G"}, {"GPUMEM_TIERED_PLACEMENT", "gpu"},
+  };
+  for (const auto& [name, value] : cases) {
+    const std::string error = torch_config({{name, value}});
+    CHECK(contains(error, name + "='" + value + "' is not valid: expected"));
+  }
+  CHECK(contains(torch_config({{"GPUMEM_POOL_MAX_RESERVED", "2MB"}}), "(0: no cap)"));
+  // Another strategy's variable that means nothing without it.
+  CHECK(contains(torch_config({{"GPUMEM_NATIVE_LIBRARY", "/x.so"}}), "GPUMEM_NATIVE_LIBRARY='/x.so' is not valid: expected GPUMEM_ALLOCATOR=native"));
+  CHECK(contains(torch_config({{"GPUMEM_PLUGIN_OPTIONS", "a=1"}}), "GPUMEM_PLUGIN_OPTIONS"));
+  CHECK(contains(torch_config({{"GPUMEM_ALLOCATOR", "native"}}),
+                 "GPUMEM_ALLOCATOR=native needs GPUMEM_NATIVE_LIBRARY=<path of a gpumem plug-in library>"));
+}
+
+TEST(torch_plugin_prefix_is_a_deprecated_alias_of_native) {
+  torch::config c;
+  REQUIRE_EQ(torch_config({{"GPUMEM_ALLOCATOR", "plugin:/Some/Lib.so"}, {"GPUMEM_PLUGIN_OPTIONS", "a=1"}}, &c), std::string(""));
+  CHECK_EQ(c.strategy->name, std::string("native"));
+  CHECK_EQ(c.spec.native.library, std::string("/Some/Lib.so"));  // the path keeps its case
+  CHECK_EQ(c.spec.native.options, std::string("a=1"));
+  CHECK(contains(c.warning, "deprecated"));
+  CHECK_EQ(torch::describe(c), std::string("strategy=native plugin.library=/Some/Lib.so plugin.options=a=1 oom=raise"));
+  CHECK(contains(torch_config({{"GPUMEM_ALLOCATOR", "plugin:"}}), "plugin:<path of a gpumem plug-in library>"));
+  CHECK(contains(torch_config({{"GPUMEM_ALLOCATOR", "plugin:/a.so"}, {"GPUMEM_NATIVE_LIBRARY", "/b.so"}}),
+                 "GPUMEM_NATIVE_LIBRARY='/b.so' is not valid"));
+  REQUIRE_EQ(torch_config({{"GPUMEM_ALLOCATOR", "native"}, {"GPUMEM_NATIVE_LIBRARY", "/a.so"}}, &c), std::string(""));
+  CHECK(c.warning.empty());
+}
+
+TEST(torch_variables_come_from_the_descriptors) {
+  const std::vector<std::string>& vars = torch::config_variables();
+  CHECK_EQ(vars.front(), std::string("GPUMEM_ALLOCATOR"));
+  for (const strategy_descriptor* d : strategies()) {
+    for (const option_descriptor& o : d->options) {
+      if (!o.env.empty()) CHECK(std::find(vars.begin(), vars.end(), o.env) != vars.end());
+    }
+  }
+  std::vector<std::pair<std::string, std::string>> parsed;
+  std::string error;
+  CHECK(torch::parse_spec("GPUMEM_ALLOCATOR=tiered\nGPUMEM_TIERED_HOST_BUDGET=1GiB", parsed, error));
+  CHECK(!torch::parse_spec("GPUMEM_BOGUS=1", parsed, error));
+  CHECK(contains(error, "GPUMEM_TIERED_PLACEMENT"));
+}
+
+TEST_MAIN()
