@@ -31,7 +31,8 @@ const asyncOptions = defineOptions('async', {
   ...nativeLayerOptions,
 });
 
-export type AsyncAllocatorOptions = OptionsOf<typeof asyncOptions>;
+/** The 'async' strategy's options (from its options definition). */
+export interface AsyncAllocatorOptions extends OptionsOf<typeof asyncOptions> {}
 
 export class AsyncAllocator extends NativeAllocator {
   /** The release threshold; Infinity for the default (keep everything). */

@@ -63,7 +63,7 @@ export const nativeLayerOptions = {
 };
 
 /** Options every native strategy takes. */
-export type NativeLayerOptions = OptionValues<typeof nativeLayerOptions>;
+export interface NativeLayerOptions extends OptionValues<typeof nativeLayerOptions> {}
 
 export type { TrackingEvent } from './types.js';
 

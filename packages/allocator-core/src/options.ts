@@ -44,20 +44,25 @@ export interface OptionExtras<T> {
 // biome-ignore lint/suspicious/noExplicitAny: any entry, whatever it accepts and gives
 export type OptionEntries = Record<string, OptionSpec<any, unknown>>;
 
-type ValueOf<S> = S extends { accepts?: (value: infer T) => void } ? T : never;
-type ParsedOf<S> = S extends { parse: (value: unknown, name: string) => infer P } ? P : never;
-type RequiredKeys<E> = { [K in keyof E]: E[K] extends { required: true } ? K : never }[keyof E];
-type DefaultedKeys<E> = { [K in keyof E]: E[K] extends { default: unknown } ? K : never }[keyof E];
-
 /** The options type that entries describe: every key optional unless `required`. */
-export type OptionValues<E> = { [K in keyof E]?: ValueOf<E[K]> } & { [K in RequiredKeys<E>]-?: ValueOf<E[K]> };
+export type OptionValues<E> = {
+  -readonly [K in keyof E]?: E[K] extends { accepts?: (value: infer T) => void } ? T : never;
+} & {
+  -readonly [K in keyof E as E[K] extends { required: true } ? K : never]-?: E[K] extends { accepts?: (value: infer T) => void }
+    ? T
+    : never;
+};
 
 /** The options type a definition describes (its entries' {@link OptionValues}). */
 export type OptionsOf<D> = D extends OptionsDefinition<infer E> ? OptionValues<E> : never;
 
 /** The options after `parse`: checked, with defaults in place of what was not given. */
 export type ParsedOptions<E> = {
-  [K in keyof E]: K extends DefaultedKeys<E> | RequiredKeys<E> ? ParsedOf<E[K]> : ParsedOf<E[K]> | undefined;
+  [K in keyof E]: E[K] extends { parse: (value: unknown, name: string) => infer P }
+    ? E[K] extends { default: unknown } | { required: true }
+      ? P
+      : P | undefined
+    : never;
 };
 
 /** A strategy's options, declared once; see the module's documentation. */

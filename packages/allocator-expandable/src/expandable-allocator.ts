@@ -70,7 +70,8 @@ const expandableOptions = defineOptions('expandable', {
   ...nativeLayerOptions,
 });
 
-export type ExpandableAllocatorOptions = OptionsOf<typeof expandableOptions>;
+/** The 'expandable' strategy's options (from its options definition). */
+export interface ExpandableAllocatorOptions extends OptionsOf<typeof expandableOptions> {}
 
 /** Where the granules come from. */
 export type ExpandableUpstream = NonNullable<ExpandableAllocatorOptions['upstream']>;

@@ -59,7 +59,8 @@ const pinnedOptions = defineOptions('pinned', {
   ...nativeLayerOptions,
 });
 
-export type PinnedAllocatorOptions = OptionsOf<typeof pinnedOptions>;
+/** The 'pinned' strategy's options (from its options definition). */
+export interface PinnedAllocatorOptions extends OptionsOf<typeof pinnedOptions> {}
 
 /** Where the segments come from. */
 export type PinnedUpstream = NonNullable<PinnedAllocatorOptions['upstream']>;

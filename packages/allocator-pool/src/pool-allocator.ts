@@ -42,7 +42,8 @@ const poolOptions = defineOptions('pool', {
   ...nativeLayerOptions,
 });
 
-export type PoolAllocatorOptions = OptionsOf<typeof poolOptions>;
+/** The 'pool' strategy's options (from its options definition). */
+export interface PoolAllocatorOptions extends OptionsOf<typeof poolOptions> {}
 
 /** Where the pool's segments come from. */
 export type PoolUpstream = NonNullable<PoolAllocatorOptions['upstream']>;

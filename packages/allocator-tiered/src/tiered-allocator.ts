@@ -95,7 +95,8 @@ const tieredOptions = defineOptions('tiered', {
   ...nativeLayerOptions,
 });
 
-export type TieredAllocatorOptions = OptionsOf<typeof tieredOptions>;
+/** The 'tiered' strategy's options (from its options definition). */
+export interface TieredAllocatorOptions extends OptionsOf<typeof tieredOptions> {}
 
 export class TieredAllocator extends NativeAllocator {
   /** The upstream actually used ('auto' resolved). */

@@ -24,10 +24,10 @@ import {
 /** Default size from which allocations are logged. */
 export const defaultLogThresholdBytes = 2 ** 30;
 
-const adviseTargets = ['device', 'host', 'none'] as const;
-
 /** A cudaMemAdvise target. */
-export type AdviseTarget = (typeof adviseTargets)[number];
+export type AdviseTarget = 'device' | 'host' | 'none';
+
+const adviseTargets: readonly AdviseTarget[] = ['device', 'host', 'none'];
 
 function checkLogThreshold(value: unknown, name: string): number | false {
   if (value !== false) checkNonNegative(value, name);
@@ -64,7 +64,8 @@ const uvmOptions = defineOptions('uvm', {
   ...nativeLayerOptions,
 });
 
-export type UvmAllocatorOptions = OptionsOf<typeof uvmOptions>;
+/** The 'uvm' strategy's options (from its options definition). */
+export interface UvmAllocatorOptions extends OptionsOf<typeof uvmOptions> {}
 
 export class UvmAllocator extends NativeAllocator {
   /** Allocations of at least this size are logged; Infinity when the log is off. */

@@ -21,7 +21,8 @@ const cudaOptions = defineOptions('cuda', {
   ...nativeLayerOptions,
 });
 
-export type CudaAllocatorOptions = OptionsOf<typeof cudaOptions>;
+/** The 'cuda' strategy's options (from its options definition). */
+export interface CudaAllocatorOptions extends OptionsOf<typeof cudaOptions> {}
 
 export class CudaAllocator extends NativeAllocator {
   constructor(options: CudaAllocatorOptions = {}) {

@@ -9,7 +9,8 @@ import { defineOptions, type OptionsOf } from '../options.js';
 
 const hostOptions = defineOptions('host', nativeLayerOptions);
 
-export type HostAllocatorOptions = OptionsOf<typeof hostOptions>;
+/** The 'host' strategy's options (from its options definition). */
+export interface HostAllocatorOptions extends OptionsOf<typeof hostOptions> {}
 
 export class HostAllocator extends NativeAllocator {
   constructor(options: HostAllocatorOptions = {}) {

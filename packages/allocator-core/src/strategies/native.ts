@@ -82,7 +82,8 @@ const nativeOptions = defineOptions('native', {
   ...nativeLayerOptions,
 });
 
-export type NativeAllocatorOptions = OptionsOf<typeof nativeOptions>;
+/** The 'native' strategy's options (from its options definition). */
+export interface NativeAllocatorOptions extends OptionsOf<typeof nativeOptions> {}
 
 export class NativePluginAllocator extends NativeAllocator {
   /** The library's absolute path. */
