@@ -9,7 +9,7 @@
  * `"gpumem": { "strategy": true }`). typedoc.json needs nothing: its `packages` entry point
  * strategy documents `packages/*` as it finds them.
  */
-import { existsSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, readdirSync, readFileSync, realpathSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
@@ -67,7 +67,8 @@ export function syncWorkspaces(root = repository, { check = false } = {}) {
   return stale;
 }
 
-if (process.argv[1] && fileURLToPath(import.meta.url) === process.argv[1]) {
+// Run as a command (not imported): the script's own path, links resolved, is the one Node was given.
+if (process.argv[1] && realpathSync(process.argv[1]) === realpathSync(fileURLToPath(import.meta.url))) {
   const check = process.argv.includes('--check');
   const stale = syncWorkspaces(repository, { check });
   if (check && stale.length > 0) {

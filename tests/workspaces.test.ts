@@ -3,7 +3,7 @@
  * strategy package is found by its package.json field alone: by the conformance suite's list
  * (tests/allocators.ts), by compare's defaults when compare depends on it, by the vitest aliases.
  */
-import { execFileSync } from 'node:child_process';
+import { spawnSync } from 'node:child_process';
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -62,7 +62,13 @@ describe('scripts/sync-workspaces.mjs on a repository of its own', () => {
     expect(workspacePackages(dir).map((w) => w.dir)).toEqual(['packages/a', 'packages/b', 'tool']);
     expect(strategyPackages(dir).map((w) => w.name)).toEqual(['@x/a']);
 
-    const check = () => execFileSync(process.execPath, [script, '--check'], { cwd: dir, encoding: 'utf8', stdio: 'pipe' });
+    // The command works on the repository it sits in: a copy of it in this one.
+    write('scripts/sync-workspaces.mjs', readFileSync(script, 'utf8'));
+    const run = (...args: string[]) =>
+      spawnSync(process.execPath, [join(dir!, 'scripts', 'sync-workspaces.mjs'), ...args], { cwd: tmpdir(), encoding: 'utf8' });
+    const stale = run('--check');
+    expect(stale.status).toBe(1);
+    expect(stale.stderr).toContain('Out of date with the workspaces: tsconfig.json (run node scripts/sync-workspaces.mjs)');
     expect(syncWorkspaces(dir, { check: true })).toEqual(['tsconfig.json']);
     expect(syncWorkspaces(dir)).toEqual(['tsconfig.json']);
     expect(JSON.parse(readFileSync(join(dir, 'tsconfig.json'), 'utf8'))).toEqual({
@@ -73,8 +79,13 @@ describe('scripts/sync-workspaces.mjs on a repository of its own', () => {
 
     write('packages/c/package.json', { name: '@x/c' });
     write('packages/c/tsconfig.json', {});
-    expect(syncWorkspaces(dir, { check: true })).toEqual(['tsconfig.json']);
-    // The command line works on the repository it sits in, whatever the current folder.
-    expect(check()).toMatch(/Up to date with the workspaces/);
+    expect(run('--check').status).toBe(1);
+    expect(run().stdout).toBe('Rewrote tsconfig.json\n');
+    expect(run('--check').stdout).toBe('Up to date with the workspaces\n');
+    expect(JSON.parse(readFileSync(join(dir, 'tsconfig.json'), 'utf8')).references).toEqual([
+      { path: 'packages/a' },
+      { path: 'packages/b' },
+      { path: 'packages/c' },
+    ]);
   });
 });
