@@ -8,7 +8,8 @@
  *   chunkBytes: option.bytes({ default: 64 * 2 ** 20 }),
  *   upstream: option.oneOf(['cuda', 'host'], { default: 'cuda' }),
  * });
- * export type ArenaOptions = OptionsOf<typeof arenaOptions>; // { chunkBytes?: number; upstream?: 'cuda' | 'host' }
+ * // { chunkBytes?: number; upstream?: 'cuda' | 'host' }; an interface, so typedoc lists the options
+ * export interface ArenaOptions extends OptionsOf<typeof arenaOptions> {}
  * const { chunkBytes, upstream } = arenaOptions.parse(options); // checked, defaults filled in
  * ```
  * @module
