@@ -81,3 +81,4 @@ export { gcnDefaults, gcnHiddenWidth, graphDefaults, type GcnDataset } from './w
 export type { DeprecatedGcnDataset, GcnTrainOptions, GcnTrainingShape } from './workloads/gcn/options.js';
 export { transformerDefaults } from './workloads/transformer/defaults.js';
 export type { TransformerTrainOptions, TransformerTrainingShape } from './workloads/transformer/options.js';
+export type { StepShape } from './workloads/transformer/schedule.js';
