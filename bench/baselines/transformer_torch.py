@@ -14,7 +14,8 @@ tokens (transformer_data.py regenerates them from the seed with the workload's o
 
 Prints one JSON line per epoch (its steps' losses, times and shapes; the held-out loss and accuracy; the
 epoch's peak allocated and reserved memory, on a GPU) and a closing summary line with the run's peaks; each step's
-loss and time also go to stderr. An epoch's tokens are generated before its clock starts (pure Python is
+loss and time also go to stderr (each step is synchronised to time it; --no-step-sync times the epoch only, its steps
+queued without a wait between them as gpumem's are). An epoch's tokens are generated before its clock starts (pure Python is
 slower at it than the step itself); each step's upload is timed, as gpumem's is.
 """
 import argparse
@@ -90,6 +91,8 @@ def main():
         ap.add_argument('--' + name.replace('_', '-'), type=int, default=DEFAULTS[name])
     ap.add_argument('--lr', type=float, default=DEFAULTS['lr'])
     ap.add_argument('--attention', choices=['eager', 'sdpa'], default='eager')
+    ap.add_argument('--no-step-sync', dest='step_sync', action='store_false',
+                    help='do not synchronise after every step (no step times): the epoch time of an unsynchronised loop')
     ap.add_argument('--device', default='cuda', help="'cuda' (default), 'cuda:N', or 'cpu' (no memory figures)")
     args = ap.parse_args()
     if args.embed % args.heads or not (args.min_len <= args.max_len <= args.context) or args.min_batch > args.max_batch:
@@ -124,8 +127,9 @@ def main():
         losses, step_ms = [], []
         correct = torch.zeros((), dtype=torch.long, device=dev)
         for s, (length, batch, x, y) in enumerate(steps):
-            sync()
-            ts = time.perf_counter()
+            if args.step_sync:
+                sync()
+                ts = time.perf_counter()
             x, y = x.to(dev), y.to(dev)
             opt.zero_grad(set_to_none=True)
             logits = model(x).view(-1, args.vocab)
@@ -134,11 +138,12 @@ def main():
             del logits
             loss.backward()
             opt.step()
-            sync()
-            step_ms.append((time.perf_counter() - ts) * 1e3)
-            losses.append(loss.item())
-            print(f'epoch {epoch + 1} step {s + 1}: T {length} B {batch} loss {losses[-1]:.4f} {step_ms[-1]:.2f} ms',
-                  file=sys.stderr, flush=True)
+            losses.append(loss.detach())
+            if args.step_sync:
+                sync()
+                step_ms.append((time.perf_counter() - ts) * 1e3)
+                print(f'epoch {epoch + 1} step {s + 1}: T {length} B {batch} loss {losses[-1].item():.4f} '
+                      f'{step_ms[-1]:.2f} ms', file=sys.stderr, flush=True)
         with torch.no_grad():
             held_logits = model(held_x).view(-1, args.vocab)
             held_loss = F.cross_entropy(held_logits, held_y).item()
@@ -146,10 +151,13 @@ def main():
             del held_logits
         sync()
         ms = (time.perf_counter() - t0) * 1e3
+        losses = torch.stack(losses).tolist()  # read after the timing
         tokens = sum(length * batch for length, batch, _, _ in steps)
         rec = {'peer': name, 'epoch': epoch + 1, 'epoch_ms': ms, 'loss': sum(losses) / len(losses), 'accuracy': held_acc,
-               'evaluation_loss': held_loss, 'train_accuracy': correct.item() / tokens, 'losses': losses, 'step_ms': step_ms,
+               'evaluation_loss': held_loss, 'train_accuracy': correct.item() / tokens, 'losses': losses,
                'shapes': [[length, batch] for length, batch, _, _ in steps], 'tokens': tokens}
+        if step_ms:
+            rec['step_ms'] = step_ms
         if cuda:
             rec.update(peak_allocated=torch.cuda.max_memory_allocated(), peak_reserved=torch.cuda.max_memory_reserved())
         results.append(rec)
