@@ -20,7 +20,7 @@ Usage: bash bench/gpu/suite.sh SUITE [SUITE ...]     (on a GPU host: bash .gpu/r
 
 Suites (each fits one device call of 10 minutes; tiered and large take most of one):
   test          npm run test:gpu (ctest on CUDA, then vitest with the GPU required), without the browser
-                test (no Chromium on the GPU host) and the guide test (no registry there)
+                test (no Chromium on the GPU host), the guide and the pack-install tests (no registry there)
   torch         the PyTorch tests: python3 -m unittest discover -s bindings/python/tests -v
                 (needs native/build/Release/libgpumem_torch.so from the packed tree)
   torch-gcn     the seed GCN at 2M nodes under PyTorch's caching allocator and gpumem's strategies
@@ -45,6 +45,11 @@ Suites (each fits one device call of 10 minutes; tiered and large take most of o
                 keeps activations on the host past ~55M nodes), LARGE_TIMEOUT (290 s a run)
   multi         bench/multi at 2M nodes: one device, one NCCL rank, two ranks sharing cuda:0 over the
                 host communicator (and two NCCL ranks on cuda:0,1 where there are two GPUs); gpumem info
+  transformer   the transformer workload: its PyTorch baseline 3 times (bench/baselines/transformer_torch.py),
+                then gpumem compare --model transformer over cuda, pool, async and expandable, 3 runs each
+  torch-live    real PyTorch programs run live under PyTorch's allocators and gpumem's (bench/torch-live;
+                PROGRAMS, CONFIGS, REPEATS, STEPS as that script takes them; the whole grid needs more than
+                one call: split it by PROGRAMS)
   devices       the multi-device tests, gpumem compare --devices 0,0, the mlp's captured step with and
                 without one NCCL rank, and bench/gpu/diag-mlp-ranks.mjs (reduction order over ranks)
   all           every suite above, in that order (more than one device call's time: for a full host)
@@ -54,7 +59,7 @@ Environment: OUT (the output folder), NCCL_NVLS_ENABLE (set to 0 unless set).
 EOF
 }
 
-all_suites="test torch torch-gcn sanitize alloc fragmentation corpus capture compare train record soak link checkpoint tiered prefetch large multi devices"
+all_suites="test torch torch-gcn transformer torch-live sanitize alloc fragmentation corpus capture compare train record soak link checkpoint tiered prefetch large multi devices"
 
 if [ $# -eq 0 ] || [ "$1" = help ] || [ "$1" = -h ] || [ "$1" = --help ]; then
   suites_help
@@ -87,7 +92,8 @@ counts() {
 }
 
 suite_test() {
-  step test test:gpu 330 npm run test:gpu -- --exclude tests/report-browser.test.ts --exclude tests/guide.test.ts
+  step test test:gpu 330 npm run test:gpu -- --exclude tests/report-browser.test.ts --exclude tests/guide.test.ts \
+    --exclude tests/pack-install.test.ts
   counts 6
 }
 
@@ -243,6 +249,25 @@ suite_devices() {
     step devices "mlp-cuda-graph-rank-$i" 100 node "$cli" train --model mlp --allocator pool --cuda-graph --epochs 3 --devices 1
   done
   step devices diag-mlp-ranks 200 node bench/gpu/diag-mlp-ranks.mjs
+  if [ "$(nvidia-smi -L 2>/dev/null | grep -c '^GPU ')" -ge 2 ]; then
+    step devices diag-two-gpu-mlp 150 node bench/gpu/diag-two-gpu-mlp.mjs
+  fi
+}
+
+suite_transformer() {
+  local i files=()
+  for i in 1 2 3; do
+    step transformer "torch-eager-$i" 120 bash -c "cd bench/baselines && python3 transformer_torch.py --epochs 3 > $(json transformer "torch-eager-$i.jsonl")"
+    files+=("$(json transformer "torch-eager-$i.jsonl")")
+  done
+  local joined
+  joined=$(IFS=,; echo "${files[*]}")
+  step transformer compare 300 node "$cli" compare --model transformer --allocators cuda,pool,async,expandable --epochs 3 \
+    --repeat 3 --baseline "$joined" --json "$(json transformer compare.json)" --report "$(json transformer report.html)"
+}
+
+suite_torch-live() {
+  step torch-live run.sh 560 env OUT="$results/results/torch-live" bash bench/torch-live/run.sh
 }
 
 for s in "$@"; do
