@@ -2,12 +2,18 @@
 // chains built on host memory behave as their layers say, and bad specs are rejected by name
 // before anything is allocated.
 #include <string>
+#include <typeinfo>
+#include <utility>
 #include <vector>
 
 #include "gpumem/chain_builder.hpp"
 #include "gpumem/device.hpp"
 #include "gpumem/errors.hpp"
+#include "gpumem/expandable_resource.hpp"
 #include "gpumem/limiting_adaptor.hpp"
+#include "gpumem/managed_resource.hpp"
+#include "gpumem/pool_resource.hpp"
+#include "gpumem/strategy_registry.hpp"
 #include "test_harness.hpp"
 
 using namespace gpumem;
@@ -24,8 +30,8 @@ std::string join(const names& v) {
 
 chain_spec host_pool() {
   chain_spec s;
-  s.strategy = strategy_kind::pool;
-  s.pool.upstream = pool_upstream::host;
+  s.strategy = "pool";
+  s.options<pool_spec>().upstream = pool_upstream::host;
   return s;
 }
 
@@ -44,16 +50,16 @@ std::string rejection(const chain_spec& spec, std::string* argument = nullptr) {
 
 TEST(leaf_only_for_each_strategy) {
   chain_spec s;
-  for (auto [kind, leaf] : {std::pair{strategy_kind::host, "host"}, {strategy_kind::cuda, "cuda"},
-                            {strategy_kind::async, "async"}}) {
-    s.strategy = kind;
+  for (auto [name, leaf] : {std::pair{"host", "host"}, {"cuda", "cuda"}, {"async", "async"}}) {
+    s.strategy = name;
     CHECK_EQ(join(chain_layers(s)), std::string(leaf));
   }
-  s.strategy = strategy_kind::uvm;
+  s.strategy = "uvm";
   CHECK_EQ(join(chain_layers(s)), std::string("managed prefetch"));
-  s.uvm.prefetch_on_allocate = false;
+  s.options<uvm_spec>().prefetch_on_allocate = false;
   CHECK_EQ(join(chain_layers(s)), std::string("managed"));
-  s.strategy = strategy_kind::pool;
+  s.strategy = "pool";
+  s.clear_options();
   CHECK_EQ(join(chain_layers(s)), std::string("cuda pool"));
   CHECK_EQ(join(chain_layers(host_pool())), std::string("host pool"));
 }
@@ -64,9 +70,10 @@ TEST(common_layers_go_in_one_order) {
   s.fault_injection = fault_spec{3, std::nullopt};
   s.tracking_capacity = 16;
   CHECK_EQ(join(chain_layers(s)), std::string("host fault limit pool track"));
-  s.strategy = strategy_kind::uvm;
+  s.strategy = "uvm";
+  s.clear_options();
   CHECK_EQ(join(chain_layers(s)), std::string("managed fault limit prefetch track"));
-  s.strategy = strategy_kind::host;
+  s.strategy = "host";
   s.fault_injection.reset();
   CHECK_EQ(join(chain_layers(s)), std::string("host limit track"));
 }
@@ -116,7 +123,7 @@ TEST(bad_specs_are_rejected_by_name) {
   s.device = -1;
   CHECK_EQ(rejection(s, &arg), std::string("Expected non-negative integer for device but received -1"));
   s = host_pool();
-  s.pool.options.small_segment_bytes = 0;
+  s.options<pool_spec>().options.small_segment_bytes = 0;
   CHECK_EQ(rejection(s, &arg), std::string("Expected positive integer for smallSegmentBytes but received 0"));
 }
 
@@ -131,12 +138,12 @@ TEST(peer_access_is_checked_by_name_before_anything_is_built) {
   s.peer_access = {1};
   CHECK_EQ(rejection(s), std::string("Expected peerAccess only for memory on a CUDA device but 'host' memory is plain host memory"));
   s = chain_spec{};
-  s.strategy = strategy_kind::expandable;
-  s.expandable.backing = expandable_backing::host;
+  s.strategy = "expandable";
+  s.options<expandable_spec>().backing = expandable_backing::host;
   s.peer_access = {1};
   CHECK_EQ(rejection(s), std::string("Expected peerAccess only for memory on a CUDA device but 'expandable' over the host twin holds host memory"));
   s = chain_spec{};
-  s.strategy = strategy_kind::cuda;
+  s.strategy = "cuda";
   s.peer_access = {2, -1};
   CHECK_EQ(rejection(s), std::string("Expected non-negative integer for peerAccess[1] but received -1 of type number"));
   s.peer_access = {1, 1};
@@ -155,7 +162,9 @@ TEST(peer_access_is_checked_by_name_before_anything_is_built) {
 }
 
 TEST(strategy_names_round_trip_and_unknown_names_are_rejected) {
-  for (const char* n : {"host", "cuda", "uvm", "pool", "async", "native", "expandable", "pinned"}) CHECK_EQ(std::string(strategy_name(parse_strategy(n))), std::string(n));
+  for (const char* n : {"host", "cuda", "uvm", "pool", "async", "native", "expandable", "pinned", "tiered"}) {
+    CHECK_EQ(parse_strategy(n).name, std::string(n));
+  }
   try {
     parse_strategy("managed");
     GPUMEM_TEST_FAIL("no throw", true);
@@ -165,10 +174,41 @@ TEST(strategy_names_round_trip_and_unknown_names_are_rejected) {
   }
 }
 
+TEST(a_spec_names_its_strategy_and_holds_that_strategys_options) {
+  std::string arg;
+  chain_spec s;
+  s.strategy = "managed";  // not a registered name: rejected as parse_strategy rejects it
+  CHECK_EQ(rejection(s, &arg),
+           std::string("Expected one of 'host', 'cuda', 'uvm', 'pool', 'async', 'native', 'expandable', 'pinned', 'tiered' for strategy but received 'managed'"));
+  CHECK_EQ(arg, std::string("strategy"));
+  CHECK_THROWS_AS(chain_layers(s), invalid_argument);
+  // Unset options read as the strategy's defaults; set ones are what the descriptor reads.
+  s = chain_spec{};
+  s.strategy = "pool";
+  CHECK(!s.has_options());
+  CHECK(std::as_const(s).options<pool_spec>().upstream == pool_upstream::cuda);
+  CHECK(!s.has_options());
+  s.options<pool_spec>().upstream = pool_upstream::host;
+  CHECK(s.options_type() == typeid(pool_spec));
+  CHECK_EQ(join(chain_layers(s)), std::string("host pool"));
+  chain_spec copy = s;  // a copy holds its own options
+  copy.options<pool_spec>().upstream = pool_upstream::cuda;
+  CHECK(s.options<pool_spec>().upstream == pool_upstream::host);
+  // Another strategy's options: the typed accessor and validate() refuse them.
+  CHECK_THROWS_AS(s.options<uvm_spec>(), invalid_state);
+  s.strategy = "uvm";
+  CHECK_EQ(rejection(s, &arg), std::string("Expected the options of strategy 'uvm' but the spec holds another strategy's"));
+  CHECK_EQ(arg, std::string("options"));
+  s.strategy = "host";  // a strategy without options
+  CHECK_EQ(rejection(s, &arg), std::string("Expected the options of strategy 'host' but the spec holds another strategy's"));
+  s.clear_options();
+  CHECK_EQ(rejection(s), std::string(""));
+}
+
 #ifndef GPUMEM_WITH_CUDA
 TEST(cuda_strategies_fail_cleanly_without_cuda) {
   chain_spec s;
-  s.strategy = strategy_kind::pool;  // over cuda
+  s.strategy = "pool";  // over cuda
   s.limit_bytes = 1 << 20;
   CHECK_THROWS_AS(build_chain(s), invalid_state);
 }

@@ -14,6 +14,7 @@
 #include "gpumem/device.hpp"
 #include "gpumem/expandable_resource.hpp"
 #include "gpumem/physical_memory.hpp"
+#include "gpumem/strategy_registry.hpp"
 #include "pool_test_support.hpp"
 #include "test_harness.hpp"
 
@@ -218,17 +219,16 @@ TEST(a_request_beyond_the_range_is_out_of_memory) {
 
 TEST(chain_builder_puts_limit_and_fault_on_the_granule_mapper) {
   chain_spec spec;
-  spec.strategy = strategy_kind::expandable;
+  spec.strategy = "expandable";
   CHECK_EQ(join(chain_layers(spec)), std::string("vmm expandable"));
-  spec.expandable.backing = expandable_backing::host;
+  spec.options<expandable_spec>().backing = expandable_backing::host;
   spec.limit_bytes = 4 * MiB;
   spec.fault_injection = fault_spec{std::nullopt, std::uint64_t{64 * MiB}};
   spec.tracking_capacity = 16;
   CHECK_EQ(join(chain_layers(spec)), std::string("mmap fault limit expandable track"));
-  CHECK(parse_strategy("expandable") == strategy_kind::expandable);
-  CHECK_EQ(std::string(strategy_name(strategy_kind::expandable)), std::string("expandable"));
+  CHECK_EQ(parse_strategy("expandable").name, std::string("expandable"));
 
-  spec.expandable.options.reserve_bytes = 64 * MiB;
+  spec.options<expandable_spec>().options.reserve_bytes = 64 * MiB;
   resource_chain chain = build_chain(spec);
   CHECK_EQ(chain.layers.size(), 2u);  // expandable and tracking; the rest wraps its physical memory
   memory_resource& top = chain.top();
@@ -240,7 +240,7 @@ TEST(chain_builder_puts_limit_and_fault_on_the_granule_mapper) {
   top.deallocate(b, 4 * MiB);
   CHECK_EQ(chain.tracker->events(false).size(), 5u);  // 2 allocations, 1 oom, 2 frees
 
-  spec.expandable.options.gc_threshold = 2;
+  spec.options<expandable_spec>().options.gc_threshold = 2;
   try {
     build_chain(spec);
     CHECK(false);
@@ -256,7 +256,7 @@ TEST(chain_builder_puts_limit_and_fault_on_the_granule_mapper) {
 TEST(the_device_backing_on_cuda_vmm_or_says_what_is_missing) {
   if (device_count() == 0) {
     chain_spec spec;
-    spec.strategy = strategy_kind::expandable;
+    spec.strategy = "expandable";
     try {
       build_chain(spec);
       CHECK(false);

@@ -13,6 +13,7 @@
 #include "gpumem/device.hpp"
 #include "gpumem/errors.hpp"
 #include "gpumem/pinned_host_resource.hpp"
+#include "gpumem/strategy_registry.hpp"
 #include "test_harness.hpp"
 
 using namespace gpumem;
@@ -31,8 +32,8 @@ std::string join(const std::vector<std::string>& v) {
 
 chain_spec pinned_spec_on(pinned_upstream upstream) {
   chain_spec s;
-  s.strategy = strategy_kind::pinned;
-  s.pinned.upstream = upstream;
+  s.strategy = "pinned";
+  s.options<pinned_spec>().upstream = upstream;
   return s;
 }
 
@@ -94,10 +95,9 @@ TEST(pinned_chain_layers) {
   s.fault_injection = fault_spec{3, std::nullopt};
   s.tracking_capacity = 16;
   CHECK_EQ(join(chain_layers(s)), std::string("pinned fault limit pool track"));
-  CHECK(parse_strategy("pinned") == strategy_kind::pinned);
-  CHECK_EQ(std::string(strategy_name(strategy_kind::pinned)), std::string("pinned"));
+  CHECK_EQ(parse_strategy("pinned").name, std::string("pinned"));
   s = pinned_spec_on(pinned_upstream::host);
-  s.pinned.options.large_segment_rounding = 0;
+  s.options<pinned_spec>().options.large_segment_rounding = 0;
   try {
     build_chain(s);
     CHECK(false);
@@ -125,7 +125,7 @@ TEST(host_twin_rounds_finely) {
 
 TEST(host_twin_cap_fails_as_out_of_memory_and_stays_usable) {
   chain_spec s = pinned_spec_on(pinned_upstream::host);
-  s.pinned.options.max_reserved_bytes = 8 * MiB;
+  s.options<pinned_spec>().options.max_reserved_bytes = 8 * MiB;
   resource_chain chain = build_chain(s);
   memory_resource& top = chain.top();
   void* p = top.allocate(4 * MiB);
@@ -163,7 +163,7 @@ TEST(pinned_leaf_on_a_gpu_or_says_what_is_missing) {
   CHECK_THROWS_AS(leaf.allocate(leaf.cap_bytes() + 1), out_of_memory);
 
   chain_spec s = pinned_spec_on(pinned_upstream::pinned);
-  s.pinned.options.max_reserved_bytes = 8 * MiB;
+  s.options<pinned_spec>().options.max_reserved_bytes = 8 * MiB;
   resource_chain chain = build_chain(s);
   memory_resource& top = chain.top();
   CHECK(top.kind() == memory_kind::pinned);

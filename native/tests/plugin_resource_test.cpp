@@ -13,6 +13,7 @@
 #include "gpumem/chain_builder.hpp"
 #include "gpumem/errors.hpp"
 #include "gpumem/plugin_resource.hpp"
+#include "gpumem/strategy_registry.hpp"
 #include "test_harness.hpp"
 
 using namespace gpumem;
@@ -197,9 +198,9 @@ TEST(without_library_stats_gpumem_counts_stand) {
 
 TEST(chain_builder_puts_the_common_layers_over_the_plugin) {
   chain_spec s;
-  s.strategy = strategy_kind::native;
+  s.strategy = "native";
   s.device = -1;
-  s.native.library = slab_library;
+  s.options<native_spec>().library = slab_library;
   s.limit_bytes = 2 << 20;
   s.fault_injection = fault_spec{std::nullopt, std::uint64_t(64) << 20};
   s.tracking_capacity = 16;
@@ -213,17 +214,17 @@ TEST(chain_builder_puts_the_common_layers_over_the_plugin) {
   chain.top().deallocate(p, 1 << 20);
   CHECK_EQ(chain.tracker->events(false).size(), std::size_t(3));
 
-  s.native.library.clear();
+  s.options<native_spec>().library.clear();
   try {
     build_chain(s);
     GPUMEM_TEST_FAIL("an empty library was accepted", false);
   } catch (const invalid_argument& e) {
     CHECK_EQ(e.argument(), std::string("library"));
   }
-  s.native.library = slab_library;
+  s.options<native_spec>().library = slab_library;
   s.device = -2;
   CHECK_THROWS_AS(build_chain(s), invalid_argument);
-  CHECK(parse_strategy("native") == strategy_kind::native);
+  CHECK_EQ(parse_strategy("native").name, std::string("native"));
 }
 
 TEST(calls_from_several_threads) {

@@ -12,7 +12,13 @@
 #include "config.hpp"
 #include "gpumem/chain_builder.hpp"
 #include "gpumem/errors.hpp"
+#include "gpumem/expandable_resource.hpp"
+#include "gpumem/managed_resource.hpp"
+#include "gpumem/pinned_host_resource.hpp"
+#include "gpumem/plugin_resource.hpp"
+#include "gpumem/pool_resource.hpp"
 #include "gpumem/strategy_registry.hpp"
+#include "gpumem/tiered_resource.hpp"
 #include "test_harness.hpp"
 
 using namespace gpumem;
@@ -44,9 +50,10 @@ TEST(registry_lists_the_strategies_in_order) {
   for (std::size_t i = 0; i < names.size(); ++i) CHECK_EQ(names[i], expected[i]);
   for (const strategy_descriptor* d : strategies()) {
     CHECK(find_strategy(d->name) == d);
-    CHECK(&strategy_of(d->kind) == d);
-    CHECK_EQ(std::string(strategy_name(d->kind)), d->name);
-    CHECK(parse_strategy(d->name) == d->kind);
+    CHECK(&parse_strategy(d->name) == d);
+    chain_spec spec;
+    spec.strategy = d->name;
+    CHECK(&strategy_of(spec) == d);
   }
   CHECK(find_strategy("managed") == nullptr);
 }
@@ -62,6 +69,8 @@ TEST(every_descriptor_is_complete) {
       CHECK(d->make_layer != nullptr);
       CHECK(!d->wraps.empty());
     }
+    // A strategy with options names the type a chain_spec holds them in.
+    CHECK_EQ(d->options.empty(), d->options_type == nullptr);
     std::set<std::string> keys;
     for (const option_descriptor& o : d->options) {
       CHECK(keys.insert(o.key).second);  // no key twice
@@ -79,7 +88,7 @@ TEST(every_descriptor_is_complete) {
 TEST(every_descriptor_parses_its_defaults) {
   for (const strategy_descriptor* d : strategies()) {
     chain_spec defaults;
-    defaults.strategy = d->kind;
+    defaults.strategy = d->name;
     for (const option_descriptor& o : d->options) {
       const option_value before = o.read(defaults);
       if (o.default_text.empty()) {
@@ -92,6 +101,9 @@ TEST(every_descriptor_parses_its_defaults) {
       // The default, applied, is what a spec holds before anything is given.
       chain_spec applied = defaults;
       o.apply(applied, v);
+      REQUIRE(d->options_type != nullptr);
+      CHECK(applied.options_type() == *d->options_type);  // the descriptor's own options type
+      CHECK(!defaults.has_options());
       CHECK_EQ(option_text(o.read(applied)), option_text(before));
       CHECK_EQ(option_text(v), option_text(before));
     }
@@ -141,9 +153,9 @@ TEST(bad_option_values_are_rejected_naming_the_key) {
     for (const option_descriptor& o : d->options) {
       if (o.kind != option_kind::bytes || o.minimum == 0) continue;
       chain_spec spec;
-      spec.strategy = d->kind;
-      if (d->kind == strategy_kind::pool) spec.pool.upstream = pool_upstream::host;
-      if (d->kind == strategy_kind::pinned) spec.pinned.upstream = pinned_upstream::host;
+      spec.strategy = d->name;
+      if (d->name == "pool") spec.options<pool_spec>().upstream = pool_upstream::host;
+      if (d->name == "pinned") spec.options<pinned_spec>().upstream = pinned_upstream::host;
       o.apply(spec, std::uint64_t{0});
       if (std::holds_alternative<std::monostate>(o.read(spec))) continue;  // 0 means unset for this option
       try {
@@ -156,8 +168,8 @@ TEST(bad_option_values_are_rejected_naming_the_key) {
     }
   }
   chain_spec e;
-  e.strategy = strategy_kind::expandable;
-  e.expandable.options.gc_threshold = 2;
+  e.strategy = "expandable";
+  e.options<expandable_spec>().options.gc_threshold = 2;
   try {
     validate(e);
     CHECK(!"validate accepted gcThreshold 2");
@@ -178,7 +190,7 @@ TEST(unknown_strategy_names_the_registered_ones) {
 
 TEST(chain_layers_follow_the_descriptors) {
   chain_spec s;
-  s.strategy = strategy_kind::expandable;
+  s.strategy = "expandable";
   s.device = -1;  // the host twin
   s.limit_bytes = 1 << 20;
   auto layers = chain_layers(s);
@@ -218,7 +230,7 @@ TEST(torch_accepts_exactly_the_registered_names) {
       CHECK_EQ(error, std::string(""));
       if (error.empty()) {
         CHECK(c.strategy == d);
-        CHECK(c.spec.strategy == d->kind);
+        CHECK_EQ(c.spec.strategy, d->name);
         CHECK(contains(torch::describe(c), "strategy=" + d->name + " "));
       }
     } else {
@@ -247,9 +259,9 @@ TEST(torch_defaults_and_descriptions_are_unchanged) {
              std::string(""));
   CHECK_EQ(torch::describe(c), "strategy=uvm uvm.prefetch=0 uvm.advise=host uvm.limit=" + std::to_string(8ull << 30) + " oom=raise");
   const chain_spec uvm = torch::chain_spec_for(c, 0, 0);
-  CHECK(uvm.uvm.advice.preferred_location == advise_target::host);
-  CHECK(uvm.uvm.advice.accessed_by == advise_target::device);
-  CHECK(!uvm.uvm.prefetch_on_allocate);
+  CHECK(uvm.options<uvm_spec>().advice.preferred_location == advise_target::host);
+  CHECK(uvm.options<uvm_spec>().advice.accessed_by == advise_target::device);
+  CHECK(!uvm.options<uvm_spec>().prefetch_on_allocate);
   CHECK(uvm.limit_bytes && *uvm.limit_bytes == (8ull << 30));
   REQUIRE_EQ(torch_config({{"GPUMEM_ALLOCATOR", "tiered"}, {"GPUMEM_TIERED_DEVICE_BUDGET", "8GiB"},
                            {"GPUMEM_TIERED_PLACEMENT", "host"}},
@@ -257,7 +269,7 @@ TEST(torch_defaults_and_descriptions_are_unchanged) {
              std::string(""));
   CHECK_EQ(torch::describe(c), "strategy=tiered tiered.device_budget=" + std::to_string(8ull << 30) +
                                    " tiered.host_budget=default tiered.placement=host oom=raise");
-  CHECK(c.spec.tiered.options.placement == tier_choice::host);
+  CHECK(c.spec.options<tiered_spec>().options.placement == tier_choice::host);
   REQUIRE_EQ(torch_config({{"GPUMEM_ALLOCATOR", "pinned"}, {"GPUMEM_POOL_MAX_RESERVED", "1GiB"}}, &c), std::string(""));
   CHECK_EQ(torch::describe(c), "strategy=pinned pool.upstream=pinned pool.max_reserved=" + std::to_string(1ull << 30) + " oom=raise");
   REQUIRE_EQ(torch_config({{"GPUMEM_ALLOCATOR", "async"}}, &c), std::string(""));
@@ -294,8 +306,8 @@ TEST(torch_plugin_prefix_is_a_deprecated_alias_of_native) {
   torch::config c;
   REQUIRE_EQ(torch_config({{"GPUMEM_ALLOCATOR", "plugin:/Some/Lib.so"}, {"GPUMEM_PLUGIN_OPTIONS", "a=1"}}, &c), std::string(""));
   CHECK_EQ(c.strategy->name, std::string("native"));
-  CHECK_EQ(c.spec.native.library, std::string("/Some/Lib.so"));  // the path keeps its case
-  CHECK_EQ(c.spec.native.options, std::string("a=1"));
+  CHECK_EQ(c.spec.options<native_spec>().library, std::string("/Some/Lib.so"));  // the path keeps its case
+  CHECK_EQ(c.spec.options<native_spec>().options, std::string("a=1"));
   CHECK(contains(c.warning, "deprecated"));
   CHECK_EQ(torch::describe(c), std::string("strategy=native plugin.library=/Some/Lib.so plugin.options=a=1 oom=raise"));
   CHECK(contains(torch_config({{"GPUMEM_ALLOCATOR", "plugin:"}}), "plugin:<path of a gpumem plug-in library>"));

@@ -12,6 +12,8 @@
 
 #include "fake_ordering.hpp"
 #include "gpumem/chain_builder.hpp"
+#include "gpumem/pool_resource.hpp"
+#include "gpumem/strategy_registry.hpp"
 #include "gpumem/tier_memory.hpp"
 #include "gpumem/tiered_resource.hpp"
 #include "pool_test_support.hpp"
@@ -508,10 +510,10 @@ TEST(the_host_budget_never_passes_what_the_host_has) {
 
 TEST(chain_builder_builds_tiered_with_the_common_layers) {
   chain_spec spec;
-  spec.strategy = parse_strategy("tiered");
-  CHECK_EQ(std::string(strategy_name(spec.strategy)), std::string("tiered"));
-  spec.tiered.backing = tiered_backing::host;
-  spec.tiered.options = budgets(4 * MiB, 64 * MiB);
+  spec.strategy = parse_strategy("tiered").name;
+  CHECK_EQ(spec.strategy, std::string("tiered"));
+  spec.options<tiered_spec>().backing = tiered_backing::host;
+  spec.options<tiered_spec>().options = budgets(4 * MiB, 64 * MiB);
   spec.limit_bytes = 32 * MiB;
   spec.tracking_capacity = 16;
   const std::vector<std::string> expected = {"tiered", "limit", "track"};
@@ -537,8 +539,8 @@ TEST(chain_builder_builds_tiered_with_the_common_layers) {
   top.deallocate(c, 1000);
 
   chain_spec plain;
-  plain.strategy = strategy_kind::pool;
-  plain.pool.upstream = pool_upstream::host;
+  plain.strategy = "pool";
+  plain.options<pool_spec>().upstream = pool_upstream::host;
   CHECK(build_chain(plain).tiered == nullptr);
 }
 

@@ -13,6 +13,8 @@
 
 namespace gpumem {
 
+// Also strategy 'async''s options in a chain_spec (spec.options<async_options>()), where the chain
+// builder sets peer_access from chain_spec::peer_access.
 struct async_options {
   std::uint64_t release_threshold = std::numeric_limits<std::uint64_t>::max();
   // Devices that may read and write the pool's memory (cudaMemPoolSetAccess, read/write), set when

@@ -23,80 +23,22 @@
 // from a map, so it meets the strategy's release-and-retry exactly as a real one would. chain_layers
 // names them in that order: {"vmm" or "mmap", "fault", "limit", "expandable", "track"}.
 #pragma once
+#include <any>
 #include <cstdint>
 #include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <typeinfo>
 #include <vector>
 
-#include "gpumem/async_resource.hpp"
-#include "gpumem/expandable_resource.hpp"
-#include "gpumem/fault_injecting_adaptor.hpp"
-#include "gpumem/managed_resource.hpp"
+#include "gpumem/errors.hpp"
 #include "gpumem/memory_resource.hpp"
-#include "gpumem/plugin_resource.hpp"
-#include "gpumem/pool_resource.hpp"
-#include "gpumem/tiered_resource.hpp"
 #include "gpumem/tracking_adaptor.hpp"
 
 namespace gpumem {
 
-enum class strategy_kind { host, cuda, uvm, pool, async, native, expandable, pinned, tiered };
-
-// Where a pool's segments come from.
-enum class pool_upstream { cuda, host };
-
-// Where an expandable strategy's granules come from: CUDA VMM on `device`, or the host twin (also
-// chosen by device -1).
-enum class expandable_backing { device, host };
-
-struct expandable_spec {
-  expandable_backing backing = expandable_backing::device;
-  std::uint64_t granule_bytes = 0;  // 0: the backing's default
-  expandable_options options;       // capacity_bytes 0: limitBytes when set, else the device's memory
-};
-
-struct uvm_spec {
-  bool prefetch_on_allocate = true;
-  managed_options advice;
-};
-
-// A strategy from a shared library (gpumem/plugin.h). Its memory is on `chain_spec::device`, or on
-// the host when that is -1.
-struct native_spec {
-  std::string library;  // the path dlopen is given
-  std::string options;  // "key=value;key=value", passed to the library as is
-};
-
-struct pool_spec {
-  pool_upstream upstream = pool_upstream::cuda;
-  pool_options options;
-};
-
-// Where a 'pinned' pool's segments come from: mapped pinned host memory (cudaHostAlloc, kernels
-// use it in place), or the host twin (plain host memory: the same pool logic where there is no GPU).
-enum class pinned_upstream { pinned, host };
-
-// 'pinned': a pool_resource over pinned_host_resource. The pinned leaf caps what it pins (MemAvailable
-// at creation less 10% of MemTotal); options.max_reserved_bytes lowers that cap and is enforced by the
-// leaf, so a request past it fails saying it would pin more than the host has available. Over the
-// host twin, max_reserved_bytes is the pool's own cap, as for 'pool'.
-struct pinned_spec {
-  pinned_upstream upstream = pinned_upstream::pinned;
-  pool_options options;
-};
-
-// Where a 'tiered' strategy's tiers come from: CUDA VMM on `device` (device memory, then pinned host
-// memory kernels use in place), the host twin (memfd mappings), or automatic (CUDA VMM when a GPU is
-// present). Its leaf is a tiered_resource; fault, limit and tracking wrap it as memory_resources
-// ({"tiered", "fault", "limit", "track"}), so limitBytes caps the bytes callers hold over both tiers.
-enum class tiered_backing { device, host, automatic };
-
-struct tiered_spec {
-  tiered_backing backing = tiered_backing::automatic;
-  tiered_options options;
-};
+class tiered_resource;
 
 // At least one of the two must be set.
 struct fault_spec {
@@ -104,8 +46,19 @@ struct fault_spec {
   std::optional<std::uint64_t> fail_after_bytes;  // >= 0
 };
 
+// A strategy by its registered name and its own options, plus the layers any strategy may have.
+// Nothing here names a strategy: each strategy's options struct (pool_spec in pool_resource.hpp,
+// uvm_spec in managed_resource.hpp, ...) is declared beside its resource, named by its descriptor
+// (strategy_descriptor::options_type) and held here type-erased. C++ callers fill it through
+// options<T>():
+//
+//   chain_spec s;
+//   s.strategy = "pool";
+//   s.options<pool_spec>().upstream = pool_upstream::host;
 struct chain_spec {
-  strategy_kind strategy = strategy_kind::host;
+  // A registered strategy's name (gpumem/strategy_registry.hpp: "host", "cuda", "uvm", "pool",
+  // "async", "native", "expandable", "pinned", "tiered"); validate() rejects any other.
+  std::string strategy = "host";
   int device = 0;  // CUDA ordinal; ignored by 'host' and by a pool over host memory; 'native': -1 is the host
   // Devices that may read and write the memory (the peerAccess option), for strategies whose memory
   // is on a CUDA device: 'cuda' and 'pool' over cudaMalloc (cudaDeviceEnablePeerAccess), 'async'
@@ -113,18 +66,35 @@ struct chain_spec {
   // 'pinned' over pinned memory need nothing more (every device reaches managed and portable mapped
   // memory) but are checked the same. validate() checks the list (gpumem/peer_access.hpp).
   std::vector<int> peer_access;
-  // The strategy's own options: only the member of `strategy` is read.
-  uvm_spec uvm;
-  pool_spec pool;
-  async_options async;
-  native_spec native;
-  expandable_spec expandable;
-  pinned_spec pinned;
-  tiered_spec tiered;
   // The layers any strategy may have.
   std::optional<std::uint64_t> limit_bytes;        // >= 1
   std::optional<fault_spec> fault_injection;
   std::optional<std::uint64_t> tracking_capacity;  // >= 1
+
+  // The strategy's own options, of its descriptor's options_type. The first call makes T's defaults;
+  // throws invalid_state where the spec holds another type (another strategy's options).
+  template <class T>
+  T& options() {
+    if (!own_options_.has_value()) own_options_.emplace<T>();
+    if (T* o = std::any_cast<T>(&own_options_)) return *o;
+    throw invalid_state(std::string("chain_spec of strategy '") + strategy + "' holds another strategy's options");
+  }
+  // The options as set, or T's defaults where none are; throws invalid_state as above.
+  template <class T>
+  const T& options() const {
+    static const T defaults{};
+    if (!own_options_.has_value()) return defaults;
+    if (const T* o = std::any_cast<T>(&own_options_)) return *o;
+    throw invalid_state(std::string("chain_spec of strategy '") + strategy + "' holds another strategy's options");
+  }
+  // Whether options are held, and their type (typeid(void) where none are).
+  bool has_options() const noexcept { return own_options_.has_value(); }
+  const std::type_info& options_type() const noexcept { return own_options_.type(); }
+  // Drops the options (before naming another strategy).
+  void clear_options() noexcept { own_options_.reset(); }
+
+ private:
+  std::any own_options_;
 };
 
 // A built chain: it owns every layer; each adaptor refers to the layer under it.
@@ -139,13 +109,8 @@ struct resource_chain {
   ~resource_chain();  // top first: adaptors before their upstreams
 };
 
-// A registered strategy's name (gpumem/strategy_registry.hpp: "host", "cuda", "uvm", "pool", "async",
-// "native", "expandable", "pinned", "tiered"); throws invalid_argument (type) for anything else.
-strategy_kind parse_strategy(std::string_view name);
-const char* strategy_name(strategy_kind kind);
-
-// Throws invalid_argument naming the field (e.g. "limitBytes", "faultInjection.failEvery") for a
-// spec that cannot be built; nothing is allocated before the spec is checked.
+// Throws invalid_argument naming the field (e.g. "strategy", "limitBytes", "faultInjection.failEvery")
+// for a spec that cannot be built; nothing is allocated before the spec is checked.
 void validate(const chain_spec& spec);
 
 // Validates, then builds bottom-up. A failure (a bad spec, no CUDA, a leaf that cannot start)

@@ -91,4 +91,15 @@ class expandable_resource final : public memory_resource {
   std::unique_ptr<impl> impl_;
 };
 
+// Where an expandable strategy's granules come from: CUDA VMM on `device`, or the host twin (also
+// chosen by device -1).
+enum class expandable_backing { device, host };
+
+// Strategy 'expandable' (its options in a chain_spec: spec.options<expandable_spec>()).
+struct expandable_spec {
+  expandable_backing backing = expandable_backing::device;
+  std::uint64_t granule_bytes = 0;  // 0: the backing's default
+  expandable_options options;       // capacity_bytes 0: limitBytes when set, else the device's memory
+};
+
 }  // namespace gpumem

@@ -32,4 +32,10 @@ class managed_resource final : public detail::leaf_resource {
   managed_options options_;
 };
 
+// Strategy 'uvm' (its options in a chain_spec: spec.options<uvm_spec>()).
+struct uvm_spec {
+  bool prefetch_on_allocate = true;
+  managed_options advice;
+};
+
 }  // namespace gpumem

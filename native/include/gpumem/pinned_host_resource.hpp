@@ -21,6 +21,7 @@
 
 #include "gpumem/detail/allocation_table.hpp"
 #include "gpumem/memory_resource.hpp"
+#include "gpumem/pool_resource.hpp"
 
 namespace gpumem {
 
@@ -77,6 +78,20 @@ class pinned_host_resource final : public detail::leaf_resource {
   pinned_cap cap_;
   std::mutex pinned_mutex_;
   std::uint64_t pinned_bytes_ = 0;  // held now, plus requests in flight (reserved before cudaHostAlloc)
+};
+
+// Where a 'pinned' pool's segments come from: mapped pinned host memory (cudaHostAlloc, kernels
+// use it in place), or the host twin (plain host memory: the same pool logic where there is no GPU).
+enum class pinned_upstream { pinned, host };
+
+// Strategy 'pinned' (its options in a chain_spec: spec.options<pinned_spec>()): a pool_resource over
+// pinned_host_resource. The pinned leaf caps what it pins (MemAvailable at creation less 10% of
+// MemTotal); options.max_reserved_bytes lowers that cap and is enforced by the leaf, so a request
+// past it fails saying it would pin more than the host has available. Over the host twin,
+// max_reserved_bytes is the pool's own cap, as for 'pool'.
+struct pinned_spec {
+  pinned_upstream upstream = pinned_upstream::pinned;
+  pool_options options;
 };
 
 }  // namespace gpumem

@@ -79,4 +79,13 @@ class pool_resource final : public memory_resource {
   std::unique_ptr<impl> impl_;
 };
 
+// Where a pool's segments come from.
+enum class pool_upstream { cuda, host };
+
+// Strategy 'pool' (its options in a chain_spec: spec.options<pool_spec>()).
+struct pool_spec {
+  pool_upstream upstream = pool_upstream::cuda;
+  pool_options options;
+};
+
 }  // namespace gpumem

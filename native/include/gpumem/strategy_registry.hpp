@@ -8,14 +8,20 @@
 // gpumem_core is a static library, and the linker leaves out an object file that nothing references,
 // so a registrar object in a resource's .cpp would silently vanish from libgpumem_torch.so or from a
 // test that does not otherwise use that resource. The list references every descriptor function,
-// which keeps every one linked. Adding a strategy: its descriptor function in its resource's .cpp,
-// a strategy_kind and a chain_spec member in chain_builder.hpp, and one line in GPUMEM_STRATEGIES.
+// which keeps every one linked.
+//
+// A strategy's options struct (pool_spec, ...) is declared in its resource's header and named by
+// its descriptor (options_type); a chain_spec holds it type-erased (chain_spec::options<T>()), so
+// neither chain_spec nor the builder names any strategy. Adding a strategy touches its resource's
+// header and .cpp (the resource, its options struct, its descriptor function; native/CMakeLists.txt
+// globs src/core/resources/*.cpp) and one line in GPUMEM_STRATEGIES below.
 #pragma once
 #include <cstdint>
 #include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
+#include <typeinfo>
 #include <variant>
 #include <vector>
 
@@ -24,6 +30,8 @@
 #include "gpumem/physical_memory.hpp"
 
 namespace gpumem {
+
+struct pool_options;  // gpumem/pool_resource.hpp
 
 // Every strategy, in the order of the registry (and of the lists error messages give): X(name)
 // declares `const strategy_descriptor& name_strategy()`, defined in the resource's own .cpp.
@@ -75,7 +83,8 @@ struct option_descriptor {
   // libgpumem_torch's one-line description (describe()): "label=value", or "label=unset_text".
   std::string label;
   std::string unset_text = "default";
-  // Sets the option in a spec of this strategy; reads it back (monostate where unset).
+  // Sets the option in a spec of this strategy; reads it back (monostate where unset). Both reach the
+  // strategy's options through chain_spec::options<T>() with T its descriptor's options_type.
   std::function<void(chain_spec& spec, const option_value& value)> apply;
   std::function<option_value(const chain_spec& spec)> read;
 };
@@ -111,7 +120,9 @@ struct chain_build {
 struct strategy_descriptor {
   std::string name;
   std::string description;
-  strategy_kind kind = strategy_kind::host;
+  // The type of the strategy's options in a chain_spec (typeid(pool_spec) for 'pool'); nullptr for a
+  // strategy without options. validate() rejects a spec that holds options of another type.
+  const std::type_info* options_type = nullptr;
   strategy_layer layer = strategy_layer::leaf;
   std::string wraps;  // cache/adaptor: what it is over ("cudaMalloc (upstream 'cuda') or host memory")
   strategy_flags flags;
@@ -140,16 +151,20 @@ GPUMEM_STRATEGIES(GPUMEM_DECLARE_STRATEGY)
 #undef GPUMEM_DECLARE_STRATEGY
 
 // The pool's size options (maxReservedBytes, smallRequestLimit, smallSegmentBytes,
-// largeSegmentRounding) over the pool_options `of` selects: shared by 'pool' and 'pinned', the same
-// pool over another upstream (defined in pool_resource.cpp).
-std::vector<option_descriptor> pool_size_options(const pool_options& (*of)(const chain_spec& spec));
+// largeSegmentRounding) over the pool_options `of` selects (`read` reads them): shared by 'pool' and
+// 'pinned', the same pool over another upstream (defined in pool_resource.cpp).
+std::vector<option_descriptor> pool_size_options(pool_options& (*of)(chain_spec& spec),
+                                                const pool_options& (*read)(const chain_spec& spec));
 
 // Every registered strategy, in the order of GPUMEM_STRATEGIES.
 const std::vector<const strategy_descriptor*>& strategies();
 // The strategy named `name`, or nullptr.
 const strategy_descriptor* find_strategy(std::string_view name) noexcept;
-// The descriptor of `kind`.
-const strategy_descriptor& strategy_of(strategy_kind kind);
+// The strategy named `name`; throws invalid_argument (type, field "strategy") listing the
+// registered names for anything else.
+const strategy_descriptor& parse_strategy(std::string_view name);
+// The descriptor of the spec's strategy (parse_strategy(spec.strategy)).
+const strategy_descriptor& strategy_of(const chain_spec& spec);
 
 // Text forms (libgpumem_torch's variables, the defaults). parse_option_text returns false where
 // `text` is not the option's form (a choice is matched without regard to case);

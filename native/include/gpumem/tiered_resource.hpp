@@ -99,4 +99,16 @@ class tiered_resource final : public memory_resource {
   std::unique_ptr<impl> impl_;
 };
 
+// Where a 'tiered' strategy's tiers come from: CUDA VMM on `device` (device memory, then pinned host
+// memory kernels use in place), the host twin (memfd mappings), or automatic (CUDA VMM when a GPU is
+// present). Its leaf is a tiered_resource; fault, limit and tracking wrap it as memory_resources
+// ({"tiered", "fault", "limit", "track"}), so limitBytes caps the bytes callers hold over both tiers.
+enum class tiered_backing { device, host, automatic };
+
+// Strategy 'tiered' (its options in a chain_spec: spec.options<tiered_spec>()).
+struct tiered_spec {
+  tiered_backing backing = tiered_backing::automatic;
+  tiered_options options;
+};
+
 }  // namespace gpumem

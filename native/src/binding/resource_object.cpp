@@ -10,6 +10,7 @@
 #include "gpumem/device.hpp"
 #include "gpumem/errors.hpp"
 #include "gpumem/strategy_registry.hpp"
+#include "gpumem/tiered_resource.hpp"
 
 namespace gpumem::binding {
 namespace {
@@ -147,8 +148,8 @@ chain_spec to_chain_spec(const Napi::Object& js) {
     for (const strategy_descriptor* d : strategies()) list += (list.empty() ? "'" : ", '") + d->name + "'";
     bad_field("strategy", "one of " + list, js.Get("strategy"));
   }
-  spec.strategy = parse_strategy(*strategy);
-  const strategy_descriptor& descriptor = strategy_of(spec.strategy);
+  const strategy_descriptor& descriptor = parse_strategy(*strategy);
+  spec.strategy = descriptor.name;
   // A strategy with the host_device flag takes device -1 for host memory; every other a CUDA ordinal.
   if (descriptor.flags.host_device && js.Get("device").IsNumber() &&
       js.Get("device").As<Napi::Number>().DoubleValue() == -1.0) {

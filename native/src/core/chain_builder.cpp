@@ -7,6 +7,7 @@
 #include <string>
 
 #include "gpumem/errors.hpp"
+#include "gpumem/fault_injecting_adaptor.hpp"
 #include "gpumem/limiting_adaptor.hpp"
 #include "gpumem/peer_access.hpp"
 #include "gpumem/physical_memory.hpp"
@@ -71,7 +72,7 @@ std::string json_value(const option_value& v) {
   return "null";
 }
 
-// Checks the registry once: names and kinds are unique, every strategy can build its leaf.
+// Checks the registry once: names are unique, every strategy can build its leaf.
 std::vector<const strategy_descriptor*> collect() {
   std::vector<const strategy_descriptor*> all;
 #define GPUMEM_COLLECT_STRATEGY(name) all.push_back(&name##_strategy());
@@ -80,7 +81,7 @@ std::vector<const strategy_descriptor*> collect() {
   for (std::size_t i = 0; i < all.size(); ++i) {
     if (!all[i]->leaf_name || !all[i]->make_leaf) throw invalid_state("strategy '" + all[i]->name + "' has no leaf");
     for (std::size_t j = 0; j < i; ++j) {
-      if (all[i]->name == all[j]->name || all[i]->kind == all[j]->kind) {
+      if (all[i]->name == all[j]->name) {
         throw invalid_state("strategy '" + all[i]->name + "' is registered twice");
       }
     }
@@ -140,12 +141,15 @@ const strategy_descriptor* find_strategy(std::string_view name) noexcept {
   return nullptr;
 }
 
-const strategy_descriptor& strategy_of(strategy_kind kind) {
-  for (const strategy_descriptor* d : strategies()) {
-    if (d->kind == kind) return *d;
-  }
-  throw invalid_state("no strategy is registered for kind " + std::to_string(static_cast<int>(kind)));
+const strategy_descriptor& parse_strategy(std::string_view name) {
+  if (const strategy_descriptor* d = find_strategy(name)) return *d;
+  std::string list;
+  for (const strategy_descriptor* d : strategies()) list += (list.empty() ? "'" : ", '") + d->name + "'";
+  throw invalid_argument(invalid_argument::kind::type, "strategy",
+                         "Expected one of " + list + " for strategy but received '" + std::string(name) + "'");
 }
+
+const strategy_descriptor& strategy_of(const chain_spec& spec) { return parse_strategy(spec.strategy); }
 
 bool parse_option_text(const option_descriptor& option, const std::string& text, option_value& out) {
   switch (option.kind) {
@@ -267,18 +271,13 @@ resource_chain::~resource_chain() {
   while (!layers.empty()) layers.pop_back();
 }
 
-strategy_kind parse_strategy(std::string_view name) {
-  if (const strategy_descriptor* d = find_strategy(name)) return d->kind;
-  std::string list;
-  for (const strategy_descriptor* d : strategies()) list += (list.empty() ? "'" : ", '") + d->name + "'";
-  throw invalid_argument(invalid_argument::kind::type, "strategy",
-                         "Expected one of " + list + " for strategy but received '" + std::string(name) + "'");
-}
-
-const char* strategy_name(strategy_kind kind) { return strategy_of(kind).name.c_str(); }
-
 void validate(const chain_spec& spec) {
-  const strategy_descriptor& d = strategy_of(spec.strategy);
+  const strategy_descriptor& d = strategy_of(spec);
+  // The options a C++ caller set must be this strategy's (its hooks read them as options_type).
+  if (spec.has_options() && (d.options_type == nullptr || spec.options_type() != *d.options_type)) {
+    throw invalid_argument(invalid_argument::kind::type, "options",
+                           "Expected the options of strategy '" + d.name + "' but the spec holds another strategy's");
+  }
   if (d.flags.host_device) {
     if (spec.device < -1) reject("device", "non-negative integer or -1 (host memory)", std::to_string(spec.device));
   } else if (spec.device < 0) {
@@ -321,7 +320,7 @@ void validate(const chain_spec& spec) {
 
 // The layer order, bottom first: the one place it is decided (see chain_builder.hpp).
 std::vector<std::string> chain_layers(const chain_spec& spec) {
-  const strategy_descriptor& d = strategy_of(spec.strategy);
+  const strategy_descriptor& d = strategy_of(spec);
   std::vector<std::string> names{d.leaf_name(spec)};
   if (spec.fault_injection) names.emplace_back("fault");
   if (spec.limit_bytes) names.emplace_back("limit");
@@ -332,7 +331,7 @@ std::vector<std::string> chain_layers(const chain_spec& spec) {
 
 resource_chain build_chain(const chain_spec& spec) {
   validate(spec);
-  const strategy_descriptor& d = strategy_of(spec.strategy);
+  const strategy_descriptor& d = strategy_of(spec);
   resource_chain chain;  // on a throw, its destructor undoes the layers built so far
   chain_build build{chain, nullptr};
   if (auto leaf = d.make_leaf(spec, build)) chain.layers.push_back(std::move(leaf));

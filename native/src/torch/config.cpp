@@ -128,7 +128,7 @@ bool parse_config(const env_reader& env, config& out, std::string& error) {
     }
     c.strategy = d;
   }
-  c.spec.strategy = c.strategy->kind;
+  c.spec.strategy = c.strategy->name;
   // Every strategy's variables are checked, whichever strategy is chosen; the chosen one's are applied.
   for (const gpumem::strategy_descriptor* d : gpumem::strategies()) {
     for (const gpumem::option_descriptor& o : d->options) {
@@ -164,7 +164,7 @@ bool parse_config(const env_reader& env, config& out, std::string& error) {
   for (const gpumem::option_descriptor& o : c.strategy->options) {
     if (o.required && std::holds_alternative<std::monostate>(o.read(c.spec))) {
       error = "GPUMEM_ALLOCATOR=" + c.strategy->name + " needs " + o.env + "=" + o.required_form;
-      if (c.strategy->kind == gpumem::strategy_kind::native) error += " (or GPUMEM_ALLOCATOR=plugin:<path>)";
+      if (c.strategy == &gpumem::native_strategy()) error += " (or GPUMEM_ALLOCATOR=plugin:<path>)";
       return false;
     }
   }

@@ -174,7 +174,7 @@ strategy& get_or_create(instance& in, int device) {
 void* allocate(strategy& s, const config& cfg, std::size_t size, stream_handle stream) {
   tiered_resource* tiered = s.chain.tiered;
   if (tiered == nullptr) return s.top().allocate(size, stream);
-  const tier_choice want = thread_placement < 0 ? cfg.spec.tiered.options.placement
+  const tier_choice want = thread_placement < 0 ? cfg.spec.options<tiered_spec>().options.placement
                                                 : static_cast<tier_choice>(thread_placement);
   std::lock_guard<std::mutex> lock(s.placement_mutex);
   if (tiered->placement() != want) tiered->set_placement(want);

@@ -7,6 +7,14 @@
 
 namespace gpumem {
 
+namespace {
+
+// The options of strategy 'async' in a chain_spec (its descriptor's options_type).
+async_options& own(chain_spec& spec) { return spec.options<async_options>(); }
+const async_options& own(const chain_spec& spec) { return spec.options<async_options>(); }
+
+}  // namespace
+
 #ifdef GPUMEM_WITH_CUDA
 
 namespace {
@@ -159,7 +167,7 @@ const strategy_descriptor& async_strategy() {
     strategy_descriptor d;
     d.name = "async";
     d.description = "cudaMallocAsync on an owned cudaMemPool_t with a release threshold";
-    d.kind = strategy_kind::async;
+    d.options_type = &typeid(async_options);
     d.flags.requires_cuda = true;
     d.flags.peer_access = true;
     option_descriptor threshold;
@@ -169,15 +177,15 @@ const strategy_descriptor& async_strategy() {
     threshold.env = "GPUMEM_ASYNC_RELEASE_THRESHOLD";
     threshold.label = "async.release_threshold";
     threshold.unset_text = "keep-all";
-    threshold.apply = [](chain_spec& spec, const option_value& v) { spec.async.release_threshold = std::get<std::uint64_t>(v); };
+    threshold.apply = [](chain_spec& spec, const option_value& v) { own(spec).release_threshold = std::get<std::uint64_t>(v); };
     threshold.read = [](const chain_spec& spec) -> option_value {
-      if (spec.async.release_threshold == std::numeric_limits<std::uint64_t>::max()) return std::monostate{};
-      return spec.async.release_threshold;
+      if (own(spec).release_threshold == std::numeric_limits<std::uint64_t>::max()) return std::monostate{};
+      return own(spec).release_threshold;
     };
     d.options = {threshold};
     d.leaf_name = [](const chain_spec&) { return "async"; };
     d.make_leaf = [](const chain_spec& spec, chain_build&) -> std::unique_ptr<memory_resource> {
-      async_options o = spec.async;
+      async_options o = own(spec);
       o.peer_access = spec.peer_access;
       return std::make_unique<async_resource>(spec.device, o);
     };

@@ -56,7 +56,6 @@ const strategy_descriptor& cuda_strategy() {
     strategy_descriptor d;
     d.name = "cuda";
     d.description = "cudaMalloc/cudaFree: every call goes to the driver (the baseline)";
-    d.kind = strategy_kind::cuda;
     d.flags.requires_cuda = true;
     d.flags.peer_access = true;
     d.leaf_name = [](const chain_spec&) { return "cuda"; };

@@ -17,6 +17,10 @@ namespace gpumem {
 
 namespace {
 
+// The options of strategy 'expandable' in a chain_spec (its descriptor's options_type).
+expandable_spec& own(chain_spec& spec) { return spec.options<expandable_spec>(); }
+const expandable_spec& own(const chain_spec& spec) { return spec.options<expandable_spec>(); }
+
 using detail::pool::block;
 using detail::pool::block_state;
 using detail::pool::block_store;
@@ -932,7 +936,7 @@ int expandable_resource::do_device() const noexcept { return impl_->memory->devi
 namespace {
 
 // Whether an expandable chain maps host memory (the host twin): asked for, or device -1.
-bool on_host(const chain_spec& spec) { return spec.expandable.backing == expandable_backing::host || spec.device == -1; }
+bool on_host(const chain_spec& spec) { return own(spec).backing == expandable_backing::host || spec.device == -1; }
 
 // A byte option of expandable_options where `unset` (0, or the maximum) means the default.
 option_descriptor expandable_bytes(const char* key, std::uint64_t minimum, std::uint64_t expandable_options::*member,
@@ -943,10 +947,10 @@ option_descriptor expandable_bytes(const char* key, std::uint64_t minimum, std::
   o.minimum = minimum;
   o.help = help;
   o.fronts = front_js;
-  o.apply = [member](chain_spec& spec, const option_value& v) { spec.expandable.options.*member = std::get<std::uint64_t>(v); };
+  o.apply = [member](chain_spec& spec, const option_value& v) { own(spec).options.*member = std::get<std::uint64_t>(v); };
   o.read = [member, unset](const chain_spec& spec) -> option_value {
-    if (spec.expandable.options.*member == unset) return std::monostate{};
-    return spec.expandable.options.*member;
+    if (own(spec).options.*member == unset) return std::monostate{};
+    return own(spec).options.*member;
   };
   return o;
 }
@@ -961,7 +965,7 @@ const strategy_descriptor& expandable_strategy() {
     d.description =
         "expandable segments: granules mapped into one growing virtual range per stream (CUDA VMM, or host memory with "
         "device -1)";
-    d.kind = strategy_kind::expandable;
+    d.options_type = &typeid(expandable_spec);
     d.layer = strategy_layer::cache;
     d.wraps = "physical granules: CUDA VMM on the device (vmm), or host mappings (mmap) with device -1";
     d.flags.peer_access = true;
@@ -973,10 +977,10 @@ const strategy_descriptor& expandable_strategy() {
     granule.minimum = 1;
     granule.help = "the mapping granule (unset: the backing's default)";
     granule.fronts = front_js;
-    granule.apply = [](chain_spec& spec, const option_value& v) { spec.expandable.granule_bytes = std::get<std::uint64_t>(v); };
+    granule.apply = [](chain_spec& spec, const option_value& v) { own(spec).granule_bytes = std::get<std::uint64_t>(v); };
     granule.read = [](const chain_spec& spec) -> option_value {
-      if (spec.expandable.granule_bytes == 0) return std::monostate{};
-      return spec.expandable.granule_bytes;
+      if (own(spec).granule_bytes == 0) return std::monostate{};
+      return own(spec).granule_bytes;
     };
 
     option_descriptor gc;
@@ -985,8 +989,8 @@ const strategy_descriptor& expandable_strategy() {
     gc.default_text = "0";
     gc.help = "before mapping past this fraction of capacityBytes, idle granules are unmapped first (0: off)";
     gc.fronts = front_js;
-    gc.apply = [](chain_spec& spec, const option_value& v) { spec.expandable.options.gc_threshold = std::get<double>(v); };
-    gc.read = [](const chain_spec& spec) -> option_value { return spec.expandable.options.gc_threshold; };
+    gc.apply = [](chain_spec& spec, const option_value& v) { own(spec).options.gc_threshold = std::get<double>(v); };
+    gc.read = [](const chain_spec& spec) -> option_value { return own(spec).options.gc_threshold; };
 
     d.options = {granule,
                  expandable_bytes("releaseThreshold", 0, &expandable_options::release_threshold,
@@ -999,18 +1003,18 @@ const strategy_descriptor& expandable_strategy() {
                                   "the virtual range reserved per stream (unset: the device's memory; the host twin: 64 GiB)")};
     d.leaf_name = [](const chain_spec& spec) { return on_host(spec) ? "mmap" : "vmm"; };
     d.make_leaf = [](const chain_spec& spec, chain_build& build) -> std::unique_ptr<memory_resource> {
-      build.physical = on_host(spec) ? make_host_physical_memory(spec.expandable.granule_bytes)
-                                     : make_device_physical_memory(spec.device, spec.expandable.granule_bytes, spec.peer_access);
+      build.physical = on_host(spec) ? make_host_physical_memory(own(spec).granule_bytes)
+                                     : make_device_physical_memory(spec.device, own(spec).granule_bytes, spec.peer_access);
       return nullptr;
     };
     d.layer_name = [](const chain_spec&) -> const char* { return "expandable"; };
     d.make_layer = [](const chain_spec& spec, chain_build& build) -> std::unique_ptr<memory_resource> {
-      expandable_options o = spec.expandable.options;
+      expandable_options o = own(spec).options;
       if (o.capacity_bytes == 0 && spec.limit_bytes) o.capacity_bytes = *spec.limit_bytes;  // the simulated device
       return std::make_unique<expandable_resource>(std::move(build.physical), o);
     };
     d.validate = [](const chain_spec& spec) {
-      const double f = spec.expandable.options.gc_threshold;
+      const double f = own(spec).options.gc_threshold;
       if (!(f >= 0 && f <= 1)) {
         throw invalid_argument(invalid_argument::kind::range, "gcThreshold",
                                "Expected a fraction in (0, 1] (0: off) for gcThreshold but received " + std::to_string(f));

@@ -40,7 +40,6 @@ const strategy_descriptor& host_strategy() {
     strategy_descriptor d;
     d.name = "host";
     d.description = "plain host memory, 256-byte aligned (runs without a GPU)";
-    d.kind = strategy_kind::host;
     d.flags.host_memory = true;
     d.flags.kernel_memory = false;
     d.leaf_name = [](const chain_spec&) { return "host"; };

@@ -6,6 +6,14 @@
 
 namespace gpumem {
 
+namespace {
+
+// The options of strategy 'uvm' in a chain_spec (its descriptor's options_type).
+uvm_spec& own(chain_spec& spec) { return spec.options<uvm_spec>(); }
+const uvm_spec& own(const chain_spec& spec) { return spec.options<uvm_spec>(); }
+
+}  // namespace
+
 #ifdef GPUMEM_WITH_CUDA
 
 namespace {
@@ -108,8 +116,8 @@ option_descriptor advice_option(const char* key, const char* help, advise_target
   o.default_text = "none";
   o.help = help;
   o.fronts = front_js;
-  o.apply = [member](chain_spec& spec, const option_value& v) { spec.uvm.advice.*member = advise_of(v); };
-  o.read = [member](const chain_spec& spec) -> option_value { return std::string(advise_name(spec.uvm.advice.*member)); };
+  o.apply = [member](chain_spec& spec, const option_value& v) { own(spec).advice.*member = advise_of(v); };
+  o.read = [member](const chain_spec& spec) -> option_value { return std::string(advise_name(own(spec).advice.*member)); };
   return o;
 }
 
@@ -121,7 +129,7 @@ const strategy_descriptor& uvm_strategy() {
     strategy_descriptor d;
     d.name = "uvm";
     d.description = "cudaMallocManaged (unified memory) with prefetch-on-allocate and cudaMemAdvise hints";
-    d.kind = strategy_kind::uvm;
+    d.options_type = &typeid(uvm_spec);
     d.layer = strategy_layer::adaptor;
     d.wraps = "managed memory (cudaMallocManaged): prefetch_adaptor moves each allocation to the device";
     d.flags.requires_cuda = true;
@@ -135,8 +143,8 @@ const strategy_descriptor& uvm_strategy() {
     prefetch.help = "prefetch each allocation to the device when it is made";
     prefetch.env = "GPUMEM_UVM_PREFETCH";
     prefetch.label = "uvm.prefetch";
-    prefetch.apply = [](chain_spec& spec, const option_value& v) { spec.uvm.prefetch_on_allocate = std::get<bool>(v); };
-    prefetch.read = [](const chain_spec& spec) -> option_value { return spec.uvm.prefetch_on_allocate; };
+    prefetch.apply = [](chain_spec& spec, const option_value& v) { own(spec).prefetch_on_allocate = std::get<bool>(v); };
+    prefetch.read = [](const chain_spec& spec) -> option_value { return own(spec).prefetch_on_allocate; };
 
     // libgpumem_torch's one setting for both hints: the preferred location, read by the device.
     option_descriptor advise;
@@ -150,11 +158,11 @@ const strategy_descriptor& uvm_strategy() {
     advise.label = "uvm.advise";
     advise.apply = [](chain_spec& spec, const option_value& v) {
       const advise_target t = advise_of(v);
-      spec.uvm.advice.preferred_location = t;
-      spec.uvm.advice.accessed_by = t == advise_target::none ? advise_target::none : advise_target::device;
+      own(spec).advice.preferred_location = t;
+      own(spec).advice.accessed_by = t == advise_target::none ? advise_target::none : advise_target::device;
     };
     advise.read = [](const chain_spec& spec) -> option_value {
-      return std::string(advise_name(spec.uvm.advice.preferred_location));
+      return std::string(advise_name(own(spec).advice.preferred_location));
     };
 
     option_descriptor read_mostly;
@@ -163,17 +171,19 @@ const strategy_descriptor& uvm_strategy() {
     read_mostly.default_text = "0";
     read_mostly.help = "cudaMemAdviseSetReadMostly";
     read_mostly.fronts = front_js;
-    read_mostly.apply = [](chain_spec& spec, const option_value& v) { spec.uvm.advice.read_mostly = std::get<bool>(v); };
-    read_mostly.read = [](const chain_spec& spec) -> option_value { return spec.uvm.advice.read_mostly; };
+    read_mostly.apply = [](chain_spec& spec, const option_value& v) { own(spec).advice.read_mostly = std::get<bool>(v); };
+    read_mostly.read = [](const chain_spec& spec) -> option_value { return own(spec).advice.read_mostly; };
 
     d.options = {prefetch, advise,
                  advice_option("preferredLocation", "cudaMemAdviseSetPreferredLocation", &managed_options::preferred_location),
                  advice_option("accessedBy", "cudaMemAdviseSetAccessedBy", &managed_options::accessed_by), read_mostly};
     d.leaf_name = [](const chain_spec&) { return "managed"; };
     d.make_leaf = [](const chain_spec& spec, chain_build&) -> std::unique_ptr<memory_resource> {
-      return std::make_unique<managed_resource>(spec.device, spec.uvm.advice);
+      return std::make_unique<managed_resource>(spec.device, own(spec).advice);
     };
-    d.layer_name = [](const chain_spec& spec) -> const char* { return spec.uvm.prefetch_on_allocate ? "prefetch" : nullptr; };
+    d.layer_name = [](const chain_spec& spec) -> const char* {
+      return own(spec).prefetch_on_allocate ? "prefetch" : nullptr;
+    };
     d.make_layer = [](const chain_spec&, chain_build& build) -> std::unique_ptr<memory_resource> {
       return std::make_unique<prefetch_adaptor>(build.chain.top());
     };

@@ -12,6 +12,10 @@
 namespace gpumem {
 namespace {
 
+// The options of strategy 'pinned' in a chain_spec (its descriptor's options_type).
+pinned_spec& own(chain_spec& spec) { return spec.options<pinned_spec>(); }
+const pinned_spec& own(const chain_spec& spec) { return spec.options<pinned_spec>(); }
+
 constexpr std::uint64_t max_u64 = std::numeric_limits<std::uint64_t>::max();
 
 std::string_view trim_spaces(std::string_view s) {
@@ -193,7 +197,7 @@ const strategy_descriptor& pinned_strategy() {
     d.description =
         "caching pool over mapped pinned host memory (cudaHostAlloc): kernels read and write it in place (plain host "
         "memory without a GPU)";
-    d.kind = strategy_kind::pinned;
+    d.options_type = &typeid(pinned_spec);
     d.layer = strategy_layer::cache;
     d.wraps = "mapped pinned host memory (upstream 'pinned') or plain host memory (upstream 'host')";
     d.flags.capturable = true;
@@ -208,32 +212,33 @@ const strategy_descriptor& pinned_strategy() {
     upstream.fronts = front_js;
     upstream.label = "pool.upstream";
     upstream.apply = [](chain_spec& spec, const option_value& v) {
-      spec.pinned.upstream = std::get<std::string>(v) == "host" ? pinned_upstream::host : pinned_upstream::pinned;
+      own(spec).upstream = std::get<std::string>(v) == "host" ? pinned_upstream::host : pinned_upstream::pinned;
     };
     upstream.read = [](const chain_spec& spec) -> option_value {
-      return std::string(spec.pinned.upstream == pinned_upstream::host ? "host" : "pinned");
+      return std::string(own(spec).upstream == pinned_upstream::host ? "host" : "pinned");
     };
     d.options = {upstream};
     for (option_descriptor& o :
-         pool_size_options([](const chain_spec& spec) -> const pool_options& { return spec.pinned.options; })) {
+         pool_size_options([](chain_spec& spec) -> pool_options& { return own(spec).options; },
+                           [](const chain_spec& spec) -> const pool_options& { return own(spec).options; })) {
       d.options.push_back(std::move(o));
     }
-    d.leaf_name = [](const chain_spec& spec) { return spec.pinned.upstream == pinned_upstream::pinned ? "pinned" : "host"; };
+    d.leaf_name = [](const chain_spec& spec) { return own(spec).upstream == pinned_upstream::pinned ? "pinned" : "host"; };
     d.make_leaf = [](const chain_spec& spec, chain_build&) -> std::unique_ptr<memory_resource> {
-      if (spec.pinned.upstream == pinned_upstream::host) return std::make_unique<host_resource>();
-      return std::make_unique<pinned_host_resource>(spec.device, pinned_host_options{spec.pinned.options.max_reserved_bytes});
+      if (own(spec).upstream == pinned_upstream::host) return std::make_unique<host_resource>();
+      return std::make_unique<pinned_host_resource>(spec.device, pinned_host_options{own(spec).options.max_reserved_bytes});
     };
     d.layer_name = [](const chain_spec&) -> const char* { return "pool"; };
     // Over the pinned leaf, max_reserved_bytes is the leaf's cap on pinned bytes (see pinned_spec)
     // rather than the pool's, so that a request past it fails saying it would pin more than the host
     // has available; the pool still releases its cached segments and retries once before it fails.
     d.make_layer = [](const chain_spec& spec, chain_build& build) -> std::unique_ptr<memory_resource> {
-      pool_options o = spec.pinned.options;
-      if (spec.pinned.upstream == pinned_upstream::pinned) o.max_reserved_bytes = 0;
+      pool_options o = own(spec).options;
+      if (own(spec).upstream == pinned_upstream::pinned) o.max_reserved_bytes = 0;
       return std::make_unique<pool_resource>(build.chain.top(), o);
     };
     d.no_peer_access = [](const chain_spec& spec) {
-      return std::string(spec.pinned.upstream == pinned_upstream::host ? "'pinned' over upstream 'host' holds plain host memory"
+      return std::string(own(spec).upstream == pinned_upstream::host ? "'pinned' over upstream 'host' holds plain host memory"
                                                                        : "");
     };
     return d;

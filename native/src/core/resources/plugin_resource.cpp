@@ -13,6 +13,14 @@
 
 namespace gpumem {
 
+namespace {
+
+// The options of strategy 'native' in a chain_spec (its descriptor's options_type).
+native_spec& own(chain_spec& spec) { return spec.options<native_spec>(); }
+const native_spec& own(const chain_spec& spec) { return spec.options<native_spec>(); }
+
+}  // namespace
+
 struct plugin_resource::library_handle {
   void* dl = nullptr;
   ~library_handle() {
@@ -272,7 +280,7 @@ const strategy_descriptor& native_strategy() {
     strategy_descriptor d;
     d.name = "native";
     d.description = "a strategy from a shared library built against gpumem/plugin.h (options: library, options?, device?)";
-    d.kind = strategy_kind::native;
+    d.options_type = &typeid(native_spec);
     d.flags.requires_options = true;
     d.flags.host_device = true;
 
@@ -286,10 +294,10 @@ const strategy_descriptor& native_strategy() {
     library.required_form = "<path of a gpumem plug-in library>";
     library.label = "plugin.library";
     library.unset_text = "";
-    library.apply = [](chain_spec& spec, const option_value& v) { spec.native.library = std::get<std::string>(v); };
+    library.apply = [](chain_spec& spec, const option_value& v) { own(spec).library = std::get<std::string>(v); };
     library.read = [](const chain_spec& spec) -> option_value {
-      if (spec.native.library.empty()) return std::monostate{};
-      return spec.native.library;
+      if (own(spec).library.empty()) return std::monostate{};
+      return own(spec).library;
     };
 
     option_descriptor options;
@@ -300,16 +308,16 @@ const strategy_descriptor& native_strategy() {
     options.env_strict = true;
     options.label = "plugin.options";
     options.unset_text = "";
-    options.apply = [](chain_spec& spec, const option_value& v) { spec.native.options = std::get<std::string>(v); };
+    options.apply = [](chain_spec& spec, const option_value& v) { own(spec).options = std::get<std::string>(v); };
     options.read = [](const chain_spec& spec) -> option_value {
-      if (spec.native.options.empty()) return std::monostate{};
-      return spec.native.options;
+      if (own(spec).options.empty()) return std::monostate{};
+      return own(spec).options;
     };
 
     d.options = {library, options};
     d.leaf_name = [](const chain_spec&) { return "plugin"; };
     d.make_leaf = [](const chain_spec& spec, chain_build&) -> std::unique_ptr<memory_resource> {
-      return std::make_unique<plugin_resource>(plugin_options{spec.native.library, spec.native.options, spec.device});
+      return std::make_unique<plugin_resource>(plugin_options{own(spec).library, own(spec).options, spec.device});
     };
     d.no_peer_access = [](const chain_spec&) { return std::string("a plug-in's memory is its own"); };
     return d;

@@ -17,6 +17,10 @@ namespace gpumem {
 
 namespace {
 
+// The options of strategy 'pool' in a chain_spec (its descriptor's options_type).
+pool_spec& own(chain_spec& spec) { return spec.options<pool_spec>(); }
+const pool_spec& own(const chain_spec& spec) { return spec.options<pool_spec>(); }
+
 using detail::pool::block;
 using detail::pool::block_state;
 using detail::pool::block_store;
@@ -584,9 +588,10 @@ memory_kind pool_resource::do_kind() const noexcept { return impl_->upstream.kin
 
 int pool_resource::do_device() const noexcept { return impl_->upstream.device(); }
 
-std::vector<option_descriptor> pool_size_options(const pool_options& (*of)(const chain_spec& spec)) {
+std::vector<option_descriptor> pool_size_options(pool_options& (*of)(chain_spec& spec),
+                                                const pool_options& (*read)(const chain_spec& spec)) {
   // Each option is one member of the selected pool_options.
-  auto size_option = [of](const char* key, std::size_t pool_options::*member, const char* help) {
+  auto size_option = [of, read](const char* key, std::size_t pool_options::*member, const char* help) {
     option_descriptor o;
     o.key = key;
     o.kind = option_kind::bytes;
@@ -595,9 +600,9 @@ std::vector<option_descriptor> pool_size_options(const pool_options& (*of)(const
     o.help = help;
     o.fronts = front_js;
     o.apply = [of, member](chain_spec& spec, const option_value& v) {
-      const_cast<pool_options&>(of(spec)).*member = static_cast<std::size_t>(std::get<std::uint64_t>(v));
+      of(spec).*member = static_cast<std::size_t>(std::get<std::uint64_t>(v));
     };
-    o.read = [of, member](const chain_spec& spec) -> option_value { return std::uint64_t{of(spec).*member}; };
+    o.read = [read, member](const chain_spec& spec) -> option_value { return std::uint64_t{read(spec).*member}; };
     return o;
   };
   option_descriptor max_reserved;
@@ -610,11 +615,11 @@ std::vector<option_descriptor> pool_size_options(const pool_options& (*of)(const
   max_reserved.label = "pool.max_reserved";
   max_reserved.unset_text = "none";
   max_reserved.apply = [of](chain_spec& spec, const option_value& v) {
-    const_cast<pool_options&>(of(spec)).max_reserved_bytes = static_cast<std::size_t>(std::get<std::uint64_t>(v));
+    of(spec).max_reserved_bytes = static_cast<std::size_t>(std::get<std::uint64_t>(v));
   };
-  max_reserved.read = [of](const chain_spec& spec) -> option_value {
-    if (of(spec).max_reserved_bytes == 0) return std::monostate{};
-    return std::uint64_t{of(spec).max_reserved_bytes};
+  max_reserved.read = [read](const chain_spec& spec) -> option_value {
+    if (read(spec).max_reserved_bytes == 0) return std::monostate{};
+    return std::uint64_t{read(spec).max_reserved_bytes};
   };
   return {max_reserved,
           size_option("smallRequestLimit", &pool_options::small_request_limit, "requests up to this size are small"),
@@ -630,7 +635,7 @@ const strategy_descriptor& pool_strategy() {
     d.description =
         "caching block pool: 512 B rounding, best fit with split/coalesce, per-stream free lists (over cudaMalloc, or host "
         "memory without a GPU)";
-    d.kind = strategy_kind::pool;
+    d.options_type = &typeid(pool_spec);
     d.layer = strategy_layer::cache;
     d.wraps = "cudaMalloc (upstream 'cuda') or plain host memory (upstream 'host')";
     d.flags.capturable = true;
@@ -644,26 +649,28 @@ const strategy_descriptor& pool_strategy() {
     upstream.fronts = front_js;
     upstream.label = "pool.upstream";
     upstream.apply = [](chain_spec& spec, const option_value& v) {
-      spec.pool.upstream = std::get<std::string>(v) == "host" ? pool_upstream::host : pool_upstream::cuda;
+      own(spec).upstream = std::get<std::string>(v) == "host" ? pool_upstream::host : pool_upstream::cuda;
     };
     upstream.read = [](const chain_spec& spec) -> option_value {
-      return std::string(spec.pool.upstream == pool_upstream::host ? "host" : "cuda");
+      return std::string(own(spec).upstream == pool_upstream::host ? "host" : "cuda");
     };
     d.options = {upstream};
-    for (option_descriptor& o : pool_size_options([](const chain_spec& spec) -> const pool_options& { return spec.pool.options; })) {
+    for (option_descriptor& o :
+         pool_size_options([](chain_spec& spec) -> pool_options& { return own(spec).options; },
+                           [](const chain_spec& spec) -> const pool_options& { return own(spec).options; })) {
       d.options.push_back(std::move(o));
     }
-    d.leaf_name = [](const chain_spec& spec) { return spec.pool.upstream == pool_upstream::cuda ? "cuda" : "host"; };
+    d.leaf_name = [](const chain_spec& spec) { return own(spec).upstream == pool_upstream::cuda ? "cuda" : "host"; };
     d.make_leaf = [](const chain_spec& spec, chain_build&) -> std::unique_ptr<memory_resource> {
-      if (spec.pool.upstream == pool_upstream::host) return std::make_unique<host_resource>();
+      if (own(spec).upstream == pool_upstream::host) return std::make_unique<host_resource>();
       return std::make_unique<cuda_resource>(spec.device, spec.peer_access);
     };
     d.layer_name = [](const chain_spec&) -> const char* { return "pool"; };
     d.make_layer = [](const chain_spec& spec, chain_build& build) -> std::unique_ptr<memory_resource> {
-      return std::make_unique<pool_resource>(build.chain.top(), spec.pool.options);
+      return std::make_unique<pool_resource>(build.chain.top(), own(spec).options);
     };
     d.no_peer_access = [](const chain_spec& spec) {
-      return std::string(spec.pool.upstream == pool_upstream::host ? "'pool' over upstream 'host' holds host memory" : "");
+      return std::string(own(spec).upstream == pool_upstream::host ? "'pool' over upstream 'host' holds host memory" : "");
     };
     return d;
   }();

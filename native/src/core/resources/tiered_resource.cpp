@@ -18,6 +18,10 @@ namespace gpumem {
 
 namespace {
 
+// The options of strategy 'tiered' in a chain_spec (its descriptor's options_type).
+tiered_spec& own(chain_spec& spec) { return spec.options<tiered_spec>(); }
+const tiered_spec& own(const chain_spec& spec) { return spec.options<tiered_spec>(); }
+
 constexpr std::size_t tiers = 2;
 constexpr std::size_t index(memory_tier t) noexcept { return static_cast<std::size_t>(t); }
 
@@ -655,7 +659,7 @@ namespace {
 
 // Whether a tiered chain's tiers are on the device: asked for, or 'auto' where a GPU is present.
 bool tiers_on_device(const chain_spec& spec) {
-  const tiered_backing b = spec.tiered.backing;
+  const tiered_backing b = own(spec).backing;
   return b == tiered_backing::device || (b == tiered_backing::automatic && device_count() > 0);
 }
 
@@ -667,10 +671,10 @@ option_descriptor budget_option(const char* key, std::optional<std::uint64_t> ti
   o.help = help;
   o.env = env;
   o.label = label;
-  o.apply = [member](chain_spec& spec, const option_value& v) { spec.tiered.options.*member = std::get<std::uint64_t>(v); };
+  o.apply = [member](chain_spec& spec, const option_value& v) { own(spec).options.*member = std::get<std::uint64_t>(v); };
   o.read = [member](const chain_spec& spec) -> option_value {
-    if (!(spec.tiered.options.*member)) return std::monostate{};
-    return *(spec.tiered.options.*member);
+    if (!(own(spec).options.*member)) return std::monostate{};
+    return *(own(spec).options.*member);
   };
   return o;
 }
@@ -685,7 +689,7 @@ const strategy_descriptor& tiered_strategy() {
     d.description =
         "device memory up to a budget, then pinned host memory kernels use in place; placement per allocation (CUDA VMM, "
         "or host memory without a GPU)";
-    d.kind = strategy_kind::tiered;
+    d.options_type = &typeid(tiered_spec);
     d.flags.spills_to_host = true;
     d.flags.peer_access = true;
 
@@ -698,10 +702,10 @@ const strategy_descriptor& tiered_strategy() {
     upstream.fronts = front_js;
     upstream.apply = [](chain_spec& spec, const option_value& v) {
       const std::string& s = std::get<std::string>(v);
-      spec.tiered.backing = s == "cuda" ? tiered_backing::device : s == "host" ? tiered_backing::host : tiered_backing::automatic;
+      own(spec).backing = s == "cuda" ? tiered_backing::device : s == "host" ? tiered_backing::host : tiered_backing::automatic;
     };
     upstream.read = [](const chain_spec& spec) -> option_value {
-      const tiered_backing b = spec.tiered.backing;
+      const tiered_backing b = own(spec).backing;
       return std::string(b == tiered_backing::device ? "cuda" : b == tiered_backing::host ? "host" : "auto");
     };
 
@@ -715,10 +719,10 @@ const strategy_descriptor& tiered_strategy() {
     placement.env = "GPUMEM_TIERED_PLACEMENT";
     placement.label = "tiered.placement";
     placement.apply = [](chain_spec& spec, const option_value& v) {
-      spec.tiered.options.placement = parse_tier_choice(std::get<std::string>(v).c_str());
+      own(spec).options.placement = parse_tier_choice(std::get<std::string>(v).c_str());
     };
     placement.read = [](const chain_spec& spec) -> option_value {
-      return std::string(tier_choice_name(spec.tiered.options.placement));
+      return std::string(tier_choice_name(own(spec).options.placement));
     };
 
     d.options = {upstream,
@@ -734,7 +738,7 @@ const strategy_descriptor& tiered_strategy() {
     d.make_leaf = [](const chain_spec& spec, chain_build& build) -> std::unique_ptr<memory_resource> {
       auto r = std::make_unique<tiered_resource>(
           tiers_on_device(spec) ? make_device_tier_memory(spec.device, spec.peer_access) : make_host_tier_memory(),
-          spec.tiered.options);
+          own(spec).options);
       build.chain.tiered = r.get();
       return r;
     };
