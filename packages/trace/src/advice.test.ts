@@ -1,8 +1,9 @@
 import { describe, expect, it } from 'vitest';
-import '@gpumem/allocator-pinned';
-import '@gpumem/allocator-pool';
-import '@gpumem/allocator-tiered';
+import { strategyPackages } from '../../../scripts/sync-workspaces.mjs';
 import { adviseAllocator, strategyMemory, type AdviceCandidate } from './advice.js';
+
+// every strategy package registers itself on import (the workspaces say which are strategies)
+for (const { name } of strategyPackages()) await import(name);
 
 const GiB = 2 ** 30;
 const row = (label: string, o: Partial<AdviceCandidate> = {}): AdviceCandidate => ({

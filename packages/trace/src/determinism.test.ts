@@ -7,15 +7,14 @@
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
 import { createAllocator, deviceStatus, hasCudaDevice, type Allocator, type DevicePtr } from '@gpumem/allocator-core';
-import '@gpumem/allocator-async';
-import '@gpumem/allocator-expandable';
-import '@gpumem/allocator-pinned';
-import '@gpumem/allocator-pool';
-import '@gpumem/allocator-tiered';
+import { strategyPackages } from '../../../scripts/sync-workspaces.mjs';
 import { readTrace } from './format.js';
 import { findMinCapacity } from './min-capacity.js';
 import { profileReplay } from './profile.js';
 import { compileTrace, replayTrace, type ReplayResult } from './replay.js';
+
+// every strategy package registers itself on import (the workspaces say which are strategies)
+for (const { name } of strategyPackages()) await import(name);
 
 const fixture = fileURLToPath(new URL('./snapshot/fixtures/two-streams.pickle.gz', import.meta.url));
 const MiB = 1024 * 1024;
