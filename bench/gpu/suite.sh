@@ -45,7 +45,8 @@ Suites (each fits one device call of 10 minutes; tiered and large take most of o
                 keeps activations on the host past ~55M nodes), LARGE_TIMEOUT (290 s a run)
   multi         bench/multi at 2M nodes: one device, one NCCL rank, two ranks sharing cuda:0 over the
                 host communicator (and two NCCL ranks on cuda:0,1 where there are two GPUs); gpumem info
-  transformer   the transformer workload: its PyTorch baseline 3 times (bench/baselines/transformer_torch.py),
+  transformer   the transformer workload: its PyTorch baseline 3 times (bench/baselines/transformer_torch.py,
+                epochs timed without a synchronisation per step, as gpumem times them),
                 then gpumem compare --model transformer over cuda, pool, async and expandable, 3 runs each
   torch-live    real PyTorch programs run live under PyTorch's allocators and gpumem's (bench/torch-live;
                 PROGRAMS, CONFIGS, REPEATS, STEPS as that script takes them; the whole grid needs more than
@@ -257,7 +258,7 @@ suite_devices() {
 suite_transformer() {
   local i files=()
   for i in 1 2 3; do
-    step transformer "torch-eager-$i" 120 bash -c "cd bench/baselines && python3 transformer_torch.py --epochs 3 > $(json transformer "torch-eager-$i.jsonl")"
+    step transformer "torch-eager-$i" 120 bash -c "cd bench/baselines && python3 transformer_torch.py --epochs 3 --no-step-sync > $(json transformer "torch-eager-$i.jsonl")"
     files+=("$(json transformer "torch-eager-$i.jsonl")")
   done
   local joined
