@@ -648,6 +648,120 @@ describe.skipIf(!gpu)(gpuTitle('transformer ops on the GPU against the CPU refer
     compare([dY], (d) => ops.geluBackward(d, 0, side(d, X), side(d, dY), side(d, dY), n), { deterministic: false });
   });
 
+  // The default workload's sizes (vocab 256, embed 256, 4 heads of 64, 4C = 1024, T up to 1024, B up
+  // to 12: B*H = 48 heads, B*T = 12288 rows), where the small cases above leave grid-stride loops,
+  // chunk counts and column slabs untried. Same comparisons: < 1e-5 relative L2, identical where
+  // the two paths do the same float operations in the same order.
+  describe('at the default workload sizes (T 1024, B*H 48, 12288 rows, 256 and 1024 columns)', () => {
+    const [B, T, H, D] = [12, 1024, 4, 64];
+    const C = H * D;
+    const rows = B * T;
+    const heads = B * H;
+
+    it('gemmStridedBatched: S = Q Kᵀ, O = P V, dV = Pᵀ dO, dQ = dS K over 48 heads of 1024 x 1024', () => {
+      const q = F(randf(heads * T * D, 100));
+      const k = F(randf(heads * T * D, 101));
+      const p = F(randf(heads * T * T, 102, 0, 1 / 64));
+      const s = Fz(heads * T * T);
+      compare([s], (d) =>
+        ops.gemmStridedBatched(d, 0, false, true, T, T, D, 1, side(d, q), D, T * D, side(d, k), D, T * D, 0, side(d, s), T, T * T, heads),
+      );
+      const o = Fz(heads * T * D);
+      compare([o], (d) =>
+        ops.gemmStridedBatched(d, 0, false, false, T, D, T, 1, side(d, p), T, T * T, side(d, k), D, T * D, 0, side(d, o), D, T * D, heads),
+      );
+      const dv = Fz(heads * T * D);
+      compare([dv], (d) =>
+        ops.gemmStridedBatched(d, 0, true, false, T, D, T, 1, side(d, p), T, T * T, side(d, q), D, T * D, 0, side(d, dv), D, T * D, heads),
+      );
+    });
+
+    it('headsToBatch and batchToHeads of q, k and v in a [12288, 768] qkv: identical', () => {
+      const qkv = F(randf(rows * 3 * C, 110));
+      for (const part of [0, 1, 2]) {
+        const y = Fz(heads * T * D);
+        compare([y], (d) => ops.headsToBatch(d, 0, side(d, qkv) + part * C * 4, 3 * C, side(d, y), B, T, H, D), { identical: true });
+        const back = F(new Float32Array(rows * 3 * C).fill(-9));
+        compare([back], (d) => ops.batchToHeads(d, 0, side(d, y), side(d, back) + part * C * 4, 3 * C, B, T, H, D), { identical: true });
+      }
+    });
+
+    it('causalSoftmax (in place, as the model calls it) and its backward over 48 x 1024 query rows', () => {
+      const scale = 1 / Math.sqrt(D);
+      const S = randf(heads * T * T, 120, -8, 8);
+      const P = F(S);
+      compare([P], (d) => ops.causalSoftmax(d, 0, side(d, P), side(d, P), heads, T, scale), { deterministic: false });
+      P.set(P.cpu());
+      const dS = F(randf(heads * T * T, 121));
+      compare([dS], (d) => ops.causalSoftmaxBackward(d, 0, side(d, P), side(d, dS), side(d, dS), heads, T, scale), {
+        deterministic: false,
+      });
+    });
+
+    it('layerNorm and its backward over 12288 rows of 256 and of 1024 columns (dX over dY, as the model calls it)', () => {
+      for (const cols of [C, 4 * C]) {
+        const X = F(randf(rows * cols, 130 + cols, -2, 3));
+        const gamma = F(randf(cols, 131, 0.5, 1.5));
+        const beta = F(randf(cols, 132));
+        const Y = Fz(rows * cols);
+        const mean = Fz(rows);
+        const rstd = Fz(rows);
+        compare([Y, mean, rstd], (d) =>
+          ops.layerNorm(d, 0, side(d, X), side(d, gamma), side(d, beta), side(d, Y), side(d, mean), side(d, rstd), rows, cols, 1e-5),
+        );
+        mean.set(mean.cpu());
+        rstd.set(rstd.cpu());
+        const dY = F(randf(rows * cols, 133));
+        const dGamma = Fz(cols);
+        const dBeta = Fz(cols);
+        compare(
+          [dY, dGamma, dBeta],
+          (d) =>
+            ops.layerNormBackward(
+              d,
+              0,
+              side(d, dY),
+              side(d, X),
+              side(d, gamma),
+              side(d, mean),
+              side(d, rstd),
+              side(d, dY),
+              side(d, dGamma),
+              side(d, dBeta),
+              rows,
+              cols,
+              false,
+            ),
+          { deterministic: false },
+        );
+      }
+    });
+
+    it('gelu and its backward over [12288, 1024]', () => {
+      const n = rows * 4 * C;
+      const X = F(randf(n, 140, -6, 6));
+      const Y = Fz(n);
+      compare([Y], (d) => ops.gelu(d, 0, side(d, X), side(d, Y), n));
+      const dY = F(randf(n, 141));
+      compare([dY], (d) => ops.geluBackward(d, 0, side(d, X), side(d, dY), side(d, dY), n), { deterministic: false });
+    });
+
+    it('embedding and its backward: 12 x 1024 tokens of 256, width 256, 1024 positions', () => {
+      const V = 256;
+      const tokens = I(randTokens(rows, V, 150));
+      const wte = F(randf(V * C, 151));
+      const wpe = F(randf(T * C, 152));
+      const out = Fz(rows * C);
+      compare([out], (d) => ops.embedding(d, 0, side(d, tokens), side(d, wte), side(d, wpe), side(d, out), B, T, C), { identical: true });
+      const dOut = F(randf(rows * C, 153));
+      const dWte = F(new Float32Array(V * C));
+      const dWpe = F(new Float32Array(T * C));
+      compare([dWte, dWpe], (d) => ops.embeddingBackward(d, 0, side(d, dOut), side(d, tokens), side(d, dWte), side(d, dWpe), B, T, C), {
+        deterministic: false,
+      });
+    });
+  });
+
   it('embedding (identical) and its backward: dWpe identical and deterministic, dWte (atomics) < 1e-5', () => {
     const [B, T, C, V] = [8, 64, 48, 50];
     const tokens = I(randTokens(B * T, V, 80));
