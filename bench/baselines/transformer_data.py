@@ -24,7 +24,7 @@ PATTERNS = 16
 
 # the transformer's defaults (defaults.ts: transformerDefaults)
 DEFAULTS = {'vocab': 256, 'embed': 256, 'heads': 4, 'layers': 4, 'context': 1024, 'min_len': 64, 'max_len': 1024,
-            'min_batch': 4, 'max_batch': 12, 'steps_per_epoch': 20, 'lr': 3e-3}
+            'min_batch': 4, 'max_batch': 12, 'steps_per_epoch': 20, 'lr': 1e-3}
 
 
 def fmix32(x):

@@ -152,6 +152,9 @@ describe.skipIf(!gpu)(gpuTitle('the transformer on the GPU'), () => {
     );
     expect(r.epochs[0]!.losses[0]).toBeGreaterThan(Math.log(256) - 0.3);
     expect(r.epochs.every((e) => e.losses.every(Number.isFinite))).toBe(true);
+    // no plateau at the unigram loss (about 5.47): the second epoch is already far below ln 256, as
+    // PyTorch's is with the same defaults for every seed (3.51 to 3.76; gpumem on the CPU, seed 0: 3.53)
+    expect(r.epochs[1]!.loss).toBeLessThan(Math.log(256) - 1);
     expect(r.epochs[4]!.loss).toBeLessThan(Math.log(256) - 1.5);
     expect(r.epochs[4]!.evaluationLoss!).toBeLessThan(Math.log(256) - 1.5);
   });
