@@ -4,7 +4,8 @@
  *
  * Everywhere: the CPU reference (onDevice = false) on host memory against float64 references written
  * here, on small random inputs, and the argument errors. With a CUDA device: the CUDA kernel against
- * the CPU reference on the same inputs, every output poisoned with NaN first so that an element left
+ * the CPU reference on the same inputs, small ones and the default workload's sizes (T 1024, 48
+ * heads, 12288 rows, 256 and 1024 columns), every output poisoned with NaN first so that an element left
  * unwritten shows, within 1e-5 relative L2 error (‖gpu − cpu‖ / ‖cpu‖), bit-identical where both paths
  * do the same float operations in the same order (the layout changes, embedding, dWpe), and
  * bit-identical from one GPU run to the next for every deterministic op. Skipped, with the reason in
