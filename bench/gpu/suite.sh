@@ -99,7 +99,7 @@ suite_test() {
 }
 
 suite_torch() {
-  step torch unittest 240 python3 -m unittest discover -s bindings/python/tests -v
+  step torch unittest 540 python3 -m unittest discover -s bindings/python/tests -v
   counts 3
 }
 
