@@ -83,7 +83,13 @@ export const trainFlags: Record<string, FlagSpec> = {
   },
   epochs: { type: 'int', min: 1, max: 100000, help: `epochs (default ${commonDefaults.epochs})` },
   batch: { type: 'int', min: 1, max: 60000, help: `mlp: batch size (default ${mlpDefaults.batchSize})` },
-  lr: { type: 'number', min: 0, help: `learning rate (default ${mlpDefaults.lr} mlp SGD, ${gcnDefaults.lr} gcn Adam)` },
+  lr: {
+    type: 'number',
+    min: 0,
+    help: `learning rate (default ${listWorkloads()
+      .map((w) => `${w.optimizer.lr} ${w.name} ${w.optimizer.name}`)
+      .join(', ')})`,
+  },
   aggregation: {
     type: 'string',
     choices: ['spmm', 'scatter'],

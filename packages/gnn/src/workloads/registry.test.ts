@@ -31,6 +31,7 @@ const toy: Workload<ToyOptions, ToyShape> = {
   evaluationLabel: 'acc',
   ownOptions: ['length'],
   timesCollectives: false,
+  optimizer: { name: 'SGD', lr: 0.1 },
   memoryAdvice: ', a shorter vector',
   optionProblem: (o, name) => (o.length === 7 ? `'${name('length')}' must not be 7` : undefined),
   ranksProblem: () => undefined,

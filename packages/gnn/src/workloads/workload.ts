@@ -93,6 +93,8 @@ export interface Workload<O extends CommonTrainOptions = CommonTrainOptions, S e
   readonly timesCollectives: boolean;
   /** Flags of options that only this workload has, by flag name (`gpumem train` and `gpumem compare` take them); the shared ones are the command line's. */
   readonly flags?: Readonly<Record<string, WorkloadFlag>>;
+  /** Its optimizer and the learning rate it trains with unless `lr` says otherwise (the command line's help lists them). */
+  readonly optimizer: { readonly name: string; readonly lr: number };
   /** What to try when a configuration does not fit, said after the figures (e.g. ', the row-block plan'). */
   readonly memoryAdvice: string;
   /**

@@ -23,6 +23,7 @@ const gcnWorkload: Workload<GcnTrainOptions, GcnTrainingShape> = {
   evaluationLabel: 'held-out acc',
   ownOptions: [],
   timesCollectives: true,
+  optimizer: { name: 'Adam', lr: gcnDefaults.lr },
   memoryAdvice: ", the row-block plan (rowBlocks), bf16 features, or a strategy that spills to host memory ('tiered')",
   optionProblem: () => undefined,
   ranksProblem(o, ranks, name) {

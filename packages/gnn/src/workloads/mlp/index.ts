@@ -41,6 +41,7 @@ const mlpWorkload: Workload<MlpTrainOptions, MlpTrainingShape> = {
   evaluationLabel: 'test acc',
   ownOptions: ['checkpoint', 'nanoBatches'],
   timesCollectives: false,
+  optimizer: { name: 'SGD', lr: mlpDefaults.lr },
   memoryAdvice: '',
   optionProblem: activationProblem,
   ranksProblem(o, ranks, name) {

@@ -59,6 +59,7 @@ const transformerWorkload: Workload<TransformerTrainOptions, TransformerTraining
   ownOptions,
   flags,
   timesCollectives: false,
+  optimizer: { name: 'Adam', lr: transformerDefaults.lr },
   memoryAdvice: '; for the transformer: shorter sequences (maxLen), smaller batches (maxBatch) or a smaller model (embed, layers)',
   optionProblem(o, name) {
     const sizes = transformerSizes(o, name);
