@@ -14,7 +14,6 @@ Environment:
 import os
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 from setuptools import setup

@@ -9,7 +9,6 @@ The example library is found at $GPUMEM_EXAMPLE_SLAB or beside libgpumem_torch.s
 """
 
 from support import torch_cuda_reason
-import importlib.util
 import json
 import os
 import subprocess

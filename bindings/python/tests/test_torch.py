@@ -11,7 +11,6 @@ The library is found at $GPUMEM_TORCH_LIB or native/build/Release/libgpumem_torc
 """
 
 from support import torch_cuda_reason
-import importlib.util
 import json
 import os
 import subprocess

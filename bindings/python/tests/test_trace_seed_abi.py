@@ -12,7 +12,6 @@ Each case that sets the environment or must survive a failure runs in a process 
 
 from support import torch_cuda_reason
 import ctypes
-import importlib.util
 import json
 import os
 import shutil
