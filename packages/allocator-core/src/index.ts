@@ -14,6 +14,7 @@ export {
   type SharedAllocatorHandle,
   type NativeStrategySpec,
   nativeLayerOptions,
+  poolSizeOptions,
 } from './native-allocator.js';
 export {
   defineOptions,

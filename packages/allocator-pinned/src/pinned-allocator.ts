@@ -24,6 +24,7 @@ import {
   option,
   peerAccessOption,
   peerAccessSpec,
+  poolSizeOptions,
   resolvePlacement,
   type OptionsOf,
 } from '@gpumem/allocator-core';
@@ -50,12 +51,7 @@ const pinnedOptions = defineOptions('pinned', {
    * MemAvailable at creation less 10% of MemTotal); over host memory it is the pool's cap (default: none).
    */
   maxReservedBytes: option.bytes(),
-  /** Requests up to this size are small and share segments (default 1 MiB). */
-  smallRequestLimit: option.bytes(),
-  /** Size of the segments small requests share (default 2 MiB). */
-  smallSegmentBytes: option.bytes(),
-  /** Large segments are rounded up to a multiple of this (default 2 MiB). */
-  largeSegmentRounding: option.bytes(),
+  ...poolSizeOptions,
   ...nativeLayerOptions,
 });
 

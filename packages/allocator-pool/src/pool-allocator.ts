@@ -15,6 +15,7 @@ import {
   option,
   peerAccessOption,
   peerAccessSpec,
+  poolSizeOptions,
   resolvePlacement,
   type OptionsOf,
 } from '@gpumem/allocator-core';
@@ -33,12 +34,7 @@ const poolOptions = defineOptions('pool', {
   peerAccess: peerAccessOption,
   /** Cap on reserved bytes (default: none beyond the device's own memory). */
   maxReservedBytes: option.bytes(),
-  /** Requests up to this size are small and share segments (default 1 MiB). */
-  smallRequestLimit: option.bytes(),
-  /** Size of the segments small requests share (default 2 MiB). */
-  smallSegmentBytes: option.bytes(),
-  /** Large segments are rounded up to a multiple of this (default 2 MiB). */
-  largeSegmentRounding: option.bytes(),
+  ...poolSizeOptions,
   ...nativeLayerOptions,
 });
 
