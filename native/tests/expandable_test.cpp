@@ -312,6 +312,77 @@ TEST(gc_threshold_unmaps_idle_runs_before_growing_past_it) {
   f.resource.deallocate(keep, granule, stream_a);
 }
 
+// A request that fits no free block goes past the blocks in use; the idle granules of a hole it does
+// not fit would stay mapped beside the new ones at a new peak (the variable-length transformer's
+// 1.08x). They are unmapped first, the stream that used them synchronised, unless
+// unmap_idle_before_growth is off.
+TEST(idle_runs_are_unmapped_before_reserved_passes_its_peak) {
+  for (bool unmap_first : {true, false}) {
+    expandable_options o = fixture::small_range();
+    o.unmap_idle_before_growth = unmap_first;
+    fixture f(o);
+    void* hole = f.resource.allocate(8 * granule);  // granules 0..7, one run
+    void* kept = f.resource.allocate(granule);      // granule 8: the peak is 9 granules
+    f.resource.deallocate(hole, 8 * granule);       // 8 idle granules below a block in use
+    const std::size_t synchronizes = f.log->synchronizes;
+    void* big = f.resource.allocate(12 * granule);  // fits only past `kept`: granules 9..20
+    CHECK_EQ(addr(big), addr(kept) + granule);
+    std::memset(big, 0x5A, 12 * granule);  // mapped: writable
+    const resource_stats s = f.resource.stats();
+    if (unmap_first) {
+      CHECK_EQ(s.reserved_bytes, 13 * granule);  // not 21: the hole's run went first
+      CHECK_EQ(s.upstream_free_count, 1u);
+      CHECK_EQ(f.resource.idle_bytes(), 0u);
+      CHECK(f.log->synchronizes > synchronizes);  // its stream, before unmapping
+    } else {
+      CHECK_EQ(s.reserved_bytes, 21 * granule);
+      CHECK_EQ(s.upstream_free_count, 0u);
+      CHECK_EQ(f.resource.idle_bytes(), 8 * granule);
+      CHECK_EQ(f.log->synchronizes, synchronizes);
+    }
+    // The hole serves a request it fits, mapped again where it was unmapped.
+    void* again = f.resource.allocate(8 * granule);
+    CHECK_EQ(again, hole);
+    std::memset(again, 0x3C, 8 * granule);
+    CHECK_EQ(f.resource.stats().reserved_bytes, 21 * granule);
+    f.resource.deallocate(again, 8 * granule);
+    f.resource.deallocate(big, 12 * granule);
+    f.resource.deallocate(kept, granule);
+  }
+}
+
+// Below the peak of reserved (since reset_peak), a map keeps the idle runs (no synchronisation);
+// past it, every stream's idle runs go first, the highest first, until the new granules fit under it.
+TEST(idle_runs_of_every_stream_go_only_past_the_peak) {
+  fixture f;
+  void* x = f.resource.allocate(4 * granule, stream_a);  // run 0..3
+  void* y = f.resource.allocate(4 * granule, stream_a);  // run 4..7
+  void* k = f.resource.allocate(granule, stream_a);      // run 8: the peak is 9 granules
+  f.resource.deallocate(x, 4 * granule, stream_a);
+  f.resource.deallocate(y, 4 * granule, stream_a);
+  f.resource.trim(5 * granule);  // y's run goes: 5 mapped, x's 4 idle
+  CHECK_EQ(f.resource.stats().reserved_bytes, 5 * granule);
+  CHECK_EQ(f.resource.stats().upstream_free_count, 1u);
+  const std::size_t synchronizes = f.log->synchronizes;
+
+  void* b1 = f.resource.allocate(granule, stream_b);  // 6 mapped, under the peak: x's run stays
+  CHECK_EQ(f.resource.stats().reserved_bytes, 6 * granule);
+  CHECK_EQ(f.resource.stats().upstream_free_count, 1u);
+  CHECK_EQ(f.resource.idle_bytes(), 4 * granule);
+  CHECK_EQ(f.log->synchronizes, synchronizes);
+
+  void* b2 = f.resource.allocate(4 * granule, stream_b);  // 10 would pass 9: stream A's idle run goes
+  resource_stats s = f.resource.stats();
+  CHECK_EQ(s.reserved_bytes, 6 * granule);
+  CHECK_EQ(s.upstream_free_count, 2u);
+  CHECK_EQ(s.peak_reserved_bytes, 9 * granule);
+  CHECK_EQ(f.resource.idle_bytes(), 0u);
+  CHECK_EQ(f.resource.range_count(), 2u);
+  f.resource.deallocate(b2, 4 * granule, stream_b);
+  f.resource.deallocate(b1, granule, stream_b);
+  f.resource.deallocate(k, granule, stream_a);
+}
+
 TEST(bad_options_are_rejected_by_name) {
   auto rejects = [](auto make, const char* argument) {
     try {

@@ -13,7 +13,8 @@
 //    record_stream(p, s) parks a freed block until events recorded on s have completed (as the pool);
 //  - granules in use (touched by a live or parked block) stay mapped; idle ones (mapped, touched by
 //    none) are unmapped by trim(bytes_to_keep), once they pass release_threshold, before growth
-//    past gc_threshold x capacity, and when mapping fails: then every stream's idle runs are
+//    past gc_threshold x capacity, before reserved passes its peak (unmap_idle_before_growth), and
+//    when mapping fails: then every stream's idle runs are
 //    unmapped and the map retried once. A run is unmapped whole, so only runs whose granules are
 //    all idle go; an idle granule in a run still in use stays mapped until the whole run is idle. Before unmapping, the streams that used the memory are
 //    synchronised (an event recorded on each, waited for on the host);
@@ -46,6 +47,12 @@ struct expandable_options {
   // 0: off. Else 0 < f <= 1: before mapping past f x capacity_bytes, idle granules are unmapped first
   // (PyTorch's garbage_collection_threshold).
   double gc_threshold = 0;
+  // Before mapping past the peak of reserved bytes (since reset_peak), idle granules (every
+  // stream's) are unmapped first, so that a request that fits no free block reuses the physical
+  // memory of the holes it does not fit instead of holding it beside new granules. Costs a host
+  // synchronisation of the streams that used them, only when reserved would pass its peak. false:
+  // idle granules stay mapped until trim, release_threshold or gc_threshold.
+  bool unmap_idle_before_growth = true;
   // What gc_threshold is a fraction of; 0: the device's total memory (the host twin: reserve_bytes).
   std::uint64_t capacity_bytes = 0;
   // The virtual range reserved per stream, a multiple of the granule; 0: the device's total memory

@@ -6,7 +6,7 @@
  * way a segment pool does. Best fit with splitting and coalescing inside each range; memory freed on
  * another stream is reused after an event; idle runs (every granule idle: a run is unmapped whole)
  * are unmapped by trim(), past `releaseThreshold`, before growing past `gcThreshold` of the
- * capacity, and when a map fails (then every stream's idle runs go and the map is retried once).
+ * capacity, before reserved passes its peak (`unmapIdleBeforeGrowth`), and when a map fails (then every stream's idle runs go and the map is retried once).
  * Over host memory (no GPU) the same logic runs on an mmap reservation whose runs are committed
  * with one mprotect each. upstreamAllocCount/upstreamFreeCount/segmentCount count runs. Side-effect free; index.ts registers it.
  * @module
@@ -60,6 +60,13 @@ const expandableOptions = defineOptions('expandable', {
    * garbage_collection_threshold). Off by default.
    */
   gcThreshold: option.custom(checkFraction),
+  /**
+   * Before mapping past the peak of reserved bytes (since resetPeak()), every stream's idle granules are unmapped
+   * first (waiting on the host for the streams that used them), so that a request that fits no free
+   * block reuses the memory of the holes it does not fit instead of holding it beside new granules.
+   * false: idle granules stay mapped until trim(), `releaseThreshold` or `gcThreshold` (default true).
+   */
+  unmapIdleBeforeGrowth: option.boolean(),
   /** What gcThreshold is a fraction of (default: `limitBytes` when set, else the device's memory; host: `reserveBytes`). */
   capacityBytes: option.bytes(),
   /**
@@ -91,7 +98,14 @@ export class ExpandableAllocator extends NativeAllocator {
         strategy: 'expandable',
         device: upstream === 'cuda' ? index : -1,
         ...peerAccessSpec(peers),
-        options: definedOptions(parsed, ['granuleBytes', 'capacityBytes', 'reserveBytes', 'releaseThreshold', 'gcThreshold'] as const),
+        options: definedOptions(parsed, [
+          'granuleBytes',
+          'capacityBytes',
+          'reserveBytes',
+          'releaseThreshold',
+          'gcThreshold',
+          'unmapIdleBeforeGrowth',
+        ] as const),
       },
       options,
     );

@@ -37,6 +37,29 @@ describe('expandable', () => {
     }
   });
 
+  it('unmaps the idle granules of a hole it does not fit before mapping past the peak', () => {
+    const reserved = (unmapIdleBeforeGrowth?: boolean) => {
+      const options = unmapIdleBeforeGrowth === undefined ? {} : { unmapIdleBeforeGrowth };
+      const a = createAllocator('expandable', { upstream: 'host', granuleBytes: MiB, reserveBytes: 256 * MiB, ...options });
+      try {
+        const hole = a.malloc(8 * MiB);
+        const kept = a.malloc(MiB); // mapped: 9 MiB
+        a.free(hole, 8 * MiB);
+        const big = a.malloc(12 * MiB); // fits only past `kept`
+        const s = a.stats();
+        a.free(big, 12 * MiB);
+        a.free(kept, MiB);
+        return { reservedBytes: s.reservedBytes, upstreamFreeCount: s.upstreamFreeCount };
+      } finally {
+        a.dispose();
+      }
+    };
+    expect(reserved()).toEqual({ reservedBytes: 13 * MiB, upstreamFreeCount: 1 }); // the hole's run went first
+    expect(reserved(true)).toEqual({ reservedBytes: 13 * MiB, upstreamFreeCount: 1 });
+    expect(reserved(false)).toEqual({ reservedBytes: 21 * MiB, upstreamFreeCount: 0 });
+    expect(() => createAllocator('expandable', { upstream: 'host', unmapIdleBeforeGrowth: 1 as never })).toThrow(/unmapIdleBeforeGrowth/);
+  });
+
   it('limitBytes caps the bytes mapped', () => {
     const a = createAllocator('expandable', { upstream: 'host', limitBytes: 8 * MiB, reserveBytes: 256 * MiB });
     try {

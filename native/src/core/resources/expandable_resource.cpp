@@ -294,6 +294,15 @@ struct expandable_resource::impl final : stream_observer {
     if (gc_limit != 0 && counter.get().reserved_bytes + needed > gc_limit) {
       release_idle({gc_limit > needed ? gc_limit - needed : 0, ~std::uint64_t{0}});
     }
+    // Mapping past the peak while idle runs are mapped (free blocks in holes this request does not
+    // fit, or another stream's) would hold both at the new peak: those runs go first.
+    if (options.unmap_idle_before_growth && idle_granules != 0) {
+      const resource_stats now = counter.get();
+      if (now.reserved_bytes + needed > now.peak_reserved_bytes) {
+        const std::uint64_t peak = now.peak_reserved_bytes;
+        release_idle({peak > needed ? peak - needed : 0, ~std::uint64_t{0}});
+      }
+    }
     std::string failure;
     try {
       map_granules(r, first, last);
@@ -992,11 +1001,28 @@ const strategy_descriptor& expandable_strategy() {
     gc.apply = [](chain_spec& spec, const option_value& v) { own(spec).options.gc_threshold = std::get<double>(v); };
     gc.read = [](const chain_spec& spec) -> option_value { return own(spec).options.gc_threshold; };
 
+    option_descriptor unmap_first;
+    unmap_first.key = "unmapIdleBeforeGrowth";
+    unmap_first.kind = option_kind::boolean;
+    unmap_first.default_text = "1";
+    unmap_first.help =
+        "before mapping past the peak of reserved bytes (since resetPeak), idle granules are unmapped first (the "
+        "streams that used them synchronised on the host); false: they stay mapped until trim, releaseThreshold or "
+        "gcThreshold";
+    unmap_first.fronts = front_js;
+    unmap_first.apply = [](chain_spec& spec, const option_value& v) {
+      own(spec).options.unmap_idle_before_growth = std::get<bool>(v);
+    };
+    unmap_first.read = [](const chain_spec& spec) -> option_value {
+      return own(spec).options.unmap_idle_before_growth;
+    };
+
     d.options = {granule,
                  expandable_bytes("releaseThreshold", 0, &expandable_options::release_threshold,
                                   std::numeric_limits<std::uint64_t>::max(),
                                   "idle mapped bytes kept; past it, idle granules are unmapped at free (unset: keep everything)"),
                  gc,
+                 unmap_first,
                  expandable_bytes("capacityBytes", 1, &expandable_options::capacity_bytes, 0,
                                   "what gcThreshold is a fraction of (unset: limitBytes, else the device's memory)"),
                  expandable_bytes("reserveBytes", 1, &expandable_options::reserve_bytes, 0,
