@@ -354,7 +354,9 @@ TEST(idle_runs_are_unmapped_before_reserved_passes_its_peak) {
 // Below the peak of reserved (since reset_peak), a map keeps the idle runs (no synchronisation);
 // past it, every stream's idle runs go first, the highest first, until the new granules fit under it.
 TEST(idle_runs_of_every_stream_go_only_past_the_peak) {
-  fixture f;
+  expandable_options o = fixture::small_range();
+  o.unmap_idle_before_growth = true;  // off by default
+  fixture f(o);
   void* x = f.resource.allocate(4 * granule, stream_a);  // run 0..3
   void* y = f.resource.allocate(4 * granule, stream_a);  // run 4..7
   void* k = f.resource.allocate(granule, stream_a);      // run 8: the peak is 9 granules

@@ -50,9 +50,11 @@ struct expandable_options {
   // Before mapping past the peak of reserved bytes (since reset_peak), idle granules (every
   // stream's) are unmapped first, so that a request that fits no free block reuses the physical
   // memory of the holes it does not fit instead of holding it beside new granules. Costs a host
-  // synchronisation of the streams that used them, only when reserved would pass its peak. false:
-  // idle granules stay mapped until trim, release_threshold or gc_threshold.
-  bool unmap_idle_before_growth = true;
+  // synchronisation of the streams that used them, only when reserved would pass its peak. false (the
+  // default until its cost on a GPU is measured: every such release waits for the streams, and two
+  // streams taking turns release runs many times a pass): idle granules stay mapped until trim,
+  // release_threshold or gc_threshold.
+  bool unmap_idle_before_growth = false;
   // What gc_threshold is a fraction of; 0: the device's total memory (the host twin: reserve_bytes).
   std::uint64_t capacity_bytes = 0;
   // The virtual range reserved per stream, a multiple of the granule; 0: the device's total memory

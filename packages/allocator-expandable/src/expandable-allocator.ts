@@ -64,7 +64,9 @@ const expandableOptions = defineOptions('expandable', {
    * Before mapping past the peak of reserved bytes (since resetPeak()), every stream's idle granules are unmapped
    * first (waiting on the host for the streams that used them), so that a request that fits no free
    * block reuses the memory of the holes it does not fit instead of holding it beside new granules.
-   * false: idle granules stay mapped until trim(), `releaseThreshold` or `gcThreshold` (default true).
+   * false (the default until its cost on a GPU is measured: each such release waits for the streams,
+   * and two streams taking turns release runs many times a pass): idle granules stay mapped until
+   * trim(), `releaseThreshold` or `gcThreshold`.
    */
   unmapIdleBeforeGrowth: option.boolean(),
   /** What gcThreshold is a fraction of (default: `limitBytes` when set, else the device's memory; host: `reserveBytes`). */

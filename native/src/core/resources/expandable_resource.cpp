@@ -1004,7 +1004,7 @@ const strategy_descriptor& expandable_strategy() {
     option_descriptor unmap_first;
     unmap_first.key = "unmapIdleBeforeGrowth";
     unmap_first.kind = option_kind::boolean;
-    unmap_first.default_text = "1";
+    unmap_first.default_text = "0";
     unmap_first.help =
         "before mapping past the peak of reserved bytes (since resetPeak), idle granules are unmapped first (the "
         "streams that used them synchronised on the host); false: they stay mapped until trim, releaseThreshold or "
