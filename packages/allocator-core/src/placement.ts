@@ -24,9 +24,17 @@ export function resolvePlacement(upstream: unknown, device: unknown): { upstream
   return { upstream: resolved, device: resolved === 'cuda' ? cudaDevice(index as number) : hostDevice, index: index as number };
 }
 
-/** The entries of `options` named in `keys` that are not undefined (what a native spec passes on). */
-export function definedOptions<T extends object, K extends keyof T>(options: T, keys: readonly K[]): Partial<Pick<T, K>> {
+/**
+ * The entries of `options` named in `keys` that are not undefined (what a native spec passes on).
+ * `keys` is a list, or option entries whose names are the keys (the part of a definition that goes
+ * to the native strategy as it is, so that the names are not listed a second time).
+ */
+export function definedOptions<T extends object, K extends keyof T>(
+  options: T,
+  keys: readonly K[] | Readonly<Record<K, unknown>>,
+): Partial<Pick<T, K>> {
+  const names = (Array.isArray(keys) ? keys : Object.keys(keys)) as readonly K[];
   const out: Partial<Pick<T, K>> = {};
-  for (const key of keys) if (options[key] !== undefined) out[key] = options[key];
+  for (const key of names) if (options[key] !== undefined) out[key] = options[key];
   return out;
 }

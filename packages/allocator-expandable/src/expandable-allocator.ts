@@ -35,18 +35,8 @@ function checkFraction(value: unknown, name: string): number {
   return value;
 }
 
-const expandableOptions = defineOptions('expandable', {
-  /** Where granules come from: 'cuda' (CUDA VMM), 'host' (mmap), or 'auto' (cuda when a GPU is present; the default). */
-  upstream: option.oneOf(['cuda', 'host', 'auto'], { default: 'auto' }),
-  /** CUDA device ordinal for the 'cuda' upstream (default 0). */
-  device: option.nonNegative({ default: 0 }),
-  /**
-   * CUDA devices (ordinals) that may read and write this allocator's memory (the 'cuda' upstream
-   * only): every run of granules is mapped read/write for them as well as for `device` (their
-   * CUmemAccessDesc in each cuMemSetAccess). Each must be another device with a P2P path to
-   * `device` (`peerTopology()`). Default: none.
-   */
-  peerAccess: peerAccessOption,
+/** The options the native expandable strategy takes as they are. */
+const expandableNative = {
   /**
    * Bytes mapped at a time. cuda: a multiple of the device's minimum granularity (default: its
    * recommended granularity, 2 MiB on current GPUs); host: a power of two of at least the page size
@@ -76,6 +66,21 @@ const expandableOptions = defineOptions('expandable', {
    * (default: the device's memory rounded up to a granule; host: 64 GiB).
    */
   reserveBytes: option.bytes(),
+};
+
+const expandableOptions = defineOptions('expandable', {
+  /** Where granules come from: 'cuda' (CUDA VMM), 'host' (mmap), or 'auto' (cuda when a GPU is present; the default). */
+  upstream: option.oneOf(['cuda', 'host', 'auto'], { default: 'auto' }),
+  /** CUDA device ordinal for the 'cuda' upstream (default 0). */
+  device: option.nonNegative({ default: 0 }),
+  /**
+   * CUDA devices (ordinals) that may read and write this allocator's memory (the 'cuda' upstream
+   * only): every run of granules is mapped read/write for them as well as for `device` (their
+   * CUmemAccessDesc in each cuMemSetAccess). Each must be another device with a P2P path to
+   * `device` (`peerTopology()`). Default: none.
+   */
+  peerAccess: peerAccessOption,
+  ...expandableNative,
   ...nativeLayerOptions,
 });
 
@@ -100,14 +105,7 @@ export class ExpandableAllocator extends NativeAllocator {
         strategy: 'expandable',
         device: upstream === 'cuda' ? index : -1,
         ...peerAccessSpec(peers),
-        options: definedOptions(parsed, [
-          'granuleBytes',
-          'capacityBytes',
-          'reserveBytes',
-          'releaseThreshold',
-          'gcThreshold',
-          'unmapIdleBeforeGrowth',
-        ] as const),
+        options: definedOptions(parsed, expandableNative),
       },
       options,
     );

@@ -29,6 +29,16 @@ import {
   type OptionsOf,
 } from '@gpumem/allocator-core';
 
+/** The options the native pool under 'pinned' takes as they are. */
+const pinnedNative = {
+  /**
+   * Cap on reserved bytes. Over pinned memory it lowers the cap on pinned bytes (default: the host's
+   * MemAvailable at creation less 10% of MemTotal); over host memory it is the pool's cap (default: none).
+   */
+  maxReservedBytes: option.bytes(),
+  ...poolSizeOptions,
+};
+
 const pinnedOptions = defineOptions('pinned', {
   /**
    * Where segments come from: 'pinned' (cudaHostAlloc, mapped: kernels use it in place), 'host'
@@ -46,12 +56,7 @@ const pinnedOptions = defineOptions('pinned', {
    * GPU strategy. Default: none.
    */
   peerAccess: peerAccessOption,
-  /**
-   * Cap on reserved bytes. Over pinned memory it lowers the cap on pinned bytes (default: the host's
-   * MemAvailable at creation less 10% of MemTotal); over host memory it is the pool's cap (default: none).
-   */
-  maxReservedBytes: option.bytes(),
-  ...poolSizeOptions,
+  ...pinnedNative,
   ...nativeLayerOptions,
 });
 
@@ -71,7 +76,6 @@ export class PinnedAllocator extends NativeAllocator {
     // Pinned memory is used by kernels on a device's streams: its placement is that device's.
     const placement = resolvePlacement(requested === 'pinned' ? 'cuda' : requested, parsed.device);
     const upstream = placement.upstream === 'cuda' ? 'pinned' : 'host';
-    const sizes = ['maxReservedBytes', 'smallRequestLimit', 'smallSegmentBytes', 'largeSegmentRounding'] as const;
     const peers = checkPeerAccess(parsed.peerAccess, placement.device);
     super(
       'pinned',
@@ -80,7 +84,7 @@ export class PinnedAllocator extends NativeAllocator {
         strategy: 'pinned',
         device: placement.index,
         ...peerAccessSpec(peers),
-        options: { upstream, ...definedOptions(parsed, sizes) },
+        options: { upstream, ...definedOptions(parsed, pinnedNative) },
       },
       options,
     );

@@ -20,6 +20,13 @@ import {
   type OptionsOf,
 } from '@gpumem/allocator-core';
 
+/** The options the native pool takes as they are. */
+const poolNative = {
+  /** Cap on reserved bytes (default: none beyond the device's own memory). */
+  maxReservedBytes: option.bytes(),
+  ...poolSizeOptions,
+};
+
 const poolOptions = defineOptions('pool', {
   /** Where segments come from: 'cuda' (cudaMalloc), 'host', or 'auto' (cuda when a GPU is present; the default). */
   upstream: option.oneOf(['cuda', 'host', 'auto'], { default: 'auto' }),
@@ -32,9 +39,7 @@ const poolOptions = defineOptions('pool', {
    * `device` (`peerTopology()`). Default: none.
    */
   peerAccess: peerAccessOption,
-  /** Cap on reserved bytes (default: none beyond the device's own memory). */
-  maxReservedBytes: option.bytes(),
-  ...poolSizeOptions,
+  ...poolNative,
   ...nativeLayerOptions,
 });
 
@@ -51,12 +56,11 @@ export class PoolAllocator extends NativeAllocator {
   constructor(options: PoolAllocatorOptions = {}) {
     const parsed = poolOptions.parse(options);
     const { upstream, device, index } = resolvePlacement(parsed.upstream, parsed.device);
-    const sizes = ['maxReservedBytes', 'smallRequestLimit', 'smallSegmentBytes', 'largeSegmentRounding'] as const;
     const peers = checkPeerAccess(parsed.peerAccess, device);
     super(
       'pool',
       device,
-      { strategy: 'pool', device: index, ...peerAccessSpec(peers), options: { upstream, ...definedOptions(parsed, sizes) } },
+      { strategy: 'pool', device: index, ...peerAccessSpec(peers), options: { upstream, ...definedOptions(parsed, poolNative) } },
       options,
     );
     this.upstream = upstream;
