@@ -7,7 +7,8 @@
 #
 # Placements: plain (as compare starts its children), near (taskset to the CPUs of the GPU's NUMA
 # node), far (another node's CPUs, where there is one), two (two CPUs of the GPU's node), record (plain,
-# every allocation event tracked, as compare does), cuda (plain, the cuda strategy). Nothing here
+# every allocation event tracked, as compare does), cuda (plain, the cuda strategy). PLACEMENTS picks
+# some (e.g. "plain cuda"). Nothing here
 # changes a setting of the host or the GPU: it reads them.
 set -uo pipefail
 out=${1:?usage: diag-epoch-noise.sh OUT_DIR}
@@ -33,7 +34,7 @@ near=$(cat "$dev/local_cpulist" 2>/dev/null || echo "0-$(($(nproc) - 1))")
 node=$(cat "$dev/numa_node" 2>/dev/null || echo -1)
 far=""
 for d in /sys/devices/system/node/node[0-9]*; do
-  [ -d "$d" ] || continue
+  [ -d "$d" ] && [ "$node" -ge 0 ] || continue
   [ "${d##*node}" = "$node" ] && continue
   far=$(cat "$d/cpulist")
   break
@@ -50,23 +51,28 @@ one() {
     "$@" node bench/gpu/diag-epoch-noise.mjs --epochs "$epochs" --label "$label" "${extra[@]}" >>"$lines" 2>>"$out/noise-stderr.txt"
   done
 }
+placements=" ${PLACEMENTS:-plain near far two record cuda} "
+has() { [[ $placements == *" $1 "* ]]; }
 extra=()
-one plain env
-one near taskset -c "$near"
-[ -n "$far" ] && one far taskset -c "$far"
-one two taskset -c "$two"
+has plain && one plain env
+has near && one near taskset -c "$near"
+has far && [ -n "$far" ] && one far taskset -c "$far"
+has two && one two taskset -c "$two"
 extra=(--record)
-one record env
+has record && one record env
 extra=(--allocator cuda)
-n=3 one cuda env
+has cuda && one cuda env
 kill "$smi" 2>/dev/null
 echo "== load after: $(cat /proc/loadavg)" >>"$topo"
 node -e '
 const lines = require("fs").readFileSync(process.argv[1], "utf8").trim().split("\n").map(JSON.parse);
-const f = (x) => (x === null ? "-" : Math.round(x));
+const f = (x) => (x === null || x === undefined ? "-" : Math.round(x));
+const j = (e, g) => e.map(g).join("/");
 for (const l of lines) {
   const e = l.epochs.slice(1);
-  console.log(l.label.padEnd(7), l.allocator.padEnd(5), "epochs", e.map((x) => f(x.epochMs)).join("/"), "issue", e.map((x) => f(x.issueMs)).join("/"),
-    "cpu", e.map((x) => f(x.cpuMs)).join("/"), "gc", e.map((x) => f(x.gcMs)).join("/"), "invol", e.map((x) => x.involuntarySwitches).join("/"),
-    "cpus", [...new Set(e.flatMap((x) => x.cpus))].join(","), "MHz", e.map((x) => (x.mhz ? f(x.mhz.min) + "-" + f(x.mhz.max) : "-")).join("/"));
+  console.log(l.label.padEnd(7), l.allocator.padEnd(5), "epochs", j(e, (x) => f(x.epochMs)), "cpu", j(e, (x) => f(x.cpuMs)),
+    "step p50 us", j(e, (x) => f(x.stepMs.p50 * 1000)), "p90", j(e, (x) => f(x.stepMs.p90 * 1000)), "spikes ms", j(e, (x) => f(x.stepMs.spikeMs)),
+    "gc", j(e, (x) => f(x.gcMs)), "invol", j(e, (x) => x.involuntarySwitches), "steal", j(e, (x) => f(x.stealMs)),
+    "cpus", [...new Set(e.flatMap((x) => x.cpus))].join(","),
+    "probe js", f(l.probeBefore.jsMs) + "/" + f(l.probeAfter.jsMs), "native", f(l.probeBefore.nativeMs) + "/" + f(l.probeAfter.nativeMs));
 }' "$lines" >>"$topo"
