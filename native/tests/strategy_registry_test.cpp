@@ -252,6 +252,12 @@ TEST(torch_accepts_exactly_the_registered_names) {
 TEST(torch_defaults_and_descriptions_are_unchanged) {
   torch::config c;
   REQUIRE_EQ(torch_config({}, &c), std::string(""));
+  CHECK_EQ(torch::describe(c), std::string("strategy=expandable oom=raise"));
+  // With GPUMEM_ALLOCATOR unset, another strategy's variable is refused rather than ignored.
+  const std::string error = torch_config({{"GPUMEM_POOL_MAX_RESERVED", "1GiB"}});
+  CHECK(contains(error, "GPUMEM_POOL_MAX_RESERVED='1GiB'"));
+  CHECK(contains(error, "GPUMEM_ALLOCATOR=pool or pinned as well (GPUMEM_ALLOCATOR is unset, and the default strategy is expandable)"));
+  REQUIRE_EQ(torch_config({{"GPUMEM_ALLOCATOR", "pool"}}, &c), std::string(""));
   CHECK_EQ(torch::describe(c), std::string("strategy=pool pool.upstream=cuda pool.max_reserved=none oom=raise"));
   REQUIRE_EQ(torch_config({{"GPUMEM_ALLOCATOR", "uvm"}, {"GPUMEM_UVM_LIMIT", "8GiB"}, {"GPUMEM_UVM_PREFETCH", "0"},
                            {"GPUMEM_UVM_ADVISE", "host"}},

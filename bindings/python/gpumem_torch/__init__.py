@@ -20,8 +20,8 @@ or for part of a program, beside PyTorch's own allocator::
         states = torch.zeros(n, device="cuda")       # in managed memory
     alloc.memory_stats()
 
-Strategies (the names of gpumem's registry): ``cuda``, ``uvm``, ``pool`` (the default), ``async``,
-``native`` (a plug-in library; ``plugin:PATH`` is its deprecated spelling), ``expandable``,
+Strategies (the names of gpumem's registry): ``cuda``, ``uvm``, ``pool``, ``async``,
+``native`` (a plug-in library; ``plugin:PATH`` is its deprecated spelling), ``expandable`` (the default),
 ``pinned`` and ``tiered``: every registered strategy but ``host``, whose memory CUDA kernels cannot
 use. :func:`strategies` lists them with their options, as the library's registry describes them.
 Out of memory follows PyTorch's convention ("CUDA out of memory. ..."). See docs/torch.md.

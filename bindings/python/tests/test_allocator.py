@@ -203,7 +203,7 @@ class AllocatorConfigTests(unittest.TestCase):
         self.assertEqual(r["full"], -4)
         self.assertIn("at most 7 allocator instances", r["full_error"])
         self.assertEqual(r["config1"], "strategy=tiered tiered.device_budget=default tiered.host_budget=default tiered.placement=host oom=raise")
-        self.assertEqual(r["config0"], "strategy=pool pool.upstream=cuda pool.max_reserved=none oom=raise")
+        self.assertEqual(r["config0"], "strategy=expandable oom=raise")
         self.assertIn("out of range", r["config9"])
         self.assertTrue(r["symbols"])
 

@@ -100,8 +100,12 @@ def check_config(**env):
 class ConfigTests(unittest.TestCase):
     """The environment is read and validated by the library, without PyTorch or CUDA."""
 
-    def test_default_is_pool(self):
-        self.assertEqual(check_config()["config"], "strategy=pool pool.upstream=cuda pool.max_reserved=none oom=raise")
+    def test_default_is_expandable(self):
+        self.assertEqual(check_config()["config"], "strategy=expandable oom=raise")
+        # another strategy's variable, with GPUMEM_ALLOCATOR unset, is an error rather than ignored
+        error = check_config(GPUMEM_POOL_MAX_RESERVED="1GiB")["error"]
+        self.assertIn("GPUMEM_POOL_MAX_RESERVED='1GiB'", error)
+        self.assertIn("the default strategy is expandable", error)
 
     def test_each_strategy(self):
         for name in STRATEGIES:
@@ -135,7 +139,7 @@ class ConfigTests(unittest.TestCase):
                 self.assertTrue(check_config(**env)["config"].startswith(f"strategy={name} "))
 
     def test_empty_value_means_unset(self):
-        self.assertTrue(check_config(GPUMEM_ALLOCATOR="")["config"].startswith("strategy=pool "))
+        self.assertTrue(check_config(GPUMEM_ALLOCATOR="")["config"].startswith("strategy=expandable "))
 
     def test_bad_allocator_names_variable_and_value(self):
         error = check_config(GPUMEM_ALLOCATOR="bogus")["error"]
@@ -153,7 +157,7 @@ class ConfigTests(unittest.TestCase):
         cases = {"1048576": 1048576, "512MiB": 512 << 20, "4gib": 4 << 30, "64KiB": 64 << 10, "1TiB": 1 << 40}
         for text, value in cases.items():
             with self.subTest(size=text):
-                c = check_config(GPUMEM_POOL_MAX_RESERVED=text)["config"]
+                c = check_config(GPUMEM_ALLOCATOR="pool", GPUMEM_POOL_MAX_RESERVED=text)["config"]
                 self.assertIn(f"pool.max_reserved={value}", c)
         c = check_config(GPUMEM_ALLOCATOR="async", GPUMEM_ASYNC_RELEASE_THRESHOLD="256MiB")["config"]
         self.assertIn(f"async.release_threshold={256 << 20}", c)

@@ -239,7 +239,7 @@ class TraceTests(unittest.TestCase):
         self.assertEqual(header["format"], "gpumem-trace")
         self.assertEqual(header["version"], 1)
         self.assertEqual(header["source"], "libgpumem_torch")
-        self.assertEqual(header["allocator"], "pool")
+        self.assertEqual(header["allocator"], "expandable")
         self.assertEqual(header["tags"], ["other"])
         self.assertEqual(header["workload"], {"model": "none"})
         self.assertEqual(header["eventCount"], 150000)
@@ -282,7 +282,7 @@ class TraceTests(unittest.TestCase):
         self.assertEqual(header["eventCount"], 100001)
         self.assertEqual(len(events), 100001)
         self.assertEqual(header["workload"]["trigger"], "GPUMEM_TRACE")
-        self.assertTrue(header["workload"]["config"].startswith("strategy=pool "))
+        self.assertTrue(header["workload"]["config"].startswith("strategy=expandable "))
 
     def test_env_trace_can_be_stopped_and_then_record_again(self):
         out, again = self.path("env.csv"), self.path("again.jsonl")

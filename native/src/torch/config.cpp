@@ -103,7 +103,10 @@ bool parse_spec(const std::string& spec, std::vector<std::pair<std::string, std:
 
 bool parse_config(const env_reader& env, config& out, std::string& error) {
   config c;
-  c.strategy = &gpumem::pool_strategy();
+  // The default, expandable: it reserved the least at PyTorch's step time in every program of
+  // bench/torch-live (docs/torch.md, "The default strategy").
+  c.strategy = &gpumem::expandable_strategy();
+  const bool defaulted = !read(env, "GPUMEM_ALLOCATOR");
   std::string deprecated_library;  // GPUMEM_ALLOCATOR=plugin:PATH
   if (auto v = read(env, "GPUMEM_ALLOCATOR")) {
     const std::string s = lower(*v);
@@ -130,24 +133,34 @@ bool parse_config(const env_reader& env, config& out, std::string& error) {
   }
   c.spec.strategy = c.strategy->name;
   // Every strategy's variables are checked, whichever strategy is chosen; the chosen one's are applied.
+  const auto chosen_reads = [&c](const std::string& variable) {
+    for (const gpumem::option_descriptor& co : c.strategy->options) {
+      if (co.env == variable) return true;
+    }
+    return false;
+  };
   for (const gpumem::strategy_descriptor* d : gpumem::strategies()) {
     for (const gpumem::option_descriptor& o : d->options) {
       if (o.env.empty()) continue;
       const std::optional<std::string> v = read(env, o.env);
       const bool mine = d == c.strategy;
       if (!v) continue;
-      if (o.env_strict && !mine) {
+      if (o.env_strict && !mine && !chosen_reads(o.env)) {
         // Another strategy's variable that means nothing without it.
-        bool owned_by_chosen = false;
-        for (const gpumem::option_descriptor& co : c.strategy->options) owned_by_chosen = owned_by_chosen || co.env == o.env;
-        if (!owned_by_chosen) {
-          error = bad_value(o.env, *v, strategies_with(o.env) + " as well");
-          return false;
-        }
+        error = bad_value(o.env, *v, strategies_with(o.env) + " as well");
+        return false;
       }
       gpumem::option_value value;
       if (!gpumem::parse_option_text(o, *v, value)) {
         error = bad_value(o.env, *v, gpumem::option_text_expected(o));
+        return false;
+      }
+      if (defaulted && !mine && !chosen_reads(o.env)) {
+        // Another strategy's variable with GPUMEM_ALLOCATOR unset: the process meant that strategy
+        // (pool's, the default before expandable), and silently ignoring the setting would hide it.
+        error = bad_value(o.env, *v,
+                          strategies_with(o.env) + " as well (GPUMEM_ALLOCATOR is unset, and the default strategy is " +
+                              c.strategy->name + ")");
         return false;
       }
       if (mine && !std::holds_alternative<std::monostate>(value)) o.apply(c.spec, value);

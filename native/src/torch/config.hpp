@@ -23,7 +23,7 @@ enum class oom_mode { raise, null };
 // option with a variable (GPUMEM_POOL_MAX_RESERVED, ...) is read through its descriptor.
 // GPUMEM_ALLOCATOR=plugin:PATH is the deprecated spelling of native with GPUMEM_NATIVE_LIBRARY=PATH.
 struct config {
-  const gpumem::strategy_descriptor* strategy = nullptr;  // never null once parsed ('pool' by default)
+  const gpumem::strategy_descriptor* strategy = nullptr;  // never null once parsed ('expandable' by default)
   gpumem::chain_spec spec;  // the strategy and its options; chain_spec_for adds the device and the limit
   uvm_limit_mode uvm_limit = uvm_limit_mode::free_memory;
   std::uint64_t uvm_limit_bytes = 0;  // uvm_limit == bytes

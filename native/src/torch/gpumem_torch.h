@@ -15,7 +15,7 @@
  * but not empty must be valid; an empty value counts as unset.
  *
  *   GPUMEM_ALLOCATOR                cuda | uvm | pool | async | expandable | pinned | tiered |
- *                                   native | plugin:PATH    (default pool; case-insensitive)
+ *                                   native | plugin:PATH    (default expandable; case-insensitive)
  *     cuda  cudaMalloc / cudaFree for every tensor (cudaFree synchronises the device).
  *     uvm   cudaMallocManaged, prefetched to the device on the allocating stream, capped by
  *           GPUMEM_UVM_LIMIT.

@@ -91,7 +91,7 @@ GPUMEM_TORCH_API int gpumem_trace_simulate(uint64_t count, uint64_t bytes);
 /*
  * The seed's allocator library (uvm_allocator.so) under its own names, so a program written for
  * it runs unchanged with this library copied (or linked) as uvm_allocator.so. The allocation
- * functions are gpumem_malloc / gpumem_free (the strategy of GPUMEM_ALLOCATOR, default pool; the
+ * functions are gpumem_malloc / gpumem_free (the strategy of GPUMEM_ALLOCATOR, default expandable; the
  * same behaviour on failure: see GPUMEM_OOM). The statistics are gpumem_stats' summed over the
  * devices in use (for one GPU, that device's numbers).
  */
