@@ -147,10 +147,19 @@ describe('gpumem CLI: first contact', () => {
     }
     expect(r.stdout).toMatch(/median epoch \(min\u2013max\)/);
     expect(r.stdout).toMatch(/= tied for best within the spread/);
+    expect(r.stdout).not.toMatch(/middle half/); // 2 measured epochs: min–max is what is compared
     // every time column is either one best or a tie, never both
     for (const column of ['medianEpochMs', 'throughput']) {
       expect(Boolean(result.best[column]) !== Boolean(result.tied[column])).toBe(true);
     }
+  });
+
+  it('compare says when the spread compared is the middle half of the epochs (8 measured or more)', () => {
+    const r = run(['compare', ...tiny, '--epochs', '9', '--allocators', 'host']);
+    expect(r.status).toBe(0);
+    expect(r.stdout).toMatch(
+      /within the spread of the epoch times \(with 8 measured epochs a row, the spread compared is their middle half, from the first to the third quartile; the table shows min–max\)/,
+    );
   });
 
   it('compare --repeat runs each allocator in fresh processes, interleaved, and pools the epochs', () => {

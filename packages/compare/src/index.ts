@@ -19,7 +19,7 @@ export {
 } from './compare.js';
 export { buildTimeline, capTimeline, cleanTimeline, peakBreakdown, alignHostSamples, type HostSamples } from './timeline.js';
 export { hasHostTier, hostTierSummary, splitPeak, anyHostTier, anyTierMoves } from './tiers.js';
-export { spreadOf, spreadsOverlap, tieTolerance, warmupEpochsOf, type Spread } from './spread.js';
+export { quartilesFrom, spreadOf, spreadsOverlap, tieTolerance, warmupEpochsOf, type Spread } from './spread.js';
 export { mergeRepeats } from './repeat.js';
 export { isDistributed, runDistributed, summariseDistributed } from './distributed-run.js';
 export { deviceRun, deviceLabels, devicePeaksText, anyDevices } from './devices.js';

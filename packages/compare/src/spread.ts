@@ -37,13 +37,19 @@ export function spreadOf(values: readonly number[]): Spread | null {
 export const tieTolerance = 0.01;
 
 /**
+ * From this many measurements a spread is compared by its interquartile range; below, by min–max
+ * (too few for quartiles to mean much).
+ */
+export const quartilesFrom = 8;
+
+/**
  * True when two spreads overlap, so neither is better beyond the noise. Ranges are min–max for
- * fewer than 8 measurements (too few for quartiles to mean much), the interquartile range beyond,
- * each widened by {@link tieTolerance} of its values.
+ * fewer than {@link quartilesFrom} measurements, the interquartile range from there, each widened
+ * by {@link tieTolerance} of its values.
  */
 export function spreadsOverlap(a: Spread, b: Spread): boolean {
   const range = (s: Spread): [number, number] => {
-    const [lo, hi] = s.n < 8 ? [s.min, s.max] : [s.q1, s.q3];
+    const [lo, hi] = s.n < quartilesFrom ? [s.min, s.max] : [s.q1, s.q3];
     return [lo * (1 - tieTolerance), hi * (1 + tieTolerance)];
   };
   const [aLo, aHi] = range(a);

@@ -15,7 +15,7 @@ import {
 } from '@gpumem/compare';
 import { parseAllocatorList, specProblems, specProblemsInChild, type AllocatorSpec } from '@gpumem/compare';
 import { anyHostTier, anyTierMoves, type CompareResult, type CompareRun, type TierSplit } from '@gpumem/compare';
-import { anyDevices, devicePeaksText } from '@gpumem/compare';
+import { anyDevices, devicePeaksText, quartilesFrom } from '@gpumem/compare';
 import { renderHtmlReport } from '@gpumem/compare';
 import { toChromeTrace } from '@gpumem/compare';
 import { commonDefaults, getWorkload } from '@gpumem/gnn';
@@ -343,8 +343,13 @@ export function formatCompareTable(result: CompareResult): string {
   const measured = result.runs.find((r) => r.status === 'ok');
   const warmup = measured && (measured.warmupEpochs ?? 0) > 0 ? `; epoch times leave out each run's first (warm-up) epoch` : '';
   const repeats = measured && (measured.repeats ?? 1) > 1 ? `; each row pools ${measured.repeats} runs in fresh processes` : '';
+  const measuredEpochs = measured?.epochSpread?.n ?? 0;
+  const spread =
+    measuredEpochs >= quartilesFrom
+      ? ` (with ${measuredEpochs} measured epochs a row, the spread compared is their middle half, from the first to the third quartile; the table shows min–max)`
+      : '';
   const notes = [
-    `* best in its column; = tied for best within the spread of the epoch times (no clear winner)${warmup}${repeats}`,
+    `* best in its column; = tied for best within the spread of the epoch times${spread} (no clear winner)${warmup}${repeats}`,
     `upstream calls: allocations / frees the strategy asked of what it allocates from (the driver for the native strategies, the upstream allocator for a plug-in over another)`,
     ...(anyHostTier(result.runs)
       ? [
