@@ -252,7 +252,10 @@ TEST(torch_accepts_exactly_the_registered_names) {
 TEST(torch_defaults_and_descriptions_are_unchanged) {
   torch::config c;
   REQUIRE_EQ(torch_config({}, &c), std::string(""));
-  CHECK_EQ(torch::describe(c), std::string("strategy=expandable oom=raise"));
+  CHECK_EQ(torch::describe(c), std::string("strategy=expandable expandable.unmap_idle_before_growth=0 oom=raise"));
+  REQUIRE_EQ(torch_config({{"GPUMEM_EXPANDABLE_UNMAP_IDLE_BEFORE_GROWTH", "1"}}, &c), std::string(""));
+  CHECK(c.spec.options<expandable_spec>().options.unmap_idle_before_growth);
+  CHECK_EQ(torch::describe(c), std::string("strategy=expandable expandable.unmap_idle_before_growth=1 oom=raise"));
   // With GPUMEM_ALLOCATOR unset, another strategy's variable is refused rather than ignored.
   const std::string error = torch_config({{"GPUMEM_POOL_MAX_RESERVED", "1GiB"}});
   CHECK(contains(error, "GPUMEM_POOL_MAX_RESERVED='1GiB'"));
@@ -281,7 +284,7 @@ TEST(torch_defaults_and_descriptions_are_unchanged) {
   REQUIRE_EQ(torch_config({{"GPUMEM_ALLOCATOR", "async"}}, &c), std::string(""));
   CHECK_EQ(torch::describe(c), std::string("strategy=async async.release_threshold=keep-all oom=raise"));
   REQUIRE_EQ(torch_config({{"GPUMEM_ALLOCATOR", "expandable"}}, &c), std::string(""));
-  CHECK_EQ(torch::describe(c), std::string("strategy=expandable oom=raise"));
+  CHECK_EQ(torch::describe(c), std::string("strategy=expandable expandable.unmap_idle_before_growth=0 oom=raise"));
   const std::vector<std::string> expandable_layers = chain_layers(torch::chain_spec_for(c, 0, 0));
   CHECK_EQ(expandable_layers.front(), std::string("vmm"));
   // The uvm limit from the device's free memory, less the margin.

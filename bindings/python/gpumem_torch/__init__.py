@@ -174,11 +174,12 @@ def enable(strategy: Optional[str] = None, **options: Any) -> str:
     ``strategy`` is one of ``cuda``, ``uvm``, ``pool``, ``async``, ``native`` (with
     ``native_library``), ``expandable``, ``pinned``, ``tiered`` (:func:`strategies`), or
     ``plugin:/path/lib.so`` (the deprecated spelling of ``native``) (default:
-    ``$GPUMEM_ALLOCATOR``, else ``pool``). ``options`` set the matching
+    ``$GPUMEM_ALLOCATOR``, else ``expandable``). ``options`` set the matching
     environment variables: ``uvm_prefetch`` (bool), ``uvm_advise`` (``none``/``device``/``host``),
     ``uvm_limit`` (``free``, ``none`` or a size), ``async_release_threshold`` (size),
     ``pool_max_reserved`` (size; also pinned's cap), ``tiered_device_budget`` and
     ``tiered_host_budget`` (sizes), ``tiered_placement`` (``auto``/``device``/``host``),
+    ``expandable_unmap_idle_before_growth`` (bool),
     ``native_library`` (path), ``plugin_options`` (``"key=value;key=value"``), ``oom``
     (``raise``/``null``). Sizes are integers (bytes) or strings such as ``"512MiB"`` or ``"4GiB"``
     (KiB, MiB, GiB or TiB, the only units accepted). ``None`` leaves a variable as it is.

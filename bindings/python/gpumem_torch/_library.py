@@ -40,6 +40,8 @@ OPTION_ENV = {
     "host_budget": "GPUMEM_TIERED_HOST_BUDGET",
     "tiered_placement": "GPUMEM_TIERED_PLACEMENT",
     "placement": "GPUMEM_TIERED_PLACEMENT",
+    "expandable_unmap_idle_before_growth": "GPUMEM_EXPANDABLE_UNMAP_IDLE_BEFORE_GROWTH",
+    "unmap_idle_before_growth": "GPUMEM_EXPANDABLE_UNMAP_IDLE_BEFORE_GROWTH",
 }
 CONFIG_ENV = ("GPUMEM_ALLOCATOR",) + tuple(sorted(set(OPTION_ENV.values())))
 

@@ -126,7 +126,7 @@ class AllocatorConfigTests(unittest.TestCase):
             "uvm": "strategy=uvm uvm.prefetch=1 uvm.advise=none uvm.limit=free oom=raise",
             "pool": "strategy=pool pool.upstream=cuda pool.max_reserved=none oom=raise",
             "async": "strategy=async async.release_threshold=keep-all oom=raise",
-            "expandable": "strategy=expandable oom=raise",
+            "expandable": "strategy=expandable expandable.unmap_idle_before_growth=0 oom=raise",
             "pinned": "strategy=pinned pool.upstream=pinned pool.max_reserved=none oom=raise",
             "tiered": "strategy=tiered tiered.device_budget=default tiered.host_budget=default tiered.placement=auto oom=raise",
         }
@@ -203,7 +203,7 @@ class AllocatorConfigTests(unittest.TestCase):
         self.assertEqual(r["full"], -4)
         self.assertIn("at most 7 allocator instances", r["full_error"])
         self.assertEqual(r["config1"], "strategy=tiered tiered.device_budget=default tiered.host_budget=default tiered.placement=host oom=raise")
-        self.assertEqual(r["config0"], "strategy=expandable oom=raise")
+        self.assertEqual(r["config0"], "strategy=expandable expandable.unmap_idle_before_growth=0 oom=raise")
         self.assertIn("out of range", r["config9"])
         self.assertTrue(r["symbols"])
 

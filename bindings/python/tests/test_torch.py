@@ -38,6 +38,7 @@ CONFIG_VARS = (
     "GPUMEM_TIERED_DEVICE_BUDGET",
     "GPUMEM_TIERED_HOST_BUDGET",
     "GPUMEM_TIERED_PLACEMENT",
+    "GPUMEM_EXPANDABLE_UNMAP_IDLE_BEFORE_GROWTH",
 )
 
 HAVE_LIB = os.path.exists(gpumem_torch.library_path())
@@ -101,7 +102,9 @@ class ConfigTests(unittest.TestCase):
     """The environment is read and validated by the library, without PyTorch or CUDA."""
 
     def test_default_is_expandable(self):
-        self.assertEqual(check_config()["config"], "strategy=expandable oom=raise")
+        self.assertEqual(check_config()["config"], "strategy=expandable expandable.unmap_idle_before_growth=0 oom=raise")
+        on = check_config(GPUMEM_EXPANDABLE_UNMAP_IDLE_BEFORE_GROWTH="1")["config"]
+        self.assertEqual(on, "strategy=expandable expandable.unmap_idle_before_growth=1 oom=raise")
         # another strategy's variable, with GPUMEM_ALLOCATOR unset, is an error rather than ignored
         error = check_config(GPUMEM_POOL_MAX_RESERVED="1GiB")["error"]
         self.assertIn("GPUMEM_POOL_MAX_RESERVED='1GiB'", error)

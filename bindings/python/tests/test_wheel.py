@@ -151,7 +151,7 @@ class WheelTests(unittest.TestCase):
         )
         self.assertTrue(r["file"].startswith(r["prefix"]), r)
         self.assertEqual(r["lib"], os.path.join(os.path.dirname(r["file"]), "lib", "libgpumem_torch.so"))
-        self.assertEqual(r["config"], "strategy=expandable oom=raise")
+        self.assertEqual(r["config"], "strategy=expandable expandable.unmap_idle_before_growth=0 oom=raise")
         self.assertEqual(r["tiered"], f"strategy=tiered tiered.device_budget={4 << 30} tiered.host_budget=default tiered.placement=auto oom=raise")
         self.assertFalse(r["torch"], "importing gpumem_torch and checking a configuration must not import PyTorch")
 

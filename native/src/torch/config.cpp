@@ -104,7 +104,7 @@ bool parse_spec(const std::string& spec, std::vector<std::pair<std::string, std:
 bool parse_config(const env_reader& env, config& out, std::string& error) {
   config c;
   // The default, expandable: it reserved the least at PyTorch's step time in every program of
-  // bench/torch-live (docs/torch.md, "The default strategy").
+  // bench/torch-live (docs/torch.md, "The default: expandable").
   c.strategy = &gpumem::expandable_strategy();
   const bool defaulted = !read(env, "GPUMEM_ALLOCATOR");
   std::string deprecated_library;  // GPUMEM_ALLOCATOR=plugin:PATH

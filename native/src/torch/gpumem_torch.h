@@ -35,7 +35,10 @@
  *   GPUMEM_TIERED_HOST_BUDGET       SIZE   (tiered; pinned host bytes; never more than
  *                                   MemAvailable less 10% of MemTotal, which a value only lowers)
  *   GPUMEM_TIERED_PLACEMENT         auto | device | host    (tiered; default auto: the device
- *                                   while its budget allows, then the host) *   GPUMEM_UVM_PREFETCH             0 | 1          (uvm; default 1: prefetch every allocation)
+ *                                   while its budget allows, then the host)
+ *   GPUMEM_EXPANDABLE_UNMAP_IDLE_BEFORE_GROWTH  0 | 1  (expandable; default 0: before mapping past
+ *                                   the peak of reserved bytes, unmap idle granules first)
+ *   GPUMEM_UVM_PREFETCH             0 | 1          (uvm; default 1: prefetch every allocation)
  *   GPUMEM_UVM_ADVISE               none | device | host                  (uvm; default none)
  *                                   device: cudaMemAdviseSetPreferredLocation(device) and
  *                                   SetAccessedBy(device); host: preferred location the host,

@@ -1009,7 +1009,8 @@ const strategy_descriptor& expandable_strategy() {
         "before mapping past the peak of reserved bytes (since resetPeak), idle granules are unmapped first (the "
         "streams that used them synchronised on the host); false: they stay mapped until trim, releaseThreshold or "
         "gcThreshold";
-    unmap_first.fronts = front_js;
+    unmap_first.env = "GPUMEM_EXPANDABLE_UNMAP_IDLE_BEFORE_GROWTH";
+    unmap_first.label = "expandable.unmap_idle_before_growth";
     unmap_first.apply = [](chain_spec& spec, const option_value& v) {
       own(spec).options.unmap_idle_before_growth = std::get<bool>(v);
     };
