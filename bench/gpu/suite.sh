@@ -32,6 +32,9 @@ Suites (each fits one device call of 10 minutes; tiered and large take most of o
                 strategy with its minimum capacity, and the gpumem capture of GPT-2 fine-tuning
   capture       what recording a trace inside PyTorch costs (bench/traces/capture_overhead.py)
   compare       gcn-seed at 2M nodes under gpumem compare, then `npm start` three times
+  noise         why eager mlp epochs vary between processes: bench/gpu/diag-epoch-noise.sh (the mlp in fresh
+                processes under several CPU placements, with CPU time, GC, context switches, clocks; N, EPOCHS,
+                PLACEMENTS as that script takes them)
   train         bench/train (mlp-seed and gcn-seed per allocator) and the PyTorch baselines (bench/baselines)
   record        what recording the memory timeline costs (bench/record)
   soak          10M mixed-size operations over 4 streams per strategy (bench/soak)
@@ -60,7 +63,7 @@ Environment: OUT (the output folder), NCCL_NVLS_ENABLE (set to 0 unless set).
 EOF
 }
 
-all_suites="test torch torch-gcn transformer torch-live sanitize alloc fragmentation corpus capture compare train record soak link checkpoint tiered prefetch large multi devices"
+all_suites="test torch torch-gcn transformer torch-live sanitize alloc fragmentation corpus capture compare noise train record soak link checkpoint tiered prefetch large multi devices"
 
 if [ $# -eq 0 ] || [ "$1" = help ] || [ "$1" = -h ] || [ "$1" = --help ]; then
   suites_help
@@ -235,6 +238,15 @@ suite_multi() {
   fi
   step multi multi-2m 300 node bench/multi/run.js --nodes 2000000 --epochs 4 --repeats 3 --timeout 60 "${configs[@]}" \
     --json "$(json multi multi-2m.json)"
+}
+
+suite_noise() {
+  local tmp
+  tmp=$(mktemp -d)
+  step noise diag-epoch-noise 300 bash bench/gpu/diag-epoch-noise.sh "$tmp"
+  cat "$tmp/noise-topology.txt" >>"$log" 2>/dev/null
+  gzip -c "$tmp/noise.jsonl" >"$(json noise noise.jsonl.gz)" 2>/dev/null
+  rm -rf "$tmp"
 }
 
 suite_devices() {
