@@ -19,7 +19,10 @@ well: their deviation is the program's own run-to-run noise.
 
 The verdict per program: does some gpumem strategy, with every run successful and every loss
 matching, reserve no more than torch-expandable (medians) at a median step time no more than
-torch-default's + 2%?
+torch-default's + 2%? A 2% comparison needs runs that agree: where the medians of torch-default's
+runs, or of a strategy's, differ by more than 10% (the slowest over the fastest), that strategy's
+time is not established and it counts as undecided, not as a winner or a loser; the verdict then
+says which strategies meet the memory limit.
 """
 
 import argparse
@@ -36,6 +39,7 @@ from run import CONFIGS  # noqa: E402
 
 DEFAULT_RTOL = 1e-4
 STEP_SLACK = 0.02  # gpumem's median step may be this much slower than torch-default's
+RUN_SPREAD = 0.10  # runs whose medians differ by more than this (slowest / fastest - 1) time nothing to 2%
 GIB = 1 << 30
 REQUIRED_KEYS = ("program", "config", "repeat", "steps", "warmup", "ok")
 
@@ -129,6 +133,7 @@ def summarise(rows, rtol=DEFAULT_RTOL):
                 if ratios:
                     entry["reserved_per_allocated"] = statistics.median(ratios)
                 entry["step_ms_median"] = statistics.median(r["step_ms_median"] for r in ok)
+                entry["step_ms_run_medians"] = [r["step_ms_median"] for r in ok]
                 entry["step_ms_min"] = min(r["step_ms_min"] for r in ok)
                 entry["step_ms_max"] = max(r["step_ms_max"] for r in ok)
                 if reference is not None:
@@ -138,6 +143,13 @@ def summarise(rows, rtol=DEFAULT_RTOL):
             configs[name] = entry
         out.append({"program": program, "steps": steps, "warmup": warmup, "configs": configs})
     return out
+
+
+def _unsettled(entry):
+    """The range of a configuration's runs' medians when they differ by more than RUN_SPREAD, else None."""
+    medians = entry.get("step_ms_run_medians") or [entry["step_ms_median"]]
+    lo, hi = min(medians), max(medians)
+    return (lo, hi) if lo > 0 and hi / lo > 1 + RUN_SPREAD else None
 
 
 def verdict(group):
@@ -150,7 +162,8 @@ def verdict(group):
     step_limit = default["step_ms_median"] * (1 + STEP_SLACK)
     limits = (f"torch-expandable reserves {reserved_limit / GIB:.2f} GiB; torch-default's step "
               f"{default['step_ms_median']:.1f} ms, +{STEP_SLACK:.0%}: {step_limit:.1f} ms")
-    winners, losers = [], []
+    noisy_default = _unsettled(default)
+    winners, losers, unsettled = [], [], []
     for name, c in configs.items():
         if not name.startswith("gpumem-"):
             continue
@@ -162,14 +175,23 @@ def verdict(group):
                 reasons.append("losses differ")
             if c["peak_reserved_bytes"] > reserved_limit:
                 reasons.append(f"{c['peak_reserved_bytes'] / GIB:.2f} GiB")
-            if c["step_ms_median"] > step_limit:
+            noisy = noisy_default or _unsettled(c)
+            if not noisy and c["step_ms_median"] > step_limit:
                 reasons.append(f"{c['step_ms_median']:.1f} ms")
+            if not reasons and noisy:
+                whose = "torch-default's" if noisy_default else "its"
+                unsettled.append(f"{name} ({c['peak_reserved_bytes'] / GIB:.2f} GiB; {whose} runs' medians "
+                                 f"{noisy[0]:.1f}-{noisy[1]:.1f} ms)")
+                continue
         if reasons:
             losers.append(f"{name}: {', '.join(reasons)}")
         else:
             winners.append(f"{name} ({c['peak_reserved_bytes'] / GIB:.2f} GiB, {c['step_ms_median']:.1f} ms)")
     if winners:
         return "yes", f"{', '.join(winners)} ({limits})"
+    if unsettled:
+        return "undecided", (f"time not established, the runs differ by more than {RUN_SPREAD:.0%}; within the memory "
+                             f"limit: {', '.join(unsettled)}" + (f"; {'; '.join(losers)}" if losers else "") + f" ({limits})")
     if not losers:
         return "undecided", "no gpumem strategy ran"
     return "no", f"{'; '.join(losers)} ({limits})"

@@ -266,6 +266,35 @@ class SummaryTests(unittest.TestCase):
         self.assertEqual(answer, "no")
         self.assertIn("gpumem-expandable: 1 of 3 runs failed", why)
 
+    def test_runs_that_disagree_leave_the_time_undecided(self):
+        # torch-default's runs' medians 100 and 130 ms: a 2% comparison means nothing
+        rows = self.grid()
+        for r in rows:
+            if r["config"] == "torch-default" and r["repeat"] == 2:
+                r["step_ms_median"] = 130.0
+        (group,) = summary.summarise(rows)
+        self.assertEqual(group["configs"]["torch-default"]["step_ms_run_medians"], [100.0, 130.0, 100.0])
+        answer, why = summary.verdict(group)
+        self.assertEqual(answer, "undecided")
+        self.assertIn("time not established", why)
+        self.assertIn("gpumem-expandable (5.52 GiB; torch-default's runs' medians 100.0-130.0 ms)", why)
+        self.assertIn("gpumem-pool: 6.50 GiB", why)  # over the memory limit: still said
+        self.assertNotIn("150.0 ms", why)  # no time judged against noisy runs
+        # a strategy's own runs that disagree: it is undecided, another may still win
+        rows = self.grid()
+        for r in rows:
+            if r["config"] == "gpumem-expandable" and r["repeat"] == 3:
+                r["step_ms_median"] = 120.0
+        answer, why = summary.verdict(summary.summarise(rows)[0])
+        self.assertEqual(answer, "undecided")
+        self.assertIn("gpumem-expandable (5.52 GiB; its runs' medians 101.5-120.0 ms)", why)
+        # within 10%: judged as before
+        rows = self.grid()
+        for r in rows:
+            if r["config"] == "torch-default" and r["repeat"] == 2:
+                r["step_ms_median"] = 109.0
+        self.assertEqual(summary.verdict(summary.summarise(rows)[0])[0], "yes")
+
     def test_values_match(self):
         self.assertEqual(summary.values_match([1.0, 2.0], [1.0, 2.0], 1e-4), (True, 0.0))
         self.assertTrue(summary.values_match([1.0, 2.0002], [1.0, 2.0], 1e-4)[0])
