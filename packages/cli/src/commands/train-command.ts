@@ -27,12 +27,16 @@ import { flagHelp, formatTable, parseFlags, ProgressBar, UsageError, type FlagSp
 function workloadFlags(): Record<string, FlagSpec> {
   return Object.fromEntries(
     listWorkloads().flatMap((w) =>
-      Object.entries(w.flags ?? {}).map(([flag, spec]) => [flag, { ...spec, help: `${w.name}: ${spec.help}` }]),
+      Object.entries(w.flags ?? {}).map(([flag, { option: _option, ...spec }]) => [flag, { ...spec, help: `${w.name}: ${spec.help}` }]),
     ),
   );
 }
 
-export const trainFlags: Record<string, FlagSpec> = {
+/**
+ * The flags of gpumem train that the command line declares itself: those more than one workload
+ * takes, and what runs where; each workload's own come from its Workload.flags (workloadFlags()).
+ */
+export const commonTrainFlags: Record<string, FlagSpec> = {
   model: {
     type: 'string',
     choices: listWorkloads().map((w) => w.name),
@@ -50,39 +54,13 @@ export const trainFlags: Record<string, FlagSpec> = {
       .map((w) => `${w.name}: ${w.datasets.map((d, i) => (i === 0 && w.datasets.length > 1 ? `${d} (default)` : d)).join(' or ')}`)
       .join('; '),
   },
-  nodes: {
-    type: 'int',
-    min: 1,
-    max: 2 ** 31 - 1,
-    help: `gcn: nodes (default ${gcnDefaults.random.nodes} for random, ${gcnDefaults.sbm.nodes} for sbm)`,
-  },
-  'edges-per-node': {
-    type: 'int',
-    min: 1,
-    max: 1000,
-    help: `gcn random graph: edges per node (default ${gcnDefaults.random.edgesPerNode})`,
-  },
-  features: {
-    type: 'int',
-    min: 1,
-    max: 65536,
-    help: `gcn: input features (default ${gcnDefaults.random.features} random, ${gcnDefaults.sbm.features} sbm)`,
-  },
   hidden: {
     type: 'int',
     min: 1,
     max: 65536,
     help: `width of each hidden layer (default ${mlpDefaults.hidden} mlp, ${gcnDefaults.hidden} gcn)`,
   },
-  'hidden-layers': { type: 'int', min: 0, max: 64, help: `mlp: number of hidden layers (default ${mlpDefaults.hiddenLayers})` },
-  classes: {
-    type: 'int',
-    min: 2,
-    max: 1000,
-    help: `gcn: classes (default ${gcnDefaults.random.classes} random, ${gcnDefaults.sbm.classes} sbm)`,
-  },
   epochs: { type: 'int', min: 1, max: 100000, help: `epochs (default ${commonDefaults.epochs})` },
-  batch: { type: 'int', min: 1, max: 60000, help: `mlp: batch size (default ${mlpDefaults.batchSize})` },
   lr: {
     type: 'number',
     min: 0,
@@ -90,45 +68,11 @@ export const trainFlags: Record<string, FlagSpec> = {
       .map((w) => `${w.optimizer.lr} ${w.name} ${w.optimizer.name}`)
       .join(', ')})`,
   },
-  aggregation: {
-    type: 'string',
-    choices: ['spmm', 'scatter'],
-    help: `gcn: CSR product or gcn-seed's gather + index_add (default ${gcnDefaults.aggregation})`,
-  },
-  'row-blocks': {
-    type: 'int',
-    min: 1,
-    max: 2 ** 31 - 1,
-    help: 'gcn: the first layer as (A·x)·W1ᵀ in this many blocks of rows (one N x H activation at the peak instead of two)',
-  },
-  'feature-dtype': {
-    type: 'string',
-    choices: ['f32', 'bf16'],
-    help: 'gcn: store the input features as f32 (default) or bf16 (half the bytes; needs --row-blocks)',
-  },
   seed: { type: 'int', min: 0, max: 2 ** 31 - 1, help: `random seed (default ${commonDefaults.seed})` },
-  'cuda-graph': {
-    type: 'boolean',
-    help: 'mlp on a GPU with a capturable allocator (e.g. pool): replay each step as a captured CUDA Graph',
-  },
-  checkpoint: {
-    type: 'int',
-    min: 0,
-    max: 65,
-    help: `mlp: activation checkpointing: keep every N-th layer's input only and recompute the others in backward (1 keeps every input; default ${mlpDefaults.checkpoint}: off); at most the layers (hidden + output)`,
-  },
-  'nano-batches': {
-    type: 'int',
-    min: 1,
-    max: 60000,
-    help: `mlp: run each batch as N slices of near-equal rows, their gradients summed before one update (default ${mlpDefaults.nanoBatches}); at most the batch`,
-  },
   'layer-prefetch': {
     type: 'boolean',
     help: "trainer-inserted prefetch: each layer's operands to the device before it runs, activations that backward needs later to the host after forward and back one layer ahead (moves memory with uvm; nothing elsewhere)",
   },
-  'train-subset': { type: 'int', min: 1, help: 'mlp: train on the first N images' },
-  'test-subset': { type: 'int', min: 1, help: 'mlp: validate on the first N test images' },
   devices: {
     type: 'string',
     help: 'train on N devices, one process each (mlp: data parallel; gcn: the graph split by rows), or on the CUDA ordinals listed (e.g. 0,0: two ranks on one GPU, with --communicator host); strategies over host memory run N ranks on the host',
@@ -143,6 +87,11 @@ export const trainFlags: Record<string, FlagSpec> = {
     min: 0,
     help: 'with --devices: a rank silent this many ms fails the run and stops every rank (default 600000; 0: none)',
   },
+};
+
+/** Every flag of gpumem train: the command line's, the workloads' own, and where the result goes. */
+export const trainFlags: Record<string, FlagSpec> = {
+  ...commonTrainFlags,
   ...workloadFlags(),
   json: { type: 'string', help: "write the result as JSON to this file ('-': to stdout, the table to stderr)" },
   help: { type: 'boolean', help: 'show this help' },
@@ -185,8 +134,13 @@ export function devicesFromFlags(command: string, flags: FlagValues): number | n
   );
 }
 
-/** train() options whose flag is not the option's name in kebab case (`--hidden-layers` is hiddenLayers). */
-const optionOfFlag: Record<string, string> = { batch: 'batchSize' };
+/**
+ * train() options whose flag is not the option's name in kebab case (`--hidden-layers` is
+ * hiddenLayers), as the workloads' flags name them (WorkloadFlag.option: `--batch` sets batchSize).
+ */
+const optionOfFlag: Record<string, string> = Object.fromEntries(
+  listWorkloads().flatMap((w) => Object.entries(w.flags ?? {}).flatMap(([flag, spec]) => (spec.option ? [[flag, spec.option]] : []))),
+);
 
 /** Flags that are not train() options (what is run where, and how the result is written). */
 const notOptions = new Set(['allocator', 'devices', 'communicator', 'timeout', 'json', 'help']);

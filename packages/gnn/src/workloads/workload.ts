@@ -27,13 +27,18 @@ export type ModelName = keyof WorkloadTypeMap & string;
 
 /**
  * A command-line flag for one of the workload's own options, in the command line's own form: the
- * flag `--max-tokens` sets the option maxTokens.
+ * flag `--max-tokens` sets the option maxTokens, unless `option` names another (`--batch` sets
+ * batchSize). The command line starts its help with the workload's name ('mlp: ').
  */
-export type WorkloadFlag =
+export type WorkloadFlag<Option extends string = string> = (
   | { type: 'string'; choices?: readonly string[]; help: string }
   | { type: 'int'; min?: number; max?: number; help: string }
   | { type: 'number'; min?: number; max?: number; help: string }
-  | { type: 'boolean'; help: string };
+  | { type: 'boolean'; help: string }
+) & {
+  /** The train() option the flag sets, where it is not the flag's name in camel case. */
+  option?: Option;
+};
 
 /** How a message names an option: train()'s name ('batchSize') or a command line's flag ('--batch'). */
 export type OptionNames = (option: string) => string;

@@ -4,11 +4,37 @@
  * @module
  */
 import { registerWorkload } from '../registry.js';
-import type { Workload } from '../workload.js';
+import type { Workload, WorkloadFlag } from '../workload.js';
 import { gcnDataset, gcnDatasetAliases, gcnDefaults, graphDefaults } from './defaults.js';
 import { estimateGcn, gcnShape } from './memory-estimate.js';
 import type { GcnTrainOptions, GcnTrainingShape } from './options.js';
 import { prepareGcn } from './train-gcn.js';
+
+const d = gcnDefaults;
+
+/** The command line's flags of the gcn's own options: `--edges-per-node` sets edgesPerNode. */
+const flags: Record<string, WorkloadFlag<keyof GcnTrainOptions>> = {
+  nodes: { type: 'int', min: 1, max: 2 ** 31 - 1, help: `nodes (default ${d.random.nodes} for random, ${d.sbm.nodes} for sbm)` },
+  'edges-per-node': { type: 'int', min: 1, max: 1000, help: `random graph: edges per node (default ${d.random.edgesPerNode})` },
+  features: { type: 'int', min: 1, max: 65536, help: `input features (default ${d.random.features} random, ${d.sbm.features} sbm)` },
+  classes: { type: 'int', min: 2, max: 1000, help: `classes (default ${d.random.classes} random, ${d.sbm.classes} sbm)` },
+  aggregation: {
+    type: 'string',
+    choices: ['spmm', 'scatter'],
+    help: `CSR product or gcn-seed's gather + index_add (default ${d.aggregation})`,
+  },
+  'row-blocks': {
+    type: 'int',
+    min: 1,
+    max: 2 ** 31 - 1,
+    help: 'the first layer as (A·x)·W1ᵀ in this many blocks of rows (one N x H activation at the peak instead of two)',
+  },
+  'feature-dtype': {
+    type: 'string',
+    choices: ['f32', 'bf16'],
+    help: 'store the input features as f32 (default) or bf16 (half the bytes; needs --row-blocks)',
+  },
+};
 
 /** Nodes of the random graph without a GPU (the CPU kernels), unless the options say how many. */
 const gcnHostNodes = 10_000;
@@ -22,6 +48,7 @@ const gcnWorkload: Workload<GcnTrainOptions, GcnTrainingShape> = {
   samples: 'nodes',
   evaluationLabel: 'held-out acc',
   ownOptions: [],
+  flags,
   timesCollectives: true,
   optimizer: { name: 'Adam', lr: gcnDefaults.lr },
   memoryAdvice: ", the row-block plan (rowBlocks), bf16 features, or a strategy that spills to host memory ('tiered')",

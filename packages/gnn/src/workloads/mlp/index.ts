@@ -3,11 +3,34 @@
  * @module
  */
 import { registerWorkload } from '../registry.js';
-import type { OptionNames, Workload } from '../workload.js';
+import type { OptionNames, Workload, WorkloadFlag } from '../workload.js';
 import { mlpDefaults, mlpHiddenWidths } from './defaults.js';
 import { estimateMlp, mlpShape } from './memory-estimate.js';
 import type { MlpTrainOptions, MlpTrainingShape } from './options.js';
 import { prepareMlp } from './train-mlp.js';
+
+const d = mlpDefaults;
+
+/** The command line's flags of the mlp's own options: `--hidden-layers` sets hiddenLayers, `--batch` batchSize. */
+const flags: Record<string, WorkloadFlag<keyof MlpTrainOptions>> = {
+  'hidden-layers': { type: 'int', min: 0, max: 64, help: `number of hidden layers (default ${d.hiddenLayers})` },
+  batch: { type: 'int', min: 1, max: 60000, option: 'batchSize', help: `batch size (default ${d.batchSize})` },
+  'cuda-graph': { type: 'boolean', help: 'on a GPU with a capturable allocator (e.g. pool): replay each step as a captured CUDA Graph' },
+  checkpoint: {
+    type: 'int',
+    min: 0,
+    max: 65,
+    help: `activation checkpointing: keep every N-th layer's input only and recompute the others in backward (1 keeps every input; default ${d.checkpoint}: off); at most the layers (hidden + output)`,
+  },
+  'nano-batches': {
+    type: 'int',
+    min: 1,
+    max: 60000,
+    help: `run each batch as N slices of near-equal rows, their gradients summed before one update (default ${d.nanoBatches}); at most the batch`,
+  },
+  'train-subset': { type: 'int', min: 1, help: 'train on the first N images' },
+  'test-subset': { type: 'int', min: 1, help: 'validate on the first N test images' },
+};
 
 /** MNIST images the mlp trains and validates on by default without a GPU (the CPU kernels take about a minute per full epoch). */
 const mlpHostSubset = { train: 2048, test: 1000 } as const;
@@ -40,6 +63,7 @@ const mlpWorkload: Workload<MlpTrainOptions, MlpTrainingShape> = {
   samples: 'images',
   evaluationLabel: 'test acc',
   ownOptions: ['checkpoint', 'nanoBatches'],
+  flags,
   timesCollectives: false,
   optimizer: { name: 'SGD', lr: mlpDefaults.lr },
   memoryAdvice: '',
