@@ -106,9 +106,10 @@ bool parse_config(const env_reader& env, config& out, std::string& error) {
   // The default, expandable: it reserved the least at PyTorch's step time in every program of
   // bench/torch-live (docs/torch.md, "The default: expandable").
   c.strategy = &gpumem::expandable_strategy();
-  const bool defaulted = !read(env, "GPUMEM_ALLOCATOR");
+  const std::optional<std::string> allocator = read(env, "GPUMEM_ALLOCATOR");
+  const bool defaulted = !allocator;
   std::string deprecated_library;  // GPUMEM_ALLOCATOR=plugin:PATH
-  if (auto v = read(env, "GPUMEM_ALLOCATOR")) {
+  if (const auto& v = allocator) {
     const std::string s = lower(*v);
     const gpumem::strategy_descriptor* d = nullptr;
     if (s.rfind(deprecated_plugin_prefix, 0) == 0) {  // 'native' by its older spelling; the path keeps its case
