@@ -2,7 +2,7 @@
 """The results of bench/torch-live/run.sh: one JSON line per process into results.jsonl, and the
 table and verdicts over them.
 
-  python3 bench/torch-live/summary.py table OUT/results.jsonl [MORE.jsonl ...] [--rtol 1e-4]
+  python3 bench/torch-live/summary.py table OUT/results.jsonl [MORE.jsonl[.gz] ...] [--rtol 1e-4]
   python3 bench/torch-live/summary.py record --log LOG --exit CODE --wall SECONDS --program P \\
       --config C --repeat R --steps N --warmup W [--commit SHA]
 
@@ -26,6 +26,7 @@ says which strategies meet the memory limit.
 """
 
 import argparse
+import gzip
 import json
 import math
 import os
@@ -72,8 +73,14 @@ def describe(line):
 def read_lines(paths):
     rows = []
     for path in paths:
-        with open(path) as f:
-            for number, line in enumerate(f, 1):
+        # the committed results are gzipped (bench/torch-live/results/*.jsonl.gz)
+        opener = gzip.open if str(path).endswith(".gz") else open
+        with opener(path, "rt") as f:
+            try:
+                numbered = list(enumerate(f, 1))
+            except (OSError, EOFError, UnicodeDecodeError) as e:  # gzip.BadGzipFile is an OSError
+                raise ValueError(f"{path}: not readable as {'gzipped ' if opener is gzip.open else ''}JSON lines ({e})") from e
+            for number, line in numbered:
                 if line.strip():
                     try:
                         row = json.loads(line)

@@ -9,6 +9,7 @@
 """
 
 from support import torch_cuda_reason
+import gzip
 import importlib.util
 import inspect
 import json
@@ -363,6 +364,17 @@ class SummaryTests(unittest.TestCase):
             r = _py(SUMMARY_PY, "table", good)
             self.assertEqual(r.returncode, 0, r.stderr)
             self.assertIn("verdict resnet50 (6 steps): yes: gpumem-expandable", r.stdout)
+            # gzipped results (as committed under bench/torch-live/results) read the same
+            packed = os.path.join(d, "good.jsonl.gz")
+            with open(good, "rb") as f, gzip.open(packed, "wb") as g:
+                g.write(f.read())
+            self.assertEqual(_py(SUMMARY_PY, "table", packed).stdout, r.stdout)
+            fake = os.path.join(d, "fake.jsonl.gz")
+            with open(fake, "w") as f:
+                f.write("{}\n")
+            r = _py(SUMMARY_PY, "table", fake)
+            self.assertEqual(r.returncode, 2)
+            self.assertIn("fake.jsonl.gz: not readable as gzipped JSON lines", r.stderr)
 
 
 # A stand-in for the interpreter that run.sh starts: it answers the PyTorch check and the program
