@@ -87,6 +87,7 @@ export {
   type NativeReplayPass,
   type NativeTrackingEvents,
   type NativeDeviceProperties,
+  type NativeKernelImage,
   type NativeComm,
   type NativeNcclLibrary,
   type NativePeerTopology,

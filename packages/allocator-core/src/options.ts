@@ -45,9 +45,9 @@ export interface OptionExtras<T> {
 // biome-ignore lint/suspicious/noExplicitAny: any entry, whatever it accepts and gives
 export type OptionEntries = Record<string, OptionSpec<any, unknown>>;
 
-/** The options type that entries describe: every key optional unless `required`. */
+/** The options type that entries describe: every key optional unless `required` (each key in one of the two halves). */
 export type OptionValues<E> = {
-  -readonly [K in keyof E]?: E[K] extends { accepts?: (value: infer T) => void } ? T : never;
+  -readonly [K in keyof E as E[K] extends { required: true } ? never : K]?: E[K] extends { accepts?: (value: infer T) => void } ? T : never;
 } & {
   -readonly [K in keyof E as E[K] extends { required: true } ? K : never]-?: E[K] extends { accepts?: (value: infer T) => void }
     ? T

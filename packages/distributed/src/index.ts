@@ -9,8 +9,14 @@ export { NcclError } from './comm-errors.js';
 export { launchRanks, builtModule, RankFailedError, type LaunchOptions } from './launcher.js';
 export { runAsRank, connect, type RankContext } from './rank.js';
 export { readRankEnv, rankEnv, type RankPlace } from './protocol.js';
-export { ncclLibrary, ncclUniqueId, createNcclCommunicator } from './nccl.js';
-export { createHostCommRegion, attachHostCommunicator } from './host-comm.js';
+export { ncclLibrary, ncclUniqueId, createNcclCommunicator, type NcclCommunicatorOptions } from './nccl.js';
+export {
+  createHostCommRegion,
+  attachHostCommunicator,
+  type HostCommRegion,
+  type HostCommRegionOptions,
+  type HostCommunicatorOptions,
+} from './host-comm.js';
 export {
   TimedCommunicator,
   measureAllGather,

@@ -41,6 +41,8 @@ export {
   type CommonTrainOptions,
   type TrainOptionsBag,
   type WorkloadTrainOptions,
+  type DistributiveOmit,
+  type UnionToIntersection,
   type TrainResult,
   type EpochRecord,
   type Progress,
@@ -74,6 +76,7 @@ export {
   type RunContext,
   type OptionNames,
   type WorkloadTypeMap,
+  type AnyWorkload,
 } from './workloads/index.js';
 export { mlpDefaults, mlpHiddenWidths } from './workloads/mlp/defaults.js';
 export type { MlpTrainOptions, MlpTrainingShape } from './workloads/mlp/options.js';

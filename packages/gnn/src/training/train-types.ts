@@ -67,14 +67,16 @@ export interface CommonTrainOptions {
   onStep?: (step: number, stats: AllocatorStats) => void;
 }
 
-type DistributiveOmit<T, K extends PropertyKey> = T extends unknown ? Omit<T, K> : never;
+/** `Omit<T, K>` applied to each member of a union `T` (plain `Omit` would flatten the union first). */
+export type DistributiveOmit<T, K extends PropertyKey> = T extends unknown ? Omit<T, K> : never;
 
 /**
  * train()'s options without the allocator: what a command line or a comparison settles before it
  * has one. A union by model, as TrainOptions is: `train({ ...options, allocator })` takes it.
  */
 export type WorkloadTrainOptions = DistributiveOmit<TrainOptions, 'allocator'>;
-type UnionToIntersection<U> = (U extends unknown ? (x: U) => void : never) extends (x: infer I) => void ? I : never;
+/** The intersection of a union's members: `A | B` becomes `A & B`. */
+export type UnionToIntersection<U> = (U extends unknown ? (x: U) => void : never) extends (x: infer I) => void ? I : never;
 
 /**
  * Every workload's options in one flat object, each optional but the model: what a command line

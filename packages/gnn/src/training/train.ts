@@ -21,6 +21,8 @@ export type {
   CommonTrainOptions,
   TrainOptionsBag,
   WorkloadTrainOptions,
+  DistributiveOmit,
+  UnionToIntersection,
   Progress,
   EpochRecord,
   TrainResult,

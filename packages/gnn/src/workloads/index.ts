@@ -8,5 +8,5 @@ import './mlp/index.js';
 import './gcn/index.js';
 import './transformer/index.js';
 
-export { registerWorkload, getWorkload, hasWorkload, listWorkloads, asTrainOptions } from './registry.js';
+export { registerWorkload, getWorkload, hasWorkload, listWorkloads, asTrainOptions, type AnyWorkload } from './registry.js';
 export type { Workload, WorkloadRun, WorkloadFlag, RunContext, OptionNames, WorkloadTypeMap } from './workload.js';

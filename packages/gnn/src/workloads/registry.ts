@@ -10,8 +10,9 @@ import type { TrainOptions, TrainOptionsBag, WorkloadTrainOptions } from '../tra
 import type { Workload } from './workload.js';
 
 const registryKey = Symbol.for('gpumem.gnn.workloads');
+/** A registered workload of any option type, as the registry hands it out (each workload checks its own options). */
 // biome-ignore lint/suspicious/noExplicitAny: workloads of every option type share the map; each one checks its own options
-type AnyWorkload = Workload<any, any>;
+export type AnyWorkload = Workload<any, any>;
 const globalScope = globalThis as typeof globalThis & { [registryKey]?: Map<string, AnyWorkload> };
 globalScope[registryKey] ??= new Map<string, AnyWorkload>();
 const workloads = globalScope[registryKey];
