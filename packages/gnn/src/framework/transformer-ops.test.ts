@@ -495,6 +495,43 @@ describe.skipIf(!gpu)(gpuTitle('transformer ops on the GPU against the CPU refer
   }
   const side = (onDevice: boolean, t: { h: number; d: number }) => (onDevice ? t.d : t.h);
 
+  /**
+   * layerNorm's inputs (X, gamma and beta from the three seeds), its forward compared on both sides,
+   * then the CPU's mean and rstd put on both sides; `backward` runs layerNormBackward on these
+   * inputs on one side (dX may be dY: in place).
+   */
+  function layerNormCase(rows: number, cols: number, [xSeed, gammaSeed, betaSeed]: readonly [number, number, number]) {
+    const X = F(randf(rows * cols, xSeed, -2, 3));
+    const gamma = F(randf(cols, gammaSeed, 0.5, 1.5));
+    const beta = F(randf(cols, betaSeed));
+    const Y = Fz(rows * cols);
+    const mean = Fz(rows);
+    const rstd = Fz(rows);
+    compare([Y, mean, rstd], (d) =>
+      ops.layerNorm(d, 0, side(d, X), side(d, gamma), side(d, beta), side(d, Y), side(d, mean), side(d, rstd), rows, cols, 1e-5),
+    );
+    mean.set(mean.cpu());
+    rstd.set(rstd.cpu());
+    type T = Twin<Float32Array>;
+    const backward = (d: boolean, dY: T, dX: T, dGamma: T, dBeta: T, accumulate: boolean) =>
+      ops.layerNormBackward(
+        d,
+        0,
+        side(d, dY),
+        side(d, X),
+        side(d, gamma),
+        side(d, mean),
+        side(d, rstd),
+        side(d, dX),
+        side(d, dGamma),
+        side(d, dBeta),
+        rows,
+        cols,
+        accumulate,
+      );
+    return { backward };
+  }
+
   for (const tiled of [false, true]) {
     it(`gemmStridedBatched (${tiled ? 'tiled kernel, forced' : ops.gemmBackend().backend}): attention's shapes, every transpose, padded`, () => {
       if (tiled) process.env.GPUMEM_GEMM = 'tiled';
@@ -601,39 +638,13 @@ describe.skipIf(!gpu)(gpuTitle('transformer ops on the GPU against the CPU refer
       [1000, 100],
       [130, 1500],
     ] as const) {
-      const X = F(randf(rows * cols, rows + cols, -2, 3));
-      const gamma = F(randf(cols, 60, 0.5, 1.5));
-      const beta = F(randf(cols, 61));
-      const Y = Fz(rows * cols);
-      const mean = Fz(rows);
-      const rstd = Fz(rows);
-      compare([Y, mean, rstd], (d) =>
-        ops.layerNorm(d, 0, side(d, X), side(d, gamma), side(d, beta), side(d, Y), side(d, mean), side(d, rstd), rows, cols, 1e-5),
-      );
-      mean.set(mean.cpu());
-      rstd.set(rstd.cpu());
+      const { backward } = layerNormCase(rows, cols, [rows + cols, 60, 61]);
       const dY = F(randf(rows * cols, 62));
       const dX = Fz(rows * cols);
       for (const accumulate of [false, true]) {
         const dGamma = accumulate ? F(randf(cols, 63)) : Fz(cols);
         const dBeta = accumulate ? F(randf(cols, 64)) : Fz(cols);
-        compare([dX, dGamma, dBeta], (d) =>
-          ops.layerNormBackward(
-            d,
-            0,
-            side(d, dY),
-            side(d, X),
-            side(d, gamma),
-            side(d, mean),
-            side(d, rstd),
-            side(d, dX),
-            side(d, dGamma),
-            side(d, dBeta),
-            rows,
-            cols,
-            accumulate,
-          ),
-        );
+        compare([dX, dGamma, dBeta], (d) => backward(d, dY, dX, dGamma, dBeta, accumulate));
       }
     }
   });
@@ -701,40 +712,11 @@ describe.skipIf(!gpu)(gpuTitle('transformer ops on the GPU against the CPU refer
 
     it('layerNorm and its backward over 12288 rows of 256 and of 1024 columns (dX over dY, as the model calls it)', () => {
       for (const cols of [C, 4 * C]) {
-        const X = F(randf(rows * cols, 130 + cols, -2, 3));
-        const gamma = F(randf(cols, 131, 0.5, 1.5));
-        const beta = F(randf(cols, 132));
-        const Y = Fz(rows * cols);
-        const mean = Fz(rows);
-        const rstd = Fz(rows);
-        compare([Y, mean, rstd], (d) =>
-          ops.layerNorm(d, 0, side(d, X), side(d, gamma), side(d, beta), side(d, Y), side(d, mean), side(d, rstd), rows, cols, 1e-5),
-        );
-        mean.set(mean.cpu());
-        rstd.set(rstd.cpu());
+        const { backward } = layerNormCase(rows, cols, [130 + cols, 131, 132]);
         const dY = F(randf(rows * cols, 133));
         const dGamma = Fz(cols);
         const dBeta = Fz(cols);
-        compare(
-          [dY, dGamma, dBeta],
-          (d) =>
-            ops.layerNormBackward(
-              d,
-              0,
-              side(d, dY),
-              side(d, X),
-              side(d, gamma),
-              side(d, mean),
-              side(d, rstd),
-              side(d, dY),
-              side(d, dGamma),
-              side(d, dBeta),
-              rows,
-              cols,
-              false,
-            ),
-          { deterministic: false },
-        );
+        compare([dY, dGamma, dBeta], (d) => backward(d, dY, dY, dGamma, dBeta, false), { deterministic: false });
       }
     });
 
