@@ -48,7 +48,7 @@ struct fault_spec {
 
 // A strategy by its registered name and its own options, plus the layers any strategy may have.
 // Nothing here names a strategy: each strategy's options struct (pool_spec in pool_resource.hpp,
-// uvm_spec in managed_resource.hpp, ...) is declared beside its resource, named by its descriptor
+// uvm_spec in uvm_resource.hpp, ...) is declared beside its resource, named by its descriptor
 // (strategy_descriptor::options_type) and held here type-erased. C++ callers fill it through
 // options<T>():
 //

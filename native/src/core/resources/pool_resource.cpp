@@ -562,7 +562,7 @@ bool pool_resource::do_prefetch(void* ptr, std::size_t bytes, location to, strea
   const block* b = impl_->live.at(live_slot(impl_->live, ptr));
   if (bytes > b->requested) throw_size_mismatch(ptr, bytes, b->requested);
   if (bytes == 0) return false;
-  // The upstream knows only its own allocations (managed_resource checks that ptr starts one), so
+  // The upstream knows only its own allocations (uvm_resource checks that ptr starts one), so
   // the range is given from the segment's start to the block's end: pages of the blocks before this
   // one may move too, which a prefetch, being a hint, allows.
   const std::size_t offset = b->addr - b->seg->base;

@@ -1,4 +1,5 @@
-// cudaMallocManaged (unified memory) with cudaMemAdvise hints. Prefetch moves pages to the device
+// Strategy 'uvm''s leaf: cudaMallocManaged (unified memory) with cudaMemAdvise hints (its options
+// struct, uvm_spec, and its descriptor, uvm_strategy(), beside it). Prefetch moves pages to the device
 // or back to the host with CUDA 13's cudaMemLocation form. Prefetch-on-allocate is not done here:
 // it is the prefetch_adaptor's job, so it composes with any managed upstream.
 #pragma once
@@ -15,10 +16,10 @@ struct managed_options {
   bool read_mostly = false;                                 // cudaMemAdviseSetReadMostly
 };
 
-class managed_resource final : public detail::leaf_resource {
+class uvm_resource final : public detail::leaf_resource {
  public:
-  explicit managed_resource(int device = 0, managed_options options = {});
-  ~managed_resource() override;
+  explicit uvm_resource(int device = 0, managed_options options = {});
+  ~uvm_resource() override;
   const managed_options& options() const noexcept { return options_; }
 
  private:

@@ -1,4 +1,4 @@
-#include "gpumem/managed_resource.hpp"
+#include "gpumem/uvm_resource.hpp"
 
 #include "../cuda_check.hpp"
 #include "gpumem/prefetch_adaptor.hpp"
@@ -22,18 +22,18 @@ cudaMemLocation advise_location(advise_target target, int device) {
 }
 }  // namespace
 
-managed_resource::managed_resource(int device, managed_options options) : device_(device), options_(options) {
+uvm_resource::uvm_resource(int device, managed_options options) : device_(device), options_(options) {
   detail::device_scope scope(device);
   int managed = 0;
   detail::check_cuda(cudaDeviceGetAttribute(&managed, cudaDevAttrManagedMemory, device), "cudaDeviceGetAttribute");
   if (!managed) throw invalid_state("uvm: device " + std::to_string(device) + " does not support managed memory");
 }
 
-managed_resource::~managed_resource() {
+uvm_resource::~uvm_resource() {
   for (auto& [ptr, reserved] : table_.take_all()) cudaFree(ptr);
 }
 
-void* managed_resource::do_allocate(std::size_t bytes, stream_handle) {
+void* uvm_resource::do_allocate(std::size_t bytes, stream_handle) {
   detail::device_scope scope(device_);
   void* ptr = nullptr;
   cudaError_t status = cudaMallocManaged(&ptr, bytes, cudaMemAttachGlobal);
@@ -67,13 +67,13 @@ void* managed_resource::do_allocate(std::size_t bytes, stream_handle) {
   return ptr;
 }
 
-void managed_resource::do_deallocate(void* ptr, std::size_t bytes, stream_handle) {
+void uvm_resource::do_deallocate(void* ptr, std::size_t bytes, stream_handle) {
   table_.remove(ptr, bytes);
   detail::device_scope scope(device_);
   if (cudaFree(ptr) != cudaSuccess) cudaGetLastError();
 }
 
-bool managed_resource::do_prefetch(void* ptr, std::size_t bytes, location to, stream_handle stream) {
+bool uvm_resource::do_prefetch(void* ptr, std::size_t bytes, location to, stream_handle stream) {
   std::size_t size = table_.size_of(ptr);
   if (size == 0) throw_unknown_pointer(ptr);
   if (bytes > size) throw_size_mismatch(ptr, bytes, size);
@@ -86,13 +86,13 @@ bool managed_resource::do_prefetch(void* ptr, std::size_t bytes, location to, st
 
 #else
 
-managed_resource::managed_resource(int device, managed_options options) : device_(device), options_(options) {
+uvm_resource::uvm_resource(int device, managed_options options) : device_(device), options_(options) {
   throw invalid_state("uvm: gpumem was built without CUDA");
 }
-managed_resource::~managed_resource() = default;
-void* managed_resource::do_allocate(std::size_t, stream_handle) { throw invalid_state("uvm: built without CUDA"); }
-void managed_resource::do_deallocate(void* ptr, std::size_t bytes, stream_handle) { table_.remove(ptr, bytes); }
-bool managed_resource::do_prefetch(void*, std::size_t, location, stream_handle) { return false; }
+uvm_resource::~uvm_resource() = default;
+void* uvm_resource::do_allocate(std::size_t, stream_handle) { throw invalid_state("uvm: built without CUDA"); }
+void uvm_resource::do_deallocate(void* ptr, std::size_t bytes, stream_handle) { table_.remove(ptr, bytes); }
+bool uvm_resource::do_prefetch(void*, std::size_t, location, stream_handle) { return false; }
 
 #endif
 
@@ -179,7 +179,7 @@ const strategy_descriptor& uvm_strategy() {
                  advice_option("accessedBy", "cudaMemAdviseSetAccessedBy", &managed_options::accessed_by), read_mostly};
     d.leaf_name = [](const chain_spec&) { return "managed"; };
     d.make_leaf = [](const chain_spec& spec, chain_build&) -> std::unique_ptr<memory_resource> {
-      return std::make_unique<managed_resource>(spec.device, own(spec).advice);
+      return std::make_unique<uvm_resource>(spec.device, own(spec).advice);
     };
     d.layer_name = [](const chain_spec& spec) -> const char* {
       return own(spec).prefetch_on_allocate ? "prefetch" : nullptr;
