@@ -157,6 +157,19 @@ describe('PyTorch memory snapshots', () => {
     );
   });
 
+  it('reads a memoized frame with a huge filename, shared by thousands of frames lists, in bounded memory', async () => {
+    // 25,000 entries whose one-frame lists all hold the same 600 KB filename: a label per list would be 15 GB.
+    const before = process.memoryUsage().heapUsed;
+    const t = await readSnapshot(fixture('frame-bomb.pickle.gz'));
+    expect(t.events).toHaveLength(25_000);
+    expect(t.header.tags).toHaveLength(2);
+    const label = t.header.tags![1]!;
+    expect(label.length).toBeLessThan(600);
+    expect(label).toMatch(/^…x+\.py:1:f$/);
+    expect(t.events.filter((e) => e.action === 'alloc').every((e) => e.tag === 1)).toBe(true);
+    expect(process.memoryUsage().heapUsed - before).toBeLessThan(512 * 2 ** 20);
+  });
+
   it("tells frames of PyTorch and of the Python runtime from the user's", () => {
     for (const internal of [
       '/usr/lib/python3.11/site-packages/torch/nn/modules/module.py',

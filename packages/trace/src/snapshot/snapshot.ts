@@ -174,6 +174,14 @@ function gunzip(data: Uint8Array, file: string, cap: number): Buffer {
   }
 }
 
+/** The longest file or function name a frame label keeps: real ones are far shorter. */
+const maxFrameNameChars = 512;
+
+/** `text`, or its last maxFrameNameChars characters after an ellipsis (a path's end names the file). */
+function clip(text: string): string {
+  return text.length <= maxFrameNameChars ? text : `…${text.slice(text.length - maxFrameNameChars + 1)}`;
+}
+
 /** Turns an unpickled snapshot into a trace of one device. */
 class SnapshotReader {
   /** List items this reader may still visit: shared references must not multiply the work past the file's size. */
@@ -181,6 +189,12 @@ class SnapshotReader {
 
   /** The user frame of each frames list seen (lists are shared between entries with one traceback). */
   readonly #frameOf = new Map<PickleValue[], string | undefined>();
+
+  /**
+   * The label of each frame dict seen: a pickle may memoize one frame and put it in many lists, so
+   * a frame is looked at and its label built once, never once per list.
+   */
+  readonly #labelOf = new Map<PickleDict, string | null>(); // null: not a user frame
 
   constructor(
     readonly file: string,
@@ -198,11 +212,19 @@ class SnapshotReader {
     let found: string | undefined;
     for (const f of this.list(frames, `${at}.frames`)) {
       if (!(f instanceof Map)) continue;
-      const filename = f.get('filename');
-      if (typeof filename !== 'string' || isInternalFrame(filename)) continue;
-      const line = f.get('line');
-      const name = f.get('name');
-      found = `${filename}:${typeof line === 'number' ? line : '?'}:${typeof name === 'string' ? name : '?'}`;
+      let label = this.#labelOf.get(f);
+      if (label === undefined) {
+        const filename = f.get('filename');
+        const line = f.get('line');
+        const name = f.get('name');
+        label =
+          typeof filename !== 'string' || isInternalFrame(filename)
+            ? null
+            : `${clip(filename)}:${typeof line === 'number' ? line : '?'}:${typeof name === 'string' ? clip(name) : '?'}`;
+        this.#labelOf.set(f, label);
+      }
+      if (label === null) continue;
+      found = label;
       break;
     }
     this.#frameOf.set(frames, found);
