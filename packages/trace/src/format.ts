@@ -101,7 +101,7 @@ export async function readTrace(path: string, options: ReadTraceOptions = {}): P
   );
   try {
     const binary = byteFormats.find((f) => f.recognizes(source.head));
-    if (binary) return binary.parse(await readAll(source), path, options);
+    if (binary) return binary.parse(await readAll(source, options.maxDecompressedBytes), path, options);
     const parser = lineFormatOf(firstLineOf(source.head.toString('utf8', 0, 4096)), path, source.head.length === 0).parser(path);
     for await (const { firstLine, lines } of lineBatches(source.chunks, path)) {
       for (let i = 0; i < lines.length; i++) parser.line(lines[i]!, firstLine + i);

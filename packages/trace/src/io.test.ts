@@ -89,6 +89,33 @@ describe('compressed traces', () => {
 });
 
 describe('paths and content that are not traces', () => {
+  it('reads a gzipped pickle into one buffer whatever its trailer says: exact, short (several members), or lying', async () => {
+    const pickle = readFileSync(snapshotFixture('snapshot-p4.pickle'));
+    const expected = await readTrace(snapshotFixture('snapshot-p4.pickle'));
+    const gz = zlib.gzipSync(pickle);
+    const half = pickle.length >> 1;
+    const members = Buffer.concat([zlib.gzipSync(pickle.subarray(0, half)), zlib.gzipSync(pickle.subarray(half))]);
+    const lying = Buffer.from(gz);
+    lying.writeUInt32LE(0xffffffff, lying.length - 4); // ISIZE: 4 GiB; the data is what it is
+    for (const [name, data] of [
+      ['exact.pickle.gz', gz],
+      ['members.pickle.gz', members],
+    ] as const) {
+      const read = await readTrace(write(name, data));
+      expect([...read.events]).toEqual([...expected.events]);
+    }
+    // a lying trailer only sizes the first buffer (within deflate's ratio of the file): gzip's check then fails
+    await expect(readTrace(write('lying.pickle.gz', lying))).rejects.toThrow(TraceFormatError);
+  });
+
+  it('a compressed pickle past the decompression limit is a TraceFormatError naming the file', async () => {
+    const file = write(
+      'big.pickle.gz',
+      zlib.gzipSync(Buffer.concat([Buffer.from([0x80, 4, 0x4e]), Buffer.alloc(4 << 20), Buffer.from('.')])),
+    );
+    await expect(readTrace(file, { maxDecompressedBytes: 1 << 20 })).rejects.toThrow(/big\.pickle\.gz: .*more than 1048576 bytes/);
+  });
+
   it('a directory is a TraceFileError (EISDIR) that says so', async () => {
     const sub = join(dir, 'traces');
     mkdirSync(sub);

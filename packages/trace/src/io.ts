@@ -182,20 +182,66 @@ export async function openTraceFile(
   return { file: path, compression, head, chunks: chunks(), close };
 }
 
-/** All of a source's content in one Buffer (a pickle is read whole). */
-export async function readAll(source: TraceSource): Promise<Buffer> {
+/** Deflate's largest ratio of output to input (RFC 1951: a 258-byte match costs at least 2 bits). */
+const maxDeflateRatio = 1032;
+
+/**
+ * How many bytes a compressed file is likely to decompress to, bounded by what it can: gzip's
+ * trailer (ISIZE, the size modulo 2^32 of its last member) where it is within deflate's largest
+ * ratio of the file's size, else a small start. A hint only: the buffer grows past it.
+ */
+async function decompressedSizeHint(source: TraceSource, maxBytes: number): Promise<number> {
+  const start = Math.max(source.head.length, 1 << 16);
+  if (source.compression !== 'gzip') return start;
+  const { size } = await stat(source.file);
+  if (size < 18) return start;
+  const file = await open(source.file, 'r');
+  try {
+    const { buffer } = await file.read(Buffer.alloc(4), 0, 4, size - 4);
+    const isize = buffer.readUInt32LE(0);
+    return Math.max(source.head.length, Math.min(isize, maxBytes, size * maxDeflateRatio));
+  } finally {
+    await file.close();
+  }
+}
+
+/**
+ * All of a source's content in one Buffer (a pickle is read whole). Compressed content is written
+ * into one buffer sized from the file's own trailer and grown where that is short, so the content
+ * is held once, not as chunks and then their concatenation. Content that does not fit in memory is
+ * a {@link TraceFormatError} naming the file.
+ */
+export async function readAll(source: TraceSource, maxBytes: number = maxDecompressedTraceBytes): Promise<Buffer> {
   if (source.compression === undefined) {
     source.close();
     return readFile(source.file); // one buffer of the file's size, never a copy of chunks
   }
-  const parts: Buffer[] = [];
+  let length = 0;
   try {
-    for await (const chunk of source.chunks) parts.push(chunk);
+    let buffer = Buffer.allocUnsafe(await decompressedSizeHint(source, maxBytes));
+    for await (const chunk of source.chunks) {
+      if (length + chunk.length > buffer.length) {
+        const grown = Buffer.allocUnsafe(Math.max(length + chunk.length, Math.min(buffer.length * 2, maxBytes)));
+        buffer.copy(grown, 0, 0, length);
+        buffer = grown;
+      }
+      chunk.copy(buffer, length);
+      length += chunk.length;
+    }
+    return buffer.subarray(0, length);
   } catch (e) {
     if (e instanceof TraceSourceError) throw sourceFormatError(source.file, e);
+    if (e instanceof RangeError) {
+      source.close();
+      throw sourceFormatError(
+        source.file,
+        new TraceSourceError(
+          `its ${source.compression} content (more than ${length} bytes) does not fit in this process's memory (${e.message})`,
+        ),
+      );
+    }
     throw e;
   }
-  return parts.length === 1 ? parts[0]! : Buffer.concat(parts);
 }
 
 /** Consecutive lines of a text, the first of them numbered `firstLine` (1-based), without line breaks. */
