@@ -116,6 +116,22 @@ describe('paths and content that are not traces', () => {
     await expect(readTrace(file, { maxDecompressedBytes: 1 << 20 })).rejects.toThrow(/big\.pickle\.gz: .*more than 1048576 bytes/);
   });
 
+  it('a header holding an array 5,000 deep is a TraceFormatError, not a stack overflow, in any field', async () => {
+    const deep = `${'['.repeat(5000)}${']'.repeat(5000)}`;
+    for (const field of ['workload', 'eventCount', 'tags', 'source', 'format']) {
+      const head = field === 'format' ? `{"format":${deep},"version":1}` : `{"format":"gpumem-trace","version":1,"${field}":${deep}}`;
+      const error = await readTrace(write(`deep-${field}.jsonl`, `${head}\n`)).catch((e: unknown) => e);
+      expect(error, field).toBeInstanceOf(TraceFormatError);
+      expect((error as Error).message.length, field).toBeLessThan(400);
+    }
+    const nested = `{"format":"gpumem-trace","version":1,"workload":{"a":${deep}}}`;
+    await expect(readTrace(write('deep-nested.jsonl', `${nested}\n`))).rejects.toThrow(/"workload" nests deeper than 32 levels/);
+    const fine = await readTrace(
+      write('workload.jsonl', `{"format":"gpumem-trace","version":1,"workload":{"model":"gcn","n":{"nodes":[1,2]}}}\n`),
+    );
+    expect(fine.header.workload).toEqual({ model: 'gcn', n: { nodes: [1, 2] } });
+  });
+
   it('a directory is a TraceFileError (EISDIR) that says so', async () => {
     const sub = join(dir, 'traces');
     mkdirSync(sub);

@@ -7,6 +7,7 @@
  */
 import type { LineTraceFormat } from './descriptor.js';
 import { LineTraceParser } from './line-parser.js';
+import { maxHeaderDepth, nestingDepth, preview } from './json-preview.js';
 import type { AllocationTrace, TraceHeader } from './model.js';
 
 /** The JSONL header's format marker and the version this code writes and reads. */
@@ -48,20 +49,20 @@ class JsonlParser extends LineTraceParser {
       this.fail(n, `${expectedHeader} but the header is not valid JSON (${(e as Error).message})`);
     }
     if (value === null || typeof value !== 'object' || Array.isArray(value))
-      this.fail(n, `${expectedHeader} but received ${JSON.stringify(value)}`);
+      this.fail(n, `${expectedHeader} but received ${preview(value)}`);
     const h = value as Record<string, unknown>;
-    if (h.format !== traceFormatMarker) this.fail(n, `${expectedHeader} but "format" is ${JSON.stringify(h.format)}`);
+    if (h.format !== traceFormatMarker) this.fail(n, `${expectedHeader} but "format" is ${preview(h.format)}`);
     if (h.version !== traceFormatVersion) {
       const newer = typeof h.version === 'number' && h.version > traceFormatVersion;
       this.fail(
         n,
-        `trace version ${JSON.stringify(h.version)} ${newer ? 'is newer than this reader' : 'is not supported'}; this reader reads version ${traceFormatVersion}`,
+        `trace version ${preview(h.version)} ${newer ? 'is newer than this reader' : 'is not supported'}; this reader reads version ${traceFormatVersion}`,
       );
     }
     const str = (key: string): string | undefined => {
       const v = h[key];
       if (v === undefined) return undefined;
-      if (typeof v !== 'string') this.fail(n, `header field "${key}" must be a string (received ${JSON.stringify(v)})`);
+      if (typeof v !== 'string') this.fail(n, `header field "${key}" must be a string (received ${preview(v)})`);
       return v;
     };
     const header: TraceHeader = { source: str('source') ?? 'unknown' };
@@ -73,13 +74,16 @@ class JsonlParser extends LineTraceParser {
     if (createdAt !== undefined) header.createdAt = createdAt;
     if (h.workload !== undefined) {
       if (h.workload === null || typeof h.workload !== 'object' || Array.isArray(h.workload)) {
-        this.fail(n, `header field "workload" must be an object (received ${JSON.stringify(h.workload)})`);
+        this.fail(n, `header field "workload" must be an object (received ${preview(h.workload)})`);
+      }
+      if (nestingDepth(h.workload) > maxHeaderDepth) {
+        this.fail(n, `header field "workload" nests deeper than ${maxHeaderDepth} levels: not a workload description`);
       }
       header.workload = h.workload as Record<string, unknown>;
     }
     if (h.tags !== undefined) {
       if (!Array.isArray(h.tags) || h.tags.some((t) => typeof t !== 'string')) {
-        this.fail(n, `header field "tags" must be an array of strings (received ${JSON.stringify(h.tags).slice(0, 80)})`);
+        this.fail(n, `header field "tags" must be an array of strings (received ${preview(h.tags)})`);
       }
       header.tags = this.mergeTags(h.tags as string[]);
     }
@@ -111,7 +115,7 @@ class JsonlParser extends LineTraceParser {
       this.fail(n, `expected a JSON event object but received ${text.slice(0, 80)}`);
     const o = value as Record<string, unknown>;
     if (o.action !== 'alloc' && o.action !== 'free' && o.action !== 'oom') {
-      this.fail(n, `"action" must be one of "alloc", "free", "oom" (received ${JSON.stringify(o.action)})`);
+      this.fail(n, `"action" must be one of "alloc", "free", "oom" (received ${preview(o.action)})`);
     }
     for (const key of ['timeNs', 'ptr', 'bytes'] as const) if (o[key] === undefined) this.fail(n, `the event has no "${key}" field`);
     const tag = o.tag === undefined ? 0 : this.count(o.tag, 'tag', n);

@@ -4,6 +4,7 @@
  * @module
  */
 import { TraceEventColumns } from './event-columns.js';
+import { preview } from './json-preview.js';
 import { TraceFormatError, type ReadTrace, type TraceAction, type TraceFileFormat, type TraceHeader } from './model.js';
 
 /** Blank lines a trace may hold: a file of more is not a trace (and would take long to find so). */
@@ -87,7 +88,7 @@ export abstract class LineTraceParser {
   protected count(value: unknown, name: string, n: number, what = 'field'): number {
     if (typeof value !== 'number' || !Number.isInteger(value) || value < 0 || value > maxSafe) {
       const why = typeof value === 'number' && Number.isInteger(value) && value > maxSafe ? ' (larger than 2^53 - 1)' : '';
-      this.fail(n, `${what} "${name}" must be a non-negative integer up to 2^53 - 1 (received ${JSON.stringify(value)})${why}`);
+      this.fail(n, `${what} "${name}" must be a non-negative integer up to 2^53 - 1 (received ${preview(value)})${why}`);
     }
     return value;
   }
