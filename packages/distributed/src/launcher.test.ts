@@ -1,5 +1,5 @@
 import { fork, spawn } from 'node:child_process';
-import { existsSync, readFileSync } from 'node:fs';
+import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
 import { launchRanks, RankFailedError } from './launcher.js';
@@ -165,6 +165,22 @@ describe.skipIf(cannotKill)(`killing the launcher${cannotKill ? ` (skipped: ${ca
     expect(code).toBe(1);
     expect(err).toMatch(/its launcher \(pid 1\) is gone/);
   });
+
+  for (const signal of ['SIGTERM', 'SIGINT'] as const) {
+    it(`${signal} while the ranks start: the launcher removes its shared-memory region and stops its ranks`, async () => {
+      for (let attempt = 0; attempt < 3; attempt++) {
+        const child = spawn(process.execPath, [launcherScript, '3'], { stdio: ['ignore', 'ignore', 'pipe'] });
+        const exited = new Promise<NodeJS.Signals | null>((done) => child.on('exit', (_code, s) => done(s)));
+        const prefix = `gpumem-${child.pid}-`;
+        const regions = () => readdirSync('/dev/shm').filter((f) => f.startsWith(prefix));
+        // as soon as the region exists: before the ranks (new Node processes) could attach to it
+        expect(await waitUntil(() => regions().length > 0, 10_000)).toBe(true);
+        child.kill(signal);
+        expect(await exited).toBe(signal);
+        expect(regions()).toEqual([]);
+      }
+    }, 60_000);
+  }
 
   for (const signal of ['SIGKILL', 'SIGTERM', 'SIGINT'] as const) {
     it(`${signal} to the launcher's pid: no rank survives it, and its shared-memory region is gone`, async () => {

@@ -97,6 +97,9 @@ export function builtModule(relative: string, base: string | URL): string {
   throw new Error(`Cannot find ${relative} at ${here} or ${built}: build the packages first (npm run build)`);
 }
 
+/** The signals after which the launcher cleans up before it ends (SIGKILL cannot be caught). */
+const stopSignals: readonly NodeJS.Signals[] = ['SIGINT', 'SIGTERM', 'SIGHUP'];
+
 /** Runs `ranks` processes of `entry` and resolves with their results, in rank order. */
 export function launchRanks<P, R>(o: LaunchOptions<P>): Promise<R[]> {
   const { ranks, backend } = o;
@@ -135,8 +138,24 @@ export function launchRanks<P, R>(o: LaunchOptions<P>): Promise<R[]> {
     let killTimer: NodeJS.Timeout | undefined;
     const children: ChildProcess[] = [];
 
+    // Killed by a signal, the launcher stops its ranks and removes the shared region first: a region
+    // is unlinked by the ranks only once all of them attached, so a launcher stopped while they start
+    // would leave its name in /dev/shm. Then the signal is raised again, to end the process as it would
+    // have (where the application has no handler of its own for it).
+    const onSignal = (signal: NodeJS.Signals) => {
+      for (const [r, child] of children.entries()) if (!exited[r]) child.kill(signal);
+      region?.dispose();
+      detachSignals();
+      process.kill(process.pid, signal);
+    };
+    const detachSignals = () => {
+      for (const signal of stopSignals) process.removeListener(signal, onSignal);
+    };
+    for (const signal of stopSignals) process.on(signal, onSignal);
+
     const finish = () => {
       if (!exited.every(Boolean)) return;
+      detachSignals();
       clearInterval(watch);
       if (killTimer) clearTimeout(killTimer);
       region?.dispose();
