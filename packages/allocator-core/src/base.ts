@@ -98,7 +98,9 @@ export abstract class BaseAllocator implements Allocator {
 
   /**
    * Checks that `stream` is a live Stream this allocator can use: a CUDA allocator takes streams of
-   * its own device; a host allocator takes any (it only uses them as keys).
+   * its own device; a host allocator takes any (it only uses them as keys). A Stream made by another
+   * copy of the core passes (`instanceof` is shared), and devices compare by id, as each copy of the
+   * core has its own Device objects.
    */
   protected checkStream(stream: Stream | undefined): Stream | undefined {
     if (stream === undefined) return undefined;
@@ -106,7 +108,7 @@ export abstract class BaseAllocator implements Allocator {
       throw new TypeError(`Expected a Stream (or undefined) for stream but received ${typeof stream}`);
     }
     if (stream.destroyed) throw new TypeError('Expected a live Stream for stream but received a destroyed one');
-    if (this.device.kind === 'cuda' && stream.device !== this.device && stream.handle !== 0) {
+    if (this.device.kind === 'cuda' && stream.device.id !== this.device.id && stream.handle !== 0) {
       throw new TypeError(`Expected a stream of ${this.device.id} for stream but received one of ${stream.device.id}`);
     }
     return stream;

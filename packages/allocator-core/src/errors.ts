@@ -1,9 +1,12 @@
 /**
  * Typed errors. Every failure an allocator reports is one of these or a built-in `RangeError` /
- * `TypeError` for a bad argument (whose message names the argument).
+ * `TypeError` for a bad argument (whose message names the argument). `instanceof` works across
+ * copies of the core (a plug-in's own copy throws, the application catches), and each carries a
+ * `code` ('GPUMEM_OOM', 'GPUMEM_CUDA', 'GPUMEM_INVALID_STATE') for code that checks without the class.
  * @module
  */
 import { formatBytes } from './format.js';
+import { shareClass } from './process-shared.js';
 import type { AllocatorStats } from './types.js';
 
 /**
@@ -50,8 +53,8 @@ export class OutOfMemoryError extends Error {
 }
 
 /**
- * True when `e` is an out-of-memory failure: an {@link OutOfMemoryError}, or any error whose
- * `code` is `'GPUMEM_OOM'` (one thrown by an upstream made by another copy of the core).
+ * True when `e` is an out-of-memory failure: an {@link OutOfMemoryError} of any copy of the core, or
+ * any error whose `code` is `'GPUMEM_OOM'` (e.g. one a copy of another major version threw).
  */
 export function isOutOfMemory(e: unknown): e is OutOfMemoryError {
   return e instanceof OutOfMemoryError || (e instanceof Error && (e as { code?: unknown }).code === 'GPUMEM_OOM');
@@ -77,6 +80,12 @@ export class InvalidStateError extends Error {
   override readonly name = 'InvalidStateError';
   readonly code = 'GPUMEM_INVALID_STATE';
 }
+
+/** The shape of these errors' fields: raised when one changes, so copies that disagree stop matching. */
+const errorsVersion = 1;
+shareClass(OutOfMemoryError, 'OutOfMemoryError', errorsVersion);
+shareClass(CudaError, 'CudaError', errorsVersion);
+shareClass(InvalidStateError, 'InvalidStateError', errorsVersion);
 
 interface NativeErrorShape {
   code?: string;

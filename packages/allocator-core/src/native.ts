@@ -7,6 +7,7 @@ import { createRequire } from 'node:module';
 import { existsSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { processShared, shareClass } from './process-shared.js';
 import type { AllocatorStats } from './types.js';
 
 /** A native resource chain, as the addon exposes it. Internal: use the Allocator API. */
@@ -316,6 +317,7 @@ export class NativeLoadError extends Error {
     super(message);
   }
 }
+shareClass(NativeLoadError, 'NativeLoadError', 1);
 
 /** Where the addon may be, in the order tried. GPUMEM_ADDON overrides everything. */
 export function addonCandidates(): string[] {
@@ -339,12 +341,20 @@ export function addonCandidates(): string[] {
   return [...new Set(candidates)];
 }
 
-let cached: NativeAddon | undefined;
+/**
+ * The addon, once loaded, for every copy of the core in the process: a plug-in's own copy would
+ * otherwise load its own @gpumem/native beside the application's, a second native core whose
+ * resources, streams and host queues the first does not know.
+ */
+const loaded = processShared('native-addon', 1, () => ({ addon: undefined as NativeAddon | undefined }));
 
-/** Loads the addon once; throws {@link NativeLoadError} listing every attempt when none loads. */
+/**
+ * Loads the addon once per process (a copy of the core loaded later uses the one already loaded);
+ * throws {@link NativeLoadError} listing every attempt when none loads.
+ */
 export function loadNative(): NativeAddon {
-  cached ??= loadNativeFrom(addonCandidates());
-  return cached;
+  loaded.addon ??= loadNativeFrom(addonCandidates());
+  return loaded.addon;
 }
 
 /** Loads the first candidate that loads; throws {@link NativeLoadError} listing every attempt. */

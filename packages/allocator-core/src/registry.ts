@@ -1,9 +1,11 @@
 /**
  * The registry: strategies register a factory under a name; users create allocators by name.
- * Small on purpose, and it rejects duplicates. It lives on globalThis so that a plug-in and the
- * application share one registry even if the core module were loaded twice.
+ * Small on purpose, and it rejects duplicates. There is one per process, whatever copies of the core
+ * are loaded (see process-shared.ts): a plug-in installed with its own copy of the core registers
+ * into the application's registry, and the core's own strategies are registered once.
  * @module
  */
+import { processShared } from './process-shared.js';
 import type { Allocator } from './types.js';
 
 /**
@@ -86,28 +88,63 @@ export interface StrategyRegistration {
 
 interface Entry extends StrategyInfo {
   factory: AllocatorFactory<never>;
+  /** Registered by a copy of the core itself (register.ts), not by a plug-in. */
+  builtIn: boolean;
 }
 
-const registryKey = Symbol.for('gpumem.allocator-registry');
-const globalScope = globalThis as typeof globalThis & { [registryKey]?: Map<string, Entry> };
-globalScope[registryKey] ??= new Map();
-const entries: Map<string, Entry> = globalScope[registryKey];
+/**
+ * The createAllocator calls in progress (a factory may create its upstream by name) and, while
+ * {@link createAllocatorWrappingLeaves} runs, the wrapper for the leaves. Shared with the registry,
+ * so the calls a plug-in's copy of the core makes are seen too.
+ */
+interface CreationState {
+  frames: { madeChild: boolean }[];
+  leafWrapper: ((allocator: Allocator, name: string) => Allocator) | undefined;
+  wrappedLeaves: number;
+}
+
+/**
+ * The shape of the shared registry. A change to `Entry` or `CreationState` that an older copy of
+ * the core could not read raises it: copies of another version then refuse to load, naming both.
+ */
+const registryVersion = 1;
+const { entries, creation } = processShared('allocator-registry', registryVersion, () => ({
+  entries: new Map<string, Entry>(),
+  creation: { frames: [], leafWrapper: undefined, wrappedLeaves: 0 } as CreationState,
+}));
 
 const namePattern = /^[a-z][a-z0-9-]*$/;
 
+type FactoryFor<N extends string> = AllocatorFactory<
+  N extends keyof AllocatorOptionsMap ? AllocatorOptionsMap[N] : Record<string, unknown>
+>;
+
 /** Registers a strategy. Throws when `name` is taken or malformed. */
-export function registerAllocator<N extends string>(
-  name: N,
-  factory: AllocatorFactory<N extends keyof AllocatorOptionsMap ? AllocatorOptionsMap[N] : Record<string, unknown>>,
-  info: StrategyRegistration,
-): void {
+export function registerAllocator<N extends string>(name: N, factory: FactoryFor<N>, info: StrategyRegistration): void {
+  addEntry(name, factory, info, false);
+}
+
+/**
+ * Registers one of the core's own strategies (register.ts). When another copy of the core loaded in
+ * this process (a plug-in's) has registered it already, this is a no-op: it is the same strategy.
+ */
+export function registerBuiltInAllocator<N extends string>(name: N, factory: FactoryFor<N>, info: StrategyRegistration): void {
+  if (entries.get(name)?.builtIn === true) return;
+  addEntry(name, factory, info, true);
+}
+
+function addEntry(name: string, factory: unknown, info: StrategyRegistration, builtIn: boolean): void {
   if (typeof name !== 'string' || !namePattern.test(name)) {
     throw new TypeError(`Expected a name of lower-case letters, digits and '-' for name but received ${JSON.stringify(name)}`);
   }
   if (typeof factory !== 'function') throw new TypeError(`Expected a function for factory but received ${typeof factory}`);
   const checked = checkRegistration(info);
-  if (entries.has(name)) throw new Error(`An allocator named '${name}' is already registered`);
-  entries.set(name, { name, factory: factory as AllocatorFactory<never>, ...checked });
+  const existing = entries.get(name);
+  if (existing) {
+    const whose = existing.builtIn ? " (one of @gpumem/allocator-core's own strategies)" : '';
+    throw new Error(`An allocator named '${name}' is already registered${whose}`);
+  }
+  entries.set(name, { name, factory: factory as AllocatorFactory<never>, ...checked, builtIn });
 }
 
 const flagKeys = ['nativeLayers', 'capturable', 'hostMemory', 'requiresOptions', 'managedMemory', 'spillsToHost', 'peerAccess'] as const;
@@ -148,21 +185,6 @@ function isAllocator(value: unknown): value is Allocator {
     (m) => typeof a[m] === 'function',
   );
 }
-
-/**
- * The createAllocator calls in progress (a factory may create its upstream by name) and, while
- * {@link createAllocatorWrappingLeaves} runs, the wrapper for the leaves. On globalThis with the
- * registry, so a plug-in built against another copy of the core is seen too.
- */
-interface CreationState {
-  frames: { madeChild: boolean }[];
-  leafWrapper: ((allocator: Allocator, name: string) => Allocator) | undefined;
-  wrappedLeaves: number;
-}
-const creationKey = Symbol.for('gpumem.allocator-registry.creation');
-const creationScope = globalThis as typeof globalThis & { [creationKey]?: CreationState };
-creationScope[creationKey] ??= { frames: [], leafWrapper: undefined, wrappedLeaves: 0 };
-const creation: CreationState = creationScope[creationKey];
 
 /** Creates an allocator of the registered strategy `name`. */
 export function createAllocator<N extends keyof AllocatorOptionsMap>(name: N, options?: AllocatorOptionsMap[N]): Allocator;
@@ -236,7 +258,7 @@ export function listAllocators(): StrategyInfo[] {
   return [...entries.values()].map(infoOf);
 }
 
-function infoOf({ factory: _factory, ...info }: Entry): StrategyInfo {
+function infoOf({ factory: _factory, builtIn: _builtIn, ...info }: Entry): StrategyInfo {
   return info;
 }
 

@@ -9,8 +9,10 @@
 import { hostDevice, hostQueues, type Device } from './device.js';
 import { InvalidStateError, nativeCall } from './errors.js';
 import { loadNative } from './native.js';
+import { processShared, shareClass } from './process-shared.js';
 
-let nextHostStream = 1;
+/** Host stream handles, unique across the copies of the core in the process (they key free lists). */
+const hostStreams = processShared('host-streams', 1, () => ({ next: 1 }));
 
 /** Throws a TypeError unless `device` is a Device (cudaDevice(i) or hostDevice). */
 function checkDevice(device: unknown): asserts device is Device {
@@ -45,7 +47,7 @@ export class Stream {
   /** A new stream on `device` (a CUDA device, or the host). */
   static create(device: Device): Stream {
     checkDevice(device);
-    if (device.kind === 'host') return new Stream(device, nextHostStream++, true);
+    if (device.kind === 'host') return new Stream(device, hostStreams.next++, true);
     return new Stream(
       device,
       nativeCall('createStream', () => loadNative().createStream(device.index)),
@@ -87,6 +89,8 @@ export class Stream {
     this.#handle = -1;
   }
 }
+// A plug-in's copy of the core takes the application's streams, and the other way round.
+shareClass(Stream, 'Stream', 1);
 
 /** A CUDA event with timing, for ordering and measuring work on streams. */
 export class CudaEvent {
