@@ -4,16 +4,20 @@
  * (comma-separated package names or paths), e.g. GPUMEM_PLUGINS=@acme/allocator-slab.
  *
  * A package name resolves from the current directory first (the user's project, where the
- * plug-in is installed), then from where gpumem itself is installed; a path resolves from the
- * current directory. Node's resolution looks in the node_modules of the current directory and of
- * every folder above it, so a package there shadows one of the same name that gpumem ships: where
- * each plug-in was loaded from is said on stderr.
+ * plug-in is installed), then from where gpumem itself is installed; a path (one that starts with
+ * `.` or `/`) resolves from the current directory, to a module file or to a package folder, whose
+ * package.json says the module (`exports`, else `main`, else index.js). Node's resolution looks in
+ * the node_modules of the current directory and of every folder above it, so a package there
+ * shadows one of the same name that gpumem ships: where each plug-in was loaded from is said on
+ * stderr.
  * @module
  */
+import { existsSync, readFileSync, statSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { isAbsolute, join, resolve } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { builtInStrategyPackages, importStrategies } from '@gpumem/compare';
+import { exports as packageExports } from 'resolve.exports';
 
 /** The plug-ins that ship with gpumem. */
 export const allocatorPlugins: readonly string[] = builtInStrategyPackages;
@@ -30,8 +34,8 @@ export function pluginNames(list: string | undefined): string[] {
  * The module specifier (a file URL) of a plug-in named by package name or path, resolved from
  * `cwd` first, then from gpumem's own install. Throws naming every place it looked.
  */
-function resolvePlugin(name: string, cwd: string = process.cwd()): string {
-  if (name.startsWith('.') || isAbsolute(name)) return pathToFileURL(resolve(cwd, name)).href;
+export function resolvePlugin(name: string, cwd: string = process.cwd()): string {
+  if (name.startsWith('.') || isAbsolute(name)) return pathToFileURL(pluginModuleAt(resolve(cwd, name))).href;
   const tried: string[] = [];
   for (const from of [join(cwd, 'package.json'), import.meta.url]) {
     try {
@@ -44,10 +48,62 @@ function resolvePlugin(name: string, cwd: string = process.cwd()): string {
     // ESM-only packages (an "exports" map with "import" only) resolve here.
     return import.meta.resolve(name);
   } catch {
+    // A folder of that name here was meant as a path, but a bare name is a package name to Node.
+    const asPath = existsSync(resolve(cwd, name)) ? ` To load the folder or file ${resolve(cwd, name)}, write it as ./${name}.` : '';
     throw new Error(
-      `could not find allocator plug-in '${name}'. Install it in this project (npm install ${name}) or give its path. Tried: ${tried.join('; ')}`,
+      `could not find allocator plug-in '${name}'. Install it in this project (npm install ${name}) or give its path.${asPath} Tried: ${tried.join('; ')}`,
     );
   }
+}
+
+/**
+ * The module file a plug-in path names: the file itself, or for a package folder (a plug-in's own
+ * folder, or ./node_modules/NAME) the entry point its package.json gives: `exports` for the package
+ * itself ('.', under Node's conditions for import), else `main`, else index.js, as Node resolves
+ * the package by name. Throws saying what is missing when nothing loadable is there.
+ */
+function pluginModuleAt(path: string): string {
+  const stat = statSync(path, { throwIfNoEntry: false });
+  if (stat === undefined) throw new Error(`${path} does not exist`);
+  if (!stat.isDirectory()) return path;
+  const manifestPath = join(path, 'package.json');
+  if (!existsSync(manifestPath)) {
+    throw new Error(`${path} is a folder without a package.json: give the plug-in's package folder or its module file`);
+  }
+  let manifest: { name?: unknown; main?: unknown; exports?: unknown };
+  try {
+    manifest = JSON.parse(readFileSync(manifestPath, 'utf8')) as typeof manifest;
+  } catch (e) {
+    throw new Error(`${manifestPath} is not valid JSON: ${(e as Error).message}`);
+  }
+  const candidates = entryCandidates(manifest, manifestPath);
+  const found = candidates.map((entry) => resolve(path, entry)).find((file) => statSync(file, { throwIfNoEntry: false })?.isFile());
+  if (found === undefined) {
+    throw new Error(
+      `${manifestPath} names ${candidates.map((c) => `'${c}'`).join(' or ')} as its module, which is not there (is the plug-in built?)`,
+    );
+  }
+  return found;
+}
+
+/** The entry points a package.json names for the package itself, in the order Node tries them. */
+function entryCandidates(manifest: { main?: unknown; exports?: unknown }, manifestPath: string): string[] {
+  if (manifest.exports !== undefined && manifest.exports !== null) {
+    let targets: string[] | undefined;
+    try {
+      targets = packageExports(manifest, '.') ?? undefined;
+    } catch (e) {
+      throw new Error(`${manifestPath}: its "exports" has no entry for the package itself ('.'): ${(e as Error).message}`);
+    }
+    if (!targets || targets.length === 0) throw new Error(`${manifestPath}: its "exports" gives no module for '.' under Node's conditions`);
+    return targets;
+  }
+  // Node's legacy main resolution: main as given, with .js, as a folder's index.js; then index.js.
+  const main =
+    typeof manifest.main === 'string' && manifest.main !== ''
+      ? [manifest.main, `${manifest.main}.js`, join(manifest.main, 'index.js')]
+      : [];
+  return [...main, 'index.js'];
 }
 
 /**
