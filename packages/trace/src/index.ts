@@ -92,3 +92,10 @@ export {
   type SkippedStrategy,
   type StrategyMemory,
 } from './advice.js';
+export {
+  replayStrategy,
+  type LabelledStrategySpec,
+  type StrategyReplay,
+  type StrategyReplayOptions,
+} from './strategy-replay.js';
+export { recommendStrategy, type RecommendOptions } from './recommend.js';
