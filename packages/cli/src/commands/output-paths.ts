@@ -3,7 +3,7 @@
  * EACCES, nor overwrite its own input or another output of the same run.
  * @module
  */
-import { accessSync, constants, existsSync, realpathSync, statSync } from 'node:fs';
+import { accessSync, constants, existsSync, lstatSync, readlinkSync, realpathSync, type Stats, statSync } from 'node:fs';
 import { dirname, resolve } from 'node:path';
 import { UsageError } from './args.js';
 
@@ -15,53 +15,112 @@ export function isStdout(path: unknown): boolean {
   return path === stdoutPath || path === '/dev/stdout';
 }
 
+/** The kind of a file that is not a regular file or a folder, for messages; undefined for those two. */
+function specialKind(st: Stats): string | undefined {
+  if (st.isFIFO()) return 'a named pipe (FIFO): writing would block until something reads it';
+  if (st.isSocket()) return 'a socket';
+  if (st.isBlockDevice()) return 'a block device';
+  return undefined;
+}
+
+/** True for a path on a kernel file system (/proc, /sys), whose files take no reports. */
+function isKernelPath(full: string): boolean {
+  return /^\/(?:proc|sys)(?:\/|$)/.test(full);
+}
+
 /**
- * Throws a UsageError naming `flag` when `path` cannot be written: its folder is missing or not
- * writable, the path is a folder, or it is an existing file that cannot be written. Nothing is
- * created.
+ * Throws a UsageError naming `flag` when `path` cannot be written: its folder is missing, not a
+ * folder or not writable, the path is a folder, a dangling symbolic link, a FIFO, socket or block
+ * device, lies in /proc or /sys, or it is an existing file that cannot be written. Nothing is
+ * created. (Character devices such as /dev/null are accepted.)
  */
 function checkOutputPath(command: string, flag: string, path: string): void {
   if (isStdout(path)) return;
+  const refuse = (why: string): never => {
+    throw new UsageError(`gpumem ${command}: '--${flag}' ${path}: ${why}`);
+  };
   const full = resolve(path);
-  let isDirectory = false;
-  let exists = false;
+  let link: Stats | undefined;
   try {
-    isDirectory = statSync(full).isDirectory();
-    exists = true;
+    link = lstatSync(full);
   } catch {
     // a new file: its folder is checked below
   }
-  if (isDirectory) throw new UsageError(`gpumem ${command}: '--${flag}' ${path}: is a folder; give a file name`);
-  if (exists) {
+  let target: Stats | undefined;
+  if (link?.isSymbolicLink()) {
+    try {
+      target = statSync(full);
+    } catch {
+      refuse(`is a symbolic link to ${readlinkSync(full)}, which does not exist; give the file itself`);
+    }
+  } else target = link;
+  const real = target ? realpathSync(full) : full;
+  if (isKernelPath(real)) refuse(`is on a kernel file system (${real}); give a file on a disk`);
+  if (target?.isDirectory()) refuse('is a folder; give a file name');
+  if (target) {
+    const special = specialKind(target);
+    if (special) refuse(`is ${special}; give a regular file`);
     try {
       accessSync(full, constants.W_OK);
     } catch {
-      throw new UsageError(`gpumem ${command}: '--${flag}' ${path}: the file exists and cannot be written (read-only?)`);
+      refuse('the file exists and cannot be written (read-only?)');
     }
     return;
   }
   const folder = dirname(full);
+  let folderStats: Stats | undefined;
+  try {
+    folderStats = statSync(folder);
+  } catch (e) {
+    const code = (e as NodeJS.ErrnoException).code;
+    refuse(code === 'ENOTDIR' ? `a parent of ${folder} is a file, not a folder` : `the folder ${folder} does not exist`);
+  }
+  if (!folderStats!.isDirectory()) refuse(`${folder} is a file, not a folder`);
   try {
     accessSync(folder, constants.W_OK);
-  } catch (e) {
-    const missing = (e as NodeJS.ErrnoException).code === 'ENOENT';
-    throw new UsageError(
-      `gpumem ${command}: '--${flag}' ${path}: ${missing ? `the folder ${folder} does not exist` : `cannot write in ${folder}`}`,
-    );
+  } catch {
+    refuse(`cannot write in ${folder}`);
   }
 }
 
-/** One file as the file system sees it: symbolic links followed where the file exists. */
+/**
+ * One file as the file system sees it: its device and inode where it exists (so a hard link and a
+ * symbolic link name the file they lead to), else its absolute path.
+ */
 function identity(path: string): string {
   const full = resolve(path);
-  return existsSync(full) ? realpathSync(full) : full;
+  try {
+    const st = statSync(full);
+    return `${st.dev}:${st.ino}`;
+  } catch {
+    return full;
+  }
+}
+
+function isCharacterDevice(path: string): boolean {
+  try {
+    return statSync(resolve(path)).isCharacterDevice();
+  } catch {
+    return false;
+  }
+}
+
+/** The plug-ins named by `--plugin` and GPUMEM_PLUGINS that are files here: inputs an output must not overwrite. */
+function pluginFiles(flags: Record<string, unknown>): [string, string][] {
+  const names = [flags.plugin, process.env.GPUMEM_PLUGINS]
+    .filter((v): v is string => typeof v === 'string')
+    .flatMap((list) => list.split(','))
+    .map((name) => name.trim())
+    .filter(Boolean);
+  return names.filter((name) => existsSync(resolve(name))).map((name) => [`the plug-in ${name}`, name]);
 }
 
 /**
  * Checks every output flag of `flags` that is set (see {@link checkOutputPath}), and that no two
  * name the same file, nor the same file as an input (`inputs`: a label, e.g. 'the trace', and its
- * path): a run must not overwrite what it reads or one output with another. At most one output may
- * go to standard output.
+ * path; plug-in files named by `--plugin` or GPUMEM_PLUGINS are inputs too): a run must not
+ * overwrite what it reads or one output with another, whatever links name them. At most one output
+ * may go to standard output.
  */
 export function checkOutputFlags(
   command: string,
@@ -83,10 +142,10 @@ export function checkOutputFlags(
     throw new UsageError(
       `gpumem ${command}: ${toStdout.map(([n]) => `'--${n}'`).join(' and ')} both write to standard output; give one of them a file`,
     );
-  const read = new Map<string, string>(inputs.map(([label, path]) => [identity(path), label]));
+  const read = new Map<string, string>([...inputs, ...pluginFiles(flags)].map(([label, path]) => [identity(path), label]));
   const written = new Map<string, string>();
   for (const [name, value] of outputs) {
-    if (isStdout(value)) continue;
+    if (isStdout(value) || isCharacterDevice(value)) continue; // /dev/null takes any number of outputs
     const id = identity(value);
     const input = read.get(id);
     if (input !== undefined)
