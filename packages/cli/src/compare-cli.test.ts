@@ -3,7 +3,7 @@ import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { readTable } from './table-cells.testing.js';
+import { readTable } from '../../compare/src/text-table.testing.js';
 import { afterAll, describe, expect, it } from 'vitest';
 import type { CompareResult } from '@gpumem/compare';
 

@@ -1,49 +1,23 @@
 /**
- * `gpumem compare --devices`: the table's line of each device's peaks, the flags that go with
- * --devices, and a comparison over two ranks on the host end to end through the built CLI (the
- * ranks run the built packages/gnn/dist/training/rank-main.js with the host communicator).
+ * `gpumem compare --devices`: the flags that go with --devices, and a comparison over two ranks on
+ * the host end to end through the built CLI (the ranks run the built
+ * packages/gnn/dist/training/rank-main.js with the host communicator). The table's line of each
+ * device's peaks is tested in @gpumem/compare's compare-table.test.ts.
  */
 import { spawnSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { readTable } from './table-cells.testing.js';
 import { afterAll, describe, expect, it } from 'vitest';
-import { formatBytes } from '@gpumem/allocator-core';
 import type { ChromeTrace, CompareResult } from '@gpumem/compare';
-import { sampleCompareResult } from '../../compare/src/fixture.js';
-import { sampleDevicesCompareResult } from '../../compare/src/fixture-devices.js';
-import { formatCompareTable } from './commands/compare-command.js';
 
 const cli = fileURLToPath(new URL('../dist/cli.js', import.meta.url));
 const dir = mkdtempSync(join(tmpdir(), 'gpumem-compare-devices-'));
 const env = { ...process.env, CUDA_VISIBLE_DEVICES: '' };
 const run = (...args: string[]) => spawnSync(process.execPath, [cli, 'compare', ...args], { encoding: 'utf8', env, timeout: 300_000 });
-const MiB = 2 ** 20;
 
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
-
-describe('the compare table of runs over several devices', () => {
-  it("keeps one row per run and lists each device's peaks under the table, one line per run", () => {
-    const table = formatCompareTable(sampleDevicesCompareResult());
-    const lines = table.split('\n');
-    const { rows } = readTable(table);
-    expect([...rows.keys()]).toEqual(['pool', 'async', 'cuda']);
-    for (const row of rows.values()) expect(row).toHaveLength(11);
-    expect(lines).toContain(
-      `pool per device (peak allocated / reserved): cuda:0 ${formatBytes(108 * MiB)} / ${formatBytes(128 * MiB)} \u00b7 cuda:1 ${formatBytes(118 * MiB)} / ${formatBytes(128 * MiB)}`,
-    );
-    expect(table).toMatch(
-      /over several devices: epoch times are the slowest rank's; peaks, upstream calls and OOMs the largest of any one device/,
-    );
-    expect(table).toMatch(/cuda: out of memory: rank 1 of 2 failed: OutOfMemoryError/);
-  });
-
-  it('is as it was without such runs', () => {
-    expect(formatCompareTable(sampleCompareResult())).not.toMatch(/per device|several devices/);
-  });
-});
 
 describe('gpumem compare --devices (CPU)', () => {
   it.each([

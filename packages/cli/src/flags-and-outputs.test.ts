@@ -11,7 +11,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { afterAll, describe, expect, it } from 'vitest';
-import { readTable } from './table-cells.testing.js';
+import { readTable } from '../../compare/src/text-table.testing.js';
 
 const cli = fileURLToPath(new URL('../dist/cli.js', import.meta.url));
 const root = fileURLToPath(new URL('../../../', import.meta.url));

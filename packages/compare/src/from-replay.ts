@@ -5,25 +5,13 @@
  * @module
  */
 import { formatBytes } from '@gpumem/allocator-core';
-import type { CompiledTrace, MinCapacity, RecordedBaseline, ReplayProfile, ReplayResult } from '@gpumem/trace';
+import type { CompiledTrace, MinCapacity, RecordedBaseline, StrategyReplay } from '@gpumem/trace';
 import { rankRuns } from './compare.js';
 import { capTimeline, peakBreakdown } from './timeline.js';
 import type { CompareColumn, CompareResult, CompareRun, ExtraColumn, TimelineSeries } from './types.js';
 
-/** One strategy's replay: its results, or the error that stopped it. */
-export interface ReplayReportRow {
-  /** The strategy as given, with its options. */
-  label: string;
-  error?: string;
-  /** The timed replay. */
-  result?: ReplayResult;
-  /** The tracked pass: timeline, fragmentation at peak, driver calls, memory at each OOM. */
-  profile?: ReplayProfile;
-  /** The minimum capacity, when it was searched. */
-  minCapacity?: MinCapacity;
-  /** Wall time of everything done for the row, ms. */
-  wallMs?: number;
-}
+/** One strategy's replay, as replayStrategy returns it: its results, or the error that stopped it. */
+export type ReplayReportRow = Pick<StrategyReplay, 'label' | 'error' | 'result' | 'profile' | 'minCapacity' | 'wallMs'>;
 
 /** Everything the report says. */
 export interface ReplayReportInput {

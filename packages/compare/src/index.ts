@@ -1,8 +1,9 @@
 /**
  * @gpumem/compare: the same workload under each allocator, one after another in child processes,
- * then one table; memory timelines from tracking events (or, over several devices, each device's
- * sampled from its ranks), a self-contained HTML report and a Perfetto (Chrome) trace. Allocator
- * specs (`NAME:key=value`) are parsed here.
+ * then one table (for the terminal, and in the HTML report); memory timelines from tracking events
+ * (or, over several devices, each device's sampled from its ranks), a self-contained HTML report and
+ * a Perfetto (Chrome) trace. Allocator specs (`NAME:key=value`) are parsed here, and the allocators
+ * a command runs when none are named are chosen here.
  * @packageDocumentation
  */
 export {
@@ -25,6 +26,7 @@ export { isDistributed, runDistributed, summariseDistributed } from './distribut
 export { deviceRun, deviceLabels, devicePeaksText, anyDevices } from './devices.js';
 export { parseBaseline, readBaseline, baselineThroughput, BaselineFormatError, type BaselineRun } from './baseline.js';
 export { parseAllocatorSpec, parseAllocatorList, type AllocatorSpec } from './spec.js';
+export { defaultAllocators, type DefaultAllocators, type DefaultAllocatorsOptions } from './default-allocators.js';
 export { specProblems, specProblemsInChild, type SpecProblem } from './check-specs.js';
 export type {
   CompareResult,
@@ -37,6 +39,8 @@ export type {
   DeviceRun,
 } from './types.js';
 export { renderHtmlReport } from './report-html.js';
+export { formatCompareTable } from './compare-table.js';
+export { formatTable } from './text-table.js';
 export { toChromeTrace, type ChromeTrace, type ChromeTraceEvent } from './trace-json.js';
 export { builtInStrategyPackages, importStrategies } from './strategies.js';
 export { replayToCompareResult, minCapacityText, type ReplayReportInput, type ReplayReportRow } from './from-replay.js';

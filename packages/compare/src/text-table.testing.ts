@@ -1,7 +1,7 @@
 /**
- * Tests' reader of the CLI's tables (formatTable): the header and the rows' cells, cut at the
- * columns the rule line marks, with the blocks of a table wrapped to fit the terminal joined back
- * into one row per name. Not built into the package (see tsconfig.json).
+ * Tests' reader of the terminal tables (text-table.ts's formatTable, which the CLI prints): the header and
+ * the rows' cells, cut at the columns the rule line marks, with the blocks of a table wrapped to fit
+ * the terminal joined back into one row per name. Not built into the package (see tsconfig.json).
  */
 
 /** A table as read: its header, its rows by their first cell, and the lines after it. */

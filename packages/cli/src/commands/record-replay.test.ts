@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
-import { readTable } from '../table-cells.testing.js';
+import { readTable } from '../../../compare/src/text-table.testing.js';
 
 // The built CLI, as a user runs it (npm ci builds it).
 const cli = fileURLToPath(new URL('../../dist/cli.js', import.meta.url));

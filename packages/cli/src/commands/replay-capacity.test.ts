@@ -10,7 +10,7 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
 import { hasCudaDevice } from '@gpumem/allocator-core';
-import { readTable } from '../table-cells.testing.js';
+import { readTable } from '../../../compare/src/text-table.testing.js';
 
 const cli = fileURLToPath(new URL('../../dist/cli.js', import.meta.url));
 const run = (args: string[]) => spawnSync(process.execPath, [cli, ...args], { encoding: 'utf8' });

@@ -7,47 +7,34 @@
  * @module
  */
 import { writeFileSync } from 'node:fs';
+import { deviceProperties, formatBytes, hasCudaDevice, parseSize } from '@gpumem/allocator-core';
 import {
-  deviceProperties,
-  formatBytes,
-  hasAllocator,
-  hasCudaDevice,
-  listAllocators,
-  memoryInfo,
-  parseSize,
-  strategyInfo,
-} from '@gpumem/allocator-core';
-import {
+  defaultAllocators,
+  formatTable,
   parseAllocatorList,
   renderHtmlReport,
   replayToCompareResult,
   minCapacityText,
   specProblems,
   type AllocatorSpec,
-  type ReplayReportRow,
+  type DefaultAllocators,
 } from '@gpumem/compare';
 import { readTrace, TraceFormatError, type ReadTrace } from '@gpumem/trace';
 import {
-  adviseAllocator,
-  capacityCap,
   compileTrace,
-  createReplayAllocator,
   defaultCapacityResolution,
-  findMinCapacity,
   peakByTag,
-  profileReplay,
   pytorchBaseline,
-  replayTrace,
-  strategyMemory,
+  recommendStrategy,
+  replayStrategy,
   type Advice,
-  type CapacityLimit,
   type CompiledTrace,
   type RecordedBaseline,
   type ReplayLoop,
   type SkippedStrategy,
-  type StrategyMemory,
+  type StrategyReplay,
 } from '@gpumem/trace';
-import { flagHelp, formatTable, parseFlags, UsageError, type FlagAliases, type FlagSpec } from './args.js';
+import { flagHelp, parseFlags, UsageError, type FlagAliases, type FlagSpec } from './args.js';
 import { checkOutputFlags, isStdout } from './output-paths.js';
 import { checkAllocatorNames, refuseSpecProblems } from './allocator-flags.js';
 
@@ -160,21 +147,17 @@ function namedAllocators(list: string): AllocatorSpec[] {
   return specs;
 }
 
-/** Every registered allocator that can run here, and those skipped for want of a GPU (also said on stderr). */
-function defaultAllocators(): { specs: AllocatorSpec[]; skipped: SkippedStrategy[] } {
-  const registered = listAllocators();
-  const gpu = hasCudaDevice();
-  const skipped = registered.filter((s) => s.requiresCuda && !gpu).map((s) => s.name);
-  if (skipped.length > 0) process.stderr.write(`gpumem replay: no CUDA device; skipping ${skipped.join(', ')}\n`);
-  // A strategy that needs options ('native': its library) runs only when named.
-  const specs = registered
-    .filter((s) => !s.requiresOptions && (!s.requiresCuda || gpu))
-    .map((s) => ({ label: s.name, name: s.name, options: {} }));
-  return { specs, skipped: skipped.map((label) => ({ label, reason: 'no CUDA device' })) };
+/**
+ * Every registered allocator that can run here (host strategies included even on a GPU: a replay
+ * runs no kernels, and their capacity is as meaningful as a device strategy's), and those skipped
+ * for want of a GPU (also said on stderr).
+ */
+function replayDefaults(): DefaultAllocators {
+  const defaults = defaultAllocators({ gpu: hasCudaDevice(), runsKernels: false });
+  if (defaults.skipped.length > 0)
+    process.stderr.write(`gpumem replay: no CUDA device; skipping ${defaults.skipped.map((s) => s.label).join(', ')}\n`);
+  return defaults;
 }
-
-/** One row: an allocator's results, or the error that stopped it. */
-type ReplayRow = ReplayReportRow & { limit?: CapacityLimit; memory?: StrategyMemory };
 
 /** What a run of the command does for each allocator. */
 interface RunSettings {
@@ -183,52 +166,6 @@ interface RunSettings {
   capacityBytes: number | undefined;
   minCapacity: boolean;
   resolutionBytes: number;
-}
-
-/** Replays `compiled` through one allocator: the timed passes, the tracked pass, the capacity search. */
-function replayOne(spec: AllocatorSpec, compiled: CompiledTrace, s: RunSettings): ReplayRow {
-  const start = performance.now();
-  const label = spec.label;
-  try {
-    if (hasAllocator(spec.name) && strategyInfo(spec.name).managedMemory && hasCudaDevice()) {
-      // Managed memory can oversubscribe the GPU; a replay never asks for more than the card has free.
-      const { freeBytes } = memoryInfo(0);
-      if (compiled.peakAllocatedBytes > freeBytes) {
-        return {
-          label,
-          error: `the trace's peak (${formatBytes(compiled.peakAllocatedBytes)}) is more than the GPU's free memory (${formatBytes(freeBytes)}); replaying it through managed memory would oversubscribe the GPU`,
-        };
-      }
-    }
-    const capacity = s.capacityBytes !== undefined ? { capacityBytes: s.capacityBytes } : {};
-    const made = createReplayAllocator(spec, capacity);
-    const device = made.allocator.device;
-    // On a GPU, a device strategy made over host memory (pool:upstream=host) keeps host memory too.
-    const memory = hasCudaDevice() && device.kind === 'host' ? 'host' : strategyMemory(spec.name);
-    const row: ReplayRow = { label, memory };
-    try {
-      row.result = replayTrace(compiled, made.allocator, { repeats: s.repeats, ...(s.loop !== undefined && { loop: s.loop }) });
-    } finally {
-      made.allocator.dispose();
-    }
-    if (made.limit !== undefined) row.limit = made.limit;
-    row.profile = profileReplay(compiled, spec, capacity);
-    if (s.minCapacity) {
-      row.minCapacity = findMinCapacity(compiled, spec, {
-        capBytes: s.capacityBytes ?? capacityCap(device),
-        resolutionBytes: s.resolutionBytes,
-        ...(s.loop !== undefined && { loop: s.loop }),
-        // What the tracked pass reserved fits unless it ran out of memory: a good first guess.
-        ...(row.profile.ooms === 0 && { hintBytes: row.profile.peakReservedBytes }),
-        // on a GPU, real timing can change the answer: the spread over as many searches as timed passes
-        repeats: s.repeats,
-      });
-    }
-    row.wallMs = performance.now() - start;
-    return row;
-  } catch (e) {
-    return { label, error: e instanceof Error ? `${e.name}: ${e.message}` : String(e), wallMs: performance.now() - start };
-  }
 }
 
 function formatNs(ns: number): string {
@@ -240,7 +177,7 @@ function withShare(bytes: number, of: number): string {
 }
 
 /** The results table; the OOM columns when some row ran out of memory, the search's when it ran. */
-function formatReplayTable(rows: readonly ReplayRow[], baseline?: RecordedBaseline, traceOoms = 0): string {
+function formatReplayTable(rows: readonly StrategyReplay[], baseline?: RecordedBaseline, traceOoms = 0): string {
   const showOom = rows.some((r) => (r.profile?.ooms ?? 0) > 0);
   const showMin = rows.some((r) => r.minCapacity !== undefined);
   const header = [
@@ -309,7 +246,7 @@ function formatReplayTable(rows: readonly ReplayRow[], baseline?: RecordedBaseli
 }
 
 /** The allocators that failed, grouped by their error: `cuda and async: InvalidStateError: ...`. */
-function failuresByError(rows: readonly ReplayRow[]): string[] {
+function failuresByError(rows: readonly StrategyReplay[]): string[] {
   const byError = new Map<string, string[]>();
   for (const r of rows.filter((r) => r.error !== undefined || !r.result || !r.profile)) {
     const error = r.error ?? 'no result';
@@ -321,18 +258,18 @@ function failuresByError(rows: readonly ReplayRow[]): string[] {
 }
 
 /** Under the table, the allocators that failed and why (a long error would widen every row of it). */
-function failureLines(rows: readonly ReplayRow[]): string[] {
+function failureLines(rows: readonly StrategyReplay[]): string[] {
   return failuresByError(rows).map((f) => `failed: ${f}`);
 }
 
 /** When no allocator finished, what happened, in one line (the recommendation has nothing to pick from). */
-function noneFinishedLine(rows: readonly ReplayRow[]): string | undefined {
+function noneFinishedLine(rows: readonly StrategyReplay[]): string | undefined {
   if (rows.length === 0 || rows.some((r) => r.error === undefined && r.result && r.profile)) return undefined;
   return `no strategy could replay the trace: ${failuresByError(rows).join('; ')}`;
 }
 
 /** Notes under the table: what a mark or a limit means. */
-function tableNotes(rows: readonly ReplayRow[], baseline: RecordedBaseline | undefined, resolutionBytes: number): string[] {
+function tableNotes(rows: readonly StrategyReplay[], baseline: RecordedBaseline | undefined, resolutionBytes: number): string[] {
   const notes: string[] = [];
   if (rows.some((r) => r.minCapacity)) {
     notes.push(
@@ -371,44 +308,17 @@ function tableNotes(rows: readonly ReplayRow[], baseline: RecordedBaseline | und
 
 /** The recommendation from the rows that finished (and PyTorch's recorded row, when there is one). */
 function recommend(
-  rows: readonly ReplayRow[],
+  rows: readonly StrategyReplay[],
   baseline: RecordedBaseline | undefined,
   s: RunSettings,
   skipped: readonly SkippedStrategy[],
 ): Advice {
-  const candidates = rows.flatMap((row) => {
-    const r = row.result;
-    const p = row.profile;
-    if (row.error !== undefined || !r || !p) return [];
-    const calls = r.allocs + r.frees;
-    return [
-      {
-        label: row.label,
-        ...(row.memory !== undefined && { memory: row.memory }),
-        ...(p.peakHostReservedBytes !== undefined && { spilledBytes: p.peakHostReservedBytes }),
-        ooms: r.ooms,
-        peakReservedBytes: r.peakReservedBytes,
-        ...(row.minCapacity?.bytes !== undefined && { minCapacityBytes: row.minCapacity.bytes }),
-        driverCalls: p.driverAllocs + p.driverFrees,
-        nsPerCall: calls > 0 ? (r.nsPerAlloc * r.allocs + r.nsPerFree * r.frees) / calls : 0,
-      },
-    ];
-  });
-  return adviseAllocator(candidates, {
+  return recommendStrategy(rows, {
     minCapacity: s.minCapacity,
     ...(s.capacityBytes !== undefined && { capacityBytes: s.capacityBytes }),
-    ...(baseline && {
-      baseline: {
-        name: 'PyTorch',
-        peakReservedBytes: baseline.peakReservedBytes,
-        driverCalls: baseline.driverAllocs + baseline.driverFrees,
-      },
-    }),
-    skipped: [
-      ...skipped,
-      ...rows.flatMap((row) => (row.error === undefined ? [] : [{ label: row.label, reason: `failed: ${row.error.split('\n')[0]}` }])),
-    ],
-    withoutGpu: !hasCudaDevice(),
+    ...(baseline && { baseline }),
+    skipped,
+    gpu: hasCudaDevice(),
   });
 }
 
@@ -473,7 +383,7 @@ function jsonOf(
   file: string,
   trace: ReadTrace,
   compiled: CompiledTrace,
-  rows: readonly ReplayRow[],
+  rows: readonly StrategyReplay[],
   baseline: RecordedBaseline | undefined,
   advice: Advice,
   s: RunSettings,
@@ -557,14 +467,14 @@ export async function runReplay(argv: readonly string[]): Promise<number> {
       `gpumem replay: '--capacity' ${formatBytes(capacityBytes)} is less than the trace's largest single request (${formatBytes(compiled.largestRequestBytes)}); no allocator could replay it`,
     );
   }
-  const defaults = named ? undefined : defaultAllocators();
+  const defaults = named ? undefined : replayDefaults();
   const specs = named ?? defaults!.specs;
   out.write(`${describeTrace(file, trace, compiled)}\n`);
   if (capacityBytes !== undefined) out.write(`  replayed as if the device had ${formatBytes(capacityBytes)}\n`);
   out.write('\n');
 
   const baseline = pytorchBaseline(trace, compiled);
-  const rows = specs.map((spec) => replayOne(spec, compiled, settings));
+  const rows = specs.map((spec) => replayStrategy(compiled, spec, settings));
   out.write(`${formatReplayTable(rows, baseline, compiled.traceOoms)}\n`);
   const noneFinished = noneFinishedLine(rows);
   // when none finished, the result below says why, once

@@ -18,10 +18,17 @@ import {
   type TrainResult,
   type WorkloadTrainOptions,
 } from '@gpumem/gnn';
-import { builtInStrategyPackages, parseAllocatorSpec, specProblems, specProblemsInChild, type AllocatorSpec } from '@gpumem/compare';
+import {
+  builtInStrategyPackages,
+  formatTable,
+  parseAllocatorSpec,
+  specProblems,
+  specProblemsInChild,
+  type AllocatorSpec,
+} from '@gpumem/compare';
 import { checkOutputFlags, isStdout } from './output-paths.js';
 import { checkAllocatorNames, refuseSpecProblems } from './allocator-flags.js';
-import { flagHelp, formatTable, parseFlags, ProgressBar, UsageError, type FlagSpec, type FlagValues } from './args.js';
+import { flagHelp, parseFlags, ProgressBar, UsageError, type FlagSpec, type FlagValues } from './args.js';
 
 /** The flags that registered workloads declare for their own options (Workload.flags), prefixed in the help by the workload's name. */
 function workloadFlags(): Record<string, FlagSpec> {
