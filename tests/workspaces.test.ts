@@ -38,6 +38,26 @@ describe('files made from the workspaces', () => {
   });
 });
 
+describe('what a published package says of where it comes from', () => {
+  const published = workspacePackages().filter((w) => !w.manifest.private);
+
+  it('every public package has a homepage and a repository pointing at its folder', () => {
+    expect(published.map((w) => w.name)).toEqual(expect.arrayContaining(['@gpumem/allocator-core', '@gpumem/native', '@gpumem/cli']));
+    for (const { name, dir, manifest } of published) {
+      expect(manifest.repository, name).toEqual({ type: 'git', url: 'git+https://github.com/gpumem/gpumem.git', directory: dir });
+      expect(manifest.homepage, name).toBe(`https://github.com/gpumem/gpumem/tree/main/${dir}#readme`);
+    }
+  });
+
+  it("every public package's README links absolutely, so its links work from node_modules and the registry's page", () => {
+    for (const { name, dir } of published) {
+      const readme = readFileSync(join(repository, dir, 'README.md'), 'utf8');
+      const relative = [...readme.matchAll(/\]\(([^)\s]+)\)/g)].map((m) => m[1]!).filter((target) => !/^(https?:|mailto:|#)/.test(target));
+      expect(relative, name).toEqual([]);
+    }
+  });
+});
+
 describe('scripts/sync-workspaces.mjs on a repository of its own', () => {
   let dir: string | undefined;
   afterEach(() => {
