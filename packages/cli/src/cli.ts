@@ -32,7 +32,9 @@ Commands:
 Options:
   -v, --version   print gpumem's version
   --plugin NAME   load an allocator plug-in: a package name (resolved from the current
-                  directory first, then from gpumem's install) or a path; repeatable.
+                  directory first, then from gpumem's install) or a path (./ or /): a
+                  module file or a package folder (its package.json's exports or
+                  main); repeatable.
                   A plug-in runs as code of yours: a node_modules folder in the current
                   directory or any folder above it comes first, and can shadow the plug-in
                   you meant; give a path to be sure. Where each was loaded from is
