@@ -8,7 +8,7 @@
 // when asked for):
 //   leaf            the strategy's driver calls: host, cuda (cudaMalloc), managed, async, pinned
 //                   (cudaHostAlloc, strategy 'pinned'), or a plug-in library's (plugin_resource,
-//                   strategy 'native');
+//                   strategy 'plugin');
 //   fault           fault_injecting_adaptor, right over the leaf: fails what the driver is asked;
 //   limit           limiting_adaptor: caps the bytes taken from the (possibly failing) leaf;
 //   strategy layer  pool_resource ('pool', 'pinned') or prefetch_adaptor ('uvm' with prefetch on allocate),
@@ -57,9 +57,10 @@ struct fault_spec {
 //   s.options<pool_spec>().upstream = pool_upstream::host;
 struct chain_spec {
   // A registered strategy's name (gpumem/strategy_registry.hpp: "host", "cuda", "uvm", "pool",
-  // "async", "native", "expandable", "pinned", "tiered"); validate() rejects any other.
+  // "async", "plugin", "expandable", "pinned", "tiered"; 'native' is the plug-in's older name, still
+  // accepted); validate() rejects any other.
   std::string strategy = "host";
-  int device = 0;  // CUDA ordinal; ignored by 'host' and by a pool over host memory; 'native': -1 is the host
+  int device = 0;  // CUDA ordinal; ignored by 'host' and by a pool over host memory; 'plugin': -1 is the host
   // Devices that may read and write the memory (the peerAccess option), for strategies whose memory
   // is on a CUDA device: 'cuda' and 'pool' over cudaMalloc (cudaDeviceEnablePeerAccess), 'async'
   // (cudaMemPoolSetAccess), 'expandable' and 'tiered' over CUDA VMM (cuMemSetAccess); 'uvm' and

@@ -60,7 +60,7 @@ class plugin_resource final : public detail::leaf_resource {
   mutable std::uint64_t peak_reserved_ = 0;
 };
 
-// Strategy 'native': a strategy from a shared library (gpumem/plugin.h); its options in a chain_spec
+// Strategy 'plugin': a strategy from a shared library (gpumem/plugin.h); its options in a chain_spec
 // (spec.options<native_spec>()). Its memory is on `chain_spec::device`, or on the host when that is -1.
 struct native_spec {
   std::string library;  // the path dlopen is given

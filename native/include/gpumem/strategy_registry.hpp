@@ -41,7 +41,7 @@ struct pool_options;  // gpumem/pool_resource.hpp
   X(uvm)                     \
   X(pool)                    \
   X(async)                   \
-  X(native)                  \
+  X(plugin)                  \
   X(expandable)              \
   X(pinned)                  \
   X(tiered)
@@ -119,6 +119,10 @@ struct chain_build {
 
 struct strategy_descriptor {
   std::string name;
+  // Older names of the strategy, still accepted by find_strategy and parse_strategy for one release
+  // (deprecated: libgpumem_torch warns when one is read). Each also names the strategy's variables:
+  // GPUMEM_<ALIAS>_<REST> is read for GPUMEM_<NAME>_<REST> (option_env_aliases).
+  std::vector<std::string> aliases;
   std::string description;
   // The type of the strategy's options in a chain_spec (typeid(pool_spec) for 'pool'); nullptr for a
   // strategy without options. validate() rejects a spec that holds options of another type.
@@ -158,11 +162,15 @@ std::vector<option_descriptor> pool_size_options(pool_options& (*of)(chain_spec&
 
 // Every registered strategy, in the order of GPUMEM_STRATEGIES.
 const std::vector<const strategy_descriptor*>& strategies();
-// The strategy named `name`, or nullptr.
+// The strategy named `name` (or by one of its aliases), or nullptr.
 const strategy_descriptor* find_strategy(std::string_view name) noexcept;
-// The strategy named `name`; throws invalid_argument (type, field "strategy") listing the
-// registered names for anything else.
+// The strategy named `name` (or by one of its aliases); throws invalid_argument (type, field
+// "strategy") listing the registered names for anything else.
 const strategy_descriptor& parse_strategy(std::string_view name);
+// The older spellings of an option's variable under the strategy's aliases, deprecated:
+// {"GPUMEM_NATIVE_LIBRARY"} for the plug-in strategy's GPUMEM_PLUGIN_LIBRARY (alias 'native').
+// Empty where the option has no variable or its variable does not begin with GPUMEM_<NAME>_.
+std::vector<std::string> option_env_aliases(const strategy_descriptor& strategy, const option_descriptor& option);
 // The descriptor of the spec's strategy (parse_strategy(spec.strategy)).
 const strategy_descriptor& strategy_of(const chain_spec& spec);
 
@@ -174,8 +182,10 @@ std::string option_text_expected(const option_descriptor& option);
 // A value in its text form ("" for monostate).
 std::string option_text(const option_value& value);
 
-// The registry as JSON: [{"name", "description", "layer", "wraps", "flags": {...}, "options":
-// [{"key", "kind", "minimum", "choices", "default", "help", "env", "required"}]}].
+// The registry as JSON: [{"name", "aliases", "description", "layer", "wraps", "flags": {...},
+// "options": [{"key", "kind", "minimum", "choices", "default", "help", "js", "env", "envAliases",
+// "required"}]}]. Each strategy is listed once, by its name; "aliases" are its deprecated names and
+// "envAliases" the deprecated spellings of an option's variable (option_env_aliases).
 std::string strategies_json();
 
 }  // namespace gpumem

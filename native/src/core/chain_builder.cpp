@@ -38,6 +38,11 @@ std::string lower(std::string s) {
   return s;
 }
 
+std::string upper(std::string s) {
+  for (char& c : s) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  return s;
+}
+
 std::string json_string(const std::string& s) {
   std::string out = "\"";
   for (char c : s) {
@@ -59,6 +64,13 @@ std::string json_string(const std::string& s) {
   return out + "\"";
 }
 
+// ["a","b"]
+std::string json_strings(const std::vector<std::string>& items) {
+  std::string out = "[";
+  for (std::size_t i = 0; i < items.size(); ++i) out += (i ? "," : "") + json_string(items[i]);
+  return out + "]";
+}
+
 // A value as JSON: null where unset.
 std::string json_value(const option_value& v) {
   if (std::holds_alternative<std::uint64_t>(v)) return std::to_string(std::get<std::uint64_t>(v));
@@ -72,18 +84,22 @@ std::string json_value(const option_value& v) {
   return "null";
 }
 
-// Checks the registry once: names are unique, every strategy can build its leaf.
+// Checks the registry once: names and aliases are unique, every strategy can build its leaf.
 std::vector<const strategy_descriptor*> collect() {
   std::vector<const strategy_descriptor*> all;
 #define GPUMEM_COLLECT_STRATEGY(name) all.push_back(&name##_strategy());
   GPUMEM_STRATEGIES(GPUMEM_COLLECT_STRATEGY)
 #undef GPUMEM_COLLECT_STRATEGY
-  for (std::size_t i = 0; i < all.size(); ++i) {
-    if (!all[i]->leaf_name || !all[i]->make_leaf) throw invalid_state("strategy '" + all[i]->name + "' has no leaf");
-    for (std::size_t j = 0; j < i; ++j) {
-      if (all[i]->name == all[j]->name) {
-        throw invalid_state("strategy '" + all[i]->name + "' is registered twice");
+  std::vector<std::string> names;
+  for (const strategy_descriptor* d : all) {
+    if (!d->leaf_name || !d->make_leaf) throw invalid_state("strategy '" + d->name + "' has no leaf");
+    std::vector<std::string> own{d->name};
+    own.insert(own.end(), d->aliases.begin(), d->aliases.end());
+    for (const std::string& name : own) {
+      for (const std::string& taken : names) {
+        if (name == taken) throw invalid_state("strategy name '" + name + "' is registered twice");
       }
+      names.push_back(name);
     }
   }
   return all;
@@ -138,7 +154,20 @@ const strategy_descriptor* find_strategy(std::string_view name) noexcept {
   for (const strategy_descriptor* d : strategies()) {
     if (d->name == name) return d;
   }
+  for (const strategy_descriptor* d : strategies()) {
+    for (const std::string& alias : d->aliases) {
+      if (alias == name) return d;
+    }
+  }
   return nullptr;
+}
+
+std::vector<std::string> option_env_aliases(const strategy_descriptor& strategy, const option_descriptor& option) {
+  std::vector<std::string> names;
+  const std::string prefix = "GPUMEM_" + upper(strategy.name) + "_";
+  if (option.env.compare(0, prefix.size(), prefix) != 0) return names;
+  for (const std::string& alias : strategy.aliases) names.push_back("GPUMEM_" + upper(alias) + "_" + option.env.substr(prefix.size()));
+  return names;
 }
 
 const strategy_descriptor& parse_strategy(std::string_view name) {
@@ -236,7 +265,8 @@ std::string strategies_json() {
     out += first ? "" : ",";
     first = false;
     const strategy_flags& f = d->flags;
-    out += "{\"name\":" + json_string(d->name) + ",\"description\":" + json_string(d->description) +
+    out += "{\"name\":" + json_string(d->name) + ",\"aliases\":" + json_strings(d->aliases) +
+           ",\"description\":" + json_string(d->description) +
            ",\"layer\":" + json_string(strategy_layer_name(d->layer)) + ",\"wraps\":" + json_string(d->wraps) +
            ",\"flags\":{\"requiresCuda\":" + (f.requires_cuda ? "true" : "false") +
            ",\"capturable\":" + (f.capturable ? "true" : "false") + ",\"hostMemory\":" + (f.host_memory ? "true" : "false") +
@@ -251,13 +281,11 @@ std::string strategies_json() {
       first_option = false;
       option_value def;
       if (!o.default_text.empty() && !parse_option_text(o, o.default_text, def)) def = std::monostate{};
-      std::string choices = "[";
-      for (std::size_t i = 0; i < o.choices.size(); ++i) choices += (i ? "," : "") + json_string(o.choices[i]);
-      choices += "]";
       out += "{\"key\":" + json_string(o.key) + ",\"kind\":" + json_string(option_kind_name(o.kind)) +
-             ",\"minimum\":" + std::to_string(o.minimum) + ",\"choices\":" + choices + ",\"default\":" + json_value(def) +
+             ",\"minimum\":" + std::to_string(o.minimum) + ",\"choices\":" + json_strings(o.choices) + ",\"default\":" + json_value(def) +
              ",\"help\":" + json_string(o.help) + ",\"js\":" + ((o.fronts & front_js) ? "true" : "false") +
              ",\"env\":" + (o.env.empty() ? std::string("null") : json_string(o.env)) +
+             ",\"envAliases\":" + json_strings(option_env_aliases(*d, o)) +
              ",\"required\":" + (o.required ? "true" : "false") + "}";
     }
     out += "]}";

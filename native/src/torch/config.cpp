@@ -47,9 +47,34 @@ std::string strategies_with(const std::string& env) {
   return "GPUMEM_ALLOCATOR=" + names;
 }
 
-// GPUMEM_ALLOCATOR=plugin:PATH, the older spelling of native with GPUMEM_NATIVE_LIBRARY=PATH: read
+// GPUMEM_ALLOCATOR=plugin:PATH, the older spelling of plugin with GPUMEM_PLUGIN_LIBRARY=PATH: read
 // with a warning until it is removed.
 constexpr const char* deprecated_plugin_prefix = "plugin:";
+
+void add_warning(config& c, const std::string& warning) { c.warning += (c.warning.empty() ? "" : "\n") + warning; }
+
+// The variable that sets option `o` of strategy `d` as the environment gives it: its own name, or
+// one of its deprecated names (a strategy alias's spelling: GPUMEM_NATIVE_LIBRARY). Both set is an
+// error (`error` says which), since one of them would be ignored.
+struct variable_read {
+  std::string name;
+  std::optional<std::string> value;
+  bool deprecated = false;
+};
+bool read_option(const env_reader& env, const gpumem::strategy_descriptor& d, const gpumem::option_descriptor& o,
+                 variable_read& out, std::string& error) {
+  out = {o.env, read(env, o.env), false};
+  for (const std::string& old : gpumem::option_env_aliases(d, o)) {
+    const std::optional<std::string> v = read(env, old);
+    if (!v) continue;
+    if (out.value) {
+      error = bad_value(old, *v, o.env + " alone (" + old + " is its deprecated name)");
+      return false;
+    }
+    out = {old, v, true};
+  }
+  return true;
+}
 
 }  // namespace
 
@@ -59,6 +84,13 @@ const std::vector<std::string>& config_variables() {
     for (const gpumem::strategy_descriptor* d : gpumem::strategies()) {
       for (const gpumem::option_descriptor& o : d->options) {
         if (!o.env.empty() && std::find(v.begin(), v.end(), o.env) == v.end()) v.push_back(o.env);
+      }
+    }
+    for (const gpumem::strategy_descriptor* d : gpumem::strategies()) {  // deprecated spellings, still read
+      for (const gpumem::option_descriptor& o : d->options) {
+        for (const std::string& old : gpumem::option_env_aliases(*d, o)) {
+          if (std::find(v.begin(), v.end(), old) == v.end()) v.push_back(old);
+        }
       }
     }
     v.emplace_back("GPUMEM_UVM_LIMIT");
@@ -112,17 +144,20 @@ bool parse_config(const env_reader& env, config& out, std::string& error) {
   if (const auto& v = allocator) {
     const std::string s = lower(*v);
     const gpumem::strategy_descriptor* d = nullptr;
-    if (s.rfind(deprecated_plugin_prefix, 0) == 0) {  // 'native' by its older spelling; the path keeps its case
-      d = &gpumem::native_strategy();
+    if (s.rfind(deprecated_plugin_prefix, 0) == 0) {  // 'plugin' by its older spelling; the path keeps its case
+      d = &gpumem::plugin_strategy();
       deprecated_library = v->substr(std::char_traits<char>::length(deprecated_plugin_prefix));
       if (deprecated_library.empty()) {
         error = bad_value("GPUMEM_ALLOCATOR", *v, "plugin:<path of a gpumem plug-in library>");
         return false;
       }
-      c.warning = "gpumem: GPUMEM_ALLOCATOR=plugin:<path> is deprecated and will be removed; use GPUMEM_ALLOCATOR=native "
-                  "with GPUMEM_NATIVE_LIBRARY=<path>";
+      add_warning(c, "gpumem: GPUMEM_ALLOCATOR=plugin:<path> is deprecated and will be removed; use GPUMEM_ALLOCATOR=plugin "
+                     "with GPUMEM_PLUGIN_LIBRARY=<path>");
     } else {
       d = gpumem::find_strategy(s);
+      if (d != nullptr && d->name != s) {  // an alias: the strategy's older name
+        add_warning(c, "gpumem: GPUMEM_ALLOCATOR=" + s + " is deprecated and will be removed; use GPUMEM_ALLOCATOR=" + d->name);
+      }
     }
     if (d == nullptr || !d->flags.kernel_memory) {
       std::string expected = "one of " + torch_strategy_names() + ", plugin:<library path>";
@@ -143,42 +178,49 @@ bool parse_config(const env_reader& env, config& out, std::string& error) {
   for (const gpumem::strategy_descriptor* d : gpumem::strategies()) {
     for (const gpumem::option_descriptor& o : d->options) {
       if (o.env.empty()) continue;
-      const std::optional<std::string> v = read(env, o.env);
+      variable_read r;
+      if (!read_option(env, *d, o, r, error)) return false;
+      const std::optional<std::string>& v = r.value;
       const bool mine = d == c.strategy;
       if (!v) continue;
       if (o.env_strict && !mine && !chosen_reads(o.env)) {
         // Another strategy's variable that means nothing without it.
-        error = bad_value(o.env, *v, strategies_with(o.env) + " as well");
+        error = bad_value(r.name, *v, strategies_with(o.env) + " as well");
         return false;
       }
       gpumem::option_value value;
       if (!gpumem::parse_option_text(o, *v, value)) {
-        error = bad_value(o.env, *v, gpumem::option_text_expected(o));
+        error = bad_value(r.name, *v, gpumem::option_text_expected(o));
         return false;
       }
       if (defaulted && !mine && !chosen_reads(o.env)) {
         // Another strategy's variable with GPUMEM_ALLOCATOR unset: the process meant that strategy
         // (pool's, the default before expandable), and silently ignoring the setting would hide it.
-        error = bad_value(o.env, *v,
+        error = bad_value(r.name, *v,
                           strategies_with(o.env) + " as well (GPUMEM_ALLOCATOR is unset, and the default strategy is " +
                               c.strategy->name + ")");
         return false;
+      }
+      if (r.deprecated && (mine || chosen_reads(o.env))) {
+        add_warning(c, "gpumem: " + r.name + " is deprecated and will be removed; use " + o.env);
       }
       if (mine && !std::holds_alternative<std::monostate>(value)) o.apply(c.spec, value);
     }
   }
   if (!deprecated_library.empty()) {
-    if (read(env, "GPUMEM_NATIVE_LIBRARY")) {
-      error = bad_value("GPUMEM_NATIVE_LIBRARY", *read(env, "GPUMEM_NATIVE_LIBRARY"),
-                        "GPUMEM_ALLOCATOR=native (plugin:<path> names the library itself)");
+    const gpumem::option_descriptor& library = *c.strategy->option("library");
+    variable_read r;
+    if (!read_option(env, *c.strategy, library, r, error)) return false;
+    if (r.value) {
+      error = bad_value(r.name, *r.value, "GPUMEM_ALLOCATOR=" + c.strategy->name + " (plugin:<path> names the library itself)");
       return false;
     }
-    c.strategy->option("library")->apply(c.spec, std::string(deprecated_library));
+    library.apply(c.spec, std::string(deprecated_library));
   }
   for (const gpumem::option_descriptor& o : c.strategy->options) {
     if (o.required && std::holds_alternative<std::monostate>(o.read(c.spec))) {
       error = "GPUMEM_ALLOCATOR=" + c.strategy->name + " needs " + o.env + "=" + o.required_form;
-      if (c.strategy == &gpumem::native_strategy()) error += " (or GPUMEM_ALLOCATOR=plugin:<path>)";
+      if (c.strategy == &gpumem::plugin_strategy()) error += " (or GPUMEM_ALLOCATOR=plugin:<path>)";
       return false;
     }
   }

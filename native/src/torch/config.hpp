@@ -21,18 +21,21 @@ enum class oom_mode { raise, null };
 // GPUMEM_ALLOCATOR names a strategy of the core's registry (gpumem/strategy_registry.hpp): any whose
 // memory CUDA kernels can use (the kernelMemory flag; 'host' is the one without). Each strategy
 // option with a variable (GPUMEM_POOL_MAX_RESERVED, ...) is read through its descriptor.
-// GPUMEM_ALLOCATOR=plugin:PATH is the deprecated spelling of native with GPUMEM_NATIVE_LIBRARY=PATH.
+// Deprecated spellings, read with a warning until they are removed: a strategy's older name
+// (GPUMEM_ALLOCATOR=native for plugin) and its variables under that name (GPUMEM_NATIVE_LIBRARY for
+// GPUMEM_PLUGIN_LIBRARY), and GPUMEM_ALLOCATOR=plugin:PATH for plugin with GPUMEM_PLUGIN_LIBRARY=PATH.
 struct config {
   const gpumem::strategy_descriptor* strategy = nullptr;  // never null once parsed ('expandable' by default)
   gpumem::chain_spec spec;  // the strategy and its options; chain_spec_for adds the device and the limit
   uvm_limit_mode uvm_limit = uvm_limit_mode::free_memory;
   std::uint64_t uvm_limit_bytes = 0;  // uvm_limit == bytes
   oom_mode oom = oom_mode::raise;
-  std::string warning;  // a deprecated spelling was read: what to write instead
+  std::string warning;  // deprecated spellings were read: what to write instead, a line each
 };
 
 // The variables parse_config reads, in the order it reads them.
-// GPUMEM_ALLOCATOR, the strategies' variables (in the registry's order), GPUMEM_UVM_LIMIT, GPUMEM_OOM.
+// GPUMEM_ALLOCATOR, the strategies' variables (in the registry's order), their deprecated spellings,
+// GPUMEM_UVM_LIMIT, GPUMEM_OOM.
 const std::vector<std::string>& config_variables();
 
 // Bytes kept free below the device's free memory when GPUMEM_UVM_LIMIT=free.

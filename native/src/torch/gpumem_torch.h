@@ -15,7 +15,7 @@
  * but not empty must be valid; an empty value counts as unset.
  *
  *   GPUMEM_ALLOCATOR                cuda | uvm | pool | async | expandable | pinned | tiered |
- *                                   native | plugin:PATH    (default expandable; case-insensitive)
+ *                                   plugin | plugin:PATH    (default expandable; case-insensitive)
  *     cuda  cudaMalloc / cudaFree for every tensor (cudaFree synchronises the device).
  *     uvm   cudaMallocManaged, prefetched to the device on the allocating stream, capped by
  *           GPUMEM_UVM_LIMIT.
@@ -26,10 +26,12 @@
  *     pinned      a pool over mapped pinned host memory (kernels read and write it in place).
  *     tiered      device memory up to a budget, then mapped pinned host memory; every block
  *                 rounded to a 2 MiB granule. See GPUMEM_TIERED_* and gpumem_set_thread_placement.
- *     native      a strategy built as a shared library against gpumem/plugin.h, named by
- *                 GPUMEM_NATIVE_LIBRARY; plugin:PATH is the same with the path in the name.
- *   GPUMEM_NATIVE_LIBRARY           PATH   (native; given to dlopen as is)
- *   GPUMEM_PLUGIN_OPTIONS           key=value;key=value   (native / plugin:PATH; passed as is)
+ *     plugin      a strategy built as a shared library against gpumem/plugin.h, named by
+ *                 GPUMEM_PLUGIN_LIBRARY; plugin:PATH (deprecated) is the same with the path in the
+ *                 name. 'native', its older name, is still read, with a warning on stderr, and so
+ *                 is GPUMEM_NATIVE_LIBRARY for GPUMEM_PLUGIN_LIBRARY.
+ *   GPUMEM_PLUGIN_LIBRARY           PATH   (plugin; given to dlopen as is)
+ *   GPUMEM_PLUGIN_OPTIONS           key=value;key=value   (plugin / plugin:PATH; passed as is)
  *   GPUMEM_TIERED_DEVICE_BUDGET     SIZE   (tiered; device bytes held, live and cached; default:
  *                                   the device's free memory less 1 GiB; 0: all on the host)
  *   GPUMEM_TIERED_HOST_BUDGET       SIZE   (tiered; pinned host bytes; never more than

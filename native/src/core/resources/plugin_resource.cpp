@@ -15,7 +15,7 @@ namespace gpumem {
 
 namespace {
 
-// The options of strategy 'native' in a chain_spec (its descriptor's options_type).
+// The options of strategy 'plugin' in a chain_spec (its descriptor's options_type).
 native_spec& own(chain_spec& spec) { return spec.options<native_spec>(); }
 const native_spec& own(const chain_spec& spec) { return spec.options<native_spec>(); }
 
@@ -274,11 +274,13 @@ void plugin_resource::do_trim(std::size_t bytes_to_keep) {
   table_fns_->trim(state_, bytes_to_keep);
 }
 
-// 'native': a plug-in library's strategy (gpumem/plugin.h), the leaf alone.
-const strategy_descriptor& native_strategy() {
+// 'plugin' ('native' until it was renamed, still accepted): a plug-in library's strategy
+// (gpumem/plugin.h), the leaf alone.
+const strategy_descriptor& plugin_strategy() {
   static const strategy_descriptor descriptor = [] {
     strategy_descriptor d;
-    d.name = "native";
+    d.name = "plugin";
+    d.aliases = {"native"};
     d.description = "a strategy from a shared library built against gpumem/plugin.h (options: library, options?, device?)";
     d.options_type = &typeid(native_spec);
     d.flags.requires_options = true;
@@ -288,7 +290,7 @@ const strategy_descriptor& native_strategy() {
     library.key = "library";
     library.kind = option_kind::text;
     library.help = "the path of the plug-in library (dlopen)";
-    library.env = "GPUMEM_NATIVE_LIBRARY";
+    library.env = "GPUMEM_PLUGIN_LIBRARY";
     library.env_strict = true;
     library.required = true;
     library.required_form = "<path of a gpumem plug-in library>";
