@@ -21,9 +21,11 @@ or for part of a program, beside PyTorch's own allocator::
     alloc.memory_stats()
 
 Strategies (the names of gpumem's registry): ``cuda``, ``uvm``, ``pool``, ``async``,
-``native`` (a plug-in library; ``plugin:PATH`` is its deprecated spelling), ``expandable`` (the default),
-``pinned`` and ``tiered``: every registered strategy but ``host``, whose memory CUDA kernels cannot
-use. :func:`strategies` lists them with their options, as the library's registry describes them.
+``plugin`` (a plug-in library; ``native``, its older name, and ``plugin:PATH`` are deprecated
+spellings), ``expandable`` (the default), ``pinned`` and ``tiered``: every registered strategy but
+``host``, whose memory CUDA kernels cannot use. :func:`strategies` lists them with their options, as
+the library's registry describes them, and :data:`STRATEGIES` names them; both, and the option
+keywords, are read from the library when first needed.
 Out of memory follows PyTorch's convention ("CUDA out of memory. ..."). See docs/torch.md.
 
 The library is found at ``$GPUMEM_TORCH_LIB``, else inside this package (the wheel), else at
@@ -42,6 +44,7 @@ Only the standard library is needed to import this package, to check a configura
 from __future__ import annotations
 
 import collections
+import copy
 import ctypes
 import json
 import os
@@ -50,14 +53,13 @@ from typing import Any, Dict, List, Optional
 
 from . import _frames, _library
 from ._allocator import Allocator, allocator, describe, place, set_thread_placement, thread_placement
-from ._library import STRATEGIES, library_path
+from ._library import library_path
 from ._stats import device_index as _device_index
 from ._stats import instance_memory_stats, instance_raw_stats
 
 __version__ = "0.1.0"
 
 __all__ = [
-    "STRATEGIES",
     "Allocator",
     "allocator",
     "describe",
@@ -84,6 +86,14 @@ __all__ = [
     "stop",
     "is_recording",
 ]
+
+def __getattr__(name: str) -> Any:
+    # STRATEGIES: the names GPUMEM_ALLOCATOR takes, in the registry's order, read from the library
+    # on first use (importing this package does not load it).
+    if name == "STRATEGIES":
+        return _library.registry().names
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 _lock = threading.Lock()
 _init_env: Optional[Dict[str, Optional[str]]] = None  # the environment the library kept
@@ -127,7 +137,7 @@ def _init(previous: Dict[str, Optional[str]]) -> str:
         _restore_env(previous)
         raise ValueError(message)
     if _init_env is None:
-        _init_env = {k: (os.environ.get(k) or None) for k in _library.CONFIG_ENV}
+        _init_env = {k: (os.environ.get(k) or None) for k in _library.registry().variables}
     return lib.gpumem_config().decode()
 
 
@@ -148,40 +158,39 @@ def check_config(strategy: Optional[str] = None, **options: Any) -> str:
 
 def strategies(all_registered: bool = False) -> List[Dict[str, Any]]:
     """The strategies of the library's registry, as the core describes them: each a dict with
-    ``name``, ``description``, ``layer`` (``leaf``, ``cache`` or ``adaptor``), ``wraps``, ``flags``
+    ``name``, ``aliases`` (its older names, deprecated), ``description``, ``layer`` (``leaf``,
+    ``cache`` or ``adaptor``), ``wraps``, ``flags``
     (``requiresCuda``, ``capturable``, ``hostMemory``, ``requiresOptions``, ``managedMemory``,
     ``spillsToHost``, ``peerAccess``, ``hostDevice``, ``kernelMemory``) and ``options`` (each with
     ``key``, ``kind``, ``minimum``, ``choices``, ``default``, ``help``, ``js`` (the Node spec takes
-    it), ``env`` (the variable that sets it here, None where none does) and ``required``).
+    it), ``env`` (the variable that sets it here, None where none does), ``envAliases`` (its
+    deprecated spellings) and ``required``). The keywords of :func:`enable` and :func:`allocator`
+    are these variables' names.
 
     By default only those ``GPUMEM_ALLOCATOR`` accepts (``kernelMemory``: CUDA kernels can use
     their memory); ``all_registered=True`` lists every registered strategy. Needs neither PyTorch nor a GPU,
     and reads no configuration."""
-    lib = _library.load()
-    if not hasattr(lib, "gpumem_strategies"):
-        raise RuntimeError(f"gpumem: {_library.loaded_path()} is too old to list its strategies; rebuild it")
-    text = lib.gpumem_strategies()
-    if text is None:
-        raise RuntimeError(_library.last_error())
-    listed = json.loads(text.decode("utf-8"))
-    return [s for s in listed if all_registered or s["flags"]["kernelMemory"]]
+    listed = _library.registry().strategies
+    return [copy.deepcopy(s) for s in listed if all_registered or s["flags"]["kernelMemory"]]
 
 
 def enable(strategy: Optional[str] = None, **options: Any) -> str:
     """Makes gpumem PyTorch's CUDA allocator for the whole process. Call it before anything
     initialises CUDA.
 
-    ``strategy`` is one of ``cuda``, ``uvm``, ``pool``, ``async``, ``native`` (with
-    ``native_library``), ``expandable``, ``pinned``, ``tiered`` (:func:`strategies`), or
-    ``plugin:/path/lib.so`` (the deprecated spelling of ``native``) (default:
-    ``$GPUMEM_ALLOCATOR``, else ``expandable``). ``options`` set the matching
-    environment variables: ``uvm_prefetch`` (bool), ``uvm_advise`` (``none``/``device``/``host``),
+    ``strategy`` is one of ``cuda``, ``uvm``, ``pool``, ``async``, ``plugin`` (with
+    ``plugin_library``), ``expandable``, ``pinned``, ``tiered`` (:data:`STRATEGIES`, :func:`strategies`)
+    (default: ``$GPUMEM_ALLOCATOR``, else ``expandable``); ``native`` (the older name of ``plugin``)
+    and ``plugin:/path/lib.so`` are deprecated spellings. ``options`` set the matching environment
+    variables, each keyword the variable's name in lower case without ``GPUMEM_``, or without the
+    strategy's name as well where that is unambiguous (``pool_max_reserved`` or ``max_reserved``):
+    ``uvm_prefetch`` (bool), ``uvm_advise`` (``none``/``device``/``host``),
     ``uvm_limit`` (``free``, ``none`` or a size), ``async_release_threshold`` (size),
     ``pool_max_reserved`` (size; also pinned's cap), ``tiered_device_budget`` and
     ``tiered_host_budget`` (sizes), ``tiered_placement`` (``auto``/``device``/``host``),
     ``expandable_unmap_idle_before_growth`` (bool),
-    ``native_library`` (path), ``plugin_options`` (``"key=value;key=value"``), ``oom``
-    (``raise``/``null``). Sizes are integers (bytes) or strings such as ``"512MiB"`` or ``"4GiB"``
+    ``plugin_library`` (path; ``native_library`` is its deprecated name), ``plugin_options``
+    (``"key=value;key=value"``), ``oom`` (``raise``/``null``). Sizes are integers (bytes) or strings such as ``"512MiB"`` or ``"4GiB"``
     (KiB, MiB, GiB or TiB, the only units accepted). ``None`` leaves a variable as it is.
 
     Returns the configuration string. Raises ValueError for a bad configuration (nothing is

@@ -117,9 +117,8 @@ class Allocator:
 
 def allocator(strategy: str, **options: Any) -> Allocator:
     """An allocator object for ``strategy`` (one of :data:`gpumem_torch.STRATEGIES`, listed with
-    their options by :func:`gpumem_torch.strategies`; ``plugin:PATH`` is the deprecated spelling of
-    ``native``)
-    with ``options`` (the keywords of :func:`gpumem_torch.enable`), configured from its arguments
+    their options by :func:`gpumem_torch.strategies`; ``native``, the older name of ``plugin``, and
+    ``plugin:PATH`` are deprecated spellings) with ``options`` (the keywords of :func:`gpumem_torch.enable`), configured from its arguments
     alone (the environment is not read). For ``torch.cuda.memory.change_current_allocator(alloc)``
     and for ``torch.cuda.MemPool``: ``pool = alloc.mem_pool()``.
 

@@ -1,49 +1,25 @@
-"""Finding and loading libgpumem_torch.so, and the option names shared by enable() and allocator().
+"""Finding and loading libgpumem_torch.so, and the strategy and option names shared by enable() and
+allocator(), read from the library's registry.
 
 Only the standard library: this module is imported where PyTorch is not installed."""
 
 from __future__ import annotations
 
 import ctypes
+import json
 import os
+import sys
 import threading
+import warnings
 from pathlib import Path
-from typing import Any, List, Optional, Tuple
+from typing import Any, Dict, List, NamedTuple, Optional, Set, Tuple
 
 LIBRARY_NAME = "libgpumem_torch.so"
 ABI_VERSION = 2
 
-# The core's strategies that run under PyTorch, by the names of gpumem's registry, in its order:
-# every registered strategy whose memory CUDA kernels can use (strategies() reads them from the
-# library; a test keeps this tuple equal to it). 'native' is a plug-in library
-# (GPUMEM_NATIVE_LIBRARY); 'plugin:PATH' is its older spelling, deprecated.
-STRATEGIES = ("cuda", "uvm", "pool", "async", "native", "expandable", "pinned", "tiered")
-
-# Keyword option -> environment variable (the library's configuration names).
-OPTION_ENV = {
-    "uvm_prefetch": "GPUMEM_UVM_PREFETCH",
-    "prefetch": "GPUMEM_UVM_PREFETCH",
-    "uvm_advise": "GPUMEM_UVM_ADVISE",
-    "advise": "GPUMEM_UVM_ADVISE",
-    "uvm_limit": "GPUMEM_UVM_LIMIT",
-    "async_release_threshold": "GPUMEM_ASYNC_RELEASE_THRESHOLD",
-    "release_threshold": "GPUMEM_ASYNC_RELEASE_THRESHOLD",
-    "pool_max_reserved": "GPUMEM_POOL_MAX_RESERVED",
-    "max_reserved": "GPUMEM_POOL_MAX_RESERVED",
-    "oom": "GPUMEM_OOM",
-    "native_library": "GPUMEM_NATIVE_LIBRARY",
-    "library": "GPUMEM_NATIVE_LIBRARY",
-    "plugin_options": "GPUMEM_PLUGIN_OPTIONS",
-    "tiered_device_budget": "GPUMEM_TIERED_DEVICE_BUDGET",
-    "device_budget": "GPUMEM_TIERED_DEVICE_BUDGET",
-    "tiered_host_budget": "GPUMEM_TIERED_HOST_BUDGET",
-    "host_budget": "GPUMEM_TIERED_HOST_BUDGET",
-    "tiered_placement": "GPUMEM_TIERED_PLACEMENT",
-    "placement": "GPUMEM_TIERED_PLACEMENT",
-    "expandable_unmap_idle_before_growth": "GPUMEM_EXPANDABLE_UNMAP_IDLE_BEFORE_GROWTH",
-    "unmap_idle_before_growth": "GPUMEM_EXPANDABLE_UNMAP_IDLE_BEFORE_GROWTH",
-}
-CONFIG_ENV = ("GPUMEM_ALLOCATOR",) + tuple(sorted(set(OPTION_ENV.values())))
+# libgpumem_torch's own settings beside the strategies' options (native/src/torch/config.cpp):
+# keyword -> variable. Every other keyword comes from the library's registry (registry()).
+LIBRARY_SETTINGS = {"uvm_limit": "GPUMEM_UVM_LIMIT", "oom": "GPUMEM_OOM"}
 
 
 class Stats(ctypes.Structure):
@@ -184,18 +160,129 @@ def env_value(value: Any) -> str:
     raise TypeError(f"gpumem: expected an int, a bool or a string for an option but received {value!r} of type {type(value).__name__}")
 
 
+class Registry(NamedTuple):
+    """What the library's registry (``gpumem_strategies()``) gives the keywords of enable() and
+    allocator()."""
+
+    strategies: Tuple[Dict[str, Any], ...]  # every registered strategy, as the library describes it
+    names: Tuple[str, ...]  # those GPUMEM_ALLOCATOR takes (CUDA kernels can use their memory), in order
+    aliases: Dict[str, str]  # a strategy's older name (deprecated) -> its name
+    options: Dict[str, str]  # keyword -> variable
+    deprecated_options: Dict[str, str]  # an older keyword -> the variable it now sets
+    variables: Tuple[str, ...]  # GPUMEM_ALLOCATOR and every variable a keyword sets
+
+
+_registry_lock = threading.Lock()
+_registry: Optional[Registry] = None
+_warned: Set[str] = set()
+
+
+def _keyword(variable: str) -> str:
+    """GPUMEM_POOL_MAX_RESERVED -> pool_max_reserved."""
+    return variable[len("GPUMEM_") :].lower() if variable.startswith("GPUMEM_") else variable.lower()
+
+
+def derive_registry(listed: List[Dict[str, Any]]) -> Registry:
+    """The names and keywords of the strategies ``listed`` (the library's JSON). A variable's keyword
+    is its name lower-cased without ``GPUMEM_`` (``pool_max_reserved``); one that begins with its
+    strategy's name also goes by the rest (``max_reserved``) where no other keyword is spelled so. A
+    variable's deprecated spellings (``envAliases``, e.g. GPUMEM_NATIVE_LIBRARY under the plug-in
+    strategy's older name) give deprecated keywords (``native_library``)."""
+    options = dict(LIBRARY_SETTINGS)
+    short: Dict[str, Set[str]] = {}
+    older: Dict[str, str] = {}
+    for strategy in listed:
+        prefix = strategy["name"] + "_"
+        for option in strategy["options"]:
+            variable = option.get("env")
+            if not variable:
+                continue
+            keyword = _keyword(variable)
+            options[keyword] = variable
+            if keyword.startswith(prefix):
+                short.setdefault(keyword[len(prefix) :], set()).add(variable)
+            for old in option.get("envAliases", []):
+                older[_keyword(old)] = variable
+    for keyword, variables in short.items():
+        if len(variables) == 1 and keyword not in options:
+            options[keyword] = next(iter(variables))
+    return Registry(
+        strategies=tuple(listed),
+        names=tuple(s["name"] for s in listed if s["flags"]["kernelMemory"]),
+        aliases={alias: s["name"] for s in listed for alias in s.get("aliases", [])},
+        options=options,
+        deprecated_options={k: v for k, v in older.items() if k not in options},
+        variables=("GPUMEM_ALLOCATOR",) + tuple(dict.fromkeys(options.values())),
+    )
+
+
+def registry() -> Registry:
+    """The library's registry, read once (loading the library: FileNotFoundError where it is
+    missing, as load() says; RuntimeError where it is too old to list its strategies)."""
+    global _registry
+    if _registry is not None:
+        return _registry
+    lib = load()
+    with _registry_lock:
+        if _registry is None:
+            if not hasattr(lib, "gpumem_strategies"):
+                raise RuntimeError(f"gpumem: {loaded_path()} is too old to list its strategies; rebuild it")
+            text = lib.gpumem_strategies()
+            if text is None:
+                raise RuntimeError(last_error())
+            _registry = derive_registry(json.loads(text.decode("utf-8")))
+        return _registry
+
+
+def _deprecated(old: str, message: str) -> None:
+    """Says once per process that ``old`` is deprecated: a FutureWarning (shown by default), at the
+    caller's line outside this package."""
+    if old in _warned:
+        return
+    _warned.add(old)
+    package = os.path.dirname(os.path.abspath(__file__))
+    frame, level = sys._getframe(0), 1
+    while frame is not None and os.path.abspath(frame.f_code.co_filename).startswith(package + os.sep):
+        frame, level = frame.f_back, level + 1
+    warnings.warn(message, FutureWarning, stacklevel=level)
+
+
+def strategy_name(strategy: str) -> str:
+    """``strategy`` as GPUMEM_ALLOCATOR gets it: a deprecated older name becomes the strategy's name,
+    with a warning; anything else is left for the library to check."""
+    reg = registry()
+    name = reg.aliases.get(strategy.lower())
+    if name is None:
+        return strategy
+    _deprecated(
+        f"strategy:{strategy.lower()}",
+        f"gpumem: the strategy name {strategy.lower()!r} is deprecated and will be removed in the next release; use {name!r}",
+    )
+    return name
+
+
 def option_values(strategy: Optional[str], options: dict) -> dict:
     """{variable: value} for a strategy and keyword options; TypeError for an unknown option or a
-    strategy that is not a string."""
+    strategy that is not a string. Reads the library's registry where there is anything to map."""
     values = {}
     if strategy is not None:
         if not isinstance(strategy, str):
             raise TypeError(f"gpumem: expected a strategy name (str) but received {strategy!r} of type {type(strategy).__name__}")
-        values["GPUMEM_ALLOCATOR"] = strategy
+        values["GPUMEM_ALLOCATOR"] = strategy_name(strategy)
+    if not options:
+        return values
+    reg = registry()
     for key, value in options.items():
-        if key not in OPTION_ENV:
-            known = ", ".join(sorted(OPTION_ENV))
+        variable = reg.options.get(key)
+        if variable is None and key in reg.deprecated_options:
+            variable = reg.deprecated_options[key]
+            _deprecated(
+                f"option:{key}",
+                f"gpumem: the option {key!r} is deprecated and will be removed in the next release; use {_keyword(variable)!r}",
+            )
+        if variable is None:
+            known = ", ".join(sorted(reg.options))
             raise TypeError(f"gpumem: unknown option {key!r}; known options: {known}")
         if value is not None:
-            values[OPTION_ENV[key]] = env_value(value)
+            values[variable] = env_value(value)
     return values

@@ -130,15 +130,17 @@ class AllocatorConfigTests(unittest.TestCase):
             "pinned": "strategy=pinned pool.upstream=pinned pool.max_reserved=none oom=raise",
             "tiered": "strategy=tiered tiered.device_budget=default tiered.host_budget=default tiered.placement=auto oom=raise",
         }
-        self.assertEqual(set(expected) | {"native"}, set(gpumem_torch.STRATEGIES))
+        # Every strategy of the library's registry that needs no options (the plug-in's needs its library).
+        plain = {s["name"] for s in gpumem_torch.strategies() if not s["flags"]["requiresOptions"]}
+        self.assertEqual(set(expected), plain)
         for name, text in expected.items():
             with self.subTest(strategy=name):
                 self.assertEqual(gpumem_torch.describe(name), text)
         self.assertEqual(
-            gpumem_torch.describe("native", native_library="/opt/lib/slab.so", plugin_options="a=1"),
-            "strategy=native plugin.library=/opt/lib/slab.so plugin.options=a=1 oom=raise",
+            gpumem_torch.describe("plugin", plugin_library="/opt/lib/slab.so", plugin_options="a=1"),
+            "strategy=plugin plugin.library=/opt/lib/slab.so plugin.options=a=1 oom=raise",
         )
-        self.assertEqual(gpumem_torch.describe("plugin:/opt/lib/slab.so"), "strategy=native plugin.library=/opt/lib/slab.so plugin.options= oom=raise")
+        self.assertEqual(gpumem_torch.describe("plugin:/opt/lib/slab.so"), "strategy=plugin plugin.library=/opt/lib/slab.so plugin.options= oom=raise")
 
     def test_options(self):
         self.assertEqual(
@@ -168,8 +170,8 @@ class AllocatorConfigTests(unittest.TestCase):
             gpumem_torch.describe("tiered", device_budget="8G")
         with self.assertRaisesRegex(ValueError, "GPUMEM_TIERED_PLACEMENT='gpu'"):
             gpumem_torch.describe("tiered", placement="gpu")
-        with self.assertRaisesRegex(ValueError, "GPUMEM_NATIVE_LIBRARY"):
-            gpumem_torch.describe("native")
+        with self.assertRaisesRegex(ValueError, "GPUMEM_ALLOCATOR=plugin needs GPUMEM_PLUGIN_LIBRARY"):
+            gpumem_torch.describe("plugin")
         with self.assertRaisesRegex(ValueError, "line break"):
             gpumem_torch.describe("pool", pool_max_reserved="1GiB\nGPUMEM_ALLOCATOR=cuda")
         with self.assertRaisesRegex(TypeError, "unknown option 'budget'"):

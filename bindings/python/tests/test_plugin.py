@@ -1,4 +1,5 @@
-"""libgpumem_torch.so with a strategy from a plug-in library (GPUMEM_ALLOCATOR=plugin:<path>):
+"""libgpumem_torch.so with a strategy from a plug-in library (GPUMEM_ALLOCATOR=plugin with
+GPUMEM_PLUGIN_LIBRARY=<path>; 'native', its older name, and plugin:<path> are deprecated spellings):
 the example slab library (examples/cpp, built beside the torch library by ``npm run build:native``).
 
 - PluginConfigTests need only the built torch library (no PyTorch, no GPU).
@@ -23,7 +24,6 @@ import gpumem_torch  # noqa: E402
 
 TORCH_LIB = gpumem_torch.library_path()
 SLAB_LIB = os.environ.get("GPUMEM_EXAMPLE_SLAB") or os.path.join(os.path.dirname(TORCH_LIB), "libgpumem_example_slab.so")
-CONFIG_VARS = ("GPUMEM_ALLOCATOR", "GPUMEM_PLUGIN_OPTIONS", "GPUMEM_POOL_MAX_RESERVED", "GPUMEM_OOM")
 
 if not os.path.exists(TORCH_LIB):
     LIB_REASON = f"libgpumem_torch.so not found at {TORCH_LIB} (build native/ with CUDA or set GPUMEM_TORCH_LIB)"
@@ -46,13 +46,17 @@ if TORCH_REASON:
     print(f"[test_plugin] plug-in PyTorch tests skipped: {TORCH_REASON}", file=sys.stderr)
 
 
-def run_python(code, **env_overrides):
-    """Runs `code` in a fresh interpreter with only the given GPUMEM_* settings; returns the JSON
-    object it prints last."""
-    env = {k: v for k, v in os.environ.items() if k not in CONFIG_VARS}
+def run_process(code, **env_overrides):
+    """Runs `code` in a fresh interpreter with only the given GPUMEM_* settings."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GPUMEM_")}
     env["GPUMEM_TORCH_LIB"] = TORCH_LIB
     env.update(env_overrides)
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=600)
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=600)
+
+
+def run_python(code, **env_overrides):
+    """run_process, and the JSON object `code` prints last."""
+    proc = run_process(code, **env_overrides)
     lines = [l for l in proc.stdout.splitlines() if l.startswith("{")]
     if proc.returncode != 0 or not lines:
         raise AssertionError(f"exit {proc.returncode}\nstdout:\n{proc.stdout[-3000:]}\nstderr:\n{proc.stderr[-3000:]}")
@@ -70,23 +74,47 @@ _CHECK = (
 
 @unittest.skipIf(LIB_REASON is not None, LIB_REASON or "")
 class PluginConfigTests(unittest.TestCase):
-    """GPUMEM_ALLOCATOR=plugin:<path> and GPUMEM_PLUGIN_OPTIONS are read and checked up front."""
+    """GPUMEM_ALLOCATOR=plugin, GPUMEM_PLUGIN_LIBRARY and GPUMEM_PLUGIN_OPTIONS are read and checked
+    up front."""
 
-    def test_plugin_strategy_keeps_the_path_and_options(self):
+    def test_plugin_with_its_library_variable(self):
+        proc = run_process(_CHECK, GPUMEM_ALLOCATOR="plugin", GPUMEM_PLUGIN_LIBRARY=SLAB_LIB, GPUMEM_PLUGIN_OPTIONS="slab_bytes=2MiB")
+        self.assertEqual(
+            json.loads(proc.stdout)["config"], f"strategy=plugin plugin.library={SLAB_LIB} plugin.options=slab_bytes=2MiB oom=raise"
+        )
+        self.assertNotIn("deprecated", proc.stderr)
+
+    def test_plugin_prefix_keeps_the_path_and_options(self):
         r = run_python(_CHECK, GPUMEM_ALLOCATOR=f"plugin:{SLAB_LIB}", GPUMEM_PLUGIN_OPTIONS="slab_bytes=2MiB;max_class=4096")
-        # plugin:PATH is the older spelling of the strategy 'native'.
-        self.assertEqual(r["config"], f"strategy=native plugin.library={SLAB_LIB} plugin.options=slab_bytes=2MiB;max_class=4096 oom=raise")
+        self.assertEqual(r["config"], f"strategy=plugin plugin.library={SLAB_LIB} plugin.options=slab_bytes=2MiB;max_class=4096 oom=raise")
 
-    def test_native_with_its_library_variable(self):
-        r = run_python(_CHECK, GPUMEM_ALLOCATOR="native", GPUMEM_NATIVE_LIBRARY=SLAB_LIB, GPUMEM_PLUGIN_OPTIONS="slab_bytes=2MiB")
-        self.assertEqual(r["config"], f"strategy=native plugin.library={SLAB_LIB} plugin.options=slab_bytes=2MiB oom=raise")
+    def test_native_is_the_older_name_of_plugin_with_a_warning(self):
+        # 'native' and GPUMEM_NATIVE_LIBRARY: the same strategy, each deprecation said on stderr.
+        proc = run_process(_CHECK, GPUMEM_ALLOCATOR="Native", GPUMEM_NATIVE_LIBRARY=SLAB_LIB, GPUMEM_PLUGIN_OPTIONS="slab_bytes=2MiB")
+        self.assertEqual(
+            json.loads(proc.stdout)["config"], f"strategy=plugin plugin.library={SLAB_LIB} plugin.options=slab_bytes=2MiB oom=raise"
+        )
+        self.assertIn("GPUMEM_ALLOCATOR=native is deprecated and will be removed; use GPUMEM_ALLOCATOR=plugin", proc.stderr)
+        self.assertIn("GPUMEM_NATIVE_LIBRARY is deprecated and will be removed; use GPUMEM_PLUGIN_LIBRARY", proc.stderr)
+        # The new name with the old variable, and the other way round.
+        r = run_python(_CHECK, GPUMEM_ALLOCATOR="plugin", GPUMEM_NATIVE_LIBRARY=SLAB_LIB)
+        self.assertTrue(r["config"].startswith(f"strategy=plugin plugin.library={SLAB_LIB} "), r)
+        r = run_python(_CHECK, GPUMEM_ALLOCATOR="native", GPUMEM_PLUGIN_LIBRARY=SLAB_LIB)
+        self.assertTrue(r["config"].startswith(f"strategy=plugin plugin.library={SLAB_LIB} "), r)
 
-    def test_native_needs_a_library(self):
-        error = run_python(_CHECK, GPUMEM_ALLOCATOR="native")["error"]
-        self.assertIn("GPUMEM_NATIVE_LIBRARY", error)
-        error = run_python(_CHECK, GPUMEM_ALLOCATOR="pool", GPUMEM_NATIVE_LIBRARY=SLAB_LIB)["error"]
-        self.assertIn("GPUMEM_NATIVE_LIBRARY", error)
-        self.assertIn("GPUMEM_ALLOCATOR=native", error)
+    def test_both_library_variables_is_an_error(self):
+        error = run_python(_CHECK, GPUMEM_ALLOCATOR="plugin", GPUMEM_PLUGIN_LIBRARY=SLAB_LIB, GPUMEM_NATIVE_LIBRARY="/b.so")["error"]
+        self.assertIn("GPUMEM_NATIVE_LIBRARY='/b.so' is not valid: expected GPUMEM_PLUGIN_LIBRARY alone", error)
+
+    def test_plugin_needs_a_library(self):
+        for name in ("plugin", "native"):
+            with self.subTest(strategy=name):
+                error = run_python(_CHECK, GPUMEM_ALLOCATOR=name)["error"]
+                self.assertIn("GPUMEM_ALLOCATOR=plugin needs GPUMEM_PLUGIN_LIBRARY=", error)
+        for variable in ("GPUMEM_PLUGIN_LIBRARY", "GPUMEM_NATIVE_LIBRARY"):
+            with self.subTest(variable=variable):
+                error = run_python(_CHECK, GPUMEM_ALLOCATOR="pool", **{variable: SLAB_LIB})["error"]
+                self.assertIn(f"{variable}='{SLAB_LIB}' is not valid: expected GPUMEM_ALLOCATOR=plugin as well", error)
 
     def test_empty_path_is_an_error(self):
         error = run_python(_CHECK, GPUMEM_ALLOCATOR="plugin:")["error"]
@@ -96,16 +124,16 @@ class PluginConfigTests(unittest.TestCase):
     def test_plugin_options_need_the_plugin_strategy(self):
         error = run_python(_CHECK, GPUMEM_ALLOCATOR="pool", GPUMEM_PLUGIN_OPTIONS="a=1")["error"]
         self.assertIn("GPUMEM_PLUGIN_OPTIONS", error)
-        self.assertIn("GPUMEM_ALLOCATOR=native", error)
+        self.assertIn("GPUMEM_ALLOCATOR=plugin", error)
 
     def test_plugin_prefix_is_deprecated_with_a_warning(self):
-        env = {k: v for k, v in os.environ.items() if k not in CONFIG_VARS}
-        env.update(GPUMEM_TORCH_LIB=TORCH_LIB, GPUMEM_ALLOCATOR=f"plugin:{SLAB_LIB}")
-        proc = subprocess.run([sys.executable, "-c", _CHECK], capture_output=True, text=True, env=env, timeout=600)
+        proc = run_process(_CHECK, GPUMEM_ALLOCATOR=f"plugin:{SLAB_LIB}")
         self.assertEqual(proc.returncode, 0, proc.stderr)
-        self.assertIn("strategy=native", proc.stdout)
+        self.assertIn("strategy=plugin", proc.stdout)
         self.assertIn("GPUMEM_ALLOCATOR=plugin:<path> is deprecated", proc.stderr)
-        self.assertIn("GPUMEM_NATIVE_LIBRARY", proc.stderr)
+        self.assertIn("use GPUMEM_ALLOCATOR=plugin with GPUMEM_PLUGIN_LIBRARY=<path>", proc.stderr)
+        error = run_python(_CHECK, GPUMEM_ALLOCATOR=f"plugin:{SLAB_LIB}", GPUMEM_PLUGIN_LIBRARY="/b.so")["error"]
+        self.assertIn("GPUMEM_PLUGIN_LIBRARY='/b.so' is not valid: expected GPUMEM_ALLOCATOR=plugin (plugin:<path> names the library itself)", error)
 
 
 _TENSOR_OP = """
@@ -159,8 +187,8 @@ class PluginTorchTests(unittest.TestCase):
     """PyTorch allocating through the example slab library."""
 
     def test_tensor_ops_through_the_plugin(self):
-        r = run_python(_TENSOR_OP, GPUMEM_ALLOCATOR=f"plugin:{SLAB_LIB}")
-        self.assertTrue(r["config"].startswith("strategy=native "), r["config"])
+        r = run_python(_TENSOR_OP, GPUMEM_ALLOCATOR="plugin", GPUMEM_PLUGIN_LIBRARY=SLAB_LIB)
+        self.assertTrue(r["config"].startswith("strategy=plugin "), r["config"])
         self.assertTrue(r["close"], "a @ b through the plug-in differs from the CPU")
         self.assertTrue(r["small_ok"])
         self.assertGreater(r["allocated"], 0)
@@ -171,7 +199,7 @@ class PluginTorchTests(unittest.TestCase):
         self.assertEqual(r["reserved_after_trim"], 0, "empty_cache() gave every empty slab back")
 
     def test_a_library_that_cannot_be_loaded_is_a_python_error_naming_it(self):
-        r = run_python(_BAD_LIBRARY, GPUMEM_ALLOCATOR="plugin:/nonexistent/libslab.so")
+        r = run_python(_BAD_LIBRARY, GPUMEM_ALLOCATOR="plugin", GPUMEM_PLUGIN_LIBRARY="/nonexistent/libslab.so")
         self.assertIsNotNone(r["raised"])
         self.assertIn("/nonexistent/libslab.so", r["message"])
         self.assertIn("cannot be loaded", r["message"])

@@ -24,23 +24,6 @@ sys.path.insert(0, BINDINGS)
 
 import gpumem_torch  # noqa: E402
 
-STRATEGIES = ("cuda", "uvm", "pool", "async", "expandable", "pinned", "tiered")  # 'native': test_plugin.py
-CONFIG_VARS = (
-    "GPUMEM_ALLOCATOR",
-    "GPUMEM_UVM_PREFETCH",
-    "GPUMEM_UVM_ADVISE",
-    "GPUMEM_UVM_LIMIT",
-    "GPUMEM_ASYNC_RELEASE_THRESHOLD",
-    "GPUMEM_POOL_MAX_RESERVED",
-    "GPUMEM_OOM",
-    "GPUMEM_NATIVE_LIBRARY",
-    "GPUMEM_PLUGIN_OPTIONS",
-    "GPUMEM_TIERED_DEVICE_BUDGET",
-    "GPUMEM_TIERED_HOST_BUDGET",
-    "GPUMEM_TIERED_PLACEMENT",
-    "GPUMEM_EXPANDABLE_UNMAP_IDLE_BEFORE_GROWTH",
-)
-
 HAVE_LIB = os.path.exists(gpumem_torch.library_path())
 LIB_REASON = f"libgpumem_torch.so not found at {gpumem_torch.library_path()} (build native/ with CUDA or set GPUMEM_TORCH_LIB)"
 
@@ -56,8 +39,15 @@ if not HAVE_LIB:
     print(f"[test_torch] library tests skipped: {LIB_REASON}", file=sys.stderr)
 
 
+def plain_strategies():
+    """The strategies GPUMEM_ALLOCATOR takes that need no options (the plug-in's: test_plugin.py),
+    from the library's registry."""
+    return tuple(s["name"] for s in gpumem_torch.strategies() if not s["flags"]["requiresOptions"])
+
+
 def _env(**overrides):
-    env = {k: v for k, v in os.environ.items() if k not in CONFIG_VARS}
+    # Every gpumem setting of the calling environment left out, the library's path kept.
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GPUMEM_")}
     env["GPUMEM_TORCH_LIB"] = gpumem_torch.library_path()
     env["PYTHONUNBUFFERED"] = "1"
     env.update(overrides)
@@ -111,7 +101,7 @@ class ConfigTests(unittest.TestCase):
         self.assertIn("the default strategy is expandable", error)
 
     def test_each_strategy(self):
-        for name in STRATEGIES:
+        for name in plain_strategies():
             with self.subTest(strategy=name):
                 self.assertTrue(check_config(GPUMEM_ALLOCATOR=name)["config"].startswith(f"strategy={name} "))
         self.assertTrue(check_config(GPUMEM_ALLOCATOR="UVM")["config"].startswith("strategy=uvm "))
@@ -129,17 +119,15 @@ class ConfigTests(unittest.TestCase):
         self.assertEqual(pool["upstream"]["choices"], ["cuda", "host"])
         self.assertEqual(pool["smallRequestLimit"]["default"], 1 << 20)
         self.assertEqual(by_name["pool"]["layer"], "cache")
-        self.assertTrue(by_name["native"]["flags"]["requiresOptions"])
-        # Every variable a strategy option is set by is one enable() takes.
-        variables = {o["env"] for s in every for o in s["options"] if o["env"]}
-        self.assertLessEqual(variables, set(CONFIG_VARS))
-        # GPUMEM_ALLOCATOR takes each listed name ('native' with its library).
-        for name in gpumem_torch.STRATEGIES:
-            with self.subTest(strategy=name):
-                env = {"GPUMEM_ALLOCATOR": name}
-                if name == "native":
-                    env["GPUMEM_NATIVE_LIBRARY"] = "/x.so"
-                self.assertTrue(check_config(**env)["config"].startswith(f"strategy={name} "))
+        self.assertTrue(by_name["plugin"]["flags"]["requiresOptions"])
+        self.assertEqual(by_name["plugin"]["aliases"], ["native"])  # its older name, listed under it
+        self.assertNotIn("native", by_name)
+        # GPUMEM_ALLOCATOR takes each listed name (with its required options).
+        for s in listed:
+            with self.subTest(strategy=s["name"]):
+                env = {"GPUMEM_ALLOCATOR": s["name"]}
+                env.update({o["env"]: "/x.so" for o in s["options"] if o["required"]})
+                self.assertTrue(check_config(**env)["config"].startswith(f"strategy={s['name']} "))
 
     def test_empty_value_means_unset(self):
         self.assertTrue(check_config(GPUMEM_ALLOCATOR="")["config"].startswith("strategy=expandable "))
@@ -149,7 +137,8 @@ class ConfigTests(unittest.TestCase):
         self.assertIn("GPUMEM_ALLOCATOR", error)
         self.assertIn("'bogus'", error)
         # The registry's strategies whose memory kernels can use, in its order.
-        self.assertIn("cuda, uvm, pool, async, native, expandable, pinned, tiered, plugin:<library path>", error)
+        self.assertIn(", ".join(gpumem_torch.STRATEGIES) + ", plugin:<library path>", error)
+        self.assertNotIn("native", error)
 
     def test_host_is_registered_but_not_for_kernels(self):
         error = check_config(GPUMEM_ALLOCATOR="host")["error"]
@@ -306,7 +295,7 @@ class TorchTests(unittest.TestCase):
         self.assertIn("before CUDA is initialised", r["message"])
 
     def test_out_of_memory_is_a_python_error(self):
-        for name in STRATEGIES:
+        for name in plain_strategies():
             with self.subTest(strategy=name):
                 r = run_worker("--allocator", name, "--mode", "oom")
                 self.assertTrue(r["ok"], r.get("traceback"))
