@@ -1,6 +1,7 @@
 /**
  * @gpumem/allocator-core: the Allocator interface, statistics, typed errors, the registry, devices
- * and streams, the native loader, and the 'cuda', 'host' and 'native' strategies (registered on import).
+ * and streams, the native loader, and the 'cuda', 'host' and 'plugin' strategies (registered on import;
+ * 'native' is the deprecated alias of 'plugin').
  * @packageDocumentation
  */
 import './register.js';
@@ -34,6 +35,7 @@ export { AllocatorAdaptor, type AdaptorOptions } from './adaptors/adaptor.js';
 export { LimitingAdaptor, ByteBudget } from './adaptors/limiting.js';
 export {
   registerAllocator,
+  registerDeprecatedAlias,
   createAllocator,
   createAllocatorWrappingLeaves,
   listAllocators,
@@ -96,12 +98,15 @@ export {
 export { CudaAllocator, type CudaAllocatorOptions } from './strategies/cuda.js';
 export { HostAllocator, type HostAllocatorOptions } from './strategies/host.js';
 export {
+  PluginAllocator,
   NativePluginAllocator,
   pluginOptionString,
   pluginLibraryPath,
+  type PluginAllocatorOptions,
   type NativeAllocatorOptions,
+  type PluginOptionValues,
   type NativePluginOptionValues,
-} from './strategies/native.js';
+} from './strategies/plugin.js';
 export { checkBytes, checkNonNegative, checkPointer, checkBoolean, checkOneOf, checkOptionKeys } from './validate.js';
 export { parseSize, sizeForms } from './sizes.js';
 export { systemInfo, formatSystemInfo, type SystemInfo } from './info.js';

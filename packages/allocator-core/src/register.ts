@@ -1,17 +1,20 @@
 /**
- * Registers the core's own strategies: 'cuda', 'host' and 'native' (a plug-in library). Once per
- * process: a second copy of the core (a plug-in's own) finds them registered and adds nothing.
+ * Registers the core's own strategies: 'cuda', 'host' and 'plugin' (a plug-in library; 'native', its
+ * older name, is a deprecated alias for one release). Once per process: a second copy of the core
+ * (a plug-in's own) finds them registered and adds nothing.
  */
-import { registerBuiltInAllocator } from './registry.js';
+import { registerBuiltInAllocator, registerDeprecatedAlias } from './registry.js';
 import { CudaAllocator, type CudaAllocatorOptions } from './strategies/cuda.js';
 import { HostAllocator, type HostAllocatorOptions } from './strategies/host.js';
-import { NativePluginAllocator, type NativeAllocatorOptions } from './strategies/native.js';
+import { PluginAllocator, type PluginAllocatorOptions } from './strategies/plugin.js';
 
 declare module './registry.js' {
   interface AllocatorOptionsMap {
     cuda: CudaAllocatorOptions;
     host: HostAllocatorOptions;
-    native: NativeAllocatorOptions;
+    plugin: PluginAllocatorOptions;
+    /** @deprecated The old name of 'plugin'; removed in the next release. */
+    native: PluginAllocatorOptions;
   }
 }
 
@@ -27,9 +30,10 @@ registerBuiltInAllocator('host', (options) => new HostAllocator(options), {
   nativeLayers: true,
   hostMemory: true,
 });
-registerBuiltInAllocator('native', (options) => new NativePluginAllocator(options), {
+registerBuiltInAllocator('plugin', (options) => new PluginAllocator(options), {
   description: 'a strategy from a shared library built against gpumem/plugin.h (options: library, options?, device?)',
   requiresCuda: false,
   nativeLayers: true,
   requiresOptions: true,
 });
+registerDeprecatedAlias('native', 'plugin');

@@ -41,7 +41,7 @@ export interface StrategyInfo {
   /** True when the strategy keeps its memory on the host (comparisons on a GPU leave it out by default). */
   hostMemory: boolean;
   /**
-   * True when the strategy cannot be created without options (e.g. 'native' needs its library), so
+   * True when the strategy cannot be created without options (e.g. 'plugin' needs its library), so
    * lists of every strategy (a comparison's or a replay's default) leave it out; name it to use it.
    */
   requiresOptions: boolean;
@@ -113,6 +113,12 @@ const { entries, creation } = processShared('allocator-registry', registryVersio
   creation: { frames: [], leafWrapper: undefined, wrappedLeaves: 0 } as CreationState,
 }));
 
+/**
+ * Older names of registered strategies, each kept for one release: the alias, the strategy's name,
+ * and whether creating by the alias has said so yet (once per process, whatever copies of the core).
+ */
+const aliases = processShared('allocator-aliases', 1, () => new Map<string, { name: string; warned: boolean }>());
+
 const namePattern = /^[a-z][a-z0-9-]*$/;
 
 type FactoryFor<N extends string> = AllocatorFactory<
@@ -139,12 +145,36 @@ function addEntry(name: string, factory: unknown, info: StrategyRegistration, bu
   }
   if (typeof factory !== 'function') throw new TypeError(`Expected a function for factory but received ${typeof factory}`);
   const checked = checkRegistration(info);
+  const alias = aliases.get(name);
+  if (alias) throw new Error(`'${name}' is the deprecated name of the registered allocator '${alias.name}'`);
   const existing = entries.get(name);
   if (existing) {
     const whose = existing.builtIn ? " (one of @gpumem/allocator-core's own strategies)" : '';
     throw new Error(`An allocator named '${name}' is already registered${whose}`);
   }
   entries.set(name, { name, factory: factory as AllocatorFactory<never>, ...checked, builtIn });
+}
+
+/**
+ * Registers `alias`, an older name of the registered strategy `name`, deprecated: createAllocator,
+ * strategyInfo and hasAllocator take it for `name` (createAllocator says once per process, as a
+ * DeprecationWarning on stderr, that the name is deprecated and what to use); listAllocators leaves
+ * it out. The same alias again is a no-op (another copy of the core); throws when `alias` is taken.
+ */
+export function registerDeprecatedAlias(alias: string, name: string): void {
+  if (typeof alias !== 'string' || !namePattern.test(alias)) {
+    throw new TypeError(`Expected a name of lower-case letters, digits and '-' for alias but received ${JSON.stringify(alias)}`);
+  }
+  entryOf(name);
+  const existing = aliases.get(alias);
+  if (existing?.name === name) return;
+  if (existing || entries.has(alias)) throw new Error(`An allocator named '${alias}' is already registered`);
+  aliases.set(alias, { name, warned: false });
+}
+
+/** The registered name `name` stands for: itself, or the strategy an alias names. */
+function canonicalName(name: string): string {
+  return aliases.get(name)?.name ?? name;
 }
 
 const flagKeys = ['nativeLayers', 'capturable', 'hostMemory', 'requiresOptions', 'managedMemory', 'spillsToHost', 'peerAccess'] as const;
@@ -193,8 +223,17 @@ export function createAllocator<N extends string>(
   name: N & (N extends keyof AllocatorOptionsMap ? never : unknown),
   options?: Record<string, unknown>,
 ): Allocator;
-export function createAllocator(name: string, options: object = {}): Allocator {
+export function createAllocator(requested: string, options: object = {}): Allocator {
+  const name = canonicalName(requested);
   const entry = entryOf(name);
+  const older = aliases.get(requested);
+  if (older !== undefined && !older.warned) {
+    older.warned = true;
+    process.emitWarning(`The allocator name '${requested}' is deprecated and will be removed in the next release; use '${name}'`, {
+      type: 'DeprecationWarning',
+      code: 'GPUMEM_ALLOCATOR_ALIAS',
+    });
+  }
   if (options === null || typeof options !== 'object') {
     throw new TypeError(`Expected an options object for options but received ${typeof options}`);
   }
@@ -253,7 +292,7 @@ export function createAllocatorWrappingLeaves(
   }
 }
 
-/** Every registered strategy, in registration order. */
+/** Every registered strategy, in registration order (by its name: deprecated aliases are left out). */
 export function listAllocators(): StrategyInfo[] {
   return [...entries.values()].map(infoOf);
 }
@@ -263,7 +302,7 @@ function infoOf({ factory: _factory, builtIn: _builtIn, ...info }: Entry): Strat
 }
 
 function entryOf(name: string): Entry {
-  const entry = entries.get(name);
+  const entry = entries.get(canonicalName(name));
   if (!entry) {
     const known = [...entries.keys()].join(', ') || 'none';
     throw new RangeError(`Expected a registered allocator name for name but received '${String(name)}' (registered: ${known})`);
@@ -271,12 +310,15 @@ function entryOf(name: string): Entry {
   return entry;
 }
 
-/** What the registry knows of the strategy `name`; throws RangeError when it is not registered. */
+/**
+ * What the registry knows of the strategy `name` (or a deprecated alias of it: the strategy's info,
+ * under its name); throws RangeError when it is not registered.
+ */
 export function strategyInfo(name: string): StrategyInfo {
   return infoOf(entryOf(name));
 }
 
-/** True when `name` is registered. */
+/** True when `name` is registered (a deprecated alias counts). */
 export function hasAllocator(name: string): boolean {
-  return entries.has(name);
+  return entries.has(canonicalName(name));
 }

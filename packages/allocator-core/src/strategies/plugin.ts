@@ -1,6 +1,7 @@
 /**
- * 'native': a strategy written in C or C++ and built as a shared library against gpumem's plug-in
- * ABI (native/include/gpumem/plugin.h). The addon loads the library and puts it at the bottom of the
+ * 'plugin': a strategy written in C or C++ and built as a shared library against gpumem's plug-in
+ * ABI (native/include/gpumem/plugin.h). Its older name, 'native', is a deprecated alias for one
+ * release. The addon loads the library and puts it at the bottom of the
  * same native chain as the built-in strategies, so `limitBytes`, `faultInjection`,
  * `trackingCapacity`, the native benchmark and replay loops all work on it, and gpumem keeps the
  * statistics itself.
@@ -13,7 +14,10 @@ import { defineOptions, option, type OptionsOf } from '../options.js';
 import { checkNonNegative } from '../validate.js';
 
 /** A plug-in library's own options, as an object: each becomes `key=value`. */
-export type NativePluginOptionValues = Record<string, string | number | boolean>;
+export type PluginOptionValues = Record<string, string | number | boolean>;
+
+/** @deprecated The old name of {@link PluginOptionValues}; removed in the next release. */
+export type NativePluginOptionValues = PluginOptionValues;
 
 function received(value: unknown): string {
   if (typeof value === 'string') return `'${value}' of type string`;
@@ -69,37 +73,46 @@ function pluginDevice(device: unknown): Device {
   return cudaDevice(device);
 }
 
-const nativeOptions = defineOptions('native', {
+const pluginOptions = defineOptions('plugin', {
   /** The plug-in library's path; a relative path is taken from the current directory. */
   library: option.custom(pluginLibraryPath, { required: true }),
   /**
    * The library's own options: a string `key=value;key=value` passed as is, or an object whose
    * entries are joined into one (`{ slab_bytes: 1048576 }` -> `slab_bytes=1048576`).
    */
-  options: option.convert<string | NativePluginOptionValues, string>(pluginOptionString),
+  options: option.convert<string | PluginOptionValues, string>(pluginOptionString),
   /** Where the memory lives: 'host' or a CUDA device ordinal. Default: CUDA device 0 when there is one, else 'host'. */
   device: option.convert<'host' | number, Device>(pluginDevice),
   ...nativeLayerOptions,
 });
 
-/** The 'native' strategy's options (from its options definition). */
-export interface NativeAllocatorOptions extends OptionsOf<typeof nativeOptions> {}
+/** The 'plugin' strategy's options (from its options definition). */
+export interface PluginAllocatorOptions extends OptionsOf<typeof pluginOptions> {}
 
-export class NativePluginAllocator extends NativeAllocator {
+/** @deprecated The old name of {@link PluginAllocatorOptions}; removed in the next release. */
+export type NativeAllocatorOptions = PluginAllocatorOptions;
+
+/** A plug-in library's strategy behind the Allocator interface (`createAllocator('plugin', { library })`). */
+export class PluginAllocator extends NativeAllocator {
   /** The library's absolute path. */
   readonly library: string;
 
-  constructor(options: NativeAllocatorOptions) {
+  constructor(options: PluginAllocatorOptions) {
     if (options === undefined || options === null || typeof options !== 'object') {
       throw new TypeError(
-        `Expected an options object { library, options?, device? } for the 'native' allocator but received ${received(options)}`,
+        `Expected an options object { library, options?, device? } for the 'plugin' allocator but received ${received(options)}`,
       );
     }
-    const parsed = nativeOptions.parse(options);
+    const parsed = pluginOptions.parse(options);
     const { library } = parsed;
-    const pluginOptions = parsed.options ?? '';
+    const libraryOptions = parsed.options ?? '';
     const device = parsed.device ?? pluginDevice(undefined);
-    super('native', device, { strategy: 'native', device: device.index, options: { library, options: pluginOptions } }, options);
+    super('plugin', device, { strategy: 'plugin', device: device.index, options: { library, options: libraryOptions } }, options);
     this.library = library;
   }
 }
+
+/** @deprecated The old name of {@link PluginAllocator}; removed in the next release. */
+export const NativePluginAllocator = PluginAllocator;
+/** @deprecated The old name of {@link PluginAllocator}; removed in the next release. */
+export type NativePluginAllocator = PluginAllocator;
