@@ -10,6 +10,8 @@
 #include <thread>
 #include <vector>
 
+#include <doctest/doctest.h>
+
 #include "fake_ordering.hpp"
 #include "gpumem/fault_injecting_adaptor.hpp"
 #include "gpumem/host_resource.hpp"
@@ -18,7 +20,6 @@
 #include "gpumem/statistics_adaptor.hpp"
 #include "gpumem/tracking_adaptor.hpp"
 #include "pool_test_support.hpp"
-#include "test_harness.hpp"
 
 using namespace gpumem;
 using namespace gpumem::test;
@@ -33,7 +34,7 @@ fault_options every(std::uint64_t n) {
 
 }  // namespace
 
-TEST(host_resource_aligns_counts_and_rejects_bad_frees) {
+TEST_CASE("host resource aligns counts and rejects bad frees") {
   host_resource host;
   std::vector<std::pair<void*, std::size_t>> live;
   std::set<std::uintptr_t> seen;
@@ -79,14 +80,14 @@ TEST(host_resource_aligns_counts_and_rejects_bad_frees) {
   CHECK_EQ(host.stats().peak_allocated_bytes, 0u);
 }
 
-TEST(host_resource_frees_what_is_left_when_destroyed) {
+TEST_CASE("host resource frees what is left when destroyed") {
   // The leak checker (ASan builds) fails this test if the destructor forgets a block.
   host_resource host;
   for (int i = 0; i < 10; ++i) (void)host.allocate(1000 + i);
   CHECK_EQ(host.stats().alloc_count, 10u);
 }
 
-TEST(limiting_adaptor_caps_and_rolls_back_when_the_upstream_fails) {
+TEST_CASE("limiting adaptor caps and rolls back when the upstream fails") {
   host_resource host;
   fault_injecting_adaptor fault(host, every(2));
   limiting_adaptor limit(fault, 10 * KiB);
@@ -115,7 +116,7 @@ TEST(limiting_adaptor_caps_and_rolls_back_when_the_upstream_fails) {
   CHECK_EQ(host.stats().allocated_bytes, 0u);
 }
 
-TEST(statistics_adaptor_counts_at_its_own_level) {
+TEST_CASE("statistics adaptor counts at its own level") {
   host_resource host;
   fault_injecting_adaptor fault(host, every(3));
   statistics_adaptor stats(fault);
@@ -141,7 +142,7 @@ TEST(statistics_adaptor_counts_at_its_own_level) {
   CHECK_EQ(host.stats().allocated_bytes, 0u);
 }
 
-TEST(tracking_adaptor_records_allocations_frees_and_failures) {
+TEST_CASE("tracking adaptor records allocations frees and failures") {
   host_resource host;
   fault_injecting_adaptor fault(host, every(3));
   tracking_adaptor track(fault, 4);
@@ -184,7 +185,7 @@ TEST(tracking_adaptor_records_allocations_frees_and_failures) {
   CHECK_EQ(host.stats().allocated_bytes, 0u);
 }
 
-TEST(prefetch_adaptor_over_host_memory_changes_nothing) {
+TEST_CASE("prefetch adaptor over host memory changes nothing") {
   host_resource host;
   prefetch_adaptor prefetch(host);
   void* p = prefetch.allocate(4096);
@@ -199,7 +200,7 @@ TEST(prefetch_adaptor_over_host_memory_changes_nothing) {
 // track -> statistics -> limit -> fault -> host, shared by four threads: every call is either
 // served or an out_of_memory, each layer's counts agree with the threads' own, and the tracking
 // ring saw every event.
-TEST(a_chain_of_adaptors_shared_by_threads) {
+TEST_CASE("a chain of adaptors shared by threads") {
   constexpr int threads_n = 4;
   constexpr int iterations = 5000;
   host_resource host;
@@ -259,5 +260,3 @@ TEST(a_chain_of_adaptors_shared_by_threads) {
   CHECK_EQ(track.events().size(), 2 * served.load() + refused.load());
   CHECK_EQ(track.dropped(), 0u);
 }
-
-TEST_MAIN()

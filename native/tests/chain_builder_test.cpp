@@ -6,15 +6,16 @@
 #include <utility>
 #include <vector>
 
+#include <doctest/doctest.h>
+
 #include "gpumem/chain_builder.hpp"
 #include "gpumem/device.hpp"
 #include "gpumem/errors.hpp"
 #include "gpumem/expandable_resource.hpp"
 #include "gpumem/limiting_adaptor.hpp"
-#include "gpumem/managed_resource.hpp"
 #include "gpumem/pool_resource.hpp"
 #include "gpumem/strategy_registry.hpp"
-#include "test_harness.hpp"
+#include "gpumem/uvm_resource.hpp"
 
 using namespace gpumem;
 
@@ -36,7 +37,7 @@ chain_spec host_pool() {
 }
 
 // What an unregistered strategy name is told: the registered names, in the registry's order
-// (strategy_registry_test pins that order).
+// (strategy_registry_test checks that order against GPUMEM_STRATEGIES).
 std::string unknown_strategy_message(const std::string& name) {
   std::string list;
   for (const strategy_descriptor* d : strategies()) list += (list.empty() ? "'" : ", '") + d->name + "'";
@@ -54,14 +55,38 @@ std::string rejection(const chain_spec& spec, std::string* argument = nullptr) {
   return "";
 }
 
+// What chain_layers should give for `spec` by its descriptor: the leaf, then `common` (fault, limit),
+// then the strategy's own layer where it has one, then `top` (track).
+names planned(const chain_spec& spec, const names& common = {}, const names& top = {}) {
+  const strategy_descriptor& d = strategy_of(spec);
+  names layers{d.leaf_name(spec)};
+  layers.insert(layers.end(), common.begin(), common.end());
+  if (d.layer != strategy_layer::leaf) {
+    const char* own = d.layer_name(spec);
+    if (own != nullptr) layers.emplace_back(own);
+  } else {
+    CHECK((d.layer_name == nullptr));  // a leaf has no layer of its own
+  }
+  layers.insert(layers.end(), top.begin(), top.end());
+  return layers;
+}
+
 }  // namespace
 
-TEST(leaf_only_for_each_strategy) {
-  chain_spec s;
-  for (auto [name, leaf] : {std::pair{"host", "host"}, {"cuda", "cuda"}, {"async", "async"}}) {
-    s.strategy = name;
-    CHECK_EQ(join(chain_layers(s)), std::string(leaf));
+TEST_CASE("leaf only for each strategy") {
+  // Every registered strategy that its defaults make: a leaf strategy is its leaf alone, a cache or
+  // adaptor its leaf and its own layer.
+  for (const strategy_descriptor* d : strategies()) {
+    CAPTURE(d->name);
+    if (d->flags.requires_options) continue;
+    chain_spec s;
+    s.strategy = d->name;
+    const names layers = chain_layers(s);
+    CHECK_EQ(join(layers), join(planned(s)));
+    CHECK_EQ(layers.front(), std::string(d->leaf_name(s)));
+    if (d->layer == strategy_layer::leaf) CHECK_EQ(layers.size(), std::size_t{1});
   }
+  chain_spec s;
   s.strategy = "uvm";
   CHECK_EQ(join(chain_layers(s)), std::string("managed prefetch"));
   s.options<uvm_spec>().prefetch_on_allocate = false;
@@ -72,7 +97,7 @@ TEST(leaf_only_for_each_strategy) {
   CHECK_EQ(join(chain_layers(host_pool())), std::string("host pool"));
 }
 
-TEST(common_layers_go_in_one_order) {
+TEST_CASE("common layers go in one order") {
   chain_spec s = host_pool();
   s.limit_bytes = 1 << 20;
   s.fault_injection = fault_spec{3, std::nullopt};
@@ -84,9 +109,20 @@ TEST(common_layers_go_in_one_order) {
   s.strategy = "host";
   s.fault_injection.reset();
   CHECK_EQ(join(chain_layers(s)), std::string("host limit track"));
+  // The same order for every registered strategy.
+  for (const strategy_descriptor* d : strategies()) {
+    CAPTURE(d->name);
+    if (d->flags.requires_options) continue;
+    chain_spec every;
+    every.strategy = d->name;
+    every.limit_bytes = 1 << 20;
+    every.fault_injection = fault_spec{3, std::nullopt};
+    every.tracking_capacity = 16;
+    CHECK_EQ(join(chain_layers(every)), join(planned(every, {"fault", "limit"}, {"track"})));
+  }
 }
 
-TEST(built_chain_matches_the_plan_and_works) {
+TEST_CASE("built chain matches the plan and works") {
   chain_spec s = host_pool();
   s.limit_bytes = 8 << 20;
   s.tracking_capacity = 8;
@@ -105,14 +141,14 @@ TEST(built_chain_matches_the_plan_and_works) {
   CHECK_EQ(chain.tracker->events(false).size(), std::size_t(3));  // alloc, oom, free
 }
 
-TEST(fault_layer_fails_the_leaf_under_the_strategy) {
+TEST_CASE("fault layer fails the leaf under the strategy") {
   chain_spec s;
   s.fault_injection = fault_spec{std::nullopt, 0};  // every byte from the leaf fails
   resource_chain chain = build_chain(s);
   CHECK_THROWS_AS(chain.top().allocate(64, nullptr), out_of_memory);
 }
 
-TEST(bad_specs_are_rejected_by_name) {
+TEST_CASE("bad specs are rejected by name") {
   std::string arg;
   chain_spec s;
   s.limit_bytes = 0;
@@ -135,7 +171,7 @@ TEST(bad_specs_are_rejected_by_name) {
   CHECK_EQ(rejection(s, &arg), std::string("Expected positive integer for smallSegmentBytes but received 0"));
 }
 
-TEST(peer_access_is_checked_by_name_before_anything_is_built) {
+TEST_CASE("peer access is checked by name before anything is built") {
   std::string arg;
   chain_spec s = host_pool();
   s.peer_access = {1};
@@ -169,18 +205,18 @@ TEST(peer_access_is_checked_by_name_before_anything_is_built) {
   CHECK_EQ(chain.layers.size(), std::size_t{2});
 }
 
-TEST(strategy_names_round_trip_and_unknown_names_are_rejected) {
+TEST_CASE("strategy names round trip and unknown names are rejected") {
   for (const strategy_descriptor* d : strategies()) CHECK(&parse_strategy(d->name) == d);
   try {
     parse_strategy("managed");
-    GPUMEM_TEST_FAIL("no throw", true);
+    FAIL("no throw");
   } catch (const invalid_argument& e) {
     CHECK_EQ(std::string(e.what()),
              unknown_strategy_message("managed"));
   }
 }
 
-TEST(a_spec_names_its_strategy_and_holds_that_strategys_options) {
+TEST_CASE("a spec names its strategy and holds that strategys options") {
   std::string arg;
   chain_spec s;
   s.strategy = "managed";  // not a registered name: rejected as parse_strategy rejects it
@@ -212,12 +248,10 @@ TEST(a_spec_names_its_strategy_and_holds_that_strategys_options) {
 }
 
 #ifndef GPUMEM_WITH_CUDA
-TEST(cuda_strategies_fail_cleanly_without_cuda) {
+TEST_CASE("cuda strategies fail cleanly without cuda") {
   chain_spec s;
   s.strategy = "pool";  // over cuda
   s.limit_bytes = 1 << 20;
   CHECK_THROWS_AS(build_chain(s), invalid_state);
 }
 #endif
-
-TEST_MAIN()

@@ -11,11 +11,12 @@
 #include <string>
 #include <vector>
 
+#include <doctest/doctest.h>
+
 #include "edge_norm.hpp"
 #include "gpumem/errors.hpp"
 #include "ops.hpp"
 #include "rng.hpp"
-#include "test_harness.hpp"
 
 using namespace gpumem;
 using gpumem::ops::i64;
@@ -74,7 +75,7 @@ csr build_csr(const edges& g, i64 N) {
 
 }  // namespace
 
-TEST(gemm_matches_a_double_reference_for_every_transpose) {
+TEST_CASE("gemm matches a double reference for every transpose") {
   const i64 shapes[][3] = {{1, 1, 1}, {5, 3, 7}, {4, 8, 4}, {9, 300, 13}, {7, 5, 260}, {33, 17, 0}};
   for (const auto& shape : shapes) {
     const i64 M = shape[0], N = shape[1], K = shape[2];
@@ -101,12 +102,9 @@ TEST(gemm_matches_a_double_reference_for_every_transpose) {
             if (!close(C[i * N + j], want, scale)) ++bad;
           }
         }
-        if (bad != 0) {
-          GPUMEM_TEST_FAIL("gemm " + std::to_string(M) + "x" + std::to_string(N) + "x" + std::to_string(K) +
-                               " ta=" + std::to_string(ta) + " tb=" + std::to_string(tb) + " beta=" +
-                               std::to_string(beta) + ": " + std::to_string(bad) + " wrong elements",
-                           false);
-        }
+        INFO("gemm " << M << "x" << N << "x" << K << " ta=" << ta << " tb=" << tb << " beta=" << beta << ": " << bad
+                     << " wrong elements");
+        CHECK_EQ(bad, 0);
       }
     }
   }
@@ -118,7 +116,7 @@ TEST(gemm_matches_a_double_reference_for_every_transpose) {
   ops::gemm(cpu, no_stream, false, false, 0, 5, 5, 1.0f, nullptr, nullptr, 0.0f, nullptr);  // empty: nothing touched
 }
 
-TEST(bias_ops_match_reference_loops) {
+TEST_CASE("bias ops match reference loops") {
   const i64 rows = 37, cols = 19;
   const auto Y0 = random_floats(rows * cols);
   const auto bias = random_floats(cols);
@@ -162,7 +160,7 @@ TEST(bias_ops_match_reference_loops) {
   CHECK_THROWS_AS(ops::add_bias(cpu, no_stream, nullptr, bias.data(), rows, cols), invalid_argument);
 }
 
-TEST(relu_and_dropout_forward_and_backward) {
+TEST_CASE("relu and dropout forward and backward") {
   const i64 n = 1001;
   const auto X = random_floats(n);
   std::vector<float> Y(n), dX(n);
@@ -184,7 +182,8 @@ TEST(relu_and_dropout_forward_and_backward) {
     CHECK_EQ(Y[i], keep ? X[i] * s : 0.0f);
     kept += keep;
   }
-  CHECK(kept > n * 0.6 && kept < n * 0.8);  // about 1 - p of them
+  CHECK(kept > n * 0.6);  // about 1 - p of them
+  CHECK(kept < n * 0.8);
   // Counter-based: the same elements at another offset are a shifted window of the same stream.
   std::vector<float> Y2(n - 10);
   std::vector<std::uint8_t> mask2(n - 10);
@@ -198,7 +197,7 @@ TEST(relu_and_dropout_forward_and_backward) {
   CHECK_THROWS_AS(ops::relu(cpu, no_stream, X.data(), Y.data(), -5), invalid_argument);
 }
 
-TEST(softmax_cross_entropy_and_accuracy_match_a_double_reference) {
+TEST_CASE("softmax cross entropy and accuracy match a double reference") {
   const i64 N = 50, C = 7;
   auto logits = random_floats(N * C, -3.0f, 3.0f);
   auto labels = random_ints(N, 0, static_cast<std::int32_t>(C - 1));
@@ -274,7 +273,7 @@ TEST(softmax_cross_entropy_and_accuracy_match_a_double_reference) {
                   invalid_argument);  // R != N without a row index
 }
 
-TEST(fused_training_step_ops_match_the_ops_they_fuse) {
+TEST_CASE("fused training step ops match the ops they fuse") {
   // gather_batch: rows of X and their labels at index[step * rows + r].
   const i64 N = 20, H = 6, rows = 4;
   const auto X = random_floats(N * H);
@@ -327,7 +326,7 @@ TEST(fused_training_step_ops_match_the_ops_they_fuse) {
   CHECK_THROWS_AS(ops::add_i32(cpu, no_stream, nullptr, 1), invalid_argument);
 }
 
-TEST(optimisers_match_reference_loops) {
+TEST_CASE("optimisers match reference loops") {
   const i64 n = 513;
   const auto W0 = random_floats(n), G = random_floats(n);
   auto W = W0;
@@ -360,7 +359,7 @@ TEST(optimisers_match_reference_loops) {
                   invalid_argument);
 }
 
-TEST(gather_scatter_scale_rows_and_spmm) {
+TEST_CASE("gather scatter scale rows and spmm") {
   const i64 N = 40, E = 150, H = 9;
   const auto X = random_floats(N * H);
   const auto index = random_ints(E, 0, static_cast<std::int32_t>(N - 1));
@@ -408,7 +407,7 @@ TEST(gather_scatter_scale_rows_and_spmm) {
   CHECK_THROWS_AS(ops::scatter_add_rows(cpu, no_stream, src.data(), bad.data(), out.data(), E, H), invalid_argument);
 }
 
-TEST(csr_build_degrees_and_edge_norms) {
+TEST_CASE("csr build degrees and edge norms") {
   const i64 N = 30, E = 200;
   const edges g = random_edges(N, E);
   CHECK_EQ(ops::csr_build_temp_bytes(cpu, E, N), 0u);
@@ -456,16 +455,19 @@ TEST(csr_build_degrees_and_edge_norms) {
   for (std::int32_t v : rowptr) CHECK_EQ(v, 0);
 }
 
-TEST(random_generators_are_in_range_deterministic_and_counter_based) {
+TEST_CASE("random generators are in range deterministic and counter based") {
   const i64 n = 20000;
   std::vector<std::int32_t> ints(n), ints2(n - 100);
   ops::random_ints(cpu, no_stream, ints.data(), n, 10, 7, 0);
   std::vector<int> counts(10, 0);
   for (std::int32_t v : ints) {
-    CHECK(v >= 0 && v < 10);
+    CHECK((v >= 0 && v < 10));
     if (v >= 0 && v < 10) ++counts[v];
   }
-  for (int c : counts) CHECK(c > n / 10 * 0.9 && c < n / 10 * 1.1);
+  for (int c : counts) {
+    CHECK(c > n / 10 * 0.9);
+    CHECK(c < n / 10 * 1.1);
+  }
   ops::random_ints(cpu, no_stream, ints2.data(), n - 100, 10, 7, 100);
   CHECK(std::equal(ints2.begin(), ints2.end(), ints.begin() + 100));
   ops::random_ints(cpu, no_stream, ints2.data(), n - 100, 10, 8, 100);  // another seed, another stream
@@ -494,14 +496,14 @@ TEST(random_generators_are_in_range_deterministic_and_counter_based) {
   ops::random_uniform(cpu, no_stream, uniform.data(), n, -2.0f, 3.0f, 9, 5);
   double sum = 0.0;
   for (float v : uniform) {
-    CHECK(v >= -2.0f && v <= 3.0f);
+    CHECK((v >= -2.0f && v <= 3.0f));
     sum += v;
   }
   CHECK(std::fabs(sum / n - 0.5) < 0.05);
   CHECK_THROWS_AS(ops::random_uniform(cpu, no_stream, uniform.data(), n, 1.0f, 0.0f, 9, 5), invalid_argument);
 }
 
-TEST(fill_and_scale) {
+TEST_CASE("fill and scale") {
   const i64 n = 777;
   std::vector<float> f(n);
   ops::fill_f32(cpu, no_stream, f.data(), n, 2.5f);
@@ -518,7 +520,7 @@ TEST(fill_and_scale) {
 }
 
 #ifndef GPUMEM_WITH_CUDA
-TEST(on_device_in_a_build_without_cuda_is_invalid_state) {
+TEST_CASE("on device in a build without cuda is invalid state") {
   std::vector<float> f(4);
   CHECK_THROWS_AS(ops::fill_f32(true, no_stream, f.data(), 4, 1.0f), invalid_state);
   CHECK_THROWS_AS(ops::gemm(true, no_stream, false, false, 2, 2, 1, 1.0f, f.data(), f.data(), 0.0f, f.data()),
@@ -526,5 +528,3 @@ TEST(on_device_in_a_build_without_cuda_is_invalid_state) {
   CHECK_EQ(f[0], 0.0f);  // nothing ran
 }
 #endif
-
-TEST_MAIN()

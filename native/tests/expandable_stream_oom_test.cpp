@@ -9,6 +9,8 @@
 #include <thread>
 #include <vector>
 
+#include <doctest/doctest.h>
+
 #include "fake_ordering.hpp"
 #include "gpumem/chain_builder.hpp"
 #include "gpumem/device.hpp"
@@ -16,7 +18,6 @@
 #include "gpumem/physical_memory.hpp"
 #include "gpumem/strategy_registry.hpp"
 #include "pool_test_support.hpp"
-#include "test_harness.hpp"
 
 using namespace gpumem;
 using namespace gpumem::test;
@@ -47,7 +48,7 @@ std::string join(const std::vector<std::string>& v) {
 
 }  // namespace
 
-TEST(each_stream_has_its_own_range) {
+TEST_CASE("each stream has its own range") {
   fixture f;
   void* a = f.resource.allocate(1000, stream_a);
   void* b = f.resource.allocate(1000, stream_b);
@@ -60,7 +61,7 @@ TEST(each_stream_has_its_own_range) {
   f.resource.deallocate(b, 1000, stream_b);
 }
 
-TEST(memory_freed_on_another_stream_is_reused_after_an_event) {
+TEST_CASE("memory freed on another stream is reused after an event") {
   fixture f;
   void* a = f.resource.allocate(100 * KiB, stream_a);
   f.resource.deallocate(a, 100 * KiB, stream_b);  // B used it last
@@ -76,7 +77,7 @@ TEST(memory_freed_on_another_stream_is_reused_after_an_event) {
   CHECK_EQ(f.log->unreleased(), 0u);
 }
 
-TEST(merged_free_blocks_carry_every_stream_to_wait_on) {
+TEST_CASE("merged free blocks carry every stream to wait on") {
   fixture f;
   void* a = f.resource.allocate(10 * KiB, stream_a);
   void* b = f.resource.allocate(10 * KiB, stream_a);
@@ -91,7 +92,7 @@ TEST(merged_free_blocks_carry_every_stream_to_wait_on) {
   f.resource.deallocate(whole, 30 * KiB, stream_a);
 }
 
-TEST(record_stream_parks_the_block_until_its_event_completes) {
+TEST_CASE("record stream parks the block until its event completes") {
   fixture f;
   void* a = f.resource.allocate(3 * granule, stream_a);
   f.resource.record_stream(a, stream_b);
@@ -109,7 +110,7 @@ TEST(record_stream_parks_the_block_until_its_event_completes) {
   CHECK_EQ(f.log->unreleased(), 0u);
 }
 
-TEST(unmapping_waits_for_the_streams_that_used_the_memory) {
+TEST_CASE("unmapping waits for the streams that used the memory") {
   fixture f;
   void* a = f.resource.allocate(4 * granule, stream_a);
   f.resource.deallocate(a, 4 * granule, stream_b);
@@ -124,7 +125,7 @@ TEST(unmapping_waits_for_the_streams_that_used_the_memory) {
   f.resource.deallocate(again, 4 * granule, stream_a);
 }
 
-TEST(a_destroyed_streams_range_goes_once_its_blocks_are_freed) {
+TEST_CASE("a destroyed streams range goes once its blocks are freed") {
   fixture f;
   void* a = f.resource.allocate(2 * granule, stream_a);
   void* b = f.resource.allocate(granule, stream_b);
@@ -136,7 +137,7 @@ TEST(a_destroyed_streams_range_goes_once_its_blocks_are_freed) {
   f.log->reuse_handle(stream_a);
   void* fresh = f.resource.allocate(granule, stream_a);  // a new stream with the old handle: a new range
   CHECK_EQ(f.resource.range_count(), 2u);
-  CHECK(addr(fresh) < addr(a) || addr(fresh) >= addr(a) + 64 * MiB);
+  CHECK((addr(fresh) < addr(a) || addr(fresh) >= addr(a) + 64 * MiB));
   std::memset(a, 1, 2 * granule);
   f.resource.deallocate(a, 2 * granule, stream_c);
   CHECK_EQ(f.resource.range_count(), 1u);
@@ -144,7 +145,7 @@ TEST(a_destroyed_streams_range_goes_once_its_blocks_are_freed) {
   f.resource.deallocate(fresh, granule, stream_a);
 }
 
-TEST(a_failed_map_releases_every_streams_idle_runs_and_retries) {
+TEST_CASE("a failed map releases every streams idle runs and retries") {
   fixture f(make_limited_physical_memory(make_host_physical_memory(granule), 8 * granule));
   void* a = f.resource.allocate(6 * granule, stream_a);
   f.resource.deallocate(a, 6 * granule, stream_a);  // an idle run of 6 granules on A
@@ -178,7 +179,7 @@ TEST(a_failed_map_releases_every_streams_idle_runs_and_retries) {
   f.resource.deallocate(b, 5 * granule, stream_b);
 }
 
-TEST(a_failed_map_in_the_middle_unmaps_what_it_mapped) {
+TEST_CASE("a failed map in the middle unmaps what it mapped") {
   fault_options faults;
   faults.fail_every = 4;  // the fourth run map fails
   fixture f(make_fault_injecting_physical_memory(make_host_physical_memory(granule), faults));
@@ -206,7 +207,7 @@ TEST(a_failed_map_in_the_middle_unmaps_what_it_mapped) {
   CHECK_EQ(f.resource.stats().reserved_bytes, 0u);
 }
 
-TEST(a_request_beyond_the_range_is_out_of_memory) {
+TEST_CASE("a request beyond the range is out of memory") {
   fixture f;
   CHECK_THROWS_AS(f.resource.allocate(65 * MiB), out_of_memory);
   void* a = f.resource.allocate(40 * MiB);
@@ -217,7 +218,7 @@ TEST(a_request_beyond_the_range_is_out_of_memory) {
   f.resource.deallocate(b, 60 * MiB);
 }
 
-TEST(chain_builder_puts_limit_and_fault_on_the_granule_mapper) {
+TEST_CASE("chain builder puts limit and fault on the granule mapper") {
   chain_spec spec;
   spec.strategy = "expandable";
   CHECK_EQ(join(chain_layers(spec)), std::string("vmm expandable"));
@@ -253,7 +254,7 @@ TEST(chain_builder_puts_limit_and_fault_on_the_granule_mapper) {
 // (GPUMEM_CTEST_CUDA=ON on a GPU host) the same chain runs on CUDA VMM: data written through the
 // mapped granules reads back, streams order reuse with real events, trim unmaps, and the cycle
 // pattern reserves what it allocates.
-TEST(the_device_backing_on_cuda_vmm_or_says_what_is_missing) {
+TEST_CASE("the device backing on cuda vmm or says what is missing") {
   if (device_count() == 0) {
     chain_spec spec;
     spec.strategy = "expandable";
@@ -266,8 +267,7 @@ TEST(the_device_backing_on_cuda_vmm_or_says_what_is_missing) {
     return;
   }
   expandable_resource r(make_device_physical_memory(0));
-  std::printf("    device granule %zu, reserve per stream %s\n", r.granule_bytes(),
-              format_bytes(r.options().reserve_bytes).c_str());
+  MESSAGE("device granule " << r.granule_bytes() << ", reserve per stream " << format_bytes(r.options().reserve_bytes));
   CHECK(r.kind() == memory_kind::device);
   const stream_handle s1 = create_stream(0);
   const stream_handle s2 = create_stream(0);
@@ -296,8 +296,8 @@ TEST(the_device_backing_on_cuda_vmm_or_says_what_is_missing) {
     r.deallocate(r.allocate(temporary, s1), temporary, s1);
   }
   const resource_stats st = r.stats();
-  std::printf("    cycle x20 on the GPU: peak reserved %s, peak allocated %s\n",
-              format_bytes(st.peak_reserved_bytes).c_str(), format_bytes(st.peak_allocated_bytes).c_str());
+  MESSAGE("cycle x20 on the GPU: peak reserved " << format_bytes(st.peak_reserved_bytes) << ", peak allocated "
+                                                 << format_bytes(st.peak_allocated_bytes));
   CHECK(static_cast<double>(st.peak_reserved_bytes) <= 1.02 * static_cast<double>(st.peak_allocated_bytes));
   for (void* p : kept) r.deallocate(p, 48 * MiB, s1);
   r.trim(0);
@@ -309,7 +309,7 @@ TEST(the_device_backing_on_cuda_vmm_or_says_what_is_missing) {
 
 // Threads share the resource: two on their own streams, two on the default stream's range, with
 // frees on another thread's stream and trims in between. Every block keeps what its thread wrote.
-TEST(threads_share_the_resource) {
+TEST_CASE("threads share the resource") {
   expandable_options o = small_range();
   o.release_threshold = 4 * granule;  // unmapping at free, under the lock, while others allocate
   expandable_resource resource(make_host_physical_memory(granule), o);
@@ -344,5 +344,3 @@ TEST(threads_share_the_resource) {
   resource.trim(0);
   CHECK_EQ(resource.stats().reserved_bytes, 0u);
 }
-
-TEST_MAIN()

@@ -8,13 +8,14 @@
 #include <string>
 #include <vector>
 
+#include <doctest/doctest.h>
+
 #include "fake_ordering.hpp"
 #include "gpumem/expandable_resource.hpp"
 #include "gpumem/host_resource.hpp"
 #include "gpumem/physical_memory.hpp"
 #include "gpumem/pool_resource.hpp"
 #include "pool_test_support.hpp"
-#include "test_harness.hpp"
 
 using namespace gpumem;
 using namespace gpumem::test;
@@ -38,7 +39,7 @@ struct fixture {
 
 }  // namespace
 
-TEST(maps_granules_as_the_memory_in_use_grows) {
+TEST_CASE("maps granules as the memory in use grows") {
   fixture f;
   CHECK_EQ(f.resource.granule_bytes(), granule);
   CHECK_EQ(f.resource.stats().reserved_bytes, 0u);
@@ -72,7 +73,7 @@ TEST(maps_granules_as_the_memory_in_use_grows) {
   CHECK_EQ(f.resource.idle_bytes(), 4 * granule);
 }
 
-TEST(one_run_per_stretch_of_unmapped_granules) {
+TEST_CASE("one run per stretch of unmapped granules") {
   fixture f;
   void* a = f.resource.allocate(10 * granule);  // ten granules into empty space: one map
   resource_stats s = f.resource.stats();
@@ -104,7 +105,7 @@ TEST(one_run_per_stretch_of_unmapped_granules) {
   CHECK_EQ(f.resource.stats().segment_count, 0u);
 }
 
-TEST(trim_unmaps_idle_runs_and_keeps_those_in_use) {
+TEST_CASE("trim unmaps idle runs and keeps those in use") {
   fixture f;
   void* a = f.resource.allocate(granule);          // granule 0
   void* b = f.resource.allocate(4 * granule);      // granules 1..4: one run
@@ -137,7 +138,7 @@ TEST(trim_unmaps_idle_runs_and_keeps_those_in_use) {
   CHECK_EQ(s.upstream_alloc_count, s.upstream_free_count);
 }
 
-TEST(split_and_coalesce_across_granule_boundaries) {
+TEST_CASE("split and coalesce across granule boundaries") {
   fixture f;
   // Three blocks straddling granule boundaries: 40 KiB, 100 KiB, 60 KiB.
   void* a = f.resource.allocate(40 * KiB);
@@ -172,7 +173,7 @@ TEST(split_and_coalesce_across_granule_boundaries) {
   f.resource.deallocate(whole, 300 * KiB);
 }
 
-TEST(release_threshold_unmaps_idle_runs_at_free) {
+TEST_CASE("release threshold unmaps idle runs at free") {
   expandable_options o = fixture::small_range();
   o.release_threshold = 2 * granule;
   fixture f(o);
@@ -200,7 +201,7 @@ TEST(release_threshold_unmaps_idle_runs_at_free) {
 // at 1/16 scale, granule included, so that the pool's side stays small under the sanitizers). A
 // segment pool carves every kept block from the last temporary's segment and needs a new segment for
 // the next, larger temporary; one growing range keeps reserved at the peak in use.
-TEST(cycle_pattern_reserves_what_is_allocated) {
+TEST_CASE("cycle pattern reserves what is allocated") {
   constexpr std::size_t scale = 16;
   expandable_options o;
   o.reserve_bytes = 1ull << 30;
@@ -220,7 +221,7 @@ TEST(cycle_pattern_reserves_what_is_allocated) {
     }
     const resource_stats s = r->stats();
     const double ratio = static_cast<double>(s.peak_reserved_bytes) / static_cast<double>(s.peak_allocated_bytes);
-    std::printf("    %s: peak reserved / peak allocated = %.2f\n", r == &pool ? "pool" : "expandable", ratio);
+    MESSAGE((r == &pool ? "pool" : "expandable") << ": peak reserved / peak allocated = " << ratio);
     if (r == &expandable) {
       CHECK(ratio <= 1.02);
       // The granules of the peak, all still mapped: the first kept block's run, then one run per
@@ -238,7 +239,7 @@ TEST(cycle_pattern_reserves_what_is_allocated) {
 // Random allocations, frees (the last one often, and its size again at once: the cached block's
 // path) and trims: after every call the idle bytes are the mapped bytes of the granules no live block
 // touches, and every live block is mapped (written at both ends).
-TEST(idle_bytes_are_the_mapped_granules_no_block_touches) {
+TEST_CASE("idle bytes are the mapped granules no block touches") {
   for (std::uint64_t threshold : {~std::uint64_t{0}, std::uint64_t{2 * granule}}) {
     expandable_options o = fixture::small_range();
     o.release_threshold = threshold;
@@ -292,7 +293,7 @@ TEST(idle_bytes_are_the_mapped_granules_no_block_touches) {
   }
 }
 
-TEST(gc_threshold_unmaps_idle_runs_before_growing_past_it) {
+TEST_CASE("gc threshold unmaps idle runs before growing past it") {
   expandable_options o = fixture::small_range();
   o.capacity_bytes = 16 * granule;
   o.gc_threshold = 0.5;  // 8 granules
@@ -316,7 +317,7 @@ TEST(gc_threshold_unmaps_idle_runs_before_growing_past_it) {
 // not fit would stay mapped beside the new ones at a new peak (the variable-length transformer's
 // 1.08x). They are unmapped first, the stream that used them synchronised, unless
 // unmap_idle_before_growth is off.
-TEST(idle_runs_are_unmapped_before_reserved_passes_its_peak) {
+TEST_CASE("idle runs are unmapped before reserved passes its peak") {
   for (bool unmap_first : {true, false}) {
     expandable_options o = fixture::small_range();
     o.unmap_idle_before_growth = unmap_first;
@@ -353,7 +354,7 @@ TEST(idle_runs_are_unmapped_before_reserved_passes_its_peak) {
 
 // Below the peak of reserved (since reset_peak), a map keeps the idle runs (no synchronisation);
 // past it, every stream's idle runs go first, the highest first, until the new granules fit under it.
-TEST(idle_runs_of_every_stream_go_only_past_the_peak) {
+TEST_CASE("idle runs of every stream go only past the peak") {
   expandable_options o = fixture::small_range();
   o.unmap_idle_before_growth = true;  // off by default
   fixture f(o);
@@ -385,7 +386,7 @@ TEST(idle_runs_of_every_stream_go_only_past_the_peak) {
   f.resource.deallocate(k, granule, stream_a);
 }
 
-TEST(bad_options_are_rejected_by_name) {
+TEST_CASE("bad options are rejected by name") {
   auto rejects = [](auto make, const char* argument) {
     try {
       make();
@@ -419,7 +420,7 @@ TEST(bad_options_are_rejected_by_name) {
   }, "reserveBytes");
 }
 
-TEST(bad_calls_change_nothing) {
+TEST_CASE("bad calls change nothing") {
   fixture f;
   void* a = f.resource.allocate(5000);
   const resource_stats before = f.resource.stats();
@@ -436,5 +437,3 @@ TEST(bad_calls_change_nothing) {
   CHECK_THROWS_AS(f.resource.deallocate(a, 5000), invalid_argument);  // double free
   CHECK_EQ(f.resource.stats().free_count, 1u);
 }
-
-TEST_MAIN()

@@ -10,13 +10,14 @@
 #include <thread>
 #include <vector>
 
+#include <doctest/doctest.h>
+
 #include "fake_ordering.hpp"
 #include "gpumem/fault_injecting_adaptor.hpp"
 #include "gpumem/host_resource.hpp"
 #include "gpumem/limiting_adaptor.hpp"
 #include "gpumem/pool_resource.hpp"
 #include "pool_test_support.hpp"
-#include "test_harness.hpp"
 
 using namespace gpumem;
 using namespace gpumem::test;
@@ -46,7 +47,7 @@ bool holds(const void* p, std::size_t n, unsigned char v) {
 
 }  // namespace
 
-TEST(every_nth_allocation_fails_with_out_of_memory) {
+TEST_CASE("every nth allocation fails with out of memory") {
   host_resource host;
   fault_injecting_adaptor fault(host, every(3));
   struct held {
@@ -91,7 +92,7 @@ TEST(every_nth_allocation_fails_with_out_of_memory) {
   CHECK_EQ(fault.stats().free_count, 6u);
 }
 
-TEST(a_byte_budget_refuses_what_would_pass_it) {
+TEST_CASE("a byte budget refuses what would pass it") {
   host_resource host;
   fault_injecting_adaptor fault(host, budget(10000));
   void* a = fault.allocate(6000);
@@ -118,7 +119,7 @@ TEST(a_byte_budget_refuses_what_would_pass_it) {
   CHECK_EQ(fault.held_bytes(), 0u);
 }
 
-TEST(a_zero_budget_fails_every_allocation) {
+TEST_CASE("a zero budget fails every allocation") {
   host_resource host;
   fault_injecting_adaptor fault(host, budget(0));
   CHECK_THROWS_AS(fault.allocate(1), out_of_memory);
@@ -127,7 +128,7 @@ TEST(a_zero_budget_fails_every_allocation) {
   CHECK_EQ(host.stats().alloc_count, 0u);
 }
 
-TEST(no_options_means_no_faults) {
+TEST_CASE("no options means no faults") {
   host_resource host;
   fault_injecting_adaptor fault(host, fault_options{});
   std::vector<void*> live;
@@ -137,7 +138,7 @@ TEST(no_options_means_no_faults) {
   CHECK_EQ(fault.stats().allocated_bytes, 0u);
 }
 
-TEST(an_upstream_failure_is_not_counted_and_rolls_back_the_bytes_held) {
+TEST_CASE("an upstream failure is not counted and rolls back the bytes held") {
   host_resource host;
   limiting_adaptor limited(host, 4 * KiB);
   fault_injecting_adaptor fault(limited, budget(1 * MiB));
@@ -151,7 +152,7 @@ TEST(an_upstream_failure_is_not_counted_and_rolls_back_the_bytes_held) {
   CHECK_EQ(fault.held_bytes(), 0u);
 }
 
-TEST(bad_frees_are_rejected_by_the_upstream_and_change_nothing) {
+TEST_CASE("bad frees are rejected by the upstream and change nothing") {
   host_resource host;
   fault_injecting_adaptor fault(host, budget(1 * MiB));
   void* p = fault.allocate(4096);
@@ -165,7 +166,7 @@ TEST(bad_frees_are_rejected_by_the_upstream_and_change_nothing) {
   CHECK_EQ(host.stats().allocated_bytes, 0u);
 }
 
-TEST(pool_over_faults_every_nth_segment_surfaces_as_out_of_memory) {
+TEST_CASE("pool over faults every nth segment surfaces as out of memory") {
   host_resource host;
   fault_injecting_adaptor fault(host, every(4));
   pool_resource pool(fault);
@@ -213,7 +214,7 @@ TEST(pool_over_faults_every_nth_segment_surfaces_as_out_of_memory) {
   CHECK_EQ(host.stats().allocated_bytes, 0u);
 }
 
-TEST(pool_release_and_retry_succeeds_past_a_budget) {
+TEST_CASE("pool release and retry succeeds past a budget") {
   host_resource host;
   fault_injecting_adaptor fault(host, budget(8 * MiB));
   pool_resource pool(fault);
@@ -247,7 +248,7 @@ TEST(pool_release_and_retry_succeeds_past_a_budget) {
   CHECK_EQ(host.stats().allocated_bytes, 0u);
 }
 
-TEST(pool_release_and_retry_succeeds_after_an_nth_failure) {
+TEST_CASE("pool release and retry succeeds after an nth failure") {
   host_resource host;
   fault_injecting_adaptor fault(host, every(3));
   pool_resource pool(fault);
@@ -269,7 +270,7 @@ TEST(pool_release_and_retry_succeeds_after_an_nth_failure) {
   CHECK_EQ(host.stats().allocated_bytes, 0u);
 }
 
-TEST(pool_retry_that_cannot_help_fails_and_keeps_live_memory) {
+TEST_CASE("pool retry that cannot help fails and keeps live memory") {
   host_resource host;
   fault_injecting_adaptor fault(host, budget(4 * MiB));
   pool_resource pool(fault);
@@ -302,7 +303,7 @@ TEST(pool_retry_that_cannot_help_fails_and_keeps_live_memory) {
 
 // Four threads on their own streams through pool -> fault -> host: failures land on random threads;
 // every one is an out_of_memory, the pool's counts are exact, and nothing is left at the end.
-TEST(threads_meet_injected_failures_without_leaks) {
+TEST_CASE("threads meet injected failures without leaks") {
   constexpr int threads_n = 4;
   constexpr int iterations = 4000;
   host_resource host;
@@ -363,5 +364,3 @@ TEST(threads_meet_injected_failures_without_leaks) {
   CHECK_EQ(fault.held_bytes(), 0u);
   CHECK_EQ(host.stats().allocated_bytes, 0u);
 }
-
-TEST_MAIN()

@@ -17,9 +17,10 @@
 #include <thread>
 #include <vector>
 
+#include <doctest/doctest.h>
+
 #include "comm/comm_errors.hpp"
 #include "comm/host_communicator.hpp"
-#include "test_harness.hpp"
 
 using namespace gpumem;
 using namespace gpumem::comm;
@@ -106,8 +107,9 @@ std::string message_of(const std::function<void()>& f) {
 
 }  // namespace
 
-TEST(all_reduce_sums_in_rank_order_across_chunks) {
+TEST_CASE("all reduce sums in rank order across chunks") {
   for (int size : {2, 3}) {
+    CAPTURE(size);
     const std::uint64_t count = 1000;  // 64 elements a slot: 16 chunks
     region r(size, 256);
     shared_floats results(static_cast<std::size_t>(size) * count * 2);
@@ -137,7 +139,7 @@ TEST(all_reduce_sums_in_rank_order_across_chunks) {
   }
 }
 
-TEST(all_gather_separate_and_in_place) {
+TEST_CASE("all gather separate and in place") {
   const int size = 3;
   const std::uint64_t count = 300;  // 5 chunks of 64 elements
   region r(size, 256);
@@ -159,7 +161,7 @@ TEST(all_gather_separate_and_in_place) {
   CHECK_EQ(failed, 0);
 }
 
-TEST(broadcast_from_any_root) {
+TEST_CASE("broadcast from any root") {
   const int size = 3;
   const std::uint64_t count = 500;
   region r(size, 256);
@@ -176,7 +178,7 @@ TEST(broadcast_from_any_root) {
   CHECK_EQ(failed, 0);
 }
 
-TEST(abort_by_a_rank_stops_the_others) {
+TEST_CASE("abort by a rank stops the others") {
   const int size = 3;
   region r(size, 4096);
   const int failed = run_ranks(all_ranks(size), [&](int rank) {
@@ -194,7 +196,7 @@ TEST(abort_by_a_rank_stops_the_others) {
   CHECK_EQ(failed, 0);
 }
 
-TEST(parent_abort_stops_ranks_waiting_for_one_that_never_came) {
+TEST_CASE("parent abort stops ranks waiting for one that never came") {
   const int size = 3;
   region r(size, 4096);
   const int failed = run_ranks(
@@ -214,7 +216,7 @@ TEST(parent_abort_stops_ranks_waiting_for_one_that_never_came) {
   CHECK_EQ(failed, 0);
 }
 
-TEST(timeout_names_the_missing_ranks_and_stops_the_group) {
+TEST_CASE("timeout names the missing ranks and stops the group") {
   region r(3, 4096);
   host_communicator rank0(r.name, 3, 0, -1, 150);
   std::vector<float> buffer(16, 1.0f);
@@ -229,7 +231,7 @@ TEST(timeout_names_the_missing_ranks_and_stops_the_group) {
            std::string("aborted: rank 0 failed: timed out after 150 ms in allReduce waiting for ranks 1,2"));
 }
 
-TEST(bad_arguments_throw_and_leave_the_communicator_usable) {
+TEST_CASE("bad arguments throw and leave the communicator usable") {
   CHECK_THROWS_AS(create_host_region(0, 4096), invalid_argument);
   CHECK_THROWS_AS(create_host_region(max_host_ranks + 1, 4096), invalid_argument);
   CHECK_THROWS_AS(create_host_region(2, 10), invalid_argument);
@@ -276,5 +278,3 @@ TEST(bad_arguments_throw_and_leave_the_communicator_usable) {
   CHECK(!unlink_host_region(r.name));
   CHECK_THROWS_AS(host_communicator(r.name, 1, 0, -1, 0), invalid_argument);
 }
-
-TEST_MAIN()

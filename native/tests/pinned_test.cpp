@@ -5,16 +5,16 @@
 // allocator takes 512 MiB) and a capped request failing as out_of_memory with the pool still usable.
 // With a GPU (GPUMEM_CTEST_CUDA=ON on a GPU host): the pinned leaf itself, its kind, its host pointer
 // being its device pointer, and the cap's message.
-#include <cstdio>
 #include <string>
 #include <vector>
+
+#include <doctest/doctest.h>
 
 #include "gpumem/chain_builder.hpp"
 #include "gpumem/device.hpp"
 #include "gpumem/errors.hpp"
 #include "gpumem/pinned_host_resource.hpp"
 #include "gpumem/strategy_registry.hpp"
-#include "test_harness.hpp"
 
 using namespace gpumem;
 
@@ -41,7 +41,7 @@ bool contains(const std::string& haystack, const std::string& needle) { return h
 
 }  // namespace
 
-TEST(meminfo_is_parsed_in_bytes) {
+TEST_CASE("meminfo is parsed in bytes") {
   const char* text =
       "MemTotal:       24576000 kB\n"
       "MemFree:        20000000 kB\n"
@@ -64,7 +64,7 @@ TEST(meminfo_is_parsed_in_bytes) {
   CHECK(here->available_bytes <= here->total_bytes);
 }
 
-TEST(default_cap_is_available_less_a_tenth_of_total) {
+TEST_CASE("default cap is available less a tenth of total") {
   CHECK_EQ(default_pinned_cap({24 * GiB, 20 * GiB}), 20 * GiB - 24 * GiB / 10);
   CHECK_EQ(default_pinned_cap({24 * GiB, 2 * GiB}), std::uint64_t{0});  // less than a tenth free: nothing
   auto host = std::optional<host_memory_info>(host_memory_info{24 * GiB, 20 * GiB});
@@ -87,7 +87,7 @@ TEST(default_cap_is_available_less_a_tenth_of_total) {
   }
 }
 
-TEST(pinned_chain_layers) {
+TEST_CASE("pinned chain layers") {
   chain_spec s = pinned_spec_on(pinned_upstream::pinned);
   CHECK_EQ(join(chain_layers(s)), std::string("pinned pool"));
   CHECK_EQ(join(chain_layers(pinned_spec_on(pinned_upstream::host))), std::string("host pool"));
@@ -108,7 +108,7 @@ TEST(pinned_chain_layers) {
 
 // The pool's rounding, not a power of two: 300 MiB + 1 B takes one 302 MiB segment (512 B rounding,
 // large segments rounded to 2 MiB). PyTorch's pinned allocator would take 512 MiB.
-TEST(host_twin_rounds_finely) {
+TEST_CASE("host twin rounds finely") {
   resource_chain chain = build_chain(pinned_spec_on(pinned_upstream::host));
   memory_resource& top = chain.top();
   CHECK(top.kind() == memory_kind::host);
@@ -123,7 +123,7 @@ TEST(host_twin_rounds_finely) {
   top.deallocate(q, 200 * MiB);
 }
 
-TEST(host_twin_cap_fails_as_out_of_memory_and_stays_usable) {
+TEST_CASE("host twin cap fails as out of memory and stays usable") {
   chain_spec s = pinned_spec_on(pinned_upstream::host);
   s.options<pinned_spec>().options.max_reserved_bytes = 8 * MiB;
   resource_chain chain = build_chain(s);
@@ -137,20 +137,20 @@ TEST(host_twin_cap_fails_as_out_of_memory_and_stays_usable) {
   top.deallocate(q, 8 * MiB);
 }
 
-TEST(pinned_leaf_on_a_gpu_or_says_what_is_missing) {
+TEST_CASE("pinned leaf on a gpu or says what is missing") {
   if (device_count() == 0) {
     try {
       build_chain(pinned_spec_on(pinned_upstream::pinned));
       CHECK(false);
     } catch (const invalid_state& e) {
-      CHECK(contains(e.what(), "pinned") || contains(e.what(), "CUDA"));
+      CHECK((contains(e.what(), "pinned") || contains(e.what(), "CUDA")));
     } catch (const cuda_error&) {
       // built with CUDA on a machine with no driver: the device check fails first
     }
     return;
   }
   pinned_host_resource leaf(0);
-  std::printf("    pinned cap here: %s\n", leaf.describe_cap().c_str());
+  MESSAGE("pinned cap here: " << leaf.describe_cap());
   CHECK(leaf.kind() == memory_kind::pinned);
   CHECK_EQ(leaf.device(), 0);
   void* p = leaf.allocate(MiB);
@@ -178,5 +178,3 @@ TEST(pinned_leaf_on_a_gpu_or_says_what_is_missing) {
   void* b = top.allocate(8 * MiB);
   top.deallocate(b, 8 * MiB);
 }
-
-TEST_MAIN()

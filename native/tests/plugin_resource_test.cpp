@@ -10,11 +10,12 @@
 #include <thread>
 #include <vector>
 
+#include <doctest/doctest.h>
+
 #include "gpumem/chain_builder.hpp"
 #include "gpumem/errors.hpp"
 #include "gpumem/plugin_resource.hpp"
 #include "gpumem/strategy_registry.hpp"
-#include "test_harness.hpp"
 
 using namespace gpumem;
 
@@ -45,7 +46,7 @@ std::string load_error(const plugin_options& o, std::string* argument = nullptr)
 
 }  // namespace
 
-TEST(allocates_aligned_host_memory_with_exact_stats) {
+TEST_CASE("allocates aligned host memory with exact stats") {
   plugin_resource r(slab());
   CHECK_EQ(r.plugin_name(), std::string("slab"));
   CHECK(r.kind() == memory_kind::host);
@@ -81,7 +82,7 @@ TEST(allocates_aligned_host_memory_with_exact_stats) {
   CHECK_EQ(r.stats().reserved_bytes, std::uint64_t(0));
 }
 
-TEST(bad_frees_are_rejected_before_the_library_sees_them) {
+TEST_CASE("bad frees are rejected before the library sees them") {
   plugin_resource r(slab());
   void* keep = r.allocate(1000);
   const resource_stats before = r.stats();
@@ -97,12 +98,12 @@ TEST(bad_frees_are_rejected_before_the_library_sees_them) {
   CHECK_EQ(r.stats().allocated_bytes, std::uint64_t(0));
 }
 
-TEST(out_of_memory_is_typed_and_leaves_the_resource_usable) {
+TEST_CASE("out of memory is typed and leaves the resource usable") {
   plugin_resource r(slab("max_reserved=1MiB"));
   void* small = r.allocate(100);  // the one slab of the 256 B class
   try {
     r.allocate(3000);  // the 4 KiB class needs a slab of its own
-    GPUMEM_TEST_FAIL("allocate past max_reserved did not throw", false);
+    FAIL_CHECK("allocate past max_reserved did not throw");
   } catch (const out_of_memory& e) {
     CHECK_EQ(e.requested_bytes(), std::uint64_t(3000));
     CHECK_EQ(e.stats().allocated_bytes, std::uint64_t(100));
@@ -118,7 +119,7 @@ TEST(out_of_memory_is_typed_and_leaves_the_resource_usable) {
   CHECK_EQ(r.stats().allocated_bytes, std::uint64_t(0));
 }
 
-TEST(loading_failures_name_the_library_and_the_cause) {
+TEST_CASE("loading failures name the library and the cause") {
   std::string argument;
   std::string e = load_error(plugin_options{"/nonexistent/libnothing.so", "", -1}, &argument);
   CHECK(contains(e, "'/nonexistent/libnothing.so'"));
@@ -143,23 +144,23 @@ TEST(loading_failures_name_the_library_and_the_cause) {
   CHECK(!e.empty());  // host memory only (or, in a build without CUDA, gpumem refuses device 0)
 }
 
-TEST(status_codes_map_to_typed_errors) {
-  {
+TEST_CASE("status codes map to typed errors") {
+  SUBCASE("1: out of memory") {
     plugin_resource r(plugin_options{minimal_library, "fail=1", -1});
     CHECK_THROWS_AS(r.allocate(64), out_of_memory);
     CHECK_EQ(r.stats().oom_count, std::uint64_t(1));
   }
-  {
+  SUBCASE("2: invalid argument, with the library's message") {
     plugin_resource r(plugin_options{minimal_library, "fail=2", -1});
     try {
       r.allocate(64);
-      GPUMEM_TEST_FAIL("status 2 did not throw", false);
+      FAIL_CHECK("status 2 did not throw");
     } catch (const invalid_argument& e) {
       CHECK_EQ(e.argument(), std::string("bytes"));
       CHECK(contains(e.what(), "told to fail"));  // the library's last_error
     }
   }
-  {
+  SUBCASE("3 and unknown codes: invalid state") {
     plugin_resource r(plugin_options{minimal_library, "fail=3", -1});
     CHECK_THROWS_AS(r.allocate(64), invalid_state);
     plugin_resource unknown(plugin_options{minimal_library, "fail=42", -1});
@@ -170,11 +171,11 @@ TEST(status_codes_map_to_typed_errors) {
     }
     CHECK_EQ(unknown.stats().allocated_bytes, std::uint64_t(0));
   }
-  {
+  SUBCASE("a misaligned pointer: invalid state") {
     plugin_resource r(plugin_options{minimal_library, "misalign=1", -1});
     try {
       r.allocate(64);
-      GPUMEM_TEST_FAIL("a misaligned pointer was accepted", false);
+      FAIL_CHECK("a misaligned pointer was accepted");
     } catch (const invalid_state& e) {
       CHECK(contains(e.what(), "not aligned to 256 bytes"));
     }
@@ -182,7 +183,7 @@ TEST(status_codes_map_to_typed_errors) {
   }
 }
 
-TEST(without_library_stats_gpumem_counts_stand) {
+TEST_CASE("without library stats gpumem counts stand") {
   plugin_resource r(plugin_options{minimal_library, "", -1});
   CHECK(r.plugin_name().find("minimal") != std::string::npos);  // the file name
   void* p = r.allocate(1000);
@@ -196,7 +197,7 @@ TEST(without_library_stats_gpumem_counts_stand) {
   CHECK_EQ(r.stats().upstream_free_count, std::uint64_t(1));
 }
 
-TEST(chain_builder_puts_the_common_layers_over_the_plugin) {
+TEST_CASE("chain builder puts the common layers over the plugin") {
   chain_spec s;
   s.strategy = "native";
   s.device = -1;
@@ -217,7 +218,7 @@ TEST(chain_builder_puts_the_common_layers_over_the_plugin) {
   s.options<native_spec>().library.clear();
   try {
     build_chain(s);
-    GPUMEM_TEST_FAIL("an empty library was accepted", false);
+    FAIL_CHECK("an empty library was accepted");
   } catch (const invalid_argument& e) {
     CHECK_EQ(e.argument(), std::string("library"));
   }
@@ -227,7 +228,7 @@ TEST(chain_builder_puts_the_common_layers_over_the_plugin) {
   CHECK_EQ(parse_strategy("native").name, std::string("native"));
 }
 
-TEST(calls_from_several_threads) {
+TEST_CASE("calls from several threads") {
   for (const std::string& library : {slab_library, minimal_library}) {  // thread-safe, and serialised by gpumem
     plugin_resource r(plugin_options{library, "", -1});
     std::atomic<int> failures{0};
@@ -256,5 +257,3 @@ TEST(calls_from_several_threads) {
     CHECK_EQ(r.stats().alloc_count, std::uint64_t(8000));
   }
 }
-
-TEST_MAIN()

@@ -5,15 +5,16 @@
 #include <set>
 #include <vector>
 
+#include <doctest/doctest.h>
+
 #include "gpumem/host_resource.hpp"
 #include "gpumem/pool_resource.hpp"
 #include "pool_test_support.hpp"
-#include "test_harness.hpp"
 
 using namespace gpumem;
 using namespace gpumem::test;
 
-TEST(first_small_allocation_creates_one_segment_and_the_next_is_adjacent) {
+TEST_CASE("first small allocation creates one segment and the next is adjacent") {
   host_resource host;
   pool_resource pool(host);
   void* a = pool.allocate(1 * KiB);
@@ -36,7 +37,7 @@ TEST(first_small_allocation_creates_one_segment_and_the_next_is_adjacent) {
   pool.deallocate(a, 1 * KiB);
 }
 
-TEST(sizes_round_to_512_but_allocated_bytes_count_what_was_asked) {
+TEST_CASE("sizes round to 512 but allocated bytes count what was asked") {
   host_resource host;
   pool_resource pool(host);
   void* a = pool.allocate(1);
@@ -55,7 +56,7 @@ TEST(sizes_round_to_512_but_allocated_bytes_count_what_was_asked) {
   CHECK_EQ(pool.stats().allocated_bytes, 0u);
 }
 
-TEST(freed_neighbours_coalesce) {
+TEST_CASE("freed neighbours coalesce") {
   host_resource host;
   pool_resource pool(host);
   void* a = pool.allocate(4 * KiB);
@@ -77,7 +78,7 @@ TEST(freed_neighbours_coalesce) {
   CHECK_EQ(s.allocated_bytes, 0u);
 }
 
-TEST(a_freed_block_merges_with_both_neighbours) {
+TEST_CASE("a freed block merges with both neighbours") {
   host_resource host;
   pool_resource pool(host);
   void* a = pool.allocate(4 * KiB);
@@ -95,7 +96,7 @@ TEST(a_freed_block_merges_with_both_neighbours) {
   CHECK_EQ(pool.stats().largest_free_block, static_cast<std::int64_t>(2 * MiB));
 }
 
-TEST(best_fit_takes_the_smallest_block_that_fits) {
+TEST_CASE("best fit takes the smallest block that fits") {
   host_resource host;
   pool_resource pool(host);
   void* f4 = pool.allocate(4 * KiB);
@@ -124,7 +125,7 @@ TEST(best_fit_takes_the_smallest_block_that_fits) {
   CHECK_EQ(pool.stats().largest_free_block, static_cast<std::int64_t>(2 * MiB));
 }
 
-TEST(best_fit_scans_a_size_class_for_the_exact_fit_and_the_lowest_address) {
+TEST_CASE("best fit scans a size class for the exact fit and the lowest address") {
   // 32 KiB and 32.5 KiB share a size class; the list order must not decide.
   host_resource host;
   pool_resource pool(host);
@@ -154,7 +155,7 @@ TEST(best_fit_scans_a_size_class_for_the_exact_fit_and_the_lowest_address) {
   CHECK_EQ(pool.stats().segment_count, 1u);
 }
 
-TEST(thousands_of_free_blocks_of_one_size_are_all_reused) {
+TEST_CASE("thousands of free blocks of one size are all reused") {
   // The search compares a bounded number of blocks per class; every hole must still be found.
   host_resource host;
   pool_resource pool(host);
@@ -176,7 +177,7 @@ TEST(thousands_of_free_blocks_of_one_size_are_all_reused) {
   CHECK_EQ(pool.stats().largest_free_block, static_cast<std::int64_t>(2 * MiB));
 }
 
-TEST(a_fitting_block_past_the_search_bound_is_found_before_growing) {
+TEST_CASE("a fitting block past the search bound is found before growing") {
   // Segments sized so that nothing but the blocks below is ever free: one 32.5 KiB block, then
   // 100 blocks of 32 KiB (the same size class, too small) in front of it in the class's list.
   host_resource host;
@@ -201,7 +202,7 @@ TEST(a_fitting_block_past_the_search_bound_is_found_before_growing) {
   for (void* p : separators) pool.deallocate(p, 512);
 }
 
-TEST(a_split_leaves_even_a_512_byte_remainder_free) {
+TEST_CASE("a split leaves even a 512 byte remainder free") {
   host_resource host;
   pool_resource pool(host);
   void* a = pool.allocate(4 * KiB + 512);
@@ -218,7 +219,7 @@ TEST(a_split_leaves_even_a_512_byte_remainder_free) {
   CHECK_EQ(pool.stats().largest_free_block, static_cast<std::int64_t>(2 * MiB));
 }
 
-TEST(small_and_large_requests_never_share_a_segment) {
+TEST_CASE("small and large requests never share a segment") {
   host_resource host;
   pool_resource pool(host);
   void* big = pool.allocate(2 * MiB + 512 * KiB);  // a 4 MiB large segment; 1.5 MiB stays free
@@ -230,7 +231,7 @@ TEST(small_and_large_requests_never_share_a_segment) {
   s = pool.stats();
   CHECK_EQ(s.segment_count, 2u);
   CHECK_EQ(s.reserved_bytes, 6 * MiB);
-  CHECK(addr(tiny) < addr(big) || addr(tiny) >= addr(big) + 4 * MiB);
+  CHECK((addr(tiny) < addr(big) || addr(tiny) >= addr(big) + 4 * MiB));
 
   void* mid = pool.allocate(1 * MiB + 256 * KiB);  // large: the large remainder fits it
   CHECK_EQ(addr(mid), addr(big) + 2 * MiB + 512 * KiB);
@@ -252,7 +253,7 @@ TEST(small_and_large_requests_never_share_a_segment) {
   CHECK_EQ(pool.stats().reserved_bytes, 0u);
 }
 
-TEST(large_segments_round_up_to_large_segment_rounding) {
+TEST_CASE("large segments round up to large segment rounding") {
   host_resource host;
   pool_options options;
   options.large_segment_rounding = 4 * MiB;
@@ -265,7 +266,7 @@ TEST(large_segments_round_up_to_large_segment_rounding) {
   pool.deallocate(q, 64 * MiB);
 }
 
-TEST(options_change_the_small_limit_and_segment_size) {
+TEST_CASE("options change the small limit and segment size") {
   host_resource host;
   pool_options options;
   options.small_request_limit = 16 * KiB;
@@ -292,7 +293,7 @@ TEST(options_change_the_small_limit_and_segment_size) {
   pool2.deallocate(d, 3 * MiB);
 }
 
-TEST(invalid_options_are_rejected) {
+TEST_CASE("invalid options are rejected") {
   host_resource host;
   pool_options bad;
   bad.small_segment_bytes = 1000;
@@ -302,7 +303,7 @@ TEST(invalid_options_are_rejected) {
   CHECK_THROWS_AS(pool_resource(host, zero), invalid_argument);
 }
 
-TEST(steady_state_makes_no_upstream_calls_after_the_first_round) {
+TEST_CASE("steady state makes no upstream calls after the first round") {
   host_resource host;
   pool_resource pool(host);
   const std::vector<std::size_t> pattern = {256,     3000,        70 * KiB,    1 * MiB,       100,
@@ -336,7 +337,7 @@ TEST(steady_state_makes_no_upstream_calls_after_the_first_round) {
   CHECK_EQ(pool.stats().allocated_bytes, 0u);
 }
 
-TEST(trim_gives_back_free_segments) {
+TEST_CASE("trim gives back free segments") {
   host_resource host;
   pool_resource pool(host);
   std::vector<void*> blocks;
@@ -374,7 +375,7 @@ TEST(trim_gives_back_free_segments) {
   pool.deallocate(again, 1000);
 }
 
-TEST(statistics_count_calls_and_peaks) {
+TEST_CASE("statistics count calls and peaks") {
   host_resource host;
   pool_resource pool(host);
   resource_stats s = pool.stats();
@@ -431,7 +432,7 @@ class prefetch_recorder final : public memory_resource {
   host_resource host_;
 };
 
-TEST(kind_and_device_forward_to_the_upstream) {
+TEST_CASE("kind and device forward to the upstream") {
   host_resource host;
   pool_resource pool(host);
   CHECK(pool.kind() == memory_kind::host);
@@ -448,7 +449,7 @@ TEST(kind_and_device_forward_to_the_upstream) {
   CHECK_EQ(managed_pool.device(), 3);
 }
 
-TEST(prefetch_forwards_the_segment_range_that_covers_the_block) {
+TEST_CASE("prefetch forwards the segment range that covers the block") {
   prefetch_recorder managed;
   pool_resource pool(managed, {}, make_host_ordering());
   const stream_handle stream = reinterpret_cast<stream_handle>(0x7);
@@ -472,7 +473,7 @@ TEST(prefetch_forwards_the_segment_range_that_covers_the_block) {
   CHECK_THROWS_AS(pool.prefetch(b, 3000, location::device), invalid_argument);
 }
 
-TEST(bad_deallocations_throw_and_change_nothing) {
+TEST_CASE("bad deallocations throw and change nothing") {
   host_resource host;
   pool_resource pool(host);
   void* a = pool.allocate(1000);
@@ -529,7 +530,7 @@ TEST(bad_deallocations_throw_and_change_nothing) {
   CHECK_EQ(pool.stats().allocated_bytes, 0u);
 }
 
-TEST(destructor_gives_every_segment_back) {
+TEST_CASE("destructor gives every segment back") {
   host_resource host;
   {
     pool_resource pool(host);
@@ -542,5 +543,3 @@ TEST(destructor_gives_every_segment_back) {
   CHECK_EQ(s.allocated_bytes, 0u);
   CHECK_EQ(s.free_count, s.alloc_count);
 }
-
-TEST_MAIN()

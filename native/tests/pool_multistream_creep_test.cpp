@@ -13,11 +13,12 @@
 #include <unordered_map>
 #include <vector>
 
+#include <doctest/doctest.h>
+
 #include "fake_ordering.hpp"
 #include "gpumem/host_resource.hpp"
 #include "gpumem/pool_resource.hpp"
 #include "pool_test_support.hpp"
-#include "test_harness.hpp"
 
 using namespace gpumem;
 using namespace gpumem::test;
@@ -210,15 +211,14 @@ soak_result run_soak(unsigned stream_count, std::size_t ops) {
 
 void print(const char* label, const soak_result& r) {
   auto mib = [](std::size_t bytes) { return static_cast<double>(bytes) / MiB; };
-  std::printf("  %s: %zu ops, peak live %.1f MiB, reserved %.1f / %.1f / %.1f MiB at 10/50/100%%, max %.1f MiB, "
-              "%zu upstream allocations\n",
-              label, r.ops, mib(r.peak_live), mib(r.reserved_at[0]), mib(r.reserved_at[1]), mib(r.reserved_at[2]),
-              mib(r.max_reserved), r.upstream_allocs);
+  MESSAGE(label << ": " << r.ops << " ops, peak live " << mib(r.peak_live) << " MiB, reserved " << mib(r.reserved_at[0])
+                << " / " << mib(r.reserved_at[1]) << " / " << mib(r.reserved_at[2]) << " MiB at 10/50/100%, max "
+                << mib(r.max_reserved) << " MiB, " << r.upstream_allocs << " upstream allocations");
 }
 
 }  // namespace
 
-TEST(pieces_of_a_segment_freed_on_four_streams_merge_and_their_reuse_waits_for_each) {
+TEST_CASE("pieces of a segment freed on four streams merge and their reuse waits for each") {
   pool_fixture f;
   void* whole = f.pool.allocate(8 * MiB, stream_a);
   f.pool.deallocate(whole, 8 * MiB, stream_a);  // one free 8 MiB large block, A's
@@ -251,7 +251,7 @@ TEST(pieces_of_a_segment_freed_on_four_streams_merge_and_their_reuse_waits_for_e
   f.pool.deallocate(on_b, 8 * MiB, stream_b);
 }
 
-TEST(a_merged_block_is_borrowed_by_best_fit_waiting_only_for_its_own_streams) {
+TEST_CASE("a merged block is borrowed by best fit waiting only for its own streams") {
   pool_fixture f;
   // Segment 1 (8 MiB): pieces of 2 MiB on A, B, A, B. Segment 2 (4 MiB): pieces of 2 MiB on C, D.
   void* s1 = f.pool.allocate(8 * MiB, stream_a);
@@ -282,7 +282,7 @@ TEST(a_merged_block_is_borrowed_by_best_fit_waiting_only_for_its_own_streams) {
   CHECK_EQ(f.log->unreleased(), 0u);
 }
 
-TEST(the_rest_of_a_merged_block_keeps_its_streams_only_while_they_are_not_waited_for) {
+TEST_CASE("the rest of a merged block keeps its streams only while they are not waited for") {
   pool_fixture f;
   void* whole = f.pool.allocate(8 * MiB, stream_a);
   f.pool.deallocate(whole, 8 * MiB, stream_a);
@@ -315,7 +315,7 @@ TEST(the_rest_of_a_merged_block_keeps_its_streams_only_while_they_are_not_waited
 // The creep itself: when only neighbours freed on the same stream merged, 4 streams reserved
 // 328 MiB for a live set of at most 64 MiB (1 stream: 115 MiB), and still growing at the end. Over 4 streams it must stay within a few times the live set, as on
 // one stream, and never hand memory to a stream before it is ordered after the free.
-TEST(reserved_stays_bounded_over_four_streams) {
+TEST_CASE("reserved stays bounded over four streams") {
   const soak_result one = run_soak(1, 300000);
   const soak_result four = run_soak(4, 300000);
   print("1 stream ", one);
@@ -326,5 +326,3 @@ TEST(reserved_stays_bounded_over_four_streams) {
   CHECK(one.max_reserved <= 3 * 64 * MiB);
   CHECK(four.max_reserved <= 3 * 64 * MiB);
 }
-
-TEST_MAIN()

@@ -5,17 +5,18 @@
 #include <string>
 #include <vector>
 
+#include <doctest/doctest.h>
+
 #include "fake_ordering.hpp"
 #include "gpumem/host_resource.hpp"
 #include "gpumem/limiting_adaptor.hpp"
 #include "gpumem/pool_resource.hpp"
 #include "pool_test_support.hpp"
-#include "test_harness.hpp"
 
 using namespace gpumem;
 using namespace gpumem::test;
 
-TEST(upstream_oom_releases_cached_segments_and_retries) {
+TEST_CASE("upstream oom releases cached segments and retries") {
   host_resource host;
   limiting_adaptor limited(host, 8 * MiB);
   pool_resource pool(limited);
@@ -65,7 +66,7 @@ TEST(upstream_oom_releases_cached_segments_and_retries) {
   CHECK_EQ(limited.used(), 0u);
 }
 
-TEST(a_retry_that_cannot_help_fails_without_releasing_live_memory) {
+TEST_CASE("a retry that cannot help fails without releasing live memory") {
   host_resource host;
   limiting_adaptor limited(host, 4 * MiB);
   pool_resource pool(limited);
@@ -87,7 +88,7 @@ TEST(a_retry_that_cannot_help_fails_without_releasing_live_memory) {
   }
 }
 
-TEST(upstream_oom_waits_for_pending_blocks_and_reuses_them) {
+TEST_CASE("upstream oom waits for pending blocks and reuses them") {
   auto log = std::make_shared<gpumem::test::fake_ordering_log>();
   host_resource host;
   limiting_adaptor limited(host, 2 * MiB);
@@ -109,7 +110,7 @@ TEST(upstream_oom_waits_for_pending_blocks_and_reuses_them) {
   pool.deallocate(q, 1 * MiB, a);
 }
 
-TEST(max_reserved_bytes_caps_growth) {
+TEST_CASE("max reserved bytes caps growth") {
   host_resource host;
   pool_options options;
   options.max_reserved_bytes = 4 * MiB;
@@ -148,7 +149,7 @@ TEST(max_reserved_bytes_caps_growth) {
   pool.deallocate(small, 1000);
 }
 
-TEST(the_cap_releases_only_what_a_new_segment_needs) {
+TEST_CASE("the cap releases only what a new segment needs") {
   host_resource host;
   pool_options options;
   options.max_reserved_bytes = 8 * MiB;
@@ -169,7 +170,7 @@ TEST(the_cap_releases_only_what_a_new_segment_needs) {
   pool.deallocate(live, 3 * MiB);
 }
 
-TEST(impossible_sizes_are_out_of_memory) {
+TEST_CASE("impossible sizes are out of memory") {
   host_resource host;
   limiting_adaptor limited(host, 64 * MiB);  // refuses before the host is asked for absurd sizes
   pool_resource pool(limited);
@@ -184,5 +185,3 @@ TEST(impossible_sizes_are_out_of_memory) {
   void* p = pool.allocate(10);
   pool.deallocate(p, 10);
 }
-
-TEST_MAIN()

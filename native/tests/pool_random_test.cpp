@@ -8,11 +8,12 @@
 #include <string>
 #include <vector>
 
+#include <doctest/doctest.h>
+
 #include "fake_ordering.hpp"
 #include "gpumem/host_resource.hpp"
 #include "gpumem/pool_resource.hpp"
 #include "pool_test_support.hpp"
-#include "test_harness.hpp"
 
 using namespace gpumem;
 using namespace gpumem::test;
@@ -92,11 +93,9 @@ void run_random(const run_config& config) {
               static_cast<std::uint64_t>(s.largest_free_block) <= s.reserved_bytes - m.rounded &&
               (config.options.max_reserved_bytes == 0 || s.reserved_bytes <= config.options.max_reserved_bytes);
     if (!ok) {
-      GPUMEM_TEST_FAIL("step " + std::to_string(step) + ": stats disagree with the model (allocated " +
-                           std::to_string(s.allocated_bytes) + " vs " + std::to_string(m.allocated) + ", reserved " +
-                           std::to_string(s.reserved_bytes) + ", largest free " +
-                           std::to_string(s.largest_free_block) + ")",
-                       true);
+      FAIL("step " << step << ": stats disagree with the model (allocated " << s.allocated_bytes << " vs "
+                   << m.allocated << ", reserved " << s.reserved_bytes << ", largest free " << s.largest_free_block
+                   << ")");
     }
   };
 
@@ -105,7 +104,7 @@ void run_random(const run_config& config) {
     auto it = m.live.find(start);
     void* p = reinterpret_cast<void*>(start);
     if (!tag_intact(p, it->second.bytes, it->second.tag)) {
-      GPUMEM_TEST_FAIL("step " + std::to_string(step) + ": a live block was overwritten", true);
+      FAIL("step " << step << ": a live block was overwritten");
     }
     pool->deallocate(p, it->second.bytes, stream);
     m.allocated -= it->second.bytes;
@@ -131,7 +130,7 @@ void run_random(const run_config& config) {
         const resource_stats after = pool->stats();
         if (e.requested_bytes() != bytes || after.allocated_bytes != before.allocated_bytes ||
             after.alloc_count != before.alloc_count) {
-          GPUMEM_TEST_FAIL("step " + std::to_string(step) + ": a failed allocation changed the pool", true);
+          FAIL("step " << step << ": a failed allocation changed the pool");
         }
         check_state(step);
         continue;
@@ -141,7 +140,7 @@ void run_random(const run_config& config) {
       auto next = m.live.lower_bound(start);
       if ((next != m.live.end() && next->first < end) ||
           (next != m.live.begin() && std::prev(next)->second.end > start)) {
-        GPUMEM_TEST_FAIL("step " + std::to_string(step) + ": a new block overlaps a live one", true);
+        FAIL("step " << step << ": a new block overlaps a live one");
       }
       const auto tag = static_cast<std::uint8_t>(rng());
       write_tag(p, bytes, tag);
@@ -164,7 +163,7 @@ void run_random(const run_config& config) {
       const live_block& b = m.live.at(start);
       if (pool->allocation_size(reinterpret_cast<void*>(start)) != b.bytes ||
           (b.end - start > 512 && pool->allocation_size(reinterpret_cast<void*>(start + 512)) != 0)) {
-        GPUMEM_TEST_FAIL("step " + std::to_string(step) + ": allocation_size disagrees", true);
+        FAIL("step " << step << ": allocation_size disagrees");
       }
     }
     if (step % 20000 == 19999) log->complete_all();
@@ -184,17 +183,16 @@ void run_random(const run_config& config) {
   CHECK_EQ(host.stats().allocated_bytes, 0u);
   pool.reset();
   CHECK_EQ(log->unreleased(), 0u);
-  std::printf("    %llu allocations, %llu out of memory, %zu events\n", static_cast<unsigned long long>(m.allocs),
-              static_cast<unsigned long long>(expected_ooms), log->events.size());
+  MESSAGE(m.allocs << " allocations, " << expected_ooms << " out of memory, " << log->events.size() << " events");
 }
 
 }  // namespace
 
-TEST(random_operations_over_three_streams_with_pending_events) {
+TEST_CASE("random operations over three streams with pending events") {
   run_random(run_config{12345, 120000, pool_options{}, true, 300});
 }
 
-TEST(random_operations_under_a_reserve_cap_with_small_segments) {
+TEST_CASE("random operations under a reserve cap with small segments") {
   pool_options options;
   options.small_request_limit = 16 * KiB;
   options.small_segment_bytes = 64 * KiB;
@@ -202,5 +200,3 @@ TEST(random_operations_under_a_reserve_cap_with_small_segments) {
   options.max_reserved_bytes = 48 * MiB;
   run_random(run_config{987654321, 100000, options, false, 200});
 }
-
-TEST_MAIN()

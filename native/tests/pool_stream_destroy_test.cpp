@@ -10,11 +10,12 @@
 #include <thread>
 #include <vector>
 
+#include <doctest/doctest.h>
+
 #include "fake_ordering.hpp"
 #include "gpumem/host_resource.hpp"
 #include "gpumem/pool_resource.hpp"
 #include "pool_test_support.hpp"
-#include "test_harness.hpp"
 
 using namespace gpumem;
 using namespace gpumem::test;
@@ -28,7 +29,7 @@ const stream_handle stream_s2 = stream_key(0x52);
 }  // namespace
 
 // The scenario found on a GPU: memory cached on S1, S1 destroyed, then an allocation on S2.
-TEST(memory_freed_on_a_destroyed_stream_is_reused_without_touching_that_stream) {
+TEST_CASE("memory freed on a destroyed stream is reused without touching that stream") {
   pool_fixture f;
   void* p = f.pool.allocate(4 * KiB, stream_s1);
   f.pool.deallocate(p, 4 * KiB, stream_s1);  // S1 holds the whole small segment, free
@@ -63,7 +64,7 @@ TEST(memory_freed_on_a_destroyed_stream_is_reused_without_touching_that_stream) 
 
 // What the contract in pool_resource.hpp warns of: the same scenario with a stream destroyed
 // behind the pool's back fails as it did on the GPU, and leaves the pool as it was.
-TEST(a_stream_destroyed_without_notice_makes_the_borrow_fail_cleanly) {
+TEST_CASE("a stream destroyed without notice makes the borrow fail cleanly") {
   pool_fixture f;
   void* p = f.pool.allocate(4 * KiB, stream_s1);
   f.pool.deallocate(p, 4 * KiB, stream_s1);
@@ -80,7 +81,7 @@ TEST(a_stream_destroyed_without_notice_makes_the_borrow_fail_cleanly) {
   f.pool.deallocate(q, 4 * KiB, stream_s2);
 }
 
-TEST(a_merged_block_no_longer_waits_for_a_destroyed_stream) {
+TEST_CASE("a merged block no longer waits for a destroyed stream") {
   pool_fixture f;
   void* whole = f.pool.allocate(8 * MiB, stream_a);
   f.pool.deallocate(whole, 8 * MiB, stream_a);
@@ -105,7 +106,7 @@ TEST(a_merged_block_no_longer_waits_for_a_destroyed_stream) {
   CHECK_EQ(f.log->unreleased(), 0u);
 }
 
-TEST(a_merged_block_owned_by_the_destroyed_stream_moves_to_the_default_stream_with_its_other_streams) {
+TEST_CASE("a merged block owned by the destroyed stream moves to the default stream with its other streams") {
   pool_fixture f;
   void* whole = f.pool.allocate(8 * MiB, stream_a);
   f.pool.deallocate(whole, 8 * MiB, stream_a);
@@ -130,7 +131,7 @@ TEST(a_merged_block_owned_by_the_destroyed_stream_moves_to_the_default_stream_wi
   CHECK_EQ(f.pool.stats().upstream_alloc_count, 1u);
 }
 
-TEST(blocks_of_the_destroyed_stream_merge_with_the_default_streams_in_a_small_segment) {
+TEST_CASE("blocks of the destroyed stream merge with the default streams in a small segment") {
   pool_fixture f;
   void* x = f.pool.allocate(4 * KiB, default_stream);
   void* y = f.pool.allocate(4 * KiB, default_stream);
@@ -147,7 +148,7 @@ TEST(blocks_of_the_destroyed_stream_merge_with_the_default_streams_in_a_small_se
   CHECK_EQ(f.pool.stats().allocated_bytes, 0u);
 }
 
-TEST(record_stream_on_a_destroyed_stream_is_dropped_from_live_blocks) {
+TEST_CASE("record stream on a destroyed stream is dropped from live blocks") {
   pool_fixture f;
   void* p = f.pool.allocate(4 * KiB, stream_a);
   f.pool.record_stream(p, stream_s1);
@@ -161,7 +162,7 @@ TEST(record_stream_on_a_destroyed_stream_is_dropped_from_live_blocks) {
   f.pool.deallocate(q, 4 * KiB, stream_a);
 }
 
-TEST(a_pending_block_freed_on_a_destroyed_stream_joins_the_default_stream_when_complete) {
+TEST_CASE("a pending block freed on a destroyed stream joins the default stream when complete") {
   pool_fixture f;
   void* p = f.pool.allocate(4 * KiB, stream_s1);
   f.pool.record_stream(p, stream_b);
@@ -179,7 +180,7 @@ TEST(a_pending_block_freed_on_a_destroyed_stream_joins_the_default_stream_when_c
   CHECK_EQ(f.log->unreleased(), 0u);
 }
 
-TEST(an_event_recorded_on_the_destroyed_stream_completes_with_it) {
+TEST_CASE("an event recorded on the destroyed stream completes with it") {
   pool_fixture f;
   void* p = f.pool.allocate(4 * KiB, stream_a);
   f.pool.record_stream(p, stream_s1);
@@ -193,7 +194,7 @@ TEST(an_event_recorded_on_the_destroyed_stream_completes_with_it) {
   CHECK_EQ(f.log->unreleased(), 0u);
 }
 
-TEST(a_new_stream_given_a_destroyed_streams_handle_starts_afresh) {
+TEST_CASE("a new stream given a destroyed streams handle starts afresh") {
   pool_fixture f;
   void* live = f.pool.allocate(4 * KiB, stream_s1);  // stays live across the destroy
   void* p = f.pool.allocate(64 * KiB, stream_s1);
@@ -222,7 +223,7 @@ TEST(a_new_stream_given_a_destroyed_streams_handle_starts_afresh) {
   CHECK_EQ(f.log->unreleased(), 0u);
 }
 
-TEST(trim_after_a_destroy_releases_segments_without_the_destroyed_stream) {
+TEST_CASE("trim after a destroy releases segments without the destroyed stream") {
   pool_fixture f;
   void* whole = f.pool.allocate(8 * MiB, stream_a);
   f.pool.deallocate(whole, 8 * MiB, stream_a);
@@ -244,7 +245,7 @@ TEST(trim_after_a_destroy_releases_segments_without_the_destroyed_stream) {
   CHECK_EQ(f.log->unreleased(), 0u);
 }
 
-TEST(every_live_pool_hears_of_the_destroy_and_a_destroyed_pool_no_longer_does) {
+TEST_CASE("every live pool hears of the destroy and a destroyed pool no longer does") {
   auto log = std::make_shared<fake_ordering_log>();
   host_resource host;
   pool_resource first(host, pool_options{}, gpumem::test::make_fake_ordering(log));
@@ -268,7 +269,7 @@ TEST(every_live_pool_hears_of_the_destroy_and_a_destroyed_pool_no_longer_does) {
   second.deallocate(q2, 4 * KiB, stream_s2);
 }
 
-TEST(the_default_stream_is_never_forgotten) {
+TEST_CASE("the default stream is never forgotten") {
   pool_fixture f;
   void* p = f.pool.allocate(4 * KiB, default_stream);
   f.pool.deallocate(p, 4 * KiB, default_stream);
@@ -282,7 +283,7 @@ TEST(the_default_stream_is_never_forgotten) {
 // Streams created, used and destroyed on some threads while others allocate on their own streams
 // from the same pool (run under ThreadSanitizer by hand: GPUMEM_SANITIZE=thread ctest -R
 // pool_stream_destroy). Host ordering: every event is complete at once.
-TEST(streams_destroyed_while_other_threads_allocate) {
+TEST_CASE("streams destroyed while other threads allocate") {
   host_resource host;
   pool_resource pool(host);
   constexpr int threads = 4;
@@ -311,5 +312,3 @@ TEST(streams_destroyed_while_other_threads_allocate) {
   pool.trim();
   CHECK_EQ(pool.stats().reserved_bytes, 0u);
 }
-
-TEST_MAIN()

@@ -3,11 +3,12 @@
 #include <cstdint>
 #include <memory>
 
+#include <doctest/doctest.h>
+
 #include "fake_ordering.hpp"
 #include "gpumem/host_resource.hpp"
 #include "gpumem/pool_resource.hpp"
 #include "pool_test_support.hpp"
-#include "test_harness.hpp"
 
 using namespace gpumem;
 using namespace gpumem::test;
@@ -24,7 +25,7 @@ struct fixture {
 
 }  // namespace
 
-TEST(memory_freed_on_a_stream_is_reused_on_it_without_events) {
+TEST_CASE("memory freed on a stream is reused on it without events") {
   fixture f;
   void* p = f.pool->allocate(4 * KiB, stream_a);
   f.pool->deallocate(p, 4 * KiB, stream_a);
@@ -35,7 +36,7 @@ TEST(memory_freed_on_a_stream_is_reused_on_it_without_events) {
   f.pool->deallocate(q, 4 * KiB, stream_a);
 }
 
-TEST(another_streams_free_memory_is_borrowed_behind_one_event) {
+TEST_CASE("another streams free memory is borrowed behind one event") {
   fixture f;
   void* p = f.pool->allocate(4 * KiB, stream_a);
   f.pool->deallocate(p, 4 * KiB, stream_a);  // A now holds the whole segment, free
@@ -64,7 +65,7 @@ TEST(another_streams_free_memory_is_borrowed_behind_one_event) {
   f.pool->deallocate(r, 4 * KiB, stream_a);
 }
 
-TEST(borrowing_picks_the_best_fit_over_all_other_streams) {
+TEST_CASE("borrowing picks the best fit over all other streams") {
   fixture f;
   void* x = f.pool->allocate(64 * KiB, stream_a);
   void* sep1 = f.pool->allocate(512, stream_a);
@@ -82,7 +83,7 @@ TEST(borrowing_picks_the_best_fit_over_all_other_streams) {
   f.pool->deallocate(sep2, 512, stream_a);
 }
 
-TEST(small_and_large_classes_stay_apart_across_streams) {
+TEST_CASE("small and large classes stay apart across streams") {
   fixture f;
   void* big = f.pool->allocate(3 * MiB, stream_a);
   f.pool->deallocate(big, 3 * MiB, stream_a);  // A: one free 4 MiB large block
@@ -92,7 +93,7 @@ TEST(small_and_large_classes_stay_apart_across_streams) {
   f.pool->deallocate(tiny, 1000, stream_b);
 }
 
-TEST(record_stream_parks_a_freed_block_until_its_event_completes) {
+TEST_CASE("record stream parks a freed block until its event completes") {
   fixture f;
   void* p = f.pool->allocate(8 * KiB, stream_a);
   f.pool->record_stream(p, stream_b);
@@ -120,7 +121,7 @@ TEST(record_stream_parks_a_freed_block_until_its_event_completes) {
   CHECK_EQ(f.pool->stats().largest_free_block, static_cast<std::int64_t>(2 * MiB));
 }
 
-TEST(a_pending_block_is_freed_by_the_next_allocation_once_complete) {
+TEST_CASE("a pending block is freed by the next allocation once complete") {
   fixture f;
   void* p = f.pool->allocate(1 * MiB, stream_a);
   void* q = f.pool->allocate(1 * MiB, stream_a);  // the segment is full
@@ -141,7 +142,7 @@ TEST(a_pending_block_is_freed_by_the_next_allocation_once_complete) {
   for (void* x : {q, r, r2, s}) f.pool->deallocate(x, 1 * MiB, stream_a);
 }
 
-TEST(record_stream_on_the_own_stream_or_twice_records_once) {
+TEST_CASE("record stream on the own stream or twice records once") {
   fixture f;
   void* p = f.pool->allocate(4 * KiB, stream_a);
   f.pool->record_stream(p, stream_a);  // its own stream: nothing to do
@@ -171,7 +172,7 @@ TEST(record_stream_on_the_own_stream_or_twice_records_once) {
   CHECK_EQ(f.pool->pending_free_blocks(), 0u);
 }
 
-TEST(record_stream_rejects_pointers_that_are_not_live) {
+TEST_CASE("record stream rejects pointers that are not live") {
   fixture f;
   int on_stack = 0;
   CHECK_THROWS_AS(f.pool->record_stream(&on_stack, stream_b), invalid_argument);
@@ -182,7 +183,7 @@ TEST(record_stream_rejects_pointers_that_are_not_live) {
   CHECK_EQ(f.log->records, 0u);
 }
 
-TEST(a_block_freed_on_another_stream_joins_that_streams_free_list) {
+TEST_CASE("a block freed on another stream joins that streams free list") {
   fixture f;
   void* p = f.pool->allocate(4 * KiB, stream_a);
   void* keep = f.pool->allocate(4 * KiB, stream_a);  // stops p merging with A's tail
@@ -196,7 +197,7 @@ TEST(a_block_freed_on_another_stream_joins_that_streams_free_list) {
   CHECK_EQ(f.pool->stats().largest_free_block, static_cast<std::int64_t>(2 * MiB - 4 * KiB));
 }
 
-TEST(trim_joins_the_streams_of_a_segment_before_releasing_it) {
+TEST_CASE("trim joins the streams of a segment before releasing it") {
   fixture f;
   void* p = f.pool->allocate(4 * KiB, stream_a);
   void* q = f.pool->allocate(4 * KiB, stream_a);
@@ -209,7 +210,7 @@ TEST(trim_joins_the_streams_of_a_segment_before_releasing_it) {
   CHECK_EQ(f.log->unreleased(), 0u);
 }
 
-TEST(trim_frees_completed_pending_blocks_and_releases_their_segments) {
+TEST_CASE("trim frees completed pending blocks and releases their segments") {
   fixture f;
   void* p = f.pool->allocate(4 * KiB, stream_a);
   f.pool->record_stream(p, stream_b);
@@ -222,7 +223,7 @@ TEST(trim_frees_completed_pending_blocks_and_releases_their_segments) {
   CHECK_EQ(f.pool->pending_free_blocks(), 0u);
 }
 
-TEST(destroying_the_pool_waits_for_and_releases_pending_events) {
+TEST_CASE("destroying the pool waits for and releases pending events") {
   fixture f;
   void* p = f.pool->allocate(4 * KiB, stream_a);
   f.pool->record_stream(p, stream_b);
@@ -233,5 +234,3 @@ TEST(destroying_the_pool_waits_for_and_releases_pending_events) {
   CHECK_EQ(f.log->unreleased(), 0u);
   CHECK_EQ(f.host.stats().allocated_bytes, 0u);
 }
-
-TEST_MAIN()

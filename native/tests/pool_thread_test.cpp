@@ -7,10 +7,11 @@
 #include <thread>
 #include <vector>
 
+#include <doctest/doctest.h>
+
 #include "fake_ordering.hpp"
 #include "gpumem/host_resource.hpp"
 #include "gpumem/pool_resource.hpp"
-#include "test_harness.hpp"
 
 using namespace gpumem;
 using gpumem::test::stream_key;
@@ -76,7 +77,7 @@ bool intact(const slot& s) {
 
 }  // namespace
 
-TEST(four_threads_share_one_pool) {
+TEST_CASE("four threads share one pool") {
   host_resource host;
   pool_resource pool(host);
   std::atomic<int> corrupted{0};
@@ -121,5 +122,3 @@ TEST(four_threads_share_one_pool) {
   CHECK_EQ(pool.stats().reserved_bytes, 0u);
   CHECK_EQ(host.stats().allocated_bytes, 0u);
 }
-
-TEST_MAIN()

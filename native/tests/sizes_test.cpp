@@ -7,9 +7,10 @@
 #include <utility>
 #include <vector>
 
+#include <doctest/doctest.h>
+
 #include "gpumem/errors.hpp"
 #include "gpumem/sizes.hpp"
-#include "test_harness.hpp"
 
 using namespace gpumem;
 
@@ -61,33 +62,32 @@ case_table load_cases() {
 
 }  // namespace
 
-TEST(shared_table_accepted_forms) {
+TEST_CASE("shared table accepted forms") {
   const case_table t = load_cases();
   REQUIRE(t.accepted.size() >= 10);
   for (const auto& [text, bytes] : t.accepted) {
     std::uint64_t out = 12345;
-    const bool ok = try_parse_size(text, out);
-    if (!ok) GPUMEM_TEST_FAIL("rejected '" + text + "'", false);
+    CHECK_MESSAGE(try_parse_size(text, out), "rejected '" << text << "'");
     CHECK_EQ(out, bytes);
     CHECK_EQ(parse_size(text, "size"), bytes);
   }
 }
 
-TEST(shared_table_rejected_forms) {
+TEST_CASE("shared table rejected forms") {
   const case_table t = load_cases();
   REQUIRE(t.rejected.size() >= 10);
   for (const std::string& text : t.rejected) {
     std::uint64_t out = 12345;
-    if (try_parse_size(text, out)) GPUMEM_TEST_FAIL("accepted '" + text + "' as " + std::to_string(out), false);
+    CHECK_FALSE_MESSAGE(try_parse_size(text, out), "accepted '" << text << "' as " << out);
     CHECK_EQ(out, std::uint64_t(12345));  // untouched
     CHECK_THROWS_AS(parse_size(text, "size"), invalid_argument);
   }
 }
 
-TEST(error_names_the_value_and_the_forms) {
+TEST_CASE("error names the value and the forms") {
   try {
     parse_size("4KB", "GPUMEM_POOL_MAX_RESERVED");
-    GPUMEM_TEST_FAIL("no throw", true);
+    FAIL("no throw");
   } catch (const invalid_argument& e) {
     CHECK_EQ(std::string(e.what()),
              std::string("Expected a size (a non-negative integer, optionally followed by KiB, MiB, GiB or TiB (powers "
@@ -96,5 +96,3 @@ TEST(error_names_the_value_and_the_forms) {
     CHECK(e.error_kind() == invalid_argument::kind::range);
   }
 }
-
-TEST_MAIN()

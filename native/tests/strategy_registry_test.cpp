@@ -9,17 +9,18 @@
 #include <variant>
 #include <vector>
 
+#include <doctest/doctest.h>
+
 #include "config.hpp"
 #include "gpumem/chain_builder.hpp"
 #include "gpumem/errors.hpp"
 #include "gpumem/expandable_resource.hpp"
-#include "gpumem/managed_resource.hpp"
 #include "gpumem/pinned_host_resource.hpp"
 #include "gpumem/plugin_resource.hpp"
 #include "gpumem/pool_resource.hpp"
 #include "gpumem/strategy_registry.hpp"
 #include "gpumem/tiered_resource.hpp"
-#include "test_harness.hpp"
+#include "gpumem/uvm_resource.hpp"
 
 using namespace gpumem;
 
@@ -42,13 +43,28 @@ bool contains(const std::string& text, const std::string& part) { return text.fi
 
 }  // namespace
 
-TEST(registry_lists_the_strategies_in_order) {
-  std::vector<std::string> names;
-  for (const strategy_descriptor* d : strategies()) names.push_back(d->name);
-  const std::vector<std::string> expected{"host", "cuda", "uvm", "pool", "async", "native", "expandable", "pinned", "tiered"};
-  REQUIRE_EQ(names.size(), expected.size());
-  for (std::size_t i = 0; i < names.size(); ++i) CHECK_EQ(names[i], expected[i]);
+TEST_CASE("registry lists the strategies of GPUMEM_STRATEGIES in order") {
+  // The list expanded twice: each entry's descriptor function and its name as written there.
+#define GPUMEM_TEST_DESCRIPTOR(name) &name##_strategy(),
+#define GPUMEM_TEST_NAME(name) #name,
+  const std::vector<const strategy_descriptor*> listed{GPUMEM_STRATEGIES(GPUMEM_TEST_DESCRIPTOR)};
+  const std::vector<std::string> listed_names{GPUMEM_STRATEGIES(GPUMEM_TEST_NAME)};
+#undef GPUMEM_TEST_DESCRIPTOR
+#undef GPUMEM_TEST_NAME
+  REQUIRE(!listed.empty());
+  REQUIRE_EQ(strategies().size(), listed.size());
+  for (std::size_t i = 0; i < listed.size(); ++i) {
+    CAPTURE(i);
+    CHECK(strategies()[i] == listed[i]);
+    CHECK_EQ(strategies()[i]->name, listed_names[i]);  // X(name) declares name_strategy(), named name
+  }
+  std::set<std::string> names;
   for (const strategy_descriptor* d : strategies()) {
+    CAPTURE(d->name);
+    CHECK(names.insert(d->name).second);  // no name twice
+    // A name is one lower-case word: it is a GPUMEM_ALLOCATOR value and part of variable names.
+    CHECK(!d->name.empty());
+    CHECK(d->name.find_first_not_of("abcdefghijklmnopqrstuvwxyz") == std::string::npos);
     CHECK(find_strategy(d->name) == d);
     CHECK(&parse_strategy(d->name) == d);
     chain_spec spec;
@@ -56,23 +72,26 @@ TEST(registry_lists_the_strategies_in_order) {
     CHECK(&strategy_of(spec) == d);
   }
   CHECK(find_strategy("managed") == nullptr);
+  CHECK(find_strategy("") == nullptr);
 }
 
-TEST(every_descriptor_is_complete) {
+TEST_CASE("every descriptor is complete") {
   for (const strategy_descriptor* d : strategies()) {
+    CAPTURE(d->name);
     CHECK(!d->description.empty());
-    CHECK(d->leaf_name != nullptr);
-    CHECK(d->make_leaf != nullptr);
+    CHECK((d->leaf_name != nullptr));
+    CHECK((d->make_leaf != nullptr));
     // A cache or adaptor has a layer of its own over the leaf, and says what it wraps.
     if (d->layer != strategy_layer::leaf) {
-      CHECK(d->layer_name != nullptr);
-      CHECK(d->make_layer != nullptr);
+      CHECK((d->layer_name != nullptr));
+      CHECK((d->make_layer != nullptr));
       CHECK(!d->wraps.empty());
     }
     // A strategy with options names the type a chain_spec holds them in.
     CHECK_EQ(d->options.empty(), d->options_type == nullptr);
     std::set<std::string> keys;
     for (const option_descriptor& o : d->options) {
+      CAPTURE(o.key);
       CHECK(keys.insert(o.key).second);  // no key twice
       CHECK(!o.help.empty());
       CHECK(static_cast<bool>(o.apply));
@@ -85,11 +104,13 @@ TEST(every_descriptor_is_complete) {
   }
 }
 
-TEST(every_descriptor_parses_its_defaults) {
+TEST_CASE("every descriptor parses its defaults") {
   for (const strategy_descriptor* d : strategies()) {
+    CAPTURE(d->name);
     chain_spec defaults;
     defaults.strategy = d->name;
     for (const option_descriptor& o : d->options) {
+      CAPTURE(o.key);
       const option_value before = o.read(defaults);
       if (o.default_text.empty()) {
         // No default value: the option is unset until given.
@@ -115,7 +136,7 @@ TEST(every_descriptor_parses_its_defaults) {
   }
 }
 
-TEST(text_forms_reject_bad_values) {
+TEST_CASE("text forms reject bad values") {
   const strategy_descriptor& pool = pool_strategy();
   const option_descriptor* max_reserved = pool.option("maxReservedBytes");
   REQUIRE(max_reserved != nullptr);
@@ -147,10 +168,12 @@ TEST(text_forms_reject_bad_values) {
   CHECK(!parse_option_text(*gc, "inf", v));
 }
 
-TEST(bad_option_values_are_rejected_naming_the_key) {
+TEST_CASE("bad option values are rejected naming the key") {
   // A value the descriptor's minimum forbids, set in C++ rather than through a front end.
   for (const strategy_descriptor* d : strategies()) {
+    CAPTURE(d->name);
     for (const option_descriptor& o : d->options) {
+      CAPTURE(o.key);
       if (o.kind != option_kind::bytes || o.minimum == 0) continue;
       chain_spec spec;
       spec.strategy = d->name;
@@ -178,7 +201,7 @@ TEST(bad_option_values_are_rejected_naming_the_key) {
   }
 }
 
-TEST(unknown_strategy_names_the_registered_ones) {
+TEST_CASE("unknown strategy names the registered ones") {
   try {
     parse_strategy("managed");
     CHECK(!"parse_strategy accepted 'managed'");
@@ -188,7 +211,7 @@ TEST(unknown_strategy_names_the_registered_ones) {
   }
 }
 
-TEST(chain_layers_follow_the_descriptors) {
+TEST_CASE("chain layers follow the descriptors") {
   chain_spec s;
   s.strategy = "expandable";
   s.device = -1;  // the host twin
@@ -207,10 +230,12 @@ TEST(chain_layers_follow_the_descriptors) {
   }
 }
 
-TEST(registry_json_lists_every_strategy) {
+TEST_CASE("registry json lists every strategy") {
   const std::string json = strategies_json();
-  CHECK(json.front() == '[' && json.back() == ']');
+  CHECK_EQ(json.front(), '[');
+  CHECK_EQ(json.back(), ']');
   for (const strategy_descriptor* d : strategies()) {
+    CAPTURE(d->name);
     CHECK(contains(json, "\"name\":\"" + d->name + "\""));
     for (const option_descriptor& o : d->options) CHECK(contains(json, "\"key\":\"" + o.key + "\""));
   }
@@ -220,10 +245,17 @@ TEST(registry_json_lists_every_strategy) {
 
 // --- libgpumem_torch's configuration --------------------------------------------------------------
 
-TEST(torch_accepts_exactly_the_registered_names) {
+TEST_CASE("torch accepts exactly the registered names") {
   for (const strategy_descriptor* d : strategies()) {
+    CAPTURE(d->name);
     std::map<std::string, std::string> vars{{"GPUMEM_ALLOCATOR", d->name}};
-    if (d->flags.requires_options) vars["GPUMEM_NATIVE_LIBRARY"] = "/lib/x.so";
+    // A required option is given through its variable (today a library path: the one text option).
+    for (const option_descriptor& o : d->options) {
+      if (!o.required || !d->flags.kernel_memory) continue;
+      REQUIRE(!o.env.empty());
+      REQUIRE(o.kind == option_kind::text);
+      vars[o.env] = "/lib/x.so";
+    }
     torch::config c;
     const std::string error = torch_config(vars, &c);
     if (d->flags.kernel_memory) {
@@ -239,17 +271,23 @@ TEST(torch_accepts_exactly_the_registered_names) {
       CHECK(contains(error, "not usable by CUDA kernels"));
     }
   }
+  // An unregistered name is told the names kernels can use, in the registry's order.
+  std::string usable;
+  for (const strategy_descriptor* d : strategies()) {
+    if (d->flags.kernel_memory) usable += (usable.empty() ? "" : ", ") + d->name;
+  }
   for (const char* name : {"bogus", "managed", "plugin", "pools"}) {
+    CAPTURE(name);
     const std::string error = torch_config({{"GPUMEM_ALLOCATOR", name}});
     CHECK(contains(error, std::string("GPUMEM_ALLOCATOR='") + name + "'"));
-    CHECK(contains(error, "one of cuda, uvm, pool, async, native, expandable, pinned, tiered, plugin:<library path>"));
+    CHECK(contains(error, "one of " + usable + ", plugin:<library path>"));
   }
   torch::config c;
   CHECK_EQ(torch_config({{"GPUMEM_ALLOCATOR", "UVM"}}, &c), std::string(""));
   CHECK_EQ(c.strategy->name, std::string("uvm"));
 }
 
-TEST(torch_defaults_and_descriptions_are_unchanged) {
+TEST_CASE("torch defaults and descriptions are unchanged") {
   torch::config c;
   REQUIRE_EQ(torch_config({}, &c), std::string(""));
   CHECK_EQ(torch::describe(c), std::string("strategy=expandable expandable.unmap_idle_before_growth=0 oom=raise"));
@@ -271,7 +309,8 @@ TEST(torch_defaults_and_descriptions_are_unchanged) {
   CHECK(uvm.options<uvm_spec>().advice.preferred_location == advise_target::host);
   CHECK(uvm.options<uvm_spec>().advice.accessed_by == advise_target::device);
   CHECK(!uvm.options<uvm_spec>().prefetch_on_allocate);
-  CHECK(uvm.limit_bytes && *uvm.limit_bytes == (8ull << 30));
+  CHECK(uvm.limit_bytes.has_value());
+  CHECK_EQ(uvm.limit_bytes.value_or(0), 8ull << 30);
   REQUIRE_EQ(torch_config({{"GPUMEM_ALLOCATOR", "tiered"}, {"GPUMEM_TIERED_DEVICE_BUDGET", "8GiB"},
                            {"GPUMEM_TIERED_PLACEMENT", "host"}},
                           &c),
@@ -290,10 +329,11 @@ TEST(torch_defaults_and_descriptions_are_unchanged) {
   // The uvm limit from the device's free memory, less the margin.
   REQUIRE_EQ(torch_config({{"GPUMEM_ALLOCATOR", "uvm"}}, &c), std::string(""));
   const chain_spec free_limited = torch::chain_spec_for(c, 0, 4ull << 30);
-  CHECK(free_limited.limit_bytes && *free_limited.limit_bytes == (4ull << 30) - torch::uvm_free_margin);
+  CHECK(free_limited.limit_bytes.has_value());
+  CHECK_EQ(free_limited.limit_bytes.value_or(0), (4ull << 30) - torch::uvm_free_margin);
 }
 
-TEST(torch_bad_values_name_the_variable) {
+TEST_CASE("torch bad values name the variable") {
   const std::vector<std::pair<std::string, std::string>> cases{
       {"GPUMEM_POOL_MAX_RESERVED", "12Q"}, {"GPUMEM_POOL_MAX_RESERVED", "-1"}, {"GPUMEM_ASYNC_RELEASE_THRESHOLD", "lots"},
       {"GPUMEM_UVM_PREFETCH", "yes"},      {"GPUMEM_UVM_ADVISE", "gpu"},       {"GPUMEM_UVM_LIMIT", "0"},
@@ -311,7 +351,7 @@ TEST(torch_bad_values_name_the_variable) {
                  "GPUMEM_ALLOCATOR=native needs GPUMEM_NATIVE_LIBRARY=<path of a gpumem plug-in library>"));
 }
 
-TEST(torch_plugin_prefix_is_a_deprecated_alias_of_native) {
+TEST_CASE("torch plugin prefix is a deprecated alias of native") {
   torch::config c;
   REQUIRE_EQ(torch_config({{"GPUMEM_ALLOCATOR", "plugin:/Some/Lib.so"}, {"GPUMEM_PLUGIN_OPTIONS", "a=1"}}, &c), std::string(""));
   CHECK_EQ(c.strategy->name, std::string("native"));
@@ -326,11 +366,13 @@ TEST(torch_plugin_prefix_is_a_deprecated_alias_of_native) {
   CHECK(c.warning.empty());
 }
 
-TEST(torch_variables_come_from_the_descriptors) {
+TEST_CASE("torch variables come from the descriptors") {
   const std::vector<std::string>& vars = torch::config_variables();
   CHECK_EQ(vars.front(), std::string("GPUMEM_ALLOCATOR"));
   for (const strategy_descriptor* d : strategies()) {
+    CAPTURE(d->name);
     for (const option_descriptor& o : d->options) {
+      CAPTURE(o.key);
       if (!o.env.empty()) CHECK(std::find(vars.begin(), vars.end(), o.env) != vars.end());
     }
   }
@@ -340,5 +382,3 @@ TEST(torch_variables_come_from_the_descriptors) {
   CHECK(!torch::parse_spec("GPUMEM_BOGUS=1", parsed, error));
   CHECK(contains(error, "GPUMEM_TIERED_PLACEMENT"));
 }
-
-TEST_MAIN()

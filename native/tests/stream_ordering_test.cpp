@@ -1,10 +1,11 @@
 // The stream orderings: host ordering needs no events; CUDA ordering exists only in CUDA builds
 // (and is exercised here when a device is present).
+#include <doctest/doctest.h>
+
 #include "gpumem/errors.hpp"
 #include "gpumem/host_resource.hpp"
 #include "gpumem/pool_resource.hpp"
 #include "gpumem/stream_ordering.hpp"
-#include "test_harness.hpp"
 
 #ifdef GPUMEM_WITH_CUDA
 #include <cuda_runtime_api.h>
@@ -15,7 +16,7 @@
 
 using namespace gpumem;
 
-TEST(host_ordering_events_are_always_complete) {
+TEST_CASE("host ordering events are always complete") {
   auto ordering = make_host_ordering();
   int key = 0;
   event_handle event = ordering->record(&key);
@@ -26,13 +27,13 @@ TEST(host_ordering_events_are_always_complete) {
   ordering->release(event);
 }
 
-TEST(make_ordering_picks_host_ordering_for_host_memory) {
+TEST_CASE("make ordering picks host ordering for host memory") {
   auto ordering = make_ordering(memory_kind::host, -1);
   REQUIRE(ordering != nullptr);
   CHECK(ordering->record(nullptr) == nullptr);
 }
 
-TEST(a_pool_over_host_memory_defaults_to_host_ordering) {
+TEST_CASE("a pool over host memory defaults to host ordering") {
   host_resource host;
   pool_resource pool(host);
   void* p = pool.allocate(100);
@@ -44,7 +45,7 @@ TEST(a_pool_over_host_memory_defaults_to_host_ordering) {
   pool.deallocate(q, 100);
 }
 
-TEST(work_queued_on_a_host_stream_runs_when_the_stream_is_reached) {
+TEST_CASE("work queued on a host stream runs when the stream is reached") {
   auto ordering = make_host_ordering();
   int a = 0;
   int b = 0;
@@ -69,7 +70,7 @@ TEST(work_queued_on_a_host_stream_runs_when_the_stream_is_reached) {
   CHECK(ordering->record(A) == nullptr);
 }
 
-TEST(a_pool_over_host_memory_hands_a_block_to_another_stream_after_the_freeing_streams_work) {
+TEST_CASE("a pool over host memory hands a block to another stream after the freeing streams work") {
   host_resource host;
   pool_resource pool(host);
   int a = 0;
@@ -88,7 +89,7 @@ TEST(a_pool_over_host_memory_hands_a_block_to_another_stream_after_the_freeing_s
 
 #ifndef GPUMEM_WITH_CUDA
 
-TEST(cuda_ordering_is_refused_without_cuda) {
+TEST_CASE("cuda ordering is refused without cuda") {
   CHECK_THROWS_AS(make_cuda_ordering(0), invalid_state);
   CHECK_THROWS_AS(make_ordering(memory_kind::device, 0), invalid_state);
   CHECK_THROWS_AS(make_ordering(memory_kind::managed, 0), invalid_state);
@@ -96,11 +97,11 @@ TEST(cuda_ordering_is_refused_without_cuda) {
 
 #else
 
-TEST(cuda_ordering_records_waits_and_synchronizes) {
+TEST_CASE("cuda ordering records waits and synchronizes") {
   int devices = 0;
   if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {
     (void)cudaGetLastError();
-    std::printf("    no CUDA device: skipped\n");
+    MESSAGE("no CUDA device: skipped");
     return;
   }
   auto ordering = make_cuda_ordering(0);
@@ -152,11 +153,11 @@ void CUDART_CB sleep_on_stream(void*) { std::this_thread::sleep_for(std::chrono:
 
 }  // namespace
 
-TEST(a_pool_over_device_memory_waits_for_recorded_streams) {
+TEST_CASE("a pool over device memory waits for recorded streams") {
   int devices = 0;
   if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {
     (void)cudaGetLastError();
-    std::printf("    no CUDA device: skipped\n");
+    MESSAGE("no CUDA device: skipped");
     return;
   }
   plain_device_resource device_memory;
@@ -192,5 +193,3 @@ TEST(a_pool_over_device_memory_waits_for_recorded_streams) {
 }
 
 #endif
-
-TEST_MAIN()

@@ -10,6 +10,8 @@
 #include <thread>
 #include <vector>
 
+#include <doctest/doctest.h>
+
 #include "fake_ordering.hpp"
 #include "gpumem/chain_builder.hpp"
 #include "gpumem/pool_resource.hpp"
@@ -17,7 +19,6 @@
 #include "gpumem/tier_memory.hpp"
 #include "gpumem/tiered_resource.hpp"
 #include "pool_test_support.hpp"
-#include "test_harness.hpp"
 
 using namespace gpumem;
 using namespace gpumem::test;
@@ -122,7 +123,7 @@ memory_tier tier(const tiered_resource& r, const void* p) {
 
 }  // namespace
 
-TEST(device_first_then_host_when_the_device_budget_is_spent) {
+TEST_CASE("device first then host when the device budget is spent") {
   fixture f;
   CHECK_EQ(f.resource.granule_bytes(), granule);
   CHECK_EQ(f.resource.device_budget_bytes(), 4 * granule);
@@ -158,7 +159,7 @@ TEST(device_first_then_host_when_the_device_budget_is_spent) {
   CHECK_EQ(f.resource.cached_blocks(), 3u);
 }
 
-TEST(placement_device_only_and_host_only) {
+TEST_CASE("placement device only and host only") {
   fixture f;
   f.resource.set_placement(tier_choice::host);
   CHECK(f.resource.placement() == tier_choice::host);
@@ -190,7 +191,7 @@ TEST(placement_device_only_and_host_only) {
   CHECK_EQ(std::string(tier_choice_name(tier_choice::host)), std::string("host"));
 }
 
-TEST(prefetch_moves_a_block_both_ways_keeping_its_address_and_contents) {
+TEST_CASE("prefetch moves a block both ways keeping its address and contents") {
   fixture f;
   const std::size_t n = 2 * granule + 123;
   void* p = f.resource.allocate(n);
@@ -226,7 +227,7 @@ TEST(prefetch_moves_a_block_both_ways_keeping_its_address_and_contents) {
   CHECK_EQ(f.resource.stats().allocated_bytes, 0u);
 }
 
-TEST(prefetch_returns_false_and_changes_nothing_without_room) {
+TEST_CASE("prefetch returns false and changes nothing without room") {
   fixture f(budgets(2 * granule, 8 * granule));
   void* d = f.resource.allocate(2 * granule);  // fills the device budget
   void* h = f.resource.allocate(granule);       // spills
@@ -246,7 +247,7 @@ TEST(prefetch_returns_false_and_changes_nothing_without_room) {
   f.resource.deallocate(h, granule);
 }
 
-TEST(out_of_memory_past_both_budgets_leaves_the_resource_usable) {
+TEST_CASE("out of memory past both budgets leaves the resource usable") {
   fixture f;
   void* a = f.resource.allocate(4 * granule);
   void* b = f.resource.allocate(8 * granule);
@@ -271,7 +272,7 @@ TEST(out_of_memory_past_both_budgets_leaves_the_resource_usable) {
   CHECK_EQ(f.resource.stats().allocated_bytes, 0u);
 }
 
-TEST(steady_state_reuses_cached_blocks_with_no_new_physical_allocation) {
+TEST_CASE("steady state reuses cached blocks with no new physical allocation") {
   fixture f;
   const std::size_t sizes[] = {1000, 2 * granule, granule + 5, 3 * granule};  // 1 + 2 + 2 on the device... spills
   std::vector<void*> first;
@@ -306,7 +307,7 @@ TEST(steady_state_reuses_cached_blocks_with_no_new_physical_allocation) {
   CHECK_EQ(f.memory->releases, 4u);
 }
 
-TEST(trim_keeps_live_blocks_and_at_most_bytes_to_keep) {
+TEST_CASE("trim keeps live blocks and at most bytes to keep") {
   fixture f;
   void* live = f.resource.allocate(granule);
   fill(live, granule, 5);
@@ -323,7 +324,7 @@ TEST(trim_keeps_live_blocks_and_at_most_bytes_to_keep) {
   f.resource.deallocate(live, granule);
 }
 
-TEST(the_cache_never_causes_an_out_of_memory) {
+TEST_CASE("the cache never causes an out of memory") {
   // The budget refuses: cached device blocks of other sizes are released, oldest first, as far as needed.
   fixture f;
   std::vector<void*> ps;
@@ -350,7 +351,7 @@ TEST(the_cache_never_causes_an_out_of_memory) {
   g.resource.deallocate(two, 2 * granule);
 }
 
-TEST(near_the_budget_a_larger_cached_block_serves_instead_of_being_released) {
+TEST_CASE("near the budget a larger cached block serves instead of being released") {
   // 4 device granules: a live block of 2 and a cached one of 2 fill the budget. A request of 1
   // granule takes the cached 2-granule block (no release, no new physical memory); a request of 2
   // later finds it cached again. Away from the budget a new block of the exact size is made.
@@ -393,7 +394,7 @@ TEST(near_the_budget_a_larger_cached_block_serves_instead_of_being_released) {
   h.resource.deallocate(one, granule);
 }
 
-TEST(cross_stream_reuse_waits_on_an_event_and_same_stream_reuse_does_not) {
+TEST_CASE("cross stream reuse waits on an event and same stream reuse does not") {
   fixture f;
   const stream_handle s1 = stream_key(0x100), s2 = stream_key(0x200), s3 = stream_key(0x300);
   void* p = f.resource.allocate(1000, s1);
@@ -429,7 +430,7 @@ TEST(cross_stream_reuse_waits_on_an_event_and_same_stream_reuse_does_not) {
   f.resource.deallocate(v, 1000, s1);
 }
 
-TEST(prefetch_orders_the_copy_after_the_streams_the_block_was_used_on) {
+TEST_CASE("prefetch orders the copy after the streams the block was used on") {
   fixture f;
   const stream_handle s1 = stream_key(0x100), s2 = stream_key(0x200);
   void* p = f.resource.allocate(1000, s1);
@@ -441,7 +442,7 @@ TEST(prefetch_orders_the_copy_after_the_streams_the_block_was_used_on) {
   f.resource.deallocate(p, 1000, s1);
 }
 
-TEST(bad_pointers_and_sizes_get_typed_errors_and_change_nothing) {
+TEST_CASE("bad pointers and sizes get typed errors and change nothing") {
   fixture f;
   void* p = f.resource.allocate(1000);
   const resource_stats before = f.resource.stats();
@@ -474,7 +475,7 @@ TEST(bad_pointers_and_sizes_get_typed_errors_and_change_nothing) {
   CHECK_THROWS_AS(f.resource.allocate(0), invalid_argument);
 }
 
-TEST(reset_peak_sets_the_host_peaks_too) {
+TEST_CASE("reset peak sets the host peaks too") {
   fixture f(budgets(0, 8 * granule));  // device budget 0: everything on the host
   void* a = f.resource.allocate(2 * granule);
   void* b = f.resource.allocate(granule);
@@ -492,7 +493,7 @@ TEST(reset_peak_sets_the_host_peaks_too) {
   f.resource.deallocate(a, 2 * granule);
 }
 
-TEST(the_host_budget_never_passes_what_the_host_has) {
+TEST_CASE("the host budget never passes what the host has") {
   tiered_options o;
   o.host_budget_bytes = UINT64_MAX;
   tiered_resource r(make_host_tier_memory(), o);
@@ -508,7 +509,7 @@ TEST(the_host_budget_never_passes_what_the_host_has) {
   CHECK_THROWS_AS(make_host_tier_memory(3 * MiB), invalid_argument);
 }
 
-TEST(chain_builder_builds_tiered_with_the_common_layers) {
+TEST_CASE("chain builder builds tiered with the common layers") {
   chain_spec spec;
   spec.strategy = parse_strategy("tiered").name;
   CHECK_EQ(spec.strategy, std::string("tiered"));
@@ -544,7 +545,7 @@ TEST(chain_builder_builds_tiered_with_the_common_layers) {
   CHECK(build_chain(plain).tiered == nullptr);
 }
 
-TEST(threads_share_one_resource) {
+TEST_CASE("threads share one resource") {
   fixture f(budgets(16 * granule, 64 * granule));
   std::vector<std::thread> threads;
   for (int t = 0; t < 4; ++t) {
@@ -555,7 +556,7 @@ TEST(threads_share_one_resource) {
         void* p = f.resource.allocate(n, s);
         fill(p, n, static_cast<std::uint8_t>(t));
         if (i % 17 == 0) f.resource.prefetch(p, n, i % 2 == 0 ? location::host : location::device, s);
-        if (!intact(p, n, static_cast<std::uint8_t>(t))) GPUMEM_TEST_FAIL("contents changed", false);
+        CHECK_MESSAGE(intact(p, n, static_cast<std::uint8_t>(t)), "contents changed");
         f.resource.deallocate(p, n, s);
       }
     });
@@ -564,5 +565,3 @@ TEST(threads_share_one_resource) {
   CHECK_EQ(f.resource.stats().allocated_bytes, 0u);
   CHECK_EQ(f.resource.stats().alloc_count, 800u);
 }
-
-TEST_MAIN()

@@ -2,6 +2,8 @@
 // through buffers much smaller than the run (so they overflow and are written many times), in both
 // file formats, from one thread and from several, checked line by line; and the failures (a path
 // that cannot be created, start twice, stop twice).
+#include <doctest/doctest.h>
+
 #include "trace_recorder.hpp"
 
 #include <sys/syscall.h>
@@ -15,7 +17,6 @@
 #include <thread>
 #include <vector>
 
-#include "test_harness.hpp"
 
 using gpumem::torch::trace_action;
 using gpumem::torch::trace_format;
@@ -104,7 +105,7 @@ std::uint32_t my_tid() { return static_cast<std::uint32_t>(::syscall(SYS_gettid)
 
 }  // namespace
 
-TEST(format_follows_the_extension) {
+TEST_CASE("format follows the extension") {
   CHECK(gpumem::torch::trace_format_for_path("a.csv") == trace_format::rmm_csv);
   CHECK(gpumem::torch::trace_format_for_path("/x/RUN.CSV") == trace_format::rmm_csv);
   CHECK(gpumem::torch::trace_format_for_path("a.jsonl") == trace_format::jsonl);
@@ -112,7 +113,7 @@ TEST(format_follows_the_extension) {
   CHECK(gpumem::torch::trace_format_for_path("csv") == trace_format::jsonl);
 }
 
-TEST(jsonl_line_by_line_through_overflowing_buffers) {
+TEST_CASE("jsonl line by line through overflowing buffers") {
   const std::string path = temp_path("single.jsonl");
   trace_recorder r;
   trace_options o;
@@ -167,7 +168,7 @@ TEST(jsonl_line_by_line_through_overflowing_buffers) {
   std::remove(path.c_str());
 }
 
-TEST(rmm_csv_line_by_line_through_overflowing_buffers) {
+TEST_CASE("rmm csv line by line through overflowing buffers") {
   const std::string path = temp_path("single.csv");
   trace_recorder r;
   trace_options o;
@@ -192,8 +193,12 @@ TEST(rmm_csv_line_by_line_through_overflowing_buffers) {
     CHECK_EQ(f[0], tid);
     // HH:MM:SS.ffffff
     CHECK_EQ(f[1].size(), std::size_t{15});
-    CHECK(f[1][2] == ':' && f[1][5] == ':' && f[1][8] == '.');
-    CHECK(std::stoi(f[1].substr(0, 2)) < 24 && std::stoi(f[1].substr(3, 2)) < 60 && std::stoi(f[1].substr(6, 2)) < 60);
+    CHECK_EQ(f[1][2], ':');
+    CHECK_EQ(f[1][5], ':');
+    CHECK_EQ(f[1][8], '.');
+    CHECK(std::stoi(f[1].substr(0, 2)) < 24);
+    CHECK(std::stoi(f[1].substr(3, 2)) < 60);
+    CHECK(std::stoi(f[1].substr(6, 2)) < 60);
     CHECK_EQ(f[2], std::string(rmm_name(e.action)));
     CHECK_EQ(f[3], hex(e.ptr));
     CHECK_EQ(f[4], std::to_string(e.bytes));
@@ -202,7 +207,7 @@ TEST(rmm_csv_line_by_line_through_overflowing_buffers) {
   std::remove(path.c_str());
 }
 
-TEST(threads_interleave_without_losing_or_reordering) {
+TEST_CASE("threads interleave without losing or reordering") {
   for (trace_format format : {trace_format::jsonl, trace_format::rmm_csv}) {
     const std::string path = temp_path(format == trace_format::jsonl ? "threads.jsonl" : "threads.csv");
     trace_recorder r;
@@ -264,7 +269,7 @@ TEST(threads_interleave_without_losing_or_reordering) {
   }
 }
 
-TEST(a_path_that_cannot_be_created_is_an_error_not_a_crash) {
+TEST_CASE("a path that cannot be created is an error not a crash") {
   trace_recorder r;
   trace_options o;
   o.path = "/nonexistent-gpumem-dir/sub/trace.jsonl";
@@ -286,7 +291,7 @@ TEST(a_path_that_cannot_be_created_is_an_error_not_a_crash) {
   CHECK(error.find("JSON object") != std::string::npos);
 }
 
-TEST(start_twice_stop_twice_and_record_again) {
+TEST_CASE("start twice stop twice and record again") {
   const std::string first = temp_path("first.jsonl");
   const std::string second = temp_path("second.csv");
   trace_recorder r;
@@ -323,7 +328,7 @@ TEST(start_twice_stop_twice_and_record_again) {
   std::remove(second.c_str());
 }
 
-TEST(destructor_completes_a_running_trace) {
+TEST_CASE("destructor completes a running trace") {
   const std::string path = temp_path("destructor.jsonl");
   {
     trace_recorder r;
@@ -339,5 +344,3 @@ TEST(destructor_completes_a_running_trace) {
   CHECK_EQ(num(lines[0], "eventCount"), std::uint64_t{9});
   std::remove(path.c_str());
 }
-
-TEST_MAIN()

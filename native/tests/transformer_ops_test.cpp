@@ -12,9 +12,10 @@
 #include <string>
 #include <vector>
 
+#include <doctest/doctest.h>
+
 #include "gpumem/errors.hpp"
 #include "ops.hpp"
-#include "test_harness.hpp"
 
 using namespace gpumem;
 using gpumem::ops::i64;
@@ -48,10 +49,7 @@ int count_bad(const std::vector<float>& got, const std::vector<double>& want, do
   int bad = 0;
   for (std::size_t i = 0; i < got.size(); ++i) {
     if (close(got[i], want[i], std::max(1.0, std::fabs(want[i])), rel, abs)) continue;
-    if (bad++ == 0)
-      GPUMEM_TEST_FAIL(what + ": element " + std::to_string(i) + " is " + std::to_string(got[i]) + ", expected " +
-                           std::to_string(want[i]),
-                       false);
+    if (bad++ == 0) FAIL_CHECK(what << ": element " << i << " is " << got[i] << ", expected " << want[i]);
   }
   return bad;
 }
@@ -75,7 +73,7 @@ double central_difference(std::vector<float>& x, std::size_t k, float h, const s
 
 }  // namespace
 
-TEST(gemm_strided_batched_matches_a_double_reference) {
+TEST_CASE("gemm strided batched matches a double reference") {
   struct shape {
     i64 M, N, K, batch, pad;  // pad: extra elements per stored row (leading dimension > row)
   };
@@ -120,19 +118,16 @@ TEST(gemm_strided_batched_matches_a_double_reference) {
                 }
                 if (!close(C[at], want, scale)) ++bad;
               }
-          if (bad != 0)
-            GPUMEM_TEST_FAIL("gemm_strided_batched " + std::to_string(M) + "x" + std::to_string(N) + "x" +
-                                 std::to_string(K) + " batch " + std::to_string(batch) + " ta=" + std::to_string(ta) +
-                                 " tb=" + std::to_string(tb) + " beta=" + std::to_string(beta) + ": " +
-                                 std::to_string(bad) + " wrong elements",
-                             false);
+          INFO("gemm_strided_batched " << M << "x" << N << "x" << K << " batch " << batch << " ta=" << ta
+                                       << " tb=" << tb << " beta=" << beta << ": " << bad << " wrong elements");
+          CHECK_EQ(bad, 0);
         }
       }
     }
   }
 }
 
-TEST(gemm_strided_batched_writes_interleaved_outputs_and_checks_its_arguments) {
+TEST_CASE("gemm strided batched writes interleaved outputs and checks its arguments") {
   // Attention's layout: batch = heads, each C_i a column slice of one [M, heads*N] matrix.
   const i64 M = 6, N = 4, K = 5, heads = 3, ldc = heads * N;
   const auto A = random_floats(static_cast<std::size_t>(heads * M * K));
@@ -184,7 +179,7 @@ TEST(gemm_strided_batched_writes_interleaved_outputs_and_checks_its_arguments) {
                   invalid_argument);
 }
 
-TEST(heads_to_batch_and_batch_to_heads_are_inverse_layout_changes) {
+TEST_CASE("heads to batch and batch to heads are inverse layout changes") {
   const i64 B = 2, T = 5, H = 3, D = 4, width = 3 * H * D;  // q, k, v side by side
   const auto qkv = random_floats(static_cast<std::size_t>(B * T * width));
   for (i64 part = 0; part < 3; ++part) {
@@ -211,7 +206,7 @@ TEST(heads_to_batch_and_batch_to_heads_are_inverse_layout_changes) {
   CHECK_THROWS_AS(ops::batch_to_heads(cpu, no_stream, Y.data(), Y.data(), width, B, T, H, -2), invalid_argument);
 }
 
-TEST(causal_softmax_matches_a_double_reference_in_and_out_of_place) {
+TEST_CASE("causal softmax matches a double reference in and out of place") {
   const i64 rows = 3, T = 37;
   const float scale = 0.35f;
   const auto S = random_floats(static_cast<std::size_t>(rows * T * T), -4.0f, 4.0f);
@@ -241,7 +236,7 @@ TEST(causal_softmax_matches_a_double_reference_in_and_out_of_place) {
   CHECK_THROWS_AS(ops::causal_softmax(cpu, no_stream, nullptr, P.data(), rows, T, scale), invalid_argument);
 }
 
-TEST(causal_softmax_backward_matches_its_formula_and_finite_differences) {
+TEST_CASE("causal softmax backward matches its formula and finite differences") {
   const i64 rows = 2, T = 9;
   const float scale = 0.5f;
   auto S = random_floats(static_cast<std::size_t>(rows * T * T), -2.0f, 2.0f);
@@ -280,7 +275,7 @@ TEST(causal_softmax_backward_matches_its_formula_and_finite_differences) {
                   invalid_argument);
 }
 
-TEST(layer_norm_matches_a_double_reference) {
+TEST_CASE("layer norm matches a double reference") {
   const i64 rows = 7, cols = 45;
   const float eps = 1e-5f;
   const auto X = random_floats(static_cast<std::size_t>(rows * cols), -3.0f, 5.0f);
@@ -323,7 +318,7 @@ TEST(layer_norm_matches_a_double_reference) {
                   invalid_argument);
 }
 
-TEST(layer_norm_backward_matches_finite_differences_and_accumulates) {
+TEST_CASE("layer norm backward matches finite differences and accumulates") {
   const i64 rows = 5, cols = 12;
   const float eps = 1e-5f;
   auto X = random_floats(static_cast<std::size_t>(rows * cols), -2.0f, 2.0f);
@@ -384,7 +379,7 @@ TEST(layer_norm_backward_matches_finite_differences_and_accumulates) {
                   invalid_argument);
 }
 
-TEST(gelu_matches_the_tanh_approximation_and_its_derivative) {
+TEST_CASE("gelu matches the tanh approximation and its derivative") {
   const i64 n = 513;
   auto X = random_floats(static_cast<std::size_t>(n), -5.0f, 5.0f);
   X[0] = 0.0f;
@@ -424,7 +419,7 @@ TEST(gelu_matches_the_tanh_approximation_and_its_derivative) {
   CHECK_THROWS_AS(ops::gelu_backward(cpu, no_stream, X.data(), nullptr, dX.data(), n), invalid_argument);
 }
 
-TEST(embedding_and_its_backward_match_reference_loops) {
+TEST_CASE("embedding and its backward match reference loops") {
   const i64 B = 3, T = 4, C = 6, V = 5, Tmax = 7;
   const std::vector<std::int32_t> tokens = {0, 4, 4, 1, 2, 2, 2, 0, 3, 4, 1, 1};
   const auto wte = random_floats(static_cast<std::size_t>(V * C));
@@ -472,7 +467,7 @@ TEST(embedding_and_its_backward_match_reference_loops) {
 }
 
 #ifndef GPUMEM_WITH_CUDA
-TEST(on_device_in_a_build_without_cuda_is_invalid_state) {
+TEST_CASE("on device in a build without cuda is invalid state") {
   std::vector<float> f(16, 1.0f);
   const std::vector<std::int32_t> tokens(4, 0);
   float* p = f.data();
@@ -487,5 +482,3 @@ TEST(on_device_in_a_build_without_cuda_is_invalid_state) {
   for (float v : f) CHECK_EQ(v, 1.0f);  // nothing ran
 }
 #endif
-
-TEST_MAIN()
