@@ -3,14 +3,17 @@
 // tarballs into an empty project outside the repository, as a user would: the round trip the
 // packaging test runs, and the folder that is carried to a GPU host to check it there.
 //
-//   node scripts/pack-install.mjs --out DIR [--json FILE] [--no-install] [--with-mnist]
+//   node scripts/pack-install.mjs --out DIR [--json FILE] [--no-install] [--with-mnist] [--plugin SRC]
 //
 // Prints a table of the tarballs (files, packed and unpacked size) and the install time; --json
 // writes the same as JSON. DIR/tarballs holds the tarballs, DIR/project the installed project.
-// Needs the repository built (npm ci) and the npm registry (or its cache) for the packages'
-// own dependencies.
+// --plugin copies the plug-in package folder SRC to DIR/plugin and installs into it, from the same
+// tarballs, its own @gpumem/allocator-core (with @gpumem/native): a plug-in developed in a folder of
+// its own, as docs/writing-a-strategy.md has it, for `gpumem --plugin DIR/plugin` to load beside the
+// project's copy of the core. Needs the repository built (npm ci) and the npm registry (or its
+// cache) for the packages' own dependencies.
 import { execFileSync } from 'node:child_process';
-import { mkdirSync, rmSync, writeFileSync } from 'node:fs';
+import { cpSync, mkdirSync, rmSync, writeFileSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
@@ -23,16 +26,18 @@ const { values } = parseArgs({
     json: { type: 'string' },
     'no-install': { type: 'boolean', default: false },
     'with-mnist': { type: 'boolean', default: false },
+    plugin: { type: 'string' },
     help: { type: 'boolean', default: false },
   },
 });
-if (values.help || !values.out) {
-  process.stderr.write('usage: node scripts/pack-install.mjs --out DIR [--json FILE] [--no-install] [--with-mnist]\n');
+if (values.help || !values.out || (values.plugin && values['no-install'])) {
+  process.stderr.write('usage: node scripts/pack-install.mjs --out DIR [--json FILE] [--no-install | --with-mnist] [--plugin SRC]\n');
   process.exit(values.help ? 0 : 2);
 }
 const out = resolve(values.out);
 const tarballs = join(out, 'tarballs');
 const project = join(out, 'project');
+const plugin = join(out, 'plugin');
 rmSync(out, { recursive: true, force: true });
 mkdirSync(tarballs, { recursive: true });
 
@@ -60,6 +65,17 @@ if (!values['no-install']) {
   installSeconds = Number(process.hrtime.bigint() - start) / 1e9;
 }
 
+let pluginInstallSeconds;
+if (values.plugin) {
+  // Its own copy of the core: installed from the tarballs into the plug-in's node_modules, a real
+  // folder, not a link to the project's. The native tarball comes along, as the core depends on it.
+  cpSync(resolve(values.plugin), plugin, { recursive: true, filter: (src) => !src.includes('node_modules') });
+  const own = rows.filter((r) => r.name === '@gpumem/allocator-core' || r.name === '@gpumem/native').map((r) => join(tarballs, r.file));
+  const start = process.hrtime.bigint();
+  npm(['install', '--no-audit', '--no-fund', '--prefer-offline', ...own], plugin);
+  pluginInstallSeconds = Number(process.hrtime.bigint() - start) / 1e9;
+}
+
 const mib = (b) => `${(b / 2 ** 20).toFixed(2)} MiB`;
 const width = Math.max(...rows.map((r) => r.name.length));
 process.stdout.write(`${'package'.padEnd(width)}  files       packed     unpacked\n`);
@@ -71,9 +87,10 @@ for (const r of rows) {
 const total = rows.reduce((a, r) => a + r.packedBytes, 0);
 process.stdout.write(`${'all'.padEnd(width)}  ${''.padStart(5)}  ${mib(total).padStart(11)}\n`);
 if (installSeconds !== undefined) process.stdout.write(`installed into ${project} in ${installSeconds.toFixed(1)} s\n`);
+if (pluginInstallSeconds !== undefined) {
+  process.stdout.write(`plug-in with its own core installed into ${plugin} in ${pluginInstallSeconds.toFixed(1)} s\n`);
+}
 if (values.json) {
-  writeFileSync(
-    values.json,
-    `${JSON.stringify({ node: process.version, tarballs: rows, packedBytes: total, installSeconds, project }, null, 2)}\n`,
-  );
+  const installed = { installSeconds, project, ...(values.plugin ? { plugin, pluginInstallSeconds } : {}) };
+  writeFileSync(values.json, `${JSON.stringify({ node: process.version, tarballs: rows, packedBytes: total, ...installed }, null, 2)}\n`);
 }
