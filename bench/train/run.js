@@ -99,7 +99,9 @@ function main() {
         const epochs = (args.epochs ?? 5) + 1;
         let r;
         try {
-          r = train({ model: 'gcn', allocator: name, allocatorOptions: options[name] ?? {}, nodes, epochs, aggregation, seed: 0 });
+          // gcn-seed's plan, A·(x·W1ᵀ) every epoch, as the PyTorch baselines compute it
+          const gcnSeed = { nodes, epochs, aggregation, inputAggregation: 'every-epoch', seed: 0 };
+          r = train({ model: 'gcn', allocator: name, allocatorOptions: options[name] ?? {}, ...gcnSeed });
         } catch (e) {
           rows.push({ workload: `gcn-seed ${aggregation}`, allocator: name, nodes, error: e.message });
           process.stderr.write(`gcn-seed ${aggregation} ${name}: ${e.message}\n`);

@@ -3,6 +3,8 @@
  * graph's (normalised) adjacency, applied either as a CSR sparse-dense product ('spmm') or the
  * seed's way ('scatter': gather an E x hidden message tensor, weight it, index_add it at targets).
  * Both give the same result; 'scatter' exists to compare allocators under its large temporaries.
+ * The first conv reads the fixed input features only, so it may instead be taken as
+ * (A·x)·W1ᵀ + b1 with A·x aggregated once for the run (InputAggregation 'once').
  * @module
  */
 import { ParameterSet, weightAndBias, type Parameter } from '../framework/nn.js';
@@ -11,6 +13,15 @@ import type { Tensor } from '../framework/tensor.js';
 import type { Csr, Graph } from '../datasets/graphs.js';
 
 export type Aggregation = 'spmm' | 'scatter';
+
+/**
+ * When the first layer's aggregation runs: 'every-epoch' computes A·(x·W1ᵀ) in every forward (the
+ * seed's plan: x·W1ᵀ and A·(x·W1ᵀ) are two N x hidden tensors, and the scatter form gathers its
+ * E x hidden messages); 'once' aggregates the input features A·x once (they never change, and
+ * nothing before the first layer, no dropout, touches them) and computes (A·x)·W1ᵀ per forward,
+ * as the partitioned GCN does. Equal up to float reassociation.
+ */
+export type InputAggregation = 'once' | 'every-epoch';
 
 /** out = A·h. Runs in its own scope so that the scatter path's messages are freed at once. */
 function aggregate(rt: Runtime, graph: Graph, h: Tensor, aggregation: Aggregation, transpose: boolean): Tensor {
@@ -80,6 +91,32 @@ export class GcnConv {
     return out;
   }
 
+  /** The conv over an input aggregated already (ax = A·x, [N, in]): ax·Wᵀ + b, [N, out]. */
+  forwardAggregated(ax: Tensor): Tensor {
+    const { rt } = this;
+    const n = ax.shape[0]!;
+    const out = rt.empty([n, this.outFeatures]);
+    rt.ops.gemm(rt.onDevice, rt.s, false, true, n, this.outFeatures, this.inFeatures, 1, ax.ptr, this.weight.value.ptr, 0, out.ptr);
+    rt.ops.addBias(rt.onDevice, rt.s, out.ptr, this.bias.value.ptr, n, this.outFeatures);
+    this.#x = ax;
+    return out;
+  }
+
+  /**
+   * Backward of forwardAggregated: dW = dOutᵀ·(A·x) and db; no input gradient (the input is the
+   * fixed features). With consume, dOut is freed once read.
+   */
+  backwardAggregated(dOut: Tensor, consume = false): void {
+    const { rt } = this;
+    const ax = this.#x;
+    if (!ax) throw new Error(`${this.name}: backward before forward`);
+    const n = dOut.shape[0]!;
+    rt.ops.biasGrad(rt.onDevice, rt.s, dOut.ptr, this.bias.grad.ptr, n, this.outFeatures, false);
+    rt.ops.gemm(rt.onDevice, rt.s, true, false, this.outFeatures, this.inFeatures, n, 1, dOut.ptr, ax.ptr, 0, this.weight.grad.ptr);
+    this.#x = undefined;
+    if (consume) dOut.dispose();
+  }
+
   /**
    * dOut: [N, out] → dx [N, in] when needInputGrad; writes dW and db. With consume, dOut is
    * freed as soon as it has been aggregated (the caller hands it over).
@@ -109,9 +146,13 @@ export class GcnConv {
  * conv1's output a1 = relu(z)·keep/(1-p). Backward needs no dropout mask: a1 > 0 exactly where
  * both ReLU and the mask let a unit through, so ∂a1/∂z = (a1 > 0)/(1-p), a ReLU backward on a1
  * and one scale. The mask lives only inside forward, after h is freed. Every activation and
- * gradient is freed as soon as nothing needs it:
+ * gradient is freed as soon as nothing needs it. With the input aggregated every epoch:
  *   forward peak:  x, h = x·W1ᵀ (freed after aggregation), a1 = A·h
  *   backward peak: a1, d = ∂a1 (a1 freed once d is masked), then d and A'·d (d freed once aggregated)
+ * With the input aggregated once (aggregateInput, before the first forward; A·x then stands where
+ * x stood, the caller may free x):
+ *   forward peak:  A·x, a1 = (A·x)·W1ᵀ and its dropout mask
+ *   backward peak: a1, d = ∂a1 (a1 freed once d is masked); dW1 = dᵀ·(A·x) needs nothing more
  */
 export class Gcn {
   readonly conv1: GcnConv;
@@ -119,6 +160,7 @@ export class Gcn {
   readonly params: ParameterSet;
   #a1: Tensor | undefined; // conv1's output after ReLU and dropout, [N, H]
   #dropped = false; // whether the last forward applied dropout
+  #ax: Tensor | undefined; // inputAggregation 'once': A·x, [N, F], for the run
 
   constructor(
     private readonly rt: Runtime,
@@ -130,8 +172,12 @@ export class Gcn {
     seed: number,
     /** Trainer-inserted prefetch: each pass's operands to the device before it runs. */
     private readonly layerPrefetch = false,
+    /** 'once': aggregateInput() takes A·x before the first forward (see InputAggregation). */
+    readonly inputAggregation: InputAggregation = 'every-epoch',
   ) {
     if (!(dropout >= 0 && dropout < 1)) throw new RangeError(`Expected dropout probability in [0, 1) for dropout but received ${dropout}`);
+    if (inputAggregation !== 'once' && inputAggregation !== 'every-epoch')
+      throw new RangeError(`Expected 'once' or 'every-epoch' for inputAggregation but received '${String(inputAggregation)}'`);
     this.params = new ParameterSet(rt, [
       ...GcnConv.parameterSpecs('conv1', inputs, hidden),
       ...GcnConv.parameterSpecs('conv2', hidden, classes),
@@ -144,11 +190,31 @@ export class Gcn {
     return this.params.list;
   }
 
+  /**
+   * inputAggregation 'once': aggregates the graph's input features, A·x [N, F], kept for every
+   * forward of the run (freed by dispose). Later forwards read A·x only, never the features.
+   */
+  aggregateInput(graph: Graph): void {
+    const { rt } = this;
+    if (this.inputAggregation !== 'once') throw new Error(`gcn: aggregateInput with inputAggregation '${this.inputAggregation}'`);
+    if (graph.features.disposed) throw new Error('gcn: aggregateInput of a graph whose features were freed');
+    this.#ax?.dispose();
+    this.#ax = rt.tagged('features', () => rt.keep(aggregate(rt, graph, graph.features, this.aggregation, false)));
+  }
+
   /** → logits [N, classes]. `dropoutOffset` picks this step's dropout mask. */
   forward(graph: Graph, training: boolean, seed: number, dropoutOffset: number): Tensor {
     const { rt } = this;
-    if (this.layerPrefetch) rt.prefetchToDevice(graph.csr.rowptr, graph.csr.col, graph.csr.val, graph.features, this.params.values);
-    const a1 = this.conv1.forward(graph.features, graph, this.aggregation);
+    let a1: Tensor;
+    if (this.inputAggregation === 'once') {
+      const ax = this.#ax;
+      if (!ax) throw new Error('gcn: forward before aggregateInput (inputAggregation once)');
+      if (this.layerPrefetch) rt.prefetchToDevice(graph.csr.rowptr, graph.csr.col, graph.csr.val, ax, this.params.values);
+      a1 = this.conv1.forwardAggregated(ax);
+    } else {
+      if (this.layerPrefetch) rt.prefetchToDevice(graph.csr.rowptr, graph.csr.col, graph.csr.val, graph.features, this.params.values);
+      a1 = this.conv1.forward(graph.features, graph, this.aggregation);
+    }
     rt.ops.relu(rt.onDevice, rt.s, a1.ptr, a1.ptr, a1.size);
     this.#dropped = training && this.dropout > 0;
     if (this.#dropped) {
@@ -172,10 +238,13 @@ export class Gcn {
     if (this.#dropped) rt.ops.scale(rt.onDevice, rt.s, 1 / (1 - this.dropout), d.ptr, d.ptr, d.size);
     a1.dispose();
     this.#a1 = undefined;
-    this.conv1.backward(d, graph, this.aggregation, false, true);
+    if (this.inputAggregation === 'once') this.conv1.backwardAggregated(d, true);
+    else this.conv1.backward(d, graph, this.aggregation, false, true);
   }
 
   dispose(): void {
+    this.#ax?.dispose();
+    this.#ax = undefined;
     this.params.dispose();
   }
 }

@@ -145,7 +145,7 @@ describe('training sizes: refused with the estimate before anything is allocated
       expect(e.where).toBe('host');
       expect(e.estimate.total).toBeGreaterThan(5e13); // two 1e8 x 65536 activations: 52 TB
       expect(e.message).toMatch(
-        /^gcn on the random graph with 100,000,000 nodes, 1,000,000,000 edges, 128 features, hidden 65,536, 10 classes \(spmm\) needs at least [\d.]+ TiB \(graph [\d.]+ GiB, activations [\d.]+ TiB, parameters [\d.]+ MiB\) but the host has [\d.]+ GiB in all/,
+        /^gcn on the random graph with 100,000,000 nodes, 1,000,000,000 edges, 128 features, hidden 65,536, 10 classes \(spmm, A·x once\) needs at least [\d.]+ TiB \(graph [\d.]+ GiB, activations [\d.]+ TiB, parameters [\d.]+ MiB\) but the host has [\d.]+ GiB in all/,
       );
       expect(allocator.stats().allocCount).toBe(0);
       // a configuration that fits is accepted, and the estimate returned

@@ -229,7 +229,7 @@ describe.skipIf(needsBuild)(`training over ranks on the host${needsBuild ? ` (sk
       expect(many.ranks!.length).toBe(devices);
       expect(many.communicator).toBe('host');
       for (const [i, e] of many.epochs.entries()) {
-        relClose(e.loss, one.epochs[i]!.loss, 1e-4); // reduction order and (A·x)·W1ᵀ for A·(x·W1ᵀ)
+        relClose(e.loss, one.epochs[i]!.loss, 1e-4); // the reduction order (partial sums per rank)
         expect(Math.abs(e.accuracy - one.epochs[i]!.accuracy)).toBeLessThan(0.01);
       }
       // every rank holds about its share of the activations
@@ -248,6 +248,16 @@ describe.skipIf(needsBuild)(`training over ranks on the host${needsBuild ? ` (sk
       const many = await trainDistributed({ ...o, devices });
       for (const [i, e] of many.epochs.entries()) relClose(e.loss, one.epochs[i]!.loss, 1e-4);
     }
+  });
+
+  it("one rank trains as train() does, on train()'s plan (A·x once): bench/multi's baseline", async () => {
+    const o = { model: 'gcn', dataset: 'random', allocator: 'host', epochs: 4, nodes: 2000, hidden: 16, seed: 2 } as const;
+    const one = train(o);
+    const rank = await trainDistributed({ ...o, devices: 1 });
+    for (const [i, e] of rank.epochs.entries()) relClose(e.loss, one.epochs[i]!.loss, 1e-5);
+    const err = await trainDistributed({ ...o, devices: 2, inputAggregation: 'every-epoch' }).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(RankFailedError);
+    expect((err as Error).message).toMatch(/Expected inputAggregation 'once' with devices but received 'every-epoch'/);
   });
 
   it('the mlp data parallel over 2 ranks matches one device with the same global batch', async () => {

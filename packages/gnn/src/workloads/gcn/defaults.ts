@@ -15,6 +15,21 @@ export const gcnDefaults = {
   sbm: { nodes: 2000, features: 16, classes: 4 },
 } as const;
 
+/**
+ * The plain plan's first-layer aggregation (see InputAggregation): the option's, else 'once' with
+ * the CSR product and 'every-epoch' with the scatter form (whose per-epoch E x hidden messages are
+ * the allocation pattern it exists for); undefined with rowBlocks (that plan has its own).
+ */
+export function gcnInputAggregation(o: {
+  inputAggregation?: string;
+  aggregation?: string;
+  rowBlocks?: number;
+}): 'once' | 'every-epoch' | undefined {
+  if (o.rowBlocks !== undefined) return undefined;
+  if (o.inputAggregation !== undefined) return o.inputAggregation === 'every-epoch' ? 'every-epoch' : 'once';
+  return (o.aggregation ?? gcnDefaults.aggregation) === 'scatter' ? 'every-epoch' : 'once';
+}
+
 /** The GCN's hidden width from the `hidden` option (one hidden layer). */
 export function gcnHiddenWidth(hidden: number[] | number | undefined): number {
   if (Array.isArray(hidden)) {

@@ -5,7 +5,7 @@
  */
 import { registerWorkload } from '../registry.js';
 import type { Workload, WorkloadFlag } from '../workload.js';
-import { gcnDataset, gcnDatasetAliases, gcnDefaults, graphDefaults } from './defaults.js';
+import { gcnDataset, gcnDatasetAliases, gcnDefaults, gcnInputAggregation, graphDefaults } from './defaults.js';
 import { estimateGcn, gcnShape } from './memory-estimate.js';
 import type { GcnTrainOptions, GcnTrainingShape } from './options.js';
 import { prepareGcn } from './train-gcn.js';
@@ -22,6 +22,11 @@ const flags: Record<string, WorkloadFlag<keyof GcnTrainOptions>> = {
     type: 'string',
     choices: ['spmm', 'scatter'],
     help: `CSR product or gcn-seed's gather + index_add (default ${d.aggregation})`,
+  },
+  'input-aggregation': {
+    type: 'string',
+    choices: ['once', 'every-epoch'],
+    help: "the first layer as (A·x)·W1ᵀ with A·x taken once ('once', the default with spmm) or as A·(x·W1ᵀ) every epoch ('every-epoch': the seed's plan and allocation pattern, the default with scatter)",
   },
   'row-blocks': {
     type: 'int',
@@ -73,7 +78,9 @@ const gcnWorkload: Workload<GcnTrainOptions, GcnTrainingShape> = {
       dataset === 'random'
         ? `${o.edgesPerNode ?? gcnDefaults.random.edgesPerNode} random directed edges per node`
         : 'a stochastic block model graph';
-    return `gcn on ${dataset} (${graph}, ${nodes.toLocaleString('en-US')} nodes, ${o.aggregation ?? gcnDefaults.aggregation} aggregation), ${run}`;
+    const input = gcnInputAggregation(o);
+    const plan = input === undefined ? `, ${o.rowBlocks} row blocks` : input === 'once' ? ', A·x once' : ', input aggregated every epoch';
+    return `gcn on ${dataset} (${graph}, ${nodes.toLocaleString('en-US')} nodes, ${o.aggregation ?? gcnDefaults.aggregation} aggregation${plan}), ${run}`;
   },
   shape: gcnShape,
   estimate: estimateGcn,

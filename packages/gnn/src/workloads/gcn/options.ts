@@ -2,7 +2,7 @@
  * The gcn's train() options and memory shape.
  * @module
  */
-import type { Aggregation } from '../../models/gcn.js';
+import type { Aggregation, InputAggregation } from '../../models/gcn.js';
 import type { CommonTrainOptions } from '../../training/train-types.js';
 import type { GcnDataset } from './defaults.js';
 
@@ -24,6 +24,13 @@ export interface GcnTrainOptions extends CommonTrainOptions {
   features?: number;
   classes?: number;
   aggregation?: Aggregation; // default 'spmm'
+  /**
+   * When the first layer aggregates (the plain plan, see InputAggregation): 'once', A·x taken at
+   * setup and (A·x)·W1ᵀ per epoch (the default with 'spmm'), or 'every-epoch', A·(x·W1ᵀ) per epoch:
+   * the seed's plan and the allocation pattern of its benchmarks (the default with 'scatter', the
+   * only plan it takes: its E x hidden messages are what it is for).
+   */
+  inputAggregation?: InputAggregation;
   dropout?: number; // default 0.5
   /**
    * How the input features are stored: 'f32' (default) or 'bf16' (half the bytes; the
@@ -50,6 +57,8 @@ export interface GcnTrainingShape {
   hidden: number;
   classes: number;
   aggregation: 'spmm' | 'scatter';
+  /** The plain plan's first-layer aggregation (undefined with rowBlocks: the row-block plan has its own). */
+  inputAggregation?: InputAggregation;
   /** The row-block plan's blocks (undefined: the plain plan). */
   rowBlocks?: number;
   featureDtype: 'f32' | 'bf16';

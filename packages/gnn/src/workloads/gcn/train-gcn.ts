@@ -3,7 +3,7 @@
  * @module
  */
 import type { Runtime } from '../../framework/runtime.js';
-import { gcnDataset, gcnDefaults, gcnHiddenWidth, graphDefaults } from './defaults.js';
+import { gcnDataset, gcnDefaults, gcnHiddenWidth, gcnInputAggregation, graphDefaults } from './defaults.js';
 import { Adam, softmaxCrossEntropy } from '../../framework/nn.js';
 import { Gcn } from '../../models/gcn.js';
 import { BlockedGcn } from '../../models/gcn-blocked.js';
@@ -28,7 +28,7 @@ export function prepareGcn(rt: Runtime, o: GcnTrainOptions, { epochs, seed, comm
     throw new RangeError(`Expected 'spmm' or 'scatter' for aggregation but received '${String(aggregation)}'`);
   }
   const { rowBlocks, featureDtype = 'f32', layerPrefetch = false } = o;
-  checkGcnPlan(rowBlocks, featureDtype, aggregation);
+  checkGcnPlan(rowBlocks, featureDtype, aggregation, o.inputAggregation);
   if (comm) checkPartitionedPlan(o, aggregation);
   const graphDefault = graphDefaults(dataset);
   const nodes = o.nodes ?? graphDefault.nodes;
@@ -60,8 +60,12 @@ export function prepareGcn(rt: Runtime, o: GcnTrainOptions, { epochs, seed, comm
   const dropout = o.dropout ?? gcnDefaults.dropout;
   const model =
     rowBlocks === undefined
-      ? new Gcn(rt, graph.numFeatures, hidden!, graph.numClasses, dropout, aggregation, seed, layerPrefetch)
+      ? new Gcn(rt, graph.numFeatures, hidden!, graph.numClasses, dropout, aggregation, seed, layerPrefetch, gcnInputAggregation(o))
       : new BlockedGcn(rt, graph.numFeatures, hidden!, graph.numClasses, dropout, rowBlocks, seed, layerPrefetch);
+  if (model instanceof Gcn && model.inputAggregation === 'once') {
+    model.aggregateInput(graph); // A·x, once: the features never change
+    graph.features.dispose(); // never read again: A·x takes their place
+  }
   const optimizer = new Adam(rt, model.params, o.lr ?? gcnDefaults.lr);
   const n = graph.numNodes;
   return {
@@ -129,10 +133,12 @@ function evaluateGcn(rt: Runtime, model: Gcn | BlockedGcn, graph: Graph, seed: n
   });
 }
 
-/** What a run split by rows supports, checked before anything is allocated: the CSR product, f32 features, no row blocks, no layer prefetch. */
+/** What a run split by rows supports, checked before anything is allocated: the CSR product, A·x once, f32 features, no row blocks, no layer prefetch. */
 function checkPartitionedPlan(o: GcnTrainOptions, aggregation: string): void {
   const why = 'a run over several devices splits the graph by rows and computes (A·x)·W1ᵀ with the CSR product';
   if (aggregation !== 'spmm') throw new RangeError(`Expected aggregation 'spmm' with devices but received '${aggregation}': ${why}`);
+  if ((o.inputAggregation ?? 'once') !== 'once')
+    throw new RangeError(`Expected inputAggregation 'once' with devices but received '${o.inputAggregation}': ${why}, A·x once`);
   if (o.rowBlocks !== undefined)
     throw new RangeError(`Expected no rowBlocks with devices: ${why}, and each rank holds its rows' activations only`);
   if ((o.featureDtype ?? 'f32') !== 'f32')
@@ -141,7 +147,24 @@ function checkPartitionedPlan(o: GcnTrainOptions, aggregation: string): void {
 }
 
 /** The gcn's memory-plan options, checked before anything is allocated. */
-function checkGcnPlan(rowBlocks: number | undefined, featureDtype: string, aggregation: string): void {
+function checkGcnPlan(
+  rowBlocks: number | undefined,
+  featureDtype: string,
+  aggregation: string,
+  inputAggregation: string | undefined,
+): void {
+  if (inputAggregation !== undefined) {
+    if (inputAggregation !== 'once' && inputAggregation !== 'every-epoch')
+      throw new RangeError(`Expected 'once' or 'every-epoch' for inputAggregation but received '${inputAggregation}'`);
+    if (rowBlocks !== undefined)
+      throw new RangeError(
+        'Expected no inputAggregation with rowBlocks: the row-block plan computes (A·x)·W1ᵀ and takes A·x again per block in backward',
+      );
+    if (inputAggregation === 'once' && aggregation !== 'spmm')
+      throw new RangeError(
+        `Expected aggregation 'spmm' with inputAggregation 'once' but received '${aggregation}': the scatter form materialises the first layer's E x hidden messages every epoch, as the seed does`,
+      );
+  }
   if (rowBlocks !== undefined) {
     checkPositiveInt(rowBlocks, 'rowBlocks');
     if (aggregation !== 'spmm')
