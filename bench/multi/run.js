@@ -1,18 +1,22 @@
 #!/usr/bin/env node
 // bench/multi: the seed GCN on one device and over several ranks, each configuration trained in a
-// fresh process, repeated, interleaved. Per configuration: the median epoch (min–max over every
-// measured epoch of every repeat; each run's first epoch is a warm-up and left out), the speed-up
-// against the first configuration, the largest per-device epoch peak and bytes per node, the largest
+// fresh process, repeated, interleaved. Per configuration: the plan of the first layer, the median
+// epoch (min–max over every measured epoch of every repeat; each run's first epoch is a warm-up and
+// left out), the speed-up against the baseline (the first configuration on one device, train() or
+// one rank, that computes A·x once: the plan of every run over ranks; rows of another plan get none),
+// the largest per-device epoch peak and bytes per node, the largest
 // per-device peak of setup (before the first epoch: data and graph), the last loss,
 // and for runs over ranks the exchange: bytes all-gathered per epoch, the time in those calls and
 // the bandwidth they achieved, against the communicator's own all-gather measured by the same ranks
 // before training (at the exchange's size and at --allgather-bytes). Prints a markdown table and
 // writes JSON.
 //
-//   node bench/multi/run.js --config 'NAME|ALLOCATOR|DEVICES[|COMMUNICATOR]' [--config ...] [--nodes N]
+//   node bench/multi/run.js --config 'NAME|ALLOCATOR|DEVICES[|COMMUNICATOR][|PLAN]' [--config ...] [--nodes N]
 //                           [--epochs 4] [--repeats 3] [--allgather-bytes 268435456] [--json FILE]
 //
 // DEVICES: '-' for train() on one device (no ranks), a number of ranks, or CUDA ordinals (0,0).
+// PLAN, for train() only: 'once' (the default: A·x taken once, (A·x)·W1ᵀ per epoch, as the ranks
+// compute it) or 'every-epoch' (A·(x·W1ᵀ) per epoch: gcn-seed's plan, for comparison; no speed-up).
 import { execFileSync } from 'node:child_process';
 import { mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
@@ -22,9 +26,13 @@ import { median } from '@gpumem/allocator-core';
 import { cliArgs } from '../lib/args.js';
 
 const self = fileURLToPath(import.meta.url);
-const usage = `Usage: node bench/multi/run.js --config 'NAME|ALLOCATOR|DEVICES[|COMMUNICATOR]' [--config ...] [options]
+const usage = `Usage: node bench/multi/run.js --config 'NAME|ALLOCATOR|DEVICES[|COMMUNICATOR][|PLAN]' [--config ...] [options]
   --config ...            a label, an allocator name, '-' (train() on one device) or a number of ranks or
-                          CUDA ordinals (e.g. 2, or 0,0), and optionally 'nccl' or 'host'; repeat for more
+                          CUDA ordinals (e.g. 2, or 0,0), optionally 'nccl' or 'host', and for '-'
+                          optionally the first layer's plan: 'once' (default; the ranks' plan) or
+                          'every-epoch' (gcn-seed's A·(x·W1ᵀ) every epoch); repeat for more.
+                          The speed-up is against the first configuration on one device (train() or
+                          one rank) that takes A·x once
   --nodes N               nodes of the random graph, 10 edges each (default 2000000)
   --epochs E              epochs per run, the first left out (default 4)
   --repeats R             runs per configuration, interleaved, each in a fresh process (default 3)
@@ -54,11 +62,20 @@ function parseArgs(argv) {
   for (let i = 0; i < argv.length; i++) {
     const a = argv[i];
     if (a === '--config') {
-      const [name, allocator, devices, communicator] = (argv[++i] ?? '').split('|');
-      if (!name || !allocator || !devices) fail(`Expected NAME|ALLOCATOR|DEVICES[|COMMUNICATOR] for --config but received '${argv[i]}'`);
-      if (communicator !== undefined && communicator !== 'nccl' && communicator !== 'host')
-        fail(`Expected 'nccl' or 'host' for COMMUNICATOR but received '${communicator}'`);
-      args.configs.push({ name, allocator, devices: parseDevices(devices), communicator });
+      const [name, allocator, devices, ...rest] = (argv[++i] ?? '').split('|');
+      if (!name || !allocator || !devices)
+        fail(`Expected NAME|ALLOCATOR|DEVICES[|COMMUNICATOR][|PLAN] for --config but received '${argv[i]}'`);
+      const config = { name, allocator, devices: parseDevices(devices), communicator: undefined, inputAggregation: undefined };
+      for (const field of rest) {
+        if (field === 'nccl' || field === 'host') config.communicator = field;
+        else if (field === 'once' || field === 'every-epoch') config.inputAggregation = field;
+        else fail(`Expected 'nccl' or 'host' (COMMUNICATOR) or 'once' or 'every-epoch' (PLAN) in --config but received '${field}'`);
+      }
+      if (config.devices === undefined && config.communicator !== undefined)
+        fail(`Expected no COMMUNICATOR with DEVICES '-' (train() on one device) in --config '${argv[i]}'`);
+      if (config.devices !== undefined && config.inputAggregation === 'every-epoch')
+        fail(`Expected PLAN 'once' (or none) with ranks in --config '${argv[i]}': a run over ranks takes A·x once`);
+      args.configs.push(config);
     } else if (a === '--nodes') args.nodes = integer(argv[++i], '--nodes', 1);
     else if (a === '--epochs') args.epochs = integer(argv[++i], '--epochs', 2);
     else if (a === '--repeats') args.repeats = integer(argv[++i], '--repeats', 1);
@@ -81,7 +98,8 @@ async function worker(request, out) {
   const { train, trainDistributed } = await import('@gpumem/gnn');
   const options = { model: 'gcn', dataset: 'random', nodes: request.nodes, epochs: request.epochs, allocator: request.allocator };
   let result;
-  if (request.devices === undefined) result = train(options);
+  if (request.devices === undefined)
+    result = train({ ...options, ...(request.inputAggregation ? { inputAggregation: request.inputAggregation } : {}) });
   else {
     // the exchange's all-gathers are ranks x ceil(N / ranks) rows of 10 classes: measure NCCL at that size too
     const ranks = Array.isArray(request.devices) ? request.devices.length : request.devices;
@@ -120,6 +138,16 @@ function runOnce(args, config) {
   } finally {
     rmSync(out, { force: true });
   }
+}
+
+/** The first layer's plan of a configuration: train() takes A·x once unless told 'every-epoch'; ranks always do. */
+function planOf(config) {
+  return config.inputAggregation === 'every-epoch' ? 'A·(x·W1ᵀ) every epoch' : 'A·x once';
+}
+
+/** Ranks of a configuration: 1 for train(). */
+function ranksOf(config) {
+  return config.devices === undefined ? 1 : Array.isArray(config.devices) ? config.devices.length : config.devices;
 }
 
 /** Per run: the measured epochs' times, the peak, and the exchange (runs over ranks). */
@@ -166,6 +194,7 @@ function main() {
     const ncclLarge = benches.length > 1 ? median(benchAt(benches[1].bytes).map((b) => b.busBandwidth)) : undefined;
     return {
       ...config,
+      plan: planOf(config),
       runs: runs[i].length,
       failed: errors.length,
       errors,
@@ -187,21 +216,26 @@ function main() {
           : undefined,
     };
   });
-  const base = rows[0].epochMs.median;
+  // the speed-up's baseline: one device on the plan of the runs over ranks (A·x once), train() or one rank
+  const baseline = rows.find((r) => ranksOf(r) === 1 && r.plan === 'A·x once' && r.failed < r.runs);
+  for (const r of rows) {
+    r.speedUp = baseline && r.plan === baseline.plan && r.failed < r.runs ? baseline.epochMs.median / r.epochMs.median : undefined;
+  }
   const fmt = (x, d = 1) => (x === undefined || Number.isNaN(x) ? '-' : x.toFixed(d));
   const lines = [
     `gcn on random, ${args.nodes.toLocaleString('en-US')} nodes, ${args.epochs} epochs (first left out), ${args.repeats} repeats`,
     '',
-    '| config | allocator | devices | epoch ms, median (min–max) | speed-up | epoch peak/device | B/node | setup peak/device | loss | all-gather/epoch | its time | achieved bus GB/s | its own all-gather, bus GB/s (same size / large) |',
-    '|---|---|---|---|---|---|---|---|---|---|---|---|---|',
+    `| config | allocator | devices | first layer | epoch ms, median (min–max) | speed-up vs ${baseline ? `'${baseline.name}'` : 'one device (none ran)'} | epoch peak/device | B/node | setup peak/device | loss | all-gather/epoch | its time | achieved bus GB/s | its own all-gather, bus GB/s (same size / large) |`,
+    '|---|---|---|---|---|---|---|---|---|---|---|---|---|---|',
     ...rows
       .map((r) =>
         [
           r.name,
           r.allocator,
           r.devices === undefined ? '1 (train)' : Array.isArray(r.devices) ? r.devices.join(',') : String(r.devices),
+          r.devices === undefined ? r.plan : `rows split, ${r.plan}`,
           r.failed === r.runs ? `failed: ${r.errors[0]}` : `${fmt(r.epochMs.median)} (${fmt(r.epochMs.min)}–${fmt(r.epochMs.max)})`,
-          `${fmt(base / r.epochMs.median, 2)}x`,
+          r.speedUp !== undefined ? `${fmt(r.speedUp, 2)}x` : r.failed < r.runs && baseline ? '- (another plan)' : '-',
           `${fmt(r.peakAllocatedBytes / GiB, 2)} GiB`,
           fmt(r.bytesPerNode, 0),
           `${fmt(r.setupPeakAllocatedBytes / GiB, 2)} GiB`,
@@ -214,9 +248,15 @@ function main() {
       )
       .map((l) => `| ${l} |`),
   ];
+  lines.push(
+    '',
+    baseline
+      ? `speed-up: against '${baseline.name}' (one device, A·x once, the plan of every run over ranks); rows of another plan get none`
+      : 'speed-up: none (no configuration on one device computing A·x once ran)',
+  );
   console.log(lines.join('\n'));
   mkdirSync(dirname(args.json), { recursive: true });
-  writeFileSync(args.json, `${JSON.stringify({ args, rows, runs }, null, 2)}\n`);
+  writeFileSync(args.json, `${JSON.stringify({ args, baseline: baseline?.name, rows, runs }, null, 2)}\n`);
   console.log(`\nwrote ${args.json}`);
 }
 
