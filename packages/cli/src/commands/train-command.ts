@@ -12,6 +12,7 @@ import {
   hasWorkload,
   listWorkloads,
   mlpDefaults,
+  optionNotTakenProblem,
   train,
   trainDistributed,
   type TrainOptions,
@@ -163,11 +164,11 @@ function flagOf(option: string): string {
   return `--${renamed ? renamed[0] : option.replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`)}`;
 }
 
-/** The train() options that the train flags ask for (shared by train, compare and record); booleans not given are false. */
+/** The train() options that the train flags ask for (shared by train, compare and record); flags not given are left out (a workload refuses options it does not take). */
 function trainOptionsFromFlags(flags: FlagValues): WorkloadTrainOptions {
   const options: Record<string, unknown> = {};
   for (const [flag, spec] of Object.entries(trainFlags)) {
-    if (notOptions.has(flag) || !(flag in flags || spec.type === 'boolean')) continue;
+    if (notOptions.has(flag) || !(flag in flags)) continue;
     options[optionOf(flag)] = spec.type === 'boolean' ? flags[flag] === true : flags[flag];
   }
   return asTrainOptions({ ...options, model: flags.model as TrainOptions['model'] });
@@ -182,13 +183,8 @@ function checkActivationFlags(command: string, o: WorkloadTrainOptions): void {
   const fail = (message: string) => {
     throw new UsageError(`gpumem ${command}: ${message}`);
   };
-  for (const other of listWorkloads()) {
-    if (other.name === o.model) continue;
-    for (const option of other.ownOptions) {
-      if ((o as Record<string, unknown>)[option] !== undefined)
-        fail(`'${flagOf(option)}' applies to the ${other.name} only (received --model ${o.model})`);
-    }
-  }
+  const notTaken = optionNotTakenProblem(o, flagOf, (option) => flagOf(option).slice(2) in trainFlags);
+  if (notTaken !== undefined) fail(notTaken);
   const problem = getWorkload(o.model).optionProblem(o, flagOf);
   if (problem !== undefined) fail(problem);
 }

@@ -6,11 +6,12 @@
  */
 import { cudaDevice, deviceCount, hasAllocator, hasCudaDevice, strategyInfo } from '@gpumem/allocator-core';
 import { builtModule, launchRanks, type CommBackend } from '@gpumem/distributed';
+import { checkOptionsTaken } from '../workloads/taken-options.js';
 import type { EpochRecord, Progress, RankRecord, TrainOptionsBag, TrainResult } from './train-types.js';
 
 /**
- * trainDistributed()'s options: a workload's train() options (any workload's, in one object: each
- * rank's train() refuses what does not apply to its model) and how the ranks run.
+ * trainDistributed()'s options: a workload's train() options (any workload's, in one object; what
+ * its model does not take is refused before any rank starts) and how the ranks run.
  */
 export type DistributedTrainOptions = Omit<TrainOptionsBag, 'allocator' | 'tagAllocations' | 'onStep' | 'devices'> & DistributedRunOptions;
 
@@ -92,8 +93,9 @@ export function planRanks(o: Pick<DistributedTrainOptions, 'allocator' | 'device
 
 /** Trains over `devices` ranks and resolves with the combined run (each rank's in `ranks`). */
 export async function trainDistributed(o: DistributedTrainOptions): Promise<TrainResult> {
-  const { devices, backend } = planRanks(o);
   const { onProgress, onRankProgress, imports = [], devices: _devices, graceMs, timeoutMs, measureAllGather = [], ...options } = o;
+  checkOptionsTaken(options); // here, before any rank starts: each rank's train() would refuse it
+  const { devices, backend } = planRanks(o);
   const start = performance.now();
   const payload: RankPayload = {
     options: { ...options, ...(timeoutMs !== undefined ? { timeoutMs } : {}) },

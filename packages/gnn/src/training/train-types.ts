@@ -14,7 +14,10 @@ export type TrainOptions = { [M in ModelName]: WorkloadTypeMap[M] extends { opti
 /** A dataset of a registered workload. */
 export type DatasetName = NonNullable<TrainOptions['dataset']>;
 
-/** What train() takes for every workload; each workload's options add their own (see TrainOptions). */
+/**
+ * What train() takes for every workload; each workload's options add their own (see TrainOptions),
+ * and train() refuses, set, any option its workload does not declare (Workload.options).
+ */
 export interface CommonTrainOptions {
   /** The workload (a registered name, e.g. 'mlp' or 'gcn'). */
   model: string;
@@ -27,18 +30,6 @@ export interface CommonTrainOptions {
   /** The learning rate (the workload's default: 0.1 for the mlp's SGD, 0.01 for the gcn's Adam). */
   lr?: number;
   seed?: number; // default 0
-  /**
-   * The width of each hidden layer (mlp: default 784, `hiddenLayers` of them; gcn: default 256, one
-   * layer). For the mlp an array gives each layer's width instead.
-   */
-  hidden?: number[] | number;
-  /**
-   * Trainer-inserted prefetch (for strategies whose prefetch moves memory: uvm, tiered): each
-   * layer's operands are prefetched to the device before the layer runs, and activations that
-   * only backward needs are pushed to the host after forward and brought back before backward
-   * reaches them. Default false (a strategy's own policy only, e.g. uvm's prefetch on allocate).
-   */
-  layerPrefetch?: boolean;
   /**
    * Train on several devices, one process (rank) each, with trainDistributed(): a number of ranks
    * (on cuda:0 .. cuda:N-1, or on the host for strategies over host memory), or each rank's CUDA
@@ -67,6 +58,25 @@ export interface CommonTrainOptions {
   onStep?: (step: number, stats: AllocatorStats) => void;
 }
 
+/**
+ * Options of the models built of hidden layers (the mlp and the gcn; the transformer takes neither):
+ * each workload that takes them extends this and declares them (Workload.options).
+ */
+export interface HiddenLayerOptions {
+  /**
+   * The width of each hidden layer (mlp: default 784, `hiddenLayers` of them; gcn: default 256, one
+   * layer). For the mlp an array gives each layer's width instead.
+   */
+  hidden?: number[] | number;
+  /**
+   * Trainer-inserted prefetch (for strategies whose prefetch moves memory: uvm, tiered): each
+   * layer's operands are prefetched to the device before the layer runs, and activations that
+   * only backward needs are pushed to the host after forward and brought back before backward
+   * reaches them. Default false (a strategy's own policy only, e.g. uvm's prefetch on allocate).
+   */
+  layerPrefetch?: boolean;
+}
+
 /** `Omit<T, K>` applied to each member of a union `T` (plain `Omit` would flatten the union first). */
 export type DistributiveOmit<T, K extends PropertyKey> = T extends unknown ? Omit<T, K> : never;
 
@@ -81,7 +91,7 @@ export type UnionToIntersection<U> = (U extends unknown ? (x: U) => void : never
 /**
  * Every workload's options in one flat object, each optional but the model: what a command line
  * gathers from its flags before it knows which apply. asTrainOptions() makes it train()'s options;
- * the workload then refuses what does not apply to it.
+ * train() then refuses, set, what its workload does not take: leave the others undefined.
  */
 export type TrainOptionsBag = { model: ModelName; dataset?: DatasetName } & Partial<
   UnionToIntersection<DistributiveOmit<TrainOptions, 'model' | 'dataset'>>

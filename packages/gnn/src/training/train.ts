@@ -10,15 +10,16 @@ import type { Communicator } from '@gpumem/distributed';
 import { Runtime } from '../framework/runtime.js';
 import { checkTrainingFits } from './memory-estimate.js';
 import { commonDefaults } from './defaults.js';
-import { getWorkload, listWorkloads } from '../workloads/index.js';
+import { checkOptionsTaken, getWorkload } from '../workloads/index.js';
 import { checkPositiveInt, trainerStream } from './train-common.js';
-import type { CommonTrainOptions, EpochRecord, TrainOptions, TrainResult } from './train-types.js';
+import type { EpochRecord, TrainOptions, TrainResult } from './train-types.js';
 
 export type {
   ModelName,
   DatasetName,
   TrainOptions,
   CommonTrainOptions,
+  HiddenLayerOptions,
   TrainOptionsBag,
   WorkloadTrainOptions,
   DistributiveOmit,
@@ -43,21 +44,6 @@ export function train(options: TrainOptions): TrainResult {
 }
 
 /**
- * Refuses options that apply to another workload than the one trained (e.g. the mlp's checkpoint
- * for the gcn: Workload.ownOptions), naming the option, before anything is allocated; an option
- * left undefined is fine.
- */
-function checkModelOptions(o: Pick<CommonTrainOptions, 'model'>): void {
-  for (const other of listWorkloads()) {
-    if (other.name === o.model) continue;
-    for (const name of other.ownOptions) {
-      if ((o as Record<string, unknown>)[name] !== undefined)
-        throw new RangeError(`Expected no ${name} for the ${o.model}: ${name} applies to the ${other.name} only`);
-    }
-  }
-}
-
-/**
  * train()'s body, also run by each rank of trainDistributed() with its communicator: the workload
  * then trains its rank's part (the mlp data parallel, the gcn on the rank's rows). The memory plan
  * is checked against the device for single-device runs only (a rank's part is smaller).
@@ -68,7 +54,7 @@ export function trainOn(options: TrainOptions, comm?: Communicator): TrainResult
   const seed = options.seed ?? commonDefaults.seed;
   if (!Number.isSafeInteger(seed) || seed < 0) throw new RangeError(`Expected non-negative integer for seed but received ${seed}`);
   const workload = getWorkload(options.model);
-  checkModelOptions(options);
+  checkOptionsTaken(options); // what the workload does not declare (Workload.options), before anything is allocated
   const owned = typeof options.allocator === 'string';
   const allocator: Allocator =
     typeof options.allocator === 'string' ? createAllocator(options.allocator, options.allocatorOptions ?? {}) : options.allocator;

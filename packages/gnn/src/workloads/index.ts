@@ -9,4 +9,5 @@ import './gcn/index.js';
 import './transformer/index.js';
 
 export { registerWorkload, getWorkload, hasWorkload, listWorkloads, asTrainOptions, type AnyWorkload } from './registry.js';
-export type { Workload, WorkloadRun, WorkloadFlag, RunContext, OptionNames, WorkloadTypeMap } from './workload.js';
+export { OptionNotTakenError, checkOptionsTaken, optionNotTakenProblem } from './taken-options.js';
+export type { Workload, WorkloadRun, WorkloadFlag, RunContext, OptionNames, WorkloadTypeMap, TakenOptions } from './workload.js';

@@ -29,7 +29,7 @@ const toy: Workload<ToyOptions, ToyShape> = {
   datasets: ['ones'],
   samples: 'values',
   evaluationLabel: 'acc',
-  ownOptions: ['length'],
+  options: { length: true },
   timesCollectives: false,
   optimizer: { name: 'SGD', lr: 0.1 },
   memoryAdvice: ', a shorter vector',
@@ -100,7 +100,7 @@ describe('the workload registry', () => {
     }
     // its own option is refused for the other workloads, as the mlp's checkpoint is for the gcn
     expect(() => train(asTrainOptions({ model: 'mlp', allocator: 'host', length: 8 }))).toThrow(
-      /Expected no length for the mlp: length applies to the toy-mean only/,
+      /Expected only options that the mlp takes: 'length' applies to the toy-mean only \(received model mlp\)/,
     );
     expect(getWorkload('toy-mean').optionProblem({ model: 'toy-mean', length: 7 }, (n: string) => `--${n}`)).toBe(
       "'--length' must not be 7",

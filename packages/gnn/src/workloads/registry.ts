@@ -29,6 +29,14 @@ export function registerWorkload<O extends Workload<any, any>>(workload: O): voi
     if (typeof workload[method] !== 'function')
       throw new TypeError(`Expected a function for workload.${method} of '${name}' but received ${typeof workload[method]}`);
   }
+  const { options } = workload as { options?: unknown };
+  if (typeof options !== 'object' || options === null)
+    throw new TypeError(`Expected an object of the options it takes for workload.options of '${name}' but received ${String(options)}`);
+  for (const [flag, spec] of Object.entries(workload.flags ?? {})) {
+    const option = spec.option ?? flag.replace(/-([a-z])/g, (_, c: string) => c.toUpperCase());
+    if (!Object.hasOwn(options, option))
+      throw new TypeError(`Expected workload.options of '${name}' to declare '${option}', the option of its flag '--${flag}'`);
+  }
   workloads.set(name, workload);
 }
 

@@ -40,6 +40,9 @@ export type WorkloadFlag<Option extends string = string> = (
   option?: Option;
 };
 
+/** The train() options of `O` beyond those every workload takes, each `true`: what a workload declares it takes. */
+export type TakenOptions<O> = { readonly [K in Exclude<keyof O, keyof CommonTrainOptions>]-?: true };
+
 /** How a message names an option: train()'s name ('batchSize') or a command line's flag ('--batch'). */
 export type OptionNames = (option: string) => string;
 
@@ -90,10 +93,18 @@ export interface Workload<O extends CommonTrainOptions = CommonTrainOptions, S e
   /** The heading of the evaluation's accuracy, e.g. 'test acc'. */
   readonly evaluationLabel: string;
   /**
-   * Options that only this workload takes: train() refuses them, set, for any other workload
-   * (naming the option and this workload) before anything is allocated.
+   * Every train() option this workload takes beyond those all workloads take (CommonTrainOptions),
+   * each `true`: the one declaration of what it takes. train(), trainDistributed() and the command
+   * line refuse, set, any option not here (OptionNotTakenError, naming the option, this workload
+   * and these), before anything is allocated; the type makes the list complete.
    */
-  readonly ownOptions: readonly string[];
+  readonly options: TakenOptions<O>;
+  /**
+   * Options of other workloads that users reach for here, each with what to use instead (the
+   * transformer's `hidden`: "its width is 'embed'"; option names in quotes are named as the caller
+   * names them): said when the option is refused.
+   */
+  readonly optionHints?: Readonly<Record<string, string>>;
   /** Over several devices, each rank times its collectives per epoch (they are not captured into graphs). */
   readonly timesCollectives: boolean;
   /** Flags of options that only this workload has, by flag name (`gpumem train` and `gpumem compare` take them); the shared ones are the command line's. */

@@ -3,14 +3,14 @@
  * @module
  */
 import type { Aggregation, InputAggregation } from '../../models/gcn.js';
-import type { CommonTrainOptions } from '../../training/train-types.js';
+import type { CommonTrainOptions, HiddenLayerOptions } from '../../training/train-types.js';
 import type { GcnDataset } from './defaults.js';
 
 /** @deprecated 'seed' is the old name of the 'random' dataset; accepted for one release, use 'random'. */
 export type DeprecatedGcnDataset = 'seed';
 
 /** train()'s options for the GCN on a generated graph: full batch, Adam. */
-export interface GcnTrainOptions extends CommonTrainOptions {
+export interface GcnTrainOptions extends CommonTrainOptions, HiddenLayerOptions {
   model: 'gcn';
   /**
    * 'random' (N nodes and 10·N random directed edges, the default) or 'sbm' (a stochastic block

@@ -2,10 +2,10 @@
  * The mlp's train() options and memory shape.
  * @module
  */
-import type { CommonTrainOptions } from '../../training/train-types.js';
+import type { CommonTrainOptions, HiddenLayerOptions } from '../../training/train-types.js';
 
 /** train()'s options for the mlp on MNIST: mini-batch SGD. */
-export interface MlpTrainOptions extends CommonTrainOptions {
+export interface MlpTrainOptions extends CommonTrainOptions, HiddenLayerOptions {
   model: 'mlp';
   /** 'mnist' (the default and only one). */
   dataset?: 'mnist';

@@ -27,19 +27,28 @@ const flags: Record<string, WorkloadFlag> = {
   'steps-per-epoch': { type: 'int', min: 1, max: 2 ** 24, help: `training steps in an epoch (default ${d.stepsPerEpoch})` },
 };
 
-/** The transformer's own options: train() refuses them, set, for the other workloads. */
-const ownOptions: ReadonlyArray<keyof TransformerSizes> = [
-  'vocab',
-  'embed',
-  'heads',
-  'layers',
-  'context',
-  'minLen',
-  'maxLen',
-  'minBatch',
-  'maxBatch',
-  'stepsPerEpoch',
-];
+/** The transformer's own options: its sizes. */
+const options: { readonly [K in keyof TransformerSizes]: true } = {
+  vocab: true,
+  embed: true,
+  heads: true,
+  layers: true,
+  context: true,
+  minLen: true,
+  maxLen: true,
+  minBatch: true,
+  maxBatch: true,
+  stepsPerEpoch: true,
+};
+
+/** Options of the other workloads that a command line's shared flags may set, and what to use instead. */
+const optionHints: Readonly<Record<string, string>> = {
+  hidden: "its width is 'embed'",
+  batchSize: "its batch is drawn per step from ['minBatch', 'maxBatch']",
+  cudaGraph: 'its shapes change every step, so a captured step cannot be replayed',
+  graphSteps: 'it is not captured into CUDA graphs',
+  layerPrefetch: 'it has no trainer-inserted prefetch',
+};
 
 /** The options that size the model and its steps: without a GPU, the tiny ones apply only when none is given. */
 const sizeOptions = Object.keys(transformerHostDefaults) as Array<keyof typeof transformerHostDefaults>;
@@ -56,7 +65,8 @@ const transformerWorkload: Workload<TransformerTrainOptions, TransformerTraining
   datasets: ['markov'],
   samples: 'tokens',
   evaluationLabel: 'held-out acc',
-  ownOptions,
+  options,
+  optionHints,
   flags,
   timesCollectives: false,
   optimizer: { name: 'Adam', lr: transformerDefaults.lr },

@@ -25,27 +25,13 @@ export interface TransformerSizes {
 /** Elements of one tensor the kernels index with 32-bit integers. */
 const maxElements = 2 ** 31 - 1;
 
-/** Options of the other workloads that a command line's shared flags may set, and what to use instead. */
-const notForTheTransformer: ReadonlyArray<[string, string]> = [
-  ['hidden', "its width is 'embed'"],
-  ['batchSize', "its batch is drawn per step from ['minBatch', 'maxBatch']"],
-  ['cudaGraph', 'its shapes change every step, so a captured step cannot be replayed'],
-  ['graphSteps', 'it is not captured into CUDA graphs'],
-  ['layerPrefetch', 'it has no trainer-inserted prefetch'],
-];
-
 /**
  * The sizes of `o` with the defaults filled in, or the first problem with them (naming options
  * through `name`): integers out of range, a width that the heads do not divide, a schedule whose
- * bounds are reversed or longer than the context, tensors past 32-bit indices, options of other
- * workloads.
+ * bounds are reversed or longer than the context, tensors past 32-bit indices (options of other
+ * workloads are refused before: workloads/taken-options.ts).
  */
 export function transformerSizes(o: Partial<TransformerTrainOptions>, name: OptionNames): TransformerSizes | string {
-  const given = o as Record<string, unknown>;
-  for (const [option, why] of notForTheTransformer) {
-    if (given[option] !== undefined && given[option] !== false)
-      return `'${name(option)}' does not apply to the transformer: ${why.replace(/'(\w+)'/g, (_, n: string) => `'${name(n)}'`)}`;
-  }
   if (o.dataset !== undefined && o.dataset !== transformerDefaults.dataset)
     return `'${name('dataset')}' must be '${transformerDefaults.dataset}' for the transformer (received '${String(o.dataset)}')`;
   const sizes = {} as TransformerSizes;
