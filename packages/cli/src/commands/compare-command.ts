@@ -3,7 +3,6 @@
  * report files (JSON, a self-contained HTML report, a Chrome/Perfetto trace).
  * @module
  */
-import { writeFileSync } from 'node:fs';
 import { deviceCount, deviceProperties, hasCudaDevice } from '@gpumem/allocator-core';
 import { compareAllocators, BaselineFormatError, readBaseline, type CompareTrainOptions, type BaselineRun } from '@gpumem/compare';
 import { defaultAllocators, parseAllocatorList, specProblems, specProblemsInChild, type AllocatorSpec } from '@gpumem/compare';
@@ -12,7 +11,7 @@ import { toChromeTrace } from '@gpumem/compare';
 import { commonDefaults, getWorkload } from '@gpumem/gnn';
 import { flagHelp, parseFlags, ProgressBar, UsageError, type FlagAliases, type FlagSpec } from './args.js';
 import { checkDevicesFlags, devicesFromFlags, trainFlags, trainOptionsForHere } from './train-command.js';
-import { checkOutputFlags, isStdout } from './output-paths.js';
+import { checkOutputFlags, isStdout, writeOutput } from './output-paths.js';
 import { checkAllocatorNames, refuseSpecProblems } from './allocator-flags.js';
 
 const { allocator: _allocator, json: _json, help: _help, epochs: trainEpochs, ...sharedTrainFlags } = trainFlags;
@@ -244,15 +243,15 @@ export async function runCompare(argv: readonly string[], plugins: readonly stri
   if (jsonToStdout) {
     process.stdout.write(`${JSON.stringify(result, null, 2)}\n`);
   } else if (flags.json) {
-    writeFileSync(flags.json as string, `${JSON.stringify(result, null, 2)}\n`);
+    writeOutput(flags.json as string, `${JSON.stringify(result, null, 2)}\n`);
     written.push(`json: ${String(flags.json)}`);
   }
   if (flags['trace-json']) {
-    writeFileSync(flags['trace-json'] as string, JSON.stringify(toChromeTrace(result)));
+    writeOutput(flags['trace-json'] as string, JSON.stringify(toChromeTrace(result)));
     written.push(`trace: ${String(flags['trace-json'])} (open in https://ui.perfetto.dev or chrome://tracing)`);
   }
   if (flags.report) {
-    writeFileSync(flags.report as string, renderHtmlReport(result));
+    writeOutput(flags.report as string, renderHtmlReport(result));
     written.push(`report: ${String(flags.report)} (open ${String(flags.report)} in a browser)`, nextStep);
   }
   for (const w of written) out.write(`${w}\n`);

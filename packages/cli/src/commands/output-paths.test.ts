@@ -2,13 +2,14 @@
  * Output paths are checked before any work: links that lead to an input, files that are not
  * regular files, folders that are files, and kernel file systems are refused with the flag named.
  */
-import { execFileSync } from 'node:child_process';
-import { linkSync, mkdirSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { execFileSync, spawnSync } from 'node:child_process';
+import { existsSync, linkSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { fileURLToPath, pathToFileURL } from 'node:url';
 import { afterAll, describe, expect, it } from 'vitest';
 import { UsageError } from './args.js';
-import { checkOutputFlags } from './output-paths.js';
+import { checkOutputFlags, writeOutput } from './output-paths.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'gpumem-outputs-'));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
@@ -78,4 +79,38 @@ describe('output paths', () => {
     expect(refusal({ json: '/dev/null', report: '/dev/null' }, ['report', 'json'])).toBeUndefined();
     expect(refusal({ json: '-' }, ['json'])).toBeUndefined();
   });
+});
+
+const built = fileURLToPath(new URL('../../dist/commands/output-paths.js', import.meta.url));
+const notBuilt = existsSync(built) ? '' : ' (skipped: packages/cli is not built: npm run build)';
+
+describe('writing outputs', () => {
+  it('writes new files, replaces old ones, and follows a symbolic link to the file it names', () => {
+    const out = join(dir, 'written.json');
+    writeOutput(out, '{"a":1}\n');
+    writeOutput(out, '{"a":2}\n');
+    expect(readFileSync(out, 'utf8')).toBe('{"a":2}\n');
+    const link = join(dir, 'link.json');
+    symlinkSync(out, link);
+    writeOutput(link, '{"a":3}\n');
+    expect(readFileSync(out, 'utf8')).toBe('{"a":3}\n');
+    writeOutput('/dev/null', 'anything');
+  });
+
+  it.skipIf(notBuilt !== '')(
+    `a write that fails part way (the file size limit, as a full disk) keeps the previous file whole${notBuilt}`,
+    () => {
+      const folder = join(dir, 'full');
+      mkdirSync(folder);
+      const out = join(folder, 'report.html');
+      writeFileSync(out, 'previous report\n');
+      // ulimit -f 64: at most 64 KiB a file; SIGXFSZ ignored, so the write fails with EFBIG instead of killing the process
+      const script = `import(${JSON.stringify(pathToFileURL(built).href)}).then((m) => m.writeOutput(${JSON.stringify(out)}, "x".repeat(1 << 20)))`;
+      const r = spawnSync('bash', ['-c', `trap '' XFSZ; ulimit -f 64; exec "${process.execPath}" -e '${script}'`], { encoding: 'utf8' });
+      expect(r.status).not.toBe(0);
+      expect(r.stderr).toMatch(/could not write .*report\.html \(EFBIG: .*\); its previous content is kept/);
+      expect(readFileSync(out, 'utf8')).toBe('previous report\n');
+      expect(readdirSync(folder)).toEqual(['report.html']);
+    },
+  );
 });

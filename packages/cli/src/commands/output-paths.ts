@@ -1,10 +1,23 @@
 /**
  * Output files are checked before any work: a run of several minutes must not end in ENOENT or
- * EACCES, nor overwrite its own input or another output of the same run.
+ * EACCES, nor overwrite its own input or another output of the same run. They are written whole or
+ * not at all: a full disk leaves the previous file (or none), never a truncated one.
  * @module
  */
-import { accessSync, constants, existsSync, lstatSync, readlinkSync, realpathSync, type Stats, statSync } from 'node:fs';
-import { dirname, resolve } from 'node:path';
+import {
+  accessSync,
+  constants,
+  existsSync,
+  lstatSync,
+  readlinkSync,
+  realpathSync,
+  renameSync,
+  rmSync,
+  type Stats,
+  statSync,
+  writeFileSync,
+} from 'node:fs';
+import { basename, dirname, join, resolve } from 'node:path';
 import { UsageError } from './args.js';
 
 /** The output path that means standard output: the JSON goes there and every status line to stderr. */
@@ -156,5 +169,34 @@ export function checkOutputFlags(
         `gpumem ${command}: '--${other}' and '--${name}' both name ${value}: one would overwrite the other; give each its own file`,
       );
     written.set(id, name);
+  }
+}
+
+/**
+ * Writes an output file whole or not at all: into a temporary file beside it, then renamed over it
+ * (through a symbolic link, beside the file it leads to). A failed write (ENOSPC, EFBIG, EIO) removes
+ * the temporary file, leaves the previous content, and throws naming the file. Character devices
+ * (/dev/null) are written directly.
+ */
+export function writeOutput(path: string, data: string | Uint8Array): void {
+  const full = resolve(path);
+  let target = full;
+  try {
+    if (statSync(full).isCharacterDevice()) {
+      writeFileSync(full, data);
+      return;
+    }
+    target = realpathSync(full);
+  } catch {
+    // a new file
+  }
+  const temporary = join(dirname(target), `.${basename(target)}.${process.pid}.tmp`);
+  try {
+    writeFileSync(temporary, data);
+    renameSync(temporary, target);
+  } catch (e) {
+    rmSync(temporary, { force: true });
+    const kept = existsSync(target) ? 'its previous content is kept' : 'nothing was written';
+    throw new Error(`could not write ${path} (${(e as Error).message}); ${kept}`);
   }
 }

@@ -3,7 +3,6 @@
  * malloc and free of the run as a trace (JSONL, or RMM's logging CSV).
  * @module
  */
-import { writeFileSync } from 'node:fs';
 import { createTrackedAllocator, formatBytes, hasCudaDevice, type TrackedAllocator, type TrackingEvent } from '@gpumem/allocator-core';
 import { train, type TrainResult } from '@gpumem/gnn';
 import { allocationTags } from '@gpumem/gnn';
@@ -11,7 +10,7 @@ import { formatFromPath, traceFileFormats, writeTrace, type AllocationTrace, typ
 import { compileTrace, traceFromEvents } from '@gpumem/trace';
 import { flagHelp, parseFlags, ProgressBar, UsageError, type FlagSpec, type FlagValues } from './args.js';
 import { allocatorFromFlags, trainFlags, trainOptionsForHere } from './train-command.js';
-import { checkOutputFlags, isStdout } from './output-paths.js';
+import { checkOutputFlags, isStdout, writeOutput } from './output-paths.js';
 
 /** Events the tracking ring holds by default (about 48 MiB). */
 const defaultCapacity = 1 << 20;
@@ -135,7 +134,7 @@ export async function runRecord(argv: readonly string[]): Promise<number> {
   if (isStdout(flags.json)) {
     process.stdout.write(json);
   } else if (flags.json) {
-    writeFileSync(flags.json as string, json);
+    writeOutput(flags.json as string, json);
     status.write(`wrote ${String(flags.json)}\n`);
   }
   return 0;

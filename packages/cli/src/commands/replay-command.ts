@@ -6,7 +6,6 @@
  * and a recommendation.
  * @module
  */
-import { writeFileSync } from 'node:fs';
 import { deviceProperties, formatBytes, hasCudaDevice, parseSize } from '@gpumem/allocator-core';
 import {
   defaultAllocators,
@@ -35,7 +34,7 @@ import {
   type StrategyReplay,
 } from '@gpumem/trace';
 import { flagHelp, parseFlags, UsageError, type FlagAliases, type FlagSpec } from './args.js';
-import { checkOutputFlags, isStdout } from './output-paths.js';
+import { checkOutputFlags, isStdout, writeOutput } from './output-paths.js';
 import { checkAllocatorNames, refuseSpecProblems } from './allocator-flags.js';
 
 const replayFlags: Record<string, FlagSpec> = {
@@ -490,7 +489,7 @@ export async function runReplay(argv: readonly string[]): Promise<number> {
   if (jsonToStdout) {
     process.stdout.write(jsonOf(file, trace, compiled, rows, baseline, advice, settings));
   } else if (flags.json) {
-    writeFileSync(flags.json as string, jsonOf(file, trace, compiled, rows, baseline, advice, settings));
+    writeOutput(flags.json as string, jsonOf(file, trace, compiled, rows, baseline, advice, settings));
     out.write(`wrote ${String(flags.json)}\n`);
   }
   if (flags.report) {
@@ -506,7 +505,7 @@ export async function runReplay(argv: readonly string[]): Promise<number> {
       ...(capacityBytes !== undefined && { capacityBytes }),
       recommendation: advice.lines,
     });
-    writeFileSync(flags.report as string, renderHtmlReport(result));
+    writeOutput(flags.report as string, renderHtmlReport(result));
     out.write(`wrote ${String(flags.report)} (open it in a browser)\n`);
   }
   return rows.some((r) => r.error !== undefined) ? 1 : 0;
