@@ -43,9 +43,9 @@ const variants: Record<string, Array<Omit<AllocatorCase, 'name' | 'requiresCuda'
     { label: 'pool(cuda)', options: { upstream: 'cuda' }, oversizeBytes: 2 ** 50 },
   ],
   // The example C++ plug-in (examples/cpp), loaded through gpumem/plugin.h.
-  native: [
-    { label: 'native(slab, host)', options: { library: exampleSlabLibrary, device: 'host' }, oversizeBytes: hostOversize },
-    { label: 'native(slab, cuda)', options: { library: exampleSlabLibrary, device: 0 }, oversizeBytes: 2 ** 50 },
+  plugin: [
+    { label: 'plugin(slab, host)', options: { library: exampleSlabLibrary, device: 'host' }, oversizeBytes: hostOversize },
+    { label: 'plugin(slab, cuda)', options: { library: exampleSlabLibrary, device: 0 }, oversizeBytes: 2 ** 50 },
   ],
   expandable: [
     // 1 GiB ranges on the host twin: many short-lived streams each reserve one.

@@ -1,17 +1,22 @@
 /**
- * The 'native' strategy: a plug-in library (gpumem/plugin.h) behind createAllocator. Option checks
- * and their messages, errors from loading that name the library, and the example slab library
- * (examples/cpp) on host memory with the native layers, statistics and the native replay loop.
- * The conformance suite runs over it too (tests/allocators.ts).
+ * The 'plugin' strategy: a plug-in library (gpumem/plugin.h) behind createAllocator. Its older name
+ * 'native', a deprecated alias; option checks and their messages, errors from loading that name the
+ * library, and the example slab library (examples/cpp) on host memory with the native layers,
+ * statistics and the native replay loop. The conformance suite runs over it too (tests/allocators.ts).
  */
 import { relative } from 'node:path';
-import { describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it, vi } from 'vitest';
 import {
   createAllocator,
+  hasAllocator,
+  HostAllocator,
   isOutOfMemory,
   listAllocators,
-  type NativePluginAllocator,
+  NativePluginAllocator,
+  PluginAllocator,
   pluginOptionString,
+  registerAllocator,
+  registerDeprecatedAlias,
   strategyInfo,
   type OutOfMemoryError,
 } from '@gpumem/allocator-core';
@@ -19,16 +24,73 @@ import { replayNative } from '@gpumem/allocator-core/tools';
 import { exampleSlabLibrary } from './plugin-library.js';
 
 const host = (options: Record<string, unknown> = {}) =>
-  createAllocator('native', { library: exampleSlabLibrary, device: 'host', ...options }) as NativePluginAllocator;
+  createAllocator('plugin', { library: exampleSlabLibrary, device: 'host', ...options }) as PluginAllocator;
 
-describe("'native' options", () => {
+// First in the file: the deprecation is said once per process, on the first creation by the old name.
+describe("'native', the older name of 'plugin' (deprecated, kept for one release)", () => {
+  afterEach(() => {
+    vi.restoreAllMocks();
+  });
+
+  it('creates the plug-in strategy, saying once that the name is deprecated and what to use', () => {
+    const warn = vi.spyOn(process, 'emitWarning').mockImplementation(() => undefined);
+    const made = [0, 1].map(() => createAllocator('native', { library: exampleSlabLibrary, device: 'host' }));
+    try {
+      for (const a of made) {
+        expect(a).toBeInstanceOf(PluginAllocator);
+        expect(a.name).toBe('plugin');
+      }
+      expect(warn).toHaveBeenCalledTimes(1);
+      expect(warn).toHaveBeenCalledWith("The allocator name 'native' is deprecated and will be removed in the next release; use 'plugin'", {
+        type: 'DeprecationWarning',
+        code: 'GPUMEM_ALLOCATOR_ALIAS',
+      });
+      host().dispose(); // the new name says nothing
+      expect(warn).toHaveBeenCalledTimes(1);
+    } finally {
+      for (const a of made) a.dispose();
+    }
+  });
+
+  it("is the same strategy to the registry, which lists it once, as 'plugin'", () => {
+    expect(hasAllocator('native')).toBe(true);
+    expect(strategyInfo('native')).toEqual(strategyInfo('plugin'));
+    const names = listAllocators().map((a) => a.name);
+    expect(names).toContain('plugin');
+    expect(names).not.toContain('native');
+    // The old exported names are the new classes and types.
+    expect(NativePluginAllocator).toBe(PluginAllocator);
+  });
+
+  it('checks options and refuses them as the new name does', () => {
+    expect(() => createAllocator('native', { library: exampleSlabLibrary, librar: 'x' } as never)).toThrow(
+      /Unknown option 'librar' for the 'plugin' allocator/,
+    );
+  });
+
+  it('cannot be taken by another strategy, nor an alias be registered over a strategy', () => {
+    const factory = () => new HostAllocator();
+    const info = { description: 'x', requiresCuda: false };
+    expect(() => registerAllocator('native', factory, info)).toThrow(
+      "'native' is the deprecated name of the registered allocator 'plugin'",
+    );
+    expect(() => registerDeprecatedAlias('native', 'host')).toThrow("An allocator named 'native' is already registered");
+    expect(() => registerDeprecatedAlias('host', 'plugin')).toThrow("An allocator named 'host' is already registered");
+    expect(() => registerDeprecatedAlias('old-thing', 'no-such-strategy')).toThrow(RangeError);
+    expect(() => registerDeprecatedAlias('Bad Name', 'plugin')).toThrow(TypeError);
+    registerDeprecatedAlias('native', 'plugin'); // the same alias again: another copy of the core
+    expect(strategyInfo('native').name).toBe('plugin');
+  });
+});
+
+describe("'plugin' options", () => {
   it('is registered as a strategy that needs options and takes the native layers', () => {
-    expect(strategyInfo('native')).toMatchObject({ requiresCuda: false, nativeLayers: true, requiresOptions: true });
+    expect(strategyInfo('plugin')).toMatchObject({ name: 'plugin', requiresCuda: false, nativeLayers: true, requiresOptions: true });
     expect(
       listAllocators()
         .filter((a) => !a.requiresOptions)
         .map((a) => a.name),
-    ).not.toContain('native');
+    ).not.toContain('plugin');
   });
 
   it('turns an options object into the key=value string and passes a string as is', () => {
@@ -65,7 +127,7 @@ describe("'native' options", () => {
       'an unknown key',
       { library: exampleSlabLibrary, librar: 'x' },
       TypeError,
-      /Unknown option 'librar' for the 'native' allocator; expected one of: library, options, device/,
+      /Unknown option 'librar' for the 'plugin' allocator; expected one of: library, options, device/,
     ],
     [
       'a device name',
@@ -81,8 +143,8 @@ describe("'native' options", () => {
     ],
     ['a bad limit', { library: exampleSlabLibrary, device: 'host', limitBytes: 0 }, RangeError, /limitBytes/],
   ])('rejects %s', (_label, options, type, message) => {
-    expect(() => createAllocator('native', options as never)).toThrow(type);
-    expect(() => createAllocator('native', options as never)).toThrow(message);
+    expect(() => createAllocator('plugin', options as never)).toThrow(type);
+    expect(() => createAllocator('plugin', options as never)).toThrow(message);
   });
 
   it('names the library and the cause when it cannot be loaded or refuses its options', () => {
@@ -105,7 +167,7 @@ describe("'native' options", () => {
   });
 });
 
-describe("'native' over the example slab library (host memory)", () => {
+describe("'plugin' over the example slab library (host memory)", () => {
   it("reports the library's reserved bytes and upstream calls beside gpumem's exact counts", () => {
     const a = host();
     try {

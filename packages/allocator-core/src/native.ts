@@ -90,9 +90,9 @@ export interface NativeReplay {
  * checks them again by name, so a strategy's options are not listed here.
  */
 export type ChainSpec = {
-  /** The strategy's native name: 'host', 'cuda', 'pool', ..., or 'native' (a plug-in library). */
+  /** The strategy's native name: 'host', 'cuda', 'pool', ..., or 'plugin' (a plug-in library). */
   strategy: string;
-  /** The device's CUDA ordinal (default 0); ignored by 'host' and by a pool over host memory; 'native' and 'expandable': -1 is the host. */
+  /** The device's CUDA ordinal (default 0); ignored by 'host' and by a pool over host memory; 'plugin' and 'expandable': -1 is the host. */
   device?: number;
   /** Devices that may read and write the memory (memory on a CUDA device only; checked again natively). */
   peerAccess?: number[];

@@ -163,6 +163,6 @@ describe('the peerAccess registry flag', () => {
   it('is set for the strategies over device memory and not for the host ones', () => {
     expect(strategyInfo('cuda').peerAccess).toBe(true);
     expect(strategyInfo('host').peerAccess).toBe(false);
-    expect(strategyInfo('native').peerAccess).toBe(false);
+    expect(strategyInfo('plugin').peerAccess).toBe(false);
   });
 });

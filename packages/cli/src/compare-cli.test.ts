@@ -63,7 +63,7 @@ describe('gpumem compare (CPU)', () => {
     // every registered strategy that runs without a GPU and needs no options (plug-ins included)
     const names = [...rows.keys()];
     expect(names).toEqual(expect.arrayContaining(['arena', 'host', 'pool']));
-    for (const gpuOnly of ['cuda', 'uvm', 'async', 'native']) expect(names).not.toContain(gpuOnly);
+    for (const gpuOnly of ['cuda', 'uvm', 'async', 'plugin']) expect(names).not.toContain(gpuOnly);
     expect(r.stdout).toMatch(new RegExp(`report: ${report.replaceAll('.', '\\.')}`));
     expect(readFileSync(report, 'utf8')).toMatch(/<html/i);
     expect(JSON.parse(readFileSync(trace, 'utf8')).traceEvents.length).toBeGreaterThan(0);

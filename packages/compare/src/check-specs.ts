@@ -1,6 +1,6 @@
 /**
  * Allocator specs checked before any run: each spec that carries options (or whose strategy cannot
- * be made without them, e.g. 'native') is made once and disposed, so a bad option fails the command
+ * be made without them, e.g. 'plugin') is made once and disposed, so a bad option fails the command
  * at once instead of when that allocator's turn comes. Only argument errors (TypeError, RangeError,
  * which the strategies throw for options they refuse) count; a failure of the machine (no CUDA
  * device, out of memory) is left for the run itself to report.

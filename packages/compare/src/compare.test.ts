@@ -84,18 +84,24 @@ describe('allocator specs', () => {
     expect(parseAllocatorList('pool, async:releaseThreshold=0').map((s) => s.label)).toEqual(['pool', 'async:releaseThreshold=0']);
   });
 
-  it("passes paths through as strings: a plug-in library for 'native'", () => {
-    expect(parseAllocatorSpec('native:library=./libslab.so')).toEqual({
+  it("passes paths through as strings: a plug-in library for 'plugin'", () => {
+    expect(parseAllocatorSpec('plugin:library=./libslab.so')).toEqual({
       label: 'slab', // the library's name, not the whole spec
-      name: 'native',
+      name: 'plugin',
       options: { library: './libslab.so' },
     });
-    expect(parseAllocatorSpec('native:library=/opt/gpumem-1.2/lib/libslab.so:options.slab_bytes=2MiB:device=host').options).toEqual({
+    // 'native', the deprecated name of 'plugin': labelled the same way
+    expect(parseAllocatorSpec('native:library=./libslab.so:options=a=1')).toEqual({
+      label: 'slab:options=a=1',
+      name: 'native',
+      options: { library: './libslab.so', options: 'a=1' },
+    });
+    expect(parseAllocatorSpec('plugin:library=/opt/gpumem-1.2/lib/libslab.so:options.slab_bytes=2MiB:device=host').options).toEqual({
       library: '/opt/gpumem-1.2/lib/libslab.so',
       options: { slab_bytes: 2 * 2 ** 20 },
       device: 'host',
     });
-    expect(parseAllocatorSpec('native:library=2.0/libslab.so:options=slab_bytes=1MiB;max_class=4096').options).toEqual({
+    expect(parseAllocatorSpec('plugin:library=2.0/libslab.so:options=slab_bytes=1MiB;max_class=4096').options).toEqual({
       library: '2.0/libslab.so',
       options: 'slab_bytes=1MiB;max_class=4096',
     });

@@ -10,8 +10,9 @@ import { parseSize } from '@gpumem/allocator-core';
 /** A strategy name, its options, and the label its run is reported under. */
 export interface AllocatorSpec {
   /**
-   * The run's label: the spec as written, except for a 'native' plug-in, which is named after its
-   * library file (`native:library=./build/libslab.so:options=x` is `slab:options=x`).
+   * The run's label: the spec as written, except for a 'plugin' library ('native', its deprecated
+   * name, too), which is named after its library file (`plugin:library=./build/libslab.so:options=x`
+   * is `slab:options=x`).
    */
   label: string;
   name: string;
@@ -67,14 +68,14 @@ export function parseAllocatorSpec(spec: string): AllocatorSpec {
     }
     setOption(options, pair.slice(0, eq), parseOptionValue(pair.slice(eq + 1), pair.slice(0, eq)), spec);
   }
-  return { label: name === 'native' ? nativeLabel(spec, pairs) : spec, name, options };
+  return { label: name === 'plugin' || name === 'native' ? pluginLabel(spec, pairs) : spec, name, options };
 }
 
 /**
- * A native plug-in's label: its library file's name without the `lib` prefix and the extension,
+ * A plug-in library's label: its library file's name without the `lib` prefix and the extension,
  * then its other options as written; the spec as written when there is no library.
  */
-function nativeLabel(spec: string, pairs: readonly string[]): string {
+function pluginLabel(spec: string, pairs: readonly string[]): string {
   const library = pairs.find((p) => p.startsWith('library='));
   if (library === undefined) return spec;
   const file = library.slice('library='.length).split(/[\\/]/).at(-1)!;
@@ -91,7 +92,7 @@ export function parseAllocatorList(list: string): AllocatorSpec[] {
     .filter(Boolean);
   const specs = written.map(parseAllocatorSpec);
   if (specs.length === 0) throw new RangeError(`Expected at least one allocator but received '${list}'`);
-  // Two native libraries of one file name in different folders: each is labelled as written.
+  // Two plug-in libraries of one file name in different folders: each is labelled as written.
   specs.forEach((s, i) => {
     if (specs.some((o, j) => j !== i && o.label === s.label && written[j] !== written[i])) s.label = written[i]!;
   });

@@ -18,10 +18,13 @@ createAllocator('host', { limitbytes: 5 });
 
 // The types come from each strategy's options definition: kinds, literal sets and required keys.
 createAllocator('pool', { upstream: 'host', faultInjection: { failEvery: 2 }, peerAccess: [1] });
-createAllocator('native', { library: './libslab.so', options: { slab_bytes: 1 << 20 }, device: 'host' });
+createAllocator('plugin', { library: './libslab.so', options: { slab_bytes: 1 << 20 }, device: 'host' });
+createAllocator('native', { library: './libslab.so' }); // the deprecated name: typed as 'plugin'
 // @ts-expect-error a value outside a oneOf option's set
 createAllocator('pool', { upstream: 'gpu' });
 // @ts-expect-error a wrong type inside a shared native-layer option
 createAllocator('host', { faultInjection: { failEvery: 'often' } });
 // @ts-expect-error a required option left out
+createAllocator('plugin', { device: 'host' });
+// @ts-expect-error a required option left out, by the deprecated name
 createAllocator('native', { device: 'host' });
