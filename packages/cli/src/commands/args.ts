@@ -101,6 +101,13 @@ export function parseFlags(
   return values;
 }
 
+/**
+ * A number as flags take it: decimal digits (an underscore may group them: 1_000_000), an optional
+ * fraction and exponent (2e6). Not hexadecimal, octal or binary, and no spaces, which Number() would
+ * take ('0x10' is 16, ' 8 ' is 8).
+ */
+const decimalPattern = /^[+-]?(?=\.?\d)(?:\d(?:_?\d)*)?(?:\.\d(?:_?\d)*)?(?:[eE][+-]?\d+)?$/;
+
 function parseValue(raw: string, name: string, spec: Exclude<FlagSpec, { type: 'boolean' }>, command: string): string | number {
   if (spec.type === 'string') {
     const current = spec.choiceAliases?.[raw];
@@ -117,9 +124,9 @@ function parseValue(raw: string, name: string, spec: Exclude<FlagSpec, { type: '
     }
     return raw;
   }
-  const value = Number(raw.replaceAll('_', ''));
+  const value = decimalPattern.test(raw) ? Number(raw.replaceAll('_', '')) : Number.NaN;
   const kind = spec.type === 'int' ? 'an integer' : 'a number';
-  if (raw.trim() === '' || !Number.isFinite(value) || (spec.type === 'int' && !Number.isSafeInteger(value))) {
+  if (!Number.isFinite(value) || (spec.type === 'int' && !Number.isSafeInteger(value))) {
     throw new UsageError(`gpumem ${command}: '--${name}' must be ${kind} (received '${raw}')`);
   }
   if (spec.min !== undefined && value < spec.min)
