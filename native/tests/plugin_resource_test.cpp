@@ -199,7 +199,7 @@ TEST_CASE("without library stats gpumem counts stand") {
 
 TEST_CASE("chain builder puts the common layers over the plugin") {
   chain_spec s;
-  s.strategy = "native";
+  s.strategy = "plugin";
   s.device = -1;
   s.options<native_spec>().library = slab_library;
   s.limit_bytes = 2 << 20;
@@ -225,7 +225,15 @@ TEST_CASE("chain builder puts the common layers over the plugin") {
   s.options<native_spec>().library = slab_library;
   s.device = -2;
   CHECK_THROWS_AS(build_chain(s), invalid_argument);
-  CHECK_EQ(parse_strategy("native").name, std::string("native"));
+  // 'native', the strategy's older name, still builds it.
+  CHECK_EQ(parse_strategy("native").name, std::string("plugin"));
+  s.device = -1;
+  s.strategy = "native";
+  layers.clear();
+  for (const auto& n : chain_layers(s)) layers += (layers.empty() ? "" : " ") + n;
+  CHECK_EQ(layers, std::string("plugin fault limit track"));
+  resource_chain by_alias = build_chain(s);
+  CHECK(by_alias.top().kind() == memory_kind::host);
 }
 
 TEST_CASE("calls from several threads") {

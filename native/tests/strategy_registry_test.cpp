@@ -1,7 +1,8 @@
 // The strategy registry (gpumem/strategy_registry.hpp) and libgpumem_torch's configuration, which
 // reads it (src/torch/config.cpp, no CUDA): every descriptor is complete and parses its own defaults,
 // bad values and unknown keys are errors naming the key, the chain builder takes every registered
-// name, and GPUMEM_ALLOCATOR accepts exactly the registered names whose memory kernels can use.
+// name, and GPUMEM_ALLOCATOR accepts exactly the registered names whose memory kernels can use (and
+// their older names, the aliases, with a warning).
 #include <algorithm>
 #include <map>
 #include <set>
@@ -41,6 +42,11 @@ std::string torch_config(const std::map<std::string, std::string>& vars, torch::
 
 bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
 
+// A strategy's name or alias is one lower-case word: a GPUMEM_ALLOCATOR value and part of variable names.
+bool is_word(const std::string& name) {
+  return !name.empty() && name.find_first_not_of("abcdefghijklmnopqrstuvwxyz") == std::string::npos;
+}
+
 }  // namespace
 
 TEST_CASE("registry lists the strategies of GPUMEM_STRATEGIES in order") {
@@ -58,18 +64,21 @@ TEST_CASE("registry lists the strategies of GPUMEM_STRATEGIES in order") {
     CHECK(strategies()[i] == listed[i]);
     CHECK_EQ(strategies()[i]->name, listed_names[i]);  // X(name) declares name_strategy(), named name
   }
+  // Each name and each alias (an older name, still accepted) finds its strategy, and no other.
   std::set<std::string> names;
   for (const strategy_descriptor* d : strategies()) {
-    CAPTURE(d->name);
-    CHECK(names.insert(d->name).second);  // no name twice
-    // A name is one lower-case word: it is a GPUMEM_ALLOCATOR value and part of variable names.
-    CHECK(!d->name.empty());
-    CHECK(d->name.find_first_not_of("abcdefghijklmnopqrstuvwxyz") == std::string::npos);
-    CHECK(find_strategy(d->name) == d);
-    CHECK(&parse_strategy(d->name) == d);
-    chain_spec spec;
-    spec.strategy = d->name;
-    CHECK(&strategy_of(spec) == d);
+    std::vector<std::string> own{d->name};
+    own.insert(own.end(), d->aliases.begin(), d->aliases.end());
+    for (const std::string& name : own) {
+      CAPTURE(name);
+      CHECK(names.insert(name).second);  // no name twice
+      CHECK(is_word(name));
+      CHECK(find_strategy(name) == d);
+      CHECK(&parse_strategy(name) == d);
+      chain_spec spec;
+      spec.strategy = name;
+      CHECK(&strategy_of(spec) == d);
+    }
   }
   CHECK(find_strategy("managed") == nullptr);
   CHECK(find_strategy("") == nullptr);
@@ -236,8 +245,19 @@ TEST_CASE("registry json lists every strategy") {
   CHECK_EQ(json.back(), ']');
   for (const strategy_descriptor* d : strategies()) {
     CAPTURE(d->name);
-    CHECK(contains(json, "\"name\":\"" + d->name + "\""));
-    for (const option_descriptor& o : d->options) CHECK(contains(json, "\"key\":\"" + o.key + "\""));
+    // Listed once, by its name, with its aliases.
+    std::string aliases;
+    for (const std::string& alias : d->aliases) {
+      aliases += (aliases.empty() ? "\"" : ",\"") + alias + "\"";
+      CHECK(!contains(json, "\"name\":\"" + alias + "\""));
+    }
+    CHECK(contains(json, "\"name\":\"" + d->name + "\",\"aliases\":[" + aliases + "]"));
+    for (const option_descriptor& o : d->options) {
+      CAPTURE(o.key);
+      CHECK(contains(json, "\"key\":\"" + o.key + "\""));
+      // The variable's older spellings, under the strategy's aliases.
+      for (const std::string& old : option_env_aliases(*d, o)) CHECK(contains(json, "\"" + old + "\""));
+    }
   }
   CHECK(contains(json, "\"env\":\"GPUMEM_POOL_MAX_RESERVED\""));
   CHECK(contains(json, "\"kernelMemory\":false"));
@@ -264,11 +284,29 @@ TEST_CASE("torch accepts exactly the registered names") {
         CHECK(c.strategy == d);
         CHECK_EQ(c.spec.strategy, d->name);
         CHECK(contains(torch::describe(c), "strategy=" + d->name + " "));
+        CHECK_EQ(c.warning, std::string(""));
       }
     } else {
       // Registered, but its memory is no use to CUDA kernels: rejected saying so.
       CHECK(contains(error, "GPUMEM_ALLOCATOR='" + d->name + "'"));
       CHECK(contains(error, "not usable by CUDA kernels"));
+    }
+    // An alias (an older name) is read as the name, with a warning naming what to write instead.
+    for (const std::string& alias : d->aliases) {
+      CAPTURE(alias);
+      vars["GPUMEM_ALLOCATOR"] = alias;
+      torch::config by_alias;
+      const std::string alias_error = torch_config(vars, &by_alias);
+      if (!d->flags.kernel_memory) {
+        CHECK(contains(alias_error, "not usable by CUDA kernels"));
+        continue;
+      }
+      CHECK_EQ(alias_error, std::string(""));
+      if (!alias_error.empty()) continue;
+      CHECK(by_alias.strategy == d);
+      CHECK_EQ(by_alias.spec.strategy, d->name);
+      CHECK(contains(by_alias.warning, "GPUMEM_ALLOCATOR=" + alias + " is deprecated"));
+      CHECK(contains(by_alias.warning, "use GPUMEM_ALLOCATOR=" + d->name));
     }
   }
   // An unregistered name is told the names kernels can use, in the registry's order.
@@ -276,7 +314,7 @@ TEST_CASE("torch accepts exactly the registered names") {
   for (const strategy_descriptor* d : strategies()) {
     if (d->flags.kernel_memory) usable += (usable.empty() ? "" : ", ") + d->name;
   }
-  for (const char* name : {"bogus", "managed", "plugin", "pools"}) {
+  for (const char* name : {"bogus", "managed", "plugins", "pools"}) {
     CAPTURE(name);
     const std::string error = torch_config({{"GPUMEM_ALLOCATOR", name}});
     CHECK(contains(error, std::string("GPUMEM_ALLOCATOR='") + name + "'"));
@@ -345,25 +383,42 @@ TEST_CASE("torch bad values name the variable") {
   }
   CHECK(contains(torch_config({{"GPUMEM_POOL_MAX_RESERVED", "2MB"}}), "(0: no cap)"));
   // Another strategy's variable that means nothing without it.
-  CHECK(contains(torch_config({{"GPUMEM_NATIVE_LIBRARY", "/x.so"}}), "GPUMEM_NATIVE_LIBRARY='/x.so' is not valid: expected GPUMEM_ALLOCATOR=native"));
+  CHECK(contains(torch_config({{"GPUMEM_PLUGIN_LIBRARY", "/x.so"}}), "GPUMEM_PLUGIN_LIBRARY='/x.so' is not valid: expected GPUMEM_ALLOCATOR=plugin"));
+  // ... also by its deprecated name, which the message keeps.
+  CHECK(contains(torch_config({{"GPUMEM_NATIVE_LIBRARY", "/x.so"}}), "GPUMEM_NATIVE_LIBRARY='/x.so' is not valid: expected GPUMEM_ALLOCATOR=plugin"));
   CHECK(contains(torch_config({{"GPUMEM_PLUGIN_OPTIONS", "a=1"}}), "GPUMEM_PLUGIN_OPTIONS"));
+  CHECK(contains(torch_config({{"GPUMEM_ALLOCATOR", "plugin"}}),
+                 "GPUMEM_ALLOCATOR=plugin needs GPUMEM_PLUGIN_LIBRARY=<path of a gpumem plug-in library>"));
   CHECK(contains(torch_config({{"GPUMEM_ALLOCATOR", "native"}}),
-                 "GPUMEM_ALLOCATOR=native needs GPUMEM_NATIVE_LIBRARY=<path of a gpumem plug-in library>"));
+                 "GPUMEM_ALLOCATOR=plugin needs GPUMEM_PLUGIN_LIBRARY=<path of a gpumem plug-in library>"));
 }
 
-TEST_CASE("torch plugin prefix is a deprecated alias of native") {
+TEST_CASE("torch plugin prefix and the native spellings are deprecated spellings of plugin") {
   torch::config c;
   REQUIRE_EQ(torch_config({{"GPUMEM_ALLOCATOR", "plugin:/Some/Lib.so"}, {"GPUMEM_PLUGIN_OPTIONS", "a=1"}}, &c), std::string(""));
-  CHECK_EQ(c.strategy->name, std::string("native"));
+  CHECK_EQ(c.strategy->name, std::string("plugin"));
   CHECK_EQ(c.spec.options<native_spec>().library, std::string("/Some/Lib.so"));  // the path keeps its case
   CHECK_EQ(c.spec.options<native_spec>().options, std::string("a=1"));
   CHECK(contains(c.warning, "deprecated"));
-  CHECK_EQ(torch::describe(c), std::string("strategy=native plugin.library=/Some/Lib.so plugin.options=a=1 oom=raise"));
+  CHECK_EQ(torch::describe(c), std::string("strategy=plugin plugin.library=/Some/Lib.so plugin.options=a=1 oom=raise"));
   CHECK(contains(torch_config({{"GPUMEM_ALLOCATOR", "plugin:"}}), "plugin:<path of a gpumem plug-in library>"));
   CHECK(contains(torch_config({{"GPUMEM_ALLOCATOR", "plugin:/a.so"}, {"GPUMEM_NATIVE_LIBRARY", "/b.so"}}),
                  "GPUMEM_NATIVE_LIBRARY='/b.so' is not valid"));
-  REQUIRE_EQ(torch_config({{"GPUMEM_ALLOCATOR", "native"}, {"GPUMEM_NATIVE_LIBRARY", "/a.so"}}, &c), std::string(""));
+  CHECK(contains(torch_config({{"GPUMEM_ALLOCATOR", "plugin:/a.so"}, {"GPUMEM_PLUGIN_LIBRARY", "/b.so"}}),
+                 "GPUMEM_PLUGIN_LIBRARY='/b.so' is not valid"));
+  // The current spellings: no warning.
+  REQUIRE_EQ(torch_config({{"GPUMEM_ALLOCATOR", "plugin"}, {"GPUMEM_PLUGIN_LIBRARY", "/a.so"}}, &c), std::string(""));
+  CHECK_EQ(c.spec.options<native_spec>().library, std::string("/a.so"));
   CHECK(c.warning.empty());
+  // The older name and variable: read, each with a warning naming what to write instead.
+  REQUIRE_EQ(torch_config({{"GPUMEM_ALLOCATOR", "native"}, {"GPUMEM_NATIVE_LIBRARY", "/a.so"}}, &c), std::string(""));
+  CHECK_EQ(c.strategy->name, std::string("plugin"));
+  CHECK_EQ(c.spec.options<native_spec>().library, std::string("/a.so"));
+  CHECK(contains(c.warning, "GPUMEM_ALLOCATOR=native is deprecated"));
+  CHECK(contains(c.warning, "GPUMEM_NATIVE_LIBRARY is deprecated and will be removed; use GPUMEM_PLUGIN_LIBRARY"));
+  // Both spellings of one variable: one would be ignored, so neither is.
+  CHECK(contains(torch_config({{"GPUMEM_ALLOCATOR", "plugin"}, {"GPUMEM_PLUGIN_LIBRARY", "/a.so"}, {"GPUMEM_NATIVE_LIBRARY", "/b.so"}}),
+                 "GPUMEM_NATIVE_LIBRARY='/b.so' is not valid: expected GPUMEM_PLUGIN_LIBRARY alone"));
 }
 
 TEST_CASE("torch variables come from the descriptors") {
@@ -374,6 +429,8 @@ TEST_CASE("torch variables come from the descriptors") {
     for (const option_descriptor& o : d->options) {
       CAPTURE(o.key);
       if (!o.env.empty()) CHECK(std::find(vars.begin(), vars.end(), o.env) != vars.end());
+      // The older spellings are still read, so they are still known.
+      for (const std::string& old : option_env_aliases(*d, o)) CHECK(std::find(vars.begin(), vars.end(), old) != vars.end());
     }
   }
   std::vector<std::pair<std::string, std::string>> parsed;
