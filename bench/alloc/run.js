@@ -5,7 +5,7 @@
 //   node bench/alloc/run.js [--out bench/alloc/out/alloc.json] [--quick] [--allocators pool,async,...]
 //
 // On a machine without a GPU only the host strategies run. Strategies that cannot be made without
-// options ('native' needs its library) are left out with a note. Medians over repeated batches;
+// options ('plugin' needs its library) are left out with a note. Medians over repeated batches;
 // each batch is timed as a whole (steady clock) and divided by its number of pairs.
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { dirname } from 'node:path';
@@ -30,7 +30,7 @@ const usage = `Usage: node bench/alloc/run.js [--out FILE] [--quick] [--allocato
   --out FILE         where to write the JSON (default bench/alloc/out/alloc.json)
   --quick            fewer iterations (a smoke run)
   --allocators LIST  comma-separated registered strategies (default: every one that can run here
-                     and needs no options; 'native' needs its library and is left out)`;
+                     and needs no options; 'plugin' needs its library and is left out)`;
 
 function parseArgs(argv) {
   const args = { out: 'bench/alloc/out/alloc.json', quick: false, allocators: undefined };
@@ -147,7 +147,7 @@ function main() {
       process.exit(2);
     }
   }
-  // A strategy that cannot be made without options (e.g. 'native': its library) is not measured.
+  // A strategy that cannot be made without options (e.g. 'plugin': its library) is not measured.
   const needOptions = (args.allocators ?? registered).filter((name) => strategies.find((s) => s.name === name).requiresOptions);
   if (needOptions.length > 0)
     process.stderr.write(
