@@ -6,13 +6,15 @@
 // (gpumem/strategy_registry.hpp, defined in the resource's own .cpp); the builder adds the layers any
 // strategy may have and decides their order. Layer order, bottom to top (each optional layer only
 // when asked for):
-//   leaf            the strategy's driver calls: host, cuda (cudaMalloc), managed, async, pinned
+//   leaf            the strategy's driver calls (its descriptor's make_leaf), e.g. host, cuda
+//                   (cudaMalloc), managed (uvm_resource), async, tiered, pinned
 //                   (cudaHostAlloc, strategy 'pinned'), or a plug-in library's (plugin_resource,
 //                   strategy 'plugin');
 //   fault           fault_injecting_adaptor, right over the leaf: fails what the driver is asked;
 //   limit           limiting_adaptor: caps the bytes taken from the (possibly failing) leaf;
-//   strategy layer  pool_resource ('pool', 'pinned') or prefetch_adaptor ('uvm' with prefetch on allocate),
-//                   over the limited leaf, so that the limit caps what the strategy reserves;
+//   strategy layer  the descriptor's make_layer, e.g. pool_resource ('pool', 'pinned') or prefetch_adaptor
+//                   ('uvm' with prefetch on allocate), over the limited leaf, so that the limit caps
+//                   what the strategy reserves;
 //   tracking        tracking_adaptor on top: records every call as the user made it.
 //
 // 'expandable' maps granules into virtual ranges rather than taking allocations from an upstream,
@@ -47,7 +49,7 @@ struct fault_spec {
 };
 
 // A strategy by its registered name and its own options, plus the layers any strategy may have.
-// Nothing here names a strategy: each strategy's options struct (pool_spec in pool_resource.hpp,
+// The type names no strategy (the comments name some as examples): each strategy's options struct (pool_spec in pool_resource.hpp,
 // uvm_spec in uvm_resource.hpp, ...) is declared beside its resource, named by its descriptor
 // (strategy_descriptor::options_type) and held here type-erased. C++ callers fill it through
 // options<T>():
@@ -56,11 +58,12 @@ struct fault_spec {
 //   s.strategy = "pool";
 //   s.options<pool_spec>().upstream = pool_upstream::host;
 struct chain_spec {
-  // A registered strategy's name (gpumem/strategy_registry.hpp: "host", "cuda", "uvm", "pool",
-  // "async", "plugin", "expandable", "pinned", "tiered"; 'native' is the plug-in's older name, still
-  // accepted); validate() rejects any other.
+  // A registered strategy's name, or one of its older names (GPUMEM_STRATEGIES in
+  // gpumem/strategy_registry.hpp; strategies() lists them); validate() rejects any other.
   std::string strategy = "host";
-  int device = 0;  // CUDA ordinal; ignored by 'host' and by a pool over host memory; 'plugin': -1 is the host
+  // CUDA ordinal; ignored by memory on the host ('host', a pool over host memory); a strategy with
+  // the hostDevice flag takes -1 for host memory.
+  int device = 0;
   // Devices that may read and write the memory (the peerAccess option), for strategies whose memory
   // is on a CUDA device: 'cuda' and 'pool' over cudaMalloc (cudaDeviceEnablePeerAccess), 'async'
   // (cudaMemPoolSetAccess), 'expandable' and 'tiered' over CUDA VMM (cuMemSetAccess); 'uvm' and

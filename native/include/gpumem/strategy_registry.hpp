@@ -1,7 +1,9 @@
 // One descriptor per strategy: its name, its layer in the chain, its capability flags, its options
 // (key, kind, default, help) and the hooks that build it. The chain builder (chain_builder.cpp), the
-// Node binding (binding/resource_object.cpp) and libgpumem_torch (torch/config.cpp) all read these
-// descriptors; none of them keeps a per-strategy switch or key list of its own.
+// Node binding (binding/resource_object.cpp), libgpumem_torch (torch/config.cpp) and the TypeScript
+// strategy packages (their options.generated.ts, written by scripts/sync-strategies.mjs) all read
+// these descriptors; none of them keeps a per-strategy switch or key list of its own. A descriptor
+// writes each option in one line (gpumem/strategy_options.hpp).
 //
 // Each descriptor is defined in its resource's own .cpp (pool_strategy() in pool_resource.cpp, ...).
 // They are collected by an explicit list, GPUMEM_STRATEGIES below, rather than by static registrars:
@@ -14,7 +16,7 @@
 // its descriptor (options_type); a chain_spec holds it type-erased (chain_spec::options<T>()), so
 // neither chain_spec nor the builder names any strategy. Adding a strategy touches its resource's
 // header and .cpp (the resource, its options struct, its descriptor function; native/CMakeLists.txt
-// globs src/core/resources/*.cpp) and one line in GPUMEM_STRATEGIES below.
+// globs src/core/resources/*.cpp) and one line in GPUMEM_STRATEGIES below: nothing else.
 #pragma once
 #include <cstdint>
 #include <functional>
@@ -30,8 +32,6 @@
 #include "gpumem/physical_memory.hpp"
 
 namespace gpumem {
-
-struct pool_options;  // gpumem/pool_resource.hpp
 
 // Every strategy, in the order of the registry (and of the lists error messages give): X(name)
 // declares `const strategy_descriptor& name_strategy()`, defined in the resource's own .cpp.
@@ -70,6 +70,13 @@ struct option_descriptor {
   std::vector<std::string> choices;   // choice: the accepted values, in the order messages list them
   std::string default_text;           // the default in the option's text form ("" where unset by default)
   std::string help;                   // one line
+  // The longer documentation (the TSDoc of the TypeScript option scripts/sync-strategies.mjs
+  // generates); "" where the help says it all.
+  std::string doc;
+  // A choice that says where the memory is: 'host' is host memory, any other choice memory of the
+  // CUDA device `device`. The TypeScript option also takes 'auto', its default there: the first
+  // other choice where a CUDA device is present, else 'host'.
+  bool placement = false;
   unsigned fronts = front_both;
   // libgpumem_torch: the variable that sets it (empty: not settable there).
   std::string env;
@@ -154,12 +161,6 @@ struct strategy_descriptor {
 GPUMEM_STRATEGIES(GPUMEM_DECLARE_STRATEGY)
 #undef GPUMEM_DECLARE_STRATEGY
 
-// The pool's size options (maxReservedBytes, smallRequestLimit, smallSegmentBytes,
-// largeSegmentRounding) over the pool_options `of` selects (`read` reads them): shared by 'pool' and
-// 'pinned', the same pool over another upstream (defined in pool_resource.cpp).
-std::vector<option_descriptor> pool_size_options(pool_options& (*of)(chain_spec& spec),
-                                                const pool_options& (*read)(const chain_spec& spec));
-
 // Every registered strategy, in the order of GPUMEM_STRATEGIES.
 const std::vector<const strategy_descriptor*>& strategies();
 // The strategy named `name` (or by one of its aliases), or nullptr.
@@ -183,9 +184,10 @@ std::string option_text_expected(const option_descriptor& option);
 std::string option_text(const option_value& value);
 
 // The registry as JSON: [{"name", "aliases", "description", "layer", "wraps", "flags": {...},
-// "options": [{"key", "kind", "minimum", "choices", "default", "help", "js", "env", "envAliases",
-// "required"}]}]. Each strategy is listed once, by its name; "aliases" are its deprecated names and
-// "envAliases" the deprecated spellings of an option's variable (option_env_aliases).
+// "options": [{"key", "kind", "minimum", "choices", "default", "help", "doc", "placement", "js",
+// "env", "envAliases", "required"}]}]. Each strategy is listed once, by its name; "aliases" are its
+// deprecated names and "envAliases" the deprecated spellings of an option's variable
+// (option_env_aliases).
 std::string strategies_json();
 
 }  // namespace gpumem

@@ -256,6 +256,8 @@ Napi::Value Strategies(const Napi::CallbackInfo& info) {
         if (!od.default_text.empty() && parse_option_text(od, od.default_text, def)) oo.Set("default", option_js(env, def));
         oo.Set("required", od.required);
         oo.Set("help", od.help);
+        if (!od.doc.empty()) oo.Set("doc", od.doc);
+        if (od.placement) oo.Set("placement", true);
         options.Set(n++, oo);
       }
       o.Set("options", options);

@@ -283,7 +283,8 @@ std::string strategies_json() {
       if (!o.default_text.empty() && !parse_option_text(o, o.default_text, def)) def = std::monostate{};
       out += "{\"key\":" + json_string(o.key) + ",\"kind\":" + json_string(option_kind_name(o.kind)) +
              ",\"minimum\":" + std::to_string(o.minimum) + ",\"choices\":" + json_strings(o.choices) + ",\"default\":" + json_value(def) +
-             ",\"help\":" + json_string(o.help) + ",\"js\":" + ((o.fronts & front_js) ? "true" : "false") +
+             ",\"help\":" + json_string(o.help) + ",\"doc\":" + json_string(o.doc) +
+             ",\"placement\":" + (o.placement ? "true" : "false") + ",\"js\":" + ((o.fronts & front_js) ? "true" : "false") +
              ",\"env\":" + (o.env.empty() ? std::string("null") : json_string(o.env)) +
              ",\"envAliases\":" + json_strings(option_env_aliases(*d, o)) +
              ",\"required\":" + (o.required ? "true" : "false") + "}";

@@ -3,14 +3,13 @@
 #include <limits>
 
 #include "../cuda_check.hpp"
-#include "gpumem/strategy_registry.hpp"
+#include "gpumem/strategy_options.hpp"
 
 namespace gpumem {
 
 namespace {
 
 // The options of strategy 'async' in a chain_spec (its descriptor's options_type).
-async_options& own(chain_spec& spec) { return spec.options<async_options>(); }
 const async_options& own(const chain_spec& spec) { return spec.options<async_options>(); }
 
 }  // namespace
@@ -170,19 +169,10 @@ const strategy_descriptor& async_strategy() {
     d.options_type = &typeid(async_options);
     d.flags.requires_cuda = true;
     d.flags.peer_access = true;
-    option_descriptor threshold;
-    threshold.key = "releaseThreshold";
-    threshold.kind = option_kind::bytes;
-    threshold.help = "idle bytes the pool keeps at a synchronisation point (unset: keep everything)";
-    threshold.env = "GPUMEM_ASYNC_RELEASE_THRESHOLD";
-    threshold.label = "async.release_threshold";
-    threshold.unset_text = "keep-all";
-    threshold.apply = [](chain_spec& spec, const option_value& v) { own(spec).release_threshold = std::get<std::uint64_t>(v); };
-    threshold.read = [](const chain_spec& spec) -> option_value {
-      if (own(spec).release_threshold == std::numeric_limits<std::uint64_t>::max()) return std::monostate{};
-      return own(spec).release_threshold;
-    };
-    d.options = {threshold};
+    d.options = {bytes_option<&async_options::release_threshold>(
+                     "releaseThreshold", "idle bytes the pool keeps at a synchronisation point (unset: keep everything)")
+                     .unset_at(std::numeric_limits<std::uint64_t>::max())
+                     .env("GPUMEM_ASYNC_RELEASE_THRESHOLD", "async.release_threshold").unset_text("keep-all")};
     d.leaf_name = [](const chain_spec&) { return "async"; };
     d.make_leaf = [](const chain_spec& spec, chain_build&) -> std::unique_ptr<memory_resource> {
       async_options o = own(spec);

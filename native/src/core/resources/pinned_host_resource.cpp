@@ -6,14 +6,13 @@
 #include <limits>
 
 #include "../cuda_check.hpp"
+#include "pool_options.hpp"
 #include "gpumem/host_resource.hpp"
-#include "gpumem/strategy_registry.hpp"
 
 namespace gpumem {
 namespace {
 
 // The options of strategy 'pinned' in a chain_spec (its descriptor's options_type).
-pinned_spec& own(chain_spec& spec) { return spec.options<pinned_spec>(); }
 const pinned_spec& own(const chain_spec& spec) { return spec.options<pinned_spec>(); }
 
 constexpr std::uint64_t max_u64 = std::numeric_limits<std::uint64_t>::max();
@@ -195,32 +194,20 @@ const strategy_descriptor& pinned_strategy() {
     strategy_descriptor d;
     d.name = "pinned";
     d.description =
-        "caching pool over mapped pinned host memory (cudaHostAlloc): kernels read and write it in place (plain host "
-        "memory without a GPU)";
+        "caching pool over mapped pinned host memory that kernels use in place: 512 B rounding, 2 MiB segments, per-stream "
+        "free lists, pins at most what the host has available (host memory without a GPU)";
     d.options_type = &typeid(pinned_spec);
     d.layer = strategy_layer::cache;
     d.wraps = "mapped pinned host memory (upstream 'pinned') or plain host memory (upstream 'host')";
     d.flags.capturable = true;
     d.flags.host_memory = true;
     d.flags.peer_access = true;
-    option_descriptor upstream;
-    upstream.key = "upstream";
-    upstream.kind = option_kind::choice;
-    upstream.choices = {"pinned", "host"};
-    upstream.default_text = "pinned";
-    upstream.help = "where the pool's segments come from";
-    upstream.fronts = front_js;
-    upstream.label = "pool.upstream";
-    upstream.apply = [](chain_spec& spec, const option_value& v) {
-      own(spec).upstream = std::get<std::string>(v) == "host" ? pinned_upstream::host : pinned_upstream::pinned;
-    };
-    upstream.read = [](const chain_spec& spec) -> option_value {
-      return std::string(own(spec).upstream == pinned_upstream::host ? "host" : "pinned");
-    };
-    d.options = {upstream};
-    for (option_descriptor& o :
-         pool_size_options([](chain_spec& spec) -> pool_options& { return own(spec).options; },
-                           [](const chain_spec& spec) -> const pool_options& { return own(spec).options; })) {
+    d.options = {choice_option<&pinned_spec::upstream>("upstream", "where the pool's segments come from",
+                                                       {{"pinned", pinned_upstream::pinned}, {"host", pinned_upstream::host}})
+                     .placement().js_only().label("pool.upstream")};
+    for (option_descriptor& o : pool_size_options<&pinned_spec::options>(
+             "Cap on reserved bytes. Over pinned memory it lowers the cap on pinned bytes (default: the host's MemAvailable "
+             "at creation less 10% of MemTotal); over host memory it is the pool's cap (default: none).")) {
       d.options.push_back(std::move(o));
     }
     d.leaf_name = [](const chain_spec& spec) { return own(spec).upstream == pinned_upstream::pinned ? "pinned" : "host"; };

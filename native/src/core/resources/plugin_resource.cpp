@@ -9,14 +9,13 @@
 
 #include "../cuda_check.hpp"
 #include "gpumem/plugin.h"
-#include "gpumem/strategy_registry.hpp"
+#include "gpumem/strategy_options.hpp"
 
 namespace gpumem {
 
 namespace {
 
 // The options of strategy 'plugin' in a chain_spec (its descriptor's options_type).
-native_spec& own(chain_spec& spec) { return spec.options<native_spec>(); }
 const native_spec& own(const chain_spec& spec) { return spec.options<native_spec>(); }
 
 }  // namespace
@@ -286,37 +285,12 @@ const strategy_descriptor& plugin_strategy() {
     d.flags.requires_options = true;
     d.flags.host_device = true;
 
-    option_descriptor library;
-    library.key = "library";
-    library.kind = option_kind::text;
-    library.help = "the path of the plug-in library (dlopen)";
-    library.env = "GPUMEM_PLUGIN_LIBRARY";
-    library.env_strict = true;
-    library.required = true;
-    library.required_form = "<path of a gpumem plug-in library>";
-    library.label = "plugin.library";
-    library.unset_text = "";
-    library.apply = [](chain_spec& spec, const option_value& v) { own(spec).library = std::get<std::string>(v); };
-    library.read = [](const chain_spec& spec) -> option_value {
-      if (own(spec).library.empty()) return std::monostate{};
-      return own(spec).library;
+    d.options = {
+        text_option<&native_spec::library>("library", "the path of the plug-in library (dlopen)")
+            .env("GPUMEM_PLUGIN_LIBRARY", "plugin.library").strict().required("<path of a gpumem plug-in library>").unset_text(""),
+        text_option<&native_spec::options>("options", "'key=value;key=value', passed to the library as is")
+            .env("GPUMEM_PLUGIN_OPTIONS", "plugin.options").strict().unset_text(""),
     };
-
-    option_descriptor options;
-    options.key = "options";
-    options.kind = option_kind::text;
-    options.help = "'key=value;key=value', passed to the library as is";
-    options.env = "GPUMEM_PLUGIN_OPTIONS";
-    options.env_strict = true;
-    options.label = "plugin.options";
-    options.unset_text = "";
-    options.apply = [](chain_spec& spec, const option_value& v) { own(spec).options = std::get<std::string>(v); };
-    options.read = [](const chain_spec& spec) -> option_value {
-      if (own(spec).options.empty()) return std::monostate{};
-      return own(spec).options;
-    };
-
-    d.options = {library, options};
     d.leaf_name = [](const chain_spec&) { return "plugin"; };
     d.make_leaf = [](const chain_spec& spec, chain_build&) -> std::unique_ptr<memory_resource> {
       return std::make_unique<plugin_resource>(plugin_options{own(spec).library, own(spec).options, spec.device});

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "pool_detail.hpp"
+#include "pool_options.hpp"
 #include "stream_ordered_blocks.hpp"
 #include "gpumem/cuda_resource.hpp"
 #include "gpumem/host_resource.hpp"
@@ -18,7 +19,6 @@ namespace gpumem {
 namespace {
 
 // The options of strategy 'pool' in a chain_spec (its descriptor's options_type).
-pool_spec& own(chain_spec& spec) { return spec.options<pool_spec>(); }
 const pool_spec& own(const chain_spec& spec) { return spec.options<pool_spec>(); }
 
 using detail::pool::block;
@@ -588,45 +588,6 @@ memory_kind pool_resource::do_kind() const noexcept { return impl_->upstream.kin
 
 int pool_resource::do_device() const noexcept { return impl_->upstream.device(); }
 
-std::vector<option_descriptor> pool_size_options(pool_options& (*of)(chain_spec& spec),
-                                                const pool_options& (*read)(const chain_spec& spec)) {
-  // Each option is one member of the selected pool_options.
-  auto size_option = [of, read](const char* key, std::size_t pool_options::*member, const char* help) {
-    option_descriptor o;
-    o.key = key;
-    o.kind = option_kind::bytes;
-    o.minimum = 1;
-    o.default_text = std::to_string(pool_options{}.*member);
-    o.help = help;
-    o.fronts = front_js;
-    o.apply = [of, member](chain_spec& spec, const option_value& v) {
-      of(spec).*member = static_cast<std::size_t>(std::get<std::uint64_t>(v));
-    };
-    o.read = [read, member](const chain_spec& spec) -> option_value { return std::uint64_t{read(spec).*member}; };
-    return o;
-  };
-  option_descriptor max_reserved;
-  max_reserved.key = "maxReservedBytes";
-  max_reserved.kind = option_kind::bytes;
-  max_reserved.minimum = 1;
-  max_reserved.help = "the most bytes the pool reserves from its upstream (unset: no cap beyond the upstream's)";
-  max_reserved.env = "GPUMEM_POOL_MAX_RESERVED";
-  max_reserved.env_zero_means = "no cap";
-  max_reserved.label = "pool.max_reserved";
-  max_reserved.unset_text = "none";
-  max_reserved.apply = [of](chain_spec& spec, const option_value& v) {
-    of(spec).max_reserved_bytes = static_cast<std::size_t>(std::get<std::uint64_t>(v));
-  };
-  max_reserved.read = [read](const chain_spec& spec) -> option_value {
-    if (read(spec).max_reserved_bytes == 0) return std::monostate{};
-    return std::uint64_t{read(spec).max_reserved_bytes};
-  };
-  return {max_reserved,
-          size_option("smallRequestLimit", &pool_options::small_request_limit, "requests up to this size are small"),
-          size_option("smallSegmentBytes", &pool_options::small_segment_bytes, "small requests share segments of this size"),
-          size_option("largeSegmentRounding", &pool_options::large_segment_rounding, "large segments are rounded up to this")};
-}
-
 // 'pool': pool_resource over cudaMalloc, or over host memory (upstream 'host').
 const strategy_descriptor& pool_strategy() {
   static const strategy_descriptor descriptor = [] {
@@ -640,26 +601,10 @@ const strategy_descriptor& pool_strategy() {
     d.wraps = "cudaMalloc (upstream 'cuda') or plain host memory (upstream 'host')";
     d.flags.capturable = true;
     d.flags.peer_access = true;
-    option_descriptor upstream;
-    upstream.key = "upstream";
-    upstream.kind = option_kind::choice;
-    upstream.choices = {"cuda", "host"};
-    upstream.default_text = "cuda";
-    upstream.help = "where the pool's segments come from";
-    upstream.fronts = front_js;
-    upstream.label = "pool.upstream";
-    upstream.apply = [](chain_spec& spec, const option_value& v) {
-      own(spec).upstream = std::get<std::string>(v) == "host" ? pool_upstream::host : pool_upstream::cuda;
-    };
-    upstream.read = [](const chain_spec& spec) -> option_value {
-      return std::string(own(spec).upstream == pool_upstream::host ? "host" : "cuda");
-    };
-    d.options = {upstream};
-    for (option_descriptor& o :
-         pool_size_options([](chain_spec& spec) -> pool_options& { return own(spec).options; },
-                           [](const chain_spec& spec) -> const pool_options& { return own(spec).options; })) {
-      d.options.push_back(std::move(o));
-    }
+    d.options = {choice_option<&pool_spec::upstream>("upstream", "where the pool's segments come from",
+                                                     {{"cuda", pool_upstream::cuda}, {"host", pool_upstream::host}})
+                     .placement().js_only().label("pool.upstream")};
+    for (option_descriptor& o : pool_size_options<&pool_spec::options>("")) d.options.push_back(std::move(o));
     d.leaf_name = [](const chain_spec& spec) { return own(spec).upstream == pool_upstream::cuda ? "cuda" : "host"; };
     d.make_leaf = [](const chain_spec& spec, chain_build&) -> std::unique_ptr<memory_resource> {
       if (own(spec).upstream == pool_upstream::host) return std::make_unique<host_resource>();

@@ -12,14 +12,13 @@
 
 #include "gpumem/device.hpp"
 #include "gpumem/pinned_host_resource.hpp"  // read_host_memory_info, default_pinned_cap: the host cap
-#include "gpumem/strategy_registry.hpp"
+#include "gpumem/strategy_options.hpp"
 
 namespace gpumem {
 
 namespace {
 
 // The options of strategy 'tiered' in a chain_spec (its descriptor's options_type).
-tiered_spec& own(chain_spec& spec) { return spec.options<tiered_spec>(); }
 const tiered_spec& own(const chain_spec& spec) { return spec.options<tiered_spec>(); }
 
 constexpr std::size_t tiers = 2;
@@ -663,22 +662,6 @@ bool tiers_on_device(const chain_spec& spec) {
   return b == tiered_backing::device || (b == tiered_backing::automatic && device_count() > 0);
 }
 
-option_descriptor budget_option(const char* key, std::optional<std::uint64_t> tiered_options::*member, const char* env,
-                                const char* label, const char* help) {
-  option_descriptor o;
-  o.key = key;
-  o.kind = option_kind::bytes;
-  o.help = help;
-  o.env = env;
-  o.label = label;
-  o.apply = [member](chain_spec& spec, const option_value& v) { own(spec).options.*member = std::get<std::uint64_t>(v); };
-  o.read = [member](const chain_spec& spec) -> option_value {
-    if (!(own(spec).options.*member)) return std::monostate{};
-    return *(own(spec).options.*member);
-  };
-  return o;
-}
-
 }  // namespace
 
 // 'tiered': tiered_resource (device memory, then pinned host memory), the leaf alone.
@@ -687,53 +670,36 @@ const strategy_descriptor& tiered_strategy() {
     strategy_descriptor d;
     d.name = "tiered";
     d.description =
-        "device memory up to a budget, then pinned host memory kernels use in place; placement per allocation (CUDA VMM, "
-        "or host memory without a GPU)";
+        "device memory first, then pinned host memory kernels use in place (CUDA VMM, or memfd without a GPU); placement by "
+        "tag, prefetch moves blocks between tiers at the same address";
     d.options_type = &typeid(tiered_spec);
     d.flags.spills_to_host = true;
     d.flags.peer_access = true;
 
-    option_descriptor upstream;
-    upstream.key = "upstream";
-    upstream.kind = option_kind::choice;
-    upstream.choices = {"cuda", "host", "auto"};
-    upstream.default_text = "auto";
-    upstream.help = "where the tiers come from: CUDA VMM, the host twin, or CUDA VMM when a GPU is present";
-    upstream.fronts = front_js;
-    upstream.apply = [](chain_spec& spec, const option_value& v) {
-      const std::string& s = std::get<std::string>(v);
-      own(spec).backing = s == "cuda" ? tiered_backing::device : s == "host" ? tiered_backing::host : tiered_backing::automatic;
+    using O = tiered_options;
+    constexpr auto automatic = tier_choice::automatic;
+    d.options = {
+        choice_option<&tiered_spec::backing>(
+            "upstream", "where the tiers come from: CUDA VMM, the host twin, or CUDA VMM when a GPU is present",
+            {{"cuda", tiered_backing::device}, {"host", tiered_backing::host}, {"auto", tiered_backing::automatic}})
+            .placement().js_only(),
+        bytes_option<&tiered_spec::options, &O::device_budget_bytes>(
+            "deviceBudgetBytes", "bytes the device tier may hold (unset: the device's free memory less 1 GiB; 0: all on the host)")
+            .env("GPUMEM_TIERED_DEVICE_BUDGET", "tiered.device_budget")
+            .doc("Bytes the device tier may hold, live and cached blocks (default: the device's free memory when the "
+                 "allocator is made, less 1 GiB for the CUDA context and libraries; the host twin: 1 GiB). 0 puts "
+                 "everything on the host."),
+        bytes_option<&tiered_spec::options, &O::host_budget_bytes>(
+            "hostBudgetBytes",
+            "bytes the host tier may hold pinned (unset: MemAvailable less 10% of MemTotal, which a value only lowers)")
+            .env("GPUMEM_TIERED_HOST_BUDGET", "tiered.host_budget")
+            .doc("Bytes the host tier may hold pinned (default and upper bound: the host's available memory when the "
+                 "allocator is made less 10% of its total, as the 'pinned' strategy's cap; a value only lowers it)."),
+        choice_option<&tiered_spec::options, &O::placement>(
+            "placement", "where allocations go when the calling thread chose nothing",
+            {{"auto", automatic}, {"device", tier_choice::device}, {"host", tier_choice::host}})
+            .env_only().env("GPUMEM_TIERED_PLACEMENT", "tiered.placement"),
     };
-    upstream.read = [](const chain_spec& spec) -> option_value {
-      const tiered_backing b = own(spec).backing;
-      return std::string(b == tiered_backing::device ? "cuda" : b == tiered_backing::host ? "host" : "auto");
-    };
-
-    option_descriptor placement;
-    placement.key = "placement";
-    placement.kind = option_kind::choice;
-    placement.choices = {"auto", "device", "host"};
-    placement.default_text = "auto";
-    placement.help = "where allocations go when the calling thread chose nothing";
-    placement.fronts = front_env;
-    placement.env = "GPUMEM_TIERED_PLACEMENT";
-    placement.label = "tiered.placement";
-    placement.apply = [](chain_spec& spec, const option_value& v) {
-      own(spec).options.placement = parse_tier_choice(std::get<std::string>(v).c_str());
-    };
-    placement.read = [](const chain_spec& spec) -> option_value {
-      return std::string(tier_choice_name(own(spec).options.placement));
-    };
-
-    d.options = {upstream,
-                 budget_option("deviceBudgetBytes", &tiered_options::device_budget_bytes, "GPUMEM_TIERED_DEVICE_BUDGET",
-                               "tiered.device_budget",
-                               "bytes the device tier may hold (unset: the device's free memory less 1 GiB; 0: all on the host)"),
-                 budget_option("hostBudgetBytes", &tiered_options::host_budget_bytes, "GPUMEM_TIERED_HOST_BUDGET",
-                               "tiered.host_budget",
-                               "bytes the host tier may hold pinned (unset: MemAvailable less 10% of MemTotal, which a value "
-                               "only lowers)"),
-                 placement};
     d.leaf_name = [](const chain_spec&) { return "tiered"; };
     d.make_leaf = [](const chain_spec& spec, chain_build& build) -> std::unique_ptr<memory_resource> {
       auto r = std::make_unique<tiered_resource>(

@@ -2,7 +2,7 @@
 
 #include "../cuda_check.hpp"
 #include "gpumem/prefetch_adaptor.hpp"
-#include "gpumem/strategy_registry.hpp"
+#include "gpumem/strategy_options.hpp"
 
 namespace gpumem {
 
@@ -98,27 +98,10 @@ bool uvm_resource::do_prefetch(void*, std::size_t, location, stream_handle) { re
 
 namespace {
 
-const char* advise_name(advise_target t) {
-  return t == advise_target::device ? "device" : t == advise_target::host ? "host" : "none";
-}
-
-advise_target advise_of(const option_value& v) {
-  const std::string& s = std::get<std::string>(v);
-  return s == "device" ? advise_target::device : s == "host" ? advise_target::host : advise_target::none;
-}
-
-// preferredLocation and accessedBy: the same choice over another member.
-option_descriptor advice_option(const char* key, const char* help, advise_target managed_options::*member) {
-  option_descriptor o;
-  o.key = key;
-  o.kind = option_kind::choice;
-  o.choices = {"device", "host", "none"};
-  o.default_text = "none";
-  o.help = help;
-  o.fronts = front_js;
-  o.apply = [member](chain_spec& spec, const option_value& v) { own(spec).advice.*member = advise_of(v); };
-  o.read = [member](const chain_spec& spec) -> option_value { return std::string(advise_name(own(spec).advice.*member)); };
-  return o;
+// advise: one setting for both hints, the preferred location; accessed by the device unless none.
+void accessed_by_follows(chain_spec& spec) {
+  managed_options& a = own(spec).advice;
+  a.accessed_by = a.preferred_location == advise_target::none ? advise_target::none : advise_target::device;
 }
 
 }  // namespace
@@ -135,48 +118,21 @@ const strategy_descriptor& uvm_strategy() {
     d.flags.requires_cuda = true;
     d.flags.managed_memory = true;
     d.flags.peer_access = true;
-
-    option_descriptor prefetch;
-    prefetch.key = "prefetchOnAllocate";
-    prefetch.kind = option_kind::boolean;
-    prefetch.default_text = "1";
-    prefetch.help = "prefetch each allocation to the device when it is made";
-    prefetch.env = "GPUMEM_UVM_PREFETCH";
-    prefetch.label = "uvm.prefetch";
-    prefetch.apply = [](chain_spec& spec, const option_value& v) { own(spec).prefetch_on_allocate = std::get<bool>(v); };
-    prefetch.read = [](const chain_spec& spec) -> option_value { return own(spec).prefetch_on_allocate; };
-
-    // libgpumem_torch's one setting for both hints: the preferred location, read by the device.
-    option_descriptor advise;
-    advise.key = "advise";
-    advise.kind = option_kind::choice;
-    advise.choices = {"none", "device", "host"};
-    advise.default_text = "none";
-    advise.help = "cudaMemAdvise: preferred location 'device' or 'host', accessed by the device (none: no hints)";
-    advise.fronts = front_env;
-    advise.env = "GPUMEM_UVM_ADVISE";
-    advise.label = "uvm.advise";
-    advise.apply = [](chain_spec& spec, const option_value& v) {
-      const advise_target t = advise_of(v);
-      own(spec).advice.preferred_location = t;
-      own(spec).advice.accessed_by = t == advise_target::none ? advise_target::none : advise_target::device;
+    using A = managed_options;
+    constexpr auto device = advise_target::device, host = advise_target::host, none = advise_target::none;
+    d.options = {
+        boolean_option<&uvm_spec::prefetch_on_allocate>("prefetchOnAllocate", "prefetch each allocation to the device when it is made")
+            .env("GPUMEM_UVM_PREFETCH", "uvm.prefetch"),
+        choice_option<&uvm_spec::advice, &A::preferred_location>(
+            "advise", "cudaMemAdvise: preferred location 'device' or 'host', accessed by the device (none: no hints)",
+            {{"none", none}, {"device", device}, {"host", host}})
+            .and_then(accessed_by_follows).env_only().env("GPUMEM_UVM_ADVISE", "uvm.advise"),
+        choice_option<&uvm_spec::advice, &A::preferred_location>("preferredLocation", "cudaMemAdviseSetPreferredLocation for every allocation",
+                                                                 {{"device", device}, {"host", host}, {"none", none}}).js_only(),
+        choice_option<&uvm_spec::advice, &A::accessed_by>("accessedBy", "cudaMemAdviseSetAccessedBy for every allocation",
+                                                          {{"device", device}, {"host", host}, {"none", none}}).js_only(),
+        boolean_option<&uvm_spec::advice, &A::read_mostly>("readMostly", "cudaMemAdviseSetReadMostly for every allocation").js_only(),
     };
-    advise.read = [](const chain_spec& spec) -> option_value {
-      return std::string(advise_name(own(spec).advice.preferred_location));
-    };
-
-    option_descriptor read_mostly;
-    read_mostly.key = "readMostly";
-    read_mostly.kind = option_kind::boolean;
-    read_mostly.default_text = "0";
-    read_mostly.help = "cudaMemAdviseSetReadMostly";
-    read_mostly.fronts = front_js;
-    read_mostly.apply = [](chain_spec& spec, const option_value& v) { own(spec).advice.read_mostly = std::get<bool>(v); };
-    read_mostly.read = [](const chain_spec& spec) -> option_value { return own(spec).advice.read_mostly; };
-
-    d.options = {prefetch, advise,
-                 advice_option("preferredLocation", "cudaMemAdviseSetPreferredLocation", &managed_options::preferred_location),
-                 advice_option("accessedBy", "cudaMemAdviseSetAccessedBy", &managed_options::accessed_by), read_mostly};
     d.leaf_name = [](const chain_spec&) { return "managed"; };
     d.make_leaf = [](const chain_spec& spec, chain_build&) -> std::unique_ptr<memory_resource> {
       return std::make_unique<uvm_resource>(spec.device, own(spec).advice);
