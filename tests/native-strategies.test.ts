@@ -1,67 +1,91 @@
 /**
  * The native core's strategy descriptors (native/include/gpumem/strategy_registry.hpp), as the
- * addon's strategies() lists them: every built-in strategy of the TypeScript registry is there with
- * the same capability flags, and each option says its kind and default.
+ * addon's strategies() lists them, are the source of the TypeScript strategies: each strategy
+ * package's options.generated.ts is what scripts/sync-strategies.mjs makes of its descriptor, the
+ * options each allocator takes are the descriptor's (plus device, peerAccess, the native layers and
+ * what the package adds), and the registry's flags are the descriptor's. Nothing here lists the
+ * strategies or their options: every check walks the registry.
  */
 import { describe, expect, it } from 'vitest';
-import { loadNative, strategyInfo } from '@gpumem/allocator-core';
+import { createAllocator, hasAllocator, listAllocators, loadNative, strategyInfo } from '@gpumem/allocator-core';
 import '@gpumem/allocator-async';
 import '@gpumem/allocator-expandable';
 import '@gpumem/allocator-pinned';
 import '@gpumem/allocator-pool';
 import '@gpumem/allocator-tiered';
 import '@gpumem/allocator-uvm';
+import { generatedStrategies, syncStrategies, syncStrategiesCommand, type NativeStrategyInfo } from '../scripts/sync-strategies.mjs';
 
-interface NativeStrategyOption {
-  key: string;
-  kind: string;
-  minimum?: number;
-  choices?: string[];
-  default?: unknown;
-  required: boolean;
-  help: string;
+const strategies = (loadNative() as unknown as { strategies(): NativeStrategyInfo[] }).strategies();
+const generated = generatedStrategies(undefined, strategies);
+const flagKeys = ['requiresCuda', 'capturable', 'hostMemory', 'requiresOptions', 'managedMemory', 'spillsToHost', 'peerAccess'] as const;
+
+/** The TypeScript registry's name of a native strategy: its own, else one of its older names. */
+function registeredName(s: NativeStrategyInfo): string | undefined {
+  return [s.name, ...(s.aliases ?? [])].find((name) => hasAllocator(name));
 }
-
-interface NativeStrategy {
-  name: string;
-  description: string;
-  layer: string;
-  wraps?: string;
-  flags: Record<string, boolean>;
-  options: NativeStrategyOption[];
-}
-
-const strategies = (loadNative() as unknown as { strategies(): NativeStrategy[] }).strategies();
-const byName = new Map(strategies.map((s) => [s.name, s]));
 
 describe('native strategy descriptors', () => {
-  it('lists the core strategies in the registry order', () => {
-    expect(strategies.map((s) => s.name)).toEqual(['host', 'cuda', 'uvm', 'pool', 'async', 'native', 'expandable', 'pinned', 'tiered']);
+  it('generated each strategy package its options.generated.ts, and none is stale', () => {
+    expect(generated.length).toBeGreaterThan(0);
+    const stale = syncStrategies(undefined, { check: true, descriptors: strategies });
+    expect(stale, `stale generated files (run ${syncStrategiesCommand})`).toEqual([]);
   });
 
-  it('has the TypeScript registry flags of each strategy', () => {
-    const keys = ['requiresCuda', 'capturable', 'hostMemory', 'requiresOptions', 'managedMemory', 'spillsToHost', 'peerAccess'] as const;
-    for (const s of strategies) {
-      const info = strategyInfo(s.name);
-      for (const key of keys) expect({ strategy: s.name, key, value: s.flags[key] }).toEqual({ strategy: s.name, key, value: info[key] });
+  it('registers every strategy package under its descriptor, with its description and flags', () => {
+    for (const { descriptor } of generated) {
+      const info = strategyInfo(descriptor.name);
+      expect({ name: descriptor.name, description: info.description, nativeLayers: info.nativeLayers }).toEqual({
+        name: descriptor.name,
+        description: descriptor.description,
+        nativeLayers: true,
+      });
     }
   });
 
-  it('describes each option with its kind and default', () => {
-    const pool = byName.get('pool');
-    expect(pool?.layer).toBe('cache');
-    expect(pool?.options.map((o) => o.key)).toEqual([
-      'upstream',
-      'maxReservedBytes',
-      'smallRequestLimit',
-      'smallSegmentBytes',
-      'largeSegmentRounding',
-    ]);
-    expect(pool?.options[0]).toMatchObject({ kind: 'choice', choices: ['cuda', 'host'], default: 'cuda' });
-    expect(pool?.options[2]).toMatchObject({ kind: 'bytes', minimum: 1, default: 1 << 20 });
-    expect(byName.get('uvm')?.options.find((o) => o.key === 'prefetchOnAllocate')).toMatchObject({ kind: 'boolean', default: true });
-    expect(byName.get('native')?.options.find((o) => o.key === 'library')).toMatchObject({ kind: 'text', required: true });
-    for (const s of strategies) for (const o of s.options) expect(o.help.length).toBeGreaterThan(0);
+  it('has the TypeScript registry flags of each strategy TypeScript registers', () => {
+    const registered = strategies.filter((s) => registeredName(s) !== undefined);
+    expect(registered.length).toBeGreaterThanOrEqual(generated.length);
+    for (const s of registered) {
+      const info = strategyInfo(registeredName(s)!);
+      for (const key of flagKeys)
+        expect({ strategy: s.name, key, value: s.flags[key] }).toEqual({ strategy: s.name, key, value: info[key] });
+    }
+  });
+
+  it('gives each generated strategy its descriptor options, with their defaults and choices', () => {
+    for (const { descriptor } of generated) {
+      const known = listAllocators().find((s) => s.name === descriptor.name);
+      expect(known?.nativeLayers).toBe(true);
+      // An unknown key lists what the allocator takes: the descriptor's options among them, in order.
+      let message = '';
+      try {
+        createAllocator(descriptor.name as 'pool', { bogusKey: 1 } as never);
+      } catch (e) {
+        message = (e as Error).message;
+      }
+      const listed = message.slice(message.indexOf('expected one of: ') + 'expected one of: '.length).split(', ');
+      const own = descriptor.options.map((o) => o.key);
+      expect(listed.filter((k) => own.includes(k))).toEqual(own);
+      for (const key of ['device', 'limitBytes', 'trackingCapacity', 'faultInjection']) expect(listed).toContain(key);
+      expect(listed.includes('peerAccess')).toBe(descriptor.flags.peerAccess);
+      for (const o of descriptor.options) {
+        expect(o.help.length).toBeGreaterThan(0);
+        if (o.kind === 'choice') expect(o.choices?.length).toBeGreaterThan(0);
+        if (o.placement) expect(o.choices).toContain('host');
+      }
+    }
+  });
+
+  it('rejects a bad value of each choice option, listing the choices TypeScript takes', () => {
+    for (const { descriptor } of generated) {
+      for (const o of descriptor.options.filter((x) => x.kind === 'choice')) {
+        const choices = o.placement && !o.choices!.includes('auto') ? [...o.choices!, 'auto'] : o.choices!;
+        expect(() => createAllocator(descriptor.name as 'pool', { [o.key]: 'bogus' } as never)).toThrow(
+          `Expected one of ${choices.map((c) => `'${c}'`).join(', ')} for ${o.key}`,
+        );
+      }
+    }
   });
 
   it('rejects an unknown option with the keys its descriptor lists', () => {

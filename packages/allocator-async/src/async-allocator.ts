@@ -1,58 +1,25 @@
 /**
  * The 'async' strategy: cudaMallocAsync on a cudaMemPool_t it owns. The release threshold is how
  * much freed memory the pool keeps at a synchronisation point (default: all of it); trim(n)
- * gives the rest back. Reserved bytes come from the pool's own attributes.
+ * gives the rest back. Reserved bytes come from the pool's own attributes. `peerAccess` is set on
+ * the owned pool when the allocator is made (cudaMemPoolSetAccess, read/write). Its options and
+ * registry entry come from the native descriptor (./options.generated.ts).
  * Side-effect free; index.ts registers it.
  * @module
  */
-import {
-  checkPeerAccess,
-  cudaDevice,
-  defineOptions,
-  NativeAllocator,
-  nativeLayerOptions,
-  option,
-  peerAccessOption,
-  peerAccessSpec,
-  type OptionsOf,
-} from '@gpumem/allocator-core';
+import { defineNativeStrategy, NativeStrategyAllocator, type OptionsOf } from '@gpumem/allocator-core';
+import { asyncDescriptor } from './options.generated.js';
 
-const asyncOptions = defineOptions('async', {
-  /** CUDA device ordinal (default 0). */
-  device: option.nonNegative({ default: 0 }),
-  /**
-   * CUDA devices (ordinals) that may read and write the pool's memory: set on the owned pool when
-   * the allocator is made (cudaMemPoolSetAccess, read/write, for each). Each must be another device
-   * with a P2P path to `device` (`peerTopology()`). Default: none.
-   */
-  peerAccess: peerAccessOption,
-  /** Bytes of freed memory the pool keeps at a synchronisation point (default: keep everything, UINT64_MAX). */
-  releaseThreshold: option.nonNegative(),
-  ...nativeLayerOptions,
-});
+export const asyncStrategy = defineNativeStrategy(asyncDescriptor);
 
-/** The 'async' strategy's options (from its options definition). */
-export interface AsyncAllocatorOptions extends OptionsOf<typeof asyncOptions> {}
+/** The 'async' strategy's options (from its native descriptor). */
+export interface AsyncAllocatorOptions extends OptionsOf<typeof asyncStrategy.options> {}
 
-export class AsyncAllocator extends NativeAllocator {
+export class AsyncAllocator extends NativeStrategyAllocator<typeof asyncStrategy> {
   /** The release threshold; Infinity for the default (keep everything). */
-  readonly releaseThreshold: number;
+  readonly releaseThreshold: number = this.parsed.releaseThreshold ?? Infinity;
 
   constructor(options: AsyncAllocatorOptions = {}) {
-    const { device: index, peerAccess, releaseThreshold } = asyncOptions.parse(options);
-    const device = cudaDevice(index);
-    const peers = checkPeerAccess(peerAccess, device);
-    super(
-      'async',
-      device,
-      {
-        strategy: 'async',
-        device: index,
-        ...peerAccessSpec(peers),
-        options: releaseThreshold !== undefined ? { releaseThreshold } : {},
-      },
-      options,
-    );
-    this.releaseThreshold = releaseThreshold ?? Infinity;
+    super(asyncStrategy, options);
   }
 }

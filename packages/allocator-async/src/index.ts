@@ -3,7 +3,7 @@
  * @packageDocumentation
  */
 import { registerAllocator } from '@gpumem/allocator-core';
-import { AsyncAllocator, type AsyncAllocatorOptions } from './async-allocator.js';
+import { AsyncAllocator, type AsyncAllocatorOptions, asyncStrategy } from './async-allocator.js';
 
 declare module '@gpumem/allocator-core' {
   interface AllocatorOptionsMap {
@@ -11,11 +11,6 @@ declare module '@gpumem/allocator-core' {
   }
 }
 
-registerAllocator('async', (options) => new AsyncAllocator(options), {
-  description: 'cudaMallocAsync on an owned cudaMemPool_t with a release threshold',
-  requiresCuda: true,
-  nativeLayers: true,
-  peerAccess: true,
-});
+registerAllocator(asyncStrategy.name, (options) => new AsyncAllocator(options), asyncStrategy.registration);
 
 export { AsyncAllocator, type AsyncAllocatorOptions } from './async-allocator.js';

@@ -15,8 +15,16 @@ export {
   type SharedAllocatorHandle,
   type NativeStrategySpec,
   nativeLayerOptions,
-  poolSizeOptions,
 } from './native-allocator.js';
+export {
+  defineNativeStrategy,
+  NativeStrategyAllocator,
+  type NativeStrategy,
+  type NativeStrategyDescriptor,
+  type NativeStrategyEntries,
+  type NativeStrategyFlags,
+  type ResolvedPlacement,
+} from './native-strategy.js';
 export {
   defineOptions,
   option,

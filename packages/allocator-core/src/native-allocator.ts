@@ -62,19 +62,6 @@ export const nativeLayerOptions = {
   faultInjection: option.custom(checkFaultInjection),
 };
 
-/**
- * The size classes of the native pool, shared by the strategies built on it ('pool', 'pinned'):
- * `defineOptions(name, { ...own, ...poolSizeOptions, ...nativeLayerOptions })`.
- */
-export const poolSizeOptions = {
-  /** Requests up to this size are small and share segments (default 1 MiB). */
-  smallRequestLimit: option.bytes(),
-  /** Size of the segments small requests share (default 2 MiB). */
-  smallSegmentBytes: option.bytes(),
-  /** Large segments are rounded up to a multiple of this (default 2 MiB). */
-  largeSegmentRounding: option.bytes(),
-};
-
 /** Options every native strategy takes. */
 export interface NativeLayerOptions extends OptionValues<typeof nativeLayerOptions> {}
 

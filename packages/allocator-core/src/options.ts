@@ -134,6 +134,24 @@ export const option = {
       return value;
     }, extras);
   },
+  /** A finite number. */
+  number<X extends OptionExtras<number>>(extras?: X) {
+    return spec<number, number, X>((value, name) => {
+      if (typeof value !== 'number' || !Number.isFinite(value)) {
+        const message = `Expected finite number for ${name} but received ${String(value)} of type ${typeof value}`;
+        throw typeof value === 'number' ? new RangeError(message) : new TypeError(message);
+      }
+      return value;
+    }, extras);
+  },
+  /** Any string. */
+  text<X extends OptionExtras<string>>(extras?: X) {
+    return spec<string, string, X>((value, name) => {
+      if (typeof value !== 'string')
+        throw new TypeError(`Expected string for ${name} but received ${String(value)} of type ${typeof value}`);
+      return value;
+    }, extras);
+  },
   /** One of a fixed set of strings. */
   oneOf: oneOf as {
     <const T extends string>(allowed: readonly T[], extras: { default: NoInfer<T> }): OptionSpec<T> & { default: T };

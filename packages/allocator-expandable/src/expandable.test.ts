@@ -75,10 +75,12 @@ describe('expandable', () => {
   });
 
   it('rejects bad options with errors naming them, creating nothing', () => {
-    expect(() => createAllocator('expandable', { upstream: 'host', gcThreshold: 0 })).toThrow(
-      /Expected a fraction in \(0, 1\] for gcThreshold but received 0/,
-    );
+    // A fraction in (0, 1], or 0 (off, the default): checked natively, still typed and named.
     expect(() => createAllocator('expandable', { upstream: 'host', gcThreshold: 1.5 })).toThrow(RangeError);
+    expect(() => createAllocator('expandable', { upstream: 'host', gcThreshold: -0.5 })).toThrow(
+      /Expected a fraction in \(0, 1\] \(0: off\) for gcThreshold but received -0.5/,
+    );
+    expect(() => createAllocator('expandable', { upstream: 'host', gcThreshold: Number.NaN })).toThrow(RangeError);
     expect(() => createAllocator('expandable', { upstream: 'host', gcThreshold: '0.5' as never })).toThrow(TypeError);
     expect(() => createAllocator('expandable', { upstream: 'gpu' as never })).toThrow(/upstream/);
     expect(() => createAllocator('expandable', { granule: 4096 } as never)).toThrow(/Unknown option 'granule'.*granuleBytes/);

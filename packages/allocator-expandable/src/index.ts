@@ -3,7 +3,7 @@
  * @packageDocumentation
  */
 import { registerAllocator } from '@gpumem/allocator-core';
-import { ExpandableAllocator, type ExpandableAllocatorOptions } from './expandable-allocator.js';
+import { ExpandableAllocator, type ExpandableAllocatorOptions, expandableStrategy } from './expandable-allocator.js';
 
 declare module '@gpumem/allocator-core' {
   interface AllocatorOptionsMap {
@@ -11,15 +11,6 @@ declare module '@gpumem/allocator-core' {
   }
 }
 
-registerAllocator('expandable', (options) => new ExpandableAllocator(options), {
-  description:
-    'expandable segments: a virtual range per stream, physical memory mapped in granules as it grows (CUDA VMM, or mmap without a GPU)',
-  requiresCuda: false,
-  nativeLayers: true,
-  // Growth maps granules (cuMemCreate/cuMemMap) and unmapping synchronises the streams that used the
-  // memory: a capture that needs either fails, so it is not offered for CUDA-graph capture.
-  capturable: false,
-  peerAccess: true,
-});
+registerAllocator(expandableStrategy.name, (options) => new ExpandableAllocator(options), expandableStrategy.registration);
 
 export { ExpandableAllocator, type ExpandableAllocatorOptions, type ExpandableUpstream } from './expandable-allocator.js';

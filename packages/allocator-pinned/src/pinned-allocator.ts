@@ -12,82 +12,26 @@
  * it is an OutOfMemoryError saying it would pin more than the host has available.
  *
  * Where there is no GPU, upstream 'host' (the default there) runs the same pool over plain host
- * memory. Side-effect free; index.ts registers it.
+ * memory. Its options and registry entry come from the native descriptor (./options.generated.ts).
+ * Side-effect free; index.ts registers it.
  * @module
  */
-import {
-  checkPeerAccess,
-  defineOptions,
-  definedOptions,
-  NativeAllocator,
-  nativeLayerOptions,
-  option,
-  peerAccessOption,
-  peerAccessSpec,
-  poolSizeOptions,
-  resolvePlacement,
-  type OptionsOf,
-} from '@gpumem/allocator-core';
+import { defineNativeStrategy, NativeStrategyAllocator, type OptionsOf } from '@gpumem/allocator-core';
+import { pinnedDescriptor } from './options.generated.js';
 
-/** The options the native pool under 'pinned' takes as they are. */
-const pinnedNative = {
-  /**
-   * Cap on reserved bytes. Over pinned memory it lowers the cap on pinned bytes (default: the host's
-   * MemAvailable at creation less 10% of MemTotal); over host memory it is the pool's cap (default: none).
-   */
-  maxReservedBytes: option.bytes(),
-  ...poolSizeOptions,
-};
+export const pinnedStrategy = defineNativeStrategy(pinnedDescriptor);
 
-const pinnedOptions = defineOptions('pinned', {
-  /**
-   * Where segments come from: 'pinned' (cudaHostAlloc, mapped: kernels use it in place), 'host'
-   * (plain host memory: the same pool logic without a GPU), or 'auto' (pinned when a GPU is present;
-   * the default).
-   */
-  upstream: option.oneOf(['pinned', 'host', 'auto'], { default: 'auto' }),
-  /** The CUDA device whose streams use the memory (default 0): events for cross-stream reuse are recorded there. */
-  device: option.nonNegative({ default: 0 }),
-  /**
-   * CUDA devices (ordinals) that may read and write this allocator's memory (the 'pinned' upstream
-   * only). Portable mapped pinned memory (cudaHostAllocPortable | cudaHostAllocMapped) is reachable
-   * from every device already, so nothing more is done; the list is checked as for the other
-   * strategies (another device, with a P2P path to `device`), so that one option works with every
-   * GPU strategy. Default: none.
-   */
-  peerAccess: peerAccessOption,
-  ...pinnedNative,
-  ...nativeLayerOptions,
-});
-
-/** The 'pinned' strategy's options (from its options definition). */
-export interface PinnedAllocatorOptions extends OptionsOf<typeof pinnedOptions> {}
+/** The 'pinned' strategy's options (from its native descriptor). */
+export interface PinnedAllocatorOptions extends OptionsOf<typeof pinnedStrategy.options> {}
 
 /** Where the segments come from. */
 export type PinnedUpstream = NonNullable<PinnedAllocatorOptions['upstream']>;
 
-export class PinnedAllocator extends NativeAllocator {
-  /** The upstream actually used ('auto' resolved). */
-  readonly upstream: 'pinned' | 'host';
+export class PinnedAllocator extends NativeStrategyAllocator<typeof pinnedStrategy> {
+  /** The upstream actually used ('auto' resolved): pinned memory is used by kernels on `device`'s streams. */
+  readonly upstream = this.resolvedUpstream;
 
   constructor(options: PinnedAllocatorOptions = {}) {
-    const parsed = pinnedOptions.parse(options);
-    const requested = parsed.upstream;
-    // Pinned memory is used by kernels on a device's streams: its placement is that device's.
-    const placement = resolvePlacement(requested === 'pinned' ? 'cuda' : requested, parsed.device);
-    const upstream = placement.upstream === 'cuda' ? 'pinned' : 'host';
-    const peers = checkPeerAccess(parsed.peerAccess, placement.device);
-    super(
-      'pinned',
-      placement.device,
-      {
-        strategy: 'pinned',
-        device: placement.index,
-        ...peerAccessSpec(peers),
-        options: { upstream, ...definedOptions(parsed, pinnedNative) },
-      },
-      options,
-    );
-    this.upstream = upstream;
+    super(pinnedStrategy, options);
   }
 }

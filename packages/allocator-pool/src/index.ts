@@ -3,7 +3,7 @@
  * @packageDocumentation
  */
 import { registerAllocator } from '@gpumem/allocator-core';
-import { PoolAllocator, type PoolAllocatorOptions } from './pool-allocator.js';
+import { PoolAllocator, type PoolAllocatorOptions, poolStrategy } from './pool-allocator.js';
 
 declare module '@gpumem/allocator-core' {
   interface AllocatorOptionsMap {
@@ -11,13 +11,6 @@ declare module '@gpumem/allocator-core' {
   }
 }
 
-registerAllocator('pool', (options) => new PoolAllocator(options), {
-  description:
-    'caching block pool: 512 B rounding, best fit with split/coalesce, per-stream free lists (over cudaMalloc, or host memory without a GPU)',
-  requiresCuda: false,
-  nativeLayers: true,
-  capturable: true,
-  peerAccess: true,
-});
+registerAllocator(poolStrategy.name, (options) => new PoolAllocator(options), poolStrategy.registration);
 
 export { PoolAllocator, type PoolAllocatorOptions, type PoolUpstream } from './pool-allocator.js';

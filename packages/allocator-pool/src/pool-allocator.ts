@@ -3,66 +3,26 @@
  * there is no GPU. Sizes round to 512 B; small requests share 2 MiB segments, large ones get
  * segments rounded to 2 MiB; best fit with splitting and coalescing; per-stream free lists with
  * events for cross-stream reuse and recordStream; on out-of-memory it releases cached segments and
- * retries once. Side-effect free; index.ts registers it.
+ * retries once. Its options and registry entry come from the native descriptor
+ * (./options.generated.ts). Side-effect free; index.ts registers it.
  * @module
  */
-import {
-  checkPeerAccess,
-  defineOptions,
-  definedOptions,
-  NativeAllocator,
-  nativeLayerOptions,
-  option,
-  peerAccessOption,
-  peerAccessSpec,
-  poolSizeOptions,
-  resolvePlacement,
-  type OptionsOf,
-} from '@gpumem/allocator-core';
+import { defineNativeStrategy, NativeStrategyAllocator, type OptionsOf } from '@gpumem/allocator-core';
+import { poolDescriptor } from './options.generated.js';
 
-/** The options the native pool takes as they are. */
-const poolNative = {
-  /** Cap on reserved bytes (default: none beyond the device's own memory). */
-  maxReservedBytes: option.bytes(),
-  ...poolSizeOptions,
-};
+export const poolStrategy = defineNativeStrategy(poolDescriptor);
 
-const poolOptions = defineOptions('pool', {
-  /** Where segments come from: 'cuda' (cudaMalloc), 'host', or 'auto' (cuda when a GPU is present; the default). */
-  upstream: option.oneOf(['cuda', 'host', 'auto'], { default: 'auto' }),
-  /** CUDA device ordinal for the 'cuda' upstream (default 0). */
-  device: option.nonNegative({ default: 0 }),
-  /**
-   * CUDA devices (ordinals) that may read and write the pool's memory (the 'cuda' upstream only):
-   * each gets peer access to `device` when the allocator is made (cudaDeviceEnablePeerAccess from
-   * the peer's context, covering every segment). Each must be another device with a P2P path to
-   * `device` (`peerTopology()`). Default: none.
-   */
-  peerAccess: peerAccessOption,
-  ...poolNative,
-  ...nativeLayerOptions,
-});
-
-/** The 'pool' strategy's options (from its options definition). */
-export interface PoolAllocatorOptions extends OptionsOf<typeof poolOptions> {}
+/** The 'pool' strategy's options (from its native descriptor). */
+export interface PoolAllocatorOptions extends OptionsOf<typeof poolStrategy.options> {}
 
 /** Where the pool's segments come from. */
 export type PoolUpstream = NonNullable<PoolAllocatorOptions['upstream']>;
 
-export class PoolAllocator extends NativeAllocator {
+export class PoolAllocator extends NativeStrategyAllocator<typeof poolStrategy> {
   /** The upstream actually used ('auto' resolved). */
-  readonly upstream: 'cuda' | 'host';
+  readonly upstream = this.resolvedUpstream;
 
   constructor(options: PoolAllocatorOptions = {}) {
-    const parsed = poolOptions.parse(options);
-    const { upstream, device, index } = resolvePlacement(parsed.upstream, parsed.device);
-    const peers = checkPeerAccess(parsed.peerAccess, device);
-    super(
-      'pool',
-      device,
-      { strategy: 'pool', device: index, ...peerAccessSpec(peers), options: { upstream, ...definedOptions(parsed, poolNative) } },
-      options,
-    );
-    this.upstream = upstream;
+    super(poolStrategy, options);
   }
 }

@@ -9,21 +9,12 @@
  * the `placement` option (the trainer tells the allocator its tags through `setPlacementTag`).
  * Freed blocks are cached per tier and size and reused in stream order. Never managed memory.
  * Over host memory (no GPU) the same logic runs on memfd mappings (both tiers host memory).
- * Side-effect free; index.ts registers it.
+ * Its native options and registry entry come from the native descriptor (./options.generated.ts); the
+ * tag to tier map (`placement`) is TypeScript's own. Side-effect free; index.ts registers it.
  * @module
  */
-import {
-  checkPeerAccess,
-  defineOptions,
-  definedOptions,
-  NativeAllocator,
-  nativeLayerOptions,
-  option,
-  peerAccessOption,
-  peerAccessSpec,
-  resolvePlacement,
-  type OptionsOf,
-} from '@gpumem/allocator-core';
+import { defineNativeStrategy, NativeStrategyAllocator, option, type OptionsOf } from '@gpumem/allocator-core';
+import { tieredDescriptor } from './options.generated.js';
 
 /** Where new blocks go: 'device' only, 'host' only, or 'auto' (the device while it has room, else the host). */
 export type TierChoice = 'device' | 'host' | 'auto';
@@ -62,67 +53,27 @@ function checkTier(value: unknown, name: string): asserts value is TierChoice {
   }
 }
 
-const tieredOptions = defineOptions('tiered', {
-  /** Where the tiers come from (default 'auto': CUDA VMM when a GPU is present, else the host twin). */
-  upstream: option.oneOf<TieredUpstream>(['cuda', 'host', 'auto'], { default: 'auto' }),
-  /** CUDA device ordinal for the 'cuda' upstream (default 0). */
-  device: option.nonNegative({ default: 0 }),
-  /**
-   * CUDA devices (ordinals) that may read and write this allocator's memory (the 'cuda' upstream
-   * only): every block is mapped read/write for them as well as for `device` (their
-   * CUmemAccessDesc in each cuMemSetAccess), on either tier, so a block stays reachable from them
-   * when prefetch moves it. Each must be another device with a P2P path to `device`
-   * (`peerTopology()`). Default: none.
-   */
-  peerAccess: peerAccessOption,
-  /**
-   * Bytes the device tier may hold, live and cached blocks (default: the device's free memory when
-   * the allocator is made, less 1 GiB for the CUDA context and libraries; the host twin: 1 GiB).
-   * 0 puts everything on the host.
-   */
-  deviceBudgetBytes: option.nonNegative(),
-  /**
-   * Bytes the host tier may hold pinned (default and upper bound: the host's available memory when
-   * the allocator is made less 10% of its total, as the 'pinned' strategy's cap; a value only lowers it).
-   */
-  hostBudgetBytes: option.nonNegative(),
+export const tieredStrategy = defineNativeStrategy(tieredDescriptor, {
   /**
    * Allocation tag to tier: e.g. `{ graph: 'host', activations: 'host' }` keeps the trainer's graph
    * and saved activations in host memory. Tags not listed are 'auto'. On the command line:
    * `tiered:placement.graph=host:placement.activations=host`.
    */
   placement: option.custom(checkPlacementMap, { default: {} }),
-  ...nativeLayerOptions,
 });
 
-/** The 'tiered' strategy's options (from its options definition). */
-export interface TieredAllocatorOptions extends OptionsOf<typeof tieredOptions> {}
+/** The 'tiered' strategy's options (from its native descriptor, and the tag to tier map). */
+export interface TieredAllocatorOptions extends OptionsOf<typeof tieredStrategy.options> {}
 
-export class TieredAllocator extends NativeAllocator {
+export class TieredAllocator extends NativeStrategyAllocator<typeof tieredStrategy> {
   /** The upstream actually used ('auto' resolved). */
-  readonly upstream: 'cuda' | 'host';
+  readonly upstream = this.resolvedUpstream;
   /** The tag to tier map (tags not listed are 'auto'). */
-  readonly placement: Readonly<Record<string, TierChoice>>;
+  readonly placement: Readonly<Record<string, TierChoice>> = Object.freeze({ ...this.parsed.placement });
   #tier: TierChoice = 'auto';
 
   constructor(options: TieredAllocatorOptions = {}) {
-    const parsed = tieredOptions.parse(options);
-    const { upstream, device, index } = resolvePlacement(parsed.upstream, parsed.device);
-    const { placement } = parsed;
-    const peers = checkPeerAccess(parsed.peerAccess, device);
-    super(
-      'tiered',
-      device,
-      {
-        strategy: 'tiered',
-        device: upstream === 'cuda' ? index : 0,
-        ...peerAccessSpec(peers),
-        options: { upstream, ...definedOptions(parsed, ['deviceBudgetBytes', 'hostBudgetBytes'] as const) },
-      },
-      options,
-    );
-    this.upstream = upstream;
-    this.placement = Object.freeze({ ...placement });
+    super(tieredStrategy, options);
   }
 
   /**

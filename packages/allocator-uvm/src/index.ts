@@ -3,7 +3,7 @@
  * @packageDocumentation
  */
 import { registerAllocator } from '@gpumem/allocator-core';
-import { UvmAllocator, type UvmAllocatorOptions } from './uvm-allocator.js';
+import { UvmAllocator, type UvmAllocatorOptions, uvmStrategy } from './uvm-allocator.js';
 
 declare module '@gpumem/allocator-core' {
   interface AllocatorOptionsMap {
@@ -11,12 +11,6 @@ declare module '@gpumem/allocator-core' {
   }
 }
 
-registerAllocator('uvm', (options) => new UvmAllocator(options), {
-  description: 'cudaMallocManaged (unified memory) with prefetch-on-allocate and cudaMemAdvise hints',
-  requiresCuda: true,
-  nativeLayers: true,
-  managedMemory: true,
-  peerAccess: true,
-});
+registerAllocator(uvmStrategy.name, (options) => new UvmAllocator(options), uvmStrategy.registration);
 
 export { UvmAllocator, defaultLogThresholdBytes, type UvmAllocatorOptions, type AdviseTarget } from './uvm-allocator.js';

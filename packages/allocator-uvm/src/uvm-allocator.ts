@@ -2,32 +2,27 @@
  * The 'uvm' strategy: cudaMallocManaged, prefetched to the device on allocation (on by default),
  * with cudaMemAdvise hints. Managed memory may exceed the device's memory (oversubscription):
  * nothing here stops a user from asking for more, and pages then migrate on demand.
- * Side-effect free; index.ts registers it.
+ * Its native options and registry entry come from the native descriptor (./options.generated.ts);
+ * the log (logThresholdBytes, logger) is TypeScript's own. Side-effect free; index.ts registers it.
  * @module
  */
 import {
   checkNonNegative,
-  checkPeerAccess,
-  cudaDevice,
-  defineOptions,
+  defineNativeStrategy,
   formatBytes,
-  NativeAllocator,
-  nativeLayerOptions,
+  NativeStrategyAllocator,
   option,
-  peerAccessOption,
-  peerAccessSpec,
   type DevicePtr,
   type OptionsOf,
   type Stream,
 } from '@gpumem/allocator-core';
+import { uvmDescriptor } from './options.generated.js';
 
 /** Default size from which allocations are logged. */
 export const defaultLogThresholdBytes = 2 ** 30;
 
 /** A cudaMemAdvise target. */
 export type AdviseTarget = 'device' | 'host' | 'none';
-
-const adviseTargets: readonly AdviseTarget[] = ['device', 'host', 'none'];
 
 function checkLogThreshold(value: unknown, name: string): number | false {
   if (value !== false) checkNonNegative(value, name);
@@ -39,60 +34,24 @@ function checkLogger(value: unknown): (line: string) => void {
   return value as (line: string) => void;
 }
 
-const uvmOptions = defineOptions('uvm', {
-  /** CUDA device ordinal (default 0). */
-  device: option.nonNegative({ default: 0 }),
-  /**
-   * CUDA devices (ordinals) that may read and write this allocator's memory. Managed memory is
-   * reachable from every device already, so nothing more is done; the list is checked as for the
-   * other strategies (another device, with a P2P path to `device`), so that one option works with
-   * every GPU strategy. Default: none.
-   */
-  peerAccess: peerAccessOption,
-  /** Prefetch every allocation to the device on the allocating stream (default true). */
-  prefetchOnAllocate: option.boolean({ default: true }),
-  /** cudaMemAdviseSetPreferredLocation for every allocation (default 'none'). */
-  preferredLocation: option.oneOf(adviseTargets, { default: 'none' }),
-  /** cudaMemAdviseSetAccessedBy for every allocation (default 'none'). */
-  accessedBy: option.oneOf(adviseTargets, { default: 'none' }),
-  /** cudaMemAdviseSetReadMostly for every allocation (default false). */
-  readMostly: option.boolean({ default: false }),
+export const uvmStrategy = defineNativeStrategy(uvmDescriptor, {
   /** Log allocations of at least this many bytes (default 1 GiB); false turns the log off. */
   logThresholdBytes: option.custom(checkLogThreshold, { default: defaultLogThresholdBytes }),
   /** Where log lines go (default: standard error). */
   logger: option.custom(checkLogger),
-  ...nativeLayerOptions,
 });
 
-/** The 'uvm' strategy's options (from its options definition). */
-export interface UvmAllocatorOptions extends OptionsOf<typeof uvmOptions> {}
+/** The 'uvm' strategy's options (from its native descriptor, and the log's). */
+export interface UvmAllocatorOptions extends OptionsOf<typeof uvmStrategy.options> {}
 
-export class UvmAllocator extends NativeAllocator {
+export class UvmAllocator extends NativeStrategyAllocator<typeof uvmStrategy> {
   /** Allocations of at least this size are logged; Infinity when the log is off. */
-  readonly logThresholdBytes: number;
-  readonly prefetchOnAllocate: boolean;
-  readonly #logger: (line: string) => void;
+  readonly logThresholdBytes: number = this.parsed.logThresholdBytes === false ? Infinity : this.parsed.logThresholdBytes;
+  readonly prefetchOnAllocate: boolean = this.parsed.prefetchOnAllocate;
+  readonly #logger: (line: string) => void = this.parsed.logger ?? ((line) => process.stderr.write(`${line}\n`));
 
   constructor(options: UvmAllocatorOptions = {}) {
-    const parsed = uvmOptions.parse(options);
-    const { device: index, prefetchOnAllocate: prefetch, preferredLocation, accessedBy, readMostly } = parsed;
-    const threshold = parsed.logThresholdBytes;
-    const device = cudaDevice(index);
-    const peers = checkPeerAccess(parsed.peerAccess, device);
-    super(
-      'uvm',
-      device,
-      {
-        strategy: 'uvm',
-        device: index,
-        ...peerAccessSpec(peers),
-        options: { prefetchOnAllocate: prefetch, preferredLocation, accessedBy, readMostly },
-      },
-      options,
-    );
-    this.prefetchOnAllocate = prefetch;
-    this.logThresholdBytes = threshold === false ? Infinity : threshold;
-    this.#logger = parsed.logger ?? ((line) => process.stderr.write(`${line}\n`));
+    super(uvmStrategy, options);
   }
 
   protected override doMalloc(bytes: number, stream: Stream | undefined): DevicePtr {

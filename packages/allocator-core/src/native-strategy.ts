@@ -1,0 +1,166 @@
+/**
+ * A native strategy's TypeScript face, made from its descriptor. The native core declares each
+ * strategy once (native/include/gpumem/strategy_registry.hpp): its description, its capability
+ * flags and its options. `scripts/sync-strategies.mjs` writes each strategy package's
+ * `options.generated.ts` from it (a {@link NativeStrategyDescriptor}), and this module turns that into
+ * the options definition, the registry entry and the allocator's constructor:
+ *
+ * ```ts
+ * const poolStrategy = defineNativeStrategy(poolDescriptor); // from ./options.generated.js
+ * export interface PoolAllocatorOptions extends OptionsOf<typeof poolStrategy.options> {}
+ * export class PoolAllocator extends NativeStrategyAllocator<typeof poolStrategy> {
+ *   readonly upstream = this.resolvedUpstream; // 'auto' resolved
+ *   constructor(options: PoolAllocatorOptions = {}) {
+ *     super(poolStrategy, options);
+ *   }
+ * }
+ * registerAllocator(poolStrategy.name, (o) => new PoolAllocator(o), poolStrategy.registration);
+ * ```
+ *
+ * Every strategy's options are, in this order: its placement option (`upstream`, where the
+ * descriptor has one), `device`, `peerAccess` (with the `peerAccess` flag), the descriptor's other
+ * options, the package's own (`extra`: what only TypeScript does, such as uvm's logger), and
+ * {@link nativeLayerOptions}. The constructor parses them, resolves the placement ('auto': the
+ * device's choice where a GPU is present, else 'host'), checks `peerAccess` and sends the
+ * descriptor's options that were given (or have a default) to the native chain builder.
+ * @module
+ */
+import { cudaDevice, hasCudaDevice, hostDevice, type Device } from './device.js';
+import type { ChainSpec } from './native.js';
+import { NativeAllocator, nativeLayerOptions, type NativeLayerOptions } from './native-allocator.js';
+import { defineOptions, option, type OptionEntries, type OptionsDefinition, type OptionValues, type ParsedOptions } from './options.js';
+import { checkPeerAccess, peerAccessOption, peerAccessSpec } from './peer-access.js';
+import { definedOptions } from './placement.js';
+import type { StrategyRegistration } from './registry.js';
+
+/** A strategy's capability flags, as its descriptor declares them (the registry's). */
+export interface NativeStrategyFlags {
+  readonly requiresCuda: boolean;
+  readonly capturable: boolean;
+  readonly hostMemory: boolean;
+  readonly requiresOptions: boolean;
+  readonly managedMemory: boolean;
+  readonly spillsToHost: boolean;
+  readonly peerAccess: boolean;
+}
+
+/**
+ * A native strategy as its descriptor declares it (what `options.generated.ts` holds): `options`
+ * are its options for the Node binding; `placement`, where it has one, is the option that says
+ * where the memory is and the choices the native side takes ('host', and the device's).
+ */
+export interface NativeStrategyDescriptor {
+  readonly name: string;
+  readonly description: string;
+  readonly flags: NativeStrategyFlags;
+  readonly placement?: { readonly key: string; readonly choices: readonly string[] };
+  readonly options: OptionEntries;
+}
+
+const deviceOption = {
+  /** CUDA device ordinal (default 0); with a placement option, the device of its device choice. */
+  device: option.nonNegative({ default: 0 }),
+};
+
+const peerAccessEntry = {
+  /**
+   * CUDA devices (ordinals) that may read and write this allocator's memory besides `device`. Each
+   * must be another device with a P2P path to `device` (`peerTopology()`); memory on the host takes
+   * none. Default: none.
+   */
+  peerAccess: peerAccessOption,
+};
+
+/** The entries a descriptor's strategy takes: device, peerAccess (with the flag), its own, the extras, the native layers. */
+export type NativeStrategyEntries<D extends NativeStrategyDescriptor, X extends OptionEntries> = D['options'] &
+  typeof deviceOption &
+  (D['flags']['peerAccess'] extends true ? typeof peerAccessEntry : unknown) &
+  X &
+  typeof nativeLayerOptions;
+
+/** The placement choice a strategy resolves to ('auto' never): its descriptor's choices. */
+export type ResolvedPlacement<D extends NativeStrategyDescriptor> = D['placement'] extends { choices: readonly (infer C)[] }
+  ? Exclude<C, 'auto'>
+  : undefined;
+
+/** A native strategy's TypeScript face (see the module's documentation). */
+export interface NativeStrategy<E extends OptionEntries = OptionEntries, U = unknown> {
+  /** The registered name (the descriptor's). */
+  readonly name: string;
+  /** The options: the type (`OptionsOf<typeof strategy.options>`) and the runtime check. */
+  readonly options: OptionsDefinition<E>;
+  /** What registerAllocator is told: the descriptor's description and flags, with `nativeLayers`. */
+  readonly registration: StrategyRegistration;
+  /** Carries the resolved placement's type; never set. */
+  readonly resolves?: U;
+  /** @internal The descriptor the strategy was made from, and its options' keys the native side takes. */
+  readonly descriptor: NativeStrategyDescriptor;
+}
+
+/** A strategy's face from its generated descriptor, plus `extra` entries only TypeScript takes. */
+export function defineNativeStrategy<const D extends NativeStrategyDescriptor, const X extends OptionEntries = Record<never, never>>(
+  descriptor: D,
+  extra?: X,
+): NativeStrategy<NativeStrategyEntries<D, X>, ResolvedPlacement<D>> {
+  const placementKey = descriptor.placement?.key;
+  const entries = {
+    ...(placementKey !== undefined && { [placementKey]: descriptor.options[placementKey] }),
+    ...deviceOption,
+    ...(descriptor.flags.peerAccess && peerAccessEntry),
+    ...descriptor.options,
+    ...extra,
+    ...nativeLayerOptions,
+  } as unknown as NativeStrategyEntries<D, X>;
+  const { requiresCuda, ...flags } = descriptor.flags;
+  return {
+    name: descriptor.name,
+    options: defineOptions(descriptor.name, entries),
+    registration: { description: descriptor.description, requiresCuda, nativeLayers: true, ...flags },
+    descriptor,
+  };
+}
+
+/** What a strategy's constructor sends to NativeAllocator, from the options given. */
+function prepare(strategy: NativeStrategy, options: object) {
+  const parsed = strategy.options.parse(options) as Record<string, unknown>;
+  const { descriptor } = strategy;
+  const index = parsed.device as number;
+  const own: Record<string, unknown> = definedOptions(parsed, Object.keys(descriptor.options));
+  let upstream: string | undefined;
+  let device: Device;
+  if (descriptor.placement !== undefined) {
+    const { key, choices } = descriptor.placement;
+    const onDevice = choices.find((c) => c !== 'host' && c !== 'auto') ?? 'host';
+    const requested = parsed[key] as string;
+    upstream = requested === 'auto' ? (hasCudaDevice() ? onDevice : 'host') : requested;
+    own[key] = upstream;
+    device = upstream === 'host' ? hostDevice : cudaDevice(index);
+  } else {
+    device = descriptor.flags.hostMemory && !descriptor.flags.requiresCuda ? hostDevice : cudaDevice(index);
+  }
+  const peers = descriptor.flags.peerAccess ? checkPeerAccess(parsed.peerAccess, device) : [];
+  const spec = { strategy: descriptor.name, device: index, ...peerAccessSpec(peers), options: own } as ChainSpec;
+  return { parsed, device, upstream, spec };
+}
+
+type EntriesOf<S> = S extends NativeStrategy<infer E, unknown> ? E : never;
+type PlacementOf<S> = S extends NativeStrategy<OptionEntries, infer U> ? U : never;
+
+/**
+ * The allocator of a native strategy: its constructor does what every one does (see the module's
+ * documentation); a subclass adds only what is its own.
+ */
+// biome-ignore lint/suspicious/noExplicitAny: any strategy, whatever its entries
+export abstract class NativeStrategyAllocator<S extends NativeStrategy<any, unknown>> extends NativeAllocator {
+  /** The options as parsed: checked, defaults in place. */
+  protected readonly parsed: ParsedOptions<EntriesOf<S>>;
+  /** The placement option's choice in force ('auto' resolved); undefined for a strategy without one. */
+  protected readonly resolvedUpstream: PlacementOf<S>;
+
+  protected constructor(strategy: S, options: OptionValues<EntriesOf<S>>) {
+    const made = prepare(strategy as unknown as NativeStrategy, options);
+    super(strategy.name, made.device, made.spec, made.parsed as NativeLayerOptions);
+    this.parsed = made.parsed as ParsedOptions<EntriesOf<S>>;
+    this.resolvedUpstream = made.upstream as PlacementOf<S>;
+  }
+}
