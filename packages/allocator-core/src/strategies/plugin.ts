@@ -112,6 +112,9 @@ export class PluginAllocator extends NativeAllocator {
   }
 }
 
+// `@alias` tells knip that the second name of one class is meant; in a comment of its own, which
+// TypeDoc (which knows no such tag) does not read.
+/** @alias */
 /** @deprecated The old name of {@link PluginAllocator}; removed in the next release. */
 export const NativePluginAllocator = PluginAllocator;
 /** @deprecated The old name of {@link PluginAllocator}; removed in the next release. */
