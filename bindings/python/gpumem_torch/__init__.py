@@ -46,7 +46,6 @@ from __future__ import annotations
 import collections
 import copy
 import ctypes
-import json
 import os
 import threading
 from typing import Any, Dict, List, Optional
