@@ -2,7 +2,6 @@
  * `gpumem train`: one model on one allocator, with a progress bar and a summary table.
  * @module
  */
-import { writeFileSync } from 'node:fs';
 import { formatBytes, hasCudaDevice } from '@gpumem/allocator-core';
 import {
   asTrainOptions,
@@ -27,7 +26,7 @@ import {
   specProblemsInChild,
   type AllocatorSpec,
 } from '@gpumem/compare';
-import { checkOutputFlags, isStdout } from './output-paths.js';
+import { checkOutputFlags, isStdout, writeOutput } from './output-paths.js';
 import { checkAllocatorNames, refuseSpecProblems } from './allocator-flags.js';
 import { flagHelp, parseFlags, ProgressBar, UsageError, type FlagSpec, type FlagValues } from './args.js';
 
@@ -280,7 +279,7 @@ function writeResult(result: TrainResult, flags: FlagValues): void {
   }
   process.stdout.write(`${formatResult(result)}\n`);
   if (flags.json) {
-    writeFileSync(flags.json as string, json);
+    writeOutput(flags.json as string, json);
     process.stdout.write(`wrote ${String(flags.json)}\n`);
   }
 }
