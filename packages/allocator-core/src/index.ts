@@ -18,7 +18,11 @@ export {
 } from './native-allocator.js';
 export {
   defineNativeStrategy,
+  deviceOption,
+  peerAccessEntry,
   NativeStrategyAllocator,
+  type EntriesOf,
+  type PlacementOf,
   type NativeStrategy,
   type NativeStrategyDescriptor,
   type NativeStrategyEntries,
@@ -51,6 +55,7 @@ export {
   strategyInfo,
   type AllocatorOptionsMap,
   type AllocatorFactory,
+  type FactoryFor,
   type StrategyInfo,
   type StrategyRegistration,
 } from './registry.js';

@@ -57,12 +57,14 @@ export interface NativeStrategyDescriptor {
   readonly options: OptionEntries;
 }
 
-const deviceOption = {
+/** The `device` option every native strategy takes. */
+export const deviceOption = {
   /** CUDA device ordinal (default 0); with a placement option, the device of its device choice. */
   device: option.nonNegative({ default: 0 }),
 };
 
-const peerAccessEntry = {
+/** The `peerAccess` option of the native strategies whose descriptor has the peerAccess flag. */
+export const peerAccessEntry = {
   /**
    * CUDA devices (ordinals) that may read and write this allocator's memory besides `device`. Each
    * must be another device with a P2P path to `device` (`peerTopology()`); memory on the host takes
@@ -143,8 +145,10 @@ function prepare(strategy: NativeStrategy, options: object) {
   return { parsed, device, upstream, spec };
 }
 
-type EntriesOf<S> = S extends NativeStrategy<infer E, unknown> ? E : never;
-type PlacementOf<S> = S extends NativeStrategy<OptionEntries, infer U> ? U : never;
+/** The option entries of a {@link NativeStrategy}. */
+export type EntriesOf<S> = S extends NativeStrategy<infer E, unknown> ? E : never;
+/** Where a {@link NativeStrategy}'s memory is once 'auto' is resolved (its placement choices less 'auto'). */
+export type PlacementOf<S> = S extends NativeStrategy<OptionEntries, infer U> ? U : never;
 
 /**
  * The allocator of a native strategy: its constructor does what every one does (see the module's

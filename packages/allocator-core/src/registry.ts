@@ -121,7 +121,8 @@ const aliases = processShared('allocator-aliases', 1, () => new Map<string, { na
 
 const namePattern = /^[a-z][a-z0-9-]*$/;
 
-type FactoryFor<N extends string> = AllocatorFactory<
+/** The factory a strategy named `N` registers: it takes that strategy's options where they are declared. */
+export type FactoryFor<N extends string> = AllocatorFactory<
   N extends keyof AllocatorOptionsMap ? AllocatorOptionsMap[N] : Record<string, unknown>
 >;
 
