@@ -72,6 +72,10 @@ fi
 
 cd "$(dirname "$0")/../.." || exit 1
 export NCCL_NVLS_ENABLE=${NCCL_NVLS_ENABLE:-0}
+# The C++ unit tests need doctest, and a GPU host has no Debian packages: a copy shipped in
+# .gpu/doctest (include/ and lib/cmake/doctest/, see bench/README.md) is found through CMAKE_PREFIX_PATH.
+[ -d .gpu/doctest ] && export CMAKE_PREFIX_PATH="$PWD/.gpu/doctest${CMAKE_PREFIX_PATH:+:$CMAKE_PREFIX_PATH}"
+
 cli=packages/cli/dist/cli.js
 
 # step SUITE NAME LIMIT COMMAND...: run COMMAND under timeout LIMIT (seconds), output to suite.log
@@ -232,7 +236,8 @@ suite_large() {
 
 suite_multi() {
   step multi info 30 node "$cli" info
-  local configs=(--config 'one device|pool|-' --config 'one NCCL rank|pool|1' --config 'two ranks sharing cuda:0|pool|0,0|host')
+  local configs=(--config 'one device|pool|-' --config 'one device, A·(x·W1ᵀ) each epoch|pool|-|every-epoch'
+    --config 'one NCCL rank|pool|1' --config 'two ranks sharing cuda:0|pool|0,0|host')
   if [ "$(nvidia-smi -L 2>/dev/null | grep -c '^GPU ')" -ge 2 ]; then
     configs+=(--config 'two NCCL ranks|pool|0,1')
   fi

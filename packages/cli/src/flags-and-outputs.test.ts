@@ -102,8 +102,8 @@ describe('checked before any work (exit 2)', () => {
       /gpumem train: '--allocator': an allocator spec was refused/,
     );
     refused(
-      run(['compare', ...tiny, '--allocators', 'host,native']),
-      /native: Expected a non-empty string \(the path of a gpumem plug-in library\) for library/,
+      run(['compare', ...tiny, '--allocators', 'host,plugin']),
+      /plugin: Expected a non-empty string \(the path of a gpumem plug-in library\) for library/,
     );
     expect(Date.now() - started).toBeLessThan(30_000);
   });
@@ -371,7 +371,7 @@ describe('plug-ins', () => {
 });
 
 describe('npm run bench (bench/alloc)', () => {
-  it('measures every strategy that ships with gpumem and can run here, tiered included, and skips native with a note', () => {
+  it('measures every strategy that ships with gpumem and can run here, tiered included, and skips plugin with a note', () => {
     const out = join(dir, 'alloc.json');
     const r = spawnSync(process.execPath, ['bench/alloc/run.js', '--quick', '--out', out], {
       cwd: root,
@@ -380,7 +380,7 @@ describe('npm run bench (bench/alloc)', () => {
       timeout: 300_000,
     });
     expect(r.status, r.stderr).toBe(0);
-    expect(r.stderr).toMatch(/bench\/alloc: skipping native: needs options/);
+    expect(r.stderr).toMatch(/bench\/alloc: skipping plugin: needs options/);
     const labels = (JSON.parse(readFileSync(out, 'utf8')) as { rows: { allocator: string }[] }).rows.map((row) => row.allocator);
     expect(labels).toEqual(expect.arrayContaining(['host', 'tiered', 'pinned', 'expandable']));
     const tiered = spawnSync(process.execPath, ['bench/alloc/run.js', '--quick', '--allocators', 'tiered', '--out', out], {
