@@ -72,7 +72,7 @@ fi
 
 cd "$(dirname "$0")/../.." || exit 1
 export NCCL_NVLS_ENABLE=${NCCL_NVLS_ENABLE:-0}
-# The C++ unit tests need doctest, and a GPU host has no Debian packages: a copy shipped in
+# The C++ unit tests need doctest; where a GPU host has none (it has no package registry), a copy shipped in
 # .gpu/doctest (include/ and lib/cmake/doctest/, see bench/README.md) is found through CMAKE_PREFIX_PATH.
 [ -d .gpu/doctest ] && export CMAKE_PREFIX_PATH="$PWD/.gpu/doctest${CMAKE_PREFIX_PATH:+:$CMAKE_PREFIX_PATH}"
 
