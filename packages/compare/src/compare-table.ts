@@ -1,7 +1,8 @@
 /**
  * `gpumem compare`'s table for the terminal: one row per run (and per baseline), the marks of each
  * column's best and of the runs tied for it, a run's peaks split into device and host where it has a
- * host tier, and the notes under the table. The HTML report's table is report-table.ts.
+ * host tier, the notes under the table (why the times are not ranked, where they are not) and the
+ * recommendation. The HTML report's table is report-table.ts.
  * @module
  */
 import { formatBytes } from '@gpumem/allocator-core';
@@ -168,14 +169,18 @@ export function formatCompareTable(result: CompareResult): string {
     .map((r) => `${r.allocator}: ${r.status === 'oom' ? 'out of memory' : 'error'}: ${r.error ?? ''}`);
   const measured = result.runs.find((r) => r.status === 'ok');
   const warmup = measured && (measured.warmupEpochs ?? 0) > 0 ? `; epoch times leave out each run's first (warm-up) epoch` : '';
-  const repeats = measured && (measured.repeats ?? 1) > 1 ? `; each row pools ${measured.repeats} runs in fresh processes` : '';
+  const repeats = measured && (measured.repeats ?? 1) > 1 ? `; each row pools ${measured.repeats} runs, interleaved (a1 b1 a2 b2 ...)` : '';
   const measuredEpochs = measured?.epochSpread?.n ?? 0;
   const spread =
     measuredEpochs >= quartilesFrom
       ? ` (with ${measuredEpochs} measured epochs a row, the spread compared is their middle half, from the first to the third quartile; the table shows min–max)`
       : '';
+  const notRanked = result.timesNotRanked
+    ? [`median epoch and ${result.throughputUnit}: no best marked: ${result.timesNotRanked.reason}`]
+    : [];
   const notes = [
     `* best in its column; = tied for best within the spread of the epoch times${spread} (no clear winner)${warmup}${repeats}`,
+    ...notRanked,
     `upstream calls: allocations / frees the strategy asked of what it allocates from (the driver for the native strategies, the upstream allocator for a plug-in over another)`,
     ...(anyHostTier(result.runs)
       ? [
@@ -190,5 +195,7 @@ export function formatCompareTable(result: CompareResult): string {
       : []),
     ...failures,
   ];
-  return `${result.workload.title}, on ${result.device}\n${table}\n${notes.join('\n')}`;
+  const recommendation =
+    (result.recommendation ?? []).length > 0 ? `\n\nrecommendation:\n${result.recommendation!.map((l) => `  ${l}`).join('\n')}` : '';
+  return `${result.workload.title}, on ${result.device}\n${table}\n${notes.join('\n')}${recommendation}`;
 }

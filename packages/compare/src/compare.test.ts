@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import '@gpumem/allocator-pool';
 import type { TrackingEvent } from '@gpumem/allocator-core';
-import { bestOf, runOne, type RunRequest } from './compare.js';
+import { bestOf, compareAllocators, defaultRepeat, runOne, type RunRequest } from './compare.js';
 import { buildTimeline, peakBreakdown } from './timeline.js';
 import { parseAllocatorList, parseAllocatorSpec } from './spec.js';
 import type { CompareRun } from './types.js';
@@ -202,5 +202,35 @@ describe('where the memory goes', () => {
     const tags = run.peakBreakdown!.map((p) => p.tag);
     expect(tags).toContain('setup');
     expect(run.peakBreakdown!.reduce((sum, p) => sum + p.bytes, 0)).toBe(Math.max(...run.timeline!.allocatedBytes));
+  });
+});
+
+describe('compareAllocators', () => {
+  it('interleaves the allocators by default, round-robin over the repeats (a1 b1 a2 b2 ...), and recommends from the marks', async () => {
+    const order: string[] = [];
+    const result = await compareAllocators({
+      train: { model: 'gcn', dataset: 'sbm', nodes: 200, epochs: 2 },
+      allocators: [
+        { label: 'host', name: 'host', options: {} },
+        { label: 'pool:upstream=host', name: 'pool', options: { upstream: 'host' } },
+      ],
+      isolate: false,
+      record: false,
+      device: 'host',
+      title: 'gcn',
+      onRunStart: (spec, index, total) => order.push(`${spec.label} ${index + 1}/${total}`),
+    });
+    const rounds = Array.from({ length: defaultRepeat }, (_, k) => [
+      `host ${2 * k + 1}/${2 * defaultRepeat}`,
+      `pool:upstream=host ${2 * k + 2}/${2 * defaultRepeat}`,
+    ]);
+    expect(order).toEqual(rounds.flat());
+    for (const run of result.runs) expect(run.repeats).toBe(defaultRepeat);
+    // 2 epochs a run leave one measured each: too few to name the faster, whichever it is
+    expect(result.timesNotRanked?.measuredEpochs).toBe(defaultRepeat);
+    expect(result.best.medianEpochMs).toBeUndefined();
+    expect(result.picks?.fastest?.verdict).toBe('not-enough-samples');
+    expect(result.picks?.leastMemory?.allocators).toEqual(result.best.peakReservedBytes);
+    expect(result.recommendation?.some((l) => l.startsWith('Fastest: not ranked: not enough samples'))).toBe(true);
   });
 });

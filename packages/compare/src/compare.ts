@@ -29,9 +29,10 @@ import { buildTimeline, peakBreakdown, type HostSamples } from './timeline.js';
 import { hasHostTier } from './tiers.js';
 import { mergeRepeats } from './repeat.js';
 import type { BaselineRun } from './baseline.js';
-import { spreadsOverlap } from './spread.js';
+import { epochsAfterWarmup, minMeasuredEpochs, notEnoughSamplesText, spreadsOverlap } from './spread.js';
 import { failureRun, messageOf, summariseRun } from './run-summary.js';
 import { isDistributed, runDistributed } from './distributed-run.js';
+import { recommendRuns } from './recommendation.js';
 
 /**
  * The training configuration shared by every run (everything but the allocator): any workload's
@@ -57,8 +58,9 @@ export interface CompareOptions {
    */
   isolate?: boolean;
   /**
-   * Runs of each allocator (default 1), each in a fresh process, interleaved (A B C A B C ...) so
-   * that drift of the machine spreads over all of them; a row pools its runs' epochs.
+   * Runs of each allocator (default {@link defaultRepeat}), interleaved (A B C A B C ...) so that
+   * drift of the machine spreads over all of them rather than landing on one allocator; each in a
+   * fresh process (or, with `isolate: false`, in this one); a row pools its runs' epochs.
    */
   repeat?: number;
   /** The device's description for the report. */
@@ -91,6 +93,12 @@ export interface RunRequest {
 }
 
 export const defaultTrackingCapacity = 2 ** 20;
+
+/**
+ * Runs of each allocator when `repeat` is not given: 3, interleaved. With 3 epochs a run (the first
+ * warm-up) that is 6 measured epochs a row, past {@link minMeasuredEpochs}.
+ */
+export const defaultRepeat = 3;
 export const defaultTimelinePoints = 4000;
 
 /**
@@ -212,16 +220,34 @@ const columns: Array<{ column: CompareColumn; value: (r: CompareRun) => number |
 /** Columns measured in time, whose best must stand out of the spread of the epochs. */
 const timeColumns = new Set<CompareColumn>(['medianEpochMs', 'throughput']);
 
+/** How a comparison's rows rank: each column's best, the runs tied for it, and why the times are not ranked when they are not. */
+export interface Ranking {
+  best: CompareResult['best'];
+  tied: NonNullable<CompareResult['tied']>;
+  /** Set when the time columns have no best and no tie: too few measured epochs in some row. */
+  timesNotRanked?: NonNullable<CompareResult['timesNotRanked']>;
+}
+
 /**
  * The allocators holding each column's best value among the completed runs (exact ties included).
  * For the time columns, a best is marked only when its epochs' spread does not overlap any other
- * run's; otherwise the runs whose spreads overlap the fastest one are returned as tied.
+ * run's; otherwise the runs whose spreads overlap the fastest one are returned as tied. Times are
+ * not ranked at all (neither best nor tied, `timesNotRanked` says why) while a completed row has
+ * fewer than {@link minMeasuredEpochs} epochs measured after its warm-up. The other columns are
+ * counts and peaks, the same in every repeat of a run, and are ranked from one epoch.
  */
-export function rankRuns(runs: readonly CompareRun[]): { best: CompareResult['best']; tied: NonNullable<CompareResult['tied']> } {
+export function rankRuns(runs: readonly CompareRun[]): Ranking {
   const best: CompareResult['best'] = {};
   const tied: NonNullable<CompareResult['tied']> = {};
   const ok = runs.filter((r) => r.status === 'ok');
+  const timed = ok.filter((r) => r.medianEpochMs !== null);
+  const fewest = timed.length > 0 ? Math.min(...timed.map(epochsAfterWarmup)) : undefined;
+  const timesNotRanked =
+    fewest !== undefined && fewest < minMeasuredEpochs
+      ? { measuredEpochs: fewest, minimum: minMeasuredEpochs, reason: notEnoughSamplesText(fewest) }
+      : undefined;
   for (const { column, value, higherIsBetter } of columns) {
+    if (timesNotRanked && timeColumns.has(column)) continue;
     const values = ok.map((r) => [r, value(r)] as const).filter((p): p is readonly [CompareRun, number] => p[1] !== null);
     if (values.length === 0) continue;
     const target = higherIsBetter ? Math.max(...values.map((p) => p[1])) : Math.min(...values.map((p) => p[1]));
@@ -236,7 +262,7 @@ export function rankRuns(runs: readonly CompareRun[]): { best: CompareResult['be
     }
     best[column] = winners.map((r) => r.allocator);
   }
-  return { best, tied };
+  return { best, tied, ...(timesNotRanked ? { timesNotRanked } : {}) };
 }
 
 /** The allocators holding each column's best value (see {@link rankRuns}). */
@@ -294,13 +320,15 @@ export function outsideAllocatorNote(runs: readonly CompareRun[]): string[] {
   ];
 }
 
-/** Runs every allocator in turn (`repeat` rounds) and gathers the comparison. */
+/**
+ * Runs every allocator in turn, `repeat` rounds of them (a1 b1 c1 a2 b2 c2 ...), and gathers the
+ * comparison, ranked and with its recommendation.
+ */
 export async function compareAllocators(o: CompareOptions): Promise<CompareResult> {
-  const repeat = o.repeat ?? 1;
+  const repeat = o.repeat ?? defaultRepeat;
   if (!Number.isSafeInteger(repeat) || repeat < 1)
     throw new RangeError(`Expected positive integer for repeat but received ${String(repeat)}`);
   const isolate = o.isolate ?? true;
-  if (repeat > 1 && !isolate) throw new RangeError('Expected isolate: true with repeat > 1: each repeat runs in a fresh process');
   const byAllocator: CompareRun[][] = o.allocators.map(() => []);
   const total = o.allocators.length * repeat;
   for (let round = 0; round < repeat; round++) {
@@ -326,7 +354,8 @@ export async function compareAllocators(o: CompareOptions): Promise<CompareResul
     }
   }
   const runs = byAllocator.map((repeats) => mergeRepeats(repeats));
-  const { best, tied } = rankRuns(runs);
+  const ranking = rankRuns(runs);
+  const { picks, lines } = recommendRuns(runs, ranking);
   const outside = outsideAllocatorNote(runs);
   const workload = getWorkload(o.train.model);
   return {
@@ -343,8 +372,9 @@ export async function compareAllocators(o: CompareOptions): Promise<CompareResul
     },
     throughputUnit: `${workload.samples}/s`,
     runs,
-    best,
-    tied,
+    ...ranking,
+    recommendation: lines,
+    picks,
     ...(o.baselines && o.baselines.length > 0 ? { baselines: o.baselines } : {}),
     ...(outside.length > 0 ? { notes: outside } : {}),
   };

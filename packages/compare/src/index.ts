@@ -14,13 +14,25 @@ export {
   outsideAllocatorNote,
   defaultTrackingCapacity,
   defaultTimelinePoints,
+  defaultRepeat,
+  type Ranking,
   type CompareOptions,
   type CompareTrainOptions,
   type RunRequest,
 } from './compare.js';
 export { buildTimeline, capTimeline, cleanTimeline, peakBreakdown, alignHostSamples, type HostSamples } from './timeline.js';
 export { hasHostTier, hostTierSummary, splitPeak, anyHostTier, anyTierMoves } from './tiers.js';
-export { quartilesFrom, spreadOf, spreadsOverlap, tieTolerance, warmupEpochsOf, type Spread } from './spread.js';
+export {
+  quartilesFrom,
+  spreadOf,
+  spreadsOverlap,
+  tieTolerance,
+  warmupEpochsOf,
+  minMeasuredEpochs,
+  epochsAfterWarmup,
+  type Spread,
+} from './spread.js';
+export { recommendRuns, type CompareRecommendation } from './recommendation.js';
 export { mergeRepeats } from './repeat.js';
 export { isDistributed, runDistributed, summariseDistributed } from './distributed-run.js';
 export { deviceRun, deviceLabels, devicePeaksText, anyDevices } from './devices.js';
@@ -32,6 +44,7 @@ export type {
   CompareResult,
   CompareRun,
   CompareColumn,
+  ComparePicks,
   TimelineSeries,
   RunStatus,
   HostTierSummary,

@@ -5,6 +5,7 @@
  */
 import { formatBytes } from '@gpumem/allocator-core';
 import { DASH, escapeHtml, formatCount, formatDate } from './report-text.js';
+import { minMeasuredEpochs } from './spread.js';
 import type { CompareResult } from './types.js';
 
 const bestMeaning =
@@ -40,9 +41,12 @@ export function recommendationHtml(result: CompareResult): string {
     : `<div class="recommendation"><strong>Recommendation</strong><ul>${lines.map((l) => `<li>${escapeHtml(l)}</li>`).join('')}</ul></div>`;
 }
 
-/** The result's notes, under the table. */
+/** The result's notes, under the table: first why the times are not ranked, where they are not. */
 export function notesHtml(result: CompareResult): string {
-  const notes = result.notes ?? [];
+  const notes = [
+    ...(result.timesNotRanked ? [`Median epoch and ${result.throughputUnit}: no best marked: ${result.timesNotRanked.reason}.`] : []),
+    ...(result.notes ?? []),
+  ];
   return notes.length === 0 ? '' : `<ul class="notes">${notes.map((n) => `<li>${escapeHtml(n)}</li>`).join('')}</ul>`;
 }
 
@@ -67,7 +71,8 @@ ${options ? `<dt>Options</dt><dd>${options}</dd>` : ''}
 </dl>
 <p class="best-note"><span class="best-mark">*</span> marks the best value of each column among the runs that finished:
 ${bestMeaning}. Ties are all marked; runs that failed are not ranked. Epoch times leave out each run's first
-(warm-up) epoch; a time is marked best only when its spread does not overlap another run's, and
+(warm-up) epoch; a time is marked best only when every row has at least ${minMeasuredEpochs} measured epochs and its
+spread does not overlap another run's, and
 <span class="tied-mark">=</span> marks the runs tied within the spread.</p>
 </header>`;
 }

@@ -1,7 +1,8 @@
 import { describe, expect, it } from 'vitest';
 import { outsideAllocatorNote, rankRuns } from './compare.js';
 import { mergeRepeats } from './repeat.js';
-import { spreadOf, spreadsOverlap, warmupEpochsOf } from './spread.js';
+import { recommendRuns } from './recommendation.js';
+import { epochsAfterWarmup, minMeasuredEpochs, spreadOf, spreadsOverlap, warmupEpochsOf } from './spread.js';
 import type { CompareRun } from './types.js';
 
 function run(allocator: string, epochMs: number[], extra: Partial<CompareRun> = {}): CompareRun {
@@ -67,11 +68,16 @@ describe('spreads', () => {
 
 describe('ranking runs', () => {
   it('marks a best time only when it is better beyond the spread; otherwise the rows tie', () => {
-    const clear = rankRuns([run('pool', [500, 300, 305, 302]), run('cuda', [700, 580, 590, 585])]);
+    const clear = rankRuns([run('pool', [500, 300, 305, 302, 301, 304]), run('cuda', [700, 580, 590, 585, 588, 583])]);
     expect(clear.best.medianEpochMs).toEqual(['pool']);
     expect(clear.best.throughput).toEqual(['pool']);
     expect(clear.tied.medianEpochMs).toBeUndefined();
-    const close = rankRuns([run('pool', [500, 300, 340]), run('async', [600, 330, 360]), run('cuda', [700, 580, 590])]);
+    expect(clear.timesNotRanked).toBeUndefined();
+    const close = rankRuns([
+      run('pool', [500, 300, 340, 320, 310, 330]),
+      run('async', [600, 330, 360, 350, 345, 355]),
+      run('cuda', [700, 580, 590, 585, 588, 583]),
+    ]);
     expect(close.best.medianEpochMs).toBeUndefined();
     expect(close.tied.medianEpochMs).toEqual(['pool', 'async']);
     expect(close.tied.throughput).toEqual(['pool', 'async']);
@@ -80,8 +86,79 @@ describe('ranking runs', () => {
   });
 
   it('ranks failed runs nowhere', () => {
-    const r = rankRuns([run('pool', [500, 300, 305]), run('cuda', [10, 10, 10], { status: 'oom' })]);
+    const r = rankRuns([run('pool', [500, 300, 305, 302, 301, 304]), run('cuda', [10, 10, 10], { status: 'oom' })]);
     expect(r.best.medianEpochMs).toEqual(['pool']);
+  });
+
+  it(`names no winner in time from fewer than ${minMeasuredEpochs} measured epochs a row, and says why`, () => {
+    // one epoch each (the warm-up is all that was timed), 10% apart: no best, no tie
+    const one = rankRuns([run('host', [5010]), run('pinned', [2866])]);
+    expect(one.best.medianEpochMs).toBeUndefined();
+    expect(one.best.throughput).toBeUndefined();
+    expect(one.tied.medianEpochMs).toBeUndefined();
+    expect(one.timesNotRanked).toEqual({
+      measuredEpochs: 0,
+      minimum: minMeasuredEpochs,
+      reason: `not enough samples (0 measured epochs after the warm-up, at least ${minMeasuredEpochs} needed)`,
+    });
+    // the memory columns are counts, ranked from one epoch
+    expect(one.best.peakReservedBytes).toEqual(['host', 'pinned']);
+    // four measured epochs in one row are too few, even where the other has plenty
+    const few = rankRuns([run('pool', [500, 300, 305, 302, 301]), run('cuda', [700, 580, 590, 585, 588, 583])]);
+    expect(few.best.medianEpochMs).toBeUndefined();
+    expect(few.timesNotRanked?.measuredEpochs).toBe(4);
+    expect(epochsAfterWarmup(run('a', [1, 2, 3]))).toBe(2);
+    expect(epochsAfterWarmup(run('a', [1]))).toBe(0);
+  });
+});
+
+describe('the recommendation', () => {
+  /** What the picks say, checked against the marks of the same ranking. */
+  function agrees(runs: CompareRun[]): ReturnType<typeof recommendRuns> {
+    const ranking = rankRuns(runs);
+    const rec = recommendRuns(runs, ranking);
+    expect(rec.picks.leastMemory?.allocators).toEqual(ranking.best.peakReservedBytes);
+    const fastest = rec.picks.fastest!;
+    if (fastest.verdict === 'clear') expect(fastest.allocators).toEqual(ranking.best.medianEpochMs);
+    if (fastest.verdict === 'within-noise') expect(fastest.allocators).toEqual(ranking.tied.medianEpochMs);
+    if (fastest.verdict === 'not-enough-samples') {
+      expect(ranking.best.medianEpochMs ?? ranking.tied.medianEpochMs).toBeUndefined();
+      expect(fastest.reason).toBe(ranking.timesNotRanked!.reason);
+    }
+    return rec;
+  }
+
+  it('picks what the table marks: least memory and the clear fastest, with the runner-up', () => {
+    const rec = agrees([
+      run('pool', [500, 300, 305, 302, 301, 304], { peakReservedBytes: 300 * 2 ** 20 }),
+      run('cuda', [700, 580, 590, 585, 588, 583], { peakReservedBytes: 200 * 2 ** 20 }),
+    ]);
+    expect(rec.picks.fastest).toEqual({ verdict: 'clear', allocators: ['pool'], medianEpochMs: 302 });
+    expect(rec.lines).toEqual([
+      'Least memory: cuda, 200.00 MiB peak reserved; next: pool, 300.00 MiB (50% more).',
+      'Fastest: pool, 302.0 ms an epoch (median of 5 measured epochs), faster than every other run beyond the spread of their epochs; next: cuda, 585.0 ms (94% slower).',
+    ]);
+  });
+
+  it('says when the fastest runs are within noise, and when there are too few samples to tell', () => {
+    const tied = agrees([
+      run('pool', [500, 300, 340, 320, 310, 330]),
+      run('async', [600, 330, 360, 350, 345, 355]),
+      run('cuda', [700, 580, 590, 585, 588, 583]),
+    ]);
+    expect(tied.picks.fastest?.verdict).toBe('within-noise');
+    expect(tied.lines[1]).toMatch(/^Fastest: no clear winner: pool and async are within noise of each other .*; cuda slower beyond it\.$/);
+    const one = agrees([run('host', [5010]), run('pinned', [2866])]);
+    expect(one.picks.fastest?.verdict).toBe('not-enough-samples');
+    expect(one.lines[1]).toMatch(/^Fastest: not ranked: not enough samples \(0 measured epochs after the warm-up, at least 5 needed\)/);
+    expect(one.lines.join('\n')).not.toMatch(/Fastest: (host|pinned)/);
+  });
+
+  it('leaves failed runs out, and has nothing to compare with one run', () => {
+    const runs = [run('pool', [500, 300, 305, 302, 301, 304]), run('arena', [10], { status: 'oom' })];
+    const rec = recommendRuns(runs, rankRuns(runs));
+    expect(rec.picks).toEqual({});
+    expect(rec.lines).toEqual(['Only pool finished: nothing to compare it with.', 'Not ranked: arena (out of memory).']);
   });
 });
 

@@ -61,3 +61,26 @@ export function spreadsOverlap(a: Spread, b: Spread): boolean {
 export function warmupEpochsOf(epochCount: number): number {
   return epochCount >= 2 ? 1 : 0;
 }
+
+/**
+ * Measured epochs (after each run's warm-up) a row needs before its time may be called better than
+ * another's. Two allocators whose epochs take the same time have min–max ranges that miss each other
+ * by chance with probability 2 / C(2n, n) for n epochs each: 1 for n = 1 (a lone epoch never
+ * overlaps another), 1/3 for 2, 1/10 for 3, 1/35 for 4 and 1/126 (0.8%) for 5. From 5, a winner
+ * named is a real difference at least 99 times in 100; the default comparison (3 epochs, 3
+ * repeats) measures 6.
+ */
+export const minMeasuredEpochs = 5;
+
+/**
+ * The epochs of a row measured after their run's warm-up: none where each run had one epoch only
+ * (its one time includes the warm-up: first-call costs, the allocator's first growth).
+ */
+export function epochsAfterWarmup(run: { warmupEpochs?: number; epochSpread?: Spread | null }): number {
+  return (run.warmupEpochs ?? 0) > 0 ? (run.epochSpread?.n ?? 0) : 0;
+}
+
+/** What a row's time lacks to be ranked: "not enough samples (1 measured epoch, at least 5 needed)". */
+export function notEnoughSamplesText(measured: number): string {
+  return `not enough samples (${measured} measured epoch${measured === 1 ? '' : 's'} after the warm-up, at least ${minMeasuredEpochs} needed)`;
+}

@@ -179,6 +179,25 @@ export interface ReplayReportInfo {
   capacityBytes?: number;
 }
 
+/** The recommendation of `gpumem compare` as data: what the table's marks say, picked out. */
+export interface ComparePicks {
+  /** The runs holding the smallest peak reserved (the column's `*`), and that peak. */
+  leastMemory?: { allocators: string[]; peakReservedBytes: number };
+  /**
+   * The fastest, and how sure: `clear`, faster than every other run beyond the spread of the epochs
+   * (the column's `*`); `within-noise`, the runs whose spreads overlap the fastest's (the column's
+   * `=`), none of them faster; `not-enough-samples`, times not ranked (`reason` says why).
+   */
+  fastest?: {
+    verdict: 'clear' | 'within-noise' | 'not-enough-samples';
+    /** The fastest (clear), the runs tied with it (within-noise), or none. */
+    allocators: string[];
+    /** The fastest's median epoch (clear). */
+    medianEpochMs?: number;
+    reason?: string;
+  };
+}
+
 /** The columns of the comparison table that have a best value. */
 export type CompareColumn =
   | 'medianEpochMs'
@@ -218,6 +237,17 @@ export interface CompareResult {
   best: Partial<Record<CompareColumn, string[]>>;
   /** For the time columns: the allocators tied for best within the spread (then none is marked best). */
   tied?: Partial<Record<CompareColumn, string[]>>;
+  /**
+   * Set when the time columns are not ranked (no best, no tie): some completed row has fewer epochs
+   * measured after its warm-up than `minimum` (see minMeasuredEpochs).
+   */
+  timesNotRanked?: {
+    /** The fewest measured epochs of any completed row. */
+    measuredEpochs: number;
+    minimum: number;
+    /** "not enough samples (1 measured epoch after the warm-up, at least 5 needed)". */
+    reason: string;
+  };
   /** Other frameworks' runs of the same workload (`--baseline`), shown beside the allocators; not ranked. */
   baselines?: BaselineRun[];
   /** Set for a report of `gpumem replay`: the trace, instead of a trained model. */
@@ -228,6 +258,8 @@ export interface CompareResult {
   extraColumns?: ExtraColumn[];
   /** Notes under the table (footnotes). */
   notes?: string[];
-  /** The recommendation, one sentence a line, shown above the table. */
+  /** The recommendation, one sentence a line, shown above the table (from the same ranking as its marks). */
   recommendation?: string[];
+  /** What the recommendation of `gpumem compare` picked, as data (see recommendRuns). */
+  picks?: ComparePicks;
 }
