@@ -5,6 +5,7 @@ import {
   compileTrace,
   findMinCapacity,
   profileReplay,
+  recommendStrategy,
   replayTrace,
   type RecordedBaseline,
   type ReplayResult,
@@ -32,13 +33,13 @@ const compiled = compileTrace({
   ],
 });
 
-function rowOf(label: string, name: string, options: Record<string, unknown> = {}): ReplayReportRow {
+function rowOf(label: string, name: string, options: Record<string, unknown> = {}): ReplayReportRow & { memory: 'host' | 'device' } {
   const allocator = createAllocator(name, options);
   try {
     const result = replayTrace(compiled, allocator, { repeats: 1 });
     const profile = profileReplay(compiled, { name, options });
     const minCapacity = findMinCapacity(compiled, { name, options }, { capBytes: 64 * MiB, resolutionBytes: 64 * KiB });
-    return { label, result, profile, minCapacity };
+    return { label, result, profile, minCapacity, memory: name === 'host' ? 'host' : 'device' };
   } finally {
     allocator.dispose();
   }
@@ -56,7 +57,13 @@ const baseline: RecordedBaseline = {
 };
 
 describe('replayToCompareResult', () => {
-  const rows = [rowOf('host', 'host'), rowOf('pool', 'pool', { upstream: 'host' }), { label: 'broken', error: 'TypeError: no' }];
+  const rows: ReplayReportRow[] = [
+    rowOf('host', 'host'),
+    rowOf('pool', 'pool', { upstream: 'host' }),
+    { label: 'broken', error: 'TypeError: no' },
+  ];
+  // 'pool' stands for a device strategy (its host twin, as without a GPU); 'host' keeps host memory
+  const advice = recommendStrategy(rows, { minCapacity: true, baseline, gpu: true });
   const result = replayToCompareResult({
     file: 'run.jsonl',
     format: 'jsonl',
@@ -66,7 +73,7 @@ describe('replayToCompareResult', () => {
     rows,
     baseline,
     device: 'host (no GPU)',
-    recommendation: ['Least memory: host needs 4.50 MiB.'],
+    advice,
     createdAt: '2026-01-01T00:00:00.000Z',
   });
 
@@ -79,17 +86,36 @@ describe('replayToCompareResult', () => {
     ]);
     expect(result.replay).toMatchObject({ trace: 'run.jsonl', format: 'jsonl', summary: '6 events' });
     expect(result.hiddenColumns).toEqual(['medianEpochMs', 'throughput', 'finalLoss', 'accuracy']);
-    expect(result.extraColumns!.map((c) => c.key)).toEqual(['minCapacity', 'fragmentationAtPeak', 'nsPerAlloc', 'nsPerFree']);
+    expect(result.extraColumns!.map((c) => c.key)).toEqual(['minCapacity', 'unusedAtPeakReserved', 'nsPerCall', 'nsPerAlloc', 'nsPerFree']);
     const min = result.extraColumns!.find((c) => c.key === 'minCapacity')!;
-    expect(min.best).toEqual(['host']); // 4.5 MiB, below the pool's segments and PyTorch's 6 MiB
+    // host needs the least (4.5 MiB) but keeps host memory: not ranked, so the device strategy is marked
+    expect(min.best).toEqual(['pool']);
     expect(result.runs[0]!.extra!.minCapacity!.text).toBe('4.50 MiB');
     expect(result.runs[3]!.extra!.minCapacity).toEqual({ text: '6.00 MiB', mark: '\u2020' }); // a footnote, not the best mark (*)
     expect(result.notes!.some((n) => n.startsWith('\u2020 PyTorch caching allocator (recorded)'))).toBe(true);
-    expect(result.best.peakReservedBytes).toEqual(['host']);
+    expect(result.best.peakReservedBytes).toBeUndefined(); // memory is ranked by the min capacity here
     expect(result.runs[1]!).toMatchObject({
       upstreamAllocCalls: rows[1]!.profile!.driverAllocs,
       peakReservedBytes: rows[1]!.result!.peakReservedBytes,
     });
+  });
+
+  it("marks exactly the recommendation's picks: no host strategy, no recorded allocator, nothing it does not rank", () => {
+    const marked = new Map<string, string[]>();
+    for (const c of result.extraColumns!) if (c.best) marked.set(c.key, c.best);
+    for (const [column, labels] of Object.entries(result.best)) marked.set(column, labels);
+    expect(Object.fromEntries(marked)).toEqual({
+      minCapacity: advice.memory!.labels,
+      nsPerCall: advice.speed!.labels,
+      upstreamCalls: advice.driverCalls!.labels,
+    });
+    expect(advice.memory!.labels).toEqual(['pool']);
+    for (const labels of marked.values()) {
+      expect(labels).not.toContain('host');
+      expect(labels).not.toContain(baseline.label);
+    }
+    expect(result.recommendation).toEqual(advice.lines);
+    expect(result.tied).toEqual({});
   });
 
   it("draws each strategy's timeline and the baseline's on the trace's clock", () => {
@@ -105,14 +131,15 @@ describe('replayToCompareResult', () => {
     const html = renderHtmlReport(result);
     expect(html).toContain('<title>gpumem replay: run.jsonl</title>');
     expect(html).toContain('<dt>Trace</dt>');
-    expect(html).toMatch(/<div class="recommendation">.*Least memory: host needs 4\.50 MiB\./s);
+    expect(html).toMatch(/<div class="recommendation">.*Least memory: pool needs /s);
     expect(html).toContain('Min capacity');
-    expect(html).toContain('Fragmentation at peak');
+    expect(html).toContain('Unused at peak reserved');
+    expect(html).not.toContain('Fragmentation at peak');
     expect(html).toContain('6.00 MiB<sup>\u2020</sup>');
     expect(html).not.toContain('id="epochs"');
     expect(html).not.toContain('>Median epoch');
     expect(html).toContain("time in the trace (the recording's clock)");
-    expect(html).toMatch(/data-allocator="host">.*class="num best" >?/s);
+    expect(html).toMatch(/data-allocator="pool">.*class="num best" >?/s);
   });
 
   it("stacks a tagged trace's allocated bytes by tag (a snapshot's frames) and says which hold the peak", () => {

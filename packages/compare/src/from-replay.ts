@@ -5,8 +5,7 @@
  * @module
  */
 import { formatBytes } from '@gpumem/allocator-core';
-import type { CompiledTrace, MinCapacity, RecordedBaseline, StrategyReplay } from '@gpumem/trace';
-import { rankRuns } from './compare.js';
+import type { Advice, CompiledTrace, MinCapacity, RecordedBaseline, StrategyReplay } from '@gpumem/trace';
 import { capTimeline, peakBreakdown } from './timeline.js';
 import type { CompareColumn, CompareResult, CompareRun, ExtraColumn, TimelineSeries } from './types.js';
 
@@ -27,8 +26,11 @@ export interface ReplayReportInput {
   /** The device's description. */
   device: string;
   capacityBytes?: number;
-  /** The recommendation's lines. */
-  recommendation?: string[];
+  /**
+   * The recommendation (recommendStrategy): its lines above the table, and its picks the table's
+   * marks, so that the two never disagree; without it no cell is marked.
+   */
+  advice?: Advice;
   /** Points kept per timeline (default 4000; peaks survive the thinning). */
   timelinePoints?: number;
   createdAt?: string;
@@ -36,6 +38,9 @@ export interface ReplayReportInput {
 
 /** Columns of `gpumem compare` that a replay has nothing for. */
 const hiddenColumns: CompareColumn[] = ['medianEpochMs', 'throughput', 'finalLoss', 'accuracy'];
+
+const unusedNote =
+  'Unused at peak reserved: reserved minus allocated bytes at the moment the strategy reserved the most (after a call), from one tracked pass. It is not taken at the peak of allocated bytes: a strategy that keeps freed blocks cached reaches its peak reserved when far less may be allocated.';
 
 const baselineNote = (label: string) =>
   `\u2020 ${label}: the program ran in the memory it reserved, so its minimum capacity is its recorded peak reserved (not searched).`;
@@ -113,12 +118,10 @@ export function minCapacityText(m: MinCapacity): string {
   return m.bytes === undefined ? `> ${formatBytes(m.capBytes)}` : formatBytes(m.bytes);
 }
 
-/** The runs holding the lowest value of `value` among those that have one (ties included). */
-function lowest(runs: readonly { label: string; value: number | undefined }[]): string[] {
-  const scored = runs.filter((r): r is { label: string; value: number } => r.value !== undefined);
-  if (scored.length === 0) return [];
-  const min = Math.min(...scored.map((r) => r.value));
-  return scored.filter((r) => r.value === min).map((r) => r.label);
+/** Mean time of one call of a replay, allocations and frees together (what the advice ranks for speed). */
+function nsPerCall(r: NonNullable<StrategyReplay['result']>): number {
+  const calls = r.allocs + r.frees;
+  return calls > 0 ? (r.nsPerAlloc * r.allocs + r.nsPerFree * r.frees) / calls : 0;
 }
 
 /** Turns replay results into a {@link CompareResult} for renderHtmlReport. */
@@ -128,12 +131,6 @@ export function replayToCompareResult(input: ReplayReportInput): CompareResult {
   const searched = input.rows.some((r) => r.minCapacity !== undefined);
   const anyOom = input.rows.some((r) => (r.profile?.ooms ?? 0) > 0);
   const runs: CompareRun[] = [];
-  const values: Record<string, { label: string; value: number | undefined }[]> = {
-    minCapacity: [],
-    fragmentationAtPeak: [],
-    nsPerAlloc: [],
-    nsPerFree: [],
-  };
 
   for (const row of input.rows) {
     const run = baseRun(row.label);
@@ -158,9 +155,10 @@ export function replayToCompareResult(input: ReplayReportInput): CompareResult {
     if (breakdown.length > 0) run.peakBreakdown = breakdown;
     run.eventsRecorded = p.timeline.timeNs.length;
     run.extra = {
-      fragmentationAtPeak: {
+      unusedAtPeakReserved: {
         text: `${formatBytes(p.fragmentationAtPeakBytes)}${share(p.fragmentationAtPeakBytes, p.reservedAtPeakBytes)}`,
       },
+      nsPerCall: { text: ns(nsPerCall(r)) },
       nsPerAlloc: { text: ns(r.nsPerAlloc) },
       nsPerFree: { text: ns(r.nsPerFree) },
     };
@@ -170,10 +168,6 @@ export function replayToCompareResult(input: ReplayReportInput): CompareResult {
       run.extra.oomUnallocated = { text: formatBytes(first.unallocatedReservedBytes) };
     }
     if (row.minCapacity) run.extra.minCapacity = { text: minCapacityText(row.minCapacity) };
-    values.minCapacity!.push({ label: row.label, value: row.minCapacity?.bytes });
-    values.fragmentationAtPeak!.push({ label: row.label, value: p.fragmentationAtPeakBytes });
-    values.nsPerAlloc!.push({ label: row.label, value: r.nsPerAlloc });
-    values.nsPerFree!.push({ label: row.label, value: r.nsPerFree });
     runs.push(run);
   }
 
@@ -189,31 +183,36 @@ export function replayToCompareResult(input: ReplayReportInput): CompareResult {
     run.timeline = baselineTimeline(baseline, compiled, points);
     run.eventsRecorded = compiled.action.length;
     run.extra = {
-      fragmentationAtPeak: {
+      unusedAtPeakReserved: {
         text: `${formatBytes(baseline.fragmentationAtPeakBytes)}${share(baseline.fragmentationAtPeakBytes, baseline.fragmentationAtPeakBytes + baseline.allocatedAtPeakBytes)}`,
       },
     };
     if (searched) {
       run.extra.minCapacity = { text: formatBytes(baseline.peakReservedBytes), mark: '\u2020' };
-      values.minCapacity!.push({ label: baseline.label, value: baseline.peakReservedBytes });
       notes.push(baselineNote(baseline.label));
     }
-    values.fragmentationAtPeak!.push({ label: baseline.label, value: baseline.fragmentationAtPeakBytes });
     runs.push(run);
   }
 
+  // The marks are the recommendation's picks, nothing else: the least memory (by minimum capacity
+  // where it was searched, else by peak reserved) among the strategies that keep their memory on the
+  // device, the fewest driver calls and the fastest calls among those that use it. Host strategies
+  // and the recorded allocator are never marked: the advice does not rank them.
+  const picks = input.advice;
+  const memory = picks?.memory?.labels;
   const extraColumns: ExtraColumn[] = [];
   if (searched)
-    extraColumns.push({ key: 'minCapacity', heading: 'Min capacity', subheading: 'no OOM at or above', best: lowest(values.minCapacity!) });
+    extraColumns.push({
+      key: 'minCapacity',
+      heading: 'Min capacity',
+      subheading: 'no OOM at or above',
+      ...(memory && { best: [...memory] }),
+    });
   extraColumns.push(
-    {
-      key: 'fragmentationAtPeak',
-      heading: 'Fragmentation at peak',
-      subheading: 'reserved − allocated',
-      best: lowest(values.fragmentationAtPeak!),
-    },
-    { key: 'nsPerAlloc', heading: 'ns/alloc', best: lowest(values.nsPerAlloc!) },
-    { key: 'nsPerFree', heading: 'ns/free', best: lowest(values.nsPerFree!) },
+    { key: 'unusedAtPeakReserved', heading: 'Unused at peak reserved', subheading: 'reserved − allocated then' },
+    { key: 'nsPerCall', heading: 'ns/call', subheading: 'allocs and frees', ...(picks?.speed && { best: [...picks.speed.labels] }) },
+    { key: 'nsPerAlloc', heading: 'ns/alloc' },
+    { key: 'nsPerFree', heading: 'ns/free' },
   );
   if (anyOom) {
     extraColumns.push(
@@ -227,11 +226,11 @@ export function replayToCompareResult(input: ReplayReportInput): CompareResult {
       `Min capacity: the smallest simulated device size at which the whole trace replays with no out-of-memory, found by bisection to within ${formatBytes(res ?? 0)}; no strategy can need less than the trace's peak live bytes (${formatBytes(compiled.peakAllocatedBytes)}).`,
     );
   }
-  notes.push(
-    'Fragmentation at peak: reserved minus allocated bytes at the moment the strategy reserved the most (after a call), from one tracked pass.',
-  );
+  notes.push(unusedNote);
 
-  const { best, tied } = rankRuns(runs);
+  const best: CompareResult['best'] = {};
+  if (memory && !searched) best.peakReservedBytes = [...memory];
+  if (picks?.driverCalls) best.upstreamCalls = [...picks.driverCalls.labels];
   const result: CompareResult = {
     version: 1,
     createdAt: input.createdAt ?? new Date().toISOString(),
@@ -240,13 +239,13 @@ export function replayToCompareResult(input: ReplayReportInput): CompareResult {
     throughputUnit: 'calls/s',
     runs,
     best,
-    tied,
+    tied: {},
     replay: { trace: input.file, format: input.format, origin: input.origin, summary: input.summary },
     hiddenColumns,
     extraColumns,
     notes,
   };
   if (input.capacityBytes !== undefined) result.replay!.capacityBytes = input.capacityBytes;
-  if (input.recommendation && input.recommendation.length > 0) result.recommendation = [...input.recommendation];
+  if (picks && picks.lines.length > 0) result.recommendation = [...picks.lines];
   return result;
 }

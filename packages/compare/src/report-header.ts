@@ -28,8 +28,10 @@ function replayHeaderHtml(result: CompareResult, replay: NonNullable<CompareResu
 ${capacity}
 <dt>Allocators</dt><dd>${result.runs.map((run) => escapeHtml(run.allocator)).join(', ') || DASH}</dd>
 </dl>
-<p class="best-note"><span class="best-mark">*</span> marks the best value of each column among the runs that finished
-(lowest bytes, calls, times and OOMs). Ties are all marked; runs that failed are not ranked.</p>
+<p class="best-note"><span class="best-mark">*</span> marks the recommendation's picks: the least memory (minimum capacity
+where it was searched, else peak reserved) among the strategies that keep their memory on the device, the fewest
+driver calls and the fastest calls (mean per call) among those that use it. Strategies over host memory, the
+recorded allocator and runs that failed are not ranked.</p>
 </header>`;
 }
 

@@ -47,7 +47,7 @@ describe('gpumem record', () => {
       'ns/free',
       'peak allocated',
       'peak reserved',
-      'frag. at peak',
+      'unused at peak reserved',
       'driver allocs/frees',
       'OOMs',
       'unmatched frees',

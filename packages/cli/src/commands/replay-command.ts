@@ -68,8 +68,8 @@ Replays an allocation trace through each allocator: the same mallocs and frees i
 on as many streams as the trace has, with no kernels in between, and says which allocator suits the
 program. Native strategies run it in a native loop. Each timed pass starts with the allocator
 trimmed and empty. The table shows, per allocator: the median time per call, peak allocated and
-reserved bytes, fragmentation at the peak (reserved minus allocated bytes when the strategy reserved
-the most, from one extra tracked pass), driver calls (allocations/frees), out-of-memory failures and,
+reserved bytes, the bytes unused at peak reserved (reserved minus allocated bytes when the strategy
+reserved the most, from one extra tracked pass; not at the peak of allocated bytes), driver calls (allocations/frees), out-of-memory failures and,
 at the first one, the largest free block and the reserved bytes nothing was allocated in.
 
 --capacity SIZE replays as if the device had SIZE bytes: native strategies get the native limiting
@@ -84,7 +84,9 @@ then halving to --resolution; one pass per probe. "> CAP" means it never fitted.
 
 The run ends with a recommendation: the allocator needing the least memory, the one making the
 fewest driver calls and the one with the fastest calls; for a PyTorch snapshot, PyTorch's caching
-allocator (as recorded) is a row of its own and each pick says by how much it beats it.
+allocator (as recorded) is a row of its own and each pick says by how much it beats it. The report's
+marks are these picks: strategies over host memory, those that spill to it (for memory) and the
+recorded allocator are not ranked, so never marked.
 
 FILE is a gpumem trace (JSONL, from \`gpumem record\`), a CSV log from RMM's logging_resource_adaptor
 (Thread,Time,Action,Pointer,Size,Stream) or a PyTorch snapshot; the file itself tells them apart.
@@ -187,7 +189,7 @@ function formatReplayTable(rows: readonly StrategyReplay[], baseline?: RecordedB
     'ns/free',
     'peak allocated',
     'peak reserved',
-    'frag. at peak',
+    'unused at peak reserved',
     'driver allocs/frees',
     'OOMs',
   ];
@@ -287,7 +289,7 @@ function tableNotes(rows: readonly StrategyReplay[], baseline: RecordedBaseline 
     }
     if (r.result && r.profile && r.profile.reservedAtPeakBytes !== r.result.peakReservedBytes) {
       notes.push(
-        `${r.label}: frag. at peak is measured in the tracked pass, whose peak reserved was ${formatBytes(r.profile.reservedAtPeakBytes)}`,
+        `${r.label}: unused at peak reserved is measured in the tracked pass, whose peak reserved was ${formatBytes(r.profile.reservedAtPeakBytes)}`,
       );
     }
     const range = r.result?.peakReservedRange;
@@ -503,7 +505,7 @@ export async function runReplay(argv: readonly string[]): Promise<number> {
       ...(baseline && { baseline }),
       device: hasCudaDevice() ? `${deviceProperties(0).name} (cuda:0)` : 'host (no GPU)',
       ...(capacityBytes !== undefined && { capacityBytes }),
-      recommendation: advice.lines,
+      advice,
     });
     writeOutput(flags.report as string, renderHtmlReport(result));
     out.write(`wrote ${String(flags.report)} (open it in a browser)\n`);
