@@ -104,6 +104,36 @@ describe.skipIf(!browserAvailable)(
       expect(problems).toEqual({ consoleErrors: [], pageErrors: [], requests: [] });
     });
 
+    it('fits its table in a 1,400 px window, or scrolls it inside its wrapper, never the page, with every column reachable', async () => {
+      // the widest table: a host tier's split peaks, the moved-bytes column and a baseline row
+      const wide = sampleCompareResult({ tiered: true });
+      wide.baselines = [readBaseline(baselineFixture)];
+      const widePage = (await openReport(browser, renderHtmlReport(wide), 'report-wide')).page;
+      for (const p of [page, widePage]) {
+        const box = await p.$eval('.table-wrap', (wrap) => {
+          const table = wrap.querySelector('table.compare')!;
+          const last = table.querySelector('thead th:last-child')!;
+          return {
+            overflowX: getComputedStyle(wrap).overflowX,
+            wrapWidth: wrap.clientWidth,
+            tableWidth: table.scrollWidth,
+            pageOverflow: document.documentElement.scrollWidth - window.innerWidth,
+            lastHeading: last.textContent,
+            lastRight: last.getBoundingClientRect().right - wrap.getBoundingClientRect().left + wrap.scrollLeft,
+          };
+        });
+        expect(box.pageOverflow).toBeLessThanOrEqual(0);
+        expect(box.lastHeading).toMatch(/^Accuracy/);
+        // the accuracy column lies within what the wrapper shows or scrolls to
+        if (box.tableWidth > box.wrapWidth) expect(box.overflowX).toBe('auto');
+        else expect(box.lastRight).toBeLessThanOrEqual(box.wrapWidth + 1);
+      }
+      // the plain comparison's table fits outright
+      const plain = await page.$eval('.table-wrap', (wrap) => wrap.scrollWidth - wrap.clientWidth);
+      expect(plain).toBeLessThanOrEqual(0);
+      await widePage.close();
+    });
+
     it('has one table row per run, in run order, with the failed run marked', async () => {
       const rows = await page.$$eval('table.compare tbody tr.run', (trs) =>
         trs.map((tr) => ({
