@@ -20,6 +20,8 @@ namespace {
 struct case_table {
   std::vector<std::pair<std::string, std::uint64_t>> accepted;
   std::vector<std::string> rejected;
+  std::vector<std::pair<std::string, std::string>> hints;  // refused form, the spelling suggested
+  std::vector<std::string> no_hint;
 };
 
 // The tokens of the array that follows "key": strings unquoted (no escapes are used), numbers as text.
@@ -57,6 +59,9 @@ case_table load_cases() {
   const auto accepted = array_tokens(json, "accepted");
   for (std::size_t i = 0; i + 1 < accepted.size(); i += 2) t.accepted.emplace_back(accepted[i], std::stoull(accepted[i + 1]));
   t.rejected = array_tokens(json, "rejected");
+  const auto hints = array_tokens(json, "hints");
+  for (std::size_t i = 0; i + 1 < hints.size(); i += 2) t.hints.emplace_back(hints[i], hints[i + 1]);
+  t.no_hint = array_tokens(json, "noHint");
   return t;
 }
 
@@ -84,6 +89,28 @@ TEST_CASE("shared table rejected forms") {
   }
 }
 
+TEST_CASE("shared table decimal-looking units: refused, the message naming the binary spelling") {
+  const case_table t = load_cases();
+  REQUIRE(t.hints.size() >= 8);
+  for (const auto& [text, binary] : t.hints) {
+    CAPTURE(text);
+    std::uint64_t out = 12345;
+    CHECK_FALSE(try_parse_size(text, out));
+    CHECK(try_parse_size(binary, out));  // the suggestion is itself a valid size
+    const std::string hint = size_unit_hint(text);
+    CHECK_EQ(hint.rfind("; did you mean '" + binary + "'? gpumem sizes are binary", 0), std::size_t(0));
+    try {
+      parse_size(text, "GPUMEM_POOL_MAX_RESERVED");
+      FAIL("no throw");
+    } catch (const invalid_argument& e) {
+      CHECK_EQ(std::string(e.what()), "Expected a size (" + std::string(size_form) + ") for GPUMEM_POOL_MAX_RESERVED but received '" +
+                                          text + "'" + hint);
+    }
+  }
+  REQUIRE(t.no_hint.size() >= 5);
+  for (const std::string& text : t.no_hint) CHECK_MESSAGE(size_unit_hint(text).empty(), "hint for '" << text << "'");
+}
+
 TEST_CASE("error names the value and the forms") {
   try {
     parse_size("4KB", "GPUMEM_POOL_MAX_RESERVED");
@@ -91,7 +118,8 @@ TEST_CASE("error names the value and the forms") {
   } catch (const invalid_argument& e) {
     CHECK_EQ(std::string(e.what()),
              std::string("Expected a size (a non-negative integer, optionally followed by KiB, MiB, GiB or TiB (powers "
-                         "of 1024)) for GPUMEM_POOL_MAX_RESERVED but received '4KB'"));
+                         "of 1024)) for GPUMEM_POOL_MAX_RESERVED but received '4KB'; did you mean '4KiB'? gpumem sizes "
+                         "are binary (KiB, MiB, GiB, TiB: powers of 1024) and decimal units such as GB are not accepted"));
     CHECK_EQ(e.argument(), std::string("GPUMEM_POOL_MAX_RESERVED"));
     CHECK(e.error_kind() == invalid_argument::kind::range);
   }

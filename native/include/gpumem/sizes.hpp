@@ -6,6 +6,7 @@
 // the same forms; native/tests/size_cases.json holds the cases both are tested against.
 #pragma once
 #include <cstdint>
+#include <string>
 #include <string_view>
 
 namespace gpumem {
@@ -22,5 +23,11 @@ bool try_parse_size(std::string_view text, std::uint64_t& out) noexcept;
 // Parses `text`; throws invalid_argument (range) naming `name`:
 // "Expected a size (a non-negative integer, ...) for NAME but received '4KB'".
 std::uint64_t parse_size(std::string_view text, const char* name);
+
+// What error messages add for a size written with a decimal-looking unit (K, M, G or T, with or
+// without B: "4GB", "4G", "512mb"): "; did you mean '4GiB'? ..." naming the binary spelling, where
+// that spelling is a valid size; "" for anything else. Such units are refused rather than read as
+// powers of 1000 (or guessed to be binary): the two readings differ by 7% at GiB.
+std::string size_unit_hint(std::string_view text);
 
 }  // namespace gpumem

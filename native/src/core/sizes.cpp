@@ -49,9 +49,24 @@ std::uint64_t parse_size(std::string_view text, const char* name) {
   if (!try_parse_size(text, bytes)) {
     throw invalid_argument(invalid_argument::kind::range, name,
                            std::string("Expected a size (") + size_form + ") for " + name + " but received '" + std::string(text) +
-                               "'");
+                               "'" + size_unit_hint(text));
   }
   return bytes;
+}
+
+std::string size_unit_hint(std::string_view text) {
+  std::size_t digits = 0;
+  while (digits < text.size() && text[digits] >= '0' && text[digits] <= '9') ++digits;
+  const std::string_view unit = text.substr(digits);
+  if (digits == 0 || unit.empty() || unit.size() > 2 || (unit.size() == 2 && lower(unit[1]) != 'b')) return "";
+  const char prefix = lower(unit[0]);
+  if (prefix != 'k' && prefix != 'm' && prefix != 'g' && prefix != 't') return "";
+  std::string binary(text.substr(0, digits));
+  binary += static_cast<char>(prefix - 'a' + 'A');
+  binary += "iB";
+  std::uint64_t bytes = 0;
+  if (!try_parse_size(binary, bytes)) return "";  // never suggest a value that is itself refused
+  return "; did you mean '" + binary + "'? gpumem sizes are binary (KiB, MiB, GiB, TiB: powers of 1024) and decimal units such as GB are not accepted";
 }
 
 }  // namespace gpumem

@@ -1,11 +1,13 @@
 import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
-import { parseSize } from './sizes.js';
+import { parseSize, sizeForms } from './sizes.js';
 
 // The same table the native parser is tested against (native/tests/sizes_test.cpp).
 const cases = JSON.parse(readFileSync(new URL('../../../native/tests/size_cases.json', import.meta.url), 'utf8')) as {
   accepted: [string, number][];
   rejected: string[];
+  hints: [string, string][];
+  noHint: string[];
 };
 
 describe('parseSize: one set of size forms, as in C++', () => {
@@ -19,8 +21,22 @@ describe('parseSize: one set of size forms, as in C++', () => {
 
   it('names the value, the option and the accepted forms, in the native wording', () => {
     expect(() => parseSize('4KB', 'GPUMEM_POOL_MAX_RESERVED')).toThrow(
-      "Expected a size (a non-negative integer, optionally followed by KiB, MiB, GiB or TiB (powers of 1024)) for GPUMEM_POOL_MAX_RESERVED but received '4KB'",
+      "Expected a size (a non-negative integer, optionally followed by KiB, MiB, GiB or TiB (powers of 1024)) for GPUMEM_POOL_MAX_RESERVED but received '4KB'; did you mean '4KiB'? gpumem sizes are binary (KiB, MiB, GiB, TiB: powers of 1024) and decimal units such as GB are not accepted",
     );
+  });
+
+  it.each(cases.hints)('refuses %j, naming %j in the message', (text, binary) => {
+    expect(() => parseSize(text, 'limitBytes')).toThrow(
+      new RangeError(
+        `Expected a size (${sizeForms}) for limitBytes but received '${text}'; did you mean '${binary}'? gpumem sizes are binary (KiB, MiB, GiB, TiB: powers of 1024) and decimal units such as GB are not accepted`,
+      ),
+    );
+    expect(parseSize(binary)).toBeGreaterThan(0);
+  });
+
+  it.each(cases.noHint.map((t) => [t]))('refuses %j without suggesting a spelling', (text) => {
+    expect(() => parseSize(text)).toThrow(RangeError);
+    expect(() => parseSize(text)).not.toThrow(/did you mean/);
   });
 
   it('rejects a value that is not a string', () => {
