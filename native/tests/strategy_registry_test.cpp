@@ -439,3 +439,32 @@ TEST_CASE("torch variables come from the descriptors") {
   CHECK(!torch::parse_spec("GPUMEM_BOGUS=1", parsed, error));
   CHECK(contains(error, "GPUMEM_TIERED_PLACEMENT"));
 }
+
+TEST_CASE("torch configuration text refuses a NUL rather than reading the value cut short") {
+  std::vector<std::pair<std::string, std::string>> parsed;
+  std::string error;
+  const std::string value_nul("GPUMEM_ALLOCATOR=pool\nGPUMEM_POOL_MAX_RESERVED=8GiB\0junk\n", 57);
+  REQUIRE_EQ(value_nul.size(), std::size_t(57));
+  CHECK_FALSE(torch::parse_spec(value_nul, parsed, error));
+  CHECK_EQ(error, std::string("GPUMEM_POOL_MAX_RESERVED='8GiB\\0junk' is not valid: a value cannot contain a NUL character "
+                              "(it would be read cut short at it)"));
+  const std::string name_nul("GPUMEM_ALLOCATOR=pool\nGPUMEM_POOL\0_MAX_RESERVED=8GiB", 52);
+  CHECK_FALSE(torch::parse_spec(name_nul, parsed, error));
+  CHECK(contains(error, "has a NUL character in its name"));
+  const std::string trailing_nul("GPUMEM_ALLOCATOR=pool\0", 22);
+  CHECK_FALSE(torch::parse_spec(trailing_nul, parsed, error));
+  CHECK(contains(error, "GPUMEM_ALLOCATOR='pool\\0'"));
+  // Without the NUL: accepted.
+  CHECK(torch::parse_spec("GPUMEM_ALLOCATOR=pool\nGPUMEM_POOL_MAX_RESERVED=8GiB", parsed, error));
+}
+
+TEST_CASE("torch size variables name the binary spelling of a decimal-looking unit") {
+  CHECK(contains(torch_config({{"GPUMEM_ALLOCATOR", "pool"}, {"GPUMEM_POOL_MAX_RESERVED", "4GB"}}),
+                 "GPUMEM_POOL_MAX_RESERVED='4GB' is not valid: expected"));
+  CHECK(contains(torch_config({{"GPUMEM_ALLOCATOR", "pool"}, {"GPUMEM_POOL_MAX_RESERVED", "4GB"}}), "; did you mean '4GiB'?"));
+  CHECK(contains(torch_config({{"GPUMEM_ALLOCATOR", "uvm"}, {"GPUMEM_UVM_LIMIT", "12g"}}), "; did you mean '12GiB'?"));
+  CHECK(contains(torch_config({{"GPUMEM_ALLOCATOR", "tiered"}, {"GPUMEM_TIERED_DEVICE_BUDGET", "8G"}}), "did you mean '8GiB'?"));
+  // Not a size: no hint.
+  CHECK_FALSE(contains(torch_config({{"GPUMEM_UVM_ADVISE", "4GB"}}), "did you mean"));
+  CHECK_FALSE(contains(torch_config({{"GPUMEM_ALLOCATOR", "pool"}, {"GPUMEM_POOL_MAX_RESERVED", "lots"}}), "did you mean"));
+}

@@ -16,6 +16,13 @@ std::string lower(std::string s) {
   return s;
 }
 
+// `text` with each NUL written \0, for a message.
+std::string shown(const std::string& text) {
+  std::string out;
+  for (char c : text) out += c == '\0' ? std::string("\\0") : std::string(1, c);
+  return out;
+}
+
 std::string bad_value(const std::string& name, const std::string& value, const std::string& expected) {
   return name + "='" + value + "' is not valid: expected " + expected;
 }
@@ -111,6 +118,14 @@ bool parse_spec(const std::string& spec, std::vector<std::pair<std::string, std:
     start = end + 1;
     if (line.empty()) continue;
     const std::size_t eq = line.find('=');
+    if (line.find('\0') != std::string::npos) {
+      // The value is read as a C string: it would be cut short at the NUL ('8GiB\0junk' read as 8GiB).
+      error = eq == std::string::npos || line.find('\0') < eq
+                  ? "configuration line '" + shown(line) + "' has a NUL character in its name"
+                  : line.substr(0, eq) + "='" + shown(line.substr(eq + 1)) +
+                        "' is not valid: a value cannot contain a NUL character (it would be read cut short at it)";
+      return false;
+    }
     if (eq == std::string::npos || eq == 0) {
       error = "configuration line '" + line + "' is not NAME=value";
       return false;
@@ -191,6 +206,7 @@ bool parse_config(const env_reader& env, config& out, std::string& error) {
       gpumem::option_value value;
       if (!gpumem::parse_option_text(o, *v, value)) {
         error = bad_value(r.name, *v, gpumem::option_text_expected(o));
+        if (o.kind == gpumem::option_kind::bytes) error += gpumem::size_unit_hint(*v);
         return false;
       }
       if (defaulted && !mine && !chosen_reads(o.env)) {
@@ -230,7 +246,7 @@ bool parse_config(const env_reader& env, config& out, std::string& error) {
     else if (s == "none") c.uvm_limit = uvm_limit_mode::none;
     else if (gpumem::try_parse_size(*v, c.uvm_limit_bytes) && c.uvm_limit_bytes > 0) c.uvm_limit = uvm_limit_mode::bytes;
     else {
-      error = bad_value("GPUMEM_UVM_LIMIT", *v, "'free', 'none' or a positive " + size_expected());
+      error = bad_value("GPUMEM_UVM_LIMIT", *v, "'free', 'none' or a positive " + size_expected()) + gpumem::size_unit_hint(*v);
       return false;
     }
   }

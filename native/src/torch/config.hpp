@@ -58,7 +58,9 @@ std::string describe(const config& c);
 
 // A configuration given as text rather than by the environment: lines "NAME=value" with the
 // variables' names (gpumem_instance_create). Returns false and sets `error` for a line without '=',
-// a name parse_config does not read, or a name given twice; `out` then maps each name to its value.
+// a name parse_config does not read, a name given twice, or a NUL character anywhere (parse_config
+// reads the values as C strings, which a NUL would cut short: '8GiB\0junk' must not pass as 8 GiB);
+// `out` then maps each name to its value.
 bool parse_spec(const std::string& spec, std::vector<std::pair<std::string, std::string>>& out, std::string& error);
 
 }  // namespace gpumem::torch

@@ -14,6 +14,7 @@
 #include <cstring>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <utility>
@@ -26,6 +27,7 @@
 #include "gpumem/memory_resource.hpp"
 #include "gpumem/tiered_resource.hpp"
 #include "trace_capture.hpp"
+#include "warnings.hpp"
 
 namespace {
 
@@ -100,19 +102,23 @@ bool valid_instance(int k) { return k >= 0 && k < max_instances; }
 int configure_from_env(instance& in, std::string* error) noexcept {
   if (in.configured.load(std::memory_order_acquire)) return GPUMEM_TORCH_OK;
   try {
-    std::lock_guard<std::mutex> lock(in.config_mutex);
-    if (in.configured.load(std::memory_order_acquire)) return GPUMEM_TORCH_OK;
-    config c;
-    std::string why;
-    if (!gpumem::torch::parse_config([](const char* name) { return std::getenv(name); }, c, why)) {
-      in.config_error = "gpumem: " + why;
-      if (error) *error = in.config_error;
-      return GPUMEM_TORCH_ERR_CONFIG;
+    std::string warning;  // said once the lock is released (the handler may take Python's lock)
+    {
+      std::lock_guard<std::mutex> lock(in.config_mutex);
+      if (in.configured.load(std::memory_order_acquire)) return GPUMEM_TORCH_OK;
+      config c;
+      std::string why;
+      if (!gpumem::torch::parse_config([](const char* name) { return std::getenv(name); }, c, why)) {
+        in.config_error = "gpumem: " + why;
+        if (error) *error = in.config_error;
+        return GPUMEM_TORCH_ERR_CONFIG;
+      }
+      warning = c.warning;
+      in.description = gpumem::torch::describe(c);
+      in.cfg = std::move(c);
+      in.configured.store(true, std::memory_order_release);
     }
-    if (!c.warning.empty()) std::fprintf(stderr, "%s\n", c.warning.c_str());
-    in.description = gpumem::torch::describe(c);
-    in.cfg = std::move(c);
-    in.configured.store(true, std::memory_order_release);
+    gpumem::torch::warn(GPUMEM_TORCH_WARN_DEPRECATED, warning);
     return GPUMEM_TORCH_OK;
   } catch (...) {
     if (error) *error = "gpumem: could not read the configuration";
@@ -238,12 +244,16 @@ std::string oom_message(const char* strategy_name, std::uint64_t size, int devic
 // The one allocation path of every entry point. `null_on_failure`: return NULL whatever GPUMEM_OOM
 // says (a torch.cuda.MemPool's caching allocator checks it and raises torch.OutOfMemoryError).
 void* instance_malloc(int k, ssize_t size, int device, gpumem_stream_t stream, bool null_on_failure) {
+  std::optional<gpumem::torch::stderr_warnings_scope> under_torch_lock;
+  if (null_on_failure) under_torch_lock.emplace();  // a MemPool's segment: PyTorch holds its lock
   std::string message;
   bool out_of_mem = false;
   bool raise = !null_on_failure;
   instance* in = configured_instance(k, message);
   if (in == nullptr) {
-    if (k == 0 && !global().instances[0].reported_config_error.exchange(true)) std::fprintf(stderr, "%s\n", message.c_str());
+    if (k == 0 && !global().instances[0].reported_config_error.exchange(true)) {
+      gpumem::torch::warn(GPUMEM_TORCH_WARN_RUNTIME, message);
+    }
   } else {
     raise = raise && in->cfg.oom == gpumem::torch::oom_mode::raise;
     try {
@@ -292,6 +302,7 @@ void* instance_malloc(int k, ssize_t size, int device, gpumem_stream_t stream, b
 
 void instance_free(int k, void* ptr, ssize_t size, int device, gpumem_stream_t stream) noexcept {
   if (ptr == nullptr) return;
+  const gpumem::torch::stderr_warnings_scope under_torch_lock;  // PyTorch may free under its lock
   // Recorded before the memory can be handed out again, so that in the trace a pointer's free
   // always comes before its next allocation, whichever thread makes it.
   gpumem::torch::trace_event(gpumem::torch::trace_action::free, ptr, size, device, stream);
@@ -456,20 +467,24 @@ GPUMEM_TORCH_API int gpumem_instance_create(const char* spec) {
       set_error(error);
       return -GPUMEM_TORCH_ERR_CONFIG;
     }
-    state& g = global();
-    std::lock_guard<std::mutex> lock(g.instances_mutex);
-    if (g.instance_count >= max_instances) {
-      set_error("gpumem: at most " + std::to_string(max_instances - 1) +
-                " allocator instances can be created in a process (they are never destroyed: PyTorch may still "
-                "free their memory); reuse one");
-      return -GPUMEM_TORCH_ERR_ARGUMENT;
+    const std::string warning = c.warning;
+    int k = 0;
+    {
+      state& g = global();
+      std::lock_guard<std::mutex> lock(g.instances_mutex);
+      if (g.instance_count >= max_instances) {
+        set_error("gpumem: at most " + std::to_string(max_instances - 1) +
+                  " allocator instances can be created in a process (they are never destroyed: PyTorch may still "
+                  "free their memory); reuse one");
+        return -GPUMEM_TORCH_ERR_ARGUMENT;
+      }
+      k = g.instance_count++;
+      instance& in = g.instances[k];
+      in.description = gpumem::torch::describe(c);
+      in.cfg = std::move(c);
+      in.configured.store(true, std::memory_order_release);
     }
-    const int k = g.instance_count++;
-    instance& in = g.instances[k];
-    if (!c.warning.empty()) std::fprintf(stderr, "%s\n", c.warning.c_str());
-    in.description = gpumem::torch::describe(c);
-    in.cfg = std::move(c);
-    in.configured.store(true, std::memory_order_release);
+    gpumem::torch::warn(GPUMEM_TORCH_WARN_DEPRECATED, warning);
     set_error("");
     return k;
   } catch (const std::exception& e) {

@@ -28,8 +28,9 @@
  *                 rounded to a 2 MiB granule. See GPUMEM_TIERED_* and gpumem_set_thread_placement.
  *     plugin      a strategy built as a shared library against gpumem/plugin.h, named by
  *                 GPUMEM_PLUGIN_LIBRARY; plugin:PATH (deprecated) is the same with the path in the
- *                 name. 'native', its older name, is still read, with a warning on stderr, and so
- *                 is GPUMEM_NATIVE_LIBRARY for GPUMEM_PLUGIN_LIBRARY.
+ *                 name. 'native', its older name, is still read, with a warning (stderr, or
+ *                 gpumem_set_warning_handler's handler), and so is GPUMEM_NATIVE_LIBRARY for
+ *                 GPUMEM_PLUGIN_LIBRARY.
  *   GPUMEM_PLUGIN_LIBRARY           PATH   (plugin; given to dlopen as is)
  *   GPUMEM_PLUGIN_OPTIONS           key=value;key=value   (plugin / plugin:PATH; passed as is)
  *   GPUMEM_TIERED_DEVICE_BUDGET     SIZE   (tiered; device bytes held, live and cached; default:
@@ -59,6 +60,7 @@
  *
  *   SIZE: a byte count, a non-negative decimal integer with an optional suffix KiB, MiB, GiB or
  *   TiB (powers of 1024, the unit's case ignored): 1048576, 512MiB, 4GiB, 64KiB (gpumem/sizes.hpp).
+ *   Decimal-looking units (4GB, 4G) are refused, the message naming the binary spelling (4GiB).
  *
  * Every variable is validated, whichever strategy is chosen. A bad value makes gpumem_init
  * return GPUMEM_TORCH_ERR_CONFIG with a message naming the variable, the value and the accepted
@@ -213,7 +215,8 @@ GPUMEM_TORCH_API const char* gpumem_strategies(void);
 
 /* Makes an allocator instance from `spec`: lines "NAME=value" with the environment variables'
  * names and values (GPUMEM_ALLOCATOR=tiered\nGPUMEM_TIERED_DEVICE_BUDGET=8GiB); the environment is
- * not read. Returns its number (1 ..), served by gpumem_malloc_<n> / gpumem_mempool_malloc_<n> /
+ * not read. `spec` ends at its first NUL: a binding whose strings may hold one (Python's may) must
+ * refuse them before the call, or a value would be read cut short. Returns its number (1 ..), served by gpumem_malloc_<n> / gpumem_mempool_malloc_<n> /
  * gpumem_free_<n>; or -GPUMEM_TORCH_ERR_CONFIG for a bad spec, -GPUMEM_TORCH_ERR_ARGUMENT when
  * every instance is taken (message: gpumem_last_error). Instances are never destroyed. */
 GPUMEM_TORCH_API int gpumem_instance_create(const char* spec);
@@ -242,6 +245,24 @@ GPUMEM_TORCH_API int gpumem_thread_placement(void);
  * written to `out` (at most out_size - 1 characters and a NUL); returns its full length. */
 GPUMEM_TORCH_API size_t gpumem_format_oom(const char* strategy, uint64_t request_bytes, int device, const char* cause,
                                           const gpumem_torch_stats* stats, char* out, size_t out_size);
+
+/* Warnings: a deprecated spelling read from the configuration (GPUMEM_ALLOCATOR=native, ...:
+ * GPUMEM_TORCH_WARN_DEPRECATED), or something that did not work and that the program goes on
+ * without (GPUMEM_TRACE could not start, a configuration error met by the first allocation:
+ * GPUMEM_TORCH_WARN_RUNTIME). Written to stderr, a line each, unless a handler is set. */
+#define GPUMEM_TORCH_WARN_DEPRECATED 1
+#define GPUMEM_TORCH_WARN_RUNTIME 2
+typedef void (*gpumem_warning_handler)(int category, const char* message);
+
+/* Sets the function that gets each warning instead of stderr (NULL: stderr again); returns the
+ * previous one. It is called on the thread whose call raised the warning, with no lock of the
+ * library held, and must not throw; `message` (one line, no newline) is valid during the call.
+ * Warnings raised inside gpumem_mempool_malloc_<n> and gpumem_free[_<n>] (PyTorch may call them
+ * under its allocator lock), on the trace's writer thread and at process exit go to stderr
+ * whatever is set. The gpumem_torch package sets one that re-emits them with Python's warnings
+ * module (FutureWarning, RuntimeWarning). Not in GPUMEM_TORCH_ABI_VERSION 2's first libraries:
+ * look it up before calling it. */
+GPUMEM_TORCH_API gpumem_warning_handler gpumem_set_warning_handler(gpumem_warning_handler handler);
 
 /* The entry points of instance n, for n = 0 .. GPUMEM_TORCH_MAX_INSTANCES - 1. */
 #define GPUMEM_TORCH_DECLARE_INSTANCE(n)                                                              \

@@ -11,6 +11,7 @@
 
 #include "gpumem_torch_trace.h"
 #include "trace_capture.hpp"
+#include "warnings.hpp"
 
 namespace gpumem::torch {
 
@@ -23,6 +24,10 @@ trace_recorder& recorder() {
 }
 
 std::once_flag env_once;
+// Why GPUMEM_TRACE could not start (written under env_once), said once after it: not inside
+// call_once, where a handler waiting for Python's lock would stall every thread that allocates.
+std::string env_warning;
+std::atomic<bool> env_warning_said{false};
 // The Python package's frame hook (gpumem_trace_set_frame_hook), asked only while a recording
 // takes frames.
 std::atomic<gpumem_trace_frame_hook> frame_hook{nullptr};
@@ -67,10 +72,10 @@ void start_from_env() noexcept {
     std::string error;
     if (!recorder().start(options_for(path, "GPUMEM_TRACE", nullptr), error)) {
       // A bad path must not stop the program: say so and run without a trace.
-      std::fprintf(stderr, "%s (GPUMEM_TRACE); running without an allocation trace\n", error.c_str());
+      env_warning = error + " (GPUMEM_TRACE); running without an allocation trace";
     }
   } catch (...) {
-    std::fprintf(stderr, "gpumem: GPUMEM_TRACE: could not start the trace; running without one\n");
+    env_warning = "gpumem: GPUMEM_TRACE: could not start the trace; running without one";
   }
 }
 
@@ -79,6 +84,7 @@ void ensure_env_trace() noexcept {
     std::call_once(env_once, start_from_env);
   } catch (...) {
   }
+  if (!env_warning.empty() && !env_warning_said.exchange(true)) warn(GPUMEM_TORCH_WARN_RUNTIME, env_warning);
 }
 
 // Completes a trace still being recorded when the process exits normally (after the interpreter's
