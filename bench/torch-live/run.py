@@ -275,7 +275,7 @@ def worker(args):
         result["stats_from"] = "gpumem_torch.memory_stats"
         result["peak_reserved_bytes"] = stats["reserved_bytes.all.peak"]
         result["peak_allocated_bytes"] = stats["allocated_bytes.all.peak"]
-        result["peak_requested_bytes"] = stats["requested_bytes.all.peak"]
+        result["peak_requested_bytes"] = stats["allocated_bytes.all.peak"]  # gpumem counts the sizes asked for
     result["device_allocs"] = stats.get("num_device_alloc")
     result["device_frees"] = stats.get("num_device_free")
     every, measured = step_times_ms(ends, args.warmup)

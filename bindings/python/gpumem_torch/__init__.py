@@ -50,7 +50,7 @@ import os
 import threading
 from typing import Any, Dict, List, Optional
 
-from . import _frames, _library
+from . import _frames, _library, _warnings
 from ._allocator import Allocator, allocator, describe, place, set_thread_placement, thread_placement
 from ._library import library_path
 from ._stats import device_index as _device_index
@@ -79,6 +79,7 @@ __all__ = [
     "max_memory_allocated",
     "memory_reserved",
     "max_memory_reserved",
+    "reset_peak_memory_stats",
     "reset_peak_stats",
     "empty_cache",
     "record",
@@ -131,10 +132,11 @@ def _init(previous: Dict[str, Optional[str]]) -> str:
     another configuration can still be chosen."""
     global _init_env
     lib = _library.load()
-    if lib.gpumem_init() != 0:
-        message = _library.last_error()
-        _restore_env(previous)
-        raise ValueError(message)
+    with _warnings.collected():  # deprecated spellings the library read: FutureWarning, at the caller's line
+        if lib.gpumem_init() != 0:
+            message = _library.last_error()
+            _restore_env(previous)
+            raise ValueError(message)
     if _init_env is None:
         _init_env = {k: (os.environ.get(k) or None) for k in _library.registry().variables}
     return lib.gpumem_config().decode()
@@ -190,7 +192,12 @@ def enable(strategy: Optional[str] = None, **options: Any) -> str:
     ``expandable_unmap_idle_before_growth`` (bool),
     ``plugin_library`` (path; ``native_library`` is its deprecated name), ``plugin_options``
     (``"key=value;key=value"``), ``oom`` (``raise``/``null``). Sizes are integers (bytes) or strings such as ``"512MiB"`` or ``"4GiB"``
-    (KiB, MiB, GiB or TiB, the only units accepted). ``None`` leaves a variable as it is.
+    (KiB, MiB, GiB or TiB, the only units accepted: ``"4GB"`` is refused, the message suggesting
+    ``"4GiB"``). ``None`` leaves a variable as it is; a value holding a NUL character is refused
+    (ValueError naming the keyword and its variable).
+
+    Deprecated spellings the library reads from the environment (``GPUMEM_ALLOCATOR=native``, ...)
+    are FutureWarnings, its other warnings RuntimeWarnings, through the ``warnings`` module.
 
     Returns the configuration string. Raises ValueError for a bad configuration (nothing is
     changed in PyTorch or in the environment), RuntimeError when CUDA is already initialised or
@@ -230,7 +237,9 @@ def config() -> str:
     """The strategy and options in effect for :func:`enable` (the environment's configuration),
     e.g. ``strategy=pool pool.upstream=cuda pool.max_reserved=none oom=raise``; reads the
     environment if nothing did yet; ``error: ...`` when it is not valid."""
-    return _library.load().gpumem_config().decode()
+    lib = _library.load()
+    with _warnings.collected():
+        return lib.gpumem_config().decode()
 
 
 def last_error() -> str:
@@ -274,9 +283,11 @@ def memory_stats(device: Any = None) -> "collections.OrderedDict[str, int]":
     PyTorch keys:
       ``allocated_bytes.all.current`` / ``.peak``: bytes held by tensors (and PyTorch's own
         device buffers such as cuBLAS workspaces) now / at the high-water mark. The sizes are
-        the ones PyTorch asked for, i.e. the storages' ``nbytes()``, not rounded block sizes;
-        ``requested_bytes.all.*`` repeat them. Inside a MemPool the "tensors" are PyTorch's
-        segments.
+        the ones PyTorch asked for, i.e. the storages' ``nbytes()``, not rounded block sizes
+        (PyTorch's ``allocated_bytes`` counts its rounded blocks; gpumem knows only the sizes
+        asked for, so ``requested_bytes.*`` is left out rather than repeating these, which would
+        show no rounding where strategies do round). Inside a MemPool the "tensors" are
+        PyTorch's segments.
       ``reserved_bytes.all.current`` / ``.peak``: bytes the strategy holds from the driver
         (pool segments; the async pool's reserve; tiered: physical bytes on both tiers; equal
         to allocated for cuda and uvm).
@@ -286,6 +297,14 @@ def memory_stats(device: Any = None) -> "collections.OrderedDict[str, int]":
         allocation; absent for async, whose segments the driver manages).
       ``num_device_alloc`` / ``num_device_free``: driver allocation / free calls.
       ``num_ooms``: allocations that failed for lack of memory.
+    Left out, since the library does not know them: ``*.allocated`` / ``*.freed`` of the byte
+      counts, ``*.peak`` of the counts, the ``large_pool`` / ``small_pool`` splits,
+      ``requested_bytes.*`` (above), ``active.*`` / ``active_bytes.*`` (blocks freed but still in
+      use by a stream are not counted apart from free ones), ``inactive_split.*`` /
+      ``inactive_split_bytes.*`` (only the largest free block is known), ``num_alloc_retries``
+      (the pool's release-and-retry is not counted), ``num_sync_all_streams``,
+      ``oversize_allocations.*``, ``oversize_segments.*``, ``max_split_size``. Code that reads
+      them should use ``.get()``.
     gpumem keys: ``gpumem.active`` (1 once the device's strategy exists),
       ``gpumem.host_allocated_bytes.current`` / ``.peak`` and ``gpumem.host_reserved_bytes.current``
       (tiered only: the host tier's part),
@@ -301,7 +320,7 @@ def memory_allocated(device: Any = None) -> int:
 
 
 def max_memory_allocated(device: Any = None) -> int:
-    """Peak bytes allocated since start or :func:`reset_peak_stats`."""
+    """Peak bytes allocated since start or :func:`reset_peak_memory_stats`."""
     return raw_stats(device)["peak_allocated_bytes"]
 
 
@@ -311,15 +330,21 @@ def memory_reserved(device: Any = None) -> int:
 
 
 def max_memory_reserved(device: Any = None) -> int:
-    """Peak bytes held from the driver since start or :func:`reset_peak_stats`."""
+    """Peak bytes held from the driver since start or :func:`reset_peak_memory_stats`."""
     return raw_stats(device)["peak_reserved_bytes"]
 
 
-def reset_peak_stats(device: Any = None) -> None:
-    """Sets the allocated and reserved peaks to the current values."""
+def reset_peak_memory_stats(device: Any = None) -> None:
+    """Sets the allocated and reserved peaks to the current values (``torch.cuda.reset_peak_memory_stats``'s
+    counterpart)."""
     lib = _library.load()
     if lib.gpumem_reset_peak(_device_index(device)) != 0:
         raise RuntimeError(_library.last_error())
+
+
+# The older name, kept as an alias without a warning: it is not wrong, only not torch's (the seed
+# ABI's uvm_reset_peak_stats says the same), so code written against it need not change.
+reset_peak_stats = reset_peak_memory_stats
 
 
 def empty_cache(device: Any = None) -> None:
@@ -373,7 +398,7 @@ def record(
     named = 0 if frames is False else _frames.check_named_frames(frames)
     if named and target.lower().endswith(".csv"):
         raise ValueError(f"gpumem: frames are recorded in gpumem's JSONL trace only; RMM's CSV has no tags (path {target!r})")
-    with _lock:
+    with _lock, _warnings.collected():  # GPUMEM_TRACE that could not start: RuntimeWarning
         lib = _trace_lib()
         if named == 0:
             rc = lib.gpumem_trace_start(target.encode(), payload)
@@ -405,4 +430,6 @@ def stop() -> Dict[str, Any]:
 
 def is_recording() -> bool:
     """Whether the library is recording a trace now (by :func:`record` or ``GPUMEM_TRACE``)."""
-    return bool(_trace_lib().gpumem_trace_active())
+    lib = _trace_lib()
+    with _warnings.collected():  # GPUMEM_TRACE that could not start: RuntimeWarning
+        return bool(lib.gpumem_trace_active())

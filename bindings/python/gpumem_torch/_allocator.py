@@ -8,7 +8,7 @@ import ctypes
 import threading
 from typing import Any, Dict, Iterator, Optional
 
-from . import _library
+from . import _library, _warnings
 from ._stats import instance_memory_stats, instance_raw_stats, device_index
 
 _instances_lock = threading.Lock()
@@ -99,10 +99,13 @@ class Allocator:
         gpumem_torch.memory_stats)."""
         return instance_memory_stats(self.instance, device)
 
-    def reset_peak_stats(self, device: Any = None) -> None:
+    def reset_peak_memory_stats(self, device: Any = None) -> None:
+        """Sets this allocator's allocated and reserved peaks to the current values."""
         lib = _library.load()
         if lib.gpumem_instance_reset_peak(self.instance, device_index(device)) != 0:
             raise RuntimeError(_library.last_error())
+
+    reset_peak_stats = reset_peak_memory_stats  # the older name (gpumem_torch.reset_peak_stats)
 
     def empty_cache(self, device: Any = None) -> None:
         """Gives what the strategy caches back to the driver (what PyTorch's caching allocator
@@ -134,7 +137,8 @@ def allocator(strategy: str, **options: Any) -> Allocator:
     with _instances_lock:
         number = _instances.get(spec)
         if number is None:
-            rc = lib.gpumem_instance_create(spec.encode())
+            with _warnings.collected():  # deprecated spellings (plugin:PATH): FutureWarning
+                rc = lib.gpumem_instance_create(spec.encode())
             if rc < 0:
                 message = _library.last_error()
                 raise (RuntimeError if rc == -4 else ValueError)(message)

@@ -8,11 +8,11 @@ from __future__ import annotations
 import ctypes
 import json
 import os
-import sys
 import threading
-import warnings
 from pathlib import Path
 from typing import Any, Dict, List, NamedTuple, Optional, Set, Tuple
+
+from . import _warnings
 
 LIBRARY_NAME = "libgpumem_torch.so"
 ABI_VERSION = 2
@@ -139,6 +139,7 @@ def load() -> ctypes.CDLL:
                 "or use the gpumem_torch package built with it"
             )
         _declare(lib)
+        _warnings.install(lib)
         _lib, _lib_path = lib, path
         return lib
 
@@ -240,11 +241,7 @@ def _deprecated(old: str, message: str) -> None:
     if old in _warned:
         return
     _warned.add(old)
-    package = os.path.dirname(os.path.abspath(__file__))
-    frame, level = sys._getframe(0), 1
-    while frame is not None and os.path.abspath(frame.f_code.co_filename).startswith(package + os.sep):
-        frame, level = frame.f_back, level + 1
-    warnings.warn(message, FutureWarning, stacklevel=level)
+    _warnings.emit(message, FutureWarning)
 
 
 def strategy_name(strategy: str) -> str:
@@ -268,6 +265,7 @@ def option_values(strategy: Optional[str], options: dict) -> dict:
     if strategy is not None:
         if not isinstance(strategy, str):
             raise TypeError(f"gpumem: expected a strategy name (str) but received {strategy!r} of type {type(strategy).__name__}")
+        _refuse_nul("strategy", "GPUMEM_ALLOCATOR", strategy)
         values["GPUMEM_ALLOCATOR"] = strategy_name(strategy)
     if not options:
         return values
@@ -284,5 +282,17 @@ def option_values(strategy: Optional[str], options: dict) -> dict:
             known = ", ".join(sorted(reg.options))
             raise TypeError(f"gpumem: unknown option {key!r}; known options: {known}")
         if value is not None:
-            values[variable] = env_value(value)
+            values[variable] = _refuse_nul(key, variable, env_value(value))
     return values
+
+
+def _refuse_nul(keyword: str, variable: str, text: str) -> str:
+    """``text``, or ValueError naming the keyword and its variable where it holds a NUL character:
+    the library reads C strings, which would end there ('8GiB\\x00junk' read as 8 GiB), and the
+    environment refuses it with a message that names nothing."""
+    if "\x00" in text:
+        raise ValueError(
+            f"gpumem: {keyword}={text!r} ({variable}) is not valid: a value cannot contain a NUL character "
+            "(the library would read it cut short there)"
+        )
+    return text

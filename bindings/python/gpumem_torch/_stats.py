@@ -1,4 +1,6 @@
-"""The library's statistics as dicts, keyed like torch.cuda.memory_stats() where the meaning is the same."""
+"""The library's statistics as dicts, keyed like torch.cuda.memory_stats() where the meaning is the
+same; torch's keys for figures the library does not keep are left out (gpumem_torch.memory_stats
+lists them), never filled with another figure."""
 
 from __future__ import annotations
 
@@ -48,8 +50,6 @@ def instance_memory_stats(instance: int, device: Any = None) -> "collections.Ord
     out = {
         "allocated_bytes.all.current": s["allocated_bytes"],
         "allocated_bytes.all.peak": s["peak_allocated_bytes"],
-        "requested_bytes.all.current": s["allocated_bytes"],
-        "requested_bytes.all.peak": s["peak_allocated_bytes"],
         "reserved_bytes.all.current": s["reserved_bytes"],
         "reserved_bytes.all.peak": s["peak_reserved_bytes"],
         "allocation.all.current": s["alloc_count"] - s["free_count"],

@@ -156,7 +156,7 @@ def run_train(args, result):
         del t
         result["delta_after_free"] = allocated(args.allocator) - before
         # Peak reset.
-        gpumem_torch.reset_peak_stats()
+        gpumem_torch.reset_peak_memory_stats()
         s = gpumem_torch.memory_stats()
         result["peak_after_reset_equals_current"] = s["allocated_bytes.all.peak"] == s["allocated_bytes.all.current"]
     else:
