@@ -18,7 +18,7 @@ import { fork, type ChildProcess } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import type { CommBackend } from './communicator.js';
-import { createHostCommRegion } from './host-comm.js';
+import { createHostCommRegion, type HostCommRegion } from './host-comm.js';
 import { ncclUniqueId } from './nccl.js';
 import { rankEnv, type RankMessage, type ParentMessage } from './protocol.js';
 
@@ -120,38 +120,46 @@ export function launchRanks<P, R>(o: LaunchOptions<P>): Promise<R[]> {
     return Promise.reject(e);
   }
   const entry = typeof o.entry === 'string' ? o.entry : fileURLToPath(o.entry);
+  // Killed by a signal, the launcher stops its ranks and removes the shared region first: a region
+  // is unlinked by the ranks only once all of them attached, so a launcher stopped while they start
+  // would leave its name in /dev/shm. Then the signal is raised again, to end the process as it would
+  // have (where the application has no handler of its own for it). Installed before the region is
+  // made: a signal that comes while it is made must not take the default action and leave it.
+  const children: ChildProcess[] = [];
+  const exited = new Array<boolean>(ranks).fill(false);
+  let region: HostCommRegion | undefined;
+  const onSignal = (signal: NodeJS.Signals) => {
+    for (const [r, child] of children.entries()) if (!exited[r]) child.kill(signal);
+    region?.dispose();
+    detachSignals();
+    process.kill(process.pid, signal);
+  };
+  const detachSignals = () => {
+    for (const signal of stopSignals) process.removeListener(signal, onSignal);
+  };
+  for (const signal of stopSignals) process.on(signal, onSignal);
   // made before any rank starts: the unique id (NCCL), or the shared region (host)
-  const region =
-    backend === 'host'
-      ? createHostCommRegion({ ranks, unlinkWhenAttached: true, ...(o.slotBytes ? { slotBytes: o.slotBytes } : {}) })
-      : undefined;
-  const ncclId = backend === 'nccl' ? Buffer.from(ncclUniqueId()).toString('hex') : undefined;
+  let ncclId: string | undefined;
+  try {
+    region =
+      backend === 'host'
+        ? createHostCommRegion({ ranks, unlinkWhenAttached: true, ...(o.slotBytes ? { slotBytes: o.slotBytes } : {}) })
+        : undefined;
+    ncclId = backend === 'nccl' ? Buffer.from(ncclUniqueId()).toString('hex') : undefined;
+  } catch (e) {
+    detachSignals();
+    region?.dispose();
+    return Promise.reject(e);
+  }
 
   return new Promise<R[]>((resolve, reject) => {
     const results = new Array<R | undefined>(ranks);
     const done = new Array<boolean>(ranks).fill(false);
-    const exited = new Array<boolean>(ranks).fill(false);
     const exits = new Array<{ code: number | null; signal: NodeJS.Signals | null }>(ranks);
     const heard = new Array<number>(ranks).fill(performance.now());
     const stderr = new Array<string>(ranks).fill('');
     let failure: RankFailedError | undefined;
     let killTimer: NodeJS.Timeout | undefined;
-    const children: ChildProcess[] = [];
-
-    // Killed by a signal, the launcher stops its ranks and removes the shared region first: a region
-    // is unlinked by the ranks only once all of them attached, so a launcher stopped while they start
-    // would leave its name in /dev/shm. Then the signal is raised again, to end the process as it would
-    // have (where the application has no handler of its own for it).
-    const onSignal = (signal: NodeJS.Signals) => {
-      for (const [r, child] of children.entries()) if (!exited[r]) child.kill(signal);
-      region?.dispose();
-      detachSignals();
-      process.kill(process.pid, signal);
-    };
-    const detachSignals = () => {
-      for (const signal of stopSignals) process.removeListener(signal, onSignal);
-    };
-    for (const signal of stopSignals) process.on(signal, onSignal);
 
     const finish = () => {
       if (!exited.every(Boolean)) return;
