@@ -120,7 +120,7 @@ export {
   type PluginOptionValues,
   type NativePluginOptionValues,
 } from './strategies/plugin.js';
-export { checkBytes, checkNonNegative, checkPointer, checkBoolean, checkOneOf, checkOptionKeys } from './validate.js';
+export { checkBytes, checkNonNegative, checkPointer, checkBoolean, checkOneOf, checkOptionKeys, describeValue } from './validate.js';
 export { parseSize, sizeForms } from './sizes.js';
 export { systemInfo, formatSystemInfo, type SystemInfo } from './info.js';
 export { formatBytes, formatMs } from './format.js';

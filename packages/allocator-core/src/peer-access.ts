@@ -8,6 +8,7 @@
 import type { Device } from './device.js';
 import { loadNative } from './native.js';
 import { option } from './options.js';
+import { describeValue } from './validate.js';
 
 /** What the check asks of the machine; the addon's by default, a fake one in tests. */
 export interface PeerAccessProbe {
@@ -22,14 +23,6 @@ const addonProbe: PeerAccessProbe = {
   canAccessPeer: (accessor, owner) => loadNative().canAccessPeer(accessor, owner),
 };
 
-function describe(value: unknown): string {
-  if (value === null) return 'null';
-  if (typeof value === 'string') return `'${value}' of type string`;
-  if (Array.isArray(value)) return 'an array';
-  if (typeof value === 'object') return 'an object';
-  return `${String(value)} of type ${typeof value}`;
-}
-
 /**
  * The `peerAccess` option as far as it can be checked without its device: undefined or an array of
  * distinct non-negative integers (TypeError for a wrong type, RangeError for a wrong value).
@@ -37,11 +30,11 @@ function describe(value: unknown): string {
 function checkPeerList(value: unknown): number[] | undefined {
   if (value === undefined) return undefined;
   if (!Array.isArray(value)) {
-    throw new TypeError(`Expected an array of CUDA device ordinals for peerAccess but received ${describe(value)}`);
+    throw new TypeError(`Expected an array of CUDA device ordinals for peerAccess but received ${describeValue(value)}`);
   }
   const peers: number[] = [];
   value.forEach((peer: unknown, i) => {
-    const message = `Expected non-negative integer for peerAccess[${i}] but received ${describe(peer)}`;
+    const message = `Expected non-negative integer for peerAccess[${i}] but received ${describeValue(peer)}`;
     if (typeof peer !== 'number') throw new TypeError(message);
     if (!Number.isSafeInteger(peer) || peer < 0) throw new RangeError(message);
     if (peers.includes(peer)) throw new RangeError(`Expected distinct devices for peerAccess but cuda:${peer} is listed twice`);

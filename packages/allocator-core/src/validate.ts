@@ -4,17 +4,29 @@
  * @module
  */
 
-function describe(value: unknown): string {
-  if (typeof value === 'string') return `'${value}' of type string`;
+/** The most characters of a string a message shows: a 100 KB value must not fill a terminal. */
+const shownChars = 80;
+
+/**
+ * `value` as an error message shows it after "but received": a string quoted and clipped to 80
+ * characters (with its length), a number with its type, arrays, objects and functions by kind.
+ */
+export function describeValue(value: unknown): string {
+  if (typeof value === 'string') {
+    const shown = value.length > shownChars ? `${value.slice(0, shownChars)}…' (${value.length} characters)` : `${value}'`;
+    return `'${shown} of type string`;
+  }
   if (typeof value === 'bigint') return `${value}n of type bigint`;
   if (value === null) return 'null';
+  if (Array.isArray(value)) return 'an array';
+  if (typeof value === 'function') return 'a function';
   if (typeof value === 'object') return `an object (${Object.prototype.toString.call(value)})`;
   return `${String(value)} of type ${typeof value}`;
 }
 
 /** Throws TypeError for a non-number, RangeError for a number out of range. */
 function fail(expected: string, name: string, value: unknown): never {
-  const message = `Expected ${expected} for ${name} but received ${describe(value)}`;
+  const message = `Expected ${expected} for ${name} but received ${describeValue(value)}`;
   if (typeof value !== 'number') throw new TypeError(message);
   throw new RangeError(message);
 }
@@ -36,14 +48,14 @@ export function checkPointer(value: unknown, name = 'ptr'): asserts value is num
 
 /** A boolean option. */
 export function checkBoolean(value: unknown, name: string): asserts value is boolean {
-  if (typeof value !== 'boolean') throw new TypeError(`Expected boolean for ${name} but received ${describe(value)}`);
+  if (typeof value !== 'boolean') throw new TypeError(`Expected boolean for ${name} but received ${describeValue(value)}`);
 }
 
 /** One of a fixed set of strings. */
 export function checkOneOf<T extends string>(value: unknown, allowed: readonly T[], name: string): asserts value is T {
   if (typeof value !== 'string' || !(allowed as readonly string[]).includes(value)) {
     const list = allowed.map((a) => `'${a}'`).join(', ');
-    throw new TypeError(`Expected one of ${list} for ${name} but received ${describe(value)}`);
+    throw new TypeError(`Expected one of ${list} for ${name} but received ${describeValue(value)}`);
   }
 }
 

@@ -13,7 +13,7 @@
  * tag to tier map (`placement`) is TypeScript's own. Side-effect free; index.ts registers it.
  * @module
  */
-import { defineNativeStrategy, NativeStrategyAllocator, option, type OptionsOf } from '@gpumem/allocator-core';
+import { defineNativeStrategy, describeValue, NativeStrategyAllocator, option, type OptionsOf } from '@gpumem/allocator-core';
 import { tieredDescriptor } from './options.generated.js';
 
 /** Where new blocks go: 'device' only, 'host' only, or 'auto' (the device while it has room, else the host). */
@@ -24,23 +24,15 @@ export type TieredUpstream = 'cuda' | 'host' | 'auto';
 
 const tierChoices: readonly TierChoice[] = ['device', 'host', 'auto'];
 
-function describe(value: unknown): string {
-  if (value === null) return 'null';
-  if (typeof value === 'string') return `'${value}' of type string`;
-  if (Array.isArray(value)) return 'an array';
-  if (typeof value === 'object') return 'an object';
-  return `${String(value)} of type ${typeof value}`;
-}
-
 /** Checks the `placement` option: a plain object of tag to 'device' | 'host' | 'auto'. */
 function checkPlacementMap(value: unknown): Record<string, TierChoice> {
   if (typeof value !== 'object' || value === null || Array.isArray(value)) {
-    throw new TypeError(`Expected an object of tag to 'device' | 'host' | 'auto' for placement but received ${describe(value)}`);
+    throw new TypeError(`Expected an object of tag to 'device' | 'host' | 'auto' for placement but received ${describeValue(value)}`);
   }
   const out: Record<string, TierChoice> = {};
   for (const [tag, tier] of Object.entries(value)) {
     if (!tierChoices.includes(tier as TierChoice)) {
-      throw new TypeError(`Expected one of 'device', 'host', 'auto' for placement.${tag} but received ${describe(tier)}`);
+      throw new TypeError(`Expected one of 'device', 'host', 'auto' for placement.${tag} but received ${describeValue(tier)}`);
     }
     out[tag] = tier as TierChoice;
   }
@@ -49,7 +41,7 @@ function checkPlacementMap(value: unknown): Record<string, TierChoice> {
 
 function checkTier(value: unknown, name: string): asserts value is TierChoice {
   if (!tierChoices.includes(value as TierChoice)) {
-    throw new TypeError(`Expected one of 'device', 'host', 'auto' for ${name} but received ${describe(value)}`);
+    throw new TypeError(`Expected one of 'device', 'host', 'auto' for ${name} but received ${describeValue(value)}`);
   }
 }
 
@@ -82,7 +74,7 @@ export class TieredAllocator extends NativeStrategyAllocator<typeof tieredStrate
    */
   setPlacementTag(tag: string): void {
     this.checkLive();
-    if (typeof tag !== 'string') throw new TypeError(`Expected a string for tag but received ${describe(tag)}`);
+    if (typeof tag !== 'string') throw new TypeError(`Expected a string for tag but received ${describeValue(tag)}`);
     this.setPlacement(Object.hasOwn(this.placement, tag) ? this.placement[tag]! : 'auto');
   }
 

@@ -11,21 +11,13 @@ import { resolve } from 'node:path';
 import { cudaDevice, hasCudaDevice, hostDevice, type Device } from '../device.js';
 import { NativeAllocator, nativeLayerOptions } from '../native-allocator.js';
 import { defineOptions, option, type OptionsOf } from '../options.js';
-import { checkNonNegative } from '../validate.js';
+import { checkNonNegative, describeValue } from '../validate.js';
 
 /** A plug-in library's own options, as an object: each becomes `key=value`. */
 export type PluginOptionValues = Record<string, string | number | boolean>;
 
 /** @deprecated The old name of {@link PluginOptionValues}; removed in the next release. */
 export type NativePluginOptionValues = PluginOptionValues;
-
-function received(value: unknown): string {
-  if (typeof value === 'string') return `'${value}' of type string`;
-  if (value === null) return 'null';
-  if (Array.isArray(value)) return 'an array';
-  if (typeof value === 'object') return 'an object';
-  return `${String(value)} of type ${typeof value}`;
-}
 
 /** The library's option string: as given, or built from an object; throws naming the bad entry. */
 export function pluginOptionString(options: unknown): string {
@@ -36,7 +28,7 @@ export function pluginOptionString(options: unknown): string {
   }
   if (typeof options !== 'object' || options === null || Array.isArray(options)) {
     throw new TypeError(
-      `Expected a string 'key=value;key=value' or an object of strings, numbers and booleans for options but received ${received(options)}`,
+      `Expected a string 'key=value;key=value' or an object of strings, numbers and booleans for options but received ${describeValue(options)}`,
     );
   }
   const pairs: string[] = [];
@@ -47,9 +39,9 @@ export function pluginOptionString(options: unknown): string {
     if (typeof value === 'number') {
       if (!Number.isFinite(value)) throw new RangeError(`Expected a finite number for options.${key} but received ${String(value)}`);
     } else if (typeof value === 'string') {
-      if (/[;\0]/.test(value)) throw new TypeError(`Expected a string without ';' for options.${key} but received ${received(value)}`);
+      if (/[;\0]/.test(value)) throw new TypeError(`Expected a string without ';' for options.${key} but received ${describeValue(value)}`);
     } else if (typeof value !== 'boolean') {
-      throw new TypeError(`Expected a string, number or boolean for options.${key} but received ${received(value)}`);
+      throw new TypeError(`Expected a string, number or boolean for options.${key} but received ${describeValue(value)}`);
     }
     pairs.push(`${key}=${String(value)}`);
   }
@@ -59,7 +51,9 @@ export function pluginOptionString(options: unknown): string {
 /** The library's path, absolute; throws TypeError for anything but a non-empty string. */
 export function pluginLibraryPath(library: unknown): string {
   if (typeof library !== 'string' || library.length === 0 || library.includes('\0')) {
-    throw new TypeError(`Expected a non-empty string (the path of a gpumem plug-in library) for library but received ${received(library)}`);
+    throw new TypeError(
+      `Expected a non-empty string (the path of a gpumem plug-in library) for library but received ${describeValue(library)}`,
+    );
   }
   return resolve(library);
 }
@@ -68,7 +62,7 @@ function pluginDevice(device: unknown): Device {
   if (device === undefined) return hasCudaDevice() ? cudaDevice(0) : hostDevice;
   if (device === 'host') return hostDevice;
   if (typeof device === 'string')
-    throw new TypeError(`Expected 'host' or a CUDA device ordinal for device but received ${received(device)}`);
+    throw new TypeError(`Expected 'host' or a CUDA device ordinal for device but received ${describeValue(device)}`);
   checkNonNegative(device, 'device');
   return cudaDevice(device);
 }
@@ -100,7 +94,7 @@ export class PluginAllocator extends NativeAllocator {
   constructor(options: PluginAllocatorOptions) {
     if (options === undefined || options === null || typeof options !== 'object') {
       throw new TypeError(
-        `Expected an options object { library, options?, device? } for the 'plugin' allocator but received ${received(options)}`,
+        `Expected an options object { library, options?, device? } for the 'plugin' allocator but received ${describeValue(options)}`,
       );
     }
     const parsed = pluginOptions.parse(options);
