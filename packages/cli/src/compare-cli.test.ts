@@ -13,7 +13,8 @@ const arena = fileURLToPath(new URL('../../../examples/dist/arena/index.js', imp
 const dir = mkdtempSync(join(tmpdir(), 'gpumem-compare-'));
 const env = { ...process.env, GPUMEM_PLUGINS: arena, CUDA_VISIBLE_DEVICES: '' };
 const run = (...args: string[]) => spawnSync(process.execPath, [cli, 'compare', ...args], { encoding: 'utf8', env, timeout: 120_000 });
-const tiny = ['--train-subset', '256', '--test-subset', '128', '--hidden', '32', '--epochs', '2'];
+// one run of each allocator: these tests are about the rows, not the ranking of their times
+const tiny = ['--train-subset', '256', '--test-subset', '128', '--hidden', '32', '--epochs', '2', '--repeat', '1'];
 
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
 

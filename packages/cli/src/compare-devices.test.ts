@@ -54,6 +54,8 @@ describe('gpumem compare --devices (CPU)', () => {
       '2',
       '--allocators',
       'host',
+      '--repeat',
+      '1',
       '--json',
       json,
       '--report',

@@ -46,6 +46,11 @@ describe('bestOf', () => {
       allocator,
       status,
       medianEpochMs,
+      // six epochs measured after one warm-up, all at the median: enough to rank the times
+      warmupEpochs: 1,
+      epochSpread: medianEpochMs
+        ? { n: 6, min: medianEpochMs, q1: medianEpochMs, median: medianEpochMs, q3: medianEpochMs, max: medianEpochMs }
+        : null,
       throughput: medianEpochMs ? 1000 / medianEpochMs : null,
       peakAllocatedBytes: 100,
       peakReservedBytes: 200,
