@@ -16,6 +16,7 @@
 #include "comm/host_communicator.hpp"
 #include "comm/nccl_communicator.hpp"
 #include "comm/nccl_library.hpp"
+#include "comm/staging.hpp"
 #include "convert.hpp"
 #include "gpumem/device.hpp"
 #include "gpumem/errors.hpp"
@@ -244,6 +245,33 @@ Napi::Value DieWithParent(const Napi::CallbackInfo& info) {
   });
 }
 
+// stageOut(ptr, device, stream, target: Float32Array): the target's length of f32 at `ptr` (host
+// memory, device -1, or memory on that CUDA device, after the stream's queued work) into target.
+// stageIn(ptr, device, stream, source: Float32Array): the source into `ptr`, ordered the same way.
+// Both return once the copy is done.
+Napi::Float32Array f32_array_arg(const Napi::Value& v, const char* name) {
+  if (!v.IsTypedArray() || v.As<Napi::TypedArray>().TypedArrayType() != napi_float32_array) {
+    throw invalid_argument(invalid_argument::kind::type, name, std::string("Expected a Float32Array for ") + name + " but received " + describe(v));
+  }
+  return v.As<Napi::Float32Array>();
+}
+Napi::Value StageOut(const Napi::CallbackInfo& info) {
+  return comm_guarded(info.Env(), [&] {
+    Napi::Float32Array target = f32_array_arg(info[3], "target");
+    if (target.ElementLength() > 0)
+      comm::stage_copy(target.Data(), pointer_arg(info[0], "ptr"), target.ElementLength(), int_arg(info[1], "device", -1), stream_arg(info[2]));
+    return info.Env().Undefined();
+  });
+}
+Napi::Value StageIn(const Napi::CallbackInfo& info) {
+  return comm_guarded(info.Env(), [&] {
+    Napi::Float32Array source = f32_array_arg(info[3], "source");
+    if (source.ElementLength() > 0)
+      comm::stage_copy(pointer_arg(info[0], "ptr"), source.Data(), source.ElementLength(), int_arg(info[1], "device", -1), stream_arg(info[2]));
+    return info.Env().Undefined();
+  });
+}
+
 }  // namespace
 
 void register_comm(Napi::Env env, Napi::Object exports) {
@@ -254,6 +282,8 @@ void register_comm(Napi::Env env, Napi::Object exports) {
   exports.Set("hostCommRegionCreate", Napi::Function::New<HostCommRegionCreate>(env, "hostCommRegionCreate"));
   exports.Set("hostCommRegionAbort", Napi::Function::New<HostCommRegionAbort>(env, "hostCommRegionAbort"));
   exports.Set("hostCommRegionUnlink", Napi::Function::New<HostCommRegionUnlink>(env, "hostCommRegionUnlink"));
+  exports.Set("commStageOut", Napi::Function::New<StageOut>(env, "commStageOut"));
+  exports.Set("commStageIn", Napi::Function::New<StageIn>(env, "commStageIn"));
   exports.Set("dieWithParent", Napi::Function::New<DieWithParent>(env, "dieWithParent"));
 }
 
