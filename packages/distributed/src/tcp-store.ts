@@ -330,6 +330,7 @@ export class TcpStore {
     const odd = g.labels.flatMap((l, r) => (l !== g.label ? [`rank ${r} in ${l}`] : []));
     if (odd.length > 0) {
       this.#fail(new CommAbortedError(`aborted: the ranks are in different exchanges: rank 0 in ${g.label}, ${odd.join(', ')}`));
+      g.reject!(this.#failure!);
       return;
     }
     let reply: Uint8Array;
@@ -337,6 +338,7 @@ export class TcpStore {
       reply = g.combine!(g.bodies as Uint8Array[]);
     } catch (e) {
       this.#fail(new CommAbortedError(`aborted: rank 0 could not combine ${g.label}: ${(e as Error).message}`));
+      g.reject!(this.#failure!);
       return;
     }
     for (let r = 1; r < this.size; r++) void this.#send(r, { t: 'reply', seq }, reply);
@@ -556,17 +558,20 @@ function reach(
       const pending: Frame[] = [];
       let connected = false;
       let settled = false;
+      // Once connected, a rank waits a little longer than rank 0 does, so that rank 0, which knows who is missing, says it first.
       const timer = setTimeout(
         () => {
           settled = true;
           socket.destroy();
           reject(
             new RendezvousError(
-              `rank ${rank} of ${size} reached rank 0 at ${where}, but the job did not start within ${seconds(joinTimeoutMs)} (${purpose})`,
+              connected
+                ? `rank ${rank} of ${size} reached rank 0 at ${where}, but the job did not start within ${seconds(joinTimeoutMs)} (${purpose})`
+                : `rank ${rank} of ${size} could not reach rank 0 at ${where} within ${seconds(joinTimeoutMs)} (${purpose}; last: connection attempt timed out)`,
             ),
           );
         },
-        Math.max(1, deadline - performance.now()),
+        Math.max(1, deadline + answerSlackMs - performance.now()),
       );
       socket.on('connect', () => {
         connected = true;
