@@ -114,7 +114,14 @@ describe('TcpStore', () => {
     const stores = await group(3);
     const waiting = [stores[0]!.barrier('the last barrier'), stores[1]!.barrier('the last barrier')];
     await stores[2]!.abort('loss became NaN');
-    const errors = await Promise.all(waiting.map((p) => p.catch((e: unknown) => e as Error)));
+    const errors = await Promise.all(
+      waiting.map((p) =>
+        p.then(
+          () => new Error('resolved'),
+          (e: unknown) => e as Error,
+        ),
+      ),
+    );
     for (const e of errors) {
       expect(e).toBeInstanceOf(CommAbortedError);
       expect(e.message).toBe('aborted: rank 2 failed: loss became NaN');
@@ -126,7 +133,14 @@ describe('TcpStore', () => {
   it('an exchange waiting past its timeout names the ranks that did not come, on every rank', async () => {
     const stores = await group(3);
     const waiting = [stores[0]!.barrier('a slow barrier', 500), stores[1]!.barrier('a slow barrier', 500)];
-    const errors = await Promise.all(waiting.map((p) => p.catch((e: unknown) => e as Error)));
+    const errors = await Promise.all(
+      waiting.map((p) =>
+        p.then(
+          () => new Error('resolved'),
+          (e: unknown) => e as Error,
+        ),
+      ),
+    );
     for (const e of errors) expect(e.message).toBe('aborted: rank 0 waited 0.5 s in a slow barrier for rank 2 of 3');
     await expect(stores[2]!.barrier('a slow barrier')).rejects.toThrow('aborted: rank 0 waited 0.5 s in a slow barrier for rank 2 of 3');
     await closeAll(stores);

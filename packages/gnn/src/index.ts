@@ -55,11 +55,15 @@ export {
 } from './training/train.js';
 export {
   trainDistributed,
+  trainAsJobRank,
   combineRanks,
   planRanks,
   type DistributedTrainOptions,
+  type JobTrainOptions,
   type DistributedRunOptions,
 } from './training/train-distributed.js';
+/** What trainAsJobRank() is given: this process's place in a job started by torchrun, srun or mpirun. */
+export { readEnvRendezvous, RendezvousEnvError, type EnvRendezvous } from '@gpumem/distributed';
 export { throttledProgress } from './training/train-common.js';
 export { PartitionedGcn } from './models/gcn-partitioned.js';
 export { partitionGraph, rowBlock, type GraphPart, type RowBlock, type RemoteRows } from './datasets/graph-part.js';

@@ -2,10 +2,14 @@
  * Training over several devices: one process per rank (launchRanks), the mlp data parallel and
  * the gcn split by rows, the collectives through NCCL on GPUs or the host communicator. The ranks'
  * records come back here and are combined into one run's (combineRanks), with each rank's kept.
+ * A process that is a rank of a job started by torchrun, srun or mpirun runs its part with
+ * trainAsJobRank() instead: the ranks meet at MASTER_ADDR:MASTER_PORT and rank 0 gathers the records.
  * @module
  */
+import { deserialize, serialize } from 'node:v8';
 import { cudaDevice, deviceCount, hasAllocator, hasCudaDevice, strategyInfo } from '@gpumem/allocator-core';
-import { builtModule, launchRanks, type CommBackend } from '@gpumem/distributed';
+import { builtModule, joinJob, launchRanks, type CommBackend, type EnvRendezvous } from '@gpumem/distributed';
+import { rankWork } from './rank-work.js';
 import { checkOptionsTaken } from '../workloads/taken-options.js';
 import type { EpochRecord, Progress, RankRecord, TrainOptionsBag, TrainResult } from './train-types.js';
 
@@ -117,6 +121,11 @@ export async function trainDistributed(o: DistributedTrainOptions): Promise<Trai
       if (rank === 0) onProgress?.(progress);
     },
   });
+  return combineOutcomes(outcomes, backend);
+}
+
+/** The run from its ranks' outcomes, each rank's exchange times and all-gather measurement kept. */
+function combineOutcomes(outcomes: readonly RankOutcome[], backend: CommBackend): TrainResult {
   const run = combineRanks(
     outcomes.map((x) => x.result),
     outcomes.map((x) => x.samples),
@@ -127,6 +136,71 @@ export async function trainDistributed(o: DistributedTrainOptions): Promise<Trai
     if (x.allGatherBench) rank.allGatherBench = x.allGatherBench;
   }
   return { ...run, communicator: backend };
+}
+
+/** trainAsJobRank()'s options: trainDistributed()'s, less what the external launcher decides. */
+export type JobTrainOptions = Omit<DistributedTrainOptions, 'devices' | 'graceMs'> & {
+  /** How long the ranks may take to join (default 60,000 ms). */
+  joinTimeoutMs?: number;
+};
+
+const defaultJobTimeoutMs = 600_000;
+
+/**
+ * Trains this process's part of a run as rank `job.rank` of a job that torchrun, srun or mpirun
+ * started (every rank calls it with the same options): the ranks meet at the job's
+ * MASTER_ADDR:MASTER_PORT, rank r runs on cuda:LOCAL_RANK (or on the host, for strategies over host
+ * memory or without a GPU), and the collectives go through NCCL, or the host communicator over TCP.
+ * Rank 0 resolves with the combined run; the others with undefined. A rank that fails stops the
+ * others (host communicator: at their next collective; NCCL: the external launcher stops them).
+ */
+export async function trainAsJobRank(o: JobTrainOptions, job: EnvRendezvous): Promise<TrainResult | undefined> {
+  const { onProgress, onRankProgress, imports = [], timeoutMs = defaultJobTimeoutMs, measureAllGather = [], joinTimeoutMs, ...options } = o;
+  checkOptionsTaken(options);
+  for (const m of imports) await import(m); // the strategy's package says whether its memory is on the host
+  const onHost = (hasAllocator(o.allocator) && strategyInfo(o.allocator).hostMemory) || !hasCudaDevice();
+  const backend = o.communicator ?? (onHost ? 'host' : 'nccl');
+  if (backend !== 'nccl' && backend !== 'host')
+    throw new RangeError(`Expected 'nccl' or 'host' for communicator but received '${String(backend)}'`);
+  if (backend === 'nccl' && onHost)
+    throw new RangeError(`Expected the 'host' communicator with '${o.allocator}' on the host: NCCL runs on GPUs only`);
+  const member = await joinJob(job, { backend, onGpu: !onHost, timeoutMs, ...(joinTimeoutMs !== undefined ? { joinTimeoutMs } : {}) });
+  const payload: RankPayload = {
+    options: { ...options, timeoutMs },
+    imports: [...imports],
+    measureAllGather: [...measureAllGather],
+    clockOrigin: performance.timeOrigin + performance.now(),
+  };
+  let outcome: RankOutcome;
+  try {
+    outcome = await rankWork({
+      payload,
+      device: member.place.device,
+      deviceHandle: member.deviceHandle,
+      comm: member.comm,
+      report: (m) => {
+        onRankProgress?.(job.rank, m as Progress);
+        if (job.rank === 0) onProgress?.(m as Progress);
+      },
+    });
+  } catch (e) {
+    const reason = e instanceof Error ? `${e.name}: ${e.message}` : String(e);
+    try {
+      member.comm.abort(reason);
+    } catch {
+      // the group may be stopped already
+    }
+    await member.store.abort(reason);
+    throw e;
+  }
+  const gathered = await member.store.gather("the ranks' records", serialize(outcome), timeoutMs);
+  await member.leave();
+  return gathered
+    ? combineOutcomes(
+        gathered.map((bytes) => deserialize(bytes) as RankOutcome),
+        backend,
+      )
+    : undefined;
 }
 
 /**
