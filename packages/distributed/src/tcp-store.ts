@@ -251,14 +251,13 @@ export class TcpStore {
     await Promise.race([sent, this.#allClosed()]);
   }
 
-  /** Resolves when every connection has closed, or after a second. */
+  /** Resolves when every connection has closed, or after a second (a timer that keeps the process alive until then). */
   #allClosed(): Promise<void> {
     const open = this.#peers.filter((s): s is Socket => s !== undefined && !s.closed);
     return new Promise((resolve) => {
       let left = open.length;
       if (left === 0) return resolve();
       const timer = setTimeout(resolve, 1000);
-      timer.unref();
       for (const s of open) {
         s.once('close', () => {
           if (--left === 0) {
@@ -292,7 +291,6 @@ export class TcpStore {
       if (!socket || socket.destroyed) continue;
       if (!this.#failure) socket.write(encodeFrame({ t: 'bye', rank: this.rank }));
       socket.end();
-      socket.unref();
       this.#gone.add(this.rank === 0 ? i : 0);
     }
     const closed = new CommAbortedError(`aborted: rank ${this.rank} closed its store`);
