@@ -19,7 +19,9 @@ describe('gpumem train --model transformer', () => {
     expect(r.status).toBe(0);
     for (const flag of ['vocab', 'embed', 'heads', 'layers', 'context', 'min-len', 'max-len', 'min-batch', 'max-batch', 'steps-per-epoch'])
       expect(r.stdout).toMatch(new RegExp(`--${flag} N +transformer: `));
-    expect(r.stdout).toMatch(/--model mlp\|gcn\|transformer +the model: .*transformer, a GPT-style decoder/);
+    expect(r.stdout).toMatch(
+      /--model mlp\|gcn\|transformer +the model \(default mlp where MNIST is installed, else gcn.*\): .*transformer, a GPT-style decoder/,
+    );
   });
 
   it('trains with its flags and prints its table', () => {
