@@ -7,25 +7,14 @@
  * inside a job are usage errors.
  */
 import { spawn, spawnSync } from 'node:child_process';
-import { createServer } from 'node:net';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
+import { freePort } from '../../distributed/src/free-port.testing.js';
 
 const cli = fileURLToPath(new URL('../dist/cli.js', import.meta.url));
 
 /** Only the variables this test sets say where a rank is (none leaks in from a job running the tests). */
 const { RANK: _r, WORLD_SIZE: _w, LOCAL_RANK: _l, SLURM_PROCID: _s, OMPI_COMM_WORLD_RANK: _o, ...baseEnv } = process.env;
-
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = createServer();
-    server.on('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const { port } = server.address() as { port: number };
-      server.close(() => resolve(port));
-    });
-  });
-}
 
 interface Out {
   code: number | null;

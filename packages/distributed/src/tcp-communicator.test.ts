@@ -9,9 +9,9 @@
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { existsSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
+import { freePort } from './free-port.testing.js';
 import { addonCandidates } from '@gpumem/allocator-core';
 import { rankValues } from './fixtures/rank-values.mjs';
 
@@ -25,17 +25,6 @@ interface Rank {
   lines: Record<string, unknown>[];
   /** Resolves with the exit code and when it came (performance.now()). */
   exit: Promise<{ code: number | null; at: number; stderr: string }>;
-}
-
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = createServer();
-    server.on('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const { port } = server.address() as { port: number };
-      server.close(() => resolve(port));
-    });
-  });
 }
 
 /** Starts rank `rank` of `size` as torchrun would, with `job` for the fixture. */

@@ -5,23 +5,11 @@
  * (token, duplicate), rank 0 out of reach, an abort, an exchange past its timeout. (A rank whose
  * process dies: tcp-communicator.test.ts.)
  */
-import { createServer } from 'node:net';
 import { describe, expect, it } from 'vitest';
+import { freePort } from './free-port.testing.js';
 import { CommAbortedError } from './communicator.js';
 import { exchangeNcclId } from './job.js';
 import { RendezvousError, TcpStore, type TcpStoreOptions } from './tcp-store.js';
-
-/** A port nothing listens on right now. */
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = createServer();
-    server.on('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const { port } = server.address() as { port: number };
-      server.close(() => resolve(port));
-    });
-  });
-}
 
 /** Every rank of a job of `size` joined (rank 0 last, so the others retry until it listens). */
 async function group(size: number, extra: Partial<TcpStoreOptions> = {}): Promise<TcpStore[]> {
