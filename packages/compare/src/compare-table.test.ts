@@ -9,34 +9,15 @@ import { formatBytes } from '@gpumem/allocator-core';
 import { formatCompareTable } from './compare-table.js';
 import { sampleCompareResult } from './fixture.js';
 import { sampleDevicesCompareResult } from './fixture-devices.js';
+import { plainCompareHeader } from './compare-table.testing.js';
 import { readTable } from './text-table.testing.js';
 
 const MiB = 2 ** 20;
 
-/** The header cells and the data rows (by allocator) of the table. */
-function parse(table: string): { header: string[]; rows: Map<string, string[]>; notes: string[] } {
-  const { header, rows, after } = readTable(table);
-  return { header, rows, notes: after };
-}
-
-const plainHeader = [
-  'allocator',
-  'status',
-  'median epoch (min\u2013max)',
-  'nodes/s',
-  'peak allocated',
-  'peak reserved',
-  'reserved/alloc',
-  'upstream calls',
-  'OOMs',
-  'final loss',
-  'accuracy',
-];
-
 describe('the compare table with a host tier', () => {
   it('is as it was when no run has a host tier', () => {
-    const { header, rows, notes } = parse(formatCompareTable(sampleCompareResult()));
-    expect(header).toEqual(plainHeader);
+    const { header, rows, after: notes } = readTable(formatCompareTable(sampleCompareResult()));
+    expect(header).toEqual(plainCompareHeader());
     for (const cells of rows.values()) {
       expect(cells).toHaveLength(11);
       expect(cells.join(' ')).not.toMatch(/device|host/);
@@ -48,8 +29,8 @@ describe('the compare table with a host tier', () => {
     const result = sampleCompareResult({ tiered: true });
     const tiers = result.runs[4]!.tiers!;
     const table = formatCompareTable(result);
-    const { header, rows, notes } = parse(table);
-    expect(header).toEqual([...plainHeader.slice(0, 7), 'moved to host / device', ...plainHeader.slice(7)]);
+    const { header, rows, after: notes } = readTable(table);
+    expect(header).toEqual([...plainCompareHeader().slice(0, 7), 'moved to host / device', ...plainCompareHeader().slice(7)]);
     const tiered = rows.get('tiered')!;
     expect(tiered).toHaveLength(12);
     const split = (peak: number, s: { deviceBytes: number; hostBytes: number }) =>
@@ -73,8 +54,8 @@ describe('the compare table with a host tier', () => {
   it('shows the split but no column of bytes moved when no run moved any', () => {
     const result = sampleCompareResult({ tiered: true });
     result.runs[4]!.tiers = { ...result.runs[4]!.tiers!, bytesMovedToHost: 0, bytesMovedToDevice: 0 };
-    const { header, rows, notes } = parse(formatCompareTable(result));
-    expect(header).toEqual(plainHeader);
+    const { header, rows, after: notes } = readTable(formatCompareTable(result));
+    expect(header).toEqual(plainCompareHeader());
     expect(rows.get('tiered')![4]).toMatch(/ device \+ .* host\)/);
     expect(notes.some((n) => n.startsWith('moved to host'))).toBe(false);
   });
@@ -95,7 +76,7 @@ describe('the compare table with a host tier', () => {
         about: {},
       },
     ];
-    const { rows } = parse(formatCompareTable(result));
+    const { rows } = readTable(formatCompareTable(result));
     const baseline = rows.get('torch-eager')!;
     expect(baseline).toHaveLength(12);
     expect(baseline[1]).toBe('baseline');

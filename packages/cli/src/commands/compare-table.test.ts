@@ -11,27 +11,8 @@ import { fileURLToPath } from 'node:url';
 import { afterAll, describe, expect, it } from 'vitest';
 import { formatBytes } from '@gpumem/allocator-core';
 import type { CompareResult } from '@gpumem/compare';
+import { plainCompareHeader } from '../../../compare/src/compare-table.testing.js';
 import { readTable } from '../../../compare/src/text-table.testing.js';
-
-/** The header cells and the data rows (by allocator) of the table. */
-function parse(table: string): { header: string[]; rows: Map<string, string[]>; notes: string[] } {
-  const { header, rows, after } = readTable(table);
-  return { header, rows, notes: after };
-}
-
-const plainHeader = [
-  'allocator',
-  'status',
-  'median epoch (min\u2013max)',
-  'nodes/s',
-  'peak allocated',
-  'peak reserved',
-  'reserved/alloc',
-  'upstream calls',
-  'OOMs',
-  'final loss',
-  'accuracy',
-];
 
 // The built CLI, as a user runs it, with a test plug-in that has a host tier.
 const cli = fileURLToPath(new URL('../../dist/cli.js', import.meta.url));
@@ -70,9 +51,9 @@ describe('gpumem compare with a strategy that has a host tier (CPU)', () => {
     );
     expect(r.stderr).not.toMatch(/Error:/);
     expect(r.status).toBe(0);
-    const { header, rows, notes } = parse(r.stdout);
+    const { header, rows, after: notes } = readTable(r.stdout);
     // the plug-in moves nothing between its tiers: no column for it
-    expect(header).toEqual(plainHeader.map((h) => (h === 'nodes/s' ? 'images/s' : h)));
+    expect(header).toEqual(plainCompareHeader('images/s'));
     const result = JSON.parse(readFileSync(json, 'utf8')) as CompareResult;
     const [host, tiered] = result.runs;
     expect(host).not.toHaveProperty('tiers');
