@@ -11,7 +11,16 @@ export { Tensor, type DType } from './framework/tensor.js';
 export { Linear, ReLU, Dropout, SGD, Adam, ParameterSet, softmaxCrossEntropy, type Parameter, type Optimizer } from './framework/nn.js';
 export { Mlp, type MlpStepPlan } from './models/mlp.js';
 export { Gcn, GcnConv, type Aggregation, type InputAggregation } from './models/gcn.js';
-export { loadMnist, parseIdx, normalisedPixels, DatasetError, type Mnist, type MnistSplit } from './datasets/mnist.js';
+export {
+  loadMnist,
+  mnistAvailable,
+  mnistInstallHint,
+  parseIdx,
+  normalisedPixels,
+  DatasetError,
+  type Mnist,
+  type MnistSplit,
+} from './datasets/mnist.js';
 export {
   randomGraph,
   sbmGraph,

