@@ -41,6 +41,7 @@
 namespace gpumem {
 
 class tiered_resource;
+class sleepable;
 
 // At least one of the two must be set.
 struct fault_spec {
@@ -106,6 +107,7 @@ struct resource_chain {
   std::vector<std::unique_ptr<memory_resource>> layers;  // bottom (the leaf) first
   tracking_adaptor* tracker = nullptr;                   // the tracking layer, when there is one
   tiered_resource* tiered = nullptr;                     // the tiered leaf (set_placement), when there is one
+  sleepable* sleeper = nullptr;                          // the leaf of a strategy with the sleep flag
   memory_resource& top() const { return *layers.back(); }
   resource_chain() = default;
   resource_chain(resource_chain&&) = default;

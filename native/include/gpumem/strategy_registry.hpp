@@ -106,6 +106,7 @@ struct strategy_flags {
   bool managed_memory = false;    // allocates managed (unified) memory
   bool spills_to_host = false;    // can keep part of its memory in host memory kernels use in place
   bool peer_access = false;       // takes the peerAccess option
+  bool sleep = false;             // its leaf is sleepable (gpumem/sleep.hpp): sleep and wake by tag
   // Native side only: device -1 selects host memory; CUDA kernels can use the memory (what PyTorch
   // needs of a strategy).
   bool host_device = false;

@@ -274,6 +274,7 @@ std::string strategies_json() {
            ",\"managedMemory\":" + (f.managed_memory ? "true" : "false") +
            ",\"spillsToHost\":" + (f.spills_to_host ? "true" : "false") + ",\"peerAccess\":" + (f.peer_access ? "true" : "false") +
            ",\"hostDevice\":" + (f.host_device ? "true" : "false") + ",\"kernelMemory\":" + (f.kernel_memory ? "true" : "false") +
+           ",\"sleep\":" + (f.sleep ? "true" : "false") +
            "},\"options\":[";
     bool first_option = true;
     for (const option_descriptor& o : d->options) {

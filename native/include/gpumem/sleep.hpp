@@ -1,0 +1,134 @@
+// Sleep and wake by tag: a strategy whose memory is mapped through virtual memory management
+// ('expandable', 'tiered': registry flag `sleep`) can give the physical memory of some allocations
+// back to the driver while keeping their virtual addresses, and map new physical memory there later,
+// so that held pointers and captured CUDA graphs stay valid (vLLM's CuMemAllocator
+// sleep(offload_tags) / wake_up(tags), torch_memory_saver's pause / resume).
+//
+//  - every allocation carries a tag: the calling thread's tag (tag_scope) where one is set, else the
+//    process tag (set_process_tag), else "default". Tags are names, interned once per process;
+//  - sleep(request) puts tags to sleep. It waits for the work queued on the device, copies the live
+//    bytes of the tags that keep their content to host memory (pinned on a device, so that the copies
+//    run at the host link's speed), and releases the tags' physical memory, live and cached, keeping
+//    the virtual ranges. A tag that discards keeps nothing: its blocks read as undefined after wake;
+//  - wake(tags) maps physical memory again at the same addresses and copies kept content back; the
+//    copies are complete when it returns;
+//  - while a tag sleeps, its blocks may be freed (the saved copy is dropped), an allocation in it
+//    throws invalid_state naming the tag, and nothing may read or write its blocks;
+//  - the host memory that held a backup is kept after wake for the next sleep (no pinning per call);
+//    trim_backup() gives it back.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace gpumem {
+
+// ---------------------------------------------------------------------------------------------
+// Tags
+
+using tag_id = std::uint32_t;
+// The tag of allocations made where no tag is set; its name is "default".
+constexpr tag_id default_tag = 0;
+constexpr std::size_t max_tag_length = 128;
+
+// The id of the tag `name` (the same id for the same name, for the life of the process). Throws
+// invalid_argument (range, argument "tag") for an empty name, one longer than max_tag_length bytes,
+// or one holding a NUL or a control character.
+tag_id intern_tag(std::string_view name);
+// The name of an interned id ("default" for default_tag). Throws invalid_argument for an id
+// intern_tag never returned.
+std::string tag_name(tag_id id);
+
+// The tag new allocations on this thread get: this thread's scope where one is open, else the
+// process tag, else default_tag.
+tag_id current_tag() noexcept;
+// The process tag (every thread without a scope of its own); returns the previous one. default_tag
+// clears it.
+tag_id set_process_tag(tag_id tag) noexcept;
+// This thread's tag, or nullopt to fall back to the process tag; returns the previous setting.
+std::optional<tag_id> set_thread_tag(std::optional<tag_id> tag) noexcept;
+
+// Sets this thread's tag for a scope and restores the previous setting when it ends.
+class tag_scope {
+ public:
+  explicit tag_scope(tag_id tag) noexcept : previous_(set_thread_tag(tag)) {}
+  ~tag_scope() { set_thread_tag(previous_); }
+  tag_scope(const tag_scope&) = delete;
+  tag_scope& operator=(const tag_scope&) = delete;
+
+ private:
+  std::optional<tag_id> previous_;
+};
+
+// ---------------------------------------------------------------------------------------------
+// Sleep and wake
+
+// What a sleeping tag does with its content: copy it to host memory (keep) or drop it (discard).
+enum class sleep_mode : std::uint8_t { keep, discard };
+const char* sleep_mode_name(sleep_mode mode) noexcept;  // "keep", "discard"
+
+struct sleep_request {
+  // The tags to put to sleep; empty: every tag the resource knows (has ever allocated in).
+  std::vector<tag_id> tags;
+  // Which of them keep their content: all of them (keep_all), or those listed in `keep` (the others
+  // discard: vLLM's offload_tags).
+  bool keep_all = true;
+  std::vector<tag_id> keep;
+};
+
+// What one sleep() or wake() did.
+struct sleep_report {
+  std::vector<tag_id> changed;    // the tags put to sleep (woken)
+  std::vector<tag_id> unchanged;  // tags named that were asleep already (awake already): nothing done
+  std::uint64_t device_bytes = 0; // physical device bytes released (sleep) or mapped (wake)
+  std::uint64_t copied_bytes = 0; // bytes copied to host memory (sleep) or back (wake)
+  double seconds = 0;             // wall time of the call
+};
+
+// One tag of a resource.
+struct tag_state {
+  tag_id tag = default_tag;
+  bool asleep = false;
+  sleep_mode mode = sleep_mode::keep;  // how it sleeps (meaningful while asleep)
+  std::uint64_t allocated_bytes = 0;   // bytes callers asked for and hold, asleep or awake
+  std::uint64_t device_bytes = 0;      // physical device memory the tag holds now (live and cached)
+  std::uint64_t slept_bytes = 0;       // while asleep: the device bytes its sleep released
+  std::uint64_t backup_bytes = 0;      // host bytes holding its kept content
+};
+
+// Implemented by the leaves of strategies with the `sleep` flag; a built chain points at it
+// (resource_chain::sleeper). Thread-safe, as the resources are.
+class sleepable {
+ public:
+  sleepable() = default;
+  virtual ~sleepable() = default;
+  sleepable(const sleepable&) = delete;
+  sleepable& operator=(const sleepable&) = delete;
+
+  // Puts the tags to sleep (see the file comment). Throws, changing nothing:
+  //  - invalid_argument (range, "tags") for a tag the resource does not know, listing the ones it
+  //    does;
+  //  - out_of_memory when host memory for the backups cannot be had (backup_limit_bytes, or the
+  //    host refuses): before anything is copied or released.
+  sleep_report sleep(const sleep_request& request) { return do_sleep(request); }
+  // Wakes the tags named (empty: every sleeping tag). Throws invalid_argument as sleep() does, and
+  // out_of_memory when the device has no room: then the tags stay asleep, their backups whole.
+  sleep_report wake(const std::vector<tag_id>& tags) { return do_wake(tags); }
+  // Every tag the resource knows, in the order first allocated in.
+  std::vector<tag_state> tag_states() const { return do_tag_states(); }
+  // Host bytes kept for later backups (not holding any sleeping tag's content), and their release.
+  std::uint64_t backup_pool_bytes() const { return do_backup_pool_bytes(); }
+  void trim_backup() { do_trim_backup(); }
+
+ private:
+  virtual sleep_report do_sleep(const sleep_request& request) = 0;
+  virtual sleep_report do_wake(const std::vector<tag_id>& tags) = 0;
+  virtual std::vector<tag_state> do_tag_states() const = 0;
+  virtual std::uint64_t do_backup_pool_bytes() const = 0;
+  virtual void do_trim_backup() = 0;
+};
+
+}  // namespace gpumem
