@@ -96,9 +96,10 @@ class sleep_engine {
   void quiesce();
 
   // Copies `spans` (sorted by address, within the units, their total at most the backup's) into
-  // `backup`, and calls release(unit) for every unit (sorted by address) once no copy reads it. A
-  // copy that fails (a CUDA error) is rethrown after every unit has been released: the content of
-  // the failed spans is lost, never the addresses.
+  // `backup`, and calls release(unit) for every unit (sorted by address) once no copy reads it.
+  // Every copy is queued before the first release, so a copy that cannot be queued throws with
+  // nothing released; one that fails while running (a CUDA error, which leaves the context unusable
+  // anyway) is rethrown after every unit has been released.
   void save_and_release(sleep_backup& backup, const std::vector<sleep_span>& spans, const std::vector<sleep_unit>& units,
                         const std::function<void(const sleep_unit&)>& release);
 
