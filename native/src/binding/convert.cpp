@@ -77,6 +77,81 @@ std::string get_string(const Napi::Object& o, const char* key, const std::string
   return v.IsUndefined() || v.IsNull() ? fallback : v.ToString().Utf8Value();
 }
 
+std::vector<tag_id> to_tags(const Napi::Value& v, const char* name) {
+  std::vector<tag_id> out;
+  if (v.IsUndefined() || v.IsNull()) return out;
+  if (!v.IsArray()) {
+    throw invalid_argument(invalid_argument::kind::type, name,
+                           std::string("Expected an array of tag names for ") + name + " but received " + describe(v));
+  }
+  Napi::Array a = v.As<Napi::Array>();
+  for (std::uint32_t i = 0; i < a.Length(); ++i) {
+    Napi::Value e = a.Get(i);
+    if (!e.IsString()) {
+      throw invalid_argument(invalid_argument::kind::type, name,
+                             std::string("Expected a tag name (string) for ") + name + "[" + std::to_string(i) + "] but received " +
+                                 describe(e));
+    }
+    out.push_back(intern_tag(e.As<Napi::String>().Utf8Value()));
+  }
+  return out;
+}
+
+sleep_request to_sleep_request(const Napi::Value& v) {
+  sleep_request request;
+  if (v.IsUndefined() || v.IsNull()) return request;
+  if (!v.IsObject() || v.IsArray()) {
+    throw invalid_argument(invalid_argument::kind::type, "request",
+                           "Expected an object { tags?, keep? } for request but received " + describe(v));
+  }
+  const Napi::Object o = v.As<Napi::Object>();
+  request.tags = to_tags(o.Get("tags"), "tags");
+  const Napi::Value keep = o.Get("keep");
+  if (keep.IsBoolean()) {
+    request.keep_all = keep.As<Napi::Boolean>().Value();
+  } else if (!keep.IsUndefined()) {
+    request.keep_all = false;
+    request.keep = to_tags(keep, "keep");
+  }
+  return request;
+}
+
+namespace {
+Napi::Array tag_names(Napi::Env env, const std::vector<tag_id>& tags) {
+  Napi::Array out = Napi::Array::New(env, tags.size());
+  for (std::size_t i = 0; i < tags.size(); ++i) out.Set(static_cast<std::uint32_t>(i), tag_name(tags[i]));
+  return out;
+}
+}  // namespace
+
+Napi::Object from_sleep_report(Napi::Env env, const sleep_report& r) {
+  Napi::Object o = Napi::Object::New(env);
+  o.Set("changed", tag_names(env, r.changed));
+  o.Set("unchanged", tag_names(env, r.unchanged));
+  o.Set("deviceBytes", Napi::Number::New(env, static_cast<double>(r.device_bytes)));
+  o.Set("copiedBytes", Napi::Number::New(env, static_cast<double>(r.copied_bytes)));
+  o.Set("seconds", Napi::Number::New(env, r.seconds));
+  return o;
+}
+
+Napi::Array from_tag_states(Napi::Env env, const std::vector<tag_state>& states) {
+  Napi::Array out = Napi::Array::New(env, states.size());
+  for (std::size_t i = 0; i < states.size(); ++i) {
+    const tag_state& t = states[i];
+    Napi::Object o = Napi::Object::New(env);
+    auto num = [&](const char* k, std::uint64_t v) { o.Set(k, Napi::Number::New(env, static_cast<double>(v))); };
+    o.Set("tag", tag_name(t.tag));
+    o.Set("asleep", t.asleep);
+    o.Set("mode", sleep_mode_name(t.mode));
+    num("allocatedBytes", t.allocated_bytes);
+    num("deviceBytes", t.device_bytes);
+    num("sleptBytes", t.slept_bytes);
+    num("backupBytes", t.backup_bytes);
+    out.Set(static_cast<std::uint32_t>(i), o);
+  }
+  return out;
+}
+
 namespace {
 Napi::Error with_code(Napi::Error error, const char* code) {
   error.Set("code", Napi::String::New(error.Env(), code));

@@ -5,7 +5,9 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
+#include "gpumem/sleep.hpp"
 #include "gpumem/stats.hpp"
 #include "gpumem/stream.hpp"
 
@@ -17,6 +19,17 @@ void* to_pointer(const Napi::Value& v);
 stream_handle to_stream(const Napi::Value& v);  // number (0 = default stream) or undefined
 Napi::Value from_pointer(Napi::Env env, const void* p);
 Napi::Object from_stats(Napi::Env env, const resource_stats& s);
+
+// Sleep and wake by tag (gpumem/sleep.hpp). Tags travel as names; ids stay in C++.
+//   request: undefined | { tags?: string[], keep?: boolean | string[] } (the TypeScript layer checks
+//   the shape; these throw invalid_argument naming the field for anything else);
+//   tags: undefined | string[] (wake).
+sleep_request to_sleep_request(const Napi::Value& v);
+std::vector<tag_id> to_tags(const Napi::Value& v, const char* name);
+// { changed: string[], unchanged: string[], deviceBytes, copiedBytes, seconds }
+Napi::Object from_sleep_report(Napi::Env env, const sleep_report& r);
+// [{ tag, asleep, mode: 'keep' | 'discard', allocatedBytes, deviceBytes, sleptBytes, backupBytes }]
+Napi::Array from_tag_states(Napi::Env env, const std::vector<tag_state>& states);
 
 // A value as validate.ts describes it in messages: "-1 of type number", "'x' of type string".
 std::string describe(const Napi::Value& v);

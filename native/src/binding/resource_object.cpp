@@ -235,6 +235,7 @@ Napi::Value Strategies(const Napi::CallbackInfo& info) {
       flags.Set("peerAccess", d.flags.peer_access);
       flags.Set("hostDevice", d.flags.host_device);
       flags.Set("kernelMemory", d.flags.kernel_memory);
+      flags.Set("sleep", d.flags.sleep);
       o.Set("flags", flags);
       // The options the spec takes (libgpumem_torch's own settings are left out).
       Napi::Array options = Napi::Array::New(env);
@@ -282,7 +283,13 @@ Napi::Function ResourceObject::Define(Napi::Env env) {
                       InstanceMethod<&ResourceObject::SetTrackingEnabled>("setTrackingEnabled"),
                       InstanceMethod<&ResourceObject::SetPlacement>("setPlacement"),
                       InstanceMethod<&ResourceObject::FastPath>("fastPath"),
-                      InstanceMethod<&ResourceObject::ShareHandle>("shareHandle")});
+                      InstanceMethod<&ResourceObject::ShareHandle>("shareHandle"),
+                      InstanceMethod<&ResourceObject::Sleepable>("sleepable"),
+                      InstanceMethod<&ResourceObject::Sleep>("sleep"),
+                      InstanceMethod<&ResourceObject::Wake>("wake"),
+                      InstanceMethod<&ResourceObject::TagStats>("tagStats"),
+                      InstanceMethod<&ResourceObject::TrimBackup>("trimBackup"),
+                      StaticMethod<&ResourceObject::SetThreadTag>("setThreadTag")});
   // Kept so that from() can tell a Resource from any other object (one addon instance per env).
   env.SetInstanceData<Napi::FunctionReference>(new Napi::FunctionReference(Napi::Persistent(cls)));
   return cls;
@@ -355,8 +362,17 @@ Napi::Value ResourceObject::RecordStream(const Napi::CallbackInfo& info) {
   });
 }
 
+// A chain that can sleep adds sleptBytes: the device bytes its sleeping tags gave back.
 Napi::Value ResourceObject::Stats(const Napi::CallbackInfo& info) {
-  return guarded(info.Env(), [&] { return from_stats(info.Env(), top().stats()); });
+  return guarded(info.Env(), [&] {
+    Napi::Object o = from_stats(info.Env(), top().stats());
+    if (sleepable* s = sleeper()) {
+      std::uint64_t slept = 0;
+      for (const tag_state& t : s->tag_states()) slept += t.slept_bytes;
+      o.Set("sleptBytes", Napi::Number::New(info.Env(), static_cast<double>(slept)));
+    }
+    return o;
+  });
 }
 
 Napi::Value ResourceObject::ResetPeak(const Napi::CallbackInfo& info) {
@@ -461,6 +477,60 @@ Napi::Value ResourceObject::SetPlacement(const Napi::CallbackInfo& info) {
                              "Expected one of 'auto', 'device', 'host' for placement but received " + describe(info[0]));
     }
     tiered->set_placement(parse_tier_choice(info[0].As<Napi::String>().Utf8Value().c_str()));
+    return info.Env().Undefined();
+  });
+}
+
+sleepable* ResourceObject::sleeper() {
+  top();  // throws after dispose
+  return shared_ ? shared_->chain.sleeper : chain_->sleeper;
+}
+
+sleepable& ResourceObject::need_sleeper() {
+  sleepable* s = sleeper();
+  if (s == nullptr) throw invalid_state("this strategy cannot sleep (only strategies with the registry's sleep flag do)");
+  return *s;
+}
+
+Napi::Value ResourceObject::Sleepable(const Napi::CallbackInfo& info) {
+  return guarded(info.Env(), [&] { return Napi::Boolean::New(info.Env(), sleeper() != nullptr); });
+}
+
+Napi::Value ResourceObject::Sleep(const Napi::CallbackInfo& info) {
+  return guarded(info.Env(), [&] {
+    sleepable& s = need_sleeper();
+    return from_sleep_report(info.Env(), s.sleep(to_sleep_request(info[0])));
+  });
+}
+
+Napi::Value ResourceObject::Wake(const Napi::CallbackInfo& info) {
+  return guarded(info.Env(), [&] {
+    sleepable& s = need_sleeper();
+    return from_sleep_report(info.Env(), s.wake(to_tags(info[0], "tags")));
+  });
+}
+
+Napi::Value ResourceObject::TagStats(const Napi::CallbackInfo& info) {
+  return guarded(info.Env(), [&] { return from_tag_states(info.Env(), need_sleeper().tag_states()); });
+}
+
+Napi::Value ResourceObject::TrimBackup(const Napi::CallbackInfo& info) {
+  return guarded(info.Env(), [&] {
+    need_sleeper().trim_backup();
+    return info.Env().Undefined();
+  });
+}
+
+Napi::Value ResourceObject::SetThreadTag(const Napi::CallbackInfo& info) {
+  return guarded(info.Env(), [&] {
+    if (info[0].IsUndefined() || info[0].IsNull()) {
+      set_thread_tag(std::nullopt);
+    } else if (info[0].IsString()) {
+      set_thread_tag(intern_tag(info[0].As<Napi::String>().Utf8Value()));
+    } else {
+      throw invalid_argument(invalid_argument::kind::type, "tag",
+                             "Expected a tag name (string) or undefined for tag but received " + describe(info[0]));
+    }
     return info.Env().Undefined();
   });
 }

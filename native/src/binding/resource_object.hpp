@@ -14,6 +14,7 @@
 
 #include "gpumem/chain_builder.hpp"
 #include "gpumem/memory_resource.hpp"
+#include "gpumem/sleep.hpp"
 #include "gpumem/tracking_adaptor.hpp"
 
 namespace gpumem::binding {
@@ -59,6 +60,21 @@ class ResourceObject : public Napi::ObjectWrap<ResourceObject> {
   Napi::Value SetTrackingEnabled(const Napi::CallbackInfo& info);
   Napi::Value SetPlacement(const Napi::CallbackInfo& info);  // the tiered strategy's placement
   Napi::Value FastPath(const Napi::CallbackInfo& info);
+
+  // Sleep and wake by tag (gpumem/sleep.hpp), for a chain whose leaf is sleepable
+  // (resource_chain::sleeper; the strategies with the registry's sleep flag):
+  //   sleepable() -> boolean; sleep(request?) -> report; wake(tags?) -> report; tagStats() -> [...];
+  //   trimBackup(). The others throw invalid_state for a chain that cannot sleep.
+  // Resource.setThreadTag(name?) (static): the tag of the allocations this thread makes from now on
+  // (undefined: the process tag), what the TypeScript layer sends when withTag's tag changes.
+  Napi::Value Sleepable(const Napi::CallbackInfo& info);
+  Napi::Value Sleep(const Napi::CallbackInfo& info);
+  Napi::Value Wake(const Napi::CallbackInfo& info);
+  Napi::Value TagStats(const Napi::CallbackInfo& info);
+  Napi::Value TrimBackup(const Napi::CallbackInfo& info);
+  static Napi::Value SetThreadTag(const Napi::CallbackInfo& info);
+  sleepable* sleeper();       // nullptr where the chain cannot sleep; throws invalid_state after dispose
+  sleepable& need_sleeper();  // throws invalid_state where the chain cannot sleep
 
   // The fast path: malloc/free with their arguments in a Float64Array shared with JavaScript
   // ([0] bytes, [1] stream, [2] pointer: in for free, out for malloc), so that a call costs one
