@@ -135,7 +135,7 @@ TEST_CASE("the engine keeps content across release and map, spans crossing units
   fill(static_cast<std::byte*>(spans[1].addr), spans[1].bytes, 2);
 
   auto backup = engine.reserve(8 * page, resource_stats{});
-  CHECK(backup.bytes() >= 8 * page);
+  CHECK(backup.pending_bytes() >= 8 * page);
   engine.save_and_release(backup, spans, units, [&](const sleep_unit& u) { r.release(u); });
   CHECK(r.released_log.size() == 3);
   CHECK(backup.saved_bytes() == 8 * page);
@@ -204,12 +204,23 @@ TEST_CASE("the backup limit refuses before anything is taken, and counts what is
   CHECK(engine.pool_bytes() == 0);
   engine.set_backup_limit(sleep_engine::min_chunk_bytes);
   auto first = engine.reserve(page, resource_stats{});
-  CHECK(first.bytes() == sleep_engine::min_chunk_bytes);
+  CHECK(first.bytes() == 0);  // granted, allocated as the copies need it
+  CHECK(first.pending_bytes() == sleep_engine::min_chunk_bytes);
   // The first backup holds the whole limit: a second one is refused until the first is recycled.
   CHECK_THROWS_AS(engine.reserve(page, resource_stats{}), out_of_memory);
   engine.recycle(first);
   auto second = engine.reserve(page, resource_stats{});
+  CHECK(second.pending_bytes() == sleep_engine::min_chunk_bytes);
+  std::vector<std::byte> block(page);
+  engine.save_and_release(second, {{block.data(), page}}, {}, [](const sleep_unit&) {});
   CHECK(second.bytes() == sleep_engine::min_chunk_bytes);
+  CHECK(second.pending_bytes() == 0);
+  CHECK(second.saved_bytes() == page);
   engine.recycle(second);
+  CHECK(engine.pool_bytes() == sleep_engine::min_chunk_bytes);
+  // Held in the pool, it counts against the limit until trimmed.
+  CHECK_THROWS_AS(engine.reserve(sleep_engine::min_chunk_bytes + page, resource_stats{}), out_of_memory);
+  engine.trim();
+  CHECK(engine.pool_bytes() == 0);
   CHECK(engine.reserve(0, resource_stats{}).empty());
 }

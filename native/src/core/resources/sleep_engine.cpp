@@ -42,7 +42,8 @@ struct sleep_engine::impl {
   int device;
   std::vector<sleep_backup::chunk> pool;
   std::uint64_t pool_bytes = 0;
-  std::uint64_t held_bytes = 0;  // every chunk alive: the pool's and the backups'
+  std::uint64_t held_bytes = 0;     // every chunk alive: the pool's and the backups'
+  std::uint64_t pending_bytes = 0;  // granted by reserve() to backups, not allocated yet
 #ifdef GPUMEM_WITH_CUDA
   cudaStream_t stream = nullptr;
   std::vector<cudaEvent_t> events;
@@ -153,30 +154,25 @@ sleep_backup sleep_engine::reserve(std::uint64_t bytes, const resource_stats& st
   if (taken >= bytes) return backup;
 
   const std::size_t need = std::max(round_chunk(bytes - taken), min_chunk_bytes);
-  const auto give_back = [&](const std::string& reason) {
-    for (const auto& c : backup.chunks_) m.pool.push_back(c);
-    m.pool_bytes += taken;
-    backup.chunks_.clear();
-    backup.held_ = 0;
-    throw out_of_memory(reason, bytes, stats);
-  };
-  const std::string what = "sleep: the host memory to keep " + format_bytes_brief(bytes) + " is short: " +
-                           format_bytes_brief(need) + " more needed (" + format_bytes_brief(m.held_bytes) +
-                           " held for backups already)";
+  const std::uint64_t committed = m.held_bytes + m.pending_bytes;  // held, and granted to other backups
+  std::string refused;
   if (limit_) {
-    if (m.held_bytes + need > *limit_) give_back(what + ", past backupLimitBytes " + format_bytes_brief(*limit_) + ";");
+    if (committed + need > *limit_) refused = "past backupLimitBytes " + format_bytes_brief(*limit_);
   } else if (const auto info = read_host_memory_info()) {
-    const std::uint64_t cap = default_pinned_cap(*info);
-    if (need > cap) {
-      give_back(what + ", past MemAvailable " + format_bytes_brief(info->available_bytes) + " less 10% of MemTotal " +
-                format_bytes_brief(info->total_bytes) + ";");
+    if (m.pending_bytes + need > default_pinned_cap(*info)) {
+      refused = "past MemAvailable " + format_bytes_brief(info->available_bytes) + " less 10% of MemTotal " +
+                format_bytes_brief(info->total_bytes);
     }
   }
-  std::byte* base = m.allocate_chunk(need);
-  if (base == nullptr) give_back(what + ", and the host refused " + format_bytes_brief(need) + (m.on_host() ? ";" : " of pinned memory;"));
-  m.held_bytes += need;
-  backup.chunks_.push_back({base, need});
-  backup.held_ += need;
+  if (!refused.empty()) {
+    recycle(backup);
+    throw out_of_memory("sleep: the host memory to keep " + format_bytes_brief(bytes) + " is short: " +
+                            format_bytes_brief(need) + " more needed (" + format_bytes_brief(m.held_bytes) +
+                            " held for backups already), " + refused + ";",
+                        bytes, stats);
+  }
+  backup.pending_ = need;
+  m.pending_bytes += need;
   return backup;
 }
 
@@ -190,89 +186,88 @@ void sleep_engine::quiesce() {
 
 void sleep_engine::save_and_release(sleep_backup& backup, const std::vector<sleep_span>& spans,
                                     const std::vector<sleep_unit>& units,
-                                    const std::function<void(const sleep_unit&)>& release) {
+                                    const std::function<void(const sleep_unit&)>& release, const resource_stats& stats) {
   impl& m = *impl_;
-  // Lay the spans out over the backup's chunks, in pieces of at most copy_piece_bytes.
+#ifdef GPUMEM_WITH_CUDA
+  std::optional<device_scope> scope;
+  if (!m.on_host()) {
+    scope.emplace(m.device);
+    m.ensure_stream();
+  }
+#else
+  if (!m.on_host()) throw invalid_state("sleep: this build has no CUDA, so it cannot copy device memory");
+#endif
+  // Lay the spans out over the backup's chunks in pieces of at most copy_piece_bytes, allocating the
+  // pending memory a chunk at a time, and queue each piece's copy at once (with an event after it on
+  // a device), so that the host pins the next chunk while the link copies the last. Nothing is
+  // released before every copy is queued: a failure here changes nothing.
   backup.pieces_.clear();
   std::size_t chunk = 0;
   std::size_t used = 0;
-  for (const sleep_span& s : spans) {
-    std::uintptr_t at = address(s.addr);
-    std::size_t left = s.bytes;
-    while (left > 0) {
-      if (chunk >= backup.chunks_.size()) {
-        backup.pieces_.clear();
-        throw invalid_state("sleep: the backup is smaller than the content to keep (an internal error)");
-      }
-      const std::size_t room = backup.chunks_[chunk].bytes - used;
-      if (room == 0) {
-        ++chunk;
-        used = 0;
-        continue;
-      }
-      const std::size_t n = std::min({left, room, copy_piece_bytes});
-      backup.pieces_.push_back({at, n, backup.chunks_[chunk].base + used});
-      at += n;
-      left -= n;
-      used += n;
-    }
-  }
-  // The last piece that reads each unit: the unit goes once that piece's copy is done.
-  std::vector<std::ptrdiff_t> last(units.size(), -1);
-  {
-    std::size_t p = 0;
-    for (std::size_t u = 0; u < units.size(); ++u) {
-      const std::uintptr_t lo = address(units[u].addr);
-      const std::uintptr_t hi = lo + units[u].bytes;
-      while (p < backup.pieces_.size() && backup.pieces_[p].addr + backup.pieces_[p].bytes <= lo) ++p;
-      for (std::size_t q = p; q < backup.pieces_.size() && backup.pieces_[q].addr < hi; ++q) last[u] = static_cast<std::ptrdiff_t>(q);
-    }
-  }
-  if (m.on_host()) {
-    std::size_t next = 0;
-    for (std::size_t u = 0; u < units.size(); ++u) {
-      for (; last[u] >= 0 && next <= static_cast<std::size_t>(last[u]); ++next) m.copy(backup.pieces_[next], true);
-      release(units[u]);
-    }
-    for (; next < backup.pieces_.size(); ++next) m.copy(backup.pieces_[next], true);
-    return;
-  }
-#ifdef GPUMEM_WITH_CUDA
-  device_scope scope(m.device);
-  m.ensure_stream();
-  // Queue every copy first (nothing released yet, so a failure to queue changes nothing), with an
-  // event after each piece that is some unit's last; then release each unit as its event completes,
-  // while the later copies run.
-  std::vector<std::ptrdiff_t> event_of(backup.pieces_.size(), -1);
-  std::size_t events = 0;
-  for (std::size_t u = 0; u < units.size(); ++u) {
-    if (last[u] >= 0 && event_of[static_cast<std::size_t>(last[u])] < 0) event_of[static_cast<std::size_t>(last[u])] = static_cast<std::ptrdiff_t>(events++);
-  }
   try {
-    for (std::size_t i = 0; i < backup.pieces_.size(); ++i) {
-      m.copy(backup.pieces_[i], true);
-      if (event_of[i] >= 0) check_cuda(cudaEventRecord(m.event(static_cast<std::size_t>(event_of[i])), m.stream), "cudaEventRecord (sleep)");
+    for (const sleep_span& s : spans) {
+      std::uintptr_t at = address(s.addr);
+      std::size_t left = s.bytes;
+      while (left > 0) {
+        if (chunk < backup.chunks_.size() && backup.chunks_[chunk].bytes == used) {
+          ++chunk;
+          used = 0;
+        }
+        if (chunk == backup.chunks_.size()) {
+          if (backup.pending_ == 0) throw invalid_state("sleep: the backup is smaller than the content to keep (an internal error)");
+          const std::size_t n = static_cast<std::size_t>(std::min<std::uint64_t>(backup.pending_, grow_chunk_bytes));
+          std::byte* base = m.allocate_chunk(n);
+          if (base == nullptr) {
+            throw out_of_memory("sleep: the host refused " + format_bytes_brief(n) + (m.on_host() ? "" : " of pinned memory") +
+                                    " for the backup (" + format_bytes_brief(m.held_bytes) + " held for backups already);",
+                                n, stats);
+          }
+          backup.chunks_.push_back({base, n});
+          backup.held_ += n;
+          backup.pending_ -= n;
+          m.pending_bytes -= n;
+          m.held_bytes += n;
+        }
+        const std::size_t n = std::min({left, backup.chunks_[chunk].bytes - used, copy_piece_bytes});
+        backup.pieces_.push_back({at, n, backup.chunks_[chunk].base + used});
+        m.copy(backup.pieces_.back(), true);
+#ifdef GPUMEM_WITH_CUDA
+        if (!m.on_host()) check_cuda(cudaEventRecord(m.event(backup.pieces_.size() - 1), m.stream), "cudaEventRecord (sleep)");
+#endif
+        at += n;
+        left -= n;
+        used += n;
+      }
     }
   } catch (...) {
     m.synchronize_stream();
     backup.pieces_.clear();
     throw;
   }
-  cudaError_t failed = cudaSuccess;
-  for (std::size_t u = 0; u < units.size(); ++u) {
-    if (last[u] >= 0) {
-      const cudaError_t status = cudaEventSynchronize(m.events[static_cast<std::size_t>(event_of[static_cast<std::size_t>(last[u])])]);
-      if (status != cudaSuccess && failed == cudaSuccess) failed = status;
+  // Release each unit once the last piece that reads it has copied, while the later pieces copy.
+  std::size_t p = 0;
+  int failed = 0;
+  for (const sleep_unit& u : units) {
+    const std::uintptr_t lo = address(u.addr);
+    const std::uintptr_t hi = lo + u.bytes;
+    while (p < backup.pieces_.size() && backup.pieces_[p].addr + backup.pieces_[p].bytes <= lo) ++p;
+    std::size_t last = p;
+    while (last < backup.pieces_.size() && backup.pieces_[last].addr < hi) ++last;
+#ifdef GPUMEM_WITH_CUDA
+    if (!m.on_host() && last > p) {
+      const cudaError_t status = cudaEventSynchronize(m.events[last - 1]);
+      if (status != cudaSuccess && failed == 0) failed = static_cast<int>(status);
     }
-    release(units[u]);
+#endif
+    release(u);
   }
-  if (failed != cudaSuccess) {
+#ifdef GPUMEM_WITH_CUDA
+  if (failed != 0) {
     backup.pieces_.clear();
-    check_cuda(failed, "sleep: copying to host memory");
+    check_cuda(static_cast<cudaError_t>(failed), "sleep: copying to host memory");
   }
 #else
-  (void)release;
-  throw invalid_state("sleep: this build has no CUDA, so it cannot copy device memory");
+  (void)failed;
 #endif
 }
 
@@ -315,9 +310,11 @@ void sleep_engine::recycle(sleep_backup& backup) noexcept {
     impl_->pool.push_back(c);
     impl_->pool_bytes += c.bytes;
   }
+  impl_->pending_bytes -= backup.pending_;
   backup.chunks_.clear();
   backup.pieces_.clear();
   backup.held_ = 0;
+  backup.pending_ = 0;
 }
 
 std::uint64_t sleep_engine::pool_bytes() const noexcept { return impl_->pool_bytes; }

@@ -48,6 +48,8 @@ class sleep_backup {
   sleep_backup& operator=(const sleep_backup&) = delete;
 
   std::uint64_t bytes() const noexcept { return held_; }  // host bytes held (chunks)
+  // Bytes reserve() granted that save_and_release allocates as it copies (0 once it has).
+  std::uint64_t pending_bytes() const noexcept { return pending_; }
   std::uint64_t saved_bytes() const noexcept;              // bytes of content still to restore
   bool empty() const noexcept { return chunks_.empty(); }
   // A block of [addr, addr + bytes) was freed while asleep: its content is not restored.
@@ -67,12 +69,14 @@ class sleep_backup {
   std::vector<chunk> chunks_;
   std::vector<piece> pieces_;  // sorted by addr
   std::uint64_t held_ = 0;
+  std::uint64_t pending_ = 0;
 };
 
 class sleep_engine {
  public:
   static constexpr std::size_t copy_piece_bytes = std::size_t{64} << 20;
   static constexpr std::size_t min_chunk_bytes = std::size_t{64} << 20;
+  static constexpr std::size_t grow_chunk_bytes = std::size_t{1} << 30;
 
   // kind: memory_kind::device (or pinned/managed: copies through CUDA on `device`), or host (the
   // twins: memcpy). Creates nothing until the first copy.
@@ -86,22 +90,25 @@ class sleep_engine {
   void set_backup_limit(std::optional<std::uint64_t> bytes) noexcept { limit_ = bytes; }
   std::optional<std::uint64_t> backup_limit() const noexcept { return limit_; }
 
-  // Host memory for `bytes` of content: the pool's chunks first, then one new chunk for the rest.
-  // Throws out_of_memory (its message names host memory, the need and the limit) when it cannot be
-  // had; `stats` goes into the error. Nothing else is done before.
+  // Host memory for `bytes` of content: the pool's chunks first; the rest is checked against the
+  // limit now and allocated by save_and_release in chunks of grow_chunk_bytes while earlier pieces
+  // copy (pinning is the slow part of a first sleep, and it overlaps the copies that way). Throws
+  // out_of_memory (its message names host memory, the need and the limit) when the rest is past
+  // the limit; `stats` goes into the error. Nothing else is done before.
   sleep_backup reserve(std::uint64_t bytes, const resource_stats& stats);
 
   // Waits for all work queued on the device (nothing on the host twin): what sleep does first, so
   // that every copy and release comes after the work that used the memory.
   void quiesce();
 
-  // Copies `spans` (sorted by address, within the units, their total at most the backup's) into
-  // `backup`, and calls release(unit) for every unit (sorted by address) once no copy reads it.
-  // Every copy is queued before the first release, so a copy that cannot be queued throws with
-  // nothing released; one that fails while running (a CUDA error, which leaves the context unusable
-  // anyway) is rethrown after every unit has been released.
+  // Copies `spans` (sorted by address, within the units, their total at most what reserve()
+  // granted) into `backup`, and calls release(unit) for every unit (sorted by address) once no copy
+  // reads it. Every copy is queued (and the backup's pending memory allocated) before the first
+  // release, so a copy that cannot be queued, or host memory the host refuses (out_of_memory), throws
+  // with nothing released; `stats` goes into that error. A copy that fails while running (a CUDA
+  // error, which leaves the context unusable anyway) is rethrown after every unit has been released.
   void save_and_release(sleep_backup& backup, const std::vector<sleep_span>& spans, const std::vector<sleep_unit>& units,
-                        const std::function<void(const sleep_unit&)>& release);
+                        const std::function<void(const sleep_unit&)>& release, const resource_stats& stats = {});
 
   // Calls map(unit) for every unit (sorted by address), copies the backup's content back into them
   // (each piece as soon as the units under it are mapped), and waits for the copies. When a map
