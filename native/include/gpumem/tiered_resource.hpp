@@ -28,14 +28,29 @@
 //    upstream alloc/free counts and segment_count count physical allocations (migrations included);
 //    largest_free_block is the largest cached block; bytes_moved_to_host / _to_device the bytes
 //    prefetch copied (the blocks' requested sizes);
-//  - thread-safe (one lock; a migration holds it while it copies).
+//  - sleep and wake by tag (gpumem/sleep.hpp; registry flag `sleep`): every block records the tag
+//    current at its allocation. sleep(tags) waits for the device, copies the live bytes of the
+//    device-tier blocks of the tags that keep to host memory, and unmaps and releases their physical
+//    memory, keeping each block's virtual range; the device tier's reserved bytes (and so its budget)
+//    drop by them, so that other tags may use that room while they sleep. Cached blocks keep the tag
+//    of their last owner and any tag may reuse them (the steady state is unchanged); sleeping a tag
+//    releases its cached device-tier blocks, so that sleeping every tag leaves the device tier holding
+//    nothing. Host-tier blocks already live off the device: sleep leaves them mapped, their content
+//    in place. wake(tags) creates device memory for each sleeping block within device_budget_bytes
+//    (out_of_memory, the tags still asleep, when the budget or the driver has no room) and maps it at
+//    the block's address, then copies the kept content back. While a tag sleeps a free of its block
+//    is fine (the saved copy is dropped), an allocation in it and a prefetch of its blocks throw
+//    invalid_state naming the tag, and trim and the budget's releases leave its blocks alone;
+//  - thread-safe (one lock; a migration, a sleep and a wake hold it while they copy).
 #pragma once
 #include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <vector>
 
 #include "gpumem/memory_resource.hpp"
+#include "gpumem/sleep.hpp"
 #include "gpumem/stream_ordering.hpp"
 #include "gpumem/tier_memory.hpp"
 
@@ -59,16 +74,21 @@ struct tiered_options {
   // resource is made (the 'pinned' strategy's cap): an explicit value only lowers it.
   std::optional<std::uint64_t> host_budget_bytes;
   tier_choice placement = tier_choice::automatic;
+  // Host bytes the backups of sleeping tags (and the pool kept for the next sleep) may hold.
+  // Default: the host's available memory less 10% of its total, read at each sleep.
+  std::optional<std::uint64_t> backup_limit_bytes;
 };
 
-class tiered_resource final : public memory_resource {
+class tiered_resource final : public memory_resource, public sleepable {
  public:
   // Owns `memory`. `ordering` defaults to the one matching its kind (CUDA events on a GPU, nothing on
   // the host twin). Throws invalid_state where no host budget can be decided (no /proc/meminfo and
   // no host_budget_bytes).
   explicit tiered_resource(std::unique_ptr<tier_memory> memory, tiered_options options = {},
                            std::unique_ptr<stream_ordering> ordering = nullptr);
-  ~tiered_resource() override;  // unmaps and releases every block, live or cached
+  // Unmaps and releases every block, live or cached (a sleeping one has nothing mapped), and frees
+  // the backups of sleeping tags.
+  ~tiered_resource() override;
 
   // Where allocations go from now on (the whole resource, every thread).
   void set_placement(tier_choice choice) noexcept;
@@ -94,6 +114,12 @@ class tiered_resource final : public memory_resource {
   std::size_t do_allocation_size(const void* ptr) const override;
   memory_kind do_kind() const noexcept override;
   int do_device() const noexcept override;
+
+  sleep_report do_sleep(const sleep_request& request) override;
+  sleep_report do_wake(const std::vector<tag_id>& tags) override;
+  std::vector<tag_state> do_tag_states() const override;
+  std::uint64_t do_backup_pool_bytes() const override;
+  void do_trim_backup() override;
 
   struct impl;
   std::unique_ptr<impl> impl_;

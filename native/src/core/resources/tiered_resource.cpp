@@ -2,17 +2,20 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cstring>
 #include <limits>
 #include <map>
 #include <mutex>
 #include <string>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
 #include "gpumem/device.hpp"
 #include "gpumem/pinned_host_resource.hpp"  // read_host_memory_info, default_pinned_cap: the host cap
 #include "gpumem/strategy_options.hpp"
+#include "sleep_engine.hpp"
 
 namespace gpumem {
 
@@ -37,6 +40,8 @@ struct block {
   std::vector<stream_handle> used_on;  // live: the streams record_stream named
   std::vector<event_handle> events;    // cached: recorded at free on those streams
   std::uint64_t age = 0;               // cached: the order of frees (released oldest first)
+  tag_id tag = default_tag;            // the tag current at its allocation (cached: its last owner's)
+  bool asleep = false;                 // live, device tier: its tag sleeps, nothing is mapped (handle 0)
 };
 
 // The cache, by (tier, size): one ordered map, so each tier's blocks are one key range and its
@@ -79,7 +84,11 @@ tier_choice parse_tier_choice(const char* name, const char* argument) {
 
 struct tiered_resource::impl final : stream_observer {
   impl(std::unique_ptr<tier_memory> mem, const tiered_options& options, std::unique_ptr<stream_ordering> order)
-      : memory(std::move(mem)), granule(memory->granule_bytes()), placement(options.placement) {
+      : memory(std::move(mem)),
+        granule(memory->granule_bytes()),
+        placement(options.placement),
+        engine(memory->kind(), memory->device()) {
+    engine.set_backup_limit(options.backup_limit_bytes);
     budget[index(memory_tier::device)] =
         options.device_budget_bytes ? *options.device_budget_bytes : memory->default_device_budget();
     const std::optional<host_memory_info> host = read_host_memory_info();
@@ -111,12 +120,18 @@ struct tiered_resource::impl final : stream_observer {
       (void)base;
       give_back(b);
     }
+    // The backups of tags still asleep go back to the engine before it frees its memory.
+    for (const detail::tag_book::entry& e : book.entries()) {
+      if (detail::tag_book::entry* held = book.find(e.tag)) engine.recycle(held->backup);
+    }
   }
 
   // ----- allocate / deallocate ------------------------------------------------------------------
 
   void* allocate(std::size_t bytes, stream_handle stream) {
     std::lock_guard<std::mutex> lock(mutex);
+    const tag_id tag = current_tag();
+    book.on_allocate(tag);  // throws invalid_state while the tag sleeps, before anything is done
     const tier_choice choice = placement.load(std::memory_order_relaxed);
     if (bytes > std::numeric_limits<std::size_t>::max() - granule) {
       throw_oom(bytes, "the request is larger than any block can be");
@@ -129,15 +144,15 @@ struct tiered_resource::impl final : stream_observer {
         continue;
       }
       const auto cached_block = find_cached(t, size, stream);
-      if (cached_block != cache.end()) return take_cached(cached_block, bytes, stream);
+      if (cached_block != cache.end()) return take_cached(cached_block, bytes, stream, tag);
       // Where a new block would need cached blocks released to fit the budget, a cached block up
       // to `larger_reuse` times the size serves instead (what a pool's split would give): no
       // driver calls, and no release of memory that the next request of that size wants back.
       if (reserved[index(t)] + size > budget[index(t)]) {
         const auto larger = find_cached_larger(t, size);
-        if (larger != cache.end()) return take_cached(larger, bytes, stream);
+        if (larger != cache.end()) return take_cached(larger, bytes, stream, tag);
       }
-      if (void* p = create_block(t, size, bytes, stream, why)) return p;
+      if (void* p = create_block(t, size, bytes, stream, tag, why)) return p;
     }
     if (choice != tier_choice::automatic) {
       why += std::string(why.empty() ? "" : "; ") + "placement '" + tier_choice_name(choice) +
@@ -152,6 +167,10 @@ struct tiered_resource::impl final : stream_observer {
     if (it == live.end()) throw_unknown_pointer(ptr);
     block& b = it->second;
     if (b.requested != bytes) throw_size_mismatch(ptr, bytes, b.requested);
+    if (b.asleep) {
+      free_sleeping(it);
+      return;
+    }
     const std::size_t requested = b.requested;
     // Events on the streams record_stream named (not the freeing one, which orders its own reuse),
     // so that whoever takes the block next waits for them. An event that cannot be recorded
@@ -229,7 +248,7 @@ struct tiered_resource::impl final : stream_observer {
     return cache.end();
   }
 
-  void* take_cached(block_cache::iterator it, std::size_t bytes, stream_handle stream) {
+  void* take_cached(block_cache::iterator it, std::size_t bytes, stream_handle stream, tag_id tag) {
     block& b = it->second;
     // Stream order: work queued on the freeing stream (and on the streams record_stream named) may
     // still use the block; `stream` waits for it on the device, not the host.
@@ -245,6 +264,7 @@ struct tiered_resource::impl final : stream_observer {
     taken.requested = bytes;
     taken.stream = stream;
     taken.stream_done = false;
+    taken.tag = tag;
     cached[index(taken.tier)] -= taken.size;
     on_allocated(taken.tier, bytes);
     return reinterpret_cast<void*>(taken.base);
@@ -252,7 +272,8 @@ struct tiered_resource::impl final : stream_observer {
 
   // A new block on tier `t`, or nullptr (with why appended) when its budget or the driver refuses
   // even after the tier's cached blocks are released. Other failures throw, leaving nothing behind.
-  void* create_block(memory_tier t, std::size_t size, std::size_t bytes, stream_handle stream, std::string& why) {
+  void* create_block(memory_tier t, std::size_t size, std::size_t bytes, stream_handle stream, tag_id tag,
+                     std::string& why) {
     if (!make_room(t, size, why)) return nullptr;
     tier_memory::handle h = 0;
     try {
@@ -287,6 +308,7 @@ struct tiered_resource::impl final : stream_observer {
       b.handle = h;
       b.requested = bytes;
       b.stream = stream;
+      b.tag = tag;
     } catch (...) {
       memory->unmap(base, size);
       memory->free_range(base, size);
@@ -331,7 +353,13 @@ struct tiered_resource::impl final : stream_observer {
     const memory_tier target = to == location::device ? memory_tier::device : memory_tier::host;
     std::vector<block*> movers;
     std::uint64_t need = 0;
-    for (block* b : covering(ptr, bytes)) {
+    const std::vector<block*> blocks = covering(ptr, bytes);
+    for (const block* b : blocks) {
+      if (book.asleep(b->tag)) {
+        throw invalid_state("tiered: tag '" + tag_name(b->tag) + "' is asleep: wake it before prefetching its blocks");
+      }
+    }
+    for (block* b : blocks) {
       if (b->tier == target) continue;
       movers.push_back(b);
       need += b->size;
@@ -490,12 +518,263 @@ struct tiered_resource::impl final : stream_observer {
     if (!waited) memory->synchronize_device();
   }
 
-  // Unmaps and releases the block's memory and frees its range. Never throws.
+  // Unmaps and releases the block's memory (a sleeping block has none) and frees its range. Never
+  // throws.
   void give_back(block& b) noexcept {
     void* base = reinterpret_cast<void*>(b.base);
-    memory->unmap(base, b.size);
-    memory->release(b.handle);
+    if (!b.asleep) {
+      memory->unmap(base, b.size);
+      memory->release(b.handle);
+    }
     memory->free_range(base, b.size);
+  }
+
+  // ----- sleep and wake by tag -----------------------------------------------------------------
+
+  // A free of a sleeping block: nothing is mapped, so its range is freed as it is, and its saved
+  // copy is dropped; its physical bytes were counted as released when it slept.
+  void free_sleeping(std::map<std::uintptr_t, block>::iterator it) noexcept {
+    block& b = it->second;
+    if (detail::tag_book::entry* e = book.find(b.tag)) {
+      e->backup.forget(reinterpret_cast<const void*>(b.base), b.requested);
+      e->slept_bytes -= std::min<std::uint64_t>(e->slept_bytes, b.size);
+    }
+    counter.on_deallocate(b.requested);
+    memory->free_range(reinterpret_cast<void*>(b.base), b.size);
+    live.erase(it);
+  }
+
+  // Gives back block `b` of the device tier that sleep or a failed wake releases: unmapped, its
+  // memory released, its range kept.
+  void put_to_sleep(block& b) noexcept {
+    memory->unmap(reinterpret_cast<void*>(b.base), b.size);
+    memory->release(b.handle);
+    b.handle = 0;
+    b.asleep = true;
+    reserved[index(memory_tier::device)] -= b.size;
+    counter.on_release(b.size);
+  }
+
+  block& block_at(const void* addr) { return live.at(reinterpret_cast<std::uintptr_t>(addr)); }
+
+  // Releases the cached device-tier blocks whose last owner's tag is one of `tags`. Returns the bytes.
+  template <class Contains>
+  std::uint64_t release_cached_of(const Contains& tags) {
+    std::uint64_t released = 0;
+    const std::size_t d = index(memory_tier::device);
+    for (auto it = cache.lower_bound(cache_key{d, 0}); it != cache.end() && it->first.first == d;) {
+      block& b = it->second;
+      if (!tags(b.tag)) {
+        ++it;
+        continue;
+      }
+      wait_idle(b);
+      give_back(b);
+      reserved[d] -= b.size;
+      cached[d] -= b.size;
+      counter.on_release(b.size);
+      released += b.size;
+      it = cache.erase(it);
+    }
+    return released;
+  }
+
+  static double seconds_since(std::chrono::steady_clock::time_point start) {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  }
+
+  sleep_report sleep(const sleep_request& request) {
+    const auto start = std::chrono::steady_clock::now();
+    std::lock_guard<std::mutex> lock(mutex);
+    sleep_report report;
+    const std::vector<std::pair<tag_id, sleep_mode>> plan = book.plan_sleep(request, report, "tiered");
+    // Per tag: the live device-tier blocks (the units, by address) and, where it keeps, their bytes.
+    struct tag_work {
+      tag_id tag = default_tag;
+      sleep_mode mode = sleep_mode::keep;
+      std::vector<detail::sleep_unit> units;
+      std::vector<detail::sleep_span> spans;
+      std::uint64_t span_bytes = 0;
+      detail::sleep_backup backup;
+    };
+    std::vector<tag_work> work(plan.size());
+    std::unordered_map<tag_id, std::size_t> slot;
+    for (std::size_t i = 0; i < plan.size(); ++i) {
+      work[i].tag = plan[i].first;
+      work[i].mode = plan[i].second;
+      slot.emplace(plan[i].first, i);
+    }
+    for (auto& [base, b] : live) {
+      if (b.tier != memory_tier::device || b.asleep) continue;
+      const auto s = slot.find(b.tag);
+      if (s == slot.end()) continue;
+      tag_work& w = work[s->second];
+      void* addr = reinterpret_cast<void*>(base);
+      w.units.push_back({addr, b.size});
+      if (w.mode == sleep_mode::keep) {
+        w.spans.push_back({addr, b.requested});
+        w.span_bytes += b.requested;
+      }
+    }
+    // Host memory for every backup first: when the host is short, nothing has been released.
+    try {
+      for (tag_work& w : work) {
+        if (w.span_bytes > 0) w.backup = engine.reserve(w.span_bytes, stats());
+      }
+    } catch (...) {
+      for (tag_work& w : work) engine.recycle(w.backup);
+      throw;
+    }
+    if (work.empty()) {
+      report.seconds = seconds_since(start);
+      return report;
+    }
+    engine.quiesce();
+    for (std::size_t i = 0; i < work.size(); ++i) {
+      tag_work& w = work[i];
+      detail::tag_book::entry* entry = book.find(w.tag);
+      std::uint64_t slept = 0;
+      try {
+        if (!w.units.empty()) {
+          engine.save_and_release(
+              w.backup, w.spans, w.units,
+              [&](const detail::sleep_unit& u) {
+                block& b = block_at(u.addr);
+                put_to_sleep(b);
+                slept += b.size;
+              },
+              stats());
+        }
+      } catch (...) {
+        // Nothing released (a copy that could not be queued, or pinned memory the host refused past
+        // what reserve() granted): the tag stays awake, its cached blocks too. Units released (a
+        // copy that failed while running): it sleeps, the content of the failed copies lost, never
+        // the addresses. The tags before it sleep; those after it stay awake.
+        if (slept > 0) {
+          settle_asleep(*entry, w.mode, slept, w.backup);
+          release_cached_of([&w](tag_id t) { return t == w.tag; });
+        } else {
+          engine.recycle(w.backup);
+        }
+        for (std::size_t j = i + 1; j < work.size(); ++j) engine.recycle(work[j].backup);
+        throw;
+      }
+      settle_asleep(*entry, w.mode, slept, w.backup);
+      report.changed.push_back(w.tag);
+      report.device_bytes += slept + release_cached_of([&w](tag_id t) { return t == w.tag; });
+      report.copied_bytes += w.span_bytes;
+    }
+    report.seconds = seconds_since(start);
+    return report;
+  }
+
+  void settle_asleep(detail::tag_book::entry& entry, sleep_mode mode, std::uint64_t slept,
+                     detail::sleep_backup& backup) {
+    engine.recycle(entry.backup);  // empty after a wake; a discarded backup of an earlier sleep otherwise
+    entry.asleep = true;
+    entry.mode = mode;
+    entry.slept_bytes = slept;
+    entry.backup = std::move(backup);
+  }
+
+  sleep_report wake(const std::vector<tag_id>& tags) {
+    const auto start = std::chrono::steady_clock::now();
+    std::lock_guard<std::mutex> lock(mutex);
+    sleep_report report;
+    const std::vector<tag_id> plan = book.plan_wake(tags, report, "tiered");
+    std::unordered_map<tag_id, std::vector<detail::sleep_unit>> units;
+    std::uint64_t need = 0;
+    for (auto& [base, b] : live) {
+      if (!b.asleep || std::find(plan.begin(), plan.end(), b.tag) == plan.end()) continue;
+      units[b.tag].push_back({reinterpret_cast<void*>(base), b.size});
+      need += b.size;
+    }
+    // The device budget for them all first: when it is short, nothing is mapped.
+    std::string why;
+    if (need > 0 && !make_room(memory_tier::device, need, why)) throw_wake_oom(plan, need, why);
+    // Tag by tag: when the driver refuses one, the tags before it are awake, it and those after it
+    // asleep with their backups whole.
+    for (tag_id tag : plan) {
+      detail::tag_book::entry* entry = book.find(tag);
+      const std::vector<detail::sleep_unit>& mine = units[tag];
+      const std::uint64_t copied = entry->backup.saved_bytes();
+      std::uint64_t mapped = 0;
+      if (mine.empty()) {
+        engine.recycle(entry->backup);
+      } else {
+        try {
+          engine.map_and_restore(
+              entry->backup, mine,
+              [&](const detail::sleep_unit& u) {
+                block& b = block_at(u.addr);
+                const tier_memory::handle h = create_with_retry(memory_tier::device, b.size);
+                try {
+                  memory->map(u.addr, b.size, h, memory_tier::device);
+                } catch (...) {
+                  memory->release(h);
+                  throw;
+                }
+                b.handle = h;
+                b.asleep = false;
+                on_reserved(memory_tier::device, b.size);
+                mapped += b.size;
+              },
+              [&](const detail::sleep_unit& u) {
+                block& b = block_at(u.addr);
+                put_to_sleep(b);
+                mapped -= b.size;
+              });
+        } catch (const out_of_memory& e) {
+          throw_wake_oom({tag}, e.requested_bytes(), e.reason());
+        }
+        engine.recycle(entry->backup);
+      }
+      entry->asleep = false;
+      entry->slept_bytes = 0;
+      report.changed.push_back(tag);
+      report.device_bytes += mapped;
+      report.copied_bytes += copied;
+    }
+    report.seconds = seconds_since(start);
+    return report;
+  }
+
+  [[noreturn]] void throw_wake_oom(const std::vector<tag_id>& tags, std::uint64_t bytes, const std::string& why) {
+    std::string names;
+    for (tag_id t : tags) names += (names.empty() ? "'" : ", '") + tag_name(t) + "'";
+    counter.on_oom();
+    const bool one = tags.size() == 1;
+    throw out_of_memory("tiered: could not wake " + std::string(one ? "tag " : "tags ") + names + " (" +
+                            format_bytes(bytes) + " of device memory): " + why + (one ? "; it stays" : "; they stay") +
+                            " asleep",
+                        bytes, stats());
+  }
+
+  std::vector<tag_state> tag_states() const {
+    std::vector<tag_state> out;
+    std::unordered_map<tag_id, std::size_t> slot;
+    for (const detail::tag_book::entry& e : book.entries()) {
+      tag_state s;
+      s.tag = e.tag;
+      s.asleep = e.asleep;
+      s.mode = e.mode;
+      s.slept_bytes = e.asleep ? e.slept_bytes : 0;
+      s.backup_bytes = e.backup.bytes();
+      slot.emplace(e.tag, out.size());
+      out.push_back(s);
+    }
+    for (const auto& [base, b] : live) {
+      (void)base;
+      const auto s = slot.find(b.tag);
+      if (s == slot.end()) continue;
+      out[s->second].allocated_bytes += b.requested;
+      if (b.tier == memory_tier::device && !b.asleep) out[s->second].device_bytes += b.size;
+    }
+    for (const auto& [key, b] : cache) {
+      const auto s = slot.find(b.tag);
+      if (key.first == index(memory_tier::device) && s != slot.end()) out[s->second].device_bytes += b.size;
+    }
+    return out;
   }
 
   // ----- statistics ----------------------------------------------------------------------------
@@ -578,6 +857,8 @@ struct tiered_resource::impl final : stream_observer {
   std::uint64_t moved_to_device = 0;
   std::uint64_t next_age = 0;
   stats_counter counter;
+  detail::sleep_engine engine;  // the copies to host memory and back, and the host memory
+  detail::tag_book book;        // the tags allocated in, which sleep and how
 };
 
 tiered_resource::tiered_resource(std::unique_ptr<tier_memory> memory, tiered_options options,
@@ -654,6 +935,24 @@ std::size_t tiered_resource::do_allocation_size(const void* ptr) const {
 memory_kind tiered_resource::do_kind() const noexcept { return impl_->memory->kind(); }
 int tiered_resource::do_device() const noexcept { return impl_->memory->device(); }
 
+sleep_report tiered_resource::do_sleep(const sleep_request& request) { return impl_->sleep(request); }
+sleep_report tiered_resource::do_wake(const std::vector<tag_id>& tags) { return impl_->wake(tags); }
+
+std::vector<tag_state> tiered_resource::do_tag_states() const {
+  std::lock_guard<std::mutex> lock(impl_->mutex);
+  return impl_->tag_states();
+}
+
+std::uint64_t tiered_resource::do_backup_pool_bytes() const {
+  std::lock_guard<std::mutex> lock(impl_->mutex);
+  return impl_->engine.pool_bytes();
+}
+
+void tiered_resource::do_trim_backup() {
+  std::lock_guard<std::mutex> lock(impl_->mutex);
+  impl_->engine.trim();
+}
+
 namespace {
 
 // Whether a tiered chain's tiers are on the device: asked for, or 'auto' where a GPU is present.
@@ -675,6 +974,7 @@ const strategy_descriptor& tiered_strategy() {
     d.options_type = &typeid(tiered_spec);
     d.flags.spills_to_host = true;
     d.flags.peer_access = true;
+    d.flags.sleep = true;
 
     using O = tiered_options;
     constexpr auto automatic = tier_choice::automatic;
@@ -699,6 +999,10 @@ const strategy_descriptor& tiered_strategy() {
             "placement", "where allocations go when the calling thread chose nothing",
             {{"auto", automatic}, {"device", tier_choice::device}, {"host", tier_choice::host}})
             .env_only().env("GPUMEM_TIERED_PLACEMENT", "tiered.placement"),
+        bytes_option<&tiered_spec::options, &O::backup_limit_bytes>(
+            "backupLimitBytes",
+            "host bytes the backups of sleeping tags may hold (unset: MemAvailable less 10% of MemTotal at each sleep)")
+            .js_only(),
     };
     d.leaf_name = [](const chain_spec&) { return "tiered"; };
     d.make_leaf = [](const chain_spec& spec, chain_build& build) -> std::unique_ptr<memory_resource> {
@@ -706,6 +1010,7 @@ const strategy_descriptor& tiered_strategy() {
           tiers_on_device(spec) ? make_device_tier_memory(spec.device, spec.peer_access) : make_host_tier_memory(),
           own(spec).options);
       build.chain.tiered = r.get();
+      build.chain.sleeper = r.get();
       return r;
     };
     d.no_peer_access = [](const chain_spec& spec) {
