@@ -6,7 +6,19 @@
  */
 import './register.js';
 
-export type { Allocator, AllocatorStats, DevicePtr, PrefetchTarget, AllocationAction, AllocationEvent, TrackingEvent } from './types.js';
+export type {
+  Allocator,
+  AllocatorStats,
+  DevicePtr,
+  PrefetchTarget,
+  AllocationAction,
+  AllocationEvent,
+  TrackingEvent,
+  SleepRequest,
+  SleepReport,
+  TagStats,
+} from './types.js';
+export { withTag, currentTag } from './tags.js';
 export { BaseAllocator } from './base.js';
 export {
   NativeAllocator,

@@ -8,8 +8,10 @@ import type { Device } from './device.js';
 import { InvalidStateError, translateNativeError } from './errors.js';
 import { loadNative, type ChainSpec, type NativeResource, type NativeTrackingEvents, type ResourceSpec } from './native.js';
 import type { Stream } from './stream.js';
-import type { AllocatorStats, DevicePtr, PrefetchTarget, TrackingEvent } from './types.js';
+import type { Allocator, AllocatorStats, DevicePtr, PrefetchTarget, SleepReport, SleepRequest, TagStats, TrackingEvent } from './types.js';
 import { option, type OptionValues } from './options.js';
+import { checkSleepRequest, checkTagList } from './sleep-request.js';
+import { syncNativeTag } from './tags.js';
 import { checkBoolean, checkBytes, checkNonNegative } from './validate.js';
 
 /** A strategy's part of the native chain spec: its name, device and own options. */
@@ -94,6 +96,11 @@ function handleOf(stream: Stream | undefined): number {
   return stream === undefined ? 0 : stream.handle;
 }
 
+/** Tells this thread's native core the tag of its allocations from now on (see tags.ts). */
+function sendTag(tag: string | undefined): void {
+  loadNative().Resource.setThreadTag(tag);
+}
+
 export abstract class NativeAllocator extends BaseAllocator {
   readonly #native: NativeResource;
   readonly #args = new Float64Array(3); // [bytes, stream, pointer], shared with the addon
@@ -105,6 +112,14 @@ export abstract class NativeAllocator extends BaseAllocator {
    * from another thread (attachSharedAllocator), whose options this thread does not see.
    */
   readonly peerAccess: readonly number[];
+  /**
+   * Sleep and wake by tag (see {@link Allocator.sleep}): present exactly where the native chain's
+   * leaf can sleep, the strategies with the registry's `sleep` flag.
+   */
+  declare readonly sleep?: (request?: SleepRequest) => SleepReport;
+  declare readonly wake?: (tags?: readonly string[]) => SleepReport;
+  declare readonly tagStats?: () => TagStats[];
+  declare readonly trimBackup?: () => void;
 
   /**
    * @param strategy the strategy, its device and its own options; the native chain builder puts
@@ -143,9 +158,21 @@ export abstract class NativeAllocator extends BaseAllocator {
     this.#allocate = fast.allocate;
     this.#deallocate = fast.deallocate;
     resources.set(this, this.#native);
+    if (this.#native.sleepable()) {
+      const methods: Pick<Required<Allocator>, 'sleep' | 'wake' | 'tagStats' | 'trimBackup'> = {
+        sleep: (request) => this.callNative((r) => r.sleep(checkSleepRequest(request))),
+        wake: (tags) => this.callNative((r) => r.wake(checkTagList(tags, 'tags'))),
+        tagStats: () => this.callNative((r) => r.tagStats()),
+        trimBackup: () => this.callNative((r) => r.trimBackup()),
+      };
+      for (const [key, value] of Object.entries(methods)) {
+        Object.defineProperty(this, key, { value, enumerable: false, writable: false, configurable: false });
+      }
+    }
   }
 
   protected doMalloc(bytes: number, stream: Stream | undefined): DevicePtr {
+    syncNativeTag(sendTag);
     const args = this.#args;
     args[0] = bytes;
     args[1] = handleOf(stream);

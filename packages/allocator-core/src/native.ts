@@ -8,7 +8,7 @@ import { existsSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { processShared, shareClass } from './process-shared.js';
-import type { AllocatorStats } from './types.js';
+import type { AllocatorStats, SleepReport, TagStats } from './types.js';
 
 /** A native resource chain, as the addon exposes it. Internal: use the Allocator API. */
 export interface NativeResource {
@@ -33,6 +33,13 @@ export interface NativeResource {
   setPlacement(tier: 'auto' | 'device' | 'host'): void;
   /** A token other threads attach to with the spec `{ type: 'shared', token }` (same chain, joint ownership). */
   shareHandle(): number;
+  /** Whether the chain's leaf can sleep (the strategies with the registry's `sleep` flag). */
+  sleepable(): boolean;
+  /** Sleep and wake by tag (gpumem/sleep.hpp); an InvalidStateError where the chain cannot sleep. */
+  sleep(request: { tags?: readonly string[]; keep?: boolean | readonly string[] } | undefined): SleepReport;
+  wake(tags: readonly string[] | undefined): SleepReport;
+  tagStats(): TagStats[];
+  trimBackup(): void;
 }
 
 /** Statistics as the addon reports them: exactly the allocator's. */
@@ -220,7 +227,11 @@ export interface NativeAddon {
   endCapture(stream: number): number;
   launchGraph(graph: number, stream: number): void;
   destroyGraph(graph: number): void;
-  Resource: new (spec: ResourceSpec) => NativeResource;
+  Resource: {
+    new (spec: ResourceSpec): NativeResource;
+    /** The tag of the allocations this thread makes from now on; undefined: the process tag ('default'). */
+    setThreadTag(tag: string | undefined): void;
+  };
   tools: NativeTools;
   /** Whether NCCL loads (GPUMEM_NCCL_LIB, else libnccl.so.2), its version code, or why not; never throws. */
   ncclLibrary(): NativeNcclLibrary;

@@ -62,6 +62,12 @@ export interface StrategyInfo {
    * write its memory besides its own (multi-GPU work reads another device's memory in place).
    */
   peerAccess: boolean;
+  /**
+   * True when the strategy can put the memory of some tags to sleep and wake it at the same
+   * addresses: its allocators have `sleep`, `wake`, `tagStats` and `trimBackup` (see
+   * `Allocator.sleep`). Strategies whose memory is mapped through virtual memory management.
+   */
+  sleep: boolean;
 }
 
 /** What a strategy says of itself when it registers. */
@@ -84,6 +90,8 @@ export interface StrategyRegistration {
   spillsToHost?: boolean;
   /** Takes the `peerAccess` option: devices that may read and write its memory (default false). */
   peerAccess?: boolean;
+  /** Its allocators sleep and wake by tag: they have sleep, wake, tagStats and trimBackup (default false). */
+  sleep?: boolean;
 }
 
 interface Entry extends StrategyInfo {
@@ -178,12 +186,21 @@ function canonicalName(name: string): string {
   return aliases.get(name)?.name ?? name;
 }
 
-const flagKeys = ['nativeLayers', 'capturable', 'hostMemory', 'requiresOptions', 'managedMemory', 'spillsToHost', 'peerAccess'] as const;
+const flagKeys = [
+  'nativeLayers',
+  'capturable',
+  'hostMemory',
+  'requiresOptions',
+  'managedMemory',
+  'spillsToHost',
+  'peerAccess',
+  'sleep',
+] as const;
 
 function checkRegistration(info: unknown): Omit<StrategyInfo, 'name'> {
   if (info === null || typeof info !== 'object' || Array.isArray(info)) {
     throw new TypeError(
-      `Expected an object { description, requiresCuda, nativeLayers?, capturable?, hostMemory?, requiresOptions?, managedMemory?, spillsToHost?, peerAccess? } for info but received ${info === null ? 'null' : typeof info}`,
+      `Expected an object { description, requiresCuda, nativeLayers?, capturable?, hostMemory?, requiresOptions?, managedMemory?, spillsToHost?, peerAccess?, sleep? } for info but received ${info === null ? 'null' : typeof info}`,
     );
   }
   const i = info as Record<string, unknown>;
@@ -206,6 +223,7 @@ function checkRegistration(info: unknown): Omit<StrategyInfo, 'name'> {
     managedMemory: i.managedMemory === true,
     spillsToHost: i.spillsToHost === true,
     peerAccess: i.peerAccess === true,
+    sleep: i.sleep === true,
   };
 }
 

@@ -119,6 +119,7 @@ describe('gpumem info: the topology after the devices', () => {
           managedMemory: false,
           spillsToHost: false,
           peerAccess: true,
+          sleep: false,
           available: true,
         },
       ],

@@ -82,6 +82,52 @@ export interface AllocatorStats {
   bytesMovedToHost?: number;
   /** Bytes prefetch moved from the host tier to the device tier (with hostAllocatedBytes). */
   bytesMovedToDevice?: number;
+  /**
+   * Strategies that sleep (registry flag `sleep`): the physical device bytes the sleeping tags gave
+   * back, which wake maps again. Absent where the strategy cannot sleep.
+   */
+  sleptBytes?: number;
+}
+
+/**
+ * What {@link Allocator.sleep} puts to sleep: `tags` (default: every tag the allocator has
+ * allocated in), and which of them keep their content: all (`keep: true`, the default), none
+ * (`false`: their blocks read as undefined after wake), or those listed (the others discard, as
+ * vLLM's `offload_tags`).
+ */
+export interface SleepRequest {
+  tags?: readonly string[];
+  keep?: boolean | readonly string[];
+}
+
+/** What one {@link Allocator.sleep} or {@link Allocator.wake} did. */
+export interface SleepReport {
+  /** The tags put to sleep (woken). */
+  changed: string[];
+  /** Tags named that were asleep (awake) already: nothing was done to them. */
+  unchanged: string[];
+  /** Physical device bytes released (sleep) or mapped again (wake). */
+  deviceBytes: number;
+  /** Bytes copied to host memory (sleep) or back to the device (wake). */
+  copiedBytes: number;
+  /** Wall time of the call. */
+  seconds: number;
+}
+
+/** One tag of an allocator that sleeps ({@link Allocator.tagStats}). */
+export interface TagStats {
+  tag: string;
+  asleep: boolean;
+  /** How the tag sleeps: its content copied to host memory, or dropped (meaningful while asleep). */
+  mode: 'keep' | 'discard';
+  /** Bytes callers asked for in this tag and still hold, asleep or awake. */
+  allocatedBytes: number;
+  /** Physical device memory the tag holds now, live and cached (0 while asleep). */
+  deviceBytes: number;
+  /** While asleep: the device bytes its sleep released. */
+  sleptBytes: number;
+  /** Host bytes holding its kept content. */
+  backupBytes: number;
 }
 
 /**
@@ -129,4 +175,25 @@ export interface Allocator {
    * strategies that do not leave it out, and callers call it only where present.
    */
   setPlacementTag?(tag: string): void;
+  /**
+   * Sleep and wake by tag, present exactly where the registry's `sleep` flag is set (strategies
+   * whose memory is mapped through virtual memory management). Every allocation carries the tag
+   * current when it was made (`withTag`). `sleep` waits for the work queued on the device,
+   * copies the live bytes of the tags that keep to host memory and releases the tags' physical
+   * memory, live and cached, keeping every address; tags asleep already are reported `unchanged`.
+   * While a tag sleeps its blocks may be freed but not read or written, and an allocation in it
+   * throws InvalidStateError. An unknown tag is a RangeError listing the known ones; when host memory
+   * for the copies cannot be had, OutOfMemoryError before anything is released.
+   */
+  sleep?(request?: SleepRequest): SleepReport;
+  /**
+   * Maps physical memory again at the same addresses and copies kept content back (done when it
+   * returns); `tags` default to every sleeping one, awake ones are reported `unchanged`. When the
+   * device has no room: OutOfMemoryError, and the tags stay asleep with their content whole.
+   */
+  wake?(tags?: readonly string[]): SleepReport;
+  /** Every tag the allocator knows, in the order first allocated in. */
+  tagStats?(): TagStats[];
+  /** Gives back the host memory kept after wake for the next sleep's copies. */
+  trimBackup?(): void;
 }

@@ -25,6 +25,7 @@ const info = (name: string, flags: Partial<StrategyInfo> = {}): StrategyInfo => 
   managedMemory: false,
   spillsToHost: false,
   peerAccess: false,
+  sleep: false,
   ...flags,
 });
 

@@ -7,7 +7,7 @@
  */
 import { BaseAllocator } from '../base.js';
 import type { Stream } from '../stream.js';
-import type { Allocator, AllocatorStats, DevicePtr, PrefetchTarget } from '../types.js';
+import type { Allocator, AllocatorStats, DevicePtr, PrefetchTarget, SleepReport, SleepRequest, TagStats } from '../types.js';
 import { checkBoolean } from '../validate.js';
 
 /** How an adaptor holds its upstream. */
@@ -19,6 +19,11 @@ export interface AdaptorOptions {
 export abstract class AllocatorAdaptor extends BaseAllocator {
   readonly #upstream: Allocator;
   readonly #ownsUpstream: boolean;
+  /** Sleep and wake by tag: the upstream's, where it has them (see `Allocator.sleep`). */
+  declare readonly sleep?: (request?: SleepRequest) => SleepReport;
+  declare readonly wake?: (tags?: readonly string[]) => SleepReport;
+  declare readonly tagStats?: () => TagStats[];
+  declare readonly trimBackup?: () => void;
 
   /** Keeps the upstream's name and device unless `name` is given. */
   protected constructor(upstream: Allocator, options: AdaptorOptions = {}, name: string = upstream.name) {
@@ -27,6 +32,30 @@ export abstract class AllocatorAdaptor extends BaseAllocator {
     checkBoolean(owns, 'ownsUpstream');
     this.#upstream = upstream;
     this.#ownsUpstream = owns;
+    if (typeof upstream.sleep === 'function') {
+      const { sleep, wake, tagStats, trimBackup } = upstream as Required<Allocator>;
+      const forwarded: Pick<Required<Allocator>, 'sleep' | 'wake' | 'tagStats' | 'trimBackup'> = {
+        sleep: (request) => {
+          this.checkLive();
+          return sleep.call(upstream, request);
+        },
+        wake: (tags) => {
+          this.checkLive();
+          return wake.call(upstream, tags);
+        },
+        tagStats: () => {
+          this.checkLive();
+          return tagStats.call(upstream);
+        },
+        trimBackup: () => {
+          this.checkLive();
+          trimBackup.call(upstream);
+        },
+      };
+      for (const [key, value] of Object.entries(forwarded)) {
+        Object.defineProperty(this, key, { value, enumerable: false, writable: false, configurable: false });
+      }
+    }
   }
 
   /** The allocator underneath. */
