@@ -38,4 +38,27 @@ describe('gpumem info: GPU architectures', () => {
     for (const d of info.devices) expect(typeof d.kernels.runnable).toBe('boolean');
     if (info.builtWithCuda) expect(formatSystemInfo(info)).toMatch(/kernels built for: sm_/);
   });
+
+  it('lists the strategies that sleep and wake by tag (the registry flag sleep)', () => {
+    const info = systemInfo();
+    const sleeping = info.strategies.filter((s) => s.sleep).map((s) => s.name);
+    expect(formatSystemInfo(info)).toContain(`  sleep and wake by tag: ${sleeping.length > 0 ? sleeping.join(', ') : 'none'}\n`);
+    const strategy = (name: string, sleep: boolean) => ({
+      name,
+      description: name,
+      requiresCuda: false,
+      nativeLayers: true,
+      capturable: false,
+      hostMemory: false,
+      requiresOptions: false,
+      managedMemory: false,
+      spillsToHost: false,
+      peerAccess: false,
+      sleep,
+      available: true,
+    });
+    const two = { ...info, strategies: [strategy('pool', false), strategy('expandable', true), strategy('tiered', true)] };
+    expect(formatSystemInfo(two)).toContain('strategies:\n  pool        available    pool\n');
+    expect(formatSystemInfo(two)).toContain('\n  sleep and wake by tag: expandable, tiered\n');
+  });
 });

@@ -1,6 +1,6 @@
 /**
  * What `gpumem info` prints: devices, driver and runtime versions, memory, the peer access matrix
- * between the devices, registered strategies, and whether cuBLAS and cuSPARSE can be loaded.
+ * between the devices, registered strategies (and which can sleep and wake by tag), and whether cuBLAS and cuSPARSE can be loaded.
  * @module
  */
 import { listAllocators, type StrategyInfo } from './registry.js';
@@ -93,6 +93,8 @@ export function formatSystemInfo(info: SystemInfo): string {
   for (const s of info.strategies) {
     lines.push(`  ${s.name.padEnd(width)}  ${s.available ? 'available  ' : 'needs a GPU'}  ${s.description}`);
   }
+  const sleeping = info.strategies.filter((s) => s.sleep).map((s) => s.name);
+  lines.push(`  sleep and wake by tag: ${sleeping.length > 0 ? sleeping.join(', ') : 'none'}`);
   lines.push('libraries:');
   for (const l of info.libraries) lines.push(`  ${l.name.padEnd(20)} ${l.loadable ? 'loadable' : `not loadable (${l.error})`}`);
   const { nccl } = info;
