@@ -22,6 +22,8 @@ export interface AllocatorCase {
   oversizeBytes: number;
   /** Wrap it in the TypeScript tracking adaptor (a ring of this many events). */
   tsTracking?: number;
+  /** The options that leave it a device of 16 MiB (the conformance suite's smallDevice; default limitBytes). */
+  smallDevice?: Record<string, unknown>;
 }
 
 const hostOversize = 2 ** 52; // 4 PiB: more than any machine's memory, still a safe integer
@@ -59,7 +61,13 @@ const variants: Record<string, Array<Omit<AllocatorCase, 'name' | 'requiresCuda'
     { label: 'pinned(pinned)', options: { upstream: 'pinned', device: 0 }, oversizeBytes: 2 ** 50 },
   ],
   tiered: [
-    { label: 'tiered(host)', options: { upstream: 'host' }, oversizeBytes: hostOversize },
+    // A wake makes room on the device tier by moving blocks to the host tier: both are capped.
+    {
+      label: 'tiered(host)',
+      options: { upstream: 'host' },
+      oversizeBytes: hostOversize,
+      smallDevice: { deviceBudgetBytes: 16 * 2 ** 20, hostBudgetBytes: 16 * 2 ** 20 },
+    },
     // A 4 MiB device budget: the larger requests spill to the host tier.
     {
       label: 'tiered(host, spilling)+native tracking',

@@ -2,7 +2,8 @@
  * The conformance suite every strategy must pass: the malloc/free/stats/prefetch contract, data
  * integrity, stream order (within a stream, and across streams while the freeing stream is still
  * busy), bad input (typed errors naming the argument, nothing changed), out of
- * memory and recovery, trim and dispose. gpumem runs it over every registered strategy; a plug-in
+ * memory and recovery, trim and dispose; and, for a strategy with the registry's `sleep` flag, sleep
+ * and wake by tag (sleep-conformance.ts). gpumem runs it over every registered strategy; a plug-in
  * author runs it over theirs, with their options, from their own test file:
  *
  * ```ts
@@ -21,8 +22,10 @@
  */
 import { isOutOfMemory, InvalidStateError, type OutOfMemoryError } from '../errors.js';
 import { loadNative } from '../native.js';
+import { hasAllocator, strategyInfo } from '../registry.js';
 import { Stream } from '../stream.js';
 import type { Allocator, AllocatorStats, DevicePtr } from '../types.js';
+import { describeSleepCases } from './sleep-conformance.js';
 
 /** The matchers the suite uses (vitest's and Jest's expect have them all). */
 export interface ConformanceMatchers {
@@ -37,7 +40,7 @@ export interface ConformanceMatchers {
 /** What the suite needs of a test runner: pass `import * as vitest from 'vitest'`. */
 export interface ConformanceTestApi {
   describe: ((name: string, fn: () => void) => void) & { skipIf: (condition: boolean) => (name: string, fn: () => void) => void };
-  it: (name: string, fn: () => void) => void;
+  it: (name: string, fn: () => void | Promise<void>) => void;
   expect: (actual: unknown) => ConformanceMatchers;
   beforeEach: (fn: () => void) => void;
   afterEach: (fn: () => void) => void;
@@ -54,6 +57,31 @@ export interface ConformanceOptions {
   oversizeBytes?: number;
   /** Skip the suite, saying why (e.g. 'no CUDA device'): the reason goes into the suite's title. */
   skip?: string | false;
+  /**
+   * Makes an allocator as `create` does with these options added: the sleep cases that need a small
+   * device (`smallDevice`) or little host memory for their copies (`{ backupLimitBytes: 1 }`). The
+   * suite disposes it. Without it those cases are skipped, saying so.
+   */
+  createWith?: (extra: Record<string, unknown>) => Allocator;
+  /**
+   * The options that leave the allocator a device of 16 MiB, for the sleep case of a wake the device
+   * has no room for (default `{ limitBytes: 16 MiB }`, the bytes a native strategy's leaf may map).
+   * A strategy that makes room on the device by moving memory elsewhere caps that too.
+   */
+  smallDevice?: Record<string, unknown>;
+  /**
+   * Whether the allocator sleeps and wakes by tag, which runs the sleep cases (default: the registry's
+   * `sleep` flag of `name`; false where `name` is not given or not registered).
+   */
+  sleep?: boolean;
+}
+
+/** Why the sleep cases do not run for these options, or false when they do. */
+function sleepSkipReason(options: ConformanceOptions): string | false {
+  if (options.sleep !== undefined) return options.sleep ? false : 'the allocator does not sleep (options.sleep is false)';
+  if (options.name === undefined) return 'no registered name (options.name) to read the sleep flag of';
+  if (!hasAllocator(options.name)) return `'${options.name}' is not registered, so it has no sleep flag`;
+  return strategyInfo(options.name).sleep ? false : `'${options.name}' has no sleep flag in the registry`;
 }
 
 const sizes = [1, 255, 256, 257, 511, 4096, 65_536, 1 << 20, (3 << 20) + 7];
@@ -123,6 +151,20 @@ export function describeConformance(t: ConformanceTestApi, options: ConformanceO
       expect(a.name).toBe(expectedName);
       expect(['cuda', 'host']).toContain(a.device.kind);
       expect(a.disposed).toBe(false);
+    });
+
+    it('has sleep, wake, tagStats and trimBackup exactly where its registry flag sleep is set', () => {
+      const sleeps = hasAllocator(a.name) && strategyInfo(a.name).sleep;
+      const methods = [a.sleep, a.wake, a.tagStats, a.trimBackup].map((m) => typeof m);
+      expect(methods).toEqual(Array(4).fill(sleeps ? 'function' : 'undefined'));
+    });
+
+    describeSleepCases(t, {
+      allocator: () => a,
+      createWith: options.createWith,
+      smallDevice: options.smallDevice ?? { limitBytes: 16 * 2 ** 20 },
+      skip: sleepSkipReason(options),
+      pattern,
     });
 
     it('hands out distinct, non-overlapping, 256-byte aligned allocations', () => {
