@@ -27,15 +27,26 @@
 //  - stats: allocated = bytes asked for; reserved = bytes mapped; upstream alloc/free counts and
 //    segment_count are runs mapped, runs unmapped and runs mapped now (driver call sequences); largest_free_block is the largest
 //    free run of mapped memory (what one allocation can take with no driver call);
+//  - sleep and wake by tag (gpumem/sleep.hpp; registry flag `sleep`): a range belongs to a stream
+//    and a tag (the one current at the allocation), so that blocks of two tags never share a mapped
+//    run. sleep(tags) waits for the device, copies the live blocks of the tags that keep to host
+//    memory, unmaps their idle runs for good and their runs in use keeping the addresses (reserved
+//    drops by both); wake(tags) maps the runs in use again at the same addresses and copies the
+//    content back. While a tag sleeps its ranges are left alone by trim and the release policies, a
+//    free in it drops the block's saved copy (a run it leaves idle is forgotten, not mapped at wake),
+//    and an allocation in it throws invalid_state;
 //  - thread-safe.
 #pragma once
 #include <cstddef>
 #include <cstdint>
 #include <limits>
 #include <memory>
+#include <optional>
+#include <vector>
 
 #include "gpumem/memory_resource.hpp"
 #include "gpumem/physical_memory.hpp"
+#include "gpumem/sleep.hpp"
 #include "gpumem/stream_ordering.hpp"
 
 namespace gpumem {
@@ -60,9 +71,12 @@ struct expandable_options {
   // The virtual range reserved per stream, a multiple of the granule; 0: the device's total memory
   // rounded up to a granule (the host twin: 64 GiB). No single allocation can be larger.
   std::uint64_t reserve_bytes = 0;
+  // Host bytes the backups of sleeping tags (and the pool kept for the next sleep) may hold;
+  // nullopt: MemAvailable less 10% of MemTotal, read at each sleep.
+  std::optional<std::uint64_t> backup_limit_bytes;
 };
 
-class expandable_resource final : public memory_resource {
+class expandable_resource final : public memory_resource, public sleepable {
  public:
   static constexpr std::size_t rounding = 512;
   static constexpr std::uint64_t default_host_reserve = std::uint64_t{64} << 30;
@@ -73,13 +87,13 @@ class expandable_resource final : public memory_resource {
   // nothing for host memory). Throws invalid_argument naming the option for bad options.
   explicit expandable_resource(std::unique_ptr<physical_memory> memory, expandable_options options = {},
                                std::unique_ptr<stream_ordering> ordering = nullptr);
-  ~expandable_resource() override;  // unmaps every run and frees every range
+  ~expandable_resource() override;  // unmaps every run (but sleeping ones) and frees every range
 
   const expandable_options& options() const noexcept;  // with the defaults resolved
   std::size_t granule_bytes() const noexcept;
   // Mapped granules no live or parked block touches, in bytes (summed over every stream).
   std::uint64_t idle_bytes() const;
-  // Virtual ranges held (one per stream that allocated, until its stream is destroyed and emptied).
+  // Virtual ranges held (one per stream and tag that allocated, until its stream is destroyed and emptied).
   std::size_t range_count() const;
   // Blocks parked after free() that wait on events from record_stream.
   std::size_t pending_free_blocks() const;
@@ -95,6 +109,12 @@ class expandable_resource final : public memory_resource {
   std::size_t do_allocation_size(const void* ptr) const override;
   memory_kind do_kind() const noexcept override;
   int do_device() const noexcept override;
+
+  sleep_report do_sleep(const sleep_request& request) override;
+  sleep_report do_wake(const std::vector<tag_id>& tags) override;
+  std::vector<tag_state> do_tag_states() const override;
+  std::uint64_t do_backup_pool_bytes() const override;
+  void do_trim_backup() override;
 
   struct impl;
   std::unique_ptr<impl> impl_;

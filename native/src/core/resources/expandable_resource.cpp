@@ -1,6 +1,7 @@
 #include "gpumem/expandable_resource.hpp"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <iterator>
 #include <map>
@@ -10,6 +11,7 @@
 #include <vector>
 
 #include "pool_detail.hpp"
+#include "sleep_engine.hpp"
 #include "stream_ordered_blocks.hpp"
 #include "gpumem/strategy_options.hpp"
 
@@ -104,13 +106,17 @@ class run_table {
   std::map<std::size_t, std::uint32_t> by_first_;  // first granule -> slot
 };
 
-// One stream's virtual range. The segment part (base, size, first block, used_blocks) is what the
-// pool's block records point to; the rest is per granule and per mapped run.
+// One stream's virtual range for one tag. The segment part (base, size, first block, used_blocks)
+// is what the pool's block records point to; the rest is per granule and per mapped run.
 struct stream_range : segment {
   explicit stream_range(std::size_t granules) : edge_users(granules, 0), runs(granules) {}
 
   stream_handle owner = nullptr;  // retired_stream once the stream is destroyed
-  free_index free;                // the range's free blocks
+  tag_id tag = default_tag;       // the tag of every block in it
+  // Its tag sleeps: the runs in `runs` are unmapped (their addresses kept for wake), none idle.
+  bool asleep = false;
+  std::uint64_t allocated = 0;  // bytes asked for by its live blocks
+  free_index free;              // the range's free blocks
   // Per granule: the live and parked blocks whose first or last granule it is. A granule strictly
   // inside a block is touched by that block alone (blocks do not overlap), so it needs no count: it
   // is in use while that block is. Taking or freeing a block changes two counts, not one per granule.
@@ -150,18 +156,23 @@ struct release_goal {
 struct expandable_resource::impl final : stream_observer {
   impl(std::unique_ptr<physical_memory> mem, const expandable_options& opts, std::unique_ptr<stream_ordering> order)
       : memory(std::move(mem)), options(opts), ordering(std::move(order)), granule(memory->granule_bytes()),
-        granule_shift(shift_of(granule)) {
+        granule_shift(shift_of(granule)), engine(memory->kind(), memory->device()) {
+    engine.set_backup_limit(options.backup_limit_bytes);
     if (options.gc_threshold > 0) {
       const double limit = std::floor(options.gc_threshold * static_cast<double>(options.capacity_bytes));
       gc_limit = static_cast<std::uint64_t>(limit);
     }
   }
 
-  ~impl() { release_everything(); }
+  ~impl() {
+    release_everything();
+    for (const detail::tag_book::entry& e : book.entries()) engine.recycle(book.find(e.tag)->backup);
+  }
 
   // ----- allocate -----------------------------------------------------------------------------
 
   GPUMEM_POOL_INLINE void* allocate(std::size_t bytes, stream_handle stream) {
+    const tag_id tag = current_tag();
     if (!pending.empty()) process_pending();
     if (bytes > options.reserve_bytes) throw_larger_than_range(bytes);
     // Get what the rest may need first, so that nothing below fails half-way.
@@ -170,10 +181,15 @@ struct expandable_resource::impl final : stream_observer {
     const std::size_t rounded = round_up(bytes, expandable_resource::rounding);
     if (unmerged != nullptr) {
       const bool pinned = unmerged_pinned;
-      if (block* b = take_unmerged(rounded, stream)) return finish_allocate(b, bytes, rounded, pinned);
+      if (block* b = take_unmerged(rounded, stream, tag)) return finish_allocate(b, bytes, rounded, pinned);
       merge_unmerged();
     }
-    stream_range* r = range_for(stream, bytes);
+    stream_range* r = find_range(stream, tag);
+    if (r == nullptr || r->asleep) {
+      // A tag seen for the first time is remembered; one asleep is refused, its blocks as they were.
+      book.on_allocate(tag);
+      r = new_range(stream, tag, bytes);
+    }
     block* b = r->free.best_fit(rounded);
     if (b == nullptr) throw_range_full(bytes, r);
     if (b->mixed) order_after_used_on(*ordering, b, stream);  // memory other streams freed into this range
@@ -191,6 +207,7 @@ struct expandable_resource::impl final : stream_observer {
       if (!pin(r, first, last)) map_block(b, r, bytes, first, last);
     }
     b->requested = bytes;
+    range_of(b)->allocated += bytes;
     live.insert(b);
     counter.on_allocate(bytes);
     largest_dirty = true;
@@ -208,15 +225,16 @@ struct expandable_resource::impl final : stream_observer {
   // difference. Its granules may even stay counted in use (`unmerged_pinned`, see release_block).
 
   // `unmerged` if best fit over the merged blocks would cut exactly it for `rounded` bytes on
-  // `stream`; else nullptr. The merged block would be its bytes and its upper neighbour `next`'s,
-  // from its address: cut at its size, that gives it and `next` back. Best fit takes the merged
-  // block when the index without it picks `next` and `next` is alone in the highest size class held
-  // (free_index::largest): the merged block would then be alone in that class or a higher one, with
-  // nothing between.
-  GPUMEM_POOL_INLINE block* take_unmerged(std::size_t rounded, stream_handle stream) noexcept {
+  // `stream` in `tag` (whose range is then awake: a sleep merges `unmerged` first, and a free in a
+  // sleeping range merges its block at once); else nullptr. The merged block would be its bytes and
+  // its upper neighbour `next`'s, from its address: cut at its size, that gives it and `next` back.
+  // Best fit takes the merged block when the index without it picks `next` and `next` is alone in
+  // the highest size class held (free_index::largest): the merged block would then be alone in that
+  // class or a higher one, with nothing between.
+  GPUMEM_POOL_INLINE block* take_unmerged(std::size_t rounded, stream_handle stream, tag_id tag) noexcept {
     block* b = unmerged;
     stream_range* r = range_of(b);
-    if (b->size != rounded || r->owner != stream) return nullptr;
+    if (b->size != rounded || r->owner != stream || r->tag != tag) return nullptr;
     block* next = b->next_in_segment;
     // The index has not changed since the last check that passed (the usual pair): it passes again.
     if (r->fit_checked_version != r->free_version || r->fit_checked_size != rounded || r->fit_checked_next != next) {
@@ -450,14 +468,15 @@ struct expandable_resource::impl final : stream_observer {
   template <int sign>
   GPUMEM_POOL_INLINE void add_busy(stream_range* r, mapped_run& run, std::size_t granules) noexcept {
     if (granules == 0) return;
+    // idle_granules counts mapped granules: a sleeping range's are not.
     if constexpr (sign > 0) {
       if (run.busy == 0) --r->idle_runs;
       run.busy += granules;
-      idle_granules -= granules;
+      if (!r->asleep) idle_granules -= granules;
     } else {
       run.busy -= granules;
       if (run.busy == 0) ++r->idle_runs;
-      idle_granules += granules;
+      if (!r->asleep) idle_granules += granules;
     }
   }
 
@@ -496,16 +515,16 @@ struct expandable_resource::impl final : stream_observer {
 
   // ----- ranges -------------------------------------------------------------------------------
 
-  stream_range* find_range(stream_handle stream) noexcept {
-    if (last_range != nullptr && last_range->owner == stream) return last_range;
+  stream_range* find_range(stream_handle stream, tag_id tag) noexcept {
+    if (last_range != nullptr && last_range->owner == stream && last_range->tag == tag) return last_range;
     for (auto& r : ranges) {
-      if (r->owner == stream) return last_range = r.get();
+      if (r->owner == stream && r->tag == tag) return last_range = r.get();
     }
     return nullptr;
   }
 
-  stream_range* range_for(stream_handle stream, std::size_t bytes) {
-    if (stream_range* r = find_range(stream)) return r;
+  // A range for `stream` and `tag`, which have none.
+  GPUMEM_POOL_COLD stream_range* new_range(stream_handle stream, tag_id tag, std::size_t bytes) {
     const std::size_t granules = static_cast<std::size_t>(options.reserve_bytes / granule);
     auto r = std::make_unique<stream_range>(granules);
     ranges.reserve(ranges.size() + 1);
@@ -518,6 +537,7 @@ struct expandable_resource::impl final : stream_observer {
     r->base = reinterpret_cast<std::uintptr_t>(base);
     r->size = options.reserve_bytes;
     r->owner = stream;
+    r->tag = tag;
     r->free.insert(detail::pool::first_block(blocks, r.get(), stream));  // reserved by allocate()
     ranges.push_back(std::move(r));
     return last_range = ranges.back().get();
@@ -569,7 +589,7 @@ struct expandable_resource::impl final : stream_observer {
     for (auto& owned : ranges) {
       if (met()) break;
       stream_range* r = owned.get();
-      if (r->idle_runs == 0 || !quiesce(r)) continue;
+      if (r->asleep || r->idle_runs == 0 || !quiesce(r)) continue;
       const auto& by_first = r->runs.by_first();
       for (auto next = by_first.end(); next != by_first.begin() && r->idle_runs > 0 && !met();) {
         const auto it = std::prev(next);
@@ -588,7 +608,14 @@ struct expandable_resource::impl final : stream_observer {
   // A destroyed stream's range with no block in use: every run unmapped, the range freed.
   GPUMEM_POOL_COLD void release_range(stream_range* r) noexcept {
     if (r->used_blocks != 0 || !quiesce(r)) return;
-    while (!r->runs.empty()) unmap_run(r, r->runs.by_first().begin()->second);
+    while (!r->runs.empty()) {
+      const std::uint32_t s = r->runs.by_first().begin()->second;
+      if (r->asleep) {
+        forget_asleep_run(r, s);
+      } else {
+        unmap_run(r, s);
+      }
+    }
     memory->release_range(reinterpret_cast<void*>(r->base), r->size);
     detail::pool::give_segment_blocks(blocks, r);
     if (last_range == r) last_range = nullptr;
@@ -610,7 +637,7 @@ struct expandable_resource::impl final : stream_observer {
     memory->synchronize();
     for (auto& r : ranges) {
       for (const auto& [first, s] : r->runs.by_first()) {
-        memory->unmap_run(granule_addr(r.get(), first), r->runs.slot(s).length * granule);
+        if (!r->asleep) memory->unmap_run(granule_addr(r.get(), first), r->runs.slot(s).length * granule);
       }
       memory->release_range(reinterpret_cast<void*>(r->base), r->size);
     }
@@ -634,6 +661,10 @@ struct expandable_resource::impl final : stream_observer {
     }
     live.erase_at(slot);
     counter.on_deallocate(bytes);
+    r->allocated -= bytes;
+    if (r->asleep) {
+      if (detail::tag_book::entry* e = book.find(r->tag)) e->backup.forget(reinterpret_cast<void*>(b->addr), b->size);
+    }
     largest_dirty = true;
     if (!b->events.empty() || b->quarantined) {
       b->state = block_state::pending;  // its granules stay pinned until the events complete
@@ -656,7 +687,7 @@ struct expandable_resource::impl final : stream_observer {
     --r->used_blocks;
     block* prev = b->prev_in_segment;
     block* next = b->next_in_segment;
-    if (may_stay_unmerged && next != nullptr && next->state == block_state::free &&
+    if (may_stay_unmerged && !r->asleep && next != nullptr && next->state == block_state::free &&
         (prev == nullptr || prev->state != block_state::free) && !b->mixed && !next->mixed &&
         r->owner != retired_stream) {
       b->state = block_state::free;
@@ -668,6 +699,7 @@ struct expandable_resource::impl final : stream_observer {
     } else {
       unpin(r, granule_index(r, b->addr), granule_index(r, b->addr + b->size - 1));
       free_block(b, r);
+      if (r->asleep && r->idle_runs != 0) forget_asleep_idle_runs(r);
     }
     if (r->owner == retired_stream && r->used_blocks == 0) {
       release_range(r);
@@ -768,16 +800,260 @@ struct expandable_resource::impl final : stream_observer {
         if (b->stream == gone) b->stream = retired_stream;
       }
     }
-    stream_range* r = find_range(gone);
-    if (r == nullptr) return;
-    r->owner = retired_stream;
-    if (last_range == r) last_range = nullptr;
-    if (r->used_blocks == 0) release_range(r);
+    last_range = nullptr;
+    for (std::size_t i = ranges.size(); i-- > 0;) {  // release_range erases the range it frees
+      stream_range* r = ranges[i].get();
+      if (r->owner != gone) continue;
+      r->owner = retired_stream;
+      if (r->used_blocks == 0) release_range(r);
+    }
   }
 
   void on_stream_destroyed(stream_handle stream) noexcept override {
     std::lock_guard<resource_lock> guard(lock);
     forget_stream(stream);
+  }
+
+  // ----- sleep and wake (gpumem/sleep.hpp) ------------------------------------------------------
+  //
+  // A sleeping range keeps its run records (so that its blocks' granule counts stay right and wake
+  // knows what to map), but nothing is mapped there: every run is unmapped, counted out of reserved
+  // bytes and out of idle_granules, and none is idle (a run a free leaves idle is forgotten at once,
+  // as its memory holds nothing to keep). No release policy looks at a sleeping range.
+
+  // Forgets run `s` of sleeping range `r` (already unmapped).
+  void forget_asleep_run(stream_range* r, std::uint32_t s) noexcept {
+    if (r->runs.slot(s).busy == 0) --r->idle_runs;
+    r->runs.remove(s);
+  }
+
+  GPUMEM_POOL_COLD void forget_asleep_idle_runs(stream_range* r) noexcept {
+    const auto& by_first = r->runs.by_first();
+    for (auto it = by_first.begin(); it != by_first.end() && r->idle_runs != 0;) {
+      const std::uint32_t s = it->second;
+      ++it;  // forget_asleep_run erases the run's entry
+      if (r->runs.slot(s).busy == 0) forget_asleep_run(r, s);
+    }
+    update_mapped_top(r);
+  }
+
+  template <class F>
+  void for_each_range_of(tag_id tag, F&& f) {
+    for (auto& owned : ranges) {
+      if (owned->tag == tag) f(owned.get());
+    }
+  }
+
+  // The runs of `r` as units (the physical mappings sleep releases and wake makes again).
+  void add_units(const stream_range* r, std::vector<detail::sleep_unit>& units) const {
+    for (const auto& [first, s] : r->runs.by_first()) {
+      units.push_back({granule_addr(r, first), r->runs.slot(s).length * granule});
+    }
+  }
+
+  static void sort_by_address(std::vector<detail::sleep_unit>& units) {
+    std::sort(units.begin(), units.end(), [](const auto& a, const auto& b) { return a.addr < b.addr; });
+  }
+
+  // Marks the ranges of `tag` asleep (their runs just unmapped) or awake (just mapped again): their
+  // runs' idle granules leave or join idle_granules.
+  void set_asleep(tag_id tag, bool asleep) noexcept {
+    for_each_range_of(tag, [&](stream_range* r) {
+      std::size_t idle = 0;
+      for (const auto& [first, s] : r->runs.by_first()) idle += r->runs.slot(s).length - r->runs.slot(s).busy;
+      if (asleep) {
+        idle_granules -= idle;
+      } else {
+        idle_granules += idle;
+      }
+      r->asleep = asleep;
+    });
+    largest_dirty = true;
+  }
+
+  sleep_report sleep(const sleep_request& request) {
+    const auto start = std::chrono::steady_clock::now();
+    sleep_report report;
+    const auto plan = book.plan_sleep(request, report, "expandable");
+    if (!plan.empty()) sleep_tags(plan, report);
+    report.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    return report;
+  }
+
+  void sleep_tags(const std::vector<std::pair<tag_id, sleep_mode>>& plan, sleep_report& report) {
+    engine.quiesce();  // every copy and release comes after the work queued on the memory
+    merge_unmerged();
+    process_pending();  // parked blocks whose events are done (all of them, after the device sync)
+
+    struct work {
+      tag_id tag;
+      sleep_mode mode;
+      std::vector<detail::sleep_span> spans;  // the live blocks' requested bytes, by address
+      std::uint64_t bytes = 0;
+      detail::sleep_backup backup;
+    };
+    std::vector<work> works;
+    works.reserve(plan.size());
+    for (const auto& [tag, mode] : plan) {
+      work w{tag, mode, {}, 0, {}};
+      if (mode == sleep_mode::keep) {
+        for_each_range_of(tag, [&](stream_range* r) {
+          for (const block* b = r->first; b != nullptr; b = b->next_in_segment) {
+            if (b->state != block_state::live || b->requested == 0) continue;
+            w.spans.push_back({reinterpret_cast<void*>(b->addr), b->requested});
+            w.bytes += b->requested;
+          }
+        });
+        std::sort(w.spans.begin(), w.spans.end(), [](const auto& a, const auto& b) { return a.addr < b.addr; });
+      }
+      works.push_back(std::move(w));
+    }
+    // The host memory of every backup before anything is released: a host too short changes nothing.
+    auto recycle_from = [&](std::size_t i) noexcept {
+      for (; i < works.size(); ++i) engine.recycle(works[i].backup);
+    };
+    try {
+      for (work& w : works) {
+        if (w.bytes != 0) w.backup = engine.reserve(w.bytes, snapshot());
+      }
+    } catch (...) {
+      recycle_from(0);
+      throw;
+    }
+
+    for (std::size_t i = 0; i < works.size(); ++i) {
+      work& w = works[i];
+      std::uint64_t released = 0;
+      std::vector<detail::sleep_unit> units;
+      try {
+        // Idle runs hold nothing: unmapped for good, as a release would.
+        for_each_range_of(w.tag, [&](stream_range* r) {
+          const auto& by_first = r->runs.by_first();
+          for (auto it = by_first.begin(); it != by_first.end() && r->idle_runs != 0;) {
+            const std::uint32_t s = it->second;
+            ++it;  // unmap_run erases the run's entry
+            if (r->runs.slot(s).busy != 0) continue;
+            released += r->runs.slot(s).length * granule;
+            unmap_run(r, s);
+          }
+          update_mapped_top(r);
+          add_units(r, units);
+        });
+        sort_by_address(units);
+      } catch (...) {
+        recycle_from(i);
+        throw;
+      }
+      // The runs in use: unmapped once their content is copied, their records kept for wake.
+      std::size_t unmapped = 0;
+      const auto release = [&](const detail::sleep_unit& u) {
+        memory->unmap_run(u.addr, u.bytes);
+        counter.on_release(u.bytes);
+        released += u.bytes;
+        ++unmapped;
+      };
+      try {
+        engine.save_and_release(w.backup, w.spans, units, release, snapshot());
+      } catch (...) {
+        // Nothing was released (the host refused the backup's memory, or a copy could not be
+        // queued), or everything was (a copy failed while running).
+        if (unmapped != 0) put_to_sleep(w.tag, w.mode, released, std::move(w.backup), report);
+        recycle_from(i);
+        throw;
+      }
+      report.copied_bytes += w.bytes;
+      put_to_sleep(w.tag, w.mode, released, std::move(w.backup), report);
+    }
+  }
+
+  void put_to_sleep(tag_id tag, sleep_mode mode, std::uint64_t released, detail::sleep_backup&& backup,
+                    sleep_report& report) noexcept {
+    set_asleep(tag, true);
+    detail::tag_book::entry* e = book.find(tag);
+    e->asleep = true;
+    e->mode = mode;
+    e->slept_bytes = released;
+    e->backup = std::move(backup);
+    report.changed.push_back(tag);
+    report.device_bytes += released;
+  }
+
+  sleep_report wake(const std::vector<tag_id>& tags) {
+    const auto start = std::chrono::steady_clock::now();
+    sleep_report report;
+    for (const tag_id tag : book.plan_wake(tags, report, "expandable")) wake_tag(tag, report);
+    report.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    return report;
+  }
+
+  void wake_tag(tag_id tag, sleep_report& report) {
+    detail::tag_book::entry* e = book.find(tag);
+    std::vector<detail::sleep_unit> units;
+    std::uint64_t needed = 0;
+    for_each_range_of(tag, [&](stream_range* r) { add_units(r, units); });
+    sort_by_address(units);
+    for (const auto& u : units) needed += u.bytes;
+    const std::uint64_t copied = e->backup.saved_bytes();
+    std::uint64_t mapped = 0;
+    const auto map = [&](const detail::sleep_unit& u) {
+      memory->map_run(u.addr, u.bytes);
+      counter.on_reserve(u.bytes);
+      mapped += u.bytes;
+    };
+    const auto release = [&](const detail::sleep_unit& u) {
+      memory->unmap_run(u.addr, u.bytes);
+      counter.on_release(u.bytes);
+      mapped -= u.bytes;
+    };
+    try {
+      engine.map_and_restore(e->backup, units, map, release);
+    } catch (const out_of_memory& first) {
+      // As an allocation would: the idle runs of the tags awake go, and the maps are tried once more.
+      std::string failure = first.reason();
+      synchronize_pending();
+      bool woke = false;
+      if (release_idle({0, 0}) > 0) {
+        try {
+          engine.map_and_restore(e->backup, units, map, release);
+          woke = true;
+        } catch (const out_of_memory& again) {
+          failure = again.reason();
+        }
+      }
+      if (!woke) {
+        counter.on_oom();
+        throw out_of_memory("expandable_resource: out of memory waking tag '" + tag_name(tag) + "' (mapping " +
+                                format_bytes(needed) + " failed after releasing every idle run: " + failure +
+                                "); it stays asleep",
+                            needed, snapshot());
+      }
+    }
+    set_asleep(tag, false);
+    e->asleep = false;
+    e->slept_bytes = 0;
+    report.changed.push_back(tag);
+    report.device_bytes += mapped;
+    report.copied_bytes += copied;
+  }
+
+  std::vector<tag_state> tag_states() {
+    std::vector<tag_state> states;
+    states.reserve(book.entries().size());
+    for (const detail::tag_book::entry& e : book.entries()) {
+      tag_state t;
+      t.tag = e.tag;
+      t.asleep = e.asleep;
+      t.mode = e.mode;
+      t.slept_bytes = e.slept_bytes;
+      t.backup_bytes = e.backup.bytes();
+      for_each_range_of(e.tag, [&](stream_range* r) {
+        t.allocated_bytes += r->allocated;
+        if (r->asleep) return;
+        for (const auto& [first, s] : r->runs.by_first()) t.device_bytes += r->runs.slot(s).length * granule;
+      });
+      states.push_back(t);
+    }
+    return states;
   }
 
   // ----- queries ------------------------------------------------------------------------------
@@ -788,6 +1064,7 @@ struct expandable_resource::impl final : stream_observer {
     std::size_t largest = 0;
     for (const auto& owned : ranges) {
       const stream_range* r = owned.get();
+      if (r->asleep) continue;  // nothing mapped
       const std::uintptr_t mapped_end = r->base + r->mapped_top * granule;
       for (const block* b = r->first; b != nullptr; b = b->next_in_segment) {
         if (b->state != block_state::free || b->addr >= mapped_end) continue;
@@ -833,6 +1110,8 @@ struct expandable_resource::impl final : stream_observer {
   std::uint64_t gc_limit = 0;  // 0: no garbage collection threshold
 
   resource_lock lock;
+  detail::sleep_engine engine;
+  detail::tag_book book;
   stats_counter counter;
   live_table live;
   block_store blocks;
@@ -941,6 +1220,31 @@ memory_kind expandable_resource::do_kind() const noexcept { return impl_->memory
 
 int expandable_resource::do_device() const noexcept { return impl_->memory->device(); }
 
+sleep_report expandable_resource::do_sleep(const sleep_request& request) {
+  std::lock_guard<resource_lock> guard(impl_->lock);
+  return impl_->sleep(request);
+}
+
+sleep_report expandable_resource::do_wake(const std::vector<tag_id>& tags) {
+  std::lock_guard<resource_lock> guard(impl_->lock);
+  return impl_->wake(tags);
+}
+
+std::vector<tag_state> expandable_resource::do_tag_states() const {
+  std::lock_guard<resource_lock> guard(impl_->lock);
+  return impl_->tag_states();
+}
+
+std::uint64_t expandable_resource::do_backup_pool_bytes() const {
+  std::lock_guard<resource_lock> guard(impl_->lock);
+  return impl_->engine.pool_bytes();
+}
+
+void expandable_resource::do_trim_backup() {
+  std::lock_guard<resource_lock> guard(impl_->lock);
+  impl_->engine.trim();
+}
+
 namespace {
 
 // Whether an expandable chain maps host memory (the host twin): asked for, or device -1.
@@ -961,6 +1265,7 @@ const strategy_descriptor& expandable_strategy() {
     d.wraps = "physical granules: CUDA VMM on the device (vmm), or host mappings (mmap) with device -1";
     d.flags.peer_access = true;
     d.flags.host_device = true;
+    d.flags.sleep = true;
 
     using O = expandable_options;
     constexpr std::uint64_t keep_all = std::numeric_limits<std::uint64_t>::max();
@@ -1001,6 +1306,10 @@ const strategy_descriptor& expandable_strategy() {
             .positive().unset_at(0).js_only()
             .doc("The virtual range reserved per stream, a multiple of the granule; no allocation can be larger (default: "
                  "the device's memory rounded up to a granule; host: 64 GiB)."),
+        bytes_option<&expandable_spec::options, &O::backup_limit_bytes>(
+            "backupLimitBytes",
+            "host bytes the backups of sleeping tags may hold (unset: MemAvailable less 10% of MemTotal at each sleep)")
+            .js_only(),
     };
     d.leaf_name = [](const chain_spec& spec) { return on_host(spec) ? "mmap" : "vmm"; };
     d.make_leaf = [](const chain_spec& spec, chain_build& build) -> std::unique_ptr<memory_resource> {
@@ -1012,7 +1321,9 @@ const strategy_descriptor& expandable_strategy() {
     d.make_layer = [](const chain_spec& spec, chain_build& build) -> std::unique_ptr<memory_resource> {
       expandable_options o = own(spec).options;
       if (o.capacity_bytes == 0 && spec.limit_bytes) o.capacity_bytes = *spec.limit_bytes;  // the simulated device
-      return std::make_unique<expandable_resource>(std::move(build.physical), o);
+      auto r = std::make_unique<expandable_resource>(std::move(build.physical), o);
+      build.chain.sleeper = r.get();
+      return r;
     };
     d.validate = [](const chain_spec& spec) {
       const double f = own(spec).options.gc_threshold;
