@@ -56,6 +56,13 @@ Suites (each fits one device call of 10 minutes; tiered and large take most of o
                 one call: split it by PROGRAMS)
   devices       the multi-device tests, gpumem compare --devices 0,0, the mlp's captured step with and
                 without one NCCL rank, and bench/gpu/diag-mlp-ranks.mjs (reduction order over ranks)
+  sleep         sleep and wake by tag (bench/sleep, README.md): a CUDA graph replayed bit for bit after
+                sleep and wake (graph_replay.py: GPT-2 small captured into a gpumem MemPool), an RL-style loop
+                whose phases sleep each other's memory against the same run without sleeping (rl_loop.py:
+                losses and tokens identical), then sleep/wake timings of gpumem against torch_memory_saver
+                and a pinned copy (sleep_bench.py, 1-64 GiB, keep and discard; cases past a 260 s deadline
+                are skipped and listed; SLEEP_CASES picks cases, as --cases takes them). Needs the peer's
+                unzipped wheel in bench/sleep/out/peer/site (carry bench/sleep/out), transformers
   all           every suite above, in that order (more than one device call's time: for a full host)
   help          this text
 
@@ -63,7 +70,7 @@ Environment: OUT (the output folder), NCCL_NVLS_ENABLE (set to 0 unless set).
 EOF
 }
 
-all_suites="test torch torch-gcn transformer torch-live sanitize alloc fragmentation corpus capture compare noise train record soak link checkpoint tiered prefetch large multi devices"
+all_suites="test torch torch-gcn transformer torch-live sanitize alloc fragmentation corpus capture compare noise train record soak link checkpoint tiered prefetch large multi devices sleep"
 
 if [ $# -eq 0 ] || [ "$1" = help ] || [ "$1" = -h ] || [ "$1" = --help ]; then
   suites_help
@@ -282,6 +289,16 @@ suite_transformer() {
   joined=$(IFS=,; echo "${files[*]}")
   step transformer compare 300 node "$cli" compare --model transformer --allocators cuda,pool,async,expandable --epochs 3 \
     --repeat 3 --baseline "$joined" --json "$(json transformer compare.json)" --report "$(json transformer report.html)"
+}
+
+suite_sleep() {
+  local peer="$PWD/bench/sleep/out/peer/site"
+  local cases=()
+  [ -n "${SLEEP_CASES:-}" ] && cases=(--cases "$SLEEP_CASES")
+  step sleep graph-replay 60 python3 bench/sleep/graph_replay.py --timeout 28 --json "$(json sleep graph-replay.json)"
+  step sleep rl-loop 150 python3 bench/sleep/rl_loop.py --timeout 70 --json "$(json sleep rl-loop.json)"
+  step sleep sleep-bench 270 env PYTHONPATH="$peer${PYTHONPATH:+:$PYTHONPATH}" python3 bench/sleep/sleep_bench.py \
+    --deadline 260 "${cases[@]}" --json "$(json sleep sleep-bench.json)"
 }
 
 suite_torch-live() {
