@@ -57,10 +57,10 @@ Suites (each fits one device call of 10 minutes; tiered and large take most of o
   devices       the multi-device tests, gpumem compare --devices 0,0, the mlp's captured step with and
                 without one NCCL rank, and bench/gpu/diag-mlp-ranks.mjs (reduction order over ranks)
   sleep         sleep and wake by tag (bench/sleep, README.md): a CUDA graph replayed bit for bit after
-                sleep and wake (graph_replay.py: GPT-2 small captured into a gpumem MemPool), an RL-style loop
+                sleep and wake (graph_replay.py: GPT-2 small, MemPool and enable() paths), an RL-style loop
                 whose phases sleep each other's memory against the same run without sleeping (rl_loop.py:
                 losses and tokens identical), then sleep/wake timings of gpumem against torch_memory_saver
-                and a pinned copy (sleep_bench.py, 1-64 GiB, keep and discard; cases past a 260 s deadline
+                and a pinned copy (sleep_bench.py, 1-64 GiB, keep and discard; cases past a 245 s deadline
                 are skipped and listed; SLEEP_CASES picks cases, as --cases takes them). Needs the peer's
                 unzipped wheel in bench/sleep/out/peer/site (carry bench/sleep/out), transformers
   all           every suite above, in that order (more than one device call's time: for a full host)
@@ -295,10 +295,10 @@ suite_sleep() {
   local peer="$PWD/bench/sleep/out/peer/site"
   local cases=()
   [ -n "${SLEEP_CASES:-}" ] && cases=(--cases "$SLEEP_CASES")
-  step sleep graph-replay 60 python3 bench/sleep/graph_replay.py --timeout 28 --json "$(json sleep graph-replay.json)"
-  step sleep rl-loop 150 python3 bench/sleep/rl_loop.py --timeout 70 --json "$(json sleep rl-loop.json)"
-  step sleep sleep-bench 270 env PYTHONPATH="$peer${PYTHONPATH:+:$PYTHONPATH}" python3 bench/sleep/sleep_bench.py \
-    --deadline 260 "${cases[@]}" --json "$(json sleep sleep-bench.json)"
+  step sleep graph-replay 80 python3 bench/sleep/graph_replay.py --timeout 25 --json "$(json sleep graph-replay.json)"
+  step sleep rl-loop 140 python3 bench/sleep/rl_loop.py --timeout 65 --json "$(json sleep rl-loop.json)"
+  step sleep sleep-bench 255 env PYTHONPATH="$peer${PYTHONPATH:+:$PYTHONPATH}" python3 bench/sleep/sleep_bench.py \
+    --deadline 245 "${cases[@]}" --json "$(json sleep sleep-bench.json)"
 }
 
 suite_torch-live() {

@@ -4,8 +4,8 @@
 captured once with a static input, its memory put to sleep and woken, the graph replayed, its output
 compared byte for byte with the replay before the sleep. One fresh process per (model, path).
 
-  python3 bench/sleep/graph_replay.py --out bench/sleep/out              # gpt2, the mempool path
-  python3 bench/sleep/graph_replay.py --models gpt2,resnet18 --paths mempool,enable
+  python3 bench/sleep/graph_replay.py --out bench/sleep/out              # gpt2, both paths
+  python3 bench/sleep/graph_replay.py --models gpt2,resnet18 --paths mempool
 
 Paths (how the graph's memory comes from gpumem):
   mempool   PyTorch's caching allocator keeps the graph's private pool: gpumem_torch.allocator('expandable')
@@ -15,14 +15,16 @@ Paths (how the graph's memory comes from gpumem):
             holds them for the graph's replays), so gpumem sees them as live blocks. Sleep and wake
             are the allocator object's (alloc.sleep, alloc.wake).
   enable    gpumem_torch.enable() for the whole process, gpumem_torch.region('weights') and
-            region('graph') around the model and the capture; not run unless asked (--paths), and
-            expected to fail. PyTorch has no private pool for a pluggable allocator: what the capture
-            frees (the graph's intermediates) goes back to gpumem while the graph still writes it at
-            every replay. Without sleep that holds only while nothing else is allocated on the
-            capture's stream in the 'graph' tag (gpumem hands a freed block out again on the same
-            stream and tag only), which this script keeps to; but a sleep unmaps a tag's idle memory
-            for good (only memory under live blocks is mapped again at wake), so the replay after
-            the wake writes to unmapped addresses. The mempool path is the one to use.
+            region('graph') around the model and the capture. PyTorch has no private pool for a
+            pluggable allocator: what the capture frees (the graph's intermediates) goes back to
+            gpumem while the graph still writes it at every replay. Without sleep that holds only
+            while nothing else is allocated on the capture's stream in the 'graph' tag (gpumem hands
+            a freed block out again on the same stream and tag only), which this script keeps to.
+            With sleep it may fail: expandable's sleep unmaps a tag's idle runs (mapped granules no
+            live block touches) for good, and wake maps again only the runs under live blocks, so
+            intermediates that sit in runs of their own are unmapped when the graph replays. A small
+            model's intermediates may all share runs with live blocks; GPT-2's are larger. The
+            mempool path does not depend on that.
 
 Each path captures after three warm-up forwards on the capture's stream (where a capture is refused
 in torch.cuda.graph's default error mode, 'global', one more process tries 'relaxed'), replays twice
@@ -279,8 +281,7 @@ def main(argv=None):
     p.add_argument("--out", default=os.path.join(HERE, "out"), help="folder of graph_replay.json (default bench/sleep/out)")
     p.add_argument("--json", help="where to write the JSON (default OUT/graph_replay.json)")
     p.add_argument("--models", type=csv_list(MODELS, "model"), default=["gpt2"], help="gpt2, resnet18 (comma-separated; default gpt2)")
-    p.add_argument("--paths", type=csv_list(PATHS, "path"), default=["mempool"],
-                   help="mempool, enable (comma-separated; default mempool; enable is expected to fail, see the module's text)")
+    p.add_argument("--paths", type=csv_list(PATHS, "path"), default=list(PATHS), help="mempool, enable (comma-separated; default both)")
     p.add_argument("--capture-error-mode", choices=("global", "thread_local", "relaxed"), default="global",
                    help="torch.cuda.graph's capture_error_mode (default global; a capture refused in it is tried again with relaxed)")
     p.add_argument("--timeout", type=float, default=120, help="seconds per process (default 120)")
