@@ -83,8 +83,9 @@ export interface AllocatorStats {
   /** Bytes prefetch moved from the host tier to the device tier (with hostAllocatedBytes). */
   bytesMovedToDevice?: number;
   /**
-   * Strategies that sleep (registry flag `sleep`): the physical device bytes the sleeping tags gave
-   * back, which wake maps again. Absent where the strategy cannot sleep.
+   * Strategies that sleep (registry flag `sleep`): the device bytes the sleeps of the tags now asleep
+   * released, their cached memory included (the sum of their `TagStats.sleptBytes`; a wake maps
+   * again what their live blocks need). Absent where the strategy cannot sleep.
    */
   sleptBytes?: number;
 }
@@ -124,7 +125,7 @@ export interface TagStats {
   allocatedBytes: number;
   /** Physical device memory the tag holds now, live and cached (0 while asleep). */
   deviceBytes: number;
-  /** While asleep: the device bytes its sleep released. */
+  /** While asleep: the device bytes its sleep released, live and cached. */
   sleptBytes: number;
   /** Host bytes holding its kept content. */
   backupBytes: number;
