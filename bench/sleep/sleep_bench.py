@@ -283,7 +283,7 @@ def make_system(name, keep):
         return torch, Gpumem(torch, keep, gpumem_torch)
     if name in ("tms", "tms-retain"):
         if os.path.isdir(PEER_SITE):
-            sys.path.append(PEER_SITE)
+            sys.path.insert(0, PEER_SITE)
         import torch
         from torch_memory_saver import torch_memory_saver
 
