@@ -257,6 +257,34 @@ TEST_CASE("a free while asleep drops the block's copy and wake maps only what is
   CHECK_EQ(f.resource.idle_bytes(), 3 * granule);
 }
 
+TEST_CASE("a parked block is not saved, and its run is forgotten once its events complete while asleep") {
+  fixture f;
+  const tag_id t = intern_tag("sleep-test-parked");
+  void* p = allocate_in(f.resource, t, granule);  // a run each
+  void* q = allocate_in(f.resource, t, granule);
+  fill(q, granule, 10);
+  f.resource.record_stream(p, stream_b);
+  f.resource.deallocate(p, granule);
+  CHECK_EQ(f.resource.pending_free_blocks(), 1u);
+
+  const sleep_report slept = f.resource.sleep(only({t}));
+  CHECK_EQ(slept.copied_bytes, granule);  // q; p was freed
+  CHECK_EQ(slept.device_bytes, 2 * granule);
+  CHECK_EQ(f.resource.pending_free_blocks(), 1u);
+  f.log->complete_all();
+  CHECK_EQ(f.resource.pending_free_blocks(), 0u);  // p is free now, its run forgotten
+  CHECK_EQ(f.resource.stats().reserved_bytes, 0u);
+
+  CHECK_EQ(f.resource.wake({t}).device_bytes, granule);
+  CHECK(holds(q, granule, 10));
+  void* again = allocate_in(f.resource, t, granule);
+  CHECK_EQ(again, p);
+  std::memset(again, 1, granule);
+  CHECK_EQ(f.resource.stats().reserved_bytes, 2 * granule);
+  f.resource.deallocate(again, granule);
+  f.resource.deallocate(q, granule);
+}
+
 TEST_CASE("an allocation in a sleeping tag is refused and changes nothing") {
   fixture f;
   const tag_id t = intern_tag("sleep-test-refuse");
