@@ -17,6 +17,7 @@
 //  - the host memory that held a backup is kept after wake for the next sleep (no pinning per call);
 //    trim_backup() gives it back.
 #pragma once
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <optional>
@@ -42,9 +43,19 @@ tag_id intern_tag(std::string_view name);
 // intern_tag never returned.
 std::string tag_name(tag_id id);
 
+namespace detail {
+// Read by current_tag() on every allocation of a sleeping strategy, so inline here (tags.cpp sets
+// them). Each binary that links the core (the addon, libgpumem_torch) has its own.
+inline std::atomic<tag_id> process_tag{default_tag};
+inline thread_local bool thread_tag_set = false;
+inline thread_local tag_id thread_tag = default_tag;
+}  // namespace detail
+
 // The tag new allocations on this thread get: this thread's scope where one is open, else the
 // process tag, else default_tag.
-tag_id current_tag() noexcept;
+inline tag_id current_tag() noexcept {
+  return detail::thread_tag_set ? detail::thread_tag : detail::process_tag.load(std::memory_order_relaxed);
+}
 // The process tag (every thread without a scope of its own); returns the previous one. default_tag
 // clears it.
 tag_id set_process_tag(tag_id tag) noexcept;

@@ -1,6 +1,5 @@
 // Allocation tags (gpumem/sleep.hpp): names interned once per process, a process tag and a
 // per-thread tag.
-#include <atomic>
 #include <deque>
 #include <mutex>
 #include <string>
@@ -22,10 +21,6 @@ tag_table& table() {
   static tag_table* t = new tag_table();  // never destroyed: tags may be read during static destruction
   return *t;
 }
-
-std::atomic<tag_id> process_tag{default_tag};
-thread_local bool thread_tag_set = false;
-thread_local tag_id thread_tag = default_tag;
 
 std::string shown(std::string_view name) {
   std::string out = "'";
@@ -79,15 +74,13 @@ std::string tag_name(tag_id id) {
   return t.names[id];
 }
 
-tag_id current_tag() noexcept { return thread_tag_set ? thread_tag : process_tag.load(std::memory_order_relaxed); }
-
-tag_id set_process_tag(tag_id tag) noexcept { return process_tag.exchange(tag, std::memory_order_relaxed); }
+tag_id set_process_tag(tag_id tag) noexcept { return detail::process_tag.exchange(tag, std::memory_order_relaxed); }
 
 std::optional<tag_id> set_thread_tag(std::optional<tag_id> tag) noexcept {
   std::optional<tag_id> previous;
-  if (thread_tag_set) previous = thread_tag;
-  thread_tag_set = tag.has_value();
-  thread_tag = tag.value_or(default_tag);
+  if (detail::thread_tag_set) previous = detail::thread_tag;
+  detail::thread_tag_set = tag.has_value();
+  detail::thread_tag = tag.value_or(default_tag);
   return previous;
 }
 
