@@ -35,7 +35,7 @@ export function generatedStrategies(root = repository, descriptors = nativeStrat
     .filter((p) => p.descriptor !== undefined);
 }
 
-const flagKeys = ['requiresCuda', 'capturable', 'hostMemory', 'requiresOptions', 'managedMemory', 'spillsToHost', 'peerAccess'];
+const flagKeys = ['requiresCuda', 'capturable', 'hostMemory', 'requiresOptions', 'managedMemory', 'spillsToHost', 'peerAccess', 'sleep'];
 
 function quote(text) {
   return `'${text.replaceAll('\\', '\\\\').replaceAll("'", "\\'")}'`;

@@ -20,7 +20,16 @@ import { generatedStrategies, syncStrategies, syncStrategiesCommand, type Native
 
 const strategies = (loadNative() as unknown as { strategies(): NativeStrategyInfo[] }).strategies();
 const generated = generatedStrategies(undefined, strategies);
-const flagKeys = ['requiresCuda', 'capturable', 'hostMemory', 'requiresOptions', 'managedMemory', 'spillsToHost', 'peerAccess'] as const;
+const flagKeys = [
+  'requiresCuda',
+  'capturable',
+  'hostMemory',
+  'requiresOptions',
+  'managedMemory',
+  'spillsToHost',
+  'peerAccess',
+  'sleep',
+] as const;
 
 /** The TypeScript registry's name of a native strategy: its own, else one of its older names. */
 function registeredName(s: NativeStrategyInfo): string | undefined {

@@ -14,6 +14,7 @@ export const asyncDescriptor = {
     managedMemory: false,
     spillsToHost: false,
     peerAccess: true,
+    sleep: false,
   },
   options: {
     /** idle bytes the pool keeps at a synchronisation point (unset: keep everything). */

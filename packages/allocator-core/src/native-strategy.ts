@@ -42,6 +42,7 @@ export interface NativeStrategyFlags {
   readonly managedMemory: boolean;
   readonly spillsToHost: boolean;
   readonly peerAccess: boolean;
+  readonly sleep: boolean;
 }
 
 /**

@@ -15,6 +15,7 @@ export const expandableDescriptor = {
     managedMemory: false,
     spillsToHost: false,
     peerAccess: true,
+    sleep: true,
   },
   placement: { key: 'upstream', choices: ['cuda', 'host'] },
   options: {
@@ -56,5 +57,10 @@ export const expandableDescriptor = {
      * (default: the device's memory rounded up to a granule; host: 64 GiB).
      */
     reserveBytes: option.bytes(),
+    /**
+     * host bytes the backups of sleeping tags may hold (unset: MemAvailable less 10% of MemTotal at
+     * each sleep).
+     */
+    backupLimitBytes: option.nonNegative(),
   },
 } as const;

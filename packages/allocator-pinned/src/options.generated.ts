@@ -15,6 +15,7 @@ export const pinnedDescriptor = {
     managedMemory: false,
     spillsToHost: false,
     peerAccess: true,
+    sleep: false,
   },
   placement: { key: 'upstream', choices: ['pinned', 'host'] },
   options: {

@@ -15,6 +15,7 @@ export const poolDescriptor = {
     managedMemory: false,
     spillsToHost: false,
     peerAccess: true,
+    sleep: false,
   },
   placement: { key: 'upstream', choices: ['cuda', 'host'] },
   options: {

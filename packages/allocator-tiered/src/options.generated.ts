@@ -15,6 +15,7 @@ export const tieredDescriptor = {
     managedMemory: false,
     spillsToHost: true,
     peerAccess: true,
+    sleep: true,
   },
   placement: { key: 'upstream', choices: ['cuda', 'host', 'auto'] },
   options: {
@@ -35,5 +36,10 @@ export const tieredDescriptor = {
      * only lowers it).
      */
     hostBudgetBytes: option.nonNegative(),
+    /**
+     * host bytes the backups of sleeping tags may hold (unset: MemAvailable less 10% of MemTotal at
+     * each sleep).
+     */
+    backupLimitBytes: option.nonNegative(),
   },
 } as const;

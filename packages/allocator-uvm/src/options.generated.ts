@@ -14,6 +14,7 @@ export const uvmDescriptor = {
     managedMemory: true,
     spillsToHost: false,
     peerAccess: true,
+    sleep: false,
   },
   options: {
     /** prefetch each allocation to the device when it is made (default true). */
