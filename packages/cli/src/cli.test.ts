@@ -15,6 +15,8 @@ describe('gpumem CLI', () => {
     expect(r.stdout).toMatch(/devices: /);
     for (const name of ['cuda', 'host', 'uvm', 'pool', 'async']) expect(r.stdout).toMatch(new RegExp(`^  ${name} `, 'm'));
     expect(r.stdout).toMatch(/libcublas\.so\.13 +(loadable|not loadable)/);
+    // The strategies with the registry's sleep flag, after the list.
+    expect(r.stdout).toContain('\n  sleep and wake by tag: expandable, tiered\n');
   });
 
   it('info --json is machine-readable and says which strategies can run here', () => {
@@ -24,6 +26,8 @@ describe('gpumem CLI', () => {
     expect(info.strategies.find((s: { name: string }) => s.name === 'host').available).toBe(true);
     expect(info.strategies.find((s: { name: string }) => s.name === 'pool').available).toBe(true);
     expect(info.devices.length > 0).toBe(info.strategies.find((s: { name: string }) => s.name === 'cuda').available);
+    const sleeping = info.strategies.filter((s: { sleep: boolean }) => s.sleep).map((s: { name: string }) => s.name);
+    expect(sleeping).toEqual(['expandable', 'tiered']);
   });
 
   it('loads extra plug-ins named in GPUMEM_PLUGINS', () => {
