@@ -26,6 +26,7 @@
 #include "gpumem/errors.hpp"
 #include "gpumem/memory_resource.hpp"
 #include "gpumem/tiered_resource.hpp"
+#include "sleep_target.hpp"
 #include "trace_capture.hpp"
 #include "warnings.hpp"
 
@@ -35,6 +36,9 @@ using namespace gpumem;
 using gpumem::torch::config;
 
 constexpr int max_devices = 64;
+// Device -1: host memory, for a strategy with the host_device flag (expandable's host twin), so that
+// the library's behaviour can be checked on a machine without a GPU. PyTorch never asks for it.
+constexpr int host_device = -1;
 constexpr int max_instances = GPUMEM_TORCH_MAX_INSTANCES;
 
 // A device's resource chain.
@@ -66,7 +70,7 @@ struct instance {
   std::string config_error;  // instance 0: why the last reading failed (under config_mutex)
   std::atomic<bool> reported_config_error{false};
   std::mutex create_mutex;
-  device_slot slots[max_devices];
+  device_slot slots[max_devices + 1];  // the last one: host_device
 };
 
 struct state {
@@ -148,11 +152,16 @@ std::unique_ptr<strategy> build(int device, const config& cfg) {
   return std::make_unique<strategy>(build_chain(gpumem::torch::chain_spec_for(cfg, device, free_bytes)));
 }
 
-bool valid_index(int device) { return device >= 0 && device < max_devices; }
+bool valid_index(int device) { return device >= host_device && device < max_devices; }
+
+device_slot& slot_of(instance& in, int device) { return in.slots[device == host_device ? max_devices : device]; }
+const device_slot& slot_of(const instance& in, int device) {
+  return in.slots[device == host_device ? max_devices : device];
+}
 
 strategy* existing(const instance& in, int device) {
   if (!valid_index(device)) return nullptr;
-  return in.slots[device].instance.load(std::memory_order_acquire);
+  return slot_of(in, device).instance.load(std::memory_order_acquire);
 }
 
 // The device's strategy, created on first use. Throws on a bad device or a failed creation
@@ -162,10 +171,20 @@ strategy& get_or_create(instance& in, int device) {
     throw invalid_argument(invalid_argument::kind::range, "device",
                            "device " + std::to_string(device) + " is out of range");
   }
-  device_slot& slot = in.slots[device];
+  device_slot& slot = slot_of(in, device);
   if (strategy* s = slot.instance.load(std::memory_order_acquire)) return *s;
   std::lock_guard<std::mutex> lock(in.create_mutex);
   if (strategy* s = slot.instance.load(std::memory_order_acquire)) return *s;
+  if (device == host_device) {
+    if (!in.cfg.strategy->flags.host_device) {
+      throw invalid_argument(invalid_argument::kind::range, "device",
+                             "device -1 (host memory) is for strategies with the hostDevice flag; " +
+                                 in.cfg.strategy->name + " needs a CUDA device");
+    }
+    strategy* s = build(device, in.cfg).release();  // never deleted (see global())
+    slot.instance.store(s, std::memory_order_release);
+    return *s;
+  }
   int count = device_count();
   if (device >= count) {
     throw invalid_argument(invalid_argument::kind::range, "device",
@@ -194,7 +213,7 @@ gpumem_torch_stats stats_of(const instance& in, int device) {
   r.peak_host_allocated_bytes = -1;
   r.host_reserved_bytes = -1;
   r.device = device;
-  const device_slot& slot = in.slots[device];
+  const device_slot& slot = slot_of(in, device);
   if (strategy* s = slot.instance.load(std::memory_order_acquire)) {
     resource_stats st = s->top().stats();
     r.allocated_bytes = st.allocated_bytes;
@@ -258,7 +277,7 @@ void* instance_malloc(int k, ssize_t size, int device, gpumem_stream_t stream, b
     raise = raise && in->cfg.oom == gpumem::torch::oom_mode::raise;
     try {
       if (size == 0) {
-        if (valid_index(device)) in->slots[device].zero_size.fetch_add(1, std::memory_order_relaxed);
+        if (valid_index(device)) slot_of(*in, device).zero_size.fetch_add(1, std::memory_order_relaxed);
         return nullptr;
       }
       if (size < 0) {
@@ -292,7 +311,7 @@ void* instance_malloc(int k, ssize_t size, int device, gpumem_stream_t stream, b
       message = "gpumem: allocation failed (unknown error)";
     }
     if (valid_index(device)) {
-      (out_of_mem ? in->slots[device].oom : in->slots[device].errors).fetch_add(1, std::memory_order_relaxed);
+      (out_of_mem ? slot_of(*in, device).oom : slot_of(*in, device).errors).fetch_add(1, std::memory_order_relaxed);
     }
   }
   set_error(message);
@@ -319,29 +338,29 @@ void instance_free(int k, void* ptr, ssize_t size, int device, gpumem_stream_t s
         std::size_t actual = s->top().allocation_size(ptr);
         if (actual != 0) {
           s->top().deallocate(ptr, actual, handle);
-          in.slots[device].size_fixup.fetch_add(1, std::memory_order_relaxed);
+          slot_of(in, device).size_fixup.fetch_add(1, std::memory_order_relaxed);
           return;
         }
       }
     }
     // Not this device's: look on the others before giving up.
-    for (int d = 0; d < max_devices; ++d) {
+    for (int d = host_device; d < max_devices; ++d) {
       strategy* other = existing(in, d);
       if (other == nullptr || other == s) continue;
       std::size_t actual = other->top().allocation_size(ptr);
       if (actual == 0) continue;
       other->top().deallocate(ptr, actual, handle);
-      if (actual != static_cast<std::size_t>(size)) in.slots[d].size_fixup.fetch_add(1, std::memory_order_relaxed);
+      if (actual != static_cast<std::size_t>(size)) slot_of(in, d).size_fixup.fetch_add(1, std::memory_order_relaxed);
       return;
     }
-    if (valid_index(device)) in.slots[device].bad_free.fetch_add(1, std::memory_order_relaxed);
+    if (valid_index(device)) slot_of(in, device).bad_free.fetch_add(1, std::memory_order_relaxed);
     set_error("gpumem: free of " + format_pointer(ptr) + " (" + std::to_string(static_cast<long long>(size)) +
               " bytes, device " + std::to_string(device) + "): not allocated by gpumem, or already freed");
   } catch (const std::exception& e) {
-    if (valid_index(device)) in.slots[device].errors.fetch_add(1, std::memory_order_relaxed);
+    if (valid_index(device)) slot_of(in, device).errors.fetch_add(1, std::memory_order_relaxed);
     set_error(std::string("gpumem: free failed: ") + e.what());
   } catch (...) {
-    if (valid_index(device)) in.slots[device].errors.fetch_add(1, std::memory_order_relaxed);
+    if (valid_index(device)) slot_of(in, device).errors.fetch_add(1, std::memory_order_relaxed);
     set_error("gpumem: free failed (unknown error)");
   }
 }
@@ -399,6 +418,16 @@ bool config_from_spec(const char* spec, config& out, std::string& error) {
 
 namespace gpumem::torch {
 void set_last_error(std::string message) noexcept { set_error(std::move(message)); }
+
+int find_sleep_target(int k, int device, sleep_target& out) noexcept {
+  instance* in = nullptr;
+  const int rc = check_target(k, device, in);
+  if (rc != GPUMEM_TORCH_OK) return rc;
+  out.strategy = in->cfg.strategy;
+  strategy* s = existing(*in, device);
+  out.sleeper = s == nullptr ? nullptr : s->chain.sleeper;
+  return GPUMEM_TORCH_OK;
+}
 }  // namespace gpumem::torch
 
 extern "C" {
@@ -556,7 +585,7 @@ GPUMEM_TORCH_API int gpumem_record_stream(void* ptr, gpumem_stream_t stream) {
   try {
     for (instance& in : global().instances) {
       if (!in.configured.load(std::memory_order_acquire)) continue;
-      for (int d = 0; d < max_devices; ++d) {
+      for (int d = host_device; d < max_devices; ++d) {
         strategy* s = existing(in, d);
         if (s == nullptr || s->top().allocation_size(ptr) == 0) continue;
         s->top().record_stream(ptr, static_cast<stream_handle>(stream));

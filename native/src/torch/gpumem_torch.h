@@ -78,6 +78,10 @@
  * (thread-safe). Instances are never destroyed: memory PyTorch still holds at exit is given back
  * by the driver, and frees that arrive during interpreter shutdown find a live allocator.
  *
+ * Device -1 is host memory for a strategy with the hostDevice flag (expandable: its host twin, on
+ * mmap), so that the library, sleep and wake included, can be exercised on a machine without a GPU;
+ * PyTorch never asks for it. Other strategies refuse it at the first allocation.
+ *
  * All functions are thread-safe. No C++ exception crosses this interface, with one documented
  * exception: gpumem_malloc under GPUMEM_OOM=raise.
  */
@@ -104,10 +108,12 @@ typedef struct CUstream_st* gpumem_stream_t;
 
 /* Return codes. */
 #define GPUMEM_TORCH_OK 0
-#define GPUMEM_TORCH_ERR_CONFIG 1   /* a bad environment value; nothing was created */
-#define GPUMEM_TORCH_ERR_DEVICE 2   /* device index out of range, or no CUDA device */
-#define GPUMEM_TORCH_ERR_CUDA 3     /* creating the strategy, or a CUDA call, failed */
-#define GPUMEM_TORCH_ERR_ARGUMENT 4 /* a NULL output pointer, an unknown pointer */
+#define GPUMEM_TORCH_ERR_CONFIG 1        /* a bad environment value; nothing was created */
+#define GPUMEM_TORCH_ERR_DEVICE 2        /* device index out of range, or no CUDA device */
+#define GPUMEM_TORCH_ERR_CUDA 3          /* creating the strategy, or a CUDA call, failed */
+#define GPUMEM_TORCH_ERR_ARGUMENT 4      /* a NULL output pointer, an unknown pointer, an unknown tag */
+#define GPUMEM_TORCH_ERR_OUT_OF_MEMORY 5 /* sleep: host memory for the backups; wake: device memory */
+#define GPUMEM_TORCH_ERR_STATE 6         /* a strategy that cannot sleep; another state the call cannot be made in */
 
 /* Version of this interface (the struct below included). */
 #define GPUMEM_TORCH_ABI_VERSION 2
@@ -206,7 +212,7 @@ GPUMEM_TORCH_API int gpumem_abi_version(void);
 
 /* The core's strategies as JSON text: [{"name", "description", "layer" ("leaf", "cache" or
  * "adaptor"), "wraps", "flags": {"requiresCuda", "capturable", "hostMemory", "requiresOptions",
- * "managedMemory", "spillsToHost", "peerAccess", "hostDevice", "kernelMemory"}, "options": [{"key",
+ * "managedMemory", "spillsToHost", "peerAccess", "hostDevice", "kernelMemory", "sleep"}, "options": [{"key",
  * "kind", "minimum", "choices", "default", "help", "js", "env", "required"}]}]. GPUMEM_ALLOCATOR
  * takes the names whose kernelMemory flag is true; "env" is the variable that sets an option (null:
  * none). NULL on failure (gpumem_last_error). Valid until the thread's next call. Reads no
@@ -263,6 +269,66 @@ typedef void (*gpumem_warning_handler)(int category, const char* message);
  * module (FutureWarning, RuntimeWarning). Not in GPUMEM_TORCH_ABI_VERSION 2's first libraries:
  * look it up before calling it. */
 GPUMEM_TORCH_API gpumem_warning_handler gpumem_set_warning_handler(gpumem_warning_handler handler);
+
+/* Sleep and wake by tag (gpumem/sleep.hpp), for strategies with the sleep flag (expandable,
+ * tiered: their memory is mapped through CUDA virtual memory management). Every allocation carries
+ * the tag current when it is made: the process tag (gpumem_set_process_tag), else "default".
+ * sleep releases the physical memory of the tags named, live and cached, and keeps their virtual
+ * addresses, after copying the live bytes of the tags that keep their content to pinned host
+ * memory; wake maps physical memory again at the same addresses and copies the content back, so
+ * that pointers PyTorch holds and captured CUDA graphs stay valid. While a tag sleeps, freeing its
+ * blocks is fine, an allocation in it fails (invalid state: "tag 'kv' is asleep: wake it before
+ * allocating in it"), and nothing may read or write its blocks. Not in GPUMEM_TORCH_ABI_VERSION 2's
+ * first libraries: look them up before calling them.
+ *
+ * Tag names: 1 to 128 bytes without NUL or control characters (UTF-8 as given). */
+
+/* Sets the process tag, the tag of every later allocation (on any thread: autograd's backward
+ * allocates on threads of its own); NULL (or "default") clears it. Returns the previous
+ * tag's name (valid until the thread's next tag call), or NULL for a bad name (gpumem_last_error). */
+GPUMEM_TORCH_API const char* gpumem_set_process_tag(const char* name);
+
+/* The tag the calling thread's allocations get now ("default" where none is set). */
+GPUMEM_TORCH_API const char* gpumem_current_tag(void);
+
+/* Puts tags of instance k's strategy on `device` to sleep. `tags`: tag_count names, or NULL / 0 for
+ * every tag the strategy has allocated in. keep_all != 0: every tag keeps its content; else only
+ * the keep_count tags named in `keep` do (none when 0), the others discard it (their blocks read
+ * as undefined after wake). Tags asleep already are reported unchanged. It waits for the work
+ * queued on the device first. On success *report (when not NULL) is the report as JSON, valid until
+ * the thread's next sleep call: {"changed": [names], "unchanged": [names], "deviceBytes": released,
+ * "copiedBytes": copied to host memory, "seconds": wall time}. Errors, nothing changed:
+ * GPUMEM_TORCH_ERR_ARGUMENT (a tag the strategy does not know, the message listing those it
+ * does; a bad name; an instance never created), GPUMEM_TORCH_ERR_OUT_OF_MEMORY (host memory for the
+ * backups cannot be had: checked before anything is released), GPUMEM_TORCH_ERR_STATE (a strategy
+ * without the sleep flag), GPUMEM_TORCH_ERR_DEVICE, GPUMEM_TORCH_ERR_CUDA. A device the strategy
+ * has not allocated on knows no tag. */
+GPUMEM_TORCH_API int gpumem_instance_sleep(int k, int device, const char* const* tags, size_t tag_count, int keep_all,
+                                           const char* const* keep, size_t keep_count, const char** report);
+
+/* Wakes the tags named (NULL / 0: every sleeping tag): physical memory mapped again at the same
+ * addresses, kept content copied back, complete when it returns. Awake tags named are reported
+ * unchanged. *report as for sleep ("deviceBytes": mapped, "copiedBytes": copied back). Errors as
+ * for sleep; GPUMEM_TORCH_ERR_OUT_OF_MEMORY when the device has no room: the tags stay asleep with
+ * their backups whole. */
+GPUMEM_TORCH_API int gpumem_instance_wake(int k, int device, const char* const* tags, size_t tag_count,
+                                          const char** report);
+
+/* The strategy's tags on `device`, in the order first allocated in, as JSON valid until the
+ * thread's next sleep call: {"tags": [{"tag", "asleep", "mode" ("keep" or "discard"),
+ * "allocatedBytes", "deviceBytes", "sleptBytes", "backupBytes"}], "backupPoolBytes": host bytes
+ * kept for later backups}. Errors as for sleep. */
+GPUMEM_TORCH_API int gpumem_instance_tag_stats(int k, int device, const char** json);
+
+/* Frees the host memory kept for later backups (none that holds a sleeping tag's content). */
+GPUMEM_TORCH_API int gpumem_instance_trim_backup(int k, int device);
+
+/* The same for instance 0 (the environment's: gpumem_malloc). */
+GPUMEM_TORCH_API int gpumem_sleep(int device, const char* const* tags, size_t tag_count, int keep_all,
+                                  const char* const* keep, size_t keep_count, const char** report);
+GPUMEM_TORCH_API int gpumem_wake(int device, const char* const* tags, size_t tag_count, const char** report);
+GPUMEM_TORCH_API int gpumem_tag_stats(int device, const char** json);
+GPUMEM_TORCH_API int gpumem_trim_backup(int device);
 
 /* The entry points of instance n, for n = 0 .. GPUMEM_TORCH_MAX_INSTANCES - 1. */
 #define GPUMEM_TORCH_DECLARE_INSTANCE(n)                                                              \
