@@ -36,6 +36,11 @@ serves in between to ``path`` (gpumem's JSONL trace, or RMM's CSV for a ``.csv``
 ``gpumem replay``; ``record(path, frames=True)`` tags each allocation with the Python line that made
 it; ``GPUMEM_TRACE=path`` records the whole process instead (docs/torch.md).
 
+Sleep and wake by tag (``expandable``, ``tiered``): ``with region("kv"): ...`` tags what is
+allocated inside; ``sleep(["kv"])`` gives the tag's physical memory back to the driver (its content
+kept in host memory) while tensors keep their addresses, and ``wake()`` brings it back; allocator
+objects have the same methods (docs/torch.md).
+
 Only the standard library is needed to import this package, to check a configuration
 (:func:`check_config`, :func:`describe`) and to list the strategies (:func:`strategies`);
 :func:`enable` and :func:`allocator` need PyTorch.
@@ -53,6 +58,7 @@ from typing import Any, Dict, List, Optional
 from . import _frames, _library, _warnings
 from ._allocator import Allocator, allocator, describe, place, set_thread_placement, thread_placement
 from ._library import library_path
+from ._sleep import InvalidStateError, OutOfMemoryError, backup_pool_bytes, current_tag, region, sleep, tag_stats, trim_backup, wake
 from ._stats import device_index as _device_index
 from ._stats import instance_memory_stats, instance_raw_stats
 
@@ -85,6 +91,15 @@ __all__ = [
     "record",
     "stop",
     "is_recording",
+    "region",
+    "current_tag",
+    "sleep",
+    "wake",
+    "tag_stats",
+    "backup_pool_bytes",
+    "trim_backup",
+    "OutOfMemoryError",
+    "InvalidStateError",
 ]
 
 def __getattr__(name: str) -> Any:
@@ -162,7 +177,8 @@ def strategies(all_registered: bool = False) -> List[Dict[str, Any]]:
     ``name``, ``aliases`` (its older names, deprecated), ``description``, ``layer`` (``leaf``,
     ``cache`` or ``adaptor``), ``wraps``, ``flags``
     (``requiresCuda``, ``capturable``, ``hostMemory``, ``requiresOptions``, ``managedMemory``,
-    ``spillsToHost``, ``peerAccess``, ``hostDevice``, ``kernelMemory``) and ``options`` (each with
+    ``spillsToHost``, ``peerAccess``, ``hostDevice``, ``kernelMemory``, ``sleep``: :func:`sleep` and
+    :func:`wake` by tag) and ``options`` (each with
     ``key``, ``kind``, ``minimum``, ``choices``, ``default``, ``help``, ``js`` (the Node spec takes
     it), ``env`` (the variable that sets it here, None where none does), ``envAliases`` (its
     deprecated spellings) and ``required``). The keywords of :func:`enable` and :func:`allocator`

@@ -6,9 +6,9 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import threading
-from typing import Any, Dict, Iterator, Optional
+from typing import Any, Dict, Iterator, List, Optional
 
-from . import _library, _warnings
+from . import _library, _sleep, _warnings
 from ._stats import instance_memory_stats, instance_raw_stats, device_index
 
 _instances_lock = threading.Lock()
@@ -113,6 +113,28 @@ class Allocator:
         lib = _library.load()
         if lib.gpumem_instance_trim(self.instance, device_index(device)) != 0:
             raise RuntimeError(_library.last_error())
+
+    def sleep(self, tags: _sleep.Tags = None, keep: Any = True, device: Any = None) -> Dict[str, Any]:
+        """Puts tags of this allocator's strategy to sleep (see :func:`gpumem_torch.sleep`). In a
+        MemPool the tags are those of the segments PyTorch asked for: a segment carries the tag
+        current when it was made, and the blocks PyTorch keeps inside it sleep with it."""
+        return _sleep.instance_sleep(self.instance, tags, keep, device)
+
+    def wake(self, tags: _sleep.Tags = None, device: Any = None) -> Dict[str, Any]:
+        """Wakes tags of this allocator's strategy (see :func:`gpumem_torch.wake`)."""
+        return _sleep.instance_wake(self.instance, tags, device)
+
+    def tag_stats(self, device: Any = None) -> List[Dict[str, Any]]:
+        """This allocator's tags (see :func:`gpumem_torch.tag_stats`)."""
+        return _sleep.instance_tag_stats(self.instance, device)
+
+    def backup_pool_bytes(self, device: Any = None) -> int:
+        """Host bytes this allocator keeps for later backups (see :func:`gpumem_torch.backup_pool_bytes`)."""
+        return _sleep.instance_backup_pool_bytes(self.instance, device)
+
+    def trim_backup(self, device: Any = None) -> None:
+        """Frees the host memory this allocator keeps for later backups."""
+        _sleep.instance_trim_backup(self.instance, device)
 
     def __repr__(self) -> str:
         return f"gpumem_torch.Allocator(instance={self.instance}, {self.config()})"

@@ -1,0 +1,271 @@
+"""Sleep and wake by tag: the process tag that every allocation carries (:func:`region`), and
+:func:`sleep` / :func:`wake` of a strategy whose memory is mapped through CUDA virtual memory
+management (``expandable``, ``tiered``: the registry's ``sleep`` flag). A sleeping tag's physical
+memory goes back to the driver while its virtual addresses stay, so that the tensors' pointers and
+captured CUDA graphs stay valid; wake maps memory again at the same addresses and copies kept
+content back (vLLM's ``CuMemAllocator.sleep`` / ``wake_up``, torch_memory_saver's ``region`` /
+``pause`` / ``resume``). See docs/torch.md.
+
+Only the standard library: PyTorch is not imported here."""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import json
+import sys
+from typing import Any, Dict, Iterable, Iterator, List, Optional, Tuple, Type, Union
+
+from . import _library
+from ._stats import device_index
+
+# gpumem_torch.h's return codes.
+_ERR_CONFIG, _ERR_DEVICE, _ERR_CUDA, _ERR_ARGUMENT, _ERR_OUT_OF_MEMORY, _ERR_STATE = 1, 2, 3, 4, 5, 6
+
+Tags = Union[None, str, Iterable[str]]
+
+
+class OutOfMemoryError(RuntimeError):
+    """Sleep could not get host memory for the backups (nothing was released), or wake found no room
+    on the device (the tags stay asleep, their backups whole). Where PyTorch is imported the error
+    raised is also a ``torch.OutOfMemoryError``."""
+
+
+class InvalidStateError(RuntimeError):
+    """The call cannot be made in this state: sleep and wake on a strategy that cannot sleep (one
+    without the registry's ``sleep`` flag)."""
+
+
+_with_torch: Dict[type, Type[OutOfMemoryError]] = {}
+
+
+def _out_of_memory(message: str) -> OutOfMemoryError:
+    """gpumem's OutOfMemoryError, which is a ``torch.OutOfMemoryError`` as well where PyTorch is
+    imported (``except torch.OutOfMemoryError`` catches it, as it catches PyTorch's own)."""
+    torch = sys.modules.get("torch")
+    base = None
+    if torch is not None:
+        base = getattr(torch, "OutOfMemoryError", None) or getattr(getattr(torch, "cuda", None), "OutOfMemoryError", None)
+    if not isinstance(base, type) or not issubclass(base, BaseException):
+        return OutOfMemoryError(message)
+    cls = _with_torch.get(base)
+    if cls is None:
+        cls = _with_torch[base] = type("OutOfMemoryError", (OutOfMemoryError, base), {"__module__": "gpumem_torch", "__doc__": OutOfMemoryError.__doc__})
+    return cls(message)
+
+
+def _raise(rc: int) -> None:
+    message = _library.last_error()
+    if rc == _ERR_OUT_OF_MEMORY:
+        raise _out_of_memory(message)
+    if rc == _ERR_STATE:
+        raise InvalidStateError(message)
+    if rc in (_ERR_ARGUMENT, _ERR_DEVICE, _ERR_CONFIG):
+        raise ValueError(message)
+    raise RuntimeError(message)
+
+
+_NAMES = ctypes.POINTER(ctypes.c_char_p)
+
+
+_declared = False
+
+
+def _lib() -> ctypes.CDLL:
+    global _declared
+    lib = _library.load()
+    if _declared:
+        return lib
+    if not hasattr(lib, "gpumem_instance_sleep"):
+        raise RuntimeError(f"gpumem: {_library.loaded_path()} cannot sleep and wake by tag; rebuild it")
+    c_int, c_size_t, c_char_p = ctypes.c_int, ctypes.c_size_t, ctypes.c_char_p
+    out = ctypes.POINTER(c_char_p)
+    for name, restype, argtypes in (
+        ("gpumem_set_process_tag", c_char_p, [c_char_p]),
+        ("gpumem_current_tag", c_char_p, []),
+        ("gpumem_instance_sleep", c_int, [c_int, c_int, _NAMES, c_size_t, c_int, _NAMES, c_size_t, out]),
+        ("gpumem_instance_wake", c_int, [c_int, c_int, _NAMES, c_size_t, out]),
+        ("gpumem_instance_tag_stats", c_int, [c_int, c_int, out]),
+        ("gpumem_instance_trim_backup", c_int, [c_int, c_int]),
+    ):
+        fn = getattr(lib, name)
+        fn.restype = restype
+        fn.argtypes = argtypes
+    _declared = True
+    return lib
+
+
+def _tag_bytes(tag: Any, what: str) -> bytes:
+    """A tag name as the library reads it; TypeError for a non-string, ValueError for a NUL (a C
+    string would end there). The library checks the rest (empty, too long, control characters)."""
+    if not isinstance(tag, str):
+        raise TypeError(f"gpumem: expected a tag name (str) in {what} but received {tag!r} of type {type(tag).__name__}")
+    if "\x00" in tag:
+        raise ValueError(f"gpumem: tag {tag!r} in {what} holds a NUL character")
+    return tag.encode("utf-8")
+
+
+def _names(tags: Tags, what: str) -> Tuple[Any, int]:
+    """(array, count) for the library: (None, 0) for None (every tag)."""
+    if tags is None:
+        return None, 0
+    listed = [tags] if isinstance(tags, str) else list(tags)
+    if not listed:
+        raise ValueError(f"gpumem: {what} is empty; pass None for every tag")
+    encoded = [_tag_bytes(t, what) for t in listed]
+    return (ctypes.c_char_p * len(encoded))(*encoded), len(encoded)
+
+
+def _report(text: bytes) -> Dict[str, Any]:
+    r = json.loads(text.decode("utf-8"))
+    return {
+        "changed": r["changed"],
+        "unchanged": r["unchanged"],
+        "device_bytes": r["deviceBytes"],
+        "copied_bytes": r["copiedBytes"],
+        "seconds": r["seconds"],
+    }
+
+
+def set_process_tag(tag: Optional[str]) -> str:
+    """Sets the tag of every later allocation of the process (None or ``"default"``: none);
+    returns the previous one. Prefer :func:`region`."""
+    lib = _lib()
+    previous = lib.gpumem_set_process_tag(None if tag is None else _tag_bytes(tag, "the tag"))
+    if previous is None:
+        raise ValueError(_library.last_error())
+    return previous.decode("utf-8")
+
+
+def current_tag() -> str:
+    """The tag this thread's allocations get now (``"default"`` outside any :func:`region`)."""
+    return _lib().gpumem_current_tag().decode("utf-8")
+
+
+@contextlib.contextmanager
+def region(tag: str) -> Iterator[None]:
+    """Inside the block, every allocation gpumem serves carries ``tag``, so that :func:`sleep` and
+    :func:`wake` can name it::
+
+        with gpumem_torch.region("weights"):
+            model = build_model().cuda()
+        with gpumem_torch.region("kv"):
+            cache = torch.empty(n, device="cuda")
+
+    It sets the *process* tag, not a thread's: autograd runs backward on threads of its own, and the
+    gradients it allocates there carry the tag too. The previous tag is restored on exit
+    (exceptions included), so blocks nest; two threads in regions of their own at once share
+    one process tag (the later one wins). ValueError for a bad name (empty, longer than 128 bytes,
+    a control character)."""
+    previous = set_process_tag(tag)
+    try:
+        yield
+    finally:
+        set_process_tag(previous)
+
+
+def instance_sleep(instance: int, tags: Tags = None, keep: Union[bool, str, Iterable[str]] = True, device: Any = None) -> Dict[str, Any]:
+    names, count = _names(tags, "tags")
+    keep_all = 1
+    keep_names, keep_count = None, 0
+    if keep is False:
+        keep_all = 0
+    elif keep is not True:
+        if isinstance(keep, (bool, int)) or keep is None:
+            raise TypeError(f"gpumem: keep is True, False or a list of tags, not {keep!r}")
+        listed = [keep] if isinstance(keep, str) else list(keep)
+        keep_all = 0
+        if listed:
+            encoded = [_tag_bytes(t, "keep") for t in listed]
+            keep_names, keep_count = (ctypes.c_char_p * len(encoded))(*encoded), len(encoded)
+    report = ctypes.c_char_p()
+    rc = _lib().gpumem_instance_sleep(instance, device_index(device), names, count, keep_all, keep_names, keep_count, ctypes.byref(report))
+    if rc != 0:
+        _raise(rc)
+    return _report(report.value or b"{}")
+
+
+def instance_wake(instance: int, tags: Tags = None, device: Any = None) -> Dict[str, Any]:
+    names, count = _names(tags, "tags")
+    report = ctypes.c_char_p()
+    rc = _lib().gpumem_instance_wake(instance, device_index(device), names, count, ctypes.byref(report))
+    if rc != 0:
+        _raise(rc)
+    return _report(report.value or b"{}")
+
+
+def _states(instance: int, device: Any) -> Dict[str, Any]:
+    text = ctypes.c_char_p()
+    rc = _lib().gpumem_instance_tag_stats(instance, device_index(device), ctypes.byref(text))
+    if rc != 0:
+        _raise(rc)
+    return json.loads((text.value or b"{}").decode("utf-8"))
+
+
+_STATE_KEYS = (
+    ("tag", "tag"),
+    ("asleep", "asleep"),
+    ("mode", "mode"),
+    ("allocated_bytes", "allocatedBytes"),
+    ("device_bytes", "deviceBytes"),
+    ("slept_bytes", "sleptBytes"),
+    ("backup_bytes", "backupBytes"),
+)
+
+
+def instance_tag_stats(instance: int, device: Any = None) -> List[Dict[str, Any]]:
+    return [{key: state[js] for key, js in _STATE_KEYS} for state in _states(instance, device)["tags"]]
+
+
+def instance_backup_pool_bytes(instance: int, device: Any = None) -> int:
+    return int(_states(instance, device)["backupPoolBytes"])
+
+
+def instance_trim_backup(instance: int, device: Any = None) -> None:
+    rc = _lib().gpumem_instance_trim_backup(instance, device_index(device))
+    if rc != 0:
+        _raise(rc)
+
+
+def sleep(tags: Tags = None, keep: Union[bool, str, Iterable[str]] = True, device: Any = None) -> Dict[str, Any]:
+    """Puts ``tags`` (a name, a list of names, or None for every tag the strategy has allocated in)
+    of the allocator :func:`gpumem_torch.enable` installed to sleep on ``device`` (default: the
+    current device). ``keep``: True (every tag keeps its content: copied to pinned host memory),
+    False (none does: the tensors read as undefined after wake), or the list of tags that keep it
+    (the others discard: vLLM's ``offload_tags``). Waits for the work queued on the device, then
+    releases the tags' physical memory, live and cached; the virtual addresses stay.
+
+    Returns ``{"changed": [...], "unchanged": [...], "device_bytes": ..., "copied_bytes": ...,
+    "seconds": ...}`` (``unchanged``: tags asleep already). Raises ValueError for a tag the
+    strategy does not know (the message lists those it knows) or a bad name; OutOfMemoryError
+    (also a ``torch.OutOfMemoryError`` where PyTorch is imported) when host memory for the
+    backups cannot be had, before anything is released; InvalidStateError for a strategy that
+    cannot sleep. While a tag sleeps, tensors in it may be freed, but not read or written, and a
+    new allocation in it fails (docs/torch.md)."""
+    return instance_sleep(0, tags, keep, device)
+
+
+def wake(tags: Tags = None, device: Any = None) -> Dict[str, Any]:
+    """Wakes ``tags`` (None: every sleeping tag): physical memory mapped again at the same
+    addresses, kept content copied back; complete when it returns. Awake tags named are reported
+    ``unchanged``. Raises as :func:`sleep` does; OutOfMemoryError when the device has no room (the
+    tags stay asleep, their backups whole)."""
+    return instance_wake(0, tags, device)
+
+
+def tag_stats(device: Any = None) -> List[Dict[str, Any]]:
+    """Every tag the strategy has allocated in on ``device``, in that order: ``{"tag", "asleep",
+    "mode" ("keep"/"discard"), "allocated_bytes" (held by tensors, asleep or awake), "device_bytes"
+    (physical memory held now, live and cached), "slept_bytes" (released by its sleep),
+    "backup_bytes" (host memory holding its content)}``."""
+    return instance_tag_stats(0, device)
+
+
+def backup_pool_bytes(device: Any = None) -> int:
+    """Host bytes kept after wake for the next sleep's backups (pinned once, reused)."""
+    return instance_backup_pool_bytes(0, device)
+
+
+def trim_backup(device: Any = None) -> None:
+    """Frees the host memory kept for later backups (:func:`backup_pool_bytes`)."""
+    instance_trim_backup(0, device)
