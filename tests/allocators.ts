@@ -74,7 +74,12 @@ const variants: Record<string, Array<Omit<AllocatorCase, 'name' | 'requiresCuda'
       options: { upstream: 'host', deviceBudgetBytes: 4 * 2 ** 20, trackingCapacity: 64 },
       oversizeBytes: hostOversize,
     },
-    { label: 'tiered(cuda)', options: { upstream: 'cuda' }, oversizeBytes: 2 ** 50 },
+    {
+      label: 'tiered(cuda)',
+      options: { upstream: 'cuda' },
+      oversizeBytes: 2 ** 50,
+      smallDevice: { deviceBudgetBytes: 16 * 2 ** 20, hostBudgetBytes: 16 * 2 ** 20 },
+    },
   ],
   arena: [
     { label: 'arena(host)', options: { upstream: 'host' }, oversizeBytes: hostOversize },
