@@ -270,7 +270,7 @@ TEST_CASE("sleeping every tag leaves the device tier holding nothing, cached blo
     CHECK(s.asleep);
     CHECK_EQ(s.device_bytes, 0u);
   }
-  CHECK_EQ(f.state(act).slept_bytes, 2 * granule);  // what wake maps again: the live block
+  CHECK_EQ(f.state(act).slept_bytes, 3 * granule);  // what its sleep released: the live block and the cached one
 
   f.resource.wake({});
   CHECK_EQ(f.memory->device_held, 4 * granule);

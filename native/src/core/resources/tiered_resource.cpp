@@ -651,17 +651,19 @@ struct tiered_resource::impl final : stream_observer {
         // copy that failed while running): it sleeps, the content of the failed copies lost, never
         // the addresses. The tags before it sleep; those after it stay awake.
         if (slept > 0) {
-          settle_asleep(*entry, w.mode, slept, w.backup);
-          release_cached_of([&w](tag_id t) { return t == w.tag; });
+          const std::uint64_t cached = release_cached_of([&w](tag_id t) { return t == w.tag; });
+          settle_asleep(*entry, w.mode, slept + cached, w.backup);
         } else {
           engine.recycle(w.backup);
         }
         for (std::size_t j = i + 1; j < work.size(); ++j) engine.recycle(work[j].backup);
         throw;
       }
-      settle_asleep(*entry, w.mode, slept, w.backup);
+      // What the tag's sleep released, its cached blocks included (tag_state::slept_bytes).
+      const std::uint64_t cached = release_cached_of([&w](tag_id t) { return t == w.tag; });
+      settle_asleep(*entry, w.mode, slept + cached, w.backup);
       report.changed.push_back(w.tag);
-      report.device_bytes += slept + release_cached_of([&w](tag_id t) { return t == w.tag; });
+      report.device_bytes += slept + cached;
       report.copied_bytes += w.span_bytes;
     }
     report.seconds = seconds_since(start);
