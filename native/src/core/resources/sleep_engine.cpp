@@ -1,9 +1,12 @@
 #include "sleep_engine.hpp"
 
+#include <sys/mman.h>
+
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <thread>
 
 #include "../cuda_check.hpp"
 #include "gpumem/errors.hpp"
@@ -51,20 +54,54 @@ struct sleep_engine::impl {
 
   bool on_host() const noexcept { return kind == memory_kind::host; }
 
-  std::byte* allocate_chunk(std::size_t bytes) {
-    if (on_host()) return static_cast<std::byte*>(std::malloc(bytes));
+  // Host memory for a chunk, or nullptr where the host refuses it. On a device it is pinned: mapped
+  // with transparent huge pages advised, its pages faulted in by several threads at once (zeroing
+  // them is most of what pinning costs), then registered with CUDA; cudaHostAlloc where that fails.
+  sleep_backup::chunk allocate_chunk(std::size_t bytes) {
+    if (on_host()) return {static_cast<std::byte*>(std::malloc(bytes)), bytes, false};
 #ifdef GPUMEM_WITH_CUDA
     device_scope scope(device);
-    void* p = nullptr;
-    const cudaError_t status = cudaHostAlloc(&p, bytes, cudaHostAllocDefault);
-    if (status != cudaSuccess) {
+    void* mapped = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (mapped != MAP_FAILED) {
+      madvise(mapped, bytes, MADV_HUGEPAGE);
+      fault_in(static_cast<std::byte*>(mapped), bytes);
+      if (cudaHostRegister(mapped, bytes, cudaHostRegisterDefault) == cudaSuccess) {
+        return {static_cast<std::byte*>(mapped), bytes, true};
+      }
       cudaGetLastError();
-      return nullptr;
+      munmap(mapped, bytes);
     }
-    return static_cast<std::byte*>(p);
+    void* p = nullptr;
+    if (cudaHostAlloc(&p, bytes, cudaHostAllocDefault) != cudaSuccess) {
+      cudaGetLastError();
+      return {nullptr, bytes, false};
+    }
+    return {static_cast<std::byte*>(p), bytes, false};
 #else
     throw invalid_state("sleep: this build has no CUDA, so it cannot copy device memory");
 #endif
+  }
+
+  // Touches every page of [base, base + bytes) from up to 8 threads. A thread that cannot start
+  // leaves its share to the calling thread.
+  static void fault_in(std::byte* base, std::size_t bytes) noexcept {
+    constexpr std::size_t page = 4096;
+    const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
+    const std::size_t parts = std::min<std::size_t>({8, cores, std::max<std::size_t>(1, bytes >> 27)});
+    const std::size_t share = (bytes / parts + page - 1) / page * page;
+    const auto touch = [base, bytes](std::size_t from, std::size_t to) {
+      for (std::size_t at = from; at < std::min(to, bytes); at += page) base[at] = std::byte{0};
+    };
+    std::vector<std::thread> threads;
+    for (std::size_t i = 1; i < parts; ++i) {
+      try {
+        threads.emplace_back(touch, i * share, (i + 1) * share);
+      } catch (...) {
+        touch(i * share, (i + 1) * share);
+      }
+    }
+    touch(0, share);
+    for (std::thread& t : threads) t.join();
   }
 
   void free_chunk(const sleep_backup::chunk& c) noexcept {
@@ -74,7 +111,12 @@ struct sleep_engine::impl {
       return;
     }
 #ifdef GPUMEM_WITH_CUDA
-    cudaFreeHost(c.base);
+    if (c.registered) {
+      cudaHostUnregister(c.base);
+      munmap(c.base, c.bytes);
+    } else {
+      cudaFreeHost(c.base);
+    }
 #endif
   }
 
@@ -216,13 +258,13 @@ void sleep_engine::save_and_release(sleep_backup& backup, const std::vector<slee
         if (chunk == backup.chunks_.size()) {
           if (backup.pending_ == 0) throw invalid_state("sleep: the backup is smaller than the content to keep (an internal error)");
           const std::size_t n = static_cast<std::size_t>(std::min<std::uint64_t>(backup.pending_, grow_chunk_bytes));
-          std::byte* base = m.allocate_chunk(n);
-          if (base == nullptr) {
+          const sleep_backup::chunk made = m.allocate_chunk(n);
+          if (made.base == nullptr) {
             throw out_of_memory("sleep: the host refused " + format_bytes_brief(n) + (m.on_host() ? "" : " of pinned memory") +
                                     " for the backup (" + format_bytes_brief(m.held_bytes) + " held for backups already);",
                                 n, stats);
           }
-          backup.chunks_.push_back({base, n});
+          backup.chunks_.push_back(made);
           backup.held_ += n;
           backup.pending_ -= n;
           m.pending_bytes -= n;

@@ -65,6 +65,7 @@ class sleep_backup {
   struct chunk {
     std::byte* base;
     std::size_t bytes;
+    bool registered = false;  // mmap + cudaHostRegister (else cudaHostAlloc, or malloc on the twin)
   };
   std::vector<chunk> chunks_;
   std::vector<piece> pieces_;  // sorted by addr
