@@ -65,9 +65,11 @@ def build(torch, name):
     if name == "gpt2":
         from transformers import GPT2Config, GPT2LMHeadModel
 
-        config = GPT2Config(attn_implementation="eager")  # GPT-2 small: 12 layers, 768 wide
+        # GPT-2 small: 12 layers, 768 wide. SDPA's causal path builds no mask tensor; the eager mask
+        # copies a host scalar to the device, which capture refuses.
+        config = GPT2Config(attn_implementation="sdpa")
         try:
-            config._attn_implementation = "eager"
+            config._attn_implementation = "sdpa"
         except AttributeError:
             pass
         model = GPT2LMHeadModel(config).to("cuda").eval()
@@ -280,7 +282,7 @@ def main(argv=None):
     p = argparse.ArgumentParser(description="A CUDA graph captured before sleep replays after wake with bit-identical outputs.")
     p.add_argument("--out", default=os.path.join(HERE, "out"), help="folder of graph_replay.json (default bench/sleep/out)")
     p.add_argument("--json", help="where to write the JSON (default OUT/graph_replay.json)")
-    p.add_argument("--models", type=csv_list(MODELS, "model"), default=["gpt2"], help="gpt2, resnet18 (comma-separated; default gpt2)")
+    p.add_argument("--models", type=csv_list(MODELS, "model"), default=["resnet18", "gpt2"], help="gpt2, resnet18 (comma-separated; default both)")
     p.add_argument("--paths", type=csv_list(PATHS, "path"), default=list(PATHS), help="mempool, enable (comma-separated; default both)")
     p.add_argument("--capture-error-mode", choices=("global", "thread_local", "relaxed"), default="global",
                    help="torch.cuda.graph's capture_error_mode (default global; a capture refused in it is tried again with relaxed)")
