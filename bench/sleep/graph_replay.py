@@ -4,8 +4,8 @@
 captured once with a static input, its memory put to sleep and woken, the graph replayed, its output
 compared byte for byte with the replay before the sleep. One fresh process per (model, path).
 
-  python3 bench/sleep/graph_replay.py --out bench/sleep/out              # gpt2, both paths
-  python3 bench/sleep/graph_replay.py --models gpt2,resnet18 --paths mempool
+  python3 bench/sleep/graph_replay.py --out bench/sleep/out              # resnet18 and gpt2, the mempool path
+  python3 bench/sleep/graph_replay.py --models gpt2 --paths mempool,enable
 
 Paths (how the graph's memory comes from gpumem):
   mempool   PyTorch's caching allocator keeps the graph's private pool: gpumem_torch.allocator('expandable')
@@ -24,7 +24,8 @@ Paths (how the graph's memory comes from gpumem):
             live block touches) for good, and wake maps again only the runs under live blocks, so
             intermediates that sit in runs of their own are unmapped when the graph replays. A small
             model's intermediates may all share runs with live blocks; GPT-2's are larger. The
-            mempool path does not depend on that.
+            mempool path does not depend on that, and is the default; under enable() keep the
+            graph's own memory in a tag that stays awake (docs/torch.md).
 
 Each path captures after three warm-up forwards on the capture's stream (where a capture is refused
 in torch.cuda.graph's default error mode, 'global', one more process tries 'relaxed'), replays twice
@@ -283,7 +284,7 @@ def main(argv=None):
     p.add_argument("--out", default=os.path.join(HERE, "out"), help="folder of graph_replay.json (default bench/sleep/out)")
     p.add_argument("--json", help="where to write the JSON (default OUT/graph_replay.json)")
     p.add_argument("--models", type=csv_list(MODELS, "model"), default=["resnet18", "gpt2"], help="gpt2, resnet18 (comma-separated; default both)")
-    p.add_argument("--paths", type=csv_list(PATHS, "path"), default=list(PATHS), help="mempool, enable (comma-separated; default both)")
+    p.add_argument("--paths", type=csv_list(PATHS, "path"), default=["mempool"], help="mempool, enable (comma-separated; default mempool)")
     p.add_argument("--capture-error-mode", choices=("global", "thread_local", "relaxed"), default="global",
                    help="torch.cuda.graph's capture_error_mode (default global; a capture refused in it is tried again with relaxed)")
     p.add_argument("--timeout", type=float, default=120, help="seconds per process (default 120)")
