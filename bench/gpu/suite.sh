@@ -296,7 +296,8 @@ suite_sleep() {
   local cases=()
   [ -n "${SLEEP_CASES:-}" ] && cases=(--cases "$SLEEP_CASES")
   step sleep graph-replay 80 python3 bench/sleep/graph_replay.py --timeout 25 --json "$(json sleep graph-replay.json)"
-  step sleep rl-loop 140 python3 bench/sleep/rl_loop.py --timeout 65 --json "$(json sleep rl-loop.json)"
+  step sleep rl-loop 160 python3 bench/sleep/rl_loop.py --rounds 2 --train-steps 2 --max-new-tokens 48 --timeout 75 \
+    --json "$(json sleep rl-loop.json)"
   step sleep sleep-bench 255 env PYTHONPATH="$peer${PYTHONPATH:+:$PYTHONPATH}" python3 bench/sleep/sleep_bench.py \
     --deadline 245 "${cases[@]}" --json "$(json sleep sleep-bench.json)"
 }
