@@ -150,6 +150,23 @@ struct sleep_engine::impl {
 #endif
   }
 
+  // What one call's copies need: the engine's device current and its stream made (nothing on the
+  // host twin). Throws invalid_state where the build has no CUDA and the memory is not the host's.
+  struct copy_scope {
+#ifdef GPUMEM_WITH_CUDA
+    std::optional<device_scope> current;
+#endif
+    explicit copy_scope(impl& m) {
+      if (m.on_host()) return;
+#ifdef GPUMEM_WITH_CUDA
+      current.emplace(m.device);
+      m.ensure_stream();
+#else
+      throw invalid_state("sleep: this build has no CUDA, so it cannot copy device memory");
+#endif
+    }
+  };
+
   void synchronize_stream() noexcept {
 #ifdef GPUMEM_WITH_CUDA
     if (!on_host() && stream != nullptr) cudaStreamSynchronize(stream);
@@ -230,15 +247,7 @@ void sleep_engine::save_and_release(sleep_backup& backup, const std::vector<slee
                                     const std::vector<sleep_unit>& units,
                                     const std::function<void(const sleep_unit&)>& release, const resource_stats& stats) {
   impl& m = *impl_;
-#ifdef GPUMEM_WITH_CUDA
-  std::optional<device_scope> scope;
-  if (!m.on_host()) {
-    scope.emplace(m.device);
-    m.ensure_stream();
-  }
-#else
-  if (!m.on_host()) throw invalid_state("sleep: this build has no CUDA, so it cannot copy device memory");
-#endif
+  const impl::copy_scope scope(m);
   // Lay the spans out over the backup's chunks in pieces of at most copy_piece_bytes, allocating the
   // pending memory a chunk at a time, and queue each piece's copy at once (with an event after it on
   // a device), so that the host pins the next chunk while the link copies the last. Nothing is
@@ -317,13 +326,7 @@ void sleep_engine::map_and_restore(sleep_backup& backup, const std::vector<sleep
                                    const std::function<void(const sleep_unit&)>& map,
                                    const std::function<void(const sleep_unit&)>& release) {
   impl& m = *impl_;
-#ifdef GPUMEM_WITH_CUDA
-  std::optional<device_scope> scope;
-  if (!m.on_host()) {
-    scope.emplace(m.device);
-    m.ensure_stream();
-  }
-#endif
+  const impl::copy_scope scope(m);
   std::size_t mapped = 0;
   std::size_t next = 0;  // the first piece not yet copied back
   try {
