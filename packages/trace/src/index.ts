@@ -40,6 +40,7 @@ export {
   type SnapshotTrace,
   type SnapshotHeader,
   type SnapshotDetails,
+  type SnapshotOom,
   type SnapshotOptions,
   type PytorchSnapshotSummary,
 } from './snapshot/snapshot.js';

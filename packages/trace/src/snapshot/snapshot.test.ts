@@ -81,6 +81,8 @@ describe('PyTorch memory snapshots', () => {
         reservedBeforeHistoryBytes: 2 * MiB,
         allocatedBeforeHistoryBytes: MiB + 8192,
         allocationFrames: 1,
+        // device_free of the OOM entry, and what PyTorch reserved then
+        firstOom: { timeNs: 50_000, requestedBytes: 40_000_000_000, deviceFreeBytes: 1_234_567, reservedBytes: 24 * MiB },
         allocatorSettings: {
           PYTORCH_CUDA_ALLOC_CONF: 'expandable_segments:True',
           max_split_size: -1,

@@ -124,6 +124,12 @@ export interface SnapshotDetails {
   maxEntriesHint?: number;
   /** True when entries had no `time_us` (PyTorch before 2.1): times are then the entry's index, in µs. */
   timesFromOrder?: boolean;
+  /**
+   * The history's first `oom` entry that carries `device_free` (the driver's free bytes when the
+   * request failed, after PyTorch freed its cache and retried): with what PyTorch still reserved
+   * then, the memory its allocator could have had on that device.
+   */
+  firstOom?: SnapshotOom;
   /** `allocator_settings` of the snapshot (PYTORCH_CUDA_ALLOC_CONF and what it set), as plain JSON values. */
   allocatorSettings?: Record<string, unknown>;
   /**
@@ -132,6 +138,17 @@ export interface SnapshotDetails {
    * tags (the header's `tags`).
    */
   allocationFrames?: number;
+}
+
+/** One out-of-memory entry of a snapshot's history. */
+export interface SnapshotOom {
+  /** On the trace's clock (ns since its first entry). */
+  timeNs: number;
+  requestedBytes: number;
+  /** `device_free`: what the driver had free (cudaMemGetInfo) when the request failed. */
+  deviceFreeBytes: number;
+  /** What PyTorch's caching allocator reserved then (the segments of the history, and those before it). */
+  reservedBytes: number;
 }
 
 /** A trace's header, as read from a snapshot. */
@@ -321,6 +338,7 @@ class SnapshotReader {
     const frameBytes = new Map<string, number>(); // user frame -> bytes it allocated
     let deferredFrees = 0;
     let freesBeforeHistory = 0;
+    let firstOom: { event: number; deviceFreeBytes: number } | undefined;
 
     for (let i = 0; i < entries.length; i++) {
       const e = entries[i]!;
@@ -385,6 +403,8 @@ class SnapshotReader {
           break;
         }
         case 'oom':
+          if (firstOom === undefined && e.has('device_free'))
+            firstOom = { event: events.length, deviceFreeBytes: this.count(e, 'device_free', at) };
           emit({ timeNs, action: 'oom', ptr: 0, bytes: this.count(e, 'size', at), stream: this.count(e, 'stream', at, 0), tag: 0 });
           break;
         case 'segment_alloc':
@@ -453,6 +473,15 @@ class SnapshotReader {
     const n = entries.length;
     if (n >= 1000 && (n % 1000 === 0 || (n >= 1024 && (n & (n - 1)) === 0))) details.maxEntriesHint = n;
     if (!timed) details.timesFromOrder = true;
+    if (firstOom !== undefined) {
+      const e = events[firstOom.event]!;
+      details.firstOom = {
+        timeNs: e.timeNs,
+        requestedBytes: e.bytes,
+        deviceFreeBytes: firstOom.deviceFreeBytes,
+        reservedBytes: e.reservedBytes ?? reservedBefore,
+      };
+    }
     const settings = root.get('allocator_settings');
     if (settings instanceof Map) details.allocatorSettings = pickleToJson(settings) as Record<string, unknown>;
 
