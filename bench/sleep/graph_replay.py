@@ -45,20 +45,15 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import datetime
-import json
 import os
-import subprocess
 import sys
 import time
 
+from common import REPO, GiB, commit, csv_list, emit_result, free_bytes, markdown_table, run_worker, utc_now, write_json
+
 HERE = os.path.dirname(os.path.abspath(__file__))
-REPO = os.path.dirname(os.path.dirname(HERE))
-GiB = 1 << 30
 MODELS = ("gpt2", "resnet18")
 PATHS = ("mempool", "enable")
-TORCH_CONF_VARS = ("PYTORCH_CUDA_ALLOC_CONF", "PYTORCH_ALLOC_CONF", "PYTORCH_NO_CUDA_MEMORY_CACHING")
-KEPT_GPUMEM_VARS = ("GPUMEM_TORCH_LIB", "GPUMEM_COMMIT")
 
 
 def build(torch, name):
@@ -115,10 +110,6 @@ def worker(args):
 
         graph_kwargs = {}
 
-    def free():
-        torch.cuda.synchronize()
-        return torch.cuda.mem_get_info()[0]
-
     torch.manual_seed(0)
     with tagged("weights"):
         model, static, forward = build(torch, args.model)
@@ -151,18 +142,18 @@ def worker(args):
     scenarios = {"keep": {"tags": None, "keep": True}, "discard": {"tags": ["weights", "graph"], "keep": ["weights"]}}
     result["scenarios"] = {}
     for name, request in scenarios.items():
-        rec = {"request": request, "free_awake_bytes": free()}
+        rec = {"request": request, "free_awake_bytes": free_bytes(torch)}
         torch.cuda.synchronize()
         start = time.perf_counter()
         rec["sleep_report"] = api.sleep(request["tags"], keep=request["keep"])
         rec["sleep_seconds"] = time.perf_counter() - start
-        rec["free_asleep_bytes"] = free()
+        rec["free_asleep_bytes"] = free_bytes(torch)
         rec["tags_asleep"] = api.tag_stats()
         start = time.perf_counter()
         rec["wake_report"] = api.wake(request["tags"])
         torch.cuda.synchronize()
         rec["wake_seconds"] = time.perf_counter() - start
-        rec["free_woken_bytes"] = free()
+        rec["free_woken_bytes"] = free_bytes(torch)
         graph.replay()
         torch.cuda.synchronize()
         rec["output_equal"] = bool(torch.equal(out.cpu(), reference))
@@ -172,36 +163,20 @@ def worker(args):
               f"{'bit-identical' if rec['output_equal'] else 'DIFFERS'}", flush=True)
     result["output_pointer_after"] = out.data_ptr()
     result["identical"] = result["replays_agree"] and all(s["output_equal"] for s in result["scenarios"].values())
-    print("RESULT " + json.dumps(result), flush=True)
+    emit_result(result)
     return 0 if result["identical"] else 1
 
 
-def child_env():
-    env = {k: v for k, v in os.environ.items()
-           if k not in TORCH_CONF_VARS and not (k.startswith("GPUMEM_") and k not in KEPT_GPUMEM_VARS)}
-    env["PYTHONUNBUFFERED"] = "1"
-    return env
-
-
 def run_one(model, path, args, mode):
-    cmd = [sys.executable, os.path.abspath(__file__), "--worker", "--model", model, "--path", path,
-           "--capture-error-mode", mode]
     print(f"== {model} {path} (capture_error_mode {mode})", flush=True)
-    try:
-        proc = subprocess.run(cmd, env=child_env(), capture_output=True, text=True, timeout=args.timeout)
-    except subprocess.TimeoutExpired:
+    run = run_worker(__file__, ["--model", model, "--path", path, "--capture-error-mode", mode], args.timeout)
+    if run.timed_out:
         return {"model": model, "path": path, "status": "timed out", "reason": f"no result within {args.timeout:.0f} s"}
-    lines = proc.stdout.splitlines()
-    for line in lines:
-        if not line.startswith("RESULT "):
-            print(f"  {line}")
-    results = [json.loads(line[7:]) for line in lines if line.startswith("RESULT ")]
-    if not results:
-        print(proc.stderr[-4000:], flush=True)
-        return {"model": model, "path": path, "status": "failed", "exit": proc.returncode, "capture_error_mode": mode,
-                "reason": (proc.stderr.strip().splitlines() or ["no output"])[-1][:300],
-                "capture_refused": "captur" in proc.stderr}
-    result = results[-1]
+    if not run.results:
+        print(run.stderr[-4000:], flush=True)
+        return {"model": model, "path": path, "status": "failed", "exit": run.returncode, "capture_error_mode": mode,
+                "reason": run.reason, "capture_refused": "captur" in run.stderr}
+    result = run.results[-1]
     result["status"] = "ok" if result["identical"] else "differs"
     result["capture_error_mode"] = mode
     return result
@@ -234,49 +209,22 @@ def table(results):
                          + ("" if s["output_equal"] else " DIFFERS"))
         path = r["path"] + ("" if r["capture_error_mode"] == "global" else f" ({r['capture_error_mode']})")
         rows.append((r["model"], path, "bit-identical" if r["identical"] else "DIFFERS", *cells, str(r["eager_equal"]).lower()))
-    widths = [max(len(h), *(len(row[i]) for row in rows)) for i, h in enumerate(head)]
-    out = ["| " + " | ".join(h.ljust(w) for h, w in zip(head, widths)) + " |", "|" + "|".join("-" * (w + 2) for w in widths) + "|"]
-    out += ["| " + " | ".join(c.ljust(w) for c, w in zip(row, widths)) + " |" for row in rows]
-    return "\n".join(out)
-
-
-def commit():
-    if os.environ.get("GPUMEM_COMMIT"):
-        return os.environ["GPUMEM_COMMIT"]
-    try:
-        return subprocess.run(["git", "-C", REPO, "rev-parse", "HEAD"], capture_output=True, text=True, check=True).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown"
+    return markdown_table(head, rows)
 
 
 def parent(args):
     start = time.perf_counter()
     results = [run_with_retry(m, p, args) for m in args.models for p in args.paths]
-    doc = {"benchmark": "sleep-graph-replay",
-           "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
-           "commit": commit(), "capture_error_mode": args.capture_error_mode, "results": results,
+    doc = {"benchmark": "sleep-graph-replay", "date": utc_now(), "commit": commit(),
+           "capture_error_mode": args.capture_error_mode, "results": results,
            "seconds": round(time.perf_counter() - start, 1)}
-    path = args.json or os.path.join(args.out, "graph_replay.json")
-    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    with open(path, "w") as f:
-        json.dump(doc, f, indent=1)
+    path = write_json(doc, args, "graph_replay.json")
     first = next((r for r in results if r.get("device")), {})
     print(f"\nCUDA graph replay after sleep and wake, {first.get('device', 'no device')}, torch {first.get('torch', '?')}")
     print(table(results))
     bad = sum(1 for r in results if r["status"] != "ok")
     print(f"{len(results) - bad} of {len(results)} bit-identical; JSON: {path}")
     return min(bad, 100)
-
-
-def csv_list(known, what):
-    def parse(text):
-        names = [s for s in text.split(",") if s]
-        unknown = [s for s in names if s not in known]
-        if unknown or not names:
-            raise argparse.ArgumentTypeError(f"unknown {what} {', '.join(unknown) or '(none given)'}; known: {', '.join(known)}")
-        return names
-
-    return parse
 
 
 def main(argv=None):

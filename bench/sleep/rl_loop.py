@@ -39,18 +39,16 @@ and writes OUT/rl_loop.json; exit status 0 when both runs finished and matched, 
 from __future__ import annotations
 
 import argparse
-import datetime
 import hashlib
 import json
 import os
-import subprocess
 import sys
 import time
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-REPO = os.path.dirname(os.path.dirname(HERE))
+from common import REPO, GiB, commit, emit_result, free_bytes, markdown_table, run_worker, utc_now, write_json
 
-GiB = 1 << 30
+HERE = os.path.dirname(os.path.abspath(__file__))
+
 VOCAB = 50257
 POSITIONS = 1024
 # (n_embd, n_layer, n_head): GPT-2 small, medium, large, XL, then wider
@@ -58,8 +56,6 @@ SHAPES = [(768, 12, 12), (1024, 24, 16), (1280, 36, 20), (1600, 48, 25), (2048, 
 TRAIN_SEQ = 256
 PROMPT_LEN = 32
 MAX_GEN_BATCH = 256
-TORCH_CONF_VARS = ("PYTORCH_CUDA_ALLOC_CONF", "PYTORCH_ALLOC_CONF", "PYTORCH_NO_CUDA_MEMORY_CACHING")
-KEPT_GPUMEM_VARS = ("GPUMEM_TORCH_LIB", "GPUMEM_COMMIT")
 
 
 def parameters(d, layers):
@@ -127,10 +123,6 @@ def worker(args):
           f"train {plan['train_batch']}x{plan['train_seq']}, generate {plan['gen_batch']}x({plan['prompt_len']}+{plan['new_tokens']})",
           flush=True)
 
-    def free():
-        torch.cuda.synchronize()
-        return torch.cuda.mem_get_info()[0]
-
     def known(tags):
         names = {t["tag"] for t in gm.tag_stats()}
         return [t for t in tags if t in names]
@@ -170,7 +162,7 @@ def worker(args):
     model.zero_grad(set_to_none=True)
     del warm
     gm.empty_cache()
-    info["free_after_model_bytes"] = free()
+    info["free_after_model_bytes"] = free_bytes(torch)
 
     data = torch.Generator().manual_seed(1)
     rounds = []
@@ -179,7 +171,7 @@ def worker(args):
         # generation phase
         calls = [call("sleep", gm.sleep, known(["optimizer", "activations"]), keep=True), call("wake", gm.wake, asleep(["kv"]))]
         rec["gen_calls"] = [c for c in calls if c]
-        rec["gen_free_bytes"] = free()
+        rec["gen_free_bytes"] = free_bytes(torch)
         rec["gen_tags"] = gm.tag_stats()
         prompts = torch.randint(0, plan["vocab_size"], (plan["gen_batch"], plan["prompt_len"]), generator=data)
         model.eval()
@@ -198,7 +190,7 @@ def worker(args):
                 tokens.append(token)
                 del out
             generated = torch.cat(tokens, dim=1).cpu()
-            rec["gen_kv_live_free_bytes"] = free()
+            rec["gen_kv_live_free_bytes"] = free_bytes(torch)
             del past, tokens, token, ids
         rec["gen_seconds"] = time.perf_counter() - start
         model.train()
@@ -207,7 +199,7 @@ def worker(args):
         # training phase
         calls = [call("sleep", gm.sleep, known(["kv"]), keep=False), call("wake", gm.wake, asleep(["optimizer", "activations"]))]
         rec["train_calls"] = [c for c in calls if c]
-        rec["train_free_bytes"] = free()
+        rec["train_free_bytes"] = free_bytes(torch)
         rec["train_tags"] = gm.tag_stats()
         losses = []
         start = time.perf_counter()
@@ -222,7 +214,7 @@ def worker(args):
                 optimizer.step()
             optimizer.zero_grad(set_to_none=True)
             del loss, ids
-        rec["train_after_steps_free_bytes"] = free()
+        rec["train_after_steps_free_bytes"] = free_bytes(torch)
         rec["train_seconds"] = time.perf_counter() - start
         rec["losses"] = losses
         rounds.append(rec)
@@ -233,7 +225,7 @@ def worker(args):
         gm.wake(asleep(["kv", "optimizer", "activations"]))
     info["rounds"] = rounds
     info["memory_stats"] = {k: v for k, v in gm.memory_stats().items() if k.startswith(("reserved_bytes.all", "allocated_bytes.all"))}
-    print("RESULT " + json.dumps(info), flush=True)
+    emit_result(info)
     return 0
 
 
@@ -241,37 +233,21 @@ def worker(args):
 # The parent: the sleeping run (which makes the plan), then the reference run with its plan.
 
 
-def child_env():
-    env = {k: v for k, v in os.environ.items()
-           if k not in TORCH_CONF_VARS and not (k.startswith("GPUMEM_") and k not in KEPT_GPUMEM_VARS)}
-    env["PYTHONUNBUFFERED"] = "1"
-    return env
-
-
 def run_role(role, args, plan, limit):
-    cmd = [sys.executable, os.path.abspath(__file__), "--worker", "--role", role, "--rounds", str(args.rounds),
-           "--train-steps", str(args.train_steps), "--state-fraction", str(args.state_fraction),
-           "--kv-fraction", str(args.kv_fraction), "--activation-fraction", str(args.activation_fraction),
-           "--max-new-tokens", str(args.max_new_tokens)]
+    worker_args = ["--role", role, "--rounds", str(args.rounds), "--train-steps", str(args.train_steps),
+                   "--state-fraction", str(args.state_fraction), "--kv-fraction", str(args.kv_fraction),
+                   "--activation-fraction", str(args.activation_fraction), "--max-new-tokens", str(args.max_new_tokens)]
     if plan:
-        cmd += ["--plan", json.dumps(plan)]
+        worker_args += ["--plan", json.dumps(plan)]
     print(f"== {role}", flush=True)
-    try:
-        proc = subprocess.run(cmd, env=child_env(), capture_output=True, text=True, timeout=limit)
-    except subprocess.TimeoutExpired as e:
-        out = e.stdout.decode() if isinstance(e.stdout, bytes) else (e.stdout or "")
-        print(out, flush=True)
+    run = run_worker(__file__, worker_args, limit)
+    if run.timed_out:
+        print(run.stdout, flush=True)
         return {"role": role, "status": "timed out", "reason": f"no result within {limit:.0f} s"}
-    lines = proc.stdout.splitlines()
-    for line in lines:
-        if not line.startswith("RESULT "):
-            print(f"  {line}")
-    results = [json.loads(line[7:]) for line in lines if line.startswith("RESULT ")]
-    if proc.returncode != 0 or not results:
-        print(proc.stderr[-4000:], flush=True)
-        return {"role": role, "status": "failed", "exit": proc.returncode,
-                "reason": (proc.stderr.strip().splitlines() or ["no output"])[-1][:300]}
-    result = results[-1]
+    if run.returncode != 0 or not run.results:
+        print(run.stderr[-4000:], flush=True)
+        return {"role": role, "status": "failed", "exit": run.returncode, "reason": run.reason}
+    result = run.results[-1]
     result["status"] = "ok"
     return result
 
@@ -305,19 +281,7 @@ def table(sleep, ref):
                      f"{gib(rr['gen_free_bytes'])} (KV live {gib(rr['gen_kv_live_free_bytes'])})", fmt(rs["gen_calls"])))
         rows.append((str(rs["round"]), "training", f"{gib(rs['train_free_bytes'])} (after {gib(rs['train_after_steps_free_bytes'])})",
                      f"{gib(rr['train_free_bytes'])} (after {gib(rr['train_after_steps_free_bytes'])})", fmt(rs["train_calls"])))
-    widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(head)]
-    out = ["| " + " | ".join(h.ljust(w) for h, w in zip(head, widths)) + " |", "|" + "|".join("-" * (w + 2) for w in widths) + "|"]
-    out += ["| " + " | ".join(c.ljust(w) for c, w in zip(r, widths)) + " |" for r in rows]
-    return "\n".join(out)
-
-
-def commit():
-    if os.environ.get("GPUMEM_COMMIT"):
-        return os.environ["GPUMEM_COMMIT"]
-    try:
-        return subprocess.run(["git", "-C", REPO, "rev-parse", "HEAD"], capture_output=True, text=True, check=True).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown"
+    return markdown_table(head, rows)
 
 
 def parent(args):
@@ -325,9 +289,7 @@ def parent(args):
     sleep = run_role("sleep", args, None, args.timeout)
     ref = run_role("reference", args, sleep.get("plan"), args.timeout) if sleep["status"] == "ok" else {
         "role": "reference", "status": "not run", "reason": "the sleeping run failed (it makes the plan)"}
-    doc = {"benchmark": "sleep-rl-loop",
-           "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
-           "commit": commit(), "rounds": args.rounds, "train_steps": args.train_steps, "sleep": sleep, "reference": ref}
+    doc = {"benchmark": "sleep-rl-loop", "date": utc_now(), "commit": commit(), "rounds": args.rounds, "train_steps": args.train_steps, "sleep": sleep, "reference": ref}
     ok = sleep["status"] == "ok" and ref["status"] == "ok"
     if ok:
         match, diffs = compare(sleep, ref)
@@ -346,10 +308,7 @@ def parent(args):
             if r["status"] != "ok":
                 print(f"{r['role']}: {r['status']}: {r.get('reason', '')}")
     doc["seconds"] = round(time.perf_counter() - start, 1)
-    path = args.json or os.path.join(args.out, "rl_loop.json")
-    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    with open(path, "w") as f:
-        json.dump(doc, f, indent=1)
+    path = write_json(doc, args, "rl_loop.json")
     print(f"JSON: {path}")
     return 0 if ok else 1
 

@@ -48,21 +48,18 @@ skipped case is no failure; content that does not match is).
 from __future__ import annotations
 
 import argparse
-import datetime
-import json
 import os
 import random
 import statistics
-import subprocess
 import sys
 import time
 
+from common import REPO, GiB, commit, csv_list, emit_result, free_bytes, markdown_table, run_worker, utc_now, write_json
+
 HERE = os.path.dirname(os.path.abspath(__file__))
-REPO = os.path.dirname(os.path.dirname(HERE))
 PEER_SITE = os.path.join(HERE, "out", "peer", "site")  # the unzipped torch_memory_saver wheel (README.md)
 
 MiB = 1 << 20
-GiB = 1 << 30
 TAG = "bench"
 DEVICE_MARGIN = 2 * GiB  # the CUDA context, checksum temporaries
 
@@ -81,9 +78,6 @@ DISCARD_SYSTEMS = ("gpumem", "tms", "torch-free")
 SYSTEMS = ("gpumem", "tms", "tms-retain", "pinned-copy", "torch-free")
 # (case, system) left out unless --all, with the reason printed
 LEFT_OUT = {("keep-mix-64g", "tms"): "pins and frees 64 GiB at every cycle (minutes a process); --all runs it"}
-
-TORCH_CONF_VARS = ("PYTORCH_CUDA_ALLOC_CONF", "PYTORCH_ALLOC_CONF", "PYTORCH_NO_CUDA_MEMORY_CACHING")
-KEPT_GPUMEM_VARS = ("GPUMEM_TORCH_LIB", "GPUMEM_COMMIT")
 
 
 def block_sizes(case_name):
@@ -266,11 +260,6 @@ def checksums(torch, tensors):
     return torch.cat(parts).cpu()
 
 
-def free_bytes(torch):
-    torch.cuda.synchronize()
-    return torch.cuda.mem_get_info()[0]
-
-
 def make_system(name, keep):
     """Sets up `name` (before CUDA is initialised where it must) and returns (torch, System)."""
     if name == "gpumem":
@@ -380,7 +369,7 @@ def worker(args):
         result["status"] = "skipped"
         result["reason"] = str(e)
         print(f"skipped: {e}", flush=True)
-    print("RESULT " + json.dumps(result), flush=True)
+    emit_result(result)
     return 0 if result["status"] in ("ok", "skipped") else 1
 
 
@@ -394,41 +383,19 @@ def verified(result):
 # The parent: one process per (case, system), the table, the JSON.
 
 
-def child_env():
-    env = {
-        k: v
-        for k, v in os.environ.items()
-        if k not in TORCH_CONF_VARS and not (k.startswith("GPUMEM_") and k not in KEPT_GPUMEM_VARS)
-    }
-    env["PYTHONUNBUFFERED"] = "1"
-    return env
-
-
 def run_one(case, system, args, limit):
-    cmd = [sys.executable, os.path.abspath(__file__), "--worker", "--case", case, "--system", system,
-           "--repeats", str(args.repeats), "--clone-limit", str(args.clone_limit)]
-    start = time.perf_counter()
-    try:
-        proc = subprocess.run(cmd, env=child_env(), capture_output=True, text=True, timeout=limit)
-    except subprocess.TimeoutExpired as e:
-        out = e.stdout.decode() if isinstance(e.stdout, bytes) else (e.stdout or "")
-        err = e.stderr.decode() if isinstance(e.stderr, bytes) else (e.stderr or "")
-        print(out + err[-3000:], flush=True)
+    run = run_worker(__file__, ["--case", case, "--system", system, "--repeats", str(args.repeats),
+                                "--clone-limit", str(args.clone_limit)], limit)
+    if run.timed_out:
+        print(run.stdout + run.stderr[-3000:], flush=True)
         return {"case": case, "system": system, "status": "timed out", "reason": f"no result within {limit:.0f} s"}
-    wall = time.perf_counter() - start
-    lines = proc.stdout.splitlines()
-    results = [json.loads(line[7:]) for line in lines if line.startswith("RESULT ")]
-    for line in lines:
-        if not line.startswith("RESULT "):
-            print(f"  {line}")
-    if not results:
-        print(proc.stderr[-4000:], flush=True)
-        return {"case": case, "system": system, "status": "failed", "exit": proc.returncode,
-                "reason": (proc.stderr.strip().splitlines() or ["no output"])[-1][:300]}
-    if proc.stderr.strip():
-        print("  stderr: " + proc.stderr.strip()[-1500:].replace("\n", "\n  "), flush=True)
-    result = results[-1]
-    result["process_seconds"] = round(wall, 2)
+    if not run.results:
+        print(run.stderr[-4000:], flush=True)
+        return {"case": case, "system": system, "status": "failed", "exit": run.returncode, "reason": run.reason}
+    if run.stderr.strip():
+        print("  stderr: " + run.stderr.strip()[-1500:].replace("\n", "\n  "), flush=True)
+    result = run.results[-1]
+    result["process_seconds"] = round(run.seconds, 2)
     return result
 
 
@@ -477,21 +444,7 @@ def table(results):
             f"{s['cold_sleep_seconds'] * 1e3:.0f} / {s['cold_wake_seconds'] * 1e3:.0f}", rate,
             f"{s['free_awake_bytes'] / GiB:.1f} → {s['free_asleep_bytes'] / GiB:.1f} GiB", content,
         ))
-    widths = [max(len(h), *(len(row[i]) for row in rows)) if rows else len(h) for i, h in enumerate(head)]
-    lines = ["| " + " | ".join(h.ljust(w) for h, w in zip(head, widths)) + " |",
-             "|" + "|".join("-" * (w + 2) for w in widths) + "|"]
-    for row in rows:
-        lines.append("| " + " | ".join(c.ljust(w) for c, w in zip(row, widths)) + " |")
-    return "\n".join(lines)
-
-
-def commit():
-    if os.environ.get("GPUMEM_COMMIT"):
-        return os.environ["GPUMEM_COMMIT"]
-    try:
-        return subprocess.run(["git", "-C", REPO, "rev-parse", "HEAD"], capture_output=True, text=True, check=True).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown"
+    return markdown_table(head, rows)
 
 
 def peer_commit():
@@ -547,7 +500,7 @@ def parent(args):
     first = next((r for r in results if r.get("device")), {})
     doc = {
         "benchmark": "sleep",
-        "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "date": utc_now(),
         "commit": commit(),
         "device": first.get("device"),
         "device_total_bytes": first.get("device_total_bytes"),
@@ -558,24 +511,13 @@ def parent(args):
         "results": results,
         "seconds": round(time.perf_counter() - start, 1),
     }
-    path = args.json or os.path.join(args.out, "sleep.json")
-    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    with open(path, "w") as f:
-        json.dump(doc, f, indent=1)
+    path = write_json(doc, args, "sleep.json")
     print()
     print(f"sleep and wake, {first.get('device', 'no device')}, torch {first.get('torch', '?')}: "
           f"median (min–max) of {args.repeats} cycles after a cold one; GB/s of the tensors' bytes at the median")
     print(table(results))
     print(f"\n{len(runs)} processes in {doc['seconds']} s, {failed} failed; JSON: {path}")
     return min(failed, 100)
-
-
-def csv_list(text, known, what):
-    names = [s for s in text.split(",") if s]
-    unknown = [s for s in names if s not in known]
-    if unknown or not names:
-        raise argparse.ArgumentTypeError(f"unknown {what} {', '.join(unknown) or '(none given)'}; known: {', '.join(known)}")
-    return names
 
 
 def main(argv=None):
@@ -586,8 +528,8 @@ def main(argv=None):
     )
     p.add_argument("--out", default=os.path.join(HERE, "out"), help="folder of sleep.json (default bench/sleep/out)")
     p.add_argument("--json", help="where to write the JSON (default OUT/sleep.json)")
-    p.add_argument("--cases", type=lambda t: csv_list(t, CASES, "case"), default=list(CASES), help="comma-separated (default: all)")
-    p.add_argument("--systems", type=lambda t: csv_list(t, SYSTEMS, "system"), default=list(SYSTEMS), help="comma-separated (default: all)")
+    p.add_argument("--cases", type=csv_list(CASES, "case"), default=list(CASES), help="comma-separated (default: all)")
+    p.add_argument("--systems", type=csv_list(SYSTEMS, "system"), default=list(SYSTEMS), help="comma-separated (default: all)")
     p.add_argument("--repeats", type=int, default=5, help="measured cycles after the cold one (default 5)")
     p.add_argument("--clone-limit", type=int, default=4 * GiB, help="bytes up to which a keep case is compared byte for byte with a host copy (default 4 GiB)")
     p.add_argument("--timeout", type=float, default=0, help="seconds per process (default 60 + 4 per GiB of the case)")
