@@ -100,3 +100,15 @@ export {
   type StrategyReplayOptions,
 } from './strategy-replay.js';
 export { recommendStrategy, type RecommendOptions } from './recommend.js';
+export {
+  diagnoseOom,
+  recordedCapacity,
+  type DoctorOptions,
+  type DoctorPeak,
+  type DoctorReduction,
+  type DoctorStrategy,
+  type DoctorVerdict,
+  type DoctorVerdictKind,
+  type RecordedCapacity,
+} from './doctor.js';
+export type { PeakShare, TransientAtPeak } from './peak-anatomy.js';
