@@ -48,19 +48,30 @@ def random_bytes(torch, n):
     return torch.randint(0, 256, (n,), dtype=torch.uint8, device="cuda")
 
 
+def weights_and_kv(torch, n):
+    """n bytes of random floats in tag 'weights' and n random bytes in 'kv'."""
+    with gpumem_torch.region("weights"):
+        w = torch.randn(n // 4, device="cuda")
+    with gpumem_torch.region("kv"):
+        kv = random_bytes(torch, n)
+    return w, kv
+
+
+def sleep_measured(torch, sleep):
+    """(sleep()'s report, the device's free memory before, after)."""
+    before = free_bytes(torch)
+    report = sleep()
+    return report, before, free_bytes(torch)
+
+
 def run_enabled(result, keep):
     gpumem_torch.enable()
     import torch
 
     n = 256 * MiB
-    with gpumem_torch.region("weights"):
-        w = torch.randn(n // 4, device="cuda")
-    with gpumem_torch.region("kv"):
-        kv = random_bytes(torch, n)
+    w, kv = weights_and_kv(torch, n)
     w_expected, kv_expected, ptr = w.cpu(), kv.cpu(), kv.data_ptr()
-    before = free_bytes(torch)
-    report = gpumem_torch.sleep("kv", keep=keep)
-    asleep = free_bytes(torch)
+    report, before, asleep = sleep_measured(torch, lambda: gpumem_torch.sleep("kv", keep=keep))
 
     def allocate_in_kv():
         with gpumem_torch.region("kv"):
@@ -127,14 +138,9 @@ def run_mempool(result):
     pool = alloc.mem_pool()
     n = 256 * MiB
     with torch.cuda.use_mem_pool(pool):
-        with gpumem_torch.region("weights"):
-            w = torch.randn(n // 4, device="cuda")
-        with gpumem_torch.region("kv"):
-            kv = random_bytes(torch, n)
+        w, kv = weights_and_kv(torch, n)
     w_expected, kv_expected, ptr = w.cpu(), kv.cpu(), kv.data_ptr()
-    before = free_bytes(torch)
-    report = alloc.sleep("kv")
-    asleep = free_bytes(torch)
+    report, before, asleep = sleep_measured(torch, lambda: alloc.sleep("kv"))
 
     def allocate_in_kv():  # larger than any free block of the pool: a new segment, in a sleeping tag
         with torch.cuda.use_mem_pool(pool), gpumem_torch.region("kv"):

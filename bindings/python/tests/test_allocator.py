@@ -8,7 +8,6 @@
 """
 
 import ctypes
-import json
 import os
 import subprocess
 import sys
@@ -22,39 +21,18 @@ sys.path.insert(0, HERE)
 
 import gpumem_torch  # noqa: E402
 from oom_predicates import accepted_by_all  # noqa: E402
-from support import torch_cuda_reason  # noqa: E402
+from support import clean_env, run_code, skip_reasons, torch_cuda_reason, worker_result  # noqa: E402
 
-HAVE_LIB = os.path.exists(gpumem_torch.library_path())
-LIB_REASON = None if HAVE_LIB else f"libgpumem_torch.so not found at {gpumem_torch.library_path()} (build native/ with CUDA or set GPUMEM_TORCH_LIB)"
-TORCH_REASON = torch_cuda_reason() or LIB_REASON
-if LIB_REASON:
-    print(f"[test_allocator] library tests skipped: {LIB_REASON}", file=sys.stderr)
-if TORCH_REASON:
-    print(f"[test_allocator] PyTorch tests skipped: {TORCH_REASON}", file=sys.stderr)
+LIB_REASON, TORCH_REASON = skip_reasons("test_allocator", "PyTorch tests")
+HAVE_LIB = LIB_REASON is None
 
 MiB = 1 << 20
-
-
-def _clean_env(**overrides):
-    env = {k: v for k, v in os.environ.items() if not (k.startswith("GPUMEM_") and k != "GPUMEM_TORCH_LIB")}
-    env["GPUMEM_TORCH_LIB"] = gpumem_torch.library_path()
-    env.update(overrides)
-    return env
 
 
 def run_python(code, **env):
     """Runs `code` in a fresh interpreter (the library's configuration is per process); returns the
     JSON of its last line."""
-    proc = subprocess.run(
-        [sys.executable, "-c", f"import sys; sys.path.insert(0, {BINDINGS!r}); sys.path.insert(0, {HERE!r})\n" + code],
-        capture_output=True,
-        text=True,
-        env=_clean_env(**env),
-        timeout=120,
-    )
-    if proc.returncode != 0 or not proc.stdout.strip():
-        raise AssertionError(f"exit {proc.returncode}\nstdout:\n{proc.stdout[-3000:]}\nstderr:\n{proc.stderr[-3000:]}")
-    return json.loads(proc.stdout.strip().splitlines()[-1])
+    return run_code(code, clean_env(**env), [BINDINGS, HERE])
 
 
 @unittest.skipUnless(HAVE_LIB, LIB_REASON or "")
@@ -307,16 +285,15 @@ class AllocatorTorchTests(unittest.TestCase):
             [sys.executable, os.path.join(HERE, "allocator_worker.py"), *args],
             capture_output=True,
             text=True,
-            env=_clean_env(PYTHONUNBUFFERED="1"),
+            env=clean_env(PYTHONUNBUFFERED="1"),
             timeout=600,
         )
-        for line in proc.stdout.splitlines():
-            if line.startswith("GPUMEM_WORKER_RESULT "):
-                r = json.loads(line[len("GPUMEM_WORKER_RESULT ") :])
-                self.assertTrue(r["ok"], r.get("traceback"))
-                self.assertEqual(proc.returncode, 0)
-                return r
-        self.fail(f"worker {args} printed no result (exit {proc.returncode})\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
+        r = worker_result(proc.stdout)
+        if r is None:
+            self.fail(f"worker {args} printed no result (exit {proc.returncode})\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
+        self.assertTrue(r["ok"], r.get("traceback"))
+        self.assertEqual(proc.returncode, 0)
+        return r
 
     def test_change_current_allocator(self):
         r = self.worker("--mode", "current")
@@ -396,7 +373,7 @@ class AllocatorTorchTests(unittest.TestCase):
             with self.subTest(strategy=strategy, place=place):
                 proc = subprocess.run(
                     [sys.executable, example, "--strategy", strategy, "--place", place, "--fraction", "0.05", "--dim", "4096", "--steps", "2"],
-                    capture_output=True, text=True, env=_clean_env(), timeout=600,
+                    capture_output=True, text=True, env=clean_env(), timeout=600,
                 )
                 self.assertEqual(proc.returncode, 0, f"{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
                 self.assertIn("step 2: loss", proc.stdout)

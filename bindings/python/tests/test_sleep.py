@@ -7,7 +7,6 @@
   case runs sleep_worker.py in a process of its own.
 """
 
-import json
 import os
 import subprocess
 import sys
@@ -19,15 +18,10 @@ sys.path.insert(0, BINDINGS)
 sys.path.insert(0, HERE)
 
 import gpumem_torch  # noqa: E402
-from support import torch_cuda_reason  # noqa: E402
+from support import clean_env, run_code, skip_reasons, worker_result  # noqa: E402
 
-HAVE_LIB = os.path.exists(gpumem_torch.library_path())
-LIB_REASON = None if HAVE_LIB else f"libgpumem_torch.so not found at {gpumem_torch.library_path()} (build native/ with CUDA or set GPUMEM_TORCH_LIB)"
-TORCH_REASON = torch_cuda_reason() or LIB_REASON
-if LIB_REASON:
-    print(f"[test_sleep] library tests skipped: {LIB_REASON}", file=sys.stderr)
-if TORCH_REASON:
-    print(f"[test_sleep] GPU tests skipped: {TORCH_REASON}", file=sys.stderr)
+LIB_REASON, TORCH_REASON = skip_reasons("test_sleep", "GPU tests")
+HAVE_LIB = LIB_REASON is None
 
 MiB = 1 << 20
 
@@ -59,14 +53,14 @@ def error_of(fn, *args, **kwargs):
 
 def run_python(code, **env):
     """Runs `code` after _PRELUDE in a fresh interpreter; returns the JSON of its last line."""
-    environ = {k: v for k, v in os.environ.items() if not (k.startswith("GPUMEM_") and k != "GPUMEM_TORCH_LIB")}
-    environ.update({"GPUMEM_TORCH_LIB": gpumem_torch.library_path(), "GPUMEM_OOM": "null", "PYTHONUNBUFFERED": "1"})
-    environ.update(env)
-    head = f"import sys; sys.path.insert(0, {BINDINGS!r})\n"
-    proc = subprocess.run([sys.executable, "-c", head + _PRELUDE + code], capture_output=True, text=True, env=environ, timeout=120)
-    if proc.returncode != 0 or not proc.stdout.strip():
-        raise AssertionError(f"exit {proc.returncode}\nstdout:\n{proc.stdout[-3000:]}\nstderr:\n{proc.stderr[-3000:]}")
-    return json.loads(proc.stdout.strip().splitlines()[-1])
+    return run_code(_PRELUDE + code, clean_env(**{"GPUMEM_OOM": "null", "PYTHONUNBUFFERED": "1", **env}), [BINDINGS])
+
+
+def assert_error(test, error, kind, *parts):
+    """`error` is error_of's [type name, message]: of type `kind`, each of `parts` in its message."""
+    test.assertEqual(error[0], kind)
+    for part in parts:
+        test.assertIn(part, error[1])
 
 
 @unittest.skipUnless(HAVE_LIB, LIB_REASON or "")
@@ -116,14 +110,11 @@ class RegionTests(unittest.TestCase):
             "    out['unicode'] = gpumem_torch.current_tag()\n"
             "print(json.dumps(out))\n"
         )
-        self.assertEqual(r["empty"][0], "ValueError")
-        self.assertIn("non-empty", r["empty"][1])
-        self.assertEqual(r["nul"][0], "ValueError")
-        self.assertEqual(r["control"][0], "ValueError")
-        self.assertIn("control", r["control"][1])
-        self.assertEqual(r["long"][0], "ValueError")
-        self.assertIn("128", r["long"][1])
-        self.assertEqual(r["number"][0], "TypeError")
+        assert_error(self, r["empty"], "ValueError", "non-empty")
+        assert_error(self, r["nul"], "ValueError")
+        assert_error(self, r["control"], "ValueError", "control")
+        assert_error(self, r["long"], "ValueError", "128")
+        assert_error(self, r["number"], "TypeError")
         self.assertEqual(r["after"], "default")
         self.assertEqual(r["unicode"], "ünïcode ✓")
 
@@ -230,18 +221,14 @@ class ErrorTests(unittest.TestCase):
             "out['device'] = error_of(gpumem_torch.sleep, device=99)\n"
             "print(json.dumps(out))\n"
         )
-        self.assertEqual(r["fresh"][0], "ValueError")
-        self.assertIn("no allocation was ever tagged 'kv'", r["fresh"][1])
+        assert_error(self, r["fresh"], "ValueError", "no allocation was ever tagged 'kv'")
         self.assertEqual(r["fresh_all"]["changed"], [])
-        self.assertEqual(r["sleep"][0], "ValueError")
-        self.assertIn("'nope'", r["sleep"][1])
-        self.assertIn("'weights'", r["sleep"][1])  # the tags it knows
-        self.assertEqual(r["wake"][0], "ValueError")
+        assert_error(self, r["sleep"], "ValueError", "'nope'", "'weights'")  # and the tags it knows
+        assert_error(self, r["wake"], "ValueError")
         self.assertFalse(r["stats"][0]["asleep"])  # the failed sleep changed nothing
-        self.assertEqual(r["empty"][0], "ValueError")
-        self.assertIn("None", r["empty"][1])
-        self.assertEqual(r["keep"][0], "TypeError")
-        self.assertEqual(r["device"][0], "ValueError")
+        assert_error(self, r["empty"], "ValueError", "None")
+        assert_error(self, r["keep"], "TypeError")
+        assert_error(self, r["device"], "ValueError")
 
     def test_a_strategy_that_cannot_sleep(self):
         r = run_python(
@@ -253,8 +240,7 @@ class ErrorTests(unittest.TestCase):
             GPUMEM_ALLOCATOR="pool",
         )
         for call in ("sleep", "wake", "stats"):
-            self.assertEqual(r[call][0], "InvalidStateError")
-            self.assertIn("strategy 'pool' cannot sleep", r[call][1])
+            assert_error(self, r[call], "InvalidStateError", "strategy 'pool' cannot sleep")
         sleeping = sorted(name for name, flag in r["flags"].items() if flag)
         self.assertIn("expandable", sleeping)
         self.assertIn(", ".join(n for n in (s["name"] for s in gpumem_torch.strategies()) if n in sleeping), r["sleep"][1])
@@ -278,18 +264,15 @@ class ErrorTests(unittest.TestCase):
 
 
 def run_worker(mode, timeout=600):
-    environ = {k: v for k, v in os.environ.items() if not (k.startswith("GPUMEM_") and k != "GPUMEM_TORCH_LIB")}
-    environ.update({"GPUMEM_TORCH_LIB": gpumem_torch.library_path(), "PYTHONUNBUFFERED": "1"})
     proc = subprocess.run(
-        [sys.executable, os.path.join(HERE, "sleep_worker.py"), mode], capture_output=True, text=True, env=environ, timeout=timeout
+        [sys.executable, os.path.join(HERE, "sleep_worker.py"), mode], capture_output=True, text=True, env=clean_env(PYTHONUNBUFFERED="1"), timeout=timeout
     )
-    for line in proc.stdout.splitlines():
-        if line.startswith("GPUMEM_WORKER_RESULT "):
-            result = json.loads(line[len("GPUMEM_WORKER_RESULT ") :])
-            if "exception" in result:
-                raise AssertionError(f"sleep_worker {mode} failed:\n{result['exception']}\nstderr:\n{proc.stderr[-2000:]}")
-            return result
-    raise AssertionError(f"sleep_worker {mode} printed no result (exit {proc.returncode})\nstdout:\n{proc.stdout[-4000:]}\nstderr:\n{proc.stderr[-4000:]}")
+    result = worker_result(proc.stdout)
+    if result is None:
+        raise AssertionError(f"sleep_worker {mode} printed no result (exit {proc.returncode})\nstdout:\n{proc.stdout[-4000:]}\nstderr:\n{proc.stderr[-4000:]}")
+    if "exception" in result:
+        raise AssertionError(f"sleep_worker {mode} failed:\n{result['exception']}\nstderr:\n{proc.stderr[-2000:]}")
+    return result
 
 
 @unittest.skipIf(TORCH_REASON, TORCH_REASON or "")
