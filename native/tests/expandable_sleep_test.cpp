@@ -14,6 +14,8 @@
 
 #include <doctest/doctest.h>
 
+#include "byte_pattern.hpp"
+#include "expandable_test_support.hpp"
 #include "fake_ordering.hpp"
 #include "gpumem/chain_builder.hpp"
 #include "gpumem/errors.hpp"
@@ -22,62 +24,20 @@
 #include "gpumem/sleep.hpp"
 #include "gpumem/strategy_registry.hpp"
 #include "pool_test_support.hpp"
+#include "sleep_test_support.hpp"
 
 using namespace gpumem;
 using namespace gpumem::test;
 
 namespace {
 
-constexpr std::size_t granule = 64 * KiB;
-
-expandable_options small_range() {
-  expandable_options o;
-  o.reserve_bytes = 64 * MiB;
-  return o;
-}
-
 // An expandable resource over the host twin with 64 KiB granules and a 64 MiB range per stream and
-// tag; `limit_bytes` (0: none) caps the bytes mapped at once, as a smaller device would.
-struct fixture {
-  explicit fixture(expandable_options options = small_range(), std::uint64_t limit_bytes = 0)
-      : resource(physical(limit_bytes), options, make_fake_ordering(log)) {}
-  static std::unique_ptr<physical_memory> physical(std::uint64_t limit_bytes) {
-    auto memory = make_host_physical_memory(granule);
-    return limit_bytes == 0 ? std::move(memory) : make_limited_physical_memory(std::move(memory), limit_bytes);
-  }
-  std::shared_ptr<fake_ordering_log> log = std::make_shared<fake_ordering_log>();
-  expandable_resource resource;
-};
+// tag (a test that needs a smaller device passes a make_limited_physical_memory of the twin).
+using fixture = expandable_fixture;
 
 // Tags are per process: each test names its own, so that no test sees another's.
 const tag_id weights = intern_tag("sleep-test-weights");
 const tag_id kv = intern_tag("sleep-test-kv");
-
-void* allocate_in(memory_resource& r, tag_id tag, std::size_t bytes, stream_handle stream = nullptr) {
-  tag_scope scope(tag);
-  return r.allocate(bytes, stream);
-}
-
-void fill(void* p, std::size_t bytes, std::uint8_t seed) {
-  auto* b = static_cast<std::uint8_t*>(p);
-  for (std::size_t i = 0; i < bytes; ++i) b[i] = static_cast<std::uint8_t>(seed + i * 7);
-}
-
-bool holds(const void* p, std::size_t bytes, std::uint8_t seed) {
-  const auto* b = static_cast<const std::uint8_t*>(p);
-  for (std::size_t i = 0; i < bytes; ++i) {
-    if (b[i] != static_cast<std::uint8_t>(seed + i * 7)) return false;
-  }
-  return true;
-}
-
-tag_state state_of(const sleepable& s, tag_id tag) {
-  for (const tag_state& t : s.tag_states()) {
-    if (t.tag == tag) return t;
-  }
-  FAIL("no state for tag " << tag_name(tag));
-  return {};
-}
 
 sleep_request only(std::vector<tag_id> tags, bool keep = true) {
   sleep_request r;
@@ -121,8 +81,8 @@ TEST_CASE("a kept tag wakes at the same addresses with its content") {
   CHECK_EQ(woke.changed, std::vector<tag_id>{t});
   CHECK_EQ(woke.device_bytes, 4 * granule);
   CHECK_EQ(woke.copied_bytes, slept.copied_bytes);
-  CHECK(holds(a, 1000, 1));
-  CHECK(holds(b, 3 * granule + 100, 2));
+  CHECK(intact(a, 1000, 1));
+  CHECK(intact(b, 3 * granule + 100, 2));
   s = f.resource.stats();
   CHECK_EQ(s.reserved_bytes, 4 * granule);
   CHECK_EQ(s.peak_reserved_bytes, before.peak_reserved_bytes);
@@ -173,7 +133,7 @@ TEST_CASE("a discarded tag keeps its addresses and holds no device memory while 
   CHECK_EQ(woke.copied_bytes, granule);
   CHECK_EQ(f.resource.stats().reserved_bytes, 3 * granule);
   std::memset(s, 0x5A, 2 * granule);  // mapped again at the same address: writable
-  CHECK(holds(k, granule, 3));
+  CHECK(intact(k, granule, 3));
   f.resource.deallocate(s, 2 * granule);
   f.resource.deallocate(k, granule);
 }
@@ -240,7 +200,7 @@ TEST_CASE("a free while asleep drops the block's copy and wake maps only what is
   const sleep_report woke = f.resource.wake({t});
   CHECK_EQ(woke.copied_bytes, 1000u);    // y only
   CHECK_EQ(woke.device_bytes, granule);  // the run under y; lone's run held nothing any more
-  CHECK(holds(y, 1000, 5));
+  CHECK(intact(y, 1000, 5));
   CHECK_EQ(f.resource.stats().reserved_bytes, granule);
   CHECK_EQ(f.resource.idle_bytes(), 0u);  // y pins its granule
 
@@ -276,7 +236,7 @@ TEST_CASE("a parked block is not saved, and its run is forgotten once its events
   CHECK_EQ(f.resource.stats().reserved_bytes, 0u);
 
   CHECK_EQ(f.resource.wake({t}).device_bytes, granule);
-  CHECK(holds(q, granule, 10));
+  CHECK(intact(q, granule, 10));
   void* again = allocate_in(f.resource, t, granule);
   CHECK_EQ(again, p);
   std::memset(again, 1, granule);
@@ -338,7 +298,7 @@ TEST_CASE("unknown tags are refused by name; asleep and awake tags named again a
 }
 
 TEST_CASE("a wake the device has no room for fails with the tag still asleep, and succeeds once there is") {
-  fixture f(small_range(), 8 * granule);
+  fixture f(make_limited_physical_memory(make_host_physical_memory(granule), 8 * granule));  // a smaller device
   void* w = allocate_in(f.resource, weights, 4 * granule);
   fill(w, 4 * granule, 6);
   f.resource.sleep(only({weights}));
@@ -358,7 +318,7 @@ TEST_CASE("a wake the device has no room for fails with the tag still asleep, an
   f.resource.deallocate(k, 6 * granule);  // idle: the wake releases it
   const sleep_report woke = f.resource.wake({weights});
   CHECK_EQ(woke.changed, std::vector<tag_id>{weights});
-  CHECK(holds(w, 4 * granule, 6));
+  CHECK(intact(w, 4 * granule, 6));
   CHECK_EQ(f.resource.stats().reserved_bytes, 4 * granule);
   CHECK(!state_of(f.resource, weights).asleep);
   f.resource.deallocate(w, 4 * granule);
@@ -367,7 +327,7 @@ TEST_CASE("a wake the device has no room for fails with the tag still asleep, an
 TEST_CASE("a host too short for the backups fails the sleep before anything is released") {
   expandable_options o = small_range();
   o.backup_limit_bytes = 4 * KiB;
-  fixture f(o);
+  fixture f(make_host_physical_memory(granule), o);
   const tag_id t = intern_tag("sleep-test-host-short");
   void* p = allocate_in(f.resource, t, 2 * granule);
   void* idle = allocate_in(f.resource, t, granule);
@@ -379,7 +339,7 @@ TEST_CASE("a host too short for the backups fails the sleep before anything is r
   CHECK_EQ(f.resource.stats().reserved_bytes, before.reserved_bytes);
   CHECK_EQ(f.resource.idle_bytes(), granule);
   CHECK(!state_of(f.resource, t).asleep);
-  CHECK(holds(p, 2 * granule, 8));
+  CHECK(intact(p, 2 * granule, 8));
   CHECK_EQ(f.resource.backup_pool_bytes(), 0u);
 
   // A tag that discards needs no host memory.
@@ -415,7 +375,7 @@ TEST_CASE("the tags of two threads' scopes go to ranges of their own") {
   // Sleeping one leaves the other mapped.
   fill(b, 1000, 9);
   f.resource.sleep(only({left}, false));
-  CHECK(holds(b, 1000, 9));
+  CHECK(intact(b, 1000, 9));
   CHECK_EQ(state_of(f.resource, right).device_bytes, granule);
   CHECK_EQ(f.resource.stats().reserved_bytes, granule);
   f.resource.wake({left});

@@ -11,6 +11,7 @@
 
 #include <doctest/doctest.h>
 
+#include "expandable_test_support.hpp"
 #include "fake_ordering.hpp"
 #include "gpumem/chain_builder.hpp"
 #include "gpumem/device.hpp"
@@ -24,21 +25,7 @@ using namespace gpumem::test;
 
 namespace {
 
-constexpr std::size_t granule = 64 * KiB;
-
-expandable_options small_range() {
-  expandable_options o;
-  o.reserve_bytes = 64 * MiB;
-  return o;
-}
-
-struct fixture {
-  explicit fixture(std::unique_ptr<physical_memory> memory = make_host_physical_memory(granule),
-                   expandable_options options = small_range())
-      : resource(std::move(memory), options, make_fake_ordering(log)) {}
-  std::shared_ptr<fake_ordering_log> log = std::make_shared<fake_ordering_log>();
-  expandable_resource resource;
-};
+using fixture = expandable_fixture;
 
 std::string join(const std::vector<std::string>& v) {
   std::string s;

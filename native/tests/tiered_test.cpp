@@ -12,6 +12,7 @@
 
 #include <doctest/doctest.h>
 
+#include "byte_pattern.hpp"
 #include "fake_ordering.hpp"
 #include "gpumem/chain_builder.hpp"
 #include "gpumem/pool_resource.hpp"
@@ -19,101 +20,18 @@
 #include "gpumem/tier_memory.hpp"
 #include "gpumem/tiered_resource.hpp"
 #include "pool_test_support.hpp"
+#include "tiered_test_support.hpp"
 
 using namespace gpumem;
 using namespace gpumem::test;
 
 namespace {
 
-constexpr std::size_t granule = 64 * KiB;
-
-// The twin with a simulated device capacity: creating device memory fails (as cuMemCreate would)
-// once `device_capacity` bytes of device memory are held. Counts creations and releases.
-class capped_tier_memory final : public tier_memory {
- public:
-  explicit capped_tier_memory(std::uint64_t device_capacity)
-      : inner_(make_host_tier_memory(granule)), capacity_(device_capacity) {}
-  std::size_t granule_bytes() const noexcept override { return inner_->granule_bytes(); }
-  void* reserve(std::size_t bytes) override { return inner_->reserve(bytes); }
-  void free_range(void* base, std::size_t bytes) noexcept override { inner_->free_range(base, bytes); }
-  handle create(std::size_t bytes, memory_tier tier) override {
-    if (tier == memory_tier::device && held_device_ + bytes > capacity_) {
-      ++refused;
-      throw out_of_memory("capped: device full", bytes, {});
-    }
-    handle h = inner_->create(bytes, tier);
-    if (tier == memory_tier::device) held_device_ += bytes;
-    sizes_.push_back({h, bytes, tier});
-    ++creates;
-    return h;
-  }
-  void release(handle h) noexcept override {
-    for (auto it = sizes_.begin(); it != sizes_.end(); ++it) {
-      if (it->h != h) continue;
-      if (it->tier == memory_tier::device) held_device_ -= it->bytes;
-      sizes_.erase(it);
-      break;
-    }
-    ++releases;
-    inner_->release(h);
-  }
-  void map(void* addr, std::size_t bytes, handle h, memory_tier tier) override { inner_->map(addr, bytes, h, tier); }
-  void unmap(void* addr, std::size_t bytes) noexcept override { inner_->unmap(addr, bytes); }
-  void copy(void* dst, const void* src, std::size_t bytes, stream_handle stream) override {
-    ++copies;
-    inner_->copy(dst, src, bytes, stream);
-  }
-  void synchronize(stream_handle stream) override {
-    ++synchronizes;
-    inner_->synchronize(stream);
-  }
-  std::uint64_t default_device_budget() const override { return inner_->default_device_budget(); }
-  memory_kind kind() const noexcept override { return memory_kind::host; }
-  int device() const noexcept override { return -1; }
-
-  std::size_t creates = 0, releases = 0, refused = 0, copies = 0, synchronizes = 0;
-
- private:
-  struct created {
-    handle h;
-    std::size_t bytes;
-    memory_tier tier;
-  };
-  std::unique_ptr<tier_memory> inner_;
-  std::uint64_t capacity_;
-  std::uint64_t held_device_ = 0;
-  std::vector<created> sizes_;
-};
-
-tiered_options budgets(std::uint64_t device, std::uint64_t host) {
-  tiered_options o;
-  o.device_budget_bytes = device;
-  o.host_budget_bytes = host;
-  return o;
-}
-
 // A resource over the twin (64 KiB granules, 4 on the device, 8 on the host) with a fake ordering.
-struct fixture {
+struct fixture : tiered_fixture {
   explicit fixture(tiered_options options = budgets(4 * granule, 8 * granule), std::uint64_t device_capacity = UINT64_MAX)
-      : memory(new capped_tier_memory(device_capacity)),
-        resource(std::unique_ptr<tier_memory>(memory), options, make_fake_ordering(log)) {}
-  std::shared_ptr<fake_ordering_log> log = std::make_shared<fake_ordering_log>();
-  capped_tier_memory* memory;  // owned by the resource
-  tiered_resource resource;
+      : tiered_fixture(options, device_capacity) {}
 };
-
-void fill(void* p, std::size_t n, std::uint8_t seed) {
-  auto* b = static_cast<std::uint8_t*>(p);
-  for (std::size_t i = 0; i < n; ++i) b[i] = static_cast<std::uint8_t>(seed + i * 31);
-}
-
-bool intact(const void* p, std::size_t n, std::uint8_t seed) {
-  const auto* b = static_cast<const std::uint8_t*>(p);
-  for (std::size_t i = 0; i < n; ++i) {
-    if (b[i] != static_cast<std::uint8_t>(seed + i * 31)) return false;
-  }
-  return true;
-}
 
 memory_tier tier(const tiered_resource& r, const void* p) {
   auto t = r.tier_of(p);
