@@ -53,6 +53,7 @@ export type {
   DeviceRun,
 } from './types.js';
 export { renderHtmlReport } from './report-html.js';
+export { renderDoctorReport, type DoctorReportInfo } from './doctor-report.js';
 export { formatCompareTable } from './compare-table.js';
 export { formatTable } from './text-table.js';
 export { toChromeTrace, type ChromeTrace, type ChromeTraceEvent } from './trace-json.js';

@@ -155,7 +155,8 @@ function snapshotOf(trace: AllocationTrace): SnapshotHeader['snapshot'] | undefi
 /** PyTorch's peak reserved as recorded, for a trace read from a snapshot. */
 function recordedPeakReserved(trace: AllocationTrace): number | undefined {
   const p = (trace as AllocationTrace & { pytorch?: { peakReservedBytes?: unknown } }).pytorch;
-  return typeof p?.peakReservedBytes === 'number' ? p.peakReservedBytes : undefined;
+  // a snapshot without segment entries recorded nothing reserved: no figure to give
+  return typeof p?.peakReservedBytes === 'number' && p.peakReservedBytes > 0 ? p.peakReservedBytes : undefined;
 }
 
 /**
