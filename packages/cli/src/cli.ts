@@ -11,6 +11,7 @@ import { runTrain, trainUsage } from './commands/train-command.js';
 import { recordUsage, runRecord } from './commands/record-command.js';
 import { replayUsage, runReplay } from './commands/replay-command.js';
 import { compareUsage, runCompare } from './commands/compare-command.js';
+import { doctorUsage, runDoctor } from './commands/doctor-command.js';
 
 const usage = `Usage: gpumem <command> [options]
 
@@ -26,6 +27,9 @@ Commands:
                   suits it and how much GPU it needs: a PyTorch memory snapshot
                   (torch.cuda.memory._dump_snapshot), a gpumem JSONL trace or an RMM CSV
                   log; time per call, peak memory, fragmentation; gpumem replay --help
+  doctor FILE     is this OOM real? a PyTorch snapshot or a trace against a device's
+                  capacity: fits, fragmentation (another strategy fits) or real (the
+                  live bytes exceed it, and what would reduce them); gpumem doctor --help
   compare [flags] the same model under each allocator: one table, an HTML report, a
                   Perfetto trace; gpumem compare --help lists the flags
 
@@ -51,6 +55,7 @@ Examples:
   gpumem record --out mlp.jsonl --model mlp --allocator pool
   gpumem replay snapshot.pickle --min-capacity --report pick.html
   gpumem replay mlp.jsonl --allocators pool,host
+  gpumem doctor oom.pickle --capacity 40GiB
   gpumem compare --report report.html
 `;
 
@@ -60,6 +65,7 @@ const commandUsage: Record<string, string> = {
   record: recordUsage,
   replay: replayUsage,
   compare: compareUsage,
+  doctor: doctorUsage,
   info: usage,
 };
 
@@ -124,14 +130,14 @@ async function main(given: string[]): Promise<number> {
   if (command === 'train') {
     return runTrain(rest, await load());
   }
-  if (command === 'record' || command === 'replay') {
+  if (command === 'record' || command === 'replay' || command === 'doctor') {
     await load();
-    return command === 'record' ? runRecord(rest) : runReplay(rest);
+    return command === 'record' ? runRecord(rest) : command === 'replay' ? runReplay(rest) : runDoctor(rest);
   }
   if (command === 'compare') {
     return runCompare(rest, await load());
   }
-  process.stderr.write(`gpumem: unknown command '${command}' (accepted: info, train, compare, record, replay)\n\n${usage}`);
+  process.stderr.write(`gpumem: unknown command '${command}' (accepted: info, train, compare, record, replay, doctor)\n\n${usage}`);
   return 2;
 }
 

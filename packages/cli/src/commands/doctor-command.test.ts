@@ -1,0 +1,169 @@
+/**
+ * `gpumem doctor`: the three verdicts on traces whose answers are known, the terminal, JSON and
+ * HTML outputs, the default capacity, and bad input. Spawns the built CLI (build first: npx tsc -b
+ * tsconfig.json); on a machine without a GPU the device strategies run on their host twins.
+ */
+import { spawnSync } from 'node:child_process';
+import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { describe, expect, it } from 'vitest';
+import { formatBytes, hasCudaDevice } from '@gpumem/allocator-core';
+import type { DoctorVerdict } from '@gpumem/trace';
+import { UsageError } from './args.js';
+import { runDoctor } from './doctor-command.js';
+
+const cli = fileURLToPath(new URL('../../dist/cli.js', import.meta.url));
+const run = (args: string[]) => spawnSync(process.execPath, [cli, ...args], { encoding: 'utf8' });
+const dir = mkdtempSync(join(tmpdir(), 'gpumem-cli-doctor-'));
+const fixture = (name: string) => fileURLToPath(new URL(`../../../trace/src/snapshot/fixtures/${name}`, import.meta.url));
+const MiB = 1024 * 1024;
+
+/** A gpumem JSONL trace of `events` ([action, ptr, bytes, tag]), with tag names when given. */
+function writeTrace(name: string, events: [string, number, number, number?][], tags?: string[]): string {
+  const file = join(dir, name);
+  const header = { format: 'gpumem-trace', version: 1, source: 'test', eventCount: events.length, ...(tags && { tags }) };
+  const lines = [
+    JSON.stringify(header),
+    ...events.map(([action, ptr, bytes, tag], i) => JSON.stringify({ timeNs: i * 1000, action, ptr, bytes, stream: 0, tag: tag ?? 0 })),
+  ];
+  writeFileSync(file, lines.map((l) => `${l}\n`).join(''));
+  return file;
+}
+
+/**
+ * The pool keeps a 20 MiB segment, carves five 4 MiB blocks from it, every other one is freed, then
+ * 8 MiB fits no hole: the pool needs 28 MiB, expandable segments 24 MiB; the live bytes peak at 20 MiB.
+ */
+const fragmenting = writeTrace('fragmenting.jsonl', [
+  ['alloc', 1, 20 * MiB],
+  ['free', 1, 20 * MiB],
+  ...[0, 1, 2, 3, 4].map((i): [string, number, number] => ['alloc', 10 + i, 4 * MiB]),
+  ...[0, 2, 4].map((i): [string, number, number] => ['free', 10 + i, 4 * MiB]),
+  ['alloc', 20, 8 * MiB],
+]);
+
+/** Weights 12 MiB and optimizer state 4 MiB standing, a step of three 3 MiB activations: 25 MiB live at the peak. */
+const training = writeTrace(
+  'training.jsonl',
+  [
+    ['alloc', 1, 12 * MiB, 1],
+    ['alloc', 2, 4 * MiB, 2],
+    ['alloc', 3, 3 * MiB, 3],
+    ['alloc', 4, 3 * MiB, 3],
+    ['alloc', 5, 3 * MiB, 3],
+    ['free', 5, 3 * MiB, 3],
+    ['free', 4, 3 * MiB, 3],
+    ['free', 3, 3 * MiB, 3],
+  ],
+  ['other', 'weights', 'optimizer', 'activations'],
+);
+
+const jsonOf = (stdout: string) => JSON.parse(stdout) as { capacitySource: string; verdict: DoctorVerdict };
+
+describe('gpumem doctor', () => {
+  it('says fragmentation when the pool (PyTorch default) runs out and expandable fits', () => {
+    const json = join(dir, 'fragmentation.json');
+    const report = join(dir, 'fragmentation.html');
+    const r = run(['doctor', fragmenting, '--capacity', '26MiB', '--json', json, '--report', report]);
+    expect(r.status, r.stderr).toBe(0);
+    expect(r.stdout).toContain('capacity 26.00 MiB (--capacity)');
+    expect(r.stdout).toContain('verdict: fragmentation');
+    expect(r.stdout).toContain(
+      "Fragmentation: the live bytes peak at 20.00 MiB, under the capacity of 26.00 MiB, but PyTorch's default allocator (modelled by pool) needs 28.",
+    );
+    expect(r.stdout).toMatch(/expandable fits in 2\d\.\d\d MiB, \d\.\d\d MiB to spare\./);
+    const { verdict } = JSON.parse(readFileSync(json, 'utf8')) as { verdict: DoctorVerdict };
+    expect(verdict.kind).toBe('fragmentation');
+    expect(verdict.best).toMatchObject({ label: 'expandable', fits: true });
+    expect(verdict.pytorch).toMatchObject({ label: 'pool', fits: false });
+    const html = readFileSync(report, 'utf8');
+    expect(html).toMatch(/^<!DOCTYPE html>/);
+    expect(html).toContain('<section id="verdict" class="verdict fragmentation">');
+    expect(html).toContain('<th scope="row">expandable</th>');
+    expect(html).not.toContain('<script');
+  });
+
+  it('says real when the live bytes exceed the capacity, and what would reduce them', () => {
+    const r = run(['doctor', training, '--capacity', '16MiB', '--json', '-']);
+    expect(r.status, r.stderr).toBe(0);
+    const { verdict } = jsonOf(r.stdout);
+    expect(verdict.kind).toBe('real');
+    expect(verdict.excessBytes).toBe(9 * MiB);
+    expect(verdict.reductions.map((x) => x.kind)).toEqual(['tiered-by-tag', 'sleep-idle-tags', 'checkpointing']);
+    // with the JSON on stdout, the verdict's text goes to stderr
+    expect(r.stderr).toContain('Real: the live bytes peak at 25.00 MiB, 9.00 MiB more than the capacity of 16.00 MiB');
+    expect(r.stderr).toContain('Tiered placement by tag: with the allocations of weights (12.00 MiB at the peak) in host memory');
+  });
+
+  it('says fits with the margin of the strategy needing the least, and that PyTorch fits', () => {
+    const r = run(['doctor', fragmenting, '--capacity', '64MiB', '--json', '-']);
+    expect(r.status, r.stderr).toBe(0);
+    const { verdict } = jsonOf(r.stdout);
+    expect(verdict.kind).toBe('fits');
+    expect(verdict.best!.label).toBe('expandable');
+    expect(verdict.best!.marginBytes).toBe(64 * MiB - verdict.best!.needBytes);
+    expect(r.stderr).toContain(
+      `Fits: under expandable, which needs ${formatBytes(verdict.best!.needBytes)} of 64.00 MiB, ${formatBytes(verdict.best!.marginBytes)} to spare`,
+    );
+    expect(r.stderr).toMatch(/PyTorch's default allocator \(modelled by pool\) fits: it needs 28\.\d\d MiB/);
+  });
+
+  it("takes a snapshot's capacity from its OOM entry: what PyTorch reserved plus what the device had free", () => {
+    const r = run(['doctor', fixture('snapshot-p4.pickle'), '--json', '-']);
+    expect(r.status, r.stderr).toBe(0);
+    const { verdict, capacitySource } = jsonOf(r.stdout);
+    expect(verdict.capacityBytes).toBe(24 * MiB + 1_234_567);
+    expect(capacitySource).toMatch(/^the snapshot's first out-of-memory entry/);
+    // the failed request (40 GB) is replayed: the OOM was real
+    expect(verdict.kind).toBe('real');
+  });
+
+  it.skipIf(hasCudaDevice())('asks for --capacity when the trace records none and there is no GPU (exit 2)', () => {
+    const r = run(['doctor', fragmenting]);
+    expect(r.status).toBe(2);
+    expect(r.stderr).toContain("give '--capacity SIZE'");
+  });
+
+  it('refuses bad input with a clear message: exit 1 for a file it cannot read, 2 for bad usage', () => {
+    const missing = run(['doctor', join(dir, 'missing.pickle'), '--capacity', '1GiB']);
+    expect(missing.status).toBe(1);
+    expect(missing.stderr).toContain(`gpumem doctor: cannot read '${join(dir, 'missing.pickle')}': no such file`);
+
+    const nulBytes = join(dir, 'nul.pickle');
+    writeFileSync(nulBytes, Buffer.alloc(64));
+    const nul = run(['doctor', nulBytes, '--capacity', '1GiB']);
+    expect(nul.status).toBe(1);
+    expect(nul.stderr).toContain('gpumem doctor: malformed trace:');
+
+    for (const [capacity, message] of [
+      ['12XB', "'--capacity'"],
+      ['0x10MiB', "'--capacity'"],
+      ['0', "'--capacity' must be more than 0 bytes"],
+      ['-1GiB', "'--capacity'"],
+    ] as const) {
+      const bad = run(['doctor', fragmenting, '--capacity', capacity]);
+      expect(bad.status, capacity).toBe(2);
+      expect(bad.stderr, capacity).toContain(message);
+    }
+    const none = run(['doctor']);
+    expect(none.status).toBe(2);
+    expect(none.stderr).toContain('gpumem doctor: expected a FILE');
+    const over = run(['doctor', fragmenting, '--capacity', '1GiB', '--json', fragmenting]);
+    expect(over.status).toBe(2);
+    expect(over.stderr).toContain('would overwrite the input');
+  });
+
+  it('refuses a path with a NUL byte before reading anything', async () => {
+    await expect(runDoctor(['trace\0.jsonl', '--capacity', '1GiB'])).rejects.toThrow(UsageError);
+    await expect(runDoctor([fragmenting, '--capacity', '1GiB', '--report', 'out\0.html'])).rejects.toThrow(/holds a NUL byte/);
+  });
+
+  it('prints its help', () => {
+    const r = run(['help', 'doctor']);
+    expect(r.status).toBe(0);
+    expect(r.stdout).toContain('Usage: gpumem doctor FILE');
+    expect(r.stdout).toContain('torch._C._cuda_attach_out_of_memory_observer(oom_observer)');
+  });
+});
