@@ -23,7 +23,7 @@ const sizeClasses: readonly [string, number][] = [
 ];
 
 /** The operation after which live bytes first reach their peak; -1 for a trace with no allocation. */
-export function peakOp(c: CompiledTrace): number {
+function peakOp(c: CompiledTrace): number {
   let live = 0;
   let peak = 0;
   let at = -1;
