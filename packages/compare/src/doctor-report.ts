@@ -39,7 +39,14 @@ const DOCTOR_STYLE = `
 const cellBytes = (bytes: number | undefined) => (bytes === undefined ? DASH : formatBytes(bytes));
 
 function strategyRow(s: DoctorStrategy, capacityBytes: number): string {
-  const fits = s.error !== undefined ? 'failed' : s.fits === undefined ? DASH : s.fits ? 'yes' : `no (${s.oomsAtCapacity} OOMs)`;
+  const fits =
+    s.error !== undefined
+      ? 'failed'
+      : s.fits === undefined
+        ? DASH
+        : s.fits
+          ? 'yes'
+          : `no (${s.oomsAtCapacity} OOM${s.oomsAtCapacity === 1 ? '' : 's'})`;
   const marginCell = s.needBytes === undefined ? DASH : formatBytes(capacityBytes - s.needBytes);
   const ranked = s.ranked ? 'yes' : `no: ${s.notRankedReason ?? ''}`;
   return `<tr${s.fits === false || s.error !== undefined ? ' class="run-oom"' : ''}><th scope="row">${escapeHtml(s.label)}</th><td>${escapeHtml(s.memory)}</td><td>${escapeHtml(ranked)}</td><td>${escapeHtml(fits)}</td><td class="num">${escapeHtml(cellBytes(s.needBytes))}</td><td class="num">${escapeHtml(marginCell)}</td><td>${escapeHtml(s.error ?? '')}</td></tr>`;

@@ -73,7 +73,8 @@ file cannot be read, 2 for bad usage.
 
 ${flagHelp(doctorFlags)}
 
-In PyTorch, record a snapshot at the OOM (docs/traces.md):
+In PyTorch, record a snapshot at the OOM (docs/traces.md); under set_per_process_memory_fraction,
+pass the allowed bytes (device_alloc) as --capacity:
   torch.cuda.memory._record_memory_history(max_entries=100000)
   def oom_observer(device, alloc, device_alloc, device_free):
       pickle.dump(torch.cuda.memory._snapshot(), open("oom.pickle", "wb"))
@@ -163,7 +164,7 @@ function strategyCells(s: DoctorStrategy, capacityBytes: number): string[] {
     s.label,
     s.memory,
     s.ranked ? 'yes' : 'no',
-    s.fits === undefined ? '-' : s.fits ? 'yes' : `no (${s.oomsAtCapacity} OOMs)`,
+    s.fits === undefined ? '-' : s.fits ? 'yes' : `no (${s.oomsAtCapacity} OOM${s.oomsAtCapacity === 1 ? '' : 's'})`,
     s.needBytes === undefined ? `> ${formatBytes(s.minCapacity?.capBytes ?? capacityBytes)}` : formatBytes(s.needBytes),
     s.needBytes === undefined ? '-' : formatBytes(capacityBytes - s.needBytes),
     s.minCapacity ? String(s.minCapacity.probes) : '-',
