@@ -38,8 +38,11 @@ export interface DoctorOptions {
   pytorchModel?: LabelledStrategySpec;
   /** Precision of the minimum-capacity searches (default: the capacity / 1024, 4 KiB to 2 MiB). */
   resolutionBytes?: number;
-  /** The largest capacity a search tries (default: the capacity or twice the live peak, the larger). */
-  searchCapBytes?: number;
+  /**
+   * The most a replay can really take here (on a GPU, its free memory): the searches stop there.
+   * They otherwise go up to the capacity or twice the live peak, the larger.
+   */
+  searchLimitBytes?: number;
   /**
    * Requests that failed in the recording (its `oom` events): 'replay' (the default) replays each as
    * an allocation freed at once, the least the program asked for there; 'skip' leaves them out
@@ -341,7 +344,7 @@ export function diagnoseOom(trace: AllocationTrace, options: DoctorOptions): Doc
     replayCapacity: capacityBytes - heldBefore,
     heldBefore,
     resolutionBytes,
-    searchCap: options.searchCapBytes ?? Math.max(capacityBytes, 2 * liveBytes),
+    searchCap: Math.min(Math.max(capacityBytes, 2 * liveBytes), options.searchLimitBytes ?? Number.POSITIVE_INFINITY),
     ...(options.loop !== undefined && { loop: options.loop }),
   };
 

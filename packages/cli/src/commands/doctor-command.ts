@@ -235,6 +235,8 @@ export async function runDoctor(argv: readonly string[]): Promise<number> {
     capacityBytes: capacity.bytes,
     strategies: defaults.specs,
     ...(resolutionBytes !== undefined && { resolutionBytes }),
+    // a search on a GPU stops at what the card has free, as replay's does
+    ...(gpu && { searchLimitBytes: memoryInfo(0).freeBytes }),
     failedRequests: flags['skip-failed-requests'] ? 'skip' : 'replay',
     ...(flags.loop !== 'auto' && { loop: flags.loop as ReplayLoop }),
   });
