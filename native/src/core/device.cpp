@@ -28,20 +28,35 @@ int device_count() noexcept {
   return n;
 }
 
+int driver_version() noexcept {
+  int v = 0;
+  if (cudaDriverGetVersion(&v) != cudaSuccess) cudaGetLastError();
+  return v;
+}
+
+namespace {
+// A driver too old for the CUDA runtime linked in, in words that name the requirement: the oldest
+// Linux driver of the runtime's major release (CUDA's "Minimum Required Driver Version" table).
+std::string insufficient_driver() {
+  const int major = CUDART_VERSION / 1000;
+  std::string out = "the NVIDIA driver is older than CUDA " + std::to_string(major) + " needs";
+  if (major == 13) out += " (580 or later)";
+  if (major == 12) out += " (525 or later)";
+  const int driver = driver_version();
+  if (driver > 0) out += "; it supports CUDA " + std::to_string(driver / 1000) + "." + std::to_string(driver % 1000 / 10);
+  return out + " (cudaErrorInsufficientDriver)";
+}
+}  // namespace
+
 std::string device_status() {
   int n = 0;
   cudaError_t status = cudaGetDeviceCount(&n);
   if (status != cudaSuccess) {
     cudaGetLastError();
+    if (status == cudaErrorInsufficientDriver && driver_version() > 0) return insufficient_driver();
     return std::string(cudaGetErrorString(status)) + " (" + cudaGetErrorName(status) + ")";
   }
   return n == 0 ? "no CUDA device" : "";
-}
-
-int driver_version() noexcept {
-  int v = 0;
-  if (cudaDriverGetVersion(&v) != cudaSuccess) cudaGetLastError();
-  return v;
 }
 
 int runtime_version() noexcept {

@@ -29,20 +29,52 @@ export function deviceCount(): number {
 
 /**
  * Why there is no CUDA device, in plain words (empty when there is one): no CUDA support in this
- * build, no CUDA driver on this machine, or a driver but no visible device; the runtime's own
- * message follows in parentheses.
+ * build, no CUDA driver on this machine, a driver too old for the build's CUDA runtime, or a driver
+ * but no visible device; the runtime's own message follows in parentheses.
  */
 export function deviceStatus(): string {
   const native = loadNative();
   if (native.deviceCount() > 0) return '';
-  return explainNoDevice(native.builtWithCuda, native.driverVersion, native.deviceStatus());
+  return explainNoDevice(native.builtWithCuda, native.driverVersion, native.deviceStatus(), native.runtimeVersion);
 }
 
-/** The plain-words reason behind a device count of 0 (see {@link deviceStatus}); exported for tests. */
-export function explainNoDevice(builtWithCuda: boolean, driverVersion: number, runtimeMessage: string): string {
+/**
+ * The oldest Linux driver of each CUDA major release (CUDA's release notes, "CUDA Toolkit and
+ * Minimum Required Driver Version"): a driver older than this makes cudaGetDeviceCount fail with
+ * cudaErrorInsufficientDriver.
+ */
+const minimumDriver: Readonly<Record<number, number>> = { 12: 525, 13: 580 };
+
+/** `13000` as `13.0`. */
+const cudaVersion = (code: number) => `${Math.floor(code / 1000)}.${Math.floor((code % 1000) / 10)}`;
+
+/**
+ * The driver requirement a too-old driver misses, e.g. "the NVIDIA driver is older than CUDA 13
+ * needs (580 or later); it supports CUDA 12.4". `runtimeVersion` and `driverVersion` are CUDA
+ * version codes (13000 is 13.0); 0 when unknown.
+ */
+function driverRequirement(runtimeVersion: number, driverVersion: number): string {
+  const major = Math.floor(runtimeVersion / 1000);
+  const needs = minimumDriver[major] === undefined ? '' : ` (${minimumDriver[major]} or later)`;
+  const cuda = major > 0 ? `CUDA ${major}` : "this build's CUDA runtime";
+  const supports = driverVersion > 0 ? `; it supports CUDA ${cudaVersion(driverVersion)}` : '';
+  return `the NVIDIA driver is older than ${cuda} needs${needs}${supports}`;
+}
+
+/**
+ * The plain-words reason behind a device count of 0 (see {@link deviceStatus}); exported for tests.
+ * `runtimeVersion` is the build's CUDA runtime (the addon's `runtimeVersion`; 13000 is 13.0).
+ */
+export function explainNoDevice(builtWithCuda: boolean, driverVersion: number, runtimeMessage: string, runtimeVersion = 0): string {
   const detail = runtimeMessage ? ` (${runtimeMessage})` : '';
   if (!builtWithCuda) return 'no CUDA device: this build of gpumem has no CUDA support (no CUDA toolkit when it was built)';
   if (!driverVersion) return `no CUDA driver on this machine, so no CUDA device${detail}`;
+  if (
+    /cudaErrorInsufficientDriver/.test(runtimeMessage) ||
+    (runtimeVersion > 0 && Math.floor(driverVersion / 1000) < Math.floor(runtimeVersion / 1000))
+  ) {
+    return `no CUDA device: ${driverRequirement(runtimeVersion, driverVersion)} (cudaErrorInsufficientDriver)`;
+  }
   return `no CUDA device: the CUDA driver is installed but no device is visible (check CUDA_VISIBLE_DEVICES)${detail}`;
 }
 
