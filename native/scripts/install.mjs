@@ -1,28 +1,35 @@
 #!/usr/bin/env node
-// Gives @gpumem/native an addon. The package carries one prebuilt for linux-x64 (prebuilds/): the
-// CUDA runtime is linked statically, so that one binary serves every driver at least as new as the
-// toolkit it was built with, with kernels for sm_80 to sm_120 and PTX for newer GPUs. Elsewhere, or
-// when asked, it builds from source with cmake-js and says exactly what is missing.
+// Gives @gpumem/native an addon. The package carries one prebuilt for linux-x64 on glibc
+// (prebuilds/linux-x64-glibc/): the CUDA runtime is linked statically, so that one binary serves
+// every driver at least as new as the toolkit it was built with, with kernels for sm_80 to sm_120 and
+// PTX for newer GPUs. Elsewhere (another platform, or musl), or when asked, it builds from source
+// with cmake-js and says exactly what is missing. The build tools (cmake-js, node-addon-api) are
+// optional peer dependencies: a user of the prebuilt addon never installs them.
 //
 //   npx gpumem-build-native            build from source now (GPUMEM_CUDA_ARCH=native: for this machine's GPUs)
-//   node scripts/install.mjs --if-needed  the install step: nothing to do when a prebuilt addon fits
+//   node scripts/install.mjs --if-needed  the install step: nothing to do when a prebuilt addon fits;
+//                                         never fails the install (the loader says what is missing)
 import { spawnSync } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { prebuildTag } from './prebuild-tag.mjs';
 
 const packageDir = dirname(dirname(fileURLToPath(import.meta.url)));
-const platform = `${process.platform}-${process.arch}`;
-const prebuilt = join(packageDir, 'prebuilds', platform, 'gpumem.node');
+const tag = prebuildTag();
+const prebuilt = join(packageDir, 'prebuilds', tag, 'gpumem.node');
 const built = join(packageDir, 'build', 'Release', 'gpumem.node');
+const ifNeeded = process.argv.includes('--if-needed');
 const say = (line) => process.stderr.write(`@gpumem/native: ${line}\n`);
+/** Stops without an addon: a failure when asked to build, never a failed install. */
+const stop = () => process.exit(ifNeeded ? 0 : 1);
 
-if (process.argv.includes('--if-needed')) {
+if (ifNeeded) {
   if (existsSync(prebuilt) || existsSync(built)) process.exit(0);
   // In the repository the root's `npm ci` builds it (its prepare script), after every dependency is in place.
   if (existsSync(join(packageDir, '..', 'packages', 'allocator-core', 'package.json'))) process.exit(0);
-  say(`no prebuilt addon for ${platform}; building from source`);
+  say(`no prebuilt addon for ${tag}; building from source`);
 }
 
 /** The first line a tool prints of its version, or undefined when it cannot be run. */
@@ -40,10 +47,22 @@ else if (Number(cmakeVersion[1]) < 3 || (Number(cmakeVersion[1]) === 3 && Number
 }
 const compiler = process.env.CXX ?? 'c++';
 if (!versionOf(compiler)) missing.push(`a C++17 compiler (${compiler} was not found; e.g. apt-get install g++, or set CXX)`);
+const resolveTool = (name) => {
+  try {
+    return createRequire(import.meta.url).resolve(name);
+  } catch {
+    return undefined;
+  }
+};
+const cmakeJs = resolveTool('cmake-js/bin/cmake-js');
+const buildTools = [cmakeJs ? '' : 'cmake-js', resolveTool('node-addon-api') ? '' : 'node-addon-api'].filter(Boolean);
+if (buildTools.length > 0) {
+  missing.push(`the build tools ${buildTools.join(' and ')} (optional peer dependencies: npm install --save-dev cmake-js node-addon-api)`);
+}
 if (missing.length > 0) {
   say(`cannot build the addon from source; missing:\n  - ${missing.join('\n  - ')}`);
   say('without it, nothing of gpumem can run here; install the above and run `npx gpumem-build-native`.');
-  process.exit(1);
+  stop();
 }
 
 const nvcc = process.env.CUDACXX ?? (existsSync('/usr/local/cuda/bin/nvcc') ? '/usr/local/cuda/bin/nvcc' : 'nvcc');
@@ -57,10 +76,9 @@ if (versionOf(nvcc)) {
   );
 }
 
-const cmakeJs = createRequire(import.meta.url).resolve('cmake-js/bin/cmake-js');
 const build = spawnSync(process.execPath, [cmakeJs, 'compile', '--out', 'build'], { cwd: packageDir, stdio: 'inherit' });
 if (build.status !== 0) {
   say(`the build failed (exit ${build.status ?? build.signal}); the messages above say why`);
-  process.exit(1);
+  stop();
 }
 say(`built ${built}`);

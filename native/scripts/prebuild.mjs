@@ -1,12 +1,15 @@
 #!/usr/bin/env node
-// Before `npm pack` / `npm publish`: puts the built addon in prebuilds/<platform>-<arch>/, where the
-// loader finds it in an installed package, with what it was built for beside it (build.json).
+// Before `npm pack` / `npm publish`: puts the built addon in prebuilds/<platform>-<arch>-<libc>/
+// (linux-x64-glibc; prebuild-tag.mjs), where the loader finds it in an installed package, with what
+// it was built for beside it (build.json). What prebuilds/ held before is removed: the package
+// carries this build only.
 // Release builds use the default architecture list (GPUMEM_CUDA_ARCH unset); a narrower one is
 // packed too (for tests), with a warning.
-import { copyFileSync, existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { copyFileSync, existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { prebuildTag } from './prebuild-tag.mjs';
 
 const packageDir = dirname(dirname(fileURLToPath(import.meta.url)));
 const built = join(packageDir, 'build', 'Release', 'gpumem.node');
@@ -20,7 +23,9 @@ if (!existsSync(built)) {
 }
 const addon = createRequire(import.meta.url)(built);
 const architectures = addon.cudaArchitectures.split(/\s+/).filter(Boolean);
-const target = join(packageDir, 'prebuilds', `${process.platform}-${process.arch}`);
+const prebuilds = join(packageDir, 'prebuilds');
+const target = join(prebuilds, prebuildTag());
+rmSync(prebuilds, { recursive: true, force: true });
 mkdirSync(target, { recursive: true });
 copyFileSync(built, join(target, 'gpumem.node'));
 writeFileSync(

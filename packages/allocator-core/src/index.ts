@@ -99,6 +99,8 @@ export {
   loadNative,
   loadNativeFrom,
   addonCandidates,
+  prebuildTag,
+  type Prebuilds,
   NativeLoadError,
   type ResourceSpec,
   type ChainSpec,

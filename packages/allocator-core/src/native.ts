@@ -4,7 +4,7 @@
  * @module
  */
 import { createRequire } from 'node:module';
-import { existsSync } from 'node:fs';
+import { existsSync, readdirSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { processShared, shareClass } from './process-shared.js';
@@ -330,23 +330,74 @@ export class NativeLoadError extends Error {
 }
 shareClass(NativeLoadError, 'NativeLoadError', 1);
 
+/**
+ * The C library of this Linux ('glibc' or 'musl': Node's report names glibc's version only when it
+ * runs on glibc); undefined on other platforms.
+ */
+function hostLibc(): 'glibc' | 'musl' | undefined {
+  if (process.platform !== 'linux') return undefined;
+  // Without the network section the report is quick and never waits on name resolution (Node's
+  // types leave out excludeNetwork and the report's fields).
+  const report = process.report as unknown as { excludeNetwork: boolean; getReport(): { header: { glibcVersionRuntime?: string } } };
+  const excludeNetwork = report.excludeNetwork;
+  report.excludeNetwork = true;
+  try {
+    return report.getReport().header.glibcVersionRuntime ? 'glibc' : 'musl';
+  } finally {
+    report.excludeNetwork = excludeNetwork;
+  }
+}
+
+/**
+ * The folder of @gpumem/native's prebuilds/ that would hold this machine's addon: platform, arch
+ * and, on Linux, the C library ('linux-x64-glibc', 'linux-x64-musl', 'darwin-arm64'), so that musl
+ * never loads an addon linked against glibc. native/scripts/prebuild-tag.mjs names it the same way
+ * when it packs the addon.
+ */
+export function prebuildTag(
+  host: { platform: string; arch: string; libc?: 'glibc' | 'musl' } = { platform: process.platform, arch: process.arch, libc: hostLibc() },
+): string {
+  return `${host.platform}-${host.arch}${host.libc ? `-${host.libc}` : ''}`;
+}
+
+/** What the loader knows of the prebuilt addons: this machine's folder, and the folders the installed @gpumem/native carries. */
+export interface Prebuilds {
+  tag: string;
+  available: readonly string[];
+}
+
+/** The installed @gpumem/native's folder, or undefined when it is not installed as a dependency. */
+function nativePackage(): string | undefined {
+  try {
+    return dirname(createRequire(import.meta.url).resolve('@gpumem/native/package.json'));
+  } catch {
+    return undefined; // not installed as a dependency; the repository layout still works
+  }
+}
+
+/** This machine's prebuild folder and those the installed @gpumem/native carries (none when it is not installed). */
+function installedPrebuilds(): Prebuilds {
+  const dir = nativePackage();
+  const prebuilds = dir ? join(dir, 'prebuilds') : undefined;
+  const available =
+    prebuilds && existsSync(prebuilds) ? readdirSync(prebuilds).filter((d) => existsSync(join(prebuilds, d, 'gpumem.node'))) : [];
+  return { tag: prebuildTag(), available: available.sort() };
+}
+
 /** Where the addon may be, in the order tried. GPUMEM_ADDON overrides everything. */
 export function addonCandidates(): string[] {
   const here = dirname(fileURLToPath(import.meta.url));
   const repoRoot = resolve(here, '..', '..', '..');
   const candidates: string[] = [];
   if (process.env.GPUMEM_ADDON) candidates.push(resolve(process.env.GPUMEM_ADDON));
-  const req = createRequire(import.meta.url);
-  try {
-    const nativePkg = dirname(req.resolve('@gpumem/native/package.json'));
+  const nativePkg = nativePackage();
+  if (nativePkg) {
     // A build from source first (it was made for this machine), then the package's prebuilt addon.
     candidates.push(
       join(nativePkg, 'build', 'Release', 'gpumem.node'),
-      join(nativePkg, 'prebuilds', `${process.platform}-${process.arch}`, 'gpumem.node'),
+      join(nativePkg, 'prebuilds', prebuildTag(), 'gpumem.node'),
       join(nativePkg, 'build', 'Debug', 'gpumem.node'),
     );
-  } catch {
-    // not installed as a dependency; the repository layout below still works
   }
   candidates.push(join(repoRoot, 'native', 'build', 'Release', 'gpumem.node'), join(repoRoot, 'native', 'build', 'Debug', 'gpumem.node'));
   return [...new Set(candidates)];
@@ -368,8 +419,12 @@ export function loadNative(): NativeAddon {
   return loaded.addon;
 }
 
-/** Loads the first candidate that loads; throws {@link NativeLoadError} listing every attempt. */
-export function loadNativeFrom(candidates: readonly string[]): NativeAddon {
+/**
+ * Loads the first candidate that loads; throws {@link NativeLoadError} listing every attempt and,
+ * when @gpumem/native carries no prebuilt addon for this machine (`prebuilds`: by default the
+ * installed package's), saying so first and how to build one.
+ */
+export function loadNativeFrom(candidates: readonly string[], prebuilds: Prebuilds = installedPrebuilds()): NativeAddon {
   const req = createRequire(import.meta.url);
   const attempts: { path: string; error: string }[] = [];
   for (const path of candidates) {
@@ -385,12 +440,20 @@ export function loadNativeFrom(candidates: readonly string[]): NativeAddon {
   }
   const lines = attempts.map((a) => `  - ${a.path}: ${a.error}`).join('\n');
   throw new NativeLoadError(
-    `Could not load the gpumem native addon (gpumem.node). Tried:\n${lines}\n` +
+    `Could not load the gpumem native addon (gpumem.node)${noPrebuild(prebuilds)}. Tried:\n${lines}\n` +
       'Possible solutions:\n' +
-      `  - @gpumem/native carries a prebuilt addon for linux-x64 only; on ${process.platform}-${process.arch}, build it from source: npx gpumem-build-native;\n` +
-      '  - the build needs cmake >= 3.20 and a C++17 compiler; CUDA strategies also need nvcc (CUDA 12+);\n' +
+      `  - build it from source: npx gpumem-build-native (it needs CMake >= 3.20, a C++17 compiler and the build tools, optional dependencies of @gpumem/native: npm install --save-dev cmake-js node-addon-api; the CUDA strategies also need nvcc, CUDA 12+; without it the host strategies are built);\n` +
       '  - in the repository: run `npm ci` (or `npm run build:native`) at its root;\n' +
       '  - point GPUMEM_ADDON at a gpumem.node you built elsewhere.',
     attempts,
   );
+}
+
+/** Why no prebuilt addon could serve this machine, as a clause of the loader's first sentence; '' when one is there. */
+function noPrebuild({ tag, available }: Prebuilds): string {
+  if (available.includes(tag)) return '';
+  const carried = available.length > 0 ? `@gpumem/native carries one for ${available.join(', ')} only` : '@gpumem/native carries none';
+  const glibcTwin = tag.endsWith('-musl') && available.includes(tag.replace(/-musl$/, '-glibc'));
+  const why = glibcTwin ? ', linked against glibc, which musl cannot load' : '';
+  return `: there is no prebuilt addon for ${tag} (${carried}${why})`;
 }
