@@ -1,7 +1,8 @@
 /**
  * The conformance cases of sleep and wake by tag (`Allocator.sleep`), part of the suite
- * (describeConformance): they run for an allocator whose registry flag `sleep` is set, and are
- * listed as skipped, with the reason in their title, for every other. Those that need a small device
+ * (describeConformance): they run for an allocator whose registry flag `sleep` is set, are left out
+ * for one known not to sleep (the suite checks it has none of the methods), and are listed as
+ * skipped, with the reason in their title, where the flag cannot be read. Those that need a small device
  * or little host memory make their own allocator through the suite's `createWith`.
  * @module
  */
@@ -19,7 +20,7 @@ export interface SleepCasesOptions {
   createWith: ((extra: Record<string, unknown>) => Allocator) | undefined;
   /** The options that leave it a device of 16 MiB. */
   smallDevice: Record<string, unknown>;
-  /** Why the cases are skipped (the allocator does not sleep), or false to run them. */
+  /** Why the cases are skipped (the sleep flag cannot be read), or false to run them. */
   skip: string | false;
   /** The bytes of `pattern(bytes, seed)`, the suite's data. */
   pattern: (bytes: number, seed: number) => Uint8Array;
