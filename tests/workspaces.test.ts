@@ -3,17 +3,20 @@
  * strategy package is found by its package.json field alone: by the conformance suite's list
  * (tests/allocators.ts), by compare's defaults when compare depends on it, by the vitest aliases.
  */
-import { spawnSync } from 'node:child_process';
-import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { execFile, spawnSync } from 'node:child_process';
+import { mkdirSync, mkdtempSync, readFileSync, realpathSync, rmSync, writeFileSync } from 'node:fs';
+import { createRequire } from 'node:module';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { promisify } from 'node:util';
 import { afterEach, describe, expect, it } from 'vitest';
 import { builtInStrategyPackages } from '@gpumem/compare';
 import { strategyPackages, syncWorkspaces, workspacePackages } from '../scripts/sync-workspaces.mjs';
 
 const repository = fileURLToPath(new URL('..', import.meta.url));
 const script = join(repository, 'scripts', 'sync-workspaces.mjs');
+const execFileAsync = promisify(execFile);
 
 describe('files made from the workspaces', () => {
   it('tsconfig.json references every workspace with a tsconfig.json (node scripts/sync-workspaces.mjs rewrites it)', () => {
@@ -56,6 +59,48 @@ describe('what a published package says of where it comes from', () => {
       expect(relative, name).toEqual([]);
     }
   });
+});
+
+describe('what a published package holds and asks of the machine it installs on', () => {
+  const published = workspacePackages().filter((w) => !w.manifest.private);
+
+  it('every public package exports ./package.json (or has no exports map, so every file is reachable)', () => {
+    const require = createRequire(join(repository, 'package.json'));
+    for (const { name, dir, manifest } of published) {
+      if (manifest.exports !== undefined)
+        expect((manifest.exports as Record<string, unknown>)['./package.json'], name).toBe('./package.json');
+      expect(realpathSync(require.resolve(`${name}/package.json`)), name).toBe(realpathSync(join(repository, dir, 'package.json')));
+    }
+  });
+
+  it('no public package is held to an os, cpu or libc, nor makes every user install the build tools', () => {
+    for (const { name, manifest } of published) {
+      expect([manifest.os, manifest.cpu, manifest.libc], name).toEqual([undefined, undefined, undefined]);
+    }
+    const native = published.find((w) => w.name === '@gpumem/native')!.manifest;
+    expect(native.dependencies ?? {}).toEqual({});
+    expect(Object.keys(native.peerDependencies as Record<string, string>).sort()).toEqual(['cmake-js', 'node-addon-api']);
+    expect(native.peerDependenciesMeta).toEqual({ 'cmake-js': { optional: true }, 'node-addon-api': { optional: true } });
+    // the repository's own build still finds them
+    expect(Object.keys(native.devDependencies as Record<string, string>).sort()).toEqual(['cmake-js', 'node-addon-api']);
+  });
+
+  it('no tarball carries tests, test helpers (*.testing.*) or TypeScript configs', async () => {
+    const { stdout } = await execFileAsync(
+      'npm',
+      ['pack', '--dry-run', '--json', '--ignore-scripts', ...published.flatMap((w) => ['-w', w.dir])],
+      { cwd: repository, encoding: 'utf8', maxBuffer: 1 << 26 },
+    );
+    const packs = JSON.parse(stdout) as { name: string; files: { path: string }[] }[];
+    expect(packs.map((p) => p.name).sort()).toEqual(published.map((w) => w.name).sort());
+    for (const pack of packs) {
+      const paths = pack.files.map((f) => f.path);
+      expect(
+        paths.filter((path) => /\.test\.|\.testing\.|(^|\/)tsconfig[^/]*\.json$|\.tsbuildinfo$/.test(path)),
+        pack.name,
+      ).toEqual([]);
+    }
+  }, 120_000);
 });
 
 describe('scripts/sync-workspaces.mjs on a repository of its own', () => {
