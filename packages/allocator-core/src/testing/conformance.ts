@@ -71,7 +71,8 @@ export interface ConformanceOptions {
   smallDevice?: Record<string, unknown>;
   /**
    * Whether the allocator sleeps and wakes by tag, which runs the sleep cases (default: the registry's
-   * `sleep` flag of `name`; false where `name` is not given or not registered).
+   * `sleep` flag of `name`, or of the name an allocator made by `create` reports; false where that
+   * name is not registered).
    */
   sleep?: boolean;
 }
@@ -84,9 +85,23 @@ export interface ConformanceOptions {
  */
 function sleepSkipReason(options: ConformanceOptions): string | false {
   if (options.sleep !== undefined) return options.sleep ? false : 'absent';
-  if (options.name === undefined) return 'no registered name (options.name) to read the sleep flag of';
-  if (!hasAllocator(options.name)) return `'${options.name}' is not registered, so it has no sleep flag`;
-  return strategyInfo(options.name).sleep ? false : 'absent';
+  const name = options.name ?? probedName(options);
+  if (name === undefined) return 'no registered name (options.name) to read the sleep flag of';
+  if (!hasAllocator(name)) return `'${name}' is not registered, so it has no sleep flag`;
+  return strategyInfo(name).sleep ? false : 'absent';
+}
+
+/** The name an allocator of the suite reports (one made and disposed now), or undefined where none can be made. */
+function probedName(options: ConformanceOptions): string | undefined {
+  if (options.skip) return undefined;
+  try {
+    const probe = options.create();
+    const name = probe.name;
+    probe.dispose();
+    return name;
+  } catch {
+    return undefined;
+  }
 }
 
 const sizes = [1, 255, 256, 257, 511, 4096, 65_536, 1 << 20, (3 << 20) + 7];
