@@ -336,6 +336,13 @@ shareClass(NativeLoadError, 'NativeLoadError', 1);
  */
 function hostLibc(): 'glibc' | 'musl' | undefined {
   if (process.platform !== 'linux') return undefined;
+  libc ??= readLibc();
+  return libc;
+}
+let libc: 'glibc' | 'musl' | undefined;
+
+/** What {@link hostLibc} reads, once: Node's report of this process. */
+function readLibc(): 'glibc' | 'musl' {
   // Without the network section the report is quick and never waits on name resolution (Node's
   // types leave out excludeNetwork and the report's fields).
   const report = process.report as unknown as { excludeNetwork: boolean; getReport(): { header: { glibcVersionRuntime?: string } } };
@@ -424,7 +431,7 @@ export function loadNative(): NativeAddon {
  * when @gpumem/native carries no prebuilt addon for this machine (`prebuilds`: by default the
  * installed package's), saying so first and how to build one.
  */
-export function loadNativeFrom(candidates: readonly string[], prebuilds: Prebuilds = installedPrebuilds()): NativeAddon {
+export function loadNativeFrom(candidates: readonly string[], prebuilds?: Prebuilds): NativeAddon {
   const req = createRequire(import.meta.url);
   const attempts: { path: string; error: string }[] = [];
   for (const path of candidates) {
@@ -440,7 +447,7 @@ export function loadNativeFrom(candidates: readonly string[], prebuilds: Prebuil
   }
   const lines = attempts.map((a) => `  - ${a.path}: ${a.error}`).join('\n');
   throw new NativeLoadError(
-    `Could not load the gpumem native addon (gpumem.node)${noPrebuild(prebuilds)}. Tried:\n${lines}\n` +
+    `Could not load the gpumem native addon (gpumem.node)${noPrebuild(prebuilds ?? installedPrebuilds())}. Tried:\n${lines}\n` +
       'Possible solutions:\n' +
       `  - build it from source: npx gpumem-build-native (it needs CMake >= 3.20, a C++17 compiler and the build tools, optional dependencies of @gpumem/native: npm install --save-dev cmake-js node-addon-api; the CUDA strategies also need nvcc, CUDA 12+; without it the host strategies are built);\n` +
       '  - in the repository: run `npm ci` (or `npm run build:native`) at its root;\n' +
