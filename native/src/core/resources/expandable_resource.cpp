@@ -1,5 +1,7 @@
 #include "gpumem/expandable_resource.hpp"
 
+#include <sys/resource.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -506,6 +508,19 @@ struct expandable_resource::impl final : stream_observer {
                          " virtual range is large enough (the blocks in use hold it)");
   }
 
+  // Why a range reservation can fail with memory to spare: every stream and tag reserves a range of
+  // address space, which a limit on the process's address space (RLIMIT_AS) counts in full.
+  GPUMEM_POOL_COLD std::string address_space_hint() const {
+    std::string hint = "; every stream and tag reserves reserveBytes (" + format_bytes_brief(options.reserve_bytes) +
+                       ") of address space";
+    rlimit limit{};
+    if (getrlimit(RLIMIT_AS, &limit) == 0 && limit.rlim_cur != RLIM_INFINITY) {
+      hint += ", and this process's address space is limited to " +
+              format_bytes_brief(static_cast<std::uint64_t>(limit.rlim_cur)) + " (RLIMIT_AS: ulimit -v, prlimit --as)";
+    }
+    return hint + ": lower the option reserveBytes (reserve_bytes) to reserve less";
+  }
+
   [[noreturn]] void throw_oom(std::size_t bytes, const std::string& reason) {
     merge_unmerged();  // the figures of the merged blocks
     counter.on_oom();
@@ -532,7 +547,7 @@ struct expandable_resource::impl final : stream_observer {
     try {
       base = memory->reserve_range(options.reserve_bytes);
     } catch (const out_of_memory& e) {
-      throw_oom(bytes, "could not reserve the stream's virtual range: " + e.reason());
+      throw_oom(bytes, "could not reserve the stream's virtual range: " + e.reason() + address_space_hint());
     }
     r->base = reinterpret_cast<std::uintptr_t>(base);
     r->size = options.reserve_bytes;
