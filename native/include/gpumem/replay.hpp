@@ -29,7 +29,7 @@ struct replay_pass {
   double free_ns = 0;              // summed over the frees, clock cost removed
   std::uint64_t allocs = 0;        // successful allocations
   std::uint64_t frees = 0;         // frees made
-  std::uint64_t ooms = 0;          // allocations that ended in out_of_memory (not timed)
+  std::uint64_t ooms = 0;          // allocations that ended in out_of_memory or bad_alloc (not timed)
   std::uint64_t skipped_frees = 0; // frees of a slot whose allocation hit out_of_memory
   resource_stats end;              // stats at the end of the trace, before the cleanup frees
 };
@@ -44,8 +44,10 @@ struct replay_result {
 // invalid_argument naming the operation's index.
 void validate_replay(const std::vector<replay_op>& ops, std::size_t slots);
 
-// Validates, then runs the program `repeats` times (at least once). An out_of_memory is counted and
-// its slot stays empty; any other error frees what the pass holds and is rethrown.
+// Validates, then runs the program `repeats` times (at least once), then trims the resource. An
+// allocation that throws out_of_memory or std::bad_alloc (the host's own memory or address space
+// ran out) is counted as an out-of-memory failure and its slot stays empty; any other error frees
+// what the pass holds and is rethrown.
 replay_result replay(memory_resource& resource, const std::vector<replay_op>& ops, std::size_t slots, int repeats);
 
 }  // namespace gpumem::bench

@@ -166,7 +166,12 @@ void throw_js(Napi::Env env) {
     Napi::Error error = with_code(Napi::Error::New(env, e.what()), "GPUMEM_OOM");
     error.Set("reason", Napi::String::New(env, e.reason()));  // the message without the figures
     error.Set("requestedBytes", Napi::Number::New(env, static_cast<double>(e.requested_bytes())));
-    error.Set("stats", from_stats(env, e.stats()));
+    try {
+      error.Set("stats", from_stats(env, e.stats()));
+    } catch (...) {
+      // No room left for the figures (std::bad_alloc, or the engine failed the object): the error
+      // goes without them, still an out-of-memory error, rather than ending the process.
+    }
     throw error;
   } catch (const invalid_argument& e) {
     auto tag = [&](Napi::Error error) {

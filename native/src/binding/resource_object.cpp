@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <mutex>
+#include <new>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -580,8 +581,17 @@ napi_value ResourceObject::FastAllocate(napi_env env, napi_callback_info info) {
   auto* self = static_cast<ResourceObject*>(data);
   return run_fast(env, [&] {
     double* a = self->fast_args_;
-    void* ptr = self->top().allocate(static_cast<std::size_t>(a[0]),
-                                     reinterpret_cast<stream_handle>(static_cast<std::uintptr_t>(a[1])));
+    const auto bytes = static_cast<std::size_t>(a[0]);
+    void* ptr = nullptr;
+    try {
+      ptr = self->top().allocate(bytes, reinterpret_cast<stream_handle>(static_cast<std::uintptr_t>(a[1])));
+    } catch (const std::bad_alloc&) {
+      // The host's own memory or address space (RLIMIT_AS) ran out inside the strategy: to the
+      // caller this request failed for want of memory, like any other (the strategy is unchanged).
+      throw out_of_memory("out of host memory allocating " + format_bytes(bytes) +
+                              " (std::bad_alloc: the host's memory or address space is exhausted)",
+                          bytes, self->top().stats());
+    }
     a[2] = static_cast<double>(reinterpret_cast<std::uintptr_t>(ptr));
   });
 }

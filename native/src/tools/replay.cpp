@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <new>
 #include <string>
 
 namespace gpumem::bench {
@@ -83,6 +84,11 @@ replay_pass run_pass(memory_resource& resource, const std::vector<replay_op>& op
       } catch (const out_of_memory&) {
         ++pass.ooms;
         last = clock_type::now();
+      } catch (const std::bad_alloc&) {
+        // The host ran out (its bookkeeping, or an address-space limit such as RLIMIT_AS): for the
+        // trace this allocation failed as any other out of memory does; the resource is unchanged.
+        ++pass.ooms;
+        last = clock_type::now();
       }
     } else {
       void* p = table.ptr(op.slot);
@@ -130,6 +136,13 @@ replay_result replay(memory_resource& resource, const std::vector<replay_op>& op
   replay_result result;
   result.clock_overhead_ns = clock_overhead_ns();
   for (int r = 0; r < std::max(repeats, 1); ++r) result.passes.push_back(run_pass(resource, ops, slots, result.clock_overhead_ns));
+  // What the strategy caches goes back before the caller builds its records: a replay that ran the
+  // host to its limit leaves room for them (the next pass would trim first anyway).
+  try {
+    resource.trim(0);
+  } catch (...) {
+    // a failed trim leaves the cache to the resource's own dispose
+  }
   return result;
 }
 
