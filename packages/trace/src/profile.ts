@@ -54,6 +54,8 @@ export interface ReplayProfile {
   /** Out-of-memory failures in the pass, and the first `maxOomSnapshots` of them in detail. */
   ooms: number;
   oomSnapshots: OomSnapshot[];
+  /** Why the first out-of-memory failure happened, as the strategy said it (without the figures). */
+  firstOomReason?: string;
   /** How a capacity was enforced, when one was given. */
   limit?: CapacityLimit;
 }
@@ -62,6 +64,10 @@ export interface ProfileOptions {
   capacityBytes?: number;
   /** Out-of-memory failures described in detail (default 100); all are counted. */
   maxOomSnapshots?: number;
+}
+
+function withoutPrefix(text: string, prefix: string): string {
+  return text.startsWith(prefix) ? text.slice(prefix.length) : text;
 }
 
 function oomSnapshot(op: number, timeNs: number, requestedBytes: number, s: AllocatorStats): OomSnapshot {
@@ -97,6 +103,7 @@ export function profileReplay(trace: CompiledTrace, spec: StrategySpec, o: Profi
   let calls = 0;
   let ooms = 0;
   const oomSnapshots: OomSnapshot[] = [];
+  let firstOomReason: string | undefined;
   let end: AllocatorStats;
   let streams: ReturnType<typeof replayStreams> | undefined;
   try {
@@ -114,7 +121,7 @@ export function profileReplay(trace: CompiledTrace, spec: StrategySpec, o: Profi
           slotStream[s] = stream;
         } catch (e) {
           if (!isOutOfMemory(e)) throw e;
-          ooms++;
+          if (ooms++ === 0) firstOomReason = withoutPrefix(e.reason ?? e.message, `${allocator.name}: `);
           if (oomSnapshots.length < maxOomSnapshots) oomSnapshots.push(oomSnapshot(i, trace.timeNs[i]!, bytes, allocator.stats()));
         }
       } else if (ptr[s] !== 0) {
@@ -137,6 +144,14 @@ export function profileReplay(trace: CompiledTrace, spec: StrategySpec, o: Profi
       } catch {
         // dispose() frees what a failed cleanup leaves
       }
+    }
+    try {
+      // The strategy's cache goes back before the events are read (the ring records no trim): a
+      // pass that ran the host's memory or address space (RLIMIT_AS) to its limit leaves no room
+      // to build them in otherwise.
+      allocator.trim();
+    } catch {
+      // the events are read all the same
     }
     streams?.destroy();
   }
@@ -206,6 +221,7 @@ export function profileReplay(trace: CompiledTrace, spec: StrategySpec, o: Profi
     oomSnapshots,
   };
   if (made.limit !== undefined) profile.limit = made.limit;
+  if (firstOomReason !== undefined) profile.firstOomReason = firstOomReason;
   if (end.peakHostReservedBytes !== undefined) profile.peakHostReservedBytes = end.peakHostReservedBytes;
   return profile;
 }

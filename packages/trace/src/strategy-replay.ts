@@ -6,6 +6,7 @@
  * @module
  */
 import { formatBytes, hasAllocator, hasCudaDevice, memoryInfo, strategyInfo } from '@gpumem/allocator-core';
+import { addressSpaceRoom, type AddressSpaceRoom } from './address-space.js';
 import { strategyMemory, type StrategyMemory } from './advice.js';
 import { capacityCap, createReplayAllocator, type CapacityLimit, type StrategySpec } from './capacity.js';
 import { defaultCapacityResolution, findMinCapacity, type MinCapacity } from './min-capacity.js';
@@ -47,6 +48,12 @@ export interface StrategyReplay {
   profile?: ReplayProfile;
   /** The minimum capacity, when it was searched. */
   minCapacity?: MinCapacity;
+  /**
+   * Set when the process's address space is limited (RLIMIT_AS) and no capacity was given: a
+   * strategy over host memory was replayed at `roomBytes` as its capacity, so that it cannot take
+   * the room the JavaScript engine needs (see address-space.ts).
+   */
+  addressSpace?: AddressSpaceRoom;
   /** Wall time of everything done for the row, ms. */
   wallMs?: number;
 }
@@ -71,12 +78,16 @@ export function replayStrategy(compiled: CompiledTrace, spec: LabelledStrategySp
         };
       }
     }
-    const capacity = o.capacityBytes !== undefined ? { capacityBytes: o.capacityBytes } : {};
+    // Under an address-space limit, a strategy over host memory gets the room left as its capacity.
+    const room = o.capacityBytes === undefined && overHostMemory(spec) ? addressSpaceRoom() : undefined;
+    const capacityBytes = o.capacityBytes ?? (room && room.roomBytes >= compiled.largestRequestBytes ? room.roomBytes : undefined);
+    const capacity = capacityBytes !== undefined ? { capacityBytes } : {};
     const made = createReplayAllocator(spec, capacity);
     const device = made.allocator.device;
     // On a GPU, a device strategy made over host memory (pool:upstream=host) keeps host memory too.
     const memory = hasCudaDevice() && device.kind === 'host' ? 'host' : strategyMemory(spec.name);
     const row: StrategyReplay = { label, memory };
+    if (room !== undefined && capacityBytes !== undefined) row.addressSpace = room;
     try {
       row.result = replayTrace(compiled, made.allocator, { repeats: o.repeats, ...(o.loop !== undefined && { loop: o.loop }) });
     } finally {
@@ -86,7 +97,7 @@ export function replayStrategy(compiled: CompiledTrace, spec: LabelledStrategySp
     row.profile = profileReplay(compiled, spec, capacity);
     if (o.minCapacity) {
       row.minCapacity = findMinCapacity(compiled, spec, {
-        capBytes: o.capacityBytes ?? capacityCap(device),
+        capBytes: capacityBytes ?? capacityCap(device),
         resolutionBytes: o.resolutionBytes ?? defaultCapacityResolution,
         ...(o.loop !== undefined && { loop: o.loop }),
         // What the tracked pass reserved fits unless it ran out of memory: a good first guess.
@@ -100,4 +111,10 @@ export function replayStrategy(compiled: CompiledTrace, spec: LabelledStrategySp
   } catch (e) {
     return { label, error: e instanceof Error ? `${e.name}: ${e.message}` : String(e), wallMs: performance.now() - start };
   }
+}
+
+/** True when `spec` keeps host memory: every native strategy on a host without a GPU (their host twins), else the host strategies. */
+function overHostMemory(spec: StrategySpec): boolean {
+  if (!hasCudaDevice()) return true;
+  return hasAllocator(spec.name) && strategyMemory(spec.name) === 'host';
 }
