@@ -139,6 +139,59 @@ describe('gpumem replay --min-capacity', () => {
   });
 });
 
+describe('gpumem replay --progress', () => {
+  it('says on stderr when each allocator is done: its minimum capacity, probes and time', () => {
+    const r = run(['replay', traceFile, '--allocators', 'host,pool:upstream=host', '--repeat', '1', '--min-capacity', '--progress']);
+    expect(r.status, r.stderr).toBe(0);
+    const lines = r.stderr.split('\n').filter((l) => l.startsWith('gpumem replay: ['));
+    expect(lines).toHaveLength(2);
+    expect(lines[0]).toMatch(/^gpumem replay: \[1\/2\] host: min capacity 4\.70 MiB \(1 probe\), \d+\.\d s$/);
+    expect(lines[1]).toMatch(/^gpumem replay: \[2\/2\] pool:upstream=host: min capacity 8\.00 MiB \(\d+ probes\), \d+\.\d s$/);
+    expect(r.stdout).not.toContain('gpumem replay: ['); // the table's stream stays clean
+  });
+
+  it.skipIf(process.platform !== 'linux' || spawnSync('script', ['--version']).status !== 0)(
+    'is on by default with --min-capacity when stderr is a terminal',
+    () => {
+      // script(1) runs the command on a pseudo-terminal; the table goes to /dev/null, stderr to the terminal
+      const command = [process.execPath, cli, 'replay', traceFile, '--allocators', 'host', '--repeat', '1', '--min-capacity']
+        .map((a) => `'${a}'`)
+        .join(' ');
+      const r = spawnSync('script', ['-qec', `${command} >/dev/null`, '/dev/null'], { encoding: 'utf8' });
+      expect(r.status, r.stderr).toBe(0);
+      expect(r.stdout).toMatch(/gpumem replay: \[1\/1\] host: min capacity 4\.70 MiB \(1 probe\)/);
+    },
+  );
+
+  it('is off when stderr is not a terminal and --progress is not given', () => {
+    const r = run(['replay', traceFile, '--allocators', 'host', '--repeat', '1', '--min-capacity']);
+    expect(r.status, r.stderr).toBe(0);
+    expect(r.stderr).not.toContain('gpumem replay: [');
+  });
+});
+
+const hasPrlimit = process.platform === 'linux' && spawnSync('prlimit', ['--version']).status === 0;
+
+describe.skipIf(!hasPrlimit || gpu)('gpumem replay under an address-space limit (RLIMIT_AS)', () => {
+  const limited = (args: string[]) =>
+    spawnSync('prlimit', [`--as=${3 * 1024 * MiB}`, process.execPath, cli, ...args], { encoding: 'utf8', timeout: 120_000 });
+
+  it('says why expandable runs out of memory, and the option that lowers the range it reserves', () => {
+    const r = limited(['replay', traceFile, '--allocators', 'expandable,expandable:reserveBytes=64MiB,pool', '--repeat', '1']);
+    expect(r.status, r.stderr).toBe(0);
+    const rows = tableRows(r.stdout);
+    expect(cell(rows, 'expandable', 'OOMs')).toBe('4'); // every allocation: its 64 GiB range cannot be reserved
+    expect(cell(rows, 'expandable:reserveBytes=64MiB', 'OOMs')).toBe('0');
+    expect(cell(rows, 'pool', 'OOMs')).toBe('0');
+    const note = r.stdout.split('\n').find((l) => l.startsWith('  expandable: the first out of memory:'));
+    expect(note).toContain("could not reserve the stream's virtual range");
+    expect(note).toContain('every stream and tag reserves reserveBytes (64.00 GiB) of address space');
+    expect(note).toContain("this process's address space is limited to 3.00 GiB (RLIMIT_AS: ulimit -v, prlimit --as)");
+    expect(note).toContain('lower the option reserveBytes');
+    expect(r.stdout).toMatch(/ {2}pool: replayed within [\d.]+ [MG]iB: the address space is limited to 3\.00 GiB \(RLIMIT_AS\)/);
+  });
+});
+
 describe('gpumem replay --report', () => {
   it('writes an HTML report with the table, the timelines and the recommendation', () => {
     const report = join(dir, 'pick.html');

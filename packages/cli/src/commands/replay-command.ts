@@ -22,6 +22,7 @@ import { readTrace, TraceFormatError, type ReadTrace } from '@gpumem/trace';
 import {
   compileTrace,
   defaultCapacityResolution,
+  engineHeadroomBytes,
   peakByTag,
   pytorchBaseline,
   recommendStrategy,
@@ -52,6 +53,10 @@ const replayFlags: Record<string, FlagSpec> = {
     type: 'string',
     help: `precision of --min-capacity (default ${formatBytes(defaultCapacityResolution).replace(/\.00 /, '')})`,
   },
+  progress: {
+    type: 'boolean',
+    help: 'a line on stderr as each allocator finishes (the default with --min-capacity when stderr is a terminal)',
+  },
   device: { type: 'int', min: 0, max: 1023, help: 'PyTorch snapshots: the device whose trace to replay (default: the first with events)' },
   report: { type: 'string', help: 'write an HTML report (table, memory timelines, recommendation) to this file' },
   json: { type: 'string', help: "write the trace summary and every result as JSON to this file ('-': to stdout, the rest to stderr)" },
@@ -62,7 +67,7 @@ const replayFlags: Record<string, FlagSpec> = {
 const replayFlagAliases: FlagAliases = { repeats: 'repeat' };
 
 export const replayUsage = `Usage: gpumem replay FILE [--allocators a,b:key=value,...] [--capacity SIZE] [--min-capacity]
-                      [--resolution SIZE] [--repeat N] [--report OUT.html] [--json OUT.json|-]
+                      [--resolution SIZE] [--progress] [--repeat N] [--report OUT.html] [--json OUT.json|-]
 
 Replays an allocation trace through each allocator: the same mallocs and frees in the same order,
 on as many streams as the trace has, with no kernels in between, and says which allocator suits the
@@ -80,7 +85,14 @@ single request is an error.
 --min-capacity finds, per allocator, the smallest capacity at which the whole trace replays with no
 out-of-memory: bisection from the trace's peak live bytes (which no allocator can beat), doubling up
 to the cap (--capacity, else the GPU's free memory, or the machine's memory for host strategies),
-then halving to --resolution; one pass per probe. "> CAP" means it never fitted.
+then halving to --resolution; one pass per probe. "> CAP" means it never fitted. A search can take
+minutes: on a terminal (or with --progress), a line on stderr says when each allocator is done.
+
+Under a limit on the address space (RLIMIT_AS: ulimit -v, prlimit --as) and with no --capacity,
+strategies over host memory replay within what the limit leaves, less 512 MiB for the JavaScript
+heap: past it the engine could not grow and the process would end. expandable reserves a virtual
+range per stream (64 GiB on the host): under such a limit give it a smaller reserveBytes
+(expandable:reserveBytes=1GiB). With no --capacity, each row that ran out of memory says why.
 
 The run ends with a recommendation: the allocator needing the least memory, the one making the
 fewest driver calls and the one with the fastest calls; for a PyTorch snapshot, PyTorch's caching
@@ -307,6 +319,39 @@ function tableNotes(rows: readonly StrategyReplay[], baseline: RecordedBaseline 
   return notes;
 }
 
+/**
+ * Why a row ran out of memory when no --capacity says why: the address-space limit it was
+ * replayed within, and the strategy's own reason for its first failure (an expandable range that
+ * could not be reserved, for one).
+ */
+function outOfMemoryNotes(rows: readonly StrategyReplay[], capacityBytes: number | undefined): string[] {
+  if (capacityBytes !== undefined) return [];
+  const notes: string[] = [];
+  for (const r of rows) {
+    const room = r.addressSpace;
+    if (room) {
+      notes.push(
+        `${r.label}: replayed within ${formatBytes(room.roomBytes)}: the address space is limited to ${formatBytes(room.limitBytes)} (RLIMIT_AS), the process maps ${formatBytes(room.mappedBytes)} and ${formatBytes(engineHeadroomBytes)} stay free for the JavaScript heap`,
+      );
+    }
+    const reason = r.profile?.firstOomReason;
+    if (reason !== undefined) notes.push(`${r.label}: the first out of memory: ${reason}`);
+  }
+  return notes;
+}
+
+/** One allocator done, for --progress: `gpumem replay: [2/6] pool: min capacity 1.25 GiB (14 probes), 3.2 s`. */
+function progressLine(row: StrategyReplay, index: number, count: number): string {
+  const what =
+    row.error !== undefined
+      ? `failed (${row.error})`
+      : row.minCapacity
+        ? `min capacity ${minCapacityText(row.minCapacity)} (${row.minCapacity.probes} probe${row.minCapacity.probes === 1 ? '' : 's'})`
+        : 'replayed';
+  const seconds = row.wallMs !== undefined ? `, ${(row.wallMs / 1000).toFixed(1)} s` : '';
+  return `gpumem replay: [${index + 1}/${count}] ${row.label}: ${what}${seconds}`;
+}
+
 /** The recommendation from the rows that finished (and PyTorch's recorded row, when there is one). */
 function recommend(
   rows: readonly StrategyReplay[],
@@ -475,11 +520,20 @@ export async function runReplay(argv: readonly string[]): Promise<number> {
   out.write('\n');
 
   const baseline = pytorchBaseline(trace, compiled);
-  const rows = specs.map((spec) => replayStrategy(compiled, spec, settings));
+  const progress = flags.progress === true || (settings.minCapacity && process.stderr.isTTY === true);
+  const rows = specs.map((spec, i) => {
+    const row = replayStrategy(compiled, spec, settings);
+    if (progress) process.stderr.write(`${progressLine(row, i, specs.length)}\n`);
+    return row;
+  });
   out.write(`${formatReplayTable(rows, baseline, compiled.traceOoms)}\n`);
   const noneFinished = noneFinishedLine(rows);
   // when none finished, the result below says why, once
-  const notes = [...tableNotes(rows, baseline, settings.resolutionBytes), ...(noneFinished === undefined ? failureLines(rows) : [])];
+  const notes = [
+    ...tableNotes(rows, baseline, settings.resolutionBytes),
+    ...outOfMemoryNotes(rows, capacityBytes),
+    ...(noneFinished === undefined ? failureLines(rows) : []),
+  ];
   if (notes.length > 0) out.write(`${notes.map((n) => `  ${n}`).join('\n')}\n`);
   const advice: Advice =
     noneFinished !== undefined
