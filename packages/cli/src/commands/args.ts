@@ -3,6 +3,7 @@
  * flag and the accepted values (exit code 2).
  * @module
  */
+import { parseSize } from '@gpumem/allocator-core';
 
 export class UsageError extends Error {
   override readonly name = 'UsageError';
@@ -190,4 +191,45 @@ export class ProgressBar {
     this.out.write(`\r${label} [${'='.repeat(filled)}${' '.repeat(this.width - filled)}] ${done}/${total}`);
     if (done >= total) this.out.write('\n');
   }
+}
+
+/**
+ * Splits a command's arguments into its positional arguments (FILE) and its flags, each flag with
+ * its value where `specs` (through `aliases`) says it takes one and it is not written `--flag=value`.
+ */
+export function splitFileArgs(
+  argv: readonly string[],
+  specs: Record<string, FlagSpec>,
+  aliases: FlagAliases = {},
+): { files: string[]; flags: string[] } {
+  const files: string[] = [];
+  const flags: string[] = [];
+  for (let i = 0; i < argv.length; i++) {
+    const arg = argv[i]!;
+    if (!arg.startsWith('--') || arg === '--') {
+      files.push(arg);
+      continue;
+    }
+    flags.push(arg);
+    const name = arg.slice(2);
+    const spec = specs[aliases[name] ?? name];
+    if (spec && spec.type !== 'boolean' && !arg.includes('=') && i + 1 < argv.length) flags.push(argv[++i]!);
+  }
+  return { files, flags };
+}
+
+/**
+ * A SIZE flag in bytes (the project's size parser), or undefined when not given. A malformed or zero
+ * size is a UsageError that names `command` and the flag.
+ */
+export function positiveSizeFlag(command: string, value: unknown, flag: string): number | undefined {
+  if (value === undefined) return undefined;
+  let bytes: number;
+  try {
+    bytes = parseSize(String(value), `'--${flag}'`);
+  } catch (e) {
+    throw new UsageError(`${command}: ${(e as Error).message}`);
+  }
+  if (bytes === 0) throw new UsageError(`${command}: '--${flag}' must be more than 0 bytes (received '${String(value)}')`);
+  return bytes;
 }

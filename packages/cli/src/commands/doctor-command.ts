@@ -5,7 +5,7 @@
  * has, with the figures behind the verdict (see diagnoseOom of @gpumem/trace).
  * @module
  */
-import { deviceProperties, formatBytes, hasCudaDevice, memoryInfo, parseSize } from '@gpumem/allocator-core';
+import { deviceProperties, formatBytes, hasCudaDevice, memoryInfo } from '@gpumem/allocator-core';
 import { defaultAllocators, formatTable, renderDoctorReport } from '@gpumem/compare';
 import {
   diagnoseOom,
@@ -17,7 +17,7 @@ import {
   type ReadTrace,
   type ReplayLoop,
 } from '@gpumem/trace';
-import { flagHelp, parseFlags, UsageError, type FlagSpec } from './args.js';
+import { flagHelp, parseFlags, positiveSizeFlag, splitFileArgs, UsageError, type FlagSpec } from './args.js';
 import { checkOutputFlags, isStdout, writeOutput } from './output-paths.js';
 
 const doctorFlags: Record<string, FlagSpec> = {
@@ -85,36 +85,6 @@ Examples:
   gpumem doctor oom.pickle --capacity 40GiB --report doctor.html
   gpumem doctor run.jsonl --capacity 16GiB --json -
 `;
-
-/** Splits the arguments into FILE and the flags (with their values). */
-function splitArgs(argv: readonly string[]): { files: string[]; flags: string[] } {
-  const files: string[] = [];
-  const flags: string[] = [];
-  for (let i = 0; i < argv.length; i++) {
-    const arg = argv[i]!;
-    if (!arg.startsWith('--') || arg === '--') {
-      files.push(arg);
-      continue;
-    }
-    flags.push(arg);
-    const spec = doctorFlags[arg.slice(2)];
-    if (spec && spec.type !== 'boolean' && !arg.includes('=') && i + 1 < argv.length) flags.push(argv[++i]!);
-  }
-  return { files, flags };
-}
-
-/** A SIZE flag in bytes, or undefined when not given. */
-function sizeFlag(value: unknown, flag: string): number | undefined {
-  if (value === undefined) return undefined;
-  let bytes: number;
-  try {
-    bytes = parseSize(String(value), `'--${flag}'`);
-  } catch (e) {
-    throw new UsageError(`gpumem doctor: ${(e as Error).message}`);
-  }
-  if (bytes === 0) throw new UsageError(`gpumem doctor: '--${flag}' must be more than 0 bytes (received '${String(value)}')`);
-  return bytes;
-}
 
 /** Refuses a path holding a NUL byte, which no file system takes. */
 function refuseNul(what: string, path: unknown): void {
@@ -194,7 +164,7 @@ function jsonOf(file: string, trace: ReadTrace, capacitySource: string, v: Docto
 }
 
 export async function runDoctor(argv: readonly string[]): Promise<number> {
-  const { files, flags: flagArgs } = splitArgs(argv);
+  const { files, flags: flagArgs } = splitFileArgs(argv, doctorFlags);
   const flags = parseFlags(flagArgs, doctorFlags, 'doctor');
   if (flags.help || files.includes('-h')) {
     process.stdout.write(doctorUsage);
@@ -213,8 +183,8 @@ export async function runDoctor(argv: readonly string[]): Promise<number> {
   refuseNul("'--report'", flags.report);
   // Everything that can be wrong with the command line is found before any work.
   checkOutputFlags('doctor', flags, ['report', 'json'], [['the trace FILE', file]]);
-  const givenCapacity = sizeFlag(flags.capacity, 'capacity');
-  const resolutionBytes = sizeFlag(flags.resolution, 'resolution');
+  const givenCapacity = positiveSizeFlag('gpumem doctor', flags.capacity, 'capacity');
+  const resolutionBytes = positiveSizeFlag('gpumem doctor', flags.resolution, 'resolution');
   const jsonToStdout = isStdout(flags.json);
   const out = jsonToStdout ? process.stderr : process.stdout;
 

@@ -6,7 +6,7 @@
  * and a recommendation.
  * @module
  */
-import { deviceProperties, formatBytes, hasCudaDevice, parseSize } from '@gpumem/allocator-core';
+import { deviceProperties, formatBytes, hasCudaDevice } from '@gpumem/allocator-core';
 import {
   defaultAllocators,
   formatTable,
@@ -34,7 +34,7 @@ import {
   type SkippedStrategy,
   type StrategyReplay,
 } from '@gpumem/trace';
-import { flagHelp, parseFlags, UsageError, type FlagAliases, type FlagSpec } from './args.js';
+import { flagHelp, parseFlags, positiveSizeFlag, splitFileArgs, UsageError, type FlagAliases, type FlagSpec } from './args.js';
 import { checkOutputFlags, isStdout, writeOutput } from './output-paths.js';
 import { checkAllocatorNames, refuseSpecProblems } from './allocator-flags.js';
 
@@ -115,37 +115,6 @@ Examples:
   gpumem replay rmm_log.csv --allocators pool,async --json replay.json
   GPUMEM_PLUGINS=./examples/dist/arena/index.js gpumem replay mlp.jsonl --allocators arena,pool
 `;
-
-/** Splits the arguments into the one positional FILE and the flags. */
-function splitArgs(argv: readonly string[]): { files: string[]; flags: string[] } {
-  const files: string[] = [];
-  const flags: string[] = [];
-  for (let i = 0; i < argv.length; i++) {
-    const arg = argv[i]!;
-    if (!arg.startsWith('--') || arg === '--') {
-      files.push(arg);
-      continue;
-    }
-    flags.push(arg);
-    const name = arg.slice(2);
-    const spec = replayFlags[replayFlagAliases[name] ?? name];
-    if (spec && spec.type !== 'boolean' && !arg.includes('=') && i + 1 < argv.length) flags.push(argv[++i]!);
-  }
-  return { files, flags };
-}
-
-/** A SIZE flag in bytes (the project's size parser), or undefined when not given. */
-function sizeFlag(value: unknown, flag: string): number | undefined {
-  if (value === undefined) return undefined;
-  let bytes: number;
-  try {
-    bytes = parseSize(String(value), `'--${flag}'`);
-  } catch (e) {
-    throw new UsageError(`gpumem replay: ${(e as Error).message}`);
-  }
-  if (bytes === 0) throw new UsageError(`gpumem replay: '--${flag}' must be more than 0 bytes (received '${String(value)}')`);
-  return bytes;
-}
 
 /** The allocators named by --allocators (each registered), parsed as specs with options. */
 function namedAllocators(list: string): AllocatorSpec[] {
@@ -465,7 +434,7 @@ function jsonOf(
 }
 
 export async function runReplay(argv: readonly string[]): Promise<number> {
-  const { files, flags: flagArgs } = splitArgs(argv);
+  const { files, flags: flagArgs } = splitFileArgs(argv, replayFlags, replayFlagAliases);
   const flags = parseFlags(flagArgs, replayFlags, 'replay', replayFlagAliases);
   if (flags.help || files.includes('-h')) {
     process.stdout.write(replayUsage);
@@ -481,8 +450,8 @@ export async function runReplay(argv: readonly string[]): Promise<number> {
   const file = files[0]!;
   // Everything that can be wrong with the command line is found before any work.
   checkOutputFlags('replay', flags, ['report', 'json'], [['the trace FILE', file]]);
-  const capacityBytes = sizeFlag(flags.capacity, 'capacity');
-  const resolution = sizeFlag(flags.resolution, 'resolution');
+  const capacityBytes = positiveSizeFlag('gpumem replay', flags.capacity, 'capacity');
+  const resolution = positiveSizeFlag('gpumem replay', flags.resolution, 'resolution');
   if (resolution !== undefined && !flags['min-capacity'])
     throw new UsageError("gpumem replay: '--resolution' is the precision of '--min-capacity'; pass both");
   const named = flags.allocators !== undefined ? namedAllocators(flags.allocators as string) : undefined;
