@@ -6,47 +6,23 @@ import { describe, expect, it } from 'vitest';
 import '@gpumem/allocator-expandable';
 import '@gpumem/allocator-pool';
 import '@gpumem/allocator-tiered';
+import { type CaseRow, fragmentingRows, trainingRows, trainingTags } from './doctor-cases.testing.js';
 import { diagnoseOom, recordedCapacity } from './doctor.js';
-import type { AllocationTrace, TraceEvent } from './format.js';
+import type { AllocationTrace } from './format.js';
 import { idleTagsAbove, offDevicePlan, transientAtPeak } from './peak-anatomy.js';
 import { compileTrace } from './replay.js';
 
 const MiB = 1024 * 1024;
 
-function traceOf(rows: [TraceEvent['action'], number, number, number?][], tags?: string[]): AllocationTrace {
+function traceOf(rows: CaseRow[], tags?: string[]): AllocationTrace {
   return {
     header: { source: 'test', ...(tags && { tags }) },
     events: rows.map(([action, ptr, bytes, tag], i) => ({ timeNs: (i + 1) * 1000, action, ptr, bytes, stream: 0, tag: tag ?? 0 })),
   };
 }
 
-/**
- * 20 MiB allocated and freed (the pool keeps its 20 MiB segment), five 4 MiB blocks carved from it,
- * every other one freed (4 MiB holes), then 8 MiB: no hole fits and the segment is not free, so the
- * pool needs 28 MiB; expandable segments give the holes' memory back and need 24 MiB. Live peak: 20 MiB.
- */
-const fragmenting = traceOf([
-  ['alloc', 1, 20 * MiB],
-  ['free', 1, 20 * MiB],
-  ...[0, 1, 2, 3, 4].map((i): [TraceEvent['action'], number, number] => ['alloc', 10 + i, 4 * MiB]),
-  ...[0, 2, 4].map((i): [TraceEvent['action'], number, number] => ['free', 10 + i, 4 * MiB]),
-  ['alloc', 20, 8 * MiB],
-]);
-
-/** Weights (12 MiB) and optimizer state (4 MiB) standing, then a step of three 3 MiB activations: live peak 25 MiB. */
-const training = traceOf(
-  [
-    ['alloc', 1, 12 * MiB, 1],
-    ['alloc', 2, 4 * MiB, 2],
-    ['alloc', 3, 3 * MiB, 3],
-    ['alloc', 4, 3 * MiB, 3],
-    ['alloc', 5, 3 * MiB, 3],
-    ['free', 5, 3 * MiB, 3],
-    ['free', 4, 3 * MiB, 3],
-    ['free', 3, 3 * MiB, 3],
-  ],
-  ['other', 'weights', 'optimizer', 'activations'],
-);
+const fragmenting = traceOf(fragmentingRows);
+const training = traceOf(trainingRows, trainingTags);
 
 const strategies = [
   { label: 'host', name: 'host' },

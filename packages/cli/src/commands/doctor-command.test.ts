@@ -13,6 +13,7 @@ import { formatBytes, hasCudaDevice } from '@gpumem/allocator-core';
 import type { DoctorVerdict } from '@gpumem/trace';
 import { UsageError } from './args.js';
 import { runDoctor } from './doctor-command.js';
+import { type CaseRow, fragmentingRows, trainingRows, trainingTags } from '../../../trace/src/doctor-cases.testing.js';
 
 const cli = fileURLToPath(new URL('../../dist/cli.js', import.meta.url));
 const run = (args: string[]) => spawnSync(process.execPath, [cli, ...args], { encoding: 'utf8' });
@@ -21,7 +22,7 @@ const fixture = (name: string) => fileURLToPath(new URL(`../../../trace/src/snap
 const MiB = 1024 * 1024;
 
 /** A gpumem JSONL trace of `events` ([action, ptr, bytes, tag]), with tag names when given. */
-function writeTrace(name: string, events: [string, number, number, number?][], tags?: string[]): string {
+function writeTrace(name: string, events: CaseRow[], tags?: string[]): string {
   const file = join(dir, name);
   const header = { format: 'gpumem-trace', version: 1, source: 'test', eventCount: events.length, ...(tags && { tags }) };
   const lines = [
@@ -32,33 +33,8 @@ function writeTrace(name: string, events: [string, number, number, number?][], t
   return file;
 }
 
-/**
- * The pool keeps a 20 MiB segment, carves five 4 MiB blocks from it, every other one is freed, then
- * 8 MiB fits no hole: the pool needs 28 MiB, expandable segments 24 MiB; the live bytes peak at 20 MiB.
- */
-const fragmenting = writeTrace('fragmenting.jsonl', [
-  ['alloc', 1, 20 * MiB],
-  ['free', 1, 20 * MiB],
-  ...[0, 1, 2, 3, 4].map((i): [string, number, number] => ['alloc', 10 + i, 4 * MiB]),
-  ...[0, 2, 4].map((i): [string, number, number] => ['free', 10 + i, 4 * MiB]),
-  ['alloc', 20, 8 * MiB],
-]);
-
-/** Weights 12 MiB and optimizer state 4 MiB standing, a step of three 3 MiB activations: 25 MiB live at the peak. */
-const training = writeTrace(
-  'training.jsonl',
-  [
-    ['alloc', 1, 12 * MiB, 1],
-    ['alloc', 2, 4 * MiB, 2],
-    ['alloc', 3, 3 * MiB, 3],
-    ['alloc', 4, 3 * MiB, 3],
-    ['alloc', 5, 3 * MiB, 3],
-    ['free', 5, 3 * MiB, 3],
-    ['free', 4, 3 * MiB, 3],
-    ['free', 3, 3 * MiB, 3],
-  ],
-  ['other', 'weights', 'optimizer', 'activations'],
-);
+const fragmenting = writeTrace('fragmenting.jsonl', fragmentingRows);
+const training = writeTrace('training.jsonl', trainingRows, trainingTags);
 
 const jsonOf = (stdout: string) => JSON.parse(stdout) as { capacitySource: string; verdict: DoctorVerdict };
 
