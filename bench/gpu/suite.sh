@@ -47,7 +47,10 @@ Suites (each fits one device call of 10 minutes; tiered and large take most of o
                 (tiered:placement.graph=host; tiered:placement.graph=host:placement.activations=host
                 keeps activations on the host past ~55M nodes), LARGE_TIMEOUT (290 s a run)
   multi         bench/multi at 2M nodes: one device, one NCCL rank, two ranks sharing cuda:0 over the
-                host communicator (and two NCCL ranks on cuda:0,1 where there are two GPUs); gpumem info
+                host communicator (and two NCCL ranks on cuda:0,1 where there are two GPUs, four on 0-3
+                where there are four); the data-parallel mlp (CUDA graphs) over the same ranks; the
+                largest N that trains on one device and on every GPU (bench/multi/largest.js); gpumem
+                info. MULTI_PARTS=timed or largest runs one half (each about one device call)
   transformer   the transformer workload: its PyTorch baseline 3 times (bench/baselines/transformer_torch.py,
                 epochs timed without a synchronisation per step, as gpumem times them),
                 then gpumem compare --model transformer over cuda, pool, async and expandable, 3 runs each
@@ -63,6 +66,9 @@ Suites (each fits one device call of 10 minutes; tiered and large take most of o
                 and a pinned copy (sleep_bench.py, 1-64 GiB, keep and discard; cases past a 245 s deadline
                 are skipped and listed; SLEEP_CASES picks cases, as --cases takes them). Needs the peer's
                 unzipped wheel in bench/sleep/out/peer/site (carry bench/sleep/out), transformers
+  doctor        gpumem doctor's verdicts against real runs (bench/doctor/agree.py): each program of
+                DOCTOR_PROGRAMS (gpt2_finetune,seed_gcn) recorded, then run at the capacities where the
+                doctor says PyTorch's default fits, runs out from fragmentation, and runs out for real
   all           every suite above, in that order (more than one device call's time: for a full host)
   help          this text
 
@@ -70,7 +76,7 @@ Environment: OUT (the output folder), NCCL_NVLS_ENABLE (set to 0 unless set).
 EOF
 }
 
-all_suites="test torch torch-gcn transformer torch-live sanitize alloc fragmentation corpus capture compare noise train record soak link checkpoint tiered prefetch large multi devices sleep"
+all_suites="test torch torch-gcn transformer torch-live sanitize alloc fragmentation corpus capture compare noise train record soak link checkpoint tiered prefetch large multi devices sleep doctor"
 
 if [ $# -eq 0 ] || [ "$1" = help ] || [ "$1" = -h ] || [ "$1" = --help ]; then
   suites_help
@@ -243,13 +249,33 @@ suite_large() {
 
 suite_multi() {
   step multi info 30 node "$cli" info
+  local gpus
+  gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU ')
   local configs=(--config 'one device|pool|-' --config 'one device, A·(x·W1ᵀ) each epoch|pool|-|every-epoch'
     --config 'one NCCL rank|pool|1' --config 'two ranks sharing cuda:0|pool|0,0|host')
-  if [ "$(nvidia-smi -L 2>/dev/null | grep -c '^GPU ')" -ge 2 ]; then
+  local mlp=(--config 'one device|pool|-' --config 'one NCCL rank|pool|1')
+  local largest=(--config 'one device|pool|-')
+  if [ "$gpus" -ge 2 ]; then
     configs+=(--config 'two NCCL ranks|pool|0,1')
+    mlp+=(--config 'two NCCL ranks|pool|0,1')
   fi
-  step multi multi-2m 300 node bench/multi/run.js --nodes 2000000 --epochs 4 --repeats 3 --timeout 60 "${configs[@]}" \
-    --json "$(json multi multi-2m.json)"
+  if [ "$gpus" -ge 4 ]; then
+    configs+=(--config 'four NCCL ranks|pool|0,1,2,3')
+    mlp+=(--config 'four NCCL ranks|pool|0,1,2,3')
+    largest+=(--config 'four NCCL ranks|pool|0,1,2,3')
+  elif [ "$gpus" -ge 2 ]; then
+    largest+=(--config 'two NCCL ranks|pool|0,1')
+  fi
+  if [ "${MULTI_PARTS:-timed largest}" != largest ]; then
+    step multi multi-2m 300 node bench/multi/run.js --nodes 2000000 --epochs 4 --repeats 3 --timeout 60 "${configs[@]}" \
+      --json "$(json multi multi-2m.json)"
+    step multi mlp 200 node bench/multi/run.js --model mlp --cuda-graph --epochs 4 --repeats 3 --timeout 60 \
+      --allgather-bytes 4194304 "${mlp[@]}" --json "$(json multi mlp.json)"
+  fi
+  if [ "${MULTI_PARTS:-timed largest}" != timed ]; then
+    step multi largest 420 node bench/multi/largest.js --epochs 2 --tolerance 0.03 --max-probes 7 --timeout 120 \
+      "${largest[@]}" --json "$(json multi largest.json)"
+  fi
 }
 
 suite_noise() {
@@ -300,6 +326,11 @@ suite_sleep() {
     --json "$(json sleep rl-loop.json)"
   step sleep sleep-bench 255 env PYTHONPATH="$peer${PYTHONPATH:+:$PYTHONPATH}" python3 bench/sleep/sleep_bench.py \
     --deadline 245 "${cases[@]}" --json "$(json sleep sleep-bench.json)"
+}
+
+suite_doctor() {
+  step doctor agree 560 python3 bench/doctor/agree.py --programs "${DOCTOR_PROGRAMS:-gpt2_finetune,seed_gcn}" --timeout 120 \
+    --out "$results/doctor" --json "$(json doctor agree.json)"
 }
 
 suite_torch-live() {

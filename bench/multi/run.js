@@ -1,6 +1,6 @@
 #!/usr/bin/env node
-// bench/multi: the seed GCN on one device and over several ranks, each configuration trained in a
-// fresh process, repeated, interleaved. Per configuration: the plan of the first layer, the median
+// bench/multi: the seed GCN (or, with --model mlp, the data-parallel mlp on MNIST) on one device and
+// over several ranks, each configuration trained in a fresh process, repeated, interleaved. Per configuration: the plan of the first layer, the median
 // epoch (min–max over every measured epoch of every repeat; each run's first epoch is a warm-up and
 // left out), the speed-up against the baseline (the first configuration on one device, train() or
 // one rank, that computes A·x once: the plan of every run over ranks; rows of another plan get none),
@@ -13,6 +13,11 @@
 //
 //   node bench/multi/run.js --config 'NAME|ALLOCATOR|DEVICES[|COMMUNICATOR][|PLAN]' [--config ...] [--nodes N]
 //                           [--epochs 4] [--repeats 3] [--allgather-bytes 268435456] [--json FILE]
+//                           [--model mlp [--batch-size B] [--cuda-graph]]
+//
+// The mlp splits every batch into one slice per rank and all-reduces the gradients each step; its
+// rows have no plan, bytes per node or per-epoch exchange (the all-reduce is inside the step), and
+// its speed-up is against the first configuration on one device (train() or one rank).
 //
 // DEVICES: '-' for train() on one device (no ranks), a number of ranks, or CUDA ordinals (0,0).
 // PLAN, for train() only: 'once' (the default: A·x taken once, (A·x)·W1ᵀ per epoch, as the ranks
@@ -27,7 +32,7 @@ import { cliArgs } from '../lib/args.js';
 
 const self = fileURLToPath(import.meta.url);
 const usage = `Usage: node bench/multi/run.js --config 'NAME|ALLOCATOR|DEVICES[|COMMUNICATOR][|PLAN]' [--config ...] [options]
-  --config ...            a label, an allocator name, '-' (train() on one device) or a number of ranks or
+  --config ...            a label, an allocator (a name, or NAME:key=value... as the CLI takes), '-' (train() on one device) or a number of ranks or
                           CUDA ordinals (e.g. 2, or 0,0), optionally 'nccl' or 'host', and for '-'
                           optionally the first layer's plan: 'once' (default; the ranks' plan) or
                           'every-epoch' (gcn-seed's A·(x·W1ᵀ) every epoch); repeat for more.
@@ -38,6 +43,9 @@ const usage = `Usage: node bench/multi/run.js --config 'NAME|ALLOCATOR|DEVICES[|
   --repeats R             runs per configuration, interleaved, each in a fresh process (default 3)
   --allgather-bytes B     also measure the communicator's all-gather at B bytes (default 268435456)
   --timeout S             seconds a run may take (default 600)
+  --model M               gcn (default) or mlp (data parallel on MNIST: each batch split over the ranks)
+  --batch-size B          the mlp's batch, split over the ranks (default: the mlp's, 64)
+  --cuda-graph            the mlp's steps captured into CUDA graphs (the all-reduce inside them)
   --json FILE             where to write the JSON (default bench/multi/out/multi.json)`;
 
 const { fail, integer } = cliArgs(usage);
@@ -58,6 +66,9 @@ function parseArgs(argv) {
     allgatherBytes: 256 * 2 ** 20,
     timeout: 600,
     json: 'bench/multi/out/multi.json',
+    model: 'gcn',
+    batchSize: undefined,
+    cudaGraph: false,
   };
   for (let i = 0; i < argv.length; i++) {
     const a = argv[i];
@@ -82,34 +93,56 @@ function parseArgs(argv) {
     else if (a === '--allgather-bytes') args.allgatherBytes = integer(argv[++i], '--allgather-bytes', 4);
     else if (a === '--timeout') args.timeout = integer(argv[++i], '--timeout', 1);
     else if (a === '--json') args.json = argv[++i];
+    else if (a === '--model') {
+      args.model = argv[++i];
+      if (args.model !== 'gcn' && args.model !== 'mlp') fail(`Expected 'gcn' or 'mlp' for --model but received '${args.model}'`);
+    } else if (a === '--batch-size') args.batchSize = integer(argv[++i], '--batch-size', 1);
+    else if (a === '--cuda-graph') args.cudaGraph = true;
     else if (a === '-h' || a === '--help') {
       console.log(usage);
       process.exit(0);
     } else fail(`Unknown argument '${a}'`);
   }
   if (args.configs.length === 0) fail('Expected at least one --config');
+  if (args.model === 'gcn' && (args.batchSize !== undefined || args.cudaGraph))
+    fail('Expected --batch-size and --cuda-graph with --model mlp only');
+  if (args.model === 'mlp' && args.configs.some((c) => c.inputAggregation !== undefined))
+    fail("Expected no PLAN in --config with --model mlp (the plan is the gcn's first layer)");
   return args;
 }
 
 /** The worker: one run in this process, its result as JSON to `out`. */
 async function worker(request, out) {
-  const { builtInStrategyPackages } = await import('@gpumem/compare');
+  const { builtInStrategyPackages, parseAllocatorSpec } = await import('@gpumem/compare');
   for (const m of builtInStrategyPackages) await import(m);
   const { train, trainDistributed } = await import('@gpumem/gnn');
-  const options = { model: 'gcn', dataset: 'random', nodes: request.nodes, epochs: request.epochs, allocator: request.allocator };
+  const mlp = request.model === 'mlp';
+  // ALLOCATOR may carry options, as the command line's specs do: 'pool:limitBytes=64MiB'
+  const spec = parseAllocatorSpec(request.allocator);
+  const allocator = { allocator: spec.name, ...(Object.keys(spec.options).length > 0 ? { allocatorOptions: spec.options } : {}) };
+  const options = mlp
+    ? {
+        model: 'mlp',
+        epochs: request.epochs,
+        ...allocator,
+        ...(request.batchSize !== undefined ? { batchSize: request.batchSize } : {}),
+        ...(request.cudaGraph ? { cudaGraph: true } : {}),
+      }
+    : { model: 'gcn', dataset: 'random', nodes: request.nodes, epochs: request.epochs, ...allocator };
   let result;
   if (request.devices === undefined)
     result = train({ ...options, ...(request.inputAggregation ? { inputAggregation: request.inputAggregation } : {}) });
   else {
-    // the exchange's all-gathers are ranks x ceil(N / ranks) rows of 10 classes: measure NCCL at that size too
+    // the gcn's all-gathers are ranks x ceil(N / ranks) rows of 10 classes: measure NCCL at that size too
     const ranks = Array.isArray(request.devices) ? request.devices.length : request.devices;
     const exchangeBytes = Math.ceil(request.nodes / ranks) * ranks * 10 * 4;
+    const measure = request.measureAllGather === false ? [] : mlp ? [request.allgatherBytes] : [exchangeBytes, request.allgatherBytes];
     result = await trainDistributed({
       ...options,
       devices: request.devices,
       ...(request.communicator ? { communicator: request.communicator } : {}),
       imports: [...builtInStrategyPackages],
-      measureAllGather: [exchangeBytes, request.allgatherBytes],
+      measureAllGather: measure,
     });
   }
   writeFileSync(out, JSON.stringify(result));
@@ -119,7 +152,15 @@ const GiB = 2 ** 30;
 
 function runOnce(args, config) {
   const out = join(tmpdir(), `gpumem-multi-${process.pid}-${Date.now()}.json`);
-  const request = { ...config, nodes: args.nodes, epochs: args.epochs, allgatherBytes: args.allgatherBytes };
+  const request = {
+    ...config,
+    model: args.model,
+    nodes: args.nodes,
+    epochs: args.epochs,
+    allgatherBytes: args.allgatherBytes,
+    batchSize: args.batchSize,
+    cudaGraph: args.cudaGraph,
+  };
   const t0 = Date.now();
   try {
     execFileSync(process.execPath, [self, '--worker', JSON.stringify(request), out], {
@@ -140,8 +181,9 @@ function runOnce(args, config) {
   }
 }
 
-/** The first layer's plan of a configuration: train() takes A·x once unless told 'every-epoch'; ranks always do. */
-function planOf(config) {
+/** The first layer's plan of a gcn configuration: train() takes A·x once unless told 'every-epoch'; ranks always do. The mlp's one plan: the batch split over the ranks. */
+function planOf(config, model) {
+  if (model === 'mlp') return 'batch split';
   return config.inputAggregation === 'every-epoch' ? 'A·(x·W1ᵀ) every epoch' : 'A·x once';
 }
 
@@ -190,17 +232,21 @@ function main() {
     const exchangeMs = median(ex.map((e) => e.ms));
     const ranks = ok[0]?.ranks ?? 0;
     const achieved = ranks > 1 && exchangeMs > 0 ? ((exchangeBytes / (exchangeMs * 1e6)) * (ranks - 1)) / ranks : undefined;
-    const ncclAtExchange = benches.length ? median(benchAt(benches[0].bytes).map((b) => b.busBandwidth)) : undefined;
-    const ncclLarge = benches.length > 1 ? median(benchAt(benches[1].bytes).map((b) => b.busBandwidth)) : undefined;
+    // the gcn measures NCCL's all-gather at the exchange's size, then at --allgather-bytes; the mlp at the latter only
+    const sizes = [...new Set(benches.map((b) => b.bytes))];
+    const [exchangeSize, largeSize] = args.model === 'mlp' ? [undefined, sizes[0]] : sizes;
+    const busAt = (bytes) => (bytes === undefined ? undefined : median(benchAt(bytes).map((b) => b.busBandwidth)));
+    const ncclAtExchange = busAt(exchangeSize);
+    const ncclLarge = busAt(largeSize);
     return {
       ...config,
-      plan: planOf(config),
+      plan: planOf(config, args.model),
       runs: runs[i].length,
       failed: errors.length,
       errors,
       epochMs: { median: median(times), min: Math.min(...times), max: Math.max(...times), samples: times },
       peakAllocatedBytes: Math.max(...ok.map((s) => s.peakAllocatedBytes)),
-      bytesPerNode: Math.max(...ok.map((s) => s.peakAllocatedBytes)) / args.nodes,
+      bytesPerNode: args.model === 'gcn' ? Math.max(...ok.map((s) => s.peakAllocatedBytes)) / args.nodes : undefined,
       setupPeakAllocatedBytes: Math.max(...ok.map((s) => s.setupPeakAllocatedBytes)),
       loss: ok.map((s) => s.loss),
       accuracy: ok.map((s) => s.accuracy),
@@ -211,19 +257,22 @@ function main() {
               bytesPerEpoch: exchangeBytes,
               msPerEpoch: exchangeMs,
               busBandwidthGBs: achieved,
-              ncclAllGatherBusGBs: { atExchangeSize: ncclAtExchange, atLarge: ncclLarge, largeBytes: benches[1]?.bytes },
+              ncclAllGatherBusGBs: { atExchangeSize: ncclAtExchange, atLarge: ncclLarge, largeBytes: largeSize },
             }
           : undefined,
     };
   });
   // the speed-up's baseline: one device on the plan of the runs over ranks (A·x once), train() or one rank
-  const baseline = rows.find((r) => ranksOf(r) === 1 && r.plan === 'A·x once' && r.failed < r.runs);
+  const onePlan = args.model === 'mlp' ? 'batch split' : 'A·x once';
+  const baseline = rows.find((r) => ranksOf(r) === 1 && r.plan === onePlan && r.failed < r.runs);
   for (const r of rows) {
     r.speedUp = baseline && r.plan === baseline.plan && r.failed < r.runs ? baseline.epochMs.median / r.epochMs.median : undefined;
   }
   const fmt = (x, d = 1) => (x === undefined || Number.isNaN(x) ? '-' : x.toFixed(d));
   const lines = [
-    `gcn on random, ${args.nodes.toLocaleString('en-US')} nodes, ${args.epochs} epochs (first left out), ${args.repeats} repeats`,
+    args.model === 'mlp'
+      ? `mlp on MNIST, batch ${args.batchSize ?? 'default'} split over the ranks${args.cudaGraph ? ', steps captured into CUDA graphs' : ''}, ${args.epochs} epochs (first left out), ${args.repeats} repeats`
+      : `gcn on random, ${args.nodes.toLocaleString('en-US')} nodes, ${args.epochs} epochs (first left out), ${args.repeats} repeats`,
     '',
     `| config | allocator | devices | first layer | epoch ms, median (min–max) | speed-up vs ${baseline ? `'${baseline.name}'` : 'one device (none ran)'} | epoch peak/device | B/node | setup peak/device | loss | all-gather/epoch | its time | achieved bus GB/s | its own all-gather, bus GB/s (same size / large) |`,
     '|---|---|---|---|---|---|---|---|---|---|---|---|---|---|',
@@ -233,16 +282,16 @@ function main() {
           r.name,
           r.allocator,
           r.devices === undefined ? '1 (train)' : Array.isArray(r.devices) ? r.devices.join(',') : String(r.devices),
-          r.devices === undefined ? r.plan : `rows split, ${r.plan}`,
+          args.model === 'mlp' ? r.plan : r.devices === undefined ? r.plan : `rows split, ${r.plan}`,
           r.failed === r.runs ? `failed: ${r.errors[0]}` : `${fmt(r.epochMs.median)} (${fmt(r.epochMs.min)}–${fmt(r.epochMs.max)})`,
           r.speedUp !== undefined ? `${fmt(r.speedUp, 2)}x` : r.failed < r.runs && baseline ? '- (another plan)' : '-',
           `${fmt(r.peakAllocatedBytes / GiB, 2)} GiB`,
           fmt(r.bytesPerNode, 0),
           `${fmt(r.setupPeakAllocatedBytes / GiB, 2)} GiB`,
           r.loss.map((l) => l.toFixed(4)).join(' '),
-          r.exchange ? `${fmt(r.exchange.bytesPerEpoch / 2 ** 20, 1)} MiB` : '-',
-          r.exchange ? `${fmt(r.exchange.msPerEpoch, 2)} ms` : '-',
-          fmt(r.exchange?.busBandwidthGBs),
+          r.exchange && args.model === 'gcn' ? `${fmt(r.exchange.bytesPerEpoch / 2 ** 20, 1)} MiB` : '-',
+          r.exchange && args.model === 'gcn' ? `${fmt(r.exchange.msPerEpoch, 2)} ms` : '-',
+          args.model === 'gcn' ? fmt(r.exchange?.busBandwidthGBs) : '-',
           r.exchange ? `${fmt(r.exchange.ncclAllGatherBusGBs.atExchangeSize)} / ${fmt(r.exchange.ncclAllGatherBusGBs.atLarge)}` : '-',
         ].join(' | '),
       )
@@ -250,9 +299,13 @@ function main() {
   ];
   lines.push(
     '',
-    baseline
-      ? `speed-up: against '${baseline.name}' (one device, A·x once, the plan of every run over ranks); rows of another plan get none`
-      : 'speed-up: none (no configuration on one device computing A·x once ran)',
+    args.model === 'mlp'
+      ? baseline
+        ? `speed-up: against '${baseline.name}' (one device, the same global batch); the all-reduce is inside each step, not timed apart`
+        : 'speed-up: none (no configuration on one device ran)'
+      : baseline
+        ? `speed-up: against '${baseline.name}' (one device, A·x once, the plan of every run over ranks); rows of another plan get none`
+        : 'speed-up: none (no configuration on one device computing A·x once ran)',
   );
   console.log(lines.join('\n'));
   mkdirSync(dirname(args.json), { recursive: true });

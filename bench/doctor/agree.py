@@ -1,0 +1,283 @@
+#!/usr/bin/env python3
+"""Does `gpumem doctor` agree with real runs? For each program of bench/traces/record.py:
+
+  1. record its PyTorch memory snapshot under PyTorch's caching allocator (record.py --modes torch),
+  2. ask `gpumem doctor` for the live bytes' floor, PyTorch's default allocator's need (pool with
+     its free-and-retry, as the doctor models it) and the least-needing gpumem strategy's,
+  3. pick capacities from those figures: above PyTorch's need (`fits`), between the strategy's
+     need and PyTorch's (`fragmentation`, where the gap is wide enough), under the live bytes
+     (`real`), and take the doctor's verdict at each,
+  4. run the program for real at each capacity, in fresh processes, the same steps and seeds:
+     - under PyTorch's caching allocator with torch.cuda.set_per_process_memory_fraction(capacity /
+       total), which caps what it reserves;
+     - under the strategy the doctor names (gpumem_torch.enable()), with the device's free memory
+       brought down to the capacity by a ballast allocated outside any allocator (cuMemAlloc): a
+       pluggable allocator does not see PyTorch's memory fraction;
+     each ends in "completed" or "out of memory",
+  5. and compares: the doctor agrees in a case when PyTorch's run fits exactly where it said
+     PyTorch's default fits, and the strategy's run fits exactly where it said that strategy fits.
+
+Prints a markdown table and writes JSON.
+
+  python3 bench/doctor/agree.py --programs gpt2_finetune,gpt2_generate --out bench/doctor/out
+  python3 bench/doctor/agree.py --programs gpt2_finetune --steps 12 --cases fragmentation,real
+
+Needs PyTorch with CUDA, the programs' packages (transformers, ...), libgpumem_torch.so (as
+bench/torch-live finds it) and the CLI built (packages/cli/dist/cli.js).
+"""
+
+import argparse
+import ctypes
+import json
+import os
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(os.path.dirname(HERE))
+sys.path.insert(0, os.path.join(REPO, "bench", "traces"))
+sys.path.insert(0, os.path.join(REPO, "bench", "torch-live"))
+sys.path.insert(0, os.path.join(REPO, "bindings", "python"))
+
+import record  # noqa: E402  (the programs; only the standard library at import)
+
+CLI = os.path.join(REPO, "packages", "cli", "dist", "cli.js")
+CASES = ("fits", "fragmentation", "real")
+MiB = 2**20
+GiB = 2**30
+
+
+def parse_args(argv):
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--programs", default="gpt2_finetune,gpt2_generate", help=f"comma-separated, of {', '.join(record.WORKLOADS)}")
+    p.add_argument("--steps", type=int, help="steps of every program (gpt2_generate: new tokens per prompt; default: record.py's for each)")
+    p.add_argument("--cases", default=",".join(CASES), help="capacities to try per program: fits, fragmentation, real (default all)")
+    p.add_argument("--min-gap", type=float, default=0.04,
+                   help="a fragmentation case needs PyTorch's need at least this fraction above the strategy's (default 0.04)")
+    p.add_argument("--out", default=os.path.join(HERE, "out"), help="folder for the snapshots and doctor's JSON")
+    p.add_argument("--json", help="the result (default OUT/agree.json)")
+    p.add_argument("--timeout", type=int, default=300, help="seconds a process may take (default 300)")
+    p.add_argument("--worker", help=argparse.SUPPRESS)
+    p.add_argument("--allocator", help=argparse.SUPPRESS)
+    p.add_argument("--capacity", type=int, help=argparse.SUPPRESS)
+    args = p.parse_args(argv)
+    args.program_list = [s for s in args.programs.split(",") if s]
+    unknown = [s for s in args.program_list if s not in record.WORKLOADS]
+    if unknown or not args.program_list:
+        p.error(f"unknown program(s) {unknown or args.programs!r}; known: {', '.join(record.WORKLOADS)}")
+    args.case_list = [s for s in args.cases.split(",") if s]
+    if not args.case_list or any(c not in CASES for c in args.case_list):
+        p.error(f"--cases takes {', '.join(CASES)}, comma-separated; received {args.cases!r}")
+    if args.steps is not None and args.steps < 1:
+        p.error("--steps must be at least 1")
+    return args
+
+
+# ---------------------------------------------------------------------------------------------
+# The worker: one program at one capacity under one allocator, in a process of its own
+
+
+def ballast(torch, capacity):
+    """Leaves `capacity` bytes of the device free, taking the rest with cuMemAlloc (outside every
+    allocator). Returns the bytes taken."""
+    cuda = ctypes.CDLL("libcuda.so.1")
+    free, _ = torch.cuda.mem_get_info()
+    take = free - capacity
+    if take <= 0:
+        return 0
+    ptr = ctypes.c_uint64()
+    rc = cuda.cuMemAlloc_v2(ctypes.byref(ptr), ctypes.c_size_t(take))
+    if rc != 0:
+        raise SystemExit(f"error: cuMemAlloc of the ballast ({take} bytes) failed with {rc}")
+    return take
+
+
+def worker(args):
+    result = {"program": args.worker, "allocator": args.allocator, "capacity": args.capacity, "steps": args.steps}
+    for key in [k for k in os.environ if k.startswith("GPUMEM_") and k != "GPUMEM_TORCH_LIB"]:
+        del os.environ[key]
+    for key in ("PYTORCH_CUDA_ALLOC_CONF", "PYTORCH_ALLOC_CONF", "PYTORCH_NO_CUDA_MEMORY_CACHING"):
+        os.environ.pop(key, None)
+    gpumem = args.allocator != "torch"
+    if gpumem:
+        import run as torch_live  # bench/torch-live/run.py: where the library is found
+
+        os.environ["GPUMEM_TORCH_LIB"] = torch_live.find_library(os.environ)[0]
+        import gpumem_torch
+
+        result["allocator_config"] = gpumem_torch.enable(args.allocator)
+    import torch
+
+    torch.manual_seed(0)  # as record.py's worker
+    dev = torch.device("cuda")
+    total = torch.cuda.get_device_properties(0).total_memory
+    if gpumem:
+        # the cuBLAS handle's own memory comes outside the allocator: made before the ballast is measured
+        a = torch.ones(64, 64, device=dev)
+        (a @ a).sum().item()
+        del a
+        result["ballast_bytes"] = ballast(torch, args.capacity)
+    else:
+        torch.cuda.set_per_process_memory_fraction(args.capacity / total)
+        result["fraction"] = args.capacity / total
+    info = {}
+    try:
+        record.RUNNERS[args.worker](torch, dev, args.steps, info)
+        result["outcome"] = "completed"
+    except Exception as e:  # noqa: BLE001  (PyTorch's OutOfMemoryError, or gpumem's RuntimeError under enable())
+        if "out of memory" not in str(e).lower():
+            raise
+        result["outcome"] = "out of memory"
+        result["message"] = str(e)[:2000]
+    if gpumem:
+        import gpumem_torch
+
+        result["peak_reserved_bytes"] = gpumem_torch.memory_stats()["reserved_bytes.all.peak"]
+    else:
+        result["peak_reserved_bytes"] = torch.cuda.max_memory_reserved()
+    result["gpu"] = torch.cuda.get_device_name(0)
+    print("RESULT " + json.dumps(result), flush=True)
+    return 0
+
+
+# ---------------------------------------------------------------------------------------------
+# The driver
+
+
+def run_json(cmd, timeout):
+    """Runs cmd; the last `RESULT {json}` line of its output, or {"error": ...}."""
+    env = dict(os.environ, PYTHONUNBUFFERED="1")
+    try:
+        proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return {"outcome": "timeout"}
+    lines = [line[7:] for line in proc.stdout.splitlines() if line.startswith("RESULT ")]
+    if proc.returncode != 0 or not lines:
+        return {"outcome": "error", "error": (proc.stderr or proc.stdout)[-1500:]}
+    return json.loads(lines[-1])
+
+
+def doctor(snapshot, capacity, out_json, timeout):
+    cmd = ["node", CLI, "doctor", snapshot, "--json", out_json]
+    if capacity is not None:
+        cmd += ["--capacity", str(capacity)]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+    if proc.returncode != 0:
+        raise SystemExit(f"error: gpumem doctor failed ({proc.returncode}): {proc.stderr[-1500:]}")
+    with open(out_json) as f:
+        return json.load(f)["verdict"]
+
+
+def verdict_of(doc):
+    """(kind, live, PyTorch's need and fits, the best strategy's label, need and fits) from doctor's JSON."""
+    best = doc.get("best") or {}
+    by_label = {s["label"]: s for s in doc["strategies"]}
+    strategy = by_label.get(best.get("label"), {})
+    return {
+        "kind": doc["kind"],
+        "capacity": doc["capacityBytes"],
+        "live": doc["liveBytes"],
+        "pytorch_need": doc["pytorch"].get("needBytes"),
+        "pytorch_fits": doc["pytorch"].get("fits"),
+        "best": best.get("label"),
+        "best_need": best.get("needBytes"),
+        "best_fits": strategy.get("fits", best.get("fits")),
+    }
+
+
+def strategy_name(label):
+    """The GPUMEM_ALLOCATOR name of a doctor's label (a spec such as 'expandable' or 'pool:...')."""
+    return label.split(":")[0]
+
+
+def capacities(base, cases, min_gap):
+    """The capacities to try, by case, from the doctor's figures at the device's own capacity."""
+    out = {}
+    live, torch_need, best_need = base["live"], base["pytorch_need"], base["best_need"]
+    if "fits" in cases and torch_need:
+        out["fits"] = int(torch_need * 1.05)
+    if "fragmentation" in cases and torch_need and best_need and torch_need > best_need * (1 + min_gap):
+        out["fragmentation"] = int((torch_need + best_need) / 2)
+    if "real" in cases and live:
+        out["real"] = int(live * 0.9)
+    return out
+
+
+def gib(n):
+    return "-" if n is None else f"{n / GiB:.2f} GiB"
+
+
+def main(argv=None):
+    args = parse_args(sys.argv[1:] if argv is None else argv)
+    if args.worker:
+        return worker(args)
+    os.makedirs(args.out, exist_ok=True)
+    rows, skipped = [], []
+    for program in args.program_list:
+        start = time.perf_counter()
+        steps = args.steps or record.WORKLOADS[program]
+        rec = subprocess.run([sys.executable, os.path.join(REPO, "bench", "traces", "record.py"), "--only", program,
+                              "--steps", str(steps), "--modes", "torch", "--out", args.out],
+                             capture_output=True, text=True, timeout=args.timeout)
+        snapshot = os.path.join(args.out, f"{program}.torch.pickle.gz")
+        if rec.returncode != 0 or not os.path.exists(snapshot):
+            skipped.append({"program": program, "reason": f"recording failed: {(rec.stderr or rec.stdout)[-800:]}"})
+            continue
+        base = verdict_of(doctor(snapshot, None, os.path.join(args.out, f"{program}-doctor.json"), args.timeout))
+        print(f"== {program}: live {gib(base['live'])}, PyTorch's default needs {gib(base['pytorch_need'])}, "
+              f"{base['best']} {gib(base['best_need'])} ({time.perf_counter() - start:.0f} s)", flush=True)
+        caps = capacities(base, args.case_list, args.min_gap)
+        for case in args.case_list:
+            if case not in caps:
+                skipped.append({"program": program, "case": case,
+                                "reason": "PyTorch's need is within --min-gap of the strategy's" if case == "fragmentation" else "no figure"})
+        for case, capacity in caps.items():
+            v = verdict_of(doctor(snapshot, capacity, os.path.join(args.out, f"{program}-doctor-{case}.json"), args.timeout))
+            strategy = strategy_name(v["best"]) if v["best"] else None
+            common = [sys.executable, os.path.abspath(__file__), "--worker", program, "--steps", str(steps),
+                      "--capacity", str(capacity)]
+            torch_run = run_json(common + ["--allocator", "torch"], args.timeout)
+            gpumem_run = run_json(common + ["--allocator", strategy], args.timeout) if strategy else {"outcome": "none named"}
+            torch_ok = torch_run.get("outcome") == "completed"
+            gpumem_ok = gpumem_run.get("outcome") == "completed"
+            measured = torch_run.get("outcome") in ("completed", "out of memory") and gpumem_run.get("outcome") in ("completed", "out of memory")
+            agrees = measured and bool(v["pytorch_fits"]) == torch_ok and bool(v["best_fits"]) == gpumem_ok
+            row = {"program": program, "steps": steps, "case": case, "capacity": capacity, "doctor": v, "torch": torch_run,
+                   "strategy": strategy, "gpumem": gpumem_run, "agrees": agrees if measured else None}
+            rows.append(row)
+            print(f"   {case}: {gib(capacity)}: doctor {v['kind']}; PyTorch {torch_run.get('outcome')}, "
+                  f"{strategy} {gpumem_run.get('outcome')}: {'agrees' if agrees else 'DISAGREES' if measured else 'not measured'}", flush=True)
+
+    def said(fits):
+        return "fits" if fits else "OOM"
+
+    lines = [
+        f"gpumem doctor against real runs ({'as many steps as record.py takes' if args.steps is None else f'{args.steps} steps'} a program)",
+        "",
+        "| program | capacity | doctor's verdict | live bytes | PyTorch's need (doctor) | PyTorch at the capacity: doctor / real | strategy named | its need (doctor) | it at the capacity: doctor / real | agrees |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in rows:
+        v = r["doctor"]
+        lines.append("| " + " | ".join([
+            r["program"], gib(r["capacity"]), v["kind"], gib(v["live"]), gib(v["pytorch_need"]),
+            f"{said(v['pytorch_fits'])} / {r['torch'].get('outcome')}", r["strategy"] or "-", gib(v["best_need"]),
+            f"{said(v['best_fits'])} / {r['gpumem'].get('outcome')}",
+            "yes" if r["agrees"] else "no" if r["agrees"] is False else "not measured",
+        ]) + " |")
+    agreed = sum(1 for r in rows if r["agrees"])
+    torch_oom_strategy_fits = sum(1 for r in rows if r["torch"].get("outcome") == "out of memory" and r["gpumem"].get("outcome") == "completed")
+    lines += ["", f"agrees in {agreed} of {len(rows)} cases; PyTorch's default out of memory where the named strategy fits: {torch_oom_strategy_fits}"]
+    lines += [f"skipped: {s['program']} {s.get('case', '')}: {s['reason']}" for s in skipped]
+    print("\n".join(lines))
+    out = args.json or os.path.join(args.out, "agree.json")
+    with open(out, "w") as f:
+        json.dump({"args": {k: v for k, v in vars(args).items() if k not in ("worker",)}, "rows": rows, "skipped": skipped,
+                   "agreed": agreed, "cases": len(rows), "pytorch_oom_strategy_fits": torch_oom_strategy_fits}, f, indent=1)
+    print(f"wrote {out}")
+    return 0 if rows and agreed == len(rows) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
