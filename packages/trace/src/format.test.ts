@@ -189,6 +189,18 @@ const malformed: Array<[string, string, number, RegExp]> = [
   ['a bad time', `${rmmCsvHeader}\n1,25:03:21.100012,allocate,0x100,40,0x0\n`, 2, /not a valid time of day/],
   ['a time in another form', `${rmmCsvHeader}\n1,yesterday,allocate,0x100,40,0x0\n`, 2, /Time must be HH:MM:SS\.ffffff/],
   ['a bad thread id', `${rmmCsvHeader}\n0x1f,14:03:21.100012,allocate,0x100,40,0x0\n`, 2, /Thread must be a decimal thread id/],
+  [
+    'an epoch time more than 2^53 ns after the first',
+    `${rmmCsvHeader}\n1,0.000001,allocate,0x100,40,0x0\n1,999999999999.5,free,0x100,40,0x0\n`,
+    3,
+    /Time '999999999999\.5' lies more than 2\^53 ns \(104 days\) after the first event's/,
+  ],
+  [
+    'a time of day past midnight 105 times (a day each), then 23:59:59 again',
+    `${rmmCsvHeader}\n${Array.from({ length: 240 }, (_, i) => `1,${i % 2 ? '00:00:01' : '23:59:59'},allocate,0x${(i + 1).toString(16)},40,0x0`).join('\n')}\n`,
+    212,
+    /Time '23:59:59' lies more than 2\^53 ns \(104 days\) after the first event's/,
+  ],
 ];
 
 describe('malformed traces', () => {

@@ -96,6 +96,7 @@ class RmmCsvParser extends LineTraceParser {
     else if (timeOfDayForm && seconds < this.#lastSeconds - 3600) this.#dayNs += 86_400e9; // past midnight
     this.#lastSeconds = seconds;
     const ns = (seconds - this.#base[0]) * 1e9 + (fracNs - this.#base[1]) + this.#dayNs;
+    if (ns > maxSafe) this.fail(n, `Time '${text}' lies more than 2^53 ns (104 days) after the first event's`);
     return Math.max(0, ns);
   }
 }
