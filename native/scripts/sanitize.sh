@@ -8,7 +8,7 @@
 set -euo pipefail
 
 scripts="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-thread_tests='pool_thread_test|fault_injection_test|adaptors_test|pool_stream_destroy_test|plugin_resource_test|expandable_stream_oom_test|trace_recorder_test|tiered_test|tiered_sleep_test|expandable_sleep_test|sleep_engine_test|host_communicator_test'
+thread_tests='pool_thread_test|fault_injection_test|adaptors_test|pool_stream_destroy_test|plugin_resource_test|expandable_stream_oom_test|trace_recorder_test|oom_report_test|tiered_test|tiered_sleep_test|expandable_sleep_test|sleep_engine_test|host_communicator_test'
 
 start=$SECONDS
 GPUMEM_SANITIZE=address,undefined bash "$scripts/ctest.sh" "$@"

@@ -4,11 +4,13 @@
 // fragments pool at a capacity but fits expandable; live bytes over the capacity; the skip reasons).
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "config.hpp"
 #include "oom_report.hpp"
 #include "oom_ring.hpp"
 #include "replay_twins.hpp"
@@ -313,4 +315,36 @@ TEST_CASE("the twins take no memory and cap at the capacity") {
     t.top().deallocate(p, std::size_t{512} << 30, nullptr);
   }
   CHECK_THROWS_AS(gpumem::torch::make_replay_twin("async", MiB, nullptr), gpumem::invalid_argument);
+}
+
+TEST_CASE("GPUMEM_OOM_WINDOW and GPUMEM_OOM_REPLAY_MS") {
+  auto parse = [](const char* window, const char* ms, gpumem::torch::config& c, std::string& error) {
+    return gpumem::torch::parse_config(
+        [&](const char* name) -> const char* {
+          if (std::string(name) == "GPUMEM_OOM_WINDOW") return window;
+          if (std::string(name) == "GPUMEM_OOM_REPLAY_MS") return ms;
+          return nullptr;
+        },
+        c, error);
+  };
+  gpumem::torch::config c;
+  std::string error;
+  REQUIRE(parse(nullptr, nullptr, c, error));
+  CHECK_EQ(c.oom_window, gpumem::torch::default_oom_window);
+  CHECK_EQ(c.oom_replay_ms, gpumem::torch::default_oom_replay_ms);
+  REQUIRE(parse("0", "1000", c, error));
+  CHECK_EQ(c.oom_window, 0u);
+  CHECK_EQ(c.oom_replay_ms, 1000u);
+  REQUIRE(parse("1048576", "60000", c, error));
+  CHECK_EQ(c.oom_window, 1048576u);
+  for (const char* bad : {"-1", "64KiB", "1048577", " 5", "1e3", "99999999999999999999999"}) {
+    CAPTURE(bad);
+    CHECK_FALSE(parse(bad, nullptr, c, error));
+    CHECK(contains(error, std::string("GPUMEM_OOM_WINDOW='") + bad + "' is not valid: expected a number of events from 0 (off) to 1048576"));
+  }
+  CHECK_FALSE(parse(nullptr, "60001", c, error));
+  CHECK(contains(error, "GPUMEM_OOM_REPLAY_MS='60001' is not valid: expected milliseconds from 0 (no replay) to 60000"));
+  const auto& vars = gpumem::torch::config_variables();
+  CHECK(std::find(vars.begin(), vars.end(), "GPUMEM_OOM_WINDOW") != vars.end());
+  CHECK(std::find(vars.begin(), vars.end(), "GPUMEM_OOM_REPLAY_MS") != vars.end());
 }

@@ -34,6 +34,20 @@ std::optional<std::string> read(const env_reader& env, const std::string& name) 
   return std::string(v);
 }
 
+// A whole number from 0 to `max` in decimal digits (no sign, unit or spaces); false for anything else.
+bool parse_count(const std::string& text, std::uint64_t max, std::uint64_t& out) {
+  if (text.empty() || text.size() > 20) return false;
+  std::uint64_t n = 0;
+  for (char ch : text) {
+    if (ch < '0' || ch > '9') return false;
+    const std::uint64_t digit = static_cast<std::uint64_t>(ch - '0');
+    if (n > (max - digit) / 10) return false;
+    n = n * 10 + digit;
+  }
+  out = n;
+  return true;
+}
+
 // "cuda, uvm, ...": the strategies GPUMEM_ALLOCATOR takes (those whose memory kernels can use).
 std::string torch_strategy_names() {
   std::string names;
@@ -102,6 +116,8 @@ const std::vector<std::string>& config_variables() {
     }
     v.emplace_back("GPUMEM_UVM_LIMIT");
     v.emplace_back("GPUMEM_OOM");
+    v.emplace_back("GPUMEM_OOM_WINDOW");
+    v.emplace_back("GPUMEM_OOM_REPLAY_MS");
     return v;
   }();
   return names;
@@ -256,6 +272,20 @@ bool parse_config(const env_reader& env, config& out, std::string& error) {
     else if (s == "null") c.oom = oom_mode::null;
     else {
       error = bad_value("GPUMEM_OOM", *v, "raise or null");
+      return false;
+    }
+  }
+  if (auto v = read(env, "GPUMEM_OOM_WINDOW")) {
+    if (!parse_count(*v, max_oom_window, c.oom_window)) {
+      error = bad_value("GPUMEM_OOM_WINDOW", *v,
+                        "a number of events from 0 (off) to " + std::to_string(max_oom_window) + ", e.g. 65536");
+      return false;
+    }
+  }
+  if (auto v = read(env, "GPUMEM_OOM_REPLAY_MS")) {
+    if (!parse_count(*v, max_oom_replay_ms, c.oom_replay_ms)) {
+      error = bad_value("GPUMEM_OOM_REPLAY_MS", *v,
+                        "milliseconds from 0 (no replay) to " + std::to_string(max_oom_replay_ms) + ", e.g. 250");
       return false;
     }
   }

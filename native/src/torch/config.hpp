@@ -18,6 +18,12 @@ namespace gpumem::torch {
 enum class uvm_limit_mode { free_memory, none, bytes };
 enum class oom_mode { raise, null };
 
+// GPUMEM_OOM_WINDOW and GPUMEM_OOM_REPLAY_MS: their defaults and the most they take.
+constexpr std::uint64_t default_oom_window = 65536;
+constexpr std::uint64_t default_oom_replay_ms = 250;
+constexpr std::uint64_t max_oom_window = std::uint64_t{1} << 20;
+constexpr std::uint64_t max_oom_replay_ms = 60000;
+
 // GPUMEM_ALLOCATOR names a strategy of the core's registry (gpumem/strategy_registry.hpp): any whose
 // memory CUDA kernels can use (the kernelMemory flag; 'host' is the one without). Each strategy
 // option with a variable (GPUMEM_POOL_MAX_RESERVED, ...) is read through its descriptor.
@@ -30,12 +36,16 @@ struct config {
   uvm_limit_mode uvm_limit = uvm_limit_mode::free_memory;
   std::uint64_t uvm_limit_bytes = 0;  // uvm_limit == bytes
   oom_mode oom = oom_mode::raise;
+  // The out-of-memory report (oom_report.hpp): events kept per device (GPUMEM_OOM_WINDOW, 0: the
+  // ring is off) and the replay's time bound in milliseconds (GPUMEM_OOM_REPLAY_MS, 0: no replay).
+  std::uint64_t oom_window = default_oom_window;
+  std::uint64_t oom_replay_ms = default_oom_replay_ms;
   std::string warning;  // deprecated spellings were read: what to write instead, a line each
 };
 
 // The variables parse_config reads, in the order it reads them.
 // GPUMEM_ALLOCATOR, the strategies' variables (in the registry's order), their deprecated spellings,
-// GPUMEM_UVM_LIMIT, GPUMEM_OOM.
+// GPUMEM_UVM_LIMIT, GPUMEM_OOM, GPUMEM_OOM_WINDOW, GPUMEM_OOM_REPLAY_MS.
 const std::vector<std::string>& config_variables();
 
 // Bytes kept free below the device's free memory when GPUMEM_UVM_LIMIT=free.

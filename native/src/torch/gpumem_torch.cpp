@@ -8,6 +8,8 @@
 // the same layer order, as the Node addon builds.
 #include "gpumem_torch.h"
 
+#include <algorithm>
+#include <algorithm>
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
@@ -25,7 +27,10 @@
 #include "gpumem/device.hpp"
 #include "gpumem/errors.hpp"
 #include "gpumem/memory_resource.hpp"
+#include "gpumem/pool_resource.hpp"
 #include "gpumem/tiered_resource.hpp"
+#include "oom_report.hpp"
+#include "oom_ring.hpp"
 #include "sleep_target.hpp"
 #include "trace_capture.hpp"
 #include "warnings.hpp"
@@ -53,6 +58,9 @@ struct strategy {
 
 struct device_slot {
   std::atomic<strategy*> instance{nullptr};
+  // The out-of-memory report's recent events (GPUMEM_OOM_WINDOW), made with the strategy; null when
+  // the window is 0 or its arrays could not be had. Never deleted, as the strategy.
+  std::atomic<gpumem::torch::event_ring*> ring{nullptr};
   std::atomic<std::uint64_t> oom{0};
   std::atomic<std::uint64_t> zero_size{0};
   std::atomic<std::uint64_t> errors{0};
@@ -75,6 +83,8 @@ struct instance {
 
 struct state {
   std::mutex instances_mutex;
+  std::mutex oom_report_mutex;
+  std::string last_oom_report;  // JSON (gpumem_last_oom_report), under oom_report_mutex
   int instance_count = 1;  // number 0 always exists
   instance instances[max_instances];
 };
@@ -166,6 +176,16 @@ strategy* existing(const instance& in, int device) {
 
 // The device's strategy, created on first use. Throws on a bad device or a failed creation
 // (the next call tries again).
+// The device's event ring, made before its strategy is published; left null when it cannot be had
+// (the report then says so).
+void make_ring(const instance& in, device_slot& slot) noexcept {
+  if (in.cfg.oom_window == 0 || slot.ring.load(std::memory_order_acquire) != nullptr) return;
+  try {
+    slot.ring.store(new gpumem::torch::event_ring(static_cast<std::size_t>(in.cfg.oom_window)), std::memory_order_release);
+  } catch (...) {
+  }
+}
+
 strategy& get_or_create(instance& in, int device) {
   if (!valid_index(device)) {
     throw invalid_argument(invalid_argument::kind::range, "device",
@@ -182,6 +202,7 @@ strategy& get_or_create(instance& in, int device) {
                                  in.cfg.strategy->name + " needs a CUDA device");
     }
     strategy* s = build(device, in.cfg).release();  // never deleted (see global())
+    make_ring(in, slot);
     slot.instance.store(s, std::memory_order_release);
     return *s;
   }
@@ -192,6 +213,7 @@ strategy& get_or_create(instance& in, int device) {
                                " CUDA device(s) visible)");
   }
   strategy* s = build(device, in.cfg).release();  // never deleted (see global())
+  make_ring(in, slot);
   slot.instance.store(s, std::memory_order_release);
   return *s;
 }
@@ -260,6 +282,67 @@ std::string oom_message(const char* strategy_name, std::uint64_t size, int devic
   return m;
 }
 
+// What this allocator could reach on `device`: its reserved bytes and the driver's free bytes, or
+// the configured cap where that is less; 0 where it is not known (host memory without a limit).
+std::uint64_t capacity_of(const config& cfg, int device, std::uint64_t reserved, std::string& source) {
+  std::uint64_t cap = 0;
+  if (device != host_device) {
+    try {
+      cap = reserved + get_memory_info(device).free_bytes;  // no allocation; restores the current device
+      source = "reserved + the driver's free bytes";
+    } catch (...) {
+      cap = 0;
+    }
+  }
+  std::uint64_t limit = cfg.spec.limit_bytes.value_or(0);
+  if (cfg.strategy->name == "pool") {
+    const std::uint64_t max_reserved = cfg.spec.options<pool_spec>().options.max_reserved_bytes;
+    if (max_reserved != 0 && (limit == 0 || max_reserved < limit)) limit = max_reserved;
+  }
+  if (limit != 0 && (cap == 0 || limit < cap)) {
+    cap = limit;
+    source = "the configured limit";
+  }
+  return cap;
+}
+
+// The report on a failed allocation (oom_report.hpp): its sentences go after the message's figures,
+// its JSON is kept for gpumem_last_oom_report. Host memory only; takes the ring's lock and the
+// report's, neither held by anyone who waits on another lock.
+std::string oom_report_text(int k, instance& in, int device, std::uint64_t size, gpumem_stream_t stream,
+                            const gpumem_torch_stats& st) {
+  using namespace gpumem::torch;
+  oom_context c;
+  c.strategy = in.cfg.strategy->name;
+  c.configured = &in.cfg.spec;
+  c.instance = k;
+  c.device = device;
+  c.request_bytes = size;
+  c.request_stream = reinterpret_cast<std::uintptr_t>(stream);
+  const std::uint64_t host_live = st.host_allocated_bytes > 0 ? static_cast<std::uint64_t>(st.host_allocated_bytes) : 0;
+  const std::uint64_t host_reserved = st.host_reserved_bytes > 0 ? static_cast<std::uint64_t>(st.host_reserved_bytes) : 0;
+  c.live_bytes = st.allocated_bytes - std::min(host_live, st.allocated_bytes);  // on the device
+  c.reserved_bytes = st.reserved_bytes - std::min(host_reserved, st.reserved_bytes);
+  c.largest_free_block = st.largest_free_block;
+  c.capacity_bytes = capacity_of(in.cfg, device, c.reserved_bytes, c.capacity_source);
+  c.window = in.cfg.oom_window;
+  c.replay_ms = in.cfg.oom_replay_ms;
+  std::optional<ring_window> window;
+  if (event_ring* ring = slot_of(in, device).ring.load(std::memory_order_acquire)) {
+    try {
+      window = ring->snapshot();
+    } catch (const std::bad_alloc&) {
+    }
+  }
+  const oom_report report = make_oom_report(c, window ? &*window : nullptr);
+  std::string json = report.json();
+  {
+    std::lock_guard<std::mutex> lock(global().oom_report_mutex);
+    global().last_oom_report.swap(json);
+  }
+  return report.text();
+}
+
 // The one allocation path of every entry point. `null_on_failure`: return NULL whatever GPUMEM_OOM
 // says (a torch.cuda.MemPool's caching allocator checks it and raises torch.OutOfMemoryError).
 void* instance_malloc(int k, ssize_t size, int device, gpumem_stream_t stream, bool null_on_failure) {
@@ -286,6 +369,9 @@ void* instance_malloc(int k, ssize_t size, int device, gpumem_stream_t stream, b
       }
       strategy& s = get_or_create(*in, device);
       void* p = allocate(s, in->cfg, static_cast<std::size_t>(size), static_cast<stream_handle>(stream));
+      if (gpumem::torch::event_ring* ring = slot_of(*in, device).ring.load(std::memory_order_acquire)) {
+        ring->record_alloc(p, static_cast<std::uint64_t>(size), stream);
+      }
       gpumem::torch::trace_event(gpumem::torch::trace_action::alloc, p, size, device, stream, !null_on_failure);
       return p;
     } catch (const out_of_memory& e) {
@@ -297,6 +383,13 @@ void* instance_malloc(int k, ssize_t size, int device, gpumem_stream_t stream, b
         if (have) st = stats_of(*in, device);
         message = oom_message(in->cfg.strategy->name.c_str(), static_cast<std::uint64_t>(size), device,
                               e.what(), have ? &st : nullptr);
+        if (have) {
+          try {
+            message += oom_report_text(k, *in, device, static_cast<std::uint64_t>(size), stream, st);
+          } catch (...) {
+            message += ".";  // the report could not be made: the figures above stand alone
+          }
+        }
       } catch (...) {
         message = "CUDA out of memory. gpumem: allocation failed";
       }
@@ -331,6 +424,10 @@ void instance_free(int k, void* ptr, ssize_t size, int device, gpumem_stream_t s
     auto handle = static_cast<stream_handle>(stream);
     strategy* s = existing(in, device);
     if (s != nullptr) {
+      // Before the memory can be handed out again (as the trace's event above).
+      if (gpumem::torch::event_ring* ring = slot_of(in, device).ring.load(std::memory_order_acquire)) {
+        ring->record_free(ptr, static_cast<std::uint64_t>(size), stream);
+      }
       try {
         s->top().deallocate(ptr, static_cast<std::size_t>(size), handle);
         return;
@@ -349,6 +446,9 @@ void instance_free(int k, void* ptr, ssize_t size, int device, gpumem_stream_t s
       if (other == nullptr || other == s) continue;
       std::size_t actual = other->top().allocation_size(ptr);
       if (actual == 0) continue;
+      if (gpumem::torch::event_ring* ring = slot_of(in, d).ring.load(std::memory_order_acquire)) {
+        ring->record_free(ptr, actual, stream);
+      }
       other->top().deallocate(ptr, actual, handle);
       if (actual != static_cast<std::size_t>(size)) slot_of(in, d).size_fixup.fetch_add(1, std::memory_order_relaxed);
       return;
@@ -577,6 +677,20 @@ GPUMEM_TORCH_API size_t gpumem_format_oom(const char* strategy_name, uint64_t re
   } catch (...) {
     if (out != nullptr && out_size > 0) out[0] = '\0';
     return 0;
+  }
+}
+
+GPUMEM_TORCH_API const char* gpumem_last_oom_report(void) {
+  try {
+    {
+      std::lock_guard<std::mutex> lock(global().oom_report_mutex);
+      returned_text = global().last_oom_report;
+    }
+    set_error("");
+    return returned_text.empty() ? nullptr : returned_text.c_str();
+  } catch (...) {
+    set_error("gpumem: gpumem_last_oom_report failed (out of host memory)");
+    return nullptr;
   }
 }
 

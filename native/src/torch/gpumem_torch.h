@@ -171,7 +171,8 @@ GPUMEM_TORCH_API const char* gpumem_config(void);
  *  - GPUMEM_OOM=raise (default): throws std::runtime_error. Out of memory: the message follows
  *    PyTorch's convention, "CUDA out of memory. gpumem: <strategy> could not allocate <size> on
  *    device <n> (<cause>); reserved <bytes>, allocated <bytes>, largest free block <bytes or n/a>"
- *    (gpumem_format_oom); other failures start "gpumem: ". PyTorch's CUDAPluggableAllocator
+ *    (gpumem_format_oom), then the out-of-memory report's capacity and verdict
+ *    (gpumem_last_oom_report); other failures start "gpumem: ". PyTorch's CUDAPluggableAllocator
  *    does not check the pointer it gets back, so a NULL would become a tensor at address 0 and
  *    the first kernel touching it would fail with an illegal address; the exception instead
  *    reaches Python as a RuntimeError, as with RMM's allocator.
@@ -251,6 +252,19 @@ GPUMEM_TORCH_API int gpumem_thread_placement(void);
  * written to `out` (at most out_size - 1 characters and a NUL); returns its full length. */
 GPUMEM_TORCH_API size_t gpumem_format_oom(const char* strategy, uint64_t request_bytes, int device, const char* cause,
                                           const gpumem_torch_stats* stats, char* out, size_t out_size);
+
+/* The report on the process's last out-of-memory failure (any instance, any device), as one JSON
+ * object: its figures (requestBytes, liveBytes, reservedBytes, largestFreeBlock, capacityBytes and
+ * capacitySource), the verdict ("real", "fragmentation" or "unknown", the words of `gpumem doctor`),
+ * the replay of the window of recent events (replayed, skipReason, windowEvents, liveBlocks,
+ * replayMs, and per strategy: fits, requestFits, ooms, peakReservedBytes) and the sentences added to
+ * the message (text). NULL when no allocation has failed yet. Valid until the thread's next call.
+ * The raised message already carries the report after its figures: ". Fragmentation: ... Replayed
+ * the last N events ... (T ms): expandable would have fit ...; pool would not." GPUMEM_OOM_WINDOW
+ * (events kept per device, default 65536, 0: off) and GPUMEM_OOM_REPLAY_MS (the replay's time
+ * bound, default 250, 0: no replay) set it; docs/torch.md says what it cannot know. Not in
+ * GPUMEM_TORCH_ABI_VERSION 2's first libraries: look it up before calling it. */
+GPUMEM_TORCH_API const char* gpumem_last_oom_report(void);
 
 /* Warnings: a deprecated spelling read from the configuration (GPUMEM_ALLOCATOR=native, ...:
  * GPUMEM_TORCH_WARN_DEPRECATED), or something that did not work and that the program goes on

@@ -153,7 +153,7 @@ oom_report make_oom_report(const oom_context& context, const ring_window* window
   if (c.window == 0) {
     r.skip_reason = "the event ring is off (GPUMEM_OOM_WINDOW=0)";
   } else if (window == nullptr) {
-    r.skip_reason = "the event ring could not be read";
+    r.skip_reason = "the event ring could not be made or copied (host memory ran out)";
   } else if (c.replay_ms == 0) {
     r.skip_reason = "the time bound is 0 ms (GPUMEM_OOM_REPLAY_MS=0)";
   } else if (c.capacity_bytes == 0) {
@@ -207,11 +207,11 @@ std::string oom_report::text() const {
          "checkpointing, a smaller batch).";
     return t;
   }
-  if (verdict == oom_verdict::fragmentation) {
-    t += "Fragmentation: " + need + " fit in the capacity; " + c.strategy + " could not place the request.";
-  } else {
-    t += "The capacity is not known, so neither fragmentation nor a real shortage can be told.";
+  if (verdict == oom_verdict::unknown) {
+    t += "No verdict: the capacity is not known (host memory without a limit). No replay: " + skip_reason + ".";
+    return t;
   }
+  t += "Fragmentation: " + need + " fit in the capacity; " + c.strategy + " could not place the request.";
   if (!replayed) {
     t += " No replay: " + skip_reason + ".";
     return t;
@@ -246,7 +246,8 @@ std::string oom_report::text() const {
 std::string oom_report::json() const {
   const oom_context& c = context;
   auto num = [](std::uint64_t v) { return std::to_string(v); };
-  std::string j = "{\"strategy\":" + json_quote(c.strategy) + ",\"device\":" + std::to_string(c.device) +
+  std::string j = "{\"strategy\":" + json_quote(c.strategy) + ",\"instance\":" + std::to_string(c.instance) +
+                  ",\"device\":" + std::to_string(c.device) +
                   ",\"requestBytes\":" + num(c.request_bytes) + ",\"liveBytes\":" + num(c.live_bytes) +
                   ",\"reservedBytes\":" + num(c.reserved_bytes) + ",\"largestFreeBlock\":" +
                   (c.largest_free_block < 0 ? std::string("null") : std::to_string(c.largest_free_block)) +

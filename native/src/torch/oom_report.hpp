@@ -9,20 +9,17 @@
 #include <string>
 #include <vector>
 
+#include "config.hpp"  // default_oom_window, default_oom_replay_ms
 #include "gpumem/chain_builder.hpp"
 #include "oom_ring.hpp"
 
 namespace gpumem::torch {
 
-// The replay's time bound when GPUMEM_OOM_REPLAY_MS is unset, and the window's size when
-// GPUMEM_OOM_WINDOW is.
-constexpr std::uint64_t default_oom_replay_ms = 250;
-constexpr std::uint64_t default_oom_window = 65536;
-
 // What the caller knows at the failure.
 struct oom_context {
   std::string strategy;            // the strategy that failed
   const chain_spec* configured = nullptr;  // its options (the replay of the same strategy uses them)
+  int instance = 0;                // the allocator instance (0: the environment's)
   int device = 0;
   std::uint64_t request_bytes = 0;
   std::uintptr_t request_stream = 0;
