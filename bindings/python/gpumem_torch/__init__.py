@@ -58,6 +58,7 @@ from typing import Any, Dict, List, Optional
 from . import _frames, _library, _warnings
 from ._allocator import Allocator, allocator, describe, place, set_thread_placement, thread_placement
 from ._library import library_path
+from ._oom import last_oom_report
 from ._sleep import InvalidStateError, OutOfMemoryError, backup_pool_bytes, current_tag, region, sleep, tag_stats, trim_backup, wake
 from ._stats import device_index as _device_index
 from ._stats import instance_memory_stats, instance_raw_stats
@@ -79,6 +80,7 @@ __all__ = [
     "config",
     "last_error",
     "format_oom_message",
+    "last_oom_report",
     "memory_stats",
     "raw_stats",
     "memory_allocated",

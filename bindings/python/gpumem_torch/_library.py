@@ -19,7 +19,12 @@ ABI_VERSION = 2
 
 # libgpumem_torch's own settings beside the strategies' options (native/src/torch/config.cpp):
 # keyword -> variable. Every other keyword comes from the library's registry (registry()).
-LIBRARY_SETTINGS = {"uvm_limit": "GPUMEM_UVM_LIMIT", "oom": "GPUMEM_OOM"}
+LIBRARY_SETTINGS = {
+    "uvm_limit": "GPUMEM_UVM_LIMIT",
+    "oom": "GPUMEM_OOM",
+    "oom_window": "GPUMEM_OOM_WINDOW",
+    "oom_replay_ms": "GPUMEM_OOM_REPLAY_MS",
+}
 
 
 class Stats(ctypes.Structure):
