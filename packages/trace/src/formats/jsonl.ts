@@ -98,10 +98,11 @@ class JsonlParser extends LineTraceParser {
    * name, "other", as replay takes it). Returns the distinct names, first appearance first.
    */
   private mergeTags(tags: string[]): string[] {
-    const distinct = [...new Set(tags)];
-    if (distinct.length === tags.length) return tags;
-    this.#tagOf = Uint32Array.from(tags, (name) => distinct.indexOf(name));
-    return distinct;
+    const indexOf = new Map<string, number>();
+    for (const name of tags) if (!indexOf.has(name)) indexOf.set(name, indexOf.size);
+    if (indexOf.size === tags.length) return tags;
+    this.#tagOf = Uint32Array.from(tags, (name) => indexOf.get(name)!);
+    return [...indexOf.keys()];
   }
 
   protected readEvent(text: string, n: number): void {
