@@ -305,6 +305,28 @@ TEST_CASE("skip reasons: the ring off, a time bound of 0, no capacity") {
   CHECK(contains(r_unknown.json(), "\"capacityBytes\":null"));
 }
 
+TEST_CASE("the time bound stops the replay, and the ring's copy counts against it") {
+  event_ring ring(1024);
+  fragment(ring);
+  ring_window w = ring.snapshot();
+  CHECK_GE(w.copy_ms, 0.0);
+  w.copy_ms = 5;  // a copy that took longer than the whole bound
+  oom_context c = context_at(64 * MiB, 2 * MiB, 50 * MiB);
+  c.replay_ms = 1;
+  const oom_report r = make_oom_report(c, &w);
+  CHECK_EQ(r.verdict, oom_verdict::fragmentation);
+  CHECK_FALSE(r.replayed);
+  CHECK_EQ(r.skip_reason, "the time bound of 1 ms (GPUMEM_OOM_REPLAY_MS) ran out");
+  REQUIRE_EQ(r.strategies.size(), 2u);
+  for (const auto& o : r.strategies) {
+    CAPTURE(o.strategy);
+    CHECK_FALSE(o.finished);
+    CHECK_FALSE(o.fits);
+  }
+  CHECK_GE(r.replay_ms, 5.0);
+  CHECK(contains(r.text(), "No replay: the time bound of 1 ms (GPUMEM_OOM_REPLAY_MS) ran out."));
+}
+
 TEST_CASE("the twins take no memory and cap at the capacity") {
   // 1 TiB through each twin: nothing is committed (a host twin would need the memory).
   for (const std::string& name : gpumem::torch::replayed_strategies()) {

@@ -163,8 +163,10 @@ oom_report make_oom_report(const oom_context& context, const ring_window* window
   } else if (!window->live_known) {
     r.skip_reason = "more blocks were live at once than the ring's live table holds, so the blocks live at the window's start are not known";
   } else {
+    // The copy of the ring counts against the bound too.
     const auto start = clock_type::now();
-    const auto deadline = start + std::chrono::milliseconds(c.replay_ms);
+    const auto deadline = start + std::chrono::duration_cast<clock_type::duration>(
+                                      std::chrono::duration<double, std::milli>(static_cast<double>(c.replay_ms) - window->copy_ms));
     const program prog = compile(*window, c.request_bytes, c.request_stream);
     r.window_events = window->events.size();
     r.live_blocks = window->live_at_start.size();
@@ -181,7 +183,7 @@ oom_report make_oom_report(const oom_context& context, const ring_window* window
       timed_out = !o.finished && o.error.empty();
       r.strategies.push_back(std::move(o));
     }
-    r.replay_ms = std::chrono::duration<double, std::milli>(clock_type::now() - start).count();
+    r.replay_ms = window->copy_ms + std::chrono::duration<double, std::milli>(clock_type::now() - start).count();
     if (timed_out) {
       r.skip_reason = "the time bound of " + std::to_string(c.replay_ms) + " ms (GPUMEM_OOM_REPLAY_MS) ran out";
     } else {

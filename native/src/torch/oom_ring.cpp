@@ -1,6 +1,7 @@
 #include "oom_ring.hpp"
 
 #include <algorithm>
+#include <chrono>
 #include <unordered_map>
 
 namespace gpumem::torch {
@@ -17,12 +18,16 @@ std::size_t power_of_two_at_least(std::size_t n) {
 
 event_ring::event_ring(std::size_t capacity)
     : events_(std::max<std::size_t>(capacity, 1)),
-      table_(2 * power_of_two_at_least(std::max<std::size_t>(2 * std::max<std::size_t>(capacity, 1), 4096))) {}
+      table_(2 * power_of_two_at_least(std::max<std::size_t>(2 * std::max<std::size_t>(capacity, 1), 4096))) {
+  int bits = 0;
+  while ((std::size_t{1} << bits) < table_.size()) ++bits;
+  hash_shift_ = 64 - bits;
+}
 
 std::size_t event_ring::home(std::uintptr_t ptr) const noexcept {
-  // Fibonacci hashing: allocations are aligned, so their low bits say little.
+  // Fibonacci hashing, the product's top bits: allocations are aligned, so their low bits say little.
   const std::uint64_t h = static_cast<std::uint64_t>(ptr) * 0x9E3779B97F4A7C15ull;
-  return static_cast<std::size_t>(h >> 20) & (table_.size() - 1);
+  return static_cast<std::size_t>(h >> hash_shift_);
 }
 
 void event_ring::insert(std::uintptr_t ptr, std::uint64_t bytes, std::uintptr_t stream) noexcept {
@@ -40,13 +45,14 @@ void event_ring::insert(std::uintptr_t ptr, std::uint64_t bytes, std::uintptr_t 
   }
 }
 
-bool event_ring::erase(std::uintptr_t ptr) noexcept {
+bool event_ring::erase(std::uintptr_t ptr, std::uint64_t& bytes) noexcept {
   const std::size_t mask = table_.size() - 1;
   std::size_t i = home(ptr);
   while (table_[i].ptr != ptr) {
     if (table_[i].ptr == 0) return false;
     i = (i + 1) & mask;
   }
+  bytes = table_[i].bytes;
   // Backward-shift deletion: move up every later entry of the run that may sit at i.
   std::size_t hole = i;
   for (std::size_t j = (hole + 1) & mask; table_[j].ptr != 0; j = (j + 1) & mask) {
@@ -81,19 +87,13 @@ void event_ring::record_free(const void* ptr, std::uint64_t bytes, const void* s
   if (ptr == nullptr) return;
   const auto p = reinterpret_cast<std::uintptr_t>(ptr);
   std::lock_guard<std::mutex> lock(mutex_);
-  // The size it was allocated with, where known (PyTorch's may differ: the library corrects it).
-  const std::size_t mask = table_.size() - 1;
-  for (std::size_t i = home(p); table_[i].ptr != 0; i = (i + 1) & mask) {
-    if (table_[i].ptr == p) {
-      bytes = table_[i].bytes;
-      break;
-    }
-  }
-  if (!erase(p) && !live_lost_) return;  // not one of this ring's blocks (freed twice, or another device's)
+  // erase gives the size it was allocated with (PyTorch's may differ: the library corrects it).
+  if (!erase(p, bytes) && !live_lost_) return;  // not one of this ring's blocks (freed twice, or another device's)
   push(ring_event{bytes, p, reinterpret_cast<std::uintptr_t>(stream), ring_action::free});
 }
 
 ring_window event_ring::snapshot() const {
+  const auto start = std::chrono::steady_clock::now();
   ring_window w;
   std::vector<entry> live_now;
   {
@@ -105,7 +105,10 @@ ring_window event_ring::snapshot() const {
     w.recorded = recorded_;
     w.overflowed = recorded_ > events_.size();
     w.live_known = !live_lost_;
-    if (live_lost_) return w;
+    if (live_lost_) {
+      w.copy_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+      return w;
+    }
     live_now.reserve(live_count_);
     for (const entry& e : table_) {
       if (e.ptr != 0) live_now.push_back(e);
@@ -124,6 +127,7 @@ ring_window event_ring::snapshot() const {
   // In address order: a replay that seeds them allocates in a stable order.
   std::sort(w.live_at_start.begin(), w.live_at_start.end(),
             [](const live_block& a, const live_block& b) { return a.ptr < b.ptr; });
+  w.copy_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
   return w;
 }
 

@@ -39,6 +39,7 @@ struct ring_window {
   // of room at some point (more blocks were live at once than it holds).
   std::vector<live_block> live_at_start;
   bool live_known = true;
+  double copy_ms = 0;  // how long the copy and the walk back took (counted in the replay's time bound)
 };
 
 class event_ring {
@@ -68,12 +69,13 @@ class event_ring {
   void push(const ring_event& e) noexcept;
   std::size_t home(std::uintptr_t ptr) const noexcept;
   void insert(std::uintptr_t ptr, std::uint64_t bytes, std::uintptr_t stream) noexcept;
-  bool erase(std::uintptr_t ptr) noexcept;
+  bool erase(std::uintptr_t ptr, std::uint64_t& bytes) noexcept;  // bytes: the entry's, when found
 
   mutable std::mutex mutex_;
   std::vector<ring_event> events_;
   std::uint64_t recorded_ = 0;
   std::vector<entry> table_;  // linear probing, a power of two, at most half full
+  int hash_shift_ = 0;        // 64 - log2(table_.size())
   std::size_t live_count_ = 0;
   bool live_lost_ = false;  // a block could not be entered: the live set is no longer known
 };
