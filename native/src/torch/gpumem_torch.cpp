@@ -295,6 +295,9 @@ std::uint64_t capacity_of(const config& cfg, int device, std::uint64_t reserved,
     }
   }
   std::uint64_t limit = cfg.spec.limit_bytes.value_or(0);
+  if (cfg.strategy->flags.managed_memory && cfg.uvm_limit == gpumem::torch::uvm_limit_mode::bytes) {
+    limit = cfg.uvm_limit_bytes;  // GPUMEM_UVM_LIMIT=SIZE (its limit layer is added per device)
+  }
   if (cfg.strategy->name == "pool") {
     const std::uint64_t max_reserved = cfg.spec.options<pool_spec>().options.max_reserved_bytes;
     if (max_reserved != 0 && (limit == 0 || max_reserved < limit)) limit = max_reserved;
