@@ -27,6 +27,9 @@ const usage = `Usage: node bench/multi/largest.js --config 'NAME|ALLOCATOR|DEVIC
   --tolerance T       stop when the smallest N that failed is within (1 + T) of the largest that fit (default 0.02)
   --max-probes P      probes per configuration at most (default 12)
   --timeout S         seconds a probe may take (default 300)
+  --fill F            the second probe aims at this fraction of the device (default 1; the allocator's own
+                      overhead and the largest block's fit leave some unused, e.g. 0.79 for pool at 42.5M
+                      nodes on an H200: give what one device reached to aim the ranks' search)
   --total BYTES       the device size the second probe aims at (default: the CUDA device's total; give it
                       with a capped allocator, e.g. 'host:limitBytes=…', to try the search without a GPU)
   --json FILE         where to write the JSON (default bench/multi/out/largest.json)`;
@@ -63,7 +66,10 @@ function parseArgs(argv) {
       if (!(args.tolerance > 0 && args.tolerance < 1)) fail(`Expected a number between 0 and 1 for --tolerance but received '${argv[i]}'`);
     } else if (a === '--max-probes') args.maxProbes = integer(argv[++i], '--max-probes', 2);
     else if (a === '--timeout') args.timeout = integer(argv[++i], '--timeout', 1);
-    else if (a === '--total') args.total = integer(argv[++i], '--total', 1);
+    else if (a === '--fill') {
+      args.fill = Number(argv[++i]);
+      if (!(args.fill > 0 && args.fill <= 1)) fail(`Expected a number in (0, 1] for --fill but received '${argv[i]}'`);
+    } else if (a === '--total') args.total = integer(argv[++i], '--total', 1);
     else if (a === '--json') args.json = argv[++i];
     else if (a === '-h' || a === '--help') {
       console.log(usage);
@@ -148,7 +154,7 @@ async function search(args, config) {
   const total = args.total ?? (await deviceTotalBytes(config.devices));
   let fit = first.nodes;
   let failed;
-  let next = round((args.nodes * total) / first.peakPerDevice);
+  let next = round((args.nodes * total * args.fill) / first.peakPerDevice);
   while (probes.length < args.maxProbes) {
     if (failed !== undefined && failed / fit <= 1 + args.tolerance) break;
     const p = log(probe(args, config, next));
