@@ -16,7 +16,8 @@ import { gunzipSync } from 'node:zlib';
 import { cliArgs } from '../../bench/lib/args.js';
 import { random } from '../../bench/lib/random.js';
 import { defaultLimits, runCases } from './harness.mjs';
-import { fuzzCase, sizeBombs } from './mutate.mjs';
+import { sizeBombs } from './bombs.mjs';
+import { fuzzCase } from './mutate.mjs';
 import { fuzzFormats, fuzzSeeds } from './seeds.mjs';
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '../..');
@@ -74,6 +75,8 @@ function parseArgs(argv) {
 }
 
 const args = parseArgs(process.argv.slice(2));
+// The RMM CSV seed is written in local time of day: the same seeds, and cases, in every time zone.
+process.env.TZ = 'UTC';
 const work = mkdtempSync(join(tmpdir(), 'gpumem-fuzz-'));
 const started = performance.now();
 const elapsed = () => (performance.now() - started) / 1000;
@@ -88,12 +91,15 @@ async function caseSource() {
     } catch {
       // no metadata beside it: default options
     }
+    const bytes = readFileSync(args.replay);
     const cases = [
       {
-        ...meta,
         index: meta.index ?? 0,
-        bytes: readFileSync(args.replay),
-        contentBytes: meta.contentBytes ?? 0,
+        format: meta.format ?? 'unknown',
+        seed: meta.from ?? args.replay,
+        mutation: meta.mutation ?? 'replay',
+        bytes,
+        contentBytes: meta.contentBytes ?? bytes.length,
         values: meta.values ?? 0,
         options: meta.options ?? {},
       },
@@ -134,6 +140,11 @@ function record(c, r) {
     .sort((a, b) => b.ms - a.ms)
     .slice(0, 5);
   if (r.outcome !== 'defect') return;
+  if (args.replay !== undefined) {
+    console.error(`DEFECT ${args.replay}: ${r.detail}`);
+    defects.push({ file: args.replay, detail: r.detail });
+    return;
+  }
   const name = `case-${c.index}`;
   const dir = join(args.out, 'defects');
   mkdirSync(dir, { recursive: true });
@@ -179,6 +190,12 @@ console.log(`trace fuzzer: seed ${args.seed}, ${total.cases} cases in ${seconds.
 console.log(head);
 for (const format of fuzzFormats) if (tally.has(format)) console.log(row(format, tally.get(format)));
 console.log(row('total', total));
+const measured = [...tally.values()].some((t) => t.maxGrewBytes > 0);
+console.log(
+  measured
+    ? 'max ms: the slowest case; +MiB: the most resident memory a case added (its peak less its start)'
+    : 'max ms: the slowest case; resident memory per case not measured (/proc/self/clear_refs cannot be written here)',
+);
 console.log(`\n${head.replace(''.padEnd(22), 'mutation'.padEnd(22))}`);
 for (const [mutation, t] of [...byMutation].sort((a, b) => a[0].localeCompare(b[0]))) console.log(row(mutation, t));
 
@@ -200,8 +217,10 @@ if (args.replay === undefined) {
   console.log(`\nwrote ${join(args.out, 'fuzz.json')}`);
 }
 if (defects.length > 0) {
-  console.error(
-    `${defects.length} defect(s): inputs in ${join(args.out, 'defects')} (node scripts/fuzz/run.mjs --replay FILE reads one again)`,
-  );
+  if (args.replay === undefined) {
+    console.error(
+      `${defects.length} defect(s): inputs in ${join(args.out, 'defects')} (node scripts/fuzz/run.mjs --replay FILE reads one again)`,
+    );
+  }
   process.exit(1);
 }

@@ -31,7 +31,7 @@ function generatedTrace() {
     const bytes = 512 * (1 + Math.floor(rnd() * 4096));
     const stream = rnd() < 0.2 ? 7 : 0;
     if (rnd() < 0.02) {
-      events.push({ timeNs: t, action: 'oom', ptr: 0, bytes: 64 * 2 ** 30, stream, tag: i % 4, reservedBytes: reserved });
+      events.push({ timeNs: t, action: 'oom', ptr: 0, bytes: 64 * 2 ** 30, stream, tag: i % 4, reservedBytes: reserved, thread: 4242 });
       continue;
     }
     const ptr = 0x7f0000000000 + i * 0x100000;
@@ -86,14 +86,14 @@ function frames(file) {
   ];
 }
 
-const shared = frames('train.py');
-const sharedFrames = () => shared;
+/** The frames list of every entry: the one list given. */
+const sharedBy = (list) => () => list;
 
 /**
  * A PyTorch snapshot's dict: a history on two devices (segments, allocations, frees, an OOM) and the
  * segments at its end. `framesOf()` gives each entry's frames list (one list shared by all by default).
  */
-export function snapshotValue({ entries = 60, framesOf = sharedFrames } = {}) {
+export function snapshotValue({ entries = 60, framesOf = sharedBy(frames('train.py')) } = {}) {
   const A = 139_800_000_000_000;
   const history = [{ action: 'segment_alloc', addr: A, size: 64 * MiB, stream: 0, time_us: T0, frames: framesOf() }];
   for (let i = 0; i < entries; i++) {
