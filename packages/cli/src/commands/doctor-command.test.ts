@@ -53,6 +53,9 @@ describe('gpumem doctor', () => {
     const { verdict } = JSON.parse(readFileSync(json, 'utf8')) as { verdict: DoctorVerdict };
     expect(verdict.kind).toBe('fragmentation');
     expect(verdict.best).toMatchObject({ label: 'expandable', fits: true });
+    // the driver's strategies are left out on any machine (on a GPU, cudaMalloc per call would read as needing the live bytes)
+    expect(r.stderr).toContain('gpumem doctor: leaving out cuda, uvm, async: their memory is the driver');
+    expect(verdict.strategies.map((s) => s.label).sort()).toEqual(['expandable', 'host', 'pinned', 'pool', 'tiered']);
     expect(verdict.pytorch).toMatchObject({ label: 'pool', fits: false });
     const html = readFileSync(report, 'utf8');
     expect(html).toMatch(/^<!DOCTYPE html>/);

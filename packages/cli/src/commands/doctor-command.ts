@@ -5,7 +5,7 @@
  * has, with the figures behind the verdict (see diagnoseOom of @gpumem/trace).
  * @module
  */
-import { deviceProperties, formatBytes, hasCudaDevice, memoryInfo } from '@gpumem/allocator-core';
+import { deviceProperties, formatBytes, hasCudaDevice, memoryInfo, strategyInfo } from '@gpumem/allocator-core';
 import { defaultAllocators, formatTable, renderDoctorReport } from '@gpumem/compare';
 import {
   diagnoseOom,
@@ -58,9 +58,11 @@ torch.cuda.memory._snapshot() or _dump_snapshot(), optionally gzip-compressed) o
                  with figures from the trace
 
 The live bytes' peak (a block counts until its free completed) is a floor no allocator goes under.
-Each strategy that can run here is replayed at the capacity and its minimum capacity searched (as
-gpumem replay --min-capacity does); those that keep their memory on the device are ranked, those
-over host memory or spilling to it are listed. PyTorch's default caching allocator is modelled by
+Each strategy with logic of its own is replayed at the capacity and its minimum capacity searched (as
+gpumem replay --min-capacity does), on a GPU or on its host twin alike; those that keep their memory
+on the device are ranked, those over host memory or spilling to it are listed. The driver's own
+(cuda, uvm, async) are left out: a replay under a byte limit counts what they ask for, not the
+driver's rounding or pool, so cudaMalloc per call would read as needing only the live bytes. PyTorch's default caching allocator is modelled by
 the pool strategy, which, like it, frees its cached segments and retries when a request fails; the
 peak a snapshot recorded, with no limit, is not its need.
 
@@ -192,9 +194,17 @@ export async function runDoctor(argv: readonly string[]): Promise<number> {
   if (trace === undefined) return 1;
   const capacity = capacityOf(givenCapacity, trace);
   const gpu = hasCudaDevice();
+  // Only strategies with logic of their own are judged, on any machine alike: those whose memory is
+  // the driver's (a registry flag: they need CUDA, having no host twin) are left out, since a replay
+  // under a byte limit counts what they ask for, not the driver's rounding or its pool: cudaMalloc
+  // per call would read as needing the live bytes. On a GPU as without one, the same verdict.
   const defaults = defaultAllocators({ gpu, runsKernels: false });
-  if (defaults.skipped.length > 0)
-    process.stderr.write(`gpumem doctor: no CUDA device; skipping ${defaults.skipped.map((s) => s.label).join(', ')}\n`);
+  const specs = defaults.specs.filter((s) => !strategyInfo(s.name).requiresCuda);
+  const leftOut = [...defaults.skipped.map((s) => s.label), ...defaults.specs.filter((s) => !specs.includes(s)).map((s) => s.label)];
+  if (leftOut.length > 0)
+    process.stderr.write(
+      `gpumem doctor: leaving out ${leftOut.join(', ')}: their memory is the driver's (cudaMalloc per call, managed memory, cudaMallocAsync's pool), whose rounding and caching a replay under a byte limit does not see\n`,
+    );
   if (gpu && capacity.bytes > memoryInfo(0).freeBytes)
     process.stderr.write(
       `gpumem doctor: ${formatBytes(capacity.bytes)} is more than cuda:0 has free (${formatBytes(memoryInfo(0).freeBytes)}): replays that reach past it run out of memory for real\n`,
@@ -203,7 +213,7 @@ export async function runDoctor(argv: readonly string[]): Promise<number> {
 
   const verdict = diagnoseOom(trace, {
     capacityBytes: capacity.bytes,
-    strategies: defaults.specs,
+    strategies: specs,
     ...(resolutionBytes !== undefined && { resolutionBytes }),
     // a search on a GPU stops at what the card has free, as replay's does
     ...(gpu && { searchLimitBytes: memoryInfo(0).freeBytes }),
