@@ -21,6 +21,9 @@ Prints a markdown table and writes JSON.
 
   python3 bench/doctor/agree.py --programs gpt2_finetune,gpt2_generate --out bench/doctor/out
   python3 bench/doctor/agree.py --programs gpt2_finetune --steps 12 --cases fragmentation,real
+  # the doctor's part without a GPU, from the corpus's snapshots; then the real runs on a GPU host
+  python3 bench/doctor/agree.py --snapshots bench/traces --programs gpt2_finetune,seed_gcn --plan plan.json
+  python3 bench/doctor/agree.py --run-plan plan.json --gpus 0,1,2,3
 
 Needs PyTorch with CUDA, the programs' packages (transformers, ...), libgpumem_torch.so (as
 bench/torch-live finds it) and the CLI built (packages/cli/dist/cli.js).
@@ -58,6 +61,13 @@ def parse_args(argv):
     p.add_argument("--out", default=os.path.join(HERE, "out"), help="folder for the snapshots and doctor's JSON")
     p.add_argument("--json", help="the result (default OUT/agree.json)")
     p.add_argument("--timeout", type=int, default=300, help="seconds a process may take (default 300)")
+    p.add_argument("--snapshots", help="read PROGRAM.torch.pickle.gz from this folder (e.g. bench/traces: the corpus) instead of recording")
+    p.add_argument("--base-capacity", default="80GiB",
+                   help="the capacity of the first doctor call, whose minimum capacities choose the cases (default 80GiB)")
+    p.add_argument("--plan", help="write the cases and the doctor's verdicts to this file and run nothing (no GPU needed "
+                                  "with --snapshots)")
+    p.add_argument("--run-plan", help="run the cases of a --plan file for real (on the GPU), then compare")
+    p.add_argument("--gpus", default="0", help="--run-plan: CUDA devices to run cases on at once, comma-separated (default 0)")
     p.add_argument("--worker", help=argparse.SUPPRESS)
     p.add_argument("--allocator", help=argparse.SUPPRESS)
     p.add_argument("--capacity", type=int, help=argparse.SUPPRESS)
@@ -145,9 +155,9 @@ def worker(args):
 # The driver
 
 
-def run_json(cmd, timeout):
+def run_json(cmd, timeout, extra_env=None):
     """Runs cmd; the last `RESULT {json}` line of its output, or {"error": ...}."""
-    env = dict(os.environ, PYTHONUNBUFFERED="1")
+    env = dict(os.environ, PYTHONUNBUFFERED="1", **(extra_env or {}))
     try:
         proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout)
     except subprocess.TimeoutExpired:
@@ -160,8 +170,7 @@ def run_json(cmd, timeout):
 
 def doctor(snapshot, capacity, out_json, timeout):
     cmd = ["node", CLI, "doctor", snapshot, "--json", out_json]
-    if capacity is not None:
-        cmd += ["--capacity", str(capacity)]
+    cmd += ["--capacity", str(capacity)]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
     if proc.returncode != 0:
         raise SystemExit(f"error: gpumem doctor failed ({proc.returncode}): {proc.stderr[-1500:]}")
@@ -208,23 +217,28 @@ def gib(n):
     return "-" if n is None else f"{n / GiB:.2f} GiB"
 
 
-def main(argv=None):
-    args = parse_args(sys.argv[1:] if argv is None else argv)
-    if args.worker:
-        return worker(args)
+def make_plan(args):
+    """The cases: per program, the snapshot (recorded, or from --snapshots), the doctor's figures,
+    the capacities chosen from them and the doctor's verdict at each."""
     os.makedirs(args.out, exist_ok=True)
     rows, skipped = [], []
     for program in args.program_list:
         start = time.perf_counter()
         steps = args.steps or record.WORKLOADS[program]
-        rec = subprocess.run([sys.executable, os.path.join(REPO, "bench", "traces", "record.py"), "--only", program,
-                              "--steps", str(steps), "--modes", "torch", "--out", args.out],
-                             capture_output=True, text=True, timeout=args.timeout)
-        snapshot = os.path.join(args.out, f"{program}.torch.pickle.gz")
-        if rec.returncode != 0 or not os.path.exists(snapshot):
-            skipped.append({"program": program, "reason": f"recording failed: {(rec.stderr or rec.stdout)[-800:]}"})
-            continue
-        base = verdict_of(doctor(snapshot, None, os.path.join(args.out, f"{program}-doctor.json"), args.timeout))
+        if args.snapshots:
+            snapshot = os.path.join(args.snapshots, f"{program}.torch.pickle.gz")
+            if not os.path.exists(snapshot):
+                skipped.append({"program": program, "reason": f"no snapshot {snapshot}"})
+                continue
+        else:
+            rec = subprocess.run([sys.executable, os.path.join(REPO, "bench", "traces", "record.py"), "--only", program,
+                                  "--steps", str(steps), "--modes", "torch", "--out", args.out],
+                                 capture_output=True, text=True, timeout=args.timeout)
+            snapshot = os.path.join(args.out, f"{program}.torch.pickle.gz")
+            if rec.returncode != 0 or not os.path.exists(snapshot):
+                skipped.append({"program": program, "reason": f"recording failed: {(rec.stderr or rec.stdout)[-800:]}"})
+                continue
+        base = verdict_of(doctor(snapshot, args.base_capacity, os.path.join(args.out, f"{program}-doctor.json"), args.timeout))
         print(f"== {program}: live {gib(base['live'])}, PyTorch's default needs {gib(base['pytorch_need'])}, "
               f"{base['best']} {gib(base['best_need'])} ({time.perf_counter() - start:.0f} s)", flush=True)
         caps = capacities(base, args.case_list, args.min_gap)
@@ -234,34 +248,61 @@ def main(argv=None):
                                 "reason": "PyTorch's need is within --min-gap of the strategy's" if case == "fragmentation" else "no figure"})
         for case, capacity in caps.items():
             v = verdict_of(doctor(snapshot, capacity, os.path.join(args.out, f"{program}-doctor-{case}.json"), args.timeout))
-            strategy = strategy_name(v["best"]) if v["best"] else None
-            common = [sys.executable, os.path.abspath(__file__), "--worker", program, "--steps", str(steps),
-                      "--capacity", str(capacity)]
-            torch_run = run_json(common + ["--allocator", "torch"], args.timeout)
-            gpumem_run = run_json(common + ["--allocator", strategy], args.timeout) if strategy else {"outcome": "none named"}
-            torch_ok = torch_run.get("outcome") == "completed"
-            gpumem_ok = gpumem_run.get("outcome") == "completed"
-            measured = torch_run.get("outcome") in ("completed", "out of memory") and gpumem_run.get("outcome") in ("completed", "out of memory")
-            agrees = measured and bool(v["pytorch_fits"]) == torch_ok and bool(v["best_fits"]) == gpumem_ok
-            row = {"program": program, "steps": steps, "case": case, "capacity": capacity, "doctor": v, "torch": torch_run,
-                   "strategy": strategy, "gpumem": gpumem_run, "agrees": agrees if measured else None}
-            rows.append(row)
-            print(f"   {case}: {gib(capacity)}: doctor {v['kind']}; PyTorch {torch_run.get('outcome')}, "
-                  f"{strategy} {gpumem_run.get('outcome')}: {'agrees' if agrees else 'DISAGREES' if measured else 'not measured'}", flush=True)
+            rows.append({"program": program, "steps": steps, "snapshot": os.path.relpath(snapshot, REPO), "case": case,
+                         "capacity": capacity, "doctor": v, "strategy": strategy_name(v["best"]) if v["best"] else None})
+            print(f"   {case}: {gib(capacity)}: doctor {v['kind']} (PyTorch {'fits' if v['pytorch_fits'] else 'OOM'}, "
+                  f"{v['best']} {'fits' if v['best_fits'] else 'OOM'})", flush=True)
+    return rows, skipped
 
+
+def run_cases(rows, args):
+    """Each case's two real runs (PyTorch's allocator, the strategy named), on --gpus at once."""
+    import queue
+    from concurrent.futures import ThreadPoolExecutor
+
+    gpus = queue.Queue()
+    for g in [s for s in args.gpus.split(",") if s]:
+        gpus.put(g)
+
+    def one(row, allocator):
+        if allocator is None:
+            return {"outcome": "none named"}
+        gpu = gpus.get()
+        try:
+            cmd = [sys.executable, os.path.abspath(__file__), "--worker", row["program"], "--steps", str(row["steps"]),
+                   "--capacity", str(row["capacity"]), "--allocator", allocator]
+            return run_json(cmd, args.timeout, {"CUDA_VISIBLE_DEVICES": gpu})
+        finally:
+            gpus.put(gpu)
+
+    with ThreadPoolExecutor(max_workers=gpus.qsize()) as pool:
+        futures = [(row, pool.submit(one, row, "torch"), pool.submit(one, row, row["strategy"])) for row in rows]
+        for row, t, g in futures:
+            row["torch"], row["gpumem"] = t.result(), g.result()
+            v = row["doctor"]
+            measured = all(r.get("outcome") in ("completed", "out of memory") for r in (row["torch"], row["gpumem"]))
+            agrees = (measured and bool(v["pytorch_fits"]) == (row["torch"]["outcome"] == "completed")
+                      and bool(v["best_fits"]) == (row["gpumem"]["outcome"] == "completed"))
+            row["agrees"] = agrees if measured else None
+            print(f"   {row['program']} {row['case']}: {gib(row['capacity'])}: doctor {v['kind']}; PyTorch {row['torch'].get('outcome')}, "
+                  f"{row['strategy']} {row['gpumem'].get('outcome')}: {'agrees' if agrees else 'DISAGREES' if measured else 'not measured'}",
+                  flush=True)
+
+
+def report(rows, skipped, args):
     def said(fits):
         return "fits" if fits else "OOM"
 
     lines = [
-        f"gpumem doctor against real runs ({'as many steps as record.py takes' if args.steps is None else f'{args.steps} steps'} a program)",
+        "gpumem doctor against real runs",
         "",
-        "| program | capacity | doctor's verdict | live bytes | PyTorch's need (doctor) | PyTorch at the capacity: doctor / real | strategy named | its need (doctor) | it at the capacity: doctor / real | agrees |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "| program | steps | capacity | doctor's verdict | live bytes | PyTorch's need (doctor) | PyTorch at the capacity: doctor / real | strategy named | its need (doctor) | it at the capacity: doctor / real | agrees |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
         v = r["doctor"]
         lines.append("| " + " | ".join([
-            r["program"], gib(r["capacity"]), v["kind"], gib(v["live"]), gib(v["pytorch_need"]),
+            r["program"], str(r["steps"]), gib(r["capacity"]), v["kind"], gib(v["live"]), gib(v["pytorch_need"]),
             f"{said(v['pytorch_fits'])} / {r['torch'].get('outcome')}", r["strategy"] or "-", gib(v["best_need"]),
             f"{said(v['best_fits'])} / {r['gpumem'].get('outcome')}",
             "yes" if r["agrees"] else "no" if r["agrees"] is False else "not measured",
@@ -273,10 +314,29 @@ def main(argv=None):
     print("\n".join(lines))
     out = args.json or os.path.join(args.out, "agree.json")
     with open(out, "w") as f:
-        json.dump({"args": {k: v for k, v in vars(args).items() if k not in ("worker",)}, "rows": rows, "skipped": skipped,
+        json.dump({"args": {k: v for k, v in vars(args).items() if k != "worker"}, "rows": rows, "skipped": skipped,
                    "agreed": agreed, "cases": len(rows), "pytorch_oom_strategy_fits": torch_oom_strategy_fits}, f, indent=1)
     print(f"wrote {out}")
     return 0 if rows and agreed == len(rows) else 1
+
+
+def main(argv=None):
+    args = parse_args(sys.argv[1:] if argv is None else argv)
+    if args.worker:
+        return worker(args)
+    if args.run_plan:
+        with open(args.run_plan) as f:
+            plan = json.load(f)
+        rows, skipped = plan["rows"], plan["skipped"]
+    else:
+        rows, skipped = make_plan(args)
+        if args.plan:
+            with open(args.plan, "w") as f:
+                json.dump({"rows": rows, "skipped": skipped}, f, indent=1)
+            print(f"wrote {args.plan}")
+            return 0
+    run_cases(rows, args)
+    return report(rows, skipped, args)
 
 
 if __name__ == "__main__":
