@@ -17,6 +17,7 @@ import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { cliArgs } from '../lib/args.js';
+import { devicesText, parseDevices } from './configs.js';
 
 const runJs = join(dirname(fileURLToPath(import.meta.url)), 'run.js');
 const usage = `Usage: node bench/multi/largest.js --config 'NAME|ALLOCATOR|DEVICES' [--config ...] [options]
@@ -53,12 +54,7 @@ function parseArgs(argv) {
       const [name, allocator, devices, ...rest] = (argv[++i] ?? '').split('|');
       if (!name || !allocator || !devices || rest.length > 0)
         fail(`Expected NAME|ALLOCATOR|DEVICES for --config but received '${argv[i]}'`);
-      let d;
-      if (devices === '-') d = undefined;
-      else if (/^\d+$/.test(devices)) d = integer(devices, 'DEVICES', 1);
-      else if (/^\d+(,\d+)+$/.test(devices)) d = devices.split(',').map(Number);
-      else fail(`Expected '-', a number or CUDA ordinals for DEVICES but received '${devices}'`);
-      args.configs.push({ name, allocator, devices: d });
+      args.configs.push({ name, allocator, devices: parseDevices(devices, { fail, integer }) });
     } else if (a === '--nodes') args.nodes = integer(argv[++i], '--nodes', 1000);
     else if (a === '--epochs') args.epochs = integer(argv[++i], '--epochs', 1);
     else if (a === '--tolerance') {
@@ -192,7 +188,7 @@ async function main() {
         [
           r.name,
           r.allocator,
-          r.devices === undefined ? '1 (train)' : Array.isArray(r.devices) ? r.devices.join(',') : String(r.devices),
+          devicesText(r.devices),
           r.largest ? r.largest.nodes.toLocaleString('en-US') : '-',
           r.largest
             ? `${(r.largest.peakPerDevice / GiB).toFixed(2)} GiB of ${r.deviceTotalBytes ? (r.deviceTotalBytes / GiB).toFixed(2) : '?'}`

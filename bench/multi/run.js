@@ -29,6 +29,7 @@ import { tmpdir } from 'node:os';
 import { fileURLToPath } from 'node:url';
 import { median } from '@gpumem/allocator-core';
 import { cliArgs } from '../lib/args.js';
+import { devicesText, parseDevices as parseDevicesOf } from './configs.js';
 
 const self = fileURLToPath(import.meta.url);
 const usage = `Usage: node bench/multi/run.js --config 'NAME|ALLOCATOR|DEVICES[|COMMUNICATOR][|PLAN]' [--config ...] [options]
@@ -49,13 +50,7 @@ const usage = `Usage: node bench/multi/run.js --config 'NAME|ALLOCATOR|DEVICES[|
   --json FILE             where to write the JSON (default bench/multi/out/multi.json)`;
 
 const { fail, integer } = cliArgs(usage);
-
-function parseDevices(text) {
-  if (text === '-') return undefined;
-  if (/^\d+$/.test(text)) return integer(text, 'DEVICES', 1);
-  if (/^\d+(,\d+)+$/.test(text)) return text.split(',').map(Number);
-  return fail(`Expected '-', a number or CUDA ordinals for DEVICES but received '${text}'`);
-}
+const parseDevices = (text) => parseDevicesOf(text, { fail, integer });
 
 function parseArgs(argv) {
   const args = {
@@ -281,7 +276,7 @@ function main() {
         [
           r.name,
           r.allocator,
-          r.devices === undefined ? '1 (train)' : Array.isArray(r.devices) ? r.devices.join(',') : String(r.devices),
+          devicesText(r.devices),
           args.model === 'mlp' ? r.plan : r.devices === undefined ? r.plan : `rows split, ${r.plan}`,
           r.failed === r.runs ? `failed: ${r.errors[0]}` : `${fmt(r.epochMs.median)} (${fmt(r.epochMs.min)}–${fmt(r.epochMs.max)})`,
           r.speedUp !== undefined ? `${fmt(r.speedUp, 2)}x` : r.failed < r.runs && baseline ? '- (another plan)' : '-',

@@ -1,6 +1,6 @@
 """Shared by the Python test modules: why their tests cannot run here (no built library, no PyTorch
-on a CUDA device), and the fresh interpreters they run the library in (its configuration and the
-process tag are per process)."""
+on a CUDA device), the fresh interpreters they run the library in (its configuration and the
+process tag are per process), and the bench scripts they load by path."""
 import importlib.util
 import json
 import os
@@ -8,6 +8,14 @@ import subprocess
 import sys
 
 WORKER_RESULT = "GPUMEM_WORKER_RESULT "
+
+
+def load_script(name, path):
+    """A script that is not a package's module (bench/...), loaded from its path as module `name`."""
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def torch_cuda_reason():

@@ -3,23 +3,19 @@ GPU: the arguments, the doctor's JSON as the script reads it, and the capacities
 The real runs need a GPU: `bash bench/gpu/suite.sh doctor` runs them."""
 
 import contextlib
-import importlib.util
 import os
 import unittest
+
+from support import load_script
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(HERE)))
 GIB = 1 << 30
 
 
-def _load(name, path):
-    spec = importlib.util.spec_from_file_location(name, path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
-agree = _load("doctor_agree", os.path.join(REPO, "bench", "doctor", "agree.py"))
+agree = load_script("doctor_agree", os.path.join(REPO, "bench", "doctor", "agree.py"))
 
 
 def doctor_json(kind, capacity, live, pytorch_need, pytorch_fits, best, best_need, best_fits):

@@ -8,9 +8,8 @@
   device and libgpumem_torch.so exists; otherwise they are skipped with the reason.
 """
 
-from support import torch_cuda_reason
+from support import load_script, torch_cuda_reason
 import gzip
-import importlib.util
 import inspect
 import json
 import math
@@ -30,15 +29,10 @@ RUN_SH = os.path.join(LIVE, "run.sh")
 GIB = 1 << 30
 
 
-def _load(name, path):
-    spec = importlib.util.spec_from_file_location(name, path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
-run = _load("torch_live_run", RUN_PY)
-summary = _load("torch_live_summary", SUMMARY_PY)
+run = load_script("torch_live_run", RUN_PY)
+summary = load_script("torch_live_summary", SUMMARY_PY)
 
 
 def _py(*args, env=None):
