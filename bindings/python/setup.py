@@ -9,6 +9,11 @@ Environment:
   GPUMEM_TORCH_BUILD_DIR   CMake's build folder (default: under setuptools' build/ here); never
                            native/build, which the Node addon's build owns
   CMAKE_BUILD_PARALLEL_LEVEL  compile jobs (default 2)
+  GPUMEM_PORTABLE          AUTO (default) or ON: the library is linked to load on any x86_64 Linux with
+                           glibc 2.28 or later (native/cmake/portable.cmake; the glibc sysroot comes with
+                           the repository's `npm ci`), checked by native/scripts/check-glibc.sh, and the
+                           wheel is tagged manylinux_2_28_x86_64; a library that fails the check fails
+                           the build. OFF: linked for this machine only, tagged linux_<arch>.
 """
 
 import os
@@ -22,6 +27,15 @@ from setuptools.dist import Distribution
 
 HERE = Path(__file__).resolve().parent
 LIBRARY = "libgpumem_torch.so"
+# The platform tag of a library that native/scripts/check-glibc.sh passes: glibc 2.28 or later, no libstdc++.
+MANYLINUX_TAG = "manylinux_2_28_x86_64"
+
+
+def portable_mode() -> str:
+    mode = (os.environ.get("GPUMEM_PORTABLE") or "AUTO").strip().upper()
+    if mode not in ("AUTO", "ON", "OFF"):
+        raise SystemExit(f"gpumem-torch: GPUMEM_PORTABLE must be AUTO, ON or OFF, not {mode!r}")
+    return mode
 
 
 def native_dir() -> Path:
@@ -60,6 +74,8 @@ class BuildWithLibrary(build_py):
         # native/CMakeLists.txt reads GPUMEM_CUDA_ARCH from the environment itself; without it, drop a
         # value cached by an earlier build so that the project's default list applies.
         configure += [f"-DGPUMEM_CUDA_ARCH={arch}"] if arch else ["-UGPUMEM_CUDA_ARCH"]
+        mode = portable_mode()
+        configure += [f"-DGPUMEM_PORTABLE={mode}"]
         run(configure)
         jobs = os.environ.get("CMAKE_BUILD_PARALLEL_LEVEL") or "2"
         run(["cmake", "--build", build, "--target", "gpumem_torch", "--parallel", jobs])
@@ -71,6 +87,18 @@ class BuildWithLibrary(build_py):
         target = Path(self.build_lib) / "gpumem_torch" / "lib"
         target.mkdir(parents=True, exist_ok=True)
         shutil.copy2(built, target / LIBRARY)
+        self.distribution.gpumem_platform_tag = None
+        if mode != "OFF":
+            # The wheel says manylinux_2_28 only of a library that is: glibc 2.28 or older symbols, libstdc++ linked in.
+            check = subprocess.run(["bash", source / "scripts" / "check-glibc.sh", target / LIBRARY], capture_output=True, text=True)
+            print(check.stdout.strip(), flush=True)
+            if check.returncode != 0:
+                raise SystemExit(
+                    f"gpumem-torch: {LIBRARY} would not load on every glibc 2.28 system (native/scripts/check-glibc.sh):\n"
+                    f"{check.stdout}{check.stderr}Run `npm ci` in the repository (it installs the glibc sysroot that "
+                    "native/cmake/portable.cmake links against), or set GPUMEM_PORTABLE=OFF for a wheel for this machine only"
+                )
+            self.distribution.gpumem_platform_tag = MANYLINUX_TAG
 
 
 class BinaryDistribution(Distribution):
@@ -85,12 +113,13 @@ try:
     from wheel.bdist_wheel import bdist_wheel
 
     class PlatformWheel(bdist_wheel):
-        """py3-none-linux_x86_64: the library does not link against libpython, so one wheel serves
-        every Python 3 on the platform."""
+        """py3-none-manylinux_2_28_x86_64: the library does not link against libpython, so one wheel
+        serves every Python 3, and it needs glibc 2.28 or later and no libstdc++ (build_py checked
+        it). With GPUMEM_PORTABLE=OFF: py3-none-linux_<arch>, for the building machine."""
 
         def get_tag(self):
             _, _, plat = super().get_tag()
-            return "py3", "none", plat
+            return "py3", "none", getattr(self.distribution, "gpumem_platform_tag", None) or plat
 
     cmdclass["bdist_wheel"] = PlatformWheel
 except ImportError:  # no `wheel`: setuptools cannot make wheels at all; pip says so

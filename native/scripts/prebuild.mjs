@@ -5,6 +5,7 @@
 // carries this build only.
 // Release builds use the default architecture list (GPUMEM_CUDA_ARCH unset); a narrower one is
 // packed too (for tests), with a warning.
+import { spawnSync } from 'node:child_process';
 import { copyFileSync, existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
@@ -37,5 +38,12 @@ if (!addon.builtWithCuda) {
 } else if (release.some((a) => !architectures.includes(a))) {
   process.stderr.write(
     `@gpumem/native: warning: packing kernels for ${architectures.join(' ')} only; a release carries ${release.join(' ')}\n`,
+  );
+}
+// A release loads on every glibc 2.28 system (cmake/portable.cmake); a build linked for this machine only is packed with a warning.
+const portable = spawnSync('bash', [join(packageDir, 'scripts', 'check-glibc.sh'), built], { encoding: 'utf8' });
+if (portable.status !== 0) {
+  process.stderr.write(
+    `@gpumem/native: warning: packing an addon that needs more than glibc 2.28 (scripts/check-glibc.sh):\n${portable.stdout}${portable.stderr}`,
   );
 }

@@ -3,7 +3,9 @@ compiles libgpumem_torch.so; no Node.js, no PyTorch), it installs into a fresh v
 and the installed package finds its own library (no GPUMEM_TORCH_LIB) and checks a configuration
 without PyTorch or a GPU.
 
-Needs cmake, nvcc and a Python whose setuptools can make wheels (setuptools and wheel: Debian's
+The wheel is tagged manylinux_2_28_x86_64, and its library passes native/scripts/check-glibc.sh.
+
+Needs cmake, nvcc, the repository's `npm ci` (the glibc sysroot of native/cmake/portable.cmake) and a Python whose setuptools can make wheels (setuptools and wheel: Debian's
 python3-setuptools and python3-wheel for /usr/bin/python3; the Python running the tests is tried
 first). Without them the tests are skipped with the reason, unless GPUMEM_REQUIRE_WHEEL=1, which
 turns the skip into a failure (CI). The build uses GPUMEM_CUDA_ARCH=90 unless the environment sets
@@ -50,9 +52,16 @@ def _builder():
     return None, "no Python with pip, setuptools and wheel (" + "; ".join(reasons) + "); apt-get install python3-setuptools python3-wheel"
 
 
+SYSROOT_PACKAGE = os.path.join(
+    os.path.dirname(os.path.dirname(BINDINGS)), "node_modules", "@napi-rs", "cross-toolchain-x64-target-x86_64", "package.json"
+)
+
+
 def _missing():
     if shutil.which("cmake") is None:
         return "cmake is not on PATH", None
+    if not os.path.exists(SYSROOT_PACKAGE):
+        return "the glibc sysroot of the portable link (@napi-rs/cross-toolchain-x64-target-x86_64) is not installed: run npm ci", None
     if not _nvcc():
         return "nvcc (the CUDA toolkit) is not installed: libgpumem_torch.so needs it", None
     python, why = _builder()
@@ -132,15 +141,29 @@ class WheelTests(unittest.TestCase):
 
     def test_wheel_name_and_contents(self):
         name = os.path.basename(self.wheel)
-        self.assertRegex(name, r"^gpumem_torch-\d+\.\d+\.\d+-py3-none-linux_[a-z0-9_]+\.whl$")
+        self.assertRegex(name, r"^gpumem_torch-\d+\.\d+\.\d+-py3-none-manylinux_2_28_x86_64\.whl$")
         with zipfile.ZipFile(self.wheel) as z:
             names = set(z.namelist())
+            wheel_file = next(n for n in names if n.endswith(".dist-info/WHEEL"))
+            wheel_meta = z.read(wheel_file).decode()
+        self.assertIn("Tag: py3-none-manylinux_2_28_x86_64\n", wheel_meta)
+        self.assertIn("Root-Is-Purelib: false\n", wheel_meta)
         for member in ("gpumem_torch/__init__.py", "gpumem_torch/_allocator.py", "gpumem_torch/_library.py",
                        "gpumem_torch/_stats.py", "gpumem_torch/lib/libgpumem_torch.so"):
             self.assertIn(member, names)
         # setuptools puts it at dist-info/LICENSE, or dist-info/licenses/LICENSE from version 68
         self.assertTrue(any(".dist-info/" in n and n.endswith("/LICENSE") for n in names), names)
         self.assertFalse(any(n.startswith("tests/") or n.endswith("seed_gcn.py") for n in names), names)
+
+    def test_packed_library_needs_glibc_2_28_at_most_and_no_libstdcxx(self):
+        # What the manylinux_2_28 tag promises, checked on the library as packed (native/scripts/check-glibc.sh).
+        with zipfile.ZipFile(self.wheel) as z:
+            library = z.extract("gpumem_torch/lib/libgpumem_torch.so", os.path.join(self.tmp, "unpacked"))
+        script = os.path.join(os.path.dirname(os.path.dirname(BINDINGS)), "native", "scripts", "check-glibc.sh")
+        check = subprocess.run(["bash", script, library], capture_output=True, text=True)
+        self.assertEqual(check.returncode, 0, check.stdout + check.stderr)
+        self.assertRegex(check.stdout, r"check-glibc: ok .*libgpumem_torch\.so: glibc 2\.\d+ at most, no GLIBCXX/CXXABI")
+        self.assertNotIn("libstdc++", check.stdout)
 
     def test_installed_package_finds_its_library_and_checks_a_configuration(self):
         r = self.installed(
