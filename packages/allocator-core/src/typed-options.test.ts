@@ -1,14 +1,21 @@
 import { spawnSync } from 'node:child_process';
+import { readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
+import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
 
 const project = fileURLToPath(new URL('../test-fixtures/typed-options/tsconfig.json', import.meta.url));
 
-/** The TypeScript compiler, where it is installed (a packed GPU host ships without it). */
+/**
+ * The TypeScript compiler's command (the package's `bin`), where it is installed (a packed GPU host
+ * ships without it). TypeScript 7's exports map leaves out bin/tsc, so it is found from package.json.
+ */
 function findTsc(): string | undefined {
   try {
-    return createRequire(import.meta.url).resolve('typescript/bin/tsc');
+    const manifest = createRequire(import.meta.url).resolve('typescript/package.json');
+    const { bin } = JSON.parse(readFileSync(manifest, 'utf8')) as { bin: { tsc: string } };
+    return join(dirname(manifest), bin.tsc);
   } catch {
     return undefined;
   }
