@@ -81,8 +81,12 @@ describe('what a published package holds and asks of the machine it installs on'
     expect(native.dependencies ?? {}).toEqual({});
     expect(Object.keys(native.peerDependencies as Record<string, string>).sort()).toEqual(['cmake-js', 'node-addon-api']);
     expect(native.peerDependenciesMeta).toEqual({ 'cmake-js': { optional: true }, 'node-addon-api': { optional: true } });
-    // the repository's own build still finds them
-    expect(Object.keys(native.devDependencies as Record<string, string>).sort()).toEqual(['cmake-js', 'node-addon-api']);
+    // the repository's own build still finds them, and the glibc 2.17 libraries its portable link uses (native/cmake/portable.cmake)
+    expect(Object.keys(native.devDependencies as Record<string, string>).sort()).toEqual([
+      '@napi-rs/cross-toolchain-x64-target-x86_64',
+      'cmake-js',
+      'node-addon-api',
+    ]);
   });
 
   it('no tarball carries tests, test helpers (*.testing.*) or TypeScript configs', async () => {
