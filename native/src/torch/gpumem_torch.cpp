@@ -9,7 +9,6 @@
 #include "gpumem_torch.h"
 
 #include <algorithm>
-#include <algorithm>
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
@@ -19,6 +18,7 @@
 #include <optional>
 #include <stdexcept>
 #include <string>
+#include <typeinfo>
 #include <utility>
 #include <vector>
 
@@ -174,8 +174,11 @@ strategy* existing(const instance& in, int device) {
   return slot_of(in, device).instance.load(std::memory_order_acquire);
 }
 
-// The device's strategy, created on first use. Throws on a bad device or a failed creation
-// (the next call tries again).
+// The device's event ring (null with GPUMEM_OOM_WINDOW=0 or when its arrays could not be had).
+gpumem::torch::event_ring* ring_of(const instance& in, int device) {
+  return slot_of(in, device).ring.load(std::memory_order_acquire);
+}
+
 // The device's event ring, made before its strategy is published; left null when it cannot be had
 // (the report then says so).
 void make_ring(const instance& in, device_slot& slot) noexcept {
@@ -186,6 +189,8 @@ void make_ring(const instance& in, device_slot& slot) noexcept {
   }
 }
 
+// The device's strategy, created on first use. Throws on a bad device or a failed creation
+// (the next call tries again).
 strategy& get_or_create(instance& in, int device) {
   if (!valid_index(device)) {
     throw invalid_argument(invalid_argument::kind::range, "device",
@@ -298,7 +303,7 @@ std::uint64_t capacity_of(const config& cfg, int device, std::uint64_t reserved,
   if (cfg.strategy->flags.managed_memory && cfg.uvm_limit == gpumem::torch::uvm_limit_mode::bytes) {
     limit = cfg.uvm_limit_bytes;  // GPUMEM_UVM_LIMIT=SIZE (its limit layer is added per device)
   }
-  if (cfg.strategy->name == "pool") {
+  if (cfg.spec.options_type() == typeid(pool_spec)) {  // the pool's maxReservedBytes caps it as a limit does
     const std::uint64_t max_reserved = cfg.spec.options<pool_spec>().options.max_reserved_bytes;
     if (max_reserved != 0 && (limit == 0 || max_reserved < limit)) limit = max_reserved;
   }
@@ -331,7 +336,7 @@ std::string oom_report_text(int k, instance& in, int device, std::uint64_t size,
   c.window = in.cfg.oom_window;
   c.replay_ms = in.cfg.oom_replay_ms;
   std::optional<ring_window> window;
-  if (event_ring* ring = slot_of(in, device).ring.load(std::memory_order_acquire)) {
+  if (event_ring* ring = ring_of(in, device)) {
     try {
       window = ring->snapshot();
     } catch (const std::bad_alloc&) {
@@ -372,7 +377,7 @@ void* instance_malloc(int k, ssize_t size, int device, gpumem_stream_t stream, b
       }
       strategy& s = get_or_create(*in, device);
       void* p = allocate(s, in->cfg, static_cast<std::size_t>(size), static_cast<stream_handle>(stream));
-      if (gpumem::torch::event_ring* ring = slot_of(*in, device).ring.load(std::memory_order_acquire)) {
+      if (gpumem::torch::event_ring* ring = ring_of(*in, device)) {
         ring->record_alloc(p, static_cast<std::uint64_t>(size), stream);
       }
       gpumem::torch::trace_event(gpumem::torch::trace_action::alloc, p, size, device, stream, !null_on_failure);
@@ -428,7 +433,7 @@ void instance_free(int k, void* ptr, ssize_t size, int device, gpumem_stream_t s
     strategy* s = existing(in, device);
     if (s != nullptr) {
       // Before the memory can be handed out again (as the trace's event above).
-      if (gpumem::torch::event_ring* ring = slot_of(in, device).ring.load(std::memory_order_acquire)) {
+      if (gpumem::torch::event_ring* ring = ring_of(in, device)) {
         ring->record_free(ptr, static_cast<std::uint64_t>(size), stream);
       }
       try {
@@ -449,7 +454,7 @@ void instance_free(int k, void* ptr, ssize_t size, int device, gpumem_stream_t s
       if (other == nullptr || other == s) continue;
       std::size_t actual = other->top().allocation_size(ptr);
       if (actual == 0) continue;
-      if (gpumem::torch::event_ring* ring = slot_of(in, d).ring.load(std::memory_order_acquire)) {
+      if (gpumem::torch::event_ring* ring = ring_of(in, d)) {
         ring->record_free(ptr, actual, stream);
       }
       other->top().deallocate(ptr, actual, handle);
