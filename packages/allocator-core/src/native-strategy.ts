@@ -115,10 +115,13 @@ export function defineNativeStrategy<const D extends NativeStrategyDescriptor, c
     ...nativeLayerOptions,
   } as unknown as NativeStrategyEntries<D, X>;
   const { requiresCuda, ...flags } = descriptor.flags;
+  // a placement with a 'host' choice is the strategy's host twin
+  const hostTwin = placementKey !== undefined &&
+    descriptor.placement!.choices.includes('host') && { hostTwinOptions: { [placementKey]: 'host' } };
   return {
     name: descriptor.name,
     options: defineOptions(descriptor.name, entries),
-    registration: { description: descriptor.description, requiresCuda, nativeLayers: true, ...flags },
+    registration: { description: descriptor.description, requiresCuda, nativeLayers: true, ...flags, ...hostTwin },
     descriptor,
   };
 }

@@ -57,6 +57,20 @@ describe('registry', () => {
     expect(strategyInfo('cuda')).toMatchObject({ hostMemory: false, capturable: false });
   });
 
+  it('carries the options of a host twin, checked and copied', () => {
+    const twin = { upstream: 'host' };
+    registerAllocator('twinned-plugin', () => new HostAllocator(), { description: 'x', requiresCuda: false, hostTwinOptions: twin });
+    twin.upstream = 'changed';
+    expect(strategyInfo('twinned-plugin').hostTwinOptions).toEqual({ upstream: 'host' });
+    expect(Object.isFrozen(strategyInfo('twinned-plugin').hostTwinOptions)).toBe(true);
+    expect(strategyInfo('host').hostTwinOptions).toBeUndefined();
+    for (const bad of [null, 'host', ['host']])
+      expect(() =>
+        registerAllocator('bad-twin', () => new HostAllocator(), { description: 'x', requiresCuda: false, hostTwinOptions: bad as never }),
+      ).toThrow(/Expected an object of options for info.hostTwinOptions/);
+    expect(hasAllocator('bad-twin')).toBe(false);
+  });
+
   it('names the registered strategies when asked for an unknown one', () => {
     expect(() => createAllocator('nope')).toThrow(RangeError);
     expect(() => createAllocator('nope')).toThrow(/registered: .*host/);

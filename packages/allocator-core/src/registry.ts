@@ -68,6 +68,12 @@ export interface StrategyInfo {
    * `Allocator.sleep`). Strategies whose memory is mapped through virtual memory management.
    */
   sleep: boolean;
+  /**
+   * The options that make the strategy run on its host twin: the same logic over host memory (for a
+   * strategy with a placement option, its 'host' choice). A verdict that must not depend on the
+   * machine (`gpumem doctor`) replays the twin, on a GPU as without one. Absent when it has none.
+   */
+  hostTwinOptions?: Readonly<Record<string, unknown>>;
 }
 
 /** What a strategy says of itself when it registers. */
@@ -92,6 +98,8 @@ export interface StrategyRegistration {
   peerAccess?: boolean;
   /** Its allocators sleep and wake by tag: they have sleep, wake, tagStats and trimBackup (default false). */
   sleep?: boolean;
+  /** The options that run it on its host twin, the same logic over host memory (default: none). */
+  hostTwinOptions?: Readonly<Record<string, unknown>>;
 }
 
 interface Entry extends StrategyInfo {
@@ -200,7 +208,7 @@ const flagKeys = [
 function checkRegistration(info: unknown): Omit<StrategyInfo, 'name'> {
   if (info === null || typeof info !== 'object' || Array.isArray(info)) {
     throw new TypeError(
-      `Expected an object { description, requiresCuda, nativeLayers?, capturable?, hostMemory?, requiresOptions?, managedMemory?, spillsToHost?, peerAccess?, sleep? } for info but received ${info === null ? 'null' : typeof info}`,
+      `Expected an object { description, requiresCuda, nativeLayers?, capturable?, hostMemory?, requiresOptions?, managedMemory?, spillsToHost?, peerAccess?, sleep?, hostTwinOptions? } for info but received ${info === null ? 'null' : typeof info}`,
     );
   }
   const i = info as Record<string, unknown>;
@@ -213,6 +221,9 @@ function checkRegistration(info: unknown): Omit<StrategyInfo, 'name'> {
     if (i[key] !== undefined && typeof i[key] !== 'boolean')
       throw new TypeError(`Expected a boolean for info.${key} but received ${typeof i[key]}`);
   }
+  const twin = i.hostTwinOptions;
+  if (twin !== undefined && (twin === null || typeof twin !== 'object' || Array.isArray(twin)))
+    throw new TypeError(`Expected an object of options for info.hostTwinOptions but received ${twin === null ? 'null' : typeof twin}`);
   return {
     description: i.description,
     requiresCuda: i.requiresCuda,
@@ -224,6 +235,7 @@ function checkRegistration(info: unknown): Omit<StrategyInfo, 'name'> {
     spillsToHost: i.spillsToHost === true,
     peerAccess: i.peerAccess === true,
     sleep: i.sleep === true,
+    ...(twin !== undefined && { hostTwinOptions: Object.freeze({ ...(twin as Record<string, unknown>) }) }),
   };
 }
 

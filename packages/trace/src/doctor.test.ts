@@ -3,6 +3,7 @@
  * (on a GPU, the same strategies over the device), and the figures behind "what would reduce them".
  */
 import { describe, expect, it } from 'vitest';
+import { hasCudaDevice, strategyInfo } from '@gpumem/allocator-core';
 import '@gpumem/allocator-expandable';
 import '@gpumem/allocator-pool';
 import '@gpumem/allocator-tiered';
@@ -60,6 +61,21 @@ describe('diagnoseOom', () => {
     expect(v.best!.needBytes).toBeLessThan(v.pytorch.needBytes!);
     expect(v.lines[0]).toContain(`Fits: under expandable, which needs`);
     expect(v.lines[1]).toMatch(/^PyTorch's default allocator \(modelled by pool\) fits: it needs 28\.\d\d MiB, 3\d\.\d\d MiB to spare\.$/);
+  });
+
+  it('replays on the host twins where asked: on any machine the figures of a machine without a GPU, device strategies still ranked', () => {
+    for (const name of ['pool', 'expandable', 'tiered']) expect(strategyInfo(name).hostTwinOptions).toEqual({ upstream: 'host' });
+    const v = diagnoseOom(fragmenting, { capacityBytes: 26 * MiB, strategies, hostTwins: true });
+    expect(v.kind).toBe('fragmentation');
+    expect(v.best).toMatchObject({ label: 'expandable', fits: true });
+    expect(v.strategies.find((s) => s.label === 'pool')).toMatchObject({ memory: 'device', ranked: true, fits: false });
+    expect(v.pytorch.needBytes!).toBeGreaterThan(26 * MiB);
+    expect(v.pytorch.needBytes!).toBeLessThanOrEqual(28 * MiB + v.pytorch.minCapacity!.resolutionBytes);
+    // without a GPU the strategies run on their host twins anyway: the same figures
+    if (!hasCudaDevice()) {
+      const needs = (x: typeof v) => x.strategies.map((s) => [s.label, s.needBytes, s.fits]);
+      expect(needs(v)).toEqual(needs(diagnoseOom(fragmenting, { capacityBytes: 26 * MiB, strategies })));
+    }
   });
 
   it('says real when the live bytes exceed the capacity, with what would reduce them', () => {

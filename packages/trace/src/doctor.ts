@@ -7,7 +7,7 @@
  * it is real (and then what would bring the live bytes down, with figures from the trace).
  * @module
  */
-import { formatBytes, hasCudaDevice } from '@gpumem/allocator-core';
+import { formatBytes, hasAllocator, hasCudaDevice, strategyInfo } from '@gpumem/allocator-core';
 import { strategyMemory, type StrategyMemory } from './advice.js';
 import { createReplayAllocator } from './capacity.js';
 import type { AllocationTrace, TraceEvent } from './format.js';
@@ -51,6 +51,13 @@ export interface DoctorOptions {
   failedRequests?: 'replay' | 'skip';
   /** The replay loop (default: native for native strategies). */
   loop?: ReplayLoop;
+  /**
+   * Replay each strategy that has a host twin (the registry's `hostTwinOptions`: the same logic over
+   * host memory) on it, on a GPU as without one (default false: on a GPU, in device memory). The
+   * verdict then does not depend on the machine, and the replays take no device memory however
+   * large the trace's requests.
+   */
+  hostTwins?: boolean;
 }
 
 /** One strategy, as the doctor saw it. */
@@ -203,18 +210,27 @@ interface Probe {
   resolutionBytes: number;
   searchCap: number;
   loop?: ReplayLoop;
+  hostTwins: boolean;
+}
+
+/** `spec` on its host twin where it has one (its registered twin options under the spec's own). */
+function onHostTwin(spec: LabelledStrategySpec): { spec: LabelledStrategySpec; twin: boolean } {
+  const twin = hasAllocator(spec.name) ? strategyInfo(spec.name).hostTwinOptions : undefined;
+  return twin === undefined ? { spec, twin: false } : { spec: { ...spec, options: { ...twin, ...spec.options } }, twin: true };
 }
 
 /** Replays `spec` at the capacity, and searches its minimum capacity. */
-function examine(spec: LabelledStrategySpec, p: Probe): DoctorStrategy {
+function examine(given: LabelledStrategySpec, p: Probe): DoctorStrategy {
   let memory: StrategyMemory = 'device';
+  const { spec, twin } = p.hostTwins ? onHostTwin(given) : { spec: given, twin: false };
   try {
     memory = strategyMemory(spec.name);
     const made = createReplayAllocator(spec, { capacityBytes: Math.max(1, p.replayCapacity) });
     let ooms: number;
     try {
-      // on a GPU, a device strategy made over host memory (pool:upstream=host) keeps host memory
-      if (hasCudaDevice() && made.allocator.device.kind === 'host') memory = 'host';
+      // on a GPU, a device strategy made over host memory (pool:upstream=host) keeps host memory;
+      // its host twin stands for the device strategy
+      if (!twin && hasCudaDevice() && made.allocator.device.kind === 'host') memory = 'host';
       ooms =
         p.replayCapacity < p.compiled.largestRequestBytes
           ? 1
@@ -323,7 +339,7 @@ function reductionsOf(c: CompiledTrace, capacityBytes: number, heldBefore: numbe
  *   (which may itself not fit: then `reductions` too);
  * - `fits`: PyTorch's default fits; `best` names the ranked strategy needing the least, with its margin.
  * Strategies that keep their memory in host memory or spill to it are replayed and listed, not ranked.
- * Replays go through the allocators (host twins without a GPU); nothing is read or written.
+ * Replays go through the allocators (host twins without a GPU or with `hostTwins`); nothing is read or written.
  */
 export function diagnoseOom(trace: AllocationTrace, options: DoctorOptions): DoctorVerdict {
   const capacityBytes = options.capacityBytes;
@@ -346,6 +362,7 @@ export function diagnoseOom(trace: AllocationTrace, options: DoctorOptions): Doc
     resolutionBytes,
     searchCap: Math.min(Math.max(capacityBytes, 2 * liveBytes), options.searchLimitBytes ?? Number.POSITIVE_INFINITY),
     ...(options.loop !== undefined && { loop: options.loop }),
+    hostTwins: options.hostTwins === true,
   };
 
   const rows = options.strategies.map((spec) => examine(spec, probe));
@@ -434,7 +451,9 @@ export function diagnoseOom(trace: AllocationTrace, options: DoctorOptions): Doc
     );
   if (target < compiled.largestRequestBytes && kind !== 'real')
     notes.push(`The largest single request, ${formatBytes(compiled.largestRequestBytes)}, does not fit in what the capacity leaves.`);
-  if (!hasCudaDevice())
+  if (probe.hostTwins)
+    notes.push("Replayed on the strategies' host twins (the same logic over host memory): the same verdict on any machine.");
+  else if (!hasCudaDevice())
     notes.push('Replayed without a GPU: the device strategies ran on their host twins (the same logic over host memory).');
   const notRanked = rows.filter((r) => !r.ranked);
   if (notRanked.length > 0) notes.push(`Not ranked: ${notRanked.map((r) => `${r.label} (${r.notRankedReason})`).join('; ')}.`);

@@ -59,10 +59,12 @@ torch.cuda.memory._snapshot() or _dump_snapshot(), optionally gzip-compressed) o
 
 The live bytes' peak (a block counts until its free completed) is a floor no allocator goes under.
 Each strategy with logic of its own is replayed at the capacity and its minimum capacity searched (as
-gpumem replay --min-capacity does), on a GPU or on its host twin alike; those that keep their memory
-on the device are ranked, those over host memory or spilling to it are listed. The driver's own
-(cuda, uvm, async) are left out: a replay under a byte limit counts what they ask for, not the
-driver's rounding or pool, so cudaMalloc per call would read as needing only the live bytes. PyTorch's default caching allocator is modelled by
+gpumem replay --min-capacity does) on its host twin, the same logic over host memory, on a GPU as
+without one: the same verdict on any machine, and no device memory taken. Those that keep their
+memory on the device are ranked, those over host memory or spilling to it are listed. The driver's
+own (cuda, uvm, async) are left out: a replay under a byte limit counts what they ask for, not the
+driver's rounding or pool, so cudaMalloc per call would read as needing only the live bytes.
+PyTorch's default caching allocator is modelled by
 the pool strategy, which, like it, frees its cached segments and retries when a request fails; the
 peak a snapshot recorded, with no limit, is not its need.
 
@@ -197,7 +199,9 @@ export async function runDoctor(argv: readonly string[]): Promise<number> {
   // Only strategies with logic of their own are judged, on any machine alike: those whose memory is
   // the driver's (a registry flag: they need CUDA, having no host twin) are left out, since a replay
   // under a byte limit counts what they ask for, not the driver's rounding or its pool: cudaMalloc
-  // per call would read as needing the live bytes. On a GPU as without one, the same verdict.
+  // per call would read as needing the live bytes. The others replay on their host twins on a GPU
+  // too: the same verdict on any machine, no device memory taken, and no wait on the driver for a
+  // trace whose failed request was tens of GiB.
   const defaults = defaultAllocators({ gpu, runsKernels: false });
   const specs = defaults.specs.filter((s) => !strategyInfo(s.name).requiresCuda);
   const leftOut = [...defaults.skipped.map((s) => s.label), ...defaults.specs.filter((s) => !specs.includes(s)).map((s) => s.label)];
@@ -205,18 +209,13 @@ export async function runDoctor(argv: readonly string[]): Promise<number> {
     process.stderr.write(
       `gpumem doctor: leaving out ${leftOut.join(', ')}: their memory is the driver's (cudaMalloc per call, managed memory, cudaMallocAsync's pool), whose rounding and caching a replay under a byte limit does not see\n`,
     );
-  if (gpu && capacity.bytes > memoryInfo(0).freeBytes)
-    process.stderr.write(
-      `gpumem doctor: ${formatBytes(capacity.bytes)} is more than cuda:0 has free (${formatBytes(memoryInfo(0).freeBytes)}): replays that reach past it run out of memory for real\n`,
-    );
   out.write(`trace ${file} (${trace.format}; ${originOf(trace)}), ${trace.events.length} events\n`);
 
   const verdict = diagnoseOom(trace, {
     capacityBytes: capacity.bytes,
     strategies: specs,
     ...(resolutionBytes !== undefined && { resolutionBytes }),
-    // a search on a GPU stops at what the card has free, as replay's does
-    ...(gpu && { searchLimitBytes: memoryInfo(0).freeBytes }),
+    hostTwins: true,
     failedRequests: flags['skip-failed-requests'] ? 'skip' : 'replay',
     ...(flags.loop !== 'auto' && { loop: flags.loop as ReplayLoop }),
   });
@@ -233,7 +232,7 @@ export async function runDoctor(argv: readonly string[]): Promise<number> {
       format: trace.format,
       origin: originOf(trace),
       capacitySource: capacity.source,
-      device: gpu ? `${deviceProperties(0).name} (cuda:0)` : 'host (no GPU: the device strategies ran on their host twins)',
+      device: 'the host twins of the strategies (their logic over host memory): the same verdict on any machine',
       ...(trace.header.createdAt !== undefined && { createdAt: trace.header.createdAt }),
     });
     writeOutput(flags.report as string, html);
