@@ -113,7 +113,7 @@ counts() {
 }
 
 suite_test() {
-  step test test:gpu 330 npm run test:gpu -- --exclude tests/report-browser.test.ts --exclude tests/guide.test.ts \
+  step test test:gpu 540 npm run test:gpu -- --exclude tests/report-browser.test.ts --exclude tests/guide.test.ts \
     --exclude tests/pack-install.test.ts
   counts 6
 }
