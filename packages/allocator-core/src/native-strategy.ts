@@ -105,7 +105,8 @@ export function defineNativeStrategy<const D extends NativeStrategyDescriptor, c
   descriptor: D,
   extra?: X,
 ): NativeStrategy<NativeStrategyEntries<D, X>, ResolvedPlacement<D>> {
-  const placementKey = descriptor.placement?.key;
+  const { placement } = descriptor;
+  const placementKey = placement?.key;
   const entries = {
     ...(placementKey !== undefined && { [placementKey]: descriptor.options[placementKey] }),
     ...deviceOption,
@@ -116,8 +117,7 @@ export function defineNativeStrategy<const D extends NativeStrategyDescriptor, c
   } as unknown as NativeStrategyEntries<D, X>;
   const { requiresCuda, ...flags } = descriptor.flags;
   // a placement with a 'host' choice is the strategy's host twin
-  const hostTwin = placementKey !== undefined &&
-    descriptor.placement!.choices.includes('host') && { hostTwinOptions: { [placementKey]: 'host' } };
+  const hostTwin = placement?.choices.includes('host') && { hostTwinOptions: { [placement.key]: 'host' } };
   return {
     name: descriptor.name,
     options: defineOptions(descriptor.name, entries),
