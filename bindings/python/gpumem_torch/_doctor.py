@@ -1,0 +1,330 @@
+"""Is this OOM real? A trace and a device capacity in, one verdict out (fits, fragmentation,
+real) with the figures behind it: a port of ``diagnoseOom`` and ``recordedCapacity`` of
+packages/trace/src/doctor.ts, line for line, so that ``python -m gpumem_torch doctor`` gives the
+JSON ``gpumem doctor --json`` gives. The replays run in libgpumem_torch.so's native loop over the
+strategies' host twins (_replay.py); everything else is read from the trace (_trace.py).
+
+Keep this module in step with doctor.ts: bindings/python/tests/test_doctor_python.py compares both
+programs' JSON on the corpus snapshots and traces."""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from typing import Any, Dict, List, Optional
+
+from . import _replay, _trace
+from ._sizes import format_bytes
+from ._tracefile import Trace
+
+PYTORCH_MODEL = "pool"  # the strategy that models PyTorch's default caching allocator
+
+
+def default_resolution(capacity_bytes: int) -> int:
+    """A thousandth of the capacity, from 4 KiB to 2 MiB, a power of two."""
+    target = max(4096, min(_replay.DEFAULT_CAPACITY_RESOLUTION, capacity_bytes / 1024))
+    return 2 ** (math.frexp(target)[1] - 1)
+
+
+def _with_failed_requests(events: List[Any]) -> List[Any]:
+    """Each failed request as an allocation freed at once (pointers below zero, which no trace uses)."""
+    out = []
+    nxt = -1
+    for e in events:
+        if e[1] != "oom":
+            out.append(e)
+            continue
+        out.append((e[0], "alloc", nxt) + tuple(e[3:]))
+        out.append((e[0], "free", nxt) + tuple(e[3:]))
+        nxt -= 1
+    return out
+
+
+def _not_ranked_reason(memory: str) -> Optional[str]:
+    if memory == "host":
+        return "keeps its memory in host memory, not on the GPU"
+    if memory == "spills":
+        return "spills to host memory past the device: its minimum capacity counts on host memory"
+    return None
+
+
+def _names(items: List[str]) -> str:
+    return items[0] if len(items) == 1 else "" if not items else f"{', '.join(items[:-1])} and {items[-1]}"
+
+
+def _margin(b: int) -> str:
+    return f"{format_bytes(b)} to spare" if b >= 0 else f"{format_bytes(-b)} over"
+
+
+class _Probe:
+    def __init__(self, c: _trace.CompiledTrace, replay_capacity: int, held_before: int, resolution: int, search_cap: int,
+                 deadline: Optional[float]) -> None:  # fmt: skip
+        self.compiled, self.program = c, _replay.Program(c)
+        self.replay_capacity, self.held_before = replay_capacity, held_before
+        self.resolution, self.search_cap, self.deadline = resolution, search_cap, deadline
+
+
+def _examine(strategy: Dict[str, Any], p: _Probe) -> Dict[str, Any]:
+    """Replays ``strategy`` (on its host twin) at the capacity, and searches its minimum capacity."""
+    name = strategy["name"]
+    spec = _replay.StrategySpec(name, name, _replay.host_twin(strategy) or {})
+    memory = _replay.strategy_memory(strategy)
+    reason = _not_ranked_reason(memory)
+    try:
+        if p.deadline is not None and time.monotonic() > p.deadline:
+            raise _replay.DeadlineExceeded("the time given to the replays ran out")
+        c = p.compiled
+        ooms = 1 if p.replay_capacity < c.largest_request_bytes else p.program.replay(spec, max(1, p.replay_capacity)).ooms
+        row: Dict[str, Any] = {"label": name, "memory": memory, "ranked": reason is None, "fits": ooms == 0, "oomsAtCapacity": ooms}
+        if reason is not None:
+            row["notRankedReason"] = reason
+        cap = max(p.search_cap - p.held_before, c.peak_allocated_bytes)
+        min_capacity = _replay.find_min_capacity(p.program, c, spec, cap, p.resolution, p.deadline)
+        row["minCapacity"] = min_capacity
+        if "bytes" in min_capacity:
+            row["needBytes"] = min_capacity["bytes"] + p.held_before
+        if ooms == 0:  # it fitted at the capacity: that bounds its need
+            row["needBytes"] = min(row.get("needBytes", math.inf), p.replay_capacity + p.held_before)
+        return row
+    except _replay.DeadlineExceeded:
+        raise
+    except Exception as e:  # a replay the library refused: the row says why, as doctor.ts's does
+        row = {"label": name, "memory": memory, "ranked": reason is None}
+        if reason is not None:
+            row["notRankedReason"] = reason
+        row["error"] = f"Error: {e}"
+        return row
+
+
+def _reductions(c: _trace.CompiledTrace, capacity: int, held_before: int, live_bytes: int) -> List[Dict[str, Any]]:
+    """What would bring the live bytes under the capacity, with the trace's figures (reductionsOf)."""
+    target = capacity - held_before
+    out: List[Dict[str, Any]] = []
+
+    def plan(by: str) -> None:
+        p = _trace.off_device_plan(c, by, target, [_OTHER] if by == "tag" else [])
+        if p is None:
+            return
+        after = p["peakBytes"] + held_before
+        left = f"{format_bytes(capacity - after)} under" if after <= capacity else f"still {format_bytes(after - capacity)} over"
+        out.append({
+            "kind": "tiered-by-tag" if by == "tag" else "tiered-by-stream",
+            "groups": p["groups"],
+            "savedBytes": max(0, live_bytes - after),
+            "liveAfterBytes": after,
+            "reaches": after <= capacity,
+            "exact": True,
+            "text": f"Tiered placement by {by}: with the allocations of {_names(p['groups'])} ({format_bytes(p['movedAtPeakBytes'])} at the peak) in host memory "
+            f"(the tiered strategy, place('host') around them), the live bytes left on the device peak at {format_bytes(after)}, "
+            f"{left} the capacity "
+            "(exact from the trace; the device allocator adds its own overhead, and kernels read those bytes over the bus).",
+        })  # fmt: skip
+
+    plan("tag")
+    if len(c.stream_ids) > 1:
+        plan("stream")
+    idle = _trace.idle_tags_above(c, target)
+    if idle is not None and idle["tags"]:
+        after = idle["peakBytes"] + held_before
+        out.append({
+            "kind": "sleep-idle-tags",
+            "groups": idle["tags"],
+            "savedBytes": max(0, live_bytes - after),
+            "liveAfterBytes": after,
+            "reaches": after <= capacity,
+            "exact": False,
+            "text": f"Sleeping idle tags: {_names(idle['tags'])} hold {format_bytes(idle['heldAtPeakBytes'])} at the peak and allocate or free nothing while the live bytes exceed the capacity; "
+            f"asleep over those stretches (sleep by tag, woken after), the live bytes would peak at {format_bytes(after)} "
+            "(an estimate: the trace records allocations and frees, not kernels, so a tag idle in the allocator may still be read there).",
+        })  # fmt: skip
+    transient = _trace.transient_at_peak(c)
+    if transient is not None and transient["bytes"] > 0:
+        after = live_bytes - transient["bytes"]
+        out.append({
+            "kind": "checkpointing",
+            "savedBytes": transient["bytes"],
+            "liveAfterBytes": after,
+            "reaches": after <= capacity,
+            "exact": False,
+            "text": f"Activation checkpointing: {format_bytes(transient['bytes'])} of the live bytes at the peak are the step's own (freed later in the trace, or allocated after the trough before the peak): "
+            f"activations, gradients and temporaries; checkpointing keeps fewer activations and recomputes them, so it removes part of that, down to {format_bytes(after)} at the very best "
+            f"(an upper bound on the saving: the trace does not say which of these bytes are activations; {format_bytes(transient['standingBytes'])} are standing state such as weights and optimizer state).",
+        })  # fmt: skip
+    return out
+
+
+_OTHER = "other"  # a snapshot's catch-all frame tag: names nothing to move
+
+
+def diagnose_oom(trace: Trace, capacity_bytes: int, resolution_bytes: Optional[int] = None, failed_requests: str = "replay",
+                 time_limit_s: Optional[float] = None) -> Dict[str, Any]:  # fmt: skip
+    """The verdict on ``trace`` at ``capacity_bytes``: diagnoseOom with the strategies ``gpumem
+    doctor`` judges, on their host twins. ``time_limit_s`` bounds the replays (DeadlineExceeded)."""
+    if isinstance(capacity_bytes, bool) or not isinstance(capacity_bytes, int) or not 0 < capacity_bytes <= 2**53 - 1:
+        raise ValueError(f"Expected a positive integer for capacityBytes but received {capacity_bytes!r}")
+    if failed_requests not in ("replay", "skip"):
+        raise ValueError(f"Expected one of 'replay', 'skip' for failedRequests but received {failed_requests!r}")
+    deadline = None if time_limit_s is None else time.monotonic() + time_limit_s
+    failed = sum(1 for e in trace.events if e[1] == "oom")
+    events = _with_failed_requests(trace.events) if failed_requests == "replay" and failed > 0 else trace.events
+    c = _trace.compile_trace(events, trace.header.get("tags"))
+    snapshot = trace.header.get("snapshot") if trace.header.get("source") == "torch-snapshot" else None
+    held_before = snapshot["allocatedBeforeHistoryBytes"] if snapshot else 0
+    live_bytes = max(_trace.live_peak(events, held_before), c.peak_allocated_bytes)
+    resolution = resolution_bytes if resolution_bytes is not None else default_resolution(capacity_bytes)
+    p = _Probe(c, capacity_bytes - held_before, held_before, resolution, max(capacity_bytes, 2 * live_bytes), deadline)
+
+    strategies = _replay.doctor_strategies()
+    rows = [_examine(s, p) for s in strategies]
+    model_index = next((k for k, s in enumerate(strategies) if s["name"] == PYTORCH_MODEL), -1)
+    if model_index >= 0:
+        pytorch_row = rows[model_index]
+    else:
+        model = next(s for s in _library_strategies() if s["name"] == PYTORCH_MODEL)
+        pytorch_row = _examine(model, p)
+    recorded = (trace.pytorch or {}).get("peakReservedBytes")
+    recorded = recorded if isinstance(recorded, int) and recorded > 0 else None
+    pytorch = dict(pytorch_row)
+    if recorded is not None:
+        pytorch["recordedPeakReservedBytes"] = recorded
+    rows.sort(key=lambda r: (0 if r["ranked"] else 1, r.get("needBytes", math.inf)))
+
+    ranked = [r for r in rows if r["ranked"] and "error" not in r and "needBytes" in r]
+    fitting = [r for r in ranked if r.get("fits")]
+    best_row = fitting[0] if fitting else ranked[0] if ranked else None
+    best = None
+    if best_row is not None:
+        best = {"label": best_row["label"], "needBytes": best_row["needBytes"], "marginBytes": capacity_bytes - best_row["needBytes"], "fits": best_row.get("fits") is True}
+    pytorch_fits = pytorch.get("fits") is True if "error" not in pytorch else bool(best and best["fits"])
+    kind = "real" if live_bytes > capacity_bytes else "fits" if pytorch_fits else "fragmentation"
+
+    def need(r: Dict[str, Any]) -> str:
+        return format_bytes(r["needBytes"]) if "needBytes" in r else f"more than {format_bytes(p.search_cap)}"
+
+    lines: List[str] = []
+    pytorch_name = f"PyTorch's default allocator (modelled by {pytorch['label']})"
+    if "error" in pytorch:
+        pytorch_line = f"{pytorch_name} could not be replayed: {pytorch['error'].split(chr(10))[0]}."
+    else:
+        tail = f", {_margin(capacity_bytes - pytorch['needBytes'])}" if "needBytes" in pytorch else ""
+        pytorch_line = f"{pytorch_name} {'fits' if pytorch.get('fits') else 'does not fit'}: it needs {need(pytorch)}{tail}."
+    live = f"the live bytes peak at {format_bytes(live_bytes)}"
+    if kind == "real":
+        lines.append(
+            f"Real: {live}, {format_bytes(live_bytes - capacity_bytes)} more than the capacity of {format_bytes(capacity_bytes)}; "
+            "no allocator can run this program in it as it is."
+        )
+    elif kind == "fragmentation":
+        lines.append(
+            f"Fragmentation: {live}, under the capacity of {format_bytes(capacity_bytes)}, but {pytorch_name} needs {need(pytorch)}: "
+            "memory it holds in blocks no request can use, even after it frees its cached segments and retries."
+        )
+        if best and best["fits"]:
+            lines.append(f"{best['label']} fits in {format_bytes(best['needBytes'])}, {_margin(best['marginBytes'])}.")
+        elif best:
+            lines.append(f"No ranked strategy fits either: the closest, {best['label']}, needs {format_bytes(best['needBytes'])} ({_margin(best['marginBytes'])}).")
+        else:
+            lines.append("No ranked strategy fitted under the search's cap.")
+    else:
+        lines.append(
+            f"Fits: under {best['label']}, which needs {format_bytes(best['needBytes'])} of {format_bytes(capacity_bytes)}, {_margin(best['marginBytes'])}; {live}."
+            if best
+            else f"Fits: {pytorch_name} runs it in {format_bytes(capacity_bytes)}; {live}."
+        )
+    if kind != "fragmentation":
+        lines.append(pytorch_line)
+
+    target = capacity_bytes - held_before
+    reductions = _reductions(c, capacity_bytes, held_before, live_bytes) if kind == "real" or (kind == "fragmentation" and not (best and best["fits"])) else []
+    if reductions:
+        lines.append("What would reduce the live bytes:")
+        lines.extend(f"- {r['text']}" for r in reductions)
+    elif kind == "real":
+        lines.append("The trace names no tags or streams to move and nothing freed around its peak: fewer or smaller allocations (a smaller batch) are what is left.")
+
+    notes = [
+        "Live bytes count each block until its free completed where the format records it (a PyTorch snapshot's free_completed); no allocator needs less than their peak.",
+        f"PyTorch's default caching allocator is modelled by the {pytorch['label']} strategy (512 B rounding, small and large segments, best fit with splitting, and when a request fails: free every cached segment and retry), replayed at the capacity; the peak it reserved in the recording, with no limit, is not its need, since it keeps freed blocks cached until a request fails.",
+        f"Minimum capacities are found by bisection to within {format_bytes(resolution)}; a strategy that fitted at the capacity needs at most the capacity.",
+    ]  # fmt: skip
+    if recorded is not None:
+        notes.append(f"The recording reserved {format_bytes(recorded)} at most under PyTorch, with no limit.")
+    if snapshot and (snapshot.get("allocatorSettings") or {}).get("expandable_segments") is True:
+        notes.append("The recording ran with expandable_segments:True: PyTorch's allocator as configured is closer to the expandable strategy than to its default.")
+    if held_before > 0:
+        notes.append(f"The history starts mid-run: {format_bytes(held_before)} allocated before it are counted as held for all of it in every replay (an estimate on the high side: some are freed during it).")
+    if failed > 0:
+        s = "" if failed == 1 else "s"
+        notes.append(
+            f"{failed} request{s} failed in the recording: each is replayed as an allocation freed at once, the least the program asked for there."
+            if failed_requests == "replay"
+            else f"{failed} request{s} failed in the recording and {'is' if failed == 1 else 'are'} left out: the figures are those of the program without them."
+        )
+    if target < c.largest_request_bytes and kind != "real":
+        notes.append(f"The largest single request, {format_bytes(c.largest_request_bytes)}, does not fit in what the capacity leaves.")
+    notes.append("Replayed on the strategies' host twins (the same logic over host memory): the same verdict on any machine.")
+    not_ranked = [r for r in rows if not r["ranked"]]
+    if not_ranked:
+        listed = "; ".join(f"{r['label']} ({r['notRankedReason']})" for r in not_ranked)
+        notes.append(f"Not ranked: {listed}.")
+    failed_rows = [r for r in rows if "error" in r]
+    if failed_rows:
+        listed = "; ".join(f"{r['label']} ({r['error'].splitlines()[0]})" for r in failed_rows)
+        notes.append(f"Failed: {listed}.")
+
+    verdict: Dict[str, Any] = {
+        "kind": kind,
+        "capacityBytes": capacity_bytes,
+        "liveBytes": live_bytes,
+        "heldBeforeTraceBytes": held_before,
+        "largestRequestBytes": c.largest_request_bytes,
+        "failedRequests": {"count": failed, "handling": failed_requests},
+        "strategies": rows,
+        "pytorch": pytorch,
+    }
+    if best is not None:
+        verdict["best"] = best
+    if kind == "real":
+        verdict["excessBytes"] = live_bytes - capacity_bytes
+    peak: Dict[str, Any] = {
+        "byTag": [{"name": s["tag"], "bytes": s["bytes"]} for s in _trace.peak_by_tag(c)],
+        "byStream": _trace.peak_by_stream(c),
+        "bySizeClass": _trace.peak_by_size_class(c),
+    }
+    transient = _trace.transient_at_peak(c)
+    if transient is not None:
+        peak["transient"] = transient
+    verdict.update({"peak": peak, "reductions": reductions, "lines": lines, "notes": notes})
+    return verdict
+
+
+def _library_strategies() -> List[Dict[str, Any]]:
+    from . import _library
+
+    return list(_library.registry().strategies)
+
+
+def recorded_capacity(trace: Trace) -> Optional[Dict[str, Any]]:
+    """The capacity a snapshot records at its first out-of-memory entry: what PyTorch reserved plus
+    what the driver still had free (recordedCapacity); None for other traces."""
+    snapshot = trace.header.get("snapshot") if trace.header.get("source") == "torch-snapshot" else None
+    oom = snapshot.get("firstOom") if snapshot else None
+    if oom is None:
+        return None
+    return {
+        "bytes": oom["reservedBytes"] + oom["deviceFreeBytes"],
+        "source": f"the snapshot's first out-of-memory entry: {format_bytes(oom['reservedBytes'])} reserved by PyTorch + {format_bytes(oom['deviceFreeBytes'])} free on the device",
+    }
+
+
+def origin_of(trace: Trace) -> str:
+    h = trace.header
+    parts = [h.get("source"), f"allocator '{h['allocator']}'" if h.get("allocator") else None, h.get("device"), h.get("createdAt")]
+    return ", ".join(p for p in parts if p)
+
+
+def doctor_json(file: str, trace: Trace, capacity_source: str, verdict: Dict[str, Any]) -> str:
+    """The JSON ``gpumem doctor --json`` writes: the file, the trace, where the capacity came from, the verdict."""
+    body = {"file": file, "trace": {"format": trace.format, "origin": origin_of(trace), "events": len(trace.events)}, "capacitySource": capacity_source, "verdict": verdict}
+    return json.dumps(body, indent=2, ensure_ascii=False) + "\n"
