@@ -58,6 +58,8 @@ from typing import Any, Dict, List, Optional
 from . import _frames, _library, _warnings
 from ._allocator import Allocator, allocator, describe, place, set_thread_placement, thread_placement
 from ._library import library_path
+from ._doctor_api import doctor
+from ._observer import diagnose_ooms, last_oom_diagnosis
 from ._oom import last_oom_report
 from ._sleep import InvalidStateError, OutOfMemoryError, backup_pool_bytes, current_tag, region, sleep, tag_stats, trim_backup, wake
 from ._stats import device_index as _device_index
@@ -81,6 +83,9 @@ __all__ = [
     "last_error",
     "format_oom_message",
     "last_oom_report",
+    "doctor",
+    "diagnose_ooms",
+    "last_oom_diagnosis",
     "memory_stats",
     "raw_stats",
     "memory_allocated",
