@@ -7,6 +7,7 @@ import gzip
 import json
 import os
 import pickle
+import random
 import shutil
 import subprocess
 import sys
@@ -23,6 +24,47 @@ CLI = os.path.join(REPO, "packages", "cli", "dist", "cli.js")
 MIB = 1 << 20
 # Small enough for a test, each with a fragmentation gap: snapshots and the same runs' gpumem traces.
 CORPUS = ("seed_gcn.torch.pickle.gz", "seed_gcn.gpumem.jsonl.gz", "graphsage.torch.pickle.gz", "resnet50.gpumem.jsonl.gz")
+
+def synthetic_snapshot(seed=7):
+    """A snapshot with what the corpus lacks: user frames (tags), two streams, deferred frees, a
+    failed request with device_free, allocations from before the history, expandable_segments."""
+    rng = random.Random(seed)
+    MIB = 1 << 20
+    frames = {name: [{"filename": "/usr/lib/python3.11/site-packages/torch/nn/functional.py", "line": 10, "name": "linear"},
+                     {"filename": "/home/u/train.py", "line": line, "name": name}]
+              for name, line in (("forward", 40), ("backward", 55), ("optimizer_step", 70), ("load_weights", 12))}
+    entries, t, addr = [], 1.7e15, 0x7f0000000000
+    def add(action, a, size, stream=0, **kw):
+        nonlocal t
+        t += rng.randint(1, 50)
+        entries.append({"action": action, "addr": a, "size": size, "stream": stream, "time_us": t, **kw})
+    entries.append({"action": "segment_alloc", "addr": addr, "size": 512 * MIB, "stream": 0, "time_us": t})
+    for i in range(8):  # weights, standing
+        addr += 64 * MIB; add("alloc", addr, 32 * MIB, frames=frames["load_weights"])
+    for step in range(6):
+        step_live = []
+        for i in range(rng.randint(10, 20)):
+            addr += 64 * MIB
+            size = rng.choice([1, 3, 8, 24, 100]) * MIB + rng.randint(0, 4096)
+            stream = 0 if i % 3 else 7
+            add("alloc", addr, size, stream, frames=frames["forward"])
+            step_live.append((addr, size, stream))
+        if step == 4:
+            add("oom", 0, 900 * MIB, 0, device_free=123 * MIB)
+        for a, size, stream in reversed(step_live):
+            if rng.random() < 0.3:
+                add("free_requested", a, size, stream)
+                add("alloc", addr + 1, 4096, 0, frames=frames["backward"]); addr += 64 * MIB
+                add("free_completed", addr - 64 * MIB + 1, 4096, 0)
+            else:
+                add("free_requested", a, size, stream)
+            add("free_completed", a, size, stream)
+        addr += 64 * MIB; add("alloc", addr, 2 * MIB, 0, frames=frames["optimizer_step"])
+    add("free_completed", 0x100000, 16 * MIB, 0)  # allocated before the history began
+    segments = [{"device": 0, "address": 1, "total_size": 2048 * MIB, "blocks": [
+        {"size": 300 * MIB, "requested_size": 300 * MIB, "state": "active_allocated"}]}]
+    return {"segments": segments, "device_traces": [entries], "allocator_settings": {"expandable_segments": True, "garbage_collection_threshold": 0.0}}
+
 
 LIB_REASON = library_reason()
 NODE = shutil.which("node")
@@ -45,12 +87,16 @@ def python_env(**extra):
     return env
 
 
+def capacity_flags(capacity):
+    return [] if capacity is None else ["--capacity", str(capacity)]
+
+
 def python_doctor(path, capacity, *flags, env=None):
-    return run([sys.executable, "-m", "gpumem_torch", "doctor", path, "--capacity", str(capacity), "--json", *flags], env=env)
+    return run([sys.executable, "-m", "gpumem_torch", "doctor", path, *capacity_flags(capacity), "--json", *flags], env=env)
 
 
-def node_doctor(path, capacity):
-    return run([NODE, CLI, "doctor", path, "--capacity", str(capacity), "--json", "-"])
+def node_doctor(path, capacity, *flags):
+    return run([NODE, CLI, "doctor", path, *capacity_flags(capacity), "--json", "-", *flags])
 
 
 def verdict_of(proc):
@@ -86,6 +132,29 @@ class SameJsonAsGpumemDoctor(unittest.TestCase):
                     seen.add(expected)
         self.assertEqual(seen, {"fits", "fragmentation", "real"})
 
+    def test_frames_streams_failed_requests_history_before(self):
+        # what the corpus lacks: tags from user frames (the reductions by tag, idle tags), two
+        # streams, a failed request, bytes allocated before the history, expandable_segments
+        with tempfile.TemporaryDirectory() as folder:
+            path = os.path.join(folder, "synthetic.pickle")
+            with open(path, "wb") as f:
+                pickle.dump(synthetic_snapshot(), f, protocol=4)
+            kinds = set()
+            # None: the capacity the snapshot recorded at its OOM entry
+            for capacity, flags in (("400MiB", ()), ("1GiB", ()), ("1GiB", ("--skip-failed-requests",)), ("3GiB", ()), (None, ())):
+                with self.subTest(capacity=capacity, flags=flags):
+                    node = verdict_of(node_doctor(path, capacity, *flags))
+                    python = verdict_of(python_doctor(path, capacity, *flags))
+                    self.assertEqual(python, node)
+                    self.assertEqual(python["capacitySource"] == "--capacity", capacity is not None)
+                    v = python["verdict"]
+                    kinds.add(v["kind"])
+                    self.assertGreater(v["heldBeforeTraceBytes"], 0)
+                    self.assertGreater(len(v["peak"]["byTag"]), 2)
+                    if v["kind"] == "real":
+                        self.assertEqual([r["kind"] for r in v["reductions"]][:2], ["tiered-by-tag", "tiered-by-stream"])
+            self.assertEqual(kinds, {"real", "fits"})
+
 
 @unittest.skipIf(LIB_REASON, LIB_REASON)
 class WithoutTorch(unittest.TestCase):
@@ -112,6 +181,37 @@ class WithoutTorch(unittest.TestCase):
         proc = run([sys.executable, "-c", code])
         self.assertEqual(proc.returncode, 0, proc.stderr)
         self.assertEqual(json.loads(proc.stdout.splitlines()[-1]), ["fits", 64 << 30, "jsonl"])
+
+
+@unittest.skipIf(LIB_REASON, LIB_REASON)
+class ReplayAbi(unittest.TestCase):
+    """gpumem_replay (gpumem_torch.h) through _replay.Program: the chain built from a name and text options."""
+
+    def program(self, sizes):
+        from gpumem_torch import _replay, _trace
+
+        events = [(i, "alloc", 4096 * (i + 1), size, 0, 0, None) for i, size in enumerate(sizes)]
+        c = _trace.compile_trace(events, None)
+        return _replay, _replay.Program(c)
+
+    def test_limit_counts_out_of_memory(self):
+        replay, program = self.program([3 * MIB, 3 * MIB, 3 * MIB])
+        host = replay.StrategySpec("host", "host", {})
+        self.assertEqual(program.replay(host, 9 * MIB).ooms, 0)
+        result = program.replay(host, 8 * MIB)
+        self.assertEqual((result.ooms, result.allocs), (1, 2))
+        pool = replay.StrategySpec("pool", "pool", {"upstream": "host"})
+        self.assertEqual(program.replay(pool, 1 << 30).ooms, 0)
+        self.assertGreaterEqual(program.replay(pool, 1 << 30).peak_reserved_bytes, 9 * MIB)
+
+    def test_refusals_name_what_is_wrong(self):
+        replay, program = self.program([MIB])
+        with self.assertRaisesRegex(replay.ReplayError, "nope"):
+            program.replay(replay.StrategySpec("nope", "nope", {}), MIB)
+        with self.assertRaisesRegex(replay.ReplayError, "Unknown option 'colour'"):
+            program.replay(replay.StrategySpec("pool", "pool", {"colour": "blue"}), MIB)
+        with self.assertRaisesRegex(replay.ReplayError, "upstream"):
+            program.replay(replay.StrategySpec("pool", "pool", {"upstream": "moon"}), MIB)
 
 
 class _Evil:
