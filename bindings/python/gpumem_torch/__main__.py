@@ -98,7 +98,7 @@ def doctor_main(argv: List[str]) -> int:
         print(f"gpumem_torch doctor: {e}", file=sys.stderr)
         return USAGE_EXIT
     try:
-        left_out = [s["name"] for s in _replay._library.registry().strategies if not s["flags"]["requiresOptions"] and s["flags"]["requiresCuda"]]
+        left_out = _replay.driver_strategies()
         if left_out:
             print(f"gpumem_torch doctor: leaving out {', '.join(left_out)}: their memory is the driver's (cudaMalloc per call, managed memory, "
                   "cudaMallocAsync's pool), whose rounding and caching a replay under a byte limit does not see", file=sys.stderr)  # fmt: skip

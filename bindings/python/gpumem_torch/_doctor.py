@@ -181,7 +181,7 @@ def diagnose_oom(trace: Trace, capacity_bytes: int, resolution_bytes: Optional[i
     if model_index >= 0:
         pytorch_row = rows[model_index]
     else:
-        model = next(s for s in _library_strategies() if s["name"] == PYTORCH_MODEL)
+        model = next(s for s in _replay.registered_strategies() if s["name"] == PYTORCH_MODEL)
         pytorch_row = _examine(model, p)
     recorded = (trace.pytorch or {}).get("peakReservedBytes")
     recorded = recorded if isinstance(recorded, int) and recorded > 0 else None
@@ -297,12 +297,6 @@ def diagnose_oom(trace: Trace, capacity_bytes: int, resolution_bytes: Optional[i
         peak["transient"] = transient
     verdict.update({"peak": peak, "reductions": reductions, "lines": lines, "notes": notes})
     return verdict
-
-
-def _library_strategies() -> List[Dict[str, Any]]:
-    from . import _library
-
-    return list(_library.registry().strategies)
 
 
 def recorded_capacity(trace: Trace) -> Optional[Dict[str, Any]]:

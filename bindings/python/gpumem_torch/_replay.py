@@ -149,12 +149,22 @@ def find_min_capacity(program: Program, c: CompiledTrace, spec: StrategySpec, ca
     return {**search_min_capacity(fits, c.peak_allocated_bytes, cap_bytes, resolution_bytes), "searches": 1}
 
 
+def registered_strategies() -> List[Dict[str, Any]]:
+    """Every strategy of the library's registry, as it describes them (gpumem_strategies)."""
+    return list(_library.registry().strategies)
+
+
+def driver_strategies() -> List[str]:
+    """The strategies the doctor leaves out: made without options, but needing CUDA (the driver's memory)."""
+    return [s["name"] for s in registered_strategies() if not s["flags"]["requiresOptions"] and s["flags"]["requiresCuda"]]
+
+
 def doctor_strategies() -> List[Dict[str, Any]]:
     """The strategies the doctor judges, in the registry's order, each as the library describes it:
     those made without options that need no CUDA device (the driver's own, cudaMalloc per call,
     managed memory, cudaMallocAsync's pool, are left out: a replay under a byte limit counts what
     they ask for, not the driver's rounding or caching), as ``gpumem doctor`` picks them."""
-    return [s for s in _library.registry().strategies if not s["flags"]["requiresOptions"] and not s["flags"]["requiresCuda"]]
+    return [s for s in registered_strategies() if not s["flags"]["requiresOptions"] and not s["flags"]["requiresCuda"]]
 
 
 def host_twin(strategy: Dict[str, Any]) -> Optional[Dict[str, str]]:

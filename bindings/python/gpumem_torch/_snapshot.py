@@ -16,6 +16,7 @@ import io
 import math
 import pickle
 import re
+import sys
 from datetime import datetime, timezone
 from typing import Any, Dict, List, Optional, Tuple
 
@@ -414,7 +415,7 @@ def parse_snapshot(data: bytes, file: str = "<input>", device: Optional[int] = N
 
 
 def snapshot_trace(snapshot: Dict[Any, Any], device: Optional[int] = None) -> Trace:
-    """``torch.cuda.memory._snapshot()``'s dict, as in this process, as a trace (the walk's budget
-    is the dict's own size, as a pickle of it would be at least that large)."""
-    size = sum(len(t) for t in snapshot.get("device_traces") or [] if _list_like(t)) * 64 + len(snapshot.get("segments") or []) * 64
-    return _Reader("<torch.cuda.memory._snapshot()>", size, DEFAULT_MAX_FRAME_TAGS).read(snapshot, device)
+    """``torch.cuda.memory._snapshot()``'s dict, as in this process, as a trace. No item budget: the
+    dict is PyTorch's own, already in memory, and its lists are walked once each (a frames list
+    shared by many entries is looked at once)."""
+    return _Reader("<torch.cuda.memory._snapshot()>", sys.maxsize // 2, DEFAULT_MAX_FRAME_TAGS).read(snapshot, device)
