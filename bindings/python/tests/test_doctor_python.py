@@ -251,6 +251,9 @@ class BadInput(unittest.TestCase):
         self.refused(self.write("cut.pickle", whole[: len(whole) // 2]), says="not a readable pickle")
         self.refused(self.write("cut.pickle.gz", gzip.compress(whole)[:-12]), says="gzip")
         self.refused(self.write("junk.bin", b"\x00\x01binary"), says="neither a PyTorch snapshot")
+        # zstd: read where this Python has a decompressor, else said so; a corrupt stream either way
+        self.refused(self.write("snap.pickle.zst", b"\x28\xb5\x2f\xfd" + b"\x00" * 32), says="zstd")
+        self.refused(self.write("snap.pickle.xz", b"\xfd7zXZ\x00" + b"\x00" * 32), says="xz -d")
 
     def test_snapshot_without_history_or_capacity(self):
         empty = self.write("empty.pickle", pickle.dumps({"segments": [], "device_traces": [[]]}, protocol=4))
