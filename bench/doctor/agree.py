@@ -68,6 +68,9 @@ def parse_args(argv):
                                   "with --snapshots)")
     p.add_argument("--run-plan", help="run the cases of a --plan file for real (on the GPU), then compare")
     p.add_argument("--gpus", default="0", help="--run-plan: CUDA devices to run cases on at once, comma-separated (default 0)")
+    p.add_argument("--near", help="capacities around the needs instead of --cases: comma-separated factors (e.g. "
+                   "0.98,0.995,1.005,1.02); each program gets PyTorch's need times each factor (run under PyTorch's "
+                   "allocator only) and the named strategy's need times each (run under that strategy only)")
     p.add_argument("--worker", help=argparse.SUPPRESS)
     p.add_argument("--allocator", help=argparse.SUPPRESS)
     p.add_argument("--capacity", type=int, help=argparse.SUPPRESS)
@@ -81,6 +84,14 @@ def parse_args(argv):
         p.error(f"--cases takes {', '.join(CASES)}, comma-separated; received {args.cases!r}")
     if args.steps is not None and args.steps < 1:
         p.error("--steps must be at least 1")
+    args.near_factors = []
+    if args.near:
+        try:
+            args.near_factors = [float(f) for f in args.near.split(",") if f]
+        except ValueError:
+            p.error(f"--near takes comma-separated factors such as 0.99,1.01; received {args.near!r}")
+        if not args.near_factors or any(not 0.5 <= f <= 2 for f in args.near_factors):
+            p.error(f"--near takes factors from 0.5 to 2; received {args.near!r}")
     return args
 
 
@@ -110,6 +121,9 @@ def worker(args):
     for key in ("PYTORCH_CUDA_ALLOC_CONF", "PYTORCH_ALLOC_CONF", "PYTORCH_NO_CUDA_MEMORY_CACHING"):
         os.environ.pop(key, None)
     gpumem = args.allocator != "torch"
+    if not gpumem and args.worker in record.ALLOC_CONF:  # the settings the program was recorded under
+        os.environ["PYTORCH_CUDA_ALLOC_CONF"] = record.ALLOC_CONF[args.worker]
+        result["alloc_conf"] = record.ALLOC_CONF[args.worker]
     if gpumem:
         import run as torch_live  # bench/torch-live/run.py: where the library is found
 
@@ -241,6 +255,9 @@ def make_plan(args):
         base = verdict_of(doctor(snapshot, args.base_capacity, os.path.join(args.out, f"{program}-doctor.json"), args.timeout))
         print(f"== {program}: live {gib(base['live'])}, PyTorch's default needs {gib(base['pytorch_need'])}, "
               f"{base['best']} {gib(base['best_need'])} ({time.perf_counter() - start:.0f} s)", flush=True)
+        if args.near_factors:
+            rows += near_rows(program, steps, snapshot, base, args)
+            continue
         caps = capacities(base, args.case_list, args.min_gap)
         for case in args.case_list:
             if case not in caps:
@@ -253,6 +270,24 @@ def make_plan(args):
             print(f"   {case}: {gib(capacity)}: doctor {v['kind']} (PyTorch {'fits' if v['pytorch_fits'] else 'OOM'}, "
                   f"{v['best']} {'fits' if v['best_fits'] else 'OOM'})", flush=True)
     return rows, skipped
+
+
+def near_rows(program, steps, snapshot, base, args):
+    """--near: capacities at PyTorch's need and the named strategy's need times each factor, each run
+    under the one allocator whose boundary it probes."""
+    rows = []
+    for who, need in (("torch", base["pytorch_need"]), ("strategy", base["best_need"])):
+        if not need:
+            continue
+        for f in args.near_factors:
+            capacity = int(need * f)
+            case = f"near-{who}-{f:g}"
+            v = verdict_of(doctor(snapshot, capacity, os.path.join(args.out, f"{program}-doctor-{case}.json"), args.timeout))
+            rows.append({"program": program, "steps": steps, "snapshot": os.path.relpath(snapshot, REPO), "case": case,
+                         "capacity": capacity, "doctor": v, "runs": ["torch"] if who == "torch" else ["strategy"],
+                         "strategy": strategy_name(base["best"]) if base["best"] else None})
+            print(f"   {case}: {gib(capacity)}: doctor {v['kind']}", flush=True)
+    return rows
 
 
 def run_cases(rows, args):
@@ -275,14 +310,21 @@ def run_cases(rows, args):
         finally:
             gpus.put(gpu)
 
+    def submit(pool, row, who, allocator):
+        if who not in row.get("runs", ["torch", "strategy"]):
+            return None
+        return pool.submit(one, row, allocator)
+
     with ThreadPoolExecutor(max_workers=gpus.qsize()) as pool:
-        futures = [(row, pool.submit(one, row, "torch"), pool.submit(one, row, row["strategy"])) for row in rows]
+        futures = [(row, submit(pool, row, "torch", "torch"), submit(pool, row, "strategy", row["strategy"])) for row in rows]
         for row, t, g in futures:
-            row["torch"], row["gpumem"] = t.result(), g.result()
+            row["torch"] = t.result() if t else {"outcome": "not run"}
+            row["gpumem"] = g.result() if g else {"outcome": "not run"}
             v = row["doctor"]
-            measured = all(r.get("outcome") in ("completed", "out of memory") for r in (row["torch"], row["gpumem"]))
-            agrees = (measured and bool(v["pytorch_fits"]) == (row["torch"]["outcome"] == "completed")
-                      and bool(v["best_fits"]) == (row["gpumem"]["outcome"] == "completed"))
+            ran = [(r, fits) for r, fits in ((row["torch"], v["pytorch_fits"]), (row["gpumem"], v["best_fits"]))
+                   if r.get("outcome") != "not run"]
+            measured = all(r.get("outcome") in ("completed", "out of memory") for r, _ in ran)
+            agrees = measured and all(bool(fits) == (r["outcome"] == "completed") for r, fits in ran)
             row["agrees"] = agrees if measured else None
             print(f"   {row['program']} {row['case']}: {gib(row['capacity'])}: doctor {v['kind']}; PyTorch {row['torch'].get('outcome')}, "
                   f"{row['strategy']} {row['gpumem'].get('outcome')}: {'agrees' if agrees else 'DISAGREES' if measured else 'not measured'}",

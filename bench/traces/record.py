@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Records the allocation traces of bench/traces/: five PyTorch workloads, each run twice in a
+"""Records the allocation traces of bench/traces/: seven PyTorch workloads, each run twice in a
 process of its own,
 
   gpumem  under libgpumem_torch.so (strategy pool) with GPUMEM_TRACE: gpumem's JSONL trace,
@@ -24,6 +24,11 @@ Workloads (--steps: the default in brackets):
   seed_gcn       the seed GCN (bindings/python/seed_gcn.py), 2M nodes, full batch     [3 epochs]
   gpt2_generate  greedy generation with a growing KV cache (past_key_values), prompts of 32, 200
                  and 600 tokens                                                       [256 tokens]
+  bert_mlm       BERT-base masked LM (BertConfig()), AdamW, sequence length 32..512 and batch
+                 1..32 drawn every step                                               [40 steps]
+  llama_finetune a small Llama-style decoder (8 layers, 1024 hidden) in bf16, AdamW, sequence
+                 length 128..2048 and batch 1..8 drawn every step; PyTorch's allocator runs it
+                 under expandable_segments:True (ALLOC_CONF)                          [30 steps]
 
 Needs PyTorch with CUDA, transformers, torchvision, torch_geometric (optional: graphsage falls back
 to plain PyTorch), and libgpumem_torch.so (native/build/Release, or $GPUMEM_TORCH_LIB).
@@ -50,8 +55,13 @@ WORKLOADS = {
     "graphsage": 20,
     "seed_gcn": 3,
     "gpt2_generate": 256,
+    "bert_mlm": 40,
+    "llama_finetune": 30,
 }
 MODES = ("gpumem", "torch")
+# PyTorch's allocator settings a workload is recorded and run under (PYTORCH_CUDA_ALLOC_CONF in its
+# torch-mode processes); the snapshot records them in its allocator_settings.
+ALLOC_CONF = {"llama_finetune": "expandable_segments:True"}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -278,12 +288,71 @@ def run_gpt2_generate(torch, dev, steps, info, on_step=None):
     info["new_tokens"] = steps
 
 
+def run_bert_mlm(torch, dev, steps, info, on_step=None):
+    """BERT-base masked-language modelling: sequence length 32..512 and batch 1..32 (at most 8K tokens)
+    drawn every step, 15% of the tokens masked, AdamW."""
+    from transformers import BertConfig, BertForMaskedLM
+
+    config = BertConfig()  # bert-base: 12 layers, 768 hidden, 30522 tokens
+    model = BertForMaskedLM(config).to(dev)
+    model.train()
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
+    g = torch.Generator().manual_seed(2)
+    shapes = []
+    for _ in range(steps):
+        seq = int(torch.randint(32, 513, (1,), generator=g))
+        batch = max(1, min(int(torch.randint(1, 33, (1,), generator=g)), 8192 // seq))
+        ids = torch.randint(0, config.vocab_size, (batch, seq), generator=g)
+        labels = torch.where(torch.rand(batch, seq, generator=g) < 0.15, ids, torch.full_like(ids, -100))
+        loss = model(input_ids=ids.to(dev), labels=labels.to(dev)).loss
+        loss.backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        shapes.append([batch, seq])
+        if on_step is not None:
+            on_step(loss)
+    torch.cuda.synchronize()
+    info["batches"] = shapes
+    info["final_loss"] = float(loss)
+
+
+def run_llama_finetune(torch, dev, steps, info, on_step=None):
+    """A small Llama-style decoder (8 layers, 1024 hidden, grouped-query attention) in bf16 with
+    AdamW: sequence length 128..2048 and batch 1..8 (at most 8K tokens) drawn every step. Recorded
+    and run under expandable_segments:True (ALLOC_CONF)."""
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    config = LlamaConfig(hidden_size=1024, intermediate_size=2816, num_hidden_layers=8, num_attention_heads=16,
+                         num_key_value_heads=4, vocab_size=32000, max_position_embeddings=2048)
+    model = LlamaForCausalLM(config).to(dev, dtype=torch.bfloat16)
+    model.train()
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
+    g = torch.Generator().manual_seed(3)
+    shapes = []
+    for _ in range(steps):
+        seq = int(torch.randint(128, 2049, (1,), generator=g))
+        batch = max(1, min(int(torch.randint(1, 9, (1,), generator=g)), 8192 // seq))
+        ids = torch.randint(0, config.vocab_size, (batch, seq), generator=g).to(dev)
+        loss = model(input_ids=ids, labels=ids).loss
+        loss.backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        shapes.append([batch, seq])
+        if on_step is not None:
+            on_step(loss)
+    torch.cuda.synchronize()
+    info["batches"] = shapes
+    info["final_loss"] = float(loss)
+
+
 RUNNERS = {
     "gpt2_finetune": run_gpt2_finetune,
     "resnet50": run_resnet50,
     "graphsage": run_graphsage,
     "seed_gcn": run_seed_gcn,
     "gpt2_generate": run_gpt2_generate,
+    "bert_mlm": run_bert_mlm,
+    "llama_finetune": run_llama_finetune,
 }
 
 
@@ -370,6 +439,11 @@ def run_one(name, mode, steps, args):
     if mode == "gpumem":
         env["GPUMEM_TRACE"] = out
         env["GPUMEM_ALLOCATOR"] = "pool"
+    else:
+        for key in ("PYTORCH_CUDA_ALLOC_CONF", "PYTORCH_ALLOC_CONF"):
+            env.pop(key, None)
+        if name in ALLOC_CONF:
+            env["PYTORCH_CUDA_ALLOC_CONF"] = ALLOC_CONF[name]
     cmd = [sys.executable, os.path.abspath(__file__), "--worker", name, "--mode", mode, "--steps", str(steps),
            "--out-file", out, "--max-entries", str(args.max_entries)]
     if args.snapshot_context:
