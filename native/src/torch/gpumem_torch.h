@@ -240,10 +240,10 @@ typedef struct gpumem_replay_result {
  * before anything is allocated. Returns GPUMEM_TORCH_OK and fills `out`, or GPUMEM_TORCH_ERR_ARGUMENT
  * (a bad name, option or program) or GPUMEM_TORCH_ERR_STATE (the chain could not be built or a
  * call failed otherwise), the message in gpumem_last_error. Reads no configuration. */
-GPUMEM_TORCH_API int gpumem_replay(const char* strategy, const char* const* option_keys, const char* const* option_values,
-                                   size_t option_count, uint64_t limit_bytes, const uint8_t* action, const uint32_t* slot,
-                                   const uint64_t* bytes, const uint64_t* stream, size_t ops, size_t slots,
-                                   gpumem_replay_result* out);
+GPUMEM_TORCH_API int gpumem_replay(const char* strategy, const char* const* option_keys,
+                                   const char* const* option_values, size_t option_count, uint64_t limit_bytes,
+                                   const uint8_t* action, const uint32_t* slot, const uint64_t* bytes,
+                                   const uint64_t* stream, size_t ops, size_t slots, gpumem_replay_result* out);
 
 /* Makes an allocator instance from `spec`: lines "NAME=value" with the environment variables'
  * names and values (GPUMEM_ALLOCATOR=tiered\nGPUMEM_TIERED_DEVICE_BUDGET=8GiB); the environment is

@@ -25,13 +25,16 @@ using gpumem::torch::set_last_error;
 // each option is parsed by its descriptor, as libgpumem_torch's variables are, and set through it.
 chain_spec spec_of(const char* strategy, const char* const* keys, const char* const* values, std::size_t count,
                    std::uint64_t limit_bytes) {
-  if (strategy == nullptr) throw invalid_argument(invalid_argument::kind::type, "strategy", "Expected a strategy name but received null");
+  if (strategy == nullptr) {
+    throw invalid_argument(invalid_argument::kind::type, "strategy", "Expected a strategy name but received null");
+  }
   const strategy_descriptor& descriptor = parse_strategy(strategy);
   chain_spec spec;
   spec.strategy = descriptor.name;
   for (std::size_t i = 0; i < count; ++i) {
     if (keys == nullptr || values == nullptr || keys[i] == nullptr || values[i] == nullptr)
-      throw invalid_argument(invalid_argument::kind::type, "options", "Expected an option key and value but received null");
+      throw invalid_argument(invalid_argument::kind::type, "options",
+                             "Expected an option key and value but received null");
     const std::string key = keys[i];
     const option_descriptor* option = descriptor.option(key);
     if (option == nullptr || !(option->fronts & front_js)) {
@@ -42,7 +45,8 @@ chain_spec spec_of(const char* strategy, const char* const* keys, const char* co
     option_value value;
     if (!parse_option_text(*option, values[i], value)) {
       throw invalid_argument(invalid_argument::kind::type, key,
-                             "Expected " + option_text_expected(*option) + " for " + key + " but received '" + values[i] + "'");
+                             "Expected " + option_text_expected(*option) + " for " + key + " but received '" +
+                                 values[i] + "'");
     }
     option->apply(spec, value);
   }
@@ -54,14 +58,17 @@ chain_spec spec_of(const char* strategy, const char* const* keys, const char* co
 
 extern "C" {
 
-GPUMEM_TORCH_API int gpumem_replay(const char* strategy, const char* const* option_keys, const char* const* option_values,
-                                   size_t option_count, uint64_t limit_bytes, const uint8_t* action, const uint32_t* slot,
-                                   const uint64_t* bytes, const uint64_t* stream, size_t ops, size_t slots,
-                                   gpumem_replay_result* out) {
+GPUMEM_TORCH_API int gpumem_replay(const char* strategy, const char* const* option_keys,
+                                   const char* const* option_values, size_t option_count, uint64_t limit_bytes,
+                                   const uint8_t* action, const uint32_t* slot, const uint64_t* bytes,
+                                   const uint64_t* stream, size_t ops, size_t slots, gpumem_replay_result* out) {
   try {
-    if (out == nullptr) throw invalid_argument(invalid_argument::kind::type, "out", "Expected a result to fill but received null");
+    if (out == nullptr) {
+      throw invalid_argument(invalid_argument::kind::type, "out", "Expected a result to fill but received null");
+    }
     if (ops > 0 && (action == nullptr || slot == nullptr || bytes == nullptr || stream == nullptr))
-      throw invalid_argument(invalid_argument::kind::type, "ops", "Expected the four operation arrays but received null");
+      throw invalid_argument(invalid_argument::kind::type, "ops",
+                             "Expected the four operation arrays but received null");
     const chain_spec spec = spec_of(strategy, option_keys, option_values, option_count, limit_bytes);
     std::vector<bench::replay_op> program(ops);
     for (std::size_t i = 0; i < ops; ++i) {
