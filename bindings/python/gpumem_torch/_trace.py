@@ -7,6 +7,7 @@ read the same from Python as from gpumem doctor. Only the standard library."""
 from __future__ import annotations
 
 from array import array
+from itertools import accumulate
 from typing import Dict, List, NamedTuple, Optional, Sequence
 
 from ._tracefile import Event
@@ -15,7 +16,7 @@ from ._tracefile import Event
 class CompiledTrace(NamedTuple):
     """Per operation (allocations and frees that are replayed): action (0 allocate, 1 free), the
     slot filled or emptied, bytes (a free carries its allocation's), an index into stream_ids, the
-    allocation's tag. Slots are reused once freed."""
+    allocation's tag; ``live_after``: the live bytes after each operation. Slots are reused once freed."""
 
     action: array
     slot: array
@@ -27,6 +28,8 @@ class CompiledTrace(NamedTuple):
     slots: int
     peak_allocated_bytes: int
     largest_request_bytes: int
+    delta: List[int]  # per operation: +bytes for an allocation, -bytes for a free
+    live_after: List[int]
 
 
 def compile_trace(events: Sequence[Event], tags: Optional[List[str]]) -> CompiledTrace:
@@ -80,7 +83,9 @@ def compile_trace(events: Sequence[Event], tags: Optional[List[str]]) -> Compile
         size_of.append(slot_bytes[s])
         stream_index.append(si)
         tag.append(slot_tag[s])
-    return CompiledTrace(action, slot, size_of, stream_index, tag, list(tags) if tags else None, stream_ids, len(slot_bytes), peak, largest)
+    delta = [b if a == 0 else -b for a, b in zip(action, size_of)]
+    return CompiledTrace(action, slot, size_of, stream_index, tag, list(tags) if tags else None, stream_ids, len(slot_bytes), peak,
+                         largest, delta, list(accumulate(delta)))  # fmt: skip
 
 
 def live_peak(events: Sequence[Event], held_before: int) -> int:
@@ -107,8 +112,9 @@ def live_peak(events: Sequence[Event], held_before: int) -> int:
     return peak
 
 
-def _delta(c: CompiledTrace, i: int) -> int:
-    return c.bytes[i] if c.action[i] == 0 else -c.bytes[i]
+def _first_max(values: List[int]) -> int:
+    """The index of the first largest value; -1 for none."""
+    return values.index(max(values)) if values else -1
 
 
 def peak_by_tag(c: CompiledTrace) -> List[Dict[str, object]]:
@@ -116,19 +122,10 @@ def peak_by_tag(c: CompiledTrace) -> List[Dict[str, object]]:
     names = c.tag_names
     if not names:
         return []
-    now = [0] * len(names)
-    live = 0
-    peak = -1
-    at_peak = list(now)
+    at_peak = [0] * len(names)
     last = len(names) - 1
-    for i in range(len(c.action)):
-        t = min(c.tag[i], last)
-        d = _delta(c, i)
-        now[t] += d
-        live += d
-        if live > peak:
-            peak = live
-            at_peak = list(now)
+    for i in range(_first_max(c.live_after) + 1):
+        at_peak[min(c.tag[i], last)] += c.delta[i]
     shares = [{"tag": name, "bytes": at_peak[k]} for k, name in enumerate(names) if at_peak[k] > 0]
     return sorted(shares, key=lambda s: -s["bytes"])  # type: ignore[operator]
 
@@ -144,13 +141,8 @@ _SIZE_CLASSES = (
 
 def peak_op(c: CompiledTrace) -> int:
     """The operation after which live bytes first reach their peak; -1 with no allocation."""
-    live = peak = 0
-    at = -1
-    for i in range(len(c.action)):
-        live += _delta(c, i)
-        if live > peak:
-            peak, at = live, i
-    return at
+    at = _first_max(c.live_after)
+    return at if at >= 0 and c.live_after[at] > 0 else -1
 
 
 def _live_slots_after(c: CompiledTrace, at: int) -> List[int]:
@@ -231,36 +223,36 @@ def idle_tags_above(c: CompiledTrace, target_bytes: int) -> Optional[Dict[str, o
     if not names:
         return None
     tags = len(names)
-    n = len(c.action)
-    live_after = [0] * n
-    live = 0
-    for i in range(n):
-        live += _delta(c, i)
-        live_after[i] = live
-    busy = bytearray(tags)
-    holds = bytearray(tags)
+    live_after, delta = c.live_after, c.delta
+    busy = [False] * tags  # made an allocation or free above the target
+    holds = set()  # held bytes above the target
+    positive = set()  # tags holding bytes now
     tag_live = [0] * tags
     above = False
-    for i in range(n):
+    for i in range(len(delta)):
         t = min(c.tag[i], tags - 1)
+        # an operation that enters, leaves or happens inside a stretch above the target belongs to it
         if live_after[i] > target_bytes or above:
-            busy[t] = 1
-        tag_live[t] += _delta(c, i)
+            busy[t] = True
+        tag_live[t] += delta[i]
+        if tag_live[t] > 0:
+            positive.add(t)
+        else:
+            positive.discard(t)
         above = live_after[i] > target_bytes
         if above:
-            for k in range(tags):
-                if tag_live[k] > 0:
-                    holds[k] = 1
-    idle = [k for k in range(tags) if holds[k] == 1 and busy[k] == 0]
-    if not any(holds):
+            holds |= positive
+    idle = [k for k in range(tags) if k in holds and not busy[k]]
+    if not holds:
         return None
-    peak = 0
-    tag_live = [0] * tags
-    for i in range(n):
+    # over the stretches, the idle tags' bytes are constant (they make no call there): subtract them
+    asleep = set(idle)
+    peak = sleeping = 0
+    for i in range(len(delta)):
         t = min(c.tag[i], tags - 1)
-        tag_live[t] += _delta(c, i)
-        sleeping = sum(tag_live[k] for k in idle) if live_after[i] > target_bytes else 0
-        peak = max(peak, live_after[i] - sleeping)
+        if t in asleep:
+            sleeping += delta[i]
+        peak = max(peak, live_after[i] - sleeping if live_after[i] > target_bytes else live_after[i])
     at_peak = {int(s["name"]): s["bytes"] for s in _shares_at_peak(c, lambda op: str(min(c.tag[op], tags - 1)))}  # type: ignore[call-overload]
     return {"tags": [names[k] for k in idle], "heldAtPeakBytes": sum(at_peak.get(k, 0) for k in idle), "peakBytes": peak}
 
@@ -272,11 +264,7 @@ def transient_at_peak(c: CompiledTrace) -> Optional[Dict[str, int]]:
     if at < 0:
         return None
     slots = _live_slots_after(c, at)
-    live_after = [0] * (at + 1)
-    live = 0
-    for i in range(at + 1):
-        live += _delta(c, i)
-        live_after[i] = live
+    live_after = c.live_after
     half = live_after[at] / 2
     trough = -1
     for i in range(at):
