@@ -23,7 +23,10 @@ TRACES = os.path.join(REPO, "bench", "traces")
 CLI = os.path.join(REPO, "packages", "cli", "dist", "cli.js")
 MIB = 1 << 20
 # Small enough for a test, each with a fragmentation gap: snapshots and the same runs' gpumem traces.
+# GPUMEM_DOCTOR_FULL_CORPUS=1 takes every file of bench/traces (minutes).
 CORPUS = ("seed_gcn.torch.pickle.gz", "seed_gcn.gpumem.jsonl.gz", "graphsage.torch.pickle.gz", "resnet50.gpumem.jsonl.gz")
+if os.environ.get("GPUMEM_DOCTOR_FULL_CORPUS") == "1":
+    CORPUS = tuple(sorted(n for n in os.listdir(TRACES) if n.endswith((".pickle.gz", ".jsonl.gz"))))
 
 def synthetic_snapshot(seed=7):
     """A snapshot with what the corpus lacks: user frames (tags), two streams, deferred frees, a
