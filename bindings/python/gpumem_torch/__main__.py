@@ -130,6 +130,13 @@ def main(argv: Optional[List[str]] = None) -> int:
         return doctor_main(argv[1:])
     except KeyboardInterrupt:
         return 130
+    except MemoryError:
+        print("gpumem_torch doctor: out of host memory reading or replaying the trace", file=sys.stderr)
+        return READ_EXIT
+    except Exception as e:  # noqa: BLE001  # one line, never a traceback: the message names what failed
+        reason = str(e).splitlines()[0] if str(e) else ""
+        print(f"gpumem_torch doctor: failed: {type(e).__name__}: {reason}", file=sys.stderr)
+        return READ_EXIT
 
 
 if __name__ == "__main__":

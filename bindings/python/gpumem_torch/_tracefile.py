@@ -129,7 +129,7 @@ def read_jsonl(text: str, file: str) -> Trace:
             line = line[1:] if line.startswith("\ufeff") else line
             try:
                 h = json.loads(line)
-            except ValueError as e:
+            except (ValueError, RecursionError) as e:  # RecursionError: nested too deeply for the parser
                 raise TraceFormatError(f"{file}:{n}: {expected} but the header is not valid JSON ({e})") from None
             if not isinstance(h, dict):
                 raise TraceFormatError(f"{file}:{n}: {expected} but received {_preview(h)}")
@@ -161,7 +161,7 @@ def read_jsonl(text: str, file: str) -> Trace:
             continue
         try:
             o = json.loads(line)
-        except ValueError as e:
+        except (ValueError, RecursionError) as e:
             raise TraceFormatError(f"{file}:{n}: not a JSON event object ({e}); truncated line?") from None
         if not isinstance(o, dict):
             raise TraceFormatError(f"{file}:{n}: expected a JSON event object but received {line[:80]}")

@@ -257,6 +257,8 @@ class BadInput(unittest.TestCase):
         # zstd: read where this Python has a decompressor, else said so; a corrupt stream either way
         self.refused(self.write("snap.pickle.zst", b"\x28\xb5\x2f\xfd" + b"\x00" * 32), says="zstd")
         self.refused(self.write("snap.pickle.xz", b"\xfd7zXZ\x00" + b"\x00" * 32), says="xz -d")
+        deep = b'{"format":"gpumem-trace","version":1}\n' + b"[" * 100000 + b"]" * 100000 + b"\n"
+        self.refused(self.write("deep.jsonl", deep), says="deep.jsonl:2: not a JSON event object")
 
     def test_snapshot_without_history_or_capacity(self):
         empty = self.write("empty.pickle", pickle.dumps({"segments": [], "device_traces": [[]]}, protocol=4))
