@@ -152,7 +152,7 @@ class _Reader:
         if not ok:
             self.fail(where, f"'{key}' must be an int, found {type_name(v)}")
         if v < 0:
-            self.fail(where, f"'{key}' must not be negative (found {v})")
+            self.fail(where, f"'{key}' must not be negative (found {v if v > -MAX_SAFE else 'a huge negative int'})")
         if v > MAX_SAFE:
             self.fail(where, f"'{key}' is {v}, beyond 2^53 - 1")
         return int(v)
@@ -222,6 +222,8 @@ class _Reader:
             v = e.get("time_us")
             if type(v) is float and 0 <= v < math.inf:  # the common case, first
                 return v
+            if isinstance(v, int) and not isinstance(v, bool) and v.bit_length() > 1000:  # past a float's range
+                self.fail(f"{where}[{i}]", "'time_us' must be a non-negative number, found an int beyond a float's range")
             if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v < 0:
                 self.fail(f"{where}[{i}]", f"'time_us' must be a non-negative number, found {type_name(v)}")
             return float(v) if isinstance(v, float) or abs(v) > MAX_SAFE else v

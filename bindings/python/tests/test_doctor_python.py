@@ -266,6 +266,10 @@ class BadInput(unittest.TestCase):
         self.refused(self.write("list.pickle", pickle.dumps([1, 2], protocol=4)), says="segments only")
         bad = {"segments": [], "device_traces": [[{"action": "alloc", "addr": 1, "size": -5, "time_us": 1.0}]]}
         self.refused(self.write("neg.pickle", pickle.dumps(bad, protocol=4)), says="'size' must not be negative")
+        huge = 10**5000  # an int no str() of Python 3.11 writes by default, nor a float holds
+        for field, says in (("size", "'size' is huge"), ("time_us", "beyond a float's range"), ("addr", "'addr' is huge")):
+            entry = {"action": "alloc", "addr": 1, "size": 5, "time_us": 1.0, field: huge}
+            self.refused(self.write(f"huge-{field}.pickle", pickle.dumps({"device_traces": [[entry]]}, protocol=4)), says=says)
         ok = {"segments": [], "device_traces": [[{"action": "alloc", "addr": 1, "size": 5}]]}
         path = self.write("nocap.pickle", pickle.dumps(ok, protocol=4))
         proc = run([sys.executable, "-m", "gpumem_torch", "doctor", path], env=python_env())
