@@ -108,6 +108,20 @@ def _iso_ms(ms: float) -> str:
     return t.strftime("%Y-%m-%dT%H:%M:%S") + f".{whole % 1000:03d}Z"
 
 
+def _js_number_text(value: Any) -> str:
+    """A frame's line number as the TypeScript reader writes it (String(number)); '?' for anything
+    else, and for an int past 2^53 - 1 (a bigint there)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return "?"
+    if isinstance(value, int):
+        return str(value) if abs(value) <= MAX_SAFE else "?"
+    if math.isnan(value):
+        return "NaN"
+    if math.isinf(value):
+        return "Infinity" if value > 0 else "-Infinity"
+    return str(int(value)) if value.is_integer() and abs(value) < 1e21 else repr(value)
+
+
 def _list_like(value: Any) -> bool:
     return isinstance(value, (list, tuple))
 
@@ -174,8 +188,7 @@ class _Reader:
                 if not isinstance(filename, str) or is_internal_frame(filename):
                     label = None
                 else:
-                    number = type_name(line) in ("int", "float") and not isinstance(line, bool)
-                    line_text = (str(int(line)) if float(line).is_integer() else repr(line)) if number else "?"
+                    line_text = _js_number_text(line)
                     label = f"{_clip(filename)}:{line_text}:{_clip(name) if isinstance(name, str) else '?'}"
                 self.label_of[id(f)] = label
             if label is None:

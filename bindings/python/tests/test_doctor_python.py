@@ -128,9 +128,10 @@ class SameJsonAsGpumemDoctor(unittest.TestCase):
             path = os.path.join("bench", "traces", name)
             for expected, capacity in self.capacities(os.path.join(REPO, path)).items():
                 with self.subTest(file=name, capacity=capacity, expected=expected):
-                    node = verdict_of(node_doctor(path, capacity))
-                    python = verdict_of(python_doctor(path, capacity))
+                    node_proc, python_proc = node_doctor(path, capacity), python_doctor(path, capacity)
+                    node, python = verdict_of(node_proc), verdict_of(python_proc)
                     self.assertEqual(python, node)
+                    self.assertEqual(python_proc.stdout, node_proc.stdout)  # byte for byte: key order, indentation
                     self.assertEqual(python["verdict"]["kind"], expected)
                     seen.add(expected)
         self.assertEqual(seen, {"fits", "fragmentation", "real"})
@@ -146,9 +147,10 @@ class SameJsonAsGpumemDoctor(unittest.TestCase):
             # None: the capacity the snapshot recorded at its OOM entry
             for capacity, flags in (("400MiB", ()), ("1GiB", ()), ("1GiB", ("--skip-failed-requests",)), ("3GiB", ()), (None, ())):
                 with self.subTest(capacity=capacity, flags=flags):
-                    node = verdict_of(node_doctor(path, capacity, *flags))
-                    python = verdict_of(python_doctor(path, capacity, *flags))
+                    node_proc, python_proc = node_doctor(path, capacity, *flags), python_doctor(path, capacity, *flags)
+                    node, python = verdict_of(node_proc), verdict_of(python_proc)
                     self.assertEqual(python, node)
+                    self.assertEqual(python_proc.stdout, node_proc.stdout)
                     self.assertEqual(python["capacitySource"] == "--capacity", capacity is not None)
                     v = python["verdict"]
                     kinds.add(v["kind"])
