@@ -76,6 +76,8 @@ export interface NativeReplayPass {
   ooms: number;
   /** Frees skipped because their allocation had run out of memory. */
   skippedFrees: number;
+  /** True when the pass ended at its first out-of-memory (`stopAtFirstOom`), before the trace's end. */
+  stopped: boolean;
   /** The statistics at the end of the trace, before what it left live is freed; peaks cover the pass. */
   end: NativeStats;
 }
@@ -128,6 +130,7 @@ export interface NativeTools {
     stream: Float64Array,
     slots: number,
     repeats: number,
+    stopAtFirstOom: boolean,
   ): NativeReplay;
   fillU32(resource: NativeResource, ptr: number, count: number, value: number, stream: number): void;
   sumU32(resource: NativeResource, ptr: number, count: number, outPtr: number, stream: number, spinNs?: number): void;

@@ -131,7 +131,8 @@ export function findMinCapacity(trace: CompiledTrace, spec: StrategySpec, o: Min
     const { allocator } = createReplayAllocator(spec, { capacityBytes });
     try {
       onGpu = allocator.device.kind === 'cuda';
-      return replayTrace(trace, allocator, { repeats: 1, ...(o.loop !== undefined && { loop: o.loop }) }).ooms === 0;
+      // fits or not: the first failure decides, however many would follow
+      return replayTrace(trace, allocator, { repeats: 1, stopAtFirstOom: true, ...(o.loop !== undefined && { loop: o.loop }) }).ooms === 0;
     } finally {
       allocator.dispose();
     }
