@@ -111,6 +111,8 @@ export type ChainSpec = {
   faultInjection?: { failEvery?: number; failAfterBytes?: number };
   /** Records every call in a ring of this many events. */
   trackingCapacity?: number;
+  /** The leaf hands out addresses backed by nothing (strategies with the addressOnly flag only; checked natively). */
+  addressOnly?: boolean;
   /** The strategy's own options, checked already. */
   options?: Record<string, string | number | boolean>;
 };

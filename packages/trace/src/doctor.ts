@@ -69,9 +69,11 @@ export interface DoctorOptions {
   loop?: ReplayLoop;
   /**
    * Replay each strategy that has a host twin (the registry's `hostTwinOptions`: the same logic over
-   * host memory) on it, on a GPU as without one (default false: on a GPU, in device memory). The
-   * verdict then does not depend on the machine, and the replays take no device memory however
-   * large the trace's requests.
+   * host memory) on it, on a GPU as without one, and over address-only memory where it can (the
+   * registry's `addressOnly` flag: addresses backed by nothing) (default false: on a GPU, in device
+   * memory). The verdict then does not depend on the machine: the replays take no device memory and
+   * no host memory, whatever the host's memory or address-space limit (ulimit -v) and however large
+   * the trace's requests.
    */
   hostTwins?: boolean;
   /**
@@ -93,6 +95,11 @@ export interface DoctorStrategy {
   memory: StrategyMemory;
   /** Whether it competes for the verdict: only strategies that keep their memory on the device do. */
   ranked: boolean;
+  /**
+   * True when its replays ran over address-only memory (with `hostTwins`, for a strategy with the
+   * registry's `addressOnly` flag): they took no memory, so nothing about this machine shaped them.
+   */
+  addressOnly?: boolean;
   /** Why it is not ranked. */
   notRankedReason?: string;
   /**
@@ -279,7 +286,11 @@ function examine(given: LabelledStrategySpec, p: Probe): DoctorStrategy {
   const { spec, twin } = p.hostTwins ? onHostTwin(given) : { spec: given, twin: false };
   try {
     memory = strategyMemory(spec.name);
-    const made = createReplayAllocator(spec, { capacityBytes: Math.max(1, p.replayCapacity) });
+    const made = createReplayAllocator(spec, {
+      capacityBytes: Math.max(1, p.replayCapacity),
+      ...(p.hostTwins && { addressOnly: true }),
+    });
+    const addressOnly = made.addressOnly === true;
     let ooms: number;
     try {
       // on a GPU, a device strategy made over host memory (pool:upstream=host) keeps host memory;
@@ -295,12 +306,19 @@ function examine(given: LabelledStrategySpec, p: Probe): DoctorStrategy {
       made.allocator.dispose();
     }
     const reason = notRankedReason(memory);
-    const row: DoctorStrategy = { label: spec.label, memory, ranked: reason === undefined, fits: ooms === 0 };
+    const row: DoctorStrategy = {
+      label: spec.label,
+      memory,
+      ranked: reason === undefined,
+      fits: ooms === 0,
+      ...(addressOnly && { addressOnly }),
+    };
     if (reason !== undefined) row.notRankedReason = reason;
     const minCapacity = findMinCapacity(p.compiled, spec, {
       capBytes: Math.max(p.searchCap - p.heldBefore, p.compiled.peakAllocatedBytes),
       resolutionBytes: p.resolutionBytes,
       ...(p.loop !== undefined && { loop: p.loop }),
+      ...(addressOnly && { addressOnly }),
     });
     row.minCapacity = minCapacity;
     if (minCapacity.bytes !== undefined) row.needBytes = minCapacity.bytes + p.heldBefore;
@@ -595,8 +613,14 @@ export function diagnoseOom(trace: AllocationTrace, options: DoctorOptions): Doc
     );
   if (target < compiled.largestRequestBytes && kind !== 'real')
     notes.push(`The largest single request, ${formatBytes(compiled.largestRequestBytes)}, does not fit in what the capacity leaves.`);
+  const hostBound = rows.filter((r) => r.ranked && r.addressOnly !== true && r.error === undefined).map((r) => r.label);
   if (probe.hostTwins)
-    notes.push("Replayed on the strategies' host twins (the same logic over host memory): the same verdict on any machine.");
+    notes.push(
+      "Replayed on the strategies' host twins (the same logic), over address-only memory where a strategy runs on addresses alone (they take no memory): the same verdict on any machine." +
+        (hostBound.length > 0
+          ? ` ${names(hostBound)} replayed over this machine's host memory (no address-only leaf): a failure of the host there would read as out of memory.`
+          : ''),
+    );
   else if (!hasCudaDevice())
     notes.push('Replayed without a GPU: the device strategies ran on their host twins (the same logic over host memory).');
   const notRanked = rows.filter((r) => !r.ranked);

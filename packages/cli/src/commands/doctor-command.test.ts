@@ -138,6 +138,29 @@ describe('gpumem doctor', () => {
     expect(run(['doctor', training, '--capacity', '1GiB', '--model-error', '2']).status).toBe(2);
   });
 
+  it('gives the same verdict under ulimit -v and for a 64 GiB request, larger than this machine: the replays take no memory', () => {
+    // 64 GiB allocated and freed, then 20 MiB live: the pool and expandable replay over addresses alone
+    const huge = writeTrace('huge.jsonl', [['alloc', 1, 64 * 1024 * MiB], ['free', 1, 64 * 1024 * MiB], ...fragmentingRows]);
+    const args = ['doctor', huge, '--capacity', '80GiB', '--outside', '0', '--json', '-'];
+    const free = run(args);
+    expect(free.status, free.stderr).toBe(0);
+    const limited = spawnSync('bash', ['-c', 'ulimit -v 2000000 && exec "$0" "$@"', process.execPath, cli, ...args], { encoding: 'utf8' });
+    expect(limited.status, limited.stderr).toBe(0);
+    const a = jsonOf(free.stdout).verdict;
+    const b = jsonOf(limited.stdout).verdict;
+    expect(a.kind).toBe('fits');
+    expect(b.kind).toBe(a.kind);
+    const ranked = (v: DoctorVerdict) => v.strategies.filter((s) => s.ranked).map((s) => [s.label, s.needBytes, s.addressOnly]);
+    expect(ranked(b)).toEqual(ranked(a));
+    expect(ranked(a)).toEqual(
+      expect.arrayContaining([
+        ['pool', expect.any(Number), true],
+        ['expandable', expect.any(Number), true],
+      ]),
+    );
+    expect(a.pytorch.needBytes).toBeGreaterThanOrEqual(64 * 1024 * MiB);
+  });
+
   it.skipIf(hasCudaDevice())('asks for --capacity when the trace records none and there is no GPU (exit 2)', () => {
     const r = run(['doctor', fragmenting]);
     expect(r.status).toBe(2);
