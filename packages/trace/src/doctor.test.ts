@@ -74,7 +74,10 @@ describe('diagnoseOom', () => {
     const v = diagnoseOom(fragmenting, { capacityBytes: 26 * MiB, strategies, outside: none, hostTwins: true });
     expect(v.kind).toBe('fragmentation');
     expect(v.best).toMatchObject({ label: 'expandable', fits: true });
-    expect(v.strategies.find((s) => s.label === 'pool')).toMatchObject({ memory: 'device', ranked: true, fits: false });
+    expect(v.strategies.find((s) => s.label === 'pool')).toMatchObject({ memory: 'device', ranked: true, fits: false, addressOnly: true });
+    // over addresses alone where the registry says a strategy can run so; the others over host memory
+    expect(v.strategies.filter((s) => s.addressOnly).map((s) => s.label)).toEqual(expect.arrayContaining(['pool', 'expandable']));
+    expect(v.strategies.find((s) => s.label === 'tiered')!.addressOnly).toBeUndefined();
     expect(v.pytorch.needBytes!).toBeGreaterThan(26 * MiB);
     expect(v.pytorch.needBytes!).toBeLessThanOrEqual(28 * MiB + v.pytorch.minCapacity!.resolutionBytes);
     // without a GPU the strategies run on their host twins anyway: the same figures

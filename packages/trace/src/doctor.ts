@@ -469,8 +469,10 @@ export function diagnoseOom(trace: AllocationTrace, options: DoctorOptions): Doc
   const modelIndex = options.strategies.findIndex((s) => sameSpec(s, model));
   const pytorchRow = modelIndex >= 0 ? rows[modelIndex]! : examine(model, probe);
   const recorded = recordedPeakReserved(trace);
+  // the model's row as its own, banded with the model's error rather than the strategy's
+  const { band: _strategyBand, call: _strategyCall, ...modelRow } = pytorchRow;
   const pytorch: DoctorVerdict['pytorch'] = {
-    ...banded({ ...pytorchRow, band: undefined, call: undefined } as DoctorStrategy, pytorchModelError),
+    ...banded(modelRow, pytorchModelError),
     ...(recorded !== undefined && { recordedPeakReservedBytes: recorded }),
   };
   const order = (r: DoctorStrategy) => (r.ranked ? 0 : 1);
