@@ -35,7 +35,17 @@ export function generatedStrategies(root = repository, descriptors = nativeStrat
     .filter((p) => p.descriptor !== undefined);
 }
 
-const flagKeys = ['requiresCuda', 'capturable', 'hostMemory', 'requiresOptions', 'managedMemory', 'spillsToHost', 'peerAccess', 'sleep'];
+const flagKeys = [
+  'requiresCuda',
+  'capturable',
+  'hostMemory',
+  'requiresOptions',
+  'managedMemory',
+  'spillsToHost',
+  'peerAccess',
+  'sleep',
+  'addressOnly',
+];
 
 function quote(text) {
   return `'${text.replaceAll('\\', '\\\\').replaceAll("'", "\\'")}'`;

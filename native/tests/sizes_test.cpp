@@ -118,7 +118,8 @@ TEST_CASE("error names the value and the forms") {
   } catch (const invalid_argument& e) {
     CHECK_EQ(std::string(e.what()),
              std::string("Expected a size (a non-negative integer, optionally followed by KiB, MiB, GiB or TiB (powers "
-                         "of 1024)) for GPUMEM_POOL_MAX_RESERVED but received '4KB'; did you mean '4KiB'? gpumem sizes "
+                         "of 1024; with a unit, a decimal fraction such as 16.5GiB, rounded down to whole bytes)) for "
+                         "GPUMEM_POOL_MAX_RESERVED but received '4KB'; did you mean '4KiB'? gpumem sizes "
                          "are binary (KiB, MiB, GiB, TiB: powers of 1024) and decimal units such as GB are not accepted"));
     CHECK_EQ(e.argument(), std::string("GPUMEM_POOL_MAX_RESERVED"));
     CHECK(e.error_kind() == invalid_argument::kind::range);

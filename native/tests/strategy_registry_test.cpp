@@ -154,7 +154,9 @@ TEST_CASE("text forms reject bad values") {
   CHECK_EQ(std::get<std::uint64_t>(v), std::uint64_t{512} << 20);
   CHECK(parse_option_text(*max_reserved, "0", v));  // 0: no cap, which is unset
   CHECK(std::holds_alternative<std::monostate>(v));
-  for (const char* bad : {"12Q", "1.5GiB", "-1", "lots", ""}) CHECK(!parse_option_text(*max_reserved, bad, v));
+  for (const char* bad : {"12Q", "1.5", "-1", "lots", ""}) CHECK(!parse_option_text(*max_reserved, bad, v));
+  CHECK(parse_option_text(*max_reserved, "1.5GiB", v));  // a fraction with a unit, as every size
+  CHECK_EQ(std::get<std::uint64_t>(v), std::uint64_t{3} << 29);
   CHECK(contains(option_text_expected(*max_reserved), "(0: no cap)"));
 
   const option_descriptor* upstream = pool.option("upstream");

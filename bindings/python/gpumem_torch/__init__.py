@@ -216,7 +216,8 @@ def enable(strategy: Optional[str] = None, **options: Any) -> str:
     ``plugin_library`` (path; ``native_library`` is its deprecated name), ``plugin_options``
     (``"key=value;key=value"``), ``oom`` (``raise``/``null``). Sizes are integers (bytes) or strings such as ``"512MiB"`` or ``"4GiB"``
     (KiB, MiB, GiB or TiB, the only units accepted: ``"4GB"`` is refused, the message suggesting
-    ``"4GiB"``). ``None`` leaves a variable as it is; a value holding a NUL character is refused
+    ``"4GiB"``); with a unit, a fraction such as ``"16.5GiB"`` or ``"0.5 GiB"``, rounded down to whole
+    bytes (the library parses them, as it parses its environment). ``None`` leaves a variable as it is; a value holding a NUL character is refused
     (ValueError naming the keyword and its variable).
 
     Deprecated spellings the library reads from the environment (``GPUMEM_ALLOCATOR=native``, ...)

@@ -147,6 +147,8 @@ class ConfigTests(unittest.TestCase):
 
     def test_sizes(self):
         cases = {"1048576": 1048576, "512MiB": 512 << 20, "4gib": 4 << 30, "64KiB": 64 << 10, "1TiB": 1 << 40}
+        # a fraction with a unit, rounded down to whole bytes (0.1KiB is 102.4 bytes)
+        cases.update({"16.5GiB": 33 << 29, "0.5 GiB": 1 << 29, "0.1KiB": 102})
         for text, value in cases.items():
             with self.subTest(size=text):
                 c = check_config(GPUMEM_ALLOCATOR="pool", GPUMEM_POOL_MAX_RESERVED=text)["config"]
@@ -163,7 +165,8 @@ class ConfigTests(unittest.TestCase):
     def test_bad_values(self):
         cases = [
             ("GPUMEM_POOL_MAX_RESERVED", "12Q"),
-            ("GPUMEM_POOL_MAX_RESERVED", "1.5GiB"),
+            ("GPUMEM_POOL_MAX_RESERVED", "1.5"),  # a fraction of a byte
+            ("GPUMEM_POOL_MAX_RESERVED", "1.5e3GiB"),
             ("GPUMEM_POOL_MAX_RESERVED", "512M"),  # one set of units: KiB, MiB, GiB, TiB
             ("GPUMEM_POOL_MAX_RESERVED", "2MB"),
             ("GPUMEM_POOL_MAX_RESERVED", "-1"),

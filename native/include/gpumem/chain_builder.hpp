@@ -7,6 +7,7 @@
 // strategy may have and decides their order. Layer order, bottom to top (each optional layer only
 // when asked for):
 //   leaf            the strategy's driver calls (its descriptor's make_leaf), e.g. host, cuda
+//                   (or, with address_only, addresses backed by nothing: "addresses"),
 //                   (cudaMalloc), managed (uvm_resource), async, tiered, pinned
 //                   (cudaHostAlloc, strategy 'pinned'), or a plug-in library's (plugin_resource,
 //                   strategy 'plugin');
@@ -75,6 +76,10 @@ struct chain_spec {
   std::optional<std::uint64_t> limit_bytes;        // >= 1
   std::optional<fault_spec> fault_injection;
   std::optional<std::uint64_t> tracking_capacity;  // >= 1
+  // The leaf hands out addresses with nothing behind them (gpumem/address_only.hpp), for a strategy
+  // whose descriptor has the address_only flag: a replay that takes no memory, the same on any
+  // machine. validate() rejects it for any other strategy.
+  bool address_only = false;
 
   // The strategy's own options, of its descriptor's options_type. The first call makes T's defaults;
   // throws invalid_state where the spec holds another type (another strategy's options).

@@ -31,6 +31,7 @@ struct replay_pass {
   std::uint64_t frees = 0;         // frees made
   std::uint64_t ooms = 0;          // allocations that ended in out_of_memory or bad_alloc (not timed)
   std::uint64_t skipped_frees = 0; // frees of a slot whose allocation hit out_of_memory
+  bool stopped = false;            // the pass stopped at its first out-of-memory (stop_at_first_oom)
   resource_stats end;              // stats at the end of the trace, before the cleanup frees
 };
 
@@ -44,10 +45,20 @@ struct replay_result {
 // invalid_argument naming the operation's index.
 void validate_replay(const std::vector<replay_op>& ops, std::size_t slots);
 
-// Validates, then runs the program `repeats` times (at least once), then trims the resource. An
-// allocation that throws out_of_memory or std::bad_alloc (the host's own memory or address space
-// ran out) is counted as an out-of-memory failure and its slot stays empty; any other error frees
-// what the pass holds and is rethrown.
-replay_result replay(memory_resource& resource, const std::vector<replay_op>& ops, std::size_t slots, int repeats);
+// How a replay runs.
+struct replay_options {
+  int repeats = 1;  // passes (at least one)
+  // End each pass at its first out-of-memory (ooms is then 0 or 1): for a caller that only asks
+  // whether the program fits, so that a program whose requests nearly all fail costs one failure,
+  // not one per request (a failure costs what the strategy's retry costs: freeing its cache, a
+  // driver call).
+  bool stop_at_first_oom = false;
+};
+
+// Validates, then runs the program `options.repeats` times (at least once), then trims the
+// resource. An allocation that throws out_of_memory or std::bad_alloc (the host's own memory or
+// address space ran out) is counted as an out-of-memory failure and its slot stays empty (or the
+// pass ends there, with stop_at_first_oom); any other error frees what the pass holds and is rethrown.
+replay_result replay(memory_resource& resource, const std::vector<replay_op>& ops, std::size_t slots, const replay_options& options);
 
 }  // namespace gpumem::bench

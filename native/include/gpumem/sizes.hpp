@@ -1,7 +1,8 @@
 // Byte sizes written as text (environment variables, configuration), parsed one way everywhere:
 // a non-negative integer, optionally followed by KiB, MiB, GiB or TiB (powers of 1024, the unit's
-// case ignored), with nothing else: no sign, spaces, decimals, or other units ("4K", "4KB", "4GB"
-// are rejected rather than guessed at). At most 2^53 - 1 bytes, so that every size is exact as a
+// case ignored); with a unit, a decimal fraction ("16.5GiB") and one space before the unit
+// ("0.5 GiB"), the result rounded down to whole bytes, computed exactly. Nothing else: no sign,
+// other spaces, exponents, or other units ("4K", "4KB", "4GB" are rejected rather than guessed at). At most 2^53 - 1 bytes, so that every size is exact as a
 // JavaScript number too. The TypeScript parser (@gpumem/allocator-core parseSize) accepts exactly
 // the same forms; native/tests/size_cases.json holds the cases both are tested against.
 #pragma once

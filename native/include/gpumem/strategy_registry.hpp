@@ -107,6 +107,10 @@ struct strategy_flags {
   bool spills_to_host = false;    // can keep part of its memory in host memory kernels use in place
   bool peer_access = false;       // takes the peerAccess option
   bool sleep = false;             // its leaf is sleepable (gpumem/sleep.hpp): sleep and wake by tag
+  // Its logic never reads or writes its memory: it runs over an address-only leaf
+  // (gpumem/address_only.hpp, chain_spec::address_only) exactly as over its own, taking none.
+  // Set by the descriptor's make_address_only_leaf.
+  bool address_only = false;
   // Native side only: device -1 selects host memory; CUDA kernels can use the memory (what PyTorch
   // needs of a strategy).
   bool host_device = false;
@@ -145,6 +149,10 @@ struct strategy_descriptor {
   const char* (*leaf_name)(const chain_spec& spec) = nullptr;
   std::unique_ptr<memory_resource> (*make_leaf)(const chain_spec& spec, chain_build& build) = nullptr;
   // The strategy's layer over the (fault-injected, limited) leaf: nullptr name where there is none.
+  // The leaf that stands for make_leaf's under chain_spec::address_only: an address-only resource,
+  // or (a strategy over physical memory) build.physical set to an address-only physical memory and
+  // nullptr returned. Set exactly where flags.address_only is.
+  std::unique_ptr<memory_resource> (*make_address_only_leaf)(const chain_spec& spec, chain_build& build) = nullptr;
   const char* (*layer_name)(const chain_spec& spec) = nullptr;
   std::unique_ptr<memory_resource> (*make_layer)(const chain_spec& spec, chain_build& build) = nullptr;
   // Checks beyond each option's own (throws invalid_argument naming the field); may be null.

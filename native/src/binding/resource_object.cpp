@@ -140,7 +140,7 @@ option_value field_option(const Napi::Object& o, const option_descriptor& option
 // The JavaScript spec as the core's chain_spec; the builder validates what is left (chain_builder.hpp).
 // A strategy's options are read by walking its descriptor: no key list of its own here.
 chain_spec to_chain_spec(const Napi::Object& js) {
-  known_keys(js, {"strategy", "device", "peerAccess", "options", "limitBytes", "faultInjection", "trackingCapacity"},
+  known_keys(js, {"strategy", "device", "peerAccess", "options", "limitBytes", "faultInjection", "trackingCapacity", "addressOnly"},
              "the spec");
   chain_spec spec;
   const std::optional<std::string> strategy = field_string(js, "strategy", "strategy");
@@ -161,6 +161,7 @@ chain_spec to_chain_spec(const Napi::Object& js) {
   spec.peer_access = field_devices(js, "peerAccess", "peerAccess");
   spec.limit_bytes = field_u64(js, "limitBytes", "limitBytes", true);
   spec.tracking_capacity = field_u64(js, "trackingCapacity", "trackingCapacity", true);
+  spec.address_only = field_bool(js, "addressOnly", "addressOnly").value_or(false);
   if (auto fault = field_object(js, "faultInjection", "faultInjection")) {
     known_keys(*fault, {"failEvery", "failAfterBytes"}, "faultInjection");
     fault_spec f;
@@ -237,6 +238,7 @@ Napi::Value Strategies(const Napi::CallbackInfo& info) {
       flags.Set("hostDevice", d.flags.host_device);
       flags.Set("kernelMemory", d.flags.kernel_memory);
       flags.Set("sleep", d.flags.sleep);
+      flags.Set("addressOnly", d.flags.address_only);
       o.Set("flags", flags);
       // The options the spec takes (libgpumem_torch's own settings are left out).
       Napi::Array options = Napi::Array::New(env);

@@ -62,8 +62,8 @@ Array replay_array(const Napi::Value& v, napi_typedarray_type type, const char* 
   return a;
 }
 
-// replay(resource, action: Uint8Array, slot: Uint32Array, bytes: Float64Array, stream: Float64Array, slots, repeats):
-// runs a compiled trace natively (see gpumem/replay.hpp) and returns one record per pass.
+// replay(resource, action: Uint8Array, slot: Uint32Array, bytes: Float64Array, stream: Float64Array, slots, repeats,
+// stopAtFirstOom: boolean): runs a compiled trace natively (see gpumem/replay.hpp) and returns one record per pass.
 Napi::Value Replay(const Napi::CallbackInfo& info) {
   return guarded(info.Env(), [&] {
     Napi::Env env = info.Env();
@@ -79,13 +79,15 @@ Napi::Value Replay(const Napi::CallbackInfo& info) {
     if (slots > n)
       throw invalid_argument(invalid_argument::kind::range, "slots",
                              "Expected slots <= " + std::to_string(n) + " (the number of operations) but received " + std::to_string(slots));
-    const int repeats = static_cast<int>(std::min<std::uint64_t>(to_u64(info[6]), 1u << 20));
+    bench::replay_options options;
+    options.repeats = static_cast<int>(std::min<std::uint64_t>(to_u64(info[6]), 1u << 20));
+    options.stop_at_first_oom = info[7].IsBoolean() && info[7].As<Napi::Boolean>().Value();
     std::vector<bench::replay_op> ops(n);
     for (std::size_t i = 0; i < n; ++i) {
       ops[i] = {static_cast<bench::replay_action>(action[i]), slot[i], static_cast<std::uint64_t>(bytes[i]),
                 reinterpret_cast<stream_handle>(static_cast<std::uintptr_t>(stream[i]))};
     }
-    auto result = bench::replay(r, ops, slots, repeats);
+    auto result = bench::replay(r, ops, slots, options);
     Napi::Array passes = Napi::Array::New(env, result.passes.size());
     for (std::size_t i = 0; i < result.passes.size(); ++i) {
       const auto& p = result.passes[i];
@@ -96,6 +98,7 @@ Napi::Value Replay(const Napi::CallbackInfo& info) {
       o.Set("frees", Napi::Number::New(env, static_cast<double>(p.frees)));
       o.Set("ooms", Napi::Number::New(env, static_cast<double>(p.ooms)));
       o.Set("skippedFrees", Napi::Number::New(env, static_cast<double>(p.skipped_frees)));
+      o.Set("stopped", Napi::Boolean::New(env, p.stopped));
       o.Set("end", from_stats(env, p.end));
       passes[i] = o;
     }

@@ -93,6 +93,8 @@ std::vector<const strategy_descriptor*> collect() {
   std::vector<std::string> names;
   for (const strategy_descriptor* d : all) {
     if (!d->leaf_name || !d->make_leaf) throw invalid_state("strategy '" + d->name + "' has no leaf");
+    if (d->flags.address_only != (d->make_address_only_leaf != nullptr))
+      throw invalid_state("strategy '" + d->name + "' must set both the address_only flag and make_address_only_leaf, or neither");
     std::vector<std::string> own{d->name};
     own.insert(own.end(), d->aliases.begin(), d->aliases.end());
     for (const std::string& name : own) {
@@ -274,7 +276,7 @@ std::string strategies_json() {
            ",\"managedMemory\":" + (f.managed_memory ? "true" : "false") +
            ",\"spillsToHost\":" + (f.spills_to_host ? "true" : "false") + ",\"peerAccess\":" + (f.peer_access ? "true" : "false") +
            ",\"hostDevice\":" + (f.host_device ? "true" : "false") + ",\"kernelMemory\":" + (f.kernel_memory ? "true" : "false") +
-           ",\"sleep\":" + (f.sleep ? "true" : "false") +
+           ",\"sleep\":" + (f.sleep ? "true" : "false") + ",\"addressOnly\":" + (f.address_only ? "true" : "false") +
            "},\"options\":[";
     bool first_option = true;
     for (const option_descriptor& o : d->options) {
@@ -321,6 +323,15 @@ void validate(const chain_spec& spec) {
   }
   positive(spec.limit_bytes, "limitBytes");
   positive(spec.tracking_capacity, "trackingCapacity");
+  if (spec.address_only && !d.flags.address_only) {
+    std::string able;
+    for (const strategy_descriptor* s : strategies()) {
+      if (s->flags.address_only) able += (able.empty() ? "'" : ", '") + s->name + "'";
+    }
+    throw invalid_argument(invalid_argument::kind::type, "addressOnly",
+                           "Expected addressOnly only for a strategy that runs over address-only memory (" + able +
+                               ") but received it for '" + d.name + "'");
+  }
   if (spec.fault_injection) {
     const fault_spec& f = *spec.fault_injection;
     if (!f.fail_every && !f.fail_after_bytes) {
@@ -351,7 +362,7 @@ void validate(const chain_spec& spec) {
 // The layer order, bottom first: the one place it is decided (see chain_builder.hpp).
 std::vector<std::string> chain_layers(const chain_spec& spec) {
   const strategy_descriptor& d = strategy_of(spec);
-  std::vector<std::string> names{d.leaf_name(spec)};
+  std::vector<std::string> names{spec.address_only ? "addresses" : d.leaf_name(spec)};
   if (spec.fault_injection) names.emplace_back("fault");
   if (spec.limit_bytes) names.emplace_back("limit");
   if (d.layer_name && d.layer_name(spec)) names.emplace_back(d.layer_name(spec));
@@ -364,7 +375,8 @@ resource_chain build_chain(const chain_spec& spec) {
   const strategy_descriptor& d = strategy_of(spec);
   resource_chain chain;  // on a throw, its destructor undoes the layers built so far
   chain_build build{chain, nullptr};
-  if (auto leaf = d.make_leaf(spec, build)) chain.layers.push_back(std::move(leaf));
+  if (auto leaf = spec.address_only ? d.make_address_only_leaf(spec, build) : d.make_leaf(spec, build))
+    chain.layers.push_back(std::move(leaf));
   // fault and limit wrap the physical memory of a strategy that maps granules, else the leaf.
   if (spec.fault_injection) {
     if (build.physical) {

@@ -1,5 +1,7 @@
 #include "gpumem/sizes.hpp"
 
+#include <algorithm>
+#include <array>
 #include <string>
 
 #include "gpumem/errors.hpp"
@@ -7,9 +9,14 @@
 namespace gpumem {
 
 const char* const size_form =
-    "a non-negative integer, optionally followed by KiB, MiB, GiB or TiB (powers of 1024)";
+    "a non-negative integer, optionally followed by KiB, MiB, GiB or TiB (powers of 1024; with a unit, a decimal fraction "
+    "such as 16.5GiB, rounded down to whole bytes)";
 
 namespace {
+
+// The most digits a fraction may have: far past a byte's precision at TiB (13 digits), and a bound
+// that keeps the exact arithmetic on the stack.
+constexpr std::size_t max_fraction_digits = 64;
 
 char lower(char c) { return c >= 'A' && c <= 'Z' ? static_cast<char>(c - 'A' + 'a') : c; }
 
@@ -26,6 +33,25 @@ int unit_shift(std::string_view suffix) {
   }
 }
 
+// floor(0.DIGITS * 2^shift), exactly: the fraction's digits doubled `shift` times as a decimal
+// number, each carry out of its first digit one more bit of the result.
+// `fraction` holds at most max_fraction_digits digits.
+std::uint64_t fraction_bits(std::string_view fraction, int shift) noexcept {
+  std::array<char, max_fraction_digits> digits{};
+  std::copy(fraction.begin(), fraction.end(), digits.begin());
+  std::uint64_t bits = 0;
+  for (int s = 0; s < shift; ++s) {
+    int carry = 0;
+    for (std::size_t j = fraction.size(); j-- > 0;) {
+      const int v = (digits[j] - '0') * 2 + carry;
+      digits[j] = static_cast<char>('0' + v % 10);
+      carry = v / 10;
+    }
+    bits = bits * 2 + static_cast<std::uint64_t>(carry);
+  }
+  return bits;
+}
+
 }  // namespace
 
 bool try_parse_size(std::string_view text, std::uint64_t& out) noexcept {
@@ -37,10 +63,22 @@ bool try_parse_size(std::string_view text, std::uint64_t& out) noexcept {
     ++i;
   }
   if (i == 0) return false;  // no digits: also rejects a sign, spaces, "0x"
+  std::string_view fraction;
+  if (i < text.size() && text[i] == '.') {
+    const std::size_t start = ++i;
+    while (i < text.size() && text[i] >= '0' && text[i] <= '9') ++i;
+    fraction = text.substr(start, i - start);
+    if (fraction.empty() || fraction.size() > max_fraction_digits) return false;  // "1.GiB", or a fraction past any use
+  }
+  const bool spaced = i < text.size() && text[i] == ' ';
+  if (spaced) ++i;
   const int shift = unit_shift(text.substr(i));
   if (shift < 0) return false;
+  if (shift == 0 && (spaced || !fraction.empty())) return false;  // "1 ", a fraction of a byte
   if (value > (max_size_bytes >> shift)) return false;
-  out = value << shift;
+  const std::uint64_t bytes = (value << shift) + (fraction.empty() ? 0 : fraction_bits(fraction, shift));
+  if (bytes > max_size_bytes) return false;
+  out = bytes;
   return true;
 }
 
@@ -57,8 +95,15 @@ std::uint64_t parse_size(std::string_view text, const char* name) {
 std::string size_unit_hint(std::string_view text) {
   std::size_t digits = 0;
   while (digits < text.size() && text[digits] >= '0' && text[digits] <= '9') ++digits;
+  if (digits == 0) return "";
+  if (digits < text.size() && text[digits] == '.') {  // a fraction: "1.5GB"
+    const std::size_t start = ++digits;
+    while (digits < text.size() && text[digits] >= '0' && text[digits] <= '9') ++digits;
+    if (digits == start) return "";
+  }
+  if (digits < text.size() && text[digits] == ' ') ++digits;  // "1 GB"
   const std::string_view unit = text.substr(digits);
-  if (digits == 0 || unit.empty() || unit.size() > 2 || (unit.size() == 2 && lower(unit[1]) != 'b')) return "";
+  if (unit.empty() || unit.size() > 2 || (unit.size() == 2 && lower(unit[1]) != 'b')) return "";
   const char prefix = lower(unit[0]);
   if (prefix != 'k' && prefix != 'm' && prefix != 'g' && prefix != 't') return "";
   std::string binary(text.substr(0, digits));

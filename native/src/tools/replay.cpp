@@ -65,13 +65,18 @@ class slot_table {
   std::vector<stream_handle> stream_;  // where each block was allocated, and is freed at cleanup
 };
 
-replay_pass run_pass(memory_resource& resource, const std::vector<replay_op>& ops, std::size_t slots, double overhead) {
+replay_pass run_pass(memory_resource& resource, const std::vector<replay_op>& ops, std::size_t slots, double overhead,
+                     bool stop_at_first_oom) {
   resource.trim(0);
   resource.reset_peak();
   slot_table table(resource, slots);
   replay_pass pass;
   auto last = clock_type::now();
   for (const replay_op& op : ops) {
+    if (stop_at_first_oom && pass.ooms > 0) {
+      pass.stopped = true;
+      break;
+    }
     if (op.action == replay_action::allocate) {
       try {
         table.ptr(op.slot) = resource.allocate(op.bytes, op.stream);
@@ -131,11 +136,12 @@ void validate_replay(const std::vector<replay_op>& ops, std::size_t slots) {
   }
 }
 
-replay_result replay(memory_resource& resource, const std::vector<replay_op>& ops, std::size_t slots, int repeats) {
+replay_result replay(memory_resource& resource, const std::vector<replay_op>& ops, std::size_t slots, const replay_options& options) {
   validate_replay(ops, slots);
   replay_result result;
   result.clock_overhead_ns = clock_overhead_ns();
-  for (int r = 0; r < std::max(repeats, 1); ++r) result.passes.push_back(run_pass(resource, ops, slots, result.clock_overhead_ns));
+  for (int r = 0; r < std::max(options.repeats, 1); ++r)
+    result.passes.push_back(run_pass(resource, ops, slots, result.clock_overhead_ns, options.stop_at_first_oom));
   // What the strategy caches goes back before the caller builds its records: a replay that ran the
   // host to its limit leaves room for them (the next pass would trim first anyway).
   try {

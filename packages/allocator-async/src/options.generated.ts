@@ -15,6 +15,7 @@ export const asyncDescriptor = {
     spillsToHost: false,
     peerAccess: true,
     sleep: false,
+    addressOnly: false,
   },
   options: {
     /** idle bytes the pool keeps at a synchronisation point (unset: keep everything). */

@@ -55,6 +55,7 @@ describe('gpumem info: GPU architectures', () => {
       spillsToHost: false,
       peerAccess: false,
       sleep,
+      addressOnly: false,
       available: true,
     });
     const two = { ...info, strategies: [strategy('pool', false), strategy('expandable', true), strategy('tiered', true)] };

@@ -62,6 +62,14 @@ export const nativeLayerOptions = {
    * an `OutOfMemoryError` like a real one. Off by default.
    */
   faultInjection: option.custom(checkFaultInjection),
+  /**
+   * The leaf hands out addresses with nothing behind them (strategies with the registry's
+   * `addressOnly` flag only, such as pool and expandable, whose logic never touches their memory):
+   * the allocator takes no memory, and its pointers must never be read or written. For replays that
+   * only ask whether a trace fits (`gpumem doctor`), so that the answer does not depend on the
+   * machine. Off by default.
+   */
+  addressOnly: option.boolean(),
 };
 
 /** Options every native strategy takes. */
@@ -135,7 +143,8 @@ export abstract class NativeAllocator extends BaseAllocator {
   ) {
     super(name, device);
     this.peerAccess = Object.freeze('type' in strategy ? [] : [...(strategy.peerAccess ?? [])]);
-    const { limitBytes, trackingCapacity, faultInjection } = nativeLayerOptions;
+    const { limitBytes, trackingCapacity, faultInjection, addressOnly } = nativeLayerOptions;
+    if (layers.addressOnly !== undefined) addressOnly.parse(layers.addressOnly, 'addressOnly');
     if (layers.limitBytes !== undefined) limitBytes.parse(layers.limitBytes, 'limitBytes');
     if (layers.trackingCapacity !== undefined) trackingCapacity.parse(layers.trackingCapacity, 'trackingCapacity');
     const faults = layers.faultInjection !== undefined ? faultInjection.parse(layers.faultInjection, 'faultInjection') : undefined;
@@ -147,6 +156,7 @@ export abstract class NativeAllocator extends BaseAllocator {
             ...(layers.limitBytes !== undefined && { limitBytes: layers.limitBytes }),
             ...(faults !== undefined && { faultInjection: faults }),
             ...(layers.trackingCapacity !== undefined && { trackingCapacity: layers.trackingCapacity }),
+            ...(layers.addressOnly === true && { addressOnly: true }),
           } as ChainSpec);
     const Resource = loadNative().Resource;
     try {

@@ -43,6 +43,7 @@ export interface NativeStrategyFlags {
   readonly spillsToHost: boolean;
   readonly peerAccess: boolean;
   readonly sleep: boolean;
+  readonly addressOnly: boolean;
 }
 
 /**

@@ -76,6 +76,8 @@ export interface NativeReplayPass {
   ooms: number;
   /** Frees skipped because their allocation had run out of memory. */
   skippedFrees: number;
+  /** True when the pass ended at its first out-of-memory (`stopAtFirstOom`), before the trace's end. */
+  stopped: boolean;
   /** The statistics at the end of the trace, before what it left live is freed; peaks cover the pass. */
   end: NativeStats;
 }
@@ -109,6 +111,8 @@ export type ChainSpec = {
   faultInjection?: { failEvery?: number; failAfterBytes?: number };
   /** Records every call in a ring of this many events. */
   trackingCapacity?: number;
+  /** The leaf hands out addresses backed by nothing (strategies with the addressOnly flag only; checked natively). */
+  addressOnly?: boolean;
   /** The strategy's own options, checked already. */
   options?: Record<string, string | number | boolean>;
 };
@@ -128,6 +132,7 @@ export interface NativeTools {
     stream: Float64Array,
     slots: number,
     repeats: number,
+    stopAtFirstOom: boolean,
   ): NativeReplay;
   fillU32(resource: NativeResource, ptr: number, count: number, value: number, stream: number): void;
   sumU32(resource: NativeResource, ptr: number, count: number, outPtr: number, stream: number, spinNs?: number): void;

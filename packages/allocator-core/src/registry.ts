@@ -69,6 +69,13 @@ export interface StrategyInfo {
    */
   sleep: boolean;
   /**
+   * True when the strategy's logic never reads or writes its memory, so that it runs over
+   * address-only memory (addresses backed by nothing, the native layer option `addressOnly`)
+   * exactly as over its own, taking none: a replay that only asks whether a trace fits then answers
+   * the same on any machine, whatever its memory. Native strategies whose descriptor has the flag.
+   */
+  addressOnly: boolean;
+  /**
    * The options that make the strategy run on its host twin: the same logic over host memory (for a
    * strategy with a placement option, its 'host' choice). A verdict that must not depend on the
    * machine (`gpumem doctor`) replays the twin, on a GPU as without one. Absent when it has none.
@@ -98,6 +105,8 @@ export interface StrategyRegistration {
   peerAccess?: boolean;
   /** Its allocators sleep and wake by tag: they have sleep, wake, tagStats and trimBackup (default false). */
   sleep?: boolean;
+  /** Runs over address-only memory (the `addressOnly` option), its logic never touching its memory (default false). */
+  addressOnly?: boolean;
   /** The options that run it on its host twin, the same logic over host memory (default: none). */
   hostTwinOptions?: Readonly<Record<string, unknown>>;
 }
@@ -203,12 +212,13 @@ const flagKeys = [
   'spillsToHost',
   'peerAccess',
   'sleep',
+  'addressOnly',
 ] as const;
 
 function checkRegistration(info: unknown): Omit<StrategyInfo, 'name'> {
   if (info === null || typeof info !== 'object' || Array.isArray(info)) {
     throw new TypeError(
-      `Expected an object { description, requiresCuda, nativeLayers?, capturable?, hostMemory?, requiresOptions?, managedMemory?, spillsToHost?, peerAccess?, sleep?, hostTwinOptions? } for info but received ${info === null ? 'null' : typeof info}`,
+      `Expected an object { description, requiresCuda, nativeLayers?, capturable?, hostMemory?, requiresOptions?, managedMemory?, spillsToHost?, peerAccess?, sleep?, addressOnly?, hostTwinOptions? } for info but received ${info === null ? 'null' : typeof info}`,
     );
   }
   const i = info as Record<string, unknown>;
@@ -235,6 +245,7 @@ function checkRegistration(info: unknown): Omit<StrategyInfo, 'name'> {
     spillsToHost: i.spillsToHost === true,
     peerAccess: i.peerAccess === true,
     sleep: i.sleep === true,
+    addressOnly: i.addressOnly === true,
     ...(twin !== undefined && { hostTwinOptions: Object.freeze({ ...(twin as Record<string, unknown>) }) }),
   };
 }

@@ -21,7 +21,7 @@ describe('parseSize: one set of size forms, as in C++', () => {
 
   it('names the value, the option and the accepted forms, in the native wording', () => {
     expect(() => parseSize('4KB', 'GPUMEM_POOL_MAX_RESERVED')).toThrow(
-      "Expected a size (a non-negative integer, optionally followed by KiB, MiB, GiB or TiB (powers of 1024)) for GPUMEM_POOL_MAX_RESERVED but received '4KB'; did you mean '4KiB'? gpumem sizes are binary (KiB, MiB, GiB, TiB: powers of 1024) and decimal units such as GB are not accepted",
+      "Expected a size (a non-negative integer, optionally followed by KiB, MiB, GiB or TiB (powers of 1024; with a unit, a decimal fraction such as 16.5GiB, rounded down to whole bytes)) for GPUMEM_POOL_MAX_RESERVED but received '4KB'; did you mean '4KiB'? gpumem sizes are binary (KiB, MiB, GiB, TiB: powers of 1024) and decimal units such as GB are not accepted",
     );
   });
 
@@ -37,6 +37,13 @@ describe('parseSize: one set of size forms, as in C++', () => {
   it.each(cases.noHint.map((t) => [t]))('refuses %j without suggesting a spelling', (text) => {
     expect(() => parseSize(text)).toThrow(RangeError);
     expect(() => parseSize(text)).not.toThrow(/did you mean/);
+  });
+
+  it('rounds a fraction down to whole bytes, exactly (no floating point on the way)', () => {
+    expect(parseSize('0.1KiB')).toBe(102); // 102.4
+    expect(parseSize('0.2999999999999999999KiB')).toBe(307); // 307.19..., where a double would give 0.3
+    expect(parseSize('16.5GiB')).toBe(16.5 * 2 ** 30);
+    expect(parseSize('0.5 GiB')).toBe(2 ** 29);
   });
 
   it('rejects a value that is not a string', () => {

@@ -101,15 +101,29 @@ export function benchmarkTrace(
   return run(allocator, (r) => loadNative().tools.benchTrace(r, sizes, window, repeats, handle));
 }
 
+/** How {@link replayNative} runs. */
+export interface NativeReplayOptions {
+  /**
+   * End each pass at its first out-of-memory (its `ooms` is then 0 or 1, `stopped` true): for a
+   * caller that only asks whether the trace fits, so that a trace whose requests nearly all fail
+   * costs one failure rather than one per request. Default false: every failure is counted.
+   */
+  stopAtFirstOom?: boolean;
+}
+
 /**
  * Runs a compiled allocation trace in a native loop, `repeats` times. Every pass starts with the
  * allocator trimmed and its peaks reset, times each call, counts out-of-memory failures (their
- * frees are skipped) and frees what the trace leaves live at its end, untimed. The program is
- * checked before anything is allocated (RangeError naming the operation). The allocator must hold
- * nothing else while it runs, or its peaks include that memory.
+ * frees are skipped; or the pass ends at the first, with `stopAtFirstOom`) and frees what the trace
+ * leaves live at its end, untimed. The program is checked before anything is allocated (RangeError
+ * naming the operation). The allocator must hold nothing else while it runs, or its peaks include
+ * that memory.
  */
-export function replayNative(allocator: NativeAllocator, ops: ReplayOps, repeats = 1): NativeReplay {
+export function replayNative(allocator: NativeAllocator, ops: ReplayOps, repeats = 1, options: NativeReplayOptions = {}): NativeReplay {
   checkBytes(repeats, 'repeats');
+  const stopAtFirstOom = options.stopAtFirstOom ?? false;
+  if (typeof stopAtFirstOom !== 'boolean')
+    throw new TypeError(`Expected a boolean for stopAtFirstOom but received ${describeValue(stopAtFirstOom)}`);
   checkNonNegative(ops.slots, 'slots');
   const n = ops.action.length;
   for (const [name, array] of [
@@ -123,7 +137,9 @@ export function replayNative(allocator: NativeAllocator, ops: ReplayOps, repeats
     const b = ops.bytes[i]!;
     if (!Number.isSafeInteger(b) || b <= 0) throw new RangeError(`Expected positive integer for bytes[${i}] but received ${b}`);
   }
-  return run(allocator, (r) => loadNative().tools.replay(r, ops.action, ops.slot, ops.bytes, ops.stream, ops.slots, repeats));
+  return run(allocator, (r) =>
+    loadNative().tools.replay(r, ops.action, ops.slot, ops.bytes, ops.stream, ops.slots, repeats, stopAtFirstOom),
+  );
 }
 
 /** Fills `count` u32 values at `ptr` with `value`, on `stream` (a GPU kernel). */

@@ -120,6 +120,7 @@ describe('gpumem info: the topology after the devices', () => {
           spillsToHost: false,
           peerAccess: true,
           sleep: false,
+          addressOnly: false,
           available: true,
         },
       ],

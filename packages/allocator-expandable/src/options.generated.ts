@@ -16,6 +16,7 @@ export const expandableDescriptor = {
     spillsToHost: false,
     peerAccess: true,
     sleep: true,
+    addressOnly: true,
   },
   placement: { key: 'upstream', choices: ['cuda', 'host'] },
   options: {

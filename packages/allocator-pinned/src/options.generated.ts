@@ -16,6 +16,7 @@ export const pinnedDescriptor = {
     spillsToHost: false,
     peerAccess: true,
     sleep: false,
+    addressOnly: false,
   },
   placement: { key: 'upstream', choices: ['pinned', 'host'] },
   options: {

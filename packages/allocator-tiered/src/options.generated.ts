@@ -16,6 +16,7 @@ export const tieredDescriptor = {
     spillsToHost: true,
     peerAccess: true,
     sleep: true,
+    addressOnly: false,
   },
   placement: { key: 'upstream', choices: ['cuda', 'host', 'auto'] },
   options: {

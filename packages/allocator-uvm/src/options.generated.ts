@@ -15,6 +15,7 @@ export const uvmDescriptor = {
     spillsToHost: false,
     peerAccess: true,
     sleep: false,
+    addressOnly: false,
   },
   options: {
     /** prefetch each allocation to the device when it is made (default true). */

@@ -81,7 +81,8 @@ describe('allocator specs', () => {
     // Sizes take the core's one set of forms (parseSize): units other than KiB/MiB/GiB/TiB are errors.
     expect(parseAllocatorSpec('pool:maxReservedBytes=2gib').options).toEqual({ maxReservedBytes: 2 * 2 ** 30 });
     expect(() => parseAllocatorSpec('pool:maxReservedBytes=4GB')).toThrow(/Expected a size \(.*\) for maxReservedBytes but received '4GB'/);
-    expect(() => parseAllocatorSpec('pool:maxReservedBytes=1.5GiB')).toThrow(RangeError);
+    expect(() => parseAllocatorSpec('pool:maxReservedBytes=1.5.5GiB')).toThrow(RangeError);
+    expect(parseAllocatorSpec('pool:maxReservedBytes=1.5GiB').options).toEqual({ maxReservedBytes: 1.5 * 2 ** 30 });
     expect(parseAllocatorSpec('uvm:prefetchOnAllocate=false').options).toEqual({ prefetchOnAllocate: false });
     expect(parseAllocatorSpec('pool:faultInjection.failEvery=3:faultInjection.failAfterBytes=1KiB').options).toEqual({
       faultInjection: { failEvery: 3, failAfterBytes: 1024 },

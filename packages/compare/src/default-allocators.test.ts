@@ -26,6 +26,7 @@ const info = (name: string, flags: Partial<StrategyInfo> = {}): StrategyInfo => 
   spillsToHost: false,
   peerAccess: false,
   sleep: false,
+  addressOnly: false,
   ...flags,
 });
 

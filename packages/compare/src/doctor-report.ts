@@ -25,6 +25,7 @@ const verdictTitle: Record<DoctorVerdict['kind'], string> = {
   fits: 'Fits',
   fragmentation: 'Fragmentation',
   real: 'Real: the live bytes exceed the capacity',
+  'too-close': 'Too close to call: the capacity lies inside the band of the deciding need',
 };
 
 /** A styling of the verdict box by kind: green for fits, the error colours otherwise. */
@@ -32,6 +33,7 @@ const DOCTOR_STYLE = `
 .verdict { border-radius: 6px; padding: 10px 14px; margin: 0 0 14px; border: 1px solid #b9d8c3; background: var(--best-bg); }
 .verdict.fragmentation { border-color: #e6cf7a; background: #fff6d6; }
 .verdict.real { border-color: #f1b5b5; background: var(--bad-bg); }
+.verdict.too-close { border-color: #b7c4e6; background: #eef2fb; }
 .verdict h2 { border: none; margin: 0 0 6px; padding: 0; }
 .verdict ul { margin: 4px 0 0; padding-left: 20px; }
 `;
@@ -42,14 +44,17 @@ function strategyRow(s: DoctorStrategy, capacityBytes: number): string {
   const fits =
     s.error !== undefined
       ? 'failed'
-      : s.fits === undefined
+      : s.call === undefined
         ? DASH
-        : s.fits
-          ? 'yes'
-          : `no (${s.oomsAtCapacity} OOM${s.oomsAtCapacity === 1 ? '' : 's'})`;
+        : s.call === 'too-close'
+          ? 'too close to call'
+          : s.call === 'fits'
+            ? 'yes'
+            : 'no';
+  const bandCell = s.band === undefined ? DASH : `${formatBytes(s.band.lowBytes)} to ${formatBytes(s.band.highBytes)}`;
   const marginCell = s.needBytes === undefined ? DASH : formatBytes(capacityBytes - s.needBytes);
   const ranked = s.ranked ? 'yes' : `no: ${s.notRankedReason ?? ''}`;
-  return `<tr${s.fits === false || s.error !== undefined ? ' class="run-oom"' : ''}><th scope="row">${escapeHtml(s.label)}</th><td>${escapeHtml(s.memory)}</td><td>${escapeHtml(ranked)}</td><td>${escapeHtml(fits)}</td><td class="num">${escapeHtml(cellBytes(s.needBytes))}</td><td class="num">${escapeHtml(marginCell)}</td><td>${escapeHtml(s.error ?? '')}</td></tr>`;
+  return `<tr${s.call === 'does-not-fit' || s.error !== undefined ? ' class="run-oom"' : ''}><th scope="row">${escapeHtml(s.label)}</th><td>${escapeHtml(s.memory)}</td><td>${escapeHtml(ranked)}</td><td>${escapeHtml(fits)}</td><td class="num">${escapeHtml(cellBytes(s.needBytes))}</td><td class="num">${escapeHtml(bandCell)}</td><td class="num">${escapeHtml(marginCell)}</td><td>${escapeHtml(s.error ?? '')}</td></tr>`;
 }
 
 function sharesTable(caption: string, shares: readonly PeakShare[], total: number): string {
@@ -70,13 +75,37 @@ function sharesTable(caption: string, shares: readonly PeakShare[], total: numbe
 export function renderDoctorReport(v: DoctorVerdict, info: DoctorReportInfo): string {
   const list = (items: readonly string[], cls = '') =>
     items.length === 0 ? '' : `<ul${cls ? ` class="${cls}"` : ''}>${items.map((l) => `<li>${escapeHtml(l)}</li>`).join('')}</ul>`;
+  const called = (c: string | undefined) => (c === 'fits' ? 'fits' : c === 'too-close' ? 'too close to call' : 'does not fit');
+  const inBand = (b: { lowBytes: number; highBytes: number } | undefined) =>
+    b === undefined ? '' : `; on the device ${formatBytes(b.lowBytes)} to ${formatBytes(b.highBytes)}`;
+  const d = v.decision;
   const bounds: [string, number | undefined, string][] = [
     ['capacity', v.capacityBytes, info.capacitySource],
     ['live bytes at the peak', v.liveBytes, 'no allocator needs less'],
-    [`PyTorch's default (modelled by ${v.pytorch.label})`, v.pytorch.needBytes, v.pytorch.fits ? 'fits' : 'does not fit'],
+    [
+      'memory outside the allocator',
+      v.uncertainty.outside.highBytes,
+      `${formatBytes(v.uncertainty.outside.lowBytes)} to ${formatBytes(v.uncertainty.outside.highBytes)}: ${v.uncertainty.outside.source}`,
+    ],
+    [
+      `PyTorch's default (modelled by ${v.pytorch.label})`,
+      v.pytorch.needBytes,
+      `${called(v.pytorch.call)}${inBand(v.pytorch.band)} (the model errs ±${(100 * v.uncertainty.pytorchModelError).toFixed(2)}%)`,
+    ],
     ...(v.best
-      ? [[`best ranked strategy: ${v.best.label}`, v.best.needBytes, v.best.fits ? 'fits' : 'does not fit'] as [string, number, string]]
+      ? [
+          [`best ranked strategy: ${v.best.label}`, v.best.needBytes, `${called(v.best.call)}${inBand(v.best.band)}`] as [
+            string,
+            number,
+            string,
+          ],
+        ]
       : []),
+    [
+      `the deciding need: ${d.label}`,
+      d.band.needBytes,
+      `band ${formatBytes(d.band.lowBytes)} to ${formatBytes(d.band.highBytes)}; the capacity is ${formatBytes(Math.abs(d.marginBytes))} ${d.marginBytes >= 0 ? 'above' : 'below'} its middle`,
+    ],
     ...(v.pytorch.recordedPeakReservedBytes !== undefined
       ? [
           ['PyTorch reserved in the recording', v.pytorch.recordedPeakReservedBytes, 'with no limit: not its need'] as [
@@ -128,8 +157,8 @@ ${list(details)}
 </section>
 <section id="strategies">
 <h2>Strategies</h2>
-<p class="note">Each strategy replayed at the capacity, and the capacity it needs (its minimum capacity, by bisection). Only strategies that keep their memory on the device are ranked.</p>
-<div class="table-wrap"><table class="compare"><thead><tr><th>strategy</th><th>memory</th><th>ranked</th><th>fits at the capacity</th><th class="num">needs</th><th class="num">capacity left</th><th>error</th></tr></thead>
+<p class="note">Each strategy replayed at the capacity, and the capacity it needs (its minimum capacity, by bisection), with its band: the device memory the program needs under it, the memory outside the allocator and the model's error counted. Only strategies that keep their memory on the device are ranked.</p>
+<div class="table-wrap"><table class="compare"><thead><tr><th>strategy</th><th>memory</th><th>ranked</th><th>fits at the capacity</th><th class="num">needs</th><th class="num">on the device (band)</th><th class="num">capacity left</th><th>error</th></tr></thead>
 <tbody>${v.strategies.map((s) => strategyRow(s, v.capacityBytes)).join('')}</tbody></table></div>
 </section>
 ${

@@ -20,10 +20,11 @@ export interface AllocatorSpec {
 }
 
 /**
- * A value: true/false; a size (an integer, optionally with a KiB/MiB/GiB/TiB suffix, parsed by
- * the core's parseSize, the same forms as the native side's); another number (negative or decimal,
- * e.g. a learning rate); or a string. Something that looks like a size but is not one ('4GB',
- * '1.5GiB') is an error naming the option, rather than a string the strategy would reject later.
+ * A value: true/false; a size (an integer, optionally with a KiB/MiB/GiB/TiB suffix, a fraction
+ * with one such as 1.5GiB, parsed by the core's parseSize, the same forms as the native side's);
+ * another number (negative or decimal, e.g. a learning rate); or a string. Something that looks like
+ * a size but is not one ('4GB', '1.5.5GiB') is an error naming the option, rather than a string the
+ * strategy would reject later.
  */
 function parseOptionValue(raw: string, key: string): unknown {
   if (raw === 'true') return true;

@@ -84,6 +84,29 @@ describe('createReplayAllocator', () => {
     }
   });
 
+  it('runs a strategy with the addressOnly flag over addresses alone: 64 GiB requests take no memory', () => {
+    const GiB = 1024 * 1024 * 1024;
+    const made = createReplayAllocator({ name: 'pool', options: { upstream: 'host' } }, { capacityBytes: 128 * GiB, addressOnly: true });
+    try {
+      expect(made.addressOnly).toBe(true);
+      const a = made.allocator.malloc(64 * GiB);
+      const b = made.allocator.malloc(60 * GiB);
+      expect(() => made.allocator.malloc(8 * GiB)).toThrow(/out of memory/i); // the capacity, not the host
+      made.allocator.free(a, 64 * GiB);
+      made.allocator.free(b, 60 * GiB);
+    } finally {
+      made.allocator.dispose();
+    }
+    // a strategy without the flag is made as usual, and says so
+    const tiered = createReplayAllocator({ name: 'tiered', options: { deviceBudgetBytes: 0 } }, { capacityBytes: GiB, addressOnly: true });
+    expect(tiered.addressOnly).toBeUndefined();
+    tiered.allocator.dispose();
+    // asked of the native layers directly, a strategy without the flag refuses, naming those that have it
+    expect(() => createReplayAllocator({ name: 'host', options: { addressOnly: true } })).toThrow(
+      /addressOnly only for a strategy .*'pool', 'expandable'/,
+    );
+  });
+
   it('refuses a spec that already sets limitBytes, and a bad capacity', () => {
     expect(() => createReplayAllocator({ name: 'host', options: { limitBytes: MiB } }, { capacityBytes: MiB })).toThrow(
       /either a capacity or the option limitBytes/,

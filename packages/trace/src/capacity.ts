@@ -43,6 +43,8 @@ export interface ReplayAllocator {
   limit?: CapacityLimit;
   /** Set when tracking was asked for: the recorded events, oldest first. */
   events?: () => TrackingEvents;
+  /** True when it runs over address-only memory (asked for, and the strategy has the registry's `addressOnly` flag). */
+  addressOnly?: boolean;
 }
 
 /** How to make a strategy for replay. */
@@ -51,6 +53,13 @@ export interface ReplayAllocatorOptions {
   capacityBytes?: number;
   /** Record every call in a ring of this many events (the native tracking layer, or TrackingAllocator). */
   trackingCapacity?: number;
+  /**
+   * Run over address-only memory where the strategy can (its registry `addressOnly` flag): the
+   * leaf hands out addresses backed by nothing, so the replay takes no memory and answers the same
+   * on any machine, whatever its memory or address-space limit and however large the requests. A
+   * strategy without the flag is made as usual (`addressOnly` of the result says which).
+   */
+  addressOnly?: boolean;
 }
 
 /**
@@ -64,13 +73,16 @@ export function createReplayAllocator(spec: StrategySpec, o: ReplayAllocatorOpti
   if (capacityBytes !== undefined && options.limitBytes !== undefined) {
     throw new RangeError(`Expected either a capacity or the option limitBytes for '${spec.name}' but received both`);
   }
-  if (strategyInfo(spec.name).nativeLayers) {
+  const info = strategyInfo(spec.name);
+  if (info.nativeLayers) {
+    const addressOnly = o.addressOnly === true && info.addressOnly;
     const allocator = createAllocator(spec.name, {
       ...options,
       ...(capacityBytes !== undefined && { limitBytes: capacityBytes }),
       ...(trackingCapacity !== undefined && { trackingCapacity }),
+      ...(addressOnly && { addressOnly }),
     });
-    const made: ReplayAllocator = { allocator };
+    const made: ReplayAllocator = { allocator, ...(addressOnly && { addressOnly }) };
     if (capacityBytes !== undefined) made.limit = 'native-limit';
     if (trackingCapacity !== undefined) {
       if (!(allocator instanceof NativeAllocator)) {

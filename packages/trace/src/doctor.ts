@@ -10,6 +10,19 @@
 import { formatBytes, hasAllocator, hasCudaDevice, strategyInfo } from '@gpumem/allocator-core';
 import { strategyMemory, type StrategyMemory } from './advice.js';
 import { createReplayAllocator } from './capacity.js';
+import {
+  bandCall,
+  bandMargin,
+  checkOutsideMemory,
+  checkRelativeError,
+  defaultOutsideMemory,
+  defaultPytorchModelError,
+  defaultStrategyModelError,
+  needBand,
+  type BandCall,
+  type NeedBand,
+  type OutsideMemory,
+} from './doctor-band.js';
 import type { AllocationTrace, TraceEvent } from './format.js';
 import { defaultCapacityResolution, findMinCapacity, type MinCapacity } from './min-capacity.js';
 import {
@@ -25,8 +38,11 @@ import { compileTrace, peakByTag, replayTrace, type CompiledTrace, type ReplayLo
 import { otherFrameTag, type SnapshotHeader } from './snapshot/snapshot.js';
 import type { LabelledStrategySpec } from './strategy-replay.js';
 
-/** The three answers. */
-export type DoctorVerdictKind = 'fits' | 'fragmentation' | 'real';
+/**
+ * The answers: three, and 'too-close' where the capacity lies inside the band of the need that
+ * decides (see {@link NeedBand}): the figures cannot say which side it falls on.
+ */
+export type DoctorVerdictKind = 'fits' | 'fragmentation' | 'real' | 'too-close';
 
 /** How to diagnose. */
 export interface DoctorOptions {
@@ -53,11 +69,24 @@ export interface DoctorOptions {
   loop?: ReplayLoop;
   /**
    * Replay each strategy that has a host twin (the registry's `hostTwinOptions`: the same logic over
-   * host memory) on it, on a GPU as without one (default false: on a GPU, in device memory). The
-   * verdict then does not depend on the machine, and the replays take no device memory however
-   * large the trace's requests.
+   * host memory) on it, on a GPU as without one, and over address-only memory where it can (the
+   * registry's `addressOnly` flag: addresses backed by nothing) (default false: on a GPU, in device
+   * memory). The verdict then does not depend on the machine: the replays take no device memory and
+   * no host memory, whatever the host's memory or address-space limit (ulimit -v) and however large
+   * the trace's requests.
    */
   hostTwins?: boolean;
+  /**
+   * Device memory the program holds outside its allocator, as a range (default
+   * {@link defaultOutsideMemory}: measured on H200s, PyTorch 2.11: 150–250 MiB). Every need's band
+   * adds it. Give `{ lowBytes: 0, highBytes: 0, ... }` where the capacity is already what the
+   * allocator could have (a snapshot's out-of-memory entry: PyTorch's reserved plus the driver's free).
+   */
+  outside?: OutsideMemory;
+  /** The relative error of the PyTorch model's need (default {@link defaultPytorchModelError}, ±0.5%). */
+  pytorchModelError?: number;
+  /** The relative error of gpumem's strategies' needs (default {@link defaultStrategyModelError}: 0, their replay runs their own code). */
+  strategyModelError?: number;
 }
 
 /** One strategy, as the doctor saw it. */
@@ -66,20 +95,42 @@ export interface DoctorStrategy {
   memory: StrategyMemory;
   /** Whether it competes for the verdict: only strategies that keep their memory on the device do. */
   ranked: boolean;
+  /**
+   * True when its replays ran over address-only memory (with `hostTwins`, for a strategy with the
+   * registry's `addressOnly` flag): they took no memory, so nothing about this machine shaped them.
+   */
+  addressOnly?: boolean;
   /** Why it is not ranked. */
   notRankedReason?: string;
-  /** Whether a replay at the capacity ran with no out-of-memory (ranked strategies and the PyTorch model). */
+  /**
+   * Whether a replay at the capacity ran with no out-of-memory (ranked strategies and the PyTorch
+   * model). The replay stops at its first failure, so it does not count them.
+   */
   fits?: boolean;
-  /** Out-of-memory failures of that replay. */
-  oomsAtCapacity?: number;
   /**
    * The capacity it needs: its minimum capacity, plus the bytes held from before the trace began;
    * never above the capacity when it fitted there. Undefined when it did not fit under the search's cap.
    */
   needBytes?: number;
+  /** The device memory the program needs under it: its need, the model's error, the memory outside the allocator. */
+  band?: NeedBand;
+  /** Where the capacity falls against the band; 'does-not-fit' too when it did not fit under the search's cap. */
+  call?: BandCall;
   minCapacity?: MinCapacity;
   /** What stopped it (`RangeError: ...`). */
   error?: string;
+}
+
+/** The need that decided the verdict, its band, and the capacity against it. */
+export interface DoctorDecision {
+  /** 'live': the live bytes (real, or too close to them); 'pytorch': PyTorch's default as modelled; 'best': the best ranked strategy (when the model failed). */
+  by: 'live' | 'pytorch' | 'best';
+  /** What it is, in words ("the live bytes", "PyTorch's default (modelled by pool)", a strategy's label). */
+  label: string;
+  band: NeedBand;
+  call: BandCall;
+  /** The capacity less the band's middle (negative: over). */
+  marginBytes: number;
 }
 
 /** One way to bring the live bytes down, with the figure the trace gives. */
@@ -91,7 +142,10 @@ export interface DoctorReduction {
   savedBytes: number;
   /** The live peak after it (at least this much, when `exact` is false). */
   liveAfterBytes: number;
-  /** Whether that is at most the capacity. */
+  /**
+   * Whether that is at most the capacity, from exact figures only: an estimate (`exact` false) is a
+   * bound on the saving, never a promise, so it never reaches (its text gives its best case).
+   */
   reaches: boolean;
   /** True when the figures follow from the trace exactly; false for an estimate (a bound). */
   exact: boolean;
@@ -110,6 +164,10 @@ export interface DoctorPeak {
 export interface DoctorVerdict {
   kind: DoctorVerdictKind;
   capacityBytes: number;
+  /** The need that decided, with its band: for 'too-close', the band the capacity lies in. */
+  decision: DoctorDecision;
+  /** The memory outside the allocator every band counts, and the models' relative errors. */
+  uncertainty: { outside: OutsideMemory; pytorchModelError: number; strategyModelError: number };
   /** The peak of live bytes (frees counted at completion where the format knows): no allocator needs less. */
   liveBytes: number;
   /** Bytes allocated before the trace began (a snapshot whose history starts mid-run), held for all of it in every replay. */
@@ -121,9 +179,12 @@ export interface DoctorVerdict {
   strategies: DoctorStrategy[];
   /** PyTorch's default caching allocator, as modelled: the model's label, and its row's findings. */
   pytorch: DoctorStrategy & { recordedPeakReservedBytes?: number };
-  /** fits, fragmentation: the ranked strategy needing the least (margin: capacity minus its need, negative when over). */
-  best?: { label: string; needBytes: number; marginBytes: number; fits: boolean };
-  /** real: how far the live bytes exceed the capacity. */
+  /**
+   * The ranked strategy needing the least (margin: capacity minus its need, negative when over;
+   * fits: the capacity covers its band's top; call: where the capacity falls against its band).
+   */
+  best?: { label: string; needBytes: number; marginBytes: number; fits: boolean; band: NeedBand; call: BandCall };
+  /** real: how far the live bytes, with the least memory outside the allocator, exceed the capacity. */
   excessBytes?: number;
   peak: DoctorPeak;
   /** What would reduce the live bytes: given when they, or every strategy, exceed the capacity. */
@@ -225,26 +286,39 @@ function examine(given: LabelledStrategySpec, p: Probe): DoctorStrategy {
   const { spec, twin } = p.hostTwins ? onHostTwin(given) : { spec: given, twin: false };
   try {
     memory = strategyMemory(spec.name);
-    const made = createReplayAllocator(spec, { capacityBytes: Math.max(1, p.replayCapacity) });
+    const made = createReplayAllocator(spec, {
+      capacityBytes: Math.max(1, p.replayCapacity),
+      ...(p.hostTwins && { addressOnly: true }),
+    });
+    const addressOnly = made.addressOnly === true;
     let ooms: number;
     try {
       // on a GPU, a device strategy made over host memory (pool:upstream=host) keeps host memory;
       // its host twin stands for the device strategy
       if (!twin && hasCudaDevice() && made.allocator.device.kind === 'host') memory = 'host';
+      // fits or not: the first failure decides (a trace whose million requests all fail costs one)
       ooms =
         p.replayCapacity < p.compiled.largestRequestBytes
           ? 1
-          : replayTrace(p.compiled, made.allocator, { repeats: 1, ...(p.loop !== undefined && { loop: p.loop }) }).ooms;
+          : replayTrace(p.compiled, made.allocator, { repeats: 1, stopAtFirstOom: true, ...(p.loop !== undefined && { loop: p.loop }) })
+              .ooms;
     } finally {
       made.allocator.dispose();
     }
     const reason = notRankedReason(memory);
-    const row: DoctorStrategy = { label: spec.label, memory, ranked: reason === undefined, fits: ooms === 0, oomsAtCapacity: ooms };
+    const row: DoctorStrategy = {
+      label: spec.label,
+      memory,
+      ranked: reason === undefined,
+      fits: ooms === 0,
+      ...(addressOnly && { addressOnly }),
+    };
     if (reason !== undefined) row.notRankedReason = reason;
     const minCapacity = findMinCapacity(p.compiled, spec, {
       capBytes: Math.max(p.searchCap - p.heldBefore, p.compiled.peakAllocatedBytes),
       resolutionBytes: p.resolutionBytes,
       ...(p.loop !== undefined && { loop: p.loop }),
+      ...(addressOnly && { addressOnly }),
     });
     row.minCapacity = minCapacity;
     if (minCapacity.bytes !== undefined) row.needBytes = minCapacity.bytes + p.heldBefore;
@@ -261,6 +335,19 @@ function examine(given: LabelledStrategySpec, p: Probe): DoctorStrategy {
       error: e instanceof Error ? `${e.name}: ${e.message}` : String(e),
     };
   }
+}
+
+/**
+ * `row` with the band of its need (by a model erring by `relativeError`) and where the capacity
+ * falls against it. The search's gap is what lies between its last failure and its need.
+ */
+function withBand(row: DoctorStrategy, p: Probe, relativeError: number, outside: OutsideMemory, capacityBytes: number): DoctorStrategy {
+  if (row.error !== undefined) return row;
+  if (row.needBytes === undefined) return { ...row, call: 'does-not-fit' }; // over the search's cap, itself at least the capacity
+  const failed = row.minCapacity?.failedBytes;
+  const gap = failed === undefined ? 0 : Math.max(0, row.needBytes - (failed + 1 + p.heldBefore));
+  const band = needBand(row.needBytes, gap, relativeError, outside);
+  return { ...row, band, call: bandCall(band, capacityBytes) };
 }
 
 /** Whether two specs name the same strategy with the same options. */
@@ -304,7 +391,7 @@ function reductionsOf(c: CompiledTrace, capacityBytes: number, heldBefore: numbe
       groups: idle.tags,
       savedBytes: Math.max(0, liveBytes - liveAfter),
       liveAfterBytes: liveAfter,
-      reaches: liveAfter <= capacityBytes,
+      reaches: false, // an estimate (see DoctorReduction.reaches)
       exact: false,
       text:
         `Sleeping idle tags: ${names(idle.tags)} hold ${formatBytes(idle.heldAtPeakBytes)} at the peak and allocate or free nothing while the live bytes exceed the capacity; ` +
@@ -319,10 +406,10 @@ function reductionsOf(c: CompiledTrace, capacityBytes: number, heldBefore: numbe
       kind: 'checkpointing',
       savedBytes: transient.bytes,
       liveAfterBytes: liveAfter,
-      reaches: liveAfter <= capacityBytes,
+      reaches: false, // an upper bound on the saving (see DoctorReduction.reaches)
       exact: false,
       text:
-        `Activation checkpointing: ${formatBytes(transient.bytes)} of the live bytes at the peak are the step's own (freed later in the trace, or allocated after the trough before the peak): ` +
+        `Activation checkpointing: ${formatBytes(transient.bytes)} of the live bytes at the peak are the step's own (freed later in the trace before its teardown, or allocated after the trough before the peak): ` +
         `activations, gradients and temporaries; checkpointing keeps fewer activations and recomputes them, so it removes part of that, down to ${formatBytes(liveAfter)} at the very best ` +
         `(an upper bound on the saving: the trace does not say which of these bytes are activations; ${formatBytes(transient.standingBytes)} are standing state such as weights and optimizer state).`,
     });
@@ -333,11 +420,15 @@ function reductionsOf(c: CompiledTrace, capacityBytes: number, heldBefore: numbe
 /**
  * Diagnoses an out-of-memory failure, or a program's fit, on a device of `capacityBytes`: the peak of
  * live bytes, each strategy's replay at the capacity and minimum capacity, PyTorch's default
- * allocator modelled with its free-cached-and-retry, and exactly one verdict:
- * - `real`: the live bytes alone exceed the capacity (by `excessBytes`); `reductions` says what would bring them down;
- * - `fragmentation`: the live bytes fit, PyTorch's default does not; `best` names the ranked strategy needing the least
- *   (which may itself not fit: then `reductions` too);
- * - `fits`: PyTorch's default fits; `best` names the ranked strategy needing the least, with its margin.
+ * allocator modelled with its free-cached-and-retry, a band around each need (the memory outside
+ * the allocator, the model's error: see {@link NeedBand}), and exactly one verdict:
+ * - `real`: the live bytes with the least memory outside the allocator exceed the capacity (by `excessBytes`);
+ *   `reductions` says what would bring them down;
+ * - `fragmentation`: the live bytes fit, PyTorch's default does not (the capacity is under its band); `best` names
+ *   the ranked strategy needing the least (which may itself not fit: then `reductions` too);
+ * - `fits`: PyTorch's default fits (the capacity covers its band); `best` names the ranked strategy needing the least, with its margin;
+ * - `too-close`: the capacity lies inside the band of the need that decides (`decision`: the live bytes, else
+ *   PyTorch's default): too close to call either way.
  * Strategies that keep their memory in host memory or spill to it are replayed and listed, not ranked.
  * Replays go through the allocators (host twins without a GPU or with `hostTwins`); nothing is read or written.
  */
@@ -365,45 +456,106 @@ export function diagnoseOom(trace: AllocationTrace, options: DoctorOptions): Doc
     hostTwins: options.hostTwins === true,
   };
 
-  const rows = options.strategies.map((spec) => examine(spec, probe));
+  const outside = options.outside ?? defaultOutsideMemory;
+  checkOutsideMemory(outside);
+  const pytorchModelError = options.pytorchModelError ?? defaultPytorchModelError;
+  checkRelativeError(pytorchModelError, 'pytorchModelError');
+  const strategyModelError = options.strategyModelError ?? defaultStrategyModelError;
+  checkRelativeError(strategyModelError, 'strategyModelError');
+  const banded = (row: DoctorStrategy, error: number) => withBand(row, probe, error, outside, capacityBytes);
+
+  const rows = options.strategies.map((spec) => banded(examine(spec, probe), strategyModelError));
   const model = options.pytorchModel ?? pool;
   const modelIndex = options.strategies.findIndex((s) => sameSpec(s, model));
   const pytorchRow = modelIndex >= 0 ? rows[modelIndex]! : examine(model, probe);
   const recorded = recordedPeakReserved(trace);
-  const pytorch: DoctorVerdict['pytorch'] = { ...pytorchRow, ...(recorded !== undefined && { recordedPeakReservedBytes: recorded }) };
+  // the model's row as its own, banded with the model's error rather than the strategy's
+  const { band: _strategyBand, call: _strategyCall, ...modelRow } = pytorchRow;
+  const pytorch: DoctorVerdict['pytorch'] = {
+    ...banded(modelRow, pytorchModelError),
+    ...(recorded !== undefined && { recordedPeakReservedBytes: recorded }),
+  };
   const order = (r: DoctorStrategy) => (r.ranked ? 0 : 1);
   rows.sort((a, b) => order(a) - order(b) || (a.needBytes ?? Number.POSITIVE_INFINITY) - (b.needBytes ?? Number.POSITIVE_INFINITY));
 
-  const ranked = rows.filter((r) => r.ranked && r.error === undefined && r.needBytes !== undefined);
-  const fitting = ranked.filter((r) => r.fits);
-  const bestRow = fitting[0] ?? ranked[0];
+  const ranked = rows.filter((r) => r.ranked && r.error === undefined && r.band !== undefined);
+  const bestRow = ranked[0]; // sorted by need
   const best = bestRow && {
     label: bestRow.label,
     needBytes: bestRow.needBytes!,
     marginBytes: capacityBytes - bestRow.needBytes!,
-    fits: bestRow.fits === true,
+    fits: bestRow.call === 'fits',
+    band: bestRow.band!,
+    call: bestRow.call!,
   };
-  const pytorchFits = pytorch.error === undefined ? pytorch.fits === true : best?.fits === true;
-  const kind: DoctorVerdictKind = liveBytes > capacityBytes ? 'real' : pytorchFits ? 'fits' : 'fragmentation';
+
+  // The live bytes decide first (nothing needs less), then PyTorch's default as modelled, or, when
+  // its replay failed, the best ranked strategy. A capacity inside the deciding band is too close.
+  const pytorchName = `PyTorch's default allocator (modelled by ${pytorch.label})`;
+  const liveBand = needBand(liveBytes, 0, 0, outside);
+  const decision: DoctorDecision = (() => {
+    const of = (by: DoctorDecision['by'], label: string, band: NeedBand, call: BandCall): DoctorDecision => ({
+      by,
+      label,
+      band,
+      call,
+      marginBytes: bandMargin(band, capacityBytes),
+    });
+    const liveCall = bandCall(liveBand, capacityBytes);
+    if (liveCall !== 'fits') return of('live', 'the live bytes', liveBand, liveCall);
+    if (pytorch.error === undefined && pytorch.band !== undefined) return of('pytorch', pytorchName, pytorch.band, pytorch.call!);
+    if (pytorch.error === undefined || best === undefined) {
+      // no need known under the search's cap: it does not fit; the band is the cap's
+      const band = needBand(Math.max(probe.searchCap, capacityBytes + 1), 0, 0, outside);
+      return of(
+        pytorch.error === undefined ? 'pytorch' : 'best',
+        pytorch.error === undefined ? pytorchName : 'no ranked strategy',
+        band,
+        'does-not-fit',
+      );
+    }
+    return of('best', best.label, best.band, best.call);
+  })();
+  const kind: DoctorVerdictKind =
+    decision.call === 'too-close' ? 'too-close' : decision.by === 'live' ? 'real' : decision.call === 'fits' ? 'fits' : 'fragmentation';
 
   const lines: string[] = [];
   const need = (r: DoctorStrategy) => (r.needBytes !== undefined ? formatBytes(r.needBytes) : `more than ${formatBytes(probe.searchCap)}`);
-  const pytorchName = `PyTorch's default allocator (modelled by ${pytorch.label})`;
+  const band = (b: NeedBand) => `${formatBytes(b.lowBytes)} to ${formatBytes(b.highBytes)} on the device`;
+  const called = (c: BandCall | undefined) => (c === 'fits' ? 'fits' : c === 'too-close' ? 'is too close to call' : 'does not fit');
   const pytorchLine =
     pytorch.error !== undefined
       ? `${pytorchName} could not be replayed: ${pytorch.error.split('\n')[0]}.`
-      : `${pytorchName} ${pytorch.fits ? 'fits' : 'does not fit'}: it needs ${need(pytorch)}${pytorch.needBytes !== undefined ? `, ${margin(capacityBytes - pytorch.needBytes)}` : ''}.`;
+      : `${pytorchName} ${called(pytorch.call)}: it needs ${need(pytorch)}${pytorch.band !== undefined ? ` (${band(pytorch.band)}), ${margin(capacityBytes - pytorch.band.highBytes)} at the band's top` : ''}.`;
   const live = `the live bytes peak at ${formatBytes(liveBytes)}`;
-  if (kind === 'real') {
+  if (kind === 'too-close') {
+    const d = decision;
     lines.push(
-      `Real: ${live}, ${formatBytes(liveBytes - capacityBytes)} more than the capacity of ${formatBytes(capacityBytes)}; no allocator can run this program in it as it is.`,
+      `Too close to call: ${d.label === 'the live bytes' ? live : `${d.label} needs ${formatBytes(d.band.needBytes)}`}, which with the memory outside the allocator ` +
+        `(${formatBytes(d.band.outsideLowBytes)} to ${formatBytes(d.band.outsideHighBytes)})${d.band.modelErrorBytes > 0 ? ` and the model's error (±${formatBytes(d.band.modelErrorBytes)})` : ''} ` +
+        `makes ${band(d.band)}; the capacity of ${formatBytes(capacityBytes)} lies inside that band, ${margin(d.marginBytes)} its middle. ` +
+        'Measure the memory outside the allocator on this machine (--outside) to narrow it, or run it.',
+    );
+    if (d.by !== 'live' && best)
+      lines.push(
+        `The best ranked strategy, ${best.label}, ${called(best.call)}: it needs ${formatBytes(best.needBytes)} (${band(best.band)}).`,
+      );
+  } else if (kind === 'real') {
+    lines.push(
+      liveBytes > capacityBytes
+        ? `Real: ${live}, ${formatBytes(liveBytes - capacityBytes)} more than the capacity of ${formatBytes(capacityBytes)}; no allocator can run this program in it as it is.`
+        : `Real: ${live}, which with at least ${formatBytes(outside.lowBytes)} outside the allocator is ${formatBytes(liveBand.lowBytes - capacityBytes)} more than the capacity of ${formatBytes(capacityBytes)}; no allocator can run this program in it as it is.`,
     );
   } else if (kind === 'fragmentation') {
     lines.push(
       `Fragmentation: ${live}, under the capacity of ${formatBytes(capacityBytes)}, but ${pytorchName} needs ${need(pytorch)}: ` +
         'memory it holds in blocks no request can use, even after it frees its cached segments and retries.',
     );
-    if (best?.fits) lines.push(`${best.label} fits in ${formatBytes(best.needBytes)}, ${margin(best.marginBytes)}.`);
+    if (best?.fits) lines.push(`${best.label} fits in ${formatBytes(best.needBytes)} (${band(best.band)}), ${margin(best.marginBytes)}.`);
+    else if (best?.call === 'too-close')
+      lines.push(
+        `The closest ranked strategy, ${best.label}, is too close to call: it needs ${formatBytes(best.needBytes)} (${band(best.band)}).`,
+      );
     else if (best)
       lines.push(
         `No ranked strategy fits either: the closest, ${best.label}, needs ${formatBytes(best.needBytes)} (${margin(best.marginBytes)}).`,
@@ -412,15 +564,18 @@ export function diagnoseOom(trace: AllocationTrace, options: DoctorOptions): Doc
   } else {
     lines.push(
       best
-        ? `Fits: under ${best.label}, which needs ${formatBytes(best.needBytes)} of ${formatBytes(capacityBytes)}, ${margin(best.marginBytes)}; ${live}.`
+        ? `Fits: under ${best.label}, which needs ${formatBytes(best.needBytes)} (${band(best.band)}) of ${formatBytes(capacityBytes)}, ${margin(best.marginBytes)}; ${live}.`
         : `Fits: ${pytorchName} runs it in ${formatBytes(capacityBytes)}; ${live}.`,
     );
   }
   if (kind !== 'fragmentation') lines.push(pytorchLine);
 
   const target = capacityBytes - heldBefore;
+  // what the live bytes must come under: the capacity less the most memory outside the allocator
   const reductions =
-    kind === 'real' || (kind === 'fragmentation' && !best?.fits) ? reductionsOf(compiled, capacityBytes, heldBefore, liveBytes) : [];
+    kind === 'real' || (kind === 'too-close' && decision.by === 'live') || (kind === 'fragmentation' && !best?.fits)
+      ? reductionsOf(compiled, Math.max(0, capacityBytes - outside.highBytes), heldBefore, liveBytes)
+      : [];
   if (reductions.length > 0) {
     lines.push('What would reduce the live bytes:', ...reductions.map((r) => `- ${r.text}`));
   } else if (kind === 'real') {
@@ -434,6 +589,15 @@ export function diagnoseOom(trace: AllocationTrace, options: DoctorOptions): Doc
     `PyTorch's default caching allocator is modelled by the ${pytorch.label} strategy (512 B rounding, small and large segments, best fit with splitting, and when a request fails: free every cached segment and retry), replayed at the capacity; the peak it reserved in the recording, with no limit, is not its need, since it keeps freed blocks cached until a request fails.`,
     `Minimum capacities are found by bisection to within ${formatBytes(resolutionBytes)}; a strategy that fitted at the capacity needs at most the capacity.`,
   ];
+  const width = decision.band.highBytes - decision.band.lowBytes;
+  notes.push(
+    `Every need has a band: the device memory the program needs under it is the allocator's need, ± the model's error (PyTorch's model ${(100 * pytorchModelError).toFixed(2)}%, gpumem's strategies ${(100 * strategyModelError).toFixed(2)}%: their replay runs their own code), ` +
+      `less the search's gap, plus the memory outside the allocator, ${formatBytes(outside.lowBytes)} to ${formatBytes(outside.highBytes)} (${outside.source}). ` +
+      `A capacity inside the band of the need that decides is too close to call. The deciding band here is ${formatBytes(width)} wide, ${((100 * width) / capacityBytes).toFixed(2)}% of the capacity` +
+      (width > capacityBytes / 100
+        ? `: more than 1%, from ${decision.band.modelErrorBytes * 2 > outside.highBytes - outside.lowBytes ? "the model's error" : 'the spread of the memory outside the allocator'} (--outside LOW..HIGH as measured here narrows it).`
+        : '.'),
+  );
   if (recorded !== undefined) notes.push(`The recording reserved ${formatBytes(recorded)} at most under PyTorch, with no limit.`);
   if (snapshot?.allocatorSettings?.expandable_segments === true)
     notes.push(
@@ -451,8 +615,14 @@ export function diagnoseOom(trace: AllocationTrace, options: DoctorOptions): Doc
     );
   if (target < compiled.largestRequestBytes && kind !== 'real')
     notes.push(`The largest single request, ${formatBytes(compiled.largestRequestBytes)}, does not fit in what the capacity leaves.`);
+  const hostBound = rows.filter((r) => r.ranked && r.addressOnly !== true && r.error === undefined).map((r) => r.label);
   if (probe.hostTwins)
-    notes.push("Replayed on the strategies' host twins (the same logic over host memory): the same verdict on any machine.");
+    notes.push(
+      "Replayed on the strategies' host twins (the same logic), over address-only memory where a strategy runs on addresses alone (they take no memory): the same verdict on any machine." +
+        (hostBound.length > 0
+          ? ` ${names(hostBound)} replayed over this machine's host memory (no address-only leaf): a failure of the host there would read as out of memory.`
+          : ''),
+    );
   else if (!hasCudaDevice())
     notes.push('Replayed without a GPU: the device strategies ran on their host twins (the same logic over host memory).');
   const notRanked = rows.filter((r) => !r.ranked);
@@ -463,6 +633,8 @@ export function diagnoseOom(trace: AllocationTrace, options: DoctorOptions): Doc
   return {
     kind,
     capacityBytes,
+    decision,
+    uncertainty: { outside, pytorchModelError, strategyModelError },
     liveBytes,
     heldBeforeTraceBytes: heldBefore,
     largestRequestBytes: compiled.largestRequestBytes,
@@ -470,7 +642,7 @@ export function diagnoseOom(trace: AllocationTrace, options: DoctorOptions): Doc
     strategies: rows,
     pytorch,
     ...(best && { best }),
-    ...(kind === 'real' && { excessBytes: liveBytes - capacityBytes }),
+    ...(kind === 'real' && { excessBytes: liveBand.lowBytes - capacityBytes }),
     peak: {
       byTag: peakByTag(compiled).map((p) => ({ name: p.tag, bytes: p.bytes })),
       byStream: peakByStream(compiled),

@@ -104,6 +104,7 @@ export { recommendStrategy, type RecommendOptions } from './recommend.js';
 export {
   diagnoseOom,
   recordedCapacity,
+  type DoctorDecision,
   type DoctorOptions,
   type DoctorPeak,
   type DoctorReduction,
@@ -112,4 +113,12 @@ export {
   type DoctorVerdictKind,
   type RecordedCapacity,
 } from './doctor.js';
+export {
+  defaultOutsideMemory,
+  defaultPytorchModelError,
+  defaultStrategyModelError,
+  type BandCall,
+  type NeedBand,
+  type OutsideMemory,
+} from './doctor-band.js';
 export type { PeakShare, TransientAtPeak } from './peak-anatomy.js';

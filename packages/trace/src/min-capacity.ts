@@ -115,6 +115,8 @@ export interface MinCapacityOptions {
    * their spread. On the host a replay is deterministic and one search is made whatever this says.
    */
   repeats?: number;
+  /** Replay over address-only memory where the strategy can (see ReplayAllocatorOptions.addressOnly). */
+  addressOnly?: boolean;
 }
 
 /**
@@ -128,10 +130,11 @@ export function findMinCapacity(trace: CompiledTrace, spec: StrategySpec, o: Min
     throw new RangeError(`Expected positive integer for repeats but received ${String(repeats)}`);
   let onGpu = false;
   const fits = (capacityBytes: number) => {
-    const { allocator } = createReplayAllocator(spec, { capacityBytes });
+    const { allocator } = createReplayAllocator(spec, { capacityBytes, ...(o.addressOnly === true && { addressOnly: true }) });
     try {
       onGpu = allocator.device.kind === 'cuda';
-      return replayTrace(trace, allocator, { repeats: 1, ...(o.loop !== undefined && { loop: o.loop }) }).ooms === 0;
+      // fits or not: the first failure decides, however many would follow
+      return replayTrace(trace, allocator, { repeats: 1, stopAtFirstOom: true, ...(o.loop !== undefined && { loop: o.loop }) }).ooms === 0;
     } finally {
       allocator.dispose();
     }

@@ -188,33 +188,59 @@ export function idleTagsAbove(c: CompiledTrace, targetBytes: number): IdleTags |
 
 /** The bytes live at the peak that are the peak's own, not the program's standing state. */
 export interface TransientAtPeak {
-  /** Live at the peak, and freed later in the trace or allocated after the trough before the peak. */
+  /** Live at the peak, and freed later in the trace before its teardown, or allocated after the trough before the peak. */
   bytes: number;
-  /** Live at the peak and neither: weights, optimizer state, caches. */
+  /** Live at the peak and neither: weights, optimizer state, caches (released, if at all, in the teardown). */
   standingBytes: number;
+  /**
+   * The operation at which the trace's teardown begins (the number of operations when it has
+   * none): frees from there on release the program, not a step, and make nothing transient.
+   */
+  teardownOp: number;
 }
 
 /**
- * Splits the bytes live at the peak: transient (freed later in the trace, or allocated after the
- * trough before the peak: the lowest live bytes between their first reaching half the peak and the
- * peak, the last such point; in a training loop, the step boundary before the step that peaked)
- * and standing (the rest). Undefined for an empty trace.
+ * Where the teardown of `c` begins: the earlier of the first operation after the last allocation
+ * (what a program frees once it allocates nothing more is its final release) and the start of the
+ * final descent under `floorBytes`, the live bytes at the step boundary (after it, the live bytes
+ * never come back to the standing state: what is freed there is that state). `liveAt` holds the
+ * live bytes after each operation.
+ */
+function teardownStart(c: CompiledTrace, liveAt: Float64Array, after: number, floorBytes: number): number {
+  const n = c.action.length;
+  let lastAlloc = -1;
+  for (let i = n - 1; i >= 0 && lastAlloc < 0; i--) if (c.action[i] === 0) lastAlloc = i;
+  let descent = n;
+  for (let i = n - 1; i > after && liveAt[i]! < floorBytes; i--) descent = i;
+  return Math.min(lastAlloc + 1, descent);
+}
+
+/**
+ * Splits the bytes live at the peak: transient (freed later in the trace before its teardown, or
+ * allocated after the trough before the peak: the lowest live bytes between their first reaching
+ * half the peak and the peak, the last such point; in a training loop, the step boundary before
+ * the step that peaked) and standing (the rest). Frees in the teardown (see teardownStart: after
+ * the last allocation, or in the final descent under the trough's live bytes) are the program
+ * releasing everything at its end, not a step's own: counting them would call the weights and
+ * optimizer state transient. Undefined for an empty trace.
  */
 export function transientAtPeak(c: CompiledTrace): TransientAtPeak | undefined {
   const at = peakOp(c);
   if (at < 0) return undefined;
   const slots = liveSlotsAfter(c, at);
-  const liveAfter = new Float64Array(at + 1);
+  const n = c.action.length;
+  const liveAt = new Float64Array(n);
   let live = 0;
-  for (let i = 0; i <= at; i++) liveAfter[i] = live += c.action[i] === 0 ? c.bytes[i]! : -c.bytes[i]!;
-  const half = liveAfter[at]! / 2;
+  for (let i = 0; i < n; i++) liveAt[i] = live += c.action[i] === 0 ? c.bytes[i]! : -c.bytes[i]!;
+  const half = liveAt[at]! / 2;
   let trough = -1;
   for (let i = 0; i < at; i++) {
-    if (trough < 0 ? liveAfter[i]! >= half : liveAfter[i]! <= liveAfter[trough]!) trough = i;
+    if (trough < 0 ? liveAt[i]! >= half : liveAt[i]! <= liveAt[trough]!) trough = i;
   }
+  const teardownOp = teardownStart(c, liveAt, at, trough >= 0 ? liveAt[trough]! : 0);
   const freedLater = new Uint8Array(c.slots);
   const seen = new Uint8Array(c.slots);
-  for (let i = at + 1; i < c.action.length; i++) {
+  for (let i = at + 1; i < teardownOp; i++) {
     const s = c.slot[i]!;
     if (seen[s] === 1) continue;
     seen[s] = 1;
@@ -228,5 +254,5 @@ export function transientAtPeak(c: CompiledTrace): TransientAtPeak | undefined {
     if (freedLater[s] === 1 || op > trough) transient += c.bytes[op]!;
     else standing += c.bytes[op]!;
   }
-  return { bytes: transient, standingBytes: standing };
+  return { bytes: transient, standingBytes: standing, teardownOp };
 }

@@ -195,6 +195,21 @@ describe('replayTrace', () => {
     }
   });
 
+  it('stops each pass at its first out-of-memory where asked, in both loops, and leaves the allocator empty', () => {
+    const events = [ev('alloc', 0x100, 600)];
+    for (let i = 0; i < 1000; i++) events.push(ev('alloc', 0x1000 + i, 600), ev('free', 0x1000 + i, 600));
+    const trace = traceOf(...events);
+    for (const loop of ['native', 'typescript'] as const) {
+      using(createAllocator('host', { limitBytes: 1024 }), (host) => {
+        expect(replayTrace(trace, host, { repeats: 1, loop })).toMatchObject({ ooms: 1000, stoppedAtFirstOom: false });
+        const r = replayTrace(trace, host, { repeats: 2, loop, stopAtFirstOom: true });
+        expect(r).toMatchObject({ ooms: 1, stoppedAtFirstOom: true, allocs: 1, frees: 0 });
+        expect(host.stats().allocatedBytes).toBe(0);
+        expect(() => replayTrace(trace, host, { stopAtFirstOom: 'yes' as unknown as boolean })).toThrow(TypeError);
+      });
+    }
+  });
+
   it('rejects an allocator that holds memory, and bad repeats, before replaying anything', () => {
     using(createAllocator('host'), (host) => {
       const p = host.malloc(100);

@@ -167,6 +167,12 @@ export interface ReplayOptions {
   repeats?: number;
   /** Default: 'native' for a NativeAllocator, 'typescript' otherwise. */
   loop?: ReplayLoop;
+  /**
+   * End each pass at its first out-of-memory (`ooms` is then 0 or 1): for a replay that only asks
+   * whether the trace fits, whatever the number of requests that would fail after the first
+   * (default false: every failure is counted). The figures after the failure are then not the trace's.
+   */
+  stopAtFirstOom?: boolean;
 }
 
 /** What a replay measured. */
@@ -205,8 +211,10 @@ export interface ReplayResult {
   largestFreeBlock?: number;
   /** Reserved bytes at the end of the trace (first pass), before cleanup. */
   endReservedBytes: number;
-  /** Allocations that ran out of memory in the replay (the most in one pass). */
+  /** Allocations that ran out of memory in the replay (the most in one pass; 0 or 1 with `stopAtFirstOom`). */
   ooms: number;
+  /** True when a pass ended at its first out-of-memory (`stopAtFirstOom`): the other figures cover the trace up to there. */
+  stoppedAtFirstOom: boolean;
   /** Frees skipped because their allocation ran out of memory (the most in one pass). */
   skippedFrees: number;
   /** Frees of pointers the trace never allocated: skipped, counted. */
@@ -241,7 +249,13 @@ function jsClockOverheadNs(): number {
 }
 
 /** One pass of the TypeScript loop; mirrors the native loop (native/src/tools/replay.cpp). */
-function typescriptPass(allocator: Allocator, c: CompiledTrace, streams: Array<Stream | undefined>, overhead: number): Pass {
+function typescriptPass(
+  allocator: Allocator,
+  c: CompiledTrace,
+  streams: Array<Stream | undefined>,
+  overhead: number,
+  stopAtFirstOom: boolean,
+): Pass {
   allocator.trim();
   allocator.resetPeak();
   const ptr = new Float64Array(c.slots);
@@ -254,6 +268,7 @@ function typescriptPass(allocator: Allocator, c: CompiledTrace, streams: Array<S
     frees: 0,
     ooms: 0,
     skippedFrees: 0,
+    stopped: false,
     end: { peakAllocatedBytes: 0, peakReservedBytes: 0, reservedBytes: 0 },
   };
   const { action, slot, bytes, streamIndex } = c;
@@ -268,6 +283,10 @@ function typescriptPass(allocator: Allocator, c: CompiledTrace, streams: Array<S
         } catch (e) {
           if (!isOutOfMemory(e)) throw e;
           p.ooms++;
+          if (stopAtFirstOom) {
+            p.stopped = true;
+            break;
+          }
           last = performance.now();
           continue;
         }
@@ -344,6 +363,9 @@ export function replayTrace(trace: AllocationTrace | CompiledTrace, allocator: A
   const repeats = options.repeats ?? 5;
   if (!Number.isSafeInteger(repeats) || repeats < 1)
     throw new RangeError(`Expected positive integer for repeats but received ${String(repeats)}`);
+  const stopAtFirstOom = options.stopAtFirstOom ?? false;
+  if (typeof stopAtFirstOom !== 'boolean')
+    throw new TypeError(`Expected a boolean for stopAtFirstOom but received ${String(stopAtFirstOom)} of type ${typeof stopAtFirstOom}`);
   const native = allocator instanceof NativeAllocator;
   const loop = options.loop ?? (native ? 'native' : 'typescript');
   if (loop !== 'native' && loop !== 'typescript')
@@ -369,13 +391,14 @@ export function replayTrace(trace: AllocationTrace | CompiledTrace, allocator: A
         allocator as NativeAllocator,
         { action: c.action, slot: c.slot, bytes: c.bytes, stream, slots: c.slots },
         repeats,
+        { stopAtFirstOom },
       );
       passes = r.passes;
       clockOverheadNs = r.clockOverheadNs;
     } else {
       clockOverheadNs = jsClockOverheadNs();
       passes = [];
-      for (let r = 0; r < repeats; r++) passes.push(typescriptPass(allocator, c, streams, clockOverheadNs));
+      for (let r = 0; r < repeats; r++) passes.push(typescriptPass(allocator, c, streams, clockOverheadNs, stopAtFirstOom));
     }
   } finally {
     destroy();
@@ -403,6 +426,7 @@ export function replayTrace(trace: AllocationTrace | CompiledTrace, allocator: A
     fragmentation: peakReservedBytes > 0 ? Math.max(0, 1 - peakAllocatedBytes / peakReservedBytes) : 0,
     endReservedBytes: first.end.reservedBytes,
     ooms: Math.max(...passes.map((p) => p.ooms)),
+    stoppedAtFirstOom: passes.some((p) => p.stopped),
     skippedFrees: Math.max(...passes.map((p) => p.skippedFrees)),
     unmatchedFrees: c.unmatchedFrees,
     traceOoms: c.traceOoms,

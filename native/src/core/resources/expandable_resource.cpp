@@ -15,6 +15,7 @@
 #include "pool_detail.hpp"
 #include "sleep_engine.hpp"
 #include "stream_ordered_blocks.hpp"
+#include "gpumem/address_only.hpp"
 #include "gpumem/strategy_options.hpp"
 
 namespace gpumem {
@@ -1332,12 +1333,21 @@ const strategy_descriptor& expandable_strategy() {
                                      : make_device_physical_memory(spec.device, own(spec).granule_bytes, spec.peer_access);
       return nullptr;
     };
+    // granules mapped into ranges, never read or written: address-only ranges will do, with the
+    // granule the leaf would have (2 MiB on the device and the host alike) and the limit as the
+    // device's memory (the default range per stream)
+    d.flags.address_only = true;
+    d.make_address_only_leaf = [](const chain_spec& spec, chain_build& build) -> std::unique_ptr<memory_resource> {
+      const std::size_t granule = own(spec).granule_bytes != 0 ? static_cast<std::size_t>(own(spec).granule_bytes) : std::size_t{2} << 20;
+      build.physical = make_address_only_physical_memory(granule, spec.limit_bytes.value_or(0));
+      return nullptr;
+    };
     d.layer_name = [](const chain_spec&) -> const char* { return "expandable"; };
     d.make_layer = [](const chain_spec& spec, chain_build& build) -> std::unique_ptr<memory_resource> {
       expandable_options o = own(spec).options;
       if (o.capacity_bytes == 0 && spec.limit_bytes) o.capacity_bytes = *spec.limit_bytes;  // the simulated device
       auto r = std::make_unique<expandable_resource>(std::move(build.physical), o);
-      build.chain.sleeper = r.get();
+      if (!spec.address_only) build.chain.sleeper = r.get();  // nothing to back up from addresses alone
       return r;
     };
     d.validate = [](const chain_spec& spec) {

@@ -10,6 +10,7 @@
 #include "pool_detail.hpp"
 #include "pool_options.hpp"
 #include "stream_ordered_blocks.hpp"
+#include "gpumem/address_only.hpp"
 #include "gpumem/cuda_resource.hpp"
 #include "gpumem/host_resource.hpp"
 #include "gpumem/strategy_registry.hpp"
@@ -610,6 +611,9 @@ const strategy_descriptor& pool_strategy() {
       if (own(spec).upstream == pool_upstream::host) return std::make_unique<host_resource>();
       return std::make_unique<cuda_resource>(spec.device, spec.peer_access);
     };
+    // the pool never touches its segments: it runs over addresses alone
+    d.flags.address_only = true;
+    d.make_address_only_leaf = [](const chain_spec&, chain_build&) { return make_address_only_resource(); };
     d.layer_name = [](const chain_spec&) -> const char* { return "pool"; };
     d.make_layer = [](const chain_spec& spec, chain_build& build) -> std::unique_ptr<memory_resource> {
       return std::make_unique<pool_resource>(build.chain.top(), own(spec).options);

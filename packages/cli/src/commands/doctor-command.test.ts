@@ -42,14 +42,14 @@ describe('gpumem doctor', () => {
   it('says fragmentation when the pool (PyTorch default) runs out and expandable fits', () => {
     const json = join(dir, 'fragmentation.json');
     const report = join(dir, 'fragmentation.html');
-    const r = run(['doctor', fragmenting, '--capacity', '26MiB', '--json', json, '--report', report]);
+    const r = run(['doctor', fragmenting, '--capacity', '26MiB', '--outside', '0', '--json', json, '--report', report]);
     expect(r.status, r.stderr).toBe(0);
     expect(r.stdout).toContain('capacity 26.00 MiB (--capacity)');
     expect(r.stdout).toContain('verdict: fragmentation');
     expect(r.stdout).toContain(
       "Fragmentation: the live bytes peak at 20.00 MiB, under the capacity of 26.00 MiB, but PyTorch's default allocator (modelled by pool) needs 28.",
     );
-    expect(r.stdout).toMatch(/expandable fits in 2\d\.\d\d MiB, \d\.\d\d MiB to spare\./);
+    expect(r.stdout).toMatch(/expandable fits in 2\d\.\d\d MiB \(2\d\.\d\d MiB to 2\d\.\d\d MiB on the device\), \d\.\d\d MiB to spare\./);
     const { verdict } = JSON.parse(readFileSync(json, 'utf8')) as { verdict: DoctorVerdict };
     expect(verdict.kind).toBe('fragmentation');
     expect(verdict.best).toMatchObject({ label: 'expandable', fits: true });
@@ -65,7 +65,7 @@ describe('gpumem doctor', () => {
   });
 
   it('says real when the live bytes exceed the capacity, and what would reduce them', () => {
-    const r = run(['doctor', training, '--capacity', '16MiB', '--json', '-']);
+    const r = run(['doctor', training, '--capacity', '16MiB', '--outside', '0', '--json', '-']);
     expect(r.status, r.stderr).toBe(0);
     const { verdict } = jsonOf(r.stdout);
     expect(verdict.kind).toBe('real');
@@ -77,14 +77,14 @@ describe('gpumem doctor', () => {
   });
 
   it('says fits with the margin of the strategy needing the least, and that PyTorch fits', () => {
-    const r = run(['doctor', fragmenting, '--capacity', '64MiB', '--json', '-']);
+    const r = run(['doctor', fragmenting, '--capacity', '64MiB', '--outside', '0', '--json', '-']);
     expect(r.status, r.stderr).toBe(0);
     const { verdict } = jsonOf(r.stdout);
     expect(verdict.kind).toBe('fits');
     expect(verdict.best!.label).toBe('expandable');
     expect(verdict.best!.marginBytes).toBe(64 * MiB - verdict.best!.needBytes);
     expect(r.stderr).toContain(
-      `Fits: under expandable, which needs ${formatBytes(verdict.best!.needBytes)} of 64.00 MiB, ${formatBytes(verdict.best!.marginBytes)} to spare`,
+      `Fits: under expandable, which needs ${formatBytes(verdict.best!.needBytes)} (${formatBytes(verdict.best!.band.lowBytes)} to ${formatBytes(verdict.best!.band.highBytes)} on the device) of 64.00 MiB, ${formatBytes(verdict.best!.marginBytes)} to spare`,
     );
     expect(r.stderr).toMatch(/PyTorch's default allocator \(modelled by pool\) fits: it needs 28\.\d\d MiB/);
   });
@@ -97,6 +97,68 @@ describe('gpumem doctor', () => {
     expect(capacitySource).toMatch(/^the snapshot's first out-of-memory entry/);
     // the failed request (40 GB) is replayed: the OOM was real
     expect(verdict.kind).toBe('real');
+    // that capacity is what the allocator could have had: nothing outside it is added
+    expect(verdict.uncertainty.outside).toMatchObject({ lowBytes: 0, highBytes: 0 });
+  });
+
+  it('says too close to call, with the band and the margin, where the capacity lies inside the deciding band', () => {
+    // 25 MiB live, 0 to 1 MiB outside the allocator: a device of 25.5 MiB cannot be called
+    const r = run([
+      'doctor',
+      training,
+      '--capacity',
+      '25.5MiB',
+      '--outside',
+      '0..1MiB',
+      '--json',
+      '-',
+      '--report',
+      join(dir, 'close.html'),
+    ]);
+    expect(r.status, r.stderr).toBe(0);
+    const { verdict } = jsonOf(r.stdout);
+    expect(verdict.kind).toBe('too-close');
+    expect(verdict.decision).toMatchObject({ by: 'live', band: { lowBytes: 25 * MiB, highBytes: 26 * MiB }, marginBytes: 0 });
+    expect(r.stderr).toContain('verdict: too-close (too close to call)');
+    expect(r.stderr).toContain('decided by the live bytes: band 25.00 MiB to 26.00 MiB');
+    expect(readFileSync(join(dir, 'close.html'), 'utf8')).toContain('<section id="verdict" class="verdict too-close">');
+  });
+
+  it('counts 150-250 MiB outside the allocator by default where the capacity is given, measured on H200s', () => {
+    const r = run(['doctor', training, '--capacity', '160MiB', '--json', '-']);
+    expect(r.status, r.stderr).toBe(0);
+    const { verdict } = jsonOf(r.stdout);
+    expect(verdict.kind).toBe('real');
+    expect(verdict.uncertainty.outside).toMatchObject({ lowBytes: 150 * MiB, highBytes: 250 * MiB });
+    expect(verdict.uncertainty.pytorchModelError).toBe(0.005);
+    const bad = run(['doctor', training, '--capacity', '1GiB', '--outside', '2MiB..1MiB']);
+    expect(bad.status).toBe(2);
+    expect(bad.stderr).toContain("'--outside 2MiB..1MiB': LOW must be at most HIGH");
+    expect(run(['doctor', training, '--capacity', '1GiB', '--outside', 'lots']).status).toBe(2);
+    expect(run(['doctor', training, '--capacity', '1GiB', '--model-error', '2']).status).toBe(2);
+  });
+
+  it('gives the same verdict under ulimit -v and for a 64 GiB request, larger than this machine: the replays take no memory', () => {
+    // 64 GiB allocated and freed, then 20 MiB live: the pool and expandable replay over addresses alone
+    const huge = writeTrace('huge.jsonl', [['alloc', 1, 64 * 1024 * MiB], ['free', 1, 64 * 1024 * MiB], ...fragmentingRows]);
+    const args = ['doctor', huge, '--capacity', '80GiB', '--outside', '0', '--json', '-'];
+    const free = run(args);
+    expect(free.status, free.stderr).toBe(0);
+    const limited = spawnSync('bash', ['-c', 'ulimit -v 2000000 && exec "$0" "$@"', process.execPath, cli, ...args], { encoding: 'utf8' });
+    expect(limited.status, limited.stderr).toBe(0);
+    const a = jsonOf(free.stdout).verdict;
+    const b = jsonOf(limited.stdout).verdict;
+    expect(a.kind).toBe('fits');
+    expect(b.kind).toBe(a.kind);
+    const ranked = (v: DoctorVerdict) => v.strategies.filter((s) => s.ranked).map((s) => [s.label, s.needBytes, s.addressOnly]);
+    expect(ranked(b)).toEqual(ranked(a));
+    expect(ranked(a)).toEqual(
+      expect.arrayContaining([
+        ['pool', expect.any(Number), true],
+        ['expandable', expect.any(Number), true],
+      ]),
+    );
+    expect(a.pytorch.needBytes).toBeGreaterThanOrEqual(64 * 1024 * MiB);
   });
 
   it.skipIf(hasCudaDevice())('asks for --capacity when the trace records none and there is no GPU (exit 2)', () => {

@@ -5,15 +5,18 @@
  * has, with the figures behind the verdict (see diagnoseOom of @gpumem/trace).
  * @module
  */
-import { deviceProperties, formatBytes, hasCudaDevice, memoryInfo, strategyInfo } from '@gpumem/allocator-core';
+import { deviceProperties, formatBytes, hasCudaDevice, memoryInfo, parseSize, strategyInfo } from '@gpumem/allocator-core';
 import { defaultAllocators, formatTable, renderDoctorReport } from '@gpumem/compare';
 import {
+  defaultOutsideMemory,
+  defaultPytorchModelError,
   diagnoseOom,
   readTrace,
   recordedCapacity,
   TraceFormatError,
   type DoctorStrategy,
   type DoctorVerdict,
+  type OutsideMemory,
   type ReadTrace,
   type ReplayLoop,
 } from '@gpumem/trace';
@@ -24,6 +27,16 @@ const doctorFlags: Record<string, FlagSpec> = {
   capacity: {
     type: 'string',
     help: "the device's capacity, SIZE (e.g. 80GiB; default: the snapshot's, recorded at its OOM, else this GPU's total memory)",
+  },
+  outside: {
+    type: 'string',
+    help: "device memory outside the allocator (CUDA context, cuBLAS workspaces, NCCL, the driver's reserve), SIZE or LOW..HIGH (default: 150MiB..250MiB, measured on H200s, PyTorch 2.11; 0 when the capacity is the snapshot's own, which has it taken off already)",
+  },
+  'model-error': {
+    type: 'number',
+    min: 0,
+    max: 0.5,
+    help: `the relative error of the model of PyTorch's allocator, e.g. 0.005 for ±0.5% (default ${defaultPytorchModelError}, measured on H200s, PyTorch 2.11)`,
   },
   resolution: { type: 'string', help: 'precision of the minimum-capacity searches, SIZE (default: the capacity / 1024, 4 KiB to 2 MiB)' },
   'skip-failed-requests': {
@@ -42,8 +55,8 @@ const doctorFlags: Record<string, FlagSpec> = {
   help: { type: 'boolean', help: 'show this help' },
 };
 
-export const doctorUsage = `Usage: gpumem doctor FILE [--capacity SIZE] [--resolution SIZE] [--skip-failed-requests]
-                      [--report OUT.html] [--json OUT.json|-]
+export const doctorUsage = `Usage: gpumem doctor FILE [--capacity SIZE] [--outside SIZE|LOW..HIGH] [--model-error FRACTION]
+                      [--resolution SIZE] [--skip-failed-requests] [--report OUT.html] [--json OUT.json|-]
 
 Is this OOM real? Reads FILE, a PyTorch memory snapshot (the pickle of
 torch.cuda.memory._snapshot() or _dump_snapshot(), optionally gzip-compressed) or a gpumem trace
@@ -56,6 +69,13 @@ torch.cuda.memory._snapshot() or _dump_snapshot(), optionally gzip-compressed) o
   real           even the live bytes exceed the capacity: by how much, and what would bring them
                  down (tags or streams on the host, idle tags asleep, activation checkpointing),
                  with figures from the trace
+  too-close      the capacity lies inside the band of the need that decides (the live bytes, else
+                 PyTorch's default): too close to call, with the band and the margin in bytes
+
+Each need has a band: the device memory the program needs is the allocator's need, give or take
+the model's error (PyTorch's model: ±0.5%; gpumem's strategies: 0, their replay runs their own
+code), plus the memory outside the allocator (--outside: 150-250 MiB by default, measured on
+H200s, PyTorch 2.11). Measure it on your machine to narrow the band.
 
 The live bytes' peak (a block counts until its free completed) is a floor no allocator goes under.
 Each strategy with logic of its own is replayed at the capacity and its minimum capacity searched (as
@@ -70,7 +90,8 @@ peak a snapshot recorded, with no limit, is not its need.
 
 The capacity: --capacity, else the snapshot's own (at its first out-of-memory entry, what PyTorch
 reserved plus what the device had free), else this GPU's total memory; with none of these, give
---capacity. SIZE is a byte count, optionally with KiB, MiB, GiB or TiB.
+--capacity. SIZE is a byte count, optionally with KiB, MiB, GiB or TiB (16.5GiB: fractions are rounded down
+to whole bytes).
 
 Exit status: 0 with a verdict (whichever it is: the JSON's verdict.kind says which), 1 when the
 file cannot be read, 2 for bad usage.
@@ -131,15 +152,34 @@ function capacityOf(given: number | undefined, trace: ReadTrace): { bytes: numbe
   );
 }
 
+/** `--outside SIZE` or `--outside LOW..HIGH`: the memory outside the allocator; a UsageError for anything else. */
+function parseOutside(value: unknown): OutsideMemory | undefined {
+  if (value === undefined) return undefined;
+  const text = String(value);
+  const parts = text.split('..');
+  let low: number;
+  let high: number;
+  try {
+    if (parts.length > 2) throw new RangeError(`Expected SIZE or LOW..HIGH for '--outside' but received '${text}'`);
+    low = parseSize(parts[0]!, "'--outside'");
+    high = parts.length === 2 ? parseSize(parts[1]!, "'--outside'") : low;
+  } catch (e) {
+    throw new UsageError(`gpumem doctor: ${(e as Error).message}`);
+  }
+  if (low > high) throw new UsageError(`gpumem doctor: '--outside ${text}': LOW must be at most HIGH`);
+  return { lowBytes: low, highBytes: high, source: `--outside ${text}` };
+}
+
 /** One row of the strategy table. */
 function strategyCells(s: DoctorStrategy, capacityBytes: number): string[] {
-  if (s.error !== undefined) return [s.label, s.memory, s.ranked ? 'yes' : 'no', 'failed', '-', '-', '-'];
+  if (s.error !== undefined) return [s.label, s.memory, s.ranked ? 'yes' : 'no', 'failed', '-', '-', '-', '-'];
   return [
     s.label,
     s.memory,
     s.ranked ? 'yes' : 'no',
-    s.fits === undefined ? '-' : s.fits ? 'yes' : `no (${s.oomsAtCapacity} OOM${s.oomsAtCapacity === 1 ? '' : 's'})`,
+    s.call === undefined ? '-' : s.call === 'too-close' ? 'too close' : s.call === 'fits' ? 'yes' : 'no',
     s.needBytes === undefined ? `> ${formatBytes(s.minCapacity?.capBytes ?? capacityBytes)}` : formatBytes(s.needBytes),
+    s.band === undefined ? '-' : `${formatBytes(s.band.lowBytes)} - ${formatBytes(s.band.highBytes)}`,
     s.needBytes === undefined ? '-' : formatBytes(capacityBytes - s.needBytes),
     s.minCapacity ? String(s.minCapacity.probes) : '-',
   ];
@@ -149,11 +189,19 @@ function strategyCells(s: DoctorStrategy, capacityBytes: number): string[] {
 function verdictText(v: DoctorVerdict, capacitySource: string): string {
   const out: string[] = [];
   out.push(`capacity ${formatBytes(v.capacityBytes)} (${capacitySource})`, '');
-  out.push(`verdict: ${v.kind}`, ...v.lines.map((l) => `  ${l}`), '');
+  const d = v.decision;
+  out.push(
+    `verdict: ${v.kind === 'too-close' ? 'too-close (too close to call)' : v.kind}`,
+    ...v.lines.map((l) => `  ${l}`),
+    `  decided by ${d.label}: band ${formatBytes(d.band.lowBytes)} to ${formatBytes(d.band.highBytes)} ` +
+      `(need ${formatBytes(d.band.needBytes)}, outside the allocator ${formatBytes(d.band.outsideLowBytes)} to ${formatBytes(d.band.outsideHighBytes)}, model error ±${formatBytes(d.band.modelErrorBytes)}), ` +
+      `capacity ${d.marginBytes >= 0 ? `${formatBytes(d.marginBytes)} above` : `${formatBytes(-d.marginBytes)} below`} its middle`,
+    '',
+  );
   const rows = v.strategies.map((s) => strategyCells(s, v.capacityBytes));
   const pytorchInTable = v.strategies.some((s) => s.label === v.pytorch.label);
   if (!pytorchInTable) rows.push(strategyCells({ ...v.pytorch, label: `${v.pytorch.label} (PyTorch's default)` }, v.capacityBytes));
-  out.push(formatTable(['strategy', 'memory', 'ranked', 'fits at capacity', 'needs', 'capacity left', 'probes'], rows));
+  out.push(formatTable(['strategy', 'memory', 'ranked', 'fits', 'needs', 'device band', 'capacity left', 'probes'], rows));
   out.push('', 'notes:', ...v.notes.map((n) => `  ${n}`));
   return `${out.join('\n')}\n`;
 }
@@ -189,12 +237,19 @@ export async function runDoctor(argv: readonly string[]): Promise<number> {
   checkOutputFlags('doctor', flags, ['report', 'json'], [['the trace FILE', file]]);
   const givenCapacity = positiveSizeFlag('gpumem doctor', flags.capacity, 'capacity');
   const resolutionBytes = positiveSizeFlag('gpumem doctor', flags.resolution, 'resolution');
+  const givenOutside = parseOutside(flags.outside);
   const jsonToStdout = isStdout(flags.json);
   const out = jsonToStdout ? process.stderr : process.stdout;
 
   const trace = await readOrExplain(file, flags.device as number | undefined);
   if (trace === undefined) return 1;
   const capacity = capacityOf(givenCapacity, trace);
+  // The snapshot's capacity is what the allocator could have had: the memory outside it is taken off already.
+  const outside =
+    givenOutside ??
+    (givenCapacity === undefined && recordedCapacity(trace) !== undefined
+      ? { lowBytes: 0, highBytes: 0, source: `none counted: the capacity is ${capacity.source}, what the allocator could have had` }
+      : defaultOutsideMemory);
   const gpu = hasCudaDevice();
   // Only strategies with logic of their own are judged, on any machine alike: those whose memory is
   // the driver's (a registry flag: they need CUDA, having no host twin) are left out, since a replay
@@ -216,6 +271,8 @@ export async function runDoctor(argv: readonly string[]): Promise<number> {
     strategies: specs,
     ...(resolutionBytes !== undefined && { resolutionBytes }),
     hostTwins: true,
+    outside,
+    ...(flags['model-error'] !== undefined && { pytorchModelError: flags['model-error'] as number }),
     failedRequests: flags['skip-failed-requests'] ? 'skip' : 'replay',
     ...(flags.loop !== 'auto' && { loop: flags.loop as ReplayLoop }),
   });
