@@ -28,6 +28,8 @@ def _parser() -> argparse.ArgumentParser:
     )
     p.add_argument("file", metavar="FILE")
     p.add_argument("--capacity", metavar="SIZE", help="the device's capacity, e.g. 80GiB (default: the snapshot's, recorded at its OOM, else this GPU's total memory)")
+    p.add_argument("--outside", metavar="SIZE|LOW..HIGH", help="device memory outside the allocator (CUDA context, cuBLAS workspaces, NCCL, the driver's reserve) (default: 150MiB..250MiB; 0 when the capacity is the snapshot's own)")
+    p.add_argument("--model-error", metavar="FRACTION", help="the relative error of the model of PyTorch's allocator, e.g. 0.005 for ±0.5%% (the default)")
     p.add_argument("--resolution", metavar="SIZE", help="precision of the minimum-capacity searches (default: the capacity / 1024, 4 KiB to 2 MiB)")
     p.add_argument("--skip-failed-requests", action="store_true", help="leave out the requests that failed in the recording")
     p.add_argument("--device", type=int, metavar="N", help="PyTorch snapshots: the device whose history to read (default: the first with events)")
@@ -45,29 +47,51 @@ def _text(body: dict) -> str:
     from ._sizes import format_bytes
 
     v = body["verdict"]
-    out = [f"capacity {format_bytes(v['capacityBytes'])} ({body['capacitySource']})", "", f"verdict: {v['kind']}"]
-    out += [f"  {line}" for line in v["lines"]] + [""]
+    d = v["decision"]
+    b = d["band"]
+    out = [f"capacity {format_bytes(v['capacityBytes'])} ({body['capacitySource']})", "",
+           f"verdict: {'too-close (too close to call)' if v['kind'] == 'too-close' else v['kind']}"]  # fmt: skip
+    out += [f"  {line}" for line in v["lines"]]
+    side = f"{format_bytes(d['marginBytes'])} above" if d["marginBytes"] >= 0 else f"{format_bytes(-d['marginBytes'])} below"
+    out += [
+        f"  decided by {d['label']}: band {format_bytes(b['lowBytes'])} to {format_bytes(b['highBytes'])} (need {format_bytes(b['needBytes'])}, "
+        f"outside the allocator {format_bytes(b['outsideLowBytes'])} to {format_bytes(b['outsideHighBytes'])}, model error ±{format_bytes(b['modelErrorBytes'])}), "
+        f"capacity {side} its middle",
+        "",
+    ]  # fmt: skip
 
     def cells(s: dict) -> List[str]:
         if "error" in s:
-            return [s["label"], s["memory"], "yes" if s["ranked"] else "no", "failed", "-", "-", "-"]
-        ooms = s.get("oomsAtCapacity", 0)
-        fits = "-" if "fits" not in s else "yes" if s["fits"] else f"no ({ooms} OOM{'' if ooms == 1 else 's'})"
+            return [s["label"], s["memory"], "yes" if s["ranked"] else "no", "failed", "-", "-", "-", "-"]
+        call = s.get("call")
+        fits = "-" if call is None else "too close" if call == "too-close" else "yes" if call == "fits" else "no"
         need = format_bytes(s["needBytes"]) if "needBytes" in s else f"> {format_bytes(s.get('minCapacity', {}).get('capBytes', v['capacityBytes']))}"
+        band = f"{format_bytes(s['band']['lowBytes'])} - {format_bytes(s['band']['highBytes'])}" if "band" in s else "-"
         left = format_bytes(v["capacityBytes"] - s["needBytes"]) if "needBytes" in s else "-"
         probes = str(s["minCapacity"]["probes"]) if "minCapacity" in s else "-"
-        return [s["label"], s["memory"], "yes" if s["ranked"] else "no", fits, need, left, probes]
+        return [s["label"], s["memory"], "yes" if s["ranked"] else "no", fits, need, band, left, probes]
 
     rows = [cells(s) for s in v["strategies"]]
     if not any(s["label"] == v["pytorch"]["label"] for s in v["strategies"]):
         rows.append(cells({**v["pytorch"], "label": f"{v['pytorch']['label']} (PyTorch's default)"}))
-    out.append(_table(["strategy", "memory", "ranked", "fits at capacity", "needs", "capacity left", "probes"], rows))
+    out.append(_table(["strategy", "memory", "ranked", "fits", "needs", "device band", "capacity left", "probes"], rows))
     out += ["", "notes:"] + [f"  {n}" for n in v["notes"]]
     return "\n".join(out) + "\n"
 
 
+def _model_error(text: str) -> float:
+    """--model-error: a number from 0 to 0.5."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = float("nan")
+    if not 0 <= value <= 0.5:  # NaN fails too
+        raise ValueError(f"'--model-error' must be a number from 0 to 0.5 (received '{text}')")
+    return value
+
+
 def doctor_main(argv: List[str]) -> int:
-    from . import _doctor, _doctor_api, _replay, _tracefile
+    from . import _band, _doctor, _doctor_api, _replay, _tracefile
 
     args = _parser().parse_args(argv)
     if "\0" in args.file or (args.json and "\0" in args.json):
@@ -76,6 +100,8 @@ def doctor_main(argv: List[str]) -> int:
     try:
         given = None if args.capacity is None else _doctor_api.capacity_bytes_of(args.capacity, "'--capacity'")
         resolution = None if args.resolution is None else _doctor_api.capacity_bytes_of(args.resolution, "'--resolution'")
+        outside = None if args.outside is None else _doctor_api.parse_outside(args.outside)
+        model_error = None if args.model_error is None else _model_error(args.model_error)
     except (ValueError, TypeError) as e:
         print(f"gpumem_torch doctor: {e}", file=sys.stderr)
         return USAGE_EXIT
@@ -103,7 +129,11 @@ def doctor_main(argv: List[str]) -> int:
             print(f"gpumem_torch doctor: leaving out {', '.join(left_out)}: their memory is the driver's (cudaMalloc per call, managed memory, "
                   "cudaMallocAsync's pool), whose rounding and caching a replay under a byte limit does not see", file=sys.stderr)  # fmt: skip
         print(f"trace {args.file} ({trace.format}; {_doctor.origin_of(trace)}), {len(trace.events)} events", file=out)
-        verdict = _doctor.diagnose_oom(trace, capacity, resolution, "skip" if args.skip_failed_requests else "replay")
+        verdict = _doctor.diagnose_oom(
+            trace, capacity, resolution, "skip" if args.skip_failed_requests else "replay",
+            outside=_doctor_api.outside_for(outside, given is not None, trace, source),
+            pytorch_model_error=_band.DEFAULT_PYTORCH_MODEL_ERROR if model_error is None else model_error,
+        )  # fmt: skip
     except (OSError, RuntimeError) as e:  # the library missing or refusing (FileNotFoundError, ReplayError)
         print(f"gpumem_torch doctor: {str(e).splitlines()[0]}", file=sys.stderr)
         return READ_EXIT

@@ -14,8 +14,8 @@ import math
 import time
 from typing import Any, Dict, List, Optional
 
-from . import _replay, _trace
-from ._sizes import format_bytes
+from . import _band, _replay, _trace
+from ._sizes import format_bytes, to_fixed_2
 from ._tracefile import Trace
 
 PYTORCH_MODEL = "pool"  # the strategy that models PyTorch's default caching allocator
@@ -75,12 +75,21 @@ def _examine(strategy: Dict[str, Any], p: _Probe) -> Dict[str, Any]:
         if p.deadline is not None and time.monotonic() > p.deadline:
             raise _replay.DeadlineExceeded("the time given to the replays ran out")
         c = p.compiled
-        ooms = 1 if p.replay_capacity < c.largest_request_bytes else p.program.replay(spec, max(1, p.replay_capacity)).ooms
-        row: Dict[str, Any] = {"label": name, "memory": memory, "ranked": reason is None, "fits": ooms == 0, "oomsAtCapacity": ooms}
+        # over address-only memory where the strategy runs on addresses alone: it takes no memory
+        address_only = bool(strategy["flags"].get("addressOnly"))
+        # fits or not: the first failure decides
+        ooms = (
+            1
+            if p.replay_capacity < c.largest_request_bytes
+            else p.program.replay(spec, max(1, p.replay_capacity), address_only, stop_at_first_oom=True).ooms
+        )
+        row: Dict[str, Any] = {"label": name, "memory": memory, "ranked": reason is None, "fits": ooms == 0}
+        if address_only:
+            row["addressOnly"] = True
         if reason is not None:
             row["notRankedReason"] = reason
         cap = max(p.search_cap - p.held_before, c.peak_allocated_bytes)
-        min_capacity = _replay.find_min_capacity(p.program, c, spec, cap, p.resolution, p.deadline)
+        min_capacity = _replay.find_min_capacity(p.program, c, spec, cap, p.resolution, address_only, p.deadline)
         row["minCapacity"] = min_capacity
         if "bytes" in min_capacity:
             row["needBytes"] = min_capacity["bytes"] + p.held_before
@@ -95,6 +104,19 @@ def _examine(strategy: Dict[str, Any], p: _Probe) -> Dict[str, Any]:
             row["notRankedReason"] = reason
         row["error"] = f"Error: {e}"
         return row
+
+
+def _with_band(row: Dict[str, Any], p: _Probe, relative_error: float, outside: Dict[str, Any], capacity: int) -> Dict[str, Any]:
+    """``row`` with the band of its need and where the capacity falls against it (withBand); the
+    search's gap is what lies between its last failure and its need."""
+    if "error" in row:
+        return row
+    if "needBytes" not in row:
+        return {**row, "call": "does-not-fit"}  # over the search's cap, itself at least the capacity
+    failed = row.get("minCapacity", {}).get("failedBytes")
+    gap = 0 if failed is None else max(0, row["needBytes"] - (failed + 1 + p.held_before))
+    band = _band.need_band(row["needBytes"], gap, relative_error, outside)
+    return {**row, "band": band, "call": _band.band_call(band, capacity)}
 
 
 def _reductions(c: _trace.CompiledTrace, capacity: int, held_before: int, live_bytes: int) -> List[Dict[str, Any]]:
@@ -132,7 +154,7 @@ def _reductions(c: _trace.CompiledTrace, capacity: int, held_before: int, live_b
             "groups": idle["tags"],
             "savedBytes": max(0, live_bytes - after),
             "liveAfterBytes": after,
-            "reaches": after <= capacity,
+            "reaches": False,  # an estimate: a bound on the saving, never a promise
             "exact": False,
             "text": f"Sleeping idle tags: {_names(idle['tags'])} hold {format_bytes(idle['heldAtPeakBytes'])} at the peak and allocate or free nothing while the live bytes exceed the capacity; "
             f"asleep over those stretches (sleep by tag, woken after), the live bytes would peak at {format_bytes(after)} "
@@ -145,9 +167,9 @@ def _reductions(c: _trace.CompiledTrace, capacity: int, held_before: int, live_b
             "kind": "checkpointing",
             "savedBytes": transient["bytes"],
             "liveAfterBytes": after,
-            "reaches": after <= capacity,
+            "reaches": False,  # an upper bound on the saving
             "exact": False,
-            "text": f"Activation checkpointing: {format_bytes(transient['bytes'])} of the live bytes at the peak are the step's own (freed later in the trace, or allocated after the trough before the peak): "
+            "text": f"Activation checkpointing: {format_bytes(transient['bytes'])} of the live bytes at the peak are the step's own (freed later in the trace before its teardown, or allocated after the trough before the peak): "
             f"activations, gradients and temporaries; checkpointing keeps fewer activations and recomputes them, so it removes part of that, down to {format_bytes(after)} at the very best "
             f"(an upper bound on the saving: the trace does not say which of these bytes are activations; {format_bytes(transient['standingBytes'])} are standing state such as weights and optimizer state).",
         })  # fmt: skip
@@ -158,13 +180,21 @@ _OTHER = "other"  # a snapshot's catch-all frame tag: names nothing to move
 
 
 def diagnose_oom(trace: Trace, capacity_bytes: int, resolution_bytes: Optional[int] = None, failed_requests: str = "replay",
-                 time_limit_s: Optional[float] = None) -> Dict[str, Any]:  # fmt: skip
+                 time_limit_s: Optional[float] = None, outside: Optional[Dict[str, Any]] = None,
+                 pytorch_model_error: float = _band.DEFAULT_PYTORCH_MODEL_ERROR,
+                 strategy_model_error: float = _band.DEFAULT_STRATEGY_MODEL_ERROR) -> Dict[str, Any]:  # fmt: skip
     """The verdict on ``trace`` at ``capacity_bytes``: diagnoseOom with the strategies ``gpumem
-    doctor`` judges, on their host twins. ``time_limit_s`` bounds the replays (DeadlineExceeded)."""
+    doctor`` judges, on their host twins, over address-only memory where they can. ``outside``: the
+    memory outside the allocator (default _band.DEFAULT_OUTSIDE); ``time_limit_s`` bounds the
+    replays (DeadlineExceeded)."""
     if isinstance(capacity_bytes, bool) or not isinstance(capacity_bytes, int) or not 0 < capacity_bytes <= 2**53 - 1:
         raise ValueError(f"Expected a positive integer for capacityBytes but received {capacity_bytes!r}")
     if failed_requests not in ("replay", "skip"):
         raise ValueError(f"Expected one of 'replay', 'skip' for failedRequests but received {failed_requests!r}")
+    outside = dict(_band.DEFAULT_OUTSIDE if outside is None else outside)
+    _band.check_outside(outside)
+    _band.check_relative_error(pytorch_model_error, "pytorchModelError")
+    _band.check_relative_error(strategy_model_error, "strategyModelError")
     deadline = None if time_limit_s is None else time.monotonic() + time_limit_s
     failed = sum(1 for e in trace.events if e[1] == "oom")
     events = _with_failed_requests(trace.events) if failed_requests == "replay" and failed > 0 else trace.events
@@ -175,45 +205,97 @@ def diagnose_oom(trace: Trace, capacity_bytes: int, resolution_bytes: Optional[i
     resolution = resolution_bytes if resolution_bytes is not None else default_resolution(capacity_bytes)
     p = _Probe(c, capacity_bytes - held_before, held_before, resolution, max(capacity_bytes, 2 * live_bytes), deadline)
 
+    def banded(row: Dict[str, Any], error: float) -> Dict[str, Any]:
+        return _with_band(row, p, error, outside, capacity_bytes)
+
     strategies = _replay.doctor_strategies()
-    rows = [_examine(s, p) for s in strategies]
+    rows = [banded(_examine(s, p), strategy_model_error) for s in strategies]
     model_index = next((k for k, s in enumerate(strategies) if s["name"] == PYTORCH_MODEL), -1)
     if model_index >= 0:
         pytorch_row = rows[model_index]
     else:
-        model = next(s for s in _replay.registered_strategies() if s["name"] == PYTORCH_MODEL)
-        pytorch_row = _examine(model, p)
+        pytorch_row = _examine(next(s for s in _replay.registered_strategies() if s["name"] == PYTORCH_MODEL), p)
     recorded = (trace.pytorch or {}).get("peakReservedBytes")
     recorded = recorded if isinstance(recorded, int) and recorded > 0 else None
-    pytorch = dict(pytorch_row)
+    # the model's row as its own, banded with the model's error rather than the strategy's
+    model_row = {k: v for k, v in pytorch_row.items() if k not in ("band", "call")}
+    pytorch = banded(model_row, pytorch_model_error)
     if recorded is not None:
         pytorch["recordedPeakReservedBytes"] = recorded
     rows.sort(key=lambda r: (0 if r["ranked"] else 1, r.get("needBytes", math.inf)))
 
-    ranked = [r for r in rows if r["ranked"] and "error" not in r and "needBytes" in r]
-    fitting = [r for r in ranked if r.get("fits")]
-    best_row = fitting[0] if fitting else ranked[0] if ranked else None
+    ranked = [r for r in rows if r["ranked"] and "error" not in r and "band" in r]
+    best_row = ranked[0] if ranked else None  # sorted by need
     best = None
     if best_row is not None:
-        best = {"label": best_row["label"], "needBytes": best_row["needBytes"], "marginBytes": capacity_bytes - best_row["needBytes"], "fits": best_row.get("fits") is True}
-    pytorch_fits = pytorch.get("fits") is True if "error" not in pytorch else bool(best and best["fits"])
-    kind = "real" if live_bytes > capacity_bytes else "fits" if pytorch_fits else "fragmentation"
+        best = {
+            "label": best_row["label"],
+            "needBytes": best_row["needBytes"],
+            "marginBytes": capacity_bytes - best_row["needBytes"],
+            "fits": best_row["call"] == "fits",
+            "band": best_row["band"],
+            "call": best_row["call"],
+        }
+
+    # The live bytes decide first (nothing needs less), then PyTorch's default as modelled, or, when
+    # its replay failed, the best ranked strategy. A capacity inside the deciding band is too close.
+    pytorch_name = f"PyTorch's default allocator (modelled by {pytorch['label']})"
+    live_band = _band.need_band(live_bytes, 0, 0, outside)
+
+    def decided(by: str, label: str, band: Dict[str, int], call: str) -> Dict[str, Any]:
+        return {"by": by, "label": label, "band": band, "call": call, "marginBytes": _band.band_margin(band, capacity_bytes)}
+
+    live_call = _band.band_call(live_band, capacity_bytes)
+    if live_call != "fits":
+        decision = decided("live", "the live bytes", live_band, live_call)
+    elif "error" not in pytorch and "band" in pytorch:
+        decision = decided("pytorch", pytorch_name, pytorch["band"], pytorch["call"])
+    elif "error" not in pytorch or best is None:
+        # no need known under the search's cap: it does not fit; the band is the cap's
+        cap_band = _band.need_band(max(p.search_cap, capacity_bytes + 1), 0, 0, outside)
+        no_error = "error" not in pytorch
+        decision = decided("pytorch" if no_error else "best", pytorch_name if no_error else "no ranked strategy", cap_band, "does-not-fit")
+    else:
+        decision = decided("best", best["label"], best["band"], best["call"])
+    if decision["call"] == "too-close":
+        kind = "too-close"
+    else:
+        kind = "real" if decision["by"] == "live" else "fits" if decision["call"] == "fits" else "fragmentation"
 
     def need(r: Dict[str, Any]) -> str:
         return format_bytes(r["needBytes"]) if "needBytes" in r else f"more than {format_bytes(p.search_cap)}"
 
+    def band_text(b: Dict[str, int]) -> str:
+        return f"{format_bytes(b['lowBytes'])} to {format_bytes(b['highBytes'])} on the device"
+
+    def called(call: Optional[str]) -> str:
+        return "fits" if call == "fits" else "is too close to call" if call == "too-close" else "does not fit"
+
     lines: List[str] = []
-    pytorch_name = f"PyTorch's default allocator (modelled by {pytorch['label']})"
     if "error" in pytorch:
         pytorch_line = f"{pytorch_name} could not be replayed: {pytorch['error'].split(chr(10))[0]}."
     else:
-        tail = f", {_margin(capacity_bytes - pytorch['needBytes'])}" if "needBytes" in pytorch else ""
-        pytorch_line = f"{pytorch_name} {'fits' if pytorch.get('fits') else 'does not fit'}: it needs {need(pytorch)}{tail}."
+        tail = f" ({band_text(pytorch['band'])}), {_margin(capacity_bytes - pytorch['band']['highBytes'])} at the band's top" if "band" in pytorch else ""
+        pytorch_line = f"{pytorch_name} {called(pytorch.get('call'))}: it needs {need(pytorch)}{tail}."
     live = f"the live bytes peak at {format_bytes(live_bytes)}"
-    if kind == "real":
+    if kind == "too-close":
+        d = decision
+        b = d["band"]
+        what = live if d["label"] == "the live bytes" else f"{d['label']} needs {format_bytes(b['needBytes'])}"
+        model = f" and the model's error (±{format_bytes(b['modelErrorBytes'])})" if b["modelErrorBytes"] > 0 else ""
         lines.append(
-            f"Real: {live}, {format_bytes(live_bytes - capacity_bytes)} more than the capacity of {format_bytes(capacity_bytes)}; "
-            "no allocator can run this program in it as it is."
+            f"Too close to call: {what}, which with the memory outside the allocator "
+            f"({format_bytes(b['outsideLowBytes'])} to {format_bytes(b['outsideHighBytes'])}){model} "
+            f"makes {band_text(b)}; the capacity of {format_bytes(capacity_bytes)} lies inside that band, {_margin(d['marginBytes'])} its middle. "
+            "Measure the memory outside the allocator on this machine (--outside) to narrow it, or run it."
+        )
+        if d["by"] != "live" and best:
+            lines.append(f"The best ranked strategy, {best['label']}, {called(best['call'])}: it needs {format_bytes(best['needBytes'])} ({band_text(best['band'])}).")
+    elif kind == "real":
+        lines.append(
+            f"Real: {live}, {format_bytes(live_bytes - capacity_bytes)} more than the capacity of {format_bytes(capacity_bytes)}; no allocator can run this program in it as it is."
+            if live_bytes > capacity_bytes
+            else f"Real: {live}, which with at least {format_bytes(outside['lowBytes'])} outside the allocator is {format_bytes(live_band['lowBytes'] - capacity_bytes)} more than the capacity of {format_bytes(capacity_bytes)}; no allocator can run this program in it as it is."
         )
     elif kind == "fragmentation":
         lines.append(
@@ -221,14 +303,16 @@ def diagnose_oom(trace: Trace, capacity_bytes: int, resolution_bytes: Optional[i
             "memory it holds in blocks no request can use, even after it frees its cached segments and retries."
         )
         if best and best["fits"]:
-            lines.append(f"{best['label']} fits in {format_bytes(best['needBytes'])}, {_margin(best['marginBytes'])}.")
+            lines.append(f"{best['label']} fits in {format_bytes(best['needBytes'])} ({band_text(best['band'])}), {_margin(best['marginBytes'])}.")
+        elif best and best["call"] == "too-close":
+            lines.append(f"The closest ranked strategy, {best['label']}, is too close to call: it needs {format_bytes(best['needBytes'])} ({band_text(best['band'])}).")
         elif best:
             lines.append(f"No ranked strategy fits either: the closest, {best['label']}, needs {format_bytes(best['needBytes'])} ({_margin(best['marginBytes'])}).")
         else:
             lines.append("No ranked strategy fitted under the search's cap.")
     else:
         lines.append(
-            f"Fits: under {best['label']}, which needs {format_bytes(best['needBytes'])} of {format_bytes(capacity_bytes)}, {_margin(best['marginBytes'])}; {live}."
+            f"Fits: under {best['label']}, which needs {format_bytes(best['needBytes'])} ({band_text(best['band'])}) of {format_bytes(capacity_bytes)}, {_margin(best['marginBytes'])}; {live}."
             if best
             else f"Fits: {pytorch_name} runs it in {format_bytes(capacity_bytes)}; {live}."
         )
@@ -236,7 +320,9 @@ def diagnose_oom(trace: Trace, capacity_bytes: int, resolution_bytes: Optional[i
         lines.append(pytorch_line)
 
     target = capacity_bytes - held_before
-    reductions = _reductions(c, capacity_bytes, held_before, live_bytes) if kind == "real" or (kind == "fragmentation" and not (best and best["fits"])) else []
+    # what the live bytes must come under: the capacity less the most memory outside the allocator
+    wants_reductions = kind == "real" or (kind == "too-close" and decision["by"] == "live") or (kind == "fragmentation" and not (best and best["fits"]))
+    reductions = _reductions(c, max(0, capacity_bytes - outside["highBytes"]), held_before, live_bytes) if wants_reductions else []
     if reductions:
         lines.append("What would reduce the live bytes:")
         lines.extend(f"- {r['text']}" for r in reductions)
@@ -248,6 +334,18 @@ def diagnose_oom(trace: Trace, capacity_bytes: int, resolution_bytes: Optional[i
         f"PyTorch's default caching allocator is modelled by the {pytorch['label']} strategy (512 B rounding, small and large segments, best fit with splitting, and when a request fails: free every cached segment and retry), replayed at the capacity; the peak it reserved in the recording, with no limit, is not its need, since it keeps freed blocks cached until a request fails.",
         f"Minimum capacities are found by bisection to within {format_bytes(resolution)}; a strategy that fitted at the capacity needs at most the capacity.",
     ]  # fmt: skip
+    width = decision["band"]["highBytes"] - decision["band"]["lowBytes"]
+    if width > capacity_bytes / 100:
+        source = "the model's error" if decision["band"]["modelErrorBytes"] * 2 > outside["highBytes"] - outside["lowBytes"] else "the spread of the memory outside the allocator"
+        why = f": more than 1%, from {source} (--outside LOW..HIGH as measured here narrows it)."
+    else:
+        why = "."
+    notes.append(
+        f"Every need has a band: the device memory the program needs under it is the allocator's need, ± the model's error (PyTorch's model {to_fixed_2(100 * pytorch_model_error)}%, gpumem's strategies {to_fixed_2(100 * strategy_model_error)}%: their replay runs their own code), "
+        f"less the search's gap, plus the memory outside the allocator, {format_bytes(outside['lowBytes'])} to {format_bytes(outside['highBytes'])} ({outside['source']}). "
+        f"A capacity inside the band of the need that decides is too close to call. The deciding band here is {format_bytes(width)} wide, {to_fixed_2((100 * width) / capacity_bytes)}% of the capacity"
+        + why
+    )  # fmt: skip
     if recorded is not None:
         notes.append(f"The recording reserved {format_bytes(recorded)} at most under PyTorch, with no limit.")
     if snapshot and (snapshot.get("allocatorSettings") or {}).get("expandable_segments") is True:
@@ -263,7 +361,11 @@ def diagnose_oom(trace: Trace, capacity_bytes: int, resolution_bytes: Optional[i
         )
     if target < c.largest_request_bytes and kind != "real":
         notes.append(f"The largest single request, {format_bytes(c.largest_request_bytes)}, does not fit in what the capacity leaves.")
-    notes.append("Replayed on the strategies' host twins (the same logic over host memory): the same verdict on any machine.")
+    host_bound = [r["label"] for r in rows if r["ranked"] and r.get("addressOnly") is not True and "error" not in r]
+    notes.append(
+        "Replayed on the strategies' host twins (the same logic), over address-only memory where a strategy runs on addresses alone (they take no memory): the same verdict on any machine."
+        + (f" {_names(host_bound)} replayed over this machine's host memory (no address-only leaf): a failure of the host there would read as out of memory." if host_bound else "")
+    )  # fmt: skip
     not_ranked = [r for r in rows if not r["ranked"]]
     if not_ranked:
         listed = "; ".join(f"{r['label']} ({r['notRankedReason']})" for r in not_ranked)
@@ -276,17 +378,19 @@ def diagnose_oom(trace: Trace, capacity_bytes: int, resolution_bytes: Optional[i
     verdict: Dict[str, Any] = {
         "kind": kind,
         "capacityBytes": capacity_bytes,
+        "decision": decision,
+        "uncertainty": {"outside": outside, "pytorchModelError": _json_number(pytorch_model_error), "strategyModelError": _json_number(strategy_model_error)},
         "liveBytes": live_bytes,
         "heldBeforeTraceBytes": held_before,
         "largestRequestBytes": c.largest_request_bytes,
         "failedRequests": {"count": failed, "handling": failed_requests},
         "strategies": rows,
         "pytorch": pytorch,
-    }
+    }  # fmt: skip
     if best is not None:
         verdict["best"] = best
     if kind == "real":
-        verdict["excessBytes"] = live_bytes - capacity_bytes
+        verdict["excessBytes"] = live_band["lowBytes"] - capacity_bytes
     peak: Dict[str, Any] = {
         "byTag": [{"name": s["tag"], "bytes": s["bytes"]} for s in _trace.peak_by_tag(c)],
         "byStream": _trace.peak_by_stream(c),
@@ -297,6 +401,11 @@ def diagnose_oom(trace: Trace, capacity_bytes: int, resolution_bytes: Optional[i
         peak["transient"] = transient
     verdict.update({"peak": peak, "reductions": reductions, "lines": lines, "notes": notes})
     return verdict
+
+
+def _json_number(value: float) -> Any:
+    """A number as JavaScript's JSON writes it: an integral value without '.0'."""
+    return int(value) if float(value).is_integer() else value
 
 
 def recorded_capacity(trace: Trace) -> Optional[Dict[str, Any]]:

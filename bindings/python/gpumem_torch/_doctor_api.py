@@ -7,7 +7,7 @@ from __future__ import annotations
 import os
 from typing import Any, Dict, Optional, Tuple, Union
 
-from . import _doctor, _snapshot, _tracefile
+from . import _band, _doctor, _snapshot, _tracefile
 from ._sizes import parse_size
 
 Snapshot = Union[None, str, "os.PathLike[str]", Dict[str, Any]]
@@ -58,8 +58,30 @@ def capacity_for(given: Any, trace: _tracefile.Trace, device: int = 0) -> Tuple[
     )
 
 
+def parse_outside(text: str, name: str = "'--outside'") -> Dict[str, Any]:
+    """``SIZE`` or ``LOW..HIGH``: the device memory outside the allocator, as the verdict holds it."""
+    parts = text.split("..")
+    if len(parts) > 2:
+        raise ValueError(f"Expected SIZE or LOW..HIGH for {name} but received '{text}'")
+    low = parse_size(parts[0], name)
+    high = parse_size(parts[1], name) if len(parts) == 2 else low
+    if low > high:
+        raise ValueError(f"{name} {text}: LOW must be at most HIGH")
+    return _band.outside_memory(low, high, f"--outside {text}")
+
+
+def outside_for(given: Optional[Dict[str, Any]], capacity_given: bool, trace: _tracefile.Trace, capacity_source: str) -> Dict[str, Any]:
+    """The memory outside the allocator to count: given; none where the capacity is the snapshot's own
+    (reserved plus the driver's free: what the allocator could have had); else the default."""
+    if given is not None:
+        return given
+    if not capacity_given and _doctor.recorded_capacity(trace) is not None:
+        return _band.outside_memory(0, 0, f"none counted: the capacity is {capacity_source}, what the allocator could have had")
+    return dict(_band.DEFAULT_OUTSIDE)
+
+
 def doctor(snapshot: Snapshot = None, capacity: Any = None, device: Optional[int] = None, resolution: Any = None,
-           skip_failed_requests: bool = False) -> Dict[str, Any]:  # fmt: skip
+           skip_failed_requests: bool = False, outside: Any = None, model_error: Optional[float] = None) -> Dict[str, Any]:  # fmt: skip
     """Is this OOM real? The verdict of ``gpumem doctor --json`` as a dict (``file``, ``trace``,
     ``capacitySource``, ``verdict``: ``verdict["kind"]`` is 'fits', 'fragmentation' or 'real',
     ``verdict["lines"]`` says it in words).
@@ -69,8 +91,10 @@ def doctor(snapshot: Snapshot = None, capacity: Any = None, device: Optional[int
     (``torch.cuda.memory._snapshot()``, with history recorded by
     ``torch.cuda.memory._record_memory_history()``). capacity: bytes or a size ('16GiB'); None: the
     snapshot's recorded capacity (at its first out-of-memory entry), else the device's total memory.
-    Raises TraceFormatError for a malformed file or a snapshot without history, NoCapacityError
-    where there is no capacity, ValueError/TypeError for bad arguments."""
+    outside: the device memory outside the allocator, a size or ``"LOW..HIGH"`` (default 150-250
+    MiB; none where the capacity is the snapshot's own); model_error: the PyTorch model's relative
+    error (default 0.005). Raises TraceFormatError for a malformed file or a snapshot without
+    history, NoCapacityError where there is no capacity, ValueError/TypeError for bad arguments."""
     if snapshot is None:
         import torch  # noqa: PLC0415
 
@@ -85,6 +109,9 @@ def doctor(snapshot: Snapshot = None, capacity: Any = None, device: Optional[int
         raise TypeError(f"Expected a file path, a snapshot dict or None for snapshot but received {type(snapshot).__name__}")
     bytes_, source = capacity_for(capacity, trace, 0 if device is None else device)
     resolution_bytes = None if resolution is None else capacity_bytes_of(resolution, "resolution")
-    verdict = _doctor.diagnose_oom(trace, bytes_, resolution_bytes, "skip" if skip_failed_requests else "replay")
+    outside_memory = outside_for(None if outside is None else parse_outside(str(outside), "outside"), capacity is not None, trace, source)
+    error = _band.DEFAULT_PYTORCH_MODEL_ERROR if model_error is None else model_error
+    verdict = _doctor.diagnose_oom(trace, bytes_, resolution_bytes, "skip" if skip_failed_requests else "replay", outside=outside_memory,
+                                   pytorch_model_error=error)  # fmt: skip
     return {"file": file, "trace": {"format": trace.format, "origin": _doctor.origin_of(trace), "events": len(trace.events)},
             "capacitySource": source, "verdict": verdict}  # fmt: skip

@@ -15,7 +15,7 @@ import sys
 import threading
 from typing import Any, Callable, Dict, List, Optional, TextIO
 
-from . import _doctor, _snapshot
+from . import _band, _doctor, _snapshot
 from ._sizes import format_bytes
 
 DEFAULT_TIME_LIMIT_MS = 30_000
@@ -31,10 +31,12 @@ def _setting_that_serves(verdict: Dict[str, Any]) -> List[str]:
     kind = verdict["kind"]
     if kind == "real":
         return ["No allocator setting serves: the live bytes alone exceed the capacity; see what would reduce them above."]
+    if kind == "too-close" and verdict["decision"]["by"] == "live":
+        return ["No allocator setting is sure to serve: the live bytes and the memory outside the allocator are too close to the capacity."]
     rows = {r["label"]: r for r in verdict["strategies"]}
     out = []
     expandable = rows.get("expandable")
-    if expandable is not None and expandable.get("fits"):
+    if expandable is not None and expandable.get("call") == "fits":
         out.append(
             "PyTorch's PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True would likely have served: gpumem's expandable strategy, "
             f"its model, needs {format_bytes(expandable['needBytes'])} of {format_bytes(verdict['capacityBytes'])}."
@@ -61,10 +63,13 @@ def diagnose(snapshot: Dict[str, Any], device: int, alloc: int, device_alloc: in
     trace = _snapshot.snapshot_trace(snapshot, device)
     recorded = _doctor.recorded_capacity(trace)
     if recorded is not None and recorded["bytes"] <= device_alloc:
+        # what the allocator could have had: the memory outside it is taken off already
         capacity, source = recorded["bytes"], recorded["source"]
+        outside = _band.outside_memory(0, 0, f"none counted: the capacity is {source}, what the allocator could have had")
     else:
         capacity, source = device_alloc, "the observer's device_alloc (the device's memory PyTorch may use)"
-    verdict = _doctor.diagnose_oom(trace, capacity, time_limit_s=time_limit_s)
+        outside = dict(_band.DEFAULT_OUTSIDE)
+    verdict = _doctor.diagnose_oom(trace, capacity, time_limit_s=time_limit_s, outside=outside)
     return {
         "device": device,
         "request_bytes": alloc,

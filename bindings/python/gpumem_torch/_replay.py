@@ -15,6 +15,9 @@ from . import _library
 from ._trace import CompiledTrace
 
 DEFAULT_CAPACITY_RESOLUTION = 2 * 1024 * 1024
+# gpumem_replay's flags (gpumem_torch.h)
+REPLAY_ADDRESS_ONLY = 1
+REPLAY_STOP_AT_FIRST_OOM = 2
 
 
 class ReplayResult(ctypes.Structure):
@@ -58,7 +61,7 @@ def _replay_function() -> Any:
         fn.restype = ctypes.c_int
         fn.argtypes = [ctypes.c_char_p, p(ctypes.c_char_p), p(ctypes.c_char_p), ctypes.c_size_t, ctypes.c_uint64,
                        p(ctypes.c_uint8), p(ctypes.c_uint32), p(ctypes.c_uint64), p(ctypes.c_uint64),
-                       ctypes.c_size_t, ctypes.c_size_t, p(ReplayResult)]  # fmt: skip
+                       ctypes.c_size_t, ctypes.c_size_t, ctypes.c_uint, p(ReplayResult)]  # fmt: skip
     return fn
 
 
@@ -84,14 +87,17 @@ class Program:
             return ctypes.POINTER(t)()
         return ctypes.cast((t * len(a)).from_buffer(a), ctypes.POINTER(t))
 
-    def replay(self, spec: StrategySpec, limit_bytes: int) -> ReplayResult:
-        """One pass of ``spec`` at ``limit_bytes`` (at least 1)."""
+    def replay(self, spec: StrategySpec, limit_bytes: int, address_only: bool = False, stop_at_first_oom: bool = False) -> ReplayResult:
+        """One pass of ``spec`` at ``limit_bytes`` (at least 1): over address-only memory (a strategy
+        with the registry's addressOnly flag: it takes none), ending at the first out-of-memory
+        where asked (a caller that asks only whether it fits)."""
+        flags = (REPLAY_ADDRESS_ONLY if address_only else 0) | (REPLAY_STOP_AT_FIRST_OOM if stop_at_first_oom else 0)
         fn = _replay_function()
         keys = list(spec.options)
         key_array = (ctypes.c_char_p * max(1, len(keys)))(*[k.encode() for k in keys])
         value_array = (ctypes.c_char_p * max(1, len(keys)))(*[str(spec.options[k]).encode() for k in keys])
         out = ReplayResult()
-        rc = fn(spec.name.encode(), key_array, value_array, len(keys), max(1, int(limit_bytes)), *self._args, self.ops, self.slots, ctypes.byref(out))
+        rc = fn(spec.name.encode(), key_array, value_array, len(keys), max(1, int(limit_bytes)), *self._args, self.ops, self.slots, flags, ctypes.byref(out))
         if rc != 0:
             raise ReplayError(_library.last_error() or f"gpumem: gpumem_replay failed ({rc})")
         return out
@@ -138,13 +144,14 @@ def search_min_capacity(fits: Callable[[int], bool], lower_bytes: int, cap_bytes
 
 
 def find_min_capacity(program: Program, c: CompiledTrace, spec: StrategySpec, cap_bytes: int, resolution_bytes: int,
-                      deadline: Optional[float] = None) -> Dict[str, Any]:  # fmt: skip
-    """findMinCapacity on the host, where a replay is deterministic: one search."""
+                      address_only: bool = False, deadline: Optional[float] = None) -> Dict[str, Any]:  # fmt: skip
+    """findMinCapacity on the host, where a replay is deterministic: one search, each probe ending at
+    its first out-of-memory (fits or not is all it asks)."""
 
     def fits(capacity: int) -> bool:
         if deadline is not None and time.monotonic() > deadline:
             raise DeadlineExceeded("the time given to the replays ran out")
-        return program.replay(spec, capacity).ooms == 0
+        return program.replay(spec, capacity, address_only, stop_at_first_oom=True).ooms == 0
 
     return {**search_min_capacity(fits, c.peak_allocated_bytes, cap_bytes, resolution_bytes), "searches": 1}
 

@@ -257,9 +257,28 @@ def idle_tags_above(c: CompiledTrace, target_bytes: int) -> Optional[Dict[str, o
     return {"tags": [names[k] for k in idle], "heldAtPeakBytes": sum(at_peak.get(k, 0) for k in idle), "peakBytes": peak}
 
 
+def _teardown_start(c: CompiledTrace, after: int, floor_bytes: int) -> int:
+    """Where the trace's teardown begins (teardownStart): the earlier of the first operation after the
+    last allocation and the start of the final descent under ``floor_bytes`` (the step boundary's
+    live bytes); the number of operations where it has none."""
+    n = len(c.action)
+    last_alloc = -1
+    for i in range(n - 1, -1, -1):
+        if c.action[i] == 0:
+            last_alloc = i
+            break
+    descent = n
+    i = n - 1
+    while i > after and c.live_after[i] < floor_bytes:
+        descent = i
+        i -= 1
+    return min(last_alloc + 1, descent)
+
+
 def transient_at_peak(c: CompiledTrace) -> Optional[Dict[str, int]]:
-    """The bytes live at the peak that are the peak's own (freed later, or allocated after the
-    trough before the peak) and the standing rest (transientAtPeak)."""
+    """The bytes live at the peak that are the peak's own (freed later in the trace before its
+    teardown, or allocated after the trough before the peak), the standing rest, and where the
+    teardown begins (transientAtPeak): frees in the teardown release the program, not a step."""
     at = peak_op(c)
     if at < 0:
         return None
@@ -270,9 +289,10 @@ def transient_at_peak(c: CompiledTrace) -> Optional[Dict[str, int]]:
     for i in range(at):
         if (live_after[i] >= half) if trough < 0 else (live_after[i] <= live_after[trough]):
             trough = i
+    teardown_op = _teardown_start(c, at, live_after[trough] if trough >= 0 else 0)
     freed_later = bytearray(c.slots)
     seen = bytearray(c.slots)
-    for i in range(at + 1, len(c.action)):
+    for i in range(at + 1, teardown_op):
         s = c.slot[i]
         if seen[s]:
             continue
@@ -288,4 +308,4 @@ def transient_at_peak(c: CompiledTrace) -> Optional[Dict[str, int]]:
             transient += c.bytes[op]
         else:
             standing += c.bytes[op]
-    return {"bytes": transient, "standingBytes": standing}
+    return {"bytes": transient, "standingBytes": standing, "teardownOp": teardown_op}

@@ -113,12 +113,19 @@ class SameJsonAsGpumemDoctor(unittest.TestCase):
     maxDiff = None
 
     def capacities(self, path):
-        """Capacities (MiB multiples) where the verdict is fits, fragmentation and real, from the doctor's own figures."""
+        """Capacities (MiB multiples) where the verdict is fits, fragmentation, real and too-close, from
+        the doctor's own figures at a capacity past everything: the live bytes' band and PyTorch's."""
         probe = verdict_of(python_doctor(path, 1 << 40))["verdict"]
-        live, pytorch_need = probe["liveBytes"], probe["pytorch"]["needBytes"]
-        out = {"fits": (pytorch_need + 64 * MIB) // MIB * MIB, "real": max(MIB, live * 3 // 4 // MIB * MIB)}
-        middle = (live + pytorch_need) // 2 // MIB * MIB
-        if live < middle < pytorch_need:
+        live_band, pytorch_band = probe["decision"]["band"] if probe["decision"]["by"] == "live" else None, probe["pytorch"]["band"]
+        live_high = probe["liveBytes"] + probe["uncertainty"]["outside"]["highBytes"] if live_band is None else live_band["highBytes"]
+        mib = lambda b: b // MIB * MIB  # noqa: E731
+        out = {
+            "fits": mib(pytorch_band["highBytes"] + 64 * MIB),
+            "real": max(MIB, mib(probe["liveBytes"] * 3 // 4)),
+            "too-close": mib((pytorch_band["lowBytes"] + pytorch_band["highBytes"]) // 2),
+        }
+        middle = mib((live_high + pytorch_band["lowBytes"]) // 2)
+        if live_high < middle < pytorch_band["lowBytes"]:
             out["fragmentation"] = middle
         return out
 
@@ -134,7 +141,7 @@ class SameJsonAsGpumemDoctor(unittest.TestCase):
                     self.assertEqual(python_proc.stdout, node_proc.stdout)  # byte for byte: key order, indentation
                     self.assertEqual(python["verdict"]["kind"], expected)
                     seen.add(expected)
-        self.assertEqual(seen, {"fits", "fragmentation", "real"})
+        self.assertEqual(seen, {"fits", "fragmentation", "real", "too-close"})
 
     def test_frames_streams_failed_requests_history_before(self):
         # what the corpus lacks: tags from user frames (the reductions by tag, idle tags), two
@@ -287,12 +294,18 @@ class BadInput(unittest.TestCase):
 
     def test_bad_sizes(self):
         trace = os.path.join(TRACES, "seed_gcn.torch.pickle.gz")
-        for size, says in (("0", "more than 0 bytes"), ("16.5GiB", "Expected a size"), ("4GB", "did you mean '4GiB'"), ("99999999TiB", "Expected a size")):
+        for size, says in (("0", "more than 0 bytes"), ("16.5", "Expected a size"), ("4GB", "did you mean '4GiB'"), ("99999999TiB", "Expected a size"),
+                           ("1 GiB ", "Expected a size")):  # fmt: skip
             with self.subTest(size=size):
                 proc = run([sys.executable, "-m", "gpumem_torch", "doctor", trace, "--capacity", size], env=python_env())
                 self.assertEqual(proc.returncode, 2, proc.stderr)
                 self.assertIn(says, proc.stderr)
                 self.assertNotIn("Traceback", proc.stderr)
+
+    def test_fractional_capacity(self):
+        # 16.5GiB: rounded down to whole bytes, as gpumem's parsers read it
+        body = verdict_of(python_doctor(os.path.join(TRACES, "seed_gcn.torch.pickle.gz"), "16.5GiB"))
+        self.assertEqual(body["verdict"]["capacityBytes"], 33 * (1 << 29))
 
     def test_missing_file(self):
         self.refused(os.path.join(self.dir, "nope.pickle"), says="no such file")

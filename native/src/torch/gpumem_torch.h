@@ -231,19 +231,26 @@ typedef struct gpumem_replay_result {
   uint64_t end_reserved_bytes; /* reserved at the end of the trace, before the cleanup frees */
 } gpumem_replay_result;
 
+/* gpumem_replay's flags. */
+#define GPUMEM_REPLAY_ADDRESS_ONLY 1u      /* over address-only memory (the registry's addressOnly flag): takes none */
+#define GPUMEM_REPLAY_STOP_AT_FIRST_OOM 2u /* end the pass at its first out-of-memory (ooms is then 0 or 1) */
+
 /* Replays a compiled trace once through a fresh chain of `strategy` (a registered name) with
  * `option_count` options (JavaScript keys such as "upstream", values in their text form as the
  * variables take them: "host", "1GiB", "1") capped at `limit_bytes` (0: no cap), built by the core's
  * chain builder as the Node binding builds it, in the core's native replay loop (gpumem/replay.hpp):
  * per operation, `action` 0 allocates `bytes` into `slot`, 1 frees it; `stream` is a stream handle
- * (0 the default stream; on host memory, any other value a stream key). The program is validated
- * before anything is allocated. Returns GPUMEM_TORCH_OK and fills `out`, or GPUMEM_TORCH_ERR_ARGUMENT
- * (a bad name, option or program) or GPUMEM_TORCH_ERR_STATE (the chain could not be built or a
- * call failed otherwise), the message in gpumem_last_error. Reads no configuration. */
+ * (0 the default stream; on host memory, any other value a stream key). `flags`: GPUMEM_REPLAY_*
+ * (ADDRESS_ONLY only for a strategy whose registry entry has the addressOnly flag). The program is
+ * validated before anything is allocated. Returns GPUMEM_TORCH_OK and fills `out`, or
+ * GPUMEM_TORCH_ERR_ARGUMENT (a bad name, option, flag or program) or GPUMEM_TORCH_ERR_STATE (the
+ * chain could not be built or a call failed otherwise), the message in gpumem_last_error. Reads no
+ * configuration. */
 GPUMEM_TORCH_API int gpumem_replay(const char* strategy, const char* const* option_keys,
                                    const char* const* option_values, size_t option_count, uint64_t limit_bytes,
                                    const uint8_t* action, const uint32_t* slot, const uint64_t* bytes,
-                                   const uint64_t* stream, size_t ops, size_t slots, gpumem_replay_result* out);
+                                   const uint64_t* stream, size_t ops, size_t slots, unsigned flags,
+                                   gpumem_replay_result* out);
 
 /* Makes an allocator instance from `spec`: lines "NAME=value" with the environment variables'
  * names and values (GPUMEM_ALLOCATOR=tiered\nGPUMEM_TIERED_DEVICE_BUDGET=8GiB); the environment is

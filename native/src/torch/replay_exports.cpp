@@ -3,7 +3,8 @@
 // trace through the core's native replay loop (gpumem/replay.hpp). The chain is what the Node
 // binding builds for the same spec (gpumem/chain_builder.hpp, each option through its descriptor),
 // so `python -m gpumem_torch doctor` and `gpumem doctor` replay the same allocator on the same
-// program. Host code: with a host twin's options (pool's upstream=host, ...) nothing touches CUDA.
+// program. Host code: with a host twin's options (pool's upstream=host, ...) or over address-only
+// memory (GPUMEM_REPLAY_ADDRESS_ONLY) nothing touches CUDA.
 #include <cstdint>
 #include <exception>
 #include <string>
@@ -24,7 +25,7 @@ using gpumem::torch::set_last_error;
 // The spec of `strategy` with `count` options (JavaScript keys, text values) and a byte limit:
 // each option is parsed by its descriptor, as libgpumem_torch's variables are, and set through it.
 chain_spec spec_of(const char* strategy, const char* const* keys, const char* const* values, std::size_t count,
-                   std::uint64_t limit_bytes) {
+                   std::uint64_t limit_bytes, bool address_only) {
   if (strategy == nullptr) {
     throw invalid_argument(invalid_argument::kind::type, "strategy", "Expected a strategy name but received null");
   }
@@ -51,6 +52,7 @@ chain_spec spec_of(const char* strategy, const char* const* keys, const char* co
     option->apply(spec, value);
   }
   if (limit_bytes > 0) spec.limit_bytes = limit_bytes;
+  spec.address_only = address_only;  // validated by the builder: only for strategies with the flag
   return spec;
 }
 
@@ -61,7 +63,8 @@ extern "C" {
 GPUMEM_TORCH_API int gpumem_replay(const char* strategy, const char* const* option_keys,
                                    const char* const* option_values, size_t option_count, uint64_t limit_bytes,
                                    const uint8_t* action, const uint32_t* slot, const uint64_t* bytes,
-                                   const uint64_t* stream, size_t ops, size_t slots, gpumem_replay_result* out) {
+                                   const uint64_t* stream, size_t ops, size_t slots, unsigned flags,
+                                   gpumem_replay_result* out) {
   try {
     if (out == nullptr) {
       throw invalid_argument(invalid_argument::kind::type, "out", "Expected a result to fill but received null");
@@ -69,7 +72,12 @@ GPUMEM_TORCH_API int gpumem_replay(const char* strategy, const char* const* opti
     if (ops > 0 && (action == nullptr || slot == nullptr || bytes == nullptr || stream == nullptr))
       throw invalid_argument(invalid_argument::kind::type, "ops",
                              "Expected the four operation arrays but received null");
-    const chain_spec spec = spec_of(strategy, option_keys, option_values, option_count, limit_bytes);
+    if ((flags & ~unsigned{GPUMEM_REPLAY_ADDRESS_ONLY | GPUMEM_REPLAY_STOP_AT_FIRST_OOM}) != 0)
+      throw invalid_argument(invalid_argument::kind::range, "flags",
+                             "Expected GPUMEM_REPLAY_ADDRESS_ONLY and GPUMEM_REPLAY_STOP_AT_FIRST_OOM only for flags but "
+                             "received " + std::to_string(flags));
+    const chain_spec spec = spec_of(strategy, option_keys, option_values, option_count, limit_bytes,
+                                    (flags & GPUMEM_REPLAY_ADDRESS_ONLY) != 0);
     std::vector<bench::replay_op> program(ops);
     for (std::size_t i = 0; i < ops; ++i) {
       if (action[i] > 1)
@@ -81,7 +89,9 @@ GPUMEM_TORCH_API int gpumem_replay(const char* strategy, const char* const* opti
     }
     bench::validate_replay(program, slots);  // before any memory is taken
     resource_chain chain = build_chain(spec);
-    const bench::replay_result result = bench::replay(chain.top(), program, slots, 1);
+    bench::replay_options options;
+    options.stop_at_first_oom = (flags & GPUMEM_REPLAY_STOP_AT_FIRST_OOM) != 0;
+    const bench::replay_result result = bench::replay(chain.top(), program, slots, options);
     const bench::replay_pass& pass = result.passes.front();
     *out = gpumem_replay_result{};
     out->ooms = pass.ooms;
