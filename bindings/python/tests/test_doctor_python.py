@@ -152,7 +152,9 @@ class SameJsonAsGpumemDoctor(unittest.TestCase):
                 pickle.dump(synthetic_snapshot(), f, protocol=4)
             kinds = set()
             # None: the capacity the snapshot recorded at its OOM entry
-            for capacity, flags in (("400MiB", ()), ("1GiB", ()), ("1GiB", ("--skip-failed-requests",)), ("3GiB", ()), (None, ())):
+            cases = (("400MiB", ()), ("1GiB", ()), ("1GiB", ("--skip-failed-requests",)), ("3GiB", ()), (None, ()),
+                     ("3GiB", ("--outside", "100MiB..300MiB", "--model-error", "0.01")), (None, ("--outside", "64MiB")))  # fmt: skip
+            for capacity, flags in cases:
                 with self.subTest(capacity=capacity, flags=flags):
                     node_proc, python_proc = node_doctor(path, capacity, *flags), python_doctor(path, capacity, *flags)
                     node, python = verdict_of(node_proc), verdict_of(python_proc)
@@ -215,6 +217,16 @@ class ReplayAbi(unittest.TestCase):
         pool = replay.StrategySpec("pool", "pool", {"upstream": "host"})
         self.assertEqual(program.replay(pool, 1 << 30).ooms, 0)
         self.assertGreaterEqual(program.replay(pool, 1 << 30).peak_reserved_bytes, 9 * MIB)
+
+    def test_address_only_and_first_failure(self):
+        replay, program = self.program([3 * MIB, 3 * MIB, 3 * MIB])
+        pool = replay.StrategySpec("pool", "pool", {"upstream": "host"})
+        # 64 GiB of addresses backed by nothing: nothing is taken from this machine
+        self.assertEqual(program.replay(pool, 1 << 36, address_only=True).ooms, 0)
+        self.assertEqual(program.replay(pool, 5 * MIB, address_only=True).ooms, 2)
+        self.assertEqual(program.replay(pool, 5 * MIB, address_only=True, stop_at_first_oom=True).ooms, 1)
+        with self.assertRaisesRegex(replay.ReplayError, "addressOnly"):
+            program.replay(replay.StrategySpec("host", "host", {}), MIB, address_only=True)
 
     def test_refusals_name_what_is_wrong(self):
         replay, program = self.program([MIB])
