@@ -98,7 +98,9 @@ const table = [
     formatBytes(r.cachingPeakReservedBytes),
     pct(r.relativeError),
     formatBytes(r.poolPeakReservedBytes),
-    pct(r.recordedPeakReservedBytes > 0 ? (r.poolPeakReservedBytes - r.recordedPeakReservedBytes) / r.recordedPeakReservedBytes : undefined),
+    pct(
+      r.recordedPeakReservedBytes > 0 ? (r.poolPeakReservedBytes - r.recordedPeakReservedBytes) / r.recordedPeakReservedBytes : undefined,
+    ),
     r.withinGoal ? 'yes' : 'no',
   ]),
 ];

@@ -232,7 +232,9 @@ function checkRegistration(info: unknown): Omit<StrategyInfo, 'name'> {
   if (twin !== undefined && (twin === null || typeof twin !== 'object' || Array.isArray(twin)))
     throw new TypeError(`Expected an object of options for info.hostTwinOptions but received ${twin === null ? 'null' : typeof twin}`);
   if (i.models !== undefined && (typeof i.models !== 'string' || i.models.length === 0))
-    throw new TypeError(`Expected a non-empty string for info.models but received ${typeof i.models === 'string' ? "''" : typeof i.models}`);
+    throw new TypeError(
+      `Expected a non-empty string for info.models but received ${typeof i.models === 'string' ? "''" : typeof i.models}`,
+    );
   return {
     description: i.description,
     requiresCuda: i.requiresCuda,
