@@ -9,6 +9,8 @@
 #include <doctest/doctest.h>
 
 #include "gpumem/caching_resource.hpp"
+#include "gpumem/cuda_resource.hpp"
+#include "gpumem/device.hpp"
 #include "gpumem/errors.hpp"
 #include "gpumem/host_resource.hpp"
 #include "gpumem/limiting_adaptor.hpp"
@@ -311,4 +313,56 @@ TEST_CASE("bad options and bad calls get typed errors") {
   cache.deallocate(p, 1000);
   CHECK_THROWS_AS(cache.deallocate(p, 1000), invalid_argument);
   CHECK_EQ(cache.stats().allocated_bytes, 0u);
+}
+
+// With a GPU (GPUMEM_CTEST_CUDA=ON on a GPU host): the same rules over cudaMalloc and over CUDA VMM
+// pages, with data written through the blocks read back, and the release-and-retry under a limit
+// giving real segments back with cudaFree. Without one the case says why and checks nothing more.
+TEST_CASE("on a GPU: cudaMalloc segments and CUDA VMM pages, written and read back") {
+  if (device_count() == 0) {
+    MESSAGE("skipped: no CUDA device (" << device_status() << ")");
+    CHECK(device_status() != "");
+    return;
+  }
+  const stream_handle s = create_stream(0);
+  std::vector<std::uint32_t> data(6 * MiB / 4), back(data.size());
+  for (std::size_t i = 0; i < data.size(); ++i) data[i] = static_cast<std::uint32_t>(i * 2654435761u);
+  {
+    cuda_resource cuda(0);
+    limiting_adaptor limit(cuda, 50 * MiB);
+    caching_resource cache(limit);
+    CHECK(cache.kind() == memory_kind::device);
+    void* a = cache.allocate(24 * MiB, s);
+    copy_to(a, memory_kind::device, data.data(), 6 * MiB, s);
+    cache.deallocate(a, 24 * MiB, s);
+    void* b = cache.allocate(30 * MiB, s);  // 54 MiB > 50: the cached 24 MiB segment goes to cudaFree
+    CHECK_EQ(cache.stats().reserved_bytes, 30 * MiB);
+    CHECK_EQ(cache.stats().upstream_free_count, 1u);
+    copy_to(b, memory_kind::device, data.data(), 6 * MiB, s);
+    copy_from(back.data(), b, memory_kind::device, 6 * MiB, s);
+    CHECK(back == data);
+    cache.deallocate(b, 30 * MiB, s);
+    cache.trim();
+    CHECK_EQ(cache.stats().reserved_bytes, 0u);
+  }
+  {
+    caching_options o;
+    o.expandable_segments = true;
+    caching_resource cache(make_device_physical_memory(0, 2 * MiB), o);
+    void* a = cache.allocate(5 * MiB, s);
+    void* b = cache.allocate(30 * MiB, s);  // grows a's range: one more 20 MiB page
+    CHECK_EQ(reinterpret_cast<std::uintptr_t>(b), reinterpret_cast<std::uintptr_t>(a) + 5 * MiB);
+    CHECK_EQ(cache.stats().reserved_bytes, 40 * MiB);
+    // across the boundary of the two pages (at 20 MiB from a)
+    void* across = static_cast<char*>(b) + 12 * MiB;
+    copy_to(across, memory_kind::device, data.data(), 6 * MiB, s);
+    copy_from(back.data(), across, memory_kind::device, 6 * MiB, s);
+    CHECK(back == data);
+    cache.deallocate(a, 5 * MiB, s);
+    cache.deallocate(b, 30 * MiB, s);
+    cache.trim();
+    CHECK_EQ(cache.stats().reserved_bytes, 0u);
+  }
+  synchronize_stream(s);
+  destroy_stream(s);
 }
