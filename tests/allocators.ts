@@ -44,6 +44,17 @@ const variants: Record<string, Array<Omit<AllocatorCase, 'name' | 'requiresCuda'
     { label: 'pool(host)', options: { upstream: 'host' }, oversizeBytes: hostOversize },
     { label: 'pool(cuda)', options: { upstream: 'cuda' }, oversizeBytes: 2 ** 50 },
   ],
+  caching: [
+    { label: 'caching(host)', options: { upstream: 'host' }, oversizeBytes: hostOversize },
+    // 1 GiB ranges on the host: many short-lived streams each reserve one per pool.
+    {
+      label: 'caching(host, expandable)',
+      options: { upstream: 'host', expandableSegments: true, expandableAddressSpaceBytes: 2 ** 30 },
+      oversizeBytes: hostOversize,
+    },
+    { label: 'caching(cuda)', options: { upstream: 'cuda' }, oversizeBytes: 2 ** 50 },
+    { label: 'caching(cuda, expandable)', options: { upstream: 'cuda', expandableSegments: true }, oversizeBytes: 2 ** 50 },
+  ],
   // The example C++ plug-in (examples/cpp), loaded through gpumem/plugin.h.
   plugin: [
     { label: 'plugin(slab, host)', options: { library: exampleSlabLibrary, device: 'host' }, oversizeBytes: hostOversize },

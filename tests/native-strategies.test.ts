@@ -11,6 +11,7 @@ import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
 import { createAllocator, hasAllocator, listAllocators, loadNative, strategyInfo } from '@gpumem/allocator-core';
 import '@gpumem/allocator-async';
+import '@gpumem/allocator-caching';
 import '@gpumem/allocator-expandable';
 import '@gpumem/allocator-pinned';
 import '@gpumem/allocator-pool';

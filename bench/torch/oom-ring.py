@@ -7,7 +7,7 @@ nanoseconds per malloc+free pair (median over every round of every process, with
 per-process medians) and the ring's cost against GPUMEM_OOM_WINDOW=0, and writes the JSON.
 
     python3 bench/torch/oom-ring.py [--out FILE.json] [--repeats 5] [--rounds 10] [--pairs 200000]
-        [--held 256] [--strategies pool,expandable] [--windows 0,256,65536]
+        [--held 256] [--strategies pool,expandable] [--windows 0,256,65536] [--cpu N]
 
 Needs a CUDA device and native/build/Release/libgpumem_torch.so (or GPUMEM_TORCH_LIB)."""
 
@@ -47,6 +47,7 @@ def main() -> int:
     ap.add_argument("--strategies", default="pool,expandable")
     ap.add_argument("--windows", default="0,256,65536", help="GPUMEM_OOM_WINDOW values; 0 is off (default 0,256,65536)")
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--cpu", type=int, help="run every process on this one CPU (taskset): the same core and cache for every setting")
     a = ap.parse_args()
     lib = os.environ.get("GPUMEM_TORCH_LIB") or str(ROOT / "native" / "build" / "Release" / "libgpumem_torch.so")
     if not Path(lib).is_file():
@@ -63,7 +64,8 @@ def main() -> int:
             rng.shuffle(order)
             for s, w in order:
                 env = dict(os.environ, GPUMEM_ALLOCATOR=s, GPUMEM_OOM_WINDOW=str(w))
-                p = subprocess.run([str(binary), lib, str(a.rounds), str(a.pairs), str(a.held)],
+                pin = [] if a.cpu is None else ["taskset", "-c", str(a.cpu)]
+                p = subprocess.run(pin + [str(binary), lib, str(a.rounds), str(a.pairs), str(a.held)],
                                    env=env, capture_output=True, text=True, timeout=300)
                 if p.returncode != 0:
                     sys.exit(f"oom-ring: {s} window {w}: exit {p.returncode}: {p.stderr.strip()}")
@@ -84,7 +86,7 @@ def main() -> int:
         print(f"{r['strategy']:12} {r['window']:>8} {r['median_ns']:>9.1f} {r['min_ns']:>12.1f} – {r['max_ns']:<11.1f} {delta:>9}")
     gpu = subprocess.run(["nvidia-smi", "--query-gpu=name,driver_version", "--format=csv,noheader"],
                          capture_output=True, text=True).stdout.strip()
-    out = {"benchmark": "oom-ring", "command": " ".join(sys.argv), "gpu": gpu, "library": lib,
+    out = {"benchmark": "oom-ring", "command": " ".join(sys.argv), "gpu": gpu, "library": lib, "cpu": a.cpu,
            "repeats": a.repeats, "rounds": a.rounds, "pairs": a.pairs, "held": a.held, "rows": rows}
     Path(a.out).parent.mkdir(parents=True, exist_ok=True)
     Path(a.out).write_text(json.dumps(out, indent=2) + "\n")

@@ -107,6 +107,8 @@ class AllocatorConfigTests(unittest.TestCase):
             "expandable": "strategy=expandable expandable.unmap_idle_before_growth=0 oom=raise",
             "pinned": "strategy=pinned pool.upstream=pinned pool.max_reserved=none oom=raise",
             "tiered": "strategy=tiered tiered.device_budget=default tiered.host_budget=default tiered.placement=auto oom=raise",
+            "caching": "strategy=caching caching.upstream=cuda caching.roundup_power2_divisions=none caching.max_split_size=none "
+            "caching.garbage_collection_threshold=0 caching.allowed_memory=none caching.expandable_segments=0 oom=raise",
         }
         # Every strategy of the library's registry that needs no options (the plug-in's needs its library).
         plain = {s["name"] for s in gpumem_torch.strategies() if not s["flags"]["requiresOptions"]}

@@ -44,7 +44,8 @@ namespace gpumem {
   X(plugin)                  \
   X(expandable)              \
   X(pinned)                  \
-  X(tiered)
+  X(tiered)                  \
+  X(caching)
 
 // How an option's value is written and checked.
 enum class option_kind {

@@ -65,6 +65,7 @@ export {
   listAllocators,
   hasAllocator,
   strategyInfo,
+  strategyLabel,
   type AllocatorOptionsMap,
   type AllocatorFactory,
   type FactoryFor,

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { createAllocator, hasAllocator, listAllocators, registerAllocator, HostAllocator, strategyInfo } from './index.js';
+import { createAllocator, hasAllocator, listAllocators, registerAllocator, HostAllocator, strategyInfo, strategyLabel } from './index.js';
 
 describe('registry', () => {
   it('has the core strategies registered on import', () => {
@@ -69,6 +69,18 @@ describe('registry', () => {
         registerAllocator('bad-twin', () => new HostAllocator(), { description: 'x', requiresCuda: false, hostTwinOptions: bad as never }),
       ).toThrow(/Expected an object of options for info.hostTwinOptions/);
     expect(hasAllocator('bad-twin')).toBe(false);
+  });
+
+  it('labels a strategy by the allocator it reproduces, where it says', () => {
+    registerAllocator('modelling-plugin', () => new HostAllocator(), { description: 'x', requiresCuda: false, models: "X's allocator" });
+    expect(strategyInfo('modelling-plugin').models).toBe("X's allocator");
+    expect(strategyLabel(strategyInfo('modelling-plugin'))).toBe("modelling-plugin (X's allocator)");
+    expect(strategyLabel(strategyInfo('host'))).toBe('host');
+    for (const bad of ['', 3])
+      expect(() =>
+        registerAllocator('bad-model', () => new HostAllocator(), { description: 'x', requiresCuda: false, models: bad as never }),
+      ).toThrow(/Expected a non-empty string for info.models/);
+    expect(hasAllocator('bad-model')).toBe(false);
   });
 
   it('names the registered strategies when asked for an unknown one', () => {

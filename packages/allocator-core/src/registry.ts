@@ -81,6 +81,11 @@ export interface StrategyInfo {
    * machine (`gpumem doctor`) replays the twin, on a GPU as without one. Absent when it has none.
    */
   hostTwinOptions?: Readonly<Record<string, unknown>>;
+  /**
+   * The allocator whose rules the strategy reproduces, in words ("PyTorch's allocator"): tables
+   * name its rows `caching (PyTorch's allocator)`. Absent for a strategy of its own design.
+   */
+  models?: string;
 }
 
 /** What a strategy says of itself when it registers. */
@@ -109,6 +114,8 @@ export interface StrategyRegistration {
   addressOnly?: boolean;
   /** The options that run it on its host twin, the same logic over host memory (default: none). */
   hostTwinOptions?: Readonly<Record<string, unknown>>;
+  /** The allocator whose rules it reproduces, in words (default: none). */
+  models?: string;
 }
 
 interface Entry extends StrategyInfo {
@@ -218,7 +225,7 @@ const flagKeys = [
 function checkRegistration(info: unknown): Omit<StrategyInfo, 'name'> {
   if (info === null || typeof info !== 'object' || Array.isArray(info)) {
     throw new TypeError(
-      `Expected an object { description, requiresCuda, nativeLayers?, capturable?, hostMemory?, requiresOptions?, managedMemory?, spillsToHost?, peerAccess?, sleep?, addressOnly?, hostTwinOptions? } for info but received ${info === null ? 'null' : typeof info}`,
+      `Expected an object { description, requiresCuda, nativeLayers?, capturable?, hostMemory?, requiresOptions?, managedMemory?, spillsToHost?, peerAccess?, sleep?, addressOnly?, hostTwinOptions?, models? } for info but received ${info === null ? 'null' : typeof info}`,
     );
   }
   const i = info as Record<string, unknown>;
@@ -234,6 +241,10 @@ function checkRegistration(info: unknown): Omit<StrategyInfo, 'name'> {
   const twin = i.hostTwinOptions;
   if (twin !== undefined && (twin === null || typeof twin !== 'object' || Array.isArray(twin)))
     throw new TypeError(`Expected an object of options for info.hostTwinOptions but received ${twin === null ? 'null' : typeof twin}`);
+  if (i.models !== undefined && (typeof i.models !== 'string' || i.models.length === 0))
+    throw new TypeError(
+      `Expected a non-empty string for info.models but received ${typeof i.models === 'string' ? "''" : typeof i.models}`,
+    );
   return {
     description: i.description,
     requiresCuda: i.requiresCuda,
@@ -247,6 +258,7 @@ function checkRegistration(info: unknown): Omit<StrategyInfo, 'name'> {
     sleep: i.sleep === true,
     addressOnly: i.addressOnly === true,
     ...(twin !== undefined && { hostTwinOptions: Object.freeze({ ...(twin as Record<string, unknown>) }) }),
+    ...(typeof i.models === 'string' && { models: i.models }),
   };
 }
 
@@ -358,6 +370,14 @@ function entryOf(name: string): Entry {
  */
 export function strategyInfo(name: string): StrategyInfo {
   return infoOf(entryOf(name));
+}
+
+/**
+ * How tables name a strategy: its name, and the allocator it reproduces where it says
+ * (`caching (PyTorch's allocator)`).
+ */
+export function strategyLabel(info: Pick<StrategyInfo, 'name' | 'models'>): string {
+  return info.models === undefined ? info.name : `${info.name} (${info.models})`;
 }
 
 /** True when `name` is registered (a deprecated alias counts). */

@@ -1,4 +1,5 @@
 import { describe, expect, it } from 'vitest';
+import '@gpumem/allocator-caching';
 import '@gpumem/allocator-pool';
 import type { TrackingEvent } from '@gpumem/allocator-core';
 import { bestOf, compareAllocators, defaultRepeat, runOne, type RunRequest } from './compare.js';
@@ -74,6 +75,9 @@ describe('bestOf', () => {
 describe('allocator specs', () => {
   it('parses names, options with units, booleans and strings', () => {
     expect(parseAllocatorSpec('pool')).toEqual({ label: 'pool', name: 'pool', options: {} });
+    // a strategy that reproduces another allocator is labelled by it too
+    expect(parseAllocatorSpec('caching').label).toBe("caching (PyTorch's allocator)");
+    expect(parseAllocatorSpec('caching:expandableSegments=true').label).toBe("caching:expandableSegments=true (PyTorch's allocator)");
     expect(parseAllocatorSpec('pool:maxReservedBytes=64MiB:upstream=host').options).toEqual({
       maxReservedBytes: 64 * 2 ** 20,
       upstream: 'host',

@@ -3,7 +3,7 @@
  * packages fill it, with a GPU and without one (whatever this machine has: the rule takes it as given).
  */
 import { describe, expect, it } from 'vitest';
-import { listAllocators, type StrategyInfo } from '@gpumem/allocator-core';
+import { listAllocators, strategyLabel, type StrategyInfo } from '@gpumem/allocator-core';
 import { defaultAllocators, hostMemoryOnGpuReason, noCudaDeviceReason } from './default-allocators.js';
 import { importStrategies } from './strategies.js';
 
@@ -11,6 +11,7 @@ await importStrategies();
 
 const registered = listAllocators();
 const names = (specs: readonly { label: string }[]) => specs.map((s) => s.label);
+const strategyInfoOf = (name: string) => registered.find((s) => s.name === name)!;
 const flagged = (flag: keyof StrategyInfo) => registered.filter((s) => s[flag] === true).map((s) => s.name);
 
 /** A registered strategy's info with the given flags (every other flag off). */
@@ -34,23 +35,25 @@ describe('defaultAllocators', () => {
   it('without a GPU: every strategy that runs on the host, host strategies included, whatever the runs do', () => {
     for (const runsKernels of [true, false]) {
       const { specs, skipped } = defaultAllocators({ gpu: false, runsKernels });
-      expect(names(specs)).toEqual(registered.filter((s) => !s.requiresCuda && !s.requiresOptions).map((s) => s.name));
+      expect(names(specs)).toEqual(registered.filter((s) => !s.requiresCuda && !s.requiresOptions).map(strategyLabel));
       expect(names(specs)).toEqual(expect.arrayContaining(flagged('hostMemory')));
       expect(skipped).toEqual(
         registered.filter((s) => s.requiresCuda && !s.requiresOptions).map((s) => ({ label: s.name, reason: noCudaDeviceReason })),
       );
-      for (const s of specs) expect(s).toEqual({ label: s.name, name: s.name, options: {} });
+      for (const s of specs) expect(s).toEqual({ label: strategyLabel(strategyInfoOf(s.name)), name: s.name, options: {} });
     }
+    // a strategy that says which allocator it reproduces is labelled by it
+    expect(names(defaultAllocators({ gpu: false, runsKernels: false }).specs)).toContain("caching (PyTorch's allocator)");
   });
 
   it('on a GPU, leaves the host-memory strategies out of runs that compute (training), and keeps them for a replay', () => {
     const host = flagged('hostMemory');
     expect(host.length).toBeGreaterThan(0);
     const training = defaultAllocators({ gpu: true, runsKernels: true });
-    expect(names(training.specs)).toEqual(registered.filter((s) => !s.hostMemory && !s.requiresOptions).map((s) => s.name));
+    expect(names(training.specs)).toEqual(registered.filter((s) => !s.hostMemory && !s.requiresOptions).map(strategyLabel));
     expect(training.skipped).toEqual(host.map((label) => ({ label, reason: hostMemoryOnGpuReason })));
     const replay = defaultAllocators({ gpu: true, runsKernels: false });
-    expect(names(replay.specs)).toEqual(registered.filter((s) => !s.requiresOptions).map((s) => s.name));
+    expect(names(replay.specs)).toEqual(registered.filter((s) => !s.requiresOptions).map(strategyLabel));
     expect(names(replay.specs)).toEqual(expect.arrayContaining([...host, ...flagged('requiresCuda')]));
     expect(replay.skipped).toEqual([]);
   });

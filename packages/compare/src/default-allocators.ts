@@ -3,7 +3,7 @@
  * `gpumem replay`, from the registry's capability flags alone.
  * @module
  */
-import { listAllocators, type StrategyInfo } from '@gpumem/allocator-core';
+import { listAllocators, strategyLabel, type StrategyInfo } from '@gpumem/allocator-core';
 import type { SkippedStrategy } from '@gpumem/trace';
 import type { AllocatorSpec } from './spec.js';
 
@@ -37,7 +37,8 @@ export interface DefaultAllocators {
 }
 
 /**
- * Every registered strategy that can run here, with no options, each labelled by its name:
+ * Every registered strategy that can run here, with no options, each labelled by its name (and the
+ * allocator it reproduces, where it says: {@link strategyLabel}):
  * - a strategy that cannot be created without options (`requiresOptions`) runs only when named;
  * - a strategy that needs a GPU (`requiresCuda`) is skipped when there is none;
  * - on a GPU, a strategy over host memory (`hostMemory`) is skipped when the runs compute
@@ -51,7 +52,7 @@ export function defaultAllocators(o: DefaultAllocatorsOptions): DefaultAllocator
     if (s.requiresOptions) continue;
     if (s.requiresCuda && !o.gpu) skipped.push({ label: s.name, reason: noCudaDeviceReason });
     else if (s.hostMemory && o.gpu && o.runsKernels) skipped.push({ label: s.name, reason: hostMemoryOnGpuReason });
-    else specs.push({ label: s.name, name: s.name, options: {} });
+    else specs.push({ label: strategyLabel(s), name: s.name, options: {} });
   }
   return { specs, skipped };
 }

@@ -5,14 +5,15 @@
  * configurations of one strategy can be compared side by side.
  * @module
  */
-import { parseSize } from '@gpumem/allocator-core';
+import { hasAllocator, parseSize, strategyInfo } from '@gpumem/allocator-core';
 
 /** A strategy name, its options, and the label its run is reported under. */
 export interface AllocatorSpec {
   /**
    * The run's label: the spec as written, except for a 'plugin' library ('native', its deprecated
    * name, too), which is named after its library file (`plugin:library=./build/libslab.so:options=x`
-   * is `slab:options=x`).
+   * is `slab:options=x`); a registered strategy that says which allocator it reproduces has that
+   * after it (`caching (PyTorch's allocator)`).
    */
   label: string;
   name: string;
@@ -69,7 +70,9 @@ export function parseAllocatorSpec(spec: string): AllocatorSpec {
     }
     setOption(options, pair.slice(0, eq), parseOptionValue(pair.slice(eq + 1), pair.slice(0, eq)), spec);
   }
-  return { label: name === 'plugin' || name === 'native' ? pluginLabel(spec, pairs) : spec, name, options };
+  const models = hasAllocator(name) ? strategyInfo(name).models : undefined;
+  const label = name === 'plugin' || name === 'native' ? pluginLabel(spec, pairs) : spec;
+  return { label: models === undefined ? label : `${label} (${models})`, name, options };
 }
 
 /**

@@ -12,7 +12,9 @@ export type CaseRow = [TraceEvent['action'], number, number, number?];
 /**
  * 20 MiB allocated and freed (the pool keeps its 20 MiB segment), five 4 MiB blocks carved from it,
  * every other one freed (4 MiB holes), then 8 MiB: no hole fits and the segment is not free, so the
- * pool needs 28 MiB; expandable segments give the holes' memory back and need 24 MiB. Live peak: 20 MiB.
+ * pool needs 28 MiB, and PyTorch's allocator (its twin, `caching`), whose segment for a request under
+ * 10 MiB is 20 MiB, 40 MiB; expandable segments give the holes' memory back and need 24 MiB. Live
+ * peak: 20 MiB.
  */
 export const fragmentingRows: CaseRow[] = [
   ['alloc', 1, 20 * MiB],

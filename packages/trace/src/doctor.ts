@@ -2,7 +2,7 @@
  * "Is this OOM real?": a trace and a device capacity in, a verdict out. The live bytes at the peak
  * are a floor no allocator goes under; each strategy's minimum capacity (replayed, at the capacity
  * and by bisection) is what that allocator needs; PyTorch's default caching allocator is modelled by
- * the `pool` strategy, which, like it, frees its cached segments and retries when a request fails.
+ * its twin, the `caching` strategy (its rules, with the settings the snapshot recorded).
  * Where those fall against the capacity gives exactly one verdict: it fits, it is fragmentation, or
  * it is real (and then what would bring the live bytes down, with figures from the trace).
  * @module
@@ -34,6 +34,7 @@ import {
   type PeakShare,
   type TransientAtPeak,
 } from './peak-anatomy.js';
+import { pytorchTwin } from './pytorch-twin.js';
 import { compileTrace, peakByTag, replayTrace, type CompiledTrace, type ReplayLoop } from './replay.js';
 import { otherFrameTag, type SnapshotHeader } from './snapshot/snapshot.js';
 import type { LabelledStrategySpec } from './strategy-replay.js';
@@ -50,7 +51,10 @@ export interface DoctorOptions {
   capacityBytes: number;
   /** The strategies to replay; those that keep their memory on the device are ranked. */
   strategies: readonly LabelledStrategySpec[];
-  /** The strategy that stands for PyTorch's default caching allocator (default: `pool`). */
+  /**
+   * The strategy that stands for PyTorch's default caching allocator (default: its twin `caching`,
+   * with the settings a snapshot recorded in `allocator_settings`).
+   */
   pytorchModel?: LabelledStrategySpec;
   /** Precision of the minimum-capacity searches (default: the capacity / 1024, 4 KiB to 2 MiB). */
   resolutionBytes?: number;
@@ -194,9 +198,6 @@ export interface DoctorVerdict {
   /** How the figures were made, and what they do not cover. */
   notes: string[];
 }
-
-/** The strategy that models PyTorch's default caching allocator. */
-const pool: LabelledStrategySpec = { label: 'pool', name: 'pool' };
 
 /** The default precision of the searches: a thousandth of the capacity, from 4 KiB to 2 MiB, a power of two. */
 function defaultResolution(capacityBytes: number): number {
@@ -465,7 +466,7 @@ export function diagnoseOom(trace: AllocationTrace, options: DoctorOptions): Doc
   const banded = (row: DoctorStrategy, error: number) => withBand(row, probe, error, outside, capacityBytes);
 
   const rows = options.strategies.map((spec) => banded(examine(spec, probe), strategyModelError));
-  const model = options.pytorchModel ?? pool;
+  const model = options.pytorchModel ?? pytorchTwin(snapshot?.allocatorSettings);
   const modelIndex = options.strategies.findIndex((s) => sameSpec(s, model));
   const pytorchRow = modelIndex >= 0 ? rows[modelIndex]! : examine(model, probe);
   const recorded = recordedPeakReserved(trace);
@@ -491,7 +492,10 @@ export function diagnoseOom(trace: AllocationTrace, options: DoctorOptions): Doc
 
   // The live bytes decide first (nothing needs less), then PyTorch's default as modelled, or, when
   // its replay failed, the best ranked strategy. A capacity inside the deciding band is too close.
-  const pytorchName = `PyTorch's default allocator (modelled by ${pytorch.label})`;
+  const pytorchName =
+    options.pytorchModel === undefined
+      ? "PyTorch's default allocator (replayed by its twin, the caching strategy)"
+      : `PyTorch's default allocator (modelled by ${pytorch.label})`;
   const liveBand = needBand(liveBytes, 0, 0, outside);
   const decision: DoctorDecision = (() => {
     const of = (by: DoctorDecision['by'], label: string, band: NeedBand, call: BandCall): DoctorDecision => ({
@@ -586,7 +590,9 @@ export function diagnoseOom(trace: AllocationTrace, options: DoctorOptions): Doc
 
   const notes: string[] = [
     `Live bytes count each block until its free completed where the format records it (a PyTorch snapshot's free_completed); no allocator needs less than their peak.`,
-    `PyTorch's default caching allocator is modelled by the ${pytorch.label} strategy (512 B rounding, small and large segments, best fit with splitting, and when a request fails: free every cached segment and retry), replayed at the capacity; the peak it reserved in the recording, with no limit, is not its need, since it keeps freed blocks cached until a request fails.`,
+    options.pytorchModel === undefined
+      ? `PyTorch's default caching allocator is modelled by its twin, ${pytorch.label}: CUDACachingAllocator's rounding, small and large pools, best fit per stream, splitting, and when a segment cannot be had its release of cached segments and retry, with the settings the recording ran under; replayed at the capacity. The peak it reserved in the recording, with no limit, is not its need, since it keeps freed blocks cached until a request fails.`
+      : `PyTorch's default caching allocator is modelled by ${pytorch.label}, replayed at the capacity; the peak it reserved in the recording, with no limit, is not its need, since it keeps freed blocks cached until a request fails.`,
     `Minimum capacities are found by bisection to within ${formatBytes(resolutionBytes)}; a strategy that fitted at the capacity needs at most the capacity.`,
   ];
   const width = decision.band.highBytes - decision.band.lowBytes;
@@ -599,10 +605,8 @@ export function diagnoseOom(trace: AllocationTrace, options: DoctorOptions): Doc
         : '.'),
   );
   if (recorded !== undefined) notes.push(`The recording reserved ${formatBytes(recorded)} at most under PyTorch, with no limit.`);
-  if (snapshot?.allocatorSettings?.expandable_segments === true)
-    notes.push(
-      "The recording ran with expandable_segments:True: PyTorch's allocator as configured is closer to the expandable strategy than to its default.",
-    );
+  if (snapshot?.allocatorSettings?.expandable_segments === true && options.pytorchModel === undefined)
+    notes.push('The recording ran with expandable_segments:True: the twin replays it with expandable segments too.');
   if (heldBefore > 0)
     notes.push(
       `The history starts mid-run: ${formatBytes(heldBefore)} allocated before it are counted as held for all of it in every replay (an estimate on the high side: some are freed during it).`,

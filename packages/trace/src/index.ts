@@ -83,6 +83,7 @@ export {
 export { profileReplay, type ReplayProfile, type OomSnapshot, type ProfileOptions } from './profile.js';
 export { addressSpaceRoom, engineHeadroomBytes, type AddressSpaceRoom } from './address-space.js';
 export { pytorchBaseline, pytorchBaselineLabel, type RecordedBaseline } from './baseline.js';
+export { pytorchTwin, pytorchTwinOptions } from './pytorch-twin.js';
 export {
   adviseAllocator,
   strategyMemory,

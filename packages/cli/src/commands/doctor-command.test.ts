@@ -39,7 +39,7 @@ const training = writeTrace('training.jsonl', trainingRows, trainingTags);
 const jsonOf = (stdout: string) => JSON.parse(stdout) as { capacitySource: string; verdict: DoctorVerdict };
 
 describe('gpumem doctor', () => {
-  it('says fragmentation when the pool (PyTorch default) runs out and expandable fits', () => {
+  it("says fragmentation when PyTorch's default (its twin, caching) runs out and expandable fits", () => {
     const json = join(dir, 'fragmentation.json');
     const report = join(dir, 'fragmentation.html');
     const r = run(['doctor', fragmenting, '--capacity', '26MiB', '--outside', '0', '--json', json, '--report', report]);
@@ -47,7 +47,7 @@ describe('gpumem doctor', () => {
     expect(r.stdout).toContain('capacity 26.00 MiB (--capacity)');
     expect(r.stdout).toContain('verdict: fragmentation');
     expect(r.stdout).toContain(
-      "Fragmentation: the live bytes peak at 20.00 MiB, under the capacity of 26.00 MiB, but PyTorch's default allocator (modelled by pool) needs 28.",
+      "Fragmentation: the live bytes peak at 20.00 MiB, under the capacity of 26.00 MiB, but PyTorch's default allocator (replayed by its twin, the caching strategy) needs 40.00 MiB",
     );
     expect(r.stdout).toMatch(/expandable fits in 2\d\.\d\d MiB \(2\d\.\d\d MiB to 2\d\.\d\d MiB on the device\), \d\.\d\d MiB to spare\./);
     const { verdict } = JSON.parse(readFileSync(json, 'utf8')) as { verdict: DoctorVerdict };
@@ -55,8 +55,15 @@ describe('gpumem doctor', () => {
     expect(verdict.best).toMatchObject({ label: 'expandable', fits: true });
     // the driver's strategies are left out on any machine (on a GPU, cudaMalloc per call would read as needing the live bytes)
     expect(r.stderr).toContain('gpumem doctor: leaving out cuda, uvm, async: their memory is the driver');
-    expect(verdict.strategies.map((s) => s.label).sort()).toEqual(['expandable', 'host', 'pinned', 'pool', 'tiered']);
-    expect(verdict.pytorch).toMatchObject({ label: 'pool', fits: false });
+    expect(verdict.strategies.map((s) => s.label).sort()).toEqual([
+      "caching (PyTorch's allocator)",
+      'expandable',
+      'host',
+      'pinned',
+      'pool',
+      'tiered',
+    ]);
+    expect(verdict.pytorch).toMatchObject({ label: "caching (PyTorch's allocator)", fits: false });
     const html = readFileSync(report, 'utf8');
     expect(html).toMatch(/^<!DOCTYPE html>/);
     expect(html).toContain('<section id="verdict" class="verdict fragmentation">');
@@ -86,7 +93,7 @@ describe('gpumem doctor', () => {
     expect(r.stderr).toContain(
       `Fits: under expandable, which needs ${formatBytes(verdict.best!.needBytes)} (${formatBytes(verdict.best!.band.lowBytes)} to ${formatBytes(verdict.best!.band.highBytes)} on the device) of 64.00 MiB, ${formatBytes(verdict.best!.marginBytes)} to spare`,
     );
-    expect(r.stderr).toMatch(/PyTorch's default allocator \(modelled by pool\) fits: it needs 28\.\d\d MiB/);
+    expect(r.stderr).toMatch(/PyTorch's default allocator \(replayed by its twin, the caching strategy\) fits: it needs 40\.00 MiB/);
   });
 
   it("takes a snapshot's capacity from its OOM entry: what PyTorch reserved plus what the device had free", () => {
