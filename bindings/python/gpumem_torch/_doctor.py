@@ -14,11 +14,10 @@ import math
 import time
 from typing import Any, Dict, List, Optional
 
-from . import _band, _replay, _trace
+from . import _band, _pytorch_twin, _replay, _trace
 from ._sizes import format_bytes, to_fixed_2
 from ._tracefile import Trace
 
-PYTORCH_MODEL = "pool"  # the strategy that models PyTorch's default caching allocator
 
 
 def default_resolution(capacity_bytes: int) -> int:
@@ -65,10 +64,12 @@ class _Probe:
         self.resolution, self.search_cap, self.deadline = resolution, search_cap, deadline
 
 
-def _examine(strategy: Dict[str, Any], p: _Probe) -> Dict[str, Any]:
-    """Replays ``strategy`` (on its host twin) at the capacity, and searches its minimum capacity."""
+def _examine(strategy: Dict[str, Any], p: _Probe, label: Optional[str] = None, options: Optional[Dict[str, Any]] = None) -> Dict[str, Any]:
+    """Replays ``strategy`` (on its host twin, with ``options`` over the twin's) at the capacity, and
+    searches its minimum capacity (examine)."""
     name = strategy["name"]
-    spec = _replay.StrategySpec(name, name, _replay.host_twin(strategy) or {})
+    given = {k: _pytorch_twin.option_text(v) for k, v in (options or {}).items()}
+    spec = _replay.StrategySpec(label or name, name, {**(_replay.host_twin(strategy) or {}), **given})
     memory = _replay.strategy_memory(strategy)
     reason = _not_ranked_reason(memory)
     try:
@@ -83,7 +84,7 @@ def _examine(strategy: Dict[str, Any], p: _Probe) -> Dict[str, Any]:
             if p.replay_capacity < c.largest_request_bytes
             else p.program.replay(spec, max(1, p.replay_capacity), address_only, stop_at_first_oom=True).ooms
         )
-        row: Dict[str, Any] = {"label": name, "memory": memory, "ranked": reason is None, "fits": ooms == 0}
+        row: Dict[str, Any] = {"label": spec.label, "memory": memory, "ranked": reason is None, "fits": ooms == 0}
         if address_only:
             row["addressOnly"] = True
         if reason is not None:
@@ -99,7 +100,7 @@ def _examine(strategy: Dict[str, Any], p: _Probe) -> Dict[str, Any]:
     except _replay.DeadlineExceeded:
         raise
     except Exception as e:  # a replay the library refused: the row says why, as doctor.ts's does
-        row = {"label": name, "memory": memory, "ranked": reason is None}
+        row = {"label": spec.label, "memory": memory, "ranked": reason is None}
         if reason is not None:
             row["notRankedReason"] = reason
         row["error"] = f"Error: {e}"
@@ -209,12 +210,16 @@ def diagnose_oom(trace: Trace, capacity_bytes: int, resolution_bytes: Optional[i
         return _with_band(row, p, error, outside, capacity_bytes)
 
     strategies = _replay.doctor_strategies()
-    rows = [banded(_examine(s, p), strategy_model_error) for s in strategies]
-    model_index = next((k for k, s in enumerate(strategies) if s["name"] == PYTORCH_MODEL), -1)
+    rows = [banded(_examine(s, p, _pytorch_twin.strategy_label(s["name"])), strategy_model_error) for s in strategies]
+    # PyTorch's default: its twin with the settings the recording ran under; the strategies' row where
+    # those are none (the same spec), else a replay of its own
+    model_label, model_options = _pytorch_twin.pytorch_twin((snapshot or {}).get("allocatorSettings"))
+    model_index = next((k for k, s in enumerate(strategies) if s["name"] == _pytorch_twin.TWIN_NAME and not model_options), -1)
     if model_index >= 0:
         pytorch_row = rows[model_index]
     else:
-        pytorch_row = _examine(next(s for s in _replay.registered_strategies() if s["name"] == PYTORCH_MODEL), p)
+        twin = next(s for s in _replay.registered_strategies() if s["name"] == _pytorch_twin.TWIN_NAME)
+        pytorch_row = _examine(twin, p, model_label, model_options)
     recorded = (trace.pytorch or {}).get("peakReservedBytes")
     recorded = recorded if isinstance(recorded, int) and recorded > 0 else None
     # the model's row as its own, banded with the model's error rather than the strategy's
@@ -239,7 +244,7 @@ def diagnose_oom(trace: Trace, capacity_bytes: int, resolution_bytes: Optional[i
 
     # The live bytes decide first (nothing needs less), then PyTorch's default as modelled, or, when
     # its replay failed, the best ranked strategy. A capacity inside the deciding band is too close.
-    pytorch_name = f"PyTorch's default allocator (modelled by {pytorch['label']})"
+    pytorch_name = "PyTorch's default allocator (replayed by its twin, the caching strategy)"
     live_band = _band.need_band(live_bytes, 0, 0, outside)
 
     def decided(by: str, label: str, band: Dict[str, int], call: str) -> Dict[str, Any]:
@@ -331,7 +336,7 @@ def diagnose_oom(trace: Trace, capacity_bytes: int, resolution_bytes: Optional[i
 
     notes = [
         "Live bytes count each block until its free completed where the format records it (a PyTorch snapshot's free_completed); no allocator needs less than their peak.",
-        f"PyTorch's default caching allocator is modelled by the {pytorch['label']} strategy (512 B rounding, small and large segments, best fit with splitting, and when a request fails: free every cached segment and retry), replayed at the capacity; the peak it reserved in the recording, with no limit, is not its need, since it keeps freed blocks cached until a request fails.",
+        f"PyTorch's default caching allocator is modelled by its twin, {pytorch['label']}: CUDACachingAllocator's rounding, small and large pools, best fit per stream, splitting, and when a segment cannot be had its release of cached segments and retry, with the settings the recording ran under; replayed at the capacity. The peak it reserved in the recording, with no limit, is not its need, since it keeps freed blocks cached until a request fails.",
         f"Minimum capacities are found by bisection to within {format_bytes(resolution)}; a strategy that fitted at the capacity needs at most the capacity.",
     ]  # fmt: skip
     width = decision["band"]["highBytes"] - decision["band"]["lowBytes"]
@@ -349,7 +354,7 @@ def diagnose_oom(trace: Trace, capacity_bytes: int, resolution_bytes: Optional[i
     if recorded is not None:
         notes.append(f"The recording reserved {format_bytes(recorded)} at most under PyTorch, with no limit.")
     if snapshot and (snapshot.get("allocatorSettings") or {}).get("expandable_segments") is True:
-        notes.append("The recording ran with expandable_segments:True: PyTorch's allocator as configured is closer to the expandable strategy than to its default.")
+        notes.append("The recording ran with expandable_segments:True: the twin replays it with expandable segments too.")
     if held_before > 0:
         notes.append(f"The history starts mid-run: {format_bytes(held_before)} allocated before it are counted as held for all of it in every replay (an estimate on the high side: some are freed during it).")
     if failed > 0:

@@ -122,6 +122,29 @@ def _js_number_text(value: Any) -> str:
     return str(int(value)) if value.is_integer() and abs(value) < 1e21 else repr(value)
 
 
+def _plain(value: Any, depth: int) -> Any:
+    """allocator_settings as plain data, bounded as pickleToJson bounds it (depth, width): a pickle's
+    shared references cannot multiply the work; deeper containers are left out."""
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    if depth >= 4:
+        return "…"
+    if isinstance(value, dict):
+        return {(k if isinstance(k, str) else js_key(k)): _plain(v, depth + 1) for k, v in list(value.items())[:100]}
+    if _list_like(value):
+        return [_plain(v, depth + 1) for v in value[:100]]
+    return type_name(value)
+
+
+def js_key(key: Any) -> str:
+    """A dict key as pickleToJson writes it (String(key) for a number or bool, else its type's name)."""
+    if isinstance(key, bool):
+        return "true" if key else "false"
+    if isinstance(key, (int, float)):
+        return str(int(key)) if isinstance(key, int) or (key.is_integer() and abs(key) < 1e21) else repr(key)
+    return type_name(key)
+
+
 def _list_like(value: Any) -> bool:
     return isinstance(value, (list, tuple))
 
@@ -378,7 +401,7 @@ class _Reader:
             }
         settings = root.get("allocator_settings")
         if isinstance(settings, dict):
-            details["allocatorSettings"] = {str(k): v for k, v in settings.items() if isinstance(v, (str, int, float, bool))}
+            details["allocatorSettings"] = _plain(settings, 0)
         header: Dict[str, Any] = {"source": "torch-snapshot", "allocator": "pytorch-cuda-caching", "device": f"cuda:{device}", "snapshot": details}
         if frame_bytes:
             details["allocationFrames"] = len(frame_bytes)
