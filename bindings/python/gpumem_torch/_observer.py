@@ -15,7 +15,7 @@ import sys
 import threading
 from typing import Any, Callable, Dict, List, Optional, TextIO
 
-from . import _band, _doctor, _snapshot
+from . import _band, _doctor, _pytorch_twin, _replay, _snapshot, _trace
 from ._sizes import format_bytes
 
 DEFAULT_TIME_LIMIT_MS = 30_000
@@ -26,30 +26,44 @@ _state: Dict[str, Any] = {"enabled": False, "attached": False, "time_limit_ms": 
 _last: Optional[Dict[str, Any]] = None
 
 
-def _setting_that_serves(verdict: Dict[str, Any]) -> List[str]:
-    """Which setting would have run the program at this capacity, from the verdict's rows."""
+def expandable_segments_fit(trace: Any, verdict: Dict[str, Any]) -> bool:
+    """Whether PyTorch's allocator with expandable_segments:True would have run the recording: its
+    twin with expandableSegments, replayed once at the capacity less the most memory outside the
+    allocator and the model's error (the top of its band), on the doctor's terms (failed requests
+    replayed, bytes from before the history held)."""
+    twin = next(s for s in _replay.registered_strategies() if s["name"] == _pytorch_twin.TWIN_NAME)
+    c = _trace.compile_trace(_doctor._with_failed_requests(trace.events), None)
+    u = verdict["uncertainty"]
+    room = verdict["capacityBytes"] - verdict["heldBeforeTraceBytes"] - u["outside"]["highBytes"]
+    room -= int(verdict["capacityBytes"] * u["pytorchModelError"])
+    if room < max(1, c.largest_request_bytes):
+        return False
+    spec = _replay.StrategySpec("caching", "caching", {**(_replay.host_twin(twin) or {}), "expandableSegments": "1"})
+    return _replay.Program(c).replay(spec, room, bool(twin["flags"].get("addressOnly")), stop_at_first_oom=True).ooms == 0
+
+
+def _setting_that_serves(verdict: Dict[str, Any], expandable_fits: bool) -> List[str]:
+    """Which setting would have run the program at this capacity, in words."""
     kind = verdict["kind"]
     if kind == "real":
         return ["No allocator setting serves: the live bytes alone exceed the capacity; see what would reduce them above."]
     if kind == "too-close" and verdict["decision"]["by"] == "live":
         return ["No allocator setting is sure to serve: the live bytes and the memory outside the allocator are too close to the capacity."]
-    rows = {r["label"]: r for r in verdict["strategies"]}
     out = []
-    expandable = rows.get("expandable")
-    if expandable is not None and expandable.get("call") == "fits":
+    if expandable_fits:
         out.append(
-            "PyTorch's PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True would likely have served: gpumem's expandable strategy, "
-            f"its model, needs {format_bytes(expandable['needBytes'])} of {format_bytes(verdict['capacityBytes'])}."
+            "PyTorch's PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True would likely have served: its twin (caching with "
+            "expandableSegments) runs the recording in the capacity less the memory outside the allocator."
         )
     best = verdict.get("best")
     if best is not None and best["fits"]:
         out.append(
             f"gpumem's {best['label']} strategy would have served: it needs {format_bytes(best['needBytes'])} "
-            f"(gpumem_torch.enable({best['label']!r}) before CUDA is first used)."
+            f"(gpumem_torch.enable({best['label'].split(' ')[0]!r}) before CUDA is first used)."
         )
     if kind == "fits":
-        out.insert(0, "The model of PyTorch's default fits at this capacity: the failure is within the model's margin (~1.5%), "
-                      "or memory outside the caching allocator (the CUDA context, libraries' workspaces) took the rest.")  # fmt: skip
+        out.insert(0, "The twin of PyTorch's default fits at this capacity: memory outside the caching allocator (the CUDA "
+                      "context, libraries' workspaces) took more than the band allows, or the settings differ from the recording's.")  # fmt: skip
     if not out:
         out.append("No strategy the doctor replays fits at this capacity either.")
     return out
@@ -70,6 +84,10 @@ def diagnose(snapshot: Dict[str, Any], device: int, alloc: int, device_alloc: in
         capacity, source = device_alloc, "the observer's device_alloc (the device's memory PyTorch may use)"
         outside = dict(_band.DEFAULT_OUTSIDE)
     verdict = _doctor.diagnose_oom(trace, capacity, time_limit_s=time_limit_s, outside=outside)
+    settings = (trace.header.get("snapshot") or {}).get("allocatorSettings") or {}
+    # asked only where PyTorch's default did not fit and the recording did not already expand
+    wanted = verdict["kind"] in ("fragmentation", "too-close") and verdict["decision"]["by"] != "live" and settings.get("expandable_segments") is not True
+    expandable_fits = wanted and expandable_segments_fit(trace, verdict)
     return {
         "device": device,
         "request_bytes": alloc,
@@ -77,7 +95,8 @@ def diagnose(snapshot: Dict[str, Any], device: int, alloc: int, device_alloc: in
         "device_free_bytes": device_free,
         "capacity_source": source,
         "verdict": verdict,
-        "serves": _setting_that_serves(verdict),
+        "expandable_segments_fits": expandable_fits if wanted else None,
+        "serves": _setting_that_serves(verdict, expandable_fits),
     }
 
 
@@ -153,7 +172,9 @@ def set_enabled_for_test(enabled: bool, time_limit_ms: Optional[int] = DEFAULT_T
 def last_oom_diagnosis() -> Optional[Dict[str, Any]]:
     """The diagnosis of the last out-of-memory failure of PyTorch's allocator that diagnose_ooms()
     saw, or None: ``device``, ``request_bytes``, ``device_alloc_bytes``, ``device_free_bytes``,
-    ``capacity_source``, ``verdict`` (the doctor's, as in ``gpumem doctor --json``) and ``serves``
-    (the settings that would have served, in words)."""
+    ``capacity_source``, ``verdict`` (the doctor's, as in ``gpumem doctor --json``),
+    ``expandable_segments_fits`` (whether PyTorch's twin with expandable segments runs the recording
+    at the capacity; None where not asked: the default fitted, the live bytes decided, or the
+    recording already expanded) and ``serves`` (the settings that would have served, in words)."""
     with _lock:
         return _last

@@ -68,11 +68,21 @@ class ObserverTests(unittest.TestCase):
     def test_fitting_capacity_names_settings(self):
         import gpumem_torch
 
-        text = self.call(recorded_snapshot, 64 * GIB)
+        self.call(recorded_snapshot, 1 << 40)  # past every need: the bands
         verdict = gpumem_torch.last_oom_diagnosis()["verdict"]
         self.assertEqual(verdict["kind"], "fits")
-        self.assertIn("expandable_segments:True", text)
-        self.assertIn(f"gpumem_torch.enable({verdict['best']['label']!r})", text)
+        self.assertIsNone(gpumem_torch.last_oom_diagnosis()["expandable_segments_fits"])  # the default fitted: not asked
+        # between the live bytes' band and the twin's: fragmentation, and which settings serve
+        low = verdict["liveBytes"] + verdict["uncertainty"]["outside"]["highBytes"]
+        capacity = (low + verdict["pytorch"]["band"]["lowBytes"]) // 2
+        text = self.call(recorded_snapshot, capacity)
+        d = gpumem_torch.last_oom_diagnosis()
+        self.assertEqual(d["verdict"]["kind"], "fragmentation")
+        self.assertIsInstance(d["expandable_segments_fits"], bool)
+        self.assertEqual("expandable_segments:True would likely have served" in text, d["expandable_segments_fits"])
+        best = d["verdict"]["best"]
+        if best["fits"]:
+            self.assertIn(f"gpumem_torch.enable({best['label'].split(' ')[0]!r})", text)
 
     def test_own_failure_is_one_line_and_never_raises(self):
         def broken():
