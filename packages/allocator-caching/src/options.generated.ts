@@ -16,6 +16,7 @@ export const cachingDescriptor = {
     spillsToHost: false,
     peerAccess: true,
     sleep: false,
+    addressOnly: true,
   },
   placement: { key: 'upstream', choices: ['cuda', 'host'] },
   options: {
