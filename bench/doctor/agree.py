@@ -69,8 +69,11 @@ def parse_args(argv):
     p.add_argument("--run-plan", help="run the cases of a --plan file for real (on the GPU), then compare")
     p.add_argument("--gpus", default="0", help="--run-plan: CUDA devices to run cases on at once, comma-separated (default 0)")
     p.add_argument("--near", help="capacities around the needs instead of --cases: comma-separated factors (e.g. "
-                   "0.98,0.995,1.005,1.02); each program gets PyTorch's need times each factor (run under PyTorch's "
-                   "allocator only) and the named strategy's need times each (run under that strategy only)")
+                   "0.98,0.995,1.005,1.02); each program gets PyTorch's need times each factor, run under PyTorch's "
+                   "allocator only (its memory fraction caps the allocator alone)")
+    p.add_argument("--near-offsets", help="with --near: the named strategy's need plus each of these MiB (comma-separated, "
+                   "e.g. 0,100,200,300), run under that strategy only: where it really runs out, against the memory "
+                   "outside the allocator the doctor's band assumes")
     p.add_argument("--worker", help=argparse.SUPPRESS)
     p.add_argument("--allocator", help=argparse.SUPPRESS)
     p.add_argument("--capacity", type=int, help=argparse.SUPPRESS)
@@ -92,6 +95,12 @@ def parse_args(argv):
             p.error(f"--near takes comma-separated factors such as 0.99,1.01; received {args.near!r}")
         if not args.near_factors or any(not 0.5 <= f <= 2 for f in args.near_factors):
             p.error(f"--near takes factors from 0.5 to 2; received {args.near!r}")
+    args.near_offsets_mib = []
+    if args.near_offsets:
+        try:
+            args.near_offsets_mib = [int(v) for v in args.near_offsets.split(",") if v]
+        except ValueError:
+            p.error(f"--near-offsets takes comma-separated whole MiB such as 0,100,200; received {args.near_offsets!r}")
     return args
 
 
@@ -206,6 +215,11 @@ def verdict_of(doc):
         "best": best.get("label"),
         "best_need": best.get("needBytes"),
         "best_fits": strategy.get("fits", best.get("fits")),
+        # the calls with the band (fits / too-close / does-not-fit) and the bands themselves
+        "pytorch_call": doc["pytorch"].get("call"),
+        "pytorch_band": doc["pytorch"].get("band"),
+        "best_call": strategy.get("call"),
+        "best_band": strategy.get("band"),
     }
 
 
@@ -273,20 +287,18 @@ def make_plan(args):
 
 
 def near_rows(program, steps, snapshot, base, args):
-    """--near: capacities at PyTorch's need and the named strategy's need times each factor, each run
-    under the one allocator whose boundary it probes."""
+    """--near: capacities at PyTorch's need times each factor and the named strategy's need plus each
+    offset, each run under the one allocator whose boundary it probes."""
     rows = []
-    for who, need in (("torch", base["pytorch_need"]), ("strategy", base["best_need"])):
-        if not need:
-            continue
-        for f in args.near_factors:
-            capacity = int(need * f)
-            case = f"near-{who}-{f:g}"
-            v = verdict_of(doctor(snapshot, capacity, os.path.join(args.out, f"{program}-doctor-{case}.json"), args.timeout))
-            rows.append({"program": program, "steps": steps, "snapshot": os.path.relpath(snapshot, REPO), "case": case,
-                         "capacity": capacity, "doctor": v, "runs": ["torch"] if who == "torch" else ["strategy"],
-                         "strategy": strategy_name(base["best"]) if base["best"] else None})
-            print(f"   {case}: {gib(capacity)}: doctor {v['kind']}", flush=True)
+    probes = [("torch", f"near-torch-{f:g}", int(base["pytorch_need"] * f)) for f in args.near_factors if base["pytorch_need"]]
+    probes += [("strategy", f"near-strategy+{m}MiB", base["best_need"] + m * MiB) for m in args.near_offsets_mib if base["best_need"]]
+    for who, case, capacity in probes:
+        v = verdict_of(doctor(snapshot, capacity, os.path.join(args.out, f"{program}-doctor-{case}.json"), args.timeout))
+        rows.append({"program": program, "steps": steps, "snapshot": os.path.relpath(snapshot, REPO), "case": case,
+                     "capacity": capacity, "doctor": v, "runs": ["torch"] if who == "torch" else ["strategy"],
+                     "strategy": strategy_name(base["best"]) if base["best"] else None})
+        print(f"   {case}: {gib(capacity)}: doctor {v['kind']} (PyTorch {v['pytorch_call']}, {v['best']} {v['best_call']})",
+              flush=True)
     return rows
 
 
