@@ -59,7 +59,7 @@ from . import _frames, _library, _warnings
 from ._allocator import Allocator, allocator, describe, place, set_thread_placement, thread_placement
 from ._library import library_path
 from ._oom import last_oom_report
-from ._sleep import InvalidStateError, OutOfMemoryError, backup_pool_bytes, current_tag, region, sleep, tag_stats, trim_backup, wake
+from ._sleep import InvalidStateError, NotEnabledError, OutOfMemoryError, backup_pool_bytes, current_tag, region, sleep, tag_stats, trim_backup, wake
 from ._stats import device_index as _device_index
 from ._stats import instance_memory_stats, instance_raw_stats
 
@@ -102,6 +102,7 @@ __all__ = [
     "trim_backup",
     "OutOfMemoryError",
     "InvalidStateError",
+    "NotEnabledError",
 ]
 
 def __getattr__(name: str) -> Any:
@@ -146,7 +147,9 @@ def _restore_env(previous: Dict[str, Optional[str]]) -> None:
 def _init(previous: Dict[str, Optional[str]]) -> str:
     """Has the library read the environment. It keeps the first valid configuration; a bad one is
     rejected (ValueError), the variables set for it are put back, and nothing is kept, so that
-    another configuration can still be chosen."""
+    another configuration can still be chosen. RuntimeError where the library had already kept
+    another strategy than the one just set (a C caller's first allocation read the environment
+    before): the library never reads it again, so the new one would be ignored in silence."""
     global _init_env
     lib = _library.load()
     with _warnings.collected():  # deprecated spellings the library read: FutureWarning, at the caller's line
@@ -154,9 +157,22 @@ def _init(previous: Dict[str, Optional[str]]) -> str:
             message = _library.last_error()
             _restore_env(previous)
             raise ValueError(message)
+    kept = lib.gpumem_config().decode()
+    if _init_env is None and "GPUMEM_ALLOCATOR" in previous:
+        wanted = _strategy_of(lib.gpumem_describe_config(f"GPUMEM_ALLOCATOR={os.environ['GPUMEM_ALLOCATOR']}\n".encode()))
+        if wanted is not None and wanted != _strategy_of(kept.encode()):
+            _restore_env(previous)
+            raise RuntimeError(f"gpumem: the library already read its configuration ({kept}); GPUMEM_ALLOCATOR cannot change in this process")
     if _init_env is None:
         _init_env = {k: (os.environ.get(k) or None) for k in _library.registry().variables}
-    return lib.gpumem_config().decode()
+    return kept
+
+
+def _strategy_of(config_text: Optional[bytes]) -> Optional[str]:
+    """``pool`` of ``strategy=pool pool.upstream=...`` (None for a configuration in error)."""
+    if not config_text or not config_text.startswith(b"strategy="):
+        return None
+    return config_text.split()[0][len(b"strategy=") :].decode()
 
 
 def check_config(strategy: Optional[str] = None, **options: Any) -> str:
@@ -222,6 +238,10 @@ def enable(strategy: Optional[str] = None, **options: Any) -> str:
     another allocator is in place, FileNotFoundError when the library is missing, ImportError
     without PyTorch. Calling it again with the same (or no) options is a no-op."""
     global _enabled, _allocator
+    if not _enabled:
+        # A bad name or option is the error, with or without PyTorch installed (ValueError,
+        # TypeError), before the import that would hide it behind ImportError.
+        _check_request(strategy, options)
     import torch  # noqa: F401  (ImportError is the clear message here)
 
     with _lock:
@@ -246,6 +266,16 @@ def enable(strategy: Optional[str] = None, **options: Any) -> str:
         return description
 
 
+def _check_request(strategy: Optional[str], options: Dict[str, Any]) -> None:
+    """ValueError or TypeError for a strategy or options the library would refuse, checked by the
+    library's describe (nothing created, the environment untouched). A strategy left None is the
+    environment's, which enable() checks when the library reads it."""
+    if strategy is None and not options:
+        return
+    name = strategy if strategy is not None else (os.environ.get("GPUMEM_ALLOCATOR") or "expandable")
+    describe(name, **options)
+
+
 def is_enabled() -> bool:
     """Whether :func:`enable` made gpumem PyTorch's allocator in this process."""
     return _enabled
@@ -255,9 +285,15 @@ def config() -> str:
     """The strategy and options in effect for :func:`enable` (the environment's configuration),
     e.g. ``strategy=pool pool.upstream=cuda pool.max_reserved=none oom=raise``; reads the
     environment if nothing did yet; ``error: ...`` when it is not valid."""
+    global _init_env
     lib = _library.load()
-    with _warnings.collected():
-        return lib.gpumem_config().decode()
+    with _warnings.collected():  # not under _lock: check_config and enable call this holding it
+        text = lib.gpumem_config().decode()
+        # The library keeps what it just read: later options that would change it are refused
+        # (check_config, enable), not accepted and ignored.
+        if _init_env is None and not text.startswith("error:"):
+            _init_env = {k: (os.environ.get(k) or None) for k in _library.registry().variables}
+        return text
 
 
 def last_error() -> str:
