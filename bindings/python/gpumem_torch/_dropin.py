@@ -12,6 +12,7 @@ import sys
 from typing import Any, Dict, List, Optional
 
 from . import _sleep
+from ._stats import instance_raw_stats
 
 
 class GpumemBackend:
@@ -44,22 +45,50 @@ class GpumemBackend:
     def current_tag(self) -> str:
         return _sleep.current_tag()
 
-    def sleep(self, tags: List[str], keep: List[str]) -> Dict[str, Any]:
-        return _sleep.sleep(tags, keep=keep)
+    def _devices(self) -> List[int]:
+        """The devices gpumem's allocator has served (its tags are per device)."""
+        import torch
 
-    def wake(self, tags: List[str]) -> Dict[str, Any]:
-        return _sleep.wake(tags)
+        return [d for d in range(torch.cuda.device_count()) if instance_raw_stats(0, d)["active"]]
+
+    def sleep(self, tags: List[str], keep: List[str]) -> None:
+        """Sleeps ``tags`` on every device where they hold memory, as the peers act on every device."""
+        for device in self._devices():
+            here = {s["tag"] for s in _sleep.tag_stats(device)}
+            named = [t for t in tags if t in here]
+            if named:
+                _sleep.sleep(named, keep=[t for t in keep if t in here], device=device)
+
+    def wake(self, tags: List[str]) -> None:
+        for device in self._devices():
+            here = {s["tag"] for s in _sleep.tag_stats(device)}
+            named = [t for t in tags if t in here]
+            if named:
+                _sleep.wake(named, device=device)
 
     def tag_stats(self) -> List[Dict[str, Any]]:
-        return _sleep.tag_stats()
+        """Every device's tags merged by name: ``asleep`` / ``awake`` where asleep / awake on any
+        device, the byte counts summed."""
+        merged: Dict[str, Dict[str, Any]] = {}
+        for device in self._devices():
+            for s in _sleep.tag_stats(device):
+                m = merged.setdefault(s["tag"], {"tag": s["tag"], "asleep": False, "awake": False, "allocated_bytes": 0, "slept_bytes": 0})
+                m["asleep"] = m["asleep"] or s["asleep"]
+                m["awake"] = m["awake"] or not s["asleep"]
+                m["allocated_bytes"] += s["allocated_bytes"]
+                m["slept_bytes"] += s["slept_bytes"]
+        return list(merged.values())
 
     def trim_backup(self) -> None:
-        _sleep.trim_backup()
+        for device in self._devices():
+            _sleep.trim_backup(device)
 
     def empty_cache(self) -> None:
-        sys.modules[__package__].empty_cache()
+        for device in self._devices():
+            sys.modules[__package__].empty_cache(device)
 
     def free_device_bytes(self) -> int:
+        """The current device's (the peer's margin is per allocation, on its device)."""
         import torch
 
         return int(torch.cuda.mem_get_info()[0])

@@ -15,7 +15,8 @@ gpumem tag of its own, ``saver:<tag>`` or ``saver:<tag>:cpu_backup``, so that on
 hold allocations with and without a backup, as the peer allows; pause sleeps the saver tags named
 (keeping the content of the backed-up ones), resume wakes them. gpumem has one mechanism, its
 allocator installed as PyTorch's (:func:`gpumem_torch.enable`): ``hook_mode`` ``"preload"`` and
-``"torch"`` are the same here, and CUDA graphs captured in a region pause in either.
+``"torch"`` are the same here. The memory of a CUDA graph captured by :meth:`MemorySaver.cuda_graph`
+cannot pause (a typed error says so); the weights and caches it reads can, and it replays after.
 
 Where the peer kills the process (pause of a paused tag, resume of one not paused) or asserts,
 these raise a typed error and change nothing."""
@@ -38,6 +39,8 @@ _DEFAULT_TAG = "default"
 # pausable under the tag "default", with a CPU backup where the second is "1".
 _INIT_ENABLE = "TMS_INIT_ENABLE"
 _INIT_ENABLE_CPU_BACKUP = "TMS_INIT_ENABLE_CPU_BACKUP"
+# ... and its switch of retain_cpu_backup's starting value.
+_RETAIN_CPU_BACKUP = "TMS_RETAIN_CPU_BACKUP"
 
 
 def _gpumem_tag(tag: str, cpu_backup: bool) -> str:
@@ -66,10 +69,11 @@ class MemorySaver:
         self._lock = threading.RLock()
         self._hook_mode = "preload"
         self._initialized = False
-        self._retain_cpu_backup = False
+        self._retain_cpu_backup = os.environ.get(_RETAIN_CPU_BACKUP) == "1"
         self._memory_margin_bytes = 0
         self._tags: Dict[str, Tuple[str, bool]] = {}  # gpumem tag -> (saver tag, CPU backup)
         self._open_regions = 0  # regions entered and not exited, the init-enabled one included
+        self._graph_tags: set = set()  # gpumem tags that cuda_graph() captured in
 
     # -- configuration ------------------------------------------------------------------------
 
@@ -109,8 +113,9 @@ class MemorySaver:
 
     @property
     def retain_cpu_backup(self) -> bool:
-        """False (the default): resume frees the host memory that held the backups, as the peer's.
-        True: it is kept for the next pause (gpumem's own default: nothing pinned again)."""
+        """False (the default; True where ``TMS_RETAIN_CPU_BACKUP=1``): resume frees the host memory
+        that held the backups, as the peer's. True: it is kept for the next pause (gpumem's own
+        default: nothing pinned again)."""
         return self._retain_cpu_backup
 
     @retain_cpu_backup.setter
@@ -159,10 +164,16 @@ class MemorySaver:
         enable_cpu_backup: bool = False,
         cpu_backup_backend: Optional[str] = None,
     ) -> Iterator[None]:
-        """``torch.cuda.graph`` whose memory (the graph's pool) is pausable under ``tag``. A paused
-        graph must not be replayed until resume: its addresses are kept, its memory is not there."""
+        """``torch.cuda.graph`` whose memory is allocated under ``tag``, which the peer can pause and
+        gpumem cannot: PyTorch gives a graph captured through a pluggable allocator no private pool,
+        so the intermediates it frees at the end of capture are cached memory of the tag, which a
+        wake does not map again, and a replay after resume would write to unmapped memory. pause()
+        of ``tag`` is therefore InvalidStateError; pause the tags of the weights and caches the
+        graph reads, which replays after their resume (docs/sleep.md)."""
         self._check_region(tag, enable_cpu_backup, False, cpu_backup_backend)
         self._ensure_initialized()
+        with self._lock:
+            self._graph_tags.add(_gpumem_tag(tag, enable_cpu_backup))
         with self._backend.graph(cuda_graph, pool, stream, capture_error_mode):
             with self._enter(_gpumem_tag(tag, enable_cpu_backup), tag, enable_cpu_backup):
                 yield
@@ -223,11 +234,18 @@ class MemorySaver:
         """Releases the device memory of the regions of ``tag`` (None or "": every region), their
         addresses kept; backed-up content goes to host memory. A tag with no allocation is nothing
         to do, as the peer's. InvalidStateError, with nothing released, where one of them is paused
-        already (the peer exits the process)."""
+        already (the peer exits the process) or holds a graph captured by :meth:`cuda_graph`."""
         _check_tag(tag, "pause(tag=...)", optional=True)
         self._ensure_initialized()
         with self._lock:
             chosen, states = self._chosen(tag)
+            graphs = sorted({self._tags[g][0] for g in chosen if g in self._graph_tags})
+            if graphs:
+                raise _sleep.InvalidStateError(
+                    f"gpumem: pause: tag {', '.join(map(repr, graphs))} holds a CUDA graph captured by cuda_graph(), whose "
+                    "memory gpumem cannot pause (a replay after resume would write to memory that resume does not map "
+                    "again); pause the tags of the tensors the graph reads instead"
+                )
             paused = sorted({self._tags[g][0] for g in chosen if states[g]["asleep"]})
             if paused:
                 raise _sleep.InvalidStateError(f"gpumem: pause: tag {', '.join(map(repr, paused))} is paused already; resume it first")
@@ -243,7 +261,7 @@ class MemorySaver:
         self._ensure_initialized()
         with self._lock:
             chosen, states = self._chosen(tag)
-            awake = sorted({self._tags[g][0] for g in chosen if not states[g]["asleep"]})
+            awake = sorted({self._tags[g][0] for g in chosen if states[g]["awake"]})
             if awake:
                 raise _sleep.InvalidStateError(f"gpumem: resume: tag {', '.join(map(repr, awake))} is not paused")
             if not chosen:

@@ -132,8 +132,11 @@ class TaggedPool:
             return sum(int(s["allocated_bytes"]) for s in self._backend.tag_stats() if s["tag"] in mine)
 
     def _known(self) -> Tuple[set, set]:
-        """(asleep, awake): the gpumem tags gpumem knows, by state."""
+        """(asleep, awake): the gpumem tags gpumem knows asleep, and awake, on some device."""
         asleep, awake = set(), set()
         for s in self._backend.tag_stats():
-            (asleep if s["asleep"] else awake).add(s["tag"])
+            if s["asleep"]:
+                asleep.add(s["tag"])
+            if s["awake"]:
+                awake.add(s["tag"])
         return asleep, awake

@@ -61,7 +61,6 @@ class FakeBackend:
             state["mode"] = "keep" if t in keep else "discard"
             if t not in keep:
                 state["content"] = {k: "undefined" for k in state["content"]}
-        return {"changed": changed, "unchanged": [t for t in tags if t not in changed]}
 
     def wake(self, tags):
         self.calls.append(("wake", list(tags)))
@@ -69,13 +68,13 @@ class FakeBackend:
         changed = [t for t in tags if self.tags[t]["asleep"]]
         for t in changed:
             self.tags[t]["asleep"] = False
-        return {"changed": changed, "unchanged": [t for t in tags if t not in changed]}
 
     def tag_stats(self):
         return [
             {
                 "tag": t,
                 "asleep": s["asleep"],
+                "awake": not s["asleep"],
                 "mode": s["mode"],
                 "allocated_bytes": s["allocated"],
                 "device_bytes": 0 if s["asleep"] else s["allocated"],

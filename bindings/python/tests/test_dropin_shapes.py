@@ -102,8 +102,16 @@ class SaverRegionTests(unittest.TestCase):
         with s.cuda_graph(graph, tag="graph"):
             self.assertEqual(b.allocate(5), "saver:graph")
         self.assertEqual(b.names("graph"), [("graph", graph, "global")])
-        s.pause("graph")
-        self.assertTrue(b.tags["saver:graph"]["asleep"])
+        with s.region(tag="kv_cache"):
+            b.allocate(5)
+        for tag in ("graph", None):
+            with self.subTest(tag=tag):
+                with self.assertRaises(gpumem_torch.InvalidStateError) as e:
+                    s.pause(tag)
+                self.assertIn("'graph' holds a CUDA graph", str(e.exception))
+        self.assertEqual(b.names("sleep"), [])  # nothing paused, kv_cache included
+        s.pause("kv_cache")  # what the graph reads pauses
+        self.assertTrue(b.tags["saver:kv_cache"]["asleep"])
 
 
 class SaverPauseTests(unittest.TestCase):
@@ -241,6 +249,23 @@ class SaverSetupTests(unittest.TestCase):
         self.assertEqual(b.names("sleep"), [("sleep", ["saver:default:cpu_backup", "saver:grad_buffer"], ["saver:default:cpu_backup"])])
         s.resume()
         self.assertEqual(b.read("saver:default:cpu_backup", "model"), 42)
+
+    def test_retain_from_the_environment(self):
+        with mock.patch.dict(os.environ, {"TMS_RETAIN_CPU_BACKUP": "1"}):
+            s, _ = new_saver()
+        self.assertIs(s.retain_cpu_backup, True)
+
+    def test_a_tag_asleep_on_one_device_and_awake_on_another(self):
+        s, b = new_saver()
+        with s.region(tag="kv"):
+            b.allocate(5)
+        mixed = [{"tag": "saver:kv", "asleep": True, "awake": True, "allocated_bytes": 10, "slept_bytes": 5}]
+        with mock.patch.object(b, "tag_stats", return_value=mixed):
+            with self.assertRaises(gpumem_torch.InvalidStateError):
+                s.pause("kv")
+            with self.assertRaises(gpumem_torch.InvalidStateError):
+                s.resume("kv")
+        self.assertEqual(b.names("sleep") + b.names("wake"), [])
 
     def test_the_module_s_singleton_and_configure_subprocess(self):
         self.assertIsInstance(saver.memory_saver, saver.MemorySaver)
