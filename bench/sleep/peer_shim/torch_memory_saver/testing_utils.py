@@ -20,10 +20,9 @@ def empty_cache():
 
 
 def get_and_print_gpu_memory(message, gpu_id=0):
-    used = getattr(torch.cuda, "device_memory_used", None)
-    if used is not None:
-        mem = used(gpu_id)
-    else:
+    try:
+        mem = torch.cuda.device_memory_used(gpu_id)
+    except (AttributeError, ModuleNotFoundError, RuntimeError):  # an older PyTorch, or no NVML binding
         free, total = torch.cuda.mem_get_info(gpu_id)
         mem = total - free
     print(f"GPU {gpu_id} memory: {mem / 1024 ** 3:.2f} GB ({message})")
