@@ -147,9 +147,10 @@ def _restore_env(previous: Dict[str, Optional[str]]) -> None:
 def _init(previous: Dict[str, Optional[str]]) -> str:
     """Has the library read the environment. It keeps the first valid configuration; a bad one is
     rejected (ValueError), the variables set for it are put back, and nothing is kept, so that
-    another configuration can still be chosen. RuntimeError where the library had already kept
-    another strategy than the one just set (a C caller's first allocation read the environment
-    before): the library never reads it again, so the new one would be ignored in silence."""
+    another configuration can still be chosen. The first time here, the library may have kept one
+    already (config() or a C caller's first allocation read the environment before): where the
+    environment now describes another, RuntimeError, the variables put back, since the library never
+    reads it again and the new one would be ignored in silence."""
     global _init_env
     lib = _library.load()
     with _warnings.collected():  # deprecated spellings the library read: FutureWarning, at the caller's line
@@ -157,22 +158,31 @@ def _init(previous: Dict[str, Optional[str]]) -> str:
             message = _library.last_error()
             _restore_env(previous)
             raise ValueError(message)
-    kept = lib.gpumem_config().decode()
-    if _init_env is None and "GPUMEM_ALLOCATOR" in previous:
-        wanted = _strategy_of(lib.gpumem_describe_config(f"GPUMEM_ALLOCATOR={os.environ['GPUMEM_ALLOCATOR']}\n".encode()))
-        if wanted is not None and wanted != _strategy_of(kept.encode()):
-            _restore_env(previous)
-            raise RuntimeError(f"gpumem: the library already read its configuration ({kept}); GPUMEM_ALLOCATOR cannot change in this process")
-    if _init_env is None:
-        _init_env = {k: (os.environ.get(k) or None) for k in _library.registry().variables}
+        kept = lib.gpumem_config().decode()
+        if _init_env is None:
+            spec = "".join(f"{name}={os.environ[name]}\n" for name in _env_names() if os.environ.get(name))
+            described = lib.gpumem_describe_config(spec.encode())
+            if described is None:
+                message = _library.last_error()
+                _restore_env(previous)
+                raise ValueError(message)
+            if described.decode() != kept:
+                _restore_env(previous)
+                raise RuntimeError(
+                    f"gpumem: the library already read its configuration ({kept}); the environment's "
+                    f"({described.decode()}) cannot take effect in this process"
+                )
+            _init_env = {k: (os.environ.get(k) or None) for k in _library.registry().variables}
     return kept
 
 
-def _strategy_of(config_text: Optional[bytes]) -> Optional[str]:
-    """``pool`` of ``strategy=pool pool.upstream=...`` (None for a configuration in error)."""
-    if not config_text or not config_text.startswith(b"strategy="):
-        return None
-    return config_text.split()[0][len(b"strategy=") :].decode()
+def _env_names() -> List[str]:
+    """Every variable the library reads: the registry's, and their deprecated spellings."""
+    names = list(_library.registry().variables)
+    for strategy in _library.registry().strategies:
+        for option in strategy["options"]:
+            names += [alias for alias in option.get("envAliases") or [] if alias not in names]
+    return names
 
 
 def check_config(strategy: Optional[str] = None, **options: Any) -> str:
@@ -285,15 +295,11 @@ def config() -> str:
     """The strategy and options in effect for :func:`enable` (the environment's configuration),
     e.g. ``strategy=pool pool.upstream=cuda pool.max_reserved=none oom=raise``; reads the
     environment if nothing did yet; ``error: ...`` when it is not valid."""
-    global _init_env
     lib = _library.load()
-    with _warnings.collected():  # not under _lock: check_config and enable call this holding it
-        text = lib.gpumem_config().decode()
-        # The library keeps what it just read: later options that would change it are refused
-        # (check_config, enable), not accepted and ignored.
-        if _init_env is None and not text.startswith("error:"):
-            _init_env = {k: (os.environ.get(k) or None) for k in _library.registry().variables}
-        return text
+    with _warnings.collected():
+        # The library keeps what it read here: check_config() and enable() compare what they are
+        # asked for with it (_init), rather than report it as the new configuration.
+        return lib.gpumem_config().decode()
 
 
 def last_error() -> str:

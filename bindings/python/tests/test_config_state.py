@@ -60,6 +60,27 @@ class ConfigThenCheckTests(unittest.TestCase):
         self.assertEqual(r["same"], r["config"])  # asking for nothing new is fine
         self.assertEqual(r["after"], r["config"])
 
+    def test_the_same_configuration_spelt_out_after_config(self):
+        r = run_python(
+            "c = gpumem_torch.config()\n"
+            "print(json.dumps({'config': c, 'same': gpumem_torch.check_config('expandable'),\n"
+            "                  'option': error_of(gpumem_torch.check_config, 'expandable', unmap_idle_before_growth=True)}))\n"
+        )
+        self.assertEqual(r["same"], r["config"])  # the default named is the same configuration
+        self.assertEqual(r["option"][0], "RuntimeError")  # an option the kept one lacks is not ignored either
+        self.assertIn("GPUMEM_EXPANDABLE_UNMAP_IDLE_BEFORE_GROWTH cannot change", r["option"][1])
+
+    def test_deprecated_spellings_read_before(self):
+        # The library read GPUMEM_NATIVE_LIBRARY (plug-in's older variable): the same configuration.
+        r = run_python(
+            "import warnings; warnings.simplefilter('ignore')\n"
+            "c = gpumem_torch.config()\nprint(json.dumps([c, gpumem_torch.check_config()]))\n",
+            GPUMEM_ALLOCATOR="native",
+            GPUMEM_NATIVE_LIBRARY="/opt/lib/slab.so",
+        )
+        self.assertEqual(r[0], r[1])
+        self.assertTrue(r[1].startswith("strategy=plugin plugin.library=/opt/lib/slab.so "))
+
     def test_the_same_strategy_after_config(self):
         r = run_python("c = gpumem_torch.config()\nprint(json.dumps([c, gpumem_torch.check_config('pool')]))\n", GPUMEM_ALLOCATOR="pool")
         self.assertEqual(r[0], r[1])
@@ -81,7 +102,8 @@ class ConfigThenCheckTests(unittest.TestCase):
         )
         self.assertTrue(r["alloc"])
         self.assertEqual(r["pool"][0], "RuntimeError")
-        self.assertIn("GPUMEM_ALLOCATOR cannot change", r["pool"][1])
+        self.assertIn("the environment's (strategy=pool ", r["pool"][1])
+        self.assertIn("cannot take effect in this process", r["pool"][1])
         self.assertIsNone(r["env"])
 
 
