@@ -87,6 +87,18 @@ class GpumemBackend:
         for device in self._devices():
             sys.modules[__package__].empty_cache(device)
 
+    def read_backup(self, x: Any) -> Any:
+        """A CPU copy of tensor ``x`` from its sleeping tag's backup, or None where none holds it."""
+        import torch
+
+        if not isinstance(x, torch.Tensor) or not x.is_cuda:
+            raise TypeError(f"gpumem: expected a CUDA tensor but received {type(x).__name__}")
+        if not x.is_contiguous():
+            raise ValueError(f"gpumem: expected a contiguous tensor but received one of shape {tuple(x.shape)} and strides {x.stride()}")
+        out = torch.empty(x.shape, dtype=x.dtype)
+        found = _sleep.instance_read_backup(0, x.data_ptr(), x.nbytes, out.data_ptr(), device=x.device)
+        return out if found else None
+
     def free_device_bytes(self) -> int:
         """The current device's (the peer's margin is per allocation, on its device)."""
         import torch

@@ -248,6 +248,23 @@ def _require_enabled(device: Any, what: str) -> None:
     )
 
 
+def instance_read_backup(instance: int, addr: int, nbytes: int, out: int, device: Any = None) -> bool:
+    """Copies the kept content of device range [addr, addr + nbytes) into host memory at ``out``
+    while its tag sleeps in keep mode; False, nothing copied, where no sleeping tag's backup holds
+    all of it (awake, discarded, not inside a live block)."""
+    lib = _lib()
+    fn = getattr(lib, "gpumem_instance_read_backup", None)
+    if fn is None:
+        raise RuntimeError(f"gpumem: {_library.loaded_path()} cannot read a sleeping tag's backup; rebuild it")
+    fn.restype = ctypes.c_int
+    fn.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_void_p, ctypes.POINTER(ctypes.c_int)]
+    found = ctypes.c_int(0)
+    rc = fn(instance, device_index(device), addr, nbytes, out, ctypes.byref(found))
+    if rc != 0:
+        _raise(rc)
+    return bool(found.value)
+
+
 def sleep(tags: Tags = None, keep: Union[bool, str, Iterable[str]] = True, device: Any = None) -> Dict[str, Any]:
     """Puts ``tags`` (a name, a list of names, or None for every tag the strategy has allocated in)
     of the allocator :func:`gpumem_torch.enable` installed to sleep on ``device`` (default: the

@@ -129,10 +129,14 @@ class MemorySaver:
         )
 
     def get_cpu_backup(self, x: Any, zero_copy: bool = False) -> Any:
-        raise NotImplementedError(
-            "gpumem: a paused tag's content is kept in the allocator's host pool, which gives no per-tensor view; "
-            "read the tensor after resume()"
-        )
+        """A CPU tensor with ``x``'s content as its paused region's backup holds it (``x`` a
+        contiguous CUDA tensor); None where no paused region with a backup holds it (resumed, or
+        without ``enable_cpu_backup``). Always a copy: gpumem's backups sit in a shared host pool
+        that gives no view (``zero_copy`` is accepted and copies too), and a resumed region's backup
+        is not kept as content even with ``retain_cpu_backup``."""
+        _check_bool(zero_copy, "zero_copy")
+        self._ensure_initialized()
+        return self._backend.read_backup(x)
 
     # -- regions --------------------------------------------------------------------------------
 

@@ -90,6 +90,14 @@ class FakeBackend:
     def empty_cache(self):
         self.calls.append(("empty_cache",))
 
+    def read_backup(self, name):
+        """The content saved for `name` while its tag sleeps in keep mode, else None (the fake's
+        tensors are names)."""
+        for state in self.tags.values():
+            if state["asleep"] and state["mode"] == "keep" and name in state["content"]:
+                return state["content"][name]
+        return None
+
     def free_device_bytes(self):
         return self.free_bytes
 

@@ -12,7 +12,8 @@ Modes (the first three are vLLM's tests/basic_correctness/test_cumem.py cases ag
   pool_graph     test_cumem_with_cudagraph: a CUDA graph over a kept weight and a discarded cache
                  replays after sleep and wake_up
   saver_states   the saver's bad transitions on a device: pause of a paused tag and resume of an awake
-                 one are InvalidStateError (the process lives on), content kept and discarded as asked
+                 one are InvalidStateError (the process lives on), content kept and discarded as asked,
+                 get_cpu_backup a CPU copy of a paused backed-up tensor, None otherwise
   saver_graph    a CUDA graph captured in saver.cuda_graph(tag="graph"): pausing its tag is
                  InvalidStateError (its memory cannot pause); its KV cache pauses and resumes, and the
                  graph replays with the expected output
@@ -143,7 +144,11 @@ def saver_states(torch, out):
     out["resume_awake"] = error_of(lambda: saver.resume("weights"))
     out["pause_unknown"] = error_of(lambda: saver.pause("never_used"))
     saver.pause("weights")
+    backup = saver.get_cpu_backup(weights)
+    out["backup"] = backup is not None and bool((backup == 7).all().item()) and backup.device.type == "cpu"
+    out["no_backup"] = saver.get_cpu_backup(kv) is None  # paused without enable_cpu_backup
     saver.resume()
+    out["after_resume"] = saver.get_cpu_backup(weights) is None
     out["same_ptr"] = kv.data_ptr() == ptr
     out["weights_kept"] = bool((weights == 7).all().item())
     kv.fill_(1)

@@ -71,6 +71,9 @@ class SaverGpuTests(unittest.TestCase):
         self.assertIsNone(r["pause_unknown"])  # as the peer: a tag without allocations is nothing to do
         self.assertTrue(r["same_ptr"])
         self.assertTrue(r["weights_kept"])
+        self.assertTrue(r["backup"])
+        self.assertTrue(r["no_backup"])
+        self.assertTrue(r["after_resume"])
         self.assertTrue(r["kv_usable"])
         self.assertEqual(r["resume_resumed"][0], "InvalidStateError")
 

@@ -117,6 +117,46 @@ class SaverOnTheHostTwin(unittest.TestCase):
 
 
 @unittest.skipIf(LIB_REASON, LIB_REASON or "")
+class ReadBackupOnTheHostTwin(unittest.TestCase):
+    """gpumem_instance_read_backup, which the saver's get_cpu_backup reads a paused tensor through."""
+
+    def test_reading_a_sleeping_tag_s_backup(self):
+        r = run_python(
+            "from gpumem_torch import _sleep\n"
+            "n = 70 * (1 << 20)\n"  # past the engine's 64 MiB copy pieces
+            "with gpumem_torch.region('w'):\n"
+            "    w = malloc(n); wd = fill(w, n, 4)\n"
+            "with gpumem_torch.region('kv'):\n"
+            "    kv = malloc(1 << 20); fill(kv, 1 << 20, 6)\n"
+            "buf = ctypes.create_string_buffer(n)\n"
+            "def read(addr, size):\n"
+            "    found = _sleep.instance_read_backup(0, addr, size, ctypes.addressof(buf), HOST)\n"
+            "    return [found, found and buf.raw[:size] == wd[addr - w:addr - w + size]]\n"
+            "out = {'awake': read(w, 4096)}\n"
+            "gpumem_torch.sleep(keep=['w'], device=HOST)\n"
+            "out['whole'] = read(w, n)\n"
+            "out['across_pieces'] = read(w + (64 << 20) - 1000, 5000)\n"
+            "out['inside'] = read(w + 12345, 777)\n"
+            "out['past_the_end'] = read(w + n - 10, 20)[0]\n"
+            "out['discarded'] = _sleep.instance_read_backup(0, kv, 4096, ctypes.addressof(buf), HOST)\n"
+            "out['empty'] = _sleep.instance_read_backup(0, w, 0, ctypes.addressof(buf), HOST)\n"
+            "gpumem_torch.wake(device=HOST)\n"
+            "out['woken'] = read(w, 4096)\n"
+            "out['same'] = same(w, wd)\n"
+            "print(json.dumps(out))\n"
+        )
+        self.assertEqual(r["awake"], [False, False])
+        self.assertEqual(r["whole"], [True, True])
+        self.assertEqual(r["across_pieces"], [True, True])
+        self.assertEqual(r["inside"], [True, True])
+        self.assertFalse(r["past_the_end"])
+        self.assertFalse(r["discarded"])
+        self.assertFalse(r["empty"])
+        self.assertEqual(r["woken"], [False, False])
+        self.assertTrue(r["same"])
+
+
+@unittest.skipIf(LIB_REASON, LIB_REASON or "")
 class TaggedPoolOnTheHostTwin(unittest.TestCase):
     def test_sleep_and_wake_up(self):
         r = run_python(

@@ -215,9 +215,18 @@ class SaverPauseTests(unittest.TestCase):
             self.assertEqual(self.b.current_tag(), "saver:weights:cpu_backup")
         self.assertEqual(self.b.names("empty_cache"), [("empty_cache",)])
 
+    def test_get_cpu_backup(self):
+        self.assertIsNone(self.s.get_cpu_backup("w"))  # awake: no backup
+        self.s.pause()
+        self.assertEqual(self.s.get_cpu_backup("w"), 7)
+        self.assertEqual(self.s.get_cpu_backup("w", zero_copy=True), 7)
+        self.assertIsNone(self.s.get_cpu_backup("kv"))  # paused without a backup
+        with self.assertRaises(TypeError):
+            self.s.get_cpu_backup("w", zero_copy="yes")
+        self.s.resume()
+        self.assertIsNone(self.s.get_cpu_backup("w"))
+
     def test_what_gpumem_does_not_have(self):
-        with self.assertRaises(NotImplementedError):
-            self.s.get_cpu_backup(object())
         with self.assertRaises(NotImplementedError):
             self.s.set_disk_backup_dir("/tmp/backup")
 
