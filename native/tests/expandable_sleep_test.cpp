@@ -450,3 +450,33 @@ TEST_CASE("the 'expandable' strategy is sleepable and takes backupLimitBytes") {
   chain.sleeper->wake({});
   chain.top().deallocate(p, 100);
 }
+
+TEST_CASE("read_backup copies a sleeping kept block's content, and nothing where none is kept") {
+  fixture f;
+  const tag_id kept = intern_tag("sleep-test-read-kept");
+  const tag_id dropped = intern_tag("sleep-test-read-dropped");
+  const std::size_t n = 3 * granule + 100;
+  void* a = allocate_in(f.resource, kept, n);
+  void* d = allocate_in(f.resource, dropped, 1000);
+  fill(a, n, 7);
+  std::vector<std::byte> out(n);
+  CHECK(!f.resource.read_backup(a, n, out.data()));  // awake: no backup
+
+  sleep_request request;
+  request.keep_all = false;
+  request.keep = {kept};
+  f.resource.sleep(request);
+  CHECK(f.resource.read_backup(a, n, out.data()));
+  CHECK(intact(out.data(), n, 7));
+  std::vector<std::byte> part(500);
+  CHECK(f.resource.read_backup(static_cast<std::byte*>(a) + granule, part.size(), part.data()));
+  CHECK(std::memcmp(part.data(), out.data() + granule, part.size()) == 0);
+  CHECK(!f.resource.read_backup(a, n + 1, out.data()));  // past the block: not all of it was saved
+  CHECK(!f.resource.read_backup(d, 1000, out.data()));   // discarded
+  CHECK(!f.resource.read_backup(a, 0, out.data()));
+
+  f.resource.wake({});
+  CHECK(!f.resource.read_backup(a, n, out.data()));  // awake again: the backup went back to the pool
+  f.resource.deallocate(a, n);
+  f.resource.deallocate(d, 1000);
+}

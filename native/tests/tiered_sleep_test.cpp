@@ -599,3 +599,19 @@ TEST_CASE("on a GPU, content survives sleep and wake through CUDA VMM") {
   r.deallocate(s, 3 * MiB);
   r.deallocate(p, n);
 }
+
+TEST_CASE("read_backup copies a sleeping kept block's content") {
+  fixture f;
+  const tag_id kv = intern_tag("read-backup");
+  const std::size_t n = 2 * granule + 5;
+  void* a = f.allocate(kv, n);
+  fill(a, n, 3);
+  std::vector<std::byte> out(n);
+  CHECK(!f.resource.read_backup(a, n, out.data()));
+  f.resource.sleep(keep({kv}));
+  CHECK(f.resource.read_backup(a, n, out.data()));
+  CHECK(intact(out.data(), n, 3));
+  f.resource.wake({kv});
+  CHECK(!f.resource.read_backup(a, n, out.data()));
+  f.resource.deallocate(a, n);
+}

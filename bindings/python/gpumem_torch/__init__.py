@@ -61,7 +61,7 @@ from ._library import library_path
 from ._doctor_api import doctor
 from ._observer import diagnose_ooms, last_oom_diagnosis
 from ._oom import last_oom_report
-from ._sleep import InvalidStateError, OutOfMemoryError, backup_pool_bytes, current_tag, region, sleep, tag_stats, trim_backup, wake
+from ._sleep import InvalidStateError, NotEnabledError, OutOfMemoryError, backup_pool_bytes, current_tag, region, sleep, tag_stats, trim_backup, wake
 from ._stats import device_index as _device_index
 from ._stats import instance_memory_stats, instance_raw_stats
 
@@ -107,6 +107,7 @@ __all__ = [
     "trim_backup",
     "OutOfMemoryError",
     "InvalidStateError",
+    "NotEnabledError",
 ]
 
 def __getattr__(name: str) -> Any:
@@ -151,7 +152,10 @@ def _restore_env(previous: Dict[str, Optional[str]]) -> None:
 def _init(previous: Dict[str, Optional[str]]) -> str:
     """Has the library read the environment. It keeps the first valid configuration; a bad one is
     rejected (ValueError), the variables set for it are put back, and nothing is kept, so that
-    another configuration can still be chosen."""
+    another configuration can still be chosen. The first time here, the library may have kept one
+    already (config() or a C caller's first allocation read the environment before): where the
+    environment now describes another, RuntimeError, the variables put back, since the library never
+    reads it again and the new one would be ignored in silence."""
     global _init_env
     lib = _library.load()
     with _warnings.collected():  # deprecated spellings the library read: FutureWarning, at the caller's line
@@ -159,9 +163,31 @@ def _init(previous: Dict[str, Optional[str]]) -> str:
             message = _library.last_error()
             _restore_env(previous)
             raise ValueError(message)
-    if _init_env is None:
-        _init_env = {k: (os.environ.get(k) or None) for k in _library.registry().variables}
-    return lib.gpumem_config().decode()
+        kept = lib.gpumem_config().decode()
+        if _init_env is None:
+            spec = "".join(f"{name}={os.environ[name]}\n" for name in _env_names() if os.environ.get(name))
+            described = lib.gpumem_describe_config(spec.encode())
+            if described is None:
+                message = _library.last_error()
+                _restore_env(previous)
+                raise ValueError(message)
+            if described.decode() != kept:
+                _restore_env(previous)
+                raise RuntimeError(
+                    f"gpumem: the library already read its configuration ({kept}); the environment's "
+                    f"({described.decode()}) cannot take effect in this process"
+                )
+            _init_env = {k: (os.environ.get(k) or None) for k in _library.registry().variables}
+    return kept
+
+
+def _env_names() -> List[str]:
+    """Every variable the library reads: the registry's, and their deprecated spellings."""
+    names = list(_library.registry().variables)
+    for strategy in _library.registry().strategies:
+        for option in strategy["options"]:
+            names += [alias for alias in option.get("envAliases") or [] if alias not in names]
+    return names
 
 
 def check_config(strategy: Optional[str] = None, **options: Any) -> str:
@@ -228,6 +254,10 @@ def enable(strategy: Optional[str] = None, **options: Any) -> str:
     another allocator is in place, FileNotFoundError when the library is missing, ImportError
     without PyTorch. Calling it again with the same (or no) options is a no-op."""
     global _enabled, _allocator
+    if not _enabled:
+        # A bad name or option is the error, with or without PyTorch installed (ValueError,
+        # TypeError), before the import that would hide it behind ImportError.
+        _check_request(strategy, options)
     import torch  # noqa: F401  (ImportError is the clear message here)
 
     with _lock:
@@ -252,6 +282,16 @@ def enable(strategy: Optional[str] = None, **options: Any) -> str:
         return description
 
 
+def _check_request(strategy: Optional[str], options: Dict[str, Any]) -> None:
+    """ValueError or TypeError for a strategy or options the library would refuse, checked by the
+    library's describe (nothing created, the environment untouched). A strategy left None is the
+    environment's, which enable() checks when the library reads it."""
+    if strategy is None and not options:
+        return
+    name = strategy if strategy is not None else (os.environ.get("GPUMEM_ALLOCATOR") or "expandable")
+    describe(name, **options)
+
+
 def is_enabled() -> bool:
     """Whether :func:`enable` made gpumem PyTorch's allocator in this process."""
     return _enabled
@@ -263,6 +303,8 @@ def config() -> str:
     environment if nothing did yet; ``error: ...`` when it is not valid."""
     lib = _library.load()
     with _warnings.collected():
+        # The library keeps what it read here: check_config() and enable() compare what they are
+        # asked for with it (_init), rather than report it as the new configuration.
         return lib.gpumem_config().decode()
 
 

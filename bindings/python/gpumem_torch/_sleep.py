@@ -17,7 +17,7 @@ import sys
 from typing import Any, Dict, Iterable, Iterator, List, Optional, Tuple, Type, Union
 
 from . import _library
-from ._stats import device_index
+from ._stats import device_index, instance_raw_stats
 
 # gpumem_torch.h's return codes.
 _ERR_CONFIG, _ERR_DEVICE, _ERR_CUDA, _ERR_ARGUMENT, _ERR_OUT_OF_MEMORY, _ERR_STATE = 1, 2, 3, 4, 5, 6
@@ -34,6 +34,13 @@ class OutOfMemoryError(RuntimeError):
 class InvalidStateError(RuntimeError):
     """The call cannot be made in this state: sleep and wake on a strategy that cannot sleep (one
     without the registry's ``sleep`` flag)."""
+
+
+class NotEnabledError(InvalidStateError):
+    """:func:`sleep`, :func:`wake` or :func:`tag_stats` with nothing to act on: neither
+    :func:`gpumem_torch.enable` nor a first allocation has made the allocator they address on that
+    device, so there are no tags (the call would otherwise report an empty success that hides a
+    missing ``enable()``)."""
 
 
 _with_torch: Dict[type, Type[OutOfMemoryError]] = {}
@@ -227,6 +234,37 @@ def instance_trim_backup(instance: int, device: Any = None) -> None:
         _raise(rc)
 
 
+def _require_enabled(device: Any, what: str) -> None:
+    """NotEnabledError unless the allocator of instance 0 exists on ``device``: enable() was
+    called, or the library served a first allocation there (a C caller without PyTorch)."""
+    package = sys.modules.get(__package__ or "gpumem_torch")
+    if package is not None and getattr(package, "is_enabled", lambda: False)():
+        return
+    if instance_raw_stats(0, device)["active"]:
+        return
+    raise NotEnabledError(
+        f"gpumem: {what}: nothing is enabled on device {device_index(device)}; call gpumem_torch.enable() (a strategy "
+        "with the sleep flag, e.g. 'expandable') before CUDA is initialised, or use an Allocator's own methods"
+    )
+
+
+def instance_read_backup(instance: int, addr: int, nbytes: int, out: int, device: Any = None) -> bool:
+    """Copies the kept content of device range [addr, addr + nbytes) into host memory at ``out``
+    while its tag sleeps in keep mode; False, nothing copied, where no sleeping tag's backup holds
+    all of it (awake, discarded, not inside a live block)."""
+    lib = _lib()
+    fn = getattr(lib, "gpumem_instance_read_backup", None)
+    if fn is None:
+        raise RuntimeError(f"gpumem: {_library.loaded_path()} cannot read a sleeping tag's backup; rebuild it")
+    fn.restype = ctypes.c_int
+    fn.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_void_p, ctypes.POINTER(ctypes.c_int)]
+    found = ctypes.c_int(0)
+    rc = fn(instance, device_index(device), addr, nbytes, out, ctypes.byref(found))
+    if rc != 0:
+        _raise(rc)
+    return bool(found.value)
+
+
 def sleep(tags: Tags = None, keep: Union[bool, str, Iterable[str]] = True, device: Any = None) -> Dict[str, Any]:
     """Puts ``tags`` (a name, a list of names, or None for every tag the strategy has allocated in)
     of the allocator :func:`gpumem_torch.enable` installed to sleep on ``device`` (default: the
@@ -240,9 +278,11 @@ def sleep(tags: Tags = None, keep: Union[bool, str, Iterable[str]] = True, devic
     strategy does not know (the message lists those it knows) or a bad name; OutOfMemoryError
     (also a ``torch.OutOfMemoryError`` where PyTorch is imported) when host memory for the
     backups cannot be had, before anything is released; InvalidStateError for a strategy that
-    cannot sleep. While a tag sleeps, tensors in it may be freed, but not read or written, and a
+    cannot sleep; NotEnabledError (an InvalidStateError) when nothing is enabled on the device. While a tag sleeps, tensors in it may be freed, but not read or written, and a
     new allocation in it fails (docs/torch.md)."""
-    return instance_sleep(0, tags, keep, device)
+    report = instance_sleep(0, tags, keep, device)  # the library's errors first: they say more
+    _require_enabled(device, "sleep")
+    return report
 
 
 def wake(tags: Tags = None, device: Any = None) -> Dict[str, Any]:
@@ -250,7 +290,9 @@ def wake(tags: Tags = None, device: Any = None) -> Dict[str, Any]:
     addresses, kept content copied back; complete when it returns. Awake tags named are reported
     ``unchanged``. Raises as :func:`sleep` does; OutOfMemoryError when the device has no room (the
     tags stay asleep, their backups whole)."""
-    return instance_wake(0, tags, device)
+    report = instance_wake(0, tags, device)
+    _require_enabled(device, "wake")
+    return report
 
 
 def tag_stats(device: Any = None) -> List[Dict[str, Any]]:
@@ -258,7 +300,9 @@ def tag_stats(device: Any = None) -> List[Dict[str, Any]]:
     "mode" ("keep"/"discard"), "allocated_bytes" (held by tensors, asleep or awake), "device_bytes"
     (physical memory held now, live and cached), "slept_bytes" (released by its sleep),
     "backup_bytes" (host memory holding its content)}``."""
-    return instance_tag_stats(0, device)
+    stats = instance_tag_stats(0, device)
+    _require_enabled(device, "tag_stats")
+    return stats
 
 
 def backup_pool_bytes(device: Any = None) -> int:

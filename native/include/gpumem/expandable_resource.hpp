@@ -114,6 +114,7 @@ class expandable_resource final : public memory_resource, public sleepable {
   sleep_report do_wake(const std::vector<tag_id>& tags) override;
   std::vector<tag_state> do_tag_states() const override;
   std::uint64_t do_backup_pool_bytes() const override;
+  bool do_read_backup(const void* addr, std::size_t bytes, void* out) const override;
   void do_trim_backup() override;
 
   struct impl;

@@ -133,6 +133,11 @@ class sleepable {
   // Host bytes kept for later backups (not holding any sleeping tag's content), and their release.
   std::uint64_t backup_pool_bytes() const { return do_backup_pool_bytes(); }
   void trim_backup() { do_trim_backup(); }
+  // Copies the kept content of [addr, addr + bytes) into `out` (host memory) while its tag sleeps in
+  // keep mode; false, copying nothing, where no sleeping tag's backup holds all of that range (its
+  // tag is awake, discards, or the range is not inside a live block). torch_memory_saver's
+  // get_cpu_backup.
+  bool read_backup(const void* addr, std::size_t bytes, void* out) const { return do_read_backup(addr, bytes, out); }
 
  private:
   virtual sleep_report do_sleep(const sleep_request& request) = 0;
@@ -140,6 +145,7 @@ class sleepable {
   virtual std::vector<tag_state> do_tag_states() const = 0;
   virtual std::uint64_t do_backup_pool_bytes() const = 0;
   virtual void do_trim_backup() = 0;
+  virtual bool do_read_backup(const void* addr, std::size_t bytes, void* out) const = 0;
 };
 
 }  // namespace gpumem

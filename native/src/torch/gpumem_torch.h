@@ -369,6 +369,13 @@ GPUMEM_TORCH_API int gpumem_instance_tag_stats(int k, int device, const char** j
 /* Frees the host memory kept for later backups (none that holds a sleeping tag's content). */
 GPUMEM_TORCH_API int gpumem_instance_trim_backup(int k, int device);
 
+/* Copies the kept content of [addr, addr + bytes) into `out` (host memory, `bytes` long) while its
+ * tag sleeps in keep mode, and sets *found to 1; *found 0, nothing copied, where no sleeping tag's
+ * backup holds all of that range (awake, discarded, or not inside a live block). Errors as for
+ * tag_stats. torch_memory_saver's get_cpu_backup. */
+GPUMEM_TORCH_API int gpumem_instance_read_backup(int k, int device, const void* addr, size_t bytes, void* out,
+                                                 int* found);
+
 /* The same for instance 0 (the environment's: gpumem_malloc). */
 GPUMEM_TORCH_API int gpumem_sleep(int device, const char* const* tags, size_t tag_count, int keep_all,
                                   const char* const* keep, size_t keep_count, const char** report);

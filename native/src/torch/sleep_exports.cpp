@@ -217,6 +217,24 @@ GPUMEM_TORCH_API int gpumem_instance_trim_backup(int k, int device) {
   }
 }
 
+GPUMEM_TORCH_API int gpumem_instance_read_backup(int k, int device, const void* addr, size_t bytes, void* out,
+                                                 int* found) {
+  try {
+    torch::sleep_target t;
+    if (const int rc = torch::find_sleep_target(k, device, t); rc != GPUMEM_TORCH_OK) return rc;
+    if (out == nullptr || found == nullptr) {
+      throw invalid_argument(invalid_argument::kind::type, "out",
+                             "Expected host memory for out and found but received NULL");
+    }
+    const sleepable* leaf = leaf_of(t);
+    *found = leaf != nullptr && leaf->read_backup(addr, bytes, out) ? 1 : 0;
+    set_last_error("");
+    return GPUMEM_TORCH_OK;
+  } catch (...) {
+    return fail("read_backup");
+  }
+}
+
 GPUMEM_TORCH_API int gpumem_sleep(int device, const char* const* tags, size_t tag_count, int keep_all,
                                   const char* const* keep, size_t keep_count, const char** report) {
   return gpumem_instance_sleep(0, device, tags, tag_count, keep_all, keep, keep_count, report);

@@ -1261,6 +1261,14 @@ void expandable_resource::do_trim_backup() {
   impl_->engine.trim();
 }
 
+bool expandable_resource::do_read_backup(const void* addr, std::size_t bytes, void* out) const {
+  std::lock_guard<resource_lock> guard(impl_->lock);
+  for (const detail::tag_book::entry& e : impl_->book.entries()) {
+    if (e.asleep && e.mode == sleep_mode::keep && e.backup.read(addr, bytes, out)) return true;
+  }
+  return false;
+}
+
 namespace {
 
 // Whether an expandable chain maps host memory (the host twin): asked for, or device -1.

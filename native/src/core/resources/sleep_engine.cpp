@@ -40,6 +40,27 @@ void sleep_backup::forget(const void* addr, std::size_t bytes) noexcept {
                 pieces_.end());
 }
 
+bool sleep_backup::read(const void* addr, std::size_t bytes, void* out) const noexcept {
+  if (bytes == 0) return false;
+  const std::uintptr_t lo = address(addr);
+  const std::uintptr_t hi = lo + bytes;
+  // The pieces are sorted by address: the first that ends past lo, then contiguous ones up to hi.
+  const auto first = std::upper_bound(pieces_.begin(), pieces_.end(), lo,
+                                      [](std::uintptr_t a, const piece& p) { return a < p.addr + p.bytes; });
+  std::uintptr_t at = lo;
+  for (auto p = first; at < hi; ++p) {
+    if (p == pieces_.end() || p->addr > at) return false;  // a gap: not all of it was saved
+    at = std::min<std::uintptr_t>(hi, p->addr + p->bytes);
+  }
+  at = lo;
+  for (auto p = first; at < hi; ++p) {
+    const std::uintptr_t end = std::min<std::uintptr_t>(hi, p->addr + p->bytes);
+    std::memcpy(static_cast<std::byte*>(out) + (at - lo), p->host + (at - p->addr), end - at);
+    at = end;
+  }
+  return true;
+}
+
 struct sleep_engine::impl {
   memory_kind kind;
   int device;

@@ -54,6 +54,9 @@ class sleep_backup {
   bool empty() const noexcept { return chunks_.empty(); }
   // A block of [addr, addr + bytes) was freed while asleep: its content is not restored.
   void forget(const void* addr, std::size_t bytes) noexcept;
+  // Copies the saved content of [addr, addr + bytes) into `out`; false, copying nothing, unless the
+  // saved pieces cover all of it.
+  bool read(const void* addr, std::size_t bytes, void* out) const noexcept;
 
  private:
   friend class sleep_engine;

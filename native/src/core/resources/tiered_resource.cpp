@@ -955,6 +955,14 @@ void tiered_resource::do_trim_backup() {
   impl_->engine.trim();
 }
 
+bool tiered_resource::do_read_backup(const void* addr, std::size_t bytes, void* out) const {
+  std::lock_guard<std::mutex> lock(impl_->mutex);
+  for (const detail::tag_book::entry& e : impl_->book.entries()) {
+    if (e.asleep && e.mode == sleep_mode::keep && e.backup.read(addr, bytes, out)) return true;
+  }
+  return false;
+}
+
 namespace {
 
 // Whether a tiered chain's tiers are on the device: asked for, or 'auto' where a GPU is present.
