@@ -59,7 +59,7 @@ from . import _frames, _library, _warnings
 from ._allocator import Allocator, allocator, describe, place, set_thread_placement, thread_placement
 from ._library import library_path
 from ._oom import last_oom_report
-from ._sleep import InvalidStateError, OutOfMemoryError, backup_pool_bytes, current_tag, region, sleep, tag_stats, trim_backup, wake
+from ._sleep import InvalidStateError, OutOfMemoryError, backup_pool_bytes, current_tag, region, reserve_backup, sleep, tag_stats, trim_backup, wake
 from ._stats import device_index as _device_index
 from ._stats import instance_memory_stats, instance_raw_stats
 
@@ -100,6 +100,7 @@ __all__ = [
     "tag_stats",
     "backup_pool_bytes",
     "trim_backup",
+    "reserve_backup",
     "OutOfMemoryError",
     "InvalidStateError",
 ]

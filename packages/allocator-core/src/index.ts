@@ -16,6 +16,7 @@ export type {
   TrackingEvent,
   SleepRequest,
   SleepReport,
+  SleepingAllocator,
   TagStats,
 } from './types.js';
 export { withTag, currentTag } from './tags.js';
@@ -66,6 +67,8 @@ export {
   hasAllocator,
   strategyInfo,
   type AllocatorOptionsMap,
+  type AllocatorFlagsMap,
+  type AllocatorFor,
   type AllocatorFactory,
   type FactoryFor,
   type StrategyInfo,
