@@ -277,7 +277,8 @@ TEST_CASE("a sleep that finds a reservation partly done takes it and adds only w
   auto backup = engine.reserve(content, resource_stats{});
   CHECK(backup.bytes() + backup.pending_bytes() == content);
   // The limit counts what is being pinned: no room for one more chunk.
-  CHECK_THROWS_WITH_AS(engine.reserve_ahead(5 * chunk, resource_stats{}), doctest::Contains("being pinned"), out_of_memory);
+  CHECK_THROWS_WITH_AS(engine.reserve_ahead(5 * chunk, resource_stats{}), doctest::Contains("being pinned"),
+                       out_of_memory);
   engine.save_and_release(backup, {{device.data(), content}}, {}, [](const sleep_unit&) {});
   const sleep_timing t = engine.end_timing();
   CHECK(t.pooled_bytes + t.pinned_bytes >= content);  // each chunk came from the pool or was pinned meanwhile

@@ -115,7 +115,8 @@ std::string json_timing(const sleep_timing& t) {
 std::string json_report(const sleep_report& r, bool timing) {
   return "{\"changed\":" + json_tags(r.changed) + ",\"unchanged\":" + json_tags(r.unchanged) +
          ",\"deviceBytes\":" + std::to_string(r.device_bytes) + ",\"copiedBytes\":" + std::to_string(r.copied_bytes) +
-         ",\"seconds\":" + json_number(r.seconds) + (timing ? ",\"timing\":" + json_timing(r.timing) : std::string()) + "}";
+         ",\"seconds\":" + json_number(r.seconds) +
+         (timing ? ",\"timing\":" + json_timing(r.timing) : std::string()) + "}";
 }
 
 const char* give(std::string text, std::string& slot) {
@@ -237,7 +238,9 @@ GPUMEM_TORCH_API int gpumem_instance_reserve_backup(int k, int device, uint64_t 
     torch::sleep_target t;
     if (const int rc = torch::make_sleep_target(k, device, t); rc != GPUMEM_TORCH_OK) return rc;
     sleepable* leaf = leaf_of(t);
-    if (leaf == nullptr) throw invalid_state("strategy '" + t.strategy->name + "' has no sleeping leaf on device " + std::to_string(device));
+    if (leaf == nullptr) {
+      throw invalid_state("strategy '" + t.strategy->name + "' has no sleeping leaf on device " + std::to_string(device));
+    }
     leaf->reserve_backup(bytes);
     set_last_error("");
     return GPUMEM_TORCH_OK;

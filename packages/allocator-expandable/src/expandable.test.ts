@@ -114,9 +114,13 @@ describe('expandable', () => {
   });
 
   it('passes reserveBackup through an adaptor, and refuses it past backupLimitBytes', () => {
-    const a = new TrackingAllocator(createAllocator('expandable', { upstream: 'host', reserveBytes: 64 * MiB, backupLimitBytes: MiB }), 1024, {
-      ownsUpstream: true,
-    });
+    const a = new TrackingAllocator(
+      createAllocator('expandable', { upstream: 'host', reserveBytes: 64 * MiB, backupLimitBytes: MiB }),
+      1024,
+      {
+        ownsUpstream: true,
+      },
+    );
     try {
       expect(a.reserveBackup).toBeTypeOf('function');
       expect(() => a.reserveBackup?.(1024 * MiB)).toThrow(OutOfMemoryError);

@@ -23,6 +23,10 @@ namespace {
 
 constexpr std::size_t huge_page = std::size_t{2} << 20;
 
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE 23  // Linux 5.14; older kernels refuse it (EINVAL) and pages are touched instead
+#endif
+
 std::uint64_t round_chunks(std::uint64_t bytes) {
   constexpr std::uint64_t c = sleep_engine::pin_chunk_bytes;
   return (bytes + c - 1) / c * c;
@@ -62,19 +66,23 @@ struct sleep_engine::impl {
   std::vector<cudaEvent_t> events;
 #endif
 
-  // The pinning threads: they make chunks of pin_chunk_bytes (mapped, faulted in, registered) in
-  // the order asked for, on up to max_pin_threads threads at once, and hand them over in `ready`.
-  // Everything under `mu`; the rest of impl is under the resource's lock.
+  // The pinning threads: they make chunks of pin_chunk_bytes (faulted in, registered) in the order
+  // asked for, on up to max_pin_threads threads at once, and hand them over in `ready`. Each ask()
+  // maps its chunks as one range first (one mmap, one madvise), so that the threads only fault pages
+  // in and register, which run in parallel: a mapping per chunk takes the process's mmap lock for
+  // writing each time, which stalls every other thread's faults and registrations (on an H200 host,
+  // 16 GiB pinned at 5.7 GB/s by 8 threads with a mapping per 128 MiB chunk, 23.5 GB/s with one
+  // mapping). Everything under `mu`; the rest of impl is under the resource's lock.
   struct pinner_state {
     std::mutex mu;
     std::condition_variable wake_worker;  // work to do, or stop
     std::condition_variable chunk_ready;  // a chunk is ready (or refused)
-    std::size_t todo = 0;                 // chunks asked for that no thread has started
+    std::deque<std::byte*> todo;          // chunks asked for that no thread has started (nullptr: unmapped)
     std::deque<sleep_backup::chunk> ready;  // made (base nullptr: the host refused it)
     std::uint64_t ready_bytes = 0;          // of the chunks made, those not refused
     std::uint64_t inflight = 0;  // bytes asked for and not yet taken: todo, being made, ready
     std::vector<std::thread> threads;
-    unsigned idle = 0;  // threads waiting for work
+    std::size_t idle = 0;  // threads waiting for work
     bool stop = false;
     double fault_seconds = 0;
     double register_seconds = 0;
@@ -83,16 +91,34 @@ struct sleep_engine::impl {
 
   bool on_host() const noexcept { return kind == memory_kind::host; }
 
+  // `chunks` chunks of address space in one mapping, aligned to huge pages (with transparent huge
+  // pages advised on a device, so that a fault maps 2 MiB); nullptr where the host refuses it.
+  std::byte* map_batch(std::size_t chunks) noexcept {
+    const std::size_t bytes = chunks * pin_chunk_bytes;
+    void* raw =
+        mmap(nullptr, bytes + huge_page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (raw == MAP_FAILED) return nullptr;
+    const std::uintptr_t lo = address(raw);
+    const std::uintptr_t aligned = (lo + huge_page - 1) / huge_page * huge_page;
+    if (aligned > lo) munmap(raw, aligned - lo);
+    const std::uintptr_t tail = lo + bytes + huge_page - (aligned + bytes);
+    if (tail > 0) munmap(reinterpret_cast<void*>(aligned + bytes), tail);
+    auto* base = reinterpret_cast<std::byte*>(aligned);
+    if (!on_host()) madvise(base, bytes, MADV_HUGEPAGE);
+    return base;
+  }
+
   // Asks for `chunks` more chunks; starts a thread where none is idle (up to max_pin_threads).
   void ask(std::size_t chunks) {
     if (chunks == 0) return;
+    std::byte* base = map_batch(chunks);
     std::lock_guard<std::mutex> lock(pin.mu);
-    pin.todo += chunks;
+    for (std::size_t i = 0; i < chunks; ++i) pin.todo.push_back(base == nullptr ? nullptr : base + i * pin_chunk_bytes);
     pin.inflight += chunks * pin_chunk_bytes;
     const unsigned cores = std::max(2u, std::thread::hardware_concurrency());
     const std::size_t most = std::min(max_pin_threads, cores - 1);
     // One thread per chunk waiting, up to `most`; those started stay (idle) for later requests.
-    while (pin.threads.size() < std::min<std::size_t>(most, pin.todo + (pin.threads.size() - pin.idle))) {
+    while (pin.threads.size() < std::min<std::size_t>(most, pin.todo.size() + (pin.threads.size() - pin.idle))) {
       try {
         pin.threads.emplace_back([this] { pin_loop(); });
       } catch (...) {
@@ -107,14 +133,15 @@ struct sleep_engine::impl {
     std::unique_lock<std::mutex> lock(pin.mu);
     for (bool first = true;; first = false) {
       if (!first) ++pin.idle;  // ask() counted a new thread idle already
-      pin.wake_worker.wait(lock, [&] { return pin.stop || pin.todo > 0; });
+      pin.wake_worker.wait(lock, [&] { return pin.stop || !pin.todo.empty(); });
       --pin.idle;
       if (pin.stop) return;
-      --pin.todo;
+      std::byte* base = pin.todo.front();
+      pin.todo.pop_front();
       lock.unlock();
       double fault = 0;
       double reg = 0;
-      const sleep_backup::chunk c = make_chunk(pin_chunk_bytes, fault, reg);
+      const sleep_backup::chunk c = make_chunk(base, fault, reg);
       lock.lock();
       pin.fault_seconds += fault;
       pin.register_seconds += reg;
@@ -130,12 +157,14 @@ struct sleep_engine::impl {
   // The next chunk asked for (waiting for it); base nullptr where the host refused it.
   sleep_backup::chunk take() {
     std::unique_lock<std::mutex> lock(pin.mu);
-    if (pin.threads.empty() && pin.ready.empty() && pin.todo > 0) {
-      --pin.todo;
+    if (pin.threads.empty() && pin.ready.empty() && !pin.todo.empty()) {
+      // No thread could be started: the chunk is made here.
+      std::byte* base = pin.todo.front();
+      pin.todo.pop_front();
       lock.unlock();
       double fault = 0;
       double reg = 0;
-      const sleep_backup::chunk c = make_chunk(pin_chunk_bytes, fault, reg);
+      const sleep_backup::chunk c = make_chunk(base, fault, reg);
       lock.lock();
       pin.fault_seconds += fault;
       pin.register_seconds += reg;
@@ -151,8 +180,8 @@ struct sleep_engine::impl {
     return c;
   }
 
-  // Moves the chunks made so far into the pool, but only those no backup was granted: `keep` bytes
-  // of what is in flight stay for the backups' pending grants.
+  // Moves the chunks made so far into the pool, but only those no backup was granted: what is in
+  // flight stays at least the backups' pending grants.
   void drain_ready() {
     std::lock_guard<std::mutex> lock(pin.mu);
     while (!pin.ready.empty() && pin.inflight >= pending_bytes + pin.ready.front().bytes) {
@@ -172,15 +201,20 @@ struct sleep_engine::impl {
     return pin.inflight;
   }
 
+  // Stops the threads (each finishes the chunk it is making) and frees what they made and the
+  // address space of the chunks they did not start.
   void stop_pinning() noexcept {
     {
       std::lock_guard<std::mutex> lock(pin.mu);
       pin.stop = true;
-      pin.todo = 0;
     }
     pin.wake_worker.notify_all();
     for (std::thread& t : pin.threads) t.join();
     pin.threads.clear();
+    for (std::byte* base : pin.todo) {
+      if (base != nullptr) munmap(base, pin_chunk_bytes);
+    }
+    pin.todo.clear();
     for (const sleep_backup::chunk& c : pin.ready) {
       if (c.base == nullptr) continue;
       held_bytes += c.bytes;  // free_chunk counts it off
@@ -189,65 +223,65 @@ struct sleep_engine::impl {
     pin.ready.clear();
   }
 
-  // Host memory for a chunk, or base nullptr where the host refuses it. On a device it is pinned:
-  // mapped (aligned to huge pages, with transparent huge pages advised, so that a fault maps 2 MiB),
-  // its pages faulted in (zeroing them is most of what pinning costs), then registered with CUDA;
-  // cudaHostAlloc where that fails. The twin's is malloc'd. Called on the pinning threads: `fault`
-  // and `reg` get the seconds each step took.
-  sleep_backup::chunk make_chunk(std::size_t bytes, double& fault, double& reg) {
-    if (on_host()) return {static_cast<std::byte*>(std::malloc(bytes)), bytes, false};
+  // The chunk at `base` (a batch's address space; nullptr where mapping it failed) made usable, or
+  // base nullptr where the host refuses it. On a device it is pinned: its pages faulted in
+  // (MADV_POPULATE_WRITE, else a write per page; zeroing them is most of what pinning costs), then
+  // registered with CUDA; cudaHostAlloc where either step fails. The twin's is used as mapped.
+  // Called on the pinning threads: `fault` and `reg` get the seconds each step took.
+  sleep_backup::chunk make_chunk(std::byte* base, double& fault, double& reg) {
+    const std::size_t bytes = pin_chunk_bytes;
+    if (on_host()) return {base, bytes, sleep_backup::origin::mapped};
 #ifdef GPUMEM_WITH_CUDA
     device_scope scope(device);
-    auto t = clock_type::now();
-    void* raw = mmap(nullptr, bytes + huge_page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-    if (raw != MAP_FAILED) {
-      // Keep the huge-page-aligned `bytes` inside the mapping; give the rest back.
-      const std::uintptr_t lo = address(raw);
-      const std::uintptr_t aligned = (lo + huge_page - 1) / huge_page * huge_page;
-      if (aligned > lo) munmap(raw, aligned - lo);
-      const std::uintptr_t tail = lo + bytes + huge_page - (aligned + bytes);
-      if (tail > 0) munmap(reinterpret_cast<void*>(aligned + bytes), tail);
-      auto* base = reinterpret_cast<std::byte*>(aligned);
-      madvise(base, bytes, MADV_HUGEPAGE);
-      for (std::size_t at = 0; at < bytes; at += 4096) base[at] = std::byte{0};
+    if (base != nullptr) {
+      auto t = clock_type::now();
+      if (madvise(base, bytes, MADV_POPULATE_WRITE) != 0) {
+        for (std::size_t at = 0; at < bytes; at += 4096) base[at] = std::byte{0};
+      }
       fault = since(t);
       t = clock_type::now();
       const cudaError_t status = cudaHostRegister(base, bytes, cudaHostRegisterPortable);
       reg = since(t);
-      if (status == cudaSuccess) return {base, bytes, true};
+      if (status == cudaSuccess) return {base, bytes, sleep_backup::origin::registered};
       cudaGetLastError();
       munmap(base, bytes);
     }
-    t = clock_type::now();
+    const auto t = clock_type::now();
     void* p = nullptr;
     const cudaError_t status = cudaHostAlloc(&p, bytes, cudaHostAllocPortable);
     reg += since(t);
     if (status != cudaSuccess) {
       cudaGetLastError();
-      return {nullptr, bytes, false};
+      return {nullptr, bytes, sleep_backup::origin::host_alloc};
     }
-    return {static_cast<std::byte*>(p), bytes, false};
+    return {static_cast<std::byte*>(p), bytes, sleep_backup::origin::host_alloc};
 #else
+    // No CUDA: copy_scope refuses device memory before any copy; the address space goes back.
     (void)fault;
     (void)reg;
-    return {nullptr, bytes, false};  // no CUDA: copy_scope refuses device memory before any copy
+    if (base != nullptr) munmap(base, bytes);
+    return {nullptr, bytes, sleep_backup::origin::mapped};
 #endif
   }
 
   void free_chunk(const sleep_backup::chunk& c) noexcept {
     held_bytes -= c.bytes;
-    if (on_host()) {
-      std::free(c.base);
-      return;
-    }
+    switch (c.from) {
+      case sleep_backup::origin::mapped:
+        munmap(c.base, c.bytes);
+        return;
+      case sleep_backup::origin::registered:
 #ifdef GPUMEM_WITH_CUDA
-    if (c.registered) {
-      cudaHostUnregister(c.base);
-      munmap(c.base, c.bytes);
-    } else {
-      cudaFreeHost(c.base);
-    }
+        cudaHostUnregister(c.base);
 #endif
+        munmap(c.base, c.bytes);
+        return;
+      case sleep_backup::origin::host_alloc:
+#ifdef GPUMEM_WITH_CUDA
+        cudaFreeHost(c.base);
+#endif
+        return;
+    }
   }
 
 #ifdef GPUMEM_WITH_CUDA
@@ -455,8 +489,9 @@ void sleep_engine::save_and_release(sleep_backup& backup, const std::vector<slee
           backup.pending_ -= made.bytes;
           m.pending_bytes -= made.bytes;
           if (made.base == nullptr) {
-            throw out_of_memory("sleep: the host refused " + format_bytes_brief(made.bytes) + (m.on_host() ? "" : " of pinned memory") +
-                                    " for the backup (" + format_bytes_brief(m.held_bytes) + " held for backups already);",
+            throw out_of_memory("sleep: the host refused " + format_bytes_brief(made.bytes) +
+                                    (m.on_host() ? "" : " of pinned memory") + " for the backup (" +
+                                    format_bytes_brief(m.held_bytes) + " held for backups already);",
                                 made.bytes, stats);
           }
           backup.chunks_.push_back(made);

@@ -65,10 +65,16 @@ class sleep_backup {
     std::size_t bytes;
     std::byte* host;      // where it is kept
   };
+  // How a chunk's memory was had, so that it is given back the same way.
+  enum class origin : std::uint8_t {
+    mapped,      // part of a batch's mapping (the twin's, and a device's that could not be registered: none)
+    registered,  // part of a batch's mapping, registered with CUDA
+    host_alloc,  // cudaHostAlloc, where mapping or registering failed
+  };
   struct chunk {
-    std::byte* base;
+    std::byte* base;  // nullptr: the host refused it
     std::size_t bytes;
-    bool registered = false;  // mmap + cudaHostRegister (else cudaHostAlloc, or malloc on the twin)
+    origin from = origin::mapped;
   };
   std::vector<chunk> chunks_;
   std::vector<piece> pieces_;  // sorted by addr

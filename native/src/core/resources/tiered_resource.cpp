@@ -1037,9 +1037,10 @@ const strategy_descriptor& tiered_strategy() {
             "backupReserveBytes",
             "host bytes pinned for sleep's backups ahead of the first sleep, in the background (0: none)")
             .env("GPUMEM_SLEEP_RESERVE", "")  // no describe() label: config strings stay as they were
-            .doc("Host bytes pinned for the backups of sleeping tags when the allocator is made, on background threads "
-                 "(nothing waits for them), so that a first sleep copies at the host link's speed instead of pinning as it "
-                 "copies; counted against `backupLimitBytes`. 0 (the default): none (`reserveBackup` asks later)."),
+            .doc("Host bytes pinned for the backups of sleeping tags when the allocator is made, on background "
+                 "threads (nothing waits for them), so that a first sleep copies at the host link's speed instead of "
+                 "pinning as it copies; counted against `backupLimitBytes`. 0 (the default): none (`reserveBackup` "
+                 "asks later)."),
     };
     d.leaf_name = [](const chain_spec&) { return "tiered"; };
     d.make_leaf = [](const chain_spec& spec, chain_build& build) -> std::unique_ptr<memory_resource> {
