@@ -3,6 +3,8 @@
 - ArgumentTests need nothing built: the byte count is checked before the library is loaded.
 - HostReserveTests need the built library: 'expandable' on the host twin (device -1), each case in a
   process of its own (the configuration is per process).
+- GpuReserveTests need PyTorch with a CUDA device (skipped with the reason otherwise): a first sleep
+  after GPUMEM_SLEEP_RESERVE, and one without, keep the content and report where their time went.
 """
 
 import os
@@ -17,7 +19,7 @@ sys.path.insert(0, HERE)
 import gpumem_torch  # noqa: E402
 from support import clean_env, run_code, skip_reasons  # noqa: E402
 
-LIB_REASON, _ = skip_reasons("test_sleep_reserve", "GPU tests")
+LIB_REASON, TORCH_REASON = skip_reasons("test_sleep_reserve", "GPU tests")
 
 MiB = 1 << 20
 CHUNK = 128 * MiB  # the engine's pinning chunk (sleep_engine::pin_chunk_bytes)
@@ -90,6 +92,47 @@ class HostReserveTests(unittest.TestCase):
         )
         self.assertIsNotNone(r["error"])
         self.assertIn("host memory", r["error"])
+
+
+_GPU = """
+import json, time, gpumem_torch
+gpumem_torch.enable()
+import torch
+with gpumem_torch.region('weights'):
+    ts = [torch.randint(0, 255, (n,), dtype=torch.uint8, device='cuda') for n in (1 << 20, 300 << 20, 37 << 20)]
+total = sum(t.numel() for t in ts)
+if RESERVED:
+    while gpumem_torch.backup_pool_bytes() < total:
+        time.sleep(0.01)
+sums = [int(t.sum()) for t in ts]
+out = {'sleep': gpumem_torch.sleep('weights')}
+gpumem_torch.wake('weights')
+out['same'] = [int(t.sum()) for t in ts] == sums
+out['total'] = total
+print(json.dumps(out))
+"""
+
+
+@unittest.skipIf(TORCH_REASON, TORCH_REASON or "")
+class GpuReserveTests(unittest.TestCase):
+    def first_sleep(self, reserved):
+        env = {"GPUMEM_SLEEP_RESERVE": "512MiB"} if reserved else {}
+        r = run_code(f"RESERVED = {reserved}\n" + _GPU, clean_env(PYTHONUNBUFFERED="1", **env), [BINDINGS])
+        self.assertTrue(r["same"])
+        self.assertEqual(r["sleep"]["copied_bytes"], r["total"])
+        return r["sleep"]["timing"]
+
+    def test_a_reservation_pins_nothing_in_the_first_sleep(self):
+        timing = self.first_sleep(True)
+        self.assertGreaterEqual(timing["pooled_bytes"], 338 * MiB)
+        self.assertEqual(timing["pinned_bytes"], 0)
+        self.assertEqual(timing["backup_wait_seconds"], 0)
+
+    def test_without_one_the_first_sleep_pins_while_it_copies(self):
+        timing = self.first_sleep(False)
+        self.assertEqual(timing["pooled_bytes"], 0)
+        self.assertGreaterEqual(timing["pinned_bytes"], 338 * MiB)
+        self.assertGreater(timing["register_seconds"], 0)
 
 
 if __name__ == "__main__":

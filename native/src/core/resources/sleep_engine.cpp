@@ -35,6 +35,24 @@ std::uint64_t round_chunks(std::uint64_t bytes) {
 std::uintptr_t address(const void* p) noexcept { return reinterpret_cast<std::uintptr_t>(p); }
 
 using clock_type = std::chrono::steady_clock;
+
+// The engines whose pinning threads run, so that the process's exit stops them before the CUDA
+// runtime tears down (a thread inside cudaHostRegister then would fault): an engine of a strategy
+// that is never destroyed (libgpumem_torch's) may still be pinning a reservation when the program
+// ends. Never destroyed itself, since the exit handler reads it.
+struct running_pinners {
+  std::mutex mu;
+  std::vector<std::function<void()>*> halts;
+};
+running_pinners& pinners() {
+  static auto* p = new running_pinners;
+  return *p;
+}
+void halt_pinners_at_exit() {
+  running_pinners& p = pinners();
+  std::lock_guard<std::mutex> lock(p.mu);
+  for (auto* halt : p.halts) (*halt)();
+}
 double since(clock_type::time_point t) { return std::chrono::duration<double>(clock_type::now() - t).count(); }
 
 }  // namespace
@@ -91,6 +109,31 @@ struct sleep_engine::impl {
 
   bool on_host() const noexcept { return kind == memory_kind::host; }
 
+  // Stops and joins the pinning threads (each finishes the chunk it is making); what they made stays
+  // in `ready`. Run at exit (halt_pinners_at_exit) and by stop_pinning.
+  std::function<void()> halt = [this] {
+    {
+      std::lock_guard<std::mutex> lock(pin.mu);
+      pin.stop = true;
+    }
+    pin.wake_worker.notify_all();
+    for (std::thread& t : pin.threads) {
+      if (t.joinable()) t.join();
+    }
+  };
+  bool halt_listed = false;
+
+  // Lists `halt` for the process's exit, once, before the first thread starts.
+  void list_for_exit() {
+    if (halt_listed) return;
+    static std::once_flag once;
+    std::call_once(once, [] { std::atexit(halt_pinners_at_exit); });
+    running_pinners& p = pinners();
+    std::lock_guard<std::mutex> lock(p.mu);
+    p.halts.push_back(&halt);
+    halt_listed = true;
+  }
+
   // `chunks` chunks of address space in one mapping, aligned to huge pages (with transparent huge
   // pages advised on a device, so that a fault maps 2 MiB); nullptr where the host refuses it.
   std::byte* map_batch(std::size_t chunks) noexcept {
@@ -112,6 +155,7 @@ struct sleep_engine::impl {
   void ask(std::size_t chunks) {
     if (chunks == 0) return;
     std::byte* base = map_batch(chunks);
+    list_for_exit();
     std::lock_guard<std::mutex> lock(pin.mu);
     for (std::size_t i = 0; i < chunks; ++i) pin.todo.push_back(base == nullptr ? nullptr : base + i * pin_chunk_bytes);
     pin.inflight += chunks * pin_chunk_bytes;
@@ -204,12 +248,12 @@ struct sleep_engine::impl {
   // Stops the threads (each finishes the chunk it is making) and frees what they made and the
   // address space of the chunks they did not start.
   void stop_pinning() noexcept {
-    {
-      std::lock_guard<std::mutex> lock(pin.mu);
-      pin.stop = true;
+    if (halt_listed) {
+      running_pinners& p = pinners();
+      std::lock_guard<std::mutex> lock(p.mu);
+      p.halts.erase(std::find(p.halts.begin(), p.halts.end(), &halt));
     }
-    pin.wake_worker.notify_all();
-    for (std::thread& t : pin.threads) t.join();
+    halt();
     pin.threads.clear();
     for (std::byte* base : pin.todo) {
       if (base != nullptr) munmap(base, pin_chunk_bytes);
