@@ -1056,6 +1056,8 @@ struct expandable_resource::impl final : stream_observer {
 
   // Throws invalid_state when [ptr, ptr + bytes) overlaps a range whose tag sleeps.
   void check_awake(const void* ptr, std::size_t bytes) const {
+    const auto& tags = book.entries();
+    if (std::none_of(tags.begin(), tags.end(), [](const auto& e) { return e.asleep; })) return;  // the usual case
     const std::uintptr_t lo = reinterpret_cast<std::uintptr_t>(ptr);
     const std::uintptr_t hi = lo + std::max<std::size_t>(bytes, 1);
     for (const auto& owned : ranges) {
