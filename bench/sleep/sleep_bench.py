@@ -5,6 +5,8 @@ pinned copy, one fresh process per (case, system), on one GPU.
   python3 bench/sleep/sleep_bench.py --out bench/sleep/out            # every case, every system
   python3 bench/sleep/sleep_bench.py --cases keep-16g-8 --systems gpumem,tms-retain --repeats 3
   python3 bench/sleep/sleep_bench.py --list                           # the cases and systems
+  python3 bench/sleep/sleep_bench.py --cases keep-wide-64g,keep-16g-8 --systems gpumem,gpumem-reserved,pinned-copy --repeats 3
+                                                                      # the first sleep against the link
 
 Cases (the tensors are made, filled with seeded random bytes, then slept and woken 1 + REPEATS
 times; the first cycle is the cold one, reported apart):
@@ -13,11 +15,23 @@ times; the first cycle is the cold one, reported apart):
   keep-mix-1g, keep-mix-4g, keep-mix-64g, discard-mix-1g, discard-mix-4g, discard-mix-64g
                    1, 4 and 64 GiB made of a seeded mix of tensor sizes from 1 MiB to 512 MiB
                    (log-uniform, whole MiB)
+  keep-wide-64g    64 GiB of a seeded mix from 1 MiB to 2 GiB (log-uniform, whole MiB): the first sleep's
+                   case (a model's weights: many small tensors and a few of GiBs)
 
 Systems:
   gpumem       gpumem_torch.enable() with the default strategy (expandable); the tensors made in
                gpumem_torch.region('bench'); gpumem_torch.sleep(['bench'], keep=...) and wake(['bench']).
-               Its first sleep pins the host backup; later cycles reuse it.
+               Its first sleep pins the host backup (chunks pinned on worker threads while the
+               copies drain the chunks already pinned); later cycles reuse it.
+  gpumem-reserved  the same with GPUMEM_SLEEP_RESERVE set to the case's bytes: the backup is pinned in
+               the background from the first allocation on; the process waits until it is ready
+               (reported as reserve seconds) before the first sleep.
+               Both gpumem systems print the first sleep's breakdown (sleep_timing: waiting for the
+               device, waiting for pinned memory, queueing the copies, waiting for them, unmapping;
+               faulting pages in and registering them, summed over the pinning threads) and, in keep
+               cases, time a plain pinned copy of the same tensors in the same process after the
+               cycles (the backup pool trimmed first): the reference the first and steady sleeps
+               are a percentage of.
   tms          torch_memory_saver, torch hook mode, region('bench', enable_cpu_backup=keep) (its
                default pinned backup, allocated at each pause and freed at each resume);
                pause('bench') and resume('bench')
@@ -72,26 +86,31 @@ CASES = {
     "discard-mix-4g": {"keep": False, "bytes": 4 * GiB, "tensors": None},
     "keep-mix-64g": {"keep": True, "bytes": 64 * GiB, "tensors": None},
     "discard-mix-64g": {"keep": False, "bytes": 64 * GiB, "tensors": None},
+    "keep-wide-64g": {"keep": True, "bytes": 64 * GiB, "tensors": None, "max_mib": 2048},
 }
-KEEP_SYSTEMS = ("gpumem", "tms", "tms-retain", "pinned-copy")
+KEEP_SYSTEMS = ("gpumem", "gpumem-reserved", "tms", "tms-retain", "pinned-copy")
 DISCARD_SYSTEMS = ("gpumem", "tms", "torch-free")
-SYSTEMS = ("gpumem", "tms", "tms-retain", "pinned-copy", "torch-free")
+SYSTEMS = ("gpumem", "gpumem-reserved", "tms", "tms-retain", "pinned-copy", "torch-free")
 # (case, system) left out unless --all, with the reason printed
-LEFT_OUT = {("keep-mix-64g", "tms"): "pins and frees 64 GiB at every cycle (minutes a process); --all runs it"}
+LEFT_OUT = {
+    ("keep-mix-64g", "tms"): "pins and frees 64 GiB at every cycle (minutes a process); --all runs it",
+    ("keep-wide-64g", "tms"): "pins and frees 64 GiB at every cycle (minutes a process); --all runs it",
+}
 
 
 def block_sizes(case_name):
     """The tensor sizes of a case, in bytes: equal tensors, or a mix seeded by the case's size
-    (log-uniform from 1 MiB to 512 MiB, whole MiB, the last one cut to the total)."""
+    (log-uniform from 1 MiB to the case's max_mib, default 512 MiB, whole MiB, the last one cut to the total)."""
     case = CASES[case_name]
     total = case["bytes"]
     if case["tensors"]:
         return [total // case["tensors"]] * case["tensors"]
     rng = random.Random(20261128 + total // GiB)
+    top = (case.get("max_mib", 512)).bit_length() - 1
     sizes = []
     left = total
     while left > 0:
-        size = min(left, max(1, int(2 ** rng.uniform(0, 9))) * MiB)
+        size = min(left, max(1, int(2 ** rng.uniform(0, top))) * MiB)
         sizes.append(size)
         left -= size
     return sizes
@@ -260,16 +279,20 @@ def checksums(torch, tensors):
     return torch.cat(parts).cpu()
 
 
-def make_system(name, keep):
+def make_system(name, keep, total):
     """Sets up `name` (before CUDA is initialised where it must) and returns (torch, System)."""
-    if name == "gpumem":
+    if name in ("gpumem", "gpumem-reserved"):
+        if name == "gpumem-reserved":
+            os.environ["GPUMEM_SLEEP_RESERVE"] = str(total)
         sys.path.insert(0, os.path.join(REPO, "bindings", "python"))
         import gpumem_torch
 
         gpumem_torch.enable()
         import torch
 
-        return torch, Gpumem(torch, keep, gpumem_torch)
+        system = Gpumem(torch, keep, gpumem_torch)
+        system.name = name
+        return torch, system
     if name in ("tms", "tms-retain"):
         if os.path.isdir(PEER_SITE):
             sys.path.insert(0, PEER_SITE)
@@ -308,7 +331,7 @@ def worker(args):
     }
     try:
         result["host"] = check_host(args.case, args.clone_limit)
-        torch, system = make_system(args.system, keep)
+        torch, system = make_system(args.system, keep, total)
         result["torch"] = torch.__version__
         result["device"] = torch.cuda.get_device_name()
         free, device_total = torch.cuda.mem_get_info()
@@ -320,6 +343,9 @@ def worker(args):
 
             result["peer"] = {"path": os.path.dirname(tms_module.__file__)}
         system.make(sizes)
+        if args.system == "gpumem-reserved":
+            result["reserve_seconds"] = wait_reserved(system.gm, total)
+            print(f"backup of {gib(total)} reserved {result['reserve_seconds']:.2f} s after the first allocation", flush=True)
         fill(torch, system.tensors, seed=1000)
         reference = checksums(torch, system.tensors)
         clone = [t.cpu() for t in system.tensors] if keep and total <= args.clone_limit else None
@@ -330,6 +356,8 @@ def worker(args):
             asleep = free_bytes(torch)
             if c == 0:
                 result["asleep_details"] = system.details()
+                if sleep_report is not None and "timing" in sleep_report:
+                    print("first sleep: " + breakdown(sleep_report["timing"]), flush=True)
             wake_s, wake_report = timed(torch, system.wake)
             woken = free_bytes(torch)
             cycle = {
@@ -364,6 +392,11 @@ def worker(args):
             fill(torch, system.tensors, seed=2000)
             result["refill_ok"] = bool(torch.equal(checksums(torch, system.tensors), before))
         result["details"] = system.details()
+        if keep and isinstance(system, Gpumem):
+            system.gm.trim_backup()  # the pinned copy's host memory instead of the pool's
+            result["same_process_copy"] = pinned_copy_seconds(torch, system.tensors)
+            print(f"pinned copy in this process: {min(result['same_process_copy']) * 1e3:.1f} ms "
+                  f"({total / min(result['same_process_copy']) / 1e9:.1f} GB/s)", flush=True)
         result["status"] = "ok" if verified(result) else "content differs"
     except Skip as e:
         result["status"] = "skipped"
@@ -371,6 +404,50 @@ def worker(args):
         print(f"skipped: {e}", flush=True)
     emit_result(result)
     return 0 if result["status"] in ("ok", "skipped") else 1
+
+
+def wait_reserved(gm, total):
+    """Seconds until gpumem's backup pool holds `total` bytes (GPUMEM_SLEEP_RESERVE pins in the
+    background from the strategy's making, at the first allocation)."""
+    start = time.perf_counter()
+    while gm.backup_pool_bytes() < total:
+        time.sleep(0.01)
+    return time.perf_counter() - start
+
+
+def pinned_copy_seconds(torch, tensors, repeats=3):
+    """Seconds of a device-to-pinned-host copy of `tensors` (one pinned buffer, non-blocking copies
+    from a synchronised device to a synchronised device), `repeats` times: the link in this process."""
+    total = sum(t.numel() for t in tensors)
+    host = torch.empty(total, dtype=torch.uint8, pin_memory=True)
+    out = []
+    for _ in range(repeats):
+        torch.cuda.synchronize()
+        start = time.perf_counter()
+        at = 0
+        for t in tensors:
+            host[at:at + t.numel()].copy_(t, non_blocking=True)
+            at += t.numel()
+        torch.cuda.synchronize()
+        out.append(time.perf_counter() - start)
+    del host
+    return out
+
+
+TIMING_COLUMNS = (
+    ("quiesce_seconds", "device"),
+    ("backup_wait_seconds", "wait pinned"),
+    ("queue_seconds", "queue"),
+    ("copy_wait_seconds", "wait copies"),
+    ("release_seconds", "unmap"),
+    ("fault_seconds", "fault (threads)"),
+    ("register_seconds", "register (threads)"),
+)
+
+
+def breakdown(timing):
+    parts = [f"{label} {timing[key] * 1e3:.0f} ms" for key, label in TIMING_COLUMNS]
+    return ", ".join(parts) + f"; pooled {gib(timing['pooled_bytes'])}, pinned {gib(timing['pinned_bytes'])}"
 
 
 def verified(result):
@@ -418,10 +495,33 @@ def summarise(result):
         "free_asleep_bytes": statistics.median([c["free_asleep_bytes"] for c in measured]),
     }
     s["released_bytes"] = s["free_asleep_bytes"] - s["free_awake_bytes"]
+    if result.get("same_process_copy"):
+        s["copy_seconds"] = min(result["same_process_copy"])
     if result["keep"]:
         s["sleep_gb_per_s"] = result["bytes"] / s["sleep_seconds"]["median"] / 1e9
         s["wake_gb_per_s"] = result["bytes"] / s["wake_seconds"]["median"] / 1e9
     return s
+
+
+def first_sleep_table(results):
+    """The gpumem systems' first (cold) and steady sleeps as GB/s and as a share of the pinned copy
+    timed in the same process, with the first sleep's breakdown."""
+    head = ("case", "system", "first sleep ms", "GB/s", "% of copy", "steady % of copy", "reserve s") + tuple(
+        label + " ms" for _, label in TIMING_COLUMNS) + ("pooled / pinned GiB",)
+    rows = []
+    for r in results:
+        s = r.get("summary")
+        if not s or "copy_seconds" not in s:
+            continue
+        t = (r["cycles"][0].get("sleep_report") or {}).get("timing")
+        cold = s["cold_sleep_seconds"]
+        copy = s["copy_seconds"]
+        rows.append((
+            r["case"], r["system"], f"{cold * 1e3:.0f}", f"{r['bytes'] / cold / 1e9:.1f}", f"{100 * copy / cold:.0f}%",
+            f"{100 * copy / s['sleep_seconds']['median']:.0f}%", f"{r['reserve_seconds']:.2f}" if "reserve_seconds" in r else "–",
+        ) + tuple(f"{t[key] * 1e3:.0f}" if t else "–" for key, _ in TIMING_COLUMNS) + (
+            f"{t['pooled_bytes'] / GiB:.1f} / {t['pinned_bytes'] / GiB:.1f}" if t else "–",))
+    return markdown_table(head, rows) if rows else ""
 
 
 def ms_span(span):
@@ -516,6 +616,10 @@ def parent(args):
     print(f"sleep and wake, {first.get('device', 'no device')}, torch {first.get('torch', '?')}: "
           f"median (min–max) of {args.repeats} cycles after a cold one; GB/s of the tensors' bytes at the median")
     print(table(results))
+    cold_table = first_sleep_table(results)
+    if cold_table:
+        print("\nfirst sleep against a pinned copy of the same tensors in the same process (% of copy: its time over the sleep's)")
+        print(cold_table)
     print(f"\n{len(runs)} processes in {doc['seconds']} s, {failed} failed; JSON: {path}")
     return min(failed, 100)
 

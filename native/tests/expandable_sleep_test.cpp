@@ -14,6 +14,7 @@
 
 #include <doctest/doctest.h>
 
+#include "../src/core/resources/sleep_engine.hpp"  // pin_chunk_bytes
 #include "byte_pattern.hpp"
 #include "expandable_test_support.hpp"
 #include "fake_ordering.hpp"
@@ -23,6 +24,7 @@
 #include "gpumem/physical_memory.hpp"
 #include "gpumem/sleep.hpp"
 #include "gpumem/strategy_registry.hpp"
+#include "gpumem/stream_ordering.hpp"
 #include "pool_test_support.hpp"
 #include "sleep_test_support.hpp"
 
@@ -479,4 +481,52 @@ TEST_CASE("read_backup copies a sleeping kept block's content, and nothing where
   CHECK(!f.resource.read_backup(a, n, out.data()));  // awake again: the backup went back to the pool
   f.resource.deallocate(a, n);
   f.resource.deallocate(d, 1000);
+}
+
+TEST_CASE("sleep runs the writes queued on a host stream before it copies, as the device path waits for the device") {
+  fixture f;
+  const tag_id t = intern_tag("sleep-test-queued-write");
+  int stream_key = 0;
+  void* a = allocate_in(f.resource, t, 4096, &stream_key);
+  fill(a, 4096, 3);
+  // A write still queued on the host stream when sleep is called: a kernel still running.
+  defer_host_work(&stream_key, [a] { fill(a, 4096, 4); });
+  f.resource.sleep(only({t}));
+  f.resource.wake({t});
+  CHECK(intact(a, 4096, 4));
+  f.resource.deallocate(a, 4096, &stream_key);
+}
+
+TEST_CASE("check_awake refuses memory of a sleeping tag with invalid_state, and passes it once awake") {
+  fixture f;
+  const tag_id t = intern_tag("sleep-test-check-awake");
+  const tag_id other = intern_tag("sleep-test-check-awake-other");
+  void* a = allocate_in(f.resource, t, 3 * granule);
+  void* b = allocate_in(f.resource, other, 100);
+  f.resource.check_awake(a, 3 * granule);
+  f.resource.sleep(only({t}));
+  CHECK_THROWS_WITH_AS(f.resource.check_awake(static_cast<char*>(a) + granule, 8),
+                       doctest::Contains("'sleep-test-check-awake', which is asleep"), invalid_state);
+  f.resource.check_awake(b, 100);  // another tag's memory stays usable
+  f.resource.wake({t});
+  f.resource.check_awake(a, 3 * granule);
+  f.resource.deallocate(a, 3 * granule, nullptr);
+  f.resource.deallocate(b, 100, nullptr);
+}
+
+TEST_CASE("GPUMEM_SLEEP_RESERVE's option pins the reservation when the resource is made") {
+  expandable_options o = small_range();
+  o.backup_reserve_bytes = 1;
+  fixture f(make_host_physical_memory(granule), o);
+  while (f.resource.backup_pool_bytes() == 0) std::this_thread::yield();  // a hang is the failure
+  CHECK_EQ(f.resource.backup_pool_bytes(), detail::sleep_engine::pin_chunk_bytes);
+  const tag_id t = intern_tag("sleep-test-reserved");
+  void* a = allocate_in(f.resource, t, 5000);
+  fill(a, 5000, 6);
+  const sleep_report slept = f.resource.sleep(only({t}));
+  CHECK_EQ(slept.timing.pooled_bytes, detail::sleep_engine::pin_chunk_bytes);
+  CHECK_EQ(slept.timing.pinned_bytes, 0u);
+  f.resource.wake({t});
+  CHECK(intact(a, 5000, 6));
+  f.resource.deallocate(a, 5000, nullptr);
 }

@@ -13,6 +13,7 @@
 #include "../src/core/resources/sleep_engine.hpp"
 #include "gpumem/errors.hpp"
 #include "gpumem/sleep.hpp"
+#include "gpumem/stream_ordering.hpp"
 
 using namespace gpumem;
 using detail::sleep_engine;
@@ -198,29 +199,118 @@ TEST_CASE("a map that fails releases what the wake mapped and keeps the backup w
 }
 
 TEST_CASE("the backup limit refuses before anything is taken, and counts what is held") {
+  constexpr std::size_t chunk = sleep_engine::pin_chunk_bytes;
   sleep_engine engine(memory_kind::host, -1);
   engine.set_backup_limit(std::uint64_t{1});
   CHECK_THROWS_WITH_AS(engine.reserve(page, resource_stats{}), doctest::Contains("backupLimitBytes"), out_of_memory);
   CHECK(engine.pool_bytes() == 0);
-  engine.set_backup_limit(sleep_engine::min_chunk_bytes);
+  engine.set_backup_limit(chunk);
   auto first = engine.reserve(page, resource_stats{});
-  CHECK(first.bytes() == 0);  // granted, allocated as the copies need it
-  CHECK(first.pending_bytes() == sleep_engine::min_chunk_bytes);
+  // Granted a whole chunk: pinned on the engine's threads, taken as the copies need it (or pooled
+  // already, where the chunk was done before the grant).
+  CHECK(first.bytes() + first.pending_bytes() == chunk);
   // The first backup holds the whole limit: a second one is refused until the first is recycled.
   CHECK_THROWS_AS(engine.reserve(page, resource_stats{}), out_of_memory);
   engine.recycle(first);
   auto second = engine.reserve(page, resource_stats{});
-  CHECK(second.pending_bytes() == sleep_engine::min_chunk_bytes);
+  CHECK(second.bytes() + second.pending_bytes() == chunk);  // the same chunk, not a second one
   std::vector<std::byte> block(page);
   engine.save_and_release(second, {{block.data(), page}}, {}, [](const sleep_unit&) {});
-  CHECK(second.bytes() == sleep_engine::min_chunk_bytes);
+  CHECK(second.bytes() == chunk);
   CHECK(second.pending_bytes() == 0);
   CHECK(second.saved_bytes() == page);
   engine.recycle(second);
-  CHECK(engine.pool_bytes() == sleep_engine::min_chunk_bytes);
+  CHECK(engine.pool_bytes() == chunk);
   // Held in the pool, it counts against the limit until trimmed.
-  CHECK_THROWS_AS(engine.reserve(sleep_engine::min_chunk_bytes + page, resource_stats{}), out_of_memory);
+  CHECK_THROWS_AS(engine.reserve(chunk + page, resource_stats{}), out_of_memory);
   engine.trim();
   CHECK(engine.pool_bytes() == 0);
   CHECK(engine.reserve(0, resource_stats{}).empty());
+}
+
+namespace {
+
+// Waits (without a time bound: a hang is the failure) until the engine's pinning threads are done.
+void wait_pinned(const sleep_engine& engine) {
+  while (engine.pinning_bytes() != 0) std::this_thread::yield();
+}
+
+}  // namespace
+
+TEST_CASE("reserve_ahead pins whole chunks in the background and a sleep takes them from the pool") {
+  constexpr std::size_t chunk = sleep_engine::pin_chunk_bytes;
+  sleep_engine engine(memory_kind::host, -1);
+  engine.reserve_ahead(2 * chunk + 1, resource_stats{});  // rounded up to whole chunks
+  wait_pinned(engine);
+  CHECK(engine.pool_bytes() == 3 * chunk);
+  engine.reserve_ahead(3 * chunk, resource_stats{});  // held already: nothing more
+  CHECK(engine.pinning_bytes() == 0);
+  CHECK(engine.pool_bytes() == 3 * chunk);
+
+  // A keep-sleep of 2.5 chunks of content, spans across chunk edges: copied from the pool alone.
+  const std::size_t content = 2 * chunk + chunk / 2;
+  std::vector<std::byte> device(content);
+  fill(device.data(), content, 7);
+  engine.begin_timing();
+  auto backup = engine.reserve(content, resource_stats{});
+  CHECK(backup.pending_bytes() == 0);
+  engine.save_and_release(backup, {{device.data(), content}}, {}, [](const sleep_unit&) {});
+  const sleep_timing t = engine.end_timing();
+  CHECK(t.pooled_bytes == 3 * chunk);
+  CHECK(t.pinned_bytes == 0);
+  std::memset(device.data(), 0, content);
+  engine.map_and_restore(backup, {}, [](const sleep_unit&) {}, [](const sleep_unit&) {});
+  CHECK(holds(device.data(), content, 7));
+  CHECK(engine.pool_bytes() == 3 * chunk);
+}
+
+TEST_CASE("a sleep that finds a reservation partly done takes it and adds only what it lacks") {
+  constexpr std::size_t chunk = sleep_engine::pin_chunk_bytes;
+  sleep_engine engine(memory_kind::host, -1);
+  engine.set_backup_limit(4 * chunk);
+  engine.reserve_ahead(2 * chunk, resource_stats{});
+  // At once, whatever the threads have done: 4 chunks of content need 2 more chunks, not 4.
+  const std::size_t content = 4 * chunk;
+  std::vector<std::byte> device(content);
+  fill(device.data(), content, 9);
+  engine.begin_timing();
+  auto backup = engine.reserve(content, resource_stats{});
+  CHECK(backup.bytes() + backup.pending_bytes() == content);
+  // The limit counts what is being pinned: no room for one more chunk.
+  CHECK_THROWS_WITH_AS(engine.reserve_ahead(5 * chunk, resource_stats{}), doctest::Contains("being pinned"),
+                       out_of_memory);
+  engine.save_and_release(backup, {{device.data(), content}}, {}, [](const sleep_unit&) {});
+  const sleep_timing t = engine.end_timing();
+  CHECK(t.pooled_bytes + t.pinned_bytes >= content);  // each chunk came from the pool or was pinned meanwhile
+  CHECK(backup.pending_bytes() == 0);
+  CHECK(backup.saved_bytes() == content);
+  std::memset(device.data(), 0, content);
+  engine.map_and_restore(backup, {}, [](const sleep_unit&) {}, [](const sleep_unit&) {});
+  CHECK(holds(device.data(), content, 9));
+  wait_pinned(engine);
+  CHECK(engine.pool_bytes() == content);  // the reservation was used, not pinned twice
+}
+
+TEST_CASE("a reservation the engine is destroyed under is freed, and trim frees what is ready") {
+  constexpr std::size_t chunk = sleep_engine::pin_chunk_bytes;
+  {
+    sleep_engine engine(memory_kind::host, -1);
+    engine.reserve_ahead(4 * chunk, resource_stats{});
+  }  // joins the pinning threads and frees their chunks (the sanitized build checks for leaks)
+  sleep_engine engine(memory_kind::host, -1);
+  engine.reserve_ahead(chunk, resource_stats{});
+  wait_pinned(engine);
+  CHECK(engine.pool_bytes() == chunk);
+  engine.trim();
+  CHECK(engine.pool_bytes() == 0);
+}
+
+TEST_CASE("quiesce runs the work queued on host streams first, as the device's synchronise does") {
+  sleep_engine engine(memory_kind::host, -1);
+  int value = 0;
+  int stream_key = 0;
+  defer_host_work(&stream_key, [&value] { value = 42; });
+  CHECK(value == 0);  // queued, not run
+  engine.quiesce();
+  CHECK(value == 42);
 }

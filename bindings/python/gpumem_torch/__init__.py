@@ -61,7 +61,7 @@ from ._library import library_path
 from ._doctor_api import doctor
 from ._observer import diagnose_ooms, last_oom_diagnosis
 from ._oom import last_oom_report
-from ._sleep import InvalidStateError, NotEnabledError, OutOfMemoryError, backup_pool_bytes, current_tag, region, sleep, tag_stats, trim_backup, wake
+from ._sleep import InvalidStateError, NotEnabledError, OutOfMemoryError, backup_pool_bytes, current_tag, region, reserve_backup, sleep, tag_stats, trim_backup, wake
 from ._stats import device_index as _device_index
 from ._stats import instance_memory_stats, instance_raw_stats
 
@@ -105,6 +105,7 @@ __all__ = [
     "tag_stats",
     "backup_pool_bytes",
     "trim_backup",
+    "reserve_backup",
     "OutOfMemoryError",
     "InvalidStateError",
     "NotEnabledError",

@@ -136,6 +136,11 @@ class Allocator:
         """Frees the host memory this allocator keeps for later backups."""
         _sleep.instance_trim_backup(self.instance, device)
 
+    def reserve_backup(self, nbytes: int, device: Any = None) -> None:
+        """Starts pinning host memory for this allocator's later backups in the background (see
+        :func:`gpumem_torch.reserve_backup`)."""
+        _sleep.instance_reserve_backup(self.instance, nbytes, device)
+
     def __repr__(self) -> str:
         return f"gpumem_torch.Allocator(instance={self.instance}, {self.config()})"
 

@@ -94,6 +94,7 @@ def _lib() -> ctypes.CDLL:
         ("gpumem_instance_wake", c_int, [c_int, c_int, _NAMES, c_size_t, out]),
         ("gpumem_instance_tag_stats", c_int, [c_int, c_int, out]),
         ("gpumem_instance_trim_backup", c_int, [c_int, c_int]),
+        ("gpumem_instance_reserve_backup", c_int, [c_int, c_int, ctypes.c_uint64]),
     ):
         fn = getattr(lib, name)
         fn.restype = restype
@@ -123,15 +124,31 @@ def _names(tags: Tags, what: str) -> Tuple[Any, int]:
     return (ctypes.c_char_p * len(encoded))(*encoded), len(encoded)
 
 
+_TIMING_KEYS = (
+    ("quiesce_seconds", "quiesceSeconds"),
+    ("backup_wait_seconds", "backupWaitSeconds"),
+    ("queue_seconds", "queueSeconds"),
+    ("copy_wait_seconds", "copyWaitSeconds"),
+    ("release_seconds", "releaseSeconds"),
+    ("fault_seconds", "faultSeconds"),
+    ("register_seconds", "registerSeconds"),
+    ("pooled_bytes", "pooledBytes"),
+    ("pinned_bytes", "pinnedBytes"),
+)
+
+
 def _report(text: bytes) -> Dict[str, Any]:
     r = json.loads(text.decode("utf-8"))
-    return {
+    report = {
         "changed": r["changed"],
         "unchanged": r["unchanged"],
         "device_bytes": r["deviceBytes"],
         "copied_bytes": r["copiedBytes"],
         "seconds": r["seconds"],
     }
+    if "timing" in r:  # sleep only: where the time went (bench/sleep/sleep_bench.py prints it)
+        report["timing"] = {key: r["timing"][js] for key, js in _TIMING_KEYS}
+    return report
 
 
 def set_process_tag(tag: Optional[str]) -> str:
@@ -265,6 +282,23 @@ def instance_read_backup(instance: int, addr: int, nbytes: int, out: int, device
     return bool(found.value)
 
 
+def _reserve_bytes(value: Any) -> int:
+    """reserve_backup's byte count: a non-negative int (TypeError for another type, bool included;
+    ValueError below 0 or past 2**64 - 1)."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"gpumem: reserve_backup takes a byte count (int), not {value!r} of type {type(value).__name__}")
+    if value < 0 or value >= 2**64:
+        raise ValueError(f"gpumem: reserve_backup takes a byte count from 0 to 2**64 - 1, not {value}")
+    return value
+
+
+def instance_reserve_backup(instance: int, nbytes: Any, device: Any = None) -> None:
+    count = _reserve_bytes(nbytes)
+    rc = _lib().gpumem_instance_reserve_backup(instance, device_index(device), count)
+    if rc != 0:
+        _raise(rc)
+
+
 def sleep(tags: Tags = None, keep: Union[bool, str, Iterable[str]] = True, device: Any = None) -> Dict[str, Any]:
     """Puts ``tags`` (a name, a list of names, or None for every tag the strategy has allocated in)
     of the allocator :func:`gpumem_torch.enable` installed to sleep on ``device`` (default: the
@@ -313,3 +347,15 @@ def backup_pool_bytes(device: Any = None) -> int:
 def trim_backup(device: Any = None) -> None:
     """Frees the host memory kept for later backups (:func:`backup_pool_bytes`)."""
     instance_trim_backup(0, device)
+
+
+def reserve_backup(nbytes: int, device: Any = None) -> None:
+    """Starts pinning ``nbytes`` of host memory for the backups of later sleeps on ``device``, on
+    background threads, and returns at once, so that a first :func:`sleep` copies at the host
+    link's speed instead of pinning while it copies. A sleep before the pinning is done takes what
+    is ready and waits for, or adds to, the rest; :func:`backup_pool_bytes` counts the memory as it
+    is ready. What the pool holds or is pinning already counts towards ``nbytes``. Raises TypeError
+    or ValueError for a bad count, OutOfMemoryError past the backup limit (nothing started),
+    InvalidStateError for a strategy that cannot sleep. ``GPUMEM_SLEEP_RESERVE=SIZE`` does the same
+    when the device's allocator is made."""
+    instance_reserve_backup(0, nbytes, device)

@@ -74,6 +74,9 @@ struct expandable_options {
   // Host bytes the backups of sleeping tags (and the pool kept for the next sleep) may hold;
   // nullopt: MemAvailable less 10% of MemTotal, read at each sleep.
   std::optional<std::uint64_t> backup_limit_bytes;
+  // Host bytes pinned for the backups ahead of the first sleep, on background threads started when
+  // the resource is made (sleepable::reserve_backup); 0: none, the first sleep pins as it copies.
+  std::uint64_t backup_reserve_bytes = 0;
 };
 
 class expandable_resource final : public memory_resource, public sleepable {
@@ -116,6 +119,8 @@ class expandable_resource final : public memory_resource, public sleepable {
   std::uint64_t do_backup_pool_bytes() const override;
   bool do_read_backup(const void* addr, std::size_t bytes, void* out) const override;
   void do_trim_backup() override;
+  void do_reserve_backup(std::uint64_t bytes) override;
+  void do_check_awake(const void* ptr, std::size_t bytes) const override;
 
   struct impl;
   std::unique_ptr<impl> impl_;

@@ -90,6 +90,21 @@ struct sleep_request {
   std::vector<tag_id> keep;
 };
 
+// Where one sleep's time went, for benchmarks (bench/sleep/sleep_bench.py prints it). The *_seconds
+// of the calling thread add up to about the report's seconds; fault and register run on the pinning
+// threads, in parallel with the copies, and are summed over those threads.
+struct sleep_timing {
+  double quiesce_seconds = 0;      // waiting for the work queued on the memory
+  double backup_wait_seconds = 0;  // the copies waiting for pinned host memory not yet ready
+  double queue_seconds = 0;        // queueing the copies
+  double copy_wait_seconds = 0;    // waiting for copies to finish before releasing their memory
+  double release_seconds = 0;      // unmapping (giving physical memory back)
+  double fault_seconds = 0;        // pinning threads, summed: faulting host pages in
+  double register_seconds = 0;     // pinning threads, summed: registering them with CUDA
+  std::uint64_t pooled_bytes = 0;  // host bytes taken from the pool (steady cycles, a reservation)
+  std::uint64_t pinned_bytes = 0;  // host bytes pinned while this sleep waited or copied
+};
+
 // What one sleep() or wake() did.
 struct sleep_report {
   std::vector<tag_id> changed;    // the tags put to sleep (woken)
@@ -97,6 +112,7 @@ struct sleep_report {
   std::uint64_t device_bytes = 0; // physical device bytes released (sleep) or mapped (wake)
   std::uint64_t copied_bytes = 0; // bytes copied to host memory (sleep) or back (wake)
   double seconds = 0;             // wall time of the call
+  sleep_timing timing;            // sleep only: where the time went
 };
 
 // One tag of a resource.
@@ -138,6 +154,15 @@ class sleepable {
   // tag is awake, discards, or the range is not inside a live block). torch_memory_saver's
   // get_cpu_backup.
   bool read_backup(const void* addr, std::size_t bytes, void* out) const { return do_read_backup(addr, bytes, out); }
+  // Starts pinning host memory so that the pool holds at least `bytes` (what is there or being pinned
+  // counts), on threads of its own, and returns at once: a first sleep then copies at the host link's
+  // speed. A sleep before it is done takes what is ready and waits for, or adds to, the rest. Throws
+  // out_of_memory (before anything starts) past the backup limit; a chunk the host refuses later
+  // surfaces as the sleep's out_of_memory. backup_pool_bytes() counts the chunks as they are ready.
+  void reserve_backup(std::uint64_t bytes) { do_reserve_backup(bytes); }
+  // Throws invalid_state naming the tag when [ptr, ptr + bytes) overlaps memory of a sleeping tag
+  // (reading or writing it would fault): checked by read/write before they copy.
+  void check_awake(const void* ptr, std::size_t bytes) const { do_check_awake(ptr, bytes); }
 
  private:
   virtual sleep_report do_sleep(const sleep_request& request) = 0;
@@ -146,6 +171,8 @@ class sleepable {
   virtual std::uint64_t do_backup_pool_bytes() const = 0;
   virtual void do_trim_backup() = 0;
   virtual bool do_read_backup(const void* addr, std::size_t bytes, void* out) const = 0;
+  virtual void do_reserve_backup(std::uint64_t bytes) = 0;
+  virtual void do_check_awake(const void* ptr, std::size_t bytes) const = 0;
 };
 
 }  // namespace gpumem

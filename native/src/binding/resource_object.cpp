@@ -289,6 +289,7 @@ Napi::Function ResourceObject::Define(Napi::Env env) {
                       InstanceMethod<&ResourceObject::ShareHandle>("shareHandle"),
                       InstanceMethod<&ResourceObject::Sleepable>("sleepable"),
                       InstanceMethod<&ResourceObject::Sleep>("sleep"),
+                      InstanceMethod<&ResourceObject::ReserveBackup>("reserveBackup"),
                       InstanceMethod<&ResourceObject::Wake>("wake"),
                       InstanceMethod<&ResourceObject::TagStats>("tagStats"),
                       InstanceMethod<&ResourceObject::TrimBackup>("trimBackup"),
@@ -403,6 +404,9 @@ Napi::Value ResourceObject::Copy(const Napi::CallbackInfo& info, bool to_allocat
     check_range(ptr, offset, bytes);
     std::uint8_t* target = static_cast<std::uint8_t*>(ptr) + offset;
     if (bytes == 0) return info.Env().Undefined();
+    // A sleeping tag's memory is unmapped: copying would fault (SIGSEGV on the host twin, a sticky
+    // CUDA error on a device). InvalidStateError instead.
+    if (sleepable* s = sleeper()) s->check_awake(target, bytes);
     if (to_allocation) copy_to(target, r.kind(), data, bytes, to_stream(info[3]));
     else copy_from(data, target, r.kind(), bytes, to_stream(info[3]));
     return info.Env().Undefined();
@@ -515,6 +519,14 @@ Napi::Value ResourceObject::Wake(const Napi::CallbackInfo& info) {
 
 Napi::Value ResourceObject::TagStats(const Napi::CallbackInfo& info) {
   return guarded(info.Env(), [&] { return from_tag_states(info.Env(), need_sleeper().tag_states()); });
+}
+
+// reserveBackup(bytes): starts pinning host memory for later sleeps in the background.
+Napi::Value ResourceObject::ReserveBackup(const Napi::CallbackInfo& info) {
+  return guarded(info.Env(), [&] {
+    need_sleeper().reserve_backup(to_u64(info[0]));
+    return info.Env().Undefined();
+  });
 }
 
 Napi::Value ResourceObject::TrimBackup(const Napi::CallbackInfo& info) {

@@ -64,11 +64,12 @@ class ResourceObject : public Napi::ObjectWrap<ResourceObject> {
   // Sleep and wake by tag (gpumem/sleep.hpp), for a chain whose leaf is sleepable
   // (resource_chain::sleeper; the strategies with the registry's sleep flag):
   //   sleepable() -> boolean; sleep(request?) -> report; wake(tags?) -> report; tagStats() -> [...];
-  //   trimBackup(). The others throw invalid_state for a chain that cannot sleep.
+  //   trimBackup(); reserveBackup(bytes). The others throw invalid_state for a chain that cannot sleep.
   // Resource.setThreadTag(name?) (static): the tag of the allocations this thread makes from now on
   // (undefined: the process tag), what the TypeScript layer sends when withTag's tag changes.
   Napi::Value Sleepable(const Napi::CallbackInfo& info);
   Napi::Value Sleep(const Napi::CallbackInfo& info);
+  Napi::Value ReserveBackup(const Napi::CallbackInfo& info);
   Napi::Value Wake(const Napi::CallbackInfo& info);
   Napi::Value TagStats(const Napi::CallbackInfo& info);
   Napi::Value TrimBackup(const Napi::CallbackInfo& info);

@@ -536,6 +536,15 @@ int find_sleep_target(int k, int device, sleep_target& out) noexcept {
   out.sleeper = s == nullptr ? nullptr : s->chain.sleeper;
   return GPUMEM_TORCH_OK;
 }
+
+int make_sleep_target(int k, int device, sleep_target& out) {
+  instance* in = nullptr;
+  const int rc = check_target(k, device, in);
+  if (rc != GPUMEM_TORCH_OK) return rc;
+  out.strategy = in->cfg.strategy;
+  out.sleeper = out.strategy->flags.sleep ? get_or_create(*in, device).chain.sleeper : nullptr;
+  return GPUMEM_TORCH_OK;
+}
 }  // namespace gpumem::torch
 
 extern "C" {

@@ -376,6 +376,14 @@ GPUMEM_TORCH_API int gpumem_instance_trim_backup(int k, int device);
 GPUMEM_TORCH_API int gpumem_instance_read_backup(int k, int device, const void* addr, size_t bytes, void* out,
                                                  int* found);
 
+/* Starts pinning host memory on background threads so that the backup pool on `device` holds at
+ * least `bytes` (what is pooled or being pinned counts), and returns without waiting: a first sleep
+ * then copies at the host link's speed. Makes the device's strategy when nothing was allocated there
+ * yet. GPUMEM_TORCH_ERR_OUT_OF_MEMORY past backupLimitBytes (or MemAvailable less 10% of MemTotal),
+ * starting nothing; GPUMEM_TORCH_ERR_STATE for a strategy that cannot sleep. GPUMEM_SLEEP_RESERVE
+ * does the same when the strategy is made. */
+GPUMEM_TORCH_API int gpumem_instance_reserve_backup(int k, int device, uint64_t bytes);
+
 /* The same for instance 0 (the environment's: gpumem_malloc). */
 GPUMEM_TORCH_API int gpumem_sleep(int device, const char* const* tags, size_t tag_count, int keep_all,
                                   const char* const* keep, size_t keep_count, const char** report);

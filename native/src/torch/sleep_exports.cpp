@@ -95,12 +95,28 @@ std::string json_tags(const std::vector<tag_id>& tags) {
   return out + "]";
 }
 
-std::string json_report(const sleep_report& r) {
-  char seconds[40];
-  std::snprintf(seconds, sizeof seconds, "%.9g", r.seconds);
+std::string json_number(double v) {
+  char text[40];
+  std::snprintf(text, sizeof text, "%.9g", v);
+  return text;
+}
+
+// Where a sleep's time went (sleep_timing), for the benchmarks.
+std::string json_timing(const sleep_timing& t) {
+  return "{\"quiesceSeconds\":" + json_number(t.quiesce_seconds) + ",\"backupWaitSeconds\":" +
+         json_number(t.backup_wait_seconds) + ",\"queueSeconds\":" + json_number(t.queue_seconds) +
+         ",\"copyWaitSeconds\":" + json_number(t.copy_wait_seconds) + ",\"releaseSeconds\":" +
+         json_number(t.release_seconds) + ",\"faultSeconds\":" + json_number(t.fault_seconds) +
+         ",\"registerSeconds\":" + json_number(t.register_seconds) + ",\"pooledBytes\":" +
+         std::to_string(t.pooled_bytes) + ",\"pinnedBytes\":" + std::to_string(t.pinned_bytes) + "}";
+}
+
+// A sleep's report carries its timing; a wake's has none.
+std::string json_report(const sleep_report& r, bool timing) {
   return "{\"changed\":" + json_tags(r.changed) + ",\"unchanged\":" + json_tags(r.unchanged) +
          ",\"deviceBytes\":" + std::to_string(r.device_bytes) + ",\"copiedBytes\":" + std::to_string(r.copied_bytes) +
-         ",\"seconds\":" + seconds + "}";
+         ",\"seconds\":" + json_number(r.seconds) +
+         (timing ? ",\"timing\":" + json_timing(r.timing) : std::string()) + "}";
 }
 
 const char* give(std::string text, std::string& slot) {
@@ -108,8 +124,8 @@ const char* give(std::string text, std::string& slot) {
   return slot.c_str();
 }
 
-int report_to(const sleep_report& r, const char** out) {
-  const char* text = give(json_report(r), returned_json);
+int report_to(const sleep_report& r, const char** out, bool timing = false) {
+  const char* text = give(json_report(r, timing), returned_json);
   if (out != nullptr) *out = text;
   set_last_error("");
   return GPUMEM_TORCH_OK;
@@ -150,9 +166,9 @@ GPUMEM_TORCH_API int gpumem_instance_sleep(int k, int device, const char* const*
     sleepable* leaf = leaf_of(t);
     if (leaf == nullptr) {
       if (!request.tags.empty()) throw_unknown(t, device, request.tags);
-      return report_to(sleep_report{}, report);
+      return report_to(sleep_report{}, report, true);
     }
-    return report_to(leaf->sleep(request), report);
+    return report_to(leaf->sleep(request), report, true);
   } catch (...) {
     return fail("sleep");
   }
@@ -232,6 +248,22 @@ GPUMEM_TORCH_API int gpumem_instance_read_backup(int k, int device, const void* 
     return GPUMEM_TORCH_OK;
   } catch (...) {
     return fail("read_backup");
+  }
+}
+
+GPUMEM_TORCH_API int gpumem_instance_reserve_backup(int k, int device, uint64_t bytes) {
+  try {
+    torch::sleep_target t;
+    if (const int rc = torch::make_sleep_target(k, device, t); rc != GPUMEM_TORCH_OK) return rc;
+    sleepable* leaf = leaf_of(t);
+    if (leaf == nullptr) {
+      throw invalid_state("strategy '" + t.strategy->name + "' has no sleeping leaf on device " + std::to_string(device));
+    }
+    leaf->reserve_backup(bytes);
+    set_last_error("");
+    return GPUMEM_TORCH_OK;
+  } catch (...) {
+    return fail("reserve_backup");
   }
 }
 

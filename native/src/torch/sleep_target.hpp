@@ -15,5 +15,8 @@ struct sleep_target {
 // Returns GPUMEM_TORCH_OK with `out` set, or an error code with gpumem_last_error's message set: an
 // instance never created, a bad configuration, a device out of range.
 int find_sleep_target(int k, int device, sleep_target& out) noexcept;
+// As find_sleep_target, making the device's strategy where nothing was allocated there yet (its
+// sleeper is then set for a strategy that sleeps). Throws what making it throws.
+int make_sleep_target(int k, int device, sleep_target& out);
 
 }  // namespace gpumem::torch

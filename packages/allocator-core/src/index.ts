@@ -16,6 +16,7 @@ export type {
   TrackingEvent,
   SleepRequest,
   SleepReport,
+  SleepingAllocator,
   TagStats,
 } from './types.js';
 export { withTag, currentTag } from './tags.js';
@@ -67,6 +68,8 @@ export {
   strategyInfo,
   strategyLabel,
   type AllocatorOptionsMap,
+  type AllocatorFlagsMap,
+  type AllocatorFor,
   type AllocatorFactory,
   type FactoryFor,
   type StrategyInfo,

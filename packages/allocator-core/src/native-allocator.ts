@@ -10,7 +10,7 @@ import { loadNative, type ChainSpec, type NativeResource, type NativeTrackingEve
 import type { Stream } from './stream.js';
 import type { Allocator, AllocatorStats, DevicePtr, PrefetchTarget, SleepReport, SleepRequest, TagStats, TrackingEvent } from './types.js';
 import { option, type OptionValues } from './options.js';
-import { checkSleepRequest, checkTagList } from './sleep-request.js';
+import { checkSleepRequest, checkTagList, emptySleepReport } from './sleep-request.js';
 import { syncNativeTag } from './tags.js';
 import { checkBoolean, checkBytes, checkNonNegative } from './validate.js';
 
@@ -128,6 +128,7 @@ export abstract class NativeAllocator extends BaseAllocator {
   declare readonly wake?: (tags?: readonly string[]) => SleepReport;
   declare readonly tagStats?: () => TagStats[];
   declare readonly trimBackup?: () => void;
+  declare readonly reserveBackup?: (bytes: number) => void;
 
   /**
    * @param strategy the strategy, its device and its own options; the native chain builder puts
@@ -169,11 +170,20 @@ export abstract class NativeAllocator extends BaseAllocator {
     this.#deallocate = fast.deallocate;
     resources.set(this, this.#native);
     if (this.#native.sleepable()) {
-      const methods: Pick<Required<Allocator>, 'sleep' | 'wake' | 'tagStats' | 'trimBackup'> = {
-        sleep: (request) => this.callNative((r) => r.sleep(checkSleepRequest(request))),
+      const methods: Pick<Required<Allocator>, 'sleep' | 'wake' | 'tagStats' | 'trimBackup' | 'reserveBackup'> = {
+        sleep: (request) => {
+          const checked = checkSleepRequest(request);
+          // An empty list names no tag: nothing sleeps (the native core reads an empty list as every tag).
+          if (checked?.tags?.length === 0) return this.callNative(() => emptySleepReport());
+          return this.callNative((r) => r.sleep(checked));
+        },
         wake: (tags) => this.callNative((r) => r.wake(checkTagList(tags, 'tags'))),
         tagStats: () => this.callNative((r) => r.tagStats()),
         trimBackup: () => this.callNative((r) => r.trimBackup()),
+        reserveBackup: (bytes) => {
+          checkNonNegative(bytes, 'bytes');
+          this.callNative((r) => r.reserveBackup(bytes));
+        },
       };
       for (const [key, value] of Object.entries(methods)) {
         Object.defineProperty(this, key, { value, enumerable: false, writable: false, configurable: false });

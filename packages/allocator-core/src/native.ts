@@ -40,6 +40,7 @@ export interface NativeResource {
   wake(tags: readonly string[] | undefined): SleepReport;
   tagStats(): TagStats[];
   trimBackup(): void;
+  reserveBackup(bytes: number): void;
 }
 
 /** Statistics as the addon reports them: exactly the allocator's. */

@@ -6,7 +6,7 @@
  * @module
  */
 import { processShared } from './process-shared.js';
-import type { Allocator } from './types.js';
+import type { Allocator, SleepingAllocator } from './types.js';
 
 /**
  * Options per registered strategy name. Plug-ins add theirs by declaration merging:
@@ -18,6 +18,29 @@ import type { Allocator } from './types.js';
  */
 // biome-ignore lint/suspicious/noEmptyInterface: strategy packages add their options to it by declaration merging, which a type alias cannot take
 export interface AllocatorOptionsMap {}
+
+/**
+ * The registry flags per strategy name, as types: a strategy package adds its own (from its
+ * descriptor's `flags`, declared `as const`) by declaration merging, so that createAllocator's
+ * return type has what the flags promise:
+ * ```ts
+ * declare module '@gpumem/allocator-core' {
+ *   interface AllocatorFlagsMap { expandable: typeof expandableDescriptor.flags }
+ * }
+ * ```
+ */
+// biome-ignore lint/suspicious/noEmptyInterface: strategy packages add their flags to it by declaration merging, which a type alias cannot take
+export interface AllocatorFlagsMap {}
+
+/**
+ * The allocator createAllocator(N) returns: a {@link SleepingAllocator} (sleep, wake, tagStats and
+ * trimBackup present) where N's flags say `sleep: true`, else an {@link Allocator}.
+ */
+export type AllocatorFor<N extends string> = N extends keyof AllocatorFlagsMap
+  ? AllocatorFlagsMap[N] extends { readonly sleep: true }
+    ? SleepingAllocator
+    : Allocator
+  : Allocator;
 
 /** Makes an allocator from its options. */
 export type AllocatorFactory<O = Record<string, unknown>> = (options: O) => Allocator;
@@ -271,7 +294,7 @@ function isAllocator(value: unknown): value is Allocator {
 }
 
 /** Creates an allocator of the registered strategy `name`. */
-export function createAllocator<N extends keyof AllocatorOptionsMap>(name: N, options?: AllocatorOptionsMap[N]): Allocator;
+export function createAllocator<N extends keyof AllocatorOptionsMap>(name: N, options?: AllocatorOptionsMap[N]): AllocatorFor<N>;
 /** A plug-in's strategy (any name the built-ins' options map does not know): options are not checked at compile time. */
 export function createAllocator<N extends string>(
   name: N & (N extends keyof AllocatorOptionsMap ? never : unknown),

@@ -4,7 +4,7 @@
  * @module
  */
 import { checkTag } from './tags.js';
-import type { SleepRequest } from './types.js';
+import type { SleepReport, SleepRequest } from './types.js';
 import { describeValue } from './validate.js';
 
 const requestKeys = ['tags', 'keep'];
@@ -40,4 +40,9 @@ export function checkSleepRequest(request: unknown): SleepRequest | undefined {
     checked.keep = checkTagList(keep, 'request.keep') as readonly string[];
   }
   return checked;
+}
+
+/** What a sleep that names no tag (`{ tags: [] }`) reports: nothing changed. */
+export function emptySleepReport(): SleepReport {
+  return { changed: [], unchanged: [], deviceBytes: 0, copiedBytes: 0, seconds: 0 };
 }

@@ -197,4 +197,17 @@ export interface Allocator {
   tagStats?(): TagStats[];
   /** Gives back the host memory kept after wake for the next sleep's copies. */
   trimBackup?(): void;
+  /**
+   * Starts pinning `bytes` of host memory for later sleeps' copies on background threads and
+   * returns at once, so that a first sleep copies at the host link's speed; a sleep before it is
+   * done takes what is ready and waits for, or adds to, the rest. OutOfMemoryError past
+   * `backupLimitBytes`. Native sleeping strategies have it.
+   */
+  reserveBackup?(bytes: number): void;
 }
+
+/**
+ * An allocator of a strategy with the registry's `sleep` flag: sleep, wake, tagStats and trimBackup
+ * are present (createAllocator returns it for such strategies: {@link AllocatorFlagsMap}).
+ */
+export type SleepingAllocator = Allocator & Required<Pick<Allocator, 'sleep' | 'wake' | 'tagStats' | 'trimBackup'>>;

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { createAllocator, hasCudaDevice, OutOfMemoryError, strategyInfo } from '@gpumem/allocator-core';
+import { createAllocator, hasCudaDevice, OutOfMemoryError, strategyInfo, TrackingAllocator, withTag } from '@gpumem/allocator-core';
 import { ExpandableAllocator } from './index.js';
 
 const MiB = 2 ** 20;
@@ -91,5 +91,41 @@ describe('expandable', () => {
     expect(() => createAllocator('expandable', { upstream: 'host', reserveBytes: 3 * MiB })).toThrow(
       /reserveBytes to be a positive multiple of the granule/,
     );
+  });
+
+  it('reserves backup memory ahead of a sleep (reserveBackup, backupReserveBytes), checking the byte count', () => {
+    const a = createAllocator('expandable', { upstream: 'host', granuleBytes: MiB, reserveBytes: 64 * MiB, backupReserveBytes: MiB });
+    try {
+      expect(() => a.reserveBackup?.(-1)).toThrow(RangeError);
+      expect(() => a.reserveBackup?.('1 GiB' as never)).toThrow(TypeError);
+      a.reserveBackup?.(8 * MiB); // returns at once; the pinning goes on in the background
+      const p = withTag('weights', () => a.malloc(3 * MiB));
+      const data = new Uint8Array(3 * MiB).map((_, i) => (i * 7) & 0xff);
+      a.write(p, data);
+      expect(a.sleep({ tags: ['weights'] }).copiedBytes).toBe(3 * MiB); // sleep typed as present: no '?.'
+      a.wake(['weights']);
+      const back = new Uint8Array(3 * MiB);
+      a.read(p, back);
+      expect(Buffer.compare(back, data)).toBe(0);
+      a.free(p, 3 * MiB);
+    } finally {
+      a.dispose();
+    }
+  });
+
+  it('passes reserveBackup through an adaptor, and refuses it past backupLimitBytes', () => {
+    const a = new TrackingAllocator(
+      createAllocator('expandable', { upstream: 'host', reserveBytes: 64 * MiB, backupLimitBytes: MiB }),
+      1024,
+      {
+        ownsUpstream: true,
+      },
+    );
+    try {
+      expect(a.reserveBackup).toBeTypeOf('function');
+      expect(() => a.reserveBackup?.(1024 * MiB)).toThrow(OutOfMemoryError);
+    } finally {
+      a.dispose();
+    }
   });
 });

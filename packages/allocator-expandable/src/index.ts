@@ -3,9 +3,13 @@
  * @packageDocumentation
  */
 import { registerAllocator } from '@gpumem/allocator-core';
+import type { expandableDescriptor } from './options.generated.js';
 import { ExpandableAllocator, type ExpandableAllocatorOptions, expandableStrategy } from './expandable-allocator.js';
 
 declare module '@gpumem/allocator-core' {
+  interface AllocatorFlagsMap {
+    expandable: typeof expandableDescriptor.flags;
+  }
   interface AllocatorOptionsMap {
     expandable: ExpandableAllocatorOptions;
   }

@@ -63,5 +63,12 @@ export const expandableDescriptor = {
      * each sleep).
      */
     backupLimitBytes: option.nonNegative(),
+    /**
+     * Host bytes pinned for the backups of sleeping tags when the allocator is made, on background
+     * threads (nothing waits for them), so that a first sleep copies at the host link's speed
+     * instead of pinning as it copies; counted against `backupLimitBytes`. 0 (the default): none
+     * (`reserveBackup` asks later).
+     */
+    backupReserveBytes: option.nonNegative({ default: 0 }),
   },
 } as const;

@@ -3,9 +3,13 @@
  * @packageDocumentation
  */
 import { registerAllocator } from '@gpumem/allocator-core';
+import type { tieredDescriptor } from './options.generated.js';
 import { TieredAllocator, type TieredAllocatorOptions, tieredStrategy } from './tiered-allocator.js';
 
 declare module '@gpumem/allocator-core' {
+  interface AllocatorFlagsMap {
+    tiered: typeof tieredDescriptor.flags;
+  }
   interface AllocatorOptionsMap {
     tiered: TieredAllocatorOptions;
   }

@@ -161,6 +161,7 @@ struct expandable_resource::impl final : stream_observer {
       : memory(std::move(mem)), options(opts), ordering(std::move(order)), granule(memory->granule_bytes()),
         granule_shift(shift_of(granule)), engine(memory->kind(), memory->device()) {
     engine.set_backup_limit(options.backup_limit_bytes);
+    if (options.backup_reserve_bytes > 0) engine.reserve_ahead(options.backup_reserve_bytes, resource_stats{});
     if (options.gc_threshold > 0) {
       const double limit = std::floor(options.gc_threshold * static_cast<double>(options.capacity_bytes));
       gc_limit = static_cast<std::uint64_t>(limit);
@@ -891,7 +892,9 @@ struct expandable_resource::impl final : stream_observer {
     const auto start = std::chrono::steady_clock::now();
     sleep_report report;
     const auto plan = book.plan_sleep(request, report, "expandable");
+    engine.begin_timing();
     if (!plan.empty()) sleep_tags(plan, report);
+    report.timing = engine.end_timing();
     report.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     return report;
   }
@@ -1050,6 +1053,20 @@ struct expandable_resource::impl final : stream_observer {
     report.changed.push_back(tag);
     report.device_bytes += mapped;
     report.copied_bytes += copied;
+  }
+
+  // Throws invalid_state when [ptr, ptr + bytes) overlaps a range whose tag sleeps.
+  void check_awake(const void* ptr, std::size_t bytes) const {
+    const auto& tags = book.entries();
+    if (std::none_of(tags.begin(), tags.end(), [](const auto& e) { return e.asleep; })) return;  // the usual case
+    const std::uintptr_t lo = reinterpret_cast<std::uintptr_t>(ptr);
+    const std::uintptr_t hi = lo + std::max<std::size_t>(bytes, 1);
+    for (const auto& owned : ranges) {
+      const stream_range* r = owned.get();
+      if (!r->asleep || hi <= r->base || lo >= r->base + r->size) continue;
+      throw invalid_state("expandable: the memory at " + format_pointer(ptr) + " belongs to tag '" + tag_name(r->tag) +
+                          "', which is asleep: wake it before reading or writing it");
+    }
   }
 
   std::vector<tag_state> tag_states() {
@@ -1269,6 +1286,16 @@ bool expandable_resource::do_read_backup(const void* addr, std::size_t bytes, vo
   return false;
 }
 
+void expandable_resource::do_reserve_backup(std::uint64_t bytes) {
+  std::lock_guard<resource_lock> guard(impl_->lock);
+  impl_->engine.reserve_ahead(bytes, impl_->snapshot());
+}
+
+void expandable_resource::do_check_awake(const void* ptr, std::size_t bytes) const {
+  std::lock_guard<resource_lock> guard(impl_->lock);
+  impl_->check_awake(ptr, bytes);
+}
+
 namespace {
 
 // Whether an expandable chain maps host memory (the host twin): asked for, or device -1.
@@ -1334,6 +1361,14 @@ const strategy_descriptor& expandable_strategy() {
             "backupLimitBytes",
             "host bytes the backups of sleeping tags may hold (unset: MemAvailable less 10% of MemTotal at each sleep)")
             .js_only(),
+        bytes_option<&expandable_spec::options, &O::backup_reserve_bytes>(
+            "backupReserveBytes",
+            "host bytes pinned for sleep's backups ahead of the first sleep, in the background (0: none)")
+            .env("GPUMEM_SLEEP_RESERVE", "")  // no describe() label: config strings stay as they were
+            .doc("Host bytes pinned for the backups of sleeping tags when the allocator is made, on background "
+                 "threads (nothing waits for them), so that a first sleep copies at the host link's speed instead of "
+                 "pinning as it copies; counted against `backupLimitBytes`. 0 (the default): none (`reserveBackup` "
+                 "asks later)."),
     };
     d.leaf_name = [](const chain_spec& spec) { return on_host(spec) ? "mmap" : "vmm"; };
     d.make_leaf = [](const chain_spec& spec, chain_build& build) -> std::unique_ptr<memory_resource> {

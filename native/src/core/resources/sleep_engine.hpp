@@ -6,9 +6,11 @@
 // memory, in pieces of at most copy_piece_bytes; a unit (a physical mapping) is released as soon
 // as the copies that read it are done, while later pieces still copy, and at wake each unit's
 // copies are queued as soon as it is mapped, while the next units map. On the host twin, memcpy.
-// The host memory: pinned (cudaHostAlloc) on a device, plain on the twin, in chunks that a wake
-// (or a discarded backup) gives back to a pool for the next sleep, so that steady sleep/wake
-// cycles pin nothing; trim() frees the pool.
+// The host memory: pinned on a device (mapped, faulted in, registered with CUDA), plain on the twin,
+// in chunks of pin_chunk_bytes made by pinning threads of the engine's own, so that a first sleep
+// copies the chunks already pinned while the next ones are pinned (and reserve_ahead pins before any
+// sleep). A wake (or a discarded backup) gives the chunks back to a pool for the next sleep, so that
+// steady sleep/wake cycles pin nothing; trim() frees the pool.
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -48,7 +50,8 @@ class sleep_backup {
   sleep_backup& operator=(const sleep_backup&) = delete;
 
   std::uint64_t bytes() const noexcept { return held_; }  // host bytes held (chunks)
-  // Bytes reserve() granted that save_and_release allocates as it copies (0 once it has).
+  // Bytes reserve() granted that save_and_release takes from the pinning threads as it copies (0 once
+  // it has); a multiple of pin_chunk_bytes.
   std::uint64_t pending_bytes() const noexcept { return pending_; }
   std::uint64_t saved_bytes() const noexcept;              // bytes of content still to restore
   bool empty() const noexcept { return chunks_.empty(); }
@@ -65,10 +68,16 @@ class sleep_backup {
     std::size_t bytes;
     std::byte* host;      // where it is kept
   };
+  // How a chunk's memory was had, so that it is given back the same way.
+  enum class origin : std::uint8_t {
+    mapped,      // part of a batch's mapping (the twin's, and a device's that could not be registered: none)
+    registered,  // part of a batch's mapping, registered with CUDA
+    host_alloc,  // cudaHostAlloc, where mapping or registering failed
+  };
   struct chunk {
-    std::byte* base;
+    std::byte* base;  // nullptr: the host refused it
     std::size_t bytes;
-    bool registered = false;  // mmap + cudaHostRegister (else cudaHostAlloc, or malloc on the twin)
+    origin from = origin::mapped;
   };
   std::vector<chunk> chunks_;
   std::vector<piece> pieces_;  // sorted by addr
@@ -79,8 +88,11 @@ class sleep_backup {
 class sleep_engine {
  public:
   static constexpr std::size_t copy_piece_bytes = std::size_t{64} << 20;
-  static constexpr std::size_t min_chunk_bytes = std::size_t{64} << 20;
-  static constexpr std::size_t grow_chunk_bytes = std::size_t{1} << 30;
+  // Every chunk of host memory: small enough that the copies start after one is pinned and that
+  // several threads pin at once, large enough that registering is not per-call bound.
+  static constexpr std::size_t pin_chunk_bytes = std::size_t{128} << 20;
+  // Threads pinning at once at most (each faults in and registers whole chunks).
+  static constexpr unsigned max_pin_threads = 8;
 
   // kind: memory_kind::device (or pinned/managed: copies through CUDA on `device`), or host (the
   // twins: memcpy). Creates nothing until the first copy.
@@ -94,16 +106,27 @@ class sleep_engine {
   void set_backup_limit(std::optional<std::uint64_t> bytes) noexcept { limit_ = bytes; }
   std::optional<std::uint64_t> backup_limit() const noexcept { return limit_; }
 
-  // Host memory for `bytes` of content: the pool's chunks first; the rest is checked against the
-  // limit now and allocated by save_and_release in chunks of grow_chunk_bytes while earlier pieces
-  // copy (pinning is the slow part of a first sleep, and it overlaps the copies that way). Throws
-  // out_of_memory (its message names host memory, the need and the limit) when the rest is past
-  // the limit; `stats` goes into the error. Nothing else is done before.
+  // Host memory for `bytes` of content: the pool's chunks first (chunks the pinning threads have
+  // finished join it here); the rest comes from chunks being pinned for no backup yet (reserve_ahead),
+  // and what those lack is checked against the limit and handed to the pinning threads now, so that
+  // they pin while save_and_release copies into the chunks already done (pinning is the slow part of
+  // a first sleep). Throws out_of_memory (its message names host memory, the need and the limit) when
+  // the rest is past the limit; `stats` goes into the error. Nothing else is done before.
   sleep_backup reserve(std::uint64_t bytes, const resource_stats& stats);
 
-  // Waits for all work queued on the device (nothing on the host twin): what sleep does first, so
-  // that every copy and release comes after the work that used the memory.
+  // Starts pinning chunks so that the pool, with what is being pinned for no backup, holds at least
+  // `bytes`, and returns at once. Throws out_of_memory past the limit, starting nothing.
+  void reserve_ahead(std::uint64_t bytes, const resource_stats& stats);
+
+  // Waits for all work queued on the memory: the device's (cudaDeviceSynchronize), or on the host
+  // twin every host stream's (defer_host_work). What sleep does first, so that every copy and
+  // release comes after the work that used the memory.
   void quiesce();
+
+  // Where the time of the sleep in progress went: reset by begin_timing(), added to by quiesce and
+  // save_and_release, read by the resource into its report.
+  void begin_timing() noexcept;
+  sleep_timing end_timing() noexcept;
 
   // Copies `spans` (sorted by address, within the units, their total at most what reserve()
   // granted) into `backup`, and calls release(unit) for every unit (sorted by address) once no copy
@@ -125,10 +148,13 @@ class sleep_engine {
   // Gives a backup's memory back to the pool (a discarded or restored backup). Never throws.
   void recycle(sleep_backup& backup) noexcept;
 
-  std::uint64_t pool_bytes() const noexcept;  // host bytes in the pool
-  void trim() noexcept;                       // frees the pool
+  std::uint64_t pool_bytes() const noexcept;  // host bytes in the pool, pinned chunks not taken yet included
+  std::uint64_t pinning_bytes() const noexcept;  // host bytes handed to the pinning threads, not done yet
+  void trim() noexcept;                       // frees the pool (chunks still being pinned join it later)
 
  private:
+  void check_limit(std::uint64_t more, std::uint64_t bytes, const resource_stats& stats);
+
   struct impl;
   std::unique_ptr<impl> impl_;
   std::optional<std::uint64_t> limit_;

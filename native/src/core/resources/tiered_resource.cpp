@@ -89,6 +89,7 @@ struct tiered_resource::impl final : stream_observer {
         placement(options.placement),
         engine(memory->kind(), memory->device()) {
     engine.set_backup_limit(options.backup_limit_bytes);
+    if (options.backup_reserve_bytes > 0) engine.reserve_ahead(options.backup_reserve_bytes, resource_stats{});
     budget[index(memory_tier::device)] =
         options.device_budget_bytes ? *options.device_budget_bytes : memory->default_device_budget();
     const std::optional<host_memory_info> host = read_host_memory_info();
@@ -557,6 +558,20 @@ struct tiered_resource::impl final : stream_observer {
 
   block& block_at(const void* addr) { return live.at(reinterpret_cast<std::uintptr_t>(addr)); }
 
+  // Throws invalid_state when [ptr, ptr + bytes) overlaps a live block whose tag sleeps.
+  void check_awake(const void* ptr, std::size_t bytes) const {
+    const std::uintptr_t lo = reinterpret_cast<std::uintptr_t>(ptr);
+    const std::uintptr_t hi = lo + std::max<std::size_t>(bytes, 1);
+    auto it = live.upper_bound(lo);
+    if (it != live.begin()) --it;
+    for (; it != live.end() && it->first < hi; ++it) {
+      const block& b = it->second;
+      if (!b.asleep || it->first + b.size <= lo) continue;
+      throw invalid_state("tiered: the memory at " + format_pointer(ptr) + " belongs to tag '" + tag_name(b.tag) +
+                          "', which is asleep: wake it before reading or writing it");
+    }
+  }
+
   // Releases the cached device-tier blocks whose last owner's tag is one of `tags`. Returns the bytes.
   template <class Contains>
   std::uint64_t release_cached_of(const Contains& tags) {
@@ -588,6 +603,7 @@ struct tiered_resource::impl final : stream_observer {
     std::lock_guard<std::mutex> lock(mutex);
     sleep_report report;
     const std::vector<std::pair<tag_id, sleep_mode>> plan = book.plan_sleep(request, report, "tiered");
+    engine.begin_timing();
     // Per tag: the live device-tier blocks (the units, by address) and, where it keeps, their bytes.
     struct tag_work {
       tag_id tag = default_tag;
@@ -626,6 +642,7 @@ struct tiered_resource::impl final : stream_observer {
       throw;
     }
     if (work.empty()) {
+      report.timing = engine.end_timing();
       report.seconds = seconds_since(start);
       return report;
     }
@@ -666,6 +683,7 @@ struct tiered_resource::impl final : stream_observer {
       report.device_bytes += slept + cached;
       report.copied_bytes += w.span_bytes;
     }
+    report.timing = engine.end_timing();
     report.seconds = seconds_since(start);
     return report;
   }
@@ -963,6 +981,16 @@ bool tiered_resource::do_read_backup(const void* addr, std::size_t bytes, void* 
   return false;
 }
 
+void tiered_resource::do_reserve_backup(std::uint64_t bytes) {
+  std::lock_guard<std::mutex> lock(impl_->mutex);
+  impl_->engine.reserve_ahead(bytes, impl_->stats());
+}
+
+void tiered_resource::do_check_awake(const void* ptr, std::size_t bytes) const {
+  std::lock_guard<std::mutex> lock(impl_->mutex);
+  impl_->check_awake(ptr, bytes);
+}
+
 namespace {
 
 // Whether a tiered chain's tiers are on the device: asked for, or 'auto' where a GPU is present.
@@ -1013,6 +1041,14 @@ const strategy_descriptor& tiered_strategy() {
             "backupLimitBytes",
             "host bytes the backups of sleeping tags may hold (unset: MemAvailable less 10% of MemTotal at each sleep)")
             .js_only(),
+        bytes_option<&tiered_spec::options, &O::backup_reserve_bytes>(
+            "backupReserveBytes",
+            "host bytes pinned for sleep's backups ahead of the first sleep, in the background (0: none)")
+            .env("GPUMEM_SLEEP_RESERVE", "")  // no describe() label: config strings stay as they were
+            .doc("Host bytes pinned for the backups of sleeping tags when the allocator is made, on background "
+                 "threads (nothing waits for them), so that a first sleep copies at the host link's speed instead of "
+                 "pinning as it copies; counted against `backupLimitBytes`. 0 (the default): none (`reserveBackup` "
+                 "asks later)."),
     };
     d.leaf_name = [](const chain_spec&) { return "tiered"; };
     d.make_leaf = [](const chain_spec& spec, chain_build& build) -> std::unique_ptr<memory_resource> {

@@ -24,6 +24,7 @@ export abstract class AllocatorAdaptor extends BaseAllocator {
   declare readonly wake?: (tags?: readonly string[]) => SleepReport;
   declare readonly tagStats?: () => TagStats[];
   declare readonly trimBackup?: () => void;
+  declare readonly reserveBackup?: (bytes: number) => void;
 
   /** Keeps the upstream's name and device unless `name` is given. */
   protected constructor(upstream: Allocator, options: AdaptorOptions = {}, name: string = upstream.name) {
@@ -52,7 +53,17 @@ export abstract class AllocatorAdaptor extends BaseAllocator {
           trimBackup.call(upstream);
         },
       };
-      for (const [key, value] of Object.entries(forwarded)) {
+      const { reserveBackup } = upstream;
+      const optional: Pick<Allocator, 'reserveBackup'> =
+        reserveBackup === undefined
+          ? {}
+          : {
+              reserveBackup: (bytes) => {
+                this.checkLive();
+                reserveBackup.call(upstream, bytes);
+              },
+            };
+      for (const [key, value] of Object.entries({ ...forwarded, ...optional })) {
         Object.defineProperty(this, key, { value, enumerable: false, writable: false, configurable: false });
       }
     }

@@ -7,6 +7,7 @@
  * @module
  */
 import { InvalidStateError, isOutOfMemory } from '../errors.js';
+import { loadNative } from '../native.js';
 import { Stream } from '../stream.js';
 import { withTag } from '../tags.js';
 import type { Allocator, DevicePtr, TagStats } from '../types.js';
@@ -221,6 +222,34 @@ export function describeSleepCases(t: ConformanceTestApi, options: SleepCasesOpt
       a.free(kv, MiB);
     });
 
+    it('refuses read and write of a sleeping block with InvalidStateError, never a fault', () => {
+      const a = options.allocator();
+      const s = sleeper(a);
+      const kv = filled(a, 'kv', 2 * MiB, 95);
+      const weights = filled(a, 'weights', 4096, 96);
+      s.sleep({ tags: ['kv'] });
+      const read = thrown(() => a.read(kv, new Uint8Array(16), MiB));
+      expect(read instanceof InvalidStateError).toBe(true);
+      expect((read as Error).message).toMatch(/'kv', which is asleep/);
+      expect(thrown(() => a.write(kv, new Uint8Array(16))) instanceof InvalidStateError).toBe(true);
+      expectContent(a, weights, 4096, 96); // an awake tag's blocks read as usual
+      s.wake(['kv']);
+      expectContent(a, kv, 2 * MiB, 95); // the refused write changed nothing
+      a.free(kv, 2 * MiB);
+      a.free(weights, 4096);
+    });
+
+    it('sleeps nothing for an empty list of tags', () => {
+      const a = options.allocator();
+      const s = sleeper(a);
+      const kv = filled(a, 'kv', MiB, 97);
+      const report = s.sleep({ tags: [] });
+      expect([report.changed, report.unchanged, report.deviceBytes, report.copiedBytes]).toEqual([[], [], 0, 0]);
+      expect(s.tagStats().every((x) => !x.asleep)).toBe(true);
+      expectContent(a, kv, MiB, 97);
+      a.free(kv, MiB);
+    });
+
     it('names the tags it knows when asked for one it does not (RangeError), and checks its arguments', () => {
       const a = options.allocator();
       const s = sleeper(a);
@@ -277,7 +306,10 @@ export function describeSleepCases(t: ConformanceTestApi, options: SleepCasesOpt
       try {
         const bytes = 2 * MiB;
         const p = withTag('kv', () => a.malloc(bytes, stream));
-        a.write(p, pattern(bytes, 120), 0, stream); // queued on the stream, not waited for
+        // Queued on the stream, not waited for: on the host, a write that runs only when the stream
+        // is reached (a kernel still running), which sleep must reach before it copies.
+        if (a.device.kind === 'host') loadNative().tools.deferHostWrite(stream.handle, p, pattern(bytes, 120));
+        else a.write(p, pattern(bytes, 120), 0, stream);
         s.sleep({ tags: ['kv'] });
         s.wake(['kv']);
         expectContent(a, p, bytes, 120);

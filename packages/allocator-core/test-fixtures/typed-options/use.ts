@@ -1,6 +1,8 @@
 // Compiled by src/typed-options.test.ts: each @ts-expect-error must be an error, everything else must compile.
 import { createAllocator } from '@gpumem/allocator-core';
+import '@gpumem/allocator-expandable';
 import '@gpumem/allocator-pool';
+import '@gpumem/allocator-tiered';
 
 const name: string = process.argv[2] ?? 'host';
 
@@ -28,3 +30,10 @@ createAllocator('host', { faultInjection: { failEvery: 'often' } });
 createAllocator('plugin', { device: 'host' });
 // @ts-expect-error a required option left out, by the deprecated name
 createAllocator('native', { device: 'host' });
+
+// The registry's sleep flag in the type: sleep and wake are present on the strategies that have it.
+createAllocator('expandable').sleep({ keep: ['weights'] });
+createAllocator('tiered').wake();
+createAllocator('expandable').tagStats();
+// @ts-expect-error a strategy without the sleep flag: sleep may be absent
+createAllocator('pool').sleep();
