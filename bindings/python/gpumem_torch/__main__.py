@@ -29,7 +29,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("file", metavar="FILE")
     p.add_argument("--capacity", metavar="SIZE", help="the device's capacity, e.g. 80GiB (default: the snapshot's, recorded at its OOM, else this GPU's total memory)")
     p.add_argument("--outside", metavar="SIZE|LOW..HIGH", help="device memory outside the allocator (CUDA context, cuBLAS workspaces, NCCL, the driver's reserve) (default: 150MiB..250MiB; 0 when the capacity is the snapshot's own)")
-    p.add_argument("--model-error", metavar="FRACTION", help="the relative error of the model of PyTorch's allocator, e.g. 0.005 for ±0.5%% (the default)")
+    p.add_argument("--model-error", metavar="FRACTION", help="the relative error of the model of PyTorch's allocator, e.g. 0.004 for ±0.4%% (the default, with 4 MiB at the least)")
     p.add_argument("--resolution", metavar="SIZE", help="precision of the minimum-capacity searches (default: the capacity / 1024, 4 KiB to 2 MiB)")
     p.add_argument("--skip-failed-requests", action="store_true", help="leave out the requests that failed in the recording")
     p.add_argument("--device", type=int, metavar="N", help="PyTorch snapshots: the device whose history to read (default: the first with events)")

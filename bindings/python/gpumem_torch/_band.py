@@ -12,16 +12,18 @@ from typing import Any, Dict
 
 MIB = 1024 * 1024
 
-# Measured on H200s, PyTorch 2.11: gpumem's default strategy under a cudaMalloc ballast ran out of
-# memory 150 to 250 MiB above the need its replay found.
+# Measured on H200s, PyTorch 2.11: gpumem's strategies under a cudaMalloc ballast ran out of memory
+# 0 to 250 MiB above the need their replay found, by program (doctor-band.ts, defaultOutsideMemory).
 DEFAULT_OUTSIDE: Dict[str, Any] = {
-    "lowBytes": 150 * MIB,
+    "lowBytes": 0,
     "highBytes": 250 * MIB,
-    "source": "the default, measured on H200s, PyTorch 2.11: 150–250 MiB (gpumem's default strategy under a cudaMalloc ballast ran out that far above its replayed need)",
+    "source": "the default, measured on H200s, PyTorch 2.11: 0–250 MiB (gpumem's strategies under a cudaMalloc ballast ran out that far above their replayed need, by program)",
 }
-# The model of PyTorch's caching allocator errs by ±0.5% (H200s, PyTorch 2.11); gpumem's strategies
-# by nothing: their replay runs their own code.
-DEFAULT_PYTORCH_MODEL_ERROR = 0.005
+# The model of PyTorch's caching allocator (its twin) errs by ±0.4%, and 4 MiB at the least (H200s,
+# PyTorch 2.11: doctor-band.ts, defaultPytorchModelError); gpumem's strategies by nothing: their
+# replay runs their own code.
+DEFAULT_PYTORCH_MODEL_ERROR = 0.004
+DEFAULT_PYTORCH_MODEL_ERROR_FLOOR_BYTES = 4 * MIB
 DEFAULT_STRATEGY_MODEL_ERROR = 0
 
 
@@ -44,9 +46,11 @@ def check_relative_error(value: Any, name: str) -> None:
         raise ValueError(f"Expected a number from 0 to less than 1 for {name} but received {value!r}")
 
 
-def need_band(need_bytes: int, search_gap_bytes: int, relative_error: float, outside: Dict[str, Any]) -> Dict[str, int]:
-    """The band of ``need_bytes``, replayed within ``search_gap_bytes``, by a model erring by ``relative_error``."""
-    model_error = math.ceil(need_bytes * relative_error)
+def need_band(need_bytes: int, search_gap_bytes: int, relative_error: float, outside: Dict[str, Any],
+              error_floor_bytes: int = 0) -> Dict[str, int]:
+    """The band of ``need_bytes``, replayed within ``search_gap_bytes``, by a model erring by
+    ``relative_error`` of the need and ``error_floor_bytes`` at the least."""
+    model_error = max(math.ceil(need_bytes * relative_error), error_floor_bytes)
     return {
         "needBytes": need_bytes,
         "lowBytes": max(0, need_bytes - search_gap_bytes - model_error) + outside["lowBytes"],

@@ -107,7 +107,8 @@ def _examine(strategy: Dict[str, Any], p: _Probe, label: Optional[str] = None, o
         return row
 
 
-def _with_band(row: Dict[str, Any], p: _Probe, relative_error: float, outside: Dict[str, Any], capacity: int) -> Dict[str, Any]:
+def _with_band(row: Dict[str, Any], p: _Probe, relative_error: float, outside: Dict[str, Any], capacity: int,
+               error_floor_bytes: int = 0) -> Dict[str, Any]:
     """``row`` with the band of its need and where the capacity falls against it (withBand); the
     search's gap is what lies between its last failure and its need."""
     if "error" in row:
@@ -116,7 +117,7 @@ def _with_band(row: Dict[str, Any], p: _Probe, relative_error: float, outside: D
         return {**row, "call": "does-not-fit"}  # over the search's cap, itself at least the capacity
     failed = row.get("minCapacity", {}).get("failedBytes")
     gap = 0 if failed is None else max(0, row["needBytes"] - (failed + 1 + p.held_before))
-    band = _band.need_band(row["needBytes"], gap, relative_error, outside)
+    band = _band.need_band(row["needBytes"], gap, relative_error, outside, error_floor_bytes)
     return {**row, "band": band, "call": _band.band_call(band, capacity)}
 
 
@@ -183,6 +184,7 @@ _OTHER = "other"  # a snapshot's catch-all frame tag: names nothing to move
 def diagnose_oom(trace: Trace, capacity_bytes: int, resolution_bytes: Optional[int] = None, failed_requests: str = "replay",
                  time_limit_s: Optional[float] = None, outside: Optional[Dict[str, Any]] = None,
                  pytorch_model_error: float = _band.DEFAULT_PYTORCH_MODEL_ERROR,
+                 pytorch_model_error_floor_bytes: int = _band.DEFAULT_PYTORCH_MODEL_ERROR_FLOOR_BYTES,
                  strategy_model_error: float = _band.DEFAULT_STRATEGY_MODEL_ERROR) -> Dict[str, Any]:  # fmt: skip
     """The verdict on ``trace`` at ``capacity_bytes``: diagnoseOom with the strategies ``gpumem
     doctor`` judges, on their host twins, over address-only memory where they can. ``outside``: the
@@ -196,6 +198,9 @@ def diagnose_oom(trace: Trace, capacity_bytes: int, resolution_bytes: Optional[i
     _band.check_outside(outside)
     _band.check_relative_error(pytorch_model_error, "pytorchModelError")
     _band.check_relative_error(strategy_model_error, "strategyModelError")
+    floor = pytorch_model_error_floor_bytes
+    if isinstance(floor, bool) or not isinstance(floor, int) or not 0 <= floor <= 2**53 - 1:
+        raise ValueError(f"Expected a non-negative integer for pytorchModelErrorFloorBytes but received {floor!r}")
     deadline = None if time_limit_s is None else time.monotonic() + time_limit_s
     failed = sum(1 for e in trace.events if e[1] == "oom")
     events = _with_failed_requests(trace.events) if failed_requests == "replay" and failed > 0 else trace.events
@@ -206,8 +211,8 @@ def diagnose_oom(trace: Trace, capacity_bytes: int, resolution_bytes: Optional[i
     resolution = resolution_bytes if resolution_bytes is not None else default_resolution(capacity_bytes)
     p = _Probe(c, capacity_bytes - held_before, held_before, resolution, max(capacity_bytes, 2 * live_bytes), deadline)
 
-    def banded(row: Dict[str, Any], error: float) -> Dict[str, Any]:
-        return _with_band(row, p, error, outside, capacity_bytes)
+    def banded(row: Dict[str, Any], error: float, floor: int = 0) -> Dict[str, Any]:
+        return _with_band(row, p, error, outside, capacity_bytes, floor)
 
     strategies = _replay.doctor_strategies()
     rows = [banded(_examine(s, p, _pytorch_twin.strategy_label(s["name"])), strategy_model_error) for s in strategies]
@@ -224,7 +229,7 @@ def diagnose_oom(trace: Trace, capacity_bytes: int, resolution_bytes: Optional[i
     recorded = recorded if isinstance(recorded, int) and recorded > 0 else None
     # the model's row as its own, banded with the model's error rather than the strategy's
     model_row = {k: v for k, v in pytorch_row.items() if k not in ("band", "call")}
-    pytorch = banded(model_row, pytorch_model_error)
+    pytorch = banded(model_row, pytorch_model_error, pytorch_model_error_floor_bytes)
     if recorded is not None:
         pytorch["recordedPeakReservedBytes"] = recorded
     rows.sort(key=lambda r: (0 if r["ranked"] else 1, r.get("needBytes", math.inf)))
@@ -346,7 +351,7 @@ def diagnose_oom(trace: Trace, capacity_bytes: int, resolution_bytes: Optional[i
     else:
         why = "."
     notes.append(
-        f"Every need has a band: the device memory the program needs under it is the allocator's need, ± the model's error (PyTorch's model {to_fixed_2(100 * pytorch_model_error)}%, gpumem's strategies {to_fixed_2(100 * strategy_model_error)}%: their replay runs their own code), "
+        f"Every need has a band: the device memory the program needs under it is the allocator's need, ± the model's error (PyTorch's model {to_fixed_2(100 * pytorch_model_error)}% and {format_bytes(pytorch_model_error_floor_bytes)} at the least, gpumem's strategies {to_fixed_2(100 * strategy_model_error)}%: their replay runs their own code), "
         f"less the search's gap, plus the memory outside the allocator, {format_bytes(outside['lowBytes'])} to {format_bytes(outside['highBytes'])} ({outside['source']}). "
         f"A capacity inside the band of the need that decides is too close to call. The deciding band here is {format_bytes(width)} wide, {to_fixed_2((100 * width) / capacity_bytes)}% of the capacity"
         + why
@@ -384,7 +389,7 @@ def diagnose_oom(trace: Trace, capacity_bytes: int, resolution_bytes: Optional[i
         "kind": kind,
         "capacityBytes": capacity_bytes,
         "decision": decision,
-        "uncertainty": {"outside": outside, "pytorchModelError": _json_number(pytorch_model_error), "strategyModelError": _json_number(strategy_model_error)},
+        "uncertainty": {"outside": outside, "pytorchModelError": _json_number(pytorch_model_error), "pytorchModelErrorFloorBytes": pytorch_model_error_floor_bytes, "strategyModelError": _json_number(strategy_model_error)},
         "liveBytes": live_bytes,
         "heldBeforeTraceBytes": held_before,
         "largestRequestBytes": c.largest_request_bytes,

@@ -91,9 +91,9 @@ def doctor(snapshot: Snapshot = None, capacity: Any = None, device: Optional[int
     (``torch.cuda.memory._snapshot()``, with history recorded by
     ``torch.cuda.memory._record_memory_history()``). capacity: bytes or a size ('16GiB'); None: the
     snapshot's recorded capacity (at its first out-of-memory entry), else the device's total memory.
-    outside: the device memory outside the allocator, a size or ``"LOW..HIGH"`` (default 150-250
+    outside: the device memory outside the allocator, a size or ``"LOW..HIGH"`` (default 0-250
     MiB; none where the capacity is the snapshot's own); model_error: the PyTorch model's relative
-    error (default 0.005). Raises TraceFormatError for a malformed file or a snapshot without
+    error (default 0.004, and 4 MiB at the least). Raises TraceFormatError for a malformed file or a snapshot without
     history, NoCapacityError where there is no capacity, ValueError/TypeError for bad arguments."""
     if snapshot is None:
         import torch  # noqa: PLC0415

@@ -167,7 +167,7 @@ class SameJsonAsGpumemDoctor(unittest.TestCase):
                     self.assertGreater(len(v["peak"]["byTag"]), 2)
                     if v["kind"] == "real":
                         self.assertEqual([r["kind"] for r in v["reductions"]][:2], ["tiered-by-tag", "tiered-by-stream"])
-            self.assertEqual(kinds, {"real", "fits"})
+            self.assertLessEqual({"real", "fits"}, kinds)  # and too-close, where the default band straddles the capacity
 
 
 @unittest.skipIf(LIB_REASON, LIB_REASON)

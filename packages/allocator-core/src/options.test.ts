@@ -74,7 +74,9 @@ describe('defineOptions', () => {
 
   it('is what the built-in strategies check their options with', () => {
     expect(() => createAllocator('host', { limitBytes: 1, tracking: 4 } as never)).toThrow(
-      new TypeError("Unknown option 'tracking' for the 'host' allocator; expected one of: limitBytes, trackingCapacity, faultInjection, addressOnly"),
+      new TypeError(
+        "Unknown option 'tracking' for the 'host' allocator; expected one of: limitBytes, trackingCapacity, faultInjection, addressOnly",
+      ),
     );
     expect(() => createAllocator('host', { faultInjection: {} })).toThrow(
       new TypeError('Expected failEvery and/or failAfterBytes in faultInjection but received neither'),

@@ -163,23 +163,32 @@ describe('diagnoseOom', () => {
   it("says too close to call when the capacity lies inside the band of PyTorch's model, never fits or fragmentation", () => {
     const need = diagnoseOom(fragmenting, { capacityBytes: 26 * MiB, strategies, outside: none }).pytorch.needBytes!;
     const outside = { lowBytes: 0, highBytes: MiB, source: 'test' };
-    const v = diagnoseOom(fragmenting, { capacityBytes: need + 512 * 1024, strategies, outside });
+    const v = diagnoseOom(fragmenting, { capacityBytes: need + 2 * MiB, strategies, outside });
     expect(v.kind).toBe('too-close');
     expect(v.decision.by).toBe('pytorch');
-    expect(v.decision.band.modelErrorBytes).toBe(Math.ceil(v.pytorch.needBytes! * 0.005)); // the default ±0.5%
+    // the default ±0.4%, 4 MiB at the least (here the floor: 0.4% of 40 MiB is 164 KiB)
+    expect(v.decision.band.modelErrorBytes).toBe(Math.max(Math.ceil(v.pytorch.needBytes! * 0.004), 4 * MiB));
     expect(v.decision.band.lowBytes).toBeLessThanOrEqual(v.capacityBytes);
     expect(v.decision.band.highBytes).toBeGreaterThan(v.capacityBytes);
     // the same capacity with no uncertainty: a plain answer
-    const exact = diagnoseOom(fragmenting, { capacityBytes: need + 512 * 1024, strategies, outside: none, pytorchModelError: 0 });
+    const exact = diagnoseOom(fragmenting, {
+      capacityBytes: need + 2 * MiB,
+      strategies,
+      outside: none,
+      pytorchModelError: 0,
+      pytorchModelErrorFloorBytes: 0,
+    });
     expect(exact.kind).toBe('fits');
   });
 
-  it('counts the measured memory outside the allocator by default: 150-250 MiB', () => {
-    // 25 MiB live and at least 150 MiB outside: more than a 160 MiB device
-    const real = diagnoseOom(training, { capacityBytes: 160 * MiB, strategies: [] });
-    expect(real).toMatchObject({ kind: 'real', excessBytes: 15 * MiB });
-    expect(real.uncertainty.outside).toMatchObject({ lowBytes: 150 * MiB, highBytes: 250 * MiB });
-    expect(real.uncertainty.outside.source).toContain('measured on H200s, PyTorch 2.11: 150–250 MiB');
+  it('counts the measured memory outside the allocator by default: 0-250 MiB', () => {
+    // 25 MiB live and none outside at the least: more than a 24 MiB device
+    const real = diagnoseOom(training, { capacityBytes: 24 * MiB, strategies: [] });
+    expect(real).toMatchObject({ kind: 'real', excessBytes: MiB });
+    expect(real.uncertainty.outside).toMatchObject({ lowBytes: 0, highBytes: 250 * MiB });
+    expect(real.uncertainty.outside.source).toContain('measured on H200s, PyTorch 2.11: 0–250 MiB');
+    expect(real.uncertainty).toMatchObject({ pytorchModelError: 0.004, pytorchModelErrorFloorBytes: 4 * MiB });
+    // up to 250 MiB outside: a 200 MiB device may or may not hold it
     expect(diagnoseOom(training, { capacityBytes: 200 * MiB, strategies: [] }).kind).toBe('too-close');
     const fits = diagnoseOom(fragmenting, { capacityBytes: 512 * MiB, strategies });
     expect(fits.kind).toBe('fits');

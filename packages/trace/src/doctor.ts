@@ -17,6 +17,7 @@ import {
   checkRelativeError,
   defaultOutsideMemory,
   defaultPytorchModelError,
+  defaultPytorchModelErrorFloorBytes,
   defaultStrategyModelError,
   needBand,
   type BandCall,
@@ -82,13 +83,15 @@ export interface DoctorOptions {
   hostTwins?: boolean;
   /**
    * Device memory the program holds outside its allocator, as a range (default
-   * {@link defaultOutsideMemory}: measured on H200s, PyTorch 2.11: 150–250 MiB). Every need's band
+   * {@link defaultOutsideMemory}: measured on H200s, PyTorch 2.11: 0–250 MiB). Every need's band
    * adds it. Give `{ lowBytes: 0, highBytes: 0, ... }` where the capacity is already what the
    * allocator could have (a snapshot's out-of-memory entry: PyTorch's reserved plus the driver's free).
    */
   outside?: OutsideMemory;
-  /** The relative error of the PyTorch model's need (default {@link defaultPytorchModelError}, ±0.5%). */
+  /** The relative error of the PyTorch model's need (default {@link defaultPytorchModelError}, ±0.4%). */
   pytorchModelError?: number;
+  /** The least error of the PyTorch model's need, in bytes (default {@link defaultPytorchModelErrorFloorBytes}, 4 MiB). */
+  pytorchModelErrorFloorBytes?: number;
   /** The relative error of gpumem's strategies' needs (default {@link defaultStrategyModelError}: 0, their replay runs their own code). */
   strategyModelError?: number;
 }
@@ -171,7 +174,7 @@ export interface DoctorVerdict {
   /** The need that decided, with its band: for 'too-close', the band the capacity lies in. */
   decision: DoctorDecision;
   /** The memory outside the allocator every band counts, and the models' relative errors. */
-  uncertainty: { outside: OutsideMemory; pytorchModelError: number; strategyModelError: number };
+  uncertainty: { outside: OutsideMemory; pytorchModelError: number; pytorchModelErrorFloorBytes: number; strategyModelError: number };
   /** The peak of live bytes (frees counted at completion where the format knows): no allocator needs less. */
   liveBytes: number;
   /** Bytes allocated before the trace began (a snapshot whose history starts mid-run), held for all of it in every replay. */
@@ -342,12 +345,19 @@ function examine(given: LabelledStrategySpec, p: Probe): DoctorStrategy {
  * `row` with the band of its need (by a model erring by `relativeError`) and where the capacity
  * falls against it. The search's gap is what lies between its last failure and its need.
  */
-function withBand(row: DoctorStrategy, p: Probe, relativeError: number, outside: OutsideMemory, capacityBytes: number): DoctorStrategy {
+function withBand(
+  row: DoctorStrategy,
+  p: Probe,
+  relativeError: number,
+  outside: OutsideMemory,
+  capacityBytes: number,
+  errorFloorBytes = 0,
+): DoctorStrategy {
   if (row.error !== undefined) return row;
   if (row.needBytes === undefined) return { ...row, call: 'does-not-fit' }; // over the search's cap, itself at least the capacity
   const failed = row.minCapacity?.failedBytes;
   const gap = failed === undefined ? 0 : Math.max(0, row.needBytes - (failed + 1 + p.heldBefore));
-  const band = needBand(row.needBytes, gap, relativeError, outside);
+  const band = needBand(row.needBytes, gap, relativeError, outside, errorFloorBytes);
   return { ...row, band, call: bandCall(band, capacityBytes) };
 }
 
@@ -461,9 +471,14 @@ export function diagnoseOom(trace: AllocationTrace, options: DoctorOptions): Doc
   checkOutsideMemory(outside);
   const pytorchModelError = options.pytorchModelError ?? defaultPytorchModelError;
   checkRelativeError(pytorchModelError, 'pytorchModelError');
+  const pytorchModelErrorFloorBytes = options.pytorchModelErrorFloorBytes ?? defaultPytorchModelErrorFloorBytes;
+  if (!Number.isSafeInteger(pytorchModelErrorFloorBytes) || pytorchModelErrorFloorBytes < 0)
+    throw new RangeError(
+      `Expected a non-negative integer for pytorchModelErrorFloorBytes but received ${String(pytorchModelErrorFloorBytes)}`,
+    );
   const strategyModelError = options.strategyModelError ?? defaultStrategyModelError;
   checkRelativeError(strategyModelError, 'strategyModelError');
-  const banded = (row: DoctorStrategy, error: number) => withBand(row, probe, error, outside, capacityBytes);
+  const banded = (row: DoctorStrategy, error: number, floor = 0) => withBand(row, probe, error, outside, capacityBytes, floor);
 
   const rows = options.strategies.map((spec) => banded(examine(spec, probe), strategyModelError));
   const model = options.pytorchModel ?? pytorchTwin(snapshot?.allocatorSettings);
@@ -473,7 +488,7 @@ export function diagnoseOom(trace: AllocationTrace, options: DoctorOptions): Doc
   // the model's row as its own, banded with the model's error rather than the strategy's
   const { band: _strategyBand, call: _strategyCall, ...modelRow } = pytorchRow;
   const pytorch: DoctorVerdict['pytorch'] = {
-    ...banded(modelRow, pytorchModelError),
+    ...banded(modelRow, pytorchModelError, pytorchModelErrorFloorBytes),
     ...(recorded !== undefined && { recordedPeakReservedBytes: recorded }),
   };
   const order = (r: DoctorStrategy) => (r.ranked ? 0 : 1);
@@ -597,7 +612,7 @@ export function diagnoseOom(trace: AllocationTrace, options: DoctorOptions): Doc
   ];
   const width = decision.band.highBytes - decision.band.lowBytes;
   notes.push(
-    `Every need has a band: the device memory the program needs under it is the allocator's need, ± the model's error (PyTorch's model ${(100 * pytorchModelError).toFixed(2)}%, gpumem's strategies ${(100 * strategyModelError).toFixed(2)}%: their replay runs their own code), ` +
+    `Every need has a band: the device memory the program needs under it is the allocator's need, ± the model's error (PyTorch's model ${(100 * pytorchModelError).toFixed(2)}% and ${formatBytes(pytorchModelErrorFloorBytes)} at the least, gpumem's strategies ${(100 * strategyModelError).toFixed(2)}%: their replay runs their own code), ` +
       `less the search's gap, plus the memory outside the allocator, ${formatBytes(outside.lowBytes)} to ${formatBytes(outside.highBytes)} (${outside.source}). ` +
       `A capacity inside the band of the need that decides is too close to call. The deciding band here is ${formatBytes(width)} wide, ${((100 * width) / capacityBytes).toFixed(2)}% of the capacity` +
       (width > capacityBytes / 100
@@ -638,7 +653,7 @@ export function diagnoseOom(trace: AllocationTrace, options: DoctorOptions): Doc
     kind,
     capacityBytes,
     decision,
-    uncertainty: { outside, pytorchModelError, strategyModelError },
+    uncertainty: { outside, pytorchModelError, pytorchModelErrorFloorBytes, strategyModelError },
     liveBytes,
     heldBeforeTraceBytes: heldBefore,
     largestRequestBytes: compiled.largestRequestBytes,

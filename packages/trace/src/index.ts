@@ -117,6 +117,7 @@ export {
 export {
   defaultOutsideMemory,
   defaultPytorchModelError,
+  defaultPytorchModelErrorFloorBytes,
   defaultStrategyModelError,
   type BandCall,
   type NeedBand,

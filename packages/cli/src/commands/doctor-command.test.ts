@@ -131,13 +131,14 @@ describe('gpumem doctor', () => {
     expect(readFileSync(join(dir, 'close.html'), 'utf8')).toContain('<section id="verdict" class="verdict too-close">');
   });
 
-  it('counts 150-250 MiB outside the allocator by default where the capacity is given, measured on H200s', () => {
-    const r = run(['doctor', training, '--capacity', '160MiB', '--json', '-']);
+  it('counts 0-250 MiB outside the allocator by default where the capacity is given, measured on H200s', () => {
+    const r = run(['doctor', training, '--capacity', '24MiB', '--json', '-']);
     expect(r.status, r.stderr).toBe(0);
     const { verdict } = jsonOf(r.stdout);
     expect(verdict.kind).toBe('real');
-    expect(verdict.uncertainty.outside).toMatchObject({ lowBytes: 150 * MiB, highBytes: 250 * MiB });
-    expect(verdict.uncertainty.pytorchModelError).toBe(0.005);
+    expect(verdict.uncertainty.outside).toMatchObject({ lowBytes: 0, highBytes: 250 * MiB });
+    expect(verdict.uncertainty.pytorchModelError).toBe(0.004);
+    expect(verdict.uncertainty.pytorchModelErrorFloorBytes).toBe(4 * MiB);
     const bad = run(['doctor', training, '--capacity', '1GiB', '--outside', '2MiB..1MiB']);
     expect(bad.status).toBe(2);
     expect(bad.stderr).toContain("'--outside 2MiB..1MiB': LOW must be at most HIGH");

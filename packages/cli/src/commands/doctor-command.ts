@@ -36,7 +36,7 @@ const doctorFlags: Record<string, FlagSpec> = {
     type: 'number',
     min: 0,
     max: 0.5,
-    help: `the relative error of the model of PyTorch's allocator, e.g. 0.005 for ±0.5% (default ${defaultPytorchModelError}, measured on H200s, PyTorch 2.11)`,
+    help: `the relative error of the model of PyTorch's allocator, e.g. 0.004 for ±0.4% (default ${defaultPytorchModelError}, and 4 MiB at the least; measured on H200s, PyTorch 2.11)`,
   },
   resolution: { type: 'string', help: 'precision of the minimum-capacity searches, SIZE (default: the capacity / 1024, 4 KiB to 2 MiB)' },
   'skip-failed-requests': {
@@ -73,9 +73,9 @@ torch.cuda.memory._snapshot() or _dump_snapshot(), optionally gzip-compressed) o
                  PyTorch's default): too close to call, with the band and the margin in bytes
 
 Each need has a band: the device memory the program needs is the allocator's need, give or take
-the model's error (PyTorch's model: ±0.5%; gpumem's strategies: 0, their replay runs their own
-code), plus the memory outside the allocator (--outside: 150-250 MiB by default, measured on
-H200s, PyTorch 2.11). Measure it on your machine to narrow the band.
+the model's error (PyTorch's model: ±0.4%, 4 MiB at the least; gpumem's strategies: 0, their
+replay runs their own code), plus the memory outside the allocator (--outside: 0-250 MiB by
+default, measured on H200s, PyTorch 2.11). Measure it on your machine to narrow the band.
 
 The live bytes' peak (a block counts until its free completed) is a floor no allocator goes under.
 Each strategy with logic of its own is replayed at the capacity and its minimum capacity searched (as
