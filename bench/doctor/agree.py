@@ -74,6 +74,8 @@ def parse_args(argv):
     p.add_argument("--near-offsets", help="with --near: the named strategy's need plus each of these MiB (comma-separated, "
                    "e.g. 0,100,200,300), run under that strategy only: where it really runs out, against the memory "
                    "outside the allocator the doctor's band assumes")
+    p.add_argument("--rejudge", help="an agree JSON of real runs (--run-plan's): ask the doctor again at each capacity, "
+                   "with its band as it stands, and count the agreements outside the band (no GPU needed)")
     p.add_argument("--worker", help=argparse.SUPPRESS)
     p.add_argument("--allocator", help=argparse.SUPPRESS)
     p.add_argument("--capacity", type=int, help=argparse.SUPPRESS)
@@ -191,9 +193,9 @@ def run_json(cmd, timeout, extra_env=None):
     return json.loads(lines[-1])
 
 
-def doctor(snapshot, capacity, out_json, timeout):
+def doctor(snapshot, capacity, out_json, timeout, extra=()):
     cmd = ["node", CLI, "doctor", snapshot, "--json", out_json]
-    cmd += ["--capacity", str(capacity)]
+    cmd += ["--capacity", str(capacity), *extra]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
     if proc.returncode != 0:
         raise SystemExit(f"error: gpumem doctor failed ({proc.returncode}): {proc.stderr[-1500:]}")
@@ -224,8 +226,50 @@ def verdict_of(doc):
 
 
 def strategy_name(label):
-    """The GPUMEM_ALLOCATOR name of a doctor's label (a spec such as 'expandable' or 'pool:...')."""
-    return label.split(":")[0]
+    """The GPUMEM_ALLOCATOR name of a doctor's label (a spec such as 'expandable' or 'pool:...', or a
+    strategy that reproduces another allocator: 'caching (PyTorch's allocator)')."""
+    return label.split(":")[0].split(" (")[0]
+
+
+# Under set_per_process_memory_fraction the cap is on PyTorch's allocator alone: memory outside it
+# does not count against the capacity, so PyTorch's runs are judged with none.
+TORCH_RUN_DOCTOR_FLAGS = ("--outside", "0")
+
+
+def rejudge(rows, args):
+    """--rejudge: the doctor's calls (with its band, as it stands now) at each measured row's
+    capacity, and whether the real run agrees wherever the call is not too close."""
+    for r in rows:
+        torch_run = "torch" in r.get("runs", ["torch", "strategy"])
+        extra = TORCH_RUN_DOCTOR_FLAGS if torch_run else ()
+        doc = doctor(os.path.join(REPO, r["snapshot"]), r["capacity"], os.path.join(args.out, "rejudge.json"), args.timeout, extra)
+        v = verdict_of(doc)
+        call, real = (v["pytorch_call"], r["torch"]) if torch_run else (v["best_call"], r["gpumem"])
+        band = v["pytorch_band"] if torch_run else v["best_band"]
+        outcome = real.get("outcome")
+        r["band_call"] = call
+        r["band"] = band
+        if outcome not in ("completed", "out of memory"):
+            r["agrees_outside_band"] = None
+        elif call == "too-close":
+            r["agrees_outside_band"] = "inside"
+        else:
+            r["agrees_outside_band"] = (call == "fits") == (outcome == "completed")
+        print(f"   {r['program']} {r['case']}: {gib(r['capacity'])}: band {gib(band and band['lowBytes'])} to "
+              f"{gib(band and band['highBytes'])}: {call}; real {outcome}: {r['agrees_outside_band']}", flush=True)
+    judged = [r for r in rows if r["agrees_outside_band"] in (True, False)]
+    agreed = sum(1 for r in judged if r["agrees_outside_band"] is True)
+    inside = sum(1 for r in rows if r["agrees_outside_band"] == "inside")
+    widths = [(r["band"]["highBytes"] - r["band"]["lowBytes"]) / r["capacity"] for r in rows if r.get("band")]
+    summary = {"outside_band": len(judged), "agreed": agreed, "inside_band": inside,
+               "not_measured": sum(1 for r in rows if r["agrees_outside_band"] is None),
+               "widest_band_fraction": max(widths) if widths else None}
+    print(f"outside the band: {agreed} of {len(judged)} agree; {inside} inside the band; {summary['not_measured']} not measured")
+    out = args.json or os.path.join(args.out, "rejudged.json")
+    with open(out, "w") as f:
+        json.dump({"args": {k: v for k, v in vars(args).items() if k != "worker"}, "rows": rows, "summary": summary}, f, indent=1)
+    print(f"wrote {out}")
+    return 0 if agreed == len(judged) else 1
 
 
 def capacities(base, cases, min_gap):
@@ -293,7 +337,8 @@ def near_rows(program, steps, snapshot, base, args):
     probes = [("torch", f"near-torch-{f:g}", int(base["pytorch_need"] * f)) for f in args.near_factors if base["pytorch_need"]]
     probes += [("strategy", f"near-strategy+{m}MiB", base["best_need"] + m * MiB) for m in args.near_offsets_mib if base["best_need"]]
     for who, case, capacity in probes:
-        v = verdict_of(doctor(snapshot, capacity, os.path.join(args.out, f"{program}-doctor-{case}.json"), args.timeout))
+        extra = TORCH_RUN_DOCTOR_FLAGS if who == "torch" else ()
+        v = verdict_of(doctor(snapshot, capacity, os.path.join(args.out, f"{program}-doctor-{case}.json"), args.timeout, extra))
         rows.append({"program": program, "steps": steps, "snapshot": os.path.relpath(snapshot, REPO), "case": case,
                      "capacity": capacity, "doctor": v, "runs": ["torch"] if who == "torch" else ["strategy"],
                      "strategy": strategy_name(base["best"]) if base["best"] else None})
@@ -378,6 +423,10 @@ def main(argv=None):
     args = parse_args(sys.argv[1:] if argv is None else argv)
     if args.worker:
         return worker(args)
+    if args.rejudge:
+        os.makedirs(args.out, exist_ok=True)
+        with open(args.rejudge) as f:
+            return rejudge(json.load(f)["rows"], args)
     if args.run_plan:
         with open(args.run_plan) as f:
             plan = json.load(f)

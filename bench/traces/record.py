@@ -78,17 +78,18 @@ def gpt2_model(torch, dev):
     return GPT2LMHeadModel(config).to(dev), config
 
 
-def run_gpt2_finetune(torch, dev, steps, info, on_step=None):
-    model, config = gpt2_model(torch, dev)
+def variable_shape_training(torch, model, steps, info, on_step, seed, seq_range, batch_range, max_tokens, inputs):
+    """AdamW (lr 1e-4) steps of `model` whose sequence length (seq_range, inclusive) and batch size
+    (batch_range, at most max_tokens tokens) are drawn every step from a generator seeded `seed`;
+    inputs(g, batch, seq) draws the step's model arguments from the same generator."""
     model.train()
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
-    g = torch.Generator().manual_seed(1)
+    g = torch.Generator().manual_seed(seed)
     shapes = []
     for _ in range(steps):
-        seq = int(torch.randint(64, 1025, (1,), generator=g))
-        batch = max(1, min(int(torch.randint(1, 17, (1,), generator=g)), 16384 // seq))  # at most 16K tokens
-        ids = torch.randint(0, config.vocab_size, (batch, seq), generator=g).to(dev)
-        loss = model(input_ids=ids, labels=ids).loss
+        seq = int(torch.randint(seq_range[0], seq_range[1] + 1, (1,), generator=g))
+        batch = max(1, min(int(torch.randint(batch_range[0], batch_range[1] + 1, (1,), generator=g)), max_tokens // seq))
+        loss = model(**inputs(g, batch, seq)).loss
         loss.backward()
         opt.step()
         opt.zero_grad(set_to_none=True)
@@ -98,6 +99,22 @@ def run_gpt2_finetune(torch, dev, steps, info, on_step=None):
     torch.cuda.synchronize()
     info["batches"] = shapes
     info["final_loss"] = float(loss)
+
+
+def causal_lm_inputs(torch, dev, vocab_size):
+    """inputs() of variable_shape_training for a causal language model: random tokens, labels the same."""
+
+    def inputs(g, batch, seq):
+        ids = torch.randint(0, vocab_size, (batch, seq), generator=g).to(dev)
+        return {"input_ids": ids, "labels": ids}
+
+    return inputs
+
+
+def run_gpt2_finetune(torch, dev, steps, info, on_step=None):
+    model, config = gpt2_model(torch, dev)
+    variable_shape_training(torch, model, steps, info, on_step, seed=1, seq_range=(64, 1024), batch_range=(1, 16),
+                            max_tokens=16384, inputs=causal_lm_inputs(torch, dev, config.vocab_size))
 
 
 def run_resnet50(torch, dev, steps, info, on_step=None):
@@ -295,25 +312,14 @@ def run_bert_mlm(torch, dev, steps, info, on_step=None):
 
     config = BertConfig()  # bert-base: 12 layers, 768 hidden, 30522 tokens
     model = BertForMaskedLM(config).to(dev)
-    model.train()
-    opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
-    g = torch.Generator().manual_seed(2)
-    shapes = []
-    for _ in range(steps):
-        seq = int(torch.randint(32, 513, (1,), generator=g))
-        batch = max(1, min(int(torch.randint(1, 33, (1,), generator=g)), 8192 // seq))
+
+    def inputs(g, batch, seq):
         ids = torch.randint(0, config.vocab_size, (batch, seq), generator=g)
         labels = torch.where(torch.rand(batch, seq, generator=g) < 0.15, ids, torch.full_like(ids, -100))
-        loss = model(input_ids=ids.to(dev), labels=labels.to(dev)).loss
-        loss.backward()
-        opt.step()
-        opt.zero_grad(set_to_none=True)
-        shapes.append([batch, seq])
-        if on_step is not None:
-            on_step(loss)
-    torch.cuda.synchronize()
-    info["batches"] = shapes
-    info["final_loss"] = float(loss)
+        return {"input_ids": ids.to(dev), "labels": labels.to(dev)}
+
+    variable_shape_training(torch, model, steps, info, on_step, seed=2, seq_range=(32, 512), batch_range=(1, 32),
+                            max_tokens=8192, inputs=inputs)
 
 
 def run_llama_finetune(torch, dev, steps, info, on_step=None):
@@ -325,24 +331,8 @@ def run_llama_finetune(torch, dev, steps, info, on_step=None):
     config = LlamaConfig(hidden_size=1024, intermediate_size=2816, num_hidden_layers=8, num_attention_heads=16,
                          num_key_value_heads=4, vocab_size=32000, max_position_embeddings=2048)
     model = LlamaForCausalLM(config).to(dev, dtype=torch.bfloat16)
-    model.train()
-    opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
-    g = torch.Generator().manual_seed(3)
-    shapes = []
-    for _ in range(steps):
-        seq = int(torch.randint(128, 2049, (1,), generator=g))
-        batch = max(1, min(int(torch.randint(1, 9, (1,), generator=g)), 8192 // seq))
-        ids = torch.randint(0, config.vocab_size, (batch, seq), generator=g).to(dev)
-        loss = model(input_ids=ids, labels=ids).loss
-        loss.backward()
-        opt.step()
-        opt.zero_grad(set_to_none=True)
-        shapes.append([batch, seq])
-        if on_step is not None:
-            on_step(loss)
-    torch.cuda.synchronize()
-    info["batches"] = shapes
-    info["final_loss"] = float(loss)
+    variable_shape_training(torch, model, steps, info, on_step, seed=3, seq_range=(128, 2048), batch_range=(1, 8),
+                            max_tokens=8192, inputs=causal_lm_inputs(torch, dev, config.vocab_size))
 
 
 RUNNERS = {
