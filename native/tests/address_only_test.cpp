@@ -8,6 +8,7 @@
 #include <doctest/doctest.h>
 
 #include "gpumem/address_only.hpp"
+#include "gpumem/caching_resource.hpp"
 #include "gpumem/chain_builder.hpp"
 #include "gpumem/errors.hpp"
 #include "gpumem/expandable_resource.hpp"
@@ -44,13 +45,13 @@ TEST_CASE("the address-only leaf counts bytes and hands out aligned, distinct ad
   CHECK_THROWS_AS(make_address_only_physical_memory(3000, 0), invalid_argument);
 }
 
-TEST_CASE("pool and expandable declare the flag; the others do not") {
+TEST_CASE("pool, expandable and caching declare the flag; the others do not") {
   std::vector<std::string> flagged;
   for (const strategy_descriptor* d : strategies()) {
     if (d->flags.address_only) flagged.push_back(d->name);
     CHECK(d->flags.address_only == (d->make_address_only_leaf != nullptr));
   }
-  CHECK(flagged == std::vector<std::string>{"pool", "expandable"});
+  CHECK(flagged == std::vector<std::string>{"pool", "expandable", "caching"});
 }
 
 TEST_CASE("a pool over addresses serves 64 GiB requests under a 128 GiB limit, and runs out past it") {
@@ -77,6 +78,23 @@ TEST_CASE("expandable over address-only granules maps 64 GiB without a byte of m
   chain.top().deallocate(a, 64 * GiB, nullptr);
 }
 
+TEST_CASE("PyTorch's twin over addresses: 20 GiB segments, and expandable pages, with no memory behind them") {
+  chain_spec s = address_only("caching", 128 * GiB);
+  CHECK(chain_layers(s) == std::vector<std::string>{"addresses", "limit", "caching"});
+  resource_chain chain = build_chain(s);
+  void* a = chain.top().allocate(20 * GiB, nullptr);
+  CHECK(chain.top().stats().reserved_bytes == 20 * GiB);  // a large request's segment: the request rounded to 2 MiB
+  CHECK_THROWS_AS(chain.top().allocate(120 * GiB, nullptr), out_of_memory);  // the limit, not the host
+  chain.top().deallocate(a, 20 * GiB, nullptr);
+
+  chain_spec e = address_only("caching", 128 * GiB);
+  e.options<caching_spec>().options.expandable_segments = true;
+  resource_chain pages = build_chain(e);
+  void* b = pages.top().allocate(64 * GiB, nullptr);
+  CHECK(pages.top().stats().reserved_bytes >= 64 * GiB);
+  pages.top().deallocate(b, 64 * GiB, nullptr);
+}
+
 TEST_CASE("a strategy without the flag refuses address_only, naming those that take it") {
   chain_spec s = address_only("host", GiB);
   try {
@@ -84,6 +102,6 @@ TEST_CASE("a strategy without the flag refuses address_only, naming those that t
     FAIL("no throw");
   } catch (const invalid_argument& e) {
     CHECK(e.argument() == std::string("addressOnly"));
-    CHECK(std::string(e.what()).find("'pool', 'expandable'") != std::string::npos);
+    CHECK(std::string(e.what()).find("'pool', 'expandable', 'caching'") != std::string::npos);
   }
 }
