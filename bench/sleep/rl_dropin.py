@@ -42,7 +42,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
 from common import REPO, GiB, commit, csv_list, emit_result, free_bytes, markdown_table, run_worker, utc_now, write_json  # noqa: E402
-from rl_loop import fraction, make_plan, positive  # noqa: E402
+from rl_loop import fraction, greedy_generate, make_plan, positive, train_steps  # noqa: E402
 
 IMPLS = ("saver", "tagged_pool", "peer")
 GPUMEM_IMPLS = ("saver", "tagged_pool")
@@ -177,36 +177,11 @@ def worker(args):
         rec = {"round": r, "generation": phase(shape.to_generation)}
         prompts = torch.randint(0, plan["vocab_size"], (plan["gen_batch"], plan["prompt_len"]), generator=data)
         model.eval()
-        with torch.no_grad(), shape.kv_cache():
-            ids = prompts.to("cuda")
-            out = model(input_ids=ids, use_cache=True)
-            past = out.past_key_values
-            token = out.logits[:, -1, :].argmax(-1, keepdim=True)
-            tokens = [token]
-            del out
-            for _ in range(plan["new_tokens"] - 1):
-                out = model(input_ids=token, past_key_values=past, use_cache=True)
-                past = out.past_key_values
-                token = out.logits[:, -1, :].argmax(-1, keepdim=True)
-                tokens.append(token)
-                del out
-            generated = torch.cat(tokens, dim=1).cpu()
-            del past, tokens, token, ids
+        generated = greedy_generate(torch, model, prompts, plan["new_tokens"], shape.kv_cache)
         model.train()
         rec["tokens_sha256"] = hashlib.sha256(json.dumps(generated.tolist()).encode()).hexdigest()
         rec["training"] = phase(shape.to_training)
-        losses = []
-        for _ in range(args.train_steps):
-            batch = torch.randint(0, plan["vocab_size"], (plan["train_batch"], plan["train_seq"]), generator=data)
-            with shape.activations():
-                ids = batch.to("cuda")
-                loss = model(input_ids=ids, labels=ids).loss
-                loss.backward()
-            losses.append(loss.item())
-            with shape.optimizer():
-                optimizer.step()
-            optimizer.zero_grad(set_to_none=True)
-            del loss, ids
+        losses = train_steps(torch, model, optimizer, data, plan, args.train_steps, shape.activations, shape.optimizer)
         rec["losses"] = losses
         rounds.append(rec)
         print(f"round {r}: generation freed {rec['generation']['freed_bytes'] / GiB:.2f} GiB, training freed "

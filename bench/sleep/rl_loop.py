@@ -94,6 +94,48 @@ def make_plan(free, args):
 # The worker: one run, sleeping or not.
 
 
+def greedy_generate(torch, model, prompts, new_tokens, kv_scope, on_cache_full=None):
+    """Greedy generation of `new_tokens` per prompt with a KV cache (past_key_values), the cache and
+    the step's tensors made inside kv_scope() (a tag or region context); on_cache_full() is called
+    while the whole cache is still live. Returns the generated tokens on the CPU."""
+    with torch.no_grad(), kv_scope():
+        ids = prompts.to("cuda")
+        out = model(input_ids=ids, use_cache=True)
+        past = out.past_key_values
+        token = out.logits[:, -1, :].argmax(-1, keepdim=True)
+        tokens = [token]
+        del out
+        for _ in range(new_tokens - 1):
+            out = model(input_ids=token, past_key_values=past, use_cache=True)
+            past = out.past_key_values
+            token = out.logits[:, -1, :].argmax(-1, keepdim=True)
+            tokens.append(token)
+            del out
+        generated = torch.cat(tokens, dim=1).cpu()
+        if on_cache_full is not None:
+            on_cache_full()
+        del past, tokens, token, ids
+    return generated
+
+
+def train_steps(torch, model, optimizer, data, plan, steps, activations_scope, optimizer_scope):
+    """`steps` AdamW steps on random token batches drawn from the generator `data`: the forward and
+    backward inside activations_scope(), the optimizer's step inside optimizer_scope(). Returns the losses."""
+    losses = []
+    for _ in range(steps):
+        batch = torch.randint(0, plan["vocab_size"], (plan["train_batch"], plan["train_seq"]), generator=data)
+        with activations_scope():
+            ids = batch.to("cuda")
+            loss = model(input_ids=ids, labels=ids).loss
+            loss.backward()
+        losses.append(loss.item())
+        with optimizer_scope():
+            optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+        del loss, ids
+    return losses
+
+
 def worker(args):
     os.environ["CUBLAS_WORKSPACE_CONFIG"] = ":4096:8"
     sys.path.insert(0, os.path.join(REPO, "bindings", "python"))
@@ -176,22 +218,8 @@ def worker(args):
         prompts = torch.randint(0, plan["vocab_size"], (plan["gen_batch"], plan["prompt_len"]), generator=data)
         model.eval()
         start = time.perf_counter()
-        with torch.no_grad(), gm.region("kv"):
-            ids = prompts.to("cuda")
-            out = model(input_ids=ids, use_cache=True)
-            past = out.past_key_values
-            token = out.logits[:, -1, :].argmax(-1, keepdim=True)
-            tokens = [token]
-            del out
-            for _ in range(plan["new_tokens"] - 1):
-                out = model(input_ids=token, past_key_values=past, use_cache=True)
-                past = out.past_key_values
-                token = out.logits[:, -1, :].argmax(-1, keepdim=True)
-                tokens.append(token)
-                del out
-            generated = torch.cat(tokens, dim=1).cpu()
-            rec["gen_kv_live_free_bytes"] = free_bytes(torch)
-            del past, tokens, token, ids
+        generated = greedy_generate(torch, model, prompts, plan["new_tokens"], lambda: gm.region("kv"),
+                                    on_cache_full=lambda: rec.__setitem__("gen_kv_live_free_bytes", free_bytes(torch)))
         rec["gen_seconds"] = time.perf_counter() - start
         model.train()
         rec["tokens_sha256"] = hashlib.sha256(json.dumps(generated.tolist()).encode()).hexdigest()
@@ -201,19 +229,9 @@ def worker(args):
         rec["train_calls"] = [c for c in calls if c]
         rec["train_free_bytes"] = free_bytes(torch)
         rec["train_tags"] = gm.tag_stats()
-        losses = []
         start = time.perf_counter()
-        for _ in range(args.train_steps):
-            batch = torch.randint(0, plan["vocab_size"], (plan["train_batch"], plan["train_seq"]), generator=data)
-            with gm.region("activations"):
-                ids = batch.to("cuda")
-                loss = model(input_ids=ids, labels=ids).loss
-                loss.backward()
-            losses.append(loss.item())
-            with gm.region("optimizer"):
-                optimizer.step()
-            optimizer.zero_grad(set_to_none=True)
-            del loss, ids
+        losses = train_steps(torch, model, optimizer, data, plan, args.train_steps, lambda: gm.region("activations"),
+                              lambda: gm.region("optimizer"))
         rec["train_after_steps_free_bytes"] = free_bytes(torch)
         rec["train_seconds"] = time.perf_counter() - start
         rec["losses"] = losses
