@@ -19,7 +19,6 @@ Modes (the first three are vLLM's tests/basic_correctness/test_cumem.py cases ag
                  graph replays with the expected output
 """
 
-import json
 import os
 import sys
 import traceback
@@ -28,26 +27,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))  # bindings/python
 
 import gpumem_torch  # noqa: E402
-
-MiB = 1 << 20
-
-
-def emit(result):
-    sys.stdout.write("GPUMEM_WORKER_RESULT " + json.dumps(result, sort_keys=True) + "\n")
-    sys.stdout.flush()
-
-
-def error_of(fn):
-    try:
-        fn()
-    except Exception as e:  # noqa: BLE001
-        return [type(e).__name__, str(e)]
-    return None
-
-
-def free_bytes(torch):
-    torch.cuda.synchronize()
-    return torch.cuda.mem_get_info()[0]
+from sleep_worker import MiB, emit, error_of, free_bytes  # noqa: E402  (the sleep tests' worker: one result protocol)
 
 
 def pool_error(torch, out):
