@@ -24,9 +24,10 @@ kv_cache (a rollout's KV cache and activations)):
                training:   sleep(offload_tags=("weights", "optimizer")), wake_up(["weights", "optimizer",
                "activations"]). vLLM's sleep puts the whole pool to sleep, so the weights make the round trip.
 
-"freed" is the device's free memory (torch.cuda.mem_get_info) after a phase's calls less before them.
-Prints a table and writes OUT/rl_dropin.json; exit status 0 when every run finished, the tokens and
-losses match and gpumem freed at least as much as the peer in every phase.
+"free" is the device's free memory (torch.cuda.mem_get_info) once a phase's calls are made, "freed" that
+less the free memory before them. Prints a table and writes OUT/rl_dropin.json; exit status 0 when every
+run finished (a run that reported every round and then failed on its way out counts, its exit recorded),
+the tokens and losses match and gpumem left at least as much free as the peer in every phase.
 """
 
 from __future__ import annotations
@@ -208,11 +209,16 @@ def run_impl(impl, args, plan):
     run = run_worker(__file__, worker_args, args.timeout)
     if run.timed_out:
         return {"impl": impl, "status": "timed out", "reason": f"no result within {args.timeout:.0f} s"}
-    if run.returncode != 0 or not run.results:
+    if not run.results:
         print(run.stderr[-4000:], flush=True)
         return {"impl": impl, "status": "failed", "exit": run.returncode, "reason": run.reason}
     result = run.results[-1]
     result["status"] = "ok"
+    if run.returncode != 0:
+        # Every round done and reported, then the process failed on its way out (the peer's teardown
+        # frees memory outside its regions): the rounds stand, the exit is recorded.
+        print(f"{impl}: exit {run.returncode} after its result: {run.reason}", flush=True)
+        result.update({"exit_after_result": run.returncode, "reason": run.reason})
     return result
 
 
@@ -230,8 +236,9 @@ def differences(runs):
 
 
 def short_freed(runs):
-    """Phases where a gpumem shape freed less device memory than the peer (16 MiB of slack for the
-    allocators' rounding)."""
+    """Phases where a gpumem shape left less device memory free than the peer did, once the phase's
+    calls were made (16 MiB of slack for the allocators' rounding): what each phase has to work with.
+    (What the calls freed depends on what the phase before held, which differs between the shapes.)"""
     peer = next((r for r in runs if r["impl"] == "peer"), None)
     if peer is None:
         return []
@@ -241,18 +248,19 @@ def short_freed(runs):
             continue
         for ra, rp in zip(run["rounds"], peer["rounds"]):
             for ph in ("generation", "training"):
-                if ra[ph]["freed_bytes"] + (16 << 20) < rp[ph]["freed_bytes"]:
-                    out.append(f"round {ra['round']} {ph}: {run['impl']} freed {ra[ph]['freed_bytes'] / GiB:.2f} GiB, "
-                               f"the peer {rp[ph]['freed_bytes'] / GiB:.2f} GiB")
+                if ra[ph]["free_after_bytes"] + (16 << 20) < rp[ph]["free_after_bytes"]:
+                    out.append(f"round {ra['round']} {ph}: {run['impl']} left {ra[ph]['free_after_bytes'] / GiB:.2f} GiB "
+                               f"free, the peer {rp[ph]['free_after_bytes'] / GiB:.2f} GiB")
     return out
 
 
 def table(runs):
-    head = ("round", "phase") + tuple(f"freed GiB, {r['impl']}" for r in runs) + ("losses",)
+    head = ("round", "phase") + tuple(f"free GiB (freed by the calls), {r['impl']}" for r in runs) + ("losses",)
     rows = []
     for i, rec in enumerate(runs[0]["rounds"]):
         for ph in ("generation", "training"):
-            cells = tuple(f"{r['rounds'][i][ph]['freed_bytes'] / GiB:.2f} ({r['rounds'][i][ph]['seconds'] * 1e3:.0f} ms)" for r in runs)
+            cells = tuple(f"{r['rounds'][i][ph]['free_after_bytes'] / GiB:.2f} ({r['rounds'][i][ph]['freed_bytes'] / GiB:+.2f} "
+                          f"in {r['rounds'][i][ph]['seconds'] * 1e3:.0f} ms)" for r in runs)
             losses = ", ".join(f"{x:.6f}" for x in rec["losses"]) if ph == "training" else ""
             rows.append((str(rec["round"]), ph) + cells + (losses,))
     return markdown_table(head, rows)
@@ -283,8 +291,8 @@ def parent(args):
         print(table(ok_runs))
         print("tokens and losses: " + ("identical in every run" if not diffs else "DIFFER:\n  " + "\n  ".join(diffs)))
         if any(r["impl"] == "peer" for r in ok_runs):
-            print("device memory freed: " + ("gpumem at least as much as the peer in every phase" if not short
-                                             else "gpumem LESS:\n  " + "\n  ".join(short)))
+            print("device memory free in each phase: " + ("gpumem at least as much as the peer in every phase" if not short
+                                                          else "gpumem LESS:\n  " + "\n  ".join(short)))
         ok = ok and not diffs and not short
     doc["seconds"] = round(time.perf_counter() - start, 1)
     print(f"JSON: {write_json(doc, args, 'rl_dropin.json')}")

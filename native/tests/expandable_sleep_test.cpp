@@ -483,6 +483,89 @@ TEST_CASE("read_backup copies a sleeping kept block's content, and nothing where
   f.resource.deallocate(d, 1000);
 }
 
+TEST_CASE("keep_cache: the idle runs sleep with the tag and wake maps them again, a free while asleep forgetting none") {
+  fixture f;
+  const tag_id t = intern_tag("sleep-test-keep-cache");
+  void* a = allocate_in(f.resource, t, granule);
+  void* gap = allocate_in(f.resource, t, 2 * granule);
+  void* b = allocate_in(f.resource, t, granule);
+  fill(a, granule, 3);
+  f.resource.deallocate(gap, 2 * granule);  // its run stays mapped, idle (a graph's freed intermediates)
+  CHECK_EQ(f.resource.stats().reserved_bytes, 4 * granule);
+  CHECK_EQ(f.resource.idle_bytes(), 2 * granule);
+
+  sleep_request request = only({t});
+  request.keep_cache = true;
+  const sleep_report slept = f.resource.sleep(request);
+  CHECK_EQ(slept.device_bytes, 4 * granule);
+  CHECK_EQ(slept.copied_bytes, granule + granule);  // the live blocks only
+  CHECK_EQ(f.resource.stats().reserved_bytes, 0u);
+  CHECK_EQ(f.resource.idle_bytes(), 0u);
+  f.resource.deallocate(b, granule);  // a free while asleep: its run becomes idle and stays known
+  f.resource.trim(0);                 // no release looks at a sleeping range
+
+  const sleep_report woke = f.resource.wake({t});
+  CHECK_EQ(woke.device_bytes, 4 * granule);  // everything the tag held, its cache included
+  CHECK_EQ(f.resource.stats().reserved_bytes, 4 * granule);
+  CHECK_EQ(f.resource.idle_bytes(), 3 * granule);
+  CHECK(intact(a, granule, 3));
+  std::memset(gap, 9, 2 * granule);  // the cached memory is mapped: writable without an allocation
+  void* again = allocate_in(f.resource, t, 2 * granule);
+  CHECK_EQ(again, gap);
+
+  // Without keep_cache the next sleep forgets the idle runs, as before.
+  f.resource.sleep(only({t}));
+  CHECK_EQ(f.resource.wake({t}).device_bytes, 3 * granule);
+  f.resource.deallocate(again, 2 * granule);
+  f.resource.deallocate(a, granule);
+  CHECK_EQ(f.resource.stats().allocated_bytes, 0u);
+}
+
+TEST_CASE("retain_backup: a woken tag keeps its backup readable, and its next sleep reuses the same host memory") {
+  fixture f;
+  const tag_id t = intern_tag("sleep-test-retain");
+  const std::size_t n = 3 * granule + 100;
+  void* a = allocate_in(f.resource, t, n);
+  void* c = allocate_in(f.resource, t, 1000);
+  fill(a, n, 11);
+  fill(c, 1000, 12);
+  CHECK(f.resource.backup_view(a, n) == nullptr);  // awake, nothing kept
+
+  f.resource.sleep(only({t}));
+  const void* first = f.resource.backup_view(a, n);
+  REQUIRE(first != nullptr);
+  CHECK(intact(first, n, 11));
+  CHECK(f.resource.backup_view(a, n + 1) == nullptr);  // past the block
+
+  const sleep_report woke = f.resource.wake({t}, true);
+  CHECK_EQ(woke.copied_bytes, n + 1000);
+  CHECK(intact(a, n, 11));
+  CHECK_EQ(f.resource.backup_view(a, n), first);  // awake, retained, at the same place
+  std::vector<std::byte> out(n);
+  CHECK(f.resource.read_backup(a, n, out.data()));
+  CHECK(intact(out.data(), n, 11));
+  CHECK(state_of(f.resource, t).backup_bytes > 0);
+
+  fill(a, n, 13);  // new content: the next sleep refreshes the same host memory
+  f.resource.sleep(only({t}));
+  CHECK_EQ(f.resource.backup_view(a, n), first);
+  CHECK(intact(first, n, 13));
+  f.resource.wake({t});  // without retaining: the backup goes back to the pool
+  CHECK(f.resource.backup_view(a, n) == nullptr);
+  CHECK(!f.resource.read_backup(a, n, out.data()));
+  CHECK(intact(a, n, 13));
+  CHECK_EQ(state_of(f.resource, t).backup_bytes, 0u);
+
+  // A retained backup whose blocks are all freed goes back to the pool.
+  f.resource.sleep(only({t}));
+  f.resource.wake({t}, true);
+  f.resource.deallocate(c, 1000);
+  CHECK(f.resource.backup_view(a, n) != nullptr);
+  f.resource.deallocate(a, n);
+  CHECK_EQ(state_of(f.resource, t).backup_bytes, 0u);
+  CHECK_EQ(f.resource.stats().allocated_bytes, 0u);
+}
+
 TEST_CASE("sleep runs the writes queued on a host stream before it copies, as the device path waits for the device") {
   fixture f;
   const tag_id t = intern_tag("sleep-test-queued-write");

@@ -615,3 +615,24 @@ TEST_CASE("read_backup copies a sleeping kept block's content") {
   CHECK(!f.resource.read_backup(a, n, out.data()));
   f.resource.deallocate(a, n);
 }
+
+TEST_CASE("keep_cache and retain_backup are refused by name, nothing changed") {
+  fixture f;
+  const tag_id kv = intern_tag("tiered-sleep-test-refused");
+  void* p = f.allocate(kv, granule);
+  sleep_request request = keep({kv});
+  request.keep_cache = true;
+  try {
+    f.resource.sleep(request);
+    FAIL("keep_cache was accepted");
+  } catch (const invalid_argument& e) {
+    CHECK_EQ(e.argument(), "keep_cache");
+    CHECK(contains(e.what(), "'expandable' offers it"));
+  }
+  CHECK(!f.state(kv).asleep);
+  f.resource.sleep(keep({kv}));
+  CHECK_THROWS_AS(f.resource.wake({kv}, true), invalid_argument);
+  CHECK(f.state(kv).asleep);  // still asleep, its backup whole
+  f.resource.wake({kv});
+  f.resource.deallocate(p, granule);
+}

@@ -51,20 +51,20 @@ class GpumemBackend:
 
         return [d for d in range(torch.cuda.device_count()) if instance_raw_stats(0, d)["active"]]
 
-    def sleep(self, tags: List[str], keep: List[str]) -> None:
+    def sleep(self, tags: List[str], keep: List[str], keep_cache: bool = False) -> None:
         """Sleeps ``tags`` on every device where they hold memory, as the peers act on every device."""
         for device in self._devices():
             here = {s["tag"] for s in _sleep.tag_stats(device)}
             named = [t for t in tags if t in here]
             if named:
-                _sleep.sleep(named, keep=[t for t in keep if t in here], device=device)
+                _sleep.sleep(named, keep=[t for t in keep if t in here], device=device, keep_cache=keep_cache)
 
-    def wake(self, tags: List[str]) -> None:
+    def wake(self, tags: List[str], retain_backup: bool = False) -> None:
         for device in self._devices():
             here = {s["tag"] for s in _sleep.tag_stats(device)}
             named = [t for t in tags if t in here]
             if named:
-                _sleep.wake(named, device=device)
+                _sleep.wake(named, device=device, retain_backup=retain_backup)
 
     def tag_stats(self) -> List[Dict[str, Any]]:
         """Every device's tags merged by name: ``asleep`` / ``awake`` where asleep / awake on any
@@ -87,14 +87,38 @@ class GpumemBackend:
         for device in self._devices():
             sys.modules[__package__].empty_cache(device)
 
-    def read_backup(self, x: Any) -> Any:
-        """A CPU copy of tensor ``x`` from its sleeping tag's backup, or None where none holds it."""
+    @staticmethod
+    def _check_backed(x: Any) -> None:
         import torch
 
         if not isinstance(x, torch.Tensor) or not x.is_cuda:
             raise TypeError(f"gpumem: expected a CUDA tensor but received {type(x).__name__}")
         if not x.is_contiguous():
             raise ValueError(f"gpumem: expected a contiguous tensor but received one of shape {tuple(x.shape)} and strides {x.stride()}")
+
+    def view_backup(self, x: Any) -> Any:
+        """A CPU tensor over the host memory of tensor ``x``'s backup (its tag asleep keeping its
+        content, or awake with a retained backup) where it lies in one stretch; else None. It aliases
+        gpumem's memory: valid until that tag wakes without retaining, sleeps again, or ``x`` is freed."""
+        import ctypes
+
+        import torch
+
+        self._check_backed(x)
+        if x.nbytes == 0:
+            return None
+        host = _sleep.instance_backup_view(0, x.data_ptr(), x.nbytes, device=x.device)
+        if host is None:
+            return None
+        raw = torch.frombuffer((ctypes.c_uint8 * x.nbytes).from_address(host), dtype=torch.uint8)
+        return raw.view(x.dtype).reshape(x.shape)
+
+    def read_backup(self, x: Any) -> Any:
+        """A CPU copy of tensor ``x`` from its tag's backup (asleep keeping its content, or awake
+        with a retained backup), or None where none holds it."""
+        import torch
+
+        self._check_backed(x)
         out = torch.empty(x.shape, dtype=x.dtype)
         found = _sleep.instance_read_backup(0, x.data_ptr(), x.nbytes, out.data_ptr(), device=x.device)
         return out if found else None

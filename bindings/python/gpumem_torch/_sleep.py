@@ -92,6 +92,9 @@ def _lib() -> ctypes.CDLL:
         ("gpumem_current_tag", c_char_p, []),
         ("gpumem_instance_sleep", c_int, [c_int, c_int, _NAMES, c_size_t, c_int, _NAMES, c_size_t, out]),
         ("gpumem_instance_wake", c_int, [c_int, c_int, _NAMES, c_size_t, out]),
+        ("gpumem_instance_sleep_cache", c_int, [c_int, c_int, _NAMES, c_size_t, c_int, _NAMES, c_size_t, c_int, out]),
+        ("gpumem_instance_wake_retain", c_int, [c_int, c_int, _NAMES, c_size_t, c_int, out]),
+        ("gpumem_instance_backup_view", c_int, [c_int, c_int, ctypes.c_void_p, c_size_t, ctypes.POINTER(ctypes.c_void_p)]),
         ("gpumem_instance_tag_stats", c_int, [c_int, c_int, out]),
         ("gpumem_instance_trim_backup", c_int, [c_int, c_int]),
         ("gpumem_instance_reserve_backup", c_int, [c_int, c_int, ctypes.c_uint64]),
@@ -188,7 +191,16 @@ def region(tag: str) -> Iterator[None]:
         set_process_tag(previous)
 
 
-def instance_sleep(instance: int, tags: Tags = None, keep: Union[bool, str, Iterable[str]] = True, device: Any = None) -> Dict[str, Any]:
+def _flag(value: Any, what: str) -> int:
+    if not isinstance(value, bool):
+        raise TypeError(f"gpumem: {what} is True or False, not {value!r}")
+    return int(value)
+
+
+def instance_sleep(
+    instance: int, tags: Tags = None, keep: Union[bool, str, Iterable[str]] = True, device: Any = None, keep_cache: bool = False
+) -> Dict[str, Any]:
+    cache = _flag(keep_cache, "keep_cache")
     names, count = _names(tags, "tags")
     keep_all = 1
     keep_names, keep_count = None, 0
@@ -203,16 +215,19 @@ def instance_sleep(instance: int, tags: Tags = None, keep: Union[bool, str, Iter
             encoded = [_tag_bytes(t, "keep") for t in listed]
             keep_names, keep_count = (ctypes.c_char_p * len(encoded))(*encoded), len(encoded)
     report = ctypes.c_char_p()
-    rc = _lib().gpumem_instance_sleep(instance, device_index(device), names, count, keep_all, keep_names, keep_count, ctypes.byref(report))
+    rc = _lib().gpumem_instance_sleep_cache(
+        instance, device_index(device), names, count, keep_all, keep_names, keep_count, cache, ctypes.byref(report)
+    )
     if rc != 0:
         _raise(rc)
     return _report(report.value or b"{}")
 
 
-def instance_wake(instance: int, tags: Tags = None, device: Any = None) -> Dict[str, Any]:
+def instance_wake(instance: int, tags: Tags = None, device: Any = None, retain_backup: bool = False) -> Dict[str, Any]:
+    retain = _flag(retain_backup, "retain_backup")
     names, count = _names(tags, "tags")
     report = ctypes.c_char_p()
-    rc = _lib().gpumem_instance_wake(instance, device_index(device), names, count, ctypes.byref(report))
+    rc = _lib().gpumem_instance_wake_retain(instance, device_index(device), names, count, retain, ctypes.byref(report))
     if rc != 0:
         _raise(rc)
     return _report(report.value or b"{}")
@@ -282,6 +297,17 @@ def instance_read_backup(instance: int, addr: int, nbytes: int, out: int, device
     return bool(found.value)
 
 
+def instance_backup_view(instance: int, addr: int, nbytes: int, device: Any = None) -> Optional[int]:
+    """The host address where a backup holds device range [addr, addr + nbytes) in one stretch (a
+    sleeping tag's kept content, or an awake tag's retained one); None where none does. Valid until
+    that tag wakes without retain_backup, sleeps again, or the block is freed."""
+    host = ctypes.c_void_p()
+    rc = _lib().gpumem_instance_backup_view(instance, device_index(device), addr, nbytes, ctypes.byref(host))
+    if rc != 0:
+        _raise(rc)
+    return host.value or None
+
+
 def _reserve_bytes(value: Any) -> int:
     """reserve_backup's byte count: a non-negative int (TypeError for another type, bool included;
     ValueError below 0 or past 2**64 - 1)."""
@@ -299,13 +325,16 @@ def instance_reserve_backup(instance: int, nbytes: Any, device: Any = None) -> N
         _raise(rc)
 
 
-def sleep(tags: Tags = None, keep: Union[bool, str, Iterable[str]] = True, device: Any = None) -> Dict[str, Any]:
+def sleep(tags: Tags = None, keep: Union[bool, str, Iterable[str]] = True, device: Any = None, keep_cache: bool = False) -> Dict[str, Any]:
     """Puts ``tags`` (a name, a list of names, or None for every tag the strategy has allocated in)
     of the allocator :func:`gpumem_torch.enable` installed to sleep on ``device`` (default: the
     current device). ``keep``: True (every tag keeps its content: copied to pinned host memory),
     False (none does: the tensors read as undefined after wake), or the list of tags that keep it
     (the others discard: vLLM's ``offload_tags``). Waits for the work queued on the device, then
-    releases the tags' physical memory, live and cached; the virtual addresses stay.
+    releases the tags' physical memory, live and cached; the virtual addresses stay. ``keep_cache``:
+    the tags' cached memory (no live tensor in it) is mapped again at wake too, so that each holds
+    after wake the device memory it held before (what a CUDA graph whose intermediates were freed at
+    the end of capture needs); False releases it for good ('tiered' offers only that).
 
     Returns ``{"changed": [...], "unchanged": [...], "device_bytes": ..., "copied_bytes": ...,
     "seconds": ...}`` (``unchanged``: tags asleep already). Raises ValueError for a tag the
@@ -314,17 +343,20 @@ def sleep(tags: Tags = None, keep: Union[bool, str, Iterable[str]] = True, devic
     backups cannot be had, before anything is released; InvalidStateError for a strategy that
     cannot sleep; NotEnabledError (an InvalidStateError) when nothing is enabled on the device. While a tag sleeps, tensors in it may be freed, but not read or written, and a
     new allocation in it fails (docs/torch.md)."""
-    report = instance_sleep(0, tags, keep, device)  # the library's errors first: they say more
+    report = instance_sleep(0, tags, keep, device, keep_cache)  # the library's errors first: they say more
     _require_enabled(device, "sleep")
     return report
 
 
-def wake(tags: Tags = None, device: Any = None) -> Dict[str, Any]:
+def wake(tags: Tags = None, device: Any = None, retain_backup: bool = False) -> Dict[str, Any]:
     """Wakes ``tags`` (None: every sleeping tag): physical memory mapped again at the same
     addresses, kept content copied back; complete when it returns. Awake tags named are reported
-    ``unchanged``. Raises as :func:`sleep` does; OutOfMemoryError when the device has no room (the
-    tags stay asleep, their backups whole)."""
-    report = instance_wake(0, tags, device)
+    ``unchanged``. ``retain_backup``: each woken tag keeps the host memory that held its content,
+    still readable, for its next sleep, which reuses it at the same host addresses
+    (torch_memory_saver's ``retain_cpu_backup``); False returns it to the pool. Raises as
+    :func:`sleep` does; OutOfMemoryError when the device has no room (the tags stay asleep, their
+    backups whole)."""
+    report = instance_wake(0, tags, device, retain_backup)
     _require_enabled(device, "wake")
     return report
 

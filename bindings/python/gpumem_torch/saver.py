@@ -13,10 +13,14 @@ it, call that API), over gpumem's sleep and wake: a framework swaps the import, 
 The mapping (docs/sleep.md, "torch_memory_saver's shape"): a region's (tag, enable_cpu_backup) is a
 gpumem tag of its own, ``saver:<tag>`` or ``saver:<tag>:cpu_backup``, so that one saver tag may
 hold allocations with and without a backup, as the peer allows; pause sleeps the saver tags named
-(keeping the content of the backed-up ones), resume wakes them. gpumem has one mechanism, its
-allocator installed as PyTorch's (:func:`gpumem_torch.enable`): ``hook_mode`` ``"preload"`` and
-``"torch"`` are the same here. The memory of a CUDA graph captured by :meth:`MemorySaver.cuda_graph`
-cannot pause (a typed error says so); the weights and caches it reads can, and it replays after.
+(keeping the content of the backed-up ones), resume wakes them. As the peer's, a pause releases the
+tag's cached memory with its tensors and a resume maps all of it again (the peer sits beneath
+PyTorch's cache, so it pauses and resumes PyTorch's cached segments): gpumem's ``keep_cache``. gpumem
+has one mechanism, its allocator installed as PyTorch's (:func:`gpumem_torch.enable`): ``hook_mode``
+``"preload"`` and ``"torch"`` are the same here. A CUDA graph captured by
+:meth:`MemorySaver.cuda_graph` gets a gpumem tag of its own (PyTorch gives a graph captured through
+a pluggable allocator no private pool: no other tensor is given its freed intermediates), which
+pauses with its saver tag and replays after resume.
 
 Where the peer kills the process (pause of a paused tag, resume of one not paused) or asserts,
 these raise a typed error and change nothing."""
@@ -73,7 +77,7 @@ class MemorySaver:
         self._memory_margin_bytes = 0
         self._tags: Dict[str, Tuple[str, bool]] = {}  # gpumem tag -> (saver tag, CPU backup)
         self._open_regions = 0  # regions entered and not exited, the init-enabled one included
-        self._graph_tags: set = set()  # gpumem tags that cuda_graph() captured in
+        self._graphs = 0  # graphs captured by cuda_graph(), each in a gpumem tag of its own
 
     # -- configuration ------------------------------------------------------------------------
 
@@ -114,8 +118,9 @@ class MemorySaver:
     @property
     def retain_cpu_backup(self) -> bool:
         """False (the default; True where ``TMS_RETAIN_CPU_BACKUP=1``): resume frees the host memory
-        that held the backups, as the peer's. True: it is kept for the next pause (gpumem's own
-        default: nothing pinned again)."""
+        that held the backups, as the peer's. True (read at resume): each resumed tag keeps its
+        backup, readable with :meth:`get_cpu_backup`, and its next pause copies into the same host
+        memory at the same addresses (gpumem's ``wake(retain_backup=True)``)."""
         return self._retain_cpu_backup
 
     @retain_cpu_backup.setter
@@ -129,13 +134,17 @@ class MemorySaver:
         )
 
     def get_cpu_backup(self, x: Any, zero_copy: bool = False) -> Any:
-        """A CPU tensor with ``x``'s content as its paused region's backup holds it (``x`` a
-        contiguous CUDA tensor); None where no paused region with a backup holds it (resumed, or
-        without ``enable_cpu_backup``). Always a copy: gpumem's backups sit in a shared host pool
-        that gives no view (``zero_copy`` is accepted and copies too), and a resumed region's backup
-        is not kept as content even with ``retain_cpu_backup``."""
+        """A CPU tensor with ``x``'s content as its region's backup holds it (``x`` a contiguous CUDA
+        tensor): while paused with ``enable_cpu_backup``, or resumed with ``retain_cpu_backup`` (then
+        the content as it was at the pause); None where no backup holds it. ``zero_copy``: a view of
+        the backup's host memory (valid until the region resumes without retaining, pauses again, or
+        ``x`` is freed) where the content lies in one stretch of it, else a copy; by default a copy."""
         _check_bool(zero_copy, "zero_copy")
         self._ensure_initialized()
+        if zero_copy:
+            view = self._backend.view_backup(x)
+            if view is not None:
+                return view
         return self._backend.read_backup(x)
 
     # -- regions --------------------------------------------------------------------------------
@@ -168,18 +177,19 @@ class MemorySaver:
         enable_cpu_backup: bool = False,
         cpu_backup_backend: Optional[str] = None,
     ) -> Iterator[None]:
-        """``torch.cuda.graph`` whose memory is allocated under ``tag``, which the peer can pause and
-        gpumem cannot: PyTorch gives a graph captured through a pluggable allocator no private pool,
-        so the intermediates it frees at the end of capture are cached memory of the tag, which a
-        wake does not map again, and a replay after resume would write to unmapped memory. pause()
-        of ``tag`` is therefore InvalidStateError; pause the tags of the weights and caches the
-        graph reads, which replays after their resume (docs/sleep.md)."""
+        """``torch.cuda.graph`` whose memory is allocated under ``tag``: pause(tag) releases it and
+        resume(tag) maps it again, and the graph replays after. PyTorch gives a graph captured
+        through a pluggable allocator no private pool, so the intermediates it frees at the end of
+        capture stay gpumem's cached memory; each capture gets a gpumem tag of its own
+        (``saver:<tag>:graph<n>``), so no later tensor is given that memory, and pause keeps the
+        cache with the tag (docs/sleep.md)."""
         self._check_region(tag, enable_cpu_backup, False, cpu_backup_backend)
         self._ensure_initialized()
         with self._lock:
-            self._graph_tags.add(_gpumem_tag(tag, enable_cpu_backup))
+            self._graphs += 1
+            gpumem_tag = f"saver:{tag}:graph{self._graphs}" + (":cpu_backup" if enable_cpu_backup else "")
         with self._backend.graph(cuda_graph, pool, stream, capture_error_mode):
-            with self._enter(_gpumem_tag(tag, enable_cpu_backup), tag, enable_cpu_backup):
+            with self._enter(gpumem_tag, tag, enable_cpu_backup):
                 yield
 
     @contextlib.contextmanager
@@ -237,24 +247,18 @@ class MemorySaver:
     def pause(self, tag: Optional[str] = None) -> None:
         """Releases the device memory of the regions of ``tag`` (None or "": every region), their
         addresses kept; backed-up content goes to host memory. A tag with no allocation is nothing
-        to do, as the peer's. InvalidStateError, with nothing released, where one of them is paused
-        already (the peer exits the process) or holds a graph captured by :meth:`cuda_graph`."""
+        to do, as the peer's. Their cached memory goes too and comes back at resume, as the peer's
+        (``keep_cache``). InvalidStateError, with nothing released, where one of them is paused
+        already (the peer exits the process)."""
         _check_tag(tag, "pause(tag=...)", optional=True)
         self._ensure_initialized()
         with self._lock:
             chosen, states = self._chosen(tag)
-            graphs = sorted({self._tags[g][0] for g in chosen if g in self._graph_tags})
-            if graphs:
-                raise _sleep.InvalidStateError(
-                    f"gpumem: pause: tag {', '.join(map(repr, graphs))} holds a CUDA graph captured by cuda_graph(), whose "
-                    "memory gpumem cannot pause (a replay after resume would write to memory that resume does not map "
-                    "again); pause the tags of the tensors the graph reads instead"
-                )
             paused = sorted({self._tags[g][0] for g in chosen if states[g]["asleep"]})
             if paused:
                 raise _sleep.InvalidStateError(f"gpumem: pause: tag {', '.join(map(repr, paused))} is paused already; resume it first")
             if chosen:
-                self._backend.sleep(chosen, [g for g in chosen if self._tags[g][1]])
+                self._backend.sleep(chosen, [g for g in chosen if self._tags[g][1]], keep_cache=True)
 
     def resume(self, tag: Optional[str] = None) -> None:
         """Maps the paused regions of ``tag`` (None or "": every region) again at their addresses
@@ -278,7 +282,7 @@ class MemorySaver:
                         f"gpumem: resume needs {need} bytes and memory_margin_bytes={self._memory_margin_bytes} "
                         f"left free, but the device has {free} free; nothing was resumed"
                     )
-            self._backend.wake(chosen)
+            self._backend.wake(chosen, retain_backup=self._retain_cpu_backup)
             if not self._retain_cpu_backup:
                 self._backend.trim_backup()
 

@@ -14,6 +14,8 @@ class FakeBackend:
         self.free_bytes = free_bytes
         self.cuda = cuda_initialized
         self.enabled = False
+        self.keep_cache = []  # the keep_cache of each sleep call
+        self.retained = {}  # gpumem tag -> the content a wake with retain_backup kept
 
     # What a program does: allocate, and write or read content, in the current tag.
     def allocate(self, nbytes, name=None, value=None):
@@ -51,23 +53,27 @@ class FakeBackend:
         if unknown:
             raise ValueError(f"unknown tags {unknown}; known {list(self.tags)}")
 
-    def sleep(self, tags, keep):
+    def sleep(self, tags, keep, keep_cache=False):
         self.calls.append(("sleep", list(tags), list(keep)))
+        self.keep_cache.append(keep_cache)
         self._check(tags)
         changed = [t for t in tags if not self.tags[t]["asleep"]]
         for t in changed:
             state = self.tags[t]
             state["asleep"] = True
             state["mode"] = "keep" if t in keep else "discard"
+            self.retained.pop(t, None)  # a retained backup is taken (or dropped) by the next sleep
             if t not in keep:
                 state["content"] = {k: "undefined" for k in state["content"]}
 
-    def wake(self, tags):
+    def wake(self, tags, retain_backup=False):
         self.calls.append(("wake", list(tags)))
         self._check(tags)
         changed = [t for t in tags if self.tags[t]["asleep"]]
         for t in changed:
             self.tags[t]["asleep"] = False
+            if retain_backup and self.tags[t]["mode"] == "keep":
+                self.retained[t] = dict(self.tags[t]["content"])
 
     def tag_stats(self):
         return [
@@ -91,12 +97,19 @@ class FakeBackend:
         self.calls.append(("empty_cache",))
 
     def read_backup(self, name):
-        """The content saved for `name` while its tag sleeps in keep mode, else None (the fake's
-        tensors are names)."""
-        for state in self.tags.values():
+        """The content saved for `name` while its tag sleeps in keep mode, or retained by its wake,
+        else None (the fake's tensors are names)."""
+        for tag, state in self.tags.items():
             if state["asleep"] and state["mode"] == "keep" and name in state["content"]:
                 return state["content"][name]
+            if not state["asleep"] and name in self.retained.get(tag, {}):
+                return self.retained[tag][name]
         return None
+
+    def view_backup(self, name):
+        """As read_backup, marked as a view (the real one aliases the backup's host memory)."""
+        found = self.read_backup(name)
+        return None if found is None else ("view", found)
 
     def free_device_bytes(self):
         return self.free_bytes

@@ -80,8 +80,8 @@ class SaverGpuTests(unittest.TestCase):
     def test_cuda_graph_replayed_after_its_cache_resumed(self):
         r = run_worker("saver_graph")
         self.assertEqual(r["first"], 101)
-        self.assertEqual(r["pause_graph"][0], "InvalidStateError")
         self.assertGreaterEqual(r["freed"], 2_000_000_000 * 0.95)  # the 2 GB KV cache
+        self.assertGreaterEqual(r["graph_freed"], 400_000_000 * 0.95)  # the intermediate, cached in its tag
         self.assertEqual(r["second"], 202)
 
 

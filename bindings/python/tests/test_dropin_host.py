@@ -156,6 +156,57 @@ class ReadBackupOnTheHostTwin(unittest.TestCase):
         self.assertTrue(r["same"])
 
 
+    def test_a_retained_backup_stays_readable_at_the_same_host_address(self):
+        r = run_python(
+            "from gpumem_torch import _sleep\n"
+            "n = 3 * (1 << 20)\n"
+            "with gpumem_torch.region('r'):\n"
+            "    w = malloc(n); wd = fill(w, n, 8)\n"
+            "out = {'awake': _sleep.instance_backup_view(0, w, n, HOST)}\n"
+            "gpumem_torch.sleep('r', device=HOST)\n"
+            "first = _sleep.instance_backup_view(0, w, n, HOST)\n"
+            "out['paused_view'] = ctypes.string_at(first, n) == wd\n"
+            "gpumem_torch.wake('r', device=HOST, retain_backup=True)\n"
+            "out['retained_same_place'] = _sleep.instance_backup_view(0, w, n, HOST) == first\n"
+            "wd2 = fill(w, n, 9)\n"
+            "gpumem_torch.sleep('r', device=HOST)\n"
+            "out['reused'] = _sleep.instance_backup_view(0, w, n, HOST) == first and ctypes.string_at(first, n) == wd2\n"
+            "gpumem_torch.wake('r', device=HOST)\n"
+            "out['released'] = _sleep.instance_backup_view(0, w, n, HOST)\n"
+            "out['same'] = same(w, wd2)\n"
+            "out['bad_flag'] = error_of(gpumem_torch.wake, 'r', device=HOST, retain_backup=1)\n"
+            "print(json.dumps(out))\n"
+        )
+        self.assertIsNone(r["awake"])
+        self.assertTrue(r["paused_view"])
+        self.assertTrue(r["retained_same_place"])
+        self.assertTrue(r["reused"])
+        self.assertIsNone(r["released"])
+        self.assertTrue(r["same"])
+        self.assertEqual(r["bad_flag"][0], "TypeError")
+
+    def test_the_saver_s_pause_keeps_the_cache_for_resume(self):
+        r = run_python(
+            "s = saver.MemorySaver(HostBackend())\n"
+            "lib.gpumem_free.argtypes = [ctypes.c_void_p, ctypes.c_ssize_t, ctypes.c_int, ctypes.c_void_p]\n"
+            "with s.region(tag='engine', enable_cpu_backup=True):\n"
+            "    keep = malloc(1 << 20); kd = fill(keep, 1 << 20, 2)\n"
+            "    scratch = malloc(8 << 20)\n"
+            "lib.gpumem_free(scratch, 8 << 20, HOST, None)\n"  # cached, as PyTorch's segments under the peer
+            "held = {t['tag']: t['device_bytes'] for t in gpumem_torch.tag_stats(HOST)}\n"
+            "s.pause()\n"
+            "paused = {t['tag']: t['device_bytes'] for t in gpumem_torch.tag_stats(HOST)}\n"
+            "s.resume()\n"
+            "resumed = {t['tag']: t['device_bytes'] for t in gpumem_torch.tag_stats(HOST)}\n"
+            "print(json.dumps({'held': held, 'paused': paused, 'resumed': resumed, 'same': same(keep, kd)}))\n"
+        )
+        tag = "saver:engine:cpu_backup"
+        self.assertGreaterEqual(r["held"][tag], 9 << 20)
+        self.assertEqual(r["paused"][tag], 0)
+        self.assertEqual(r["resumed"][tag], r["held"][tag])  # the cache too, as the peer's resume
+        self.assertTrue(r["same"])
+
+
 @unittest.skipIf(LIB_REASON, LIB_REASON or "")
 class TaggedPoolOnTheHostTwin(unittest.TestCase):
     def test_sleep_and_wake_up(self):

@@ -96,22 +96,22 @@ class SaverRegionTests(unittest.TestCase):
             with s.region(enable_cpu_backup=True, cpu_backup_backend=backend):
                 self.assertEqual(b.current_tag(), "saver:default:cpu_backup")
 
-    def test_cuda_graph_allocates_in_its_region(self):
+    def test_cuda_graph_allocates_in_a_tag_of_its_own(self):
         s, b = new_saver()
-        graph = object()
+        graph, again = object(), object()
         with s.cuda_graph(graph, tag="graph"):
-            self.assertEqual(b.allocate(5), "saver:graph")
-        self.assertEqual(b.names("graph"), [("graph", graph, "global")])
-        with s.region(tag="kv_cache"):
-            b.allocate(5)
-        for tag in ("graph", None):
-            with self.subTest(tag=tag):
-                with self.assertRaises(gpumem_torch.InvalidStateError) as e:
-                    s.pause(tag)
-                self.assertIn("'graph' holds a CUDA graph", str(e.exception))
-        self.assertEqual(b.names("sleep"), [])  # nothing paused, kv_cache included
-        s.pause("kv_cache")  # what the graph reads pauses
-        self.assertTrue(b.tags["saver:kv_cache"]["asleep"])
+            self.assertEqual(b.allocate(5), "saver:graph:graph1")
+        with s.cuda_graph(again, tag="graph", enable_cpu_backup=True):
+            self.assertEqual(b.allocate(5), "saver:graph:graph2:cpu_backup")
+        self.assertEqual(b.names("graph"), [("graph", graph, "global"), ("graph", again, "global")])
+        with s.region(tag="graph"):
+            self.assertEqual(b.allocate(5), "saver:graph")  # never given a graph's freed memory
+        s.pause("graph")  # every capture of the tag, its cache kept for the replay after resume
+        self.assertEqual(b.names("sleep"), [("sleep", ["saver:graph:graph1", "saver:graph:graph2:cpu_backup", "saver:graph"],
+                                             ["saver:graph:graph2:cpu_backup"])])
+        self.assertEqual(b.keep_cache, [True])
+        s.resume("graph")
+        self.assertFalse(any(b.tags[t]["asleep"] for t in b.tags))
 
 
 class SaverPauseTests(unittest.TestCase):
@@ -125,6 +125,7 @@ class SaverPauseTests(unittest.TestCase):
 
     def test_pause_every_region_keeps_the_backed_up_ones(self):
         self.s.pause()
+        self.assertEqual(self.b.keep_cache, [True])  # as the peer's: the cache pauses and resumes too
         self.assertEqual(self.b.names("sleep"), [("sleep", ["saver:weights:cpu_backup", "saver:kv_cache"], ["saver:weights:cpu_backup"])])
         self.assertFalse(self.b.tags["default"]["asleep"])  # outside every region: never paused
         self.s.resume()
@@ -197,13 +198,21 @@ class SaverPauseTests(unittest.TestCase):
 
     def test_retain_cpu_backup(self):
         self.assertIs(self.s.retain_cpu_backup, False)
-        self.s.retain_cpu_backup = True
+        self.s.pause()
+        self.s.retain_cpu_backup = True  # read at resume, as the peer's
         self.assertIs(self.s.retain_cpu_backup, True)
         with self.assertRaises(TypeError):
             self.s.retain_cpu_backup = 1
-        self.s.pause()
         self.s.resume()
         self.assertEqual(self.b.names("trim_backup"), [])
+        self.assertEqual(self.s.get_cpu_backup("w"), 7)  # resumed, its backup retained
+        self.assertEqual(self.s.get_cpu_backup("w", zero_copy=True), ("view", 7))
+        self.s.retain_cpu_backup = False
+        self.assertEqual(self.s.get_cpu_backup("w"), 7)  # until it pauses again
+        self.s.pause()
+        self.s.resume()
+        self.assertIsNone(self.s.get_cpu_backup("w"))
+        self.assertEqual(self.b.names("trim_backup"), [("trim_backup",)])
 
     def test_disable(self):
         with self.assertRaises(gpumem_torch.InvalidStateError):
@@ -219,7 +228,7 @@ class SaverPauseTests(unittest.TestCase):
         self.assertIsNone(self.s.get_cpu_backup("w"))  # awake: no backup
         self.s.pause()
         self.assertEqual(self.s.get_cpu_backup("w"), 7)
-        self.assertEqual(self.s.get_cpu_backup("w", zero_copy=True), 7)
+        self.assertEqual(self.s.get_cpu_backup("w", zero_copy=True), ("view", 7))
         self.assertIsNone(self.s.get_cpu_backup("kv"))  # paused without a backup
         with self.assertRaises(TypeError):
             self.s.get_cpu_backup("w", zero_copy="yes")

@@ -88,6 +88,24 @@ struct sleep_request {
   // discard: vLLM's offload_tags).
   bool keep_all = true;
   std::vector<tag_id> keep;
+  // Also the tags' cached memory (mapped, no live block in it) sleeps, and wake maps it again, so that
+  // a tag holds after wake the device memory it held before sleep: what a framework whose own cache
+  // sits above the allocator expects (torch_memory_saver and vLLM's CuMemAllocator pause PyTorch's
+  // cached segments with the live ones), and what a CUDA graph needs whose intermediates were freed
+  // at the end of capture. False (the default): cached memory is released for good, as a release
+  // would. A strategy that cannot keep it throws invalid_argument (range, "keep_cache").
+  bool keep_cache = false;
+};
+
+struct wake_request {
+  // The tags to wake; empty: every sleeping tag.
+  std::vector<tag_id> tags;
+  // The host memory holding a woken tag's content stays that tag's, its content readable
+  // (read_backup, backup_view) until the tag sleeps again, which reuses it at the same host
+  // addresses where the same blocks are kept (torch_memory_saver's retain_cpu_backup). False: it goes
+  // back to the pool for any tag's next sleep. A strategy that cannot retain throws invalid_argument
+  // (range, "retain_backup").
+  bool retain_backup = false;
 };
 
 // Where one sleep's time went, for benchmarks (bench/sleep/sleep_bench.py prints it). The *_seconds
@@ -143,7 +161,9 @@ class sleepable {
   sleep_report sleep(const sleep_request& request) { return do_sleep(request); }
   // Wakes the tags named (empty: every sleeping tag). Throws invalid_argument as sleep() does, and
   // out_of_memory when the device has no room: then the tags stay asleep, their backups whole.
-  sleep_report wake(const std::vector<tag_id>& tags) { return do_wake(tags); }
+  sleep_report wake(const std::vector<tag_id>& tags, bool retain_backup = false) {
+    return do_wake(wake_request{tags, retain_backup});
+  }
   // Every tag the resource knows, in the order first allocated in.
   std::vector<tag_state> tag_states() const { return do_tag_states(); }
   // Host bytes kept for later backups (not holding any sleeping tag's content), and their release.
@@ -153,7 +173,14 @@ class sleepable {
   // keep mode; false, copying nothing, where no sleeping tag's backup holds all of that range (its
   // tag is awake, discards, or the range is not inside a live block). torch_memory_saver's
   // get_cpu_backup.
+  // A tag woken with retain_backup reads its retained content (as it was at the sleep) until it sleeps
+  // again.
   bool read_backup(const void* addr, std::size_t bytes, void* out) const { return do_read_backup(addr, bytes, out); }
+  // Where read_backup would read [addr, addr + bytes) from, when that content lies in one stretch of
+  // host memory; nullptr otherwise (nothing holds it, or it spans separate chunks). Valid until the
+  // tag wakes without retain_backup, sleeps again, or the block is freed: torch_memory_saver's
+  // get_cpu_backup(zero_copy=True).
+  const void* backup_view(const void* addr, std::size_t bytes) const { return do_backup_view(addr, bytes); }
   // Starts pinning host memory so that the pool holds at least `bytes` (what is there or being pinned
   // counts), on threads of its own, and returns at once: a first sleep then copies at the host link's
   // speed. A sleep before it is done takes what is ready and waits for, or adds to, the rest. Throws
@@ -166,11 +193,12 @@ class sleepable {
 
  private:
   virtual sleep_report do_sleep(const sleep_request& request) = 0;
-  virtual sleep_report do_wake(const std::vector<tag_id>& tags) = 0;
+  virtual sleep_report do_wake(const wake_request& request) = 0;
   virtual std::vector<tag_state> do_tag_states() const = 0;
   virtual std::uint64_t do_backup_pool_bytes() const = 0;
   virtual void do_trim_backup() = 0;
   virtual bool do_read_backup(const void* addr, std::size_t bytes, void* out) const = 0;
+  virtual const void* do_backup_view(const void* addr, std::size_t bytes) const = 0;
   virtual void do_reserve_backup(std::uint64_t bytes) = 0;
   virtual void do_check_awake(const void* ptr, std::size_t bytes) const = 0;
 };

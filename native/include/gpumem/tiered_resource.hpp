@@ -119,10 +119,11 @@ class tiered_resource final : public memory_resource, public sleepable {
   int do_device() const noexcept override;
 
   sleep_report do_sleep(const sleep_request& request) override;
-  sleep_report do_wake(const std::vector<tag_id>& tags) override;
+  sleep_report do_wake(const wake_request& request) override;
   std::vector<tag_state> do_tag_states() const override;
   std::uint64_t do_backup_pool_bytes() const override;
   bool do_read_backup(const void* addr, std::size_t bytes, void* out) const override;
+  const void* do_backup_view(const void* addr, std::size_t bytes) const override;
   void do_trim_backup() override;
   void do_reserve_backup(std::uint64_t bytes) override;
   void do_check_awake(const void* ptr, std::size_t bytes) const override;

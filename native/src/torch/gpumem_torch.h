@@ -352,6 +352,14 @@ GPUMEM_TORCH_API const char* gpumem_current_tag(void);
 GPUMEM_TORCH_API int gpumem_instance_sleep(int k, int device, const char* const* tags, size_t tag_count, int keep_all,
                                            const char* const* keep, size_t keep_count, const char** report);
 
+/* gpumem_instance_sleep with keep_cache != 0: the tags' cached memory (mapped, no live block) sleeps
+ * too and wake maps it again, so a tag holds after wake what it held before sleep (torch_memory_saver's
+ * and vLLM's sleep, whose PyTorch cache sits above them; a CUDA graph's freed intermediates).
+ * GPUMEM_TORCH_ERR_ARGUMENT for a strategy that cannot keep it ('tiered'). */
+GPUMEM_TORCH_API int gpumem_instance_sleep_cache(int k, int device, const char* const* tags, size_t tag_count,
+                                                 int keep_all, const char* const* keep, size_t keep_count,
+                                                 int keep_cache, const char** report);
+
 /* Wakes the tags named (NULL / 0: every sleeping tag): physical memory mapped again at the same
  * addresses, kept content copied back, complete when it returns. Awake tags named are reported
  * unchanged. *report as for sleep ("deviceBytes": mapped, "copiedBytes": copied back). Errors as
@@ -359,6 +367,13 @@ GPUMEM_TORCH_API int gpumem_instance_sleep(int k, int device, const char* const*
  * their backups whole. */
 GPUMEM_TORCH_API int gpumem_instance_wake(int k, int device, const char* const* tags, size_t tag_count,
                                           const char** report);
+
+/* gpumem_instance_wake with retain_backup != 0: each woken tag keeps the host memory that held its
+ * content, readable (read_backup, backup_view) until it sleeps again, which reuses it at the same
+ * host addresses for the same blocks (torch_memory_saver's retain_cpu_backup).
+ * GPUMEM_TORCH_ERR_ARGUMENT for a strategy that cannot retain ('tiered'). */
+GPUMEM_TORCH_API int gpumem_instance_wake_retain(int k, int device, const char* const* tags, size_t tag_count,
+                                                 int retain_backup, const char** report);
 
 /* The strategy's tags on `device`, in the order first allocated in, as JSON valid until the
  * thread's next sleep call: {"tags": [{"tag", "asleep", "mode" ("keep" or "discard"),
@@ -370,11 +385,19 @@ GPUMEM_TORCH_API int gpumem_instance_tag_stats(int k, int device, const char** j
 GPUMEM_TORCH_API int gpumem_instance_trim_backup(int k, int device);
 
 /* Copies the kept content of [addr, addr + bytes) into `out` (host memory, `bytes` long) while its
- * tag sleeps in keep mode, and sets *found to 1; *found 0, nothing copied, where no sleeping tag's
- * backup holds all of that range (awake, discarded, or not inside a live block). Errors as for
+ * tag sleeps in keep mode (or is awake with a retained backup), and sets *found to 1; *found 0,
+ * nothing copied, where no backup holds all of that range (awake, discarded, or not inside a live
+ * block). Errors as for
  * tag_stats. torch_memory_saver's get_cpu_backup. */
 GPUMEM_TORCH_API int gpumem_instance_read_backup(int k, int device, const void* addr, size_t bytes, void* out,
                                                  int* found);
+
+/* Sets *host to where the backup holds [addr, addr + bytes) when that is one stretch of host memory
+ * (a sleeping tag's in keep mode, or an awake tag's retained one), else NULL. The memory stays valid
+ * until that tag wakes without retain_backup, sleeps again, or the block is freed.
+ * torch_memory_saver's get_cpu_backup(zero_copy=True). Errors as for tag_stats. */
+GPUMEM_TORCH_API int gpumem_instance_backup_view(int k, int device, const void* addr, size_t bytes,
+                                                 const void** host);
 
 /* Starts pinning host memory on background threads so that the backup pool on `device` holds at
  * least `bytes` (what is pooled or being pinned counts), and returns without waiting: a first sleep

@@ -156,6 +156,12 @@ GPUMEM_TORCH_API const char* gpumem_current_tag(void) {
 
 GPUMEM_TORCH_API int gpumem_instance_sleep(int k, int device, const char* const* tags, size_t tag_count, int keep_all,
                                            const char* const* keep, size_t keep_count, const char** report) {
+  return gpumem_instance_sleep_cache(k, device, tags, tag_count, keep_all, keep, keep_count, 0, report);
+}
+
+GPUMEM_TORCH_API int gpumem_instance_sleep_cache(int k, int device, const char* const* tags, size_t tag_count,
+                                                 int keep_all, const char* const* keep, size_t keep_count,
+                                                 int keep_cache, const char** report) {
   try {
     torch::sleep_target t;
     if (const int rc = torch::find_sleep_target(k, device, t); rc != GPUMEM_TORCH_OK) return rc;
@@ -163,6 +169,7 @@ GPUMEM_TORCH_API int gpumem_instance_sleep(int k, int device, const char* const*
     request.tags = tag_ids(tags, tag_count);
     request.keep_all = keep_all != 0;
     if (!request.keep_all) request.keep = tag_ids(keep, keep_count);
+    request.keep_cache = keep_cache != 0;
     sleepable* leaf = leaf_of(t);
     if (leaf == nullptr) {
       if (!request.tags.empty()) throw_unknown(t, device, request.tags);
@@ -176,6 +183,11 @@ GPUMEM_TORCH_API int gpumem_instance_sleep(int k, int device, const char* const*
 
 GPUMEM_TORCH_API int gpumem_instance_wake(int k, int device, const char* const* tags, size_t tag_count,
                                           const char** report) {
+  return gpumem_instance_wake_retain(k, device, tags, tag_count, 0, report);
+}
+
+GPUMEM_TORCH_API int gpumem_instance_wake_retain(int k, int device, const char* const* tags, size_t tag_count,
+                                                 int retain_backup, const char** report) {
   try {
     torch::sleep_target t;
     if (const int rc = torch::find_sleep_target(k, device, t); rc != GPUMEM_TORCH_OK) return rc;
@@ -185,7 +197,7 @@ GPUMEM_TORCH_API int gpumem_instance_wake(int k, int device, const char* const* 
       if (!ids.empty()) throw_unknown(t, device, ids);
       return report_to(sleep_report{}, report);
     }
-    return report_to(leaf->wake(ids), report);
+    return report_to(leaf->wake(ids, retain_backup != 0), report);
   } catch (...) {
     return fail("wake");
   }
@@ -248,6 +260,23 @@ GPUMEM_TORCH_API int gpumem_instance_read_backup(int k, int device, const void* 
     return GPUMEM_TORCH_OK;
   } catch (...) {
     return fail("read_backup");
+  }
+}
+
+GPUMEM_TORCH_API int gpumem_instance_backup_view(int k, int device, const void* addr, size_t bytes,
+                                                 const void** host) {
+  try {
+    torch::sleep_target t;
+    if (const int rc = torch::find_sleep_target(k, device, t); rc != GPUMEM_TORCH_OK) return rc;
+    if (host == nullptr) {
+      throw invalid_argument(invalid_argument::kind::type, "host", "Expected host memory for host but received NULL");
+    }
+    const sleepable* leaf = leaf_of(t);
+    *host = leaf != nullptr ? leaf->backup_view(addr, bytes) : nullptr;
+    set_last_error("");
+    return GPUMEM_TORCH_OK;
+  } catch (...) {
+    return fail("backup_view");
   }
 }
 

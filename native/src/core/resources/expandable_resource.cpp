@@ -116,8 +116,12 @@ struct stream_range : segment {
 
   stream_handle owner = nullptr;  // retired_stream once the stream is destroyed
   tag_id tag = default_tag;       // the tag of every block in it
-  // Its tag sleeps: the runs in `runs` are unmapped (their addresses kept for wake), none idle.
+  // Its tag sleeps: the runs in `runs` are unmapped (their addresses kept for wake), none idle
+  // unless cache_sleeps.
   bool asleep = false;
+  // It sleeps with its cached memory (sleep_request::keep_cache): its idle runs were unmapped with the
+  // others and wake maps them again, so a free while it sleeps forgets none.
+  bool cache_sleeps = false;
   std::uint64_t allocated = 0;  // bytes asked for by its live blocks
   free_index free;              // the range's free blocks
   // Per granule: the live and parked blocks whose first or last granule it is. A granule strictly
@@ -679,9 +683,7 @@ struct expandable_resource::impl final : stream_observer {
     live.erase_at(slot);
     counter.on_deallocate(bytes);
     r->allocated -= bytes;
-    if (r->asleep) {
-      if (detail::tag_book::entry* e = book.find(r->tag)) e->backup.forget(reinterpret_cast<void*>(b->addr), b->size);
-    }
+    if (r->asleep || retained_backups != 0) forget_saved(r->tag, b);
     largest_dirty = true;
     if (!b->events.empty() || b->quarantined) {
       b->state = block_state::pending;  // its granules stay pinned until the events complete
@@ -716,7 +718,7 @@ struct expandable_resource::impl final : stream_observer {
     } else {
       unpin(r, granule_index(r, b->addr), granule_index(r, b->addr + b->size - 1));
       free_block(b, r);
-      if (r->asleep && r->idle_runs != 0) forget_asleep_idle_runs(r);
+      if (r->asleep && !r->cache_sleeps && r->idle_runs != 0) forget_asleep_idle_runs(r);
     }
     if (r->owner == retired_stream && r->used_blocks == 0) {
       release_range(r);
@@ -838,6 +840,34 @@ struct expandable_resource::impl final : stream_observer {
   // bytes and out of idle_granules, and none is idle (a run a free leaves idle is forgotten at once,
   // as its memory holds nothing to keep). No release policy looks at a sleeping range.
 
+  // A freed block's saved content (its tag asleep, or awake with a retained backup) is not restored;
+  // a retained backup left with nothing goes back to the pool.
+  GPUMEM_POOL_COLD void forget_saved(tag_id tag, const block* b) noexcept {
+    detail::tag_book::entry* e = book.find(tag);
+    if (e == nullptr || e->backup.empty()) return;
+    e->backup.forget(reinterpret_cast<void*>(b->addr), b->size);
+    if (!e->asleep && e->backup.saved_bytes() == 0) {
+      engine.recycle(e->backup);
+      --retained_backups;
+    }
+  }
+
+  // The backup a tag kept from its last wake (retain_backup), taken for its sleep now: its chunks hold
+  // `bytes` (the same blocks are then laid out at the same host addresses), else back to the pool.
+  detail::sleep_backup take_retained(tag_id tag, std::uint64_t bytes) noexcept {
+    detail::tag_book::entry* e = book.find(tag);
+    detail::sleep_backup kept;
+    if (e == nullptr || e->backup.empty()) return kept;
+    --retained_backups;
+    if (bytes != 0 && e->backup.bytes() >= bytes) {
+      kept = std::move(e->backup);
+      e->backup = detail::sleep_backup{};
+    } else {
+      engine.recycle(e->backup);
+    }
+    return kept;
+  }
+
   // Forgets run `s` of sleeping range `r` (already unmapped).
   void forget_asleep_run(stream_range* r, std::uint32_t s) noexcept {
     if (r->runs.slot(s).busy == 0) --r->idle_runs;
@@ -884,6 +914,7 @@ struct expandable_resource::impl final : stream_observer {
         idle_granules += idle;
       }
       r->asleep = asleep;
+      if (!asleep) r->cache_sleeps = false;
     });
     largest_dirty = true;
   }
@@ -893,13 +924,13 @@ struct expandable_resource::impl final : stream_observer {
     sleep_report report;
     const auto plan = book.plan_sleep(request, report, "expandable");
     engine.begin_timing();
-    if (!plan.empty()) sleep_tags(plan, report);
+    if (!plan.empty()) sleep_tags(plan, request.keep_cache, report);
     report.timing = engine.end_timing();
     report.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     return report;
   }
 
-  void sleep_tags(const std::vector<std::pair<tag_id, sleep_mode>>& plan, sleep_report& report) {
+  void sleep_tags(const std::vector<std::pair<tag_id, sleep_mode>>& plan, bool keep_cache, sleep_report& report) {
     engine.quiesce();  // every copy and release comes after the work queued on the memory
     merge_unmerged();
     process_pending();  // parked blocks whose events are done (all of them, after the device sync)
@@ -933,7 +964,8 @@ struct expandable_resource::impl final : stream_observer {
     };
     try {
       for (work& w : works) {
-        if (w.bytes != 0) w.backup = engine.reserve(w.bytes, snapshot());
+        w.backup = take_retained(w.tag, w.bytes);
+        if (w.bytes != 0 && w.backup.empty()) w.backup = engine.reserve(w.bytes, snapshot());
       }
     } catch (...) {
       recycle_from(0);
@@ -945,10 +977,12 @@ struct expandable_resource::impl final : stream_observer {
       std::uint64_t released = 0;
       std::vector<detail::sleep_unit> units;
       try {
-        // Idle runs hold nothing: unmapped for good, as a release would.
+        // Idle runs hold nothing: unmapped for good, as a release would (with keep_cache, units as
+        // the others, mapped again at wake).
         for_each_range_of(w.tag, [&](stream_range* r) {
+          r->cache_sleeps = keep_cache;
           const auto& by_first = r->runs.by_first();
-          for (auto it = by_first.begin(); it != by_first.end() && r->idle_runs != 0;) {
+          for (auto it = by_first.begin(); it != by_first.end() && r->idle_runs != 0 && !keep_cache;) {
             const std::uint32_t s = it->second;
             ++it;  // unmap_run erases the run's entry
             if (r->runs.slot(s).busy != 0) continue;
@@ -997,15 +1031,15 @@ struct expandable_resource::impl final : stream_observer {
     report.device_bytes += released;
   }
 
-  sleep_report wake(const std::vector<tag_id>& tags) {
+  sleep_report wake(const wake_request& request) {
     const auto start = std::chrono::steady_clock::now();
     sleep_report report;
-    for (const tag_id tag : book.plan_wake(tags, report, "expandable")) wake_tag(tag, report);
+    for (const tag_id tag : book.plan_wake(request.tags, report, "expandable")) wake_tag(tag, request.retain_backup, report);
     report.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     return report;
   }
 
-  void wake_tag(tag_id tag, sleep_report& report) {
+  void wake_tag(tag_id tag, bool retain, sleep_report& report) {
     detail::tag_book::entry* e = book.find(tag);
     std::vector<detail::sleep_unit> units;
     std::uint64_t needed = 0;
@@ -1025,7 +1059,7 @@ struct expandable_resource::impl final : stream_observer {
       mapped -= u.bytes;
     };
     try {
-      engine.map_and_restore(e->backup, units, map, release);
+      engine.map_and_restore(e->backup, units, map, release, retain);
     } catch (const out_of_memory& first) {
       // As an allocation would: the idle runs of the tags awake go, and the maps are tried once more.
       std::string failure = first.reason();
@@ -1033,7 +1067,7 @@ struct expandable_resource::impl final : stream_observer {
       bool woke = false;
       if (release_idle({0, 0}) > 0) {
         try {
-          engine.map_and_restore(e->backup, units, map, release);
+          engine.map_and_restore(e->backup, units, map, release, retain);
           woke = true;
         } catch (const out_of_memory& again) {
           failure = again.reason();
@@ -1050,6 +1084,7 @@ struct expandable_resource::impl final : stream_observer {
     set_asleep(tag, false);
     e->asleep = false;
     e->slept_bytes = 0;
+    if (retain && !e->backup.empty()) ++retained_backups;
     report.changed.push_back(tag);
     report.device_bytes += mapped;
     report.copied_bytes += copied;
@@ -1144,6 +1179,7 @@ struct expandable_resource::impl final : stream_observer {
 
   resource_lock lock;
   detail::sleep_engine engine;
+  std::size_t retained_backups = 0;  // awake tags holding a backup kept by wake's retain_backup
   detail::tag_book book;
   stats_counter counter;
   live_table live;
@@ -1258,9 +1294,9 @@ sleep_report expandable_resource::do_sleep(const sleep_request& request) {
   return impl_->sleep(request);
 }
 
-sleep_report expandable_resource::do_wake(const std::vector<tag_id>& tags) {
+sleep_report expandable_resource::do_wake(const wake_request& request) {
   std::lock_guard<resource_lock> guard(impl_->lock);
-  return impl_->wake(tags);
+  return impl_->wake(request);
 }
 
 std::vector<tag_state> expandable_resource::do_tag_states() const {
@@ -1281,9 +1317,19 @@ void expandable_resource::do_trim_backup() {
 bool expandable_resource::do_read_backup(const void* addr, std::size_t bytes, void* out) const {
   std::lock_guard<resource_lock> guard(impl_->lock);
   for (const detail::tag_book::entry& e : impl_->book.entries()) {
-    if (e.asleep && e.mode == sleep_mode::keep && e.backup.read(addr, bytes, out)) return true;
+    // An awake tag holds a backup only where its wake retained it.
+    if ((!e.asleep || e.mode == sleep_mode::keep) && e.backup.read(addr, bytes, out)) return true;
   }
   return false;
+}
+
+const void* expandable_resource::do_backup_view(const void* addr, std::size_t bytes) const {
+  std::lock_guard<resource_lock> guard(impl_->lock);
+  for (const detail::tag_book::entry& e : impl_->book.entries()) {
+    if (e.asleep && e.mode != sleep_mode::keep) continue;
+    if (const void* p = e.backup.view(addr, bytes)) return p;
+  }
+  return nullptr;
 }
 
 void expandable_resource::do_reserve_backup(std::uint64_t bytes) {

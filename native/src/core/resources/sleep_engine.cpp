@@ -92,6 +92,22 @@ bool sleep_backup::read(const void* addr, std::size_t bytes, void* out) const no
   return true;
 }
 
+const void* sleep_backup::view(const void* addr, std::size_t bytes) const noexcept {
+  if (bytes == 0) return nullptr;
+  const std::uintptr_t lo = address(addr);
+  const std::uintptr_t hi = lo + bytes;
+  auto p = std::upper_bound(pieces_.begin(), pieces_.end(), lo,
+                            [](std::uintptr_t a, const piece& q) { return a < q.addr + q.bytes; });
+  if (p == pieces_.end() || p->addr > lo) return nullptr;
+  const std::byte* start = p->host + (lo - p->addr);
+  // Later pieces continue it where both the device and the host addresses run on.
+  for (std::uintptr_t at = p->addr + p->bytes; at < hi; at = p->addr + p->bytes) {
+    const auto prev = p++;
+    if (p == pieces_.end() || p->addr != at || p->host != prev->host + prev->bytes) return nullptr;
+  }
+  return start;
+}
+
 struct sleep_engine::impl {
   memory_kind kind;
   int device;
@@ -614,7 +630,7 @@ void sleep_engine::save_and_release(sleep_backup& backup, const std::vector<slee
 
 void sleep_engine::map_and_restore(sleep_backup& backup, const std::vector<sleep_unit>& units,
                                    const std::function<void(const sleep_unit&)>& map,
-                                   const std::function<void(const sleep_unit&)>& release) {
+                                   const std::function<void(const sleep_unit&)>& release, bool retain) {
   impl& m = *impl_;
   const impl::copy_scope scope(m);
   std::size_t mapped = 0;
@@ -637,7 +653,7 @@ void sleep_engine::map_and_restore(sleep_backup& backup, const std::vector<sleep
     for (std::size_t u = 0; u < mapped; ++u) release(units[u]);
     throw;
   }
-  recycle(backup);
+  if (!retain) recycle(backup);
 }
 
 void sleep_engine::recycle(sleep_backup& backup) noexcept {

@@ -60,6 +60,9 @@ class sleep_backup {
   // Copies the saved content of [addr, addr + bytes) into `out`; false, copying nothing, unless the
   // saved pieces cover all of it.
   bool read(const void* addr, std::size_t bytes, void* out) const noexcept;
+  // Where the saved content of [addr, addr + bytes) lies when it is one stretch of host memory;
+  // nullptr otherwise (not all of it saved, or split over chunks).
+  const void* view(const void* addr, std::size_t bytes) const noexcept;
 
  private:
   friend class sleep_engine;
@@ -140,10 +143,12 @@ class sleep_engine {
   // Calls map(unit) for every unit (sorted by address), copies the backup's content back into them
   // (each piece as soon as the units under it are mapped), and waits for the copies. When a map
   // throws, the units this call mapped are released again (release) and the error rethrown: the
-  // backup is unchanged. On success the backup's memory goes back to the pool.
+  // backup is unchanged. On success the backup's memory goes back to the pool, or with `retain` stays
+  // in the backup, its content readable, for the tag's next sleep (save_and_release lays the same
+  // spans out over the same chunks at the same host addresses).
   void map_and_restore(sleep_backup& backup, const std::vector<sleep_unit>& units,
                        const std::function<void(const sleep_unit&)>& map,
-                       const std::function<void(const sleep_unit&)>& release);
+                       const std::function<void(const sleep_unit&)>& release, bool retain = false);
 
   // Gives a backup's memory back to the pool (a discarded or restored backup). Never throws.
   void recycle(sleep_backup& backup) noexcept;

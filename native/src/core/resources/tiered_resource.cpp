@@ -602,6 +602,11 @@ struct tiered_resource::impl final : stream_observer {
     const auto start = std::chrono::steady_clock::now();
     std::lock_guard<std::mutex> lock(mutex);
     sleep_report report;
+    if (request.keep_cache) {
+      throw invalid_argument(invalid_argument::kind::range, "keep_cache",
+                             "tiered: keep_cache is not offered (its cached device blocks are released at sleep and not "
+                             "mapped again); 'expandable' offers it");
+    }
     const std::vector<std::pair<tag_id, sleep_mode>> plan = book.plan_sleep(request, report, "tiered");
     engine.begin_timing();
     // Per tag: the live device-tier blocks (the units, by address) and, where it keeps, their bytes.
@@ -697,11 +702,16 @@ struct tiered_resource::impl final : stream_observer {
     entry.backup = std::move(backup);
   }
 
-  sleep_report wake(const std::vector<tag_id>& tags) {
+  sleep_report wake(const wake_request& request) {
     const auto start = std::chrono::steady_clock::now();
     std::lock_guard<std::mutex> lock(mutex);
     sleep_report report;
-    const std::vector<tag_id> plan = book.plan_wake(tags, report, "tiered");
+    if (request.retain_backup) {
+      throw invalid_argument(invalid_argument::kind::range, "retain_backup",
+                             "tiered: retain_backup is not offered (a woken tag's backup goes back to the pool); "
+                             "'expandable' offers it");
+    }
+    const std::vector<tag_id> plan = book.plan_wake(request.tags, report, "tiered");
     std::unordered_map<tag_id, std::vector<detail::sleep_unit>> units;
     std::uint64_t need = 0;
     for (auto& [base, b] : live) {
@@ -956,7 +966,7 @@ memory_kind tiered_resource::do_kind() const noexcept { return impl_->memory->ki
 int tiered_resource::do_device() const noexcept { return impl_->memory->device(); }
 
 sleep_report tiered_resource::do_sleep(const sleep_request& request) { return impl_->sleep(request); }
-sleep_report tiered_resource::do_wake(const std::vector<tag_id>& tags) { return impl_->wake(tags); }
+sleep_report tiered_resource::do_wake(const wake_request& request) { return impl_->wake(request); }
 
 std::vector<tag_state> tiered_resource::do_tag_states() const {
   std::lock_guard<std::mutex> lock(impl_->mutex);
@@ -979,6 +989,15 @@ bool tiered_resource::do_read_backup(const void* addr, std::size_t bytes, void* 
     if (e.asleep && e.mode == sleep_mode::keep && e.backup.read(addr, bytes, out)) return true;
   }
   return false;
+}
+
+const void* tiered_resource::do_backup_view(const void* addr, std::size_t bytes) const {
+  std::lock_guard<std::mutex> lock(impl_->mutex);
+  for (const detail::tag_book::entry& e : impl_->book.entries()) {
+    if (!e.asleep || e.mode != sleep_mode::keep) continue;
+    if (const void* p = e.backup.view(addr, bytes)) return p;
+  }
+  return nullptr;
 }
 
 void tiered_resource::do_reserve_backup(std::uint64_t bytes) {
