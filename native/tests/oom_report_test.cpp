@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "config.hpp"
+#include "gpumem/pool_resource.hpp"
 #include "oom_report.hpp"
 #include "oom_ring.hpp"
 #include "replay_twins.hpp"
@@ -263,7 +264,7 @@ TEST_CASE("fragmentation no strategy avoids: neither fits, no advice") {
   CHECK_EQ(r.window_events, 47u);
   CHECK_FALSE(outcome(r, "pool")->fits);
   CHECK_FALSE(outcome(r, "expandable")->fits);
-  CHECK(contains(r.text(), "pool would not; expandable would not."));
+  CHECK(contains(r.text(), "pool would not; expandable would not; caching would not."));
   CHECK_FALSE(contains(r.text(), "Try"));
 }
 
@@ -317,7 +318,7 @@ TEST_CASE("the time bound stops the replay, and the ring's copy counts against i
   CHECK_EQ(r.verdict, oom_verdict::fragmentation);
   CHECK_FALSE(r.replayed);
   CHECK_EQ(r.skip_reason, "the time bound of 1 ms (GPUMEM_OOM_REPLAY_MS) ran out");
-  REQUIRE_EQ(r.strategies.size(), 2u);
+  REQUIRE_EQ(r.strategies.size(), gpumem::torch::replayed_strategies().size());
   for (const auto& o : r.strategies) {
     CAPTURE(o.strategy);
     CHECK_FALSE(o.finished);
@@ -337,6 +338,23 @@ TEST_CASE("the twins take no memory and cap at the capacity") {
     t.top().deallocate(p, std::size_t{512} << 30, nullptr);
   }
   CHECK_THROWS_AS(gpumem::torch::make_replay_twin("async", MiB, nullptr), gpumem::invalid_argument);
+}
+
+TEST_CASE("the registry says which strategies replay, with the process's own options") {
+  // The device strategies with an address-only twin, in the registry's order; async says why not.
+  CHECK(gpumem::torch::replayed_strategies() == std::vector<std::string>{"pool", "expandable", "caching"});
+  const oom_report r = make_oom_report(context_at(0, MiB, MiB), nullptr);
+  REQUIRE_EQ(r.not_replayed.size(), 1u);
+  CHECK(contains(r.not_replayed[0], "async: cudaMallocAsync's pool is the driver's"));
+  // A pool configured with a cap of its own (maxReservedBytes) replays with it.
+  gpumem::chain_spec own;
+  own.strategy = "pool";
+  own.options<gpumem::pool_spec>().options.max_reserved_bytes = 8 * MiB;
+  gpumem::torch::replay_twin capped = gpumem::torch::make_replay_twin("pool", 64 * MiB, &own);
+  CHECK_THROWS_AS(capped.top().allocate(16 * MiB, nullptr), gpumem::out_of_memory);
+  gpumem::torch::replay_twin plain = gpumem::torch::make_replay_twin("pool", 64 * MiB, nullptr);
+  void* p = plain.top().allocate(16 * MiB, nullptr);
+  plain.top().deallocate(p, 16 * MiB, nullptr);
 }
 
 TEST_CASE("GPUMEM_OOM_WINDOW and GPUMEM_OOM_REPLAY_MS") {

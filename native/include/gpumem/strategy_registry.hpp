@@ -160,6 +160,12 @@ struct strategy_descriptor {
   void (*validate)(const chain_spec& spec) = nullptr;
   // Why the memory cannot take peerAccess (not on a CUDA device); "" where it can.
   std::string (*no_peer_access)(const chain_spec& spec) = nullptr;
+  // The bytes the strategy's own options cap it at ('pool''s maxReservedBytes), 0 for none; may be
+  // null. A front end's capacity counts it as a limit (libgpumem_torch's out-of-memory report).
+  std::uint64_t (*own_cap_bytes)(const chain_spec& spec) = nullptr;
+  // Why a device strategy has no address-only twin (without the address_only flag), said where a
+  // replay leaves it out (libgpumem_torch's out-of-memory report); "" where nothing needs saying.
+  std::string no_address_only;
 
   // The option `key` (JavaScript key), or nullptr.
   const option_descriptor* option(std::string_view key) const noexcept;
@@ -193,11 +199,12 @@ std::string option_text_expected(const option_descriptor& option);
 // A value in its text form ("" for monostate).
 std::string option_text(const option_value& value);
 
-// The registry as JSON: [{"name", "aliases", "description", "layer", "wraps", "flags": {...},
-// "options": [{"key", "kind", "minimum", "choices", "default", "help", "doc", "placement", "js",
-// "env", "envAliases", "required"}]}]. Each strategy is listed once, by its name; "aliases" are its
-// deprecated names and "envAliases" the deprecated spellings of an option's variable
-// (option_env_aliases).
+// The registry as JSON, its one serialiser (libgpumem_torch returns it; the addon's strategies() is
+// it less the options JavaScript does not take and the keys that hold nothing): [{"name", "aliases",
+// "description", "layer", "wraps", "flags": {...}, "options": [{"key", "kind", "minimum", "choices",
+// "default", "required", "help", "doc", "placement", "js", "env", "envAliases"}]}]. Each strategy is
+// listed once, by its name; "aliases" are its deprecated names and "envAliases" the deprecated
+// spellings of an option's variable (option_env_aliases).
 std::string strategies_json();
 
 }  // namespace gpumem

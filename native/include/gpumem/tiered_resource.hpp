@@ -96,6 +96,9 @@ class tiered_resource final : public memory_resource, public sleepable {
   // Where allocations go from now on (the whole resource, every thread).
   void set_placement(tier_choice choice) noexcept;
   tier_choice placement() const noexcept;
+  // The placement the resource was made with (tiered_options::placement), which set_placement(...)
+  // calls do not change: where a caller goes back to between its own choices.
+  tier_choice configured_placement() const noexcept;
 
   std::uint64_t device_budget_bytes() const noexcept;  // resolved
   std::uint64_t host_budget_bytes() const noexcept;    // resolved

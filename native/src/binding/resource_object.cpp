@@ -203,71 +203,35 @@ std::pair<std::uint8_t*, std::size_t> view_bytes(const Napi::Value& v) {
 
 }  // namespace
 
-namespace {
-
-Napi::Value option_js(Napi::Env env, const option_value& v) {
-  if (std::holds_alternative<std::uint64_t>(v)) return Napi::Number::New(env, static_cast<double>(std::get<std::uint64_t>(v)));
-  if (std::holds_alternative<bool>(v)) return Napi::Boolean::New(env, std::get<bool>(v));
-  if (std::holds_alternative<double>(v)) return Napi::Number::New(env, std::get<double>(v));
-  if (std::holds_alternative<std::string>(v)) return Napi::String::New(env, std::get<std::string>(v));
-  return env.Undefined();
-}
-
-}  // namespace
-
 Napi::Value Strategies(const Napi::CallbackInfo& info) {
   return guarded(info.Env(), [&] {
+    // The registry's one serialiser (strategies_json, which libgpumem_torch returns as it is), in the
+    // shape the addon has always given: the options JavaScript takes, and no key that holds nothing.
     Napi::Env env = info.Env();
-    const auto& all = strategies();
-    Napi::Array out = Napi::Array::New(env, all.size());
-    for (std::size_t i = 0; i < all.size(); ++i) {
-      const strategy_descriptor& d = *all[i];
-      Napi::Object o = Napi::Object::New(env);
-      o.Set("name", d.name);
-      o.Set("description", d.description);
-      o.Set("layer", strategy_layer_name(d.layer));
-      if (!d.wraps.empty()) o.Set("wraps", d.wraps);
-      Napi::Object flags = Napi::Object::New(env);
-      flags.Set("requiresCuda", d.flags.requires_cuda);
-      flags.Set("capturable", d.flags.capturable);
-      flags.Set("hostMemory", d.flags.host_memory);
-      flags.Set("requiresOptions", d.flags.requires_options);
-      flags.Set("managedMemory", d.flags.managed_memory);
-      flags.Set("spillsToHost", d.flags.spills_to_host);
-      flags.Set("peerAccess", d.flags.peer_access);
-      flags.Set("hostDevice", d.flags.host_device);
-      flags.Set("kernelMemory", d.flags.kernel_memory);
-      flags.Set("sleep", d.flags.sleep);
-      flags.Set("addressOnly", d.flags.address_only);
-      o.Set("flags", flags);
-      // The options the spec takes (libgpumem_torch's own settings are left out).
+    Napi::Object json = env.Global().Get("JSON").As<Napi::Object>();
+    Napi::Array all = json.Get("parse").As<Napi::Function>().Call(json, {Napi::String::New(env, strategies_json())}).As<Napi::Array>();
+    for (std::uint32_t i = 0; i < all.Length(); ++i) {
+      Napi::Object o = all.Get(i).As<Napi::Object>();
+      o.Delete("aliases");
+      if (o.Get("wraps").As<Napi::String>().Utf8Value().empty()) o.Delete("wraps");
+      Napi::Array listed = o.Get("options").As<Napi::Array>();
       Napi::Array options = Napi::Array::New(env);
       std::uint32_t n = 0;
-      for (const option_descriptor& od : d.options) {
-        if (!(od.fronts & front_js)) continue;
-        Napi::Object oo = Napi::Object::New(env);
-        oo.Set("key", od.key);
-        oo.Set("kind", option_kind_name(od.kind));
-        if (od.kind == option_kind::bytes || od.kind == option_kind::count) {
-          oo.Set("minimum", Napi::Number::New(env, static_cast<double>(od.minimum)));
-        }
-        if (od.kind == option_kind::choice) {
-          Napi::Array choices = Napi::Array::New(env, od.choices.size());
-          for (std::size_t c = 0; c < od.choices.size(); ++c) choices.Set(static_cast<std::uint32_t>(c), od.choices[c]);
-          oo.Set("choices", choices);
-        }
-        option_value def;
-        if (!od.default_text.empty() && parse_option_text(od, od.default_text, def)) oo.Set("default", option_js(env, def));
-        oo.Set("required", od.required);
-        oo.Set("help", od.help);
-        if (!od.doc.empty()) oo.Set("doc", od.doc);
-        if (od.placement) oo.Set("placement", true);
+      for (std::uint32_t k = 0; k < listed.Length(); ++k) {
+        Napi::Object oo = listed.Get(k).As<Napi::Object>();
+        if (!oo.Get("js").ToBoolean().Value()) continue;  // libgpumem_torch's own settings
+        const std::string kind = oo.Get("kind").As<Napi::String>().Utf8Value();
+        if (kind != option_kind_name(option_kind::bytes) && kind != option_kind_name(option_kind::count)) oo.Delete("minimum");
+        if (kind != option_kind_name(option_kind::choice)) oo.Delete("choices");
+        if (oo.Get("default").IsNull()) oo.Delete("default");
+        if (oo.Get("doc").As<Napi::String>().Utf8Value().empty()) oo.Delete("doc");
+        if (!oo.Get("placement").ToBoolean().Value()) oo.Delete("placement");
+        for (const char* key : {"js", "env", "envAliases"}) oo.Delete(key);
         options.Set(n++, oo);
       }
       o.Set("options", options);
-      out.Set(static_cast<std::uint32_t>(i), o);
     }
-    return static_cast<Napi::Value>(out);
+    return static_cast<Napi::Value>(all);
   });
 }
 

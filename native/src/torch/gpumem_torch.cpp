@@ -27,7 +27,6 @@
 #include "gpumem/device.hpp"
 #include "gpumem/errors.hpp"
 #include "gpumem/memory_resource.hpp"
-#include "gpumem/pool_resource.hpp"
 #include "gpumem/tiered_resource.hpp"
 #include "oom_report.hpp"
 #include "oom_ring.hpp"
@@ -226,8 +225,7 @@ strategy& get_or_create(instance& in, int device) {
 void* allocate(strategy& s, const config& cfg, std::size_t size, stream_handle stream) {
   tiered_resource* tiered = s.chain.tiered;
   if (tiered == nullptr) return s.top().allocate(size, stream);
-  const tier_choice want = thread_placement < 0 ? cfg.spec.options<tiered_spec>().options.placement
-                                                : static_cast<tier_choice>(thread_placement);
+  const tier_choice want = thread_placement < 0 ? tiered->configured_placement() : static_cast<tier_choice>(thread_placement);
   std::lock_guard<std::mutex> lock(s.placement_mutex);
   if (tiered->placement() != want) tiered->set_placement(want);
   return s.top().allocate(size, stream);
@@ -303,9 +301,9 @@ std::uint64_t capacity_of(const config& cfg, int device, std::uint64_t reserved,
   if (cfg.strategy->flags.managed_memory && cfg.uvm_limit == gpumem::torch::uvm_limit_mode::bytes) {
     limit = cfg.uvm_limit_bytes;  // GPUMEM_UVM_LIMIT=SIZE (its limit layer is added per device)
   }
-  if (cfg.spec.options_type() == typeid(pool_spec)) {  // the pool's maxReservedBytes caps it as a limit does
-    const std::uint64_t max_reserved = cfg.spec.options<pool_spec>().options.max_reserved_bytes;
-    if (max_reserved != 0 && (limit == 0 || max_reserved < limit)) limit = max_reserved;
+  if (cfg.strategy->own_cap_bytes != nullptr) {  // a cap of the strategy's own options caps it as a limit does
+    const std::uint64_t own = cfg.strategy->own_cap_bytes(cfg.spec);
+    if (own != 0 && (limit == 0 || own < limit)) limit = own;
   }
   if (limit != 0 && (cap == 0 || limit < cap)) {
     cap = limit;

@@ -7,6 +7,7 @@
 #include <unordered_map>
 
 #include "gpumem/errors.hpp"
+#include "gpumem/strategy_registry.hpp"
 #include "replay_twins.hpp"
 #include "trace_recorder.hpp"  // json_quote
 
@@ -16,11 +17,15 @@ namespace {
 
 using clock_type = std::chrono::steady_clock;
 
-// Why each built-in device strategy that is not replayed is not.
+// Why each device strategy that is not replayed is not, where its descriptor says.
 const std::vector<std::string>& unreplayable() {
-  static const std::vector<std::string> v{
-      "async: cudaMallocAsync's pool is the driver's, whose placement has no twin to replay it on",
-  };
+  static const std::vector<std::string> v = [] {
+    std::vector<std::string> out;
+    for (const strategy_descriptor* d : strategies()) {
+      if (!d->no_address_only.empty()) out.push_back(d->name + ": " + d->no_address_only);
+    }
+    return out;
+  }();
   return v;
 }
 

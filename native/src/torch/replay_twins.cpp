@@ -1,58 +1,45 @@
 #include "replay_twins.hpp"
 
-#include "gpumem/address_only.hpp"
 #include "gpumem/errors.hpp"
-#include "gpumem/expandable_resource.hpp"
-#include "gpumem/limiting_adaptor.hpp"
-#include "gpumem/physical_memory.hpp"
-#include "gpumem/pool_resource.hpp"
+#include "gpumem/strategy_registry.hpp"
 
 namespace gpumem::torch {
 
 namespace {
 
-// A CUDA device's granule for virtual memory management (cuMemGetAllocationGranularity's
-// recommendation on current GPUs).
-constexpr std::size_t device_granule = std::size_t{2} << 20;
+bool replayable(const strategy_descriptor& d) noexcept { return d.flags.address_only && !d.flags.host_memory; }
 
 }  // namespace
 
-replay_twin::~replay_twin() {
-  while (!layers.empty()) layers.pop_back();
-}
-
 const std::vector<std::string>& replayed_strategies() {
-  static const std::vector<std::string> names{"pool", "expandable"};
+  static const std::vector<std::string> names = [] {
+    std::vector<std::string> out;
+    for (const strategy_descriptor* d : strategies()) {
+      if (replayable(*d)) out.push_back(d->name);
+    }
+    return out;
+  }();
   return names;
 }
 
 replay_twin make_replay_twin(const std::string& name, std::uint64_t capacity_bytes, const chain_spec* configured) {
-  const bool own = configured != nullptr && configured->strategy == name;
-  replay_twin t;
-  if (name == "pool") {
-    t.layers.push_back(make_address_only_resource());
-    t.layers.push_back(std::make_unique<limiting_adaptor>(*t.layers.back(), static_cast<std::size_t>(capacity_bytes)));
-    const pool_options options = own ? configured->options<pool_spec>().options : pool_options{};
-    t.layers.push_back(std::make_unique<pool_resource>(*t.layers.back(), options));
-    return t;
+  const strategy_descriptor* d = find_strategy(name);
+  if (d == nullptr || !replayable(*d)) {
+    std::string list;
+    for (const std::string& n : replayed_strategies()) list += (list.empty() ? "" : ", ") + n;
+    throw invalid_argument(invalid_argument::kind::range, "strategy",
+                           "Expected one of " + list + " for the out-of-memory replay but received '" + name + "'");
   }
-  if (name == "expandable") {
-    expandable_options options;
-    std::size_t granule = device_granule;
-    if (own) {
-      const expandable_spec& s = configured->options<expandable_spec>();
-      options = s.options;
-      if (s.granule_bytes != 0) granule = static_cast<std::size_t>(s.granule_bytes);
-    }
-    options.backup_limit_bytes = 0;  // never sleeps here
-    options.capacity_bytes = capacity_bytes;
-    if (options.reserve_bytes == 0 || options.reserve_bytes > capacity_bytes) options.reserve_bytes = 0;
-    auto memory = make_limited_physical_memory(make_address_only_physical_memory(granule, capacity_bytes), capacity_bytes);
-    t.layers.push_back(std::make_unique<expandable_resource>(std::move(memory), options));
-    return t;
-  }
-  throw invalid_argument(invalid_argument::kind::range, "strategy",
-                         "Expected one of pool, expandable for the out-of-memory replay but received '" + name + "'");
+  chain_spec spec;
+  if (configured != nullptr && configured->strategy == d->name) spec = *configured;  // the process's own options
+  spec.strategy = d->name;
+  spec.device = 0;  // addresses only: no device is touched
+  spec.peer_access.clear();
+  spec.limit_bytes = capacity_bytes;
+  spec.fault_injection.reset();
+  spec.tracking_capacity.reset();
+  spec.address_only = true;
+  return replay_twin{build_chain(spec)};
 }
 
 }  // namespace gpumem::torch

@@ -169,6 +169,7 @@ const strategy_descriptor& async_strategy() {
     d.options_type = &typeid(async_options);
     d.flags.requires_cuda = true;
     d.flags.peer_access = true;
+    d.no_address_only = "cudaMallocAsync's pool is the driver's, whose placement has no twin to replay it on";
     d.options = {bytes_option<&async_options::release_threshold>(
                      "releaseThreshold", "idle bytes the pool keeps at a synchronisation point (unset: keep everything)")
                      .unset_at(std::numeric_limits<std::uint64_t>::max())

@@ -1435,6 +1435,12 @@ const strategy_descriptor& expandable_strategy() {
     d.make_layer = [](const chain_spec& spec, chain_build& build) -> std::unique_ptr<memory_resource> {
       expandable_options o = own(spec).options;
       if (o.capacity_bytes == 0 && spec.limit_bytes) o.capacity_bytes = *spec.limit_bytes;  // the simulated device
+      if (spec.address_only) {
+        // A replay (the doctor, the out-of-memory report): no host memory pinned for backups, and no
+        // range reserved past the simulated device.
+        o.backup_reserve_bytes = 0;
+        if (spec.limit_bytes && o.reserve_bytes > *spec.limit_bytes) o.reserve_bytes = 0;
+      }
       auto r = std::make_unique<expandable_resource>(std::move(build.physical), o);
       if (!spec.address_only) build.chain.sleeper = r.get();  // nothing to back up from addresses alone
       return r;

@@ -614,6 +614,7 @@ const strategy_descriptor& pool_strategy() {
     // the pool never touches its segments: it runs over addresses alone
     d.flags.address_only = true;
     d.make_address_only_leaf = [](const chain_spec&, chain_build&) { return make_address_only_resource(); };
+    d.own_cap_bytes = [](const chain_spec& spec) -> std::uint64_t { return own(spec).options.max_reserved_bytes; };
     d.layer_name = [](const chain_spec&) -> const char* { return "pool"; };
     d.make_layer = [](const chain_spec& spec, chain_build& build) -> std::unique_ptr<memory_resource> {
       return std::make_unique<pool_resource>(build.chain.top(), own(spec).options);

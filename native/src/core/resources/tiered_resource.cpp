@@ -87,6 +87,7 @@ struct tiered_resource::impl final : stream_observer {
       : memory(std::move(mem)),
         granule(memory->granule_bytes()),
         placement(options.placement),
+        configured_placement(options.placement),
         engine(memory->kind(), memory->device()) {
     engine.set_backup_limit(options.backup_limit_bytes);
     if (options.backup_reserve_bytes > 0) engine.reserve_ahead(options.backup_reserve_bytes, resource_stats{});
@@ -872,6 +873,7 @@ struct tiered_resource::impl final : stream_observer {
   const std::size_t granule;
   std::uint64_t budget[tiers] = {0, 0};
   std::atomic<tier_choice> placement;
+  const tier_choice configured_placement;
 
   mutable std::mutex mutex;
   std::map<std::uintptr_t, block> live;  // by base address
@@ -901,6 +903,7 @@ void tiered_resource::set_placement(tier_choice choice) noexcept {
   impl_->placement.store(choice, std::memory_order_relaxed);
 }
 tier_choice tiered_resource::placement() const noexcept { return impl_->placement.load(std::memory_order_relaxed); }
+tier_choice tiered_resource::configured_placement() const noexcept { return impl_->configured_placement; }
 
 std::uint64_t tiered_resource::device_budget_bytes() const noexcept { return impl_->budget[index(memory_tier::device)]; }
 std::uint64_t tiered_resource::host_budget_bytes() const noexcept { return impl_->budget[index(memory_tier::host)]; }
