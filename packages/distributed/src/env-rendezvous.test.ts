@@ -99,7 +99,7 @@ describe('readEnvRendezvous', () => {
       { RANK: '0', WORLD_SIZE: '2', LOCAL_RANK: '0', MASTER_ADDR: 'n1', MASTER_PORT: '70000' },
       "MASTER_PORT must be a decimal port from 1 to 65535 but is '70000'",
     ],
-    ...['0x7000', '1e3', ' 29555 ', '29555.0', '+29555', '', '0'].map((p) => [
+    ...['0x7000', '1e3', ' 29555 ', '29555.0', '+29555', '', '0'].map((p): [NodeJS.ProcessEnv, string] => [
       { RANK: '0', WORLD_SIZE: '2', LOCAL_RANK: '0', MASTER_ADDR: 'n1', MASTER_PORT: p },
       `MASTER_PORT must be a decimal port from 1 to 65535 but is '${p}'`,
     ]),
