@@ -48,3 +48,11 @@ export function escapeTerminal(text: string): string {
   }
   return from === 0 ? text : out + text.slice(from);
 }
+
+/**
+ * Text made of lines for a terminal (a table, a verdict, an error message that quotes its input):
+ * each line escaped as by {@link escapeTerminal}, the newlines between them kept.
+ */
+export function escapeTerminalLines(text: string): string {
+  return text.split('\n').map(escapeTerminal).join('\n');
+}
