@@ -37,13 +37,11 @@ const events = [
   ['free', 4096 + (12 << 20), 2 << 20, 3],
 ] as const;
 const trace = join(dir, `trace${clear}.jsonl`);
-writeFileSync(
-  trace,
-  [
-    JSON.stringify(header),
-    ...events.map(([action, ptr, bytes, tag], i) => JSON.stringify({ timeNs: i * 1000, action, ptr, bytes, stream: 0, tag })),
-  ].join('\n') + '\n',
-);
+const lines = [
+  JSON.stringify(header),
+  ...events.map(([action, ptr, bytes, tag], i) => JSON.stringify({ timeNs: i * 1000, action, ptr, bytes, stream: 0, tag })),
+];
+writeFileSync(trace, lines.map((l) => `${l}\n`).join(''));
 
 describe('text from a file reaches the terminal escaped', () => {
   it('gpumem replay: the table, the tags and the file name show escapes, and so does a malformed trace in its error', () => {
