@@ -29,7 +29,7 @@ function readScale(env: NodeJS.ProcessEnv): number {
 }
 
 /** How much longer than on the reference machine a test may take here. */
-export const timeScale = readScale(process.env);
+const timeScale = readScale(process.env);
 
 /** `baseMs`, what a test needs on an idle reference machine (with its margin), scaled to this one. */
 export function testTime(baseMs: number): number {

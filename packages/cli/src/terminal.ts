@@ -13,7 +13,7 @@ export interface TextOut {
 }
 
 /** `stream` for text meant for a terminal. */
-export function textOut(stream: NodeJS.WritableStream): TextOut {
+function textOut(stream: NodeJS.WritableStream): TextOut {
   return { write: (text) => void stream.write(escapeTerminalLines(text)) };
 }
 

@@ -31,7 +31,7 @@ export const maxFrameBytes = 0xffff_ffff;
 const maxHeaderBytes = 1 << 20;
 
 /** Bytes on a connection that are not frames of the store (another protocol on the port), or a frame past its bound. */
-export class FrameError extends Error {
+class FrameError extends Error {
   override readonly name = 'FrameError';
 }
 
