@@ -4,13 +4,15 @@
  * its bytes are kept (with a token set, the token is checked before anything else), strangers past
  * the cap drop the oldest, a silent process that took a rank's place is named by the setup's
  * timeout, a peer's words reach the terminal escaped, and a store abort during the host
- * communicator's setup ends rank 0's wait at once.
+ * communicator's setup ends rank 0's wait at once; the setup's waits take the collectives'
+ * timeout where it is shorter than the join timeout.
  */
 import { createServer, connect, type Socket } from 'node:net';
 import { describe, expect, it } from 'vitest';
 import { CommAbortedError } from './communicator.js';
 import { encodeFrame, FrameReader, maxGreetingBytes } from './frames.js';
-import { exchangeNcclId } from './job.js';
+import { freePort } from './free-port.testing.js';
+import { exchangeNcclId, joinJob } from './job.js';
 import { connectTcpCommunicator } from './tcp-communicator.js';
 import { RendezvousError, TcpStore } from './tcp-store.js';
 
@@ -134,6 +136,14 @@ describe('TcpStore and strangers', () => {
     const e = await waiting.catch((x: unknown) => x as Error);
     expect((e as Error).message).toBe('aborted: rank 1 failed: \\x1b[2Jcleared\\x9b');
     await Promise.all([zero.close(), one.close()]);
+  });
+
+  it("a job's setup waits no longer than the collectives' timeout when that is shorter than the join timeout", async () => {
+    const port = await freePort();
+    const rendezvous = { rank: 0, size: 2, localRank: 0, masterAddr: '127.0.0.1', masterPort: port, source: 'torchrun' as const };
+    const e = await joinJob(rendezvous, { backend: 'host', timeoutMs: 700 }).catch((x: unknown) => x as Error);
+    expect(e).toBeInstanceOf(RendezvousError);
+    expect((e as Error).message).toBe(`rank 0 waited 0.7 s for rank 1 of 2 at 127.0.0.1:${port} (the rendezvous)`);
   });
 
   it("ends rank 0's host communicator setup at once when a rank aborts the job's store", async () => {
