@@ -70,6 +70,21 @@ describe('TcpStore and strangers', () => {
     await Promise.all([(await joining).close(), one.close()]);
   });
 
+  it('drops a process that says hello as a missing rank and then keeps talking before the job starts; the rank it claimed can join', async () => {
+    const { port, joining } = await rankZero(3);
+    const chatty = await rawClient(port);
+    chatty.on('error', () => undefined);
+    chatty.write(encodeFrame({ t: 'hello', rank: 1, size: 3 }));
+    await new Promise((r) => setTimeout(r, 100));
+    // a rank sends nothing between its hello and the welcome: these would pile up on rank 0
+    for (let i = 0; i < 100; i++) chatty.write(encodeFrame({ t: 'put', seq: i, label: 'flood' }, new Uint8Array(4096)));
+    await closed(chatty);
+    const o = { size: 3, host: '127.0.0.1', port, joinTimeoutMs: 5000 };
+    const ranks = await Promise.all([joining, TcpStore.join({ ...o, rank: 1 }), TcpStore.join({ ...o, rank: 2 })]);
+    await Promise.all(ranks.map((r) => r.barrier()));
+    await Promise.all(ranks.map((r) => r.close()));
+  });
+
   it('keeps at most 64 connections waiting to say hello: past that the oldest goes, and a rank still joins', async () => {
     const { port, joining } = await rankZero(2);
     const silent: Socket[] = [];

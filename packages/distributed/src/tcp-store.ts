@@ -542,6 +542,9 @@ function serve(
         const r = peers.indexOf(socket);
         try {
           if (r > 0) {
+            // a rank says nothing between its hello and the welcome: whatever does is no rank, and its place is free again
+            if (!done) return void socket.destroy();
+            reader.limit = maxFrameBytes; // welcomed: its frames are the job's
             pending[r]!.push(...reader.drain(chunk));
             return;
           }
@@ -558,11 +561,11 @@ function serve(
             return refuse(`rank ${h.rank} is not a rank from 1 to ${size - 1}`);
           if (!tokenMatches(token, h.token)) return refuse(`rank ${h.rank} gave a GPUMEM_RENDEZVOUS_TOKEN, rank 0 has none`);
           if (peers[h.rank]) return refuse(`rank ${h.rank} has joined already (two processes with the same rank?)`);
+          // more than the hello in its first bytes: no rank sends that
+          if (reader.next()) return void socket.destroy();
           forget(socket);
           peers[h.rank] = socket;
-          readers[h.rank] = reader;
-          reader.limit = maxFrameBytes;
-          for (let f = reader.next(); f; f = reader.next()) pending[h.rank]!.push(f);
+          readers[h.rank] = reader; // still bounded by the greeting's size until the job starts (#listen)
           if (++joined === size) finish();
         } catch {
           // not a store message, or past its bound: nothing more of it is kept
