@@ -18,8 +18,9 @@
  * unique id) go to it in clear. Run jobs on a private network. A shared token
  * (GPUMEM_RENDEZVOUS_TOKEN, the same on every rank) is checked first, in a connection's hello: a
  * guard against a stray job on the same port, not against someone who can read the traffic.
- * Whoever connects, rank 0 holds little for it until it is admitted: a frame before admission is
- * bounded by {@link maxGreetingBytes} (8 KiB) and checked before its bytes are kept, at most
+ * Whoever connects, rank 0 holds little for it until the job starts: a frame before then is
+ * bounded by {@link maxGreetingBytes} (8 KiB) and checked before its bytes are kept, a connection
+ * that sends more than its hello before the welcome is dropped (its place freed), at most
  * maxStrangers connections wait to be admitted at once (a new one past that drops the
  * oldest), and each must say hello within greetingMs (or the join timeout, when shorter).
  * Admitted ranks' frames are bounded by 4 GiB. A peer's words (an abort's reason, a refusal) are
