@@ -3,6 +3,7 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { defineConfig } from 'vitest/config';
 import { workspacePackages } from './scripts/sync-workspaces.mjs';
+import { testTime } from './tests/time-budget.ts';
 
 const root = fileURLToPath(new URL('.', import.meta.url));
 
@@ -31,8 +32,9 @@ export default defineConfig({
   resolve: { alias: sourceAliases() },
   test: {
     include: ['packages/*/src/**/*.test.ts', 'examples/src/**/*.test.ts', 'tests/**/*.test.ts'],
-    testTimeout: 120_000,
-    hookTimeout: 120_000,
+    // a hang, not a slow machine: the base is scaled to this machine's cores and load (tests/time-budget.ts)
+    testTimeout: testTime(120_000),
+    hookTimeout: testTime(120_000),
     reporters: ['default', './tests/summary-reporter.ts'],
   },
 });

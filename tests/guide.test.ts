@@ -10,6 +10,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, describe, expect, it } from 'vitest';
+import { testTime } from './time-budget.js';
 
 const root = fileURLToPath(new URL('..', import.meta.url));
 const guide = readFileSync(join(root, 'docs/writing-a-strategy.md'), 'utf8');
@@ -67,38 +68,43 @@ describe('docs/writing-a-strategy.md, from an empty folder', () => {
     expect(steps.filter((s) => s.kind === 'run').length).toBeGreaterThanOrEqual(3);
   });
 
-  it('works as written: builds, passes the conformance suite, runs in gpumem compare by package name, and so does the C++ example in compare and replay', () => {
-    const r = spawnSync('bash', ['-c', script(steps)], {
-      cwd: work,
-      encoding: 'utf8',
-      timeout: 600_000,
-      env: {
-        ...process.env,
-        GPUMEM: root,
-        // the packages the guide installs are in npm's cache after the repository's own install
-        npm_config_prefer_offline: 'true',
-        npm_config_audit: 'false',
-        npm_config_fund: 'false',
-        npm_config_update_notifier: 'false',
-        CUDA_VISIBLE_DEVICES: '',
-        NO_COLOR: '1',
-        FORCE_COLOR: '0',
-        GPUMEM_PLUGINS: '',
-      },
-    });
-    // biome-ignore lint/suspicious/noControlCharactersInRegex: ANSI colour codes start with ESC, a control character
-    const stdout = r.stdout.replace(/\u001b\[[0-9;]*m/g, '');
-    const log = `${stdout}\n${r.stderr}`;
-    expect(r.status, log.slice(-4000)).toBe(0);
-    // vitest in the user's project: the whole suite passed, nothing skipped
-    expect(stdout).toMatch(/Tests\s+\d{2,} passed \(\d+\)/);
-    expect(stdout).not.toMatch(/\d+ failed/);
-    // the comparison table has the user's strategy by the name it registered
-    expect(stdout).toMatch(/^sizecache +ok /m);
-    expect(stdout).toMatch(/^pool +ok /m);
-    // the C++ library, built on its own, in compare and in replay
-    // A native plug-in's row is named after its library (libgpumem_example_slab.so), not its spec.
-    expect(stdout).toMatch(/^gpumem_example_slab +ok /m);
-    expect(stdout).toMatch(/^gpumem_example_slab +native /m);
-  });
+  it(
+    'works as written: builds, passes the conformance suite, runs in gpumem compare by package name, and so does the C++ example in compare and replay',
+    () => {
+      const r = spawnSync('bash', ['-c', script(steps)], {
+        cwd: work,
+        encoding: 'utf8',
+        timeout: testTime(600_000),
+        env: {
+          ...process.env,
+          GPUMEM: root,
+          // the packages the guide installs are in npm's cache after the repository's own install
+          npm_config_prefer_offline: 'true',
+          npm_config_audit: 'false',
+          npm_config_fund: 'false',
+          npm_config_update_notifier: 'false',
+          CUDA_VISIBLE_DEVICES: '',
+          NO_COLOR: '1',
+          FORCE_COLOR: '0',
+          GPUMEM_PLUGINS: '',
+        },
+      });
+      // biome-ignore lint/suspicious/noControlCharactersInRegex: ANSI colour codes start with ESC, a control character
+      const stdout = r.stdout.replace(/\u001b\[[0-9;]*m/g, '');
+      const log = `${stdout}\n${r.stderr}`;
+      expect(r.status, log.slice(-4000)).toBe(0);
+      // vitest in the user's project: the whole suite passed, nothing skipped
+      expect(stdout).toMatch(/Tests\s+\d{2,} passed \(\d+\)/);
+      expect(stdout).not.toMatch(/\d+ failed/);
+      // the comparison table has the user's strategy by the name it registered
+      expect(stdout).toMatch(/^sizecache +ok /m);
+      expect(stdout).toMatch(/^pool +ok /m);
+      // the C++ library, built on its own, in compare and in replay
+      // A native plug-in's row is named after its library (libgpumem_example_slab.so), not its spec.
+      expect(stdout).toMatch(/^gpumem_example_slab +ok /m);
+      expect(stdout).toMatch(/^gpumem_example_slab +native /m);
+      // the steps' own limit, and a minute for the test to read what they printed
+    },
+    testTime(660_000),
+  );
 });

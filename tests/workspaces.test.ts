@@ -13,6 +13,7 @@ import { promisify } from 'node:util';
 import { afterEach, describe, expect, it } from 'vitest';
 import { builtInStrategyPackages } from '@gpumem/compare';
 import { strategyPackages, syncWorkspaces, workspacePackages } from '../scripts/sync-workspaces.mjs';
+import { testTime } from './time-budget.js';
 
 const repository = fileURLToPath(new URL('..', import.meta.url));
 const script = join(repository, 'scripts', 'sync-workspaces.mjs');
@@ -89,22 +90,26 @@ describe('what a published package holds and asks of the machine it installs on'
     ]);
   });
 
-  it('no tarball carries tests, test helpers (*.testing.*) or TypeScript configs', async () => {
-    const { stdout } = await execFileAsync(
-      'npm',
-      ['pack', '--dry-run', '--json', '--ignore-scripts', ...published.flatMap((w) => ['-w', w.dir])],
-      { cwd: repository, encoding: 'utf8', maxBuffer: 1 << 26 },
-    );
-    const packs = JSON.parse(stdout) as { name: string; files: { path: string }[] }[];
-    expect(packs.map((p) => p.name).sort()).toEqual(published.map((w) => w.name).sort());
-    for (const pack of packs) {
-      const paths = pack.files.map((f) => f.path);
-      expect(
-        paths.filter((path) => /\.test\.|\.testing\.|(^|\/)tsconfig[^/]*\.json$|\.tsbuildinfo$/.test(path)),
-        pack.name,
-      ).toEqual([]);
-    }
-  }, 120_000);
+  it(
+    'no tarball carries tests, test helpers (*.testing.*) or TypeScript configs',
+    async () => {
+      const { stdout } = await execFileAsync(
+        'npm',
+        ['pack', '--dry-run', '--json', '--ignore-scripts', ...published.flatMap((w) => ['-w', w.dir])],
+        { cwd: repository, encoding: 'utf8', maxBuffer: 1 << 26 },
+      );
+      const packs = JSON.parse(stdout) as { name: string; files: { path: string }[] }[];
+      expect(packs.map((p) => p.name).sort()).toEqual(published.map((w) => w.name).sort());
+      for (const pack of packs) {
+        const paths = pack.files.map((f) => f.path);
+        expect(
+          paths.filter((path) => /\.test\.|\.testing\.|(^|\/)tsconfig[^/]*\.json$|\.tsbuildinfo$/.test(path)),
+          pack.name,
+        ).toEqual([]);
+      }
+    },
+    testTime(120_000),
+  );
 });
 
 describe('scripts/sync-workspaces.mjs on a repository of its own', () => {

@@ -7,15 +7,22 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import List, Optional
+from typing import List, Optional, TextIO
+
+from ._terminal import escape_terminal_lines
 
 USAGE_EXIT, READ_EXIT = 2, 1
+
+
+def _say(text: str, file: Optional[TextIO] = None) -> None:
+    """Prints text meant for a person, its control characters escaped (a trace's strings, tags and frames are data)."""
+    print(escape_terminal_lines(text), file=sys.stdout if file is None else file)
 
 
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> None:  # type: ignore[override]
         self.print_usage(sys.stderr)
-        print(f"gpumem_torch doctor: {message}", file=sys.stderr)
+        _say(f"gpumem_torch doctor: {message}", file=sys.stderr)
         raise SystemExit(USAGE_EXIT)
 
 
@@ -95,7 +102,7 @@ def doctor_main(argv: List[str]) -> int:
 
     args = _parser().parse_args(argv)
     if "\0" in args.file or (args.json and "\0" in args.json):
-        print("gpumem_torch doctor: a path holds a NUL byte; no file can have that name", file=sys.stderr)
+        _say("gpumem_torch doctor: a path holds a NUL byte; no file can have that name", file=sys.stderr)
         return USAGE_EXIT
     try:
         given = None if args.capacity is None else _doctor_api.capacity_bytes_of(args.capacity, "'--capacity'")
@@ -103,69 +110,69 @@ def doctor_main(argv: List[str]) -> int:
         outside = None if args.outside is None else _doctor_api.parse_outside(args.outside)
         model_error = None if args.model_error is None else _model_error(args.model_error)
     except (ValueError, TypeError) as e:
-        print(f"gpumem_torch doctor: {e}", file=sys.stderr)
+        _say(f"gpumem_torch doctor: {e}", file=sys.stderr)
         return USAGE_EXIT
     if args.device is not None and not 0 <= args.device <= 1023:
-        print(f"gpumem_torch doctor: '--device' must be from 0 to 1023 (received {args.device})", file=sys.stderr)
+        _say(f"gpumem_torch doctor: '--device' must be from 0 to 1023 (received {args.device})", file=sys.stderr)
         return USAGE_EXIT
     out = sys.stderr if args.json == "-" else sys.stdout
     try:
         trace = _tracefile.read_trace(args.file, args.device)
     except _tracefile.TraceFormatError as e:
-        print(f"gpumem_torch doctor: malformed trace: {e}", file=sys.stderr)
+        _say(f"gpumem_torch doctor: malformed trace: {e}", file=sys.stderr)
         return READ_EXIT
     except OSError as e:
         why = "no such file" if isinstance(e, FileNotFoundError) else (e.strerror or str(e))
-        print(f"gpumem_torch doctor: cannot read '{args.file}': {why}", file=sys.stderr)
+        _say(f"gpumem_torch doctor: cannot read '{args.file}': {why}", file=sys.stderr)
         return READ_EXIT
     try:
         capacity, source = _doctor_api.capacity_for(given, trace)
     except _doctor_api.NoCapacityError as e:
-        print(f"gpumem_torch doctor: {e}", file=sys.stderr)
+        _say(f"gpumem_torch doctor: {e}", file=sys.stderr)
         return USAGE_EXIT
     try:
         left_out = _replay.driver_strategies()
         if left_out:
-            print(f"gpumem_torch doctor: leaving out {', '.join(left_out)}: their memory is the driver's (cudaMalloc per call, managed memory, "
+            _say(f"gpumem_torch doctor: leaving out {', '.join(left_out)}: their memory is the driver's (cudaMalloc per call, managed memory, "
                   "cudaMallocAsync's pool), whose rounding and caching a replay under a byte limit does not see", file=sys.stderr)  # fmt: skip
-        print(f"trace {args.file} ({trace.format}; {_doctor.origin_of(trace)}), {len(trace.events)} events", file=out)
+        _say(f"trace {args.file} ({trace.format}; {_doctor.origin_of(trace)}), {len(trace.events)} events", file=out)
         verdict = _doctor.diagnose_oom(
             trace, capacity, resolution, "skip" if args.skip_failed_requests else "replay",
             outside=_doctor_api.outside_for(outside, given is not None, trace, source),
             pytorch_model_error=_band.DEFAULT_PYTORCH_MODEL_ERROR if model_error is None else model_error,
         )  # fmt: skip
     except (OSError, RuntimeError) as e:  # the library missing or refusing (FileNotFoundError, ReplayError)
-        print(f"gpumem_torch doctor: {str(e).splitlines()[0]}", file=sys.stderr)
+        _say(f"gpumem_torch doctor: {str(e).splitlines()[0]}", file=sys.stderr)
         return READ_EXIT
     text = _doctor.doctor_json(args.file, trace, source, verdict)
-    out.write(_text({"capacitySource": source, "verdict": verdict}))
+    out.write(escape_terminal_lines(_text({"capacitySource": source, "verdict": verdict})))
     if args.json == "-":
         sys.stdout.write(text)
     elif args.json:
         with open(args.json, "w", encoding="utf-8") as f:
             f.write(text)
-        print(f"wrote {args.json}", file=out)
+        _say(f"wrote {args.json}", file=out)
     return 0
 
 
 def main(argv: Optional[List[str]] = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if not argv or argv[0] in ("-h", "--help"):
-        print("Usage: python -m gpumem_torch doctor FILE [--capacity SIZE] [--resolution SIZE] [--skip-failed-requests] [--device N] [--json [OUT|-]]")
+        _say("Usage: python -m gpumem_torch doctor FILE [--capacity SIZE] [--resolution SIZE] [--skip-failed-requests] [--device N] [--json [OUT|-]]")
         return 0 if argv else USAGE_EXIT
     if argv[0] != "doctor":
-        print(f"gpumem_torch: unknown command '{argv[0]}'; the command is: doctor", file=sys.stderr)
+        _say(f"gpumem_torch: unknown command '{argv[0]}'; the command is: doctor", file=sys.stderr)
         return USAGE_EXIT
     try:
         return doctor_main(argv[1:])
     except KeyboardInterrupt:
         return 130
     except MemoryError:
-        print("gpumem_torch doctor: out of host memory reading or replaying the trace", file=sys.stderr)
+        _say("gpumem_torch doctor: out of host memory reading or replaying the trace", file=sys.stderr)
         return READ_EXIT
     except Exception as e:  # noqa: BLE001  # one line, never a traceback: the message names what failed
         reason = str(e).splitlines()[0] if str(e) else ""
-        print(f"gpumem_torch doctor: failed: {type(e).__name__}: {reason}", file=sys.stderr)
+        _say(f"gpumem_torch doctor: failed: {type(e).__name__}: {reason}", file=sys.stderr)
         return READ_EXIT
 
 

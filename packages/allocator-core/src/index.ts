@@ -142,5 +142,6 @@ export { checkBytes, checkNonNegative, checkPointer, checkBoolean, checkOneOf, c
 export { parseSize, sizeForms } from './sizes.js';
 export { systemInfo, formatSystemInfo, type SystemInfo } from './info.js';
 export { formatBytes, formatMs } from './format.js';
+export { escapeTerminal, escapeTerminalLines } from './terminal.js';
 export { median, quantile } from './numbers.js';
 export { resolvePlacement, definedOptions, type MemoryPlacement } from './placement.js';

@@ -4,6 +4,7 @@ import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
+import { testTime } from '../../../tests/time-budget.js';
 
 const project = fileURLToPath(new URL('../test-fixtures/typed-options/tsconfig.json', import.meta.url));
 
@@ -27,7 +28,7 @@ describe.skipIf(tsc === undefined)(tsc === undefined ? `${title} [skipped: the T
   it('rejects a misspelt or ill-typed option of a built-in strategy at compile time, and takes any plug-in name', () => {
     // test-fixtures/typed-options/use.ts marks each expected error with @ts-expect-error: tsc fails on
     // an error that is not marked and on a mark with no error under it.
-    const r = spawnSync(process.execPath, [tsc!, '-p', project], { encoding: 'utf8', timeout: 120_000 });
+    const r = spawnSync(process.execPath, [tsc!, '-p', project], { encoding: 'utf8', timeout: testTime(120_000) });
     expect(r.stdout + r.stderr).toBe('');
     expect(r.status).toBe(0);
   });

@@ -10,11 +10,12 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, describe, expect, it } from 'vitest';
 import type { CompareResult } from '@gpumem/compare';
+import { testTime } from '../../../tests/time-budget.js';
 
 // The built CLI, as a user runs it, on the CPU path.
 const cli = fileURLToPath(new URL('../dist/cli.js', import.meta.url));
 const env = { ...process.env, CUDA_VISIBLE_DEVICES: '' };
-const gpumem = (...args: string[]) => spawnSync(process.execPath, [cli, ...args], { encoding: 'utf8', env, timeout: 120_000 });
+const gpumem = (...args: string[]) => spawnSync(process.execPath, [cli, ...args], { encoding: 'utf8', env, timeout: testTime(120_000) });
 const dir = mkdtempSync(join(tmpdir(), 'gpumem-activations-'));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
@@ -83,22 +84,26 @@ describe('activation flags: they reach the training', () => {
     expect(result.epochs[0]!.losses).toHaveLength(4);
   });
 
-  it('gpumem compare hands them to each run’s child process (more allocations per step: recomputed inputs, nano-batches)', () => {
-    const events = (...flags: string[]) => {
-      const json = join(dir, `compare-${flags.join('') || 'plain'}.json`);
-      const r = gpumem('compare', '--allocators', 'host', ...tiny, '--epochs', '1', '--json', json, ...flags);
-      expect(r.status, r.stderr).toBe(0);
-      const result = JSON.parse(readFileSync(json, 'utf8')) as CompareResult;
-      expect(result.runs[0]!.status).toBe('ok');
-      return { recorded: result.runs[0]!.eventsRecorded, title: result.workload.title };
-    };
-    const plain = events();
-    const checkpointed = events('--checkpoint', '2');
-    const sliced = events('--nano-batches', '4');
-    // 5 layers, checkpoint 2: layers 1 and 3's inputs are recomputed, one allocation and one free each a step
-    expect(checkpointed.recorded - plain.recorded).toBe(4 * 4);
-    expect(sliced.recorded).toBeGreaterThan(2 * plain.recorded);
-    expect(checkpointed.title).toMatch(/checkpoint every 2 layers/);
-    expect(sliced.title).toMatch(/4 nano-batches/);
-  }, 180_000);
+  it(
+    'gpumem compare hands them to each run’s child process (more allocations per step: recomputed inputs, nano-batches)',
+    () => {
+      const events = (...flags: string[]) => {
+        const json = join(dir, `compare-${flags.join('') || 'plain'}.json`);
+        const r = gpumem('compare', '--allocators', 'host', ...tiny, '--epochs', '1', '--json', json, ...flags);
+        expect(r.status, r.stderr).toBe(0);
+        const result = JSON.parse(readFileSync(json, 'utf8')) as CompareResult;
+        expect(result.runs[0]!.status).toBe('ok');
+        return { recorded: result.runs[0]!.eventsRecorded, title: result.workload.title };
+      };
+      const plain = events();
+      const checkpointed = events('--checkpoint', '2');
+      const sliced = events('--nano-batches', '4');
+      // 5 layers, checkpoint 2: layers 1 and 3's inputs are recomputed, one allocation and one free each a step
+      expect(checkpointed.recorded - plain.recorded).toBe(4 * 4);
+      expect(sliced.recorded).toBeGreaterThan(2 * plain.recorded);
+      expect(checkpointed.title).toMatch(/checkpoint every 2 layers/);
+      expect(sliced.title).toMatch(/4 nano-batches/);
+    },
+    testTime(180_000),
+  );
 });

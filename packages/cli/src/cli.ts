@@ -12,6 +12,7 @@ import { recordUsage, runRecord } from './commands/record-command.js';
 import { replayUsage, runReplay } from './commands/replay-command.js';
 import { compareUsage, runCompare } from './commands/compare-command.js';
 import { doctorUsage, runDoctor } from './commands/doctor-command.js';
+import { stdoutText, stderrText } from './terminal.js';
 
 const usage = `Usage: gpumem <command> [options]
 
@@ -101,25 +102,25 @@ async function main(given: string[]): Promise<number> {
   const load = () => loadAllocatorPlugins([...pluginNames(process.env.GPUMEM_PLUGINS), ...pluginFlags]);
   const [command, ...rest] = argv;
   if (command === '--version' || command === '-v' || command === 'version') {
-    process.stdout.write(`gpumem ${cliVersion()}\n`);
+    stdoutText.write(`gpumem ${cliVersion()}\n`);
     return 0;
   }
   if (command === 'help' && rest[0] !== undefined && Object.hasOwn(commandUsage, rest[0])) {
-    process.stdout.write(commandUsage[rest[0]]!);
+    stdoutText.write(commandUsage[rest[0]]!);
     return 0;
   }
   if (command === undefined || command === '-h' || command === '--help' || command === 'help') {
-    process.stdout.write(usage);
+    stdoutText.write(usage);
     return command === undefined ? 2 : 0;
   }
   if (command === 'info') {
     const unknown = rest.filter((a) => a !== '--json' && a !== '-h' && a !== '--help');
     if (rest.includes('-h') || rest.includes('--help')) {
-      process.stdout.write(usage);
+      stdoutText.write(usage);
       return 0;
     }
     if (unknown.length > 0) {
-      process.stderr.write(`gpumem info: unknown option '${unknown[0]}' (accepted: --json, --help)\n`);
+      stderrText.write(`gpumem info: unknown option '${unknown[0]}' (accepted: --json, --help)\n`);
       return 2;
     }
     await load();
@@ -137,7 +138,7 @@ async function main(given: string[]): Promise<number> {
   if (command === 'compare') {
     return runCompare(rest, await load());
   }
-  process.stderr.write(`gpumem: unknown command '${command}' (accepted: info, train, compare, record, replay, doctor)\n\n${usage}`);
+  stderrText.write(`gpumem: unknown command '${command}' (accepted: info, train, compare, record, replay, doctor)\n\n${usage}`);
   return 2;
 }
 
@@ -147,11 +148,11 @@ main(process.argv.slice(2)).then(
   },
   (e: unknown) => {
     if (e instanceof UsageError) {
-      process.stderr.write(`${e.message}\n`);
+      stderrText.write(`${e.message}\n`);
       process.exitCode = 2;
       return;
     }
-    process.stderr.write(`gpumem: ${e instanceof Error ? e.message : String(e)}\n`);
+    stderrText.write(`gpumem: ${e instanceof Error ? e.message : String(e)}\n`);
     process.exitCode = 1;
   },
 );

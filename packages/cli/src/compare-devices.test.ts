@@ -11,11 +11,13 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, describe, expect, it } from 'vitest';
 import type { ChromeTrace, CompareResult } from '@gpumem/compare';
+import { testTime } from '../../../tests/time-budget.js';
 
 const cli = fileURLToPath(new URL('../dist/cli.js', import.meta.url));
 const dir = mkdtempSync(join(tmpdir(), 'gpumem-compare-devices-'));
 const env = { ...process.env, CUDA_VISIBLE_DEVICES: '' };
-const run = (...args: string[]) => spawnSync(process.execPath, [cli, 'compare', ...args], { encoding: 'utf8', env, timeout: 300_000 });
+const run = (...args: string[]) =>
+  spawnSync(process.execPath, [cli, 'compare', ...args], { encoding: 'utf8', env, timeout: testTime(300_000) });
 
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
@@ -39,62 +41,66 @@ describe('gpumem compare --devices (CPU)', () => {
     expect(r.stdout).toMatch(/gpumem compare --model gcn --dataset sbm --allocators host --devices 2/);
   });
 
-  it("trains the gcn over two host ranks and writes each device's memory to the JSON, the report and the trace", () => {
-    const json = join(dir, 'devices.json');
-    const report = join(dir, 'devices.html');
-    const trace = join(dir, 'devices-trace.json');
-    const r = run(
-      '--model',
-      'gcn',
-      '--dataset',
-      'sbm',
-      '--devices',
-      '2',
-      '--epochs',
-      '2',
-      '--allocators',
-      'host',
-      '--repeat',
-      '1',
-      '--json',
-      json,
-      '--report',
-      report,
-      '--trace-json',
-      trace,
-    );
-    expect(r.stderr).not.toMatch(/Error/);
-    expect(r.status).toBe(0);
-    expect(r.stdout).toMatch(/, over 2 devices, on host \(CPU kernels\)/);
-    expect(r.stdout).toMatch(/^host per device \(peak allocated \/ reserved\): rank 0 \(host\) .* \u00b7 rank 1 \(host\) /m);
-    const result = JSON.parse(readFileSync(json, 'utf8')) as CompareResult;
-    expect(result.workload.options).toMatchObject({ devices: '2' });
-    expect(result.runs).toHaveLength(1);
-    const [host] = result.runs;
-    expect(host).toMatchObject({ allocator: 'host', status: 'ok', timeline: null });
-    expect(host!.epochs).toHaveLength(2);
-    expect(host!.devices).toHaveLength(2);
-    host!.devices!.forEach((d, rank) => {
-      expect(d).toMatchObject({ rank, device: 'host' });
-      expect(d.peakAllocatedBytes).toBeGreaterThan(0);
-      expect(d.peakReservedBytes).toBeGreaterThanOrEqual(d.peakAllocatedBytes);
-      // one sample per gcn epoch, on the launcher's clock
-      expect(d.timeline.tMs).toHaveLength(2);
-      expect(d.timeline.tMs[0]!).toBeGreaterThan(0);
-      expect(d.timeline.tMs[1]!).toBeGreaterThan(d.timeline.tMs[0]!);
-      expect(d.phases.map((p) => p.name)).toEqual(['epoch 1', 'epoch 2']);
-      expect(d.remoteRows!.remote).toBeGreaterThan(0);
-    });
-    expect(host!.peakAllocatedBytes).toBe(Math.max(...host!.devices!.map((d) => d.peakAllocatedBytes)));
-    const html = readFileSync(report, 'utf8');
-    expect(html).toContain('<figure class="timeline devices" data-run="0">');
-    expect(html).toMatch(/rank 1 \(host\)/);
-    const chrome = JSON.parse(readFileSync(trace, 'utf8')) as ChromeTrace;
-    expect(chrome.metadata.processes.map((p) => [p.pid, p.rank ?? null])).toEqual([
-      [1, null],
-      [2, 0],
-      [3, 1],
-    ]);
-    expect(chrome.traceEvents.filter((e) => e.ph === 'C' && e.pid === 3 && e.name === 'allocated')).toHaveLength(2);
-  }, 300_000);
+  it(
+    "trains the gcn over two host ranks and writes each device's memory to the JSON, the report and the trace",
+    () => {
+      const json = join(dir, 'devices.json');
+      const report = join(dir, 'devices.html');
+      const trace = join(dir, 'devices-trace.json');
+      const r = run(
+        '--model',
+        'gcn',
+        '--dataset',
+        'sbm',
+        '--devices',
+        '2',
+        '--epochs',
+        '2',
+        '--allocators',
+        'host',
+        '--repeat',
+        '1',
+        '--json',
+        json,
+        '--report',
+        report,
+        '--trace-json',
+        trace,
+      );
+      expect(r.stderr).not.toMatch(/Error/);
+      expect(r.status).toBe(0);
+      expect(r.stdout).toMatch(/, over 2 devices, on host \(CPU kernels\)/);
+      expect(r.stdout).toMatch(/^host per device \(peak allocated \/ reserved\): rank 0 \(host\) .* \u00b7 rank 1 \(host\) /m);
+      const result = JSON.parse(readFileSync(json, 'utf8')) as CompareResult;
+      expect(result.workload.options).toMatchObject({ devices: '2' });
+      expect(result.runs).toHaveLength(1);
+      const [host] = result.runs;
+      expect(host).toMatchObject({ allocator: 'host', status: 'ok', timeline: null });
+      expect(host!.epochs).toHaveLength(2);
+      expect(host!.devices).toHaveLength(2);
+      host!.devices!.forEach((d, rank) => {
+        expect(d).toMatchObject({ rank, device: 'host' });
+        expect(d.peakAllocatedBytes).toBeGreaterThan(0);
+        expect(d.peakReservedBytes).toBeGreaterThanOrEqual(d.peakAllocatedBytes);
+        // one sample per gcn epoch, on the launcher's clock
+        expect(d.timeline.tMs).toHaveLength(2);
+        expect(d.timeline.tMs[0]!).toBeGreaterThan(0);
+        expect(d.timeline.tMs[1]!).toBeGreaterThan(d.timeline.tMs[0]!);
+        expect(d.phases.map((p) => p.name)).toEqual(['epoch 1', 'epoch 2']);
+        expect(d.remoteRows!.remote).toBeGreaterThan(0);
+      });
+      expect(host!.peakAllocatedBytes).toBe(Math.max(...host!.devices!.map((d) => d.peakAllocatedBytes)));
+      const html = readFileSync(report, 'utf8');
+      expect(html).toContain('<figure class="timeline devices" data-run="0">');
+      expect(html).toMatch(/rank 1 \(host\)/);
+      const chrome = JSON.parse(readFileSync(trace, 'utf8')) as ChromeTrace;
+      expect(chrome.metadata.processes.map((p) => [p.pid, p.rank ?? null])).toEqual([
+        [1, null],
+        [2, 0],
+        [3, 1],
+      ]);
+      expect(chrome.traceEvents.filter((e) => e.ph === 'C' && e.pid === 3 && e.name === 'allocated')).toHaveLength(2);
+    },
+    testTime(300_000),
+  );
 });

@@ -18,6 +18,7 @@ import { isAbsolute, join, resolve } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { builtInStrategyPackages, importStrategies } from '@gpumem/compare';
 import { exports as packageExports } from 'resolve.exports';
+import { stderrText } from './terminal.js';
 
 /** The plug-ins that ship with gpumem. */
 export const allocatorPlugins: readonly string[] = builtInStrategyPackages;
@@ -112,7 +113,7 @@ function entryCandidates(manifest: { main?: unknown; exports?: unknown }, manife
  */
 export async function loadAllocatorPlugins(
   extra: string | readonly string[] = process.env.GPUMEM_PLUGINS ?? '',
-  report: (line: string) => void = (line) => process.stderr.write(`${line}\n`),
+  report: (line: string) => void = (line) => stderrText.write(`${line}\n`),
 ): Promise<string[]> {
   const named = typeof extra === 'string' ? pluginNames(extra) : [...extra];
   const resolved: string[] = [];

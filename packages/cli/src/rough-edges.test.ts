@@ -9,6 +9,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { afterAll, describe, expect, it } from 'vitest';
+import { testTime } from '../../../tests/time-budget.js';
 
 const cli = fileURLToPath(new URL('../dist/cli.js', import.meta.url));
 const core = fileURLToPath(new URL('../../allocator-core/dist/index.js', import.meta.url));
@@ -17,7 +18,7 @@ const env = { ...process.env, CUDA_VISIBLE_DEVICES: '', GPUMEM_PLUGINS: '' };
 const run = (args: string[], options: { cwd?: string; env?: NodeJS.ProcessEnv } = {}) =>
   spawnSync(process.execPath, [cli, ...args], {
     encoding: 'utf8',
-    timeout: 120_000,
+    timeout: testTime(120_000),
     cwd: options.cwd ?? process.cwd(),
     env: options.env ?? env,
   });
@@ -74,12 +75,10 @@ describe('gpumem CLI: first contact', () => {
       [['train', ...tiny, '--json', '/no/such/dir/t.json'], /gpumem train: '--json'/],
     ];
     for (const [args, message] of cases) {
-      const started = Date.now();
       const r = run(args);
       expect(r.status, args.join(' ')).toBe(2);
       expect(r.stderr).toMatch(message);
       expect(r.stdout).toBe(''); // nothing ran
-      expect(Date.now() - started).toBeLessThan(20_000);
     }
   });
 

@@ -10,6 +10,7 @@ import { spawn, spawnSync } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
 import { freePort } from '../../distributed/src/free-port.testing.js';
+import { testTime } from '../../../tests/time-budget.js';
 
 const cli = fileURLToPath(new URL('../dist/cli.js', import.meta.url));
 
@@ -77,7 +78,7 @@ describe('gpumem train under torchrun (host ranks, TCP)', () => {
       expect(external.ranks).toHaveLength(2);
       expect(external.epochs.map((e) => [e.losses, e.accuracy])).toEqual(builtIn.epochs.map((e) => [e.losses, e.accuracy]));
     },
-    180_000,
+    testTime(180_000),
   );
 
   it('partial variables, and --devices inside a job, are usage errors (exit 2)', () => {
@@ -94,5 +95,21 @@ describe('gpumem train under torchrun (host ranks, TCP)', () => {
     });
     expect(devices.status).toBe(2);
     expect(devices.stderr).toMatch(/this process is rank 1 of 2 of a torchrun job, and '--devices' would start ranks of its own/);
+  });
+
+  it('numbers of the job are decimal digits, each refused under its own name (exit 2)', () => {
+    const job = { RANK: '0', WORLD_SIZE: '2', LOCAL_RANK: '0', MASTER_ADDR: '127.0.0.1', MASTER_PORT: '29999' };
+    for (const [env, message] of [
+      [{ WORLD_SIZE: '1e9' }, "gpumem train: WORLD_SIZE must be a decimal integer from 1 to 65536 (torchrun) but is '1e9'"],
+      [{ MASTER_PORT: '0x7000' }, "gpumem train: MASTER_PORT must be a decimal port from 1 to 65535 but is '0x7000'"],
+      [{ MASTER_PORT: ' 29555 ' }, "gpumem train: MASTER_PORT must be a decimal port from 1 to 65535 but is ' 29555 '"],
+    ] as const) {
+      const r = spawnSync(process.execPath, [cli, 'train', '--allocator', 'host'], {
+        encoding: 'utf8',
+        env: { ...baseEnv, ...job, ...env },
+      });
+      expect(r.status, r.stderr).toBe(2);
+      expect(r.stderr.trim()).toBe(message);
+    }
   });
 });

@@ -8,6 +8,7 @@ import { importStrategies } from './strategies.js';
 import { runOne, type RunRequest } from './compare.js';
 import { specProblems, type CheckRequest } from './check-specs.js';
 import { throttledProgress, type Progress } from '@gpumem/gnn';
+import { escapeTerminalLines } from '@gpumem/allocator-core';
 
 function send(message: unknown): Promise<void> {
   return new Promise((resolve, reject) => process.send!(message, undefined, {}, (e) => (e ? reject(e) : resolve())));
@@ -26,7 +27,8 @@ process.once('message', (request: RunRequest | CheckRequest) => {
     await send({ type: 'result', run });
     process.disconnect();
   })().catch((e: unknown) => {
-    process.stderr.write(`${e instanceof Error ? (e.stack ?? e.message) : String(e)}\n`);
+    // the stderr of the comparison's terminal: a plug-in's or a trace's words escaped
+    process.stderr.write(`${escapeTerminalLines(e instanceof Error ? (e.stack ?? e.message) : String(e))}\n`);
     process.exitCode = 1;
     process.disconnect();
   });

@@ -66,7 +66,22 @@ describe('readEnvRendezvous', () => {
     [{ RANK: '1' }, "RANK is set but WORLD_SIZE is not: both say a rank's place in a torchrun job"],
     [{ WORLD_SIZE: '4' }, "WORLD_SIZE is set but RANK is not: both say a rank's place in a torchrun job"],
     [{ RANK: '4', WORLD_SIZE: '4', LOCAL_RANK: '0', ...master }, 'RANK (4) must be below WORLD_SIZE (4)'],
-    [{ RANK: 'one', WORLD_SIZE: '4' }, "RANK must be an integer >= 0 (torchrun) but is 'one'"],
+    [{ RANK: 'one', WORLD_SIZE: '4' }, "RANK must be a decimal integer from 0 to 65535 (torchrun) but is 'one'"],
+    // numbers are digits only: no hex, exponent, sign, fraction or space is read as another number
+    [{ RANK: '0', WORLD_SIZE: '1e9', LOCAL_RANK: '0' }, "WORLD_SIZE must be a decimal integer from 1 to 65536 (torchrun) but is '1e9'"],
+    [
+      { RANK: '0', WORLD_SIZE: '100000', LOCAL_RANK: '0' },
+      "WORLD_SIZE must be a decimal integer from 1 to 65536 (torchrun) but is '100000'",
+    ],
+    [{ RANK: ' 1', WORLD_SIZE: '2', LOCAL_RANK: '0' }, "RANK must be a decimal integer from 0 to 65535 (torchrun) but is ' 1'"],
+    [{ RANK: '1', WORLD_SIZE: '2', LOCAL_RANK: '0x1' }, "LOCAL_RANK must be a decimal integer from 0 to 65535 (torchrun) but is '0x1'"],
+    [
+      { RANK: '1', WORLD_SIZE: '2', LOCAL_RANK: '1', LOCAL_WORLD_SIZE: '2.0' },
+      "LOCAL_WORLD_SIZE must be a decimal integer from 1 to 65536 (torchrun) but is '2.0'",
+    ],
+    [{ SLURM_PROCID: '-1', SLURM_NTASKS: '2' }, "SLURM_PROCID must be a decimal integer from 0 to 65535 (slurm) but is '-1'"],
+    // a value is shown with its control characters escaped
+    [{ RANK: '\u001b[2J', WORLD_SIZE: '2' }, "RANK must be a decimal integer from 0 to 65535 (torchrun) but is '\\x1b[2J'"],
     [{ RANK: '1', WORLD_SIZE: '2', ...master }, 'RANK and WORLD_SIZE are set but LOCAL_RANK is not: torchrun sets all three'],
     [
       { RANK: '1', WORLD_SIZE: '4', LOCAL_RANK: '2', LOCAL_WORLD_SIZE: '2', ...master },
@@ -82,7 +97,15 @@ describe('readEnvRendezvous', () => {
     ],
     [
       { RANK: '0', WORLD_SIZE: '2', LOCAL_RANK: '0', MASTER_ADDR: 'n1', MASTER_PORT: '70000' },
-      "MASTER_PORT must be a port from 1 to 65535 but is '70000'",
+      "MASTER_PORT must be a decimal port from 1 to 65535 but is '70000'",
+    ],
+    ...['0x7000', '1e3', ' 29555 ', '29555.0', '+29555', '', '0'].map((p): [NodeJS.ProcessEnv, string] => [
+      { RANK: '0', WORLD_SIZE: '2', LOCAL_RANK: '0', MASTER_ADDR: 'n1', MASTER_PORT: p },
+      `MASTER_PORT must be a decimal port from 1 to 65535 but is '${p}'`,
+    ]),
+    [
+      { RANK: '0', WORLD_SIZE: '2', LOCAL_RANK: '0', MASTER_ADDR: 'n1', MASTER_PORT: '29500', GPUMEM_MASTER_PORT: '4e4' },
+      "GPUMEM_MASTER_PORT must be a decimal port from 1 to 65535 but is '4e4'",
     ],
   ])('refuses partial or contradictory variables: %j', (env, message) => {
     expect(() => readEnvRendezvous(env)).toThrow(RendezvousEnvError);

@@ -7,8 +7,10 @@
  * GPUMEM_MASTER_ADDR / GPUMEM_MASTER_PORT take precedence over them (torchrun's own agent may
  * already serve a store on MASTER_PORT: with TORCHELASTIC_USE_AGENT_STORE=True the default port is
  * MASTER_PORT + 1). GPUMEM_RENDEZVOUS=none turns the detection off. A job of one process is no job.
+ * Every number is read strictly (decimal digits, nothing else) and reported under its own name.
  * @module
  */
+import { escapeTerminal } from '@gpumem/allocator-core';
 
 /** Which convention the variables followed. */
 export type RendezvousSource = 'torchrun' | 'slurm' | 'mpi';
@@ -45,12 +47,27 @@ const conventions: ReadonlyArray<{ source: RendezvousSource; rank: string; size:
   },
 ];
 
-function integer(env: NodeJS.ProcessEnv, name: string, min: number, source: RendezvousSource): number {
-  const raw = env[name]!.trim();
-  const value = Number(raw);
-  if (raw === '' || !Number.isSafeInteger(value) || value < min)
-    throw new RendezvousEnvError(`${name} must be an integer >= ${min} (${source}) but is '${env[name]}'`);
+/** The most ranks a job may have (the TCP store's bound). */
+const maxWorldSize = 65536;
+
+/**
+ * A decimal integer written as the launchers write one: digits only. Hex (0x7000), exponents (1e3),
+ * signs, fractions and spaces are refused, not read as some other number.
+ */
+function decimal(raw: string): number | undefined {
+  return /^[0-9]{1,9}$/.test(raw) ? Number(raw) : undefined;
+}
+
+function integer(env: NodeJS.ProcessEnv, name: string, min: number, max: number, source: RendezvousSource): number {
+  const value = decimal(env[name]!);
+  if (value === undefined || value < min || value > max)
+    throw new RendezvousEnvError(`${name} must be a decimal integer from ${min} to ${max} (${source}) but is ${quote(env[name]!)}`);
   return value;
+}
+
+/** A variable's value in a message: quoted, control characters escaped, cut to 64 characters. */
+function quote(raw: string): string {
+  return `'${escapeTerminal(raw.length > 64 ? `${raw.slice(0, 64)}...` : raw)}'`;
 }
 
 /**
@@ -70,17 +87,18 @@ export function readEnvRendezvous(env: NodeJS.ProcessEnv = process.env): EnvRend
     if (env[lack] === undefined)
       throw new RendezvousEnvError(`${have} is set but ${lack} is not: both say a rank's place in a ${c.source} job`);
   }
-  const rank = integer(env, c.rank, 0, c.source);
-  const size = integer(env, c.size, 1, c.source);
+  const size = integer(env, c.size, 1, maxWorldSize, c.source);
+  const rank = integer(env, c.rank, 0, maxWorldSize - 1, c.source);
   if (rank >= size) throw new RendezvousEnvError(`${c.rank} (${rank}) must be below ${c.size} (${size})`);
   if (size === 1) return undefined;
-  const localSize = c.localSize !== undefined && env[c.localSize] !== undefined ? Number.parseInt(env[c.localSize]!, 10) : undefined;
+  const localSize =
+    c.localSize !== undefined && env[c.localSize] !== undefined ? integer(env, c.localSize, 1, maxWorldSize, c.source) : undefined;
   let localRank = 0;
-  if (env[c.localRank] !== undefined) localRank = integer(env, c.localRank, 0, c.source);
+  if (env[c.localRank] !== undefined) localRank = integer(env, c.localRank, 0, maxWorldSize - 1, c.source);
   else if (c.source === 'torchrun')
     throw new RendezvousEnvError(`RANK and WORLD_SIZE are set but LOCAL_RANK is not: torchrun sets all three`);
   if (localRank >= size) throw new RendezvousEnvError(`${c.localRank} (${localRank}) must be below ${c.size} (${size})`);
-  if (localSize !== undefined && Number.isSafeInteger(localSize) && localRank >= localSize)
+  if (localSize !== undefined && localRank >= localSize)
     throw new RendezvousEnvError(`${c.localRank} (${localRank}) must be below ${c.localSize} (${localSize})`);
 
   const addrName = env.GPUMEM_MASTER_ADDR !== undefined ? 'GPUMEM_MASTER_ADDR' : 'MASTER_ADDR';
@@ -104,8 +122,8 @@ export function readEnvRendezvous(env: NodeJS.ProcessEnv = process.env): EnvRend
 }
 
 function port(env: NodeJS.ProcessEnv, name: string): number {
-  const value = Number(env[name]);
-  if (!Number.isSafeInteger(value) || value < 1 || value > 65535)
-    throw new RendezvousEnvError(`${name} must be a port from 1 to 65535 but is '${env[name]}'`);
+  const value = decimal(env[name]!);
+  if (value === undefined || value < 1 || value > 65535)
+    throw new RendezvousEnvError(`${name} must be a decimal port from 1 to 65535 but is ${quote(env[name]!)}`);
   return value;
 }

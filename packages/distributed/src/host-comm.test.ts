@@ -139,7 +139,6 @@ describe.skipIf(needsBuild)(`host communicator across processes${needsBuild ? ` 
     const region = createHostCommRegion({ ranks: 3 });
     try {
       const job = { name: region.name, size: 3, count: 64, scenario: 'allReduce' };
-      const start = performance.now();
       const [first, second] = await Promise.all([runRank({ ...job, rank: 0, timeoutMs: 300 }), runRank({ ...job, rank: 1 })]);
       expect(first!.error).toEqual({
         name: 'CommAbortedError',
@@ -148,7 +147,6 @@ describe.skipIf(needsBuild)(`host communicator across processes${needsBuild ? ` 
       const other = second!;
       expect(other.error?.name).toBe('CommAbortedError');
       expect(other.error?.message).toMatch(/^aborted: rank 0 failed: timed out after 300 ms in allReduce waiting for ranks (1,)?2$/);
-      expect(performance.now() - start).toBeGreaterThanOrEqual(300);
     } finally {
       region.dispose();
     }
@@ -176,11 +174,10 @@ describe.skipIf(needsBuild)(`host communicator whose launcher is gone${needsBuil
     const allocator = createAllocator('host');
     try {
       const ptr = allocator.malloc(16);
-      const t0 = performance.now();
+      // the launcher's absence, not the 20 s timeout (whose message says "timed out")
       expect(() => waiting.allReduce(ptr, 4, Stream.default(hostDevice))).toThrow(
         /^aborted: the process that created the region \(pid \d+, the launcher\) is gone$/,
       );
-      expect(performance.now() - t0).toBeLessThan(10_000); // well before the 20 s timeout
     } finally {
       waiting.dispose();
       absent.dispose();

@@ -22,7 +22,10 @@ export interface JoinJobOptions {
   onGpu?: boolean;
   /** The longest a host-communicator collective waits for the other ranks; 0 (default): no limit. */
   timeoutMs?: number;
-  /** How long the ranks may take to join (default 60,000 ms). */
+  /**
+   * How long each wait of joining may take: the store, NCCL's id, the host communicator (default
+   * 60,000 ms, or `timeoutMs` when that is shorter).
+   */
   joinTimeoutMs?: number;
   /** Every rank must give the same (default: GPUMEM_RENDEZVOUS_TOKEN, when set). */
   token?: string | undefined;
@@ -40,12 +43,17 @@ export interface JobRank {
   leave(): Promise<void>;
 }
 
-/** NCCL's unique id, made by `make` on rank 0 only and sent to every rank over the store. */
-export async function exchangeNcclId(store: TcpStore, make: () => Uint8Array): Promise<Uint8Array> {
+const defaultJoinTimeoutMs = 60_000;
+
+/**
+ * NCCL's unique id, made by `make` on rank 0 only and sent to every rank over the store; a wait
+ * past `timeoutMs` (0: none) stops the group.
+ */
+export async function exchangeNcclId(store: TcpStore, make: () => Uint8Array, timeoutMs = 0): Promise<Uint8Array> {
   const id = store.rank === 0 ? make() : undefined;
   if (id !== undefined && id.byteLength !== 128)
     throw new RangeError(`Expected NCCL's 128-byte unique id but received ${id.byteLength} bytes`);
-  const received = await store.broadcast("NCCL's unique id", id);
+  const received = await store.broadcast("NCCL's unique id", id, timeoutMs);
   if (received.byteLength !== 128)
     throw new RangeError(`rank ${store.rank} received ${received.byteLength} bytes for NCCL's unique id, not 128`);
   return Uint8Array.from(received);
@@ -64,7 +72,8 @@ function rankDevice(rendezvous: EnvRendezvous): number {
 
 /** Joins the job `rendezvous` describes; every rank calls it with the same backend. */
 export async function joinJob(rendezvous: EnvRendezvous, o: JoinJobOptions): Promise<JobRank> {
-  const { backend, timeoutMs = 0, joinTimeoutMs = 60_000, token = process.env.GPUMEM_RENDEZVOUS_TOKEN } = o;
+  const { backend, timeoutMs = 0, token = process.env.GPUMEM_RENDEZVOUS_TOKEN } = o;
+  const joinTimeoutMs = o.joinTimeoutMs ?? (timeoutMs > 0 ? Math.min(timeoutMs, defaultJoinTimeoutMs) : defaultJoinTimeoutMs);
   if (backend !== 'nccl' && backend !== 'host')
     throw new RangeError(`Expected 'nccl' or 'host' for backend but received ${String(backend)}`);
   const device = backend === 'nccl' || o.onGpu ? rankDevice(rendezvous) : -1;
@@ -74,7 +83,7 @@ export async function joinJob(rendezvous: EnvRendezvous, o: JoinJobOptions): Pro
   try {
     if (device >= 0) loadNative().setCurrentDevice(device);
     if (backend === 'nccl') {
-      const uniqueId = await exchangeNcclId(store, ncclUniqueId);
+      const uniqueId = await exchangeNcclId(store, ncclUniqueId, joinTimeoutMs);
       comm = createNcclCommunicator({ uniqueId, rank, size, device });
     } else {
       comm = await connectTcpCommunicator(store, {

@@ -5,7 +5,7 @@
  * to the launcher and exits with code 1. A rank dies with its launcher: see {@link dieWithLauncher}.
  * @module
  */
-import { cudaDevice, hostDevice, loadNative, type Device, type NativeAddon } from '@gpumem/allocator-core';
+import { cudaDevice, escapeTerminalLines, hostDevice, loadNative, type Device, type NativeAddon } from '@gpumem/allocator-core';
 import type { Communicator } from './communicator.js';
 import { attachHostCommunicator } from './host-comm.js';
 import { createNcclCommunicator } from './nccl.js';
@@ -101,7 +101,7 @@ export function runAsRank<P, R>(work: (ctx: RankContext<P>) => R | Promise<R>): 
       } catch {
         // the group may be gone already; the launcher stops it either way
       }
-      process.stderr.write(`${err.stack ?? err.message}\n`);
+      process.stderr.write(`${escapeTerminalLines(err.stack ?? err.message)}\n`); // the launcher's terminal
       await send({ type: 'error', name: err.name, message: `${err.name}: ${err.message}` }).catch(() => undefined);
       process.exit(1);
     });

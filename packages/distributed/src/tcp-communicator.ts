@@ -26,7 +26,7 @@ export interface TcpCommunicatorOptions {
   device?: Device;
   /** The longest a collective waits for the other ranks before the group is stopped; 0 (default): no limit. */
   timeoutMs?: number;
-  /** How long the ranks may take to connect (default 60,000 ms). */
+  /** How long the ranks may take to connect, each wait of it (default 60,000 ms). */
   joinTimeoutMs?: number;
   /** Checked when a rank connects; the same on every rank (default: GPUMEM_RENDEZVOUS_TOKEN). */
   token?: string | undefined;
@@ -177,19 +177,28 @@ export async function connectTcpCommunicator(store: TcpStore, options: TcpCommun
       worker.on('error', onError);
     });
 
-  let started: ReturnType<typeof start>;
-  if (rank === 0) {
-    started = start(0);
-    const ready = next(started.worker, 'ready');
-    ready.catch(() => undefined); // awaited below; a listen error arrives on `listening` first
-    const { port } = await next<{ port: number }>(started.worker, 'listening');
-    await store.broadcast('the host communicator address', Buffer.from(JSON.stringify({ port })));
-    await ready;
-  } else {
-    const address = await store.broadcast('the host communicator address', undefined);
-    const { port } = JSON.parse(Buffer.from(address).toString('utf8')) as { port: number };
-    started = start(port);
-    await next(started.worker, 'ready');
+  // the job's store failing (a rank aborted or left) ends every wait here at once, not at the join timeout
+  const storeFailed = new Promise<never>((_, reject) => store.onFailure(reject));
+  storeFailed.catch(() => undefined);
+  let started: ReturnType<typeof start> | undefined;
+  const untilStoreFails = <T>(p: Promise<T>): Promise<T> => Promise.race([p, storeFailed]);
+  try {
+    if (rank === 0) {
+      started = start(0);
+      const ready = next(started.worker, 'ready');
+      ready.catch(() => undefined); // awaited below; a listen error arrives on `listening` first
+      const { port } = await untilStoreFails(next<{ port: number }>(started.worker, 'listening'));
+      await store.broadcast('the host communicator address', Buffer.from(JSON.stringify({ port })), joinTimeoutMs);
+      await untilStoreFails(ready);
+    } else {
+      const address = await store.broadcast('the host communicator address', undefined, joinTimeoutMs);
+      const { port } = JSON.parse(Buffer.from(address).toString('utf8')) as { port: number };
+      started = start(port);
+      await untilStoreFails(next(started.worker, 'ready'));
+    }
+  } catch (e) {
+    void started?.worker.terminate();
+    throw e;
   }
   const transport = new TcpTransport(
     started.worker,

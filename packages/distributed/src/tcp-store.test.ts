@@ -88,7 +88,7 @@ describe('TcpStore', () => {
     await new Promise((r) => setTimeout(r, 100));
     const stranger = await TcpStore.join({ ...o, rank: 1, token: 'guess' }).catch((x: unknown) => x as Error);
     expect((stranger as Error).message).toBe(
-      `rank 0 at 127.0.0.1:${port} refused rank 1: rank 1's GPUMEM_RENDEZVOUS_TOKEN differs from rank 0's`,
+      `rank 0 at 127.0.0.1:${port} refused rank 1: a rank's GPUMEM_RENDEZVOUS_TOKEN differs from rank 0's`,
     );
     const one = TcpStore.join({ ...o, rank: 1, token: 'secret' });
     await new Promise((r) => setTimeout(r, 200));

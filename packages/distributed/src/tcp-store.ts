@@ -13,17 +13,25 @@
  * waits past its timeout names the ranks that never came. Joining past the join timeout throws a
  * {@link RendezvousError} naming who never arrived.
  *
- * Trust: there is no authentication, as in torchrun's c10d store. Any process that reaches the
- * port while the job is forming can join as a missing rank, and rank 0's bodies (NCCL's unique id)
- * go to it in clear. Run jobs on a private network. A shared token (GPUMEM_RENDEZVOUS_TOKEN, the
- * same on every rank) is checked when a rank joins: a guard against a stray job on the same port,
- * not against someone who can read the traffic.
+ * Trust: without a token there is no authentication, as in torchrun's c10d store. Any process that
+ * reaches the port while the job is forming can join as a missing rank, and rank 0's bodies (NCCL's
+ * unique id) go to it in clear. Run jobs on a private network. A shared token
+ * (GPUMEM_RENDEZVOUS_TOKEN, the same on every rank) is checked first, in a connection's hello: a
+ * guard against a stray job on the same port, not against someone who can read the traffic.
+ * Whoever connects, rank 0 holds little for it until the job starts: a frame before then is
+ * bounded by {@link maxGreetingBytes} (8 KiB) and checked before its bytes are kept, a connection
+ * that sends more than its hello before the welcome is dropped (its place freed), at most
+ * maxStrangers connections wait to be admitted at once (a new one past that drops the
+ * oldest), and each must say hello within greetingMs (or the join timeout, when shorter).
+ * Admitted ranks' frames are bounded by 4 GiB. A peer's words (an abort's reason, a refusal) are
+ * shown with control characters escaped and cut to maxPeerTextChars characters.
  * @module
  */
 import { timingSafeEqual } from 'node:crypto';
 import { createServer, connect as netConnect, type Socket } from 'node:net';
+import { escapeTerminal } from '@gpumem/allocator-core';
 import { CommAbortedError } from './communicator.js';
-import { encodeFrame, FrameReader, type Frame } from './frames.js';
+import { encodeFrame, FrameReader, maxFrameBytes, maxGreetingBytes, type Frame } from './frames.js';
 
 export interface TcpStoreOptions {
   rank: number;
@@ -34,7 +42,7 @@ export interface TcpStoreOptions {
   port: number;
   /** How long joining may take, on every rank (default 60,000 ms). */
   joinTimeoutMs?: number;
-  /** Checked when a rank joins: every rank must give the same (default: none). */
+  /** Checked first when a rank joins: every rank must give the same, at most {@link maxTokenBytes} bytes (default: none). */
   token?: string | undefined;
   /** What the store is for, in error messages (default 'the rendezvous'). */
   purpose?: string;
@@ -52,9 +60,26 @@ const retryMs = 200;
 /** A rank waiting for rank 0's answer gives up this long after rank 0 would have (it names the missing ranks). */
 const answerSlackMs = 2_000;
 const empty = new Uint8Array(0);
+/** Connections that have not said hello yet, at most, on rank 0 (a rank says it at once). */
+const maxStrangers = 64;
+/** How long a connection may stay silent before rank 0 drops it (a rank says hello at once). */
+const greetingMs = 10_000;
+/** A token's bound: its hello must fit in a greeting. */
+const maxTokenBytes = 1024;
+/** A peer's text (an abort's reason, a refusal) is cut to this many characters. */
+const maxPeerTextChars = 2000;
+/** Rank lists longer than this are cut, so that a refusal naming them fits in a greeting. */
+const maxListedRanks = 16;
 
 const seconds = (ms: number) => `${ms % 1000 === 0 ? ms / 1000 : (ms / 1000).toFixed(1)} s`;
-const rankList = (ranks: number[]) => `rank${ranks.length > 1 ? 's' : ''} ${ranks.join(', ')}`;
+const rankList = (ranks: number[]) =>
+  `rank${ranks.length > 1 ? 's' : ''} ${ranks.slice(0, maxListedRanks).join(', ')}${ranks.length > maxListedRanks ? ` and ${ranks.length - maxListedRanks} more` : ''}`;
+
+/** A peer's words, safe to show: control characters escaped, cut to maxPeerTextChars. */
+function peerText(value: unknown): string {
+  const text = String(value);
+  return escapeTerminal(text.length > maxPeerTextChars ? `${text.slice(0, maxPeerTextChars)}...` : text);
+}
 
 function checkInteger(value: unknown, name: string, min: number, max: number): asserts value is number {
   if (typeof value !== 'number' || !Number.isSafeInteger(value) || value < min || value > max) {
@@ -129,6 +154,8 @@ export class TcpStore {
     if (typeof host !== 'string' || host === '')
       throw new TypeError(`Expected a host name or address for host but received ${String(host)}`);
     if (token !== undefined && typeof token !== 'string') throw new TypeError(`Expected a string for token but received ${typeof token}`);
+    if (token !== undefined && Buffer.byteLength(token) > maxTokenBytes)
+      throw new RangeError(`Expected a token of at most ${maxTokenBytes} bytes but received ${Buffer.byteLength(token)} bytes`);
     const joined =
       rank === 0
         ? await serve(size, host, port, joinTimeoutMs, token, purpose, onListening)
@@ -144,13 +171,14 @@ export class TcpStore {
       if (!socket) continue;
       const from = this.rank === 0 ? i : 0;
       const reader = readers[i]!;
+      reader.limit = maxFrameBytes;
       socket.removeAllListeners('data');
       socket.removeAllListeners('close');
       socket.removeAllListeners('error');
       socket.on('data', (chunk: Buffer) => {
         let frames: Frame[];
         try {
-          frames = reader.push(chunk);
+          frames = reader.drain(chunk);
         } catch (e) {
           this.#fail(
             new CommAbortedError(
@@ -363,7 +391,7 @@ export class TcpStore {
         return;
       }
       case 'abort':
-        this.#fail(new CommAbortedError(typeof header.message === 'string' ? header.message : `aborted by rank ${from}`));
+        this.#fail(new CommAbortedError(typeof header.message === 'string' ? peerText(header.message) : `aborted by rank ${from}`));
         return;
       case 'bye':
         this.#gone.add(from);
@@ -439,7 +467,16 @@ function serve(
     const peers = new Array<Socket | undefined>(size).fill(undefined);
     const readers = new Array<FrameReader>(size);
     const pending: Frame[][] = Array.from({ length: size }, () => []);
-    const strangers = new Set<Socket>();
+    /** Connections not admitted yet, oldest first, each with the timer that drops it if it stays silent. */
+    const strangers = new Map<Socket, NodeJS.Timeout>();
+    const forget = (socket: Socket) => {
+      clearTimeout(strangers.get(socket));
+      strangers.delete(socket);
+    };
+    const dropStranger = (socket: Socket) => {
+      forget(socket);
+      socket.destroy();
+    };
     let joined = 1;
     let done = false;
     const server = createServer({ noDelay: true });
@@ -449,7 +486,7 @@ function serve(
       done = true;
       clearTimeout(timer);
       server.close();
-      for (const s of strangers) s.destroy();
+      for (const s of [...strangers.keys()]) dropStranger(s);
       if (e) {
         for (const s of peers) if (s) s.end(encodeFrame({ t: 'refuse', reason: e.message }));
         reject(e);
@@ -473,18 +510,27 @@ function serve(
       finish(new RendezvousError(`rank 0 cannot listen on ${host}:${port} for ${purpose} (${e.code ?? e.message})${hint}`));
     });
     server.on('connection', (socket) => {
-      strangers.add(socket);
+      if (done) return void socket.destroy();
+      // past the cap, the oldest stranger goes: a rank says hello at once, so it is never the oldest for long
+      if (strangers.size >= maxStrangers) dropStranger(strangers.keys().next().value!);
+      const reader = new FrameReader(maxGreetingBytes);
+      // a connection that says nothing (or not enough) is dropped: no wait of the job hangs on it
+      const silent = setTimeout(() => dropStranger(socket), Math.min(greetingMs, joinTimeoutMs));
+      silent.unref();
+      strangers.set(socket, silent);
       socket.setNoDelay(true);
       socket.setKeepAlive(true, 10_000);
-      const reader = new FrameReader();
+      let refused = false;
       const refuse = (reason: string) => {
-        strangers.delete(socket);
+        refused = true;
+        socket.pause();
+        forget(socket);
         socket.end(encodeFrame({ t: 'refuse', reason }));
         setTimeout(() => socket.destroy(), 1000).unref();
       };
       socket.on('error', () => undefined);
       socket.on('close', () => {
-        strangers.delete(socket);
+        forget(socket);
         const r = peers.indexOf(socket);
         if (r > 0 && !done) {
           // a rank that joined and left before the job started: its place is free again
@@ -493,32 +539,39 @@ function serve(
         }
       });
       socket.on('data', (chunk: Buffer) => {
-        let frames: Frame[];
-        try {
-          frames = reader.push(chunk);
-        } catch {
-          socket.destroy();
-          return;
-        }
+        if (refused) return;
         const r = peers.indexOf(socket);
-        if (r > 0) {
-          pending[r]!.push(...frames);
-          return;
+        try {
+          if (r > 0) {
+            // a rank says nothing between its hello and the welcome: whatever does is no rank, and its place is free again
+            if (!done) return void socket.destroy();
+            reader.limit = maxFrameBytes; // welcomed: its frames are the job's
+            pending[r]!.push(...reader.drain(chunk));
+            return;
+          }
+          reader.push(chunk);
+          const hello = reader.next();
+          if (!hello) return;
+          const h = hello.header;
+          if (h.t !== 'hello') return refuse('expected a hello from a rank');
+          // with a token, nothing else of the hello is looked at before it matches
+          if (token !== undefined && !tokenMatches(token, h.token)) return refuse(`a rank's GPUMEM_RENDEZVOUS_TOKEN differs from rank 0's`);
+          if (typeof h.rank !== 'number' || typeof h.size !== 'number') return refuse('expected a hello from a rank');
+          if (h.size !== size) return refuse(`rank ${h.rank} says the job has ${h.size} ranks, rank 0 says ${size}`);
+          if (!Number.isSafeInteger(h.rank) || h.rank < 1 || h.rank >= size)
+            return refuse(`rank ${h.rank} is not a rank from 1 to ${size - 1}`);
+          if (!tokenMatches(token, h.token)) return refuse(`rank ${h.rank} gave a GPUMEM_RENDEZVOUS_TOKEN, rank 0 has none`);
+          if (peers[h.rank]) return refuse(`rank ${h.rank} has joined already (two processes with the same rank?)`);
+          // more than the hello in its first bytes: no rank sends that
+          if (reader.next()) return void socket.destroy();
+          forget(socket);
+          peers[h.rank] = socket;
+          readers[h.rank] = reader; // still bounded by the greeting's size until the job starts (#listen)
+          if (++joined === size) finish();
+        } catch {
+          // not a store message, or past its bound: nothing more of it is kept
+          socket.destroy();
         }
-        const [hello, ...rest] = frames;
-        if (!hello) return;
-        const h = hello.header;
-        if (h.t !== 'hello' || typeof h.rank !== 'number' || typeof h.size !== 'number') return refuse('expected a hello from a rank');
-        if (h.size !== size) return refuse(`rank ${h.rank} says the job has ${h.size} ranks, rank 0 says ${size}`);
-        if (!Number.isSafeInteger(h.rank) || h.rank < 1 || h.rank >= size)
-          return refuse(`rank ${h.rank} is not a rank from 1 to ${size - 1}`);
-        if (!tokenMatches(token, h.token)) return refuse(`rank ${h.rank}'s GPUMEM_RENDEZVOUS_TOKEN differs from rank 0's`);
-        if (peers[h.rank]) return refuse(`rank ${h.rank} has joined already (two processes with the same rank?)`);
-        strangers.delete(socket);
-        peers[h.rank] = socket;
-        readers[h.rank] = reader;
-        pending[h.rank]!.push(...rest);
-        if (++joined === size) finish();
       });
     });
     server.listen({ host, port }, () => {
@@ -552,7 +605,8 @@ function reach(
         return;
       }
       const socket = netConnect({ host, port, noDelay: true });
-      const reader = new FrameReader();
+      // until rank 0 welcomes it, what answers on the port is a stranger too
+      const reader = new FrameReader(maxGreetingBytes);
       const pending: Frame[] = [];
       let connected = false;
       let settled = false;
@@ -578,9 +632,26 @@ function reach(
       });
       socket.on('data', (chunk: Buffer) => {
         if (settled) return;
-        let frames: Frame[];
         try {
-          frames = reader.push(chunk);
+          reader.push(chunk);
+          for (let f = reader.next(); f; f = reader.next()) {
+            if (f.header.t === 'refuse') {
+              settled = true;
+              clearTimeout(timer);
+              socket.destroy();
+              reject(new RendezvousError(`rank 0 at ${where} refused rank ${rank}: ${peerText(f.header.reason)}`));
+              return;
+            }
+            if (f.header.t === 'welcome') {
+              settled = true;
+              clearTimeout(timer);
+              // rank 0 is who it says: what follows the welcome is the job's (a broadcast may be large)
+              reader.limit = maxFrameBytes;
+              for (let g = reader.next(); g; g = reader.next()) pending.push(g);
+              resolve({ port, peers: [socket], readers: [reader], pending: [pending] });
+              return;
+            }
+          }
         } catch (e) {
           settled = true;
           clearTimeout(timer);
@@ -588,23 +659,6 @@ function reach(
           reject(
             new RendezvousError(`rank ${rank} of ${size}: ${where} does not answer as rank 0 of a gpumem job (${(e as Error).message})`),
           );
-          return;
-        }
-        for (const [i, f] of frames.entries()) {
-          if (f.header.t === 'refuse') {
-            settled = true;
-            clearTimeout(timer);
-            socket.destroy();
-            reject(new RendezvousError(`rank 0 at ${where} refused rank ${rank}: ${String(f.header.reason)}`));
-            return;
-          }
-          if (f.header.t === 'welcome') {
-            settled = true;
-            clearTimeout(timer);
-            pending.push(...frames.slice(i + 1));
-            resolve({ port, peers: [socket], readers: [reader], pending: [pending] });
-            return;
-          }
         }
       });
       socket.on('error', (e: NodeJS.ErrnoException) => {

@@ -8,6 +8,7 @@ import { spawnSync } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
 import { addressSpaceRoom, engineHeadroomBytes, parseAddressSpace } from './address-space.js';
+import { testTime } from '../../../tests/time-budget.js';
 
 const GiB = 1024 ** 3;
 const limitsOf = (soft: string) =>
@@ -69,7 +70,7 @@ describe.skipIf(!hasPrlimit)('replayStrategy past RLIMIT_AS', () => {
     const r = spawnSync('prlimit', [`--as=${3 * GiB}`, process.execPath, '--input-type=module', '-e', pastTheLimit, ...names], {
       cwd: packageDir,
       encoding: 'utf8',
-      timeout: 120_000,
+      timeout: testTime(120_000),
     });
     expect(r.status, r.stderr).toBe(0);
     const rows = r.stdout
@@ -101,7 +102,7 @@ describe.skipIf(!hasPrlimit)('replayStrategy past RLIMIT_AS', () => {
     const r = spawnSync('prlimit', [`--as=${3 * GiB}`, process.execPath, '--input-type=module', '-e', pastTheLimit, 'expandable'], {
       cwd: packageDir,
       encoding: 'utf8',
-      timeout: 120_000,
+      timeout: testTime(120_000),
     });
     expect(r.status, r.stderr).toBe(0);
     const row = JSON.parse(r.stdout.trim()) as { ooms: number; reason: string };

@@ -4,6 +4,7 @@
  * @module
  */
 import { parseSize } from '@gpumem/allocator-core';
+import { stderrText } from '../terminal.js';
 
 export class UsageError extends Error {
   override readonly name = 'UsageError';
@@ -87,7 +88,7 @@ export function parseFlags(
     const name = eq >= 0 ? arg.slice(2, eq) : arg.slice(2);
     const alias = aliases[name];
     if (alias !== undefined)
-      process.stderr.write(`gpumem ${command}: '--${name}' is deprecated and will be removed in the next release; use '--${alias}'\n`);
+      stderrText.write(`gpumem ${command}: '--${name}' is deprecated and will be removed in the next release; use '--${alias}'\n`);
     const canonical = alias ?? name;
     const spec = specs[canonical];
     if (!spec) throw unknownFlag(command, name, [...Object.keys(specs), ...Object.keys(aliases)]);
@@ -113,7 +114,7 @@ function parseValue(raw: string, name: string, spec: Exclude<FlagSpec, { type: '
   if (spec.type === 'string') {
     const current = spec.choiceAliases?.[raw];
     if (current !== undefined) {
-      process.stderr.write(
+      stderrText.write(
         `gpumem ${command}: '--${name} ${raw}' is deprecated and will be removed in the next release; use '--${name} ${current}'\n`,
       );
       return current;

@@ -21,6 +21,7 @@ import { flagHelp, parseFlags, ProgressBar, UsageError, type FlagAliases, type F
 import { checkDevicesFlags, devicesFromFlags, trainFlags, trainOptionsForHere } from './train-command.js';
 import { checkOutputFlags, isStdout, writeOutput } from './output-paths.js';
 import { checkAllocatorNames, refuseSpecProblems } from './allocator-flags.js';
+import { stdoutText, stderrText } from '../terminal.js';
 
 const { allocator: _allocator, json: _json, help: _help, epochs: trainEpochs, ...sharedTrainFlags } = trainFlags;
 
@@ -196,7 +197,7 @@ function warnFewSamples(epochs: number, repeat: number): void {
       ? `'--epochs 1' leaves no epoch after the warm-up (the one epoch timed includes it)`
       : `'--epochs ${epochs}' x '--repeat ${repeat}' measure ${measured} epochs a row after the warm-up`;
   const enough = Math.max(2, Math.ceil(minMeasuredEpochs / repeat) + 1);
-  process.stderr.write(
+  stderrText.write(
     `gpumem compare: ${why}; times need at least ${minMeasuredEpochs} to be ranked, so no fastest will be named (e.g. --epochs ${enough} --repeat ${repeat})\n`,
   );
 }
@@ -204,7 +205,7 @@ function warnFewSamples(epochs: number, repeat: number): void {
 export async function runCompare(argv: readonly string[], plugins: readonly string[] = []): Promise<number> {
   const flags = parseFlags(argv, compareFlags, 'compare', compareFlagAliases);
   if (flags.help) {
-    process.stdout.write(compareUsage);
+    stdoutText.write(compareUsage);
     return 0;
   }
   // Everything that can be wrong with the command line is found before any run starts.
@@ -244,7 +245,7 @@ export async function runCompare(argv: readonly string[], plugins: readonly stri
 
   // With the JSON on stdout (--json -), the table and every status line go to stderr.
   const jsonToStdout = isStdout(flags.json);
-  const out = jsonToStdout ? process.stderr : process.stdout;
+  const out = jsonToStdout ? stderrText : stdoutText;
   const bar = new ProgressBar();
   const result = await compareAllocators({
     train: trainOptions,
@@ -259,7 +260,7 @@ export async function runCompare(argv: readonly string[], plugins: readonly stri
     title: describeWorkload(trainOptions),
     flags: Object.fromEntries(Object.entries(flags).filter(([k, v]) => v !== undefined && !outputFlags.has(k))),
     onRunStart: (spec, i, total) => {
-      if (!process.stderr.isTTY) process.stderr.write(`[${i + 1}/${total}] ${spec.label} ...\n`);
+      if (!process.stderr.isTTY) stderrText.write(`[${i + 1}/${total}] ${spec.label} ...\n`);
     },
     onProgress: (spec, p) => bar.update(`${spec.label} epoch ${p.epoch + 1}/${p.epochs}`, p.step, p.steps),
     onRunEnd: (run) => {
@@ -267,7 +268,7 @@ export async function runCompare(argv: readonly string[], plugins: readonly stri
         run.status === 'ok'
           ? `${run.medianEpochMs?.toFixed(1) ?? '-'} ms per epoch`
           : `${run.status === 'oom' ? 'OOM' : 'error'}: ${run.error}`;
-      process.stderr.write(`${run.allocator}: ${summary}\n`);
+      stderrText.write(`${run.allocator}: ${summary}\n`);
     },
   });
   out.write(`${formatCompareTable(result)}\n`);

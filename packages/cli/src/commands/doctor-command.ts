@@ -22,6 +22,7 @@ import {
 } from '@gpumem/trace';
 import { flagHelp, parseFlags, positiveSizeFlag, splitFileArgs, UsageError, type FlagSpec } from './args.js';
 import { checkOutputFlags, isStdout, writeOutput } from './output-paths.js';
+import { stdoutText, stderrText } from '../terminal.js';
 
 const doctorFlags: Record<string, FlagSpec> = {
   capacity: {
@@ -123,12 +124,12 @@ async function readOrExplain(file: string, device?: number): Promise<ReadTrace |
     return await readTrace(file, device === undefined ? {} : { device });
   } catch (e) {
     if (e instanceof TraceFormatError) {
-      process.stderr.write(`gpumem doctor: malformed trace: ${e.message}\n`);
+      stderrText.write(`gpumem doctor: malformed trace: ${e.message}\n`);
       return undefined;
     }
     const err = e as NodeJS.ErrnoException;
     if (typeof err.code === 'string') {
-      process.stderr.write(`gpumem doctor: cannot read '${file}': ${err.code === 'ENOENT' ? 'no such file' : err.message}\n`);
+      stderrText.write(`gpumem doctor: cannot read '${file}': ${err.code === 'ENOENT' ? 'no such file' : err.message}\n`);
       return undefined;
     }
     throw e;
@@ -219,7 +220,7 @@ export async function runDoctor(argv: readonly string[]): Promise<number> {
   const { files, flags: flagArgs } = splitFileArgs(argv, doctorFlags);
   const flags = parseFlags(flagArgs, doctorFlags, 'doctor');
   if (flags.help || files.includes('-h')) {
-    process.stdout.write(doctorUsage);
+    stdoutText.write(doctorUsage);
     return 0;
   }
   if (files.length !== 1) {
@@ -239,7 +240,7 @@ export async function runDoctor(argv: readonly string[]): Promise<number> {
   const resolutionBytes = positiveSizeFlag('gpumem doctor', flags.resolution, 'resolution');
   const givenOutside = parseOutside(flags.outside);
   const jsonToStdout = isStdout(flags.json);
-  const out = jsonToStdout ? process.stderr : process.stdout;
+  const out = jsonToStdout ? stderrText : stdoutText;
 
   const trace = await readOrExplain(file, flags.device as number | undefined);
   if (trace === undefined) return 1;
@@ -261,7 +262,7 @@ export async function runDoctor(argv: readonly string[]): Promise<number> {
   const specs = defaults.specs.filter((s) => !strategyInfo(s.name).requiresCuda);
   const leftOut = [...defaults.skipped.map((s) => s.label), ...defaults.specs.filter((s) => !specs.includes(s)).map((s) => s.label)];
   if (leftOut.length > 0)
-    process.stderr.write(
+    stderrText.write(
       `gpumem doctor: leaving out ${leftOut.join(', ')}: their memory is the driver's (cudaMalloc per call, managed memory, cudaMallocAsync's pool), whose rounding and caching a replay under a byte limit does not see\n`,
     );
   out.write(`trace ${file} (${trace.format}; ${originOf(trace)}), ${trace.events.length} events\n`);

@@ -11,6 +11,7 @@ import { compileTrace, traceFromEvents } from '@gpumem/trace';
 import { flagHelp, parseFlags, ProgressBar, UsageError, type FlagSpec, type FlagValues } from './args.js';
 import { allocatorFromFlags, trainFlags, trainOptionsForHere } from './train-command.js';
 import { checkOutputFlags, isStdout, writeOutput } from './output-paths.js';
+import { stdoutText, stderrText } from '../terminal.js';
 
 /** Events the tracking ring holds by default (about 48 MiB). */
 const defaultCapacity = 1 << 20;
@@ -54,7 +55,7 @@ function workloadOf(flags: FlagValues): Record<string, unknown> {
 export async function runRecord(argv: readonly string[]): Promise<number> {
   const flags = parseFlags(argv, recordFlags, 'record');
   if (flags.help) {
-    process.stdout.write(recordUsage);
+    stdoutText.write(recordUsage);
     return 0;
   }
   const out = flags.out as string | undefined;
@@ -116,7 +117,7 @@ export async function runRecord(argv: readonly string[]): Promise<number> {
   await writeTrace(out, trace, format);
   const c = compileTrace(trace);
   // With the JSON on stdout (--json -), every status line goes to stderr.
-  const status = isStdout(flags.json) ? process.stderr : process.stdout;
+  const status = isStdout(flags.json) ? stderrText : stdoutText;
   status.write(
     `recorded ${trace.events.length} events (${c.allocs} allocs, ${c.frees} frees, ${c.traceOoms} OOMs) on '${name}' (${allocator.device.id}), ` +
       `${result.epochs.length} epoch(s) of ${result.model} on ${result.dataset}; peak allocated ${formatBytes(c.peakAllocatedBytes)}` +
@@ -125,7 +126,7 @@ export async function runRecord(argv: readonly string[]): Promise<number> {
   );
   if (dropped > 0) {
     const needed = 2 ** Math.ceil(Math.log2(events.length + dropped));
-    process.stderr.write(
+    stderrText.write(
       `gpumem record: warning: the tracking ring held ${capacity} events and dropped the ${dropped} oldest; the trace starts mid-run ` +
         `(replay skips frees of allocations it never saw). Record the whole run with --capacity ${needed}\n`,
     );

@@ -11,6 +11,7 @@ import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
 import { hasCudaDevice } from '@gpumem/allocator-core';
 import { readTable } from '../../../compare/src/text-table.testing.js';
+import { testTime } from '../../../../tests/time-budget.js';
 
 const cli = fileURLToPath(new URL('../../dist/cli.js', import.meta.url));
 const run = (args: string[]) => spawnSync(process.execPath, [cli, ...args], { encoding: 'utf8' });
@@ -174,7 +175,7 @@ const hasPrlimit = process.platform === 'linux' && spawnSync('prlimit', ['--vers
 
 describe.skipIf(!hasPrlimit || gpu)('gpumem replay under an address-space limit (RLIMIT_AS)', () => {
   const limited = (args: string[]) =>
-    spawnSync('prlimit', [`--as=${3 * 1024 * MiB}`, process.execPath, cli, ...args], { encoding: 'utf8', timeout: 120_000 });
+    spawnSync('prlimit', [`--as=${3 * 1024 * MiB}`, process.execPath, cli, ...args], { encoding: 'utf8', timeout: testTime(120_000) });
 
   it('says why expandable runs out of memory, and the option that lowers the range it reserves', () => {
     const r = limited(['replay', traceFile, '--allocators', 'expandable,expandable:reserveBytes=64MiB,pool', '--repeat', '1']);

@@ -37,6 +37,7 @@ import {
 import { flagHelp, parseFlags, positiveSizeFlag, splitFileArgs, UsageError, type FlagAliases, type FlagSpec } from './args.js';
 import { checkOutputFlags, isStdout, writeOutput } from './output-paths.js';
 import { checkAllocatorNames, refuseSpecProblems } from './allocator-flags.js';
+import { stdoutText, stderrText } from '../terminal.js';
 
 const replayFlags: Record<string, FlagSpec> = {
   allocators: { type: 'string', help: 'comma-separated allocator specs, NAME or NAME:key=value (default: every one that can run here)' },
@@ -137,7 +138,7 @@ function namedAllocators(list: string): AllocatorSpec[] {
 function replayDefaults(): DefaultAllocators {
   const defaults = defaultAllocators({ gpu: hasCudaDevice(), runsKernels: false });
   if (defaults.skipped.length > 0)
-    process.stderr.write(`gpumem replay: no CUDA device; skipping ${defaults.skipped.map((s) => s.label).join(', ')}\n`);
+    stderrText.write(`gpumem replay: no CUDA device; skipping ${defaults.skipped.map((s) => s.label).join(', ')}\n`);
   return defaults;
 }
 
@@ -381,12 +382,12 @@ async function readOrExplain(file: string, device?: number): Promise<ReadTrace |
     return await readTrace(file, device === undefined ? {} : { device });
   } catch (e) {
     if (e instanceof TraceFormatError) {
-      process.stderr.write(`gpumem replay: malformed trace: ${e.message}\n`);
+      stderrText.write(`gpumem replay: malformed trace: ${e.message}\n`);
       return undefined;
     }
     const err = e as NodeJS.ErrnoException;
     if (typeof err.code === 'string') {
-      process.stderr.write(`gpumem replay: cannot read '${file}': ${err.code === 'ENOENT' ? 'no such file' : err.message}\n`);
+      stderrText.write(`gpumem replay: cannot read '${file}': ${err.code === 'ENOENT' ? 'no such file' : err.message}\n`);
       return undefined;
     }
     throw e;
@@ -437,7 +438,7 @@ export async function runReplay(argv: readonly string[]): Promise<number> {
   const { files, flags: flagArgs } = splitFileArgs(argv, replayFlags, replayFlagAliases);
   const flags = parseFlags(flagArgs, replayFlags, 'replay', replayFlagAliases);
   if (flags.help || files.includes('-h')) {
-    process.stdout.write(replayUsage);
+    stdoutText.write(replayUsage);
     return 0;
   }
   if (files.length !== 1) {
@@ -472,7 +473,7 @@ export async function runReplay(argv: readonly string[]): Promise<number> {
   };
   // With the JSON on stdout (--json -), the table and every status line go to stderr.
   const jsonToStdout = isStdout(flags.json);
-  const out = jsonToStdout ? process.stderr : process.stdout;
+  const out = jsonToStdout ? stderrText : stdoutText;
 
   const trace = await readOrExplain(file, flags.device as number | undefined);
   if (trace === undefined) return 1;
@@ -492,7 +493,7 @@ export async function runReplay(argv: readonly string[]): Promise<number> {
   const progress = flags.progress === true || (settings.minCapacity && process.stderr.isTTY === true);
   const rows = specs.map((spec, i) => {
     const row = replayStrategy(compiled, spec, settings);
-    if (progress) process.stderr.write(`${progressLine(row, i, specs.length)}\n`);
+    if (progress) stderrText.write(`${progressLine(row, i, specs.length)}\n`);
     return row;
   });
   out.write(`${formatReplayTable(rows, baseline, compiled.traceOoms)}\n`);

@@ -36,6 +36,7 @@ import {
 import { checkOutputFlags, isStdout, writeOutput } from './output-paths.js';
 import { checkAllocatorNames, refuseSpecProblems } from './allocator-flags.js';
 import { flagHelp, parseFlags, ProgressBar, UsageError, type FlagSpec, type FlagValues } from './args.js';
+import { stdoutText, stderrText } from '../terminal.js';
 
 /** The flags that registered workloads declare for their own options (Workload.flags), prefixed in the help by the workload's name. */
 function workloadFlags(): Record<string, FlagSpec> {
@@ -236,7 +237,7 @@ export function checkDevicesFlags(command: string, options: WorkloadTrainOptions
 function modelFromFlags(command: string, flags: FlagValues): string {
   if (flags.model === undefined) {
     const chosen = defaultWorkload();
-    if (chosen.note) process.stderr.write(`gpumem ${command}: ${chosen.note}\n`);
+    if (chosen.note) stderrText.write(`gpumem ${command}: ${chosen.note}\n`);
     return chosen.model;
   }
   if (flags.model === 'mlp' && !mnistAvailable())
@@ -254,7 +255,7 @@ export function trainOptionsForHere(command: string, flags: FlagValues, gpu: boo
   if (gpu) return options;
   const host = getWorkload(options.model).hostDefaults(options, flagOf);
   if (!host) return options;
-  process.stderr.write(`gpumem ${command}: no CUDA device: ${host.note}\n`);
+  stderrText.write(`gpumem ${command}: no CUDA device: ${host.note}\n`);
   return { ...options, ...host.options };
 }
 
@@ -265,7 +266,7 @@ export function trainOptionsForHere(command: string, flags: FlagValues, gpu: boo
 export function runTrain(argv: readonly string[], plugins: readonly string[] = []): number | Promise<number> {
   const flags = parseFlags(argv, trainFlags, 'train');
   if (flags.help) {
-    process.stdout.write(trainUsage);
+    stdoutText.write(trainUsage);
     return 0;
   }
   checkOutputFlags('train', flags, ['json']);
@@ -348,14 +349,14 @@ async function runTrainAsJobRank(flags: FlagValues, gpu: boolean, job: EnvRendez
 function writeResult(result: TrainResult, flags: FlagValues): void {
   const json = `${JSON.stringify(result, null, 2)}\n`;
   if (isStdout(flags.json)) {
-    process.stderr.write(`${formatResult(result)}\n`);
+    stderrText.write(`${formatResult(result)}\n`);
     process.stdout.write(json);
     return;
   }
-  process.stdout.write(`${formatResult(result)}\n`);
+  stdoutText.write(`${formatResult(result)}\n`);
   if (flags.json) {
     writeOutput(flags.json as string, json);
-    process.stdout.write(`wrote ${String(flags.json)}\n`);
+    stdoutText.write(`wrote ${String(flags.json)}\n`);
   }
 }
 

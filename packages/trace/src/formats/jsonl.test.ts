@@ -41,12 +41,11 @@ describe('JSONL tags', () => {
     expect(t.events.map((e) => e.tag)).toEqual([1, 5]);
   });
 
-  it('merges many tags in time linear in their number (100,000 names, 1,000 of them repeated)', () => {
+  // linear, not quadratic: 100,000 names merged pairwise would be 10^10 comparisons, past any test timeout
+  it('merges many tags (100,000 names, 1,000 of them repeated)', () => {
     const tags = Array.from({ length: 100_000 }, (_, i) => `f${i % 99_000}`);
     const header = JSON.stringify({ format: 'gpumem-trace', version: 1, source: 'x', tags });
-    const started = performance.now();
     const t = parseTrace([header, alloc(4096, 1, 98_999), alloc(8192, 1, 99_000), alloc(12288, 1, 99_999)].join('\n'));
-    expect(performance.now() - started).toBeLessThan(1000);
     expect(t.header.tags).toHaveLength(99_000);
     expect(t.header.tags![98_999]).toBe('f98999');
     expect(t.events.map((e) => e.tag)).toEqual([98_999, 0, 999]);

@@ -1,6 +1,8 @@
 /**
  * Every truncation and thousands of seeded random mutations of the snapshot fixtures: the reader
- * must give a sound trace or a TraceFormatError, never another exception, never a hang.
+ * must give a sound trace or a TraceFormatError, never another exception, never a hang. A hang is
+ * the test's timeout; how long a parse takes is no assertion here (a busy machine is no defect):
+ * the reader's speed is measured by bench/ and its work is bounded by its item limits.
  */
 import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
@@ -11,9 +13,6 @@ import { parseSnapshot, type SnapshotTrace } from './snapshot.js';
 import { defaultMaxPickleItems, pickleCycleMarker, PickleFormatError, unpickle } from './unpickle.js';
 
 const load = (name: string) => readFileSync(fileURLToPath(new URL(`./fixtures/${name}`, import.meta.url)));
-
-/** The longest one parse may take: real parses of these files take well under a millisecond. */
-const maxParseMs = 250;
 
 /** mulberry32: a small seeded generator, so a failure replays exactly. */
 function random(seed: number): () => number {
@@ -86,9 +85,8 @@ interface Tally {
   problems: string[];
 }
 
-/** Parses `bytes`; records a problem for anything but a sound trace or a TraceFormatError in time. */
+/** Parses `bytes`; records a problem for anything but a sound trace or a TraceFormatError. */
 function check(bytes: Buffer, label: string, tally: Tally): void {
-  const started = performance.now();
   try {
     const problem = soundness(parseSnapshot(bytes, 'fuzz.pickle'));
     if (problem) tally.problems.push(`${label}: unsound trace (${problem})`);
@@ -97,8 +95,6 @@ function check(bytes: Buffer, label: string, tally: Tally): void {
     if (e instanceof TraceFormatError) tally.errors++;
     else tally.problems.push(`${label}: ${(e as Error)?.constructor?.name}: ${(e as Error)?.message}`);
   }
-  const ms = performance.now() - started;
-  if (ms > maxParseMs) tally.problems.push(`${label}: took ${ms.toFixed(0)} ms`);
 }
 
 const fixtures = [
@@ -223,9 +219,7 @@ describe('snapshot reader under hostile input', () => {
       Buffer.from('h\x00'.repeat(50_000), 'latin1'),
       op('e', 's', '.'),
     ]);
-    const started = performance.now();
     expect(() => parseSnapshot(bytes, 'shared.pickle')).toThrow(/segments\[\d+\]\.blocks: holds more items than a file of this size can/);
-    expect(performance.now() - started).toBeLessThan(1000);
   });
 
   it('rejects a deeply nested pickle, and reads a deep value that is not a snapshot as such', () => {
@@ -294,9 +288,7 @@ describe('snapshot reader under hostile input', () => {
       op('u', 's', '.'),
     ]);
     expect(selfRef.length).toBeLessThan(1000);
-    let started = performance.now();
     const cyclic = parseSnapshot(selfRef, 'self.pickle').header.snapshot.allocatorSettings!;
-    expect(performance.now() - started).toBeLessThan(1000);
     expect(Object.keys(cyclic)).toHaveLength(100);
     expect(cyclic.k0).toBe(pickleCycleMarker);
     expect(pickleCycleMarker).toBe('<cycle>');
@@ -312,9 +304,8 @@ describe('snapshot reader under hostile input', () => {
       ...pairs(100, 1),
       op('u', 's', '.'),
     ]);
-    started = performance.now();
+    // copied, this would be 10^8 values: the header stays small because shared values are cut, not expanded
     const header = parseSnapshot(shared, 'shared.pickle').header;
-    expect(performance.now() - started).toBeLessThan(1000);
     const json = JSON.stringify(header);
     expect(json.length).toBeLessThan(100_000);
     expect(json).toContain('"allocatorSettings":{"k0":{"k0":{"k0":{"k0":"…"');

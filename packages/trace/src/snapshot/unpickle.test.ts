@@ -297,11 +297,10 @@ describe('unpickle', () => {
     ]);
   });
 
-  it('builds deep structures without MARKs in linear time, with no recursion', () => {
+  // recursion would overflow the stack at this depth; quadratic work (4 * 10^10 steps) would pass any test timeout
+  it('builds deep structures without MARKs, with no recursion', () => {
     const n = 200_000; // EMPTY_LIST n times, then APPEND n - 1 times: lists nested n deep
-    const started = performance.now();
     let v = unpickle(pk(PROTO4, Buffer.alloc(n, ']'), Buffer.alloc(n - 1, 'a'), '.')) as PickleValue[];
-    expect(performance.now() - started).toBeLessThan(2000);
     let depth = 1;
     while (v.length > 0) {
       v = v[0] as PickleValue[];

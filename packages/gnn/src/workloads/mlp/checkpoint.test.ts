@@ -14,6 +14,7 @@ import { nanoBatchSlices } from './train-mlp.js';
 import type { TrainOptionsBag } from '../../training/train-types.js';
 import { asTrainOptions } from '../registry.js';
 import type { MlpTrainOptions } from './options.js';
+import { testTime } from '../../../../../tests/time-budget.js';
 
 /** A small mlp: 8 hidden layers (9 Linear layers), 4 steps of 64 rows (the last one short). */
 const small = { model: 'mlp', hidden: 48, hiddenLayers: 8, batchSize: 64, trainSubset: 250, testSubset: 100, epochs: 2, seed: 5 } as const;
@@ -28,16 +29,20 @@ const losses = (o: Partial<MlpTrainOptions>) => {
 };
 
 describe('activation checkpointing (CPU)', () => {
-  it('gives the same losses and accuracies as keeping every activation, bit for bit, for every segment length', () => {
-    const off = losses({});
-    expect(off.losses).toHaveLength(8);
-    for (const checkpoint of [1, 2, 3, 4, 9]) {
-      const on = losses({ checkpoint });
-      expect(on.losses, `checkpoint ${checkpoint}`).toEqual(off.losses);
-      expect(on.accuracy).toEqual(off.accuracy);
-      expect(on.train).toEqual(off.train);
-    }
-  }, 120_000);
+  it(
+    'gives the same losses and accuracies as keeping every activation, bit for bit, for every segment length',
+    () => {
+      const off = losses({});
+      expect(off.losses).toHaveLength(8);
+      for (const checkpoint of [1, 2, 3, 4, 9]) {
+        const on = losses({ checkpoint });
+        expect(on.losses, `checkpoint ${checkpoint}`).toEqual(off.losses);
+        expect(on.accuracy).toEqual(off.accuracy);
+        expect(on.train).toEqual(off.train);
+      }
+    },
+    testTime(120_000),
+  );
 
   it('keeps the inputs of layers 0, M, 2M, ... and of the last segment', () => {
     const allocator = new HostAllocator();
@@ -88,25 +93,29 @@ describe('nano-batches (CPU)', () => {
   // within 5e-7 relative over these 8 steps (measured: at most 7e-8, about one f32 rounding; 7e-7
   // after 64 steps of a 128-wide mlp in 4 nano-batches).
   const tolerance = 5e-7;
-  it(`gives the unsliced losses within ${tolerance} relative, alone and with checkpointing`, () => {
-    const whole = losses({});
-    for (const [nanoBatches, checkpoint] of [
-      [2, 0],
-      [3, 0],
-      [4, 0],
-      [64, 0],
-      [4, 2],
-      [3, 4],
-    ] as const) {
-      const sliced = losses({ nanoBatches, checkpoint });
-      sliced.losses.forEach((l, i) => {
-        expect(Math.abs(l - whole.losses[i]!), `nanoBatches ${nanoBatches}, checkpoint ${checkpoint}, step ${i}`).toBeLessThanOrEqual(
-          tolerance * whole.losses[i]!,
-        );
-      });
-      expect(sliced.train).toEqual(whole.train); // the correct counts are integers, summed exactly
-    }
-  }, 120_000);
+  it(
+    `gives the unsliced losses within ${tolerance} relative, alone and with checkpointing`,
+    () => {
+      const whole = losses({});
+      for (const [nanoBatches, checkpoint] of [
+        [2, 0],
+        [3, 0],
+        [4, 0],
+        [64, 0],
+        [4, 2],
+        [3, 4],
+      ] as const) {
+        const sliced = losses({ nanoBatches, checkpoint });
+        sliced.losses.forEach((l, i) => {
+          expect(Math.abs(l - whole.losses[i]!), `nanoBatches ${nanoBatches}, checkpoint ${checkpoint}, step ${i}`).toBeLessThanOrEqual(
+            tolerance * whole.losses[i]!,
+          );
+        });
+        expect(sliced.train).toEqual(whole.train); // the correct counts are integers, summed exactly
+      }
+    },
+    testTime(120_000),
+  );
 });
 
 /** Records every prefetch, checking it names a live allocation as uvm and pool do; moves nothing. */
@@ -135,53 +144,61 @@ class PrefetchRecorder extends AllocatorAdaptor {
 }
 
 describe('trainer-inserted prefetch (CPU)', () => {
-  it('changes no result, with or without checkpointing and nano-batches', () => {
-    for (const o of [{}, { checkpoint: 3 }, { nanoBatches: 2, checkpoint: 2 }]) {
-      expect(losses({ ...o, layerPrefetch: true })).toEqual(losses(o));
-    }
-  }, 120_000);
-
-  it('pushes the kept inputs but the last layer’s to the host after forward and brings each back one layer ahead of backward', () => {
-    for (const checkpoint of [0, 2]) {
-      const host = new HostAllocator();
-      const recorder = new PrefetchRecorder(host);
-      try {
-        const hidden = [40, 40, 40, 40]; // 5 layers: input 784, hidden 40, logits 10
-        let stepCalls: typeof recorder.calls | undefined;
-        train({
-          model: 'mlp',
-          allocator: recorder,
-          hidden,
-          batchSize: 32,
-          trainSubset: 64,
-          testSubset: 10,
-          checkpoint,
-          layerPrefetch: true,
-          onStep: (s) => {
-            if (s === 0) stepCalls = recorder.calls.splice(0);
-          },
-        });
-        expect(host.prefetch(host.malloc(8), 8, 'host')).toBe(false); // the host strategy moves nothing
-        const calls = stepCalls!;
-        const inputBytes = (i: number) => 32 * (i === 0 ? 784 : 40) * 4;
-        const toHost = calls.filter((c) => c.to === 'host');
-        // kept inputs: every layer's (off), or layers 0, 2 and the last segment's 4 (checkpoint 2)
-        const pushed = checkpoint === 0 ? [0, 1, 2, 3] : [0, 2];
-        expect(toHost.map((c) => c.bytes)).toEqual(pushed.map(inputBytes));
-        // every pushed input comes back to the device before the step ends, after it was pushed
-        for (const c of toHost) {
-          const back = calls.findIndex((d, k) => k > calls.indexOf(c) && d.to === 'device' && d.ptr === c.ptr);
-          expect(back).toBeGreaterThan(calls.indexOf(c));
-        }
-        // forward: each layer's weight (a view of the ParameterSet: prefetched from its start) and input first
-        expect(calls[0]!.to).toBe('device');
-        expect(calls.filter((c) => c.to === 'device').length).toBeGreaterThan(3 * hidden.length);
-      } finally {
-        recorder.dispose();
-        host.dispose();
+  it(
+    'changes no result, with or without checkpointing and nano-batches',
+    () => {
+      for (const o of [{}, { checkpoint: 3 }, { nanoBatches: 2, checkpoint: 2 }]) {
+        expect(losses({ ...o, layerPrefetch: true })).toEqual(losses(o));
       }
-    }
-  }, 60_000);
+    },
+    testTime(120_000),
+  );
+
+  it(
+    'pushes the kept inputs but the last layer’s to the host after forward and brings each back one layer ahead of backward',
+    () => {
+      for (const checkpoint of [0, 2]) {
+        const host = new HostAllocator();
+        const recorder = new PrefetchRecorder(host);
+        try {
+          const hidden = [40, 40, 40, 40]; // 5 layers: input 784, hidden 40, logits 10
+          let stepCalls: typeof recorder.calls | undefined;
+          train({
+            model: 'mlp',
+            allocator: recorder,
+            hidden,
+            batchSize: 32,
+            trainSubset: 64,
+            testSubset: 10,
+            checkpoint,
+            layerPrefetch: true,
+            onStep: (s) => {
+              if (s === 0) stepCalls = recorder.calls.splice(0);
+            },
+          });
+          expect(host.prefetch(host.malloc(8), 8, 'host')).toBe(false); // the host strategy moves nothing
+          const calls = stepCalls!;
+          const inputBytes = (i: number) => 32 * (i === 0 ? 784 : 40) * 4;
+          const toHost = calls.filter((c) => c.to === 'host');
+          // kept inputs: every layer's (off), or layers 0, 2 and the last segment's 4 (checkpoint 2)
+          const pushed = checkpoint === 0 ? [0, 1, 2, 3] : [0, 2];
+          expect(toHost.map((c) => c.bytes)).toEqual(pushed.map(inputBytes));
+          // every pushed input comes back to the device before the step ends, after it was pushed
+          for (const c of toHost) {
+            const back = calls.findIndex((d, k) => k > calls.indexOf(c) && d.to === 'device' && d.ptr === c.ptr);
+            expect(back).toBeGreaterThan(calls.indexOf(c));
+          }
+          // forward: each layer's weight (a view of the ParameterSet: prefetched from its start) and input first
+          expect(calls[0]!.to).toBe('device');
+          expect(calls.filter((c) => c.to === 'device').length).toBeGreaterThan(3 * hidden.length);
+        } finally {
+          recorder.dispose();
+          host.dispose();
+        }
+      }
+    },
+    testTime(60_000),
+  );
 });
 
 describe('bad values of the activation options', () => {
@@ -278,18 +295,22 @@ describe('peak activation memory against the formula (CPU, host allocator)', () 
   const configs: Array<[number, number]> = [0, 1, 2, 4].flatMap((c) => [1, 2, 4].map((k): [number, number] => [c, k]));
   configs.push([3, 1], [9, 1]); // ⌈N/M⌉ with a short last segment, and one segment of all N layers
   for (const [checkpoint, nanoBatches] of configs) {
-    it(`checkpoint ${checkpoint || 'off'}, ${nanoBatches} nano-batch${nanoBatches > 1 ? 'es' : ''}: within 5% of the formula`, () => {
-      const f = Mlp.activationFormula({ rows: Math.ceil(batch / nanoBatches), width, layers: hiddenLayers + 1, checkpoint });
-      const measured = measure(checkpoint, nanoBatches);
-      rows.push({
-        config: `checkpoint ${checkpoint || 'off'}, nano ${nanoBatches}`,
-        formula: f.total,
-        measured,
-        ratio: measured / f.total,
-      });
-      expect(measured / f.total).toBeGreaterThan(0.95);
-      expect(measured / f.total).toBeLessThan(1.05);
-    }, 60_000);
+    it(
+      `checkpoint ${checkpoint || 'off'}, ${nanoBatches} nano-batch${nanoBatches > 1 ? 'es' : ''}: within 5% of the formula`,
+      () => {
+        const f = Mlp.activationFormula({ rows: Math.ceil(batch / nanoBatches), width, layers: hiddenLayers + 1, checkpoint });
+        const measured = measure(checkpoint, nanoBatches);
+        rows.push({
+          config: `checkpoint ${checkpoint || 'off'}, nano ${nanoBatches}`,
+          formula: f.total,
+          measured,
+          ratio: measured / f.total,
+        });
+        expect(measured / f.total).toBeGreaterThan(0.95);
+        expect(measured / f.total).toBeLessThan(1.05);
+      },
+      testTime(60_000),
+    );
   }
 
   it('prints the table (X = rows·784·4 bytes, Y = 0, plus 2X for the backward gradient pair)', () => {

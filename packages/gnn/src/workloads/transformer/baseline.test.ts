@@ -8,6 +8,7 @@ import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
 import { train } from '../../training/train.js';
 import { epochShapes } from './schedule.js';
+import { testTime } from '../../../../../tests/time-budget.js';
 
 const script = fileURLToPath(new URL('../../../../../bench/baselines/transformer_torch.py', import.meta.url));
 const probe = spawnSync('python3', ['-c', 'import torch'], { encoding: 'utf8' });
@@ -31,7 +32,7 @@ describe.skipIf(noTorch !== '')(`the PyTorch baseline of the transformer${noTorc
   it('trains on the same shapes as gpumem, its loss falls alike, and prints per-epoch JSON lines and a summary', () => {
     const r = spawnSync('python3', [script, '--device', 'cpu', '--epochs', '3', '--seed', '2', '--lr', '0.01', ...flags], {
       encoding: 'utf8',
-      timeout: 300_000,
+      timeout: testTime(300_000),
     });
     expect(r.status, r.stderr).toBe(0);
     const lines = r.stdout

@@ -6,9 +6,10 @@ import { spawnSync } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
 import { hasCudaDevice } from '@gpumem/allocator-core';
+import { testTime } from '../../../../../tests/time-budget.js';
 
 const cli = fileURLToPath(new URL('../../../../cli/dist/cli.js', import.meta.url));
-const run = (...args: string[]) => spawnSync(process.execPath, [cli, ...args], { encoding: 'utf8', timeout: 120_000 });
+const run = (...args: string[]) => spawnSync(process.execPath, [cli, ...args], { encoding: 'utf8', timeout: testTime(120_000) });
 /** Sizes the CPU kernels train in well under a second an epoch, GPU or not. */
 const tiny = ['--vocab', '32', '--embed', '32', '--heads', '2', '--layers', '1', '--context', '32', '--min-len', '8', '--max-len', '32'];
 const gpu = hasCudaDevice();

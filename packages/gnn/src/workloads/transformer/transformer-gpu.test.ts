@@ -26,6 +26,7 @@ import { Transformer, type TransformerConfig } from '../../models/transformer.js
 import { train } from '../../training/train.js';
 import { transformerDefaults } from './defaults.js';
 import { MarkovChain, stepTokens } from './schedule.js';
+import { testTime } from '../../../../../tests/time-budget.js';
 
 const gpu = hasCudaDevice();
 const noGpuReason = gpu ? '' : deviceStatus();
@@ -104,46 +105,50 @@ describe.skipIf(!gpu)(gpuTitle('the transformer on the GPU'), () => {
     }
   });
 
-  it('one training step of the default-size model (12 sequences of 1024 tokens) on the CUDA kernels agrees with the CPU kernels: the loss, the logits and every parameter gradient', () => {
-    // The default workload's sizes, where every kernel runs at the sizes training gives it (48 heads
-    // of 1024 x 1024 scores, 12288 rows, 256 and 1024 columns, the 256-token vocabulary), on the
-    // workload's own tokens. Stated tolerances: the loss within 1e-5 relative, the logits and all
-    // gradients together within 2e-4 relative L2, each parameter's gradient within 2e-3 (summation
-    // order and the embedding backward's atomics differ; a wrong element, row or chunk is off by far more).
-    const config: TransformerConfig = {
-      vocab: transformerDefaults.vocab,
-      context: transformerDefaults.context,
-      embed: transformerDefaults.embed,
-      heads: transformerDefaults.heads,
-      layers: transformerDefaults.layers,
-    };
-    const [B, T] = [transformerDefaults.maxBatch, transformerDefaults.maxLen];
-    const { inputs, targets } = stepTokens(new MarkovChain(config.vocab, 0), 0, 0, { batch: B, length: T });
-    const host = new HostAllocator();
-    const device = createAllocator('cuda', {});
-    try {
-      const cpu = stepOn(host, config, undefined, inputs, targets, B, T);
-      const cuda = stepOn(device, config, cpu.values, inputs, targets, B, T);
-      expect(Math.abs(cuda.loss - cpu.loss)).toBeLessThan(1e-5 * cpu.loss);
-      expect(relativeError(cuda.logits, cpu.logits)).toBeLessThan(2e-4);
-      expect(relativeError(cuda.grads, cpu.grads)).toBeLessThan(2e-4);
-      let offset = 0;
-      for (const { name, size } of cpu.params) {
-        const [g, c] = [cuda.grads.subarray(offset, offset + size), cpu.grads.subarray(offset, offset + size)];
-        expect(
-          c.some((v) => v !== 0),
-          `${name}: a gradient on the CPU`,
-        ).toBe(true);
-        expect(relativeError(g, c), `${name}'s gradient`).toBeLessThan(2e-3);
-        offset += size;
+  it(
+    'one training step of the default-size model (12 sequences of 1024 tokens) on the CUDA kernels agrees with the CPU kernels: the loss, the logits and every parameter gradient',
+    () => {
+      // The default workload's sizes, where every kernel runs at the sizes training gives it (48 heads
+      // of 1024 x 1024 scores, 12288 rows, 256 and 1024 columns, the 256-token vocabulary), on the
+      // workload's own tokens. Stated tolerances: the loss within 1e-5 relative, the logits and all
+      // gradients together within 2e-4 relative L2, each parameter's gradient within 2e-3 (summation
+      // order and the embedding backward's atomics differ; a wrong element, row or chunk is off by far more).
+      const config: TransformerConfig = {
+        vocab: transformerDefaults.vocab,
+        context: transformerDefaults.context,
+        embed: transformerDefaults.embed,
+        heads: transformerDefaults.heads,
+        layers: transformerDefaults.layers,
+      };
+      const [B, T] = [transformerDefaults.maxBatch, transformerDefaults.maxLen];
+      const { inputs, targets } = stepTokens(new MarkovChain(config.vocab, 0), 0, 0, { batch: B, length: T });
+      const host = new HostAllocator();
+      const device = createAllocator('cuda', {});
+      try {
+        const cpu = stepOn(host, config, undefined, inputs, targets, B, T);
+        const cuda = stepOn(device, config, cpu.values, inputs, targets, B, T);
+        expect(Math.abs(cuda.loss - cpu.loss)).toBeLessThan(1e-5 * cpu.loss);
+        expect(relativeError(cuda.logits, cpu.logits)).toBeLessThan(2e-4);
+        expect(relativeError(cuda.grads, cpu.grads)).toBeLessThan(2e-4);
+        let offset = 0;
+        for (const { name, size } of cpu.params) {
+          const [g, c] = [cuda.grads.subarray(offset, offset + size), cpu.grads.subarray(offset, offset + size)];
+          expect(
+            c.some((v) => v !== 0),
+            `${name}: a gradient on the CPU`,
+          ).toBe(true);
+          expect(relativeError(g, c), `${name}'s gradient`).toBeLessThan(2e-3);
+          offset += size;
+        }
+        expect(offset).toBe(cpu.grads.length);
+        expect(device.stats().allocatedBytes).toBe(0);
+      } finally {
+        device.dispose();
+        host.dispose();
       }
-      expect(offset).toBe(cpu.grads.length);
-      expect(device.stats().allocatedBytes).toBe(0);
-    } finally {
-      device.dispose();
-      host.dispose();
-    }
-  }, 600_000);
+    },
+    testTime(600_000),
+  );
 
   it('the default workload learns the chain: 100 steps take the loss from ln 256 to well below it', () => {
     const r = train({ model: 'transformer', allocator: 'pool', epochs: 5, seed: 0 });
