@@ -57,6 +57,12 @@ export interface ReadTraceOptions {
   device?: number;
   /** Compressed files: the most bytes they may decompress to (default {@link maxDecompressedTraceBytes}). */
   maxDecompressedBytes?: number;
+  /**
+   * The most events the trace may hold (the readers' budget on decoded work; a snapshot's history
+   * entries count, and its pickle may decode 16 values an event). Default: the environment variable
+   * GPUMEM_TRACE_MAX_EVENTS, else 2^22. More is a `TraceBudgetError`.
+   */
+  maxEvents?: number;
 }
 
 /** What a compressed trace may decompress to by default: more is refused (a gzip bomb, or not a trace). */

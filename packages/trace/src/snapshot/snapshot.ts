@@ -15,6 +15,7 @@
 import { readFile } from 'node:fs/promises';
 import { kMaxLength } from 'node:buffer';
 import { gunzipSync } from 'node:zlib';
+import { maxTraceEvents, minSnapshotBytesPerEntry } from '../formats/budget.js';
 import {
   isGzip,
   maxDecompressedTraceBytes,
@@ -52,6 +53,8 @@ export interface SnapshotOptions {
    * {@link defaultMaxFrameTags}); the frames that allocated the fewest bytes share the tag 'other'.
    */
   maxFrameTags?: number;
+  /** The most history entries the device may hold (the readers' budget; default: see `maxTraceEvents`). */
+  maxEvents?: number;
 }
 
 /** The most distinct allocation frames a snapshot's events are tagged with, by default. */
@@ -204,6 +207,9 @@ class SnapshotReader {
   /** List items this reader may still visit: shared references must not multiply the work past the file's size. */
   #budget: number;
 
+  /** The decoded pickle's size in bytes. */
+  readonly #size: number;
+
   /** The user frame of each frames list seen (lists are shared between entries with one traceback). */
   readonly #frameOf = new Map<PickleValue[], string | undefined>();
 
@@ -219,6 +225,7 @@ class SnapshotReader {
     readonly maxFrameTags = defaultMaxFrameTags,
   ) {
     this.#budget = size + 1024;
+    this.#size = size;
   }
 
   /** The innermost user frame of an entry's `frames` (innermost first), as `file:line:function`. */
@@ -306,7 +313,17 @@ class SnapshotReader {
       device = wanted;
     }
     const where = `device_traces[${device}]`;
-    const entries = this.list(perDevice[device], where).map((e, i) => this.dict(e, `${where}[${i}]`));
+    const history = perDevice[device]!;
+    // Each entry becomes an event of some 150 bytes: a history denser than PyTorch writes is one entry
+    // referenced many times, which would multiply the file into memory.
+    if (history.length * minSnapshotBytesPerEntry > this.#size + 1024) {
+      this.fail(
+        where,
+        `${history.length} entries in ${this.#size} bytes of pickle, more than one per ${minSnapshotBytesPerEntry} bytes: ` +
+          'entries referenced many times over (PyTorch writes each entry, some 50 bytes, once), which this reader refuses',
+      );
+    }
+    const entries = this.list(history, where).map((e, i) => this.dict(e, `${where}[${i}]`));
 
     // Times: µs since the epoch in PyTorch >= 2.1; without them, the entry's index stands in.
     const timed = entries.every((e) => e.has('time_us'));
@@ -558,7 +575,8 @@ function peak(values: readonly number[]): number {
  */
 export function parseSnapshot(data: Uint8Array, file = '<input>', options: SnapshotOptions = {}): SnapshotTrace {
   const bytes = isGzip(data) ? gunzip(data, file, options.maxDecompressedBytes ?? maxDecompressedTraceBytes) : data;
-  const root = unpickle(bytes, file);
+  const maxEvents = maxTraceEvents(options.maxEvents);
+  const root = unpickle(bytes, file, { maxEvents });
   const maxFrameTags = options.maxFrameTags ?? defaultMaxFrameTags;
   if (!Number.isSafeInteger(maxFrameTags) || maxFrameTags < 0)
     throw new RangeError(`Expected a non-negative integer for maxFrameTags but received ${String(maxFrameTags)}`);
