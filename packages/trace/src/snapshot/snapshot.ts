@@ -355,7 +355,7 @@ class SnapshotReader {
     const frameBytes = new Map<string, number>(); // user frame -> bytes it allocated
     let deferredFrees = 0;
     let freesBeforeHistory = 0;
-    let firstOom: { event: number; deviceFreeBytes: number } | undefined;
+    let firstOom: { event: number; deviceFreeBytes: number; where: string } | undefined;
 
     for (let i = 0; i < entries.length; i++) {
       const e = entries[i]!;
@@ -421,7 +421,7 @@ class SnapshotReader {
         }
         case 'oom':
           if (firstOom === undefined && e.has('device_free'))
-            firstOom = { event: events.length, deviceFreeBytes: this.count(e, 'device_free', at) };
+            firstOom = { event: events.length, deviceFreeBytes: this.count(e, 'device_free', at), where: at };
           emit({ timeNs, action: 'oom', ptr: 0, bytes: this.count(e, 'size', at), stream: this.count(e, 'stream', at, 0), tag: 0 });
           break;
         case 'segment_alloc':
@@ -492,6 +492,13 @@ class SnapshotReader {
     if (!timed) details.timesFromOrder = true;
     if (firstOom !== undefined) {
       const e = events[firstOom.event]!;
+      // What the allocator could have had: PyTorch's reserve then, and what the driver still had free.
+      if ((e.reservedBytes ?? reservedBefore) + firstOom.deviceFreeBytes > Number.MAX_SAFE_INTEGER) {
+        this.fail(
+          firstOom.where,
+          `'device_free' is ${firstOom.deviceFreeBytes} bytes: with the ${e.reservedBytes ?? reservedBefore} bytes PyTorch reserved then, more than 2^53 - 1 bytes of device memory, which no device has (a corrupt snapshot)`,
+        );
+      }
       details.firstOom = {
         timeNs: e.timeNs,
         requestedBytes: e.bytes,
