@@ -71,7 +71,7 @@ export class PluginLoadError extends Error {
  * positive number) where set, else {@link defaultPluginTimeoutSeconds}. A setting that is not a
  * positive number is a RangeError naming it.
  */
-export function pluginTimeoutMs(env: NodeJS.ProcessEnv = process.env): number {
+function pluginTimeoutMs(env: NodeJS.ProcessEnv = process.env): number {
   const text = env[pluginTimeoutVariable];
   if (text === undefined || text === '') return defaultPluginTimeoutSeconds * 1000;
   const seconds = /^\d+(\.\d+)?$/.test(text) ? Number(text) : Number.NaN;

@@ -18,7 +18,7 @@ import { startsLikeZstd, ZstdFramesError, zstdFrames } from './zstd-frames.js';
 export const maxTraceLineChars = 1 << 20;
 
 /** The path that names standard input. */
-export const stdinPath = '-';
+const stdinPath = '-';
 
 /** The compressions told apart by their first bytes. */
 type TraceCompression = 'gzip' | 'zstd' | 'xz' | 'bzip2' | 'zip';
