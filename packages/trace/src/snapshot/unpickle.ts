@@ -10,6 +10,9 @@
  * so time and memory stay linear in the size of the input; the values held at once (stack, lists,
  * tuples, dicts, memo) are capped as well ({@link defaultMaxPickleItems}), so a large file of
  * cheap opcodes is refused with an error rather than growing an array past what V8 allows.
+ * What the references multiply to downstream (one entry dict DUPed 30 million times is 30 million
+ * events) is bounded by the readers' budget (`../formats/budget.ts`): the values decoded, every
+ * reference counted, and the items of any one container, each past its limit a TraceBudgetError.
  * @module
  */
 import { defaultMaxTraceEvents, pickleValuesPerEvent, raiseBudgetHint, TraceBudgetError } from '../formats/budget.js';
