@@ -33,6 +33,13 @@ class TraceFormatError(ValueError):
     """A file that is not a readable trace: the message names the file and where in it."""
 
 
+class TraceFileError(TraceFormatError):
+    """A path that cannot be read as a trace at all (a FIFO, a device, a socket, a directory), as
+    TraceFileError of @gpumem/trace; ``code`` is ``ERR_TRACE_NOT_FILE``."""
+
+    code = "ERR_TRACE_NOT_FILE"
+
+
 class Trace(NamedTuple):
     format: str  # "jsonl" or "torch-snapshot"
     header: Dict[str, Any]  # source, allocator?, device?, createdAt?, tags?, snapshot? (details)
@@ -272,7 +279,7 @@ def _read_input(path: str, limit: int) -> bytes:
                 else "a socket" if stat.S_ISSOCK(mode)
                 else "not a regular file"
             )
-            raise TraceFormatError(f"{path} is {kind}, not a regular file: give a trace file, or - to read one from standard input")
+            raise TraceFileError(f"{path} is {kind}, not a regular file: give a trace file, or - to read one from standard input")
         os.set_blocking(fd, True)
         with os.fdopen(fd, "rb", closefd=True) as f:
             fd = -1

@@ -84,6 +84,21 @@ class BudgetTests(unittest.TestCase):
             _tracefile.read_jsonl(text, "big.jsonl", max_events=10)
         self.assertRegex(str(caught.exception), r"^big\.jsonl:12: more than 10 events, past the readers' budget on decoded work; .*=40 ")
 
+    def test_the_doctor_names_the_budget_and_the_setting_raises_it(self):
+        d = tempfile.mkdtemp(prefix="gpumem-budget-")
+        self.addCleanup(shutil.rmtree, d, ignore_errors=True)
+        path = os.path.join(d, "three.jsonl")
+        with open(path, "w") as f:
+            f.write(HEADER + event(0) + event(1) + event(2))
+        doctor = subprocess.run(
+            [sys.executable, "-m", "gpumem_torch", "doctor", path, "--capacity", "1GiB"],
+            stderr=subprocess.PIPE,
+            env={**os.environ, "PYTHONPATH": BINDINGS, "GPUMEM_TRACE_MAX_EVENTS": "2"},
+            timeout=60,
+        )
+        self.assertNotEqual(doctor.returncode, 0)
+        self.assertIn(f"gpumem_torch doctor: trace past the readers' budget: {path}:4: more than 2 events", doctor.stderr.decode())
+
     def test_the_limit_comes_from_gpumem_trace_max_events(self):
         self.assertEqual(_budget.max_trace_events(None, {}), _budget.DEFAULT_MAX_TRACE_EVENTS)
         self.assertEqual(_budget.max_trace_events(None, {"GPUMEM_TRACE_MAX_EVENTS": "5"}), 5)
@@ -141,8 +156,16 @@ class InputTests(unittest.TestCase):
         self.addCleanup(shutil.rmtree, d, ignore_errors=True)
         fifo = os.path.join(d, "trace.fifo")
         os.mkfifo(fifo)
-        with self.assertRaisesRegex(_tracefile.TraceFormatError, r"is a FIFO \(named pipe\), not a regular file"):
+        with self.assertRaisesRegex(_tracefile.TraceFileError, r"is a FIFO \(named pipe\), not a regular file"):
             _tracefile.read_trace(fifo)
+        doctor = subprocess.run(
+            [sys.executable, "-m", "gpumem_torch", "doctor", fifo],
+            stderr=subprocess.PIPE,
+            env={**os.environ, "PYTHONPATH": BINDINGS},
+            timeout=60,
+        )
+        self.assertNotEqual(doctor.returncode, 0)
+        self.assertIn(f"gpumem_torch doctor: cannot read '{fifo}': {fifo} is a FIFO (named pipe), not a regular file", doctor.stderr.decode())
         if os.path.exists("/dev/zero"):
             with self.assertRaisesRegex(_tracefile.TraceFormatError, r"^/dev/zero is a character device, not a regular file"):
                 _tracefile.read_trace("/dev/zero")
