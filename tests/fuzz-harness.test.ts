@@ -121,4 +121,14 @@ describe('the trace fuzzer classifies outcomes', () => {
       detail: 'memory: the resident set grew by 100 MiB, past the 99 MiB allowed (typed TraceFormatError)',
     });
   });
+
+  it('a worker may hold at most 1 GiB at any time, whatever a case is allowed', () => {
+    expect(defaultLimits.maxRssBytes).toBe(1024 * MiB);
+    const reply = { outcome: 'ok' as const, events: 1, startRssBytes: 900 * MiB, peakRssBytes: 1100 * MiB };
+    expect(classify(reply, 4096 * MiB)).toEqual({
+      outcome: 'defect',
+      detail: 'memory: the resident set peaked at 1100 MiB, past the 1024 MiB a worker may hold',
+    });
+    expect(classify(reply, 4096 * MiB, 2048 * MiB).outcome).toBe('ok');
+  });
 });

@@ -3,6 +3,9 @@
 // accounting, the library's reserved bytes and upstream counts, status codes mapped to the typed
 // errors, bad frees rejected before the library sees them, every loading failure an error naming
 // the library, the chain builder's layers over a plug-in, and calls from several threads.
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <atomic>
 #include <cstdint>
 #include <cstring>
@@ -117,6 +120,21 @@ TEST_CASE("out of memory is typed and leaves the resource usable") {
   r.deallocate(again, 200);
   r.deallocate(small, 100);
   CHECK_EQ(r.stats().allocated_bytes, std::uint64_t(0));
+}
+
+TEST_CASE("a library path that is not a regular file is refused before dlopen, which would block on a FIFO") {
+  char dir_template[] = "/tmp/gpumem-plugin-fifo-XXXXXX";
+  REQUIRE(mkdtemp(dir_template) != nullptr);
+  const std::string fifo = std::string(dir_template) + "/lib.so";
+  REQUIRE_EQ(mkfifo(fifo.c_str(), 0600), 0);
+  std::string argument;
+  std::string e = load_error(plugin_options{fifo, "", -1}, &argument);
+  CHECK(contains(e, "plugin library '" + fifo + "': is a FIFO (named pipe), not a regular file"));
+  CHECK_EQ(argument, std::string("library"));
+  CHECK(contains(load_error(plugin_options{"/dev/zero", "", -1}), "'/dev/zero': is a character device, not a regular file"));
+  CHECK(contains(load_error(plugin_options{dir_template, "", -1}), "is a directory, not a regular file"));
+  ::unlink(fifo.c_str());
+  ::rmdir(dir_template);
 }
 
 TEST_CASE("loading failures name the library and the cause") {

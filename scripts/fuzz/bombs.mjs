@@ -1,6 +1,8 @@
 // The trace fuzzer's gzip bombs: content that decompresses to many times its size, built without
 // holding that content, for each reader; and the size bombs every run starts with.
+import * as zlib from 'node:zlib';
 import { createGzip, gzipSync } from 'node:zlib';
+import { referenceBomb } from './amplify.mjs';
 import { int, pick } from './draw.mjs';
 import { pickle } from './pickle.mjs';
 import { snapshotValue } from './seeds.mjs';
@@ -90,7 +92,9 @@ export function bombFor(format, rnd, bytes) {
  * each with a frames list of its own holding one memoized frame with a 600 KB filename (it ran the
  * reader out of heap); a gzipped pickle of `N.` and `bombBytes` of zeros, one gzip member (its
  * content was held twice, which the memory allowance of 1.25 bytes a byte and 128 MiB catches from
- * some 200 MiB); JSONL headers holding an array 5,000 deep in each field (a stack overflow).
+ * some 200 MiB); JSONL headers holding an array 5,000 deep in each field (a stack overflow); a 1 KB
+ * zstd pickle whose history is one entry dict and 30 million DUPs of it (it ran replay, doctor and
+ * readTrace out of heap; gzip where this Node has no zstd).
  */
 export async function sizeBombs({ bombBytes }) {
   const frame = { filename: `/${'a'.repeat(600_000)}.py`, line: 7, name: 'forward' };
@@ -104,7 +108,18 @@ export async function sizeBombs({ bombBytes }) {
     ),
   );
   const d1gz = gzipSync(d1, { level: 9 });
+  const dups = referenceBomb(30_000_000, 'dup');
+  const zstd = Reflect.get(zlib, 'zstdCompressSync');
   return [
+    {
+      format: 'torch-snapshot',
+      seed: 'size-bomb',
+      mutation: 'dup-bomb-30m',
+      bytes: zstd ? zstd(dups) : gzipSync(dups, { level: 9 }),
+      contentBytes: dups.length,
+      values: dups.length,
+      options: {},
+    },
     {
       format: 'torch-snapshot',
       seed: 'size-bomb',

@@ -8,6 +8,8 @@ export interface FuzzLimits {
   rssSlackBytes: number;
   rssPerContentByte: number;
   rssPerValue: number;
+  /** The most resident memory a worker may hold at any time (1 GiB). */
+  maxRssBytes: number;
 }
 
 export const defaultLimits: FuzzLimits;
@@ -42,7 +44,7 @@ export type FuzzRunResult =
   | { exit: { code: number | null; signal: string | null; stderr?: string } };
 
 export function rssAllowance(contentBytes: number, values: number, limits?: FuzzLimits): number;
-export function classify(result: FuzzRunResult, allowanceBytes: number): { outcome: FuzzOutcome; detail: string };
+export function classify(result: FuzzRunResult, allowanceBytes: number, maxRssBytes?: number): { outcome: FuzzOutcome; detail: string };
 
 export interface FuzzResult {
   outcome: FuzzOutcome;

@@ -23,6 +23,8 @@ export const defaultLimits = {
   rssPerContentByte: 1.25,
   /** Resident memory per value a pickle may hold (the unpickler's cap): a reference, in an array grown by doubling. */
   rssPerValue: 16,
+  /** The most resident memory a worker may hold at any time, whatever the case's allowance. */
+  maxRssBytes: 1024 * MiB,
 };
 
 /**
@@ -42,9 +44,9 @@ function caseTimeout(contentBytes, limits = defaultLimits) {
  * The outcome of a case from what happened to it: the child's reply, or `{ timeout: true }`,
  * `{ rssBytes, boundBytes }` (killed with its resident set past a bound), `{ exit: { code, signal,
  * stderr } }` (it ended). A reply's `peakRssBytes` less its `startRssBytes` may be at most
- * `allowanceBytes`. Returns `{ outcome: 'ok' | 'typed' | 'defect', detail }`.
+ * `allowanceBytes`, and its peak at most `maxRssBytes`. Returns `{ outcome: 'ok' | 'typed' | 'defect', detail }`.
  */
-export function classify(result, allowanceBytes) {
+export function classify(result, allowanceBytes, maxRssBytes = defaultLimits.maxRssBytes) {
   if (result.timeout) return { outcome: 'defect', detail: `timeout: still reading after ${result.timeoutMs} ms` };
   if (result.exit) {
     const { code, signal, stderr } = result.exit;
@@ -63,6 +65,12 @@ export function classify(result, allowanceBytes) {
   const mib = (bytes) => `${(bytes / MiB).toFixed(0)} MiB`;
   if (result.rssBytes !== undefined && result.outcome === undefined) {
     return { outcome: 'defect', detail: `memory: resident set ${mib(result.rssBytes)} past ${mib(result.boundBytes)}, killed` };
+  }
+  if (result.peakRssBytes > maxRssBytes) {
+    return {
+      outcome: 'defect',
+      detail: `memory: the resident set peaked at ${mib(result.peakRssBytes)}, past the ${mib(maxRssBytes)} a worker may hold`,
+    };
   }
   const grew = result.peakRssBytes - result.startRssBytes;
   if (grew > allowanceBytes) {
@@ -188,13 +196,14 @@ export async function runCases(nextCase, { readerPath, dir, jobs = 1, limits = d
         writeFileSync(path, c.bytes);
         const allowanceBytes = rssAllowance(c.contentBytes, c.values ?? 0, limits);
         // killed at once past what no case reaches: its start, twice a full heap (V8's spaces besides
-        // the old one, and a heap out of memory is V8's to report), and its allowance
-        const boundBytes = baseRss + 2 * limits.heapMb * MiB + allowanceBytes;
+        // the old one, and a heap out of memory is V8's to report), and its allowance; or past the
+        // most a worker may hold
+        const boundBytes = Math.min(limits.maxRssBytes, baseRss + 2 * limits.heapMb * MiB + allowanceBytes);
         const started = performance.now();
         const timeoutMs = caseTimeout(c.contentBytes, limits);
         const result = await child.run(c.index ?? 0, path, c.options ?? {}, boundBytes, timeoutMs);
         const ms = result.ms ?? performance.now() - started;
-        const { outcome, detail } = classify(result, allowanceBytes);
+        const { outcome, detail } = classify(result, allowanceBytes, limits.maxRssBytes);
         const grewBytes = result.peakRssBytes === undefined ? undefined : result.peakRssBytes - result.startRssBytes;
         if (outcome === 'defect') {
           child.kill(); // a fresh child for the next case

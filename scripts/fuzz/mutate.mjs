@@ -2,9 +2,11 @@
 // generator, so that case N of seed S is the same input on every run. Mutations work on the
 // uncompressed content and the case is compressed again where the seed was (so they reach the
 // reader past gzip's check), or on the compressed bytes themselves. Besides the byte-level ones
-// (./bytes.mjs) each reader has its own (./lines.mjs, ./pickles.mjs), and a few cases are gzip
-// bombs of bounded size (./bombs.mjs).
+// (./bytes.mjs) each reader has its own (./lines.mjs, ./pickles.mjs), a few cases are gzip
+// bombs of bounded size (./bombs.mjs), and a few amplify (./amplify.mjs: memo references and DUPs
+// by the million, many frames, nested compression).
 import { gzipSync } from 'node:zlib';
+import { amplify } from './amplify.mjs';
 import { bombFor } from './bombs.mjs';
 import { byteMutations } from './bytes.mjs';
 import { pick } from './draw.mjs';
@@ -50,6 +52,7 @@ export function fuzzCase(index, seeds, rnd) {
     const { file, contentBytes, values } = bombFor(s.format, rnd, bytes);
     return { ...base, mutation: 'gzip-bomb', bytes: file, contentBytes, values };
   }
+  if (roll < 0.1) return { ...base, ...amplify(s.format, s.content, rnd) };
   if (s.gzip && roll < 0.15) {
     // the compressed bytes themselves: a corrupt or truncated stream, or a lying trailer
     const { flip, truncate, remove, splice } = byteMutations;

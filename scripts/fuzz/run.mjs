@@ -32,6 +32,7 @@ const usage = `Usage: node scripts/fuzz/run.mjs [options]
   --heap-mb N        each child's V8 heap (default ${defaultLimits.heapMb})
   --bomb-mb N        what the pickle of zeros among the size bombs decompresses to (default 256)
   --rss-slack-mb N   resident memory a case may add besides 1.25 bytes per byte of content (default ${defaultLimits.rssSlackBytes / MiB})
+  --max-rss-mb N     the most resident memory a worker may hold at any time (default ${defaultLimits.maxRssBytes / MiB})
   --out DIR          where fuzz.json and the defects' inputs go (default test-artifacts/fuzz)
   --reader FILE      the reader module (read(path, options), typedErrors; default scripts/fuzz/reader.mjs)
   --replay FILE      reads one saved input (a defect's case-N.bin, its options from case-N.json) and exits`;
@@ -61,6 +62,7 @@ function parseArgs(argv) {
     else if (a === '--heap-mb') args.limits.heapMb = integer(value(), a, 16);
     else if (a === '--bomb-mb') args.bombBytes = integer(value(), a, 1) * MiB;
     else if (a === '--rss-slack-mb') args.limits.rssSlackBytes = integer(value(), a, 1) * MiB;
+    else if (a === '--max-rss-mb') args.limits.maxRssBytes = integer(value(), a, 64) * MiB;
     else if (a === '--out') args.out = value();
     else if (a === '--reader') args.reader = value();
     else if (a === '--replay') args.replay = value();

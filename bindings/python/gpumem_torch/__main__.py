@@ -118,8 +118,12 @@ def doctor_main(argv: List[str]) -> int:
     out = sys.stderr if args.json == "-" else sys.stdout
     try:
         trace = _tracefile.read_trace(args.file, args.device)
+    except _tracefile.TraceFileError as e:
+        _say(f"gpumem_torch doctor: cannot read '{args.file}': {e}", file=sys.stderr)
+        return READ_EXIT
     except _tracefile.TraceFormatError as e:
-        _say(f"gpumem_torch doctor: malformed trace: {e}", file=sys.stderr)
+        what = "trace past the readers' budget" if getattr(e, "code", None) == "ERR_TRACE_BUDGET" else "malformed trace"
+        _say(f"gpumem_torch doctor: {what}: {e}", file=sys.stderr)
         return READ_EXIT
     except OSError as e:
         why = "no such file" if isinstance(e, FileNotFoundError) else (e.strerror or str(e))

@@ -6,9 +6,10 @@ snapshot.ts does: ``alloc`` -> alloc, ``free_completed`` -> free, ``oom`` -> oom
 and the final ``segments`` give what PyTorch reserved, and what was allocated before the history
 began.
 
-Bounded: the pickle is at most MAX_PICKLE_BYTES (every value costs at least a byte of it), and the
+Bounded: the pickle is at most MAX_PICKLE_BYTES (every value costs at least a byte of it), the
 list items visited are at most the pickle's size (a list referenced many times over is refused
-rather than walked many times). Only the standard library."""
+rather than walked many times), and the history read is within the readers' budget (_budget.py: at
+most GPUMEM_TRACE_MAX_EVENTS entries, at most one per 16 bytes of pickle). Only the standard library."""
 
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ import sys
 from datetime import datetime, timezone
 from typing import Any, Dict, List, Optional, Tuple
 
+from . import _budget
 from ._tracefile import Event, Trace, TraceFormatError
 
 # The largest pickle read (after decompression): PyTorch's snapshots hold a value per 3 to 4 bytes,
@@ -152,8 +154,10 @@ def _list_like(value: Any) -> bool:
 class _Reader:
     """One snapshot turned into a trace of one device (SnapshotReader of snapshot.ts)."""
 
-    def __init__(self, file: str, size: int, max_frame_tags: int) -> None:
+    def __init__(self, file: str, size: int, max_frame_tags: int, max_events: int = 2**53 - 1) -> None:
         self.file = file
+        self.size = size
+        self.max_events = max_events
         self.budget = size + 1024
         self.max_frame_tags = max_frame_tags
         self.frame_of: Dict[int, Optional[str]] = {}  # id(frames list) -> its user frame
@@ -250,6 +254,21 @@ class _Reader:
                 self.fail("", f"device {wanted} has no allocation history in this snapshot; devices with entries: {', '.join(map(str, devices))}")
             device = wanted
         where = f"device_traces[{device}]"
+        history = traces[device]
+        if len(history) > self.max_events:
+            raise _budget.TraceBudgetError(
+                f"{file}: {where}: more than {self.max_events} events, past the readers' budget on decoded work; "
+                f"{_budget.raise_budget_hint(self.max_events)}",
+                self.max_events,
+            )
+        # Each entry becomes an event: a history denser than PyTorch writes is one entry referenced
+        # many times, which would multiply the file into memory.
+        if len(history) * _budget.MIN_SNAPSHOT_BYTES_PER_ENTRY > self.size + 1024:
+            self.fail(
+                where,
+                f"{len(history)} entries in {self.size} bytes of pickle, more than one per {_budget.MIN_SNAPSHOT_BYTES_PER_ENTRY} bytes: "
+                "entries referenced many times over (PyTorch writes each entry, some 50 bytes, once), which this reader refuses",
+            )
         entries = [self.dict(e, f"{where}[{i}]") for i, e in enumerate(self.list(traces[device], where))]
 
         timed = all("time_us" in e for e in entries)
@@ -446,10 +465,19 @@ def _js_key(text: str) -> List[int]:
     return list(text.encode("utf-16-be"))
 
 
-def parse_snapshot(data: bytes, file: str = "<input>", device: Optional[int] = None, max_frame_tags: int = DEFAULT_MAX_FRAME_TAGS) -> Trace:
+def parse_snapshot(
+    data: bytes,
+    file: str = "<input>",
+    device: Optional[int] = None,
+    max_frame_tags: int = DEFAULT_MAX_FRAME_TAGS,
+    max_events: Optional[int] = None,
+) -> Trace:
     """A snapshot's pickle (already decompressed) as a trace of one device; TraceFormatError for
-    anything malformed, for a snapshot recorded without history, for a device without entries."""
-    return _Reader(file, len(data), max_frame_tags).read(unpickle(data, file), device)
+    anything malformed, for a snapshot recorded without history, for a device without entries;
+    TraceBudgetError for a history of more than ``max_events`` entries (default: the readers' budget,
+    GPUMEM_TRACE_MAX_EVENTS)."""
+    limit = _budget.max_trace_events(max_events)
+    return _Reader(file, len(data), max_frame_tags, limit).read(unpickle(data, file), device)
 
 
 def snapshot_trace(snapshot: Dict[Any, Any], device: Optional[int] = None) -> Trace:

@@ -4,13 +4,19 @@ read them. A trace is a header dict and a list of events ``(time_ns, action, ptr
 tag, reserved_bytes)``, action one of "alloc", "free", "oom" (reserved_bytes None where unknown).
 
 Bounded as the TypeScript reader is: a compressed file decompresses to at most
-MAX_DECOMPRESSED_BYTES; gzip through the standard library; zstd through ``compression.zstd``
-(Python 3.14) or the ``zstandard`` package where one is importable, else a TraceFormatError saying
-so. Only the standard library."""
+MAX_DECOMPRESSED_BYTES, and holds at most the readers' budget of events (_budget.py); gzip through
+the standard library, every member; zstd through ``compression.zstd`` (Python 3.14) or the
+``zstandard`` package where one is importable, every frame, skippable frames skipped, else a
+TraceFormatError saying so; bytes after the last member or frame are refused. The path is a regular
+file, or ``-`` for standard input: a FIFO or a device is refused before it is read. Only the
+standard library."""
 
 from __future__ import annotations
 
 import json
+import os
+import stat
+import sys
 import zlib
 from typing import Any, Dict, List, NamedTuple, Optional, Tuple
 
@@ -27,6 +33,13 @@ class TraceFormatError(ValueError):
     """A file that is not a readable trace: the message names the file and where in it."""
 
 
+class TraceFileError(TraceFormatError):
+    """A path that cannot be read as a trace at all (a FIFO, a device, a socket, a directory), as
+    TraceFileError of @gpumem/trace; ``code`` is ``ERR_TRACE_NOT_FILE``."""
+
+    code = "ERR_TRACE_NOT_FILE"
+
+
 class Trace(NamedTuple):
     format: str  # "jsonl" or "torch-snapshot"
     header: Dict[str, Any]  # source, allocator?, device?, createdAt?, tags?, snapshot? (details)
@@ -37,6 +50,7 @@ class Trace(NamedTuple):
 _MAGIC = (
     ("gzip", b"\x1f\x8b", "gzip -d"),
     ("zstd", b"\x28\xb5\x2f\xfd", "zstd -d"),
+    ("zstd", b"\x50\x2a\x4d\x18", "zstd -d"),  # a skippable frame first (pzstd); 0x184D2A50..5F, checked below
     ("xz", b"\xfd7zXZ\x00", "xz -d"),
     ("bzip2", b"BZh", "bzip2 -d"),
     ("zip", b"PK\x03\x04", "unzip"),
@@ -44,53 +58,100 @@ _MAGIC = (
 
 
 def _gunzip(data: bytes, file: str, cap: int) -> bytes:
+    """Every member of a gzip file (``cat a.gz b.gz``), as gzip -d and Node's zlib read it; bytes
+    after the last member that are not a member are refused (zeros, a tape's padding, are not)."""
     out = bytearray()
-    d = zlib.decompressobj(16 + zlib.MAX_WBITS)
+    rest = data
     try:
-        rest = data
-        while rest:
-            out += d.decompress(rest, cap + 1 - len(out))
-            if len(out) > cap:
-                raise TraceFormatError(f"{file}: gzip: decompresses to more than {cap} bytes")
-            rest = d.unconsumed_tail
-            if d.eof:
-                break
-        if not d.eof:
-            raise TraceFormatError(f"{file}: gzip: not a valid gzip stream (unexpected end of file)")
+        while True:
+            start = len(data) - len(rest)
+            d = zlib.decompressobj(16 + zlib.MAX_WBITS)
+            while rest:
+                out += d.decompress(rest, cap + 1 - len(out))
+                if len(out) > cap:
+                    raise TraceFormatError(f"{file}: gzip: decompresses to more than {cap} bytes")
+                rest = d.unconsumed_tail
+                if d.eof:
+                    break
+            if not d.eof:
+                raise TraceFormatError(f"{file}: gzip: not a valid gzip stream (unexpected end of file)")
+            rest = d.unused_data
+            if not rest.strip(b"\x00"):
+                return bytes(out)
+            if not rest.startswith(b"\x1f\x8b"):
+                at = len(data) - len(rest)
+                raise TraceFormatError(
+                    f"{file}: gzip: {len(rest)} byte(s) after the member that starts at byte {start}, at byte {at}, are not a gzip member "
+                    "(trailing garbage, or another file appended)"
+                )
     except zlib.error as e:
         raise TraceFormatError(f"{file}: gzip: not a valid gzip stream ({e})") from None
-    return bytes(out)
 
 
-def _unzstd(data: bytes, file: str, cap: int) -> bytes:
+_ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
+
+
+def _is_skippable(head: bytes) -> bool:
+    """A zstd skippable frame's magic: 0x184D2A50 to 0x184D2A5F, little-endian."""
+    return len(head) >= 4 and head[0] & 0xF0 == 0x50 and head[1:4] == b"\x2a\x4d\x18"
+
+
+def _zstd_decompressor(file: str) -> Any:
+    """A one-frame zstd decompressor object (``decompress``, ``eof``, ``unused_data``)."""
     try:
         from compression import zstd  # type: ignore[import-not-found]  # Python 3.14 and later
 
-        d: Any = zstd.ZstdDecompressor()
-        out = d.decompress(data, max_length=cap + 1)
+        return zstd.ZstdDecompressor()
     except ImportError:
-        try:
-            import zstandard  # type: ignore[import-not-found]
-        except ImportError:
+        pass
+    try:
+        import zstandard  # type: ignore[import-not-found]
+    except ImportError:
+        raise TraceFormatError(
+            f"{file}: zstd-compressed, and this Python has no zstd decompressor (the standard library has one "
+            "from Python 3.14; or pip install zstandard); decompress it first: zstd -d FILE"
+        ) from None
+    return zstandard.ZstdDecompressor().decompressobj()
+
+
+def _unzstd(data: bytes, file: str, cap: int) -> bytes:
+    """Every frame of a zstd file (``cat a.zst b.zst``, pzstd's output), skippable frames skipped, as
+    zstd -d reads it; bytes after the last frame that are not a frame are refused."""
+    out = bytearray()
+    rest = data
+    frames = 0
+    while rest:
+        at = len(data) - len(rest)
+        if _is_skippable(rest):
+            if len(rest) < 8 or len(rest) < 8 + int.from_bytes(rest[4:8], "little"):
+                raise TraceFormatError(f"{file}: zstd: the stream ends inside a skippable frame at byte {at} (truncated file?)")
+            rest = rest[8 + int.from_bytes(rest[4:8], "little") :]
+            continue
+        if not rest.startswith(_ZSTD_MAGIC):
             raise TraceFormatError(
-                f"{file}: zstd-compressed, and this Python has no zstd decompressor (the standard library has one "
-                "from Python 3.14; or pip install zstandard); decompress it first: zstd -d FILE"
-            ) from None
+                f"{file}: zstd: {len(rest)} byte(s) after the last zstd frame, at byte {at}, are not a frame "
+                "(trailing garbage, or another file appended)"
+            )
+        d = _zstd_decompressor(file)
         try:
-            out = zstandard.ZstdDecompressor().decompressobj().decompress(data)
-        except zstandard.ZstdError as e:
+            out += d.decompress(rest)
+        except Exception as e:  # compression.zstd.ZstdError, zstandard.ZstdError
             raise TraceFormatError(f"{file}: zstd: not a valid zstd stream ({e})") from None
-    except Exception as e:  # compression.zstd.ZstdError and friends
-        raise TraceFormatError(f"{file}: zstd: not a valid zstd stream ({e})") from None
-    if len(out) > cap:
-        raise TraceFormatError(f"{file}: zstd: decompresses to more than {cap} bytes")
+        if len(out) > cap:
+            raise TraceFormatError(f"{file}: zstd: decompresses to more than {cap} bytes")
+        if not d.eof:
+            raise TraceFormatError(f"{file}: zstd: the stream ends inside the frame at byte {at} (truncated file?)")
+        rest = d.unused_data
+        frames += 1
+    if frames == 0:
+        raise TraceFormatError(f"{file}: zstd: the stream holds no frame (truncated file?)")
     return bytes(out)
 
 
 def decompress(data: bytes, file: str, cap: int = MAX_DECOMPRESSED_BYTES) -> bytes:
     """``data`` decompressed where its first bytes say it is compressed (gzip, zstd), else as it is."""
     for name, magic, command in _MAGIC:
-        if data.startswith(magic):
+        if data.startswith(magic) or (name == "zstd" and _is_skippable(data)):
             if name == "gzip":
                 return _gunzip(data, file, cap)
             if name == "zstd":
@@ -114,8 +175,12 @@ def _count(value: Any, name: str, line: int, file: str, what: str = "field") -> 
     return int(value)
 
 
-def read_jsonl(text: str, file: str) -> Trace:
-    """A gpumem JSONL trace: a header line, then one event object per line."""
+def read_jsonl(text: str, file: str, max_events: Optional[int] = None) -> Trace:
+    """A gpumem JSONL trace: a header line, then one event object per line; TraceBudgetError past
+    ``max_events`` events (default: the readers' budget, GPUMEM_TRACE_MAX_EVENTS)."""
+    from . import _budget
+
+    limit = _budget.max_trace_events(max_events)
     expected = f'expected a gpumem trace header ({{"format":"{TRACE_FORMAT_MARKER}","version":{TRACE_FORMAT_VERSION},...}})'
     header: Dict[str, Any] = {"source": "unknown"}
     tag_of: Optional[List[int]] = None
@@ -182,6 +247,11 @@ def read_jsonl(text: str, file: str) -> Trace:
             raise TraceFormatError(f"{file}:{n}: {'an allocation' if action == 'alloc' else 'a free'} of {size} bytes has a null pointer")
         reserved = _count(o["reservedBytes"], "reservedBytes", n, file) if "reservedBytes" in o else None
         stream = _count(o["stream"], "stream", n, file) if "stream" in o else 0
+        if len(events) >= limit:
+            raise _budget.TraceBudgetError(
+                f"{file}:{n}: more than {limit} events, past the readers' budget on decoded work; {_budget.raise_budget_hint(limit)}",
+                limit,
+            )
         events.append((_count(o["timeNs"], "timeNs", n, file), action, ptr, size, stream, tag, reserved))
     if n == 0 or (n == 1 and text.strip() == ""):
         raise TraceFormatError(f"{file}: the file is empty: {expected}")
@@ -191,13 +261,40 @@ def read_jsonl(text: str, file: str) -> Trace:
     return Trace("jsonl", header, events)
 
 
+def _read_input(path: str, limit: int) -> bytes:
+    """At most ``limit`` bytes of ``path``: a regular file, or ``-`` for standard input. A FIFO, a
+    device or a socket is refused (TraceFormatError) before anything is read from it; the file is
+    opened without blocking (a FIFO's open waits for a writer) and checked through its descriptor."""
+    if path == "-":
+        return sys.stdin.buffer.read(limit)
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0))
+    try:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            kind = (
+                "a directory" if stat.S_ISDIR(mode)
+                else "a FIFO (named pipe)" if stat.S_ISFIFO(mode)
+                else "a character device" if stat.S_ISCHR(mode)
+                else "a block device" if stat.S_ISBLK(mode)
+                else "a socket" if stat.S_ISSOCK(mode)
+                else "not a regular file"
+            )
+            raise TraceFileError(f"{path} is {kind}, not a regular file: give a trace file, or - to read one from standard input")
+        os.set_blocking(fd, True)
+        with os.fdopen(fd, "rb", closefd=True) as f:
+            fd = -1
+            return f.read(limit)
+    finally:
+        if fd >= 0:
+            os.close(fd)
+
+
 def read_trace(path: str, device: Optional[int] = None, max_decompressed_bytes: int = MAX_DECOMPRESSED_BYTES) -> Trace:
     """The trace in ``path``: a PyTorch snapshot (pickle) or a gpumem JSONL trace, compressed or not.
     OSError where the file cannot be read; TraceFormatError for anything malformed."""
     from . import _snapshot
 
-    with open(path, "rb") as f:
-        data = f.read(max_decompressed_bytes + 1)
+    data = _read_input(path, max_decompressed_bytes + 1)
     if len(data) > max_decompressed_bytes:
         raise TraceFormatError(f"{path}: larger than {max_decompressed_bytes} bytes")
     data = decompress(data, path, max_decompressed_bytes)

@@ -3,12 +3,14 @@
  * package.json's exports, main or index.js), or a package name from the current project; and what
  * they say when nothing loadable is there.
  */
-import { mkdirSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { spawnSync } from 'node:child_process';
+import { mkdirSync, mkdtempSync, rmSync, symlinkSync, truncateSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { pathToFileURL } from 'node:url';
+import { fileURLToPath, pathToFileURL } from 'node:url';
+import { PluginLoadError } from '@gpumem/compare';
 import { afterAll, describe, expect, it } from 'vitest';
-import { loadAllocatorPlugins, resolvePlugin } from './plugins.js';
+import { loadAllocatorPlugins, maxPluginModuleBytes, resolvePlugin } from './plugins.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'gpumem-plugins-'));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
@@ -119,5 +121,69 @@ describe('loadAllocatorPlugins', () => {
     await expect(loadAllocatorPlugins([join(dir, 'unbuilt')], () => {})).rejects.toThrow(
       /^could not load allocator plug-in '.*unbuilt': .*is not there \(is the plug-in built\?\)/,
     );
+  });
+});
+
+describe('a plug-in is read from regular files of bounded size', () => {
+  /** The error resolvePlugin(name) throws. */
+  const refusal = (name: string) => {
+    try {
+      resolvePlugin(name, dir);
+    } catch (e) {
+      return e as PluginLoadError;
+    }
+    return undefined;
+  };
+
+  it.skipIf(process.platform !== 'linux')(
+    'refuses a device (GPUMEM_PLUGINS=/dev/zero read without end) and a FIFO, naming the plug-in',
+    () => {
+      const zero = refusal('/dev/zero');
+      expect(zero).toBeInstanceOf(PluginLoadError);
+      expect(zero?.code).toBe('ERR_PLUGIN_NOT_FILE');
+      expect(zero?.message).toBe(
+        "could not load allocator plug-in '/dev/zero': module /dev/zero is a character device, not a regular file",
+      );
+      const fifo = join(dir, 'plugin.mjs');
+      expect(spawnSync('mkfifo', [fifo]).status).toBe(0);
+      expect(refusal(fifo)?.message).toMatch(/module .*plugin\.mjs is a FIFO \(named pipe\), not a regular file$/);
+      const folder = packageAt('fifo-manifest', undefined, { 'index.js': module });
+      expect(spawnSync('mkfifo', [join(folder, 'package.json')]).status).toBe(0);
+      expect(refusal(folder)?.message).toMatch(/package\.json .*fifo-manifest\/package\.json is a FIFO/);
+    },
+  );
+
+  it('refuses a module file larger than a plug-in may be', () => {
+    const big = join(dir, 'big.mjs');
+    writeFileSync(big, module);
+    truncateSync(big, maxPluginModuleBytes + 1); // sparse: nothing is written
+    const e = refusal(big);
+    expect(e?.code).toBe('ERR_PLUGIN_TOO_LARGE');
+    expect(e?.message).toContain(`is ${maxPluginModuleBytes + 1} bytes, more than the ${maxPluginModuleBytes}`);
+  });
+});
+
+describe('a plug-in whose loading never settles', () => {
+  // The built CLI, as a user runs it (npm ci builds it).
+  const cli = fileURLToPath(new URL('../dist/cli.js', import.meta.url));
+  const never = join(dir, 'never.mjs');
+  writeFileSync(never, 'await new Promise(() => {});\n');
+  const info = (env: Record<string, string>) =>
+    spawnSync(process.execPath, [cli, 'info'], { encoding: 'utf8', env: { ...process.env, GPUMEM_PLUGINS: never, ...env } });
+
+  it('is an error naming the plug-in and the setting, exit 1 (it exited 0 having done nothing)', () => {
+    const r = info({ GPUMEM_PLUGIN_TIMEOUT: '0.5' });
+    expect(r.status).toBe(1);
+    expect(r.stderr).toContain(
+      `could not load allocator plug-in '${never}': its module did not finish loading within 0.5 s (a top-level await that never settles?); GPUMEM_PLUGIN_TIMEOUT=SECONDS allows it longer`,
+    );
+  });
+
+  it('refuses a GPUMEM_PLUGIN_TIMEOUT that is not a positive number of seconds', () => {
+    for (const bad of ['0', '-1', 'soon', '1e3']) {
+      const r = info({ GPUMEM_PLUGIN_TIMEOUT: bad });
+      expect(r.status).toBe(1);
+      expect(r.stderr).toContain('GPUMEM_PLUGIN_TIMEOUT must be a positive number of seconds');
+    }
   });
 });

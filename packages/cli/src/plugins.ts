@@ -10,15 +10,54 @@
  * the node_modules of the current directory and of every folder above it, so a package there
  * shadows one of the same name that gpumem ships: where each plug-in was loaded from is said on
  * stderr.
+ *
+ * Every file a plug-in is read from (its module, its package.json) must be a regular file of bounded
+ * size: a device (/dev/zero) or a FIFO would be read without end or wait forever. A module whose
+ * loading does not settle within GPUMEM_PLUGIN_TIMEOUT seconds (default 60) is an error.
  * @module
  */
-import { existsSync, readFileSync, statSync } from 'node:fs';
+import { existsSync, readFileSync, type Stats, statSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { isAbsolute, join, resolve } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
-import { builtInStrategyPackages, importStrategies } from '@gpumem/compare';
+import { builtInStrategyPackages, importPlugin, importStrategies, PluginLoadError } from '@gpumem/compare';
 import { exports as packageExports } from 'resolve.exports';
 import { stderrText } from './terminal.js';
+
+/** The largest plug-in module file loaded: a bundled strategy is far smaller. */
+export const maxPluginModuleBytes = 64 * 2 ** 20;
+
+/** The largest package.json of a plug-in read. */
+const maxManifestBytes = 2 ** 20;
+
+/** What a path that is not a regular file is, for messages. */
+function kindOf(stats: Stats): string {
+  if (stats.isDirectory()) return 'a folder';
+  if (stats.isFIFO()) return 'a FIFO (named pipe)';
+  if (stats.isCharacterDevice()) return 'a character device';
+  if (stats.isBlockDevice()) return 'a block device';
+  if (stats.isSocket()) return 'a socket';
+  return 'not a regular file';
+}
+
+/**
+ * Checks that `path`, a file a plug-in is read from, is a regular file of at most `maxBytes`: what
+ * Node would read whole. Throws a {@link PluginLoadError} naming the plug-in otherwise.
+ */
+function checkPluginFile(name: string, path: string, maxBytes: number, what: string): void {
+  const stats = statSync(path, { throwIfNoEntry: false });
+  if (stats === undefined) return; // Node's own resolution or import says what is missing
+  if (!stats.isFile()) {
+    throw new PluginLoadError(name, 'ERR_PLUGIN_NOT_FILE', `${what} ${path} is ${kindOf(stats)}, not a regular file`);
+  }
+  if (stats.size > maxBytes) {
+    throw new PluginLoadError(
+      name,
+      'ERR_PLUGIN_TOO_LARGE',
+      `${what} ${path} is ${stats.size} bytes, more than the ${maxBytes} a plug-in's ${what} may be`,
+    );
+  }
+}
 
 /** The plug-ins that ship with gpumem. */
 export const allocatorPlugins: readonly string[] = builtInStrategyPackages;
@@ -36,7 +75,14 @@ export function pluginNames(list: string | undefined): string[] {
  * `cwd` first, then from gpumem's own install. Throws naming every place it looked.
  */
 export function resolvePlugin(name: string, cwd: string = process.cwd()): string {
-  if (name.startsWith('.') || isAbsolute(name)) return pathToFileURL(pluginModuleAt(resolve(cwd, name))).href;
+  const specifier = specifierOf(name, cwd);
+  if (specifier.startsWith('file:')) checkPluginFile(name, fileURLToPath(specifier), maxPluginModuleBytes, 'module');
+  return specifier;
+}
+
+/** The module specifier of a plug-in, before its file is checked. */
+function specifierOf(name: string, cwd: string): string {
+  if (name.startsWith('.') || isAbsolute(name)) return pathToFileURL(pluginModuleAt(name, resolve(cwd, name))).href;
   const tried: string[] = [];
   for (const from of [join(cwd, 'package.json'), import.meta.url]) {
     try {
@@ -63,7 +109,7 @@ export function resolvePlugin(name: string, cwd: string = process.cwd()): string
  * itself ('.', under Node's conditions for import), else `main`, else index.js, as Node resolves
  * the package by name. Throws saying what is missing when nothing loadable is there.
  */
-function pluginModuleAt(path: string): string {
+function pluginModuleAt(name: string, path: string): string {
   const stat = statSync(path, { throwIfNoEntry: false });
   if (stat === undefined) throw new Error(`${path} does not exist`);
   if (!stat.isDirectory()) return path;
@@ -71,6 +117,7 @@ function pluginModuleAt(path: string): string {
   if (!existsSync(manifestPath)) {
     throw new Error(`${path} is a folder without a package.json: give the plug-in's package folder or its module file`);
   }
+  checkPluginFile(name, manifestPath, maxManifestBytes, 'package.json');
   let manifest: { name?: unknown; main?: unknown; exports?: unknown };
   try {
     manifest = JSON.parse(readFileSync(manifestPath, 'utf8')) as typeof manifest;
@@ -122,13 +169,10 @@ export async function loadAllocatorPlugins(
     try {
       specifier = resolvePlugin(name);
     } catch (e) {
+      if (e instanceof PluginLoadError) throw e;
       throw new Error(`could not load allocator plug-in '${name}': ${(e as Error).message}`);
     }
-    try {
-      await import(specifier);
-    } catch (e) {
-      throw new Error(`could not load allocator plug-in '${name}': ${(e as Error).message}`);
-    }
+    await importPlugin(specifier, name);
     report(`gpumem: plug-in '${name}' loaded from ${specifier.startsWith('file:') ? fileURLToPath(specifier) : specifier}`);
     resolved.push(specifier);
   }

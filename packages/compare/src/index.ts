@@ -57,6 +57,14 @@ export { renderDoctorReport, type DoctorReportInfo } from './doctor-report.js';
 export { formatCompareTable } from './compare-table.js';
 export { formatTable } from './text-table.js';
 export { toChromeTrace, type ChromeTrace, type ChromeTraceEvent } from './trace-json.js';
-export { builtInStrategyPackages, importStrategies } from './strategies.js';
+export {
+  builtInStrategyPackages,
+  defaultPluginTimeoutSeconds,
+  importPlugin,
+  importStrategies,
+  PluginLoadError,
+  pluginTimeoutVariable,
+  type PluginLoadErrorCode,
+} from './strategies.js';
 export { replayToCompareResult, minCapacityText, type ReplayReportInput, type ReplayReportRow } from './from-replay.js';
 export type { ExtraColumn, ExtraCell, ReplayReportInfo } from './types.js';

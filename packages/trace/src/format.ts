@@ -14,6 +14,7 @@ import type { ByteTraceFormat, LineTraceFormat } from './formats/descriptor.js';
 import { traceFormats } from './formats/index.js';
 import type { AllocationTrace, ReadTrace, ReadTraceOptions, TraceFileFormat } from './formats/model.js';
 import { TraceFormatError } from './formats/model.js';
+import { maxTraceEvents } from './formats/budget.js';
 import { lineBatches, openTraceFile, readAll } from './io.js';
 
 export {
@@ -30,6 +31,7 @@ export {
   type TraceFileFormat,
   type TraceHeader,
 } from './formats/model.js';
+export { defaultMaxTraceEvents, maxTraceEventsVariable, TraceBudgetError } from './formats/budget.js';
 export { traceFormatMarker, traceFormatVersion } from './formats/jsonl.js';
 export { rmmCsvHeader } from './formats/rmm-csv.js';
 export { maxBlankTraceLines } from './formats/line-parser.js';
@@ -74,8 +76,8 @@ const firstLineOf = (text: string) => {
 };
 
 /** Parses a trace held in memory (JSONL or RMM CSV, told apart by the first line). */
-export function parseTrace(text: string, file = '<input>'): ReadTrace {
-  const parser = lineFormatOf(firstLineOf(text), file, text.length === 0).parser(file);
+export function parseTrace(text: string, file = '<input>', options: Pick<ReadTraceOptions, 'maxEvents'> = {}): ReadTrace {
+  const parser = lineFormatOf(firstLineOf(text), file, text.length === 0).parser(file, maxTraceEvents(options.maxEvents));
   let start = 0;
   let n = 0;
   while (start < text.length) {
@@ -95,14 +97,15 @@ export function parseTrace(text: string, file = '<input>'): ReadTrace {
  * file system's error when the file cannot be read.
  */
 export async function readTrace(path: string, options: ReadTraceOptions = {}): Promise<ReadTrace> {
+  const maxEvents = maxTraceEvents(options.maxEvents);
   const source = await openTraceFile(
     path,
     options.maxDecompressedBytes === undefined ? {} : { maxDecompressedBytes: options.maxDecompressedBytes },
   );
   try {
     const binary = byteFormats.find((f) => f.recognizes(source.head));
-    if (binary) return binary.parse(await readAll(source, options.maxDecompressedBytes), path, options);
-    const parser = lineFormatOf(firstLineOf(source.head.toString('utf8', 0, 4096)), path, source.head.length === 0).parser(path);
+    if (binary) return binary.parse(await readAll(source, options.maxDecompressedBytes), path, { ...options, maxEvents });
+    const parser = lineFormatOf(firstLineOf(source.head.toString('utf8', 0, 4096)), path, source.head.length === 0).parser(path, maxEvents);
     for await (const { firstLine, lines } of lineBatches(source.chunks, path)) {
       for (let i = 0; i < lines.length; i++) parser.line(lines[i]!, firstLine + i);
     }

@@ -1,52 +1,68 @@
 /**
- * Reading trace files, for every format: what the path is (a file, not a directory), how the file
- * is compressed (told by its first bytes: gzip is read, zstd too where this Node has it; xz, bzip2
- * and zip are named with the command that decompresses them), its content bounded in size once
- * decompressed, and its lines.
+ * Reading trace files, for every format: what the path is (a regular file, or `-` for standard
+ * input; a directory, a FIFO, a device or a socket is refused before anything is read from it), how
+ * the content is compressed (told by its first bytes: gzip is read, every member; zstd too where this
+ * Node has it, every frame; xz, bzip2 and zip are named with the command that decompresses them), its
+ * content bounded in size once decompressed, and its lines.
  * @module
  */
-import { createReadStream } from 'node:fs';
-import { open, readFile, stat } from 'node:fs/promises';
-import type { Readable, Transform } from 'node:stream';
+import { constants } from 'node:fs';
+import { open, stat } from 'node:fs/promises';
+import { pipeline, Readable, type Transform } from 'node:stream';
 import { StringDecoder } from 'node:string_decoder';
 import * as zlib from 'node:zlib';
 import { maxDecompressedTraceBytes, TraceFileError, TraceFormatError } from './formats/model.js';
+import { startsLikeZstd, ZstdFramesError, zstdFrames } from './zstd-frames.js';
 
 /** A line longer than this is not part of a trace (a binary file, or one without line breaks). */
 export const maxTraceLineChars = 1 << 20;
 
+/** The path that names standard input. */
+const stdinPath = '-';
+
 /** The compressions told apart by their first bytes. */
 type TraceCompression = 'gzip' | 'zstd' | 'xz' | 'bzip2' | 'zip';
 
-/** Each compression's magic bytes, and the command that undoes it where this reader cannot. */
-const compressions: ReadonlyArray<{ name: TraceCompression; magic: readonly number[]; command: string }> = [
-  { name: 'gzip', magic: [0x1f, 0x8b], command: 'gzip -d' },
-  { name: 'zstd', magic: [0x28, 0xb5, 0x2f, 0xfd], command: 'zstd -d' },
-  { name: 'xz', magic: [0xfd, 0x37, 0x7a, 0x58, 0x5a, 0x00], command: 'xz -d' },
-  { name: 'bzip2', magic: [0x42, 0x5a, 0x68], command: 'bzip2 -d' }, // 'BZh', then the block size '1'..'9'
-  { name: 'zip', magic: [0x50, 0x4b, 0x03, 0x04], command: 'unzip' },
+/** Each compression's test of the first bytes, and the command that undoes it where this reader cannot. */
+const compressions: ReadonlyArray<{ name: TraceCompression; starts: (data: Uint8Array) => boolean; command: string }> = [
+  { name: 'gzip', starts: magic([0x1f, 0x8b]), command: 'gzip -d' },
+  { name: 'zstd', starts: startsLikeZstd, command: 'zstd -d' }, // a frame, or a skippable frame (pzstd)
+  { name: 'xz', starts: magic([0xfd, 0x37, 0x7a, 0x58, 0x5a, 0x00]), command: 'xz -d' },
+  // 'BZh', then the block size '1'..'9'
+  { name: 'bzip2', starts: (d) => magic([0x42, 0x5a, 0x68])(d) && d.length > 3 && d[3]! >= 0x31 && d[3]! <= 0x39, command: 'bzip2 -d' },
+  { name: 'zip', starts: magic([0x50, 0x4b, 0x03, 0x04]), command: 'unzip' },
 ];
+
+function magic(bytes: readonly number[]): (data: Uint8Array) => boolean {
+  return (data) => bytes.length <= data.length && bytes.every((b, i) => data[i] === b);
+}
 
 /** The compression `data` starts with, or undefined. */
 function compressionOf(data: Uint8Array): TraceCompression | undefined {
-  const found = compressions.find((c) => c.magic.length <= data.length && c.magic.every((b, i) => data[i] === b));
-  if (found?.name === 'bzip2' && !(data.length > 3 && data[3]! >= 0x31 && data[3]! <= 0x39)) return undefined;
-  return found?.name;
+  return compressions.find((c) => c.starts(data))?.name;
 }
 
 /** zlib's zstd decompressor, where this Node has one (22.15 and later); undefined before. */
 const createZstdDecompress: (() => Transform) | undefined = Reflect.get(zlib, 'createZstdDecompress');
 
-/** A decompressor for `compression`, or undefined where this Node has none. */
-function decompressor(compression: TraceCompression): Transform | undefined {
-  if (compression === 'gzip') return zlib.createGunzip();
-  if (compression === 'zstd' && createZstdDecompress) return createZstdDecompress();
+/**
+ * The content of `raw` (compressed bytes) decompressed, or undefined where this Node cannot: gzip's
+ * every member (zlib reads concatenated members, and refuses other bytes after them), zstd's every
+ * frame.
+ */
+function decompressed(compression: TraceCompression, raw: AsyncIterable<Buffer>): Readable | undefined {
+  if (compression === 'gzip') {
+    const gunzip = zlib.createGunzip();
+    pipeline(Readable.from(raw), gunzip, () => undefined); // errors reach gunzip, and its reader
+    return gunzip;
+  }
+  if (compression === 'zstd' && createZstdDecompress) return Readable.from(zstdFrames(raw, createZstdDecompress));
   return undefined;
 }
 
 /** The content of a trace file, decompressed, with its first bytes read ahead to tell its format. */
 interface TraceSource {
-  /** The path. */
+  /** The path (`-` for standard input). */
   readonly file: string;
   /** How the file was compressed, or undefined. */
   readonly compression: TraceCompression | undefined;
@@ -57,6 +73,8 @@ interface TraceSource {
    * and content past the size limit, end it with a {@link TraceSourceError}.
    */
   readonly chunks: AsyncIterable<Buffer>;
+  /** How many bytes the content likely holds: a hint for a buffer that takes it whole (it grows past it). */
+  readonly sizeHint: number;
   /** Stops reading (when the content is not read to its end). */
   close(): void;
 }
@@ -73,22 +91,90 @@ function sourceFormatError(file: string, e: TraceSourceError): TraceFormatError 
   return error;
 }
 
-/** The first `n` bytes of a file (fewer when it is shorter). */
-async function firstBytesOf(path: string, n: number): Promise<Buffer> {
-  const file = await open(path, 'r');
-  try {
-    const { bytesRead, buffer } = await file.read(Buffer.alloc(n), 0, n, 0);
-    return buffer.subarray(0, bytesRead);
-  } finally {
-    await file.close();
-  }
+/** What a file that is not a regular one is, for messages. */
+function kindOf(stats: { isFIFO(): boolean; isCharacterDevice(): boolean; isBlockDevice(): boolean; isSocket(): boolean }): string {
+  if (stats.isFIFO()) return 'a FIFO (named pipe)';
+  if (stats.isCharacterDevice()) return 'a character device';
+  if (stats.isBlockDevice()) return 'a block device';
+  if (stats.isSocket()) return 'a socket';
+  return 'not a regular file';
+}
+
+/** The error for a path that is not a regular file, `kind` saying what it is. */
+function notRegular(path: string, kind: string): TraceFileError {
+  return new TraceFileError(
+    path,
+    'ERR_TRACE_NOT_FILE',
+    `${path} is ${kind}, not a regular file: give a trace file, or - to read one from standard input (cat ${path} | gpumem ... -)`,
+  );
+}
+
+/** Deflate's largest ratio of output to input (RFC 1951: a 258-byte match costs at least 2 bits). */
+const maxDeflateRatio = 1032;
+
+/** The raw bytes of a path: a regular file, opened once and checked through its descriptor, or standard input. */
+interface RawInput {
+  chunks: AsyncIterable<Buffer>;
+  close(): void;
+  /** The file's size (undefined for standard input). */
+  size: number | undefined;
+  /** gzip's ISIZE (the last member's size modulo 2^32), read from the file's last 4 bytes; undefined for standard input. */
+  lastFourBytes: Buffer | undefined;
 }
 
 /**
- * Opens a trace file: refuses a directory and a compression this reader cannot undo
- * ({@link TraceFileError}), decompresses gzip (and zstd where this Node can), and reads ahead
- * `headBytes` of the content. Compressed content may decompress to at most `maxDecompressedBytes`.
- * The file system's errors (ENOENT, EACCES) pass through.
+ * Opens `path` for reading: `-` is standard input (not a terminal); anything else must be a regular
+ * file. It is opened without blocking (a FIFO would block the open until a writer came) and checked
+ * through the descriptor it is then read from, so what is checked is what is read.
+ */
+async function openRaw(path: string): Promise<RawInput> {
+  if (path === stdinPath) {
+    if (process.stdin.isTTY) {
+      throw new TraceFileError(path, 'ERR_TRACE_NOT_FILE', 'standard input (-) is a terminal: pipe a trace into it, or give its path');
+    }
+    return { chunks: process.stdin, close: () => process.stdin.pause(), size: undefined, lastFourBytes: undefined };
+  }
+  const handle = await open(path, constants.O_RDONLY | constants.O_NONBLOCK | constants.O_NOCTTY).catch(
+    async (e: NodeJS.ErrnoException) => {
+      // a socket cannot be opened at all (ENXIO): say what it is, as for a FIFO
+      if (e.code === 'ENXIO' && (await stat(path).catch(() => undefined))?.isSocket()) throw notRegular(path, 'a socket');
+      throw e;
+    },
+  );
+  try {
+    const stats = await handle.stat();
+    if (stats.isDirectory()) {
+      throw new TraceFileError(
+        path,
+        'EISDIR',
+        `${path} is a directory: give a trace file (gpumem JSONL, an RMM CSV log or a PyTorch memory snapshot)`,
+      );
+    }
+    if (!stats.isFile()) throw notRegular(path, kindOf(stats));
+    let lastFourBytes: Buffer | undefined;
+    if (stats.size >= 18) {
+      const { buffer } = await handle.read(Buffer.alloc(4), 0, 4, stats.size - 4);
+      lastFourBytes = buffer;
+    }
+    const stream = handle.createReadStream({ start: 0, highWaterMark: 1 << 20 });
+    return { chunks: stream, close: () => stream.destroy(), size: stats.size, lastFourBytes };
+  } catch (e) {
+    await handle.close();
+    throw e;
+  }
+}
+
+/** `first` chunks, then the rest of `it`. */
+async function* prepend(first: Buffer[], it: AsyncIterator<Buffer>): AsyncGenerator<Buffer> {
+  yield* first;
+  for (let r = await it.next(); !r.done; r = await it.next()) yield r.value;
+}
+
+/**
+ * Opens a trace file (or `-`, standard input): refuses a directory, a FIFO, a device or a socket and a
+ * compression this reader cannot undo ({@link TraceFileError}), decompresses gzip (and zstd where this
+ * Node can), and reads ahead `headBytes` of the content. Compressed content may decompress to at most
+ * `maxDecompressedBytes`. The file system's errors (ENOENT, EACCES) pass through.
  */
 export async function openTraceFile(
   path: string,
@@ -96,20 +182,30 @@ export async function openTraceFile(
 ): Promise<TraceSource> {
   const maxBytes = options.maxDecompressedBytes ?? maxDecompressedTraceBytes;
   const headBytes = options.headBytes ?? 4096;
-  if ((await stat(path)).isDirectory()) {
-    throw new TraceFileError(
-      path,
-      'EISDIR',
-      `${path} is a directory: give a trace file (gpumem JSONL, an RMM CSV log or a PyTorch memory snapshot)`,
-    );
+  const raw = await openRaw(path);
+  // The first bytes tell the compression: read until there are 8 of them, or the input ends.
+  const rawIt = raw.chunks[Symbol.asyncIterator]() as AsyncIterator<Buffer>;
+  const firstRaw: Buffer[] = [];
+  let firstRawBytes = 0;
+  try {
+    while (firstRawBytes < 8) {
+      const r = await rawIt.next();
+      if (r.done) break;
+      firstRaw.push(r.value);
+      firstRawBytes += r.value.length;
+    }
+  } catch (e) {
+    raw.close();
+    throw e;
   }
-  const compression = compressionOf(await firstBytesOf(path, 8));
-  const file = createReadStream(path, { highWaterMark: 1 << 20 });
-  let stream: Readable = file;
+  const compression = compressionOf(Buffer.concat(firstRaw).subarray(0, 8));
+  const rawChunks = prepend(firstRaw, rawIt);
+  let stream: AsyncIterable<Buffer> = rawChunks;
+  let sizeHint = raw.size ?? 1 << 16;
   if (compression !== undefined) {
-    const d = decompressor(compression);
+    const d = decompressed(compression, rawChunks);
     if (d === undefined) {
-      file.destroy();
+      raw.close();
       const command = compressions.find((c) => c.name === compression)!.command;
       const why = compression === 'zstd' ? ` (Node ${process.version} has no zstd; Node 22.15 and later read it)` : '';
       throw new TraceFileError(
@@ -118,13 +214,17 @@ export async function openTraceFile(
         `${path} is ${compression}-compressed, which this reader does not decompress${why}: decompress it first (${command} ${path})`,
       );
     }
-    file.on('error', (e) => d.destroy(e));
-    stream = file.pipe(d);
+    stream = d;
+    // gzip's trailer gives the last member's size, believed where deflate could make it from the file
+    sizeHint =
+      compression === 'gzip' && raw.lastFourBytes !== undefined && raw.size !== undefined
+        ? Math.min(raw.lastFourBytes.readUInt32LE(0), maxBytes, raw.size * maxDeflateRatio)
+        : 1 << 16;
   }
   const it = stream[Symbol.asyncIterator]() as AsyncIterator<Buffer>;
   const close = () => {
-    file.destroy();
-    if (stream !== file) stream.destroy();
+    raw.close();
+    if (stream !== rawChunks) (stream as Readable).destroy();
   };
   let bytes = 0;
   /** The next chunk, counted against the limit; undefined at the end. */
@@ -133,6 +233,7 @@ export async function openTraceFile(
     try {
       r = await it.next();
     } catch (e) {
+      if (e instanceof ZstdFramesError) throw new TraceSourceError(e.message);
       // The file system's errors carry a syscall; the decompressor's do not.
       if (compression !== undefined && (e as NodeJS.ErrnoException).syscall === undefined) {
         throw new TraceSourceError(`the ${compression} stream is corrupt or truncated (${(e as Error).message})`);
@@ -179,46 +280,19 @@ export async function openTraceFile(
       close();
     }
   }
-  return { file: path, compression, head, chunks: chunks(), close };
-}
-
-/** Deflate's largest ratio of output to input (RFC 1951: a 258-byte match costs at least 2 bits). */
-const maxDeflateRatio = 1032;
-
-/**
- * How many bytes a compressed file is likely to decompress to, bounded by what it can: gzip's
- * trailer (ISIZE, the size modulo 2^32 of its last member) where it is within deflate's largest
- * ratio of the file's size, else a small start. A hint only: the buffer grows past it.
- */
-async function decompressedSizeHint(source: TraceSource, maxBytes: number): Promise<number> {
-  const start = Math.max(source.head.length, 1 << 16);
-  if (source.compression !== 'gzip') return start;
-  const { size } = await stat(source.file);
-  if (size < 18) return start;
-  const file = await open(source.file, 'r');
-  try {
-    const { buffer } = await file.read(Buffer.alloc(4), 0, 4, size - 4);
-    const isize = buffer.readUInt32LE(0);
-    return Math.max(source.head.length, Math.min(isize, maxBytes, size * maxDeflateRatio));
-  } finally {
-    await file.close();
-  }
+  return { file: path, compression, head, chunks: chunks(), sizeHint: Math.max(head.length, sizeHint), close };
 }
 
 /**
- * All of a source's content in one Buffer (a pickle is read whole). Compressed content is written
- * into one buffer sized from the file's own trailer and grown where that is short, so the content
- * is held once, not as chunks and then their concatenation. Content that does not fit in memory is
- * a {@link TraceFormatError} naming the file.
+ * All of a source's content in one Buffer (a pickle is read whole), written into one buffer sized
+ * from what the file says (its size; gzip's trailer) and grown where that is short, so the content is
+ * held once, not as chunks and then their concatenation. Content that does not fit in memory is a
+ * {@link TraceFormatError} naming the file.
  */
 export async function readAll(source: TraceSource, maxBytes: number = maxDecompressedTraceBytes): Promise<Buffer> {
-  if (source.compression === undefined) {
-    source.close();
-    return readFile(source.file); // one buffer of the file's size, never a copy of chunks
-  }
   let length = 0;
   try {
-    let buffer = Buffer.allocUnsafe(await decompressedSizeHint(source, maxBytes));
+    let buffer = Buffer.allocUnsafe(Math.min(source.sizeHint, maxBytes));
     for await (const chunk of source.chunks) {
       if (length + chunk.length > buffer.length) {
         const grown = Buffer.allocUnsafe(Math.max(length + chunk.length, Math.min(buffer.length * 2, maxBytes)));
@@ -236,7 +310,7 @@ export async function readAll(source: TraceSource, maxBytes: number = maxDecompr
       throw sourceFormatError(
         source.file,
         new TraceSourceError(
-          `its ${source.compression} content (more than ${length} bytes) does not fit in this process's memory (${e.message})`,
+          `its ${source.compression ?? 'uncompressed'} content (more than ${length} bytes) does not fit in this process's memory (${e.message})`,
         ),
       );
     }
@@ -289,11 +363,17 @@ export async function* lineBatches(chunks: AsyncIterable<Buffer>, file: string):
 }
 
 /**
- * The lines of a file, streamed in chunks, with their 1-based numbers. A line longer than
- * {@link maxTraceLineChars} is a {@link TraceFormatError} (a binary file, or no line breaks).
+ * The lines of a file (a regular file, or `-` for standard input), streamed in chunks, with their
+ * 1-based numbers. A line longer than {@link maxTraceLineChars} is a {@link TraceFormatError} (a
+ * binary file, or no line breaks); a path that is not a regular file a {@link TraceFileError}.
  */
 export async function* readLines(path: string): AsyncGenerator<[string, number]> {
-  for await (const { firstLine, lines } of lineBatches(createReadStream(path, { highWaterMark: 1 << 20 }), path)) {
-    for (let i = 0; i < lines.length; i++) yield [lines[i]!, firstLine + i];
+  const raw = await openRaw(path);
+  try {
+    for await (const { firstLine, lines } of lineBatches(raw.chunks, path)) {
+      for (let i = 0; i < lines.length; i++) yield [lines[i]!, firstLine + i];
+    }
+  } finally {
+    raw.close();
   }
 }

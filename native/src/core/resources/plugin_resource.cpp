@@ -1,6 +1,7 @@
 #include "gpumem/plugin_resource.hpp"
 
 #include <dlfcn.h>
+#include <sys/stat.h>
 
 #include <cstdint>
 #include <cstdio>
@@ -36,6 +37,19 @@ std::string file_name(const std::string& path) {
 
 [[noreturn]] void bad_library(const std::string& path, const std::string& cause) {
   throw invalid_argument(invalid_argument::kind::type, "library", "plugin library '" + path + "': " + cause);
+}
+
+// What a path that is not a regular file is, for messages; "" for a regular file or a path that
+// cannot be looked at (dlopen then says why it cannot load it).
+std::string non_regular_kind(const std::string& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0 || S_ISREG(st.st_mode)) return "";
+  if (S_ISDIR(st.st_mode)) return "a directory";
+  if (S_ISFIFO(st.st_mode)) return "a FIFO (named pipe)";
+  if (S_ISCHR(st.st_mode)) return "a character device";
+  if (S_ISBLK(st.st_mode)) return "a block device";
+  if (S_ISSOCK(st.st_mode)) return "a socket";
+  return "not a regular file";
 }
 
 std::string message_or(const char* text, const char* fallback) {
@@ -104,6 +118,12 @@ plugin_resource::plugin_resource(plugin_options options)
                         " needs CUDA, and gpumem was built without CUDA (use device -1 for host memory)");
   }
 #endif
+  // dlopen would wait on a FIFO for a writer that never comes, and read a device without end: a path
+  // (one with a slash; a bare name is searched for by dlopen) must name a regular file.
+  if (path.find('/') != std::string::npos) {
+    const std::string kind = non_regular_kind(path);
+    if (!kind.empty()) bad_library(path, "is " + kind + ", not a regular file (a shared library is one)");
+  }
   dlerror();  // clear a stale message
   handle_->dl = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (handle_->dl == nullptr) bad_library(path, "cannot be loaded: " + message_or(dlerror(), "dlopen failed"));

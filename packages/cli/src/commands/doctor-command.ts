@@ -13,6 +13,7 @@ import {
   diagnoseOom,
   readTrace,
   recordedCapacity,
+  TraceBudgetError,
   TraceFormatError,
   type DoctorStrategy,
   type DoctorVerdict,
@@ -60,8 +61,9 @@ export const doctorUsage = `Usage: gpumem doctor FILE [--capacity SIZE] [--outsi
                       [--resolution SIZE] [--skip-failed-requests] [--report OUT.html] [--json OUT.json|-]
 
 Is this OOM real? Reads FILE, a PyTorch memory snapshot (the pickle of
-torch.cuda.memory._snapshot() or _dump_snapshot(), optionally gzip-compressed) or a gpumem trace
-(JSONL, RMM CSV: what gpumem replay reads), and a device capacity, and gives one verdict:
+torch.cuda.memory._snapshot() or _dump_snapshot(), optionally gzip- or zstd-compressed) or a gpumem
+trace (JSONL, RMM CSV: what gpumem replay reads; FILE - is standard input), and a device capacity,
+and gives one verdict:
 
   fits           PyTorch's default allocator fits in the capacity; names the strategy needing the
                  least, and its margin
@@ -124,7 +126,8 @@ async function readOrExplain(file: string, device?: number): Promise<ReadTrace |
     return await readTrace(file, device === undefined ? {} : { device });
   } catch (e) {
     if (e instanceof TraceFormatError) {
-      stderrText.write(`gpumem doctor: malformed trace: ${e.message}\n`);
+      const what = e instanceof TraceBudgetError ? "trace past the readers' budget" : 'malformed trace';
+      stderrText.write(`gpumem doctor: ${what}: ${e.message}\n`);
       return undefined;
     }
     const err = e as NodeJS.ErrnoException;

@@ -18,7 +18,7 @@ import {
   type AllocatorSpec,
   type DefaultAllocators,
 } from '@gpumem/compare';
-import { readTrace, TraceFormatError, type ReadTrace } from '@gpumem/trace';
+import { readTrace, TraceBudgetError, TraceFormatError, type ReadTrace } from '@gpumem/trace';
 import {
   compileTrace,
   defaultCapacityResolution,
@@ -70,9 +70,9 @@ const replayFlagAliases: FlagAliases = { repeats: 'repeat' };
 export const replayUsage = `Usage: gpumem replay FILE [--allocators a,b:key=value,...] [--capacity SIZE] [--min-capacity]
                       [--resolution SIZE] [--progress] [--repeat N] [--report OUT.html] [--json OUT.json|-]
 
-Replays an allocation trace through each allocator: the same mallocs and frees in the same order,
-on as many streams as the trace has, with no kernels in between, and says which allocator suits the
-program. Native strategies run it in a native loop. Each timed pass starts with the allocator
+Replays an allocation trace (FILE; - is standard input) through each allocator: the same mallocs
+and frees in the same order, on as many streams as the trace has, with no kernels in between, and
+says which allocator suits the program. Native strategies run it in a native loop. Each timed pass starts with the allocator
 trimmed and empty. The table shows, per allocator: the median time per call, peak allocated and
 reserved bytes, the bytes unused at peak reserved (reserved minus allocated bytes when the strategy
 reserved the most, from one extra tracked pass; not at the peak of allocated bytes), driver calls (allocations/frees), out-of-memory failures and,
@@ -382,7 +382,8 @@ async function readOrExplain(file: string, device?: number): Promise<ReadTrace |
     return await readTrace(file, device === undefined ? {} : { device });
   } catch (e) {
     if (e instanceof TraceFormatError) {
-      stderrText.write(`gpumem replay: malformed trace: ${e.message}\n`);
+      const what = e instanceof TraceBudgetError ? "trace past the readers' budget" : 'malformed trace';
+      stderrText.write(`gpumem replay: ${what}: ${e.message}\n`);
       return undefined;
     }
     const err = e as NodeJS.ErrnoException;

@@ -17,8 +17,8 @@ export interface LineTraceFormat {
   readonly extensions: readonly string[];
   /** True when a file whose first line is `firstLine` (without BOM and line break) is in this form. */
   recognizes(firstLine: string): boolean;
-  /** A parser for one file. */
-  parser(file: string): LineTraceParser;
+  /** A parser for one file, holding at most `maxEvents` events (the readers' budget). */
+  parser(file: string, maxEvents: number): LineTraceParser;
   /** The lines of `trace` in this form, without line breaks. */
   lines(trace: AllocationTrace): Generator<string>;
 }

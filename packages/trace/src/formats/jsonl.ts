@@ -22,8 +22,8 @@ class JsonlParser extends LineTraceParser {
   /** When the header's tags repeat a name: each tag's index among the distinct names. */
   #tagOf: Uint32Array | undefined;
 
-  constructor(file: string) {
-    super(file, 'jsonl');
+  constructor(file: string, maxEvents: number) {
+    super(file, 'jsonl', maxEvents);
   }
 
   protected header(): TraceHeader {
@@ -160,6 +160,6 @@ export const jsonl: LineTraceFormat = {
   description: `a gpumem JSONL trace (first line {"format":"${traceFormatMarker}","version":${traceFormatVersion},...})`,
   extensions: ['.jsonl', '.ndjson'],
   recognizes: (firstLine) => firstLine.trimStart().startsWith('{'),
-  parser: (file) => new JsonlParser(file),
+  parser: (file, maxEvents) => new JsonlParser(file, maxEvents),
   lines: jsonlLines,
 };

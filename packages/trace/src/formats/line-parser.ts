@@ -3,6 +3,7 @@
  * field by field, appended to typed columns; blank lines are skipped, up to a limit.
  * @module
  */
+import { raiseBudgetHint, TraceBudgetError } from './budget.js';
 import { TraceEventColumns } from './event-columns.js';
 import { preview } from './json-preview.js';
 import { TraceFormatError, type ReadTrace, type TraceAction, type TraceFileFormat, type TraceHeader } from './model.js';
@@ -23,6 +24,8 @@ export abstract class LineTraceParser {
   constructor(
     readonly file: string,
     readonly format: TraceFileFormat,
+    /** The most events the trace may hold (the readers' budget on decoded work). */
+    readonly maxEvents: number,
   ) {}
 
   fail(line: number, reason: string): never {
@@ -81,6 +84,15 @@ export abstract class LineTraceParser {
   ): void {
     if (ptr === 0 && bytes > 0 && action !== 'oom')
       this.fail(n, `${action === 'alloc' ? 'an allocation' : 'a free'} of ${bytes} bytes has a null pointer`);
+    if (this.#columns.length >= this.maxEvents) {
+      throw new TraceBudgetError(
+        this.file,
+        n,
+        `${this.file}:${n}`,
+        `more than ${this.maxEvents} events, past the readers' budget on decoded work; ${raiseBudgetHint(this.maxEvents)}`,
+        this.maxEvents,
+      );
+    }
     this.#columns.push(timeNs, action, ptr, bytes, stream, tag, reservedBytes, thread);
   }
 

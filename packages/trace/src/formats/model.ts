@@ -57,6 +57,12 @@ export interface ReadTraceOptions {
   device?: number;
   /** Compressed files: the most bytes they may decompress to (default {@link maxDecompressedTraceBytes}). */
   maxDecompressedBytes?: number;
+  /**
+   * The most events the trace may hold (the readers' budget on decoded work; a snapshot's history
+   * entries count, and its pickle may decode 16 values an event). Default: the environment variable
+   * GPUMEM_TRACE_MAX_EVENTS, else 2^22. More is a `TraceBudgetError`.
+   */
+  maxEvents?: number;
 }
 
 /** What a compressed trace may decompress to by default: more is refused (a gzip bomb, or not a trace). */
@@ -83,8 +89,8 @@ export class TraceFormatError extends Error {
 }
 
 /**
- * A path that cannot be read as a trace at all: a directory, or a file compressed in a form this
- * reader does not decompress. Says which, and what to do. Carries a `code` as the file system's
+ * A path that cannot be read as a trace at all: a directory, a FIFO, a device or a socket, or a file
+ * compressed in a form this reader does not decompress. Says which, and what to do. Carries a `code` as the file system's
  * errors do (`EISDIR`, `ERR_TRACE_COMPRESSION`), so callers that report unreadable files report these too.
  */
 export class TraceFileError extends Error {
@@ -92,8 +98,11 @@ export class TraceFileError extends Error {
   constructor(
     /** The path given. */
     readonly file: string,
-    /** `EISDIR` for a directory, `ERR_TRACE_COMPRESSION` for a compression this reader does not read. */
-    readonly code: 'EISDIR' | 'ERR_TRACE_COMPRESSION',
+    /**
+     * `EISDIR` for a directory, `ERR_TRACE_NOT_FILE` for a FIFO, a device or a socket (or standard
+     * input that is a terminal), `ERR_TRACE_COMPRESSION` for a compression this reader does not read.
+     */
+    readonly code: 'EISDIR' | 'ERR_TRACE_NOT_FILE' | 'ERR_TRACE_COMPRESSION',
     message: string,
   ) {
     super(message);

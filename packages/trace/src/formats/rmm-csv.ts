@@ -17,8 +17,8 @@ class RmmCsvParser extends LineTraceParser {
   #lastSeconds = 0;
   #dayNs = 0;
 
-  constructor(file: string) {
-    super(file, 'rmm-csv');
+  constructor(file: string, maxEvents: number) {
+    super(file, 'rmm-csv', maxEvents);
   }
 
   protected header(): TraceHeader {
@@ -135,6 +135,6 @@ export const rmmCsv: LineTraceFormat = {
   description: `an RMM logging CSV (first line '${rmmCsvHeader}')`,
   extensions: ['.csv'],
   recognizes: (firstLine) => firstLine.trim() === rmmCsvHeader,
-  parser: (file) => new RmmCsvParser(file),
+  parser: (file, maxEvents) => new RmmCsvParser(file, maxEvents),
   lines: rmmCsvLines,
 };

@@ -297,6 +297,14 @@ describe('PyTorch memory snapshots', () => {
       message: expect.stringMatching(/device_traces\[0\]\[0\]: 'addr' is 18446744073709547520, beyond 2\^53 - 1$/),
     });
   });
+
+  it("refuses an OOM entry whose device_free and reserve pass 2^53 - 1 bytes, in the snapshot's words", async () => {
+    const e = (await readSnapshot(fixture('free-max.pickle')).catch((err: unknown) => err)) as TraceFormatError;
+    expect(e).toBeInstanceOf(SnapshotFormatError);
+    expect(e.message).toBe(
+      `${fixture('free-max.pickle')}: device_traces[0][2]: 'device_free' is 9007199254740991 bytes: with the 2097152 bytes PyTorch reserved then, more than 2^53 - 1 bytes of device memory, which no device has (a corrupt snapshot)`,
+    );
+  });
 });
 
 describe('readTrace on snapshots and gzip files', () => {

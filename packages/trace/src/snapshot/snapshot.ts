@@ -15,6 +15,7 @@
 import { readFile } from 'node:fs/promises';
 import { kMaxLength } from 'node:buffer';
 import { gunzipSync } from 'node:zlib';
+import { maxTraceEvents, minSnapshotBytesPerEntry } from '../formats/budget.js';
 import {
   isGzip,
   maxDecompressedTraceBytes,
@@ -52,6 +53,8 @@ export interface SnapshotOptions {
    * {@link defaultMaxFrameTags}); the frames that allocated the fewest bytes share the tag 'other'.
    */
   maxFrameTags?: number;
+  /** The most history entries the device may hold (the readers' budget; default: see `maxTraceEvents`). */
+  maxEvents?: number;
 }
 
 /** The most distinct allocation frames a snapshot's events are tagged with, by default. */
@@ -204,6 +207,9 @@ class SnapshotReader {
   /** List items this reader may still visit: shared references must not multiply the work past the file's size. */
   #budget: number;
 
+  /** The decoded pickle's size in bytes. */
+  readonly #size: number;
+
   /** The user frame of each frames list seen (lists are shared between entries with one traceback). */
   readonly #frameOf = new Map<PickleValue[], string | undefined>();
 
@@ -219,6 +225,7 @@ class SnapshotReader {
     readonly maxFrameTags = defaultMaxFrameTags,
   ) {
     this.#budget = size + 1024;
+    this.#size = size;
   }
 
   /** The innermost user frame of an entry's `frames` (innermost first), as `file:line:function`. */
@@ -306,7 +313,17 @@ class SnapshotReader {
       device = wanted;
     }
     const where = `device_traces[${device}]`;
-    const entries = this.list(perDevice[device], where).map((e, i) => this.dict(e, `${where}[${i}]`));
+    const history = perDevice[device]!;
+    // Each entry becomes an event of some 150 bytes: a history denser than PyTorch writes is one entry
+    // referenced many times, which would multiply the file into memory.
+    if (history.length * minSnapshotBytesPerEntry > this.#size + 1024) {
+      this.fail(
+        where,
+        `${history.length} entries in ${this.#size} bytes of pickle, more than one per ${minSnapshotBytesPerEntry} bytes: ` +
+          'entries referenced many times over (PyTorch writes each entry, some 50 bytes, once), which this reader refuses',
+      );
+    }
+    const entries = this.list(history, where).map((e, i) => this.dict(e, `${where}[${i}]`));
 
     // Times: µs since the epoch in PyTorch >= 2.1; without them, the entry's index stands in.
     const timed = entries.every((e) => e.has('time_us'));
@@ -338,7 +355,7 @@ class SnapshotReader {
     const frameBytes = new Map<string, number>(); // user frame -> bytes it allocated
     let deferredFrees = 0;
     let freesBeforeHistory = 0;
-    let firstOom: { event: number; deviceFreeBytes: number } | undefined;
+    let firstOom: { event: number; deviceFreeBytes: number; where: string } | undefined;
 
     for (let i = 0; i < entries.length; i++) {
       const e = entries[i]!;
@@ -404,7 +421,7 @@ class SnapshotReader {
         }
         case 'oom':
           if (firstOom === undefined && e.has('device_free'))
-            firstOom = { event: events.length, deviceFreeBytes: this.count(e, 'device_free', at) };
+            firstOom = { event: events.length, deviceFreeBytes: this.count(e, 'device_free', at), where: at };
           emit({ timeNs, action: 'oom', ptr: 0, bytes: this.count(e, 'size', at), stream: this.count(e, 'stream', at, 0), tag: 0 });
           break;
         case 'segment_alloc':
@@ -475,6 +492,13 @@ class SnapshotReader {
     if (!timed) details.timesFromOrder = true;
     if (firstOom !== undefined) {
       const e = events[firstOom.event]!;
+      // What the allocator could have had: PyTorch's reserve then, and what the driver still had free.
+      if ((e.reservedBytes ?? reservedBefore) + firstOom.deviceFreeBytes > Number.MAX_SAFE_INTEGER) {
+        this.fail(
+          firstOom.where,
+          `'device_free' is ${firstOom.deviceFreeBytes} bytes: with the ${e.reservedBytes ?? reservedBefore} bytes PyTorch reserved then, more than 2^53 - 1 bytes of device memory, which no device has (a corrupt snapshot)`,
+        );
+      }
       details.firstOom = {
         timeNs: e.timeNs,
         requestedBytes: e.bytes,
@@ -558,7 +582,8 @@ function peak(values: readonly number[]): number {
  */
 export function parseSnapshot(data: Uint8Array, file = '<input>', options: SnapshotOptions = {}): SnapshotTrace {
   const bytes = isGzip(data) ? gunzip(data, file, options.maxDecompressedBytes ?? maxDecompressedTraceBytes) : data;
-  const root = unpickle(bytes, file);
+  const maxEvents = maxTraceEvents(options.maxEvents);
+  const root = unpickle(bytes, file, { maxEvents });
   const maxFrameTags = options.maxFrameTags ?? defaultMaxFrameTags;
   if (!Number.isSafeInteger(maxFrameTags) || maxFrameTags < 0)
     throw new RangeError(`Expected a non-negative integer for maxFrameTags but received ${String(maxFrameTags)}`);

@@ -10,8 +10,12 @@
  * so time and memory stay linear in the size of the input; the values held at once (stack, lists,
  * tuples, dicts, memo) are capped as well ({@link defaultMaxPickleItems}), so a large file of
  * cheap opcodes is refused with an error rather than growing an array past what V8 allows.
+ * What the references multiply to downstream (one entry dict DUPed 30 million times is 30 million
+ * events) is bounded by the readers' budget (`../formats/budget.ts`): the values decoded, every
+ * reference counted, and the items of any one container, each past its limit a TraceBudgetError.
  * @module
  */
+import { defaultMaxTraceEvents, pickleValuesPerEvent, raiseBudgetHint, TraceBudgetError } from '../formats/budget.js';
 import { TraceFormatError } from '../formats/model.js';
 
 /** A value read from a pickle. Tuples are frozen arrays, lists plain arrays, dicts Maps. */
@@ -31,6 +35,13 @@ export interface UnpickleOptions {
    * two) and in the memo. Default {@link defaultMaxPickleItems}.
    */
   maxItems?: number;
+  /**
+   * The readers' budget on decoded work: the most events the snapshot may hold (default
+   * {@link defaultMaxTraceEvents}). It caps the items of one list, tuple or dict (and of the stack
+   * between two MARKs) at that, and the values decoded in all, memo references and DUPs each counted,
+   * at {@link pickleValuesPerEvent} times that; past either is a {@link TraceBudgetError}.
+   */
+  maxEvents?: number;
 }
 
 /**
@@ -170,6 +181,10 @@ export function unpickle(data: Uint8Array, file = '<input>', options: UnpickleOp
   const maxOpenMarks = options.maxOpenMarks ?? 1000;
   const maxIntBytes = options.maxIntBytes ?? 1024;
   const maxItems = options.maxItems ?? defaultMaxPickleItems;
+  const maxEvents = options.maxEvents ?? defaultMaxTraceEvents;
+  const maxContainerItems = maxEvents;
+  const maxDecoded = maxEvents * pickleValuesPerEvent;
+  let decoded = 0; // values pushed, every reference counted: the work the file asks for
   const buf = Buffer.isBuffer(data) ? data : Buffer.from(data.buffer, data.byteOffset, data.byteLength);
   const end = buf.length;
   let pos = 0;
@@ -179,6 +194,21 @@ export function unpickle(data: Uint8Array, file = '<input>', options: UnpickleOp
   const marks: PickleValue[][] = [];
   const memo = new Map<number, PickleValue>();
   let held = 0; // values on the stack, in containers and in the memo
+
+  /** Past the budget on decoded work: a typed error naming the limit and the setting that raises it. */
+  const overBudget = (what: string, limit: number): never => {
+    throw new TraceBudgetError(
+      file,
+      0,
+      `${file}: byte ${at}${op ? ` (${op})` : ''}`,
+      `${what}, past the readers' budget on decoded work (a pickle that references one value many times decodes to far more than it holds); ${raiseBudgetHint(maxEvents)}`,
+      limit,
+    );
+  };
+  /** One more item in a container (a list, a dict, the stack between MARKs) of `length` items. */
+  const grows = (length: number): void => {
+    if (length >= maxContainerItems) overBudget(`a list, dict or tuple of more than ${maxContainerItems} items`, maxContainerItems);
+  };
 
   /** Counts `n` more values held; fails past the cap. */
   const hold = (n: number): void => {
@@ -223,6 +253,8 @@ export function unpickle(data: Uint8Array, file = '<input>', options: UnpickleOp
   };
   const push = (v: PickleValue): void => {
     hold(1);
+    if (++decoded > maxDecoded) overBudget(`more than ${maxDecoded} values decoded`, maxDecoded);
+    grows(stack.length);
     stack.push(v);
   };
   const str = (n: number): string => {
@@ -265,6 +297,7 @@ export function unpickle(data: Uint8Array, file = '<input>', options: UnpickleOp
       const key = items[i]!;
       if (key instanceof Map || isList(key)) fail(`a dict key must be hashable, found ${pickleTypeName(key)}`);
       if (d.size >= maxMapEntries && !d.has(key)) fail(`a dict of more than ${maxMapEntries} entries, more than this reader holds`);
+      if (!d.has(key)) grows(d.size);
       d.set(key, items[i + 1]!);
     }
   };
@@ -385,6 +418,7 @@ export function unpickle(data: Uint8Array, file = '<input>', options: UnpickleOp
         const item = pop();
         const list = top();
         if (!isList(list)) fail(`expects a list under the item, found ${pickleTypeName(list)}`);
+        grows((list as PickleValue[]).length);
         (list as PickleValue[]).push(item);
         break;
       }
@@ -394,6 +428,7 @@ export function unpickle(data: Uint8Array, file = '<input>', options: UnpickleOp
         const list = top();
         if (!isList(list)) fail(`expects a list under the MARK, found ${pickleTypeName(list)}`);
         const l = list as PickleValue[];
+        grows(l.length + items.length - 1);
         for (const item of items) l.push(item);
         break;
       }
