@@ -43,6 +43,16 @@ function refusal(fn: () => void): OutputFileError {
   throw new Error('expected an OutputFileError');
 }
 
+/** Whether `command` ran and exited with 0 (its output dropped). */
+function succeeds(command: string, args: string[]): boolean {
+  try {
+    execFileSync(command, args, { stdio: 'ignore' });
+    return true;
+  } catch {
+    return false;
+  }
+}
+
 /** The names in `folder` that are temporary files of the writer. */
 function leftovers(folder: string): string[] {
   return readdirSync(folder).filter((name) => name.endsWith('.tmp'));
@@ -178,9 +188,9 @@ describe('OutputFile: streaming and failures', () => {
   // A real full disk: a 64 KiB tmpfs, where mounting is allowed (root outside a restricted container).
   const full = join(dir, 'tmpfs');
   mkdirSync(full);
-  const mounted = isRoot && spawnSync('mount', ['-t', 'tmpfs', '-o', 'size=64k', 'tmpfs', full]).status === 0;
+  const mounted = isRoot && succeeds('mount', ['-t', 'tmpfs', '-o', 'size=64k', 'tmpfs', full]);
   afterAll(() => {
-    if (mounted) spawnSync('umount', [full]);
+    if (mounted) succeeds('umount', [full]);
   });
   const noMount = mounted ? '' : ' (skipped: cannot mount a small tmpfs here: needs root and mount rights)';
 
