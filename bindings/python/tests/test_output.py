@@ -160,6 +160,32 @@ class RecordPathTests(unittest.TestCase):
                 gpumem_torch.record(folder)
 
 
+class DoctorOutputTests(unittest.TestCase):
+    """python -m gpumem_torch doctor checks '--json' before any work, as gpumem doctor does."""
+
+    def doctor(self, *args):
+        env = dict(os.environ, PYTHONPATH=os.path.dirname(HERE))
+        return subprocess.run([sys.executable, "-m", "gpumem_torch", "doctor", *args], capture_output=True, text=True, env=env)
+
+    def test_json_that_is_the_trace_or_a_fifo_is_refused(self):
+        with tempfile.TemporaryDirectory() as folder:
+            trace = os.path.join(folder, "t.jsonl")
+            with open(trace, "w", encoding="utf-8") as f:
+                f.write('{"format":"gpumem-trace","version":1}\n')
+            alias = os.path.join(folder, "alias.json")
+            os.link(trace, alias)
+            r = self.doctor(trace, "--json", alias)
+            self.assertEqual(r.returncode, 2, r.stderr)
+            self.assertIn("is the trace FILE: writing it would overwrite the input", r.stderr)
+            fifo = os.path.join(folder, "pipe")
+            os.mkfifo(fifo)
+            r = self.doctor(trace, "--json", fifo)
+            self.assertEqual(r.returncode, 2, r.stderr)
+            self.assertIn("is a named pipe (FIFO)", r.stderr)
+            with open(trace, encoding="utf-8") as f:
+                self.assertEqual(f.read(), '{"format":"gpumem-trace","version":1}\n')
+
+
 RECORD = """
 import os, sys
 sys.path.insert(0, sys.argv[2])
