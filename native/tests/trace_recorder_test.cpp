@@ -16,6 +16,7 @@
 #include <csignal>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <iterator>
 #include <map>
@@ -467,4 +468,28 @@ TEST_CASE("a write that fails part way (the file size limit, as a full disk) kee
   CHECK_EQ(read_all(path), "previous trace\n");
   CHECK_EQ(leftovers(path), 0);
   std::remove(path.c_str());
+}
+
+TEST_CASE("a relative trace path is taken from the directory at start, whatever the directory at stop") {
+  const std::string folder = temp_path("relative");
+  REQUIRE(::mkdir(folder.c_str(), 0700) == 0);
+  char* before = ::getcwd(nullptr, 0);
+  REQUIRE(before != nullptr);
+  REQUIRE(::chdir(folder.c_str()) == 0);
+  trace_recorder r;
+  trace_options o;
+  o.path = "run.jsonl";
+  std::string error;
+  REQUIRE(r.start(o, error));
+  r.record(trace_action::alloc, 0x1000, 10, 0, 0);
+  REQUIRE(::chdir("/") == 0);
+  std::uint64_t events = 0;
+  CHECK(r.stop(events, error));
+  REQUIRE(::chdir(before) == 0);
+  std::free(before);
+  const std::string path = folder + "/run.jsonl";
+  CHECK_EQ(read_lines(path).size(), std::size_t{2});
+  CHECK_EQ(leftovers(path), 0);
+  std::remove(path.c_str());
+  ::rmdir(folder.c_str());
 }

@@ -38,6 +38,16 @@ std::string folder_of(const std::string& path) {
   return slash == 0 ? "/" : path.substr(0, slash);
 }
 
+// `path` from the current directory: stop() may come after the program changed directory.
+std::string absolute(const std::string& path) {
+  if (path.front() == '/') return path;
+  char* cwd = ::getcwd(nullptr, 0);
+  if (cwd == nullptr) return path;
+  std::string out = std::string(cwd) + "/" + path;
+  std::free(cwd);
+  return out;
+}
+
 std::string name_of(const std::string& path) {
   const auto slash = path.rfind('/');
   return slash == std::string::npos ? path : path.substr(slash + 1);
@@ -55,11 +65,11 @@ bool output_file::open(const std::string& path, std::string& error) {
     error = "gpumem: the output file name is empty";
     return false;
   }
-  target_ = path;
+  target_ = absolute(path);
   struct stat st {};
-  bool exists = ::lstat(path.c_str(), &st) == 0;
+  bool exists = ::lstat(target_.c_str(), &st) == 0;
   if (exists && S_ISLNK(st.st_mode)) {
-    char* real = ::realpath(path.c_str(), nullptr);
+    char* real = ::realpath(target_.c_str(), nullptr);
     if (real == nullptr) {
       error = prefix + "is a symbolic link to a file that does not exist; give the file itself";
       return false;
@@ -96,7 +106,8 @@ bool output_file::open(const std::string& path, std::string& error) {
     temporary_.clear();
     return false;
   }
-  if (exists && (::fchmod(fd_, st.st_mode & 07777) != 0 || (::geteuid() == 0 && ::fchown(fd_, st.st_uid, st.st_gid) != 0))) {
+  const bool keep_owner = exists && ::geteuid() == 0;
+  if (exists && (::fchmod(fd_, st.st_mode & 07777) != 0 || (keep_owner && ::fchown(fd_, st.st_uid, st.st_gid) != 0))) {
     error = prefix + "cannot give the new file the mode of the one it replaces: " + std::strerror(errno);
     discard();
     return false;
