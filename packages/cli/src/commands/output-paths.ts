@@ -6,7 +6,7 @@
  * @module
  */
 import { accessSync, constants, statSync } from 'node:fs';
-import { resolve } from 'node:path';
+import { dirname, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { OutputFileError, outputTarget } from '@gpumem/allocator-core';
 import { parseAllocatorList } from '@gpumem/compare';
@@ -36,24 +36,26 @@ function checkOutputPath(command: string, flag: string, path: string): boolean {
   const refuse = (why: string): never => {
     throw new UsageError(`gpumem ${command}: '--${flag}' ${path}: ${why}`);
   };
-  let target: ReturnType<typeof outputTarget>;
-  try {
-    target = outputTarget(path);
-  } catch (e) {
-    if (e instanceof OutputFileError) refuse(e.reason);
-    throw e;
-  }
-  if (target!.discard) return true;
-  if (isKernelPath(target!.path)) refuse(`is on a kernel file system (${target!.path}); give a file on a disk`);
+  const target = (() => {
+    try {
+      return outputTarget(path);
+    } catch (e) {
+      if (e instanceof OutputFileError) return refuse(e.reason);
+      throw e;
+    }
+  })();
+  if (target.discard) return true;
+  if (isKernelPath(target.path)) refuse(`is on a kernel file system (${target.path}); give a file on a disk`);
+  const folder = dirname(target.path);
   try {
     // The new file is made in the folder and renamed over the old one: the folder must be writable.
-    accessSync(resolve(target!.path, '..'), constants.W_OK);
+    accessSync(folder, constants.W_OK);
   } catch {
-    refuse(`cannot write in ${resolve(target!.path, '..')}`);
+    refuse(`cannot write in ${folder}`);
   }
-  if (target!.existing !== undefined) {
+  if (target.existing !== undefined) {
     try {
-      accessSync(target!.path, constants.W_OK);
+      accessSync(target.path, constants.W_OK);
     } catch {
       refuse('the file exists and cannot be written (read-only?)');
     }
