@@ -1,17 +1,24 @@
 // The trace recorder of libgpumem_torch.so (src/torch/trace_recorder.hpp) on its own: events
 // through buffers much smaller than the run (so they overflow and are written many times), in both
 // file formats, from one thread and from several, checked line by line; and the failures (a path
-// that cannot be created, start twice, stop twice).
+// that cannot be created, start twice, stop twice, a target that is not a regular file, a write
+// that fails part way); the file replaced whole (output_file.hpp).
 #include <doctest/doctest.h>
 
 #include "trace_recorder.hpp"
 
+#include <dirent.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <csignal>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
+#include <iterator>
 #include <map>
 #include <string>
 #include <thread>
@@ -343,4 +350,146 @@ TEST_CASE("destructor completes a running trace") {
   REQUIRE_EQ(lines.size(), std::size_t{10});
   CHECK_EQ(num(lines[0], "eventCount"), std::uint64_t{9});
   std::remove(path.c_str());
+}
+
+namespace {
+
+std::string read_all(const std::string& path) {
+  std::ifstream in(path);
+  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+}
+
+void write_text(const std::string& path, const std::string& text) {
+  std::ofstream out(path, std::ios::trunc);
+  out << text;
+}
+
+// The writer's temporary files (".NAME.PID-N.tmp") left in the folder of `path`.
+int leftovers(const std::string& path) {
+  const std::string folder = path.substr(0, path.rfind('/'));
+  const std::string prefix = "." + path.substr(path.rfind('/') + 1) + ".";
+  int n = 0;
+  if (DIR* d = ::opendir(folder.c_str())) {
+    while (const dirent* e = ::readdir(d)) {
+      if (std::string(e->d_name).rfind(prefix, 0) == 0) ++n;
+    }
+    ::closedir(d);
+  }
+  return n;
+}
+
+}  // namespace
+
+TEST_CASE("the trace replaces a hard link with a new file and keeps the mode of the file it replaces") {
+  const std::string precious = temp_path("precious");
+  const std::string link = temp_path("hl.jsonl");
+  write_text(precious, "precious\n");
+  REQUIRE(::link(precious.c_str(), link.c_str()) == 0);
+  REQUIRE(::chmod(link.c_str(), 0600) == 0);
+  trace_recorder r;
+  trace_options o;
+  o.path = link;
+  std::string error;
+  REQUIRE(r.start(o, error));
+  r.record(trace_action::alloc, 0x1000, 10, 0, 0);
+  // Until stop(), the target is untouched.
+  CHECK_EQ(read_all(link), "precious\n");
+  std::uint64_t events = 0;
+  REQUIRE(r.stop(events, error));
+  CHECK_EQ(read_all(precious), "precious\n");
+  const std::vector<std::string> lines = read_lines(link);
+  REQUIRE_EQ(lines.size(), std::size_t{2});
+  CHECK_EQ(num(lines[0], "eventCount"), std::uint64_t{1});
+  struct stat st {};
+  REQUIRE(::stat(link.c_str(), &st) == 0);
+  CHECK_EQ(st.st_mode & 0777, 0600u);
+  CHECK_EQ(st.st_nlink, 1u);
+  CHECK_EQ(leftovers(link), 0);
+  std::remove(precious.c_str());
+  std::remove(link.c_str());
+}
+
+TEST_CASE("a FIFO, a folder or a device as the trace file is refused and left as it is") {
+  const std::string fifo = temp_path("fifo.jsonl");
+  REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
+  trace_recorder r;
+  trace_options o;
+  o.path = fifo;
+  std::string error;
+  CHECK(!r.start(o, error));
+  CHECK(error.find(fifo) != std::string::npos);
+  CHECK(error.find("is a named pipe (FIFO)") != std::string::npos);
+  struct stat st {};
+  REQUIRE(::lstat(fifo.c_str(), &st) == 0);
+  CHECK(S_ISFIFO(st.st_mode));
+  std::remove(fifo.c_str());
+  o.path = "/tmp";
+  CHECK(!r.start(o, error));
+  CHECK(error.find("is a folder") != std::string::npos);
+  o.path = "/dev/full";
+  CHECK(!r.start(o, error));
+  CHECK(error.find("is a character device") != std::string::npos);
+  REQUIRE(::stat("/dev/full", &st) == 0);
+  CHECK(S_ISCHR(st.st_mode));
+  // The null device takes a whole trace and stays the null device.
+  o.path = "/dev/null";
+  REQUIRE(r.start(o, error));
+  r.record(trace_action::alloc, 0x1000, 10, 0, 0);
+  std::uint64_t events = 0;
+  CHECK(r.stop(events, error));
+  REQUIRE(::stat("/dev/null", &st) == 0);
+  CHECK(S_ISCHR(st.st_mode));
+}
+
+TEST_CASE("a write that fails part way (the file size limit, as a full disk) keeps the previous trace whole") {
+  const std::string path = temp_path("limited.jsonl");
+  write_text(path, "previous trace\n");
+  rlimit saved{};
+  REQUIRE(::getrlimit(RLIMIT_FSIZE, &saved) == 0);
+  // SIGXFSZ ignored: the write fails with EFBIG instead of killing the process.
+  auto* previous_handler = std::signal(SIGXFSZ, SIG_IGN);
+  rlimit limited = saved;
+  limited.rlim_cur = 64 * 1024;
+  REQUIRE(::setrlimit(RLIMIT_FSIZE, &limited) == 0);
+  trace_recorder r;
+  trace_options o;
+  o.path = path;
+  o.buffer_events = 64;
+  std::string error;
+  REQUIRE(r.start(o, error));
+  for (int i = 0; i < 20000; ++i) r.record(trace_action::alloc, 0x1000 + static_cast<std::uint64_t>(i), 1, 0, 0);
+  std::uint64_t events = 0;
+  CHECK(!r.stop(events, error));
+  ::setrlimit(RLIMIT_FSIZE, &saved);
+  std::signal(SIGXFSZ, previous_handler);
+  CHECK(error.find(path) != std::string::npos);
+  CHECK(error.find("File too large") != std::string::npos);
+  CHECK(error.find("left as it was") != std::string::npos);
+  CHECK_EQ(read_all(path), "previous trace\n");
+  CHECK_EQ(leftovers(path), 0);
+  std::remove(path.c_str());
+}
+
+TEST_CASE("a relative trace path is taken from the directory at start, whatever the directory at stop") {
+  const std::string folder = temp_path("relative");
+  REQUIRE(::mkdir(folder.c_str(), 0700) == 0);
+  char* before = ::getcwd(nullptr, 0);
+  REQUIRE(before != nullptr);
+  REQUIRE(::chdir(folder.c_str()) == 0);
+  trace_recorder r;
+  trace_options o;
+  o.path = "run.jsonl";
+  std::string error;
+  REQUIRE(r.start(o, error));
+  r.record(trace_action::alloc, 0x1000, 10, 0, 0);
+  REQUIRE(::chdir("/") == 0);
+  std::uint64_t events = 0;
+  CHECK(r.stop(events, error));
+  REQUIRE(::chdir(before) == 0);
+  std::free(before);
+  const std::string path = folder + "/run.jsonl";
+  CHECK_EQ(read_lines(path).size(), std::size_t{2});
+  CHECK_EQ(leftovers(path), 0);
+  std::remove(path.c_str());
+  ::rmdir(folder.c_str());
 }

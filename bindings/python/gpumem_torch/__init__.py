@@ -55,7 +55,8 @@ import os
 import threading
 from typing import Any, Dict, List, Optional
 
-from . import _frames, _library, _warnings
+from . import _frames, _library, _output, _warnings
+from ._output import OutputFileError
 from ._allocator import Allocator, allocator, describe, place, set_thread_placement, thread_placement
 from ._library import library_path
 from ._doctor_api import doctor
@@ -96,6 +97,7 @@ __all__ = [
     "reset_peak_stats",
     "empty_cache",
     "record",
+    "OutputFileError",
     "stop",
     "is_recording",
     "region",
@@ -456,17 +458,29 @@ def record(
 
     Works with or without :func:`enable` (the library records whatever calls it, PyTorch or C).
     Allocations made before the call are not in the trace: their frees are (replay skips them).
-    Returns the absolute path. Raises RuntimeError when a trace is already being recorded
-    (``GPUMEM_TRACE`` included) or the file cannot be created."""
+    The trace is written into a temporary file beside ``path`` and renamed over it at :func:`stop`:
+    a failed write leaves ``path`` as it was, a hard link's other names keep their bytes, a
+    replaced file keeps its mode. A process killed before :func:`stop` leaves what it recorded in
+    that temporary file (``.NAME.PID-N.tmp``), which ``gpumem replay`` reads.
+
+    Returns the absolute path. Raises :class:`OutputFileError` (a ValueError and an OSError) for a
+    name with a NUL byte, a device, FIFO, socket or folder, a missing folder, or the library itself;
+    RuntimeError when a trace is already being recorded (``GPUMEM_TRACE`` included) or the file
+    cannot be created."""
     import json
 
-    target = os.path.abspath(os.fspath(path))
+    given = _output.check_path(path)
+    _output.output_target(given)  # a device, FIFO or folder is refused here, before the library is asked
+    target = os.path.abspath(given)
     payload = None if workload is None else json.dumps(workload, sort_keys=True).encode()
     named = 0 if frames is False else _frames.check_named_frames(frames)
     if named and target.lower().endswith(".csv"):
         raise ValueError(f"gpumem: frames are recorded in gpumem's JSONL trace only; RMM's CSV has no tags (path {target!r})")
     with _lock, _warnings.collected():  # GPUMEM_TRACE that could not start: RuntimeWarning
         lib = _trace_lib()
+        for library in (_library.loaded_path(), os.environ.get("GPUMEM_PLUGIN_LIBRARY")):
+            if library and _output.same_file(target, library):
+                raise OutputFileError(given, f"is the library {library} in use: writing it would overwrite it; give another file")
         if named == 0:
             rc = lib.gpumem_trace_start(target.encode(), payload)
         else:

@@ -112,6 +112,17 @@ def doctor_main(argv: List[str]) -> int:
     except (ValueError, TypeError) as e:
         _say(f"gpumem_torch doctor: {e}", file=sys.stderr)
         return USAGE_EXIT
+    if args.json and args.json != "-":  # checked before any work, as gpumem doctor does
+        from . import _output
+
+        try:
+            _output.output_target(args.json)
+        except _output.OutputFileError as e:
+            print(f"gpumem_torch doctor: '--json' {args.json}: {e.reason}", file=sys.stderr)
+            return USAGE_EXIT
+        if _output.same_file(args.json, args.file):
+            print(f"gpumem_torch doctor: '--json' {args.json} is the trace FILE: writing it would overwrite the input; give another file", file=sys.stderr)
+            return USAGE_EXIT
     if args.device is not None and not 0 <= args.device <= 1023:
         _say(f"gpumem_torch doctor: '--device' must be from 0 to 1023 (received {args.device})", file=sys.stderr)
         return USAGE_EXIT
@@ -153,8 +164,13 @@ def doctor_main(argv: List[str]) -> int:
     if args.json == "-":
         sys.stdout.write(text)
     elif args.json:
-        with open(args.json, "w", encoding="utf-8") as f:
-            f.write(text)
+        from . import _output
+
+        try:
+            _output.write_output(args.json, text)
+        except _output.OutputFileError as e:
+            _say(f"gpumem_torch {e}", file=sys.stderr)
+            return READ_EXIT
         _say(f"wrote {args.json}", file=out)
     return 0
 

@@ -324,7 +324,8 @@ class FrameTraceTests(unittest.TestCase):
         self.assertIn(b"more than 64", lib.gpumem_last_error())
 
     def test_a_trace_cut_short_reads_as_other(self):
-        # The process dies before stop(): the header keeps its first tag list, ["other"].
+        # The process dies before stop(): the trace stays in its temporary file beside the target
+        # (never renamed over it), and its header keeps its first tag list, ["other"].
         proc = subprocess.run(
             [sys.executable, "-c", f"import os, sys; sys.path.insert(0, {HERE!r}); import test_trace_frames as f; import gpumem_torch; gpumem_torch.record({self.path!r}, frames=True); f.small_allocations(); os._exit(0)"],
             capture_output=True,
@@ -333,7 +334,11 @@ class FrameTraceTests(unittest.TestCase):
             timeout=60,
         )
         self.assertEqual(proc.returncode, 0, proc.stderr)
-        with open(self.path) as f:
+        self.assertFalse(os.path.exists(self.path))
+        folder, name = os.path.split(self.path)
+        partial = [n for n in os.listdir(folder) if n.startswith(f".{name}.") and n.endswith(".tmp")]
+        self.assertEqual(len(partial), 1, os.listdir(folder))
+        with open(os.path.join(folder, partial[0])) as f:
             first = f.readline()
         header = json.loads(first)
         self.assertEqual(header["tags"], ["other"])

@@ -180,14 +180,14 @@ bool trace_recorder::start(const trace_options& options, std::string& error) {
     return false;
   }
 
-  const int fd = ::open(options.path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) {
-    error = "gpumem: cannot create the trace file '" + options.path + "': " + std::strerror(errno);
+  // The trace goes to a temporary file beside the target, renamed over it by stop(): a failed or
+  // interrupted recording never leaves a truncated trace under the name asked for.
+  if (!out_.open(options.path, error)) {
     storage_[0].reset();
     storage_[1].reset();
     return false;
   }
-  fd_ = fd;
+  fd_ = out_.fd();
   format_ = options.format;
   written_ = 0;
   base_ns_ = 0;
@@ -242,7 +242,7 @@ bool trace_recorder::start(const trace_options& options, std::string& error) {
   std::string write_error;
   if (!write_all(header.data(), header.size(), write_error)) {
     error = "gpumem: cannot write the trace file '" + options.path + "': " + write_error;
-    ::close(fd_);
+    out_.discard();
     fd_ = -1;
     storage_[0].reset();
     storage_[1].reset();
@@ -270,7 +270,7 @@ bool trace_recorder::start(const trace_options& options, std::string& error) {
       std::lock_guard<std::mutex> lock(mutex_);
       recording_ = false;
     }
-    ::close(fd_);
+    out_.discard();
     fd_ = -1;
     storage_[0].reset();
     storage_[1].reset();
@@ -424,7 +424,7 @@ void trace_recorder::fail(const std::string& message) {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     full = "gpumem: writing the trace file '" + path_ + "' failed: " + message + "; recording stopped after " +
-           std::to_string(written_) + " events";
+           std::to_string(written_) + " events; the file is left as it was";
     error_ = full;
     recording_ = false;
     active_.store(false, std::memory_order_relaxed);
@@ -473,9 +473,16 @@ bool trace_recorder::stop(std::uint64_t& events, std::string& error) {
                 (n < 0 ? std::strerror(errno) : "short write") + " (header)";
     }
   }
-  if (::close(fd_) != 0 && ok) {
-    ok = false;
-    message = "gpumem: closing the trace file '" + path_ + "' failed: " + std::strerror(errno);
+  // Complete: synced and renamed over the target. Failed: the partial trace is removed, and the
+  // target keeps what it held before.
+  if (ok && !failed_) {
+    std::string commit_error;
+    if (!out_.commit(commit_error)) {
+      ok = false;
+      message = commit_error;
+    }
+  } else {
+    out_.discard();
   }
   fd_ = -1;
   lock.lock();
@@ -504,6 +511,7 @@ std::uint64_t trace_recorder::event_count() const {
 void trace_recorder::abandon_after_fork() noexcept {
   forked_.store(true);
   active_.store(false);
+  out_.abandon();
 }
 
 }  // namespace gpumem::torch

@@ -10,10 +10,14 @@
 // writer's 1 MiB of text. A background writer rather than the calling thread, so that formatting
 // and write() never stall PyTorch's allocating threads.
 //
+// The file (output_file.hpp) is a temporary one beside the target until stop() renames it over the
+// target: a recording that fails to write leaves the target as it was (a full disk never leaves a
+// truncated trace), a hard link's other names keep their bytes, a device or FIFO is refused.
+//
 // JSONL: the header line is written when recording starts, with blank space before its closing
 // brace; stop() fills that space with `,"eventCount":N`, so a reader can tell a complete trace
-// from one cut short. A trace whose process died before stop() keeps a valid header without the
-// count, and every whole line written so far.
+// from one cut short. A process that died before stop() leaves its trace in the temporary file
+// (`.NAME.PID-N.tmp` beside NAME): a valid header without the count, and every whole line written.
 //
 // Python frames (frame_tags.hpp): with `named_frames` set, allocations carry the tag of their
 // user frame, and stop() writes the tag names into blank space the header keeps for them (and
@@ -31,6 +35,7 @@
 #include <thread>
 
 #include "frame_tags.hpp"
+#include "output_file.hpp"
 
 namespace gpumem::torch {
 
@@ -78,8 +83,9 @@ class trace_recorder {
   trace_recorder& operator=(const trace_recorder&) = delete;
   ~trace_recorder();  // stops (and flushes) a recording still running
 
-  // Opens (truncates) the file, writes the header and starts the writer. Returns false with a
-  // message when already recording, or when the file cannot be created or written.
+  // Creates the temporary file, writes the header and starts the writer. Returns false with a
+  // message when already recording, or when the file cannot be created or written (a device, FIFO,
+  // socket or folder as the target included).
   bool start(const trace_options& options, std::string& error);
 
   // Records one event; a no-op when not recording. Thread-safe, never throws, no system call
@@ -98,9 +104,9 @@ class trace_recorder {
   // one, takes no frames, or has as many names as it may hold. Thread-safe.
   std::uint32_t intern_frame(std::uint64_t generation, const char* name);
 
-  // Writes what is buffered, completes the header and closes the file. `events`: the events the
-  // file holds. Returns false with a message when nothing was being recorded or writing failed
-  // (the file then holds what was written before the failure).
+  // Writes what is buffered, completes the header and renames the file over the target. `events`:
+  // the events the file holds. Returns false with a message when nothing was being recorded or
+  // writing failed (the target then holds what it held before the recording).
   bool stop(std::uint64_t& events, std::string& error);
 
   bool active() const noexcept { return active_.load(std::memory_order_relaxed); }
@@ -146,7 +152,8 @@ class trace_recorder {
 
   // Owned by the writer thread while it runs (and by start/stop around it).
   std::thread writer_;
-  int fd_ = -1;
+  output_file out_;  // the temporary file until stop() renames it
+  int fd_ = -1;      // out_'s descriptor
   trace_format format_ = trace_format::jsonl;
   std::string text_;                 // formatted lines waiting for write()
   long long count_offset_ = -1;      // JSONL: where the header's blank space starts ...

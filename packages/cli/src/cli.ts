@@ -132,8 +132,8 @@ async function main(given: string[]): Promise<number> {
     return runTrain(rest, await load());
   }
   if (command === 'record' || command === 'replay' || command === 'doctor') {
-    await load();
-    return command === 'record' ? runRecord(rest) : command === 'replay' ? runReplay(rest) : runDoctor(rest);
+    const plugins = await load();
+    return command === 'record' ? runRecord(rest, plugins) : command === 'replay' ? runReplay(rest, plugins) : runDoctor(rest, plugins);
   }
   if (command === 'compare') {
     return runCompare(rest, await load());

@@ -8,8 +8,7 @@
  * file and the line.
  * @module
  */
-import { createWriteStream } from 'node:fs';
-import { once } from 'node:events';
+import { OutputFile } from '@gpumem/allocator-core';
 import type { ByteTraceFormat, LineTraceFormat } from './formats/descriptor.js';
 import { traceFormats } from './formats/index.js';
 import type { AllocationTrace, ReadTrace, ReadTraceOptions, TraceFileFormat } from './formats/model.js';
@@ -127,25 +126,29 @@ export function serializeTrace(trace: AllocationTrace, format: TraceFileFormat):
   return out;
 }
 
-/** Writes `trace` to `path` in `format`, streaming, a batch of lines at a time. */
+/**
+ * Writes `trace` to `path` in `format`, streaming a batch of lines at a time into the core's
+ * OutputFile: the file appears whole when every line is written, or not at all (a full disk, a
+ * device or a folder at `path`: an OutputFileError naming it, the previous file kept).
+ */
 export async function writeTrace(path: string, trace: AllocationTrace, format: TraceFileFormat): Promise<void> {
-  const out = createWriteStream(path, { encoding: 'utf8' });
-  const failed = new Promise<never>((_, reject) => out.once('error', reject));
-  failed.catch(() => undefined);
-  const write = async (chunk: string) => {
-    if (!out.write(chunk)) await Promise.race([once(out, 'drain'), failed]);
-  };
-  let batch = '';
-  let count = 0;
-  for (const line of traceLines(trace, format)) {
-    batch += `${line}\n`;
-    if (++count === 4096) {
-      await write(batch);
-      batch = '';
-      count = 0;
+  const out = OutputFile.open(path);
+  try {
+    let batch = '';
+    let count = 0;
+    for (const line of traceLines(trace, format)) {
+      batch += `${line}\n`;
+      if (++count === 4096) {
+        out.write(batch);
+        batch = '';
+        count = 0;
+        // Lets timers and signals in between batches of a large trace.
+        await new Promise<void>((done) => setImmediate(done));
+      }
     }
+    if (batch) out.write(batch);
+    out.commit();
+  } finally {
+    out.discard();
   }
-  if (batch) await write(batch);
-  out.end();
-  await Promise.race([once(out, 'finish'), failed]);
 }

@@ -3,7 +3,7 @@
  * report files (JSON, a self-contained HTML report, a Chrome/Perfetto trace).
  * @module
  */
-import { deviceCount, deviceProperties, hasCudaDevice } from '@gpumem/allocator-core';
+import { deviceCount, deviceProperties, hasCudaDevice, writeOutputFile } from '@gpumem/allocator-core';
 import {
   compareAllocators,
   BaselineFormatError,
@@ -19,7 +19,7 @@ import { toChromeTrace } from '@gpumem/compare';
 import { commonDefaults, getWorkload } from '@gpumem/gnn';
 import { flagHelp, parseFlags, ProgressBar, UsageError, type FlagAliases, type FlagSpec } from './args.js';
 import { checkDevicesFlags, devicesFromFlags, trainFlags, trainOptionsForHere } from './train-command.js';
-import { checkOutputFlags, isStdout, writeOutput } from './output-paths.js';
+import { checkOutputFlags, isStdout, pluginInputs } from './output-paths.js';
 import { checkAllocatorNames, refuseSpecProblems } from './allocator-flags.js';
 import { stdoutText, stderrText } from '../terminal.js';
 
@@ -217,7 +217,7 @@ export async function runCompare(argv: readonly string[], plugins: readonly stri
     'compare',
     flags,
     ['report', 'json', 'trace-json'],
-    baselineFiles.map((f) => [`the baseline file given to '--baseline'`, f] as const),
+    [...baselineFiles.map((f) => [`the baseline file given to '--baseline'`, f] as const), ...pluginInputs(plugins, [flags.allocators])],
   );
   const baselines = readBaselines(flags.baseline as string | undefined);
   const gpu = hasCudaDevice();
@@ -276,15 +276,15 @@ export async function runCompare(argv: readonly string[], plugins: readonly stri
   if (jsonToStdout) {
     process.stdout.write(`${JSON.stringify(result, null, 2)}\n`);
   } else if (flags.json) {
-    writeOutput(flags.json as string, `${JSON.stringify(result, null, 2)}\n`);
+    writeOutputFile(flags.json as string, `${JSON.stringify(result, null, 2)}\n`);
     written.push(`json: ${String(flags.json)}`);
   }
   if (flags['trace-json']) {
-    writeOutput(flags['trace-json'] as string, JSON.stringify(toChromeTrace(result)));
+    writeOutputFile(flags['trace-json'] as string, JSON.stringify(toChromeTrace(result)));
     written.push(`trace: ${String(flags['trace-json'])} (open in https://ui.perfetto.dev or chrome://tracing)`);
   }
   if (flags.report) {
-    writeOutput(flags.report as string, renderHtmlReport(result));
+    writeOutputFile(flags.report as string, renderHtmlReport(result));
     written.push(`report: ${String(flags.report)} (open ${String(flags.report)} in a browser)`, nextStep);
   }
   for (const w of written) out.write(`${w}\n`);

@@ -5,7 +5,7 @@
  * has, with the figures behind the verdict (see diagnoseOom of @gpumem/trace).
  * @module
  */
-import { deviceProperties, formatBytes, hasCudaDevice, memoryInfo, parseSize, strategyInfo } from '@gpumem/allocator-core';
+import { deviceProperties, formatBytes, hasCudaDevice, memoryInfo, parseSize, strategyInfo, writeOutputFile } from '@gpumem/allocator-core';
 import { defaultAllocators, formatTable, renderDoctorReport } from '@gpumem/compare';
 import {
   defaultOutsideMemory,
@@ -22,7 +22,7 @@ import {
   type ReplayLoop,
 } from '@gpumem/trace';
 import { flagHelp, parseFlags, positiveSizeFlag, splitFileArgs, UsageError, type FlagSpec } from './args.js';
-import { checkOutputFlags, isStdout, writeOutput } from './output-paths.js';
+import { checkOutputFlags, isStdout, pluginInputs } from './output-paths.js';
 import { stdoutText, stderrText } from '../terminal.js';
 
 const doctorFlags: Record<string, FlagSpec> = {
@@ -219,7 +219,7 @@ function jsonOf(file: string, trace: ReadTrace, capacitySource: string, v: Docto
   )}\n`;
 }
 
-export async function runDoctor(argv: readonly string[]): Promise<number> {
+export async function runDoctor(argv: readonly string[], plugins: readonly string[] = []): Promise<number> {
   const { files, flags: flagArgs } = splitFileArgs(argv, doctorFlags);
   const flags = parseFlags(flagArgs, doctorFlags, 'doctor');
   if (flags.help || files.includes('-h')) {
@@ -238,7 +238,7 @@ export async function runDoctor(argv: readonly string[]): Promise<number> {
   refuseNul("'--json'", flags.json);
   refuseNul("'--report'", flags.report);
   // Everything that can be wrong with the command line is found before any work.
-  checkOutputFlags('doctor', flags, ['report', 'json'], [['the trace FILE', file]]);
+  checkOutputFlags('doctor', flags, ['report', 'json'], [['the trace FILE', file], ...pluginInputs(plugins)]);
   const givenCapacity = positiveSizeFlag('gpumem doctor', flags.capacity, 'capacity');
   const resolutionBytes = positiveSizeFlag('gpumem doctor', flags.resolution, 'resolution');
   const givenOutside = parseOutside(flags.outside);
@@ -284,7 +284,7 @@ export async function runDoctor(argv: readonly string[]): Promise<number> {
 
   if (jsonToStdout) process.stdout.write(jsonOf(file, trace, capacity.source, verdict));
   else if (flags.json) {
-    writeOutput(flags.json as string, jsonOf(file, trace, capacity.source, verdict));
+    writeOutputFile(flags.json as string, jsonOf(file, trace, capacity.source, verdict));
     out.write(`wrote ${String(flags.json)}\n`);
   }
   if (flags.report) {
@@ -296,7 +296,7 @@ export async function runDoctor(argv: readonly string[]): Promise<number> {
       device: 'the host twins of the strategies (their logic over host memory): the same verdict on any machine',
       ...(trace.header.createdAt !== undefined && { createdAt: trace.header.createdAt }),
     });
-    writeOutput(flags.report as string, html);
+    writeOutputFile(flags.report as string, html);
     out.write(`wrote ${String(flags.report)} (open it in a browser)\n`);
   }
   return 0;

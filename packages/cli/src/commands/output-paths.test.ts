@@ -2,14 +2,14 @@
  * Output paths are checked before any work: links that lead to an input, files that are not
  * regular files, folders that are files, and kernel file systems are refused with the flag named.
  */
-import { execFileSync, spawnSync } from 'node:child_process';
-import { existsSync, linkSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { execFileSync } from 'node:child_process';
+import { linkSync, mkdirSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { fileURLToPath, pathToFileURL } from 'node:url';
+import { pathToFileURL } from 'node:url';
 import { afterAll, describe, expect, it } from 'vitest';
 import { UsageError } from './args.js';
-import { checkOutputFlags, writeOutput } from './output-paths.js';
+import { checkOutputFlags, pluginInputs } from './output-paths.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'gpumem-outputs-'));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
@@ -43,17 +43,24 @@ describe('output paths', () => {
     expect(refusal({ json: hard, report: input }, ['report', 'json'])).toMatch(/'--report' and '--json' both name/);
   });
 
-  it('a plug-in file named by --plugin or GPUMEM_PLUGINS is an input', () => {
+  it('a loaded plug-in module (a folder counts by its main module) and a plug-in library are inputs', () => {
     const plugin = join(dir, 'plugin.js');
     writeFileSync(plugin, 'export {};\n');
-    expect(refusal({ json: plugin, plugin }, ['json'])).toMatch(/is the plug-in .*plugin\.js: writing it would overwrite the input/);
-    const saved = process.env.GPUMEM_PLUGINS;
-    process.env.GPUMEM_PLUGINS = `@acme/not-a-file,${plugin}`;
+    const inputs = pluginInputs([pathToFileURL(plugin).href, '@acme/not-a-file']);
+    expect(refusal({ json: plugin }, ['json'], inputs)).toMatch(/is the plug-in .*plugin\.js: writing it would overwrite the input/);
+    const library = join(dir, 'libslab.so');
+    writeFileSync(library, '');
+    const alias = join(dir, 'alias.json');
+    linkSync(library, alias);
+    const fromSpec = pluginInputs([], [`pool,plugin:library=${library}`]);
+    expect(refusal({ report: alias }, ['report'], fromSpec)).toMatch(/is the plug-in library .*libslab\.so/);
+    const saved = process.env.GPUMEM_PLUGIN_LIBRARY;
+    process.env.GPUMEM_PLUGIN_LIBRARY = library;
     try {
-      expect(refusal({ report: plugin }, ['report'])).toMatch(/is the plug-in/);
+      expect(refusal({ json: library }, ['json'], pluginInputs([]))).toMatch(/is the plug-in library/);
     } finally {
-      if (saved === undefined) delete process.env.GPUMEM_PLUGINS;
-      else process.env.GPUMEM_PLUGINS = saved;
+      if (saved === undefined) delete process.env.GPUMEM_PLUGIN_LIBRARY;
+      else process.env.GPUMEM_PLUGIN_LIBRARY = saved;
     }
   });
 
@@ -72,6 +79,10 @@ describe('output paths', () => {
     expect(refusal({ json: '/sys/kernel/new.json' }, ['json'])).toMatch(/is on a kernel file system/);
   });
 
+  it('a device other than the null device is refused', () => {
+    expect(refusal({ json: '/dev/zero' }, ['json'])).toMatch(/'--json' \/dev\/zero: is a character device/);
+  });
+
   it('accepts new files, existing files, /dev/null for several outputs, and standard output', () => {
     mkdirSync(join(dir, 'out'));
     expect(refusal({ json: join(dir, 'out', 'a.json'), report: join(dir, 'out', 'a.html') }, ['report', 'json'])).toBeUndefined();
@@ -79,38 +90,4 @@ describe('output paths', () => {
     expect(refusal({ json: '/dev/null', report: '/dev/null' }, ['report', 'json'])).toBeUndefined();
     expect(refusal({ json: '-' }, ['json'])).toBeUndefined();
   });
-});
-
-const built = fileURLToPath(new URL('../../dist/commands/output-paths.js', import.meta.url));
-const notBuilt = existsSync(built) ? '' : ' (skipped: packages/cli is not built: npm run build)';
-
-describe('writing outputs', () => {
-  it('writes new files, replaces old ones, and follows a symbolic link to the file it names', () => {
-    const out = join(dir, 'written.json');
-    writeOutput(out, '{"a":1}\n');
-    writeOutput(out, '{"a":2}\n');
-    expect(readFileSync(out, 'utf8')).toBe('{"a":2}\n');
-    const link = join(dir, 'link.json');
-    symlinkSync(out, link);
-    writeOutput(link, '{"a":3}\n');
-    expect(readFileSync(out, 'utf8')).toBe('{"a":3}\n');
-    writeOutput('/dev/null', 'anything');
-  });
-
-  it.skipIf(notBuilt !== '')(
-    `a write that fails part way (the file size limit, as a full disk) keeps the previous file whole${notBuilt}`,
-    () => {
-      const folder = join(dir, 'full');
-      mkdirSync(folder);
-      const out = join(folder, 'report.html');
-      writeFileSync(out, 'previous report\n');
-      // ulimit -f 64: at most 64 KiB a file; SIGXFSZ ignored, so the write fails with EFBIG instead of killing the process
-      const script = `import(${JSON.stringify(pathToFileURL(built).href)}).then((m) => m.writeOutput(${JSON.stringify(out)}, "x".repeat(1 << 20)))`;
-      const r = spawnSync('bash', ['-c', `trap '' XFSZ; ulimit -f 64; exec "${process.execPath}" -e '${script}'`], { encoding: 'utf8' });
-      expect(r.status).not.toBe(0);
-      expect(r.stderr).toMatch(/could not write .*report\.html \(EFBIG: .*\); its previous content is kept/);
-      expect(readFileSync(out, 'utf8')).toBe('previous report\n');
-      expect(readdirSync(folder)).toEqual(['report.html']);
-    },
-  );
 });

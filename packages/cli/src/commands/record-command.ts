@@ -3,14 +3,21 @@
  * malloc and free of the run as a trace (JSONL, or RMM's logging CSV).
  * @module
  */
-import { createTrackedAllocator, formatBytes, hasCudaDevice, type TrackedAllocator, type TrackingEvent } from '@gpumem/allocator-core';
+import {
+  createTrackedAllocator,
+  formatBytes,
+  writeOutputFile,
+  hasCudaDevice,
+  type TrackedAllocator,
+  type TrackingEvent,
+} from '@gpumem/allocator-core';
 import { train, type TrainResult } from '@gpumem/gnn';
 import { allocationTags } from '@gpumem/gnn';
 import { formatFromPath, traceFileFormats, writeTrace, type AllocationTrace, type TraceFileFormat } from '@gpumem/trace';
 import { compileTrace, traceFromEvents } from '@gpumem/trace';
 import { flagHelp, parseFlags, ProgressBar, UsageError, type FlagSpec, type FlagValues } from './args.js';
 import { allocatorFromFlags, trainFlags, trainOptionsForHere } from './train-command.js';
-import { checkOutputFlags, isStdout, writeOutput } from './output-paths.js';
+import { checkOutputFlags, isStdout, pluginInputs } from './output-paths.js';
 import { stdoutText, stderrText } from '../terminal.js';
 
 /** Events the tracking ring holds by default (about 48 MiB). */
@@ -52,7 +59,7 @@ function workloadOf(flags: FlagValues): Record<string, unknown> {
   return Object.fromEntries(Object.entries(flags).filter(([k, v]) => !skip.has(k) && v !== undefined));
 }
 
-export async function runRecord(argv: readonly string[]): Promise<number> {
+export async function runRecord(argv: readonly string[], plugins: readonly string[] = []): Promise<number> {
   const flags = parseFlags(argv, recordFlags, 'record');
   if (flags.help) {
     stdoutText.write(recordUsage);
@@ -67,7 +74,7 @@ export async function runRecord(argv: readonly string[]): Promise<number> {
       `gpumem record: cannot tell the format from '${out}'; pass '--format' (one of ${traceFileFormats.join(', ')}) or name the file .jsonl or .csv`,
     );
   }
-  checkOutputFlags('record', flags, ['out', 'json']);
+  checkOutputFlags('record', flags, ['out', 'json'], pluginInputs(plugins, [flags.allocator]));
   if (isStdout(out))
     throw new UsageError(`gpumem record: '--out' must be a file (a trace can be large); '--json -' sends the training result to stdout`);
   const gpu = hasCudaDevice();
@@ -135,7 +142,7 @@ export async function runRecord(argv: readonly string[]): Promise<number> {
   if (isStdout(flags.json)) {
     process.stdout.write(json);
   } else if (flags.json) {
-    writeOutput(flags.json as string, json);
+    writeOutputFile(flags.json as string, json);
     status.write(`wrote ${String(flags.json)}\n`);
   }
   return 0;

@@ -6,7 +6,7 @@
  * and a recommendation.
  * @module
  */
-import { deviceProperties, formatBytes, hasCudaDevice } from '@gpumem/allocator-core';
+import { deviceProperties, formatBytes, hasCudaDevice, writeOutputFile } from '@gpumem/allocator-core';
 import {
   defaultAllocators,
   formatTable,
@@ -35,7 +35,7 @@ import {
   type StrategyReplay,
 } from '@gpumem/trace';
 import { flagHelp, parseFlags, positiveSizeFlag, splitFileArgs, UsageError, type FlagAliases, type FlagSpec } from './args.js';
-import { checkOutputFlags, isStdout, writeOutput } from './output-paths.js';
+import { checkOutputFlags, isStdout, pluginInputs } from './output-paths.js';
 import { checkAllocatorNames, refuseSpecProblems } from './allocator-flags.js';
 import { stdoutText, stderrText } from '../terminal.js';
 
@@ -435,7 +435,7 @@ function jsonOf(
   )}\n`;
 }
 
-export async function runReplay(argv: readonly string[]): Promise<number> {
+export async function runReplay(argv: readonly string[], plugins: readonly string[] = []): Promise<number> {
   const { files, flags: flagArgs } = splitFileArgs(argv, replayFlags, replayFlagAliases);
   const flags = parseFlags(flagArgs, replayFlags, 'replay', replayFlagAliases);
   if (flags.help || files.includes('-h')) {
@@ -451,7 +451,7 @@ export async function runReplay(argv: readonly string[]): Promise<number> {
   }
   const file = files[0]!;
   // Everything that can be wrong with the command line is found before any work.
-  checkOutputFlags('replay', flags, ['report', 'json'], [['the trace FILE', file]]);
+  checkOutputFlags('replay', flags, ['report', 'json'], [['the trace FILE', file], ...pluginInputs(plugins, [flags.allocators])]);
   const capacityBytes = positiveSizeFlag('gpumem replay', flags.capacity, 'capacity');
   const resolution = positiveSizeFlag('gpumem replay', flags.resolution, 'resolution');
   if (resolution !== undefined && !flags['min-capacity'])
@@ -516,7 +516,7 @@ export async function runReplay(argv: readonly string[]): Promise<number> {
   if (jsonToStdout) {
     process.stdout.write(jsonOf(file, trace, compiled, rows, baseline, advice, settings));
   } else if (flags.json) {
-    writeOutput(flags.json as string, jsonOf(file, trace, compiled, rows, baseline, advice, settings));
+    writeOutputFile(flags.json as string, jsonOf(file, trace, compiled, rows, baseline, advice, settings));
     out.write(`wrote ${String(flags.json)}\n`);
   }
   if (flags.report) {
@@ -532,7 +532,7 @@ export async function runReplay(argv: readonly string[]): Promise<number> {
       ...(capacityBytes !== undefined && { capacityBytes }),
       advice,
     });
-    writeOutput(flags.report as string, renderHtmlReport(result));
+    writeOutputFile(flags.report as string, renderHtmlReport(result));
     out.write(`wrote ${String(flags.report)} (open it in a browser)\n`);
   }
   return rows.some((r) => r.error !== undefined) ? 1 : 0;

@@ -2,7 +2,7 @@
  * `gpumem train`: one model on one allocator, with a progress bar and a summary table.
  * @module
  */
-import { formatBytes, hasCudaDevice } from '@gpumem/allocator-core';
+import { formatBytes, hasCudaDevice, writeOutputFile } from '@gpumem/allocator-core';
 import {
   asTrainOptions,
   commonDefaults,
@@ -33,7 +33,7 @@ import {
   specProblemsInChild,
   type AllocatorSpec,
 } from '@gpumem/compare';
-import { checkOutputFlags, isStdout, writeOutput } from './output-paths.js';
+import { checkOutputFlags, isStdout, pluginInputs } from './output-paths.js';
 import { checkAllocatorNames, refuseSpecProblems } from './allocator-flags.js';
 import { flagHelp, parseFlags, ProgressBar, UsageError, type FlagSpec, type FlagValues } from './args.js';
 import { stdoutText, stderrText } from '../terminal.js';
@@ -269,7 +269,7 @@ export function runTrain(argv: readonly string[], plugins: readonly string[] = [
     stdoutText.write(trainUsage);
     return 0;
   }
-  checkOutputFlags('train', flags, ['json']);
+  checkOutputFlags('train', flags, ['json'], pluginInputs(plugins, [flags.allocator]));
   const gpu = hasCudaDevice();
   const devices = devicesFromFlags('train', flags);
   const job = jobFromEnv(devices);
@@ -355,7 +355,7 @@ function writeResult(result: TrainResult, flags: FlagValues): void {
   }
   stdoutText.write(`${formatResult(result)}\n`);
   if (flags.json) {
-    writeOutput(flags.json as string, json);
+    writeOutputFile(flags.json as string, json);
     stdoutText.write(`wrote ${String(flags.json)}\n`);
   }
 }
