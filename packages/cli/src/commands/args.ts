@@ -7,6 +7,7 @@ import { parseSize } from '@gpumem/allocator-core';
 
 export class UsageError extends Error {
   override readonly name = 'UsageError';
+  readonly code = 'GPUMEM_USAGE';
 }
 
 export type FlagSpec =
