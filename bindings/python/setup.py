@@ -176,8 +176,9 @@ try:
 
     class PlatformWheel(bdist_wheel):
         """py3-none-manylinux_2_28_x86_64: the library does not link against libpython, so one wheel
-        serves every Python 3, and it needs glibc 2.28 or later and no libstdc++ (build_py checked
-        it). With GPUMEM_PORTABLE=OFF: py3-none-linux_<arch>, for the building machine."""
+        serves every Python that Requires-Python admits, and it needs glibc 2.28 or later and no
+        libstdc++ (build_py checked it). Without the portable link (GPUMEM_PORTABLE=OFF, or AUTO
+        outside the repository): py3-none-linux_<arch>, for the building machine."""
 
         def get_tag(self):
             _, _, plat = super().get_tag()
