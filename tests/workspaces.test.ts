@@ -12,6 +12,7 @@ import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import { afterEach, describe, expect, it } from 'vitest';
 import { builtInStrategyPackages } from '@gpumem/compare';
+import { platformPackages, publishedPackages } from '../scripts/published-packages.mjs';
 import { strategyPackages, syncWorkspaces, workspacePackages } from '../scripts/sync-workspaces.mjs';
 import { testTime } from './time-budget.js';
 
@@ -43,7 +44,7 @@ describe('files made from the workspaces', () => {
 });
 
 describe('what a published package says of where it comes from', () => {
-  const published = workspacePackages().filter((w) => !w.manifest.private);
+  const published = publishedPackages();
 
   it('every public package has a homepage and a repository pointing at its folder', () => {
     expect(published.map((w) => w.name)).toEqual(expect.arrayContaining(['@gpumem/allocator-core', '@gpumem/native', '@gpumem/cli']));
@@ -74,7 +75,39 @@ describe('what a published package holds and asks of the machine it installs on'
     }
   });
 
-  it('no public package is held to an os, cpu or libc, nor makes every user install the build tools', () => {
+  it('every published package has keywords, and takes the others at a range that accepts their patch releases', () => {
+    for (const { name, manifest } of publishedPackages()) {
+      expect(Array.isArray(manifest.keywords) && (manifest.keywords as string[]).includes('gpumem'), name).toBe(true);
+      for (const field of ['dependencies', 'peerDependencies', 'devDependencies'] as const) {
+        for (const [dependency, range] of Object.entries((manifest[field] ?? {}) as Record<string, string>)) {
+          if (dependency.startsWith('@gpumem/')) expect(range, `${name} ${field} ${dependency}`).toMatch(/^\^\d+\.\d+\.\d+$/);
+        }
+      }
+    }
+  });
+
+  it("the prebuilt addon comes in platform packages that npm picks by os, cpu and libc: @gpumem/native's optional dependencies, at its own version, with no install script", () => {
+    const native = published.find((w) => w.name === '@gpumem/native')!.manifest;
+    const platforms = platformPackages();
+    expect(platforms.map((p) => p.name)).toContain('@gpumem/native-linux-x64-gnu');
+    expect(native.optionalDependencies).toEqual(Object.fromEntries(platforms.map((p) => [p.name, native.version])));
+    for (const { name, dir, manifest } of platforms) {
+      const [, os, cpu, libc] = /^@gpumem\/native-([a-z0-9]+)-([a-z0-9]+)(?:-(gnu|musl))?$/.exec(name) ?? [];
+      expect(manifest.os, name).toEqual([os]);
+      expect(manifest.cpu, name).toEqual([cpu]);
+      expect(manifest.libc, name).toEqual(libc ? [libc === 'gnu' ? 'glibc' : 'musl'] : undefined);
+      expect(manifest.version, name).toBe(native.version);
+      expect(manifest.main, name).toBe('gpumem.node');
+      expect(dir, name).toBe(`native/npm/${name.replace('@gpumem/native-', '')}`);
+      expect(Object.keys((manifest.scripts ?? {}) as Record<string, string>), name).toEqual(['prepack']);
+    }
+    for (const { name, manifest } of publishedPackages()) {
+      const scripts = (manifest.scripts ?? {}) as Record<string, string>;
+      expect([scripts.preinstall, scripts.install, scripts.postinstall], name).toEqual([undefined, undefined, undefined]);
+    }
+  });
+
+  it('no public workspace is held to an os, cpu or libc, nor makes every user install the build tools', () => {
     for (const { name, manifest } of published) {
       expect([manifest.os, manifest.cpu, manifest.libc], name).toEqual([undefined, undefined, undefined]);
     }

@@ -1,19 +1,25 @@
 """Builds the gpumem-torch wheel: the gpumem_torch package plus libgpumem_torch.so, compiled by
-CMake from the repository's native/ folder (target gpumem_torch only; no Node.js, no PyTorch).
+CMake from gpumem's native/ folder (target gpumem_torch only; no Node.js, no PyTorch): the
+repository's, or the copy inside the sdist, which builds the wheel on its own.
 
     pip wheel --no-deps --no-build-isolation bindings/python      # from the repository root
+    python3 setup.py sdist                                        # the sdist, native/ sources inside
+    pip wheel --no-deps --no-build-isolation gpumem_torch-X.tar.gz   # a wheel from the sdist alone
 
 Environment:
   GPUMEM_CUDA_ARCH         CUDA architectures, e.g. "90" or "80;90" (default: native/CMakeLists.txt's)
-  GPUMEM_NATIVE_DIR        the native/ folder (default: ../../native from this file)
+  GPUMEM_NATIVE_DIR        the native/ folder (default: native/ beside this file, as in the sdist, else
+                           ../../native, the repository's)
   GPUMEM_TORCH_BUILD_DIR   CMake's build folder (default: under setuptools' build/ here); never
                            native/build, which the Node addon's build owns
   CMAKE_BUILD_PARALLEL_LEVEL  compile jobs (default 2)
-  GPUMEM_PORTABLE          AUTO (default) or ON: the library is linked to load on any x86_64 Linux with
-                           glibc 2.28 or later (native/cmake/portable.cmake; the glibc sysroot comes with
-                           the repository's `npm ci`), checked by native/scripts/check-glibc.sh, and the
+  GPUMEM_PORTABLE          ON: the library is linked to load on any x86_64 Linux with glibc 2.28 or
+                           later (native/cmake/portable.cmake; the glibc sysroot comes with the
+                           repository's `npm ci`), checked by native/scripts/check-glibc.sh, and the
                            wheel is tagged manylinux_2_28_x86_64; a library that fails the check fails
-                           the build. OFF: linked for this machine only, tagged linux_<arch>.
+                           the build. AUTO (default): the same where the check passes (the repository,
+                           after `npm ci`); elsewhere (a build from the sdist) the wheel is for this
+                           machine, tagged linux_<arch>, and says so. OFF: linked for this machine only.
 """
 
 import os
@@ -21,11 +27,16 @@ import shutil
 import subprocess
 from pathlib import Path
 
+import setuptools
 from setuptools import setup
 from setuptools.command.build_py import build_py
+from setuptools.command.sdist import sdist
 from setuptools.dist import Distribution
 
 HERE = Path(__file__).resolve().parent
+# What of native/ the library's build reads (native/CMakeLists.txt, its cmake/ scripts, the headers and
+# sources) and the script that checks the portable link: copied into the sdist under native/.
+NATIVE_FILES = ("CMakeLists.txt", "cmake", "include", "src", "scripts/check-glibc.sh", "LICENSE")
 LIBRARY = "libgpumem_torch.so"
 # The platform tag of a library that native/scripts/check-glibc.sh passes: glibc 2.28 or later, no libstdc++.
 MANYLINUX_TAG = "manylinux_2_28_x86_64"
@@ -38,14 +49,22 @@ def portable_mode() -> str:
     return mode
 
 
+def is_native(path: Path) -> bool:
+    return (path / "CMakeLists.txt").is_file() and (path / "src" / "torch").is_dir()
+
+
 def native_dir() -> Path:
-    path = Path(os.environ.get("GPUMEM_NATIVE_DIR") or HERE.parent.parent / "native").resolve()
-    if not (path / "CMakeLists.txt").is_file() or not (path / "src" / "torch").is_dir():
-        raise SystemExit(
-            f"gpumem-torch: {path} is not gpumem's native/ folder (no CMakeLists.txt or src/torch). "
-            "Build from a checkout of the repository, or set GPUMEM_NATIVE_DIR"
-        )
-    return path
+    if os.environ.get("GPUMEM_NATIVE_DIR"):
+        candidates = [Path(os.environ["GPUMEM_NATIVE_DIR"])]
+    else:  # the sdist's copy, then the repository's folder
+        candidates = [HERE / "native", HERE.parent.parent / "native"]
+    for path in candidates:
+        if is_native(path.resolve()):
+            return path.resolve()
+    raise SystemExit(
+        f"gpumem-torch: {' nor '.join(str(p.resolve()) for p in candidates)} is gpumem's native/ folder (no CMakeLists.txt "
+        "or src/torch). Build from the sdist or a checkout of the repository, or set GPUMEM_NATIVE_DIR"
+    )
 
 
 def run(cmd, **kwargs):
@@ -92,6 +111,13 @@ class BuildWithLibrary(build_py):
             # The wheel says manylinux_2_28 only of a library that is: glibc 2.28 or older symbols, libstdc++ linked in.
             check = subprocess.run(["bash", source / "scripts" / "check-glibc.sh", target / LIBRARY], capture_output=True, text=True)
             print(check.stdout.strip(), flush=True)
+            if check.returncode != 0 and mode == "AUTO":
+                print(
+                    f"gpumem-torch: {LIBRARY} is linked for this machine's glibc (no glibc 2.17 sysroot here: "
+                    "native/cmake/portable.cmake); the wheel is tagged for this platform, not manylinux_2_28",
+                    flush=True,
+                )
+                return
             if check.returncode != 0:
                 raise SystemExit(
                     f"gpumem-torch: {LIBRARY} would not load on every glibc 2.28 system (native/scripts/check-glibc.sh):\n"
@@ -101,6 +127,42 @@ class BuildWithLibrary(build_py):
             self.distribution.gpumem_platform_tag = MANYLINUX_TAG
 
 
+class SdistWithNative(sdist):
+    """The sdist carries what of native/ the library's build needs (NATIVE_FILES), under native/ beside
+    setup.py, so that a wheel builds from the sdist alone."""
+
+    def make_distribution(self):
+        # PEP 625: the archive and its folder are named by the normalized name (gpumem_torch-X.tar.gz), as
+        # PyPI requires; setuptools before 69.3 names them gpumem-torch-X.
+        name = self.distribution.get_name().replace("-", "_")
+        fullname = self.distribution.get_fullname
+        self.distribution.get_fullname = lambda: f"{name}-{self.distribution.get_version()}"
+        try:
+            super().make_distribution()
+        finally:
+            self.distribution.get_fullname = fullname
+
+    def make_release_tree(self, base_dir, files):
+        super().make_release_tree(base_dir, files)
+        source = native_dir()
+        for name in NATIVE_FILES:
+            origin, copy = source / name, Path(base_dir) / "native" / name
+            copy.parent.mkdir(parents=True, exist_ok=True)
+            if origin.is_dir():
+                shutil.copytree(origin, copy, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+            else:
+                shutil.copy2(origin, copy)
+
+
+def license_metadata():
+    """The licence as an SPDX expression: License-Expression (PEP 639) where setuptools writes it (77 and
+    later); older setuptools (Debian 12's 66) writes the same identifier in the License field."""
+    version = tuple(int(p) for p in setuptools.__version__.split(".")[:2] if p.isdigit())
+    if version >= (77, 0):
+        return {"license_expression": "Apache-2.0", "license_files": ["LICENSE"]}
+    return {"license": "Apache-2.0", "license_files": ["LICENSE"]}
+
+
 class BinaryDistribution(Distribution):
     """The wheel carries a shared library: a platform wheel, not a pure one."""
 
@@ -108,14 +170,15 @@ class BinaryDistribution(Distribution):
         return True
 
 
-cmdclass = {"build_py": BuildWithLibrary}
+cmdclass = {"build_py": BuildWithLibrary, "sdist": SdistWithNative}
 try:
     from wheel.bdist_wheel import bdist_wheel
 
     class PlatformWheel(bdist_wheel):
         """py3-none-manylinux_2_28_x86_64: the library does not link against libpython, so one wheel
-        serves every Python 3, and it needs glibc 2.28 or later and no libstdc++ (build_py checked
-        it). With GPUMEM_PORTABLE=OFF: py3-none-linux_<arch>, for the building machine."""
+        serves every Python that Requires-Python admits, and it needs glibc 2.28 or later and no
+        libstdc++ (build_py checked it). Without the portable link (GPUMEM_PORTABLE=OFF, or AUTO
+        outside the repository): py3-none-linux_<arch>, for the building machine."""
 
         def get_tag(self):
             _, _, plat = super().get_tag()
@@ -125,4 +188,9 @@ try:
 except ImportError:  # no `wheel`: setuptools cannot make wheels at all; pip says so
     pass
 
-setup(cmdclass=cmdclass, distclass=BinaryDistribution, package_data={"gpumem_torch": ["lib/*.so", "py.typed"]})
+setup(
+    cmdclass=cmdclass,
+    distclass=BinaryDistribution,
+    package_data={"gpumem_torch": ["lib/*.so", "py.typed"]},
+    **license_metadata(),
+)

@@ -1,14 +1,12 @@
 #!/usr/bin/env node
-// Gives @gpumem/native an addon. The package carries one prebuilt for linux-x64 on glibc
-// (prebuilds/linux-x64-glibc/): the CUDA runtime is linked statically, so that one binary serves
-// every driver at least as new as the toolkit it was built with, with kernels for sm_80 to sm_120 and
-// PTX for newer GPUs. Elsewhere (another platform, or musl), or when asked, it builds from source
-// with cmake-js and says exactly what is missing. The build tools (cmake-js, node-addon-api) are
-// optional peer dependencies: a user of the prebuilt addon never installs them.
+// Builds the addon of @gpumem/native from source: where no prebuilt addon serves (the one prebuilt
+// package, @gpumem/native-linux-x64-gnu, serves linux-x64 on glibc: another platform, or musl), or
+// for this machine's GPUs. It says exactly what is missing. The build tools (cmake-js,
+// node-addon-api) are optional peer dependencies: a user of the prebuilt addon never installs them,
+// and no install script runs this: npm, pnpm and yarn pick the platform package by its os, cpu and
+// libc fields instead.
 //
 //   npx gpumem-build-native            build from source now (GPUMEM_CUDA_ARCH=native: for this machine's GPUs)
-//   node scripts/install.mjs --if-needed  the install step: nothing to do when a prebuilt addon fits;
-//                                         never fails the install (the loader says what is missing)
 import { spawnSync } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { createRequire } from 'node:module';
@@ -17,20 +15,11 @@ import { fileURLToPath } from 'node:url';
 import { prebuildTag } from './prebuild-tag.mjs';
 
 const packageDir = dirname(dirname(fileURLToPath(import.meta.url)));
-const tag = prebuildTag();
-const prebuilt = join(packageDir, 'prebuilds', tag, 'gpumem.node');
 const built = join(packageDir, 'build', 'Release', 'gpumem.node');
-const ifNeeded = process.argv.includes('--if-needed');
 const say = (line) => process.stderr.write(`@gpumem/native: ${line}\n`);
-/** Stops without an addon: a failure when asked to build, never a failed install. */
-const stop = () => process.exit(ifNeeded ? 0 : 1);
+const stop = () => process.exit(1);
 
-if (ifNeeded) {
-  if (existsSync(prebuilt) || existsSync(built)) process.exit(0);
-  // In the repository the root's `npm ci` builds it (its prepare script), after every dependency is in place.
-  if (existsSync(join(packageDir, '..', 'packages', 'allocator-core', 'package.json'))) process.exit(0);
-  say(`no prebuilt addon for ${tag}; building from source`);
-}
+say(`building the addon for ${prebuildTag()} from source`);
 
 /** The first line a tool prints of its version, or undefined when it cannot be run. */
 function versionOf(command, args = ['--version']) {

@@ -1,7 +1,8 @@
-// The folder of prebuilds/ that holds this machine's prebuilt addon: <platform>-<arch>, and on Linux
-// the C library too (linux-x64-glibc, linux-x64-musl), so that a musl system never loads an addon
-// linked against glibc. The loader (@gpumem/allocator-core, src/native.ts) names the folder the
-// same way.
+// This machine's platform as the prebuilt addons are named: <platform>-<arch>, and on Linux the C
+// library too (linux-x64-glibc, linux-x64-musl), so that a musl system never loads an addon linked
+// against glibc; and the package that carries the prebuilt addon of a platform (npm/<suffix>/,
+// @gpumem/native-<suffix>, glibc named 'gnu' as napi-rs names it). The loader
+// (@gpumem/allocator-core, src/native.ts) names both the same way.
 
 /** 'glibc' or 'musl' on Linux (Node's report names glibc's version when it runs on glibc); undefined elsewhere. */
 export function hostLibc() {
@@ -20,4 +21,9 @@ export function hostLibc() {
 export function prebuildTag() {
   const libc = hostLibc();
   return `${process.platform}-${process.arch}${libc ? `-${libc}` : ''}`;
+}
+
+/** The package holding the prebuilt addon for `tag`: 'linux-x64-glibc' -> '@gpumem/native-linux-x64-gnu'. */
+export function platformPackage(tag = prebuildTag()) {
+  return `@gpumem/native-${tag.replace(/-glibc$/, '-gnu')}`;
 }

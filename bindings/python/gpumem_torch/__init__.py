@@ -7,7 +7,7 @@ but a pluggable allocator loses PyTorch's memory statistics: ``torch.cuda.memory
 PyTorch's allocator interface) and reads the statistics the library keeps itself::
 
     import gpumem_torch
-    gpumem_torch.enable("pool")           # the whole process; before anything touches CUDA
+    gpumem_torch.enable()                 # the whole process (expandable, the default); before anything touches CUDA
     import torch
     x = torch.randn(1024, 1024, device="cuda")
     gpumem_torch.memory_stats()["allocated_bytes.all.current"]   # 4194304

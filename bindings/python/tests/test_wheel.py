@@ -1,9 +1,16 @@
-"""The gpumem-torch wheel: `pip wheel --no-deps --no-build-isolation bindings/python` builds it (CMake
-compiles libgpumem_torch.so; no Node.js, no PyTorch), it installs into a fresh virtual environment,
-and the installed package finds its own library (no GPUMEM_TORCH_LIB) and checks a configuration
-without PyTorch or a GPU.
+"""The gpumem-torch sdist and wheel: `python3 setup.py sdist` in bindings/python makes
+gpumem_torch-<version>.tar.gz with the native sources inside, and `pip wheel --no-deps
+--no-build-isolation` of that sdist, unpacked in a folder away from the repository, builds the wheel
+from it alone (CMake compiles libgpumem_torch.so; no Node.js, no PyTorch). The wheel installs into a
+fresh virtual environment, and the installed package finds its own library (no GPUMEM_TORCH_LIB)
+and checks a configuration without PyTorch or a GPU. The sdist's and the wheel's metadata are what
+PyPI shows, and the file names are those README.md, docs/torch.md and bindings/python/README.md
+tell users to install.
 
-The wheel is tagged manylinux_2_28_x86_64, and its library passes native/scripts/check-glibc.sh.
+The wheel is tagged manylinux_2_28_x86_64, and its library passes native/scripts/check-glibc.sh:
+the unpacked sdist is given the repository's node_modules (a link) for the glibc sysroot of the
+portable link, the one thing of the repository it uses. One build serves every test: the sdist's
+wheel is the wheel.
 
 Needs cmake, nvcc, the repository's `npm ci` (the glibc sysroot of native/cmake/portable.cmake) and a Python whose setuptools can make wheels (setuptools and wheel: Debian's
 python3-setuptools and python3-wheel for /usr/bin/python3; the Python running the tests is tried
@@ -14,16 +21,19 @@ it (one architecture keeps it short).
 
 import glob
 import json
+import re
 import os
 import shutil
 import subprocess
 import sys
+import tarfile
 import tempfile
 import unittest
 import zipfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 BINDINGS = os.path.dirname(HERE)
+REPO = os.path.dirname(os.path.dirname(BINDINGS))
 REQUIRE = os.environ.get("GPUMEM_REQUIRE_WHEEL") == "1"
 
 
@@ -83,6 +93,8 @@ if REASON:
 class WheelTests(unittest.TestCase):
     tmp = None
     wheel = None
+    sdist = None
+    sdist_root = None
     venv_python = None
 
     @classmethod
@@ -99,11 +111,26 @@ class WheelTests(unittest.TestCase):
             CMAKE_BUILD_PARALLEL_LEVEL=os.environ.get("CMAKE_BUILD_PARALLEL_LEVEL") or "2",
             PIP_NO_INDEX="1",
         )
-        # The documented command, run from the repository root with the builder's pip.
-        repo = os.path.dirname(os.path.dirname(BINDINGS))
+        # The sdist, made in the repository (its egg-info outside the tree) ...
+        made = subprocess.run(
+            [BUILDER, "setup.py", "-q", "egg_info", "--egg-base", cls.tmp, "sdist", "-d", dist],
+            cwd=BINDINGS, capture_output=True, text=True, env=env, timeout=300,
+        )
+        if made.returncode != 0:
+            raise AssertionError(f"setup.py sdist failed (exit {made.returncode}):\n{made.stdout[-4000:]}\n{made.stderr[-4000:]}")
+        sdists = glob.glob(os.path.join(dist, "*.tar.gz"))
+        if len(sdists) != 1:
+            raise AssertionError(f"expected one sdist in {dist}, found {sdists}")
+        cls.sdist = sdists[0]
+        # ... unpacked in a folder of its own, away from the repository, which builds the wheel from it alone.
+        away = os.path.join(cls.tmp, "away")
+        with tarfile.open(cls.sdist) as archive:
+            archive.extractall(away, filter="data")
+        (cls.sdist_root,) = glob.glob(os.path.join(away, "gpumem_torch-*"))
+        os.symlink(os.path.join(REPO, "node_modules"), os.path.join(cls.sdist_root, "node_modules"))
         build = subprocess.run(
-            [BUILDER, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-w", dist, "bindings/python"],
-            cwd=repo, capture_output=True, text=True, env=env, timeout=1200,
+            [BUILDER, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-w", dist, cls.sdist_root],
+            cwd=away, capture_output=True, text=True, env=env, timeout=1200,
         )
         if build.returncode != 0:
             raise AssertionError(f"pip wheel failed (exit {build.returncode}):\n{build.stdout[-4000:]}\n{build.stderr[-4000:]}")
@@ -154,6 +181,60 @@ class WheelTests(unittest.TestCase):
         # setuptools puts it at dist-info/LICENSE, or dist-info/licenses/LICENSE from version 68
         self.assertTrue(any(".dist-info/" in n and n.endswith("/LICENSE") for n in names), names)
         self.assertFalse(any(n.startswith("tests/") or n.endswith("seed_gcn.py") for n in names), names)
+
+    def test_sdist_carries_the_native_sources_and_the_metadata(self):
+        self.assertRegex(os.path.basename(self.sdist), r"^gpumem_torch-\d+\.\d+\.\d+\.tar\.gz$")  # PEP 625's name
+        root = os.path.basename(self.sdist)[: -len(".tar.gz")]
+        with tarfile.open(self.sdist) as archive:
+            names = set(archive.getnames())
+            pkg_info = archive.extractfile(f"{root}/PKG-INFO").read().decode()
+        for member in ("setup.py", "pyproject.toml", "LICENSE", "gpumem_torch/__init__.py", "gpumem_torch/py.typed",
+                       "native/CMakeLists.txt", "native/cmake/portable.cmake", "native/scripts/check-glibc.sh",
+                       "native/src/torch/CMakeLists.txt", "native/include/gpumem/chain_builder.hpp"):
+            self.assertIn(f"{root}/{member}", names)
+        # nothing of the Node addon's build or of the repository's tests
+        self.assertFalse([n for n in names if "/native/build" in n or "/native/tests/" in n or "node_modules" in n])
+        self.assert_metadata(pkg_info)
+
+    def assert_metadata(self, text):
+        """What PyPI shows of the package: the headers of PKG-INFO or METADATA."""
+        headers = text.split("\n\n", 1)[0]
+        fields = {}
+        for line in headers.splitlines():
+            key, _, value = line.partition(": ")
+            fields.setdefault(key, []).append(value)
+        self.assertEqual(fields["Name"], ["gpumem-torch"])
+        # the SPDX identifier: License-Expression from setuptools 77 on, License before
+        self.assertIn("Apache-2.0", fields.get("License-Expression", []) + fields.get("License", []))
+        self.assertEqual(fields["Requires-Python"], [">=3.11"])
+        for classifier in ("Typing :: Typed", "Programming Language :: Python :: 3 :: Only", "Programming Language :: Python :: 3.11",
+                           "Operating System :: POSIX :: Linux", "Environment :: GPU :: NVIDIA CUDA"):
+            self.assertIn(classifier, fields["Classifier"])
+        self.assertFalse([c for c in fields["Classifier"] if re.search(r"Python :: 3\.([0-9]|10)$", c)], "no end-of-life Python")
+        urls = dict(u.split(", ", 1) for u in fields["Project-URL"])
+        self.assertEqual(sorted(urls), ["Changelog", "Documentation", "Homepage", "Issues", "Source"])
+        self.assertTrue(all(u.startswith("https://github.com/gpumem/gpumem") for u in urls.values()), urls)
+
+    def test_wheel_metadata(self):
+        with zipfile.ZipFile(self.wheel) as z:
+            metadata = next(n for n in z.namelist() if n.endswith(".dist-info/METADATA"))
+            self.assert_metadata(z.read(metadata).decode())
+
+    def test_documented_file_names_are_those_the_build_makes(self):
+        # Every gpumem_torch-<version>... file name the docs give is the wheel's or the sdist's (a
+        # glob may stand for the version and tags).
+        made = {os.path.basename(self.wheel), os.path.basename(self.sdist)}
+        version = os.path.basename(self.sdist)[len("gpumem_torch-"): -len(".tar.gz")]
+        quoted = 0
+        for doc in ("README.md", os.path.join("docs", "torch.md"), os.path.join("bindings", "python", "README.md")):
+            with open(os.path.join(REPO, doc), encoding="utf-8") as f:
+                text = f.read()
+            for name in re.findall(r"gpumem_torch-[\w.*<>-]+?\.(?:whl|tar\.gz)", text):
+                name = name.replace("<version>", version)
+                pattern = "^" + re.escape(name).replace(r"\*", ".*") + "$"
+                self.assertTrue(any(re.match(pattern, m) for m in made), f"{doc}: {name} is not what the build makes ({sorted(made)})")
+                quoted += 1
+        self.assertGreaterEqual(quoted, 4)
 
     def test_packed_library_needs_glibc_2_28_at_most_and_no_libstdcxx(self):
         # What the manylinux_2_28 tag promises, checked on the library as packed (native/scripts/check-glibc.sh).

@@ -1,9 +1,8 @@
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
-import { addonCandidates, loadNative, loadNativeFrom, NativeLoadError, prebuildTag } from './index.js';
+import { addonCandidates, loadNative, loadNativeFrom, NativeLoadError, platformPackage, prebuildTag } from './index.js';
 
 describe('native loader', () => {
   it('loads the addon built by npm ci', () => {
@@ -39,9 +38,12 @@ describe('native loader', () => {
     expect(e.message).toContain(broken);
     expect(e.message).toMatch(/npm ci/);
     expect(e.message).toMatch(/GPUMEM_ADDON/);
+    // an addon was there and failed: no prebuilt clause, the generic code
+    expect(e.code).toBe('GPUMEM_NATIVE_LOAD_FAILED');
+    expect(e.platform).toBe(prebuildTag());
   });
 
-  it('names the prebuild folder by platform, arch and, on Linux, the C library, as the packing script does', async () => {
+  it('names the platform by platform, arch and, on Linux, the C library, and its package as the packing script does', async () => {
     expect(prebuildTag({ platform: 'linux', arch: 'x64', libc: 'glibc' })).toBe('linux-x64-glibc');
     expect(prebuildTag({ platform: 'linux', arch: 'arm64', libc: 'musl' })).toBe('linux-arm64-musl');
     expect(prebuildTag({ platform: 'darwin', arch: 'arm64' })).toBe('darwin-arm64');
@@ -51,37 +53,57 @@ describe('native loader', () => {
       process.platform === 'linux' ? `linux-${process.arch}-${glibc ? 'glibc' : 'musl'}` : `${process.platform}-${process.arch}`,
     );
     // @ts-expect-error: a script of @gpumem/native, without types
-    const script = (await import('../../../native/scripts/prebuild-tag.mjs')) as { prebuildTag(): string };
+    const script = (await import('../../../native/scripts/prebuild-tag.mjs')) as {
+      prebuildTag(): string;
+      platformPackage(tag?: string): string;
+    };
     expect(script.prebuildTag()).toBe(prebuildTag());
-    expect(addonCandidates()).toContain(
-      join(fileURLToPath(new URL('../../../native', import.meta.url)), 'prebuilds', prebuildTag(), 'gpumem.node'),
-    );
+    // glibc is 'gnu' in the package's name, as napi-rs names its platform packages
+    expect(platformPackage('linux-x64-glibc')).toBe('@gpumem/native-linux-x64-gnu');
+    expect(platformPackage('linux-x64-musl')).toBe('@gpumem/native-linux-x64-musl');
+    expect(platformPackage('darwin-arm64')).toBe('@gpumem/native-darwin-arm64');
+    for (const tag of ['linux-x64-glibc', 'linux-arm64-musl', 'darwin-arm64', 'win32-x64']) {
+      expect(script.platformPackage(tag)).toBe(platformPackage(tag));
+    }
+    expect(script.platformPackage()).toBe(platformPackage());
   });
 
-  it('says first that there is no prebuilt addon for this machine, and how to build one', () => {
+  it('says first that there is no prebuilt addon for this platform, with a code naming it, and how to build one', () => {
     const missing = join(tmpdir(), 'gpumem-no-such-dir', 'gpumem.node');
-    const failure = (tag: string, available: string[]) => {
+    const failure = (tag: string, available: string[], installed = false) => {
       try {
-        loadNativeFrom([missing], { tag, available });
+        loadNativeFrom([missing], { tag, available, installed });
       } catch (e) {
         expect(e).toBeInstanceOf(NativeLoadError);
-        return (e as NativeLoadError).message;
+        return e as NativeLoadError;
       }
       throw new Error('expected a NativeLoadError');
     };
     const darwin = failure('darwin-arm64', ['linux-x64-glibc']);
-    expect(darwin).toMatch(
-      /^Could not load the gpumem native addon \(gpumem\.node\): there is no prebuilt addon for darwin-arm64 \(@gpumem\/native carries one for linux-x64-glibc only\)\. Tried:/,
+    expect([darwin.code, darwin.platform]).toEqual(['GPUMEM_NO_PREBUILT', 'darwin-arm64']);
+    expect(darwin.message).toMatch(
+      /^Could not load the gpumem native addon \(gpumem\.node\): there is no prebuilt addon for darwin-arm64 \(one is published for linux-x64-glibc only\)\. Tried:/,
     );
-    expect(darwin).toContain('npx gpumem-build-native');
-    expect(darwin).toContain('npm install --save-dev cmake-js node-addon-api');
-    expect(darwin).toContain(`${missing}: not found`);
-    // musl is told why the glibc addon beside it is of no use
-    expect(failure('linux-x64-musl', ['linux-x64-glibc'])).toMatch(
-      /there is no prebuilt addon for linux-x64-musl \(@gpumem\/native carries one for linux-x64-glibc only, linked against glibc, which musl cannot load\)/,
+    expect(darwin.message).toContain('npx gpumem-build-native');
+    expect(darwin.message).toContain('npm install --save-dev cmake-js node-addon-api');
+    expect(darwin.message).toContain(`${missing}: not found`);
+    // musl is told why the glibc addon is of no use
+    const musl = failure('linux-x64-musl', ['linux-x64-glibc']);
+    expect([musl.code, musl.platform]).toEqual(['GPUMEM_NO_PREBUILT', 'linux-x64-musl']);
+    expect(musl.message).toMatch(
+      /there is no prebuilt addon for linux-x64-musl \(one is published for linux-x64-glibc only, linked against glibc, which musl cannot load\)/,
     );
-    expect(failure('linux-x64-glibc', [])).toMatch(/no prebuilt addon for linux-x64-glibc \(@gpumem\/native carries none\)/);
+    expect(failure('linux-x64-glibc', []).message).toMatch(/no prebuilt addon for linux-x64-glibc \(@gpumem\/native lists none\)/);
+    // published for this platform, but its package left out (--omit=optional): named, with how to add it
+    const omitted = failure('linux-x64-glibc', ['linux-x64-glibc']);
+    expect(omitted.code).toBe('GPUMEM_PREBUILT_NOT_INSTALLED');
+    expect(omitted.message).toContain(
+      'the prebuilt addon for linux-x64-glibc, @gpumem/native-linux-x64-gnu (an optional dependency of @gpumem/native), is not installed',
+    );
+    expect(omitted.message).toContain('npm install @gpumem/native-linux-x64-gnu');
     // a prebuilt addon that is there but does not load: no such clause, the attempts say why
-    expect(failure('linux-x64-glibc', ['linux-x64-glibc'])).toMatch(/^Could not load the gpumem native addon \(gpumem\.node\)\. Tried:/);
+    const broken = failure('linux-x64-glibc', ['linux-x64-glibc'], true);
+    expect(broken.code).toBe('GPUMEM_NATIVE_LOAD_FAILED');
+    expect(broken.message).toMatch(/^Could not load the gpumem native addon \(gpumem\.node\)\. Tried:/);
   });
 });

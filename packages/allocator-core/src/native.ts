@@ -4,7 +4,7 @@
  * @module
  */
 import { createRequire } from 'node:module';
-import { existsSync, readdirSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { processShared, shareClass } from './process-shared.js';
@@ -324,12 +324,26 @@ export interface NativeDeviceProperties {
   l2CacheBytes: number;
 }
 
+/**
+ * Why the addon could not be loaded, as {@link NativeLoadError}'s `code`:
+ * - `GPUMEM_NO_PREBUILT`: no prebuilt addon is published for this platform (e.g. darwin-arm64,
+ *   linux-x64-musl) and none was built from source;
+ * - `GPUMEM_PREBUILT_NOT_INSTALLED`: one is published, but its package (an optional dependency of
+ *   @gpumem/native) is not installed (e.g. an install with `--omit=optional`);
+ * - `GPUMEM_NATIVE_LOAD_FAILED`: an addon was there and failed to load, or none was found (e.g. a
+ *   repository not built yet).
+ */
+export type NativeLoadErrorCode = 'GPUMEM_NO_PREBUILT' | 'GPUMEM_PREBUILT_NOT_INSTALLED' | 'GPUMEM_NATIVE_LOAD_FAILED';
+
 /** Thrown when the addon cannot be loaded; lists every path tried and why each failed. */
 export class NativeLoadError extends Error {
   override readonly name = 'NativeLoadError';
   constructor(
     message: string,
     readonly attempts: ReadonlyArray<{ path: string; error: string }>,
+    readonly code: NativeLoadErrorCode = 'GPUMEM_NATIVE_LOAD_FAILED',
+    /** This machine's platform as the prebuilt addons are named ('linux-x64-glibc', 'darwin-arm64', ...). */
+    readonly platform: string = prebuildTag(),
   ) {
     super(message);
   }
@@ -373,10 +387,26 @@ export function prebuildTag(
   return `${host.platform}-${host.arch}${host.libc ? `-${host.libc}` : ''}`;
 }
 
-/** What the loader knows of the prebuilt addons: this machine's folder, and the folders the installed @gpumem/native carries. */
+/** The package that carries the prebuilt addon for `tag`: 'linux-x64-glibc' -> '@gpumem/native-linux-x64-gnu' (napi-rs's naming). */
+export function platformPackage(tag: string = prebuildTag()): string {
+  return `@gpumem/native-${tag.replace(/-glibc$/, '-gnu')}`;
+}
+
+/** The platform a package of {@link platformPackage}'s naming carries the addon for; undefined for any other name. */
+function platformOf(name: string): string | undefined {
+  const suffix = /^@gpumem\/native-(.+)$/.exec(name)?.[1];
+  return suffix?.replace(/-gnu$/, '-glibc');
+}
+
+/**
+ * What the loader knows of the prebuilt addons: this machine's platform, the platforms a prebuilt
+ * addon is published for (the installed @gpumem/native's optional dependencies), and whether this
+ * platform's package is installed.
+ */
 export interface Prebuilds {
   tag: string;
   available: readonly string[];
+  installed: boolean;
 }
 
 /** The installed @gpumem/native's folder, or undefined when it is not installed as a dependency. */
@@ -388,13 +418,41 @@ function nativePackage(): string | undefined {
   }
 }
 
-/** This machine's prebuild folder and those the installed @gpumem/native carries (none when it is not installed). */
+/**
+ * The folder of the package holding this platform's prebuilt addon, resolved as @gpumem/native
+ * resolves its own optional dependency (pnpm puts it beside @gpumem/native only); undefined when
+ * it is not installed.
+ */
+function platformPackageDir(nativeDir: string | undefined): string | undefined {
+  const name = platformPackage();
+  for (const from of [nativeDir ? join(nativeDir, 'package.json') : undefined, fileURLToPath(import.meta.url)]) {
+    if (!from) continue;
+    try {
+      return dirname(createRequire(from).resolve(`${name}/package.json`));
+    } catch {
+      // not resolvable from here; try the next
+    }
+  }
+  return undefined;
+}
+
+/** This machine's platform, those the installed @gpumem/native has a prebuilt package for, and whether this one's is installed. */
 function installedPrebuilds(): Prebuilds {
   const dir = nativePackage();
-  const prebuilds = dir ? join(dir, 'prebuilds') : undefined;
-  const available =
-    prebuilds && existsSync(prebuilds) ? readdirSync(prebuilds).filter((d) => existsSync(join(prebuilds, d, 'gpumem.node'))) : [];
-  return { tag: prebuildTag(), available: available.sort() };
+  let optional: Record<string, string> = {};
+  if (dir) {
+    const manifest = JSON.parse(readFileSync(join(dir, 'package.json'), 'utf8')) as { optionalDependencies?: Record<string, string> };
+    optional = manifest.optionalDependencies ?? {};
+  }
+  const available = Object.keys(optional)
+    .map(platformOf)
+    .filter((t): t is string => t !== undefined);
+  const platformDir = platformPackageDir(dir);
+  return {
+    tag: prebuildTag(),
+    available: available.sort(),
+    installed: platformDir !== undefined && existsSync(join(platformDir, 'gpumem.node')),
+  };
 }
 
 /** Where the addon may be, in the order tried. GPUMEM_ADDON overrides everything. */
@@ -405,13 +463,12 @@ export function addonCandidates(): string[] {
   if (process.env.GPUMEM_ADDON) candidates.push(resolve(process.env.GPUMEM_ADDON));
   const nativePkg = nativePackage();
   if (nativePkg) {
-    // A build from source first (it was made for this machine), then the package's prebuilt addon.
-    candidates.push(
-      join(nativePkg, 'build', 'Release', 'gpumem.node'),
-      join(nativePkg, 'prebuilds', prebuildTag(), 'gpumem.node'),
-      join(nativePkg, 'build', 'Debug', 'gpumem.node'),
-    );
+    // A build from source first (it was made for this machine), then the platform package's prebuilt addon.
+    candidates.push(join(nativePkg, 'build', 'Release', 'gpumem.node'));
   }
+  const platformDir = platformPackageDir(nativePkg);
+  if (platformDir) candidates.push(join(platformDir, 'gpumem.node'));
+  if (nativePkg) candidates.push(join(nativePkg, 'build', 'Debug', 'gpumem.node'));
   candidates.push(join(repoRoot, 'native', 'build', 'Release', 'gpumem.node'), join(repoRoot, 'native', 'build', 'Debug', 'gpumem.node'));
   return [...new Set(candidates)];
 }
@@ -452,21 +509,41 @@ export function loadNativeFrom(candidates: readonly string[], prebuilds?: Prebui
     }
   }
   const lines = attempts.map((a) => `  - ${a.path}: ${a.error}`).join('\n');
+  const known = prebuilds ?? installedPrebuilds();
+  const { code, clause } = noPrebuild(known, attempts);
   throw new NativeLoadError(
-    `Could not load the gpumem native addon (gpumem.node)${noPrebuild(prebuilds ?? installedPrebuilds())}. Tried:\n${lines}\n` +
+    `Could not load the gpumem native addon (gpumem.node)${clause}. Tried:\n${lines}\n` +
       'Possible solutions:\n' +
       `  - build it from source: npx gpumem-build-native (it needs CMake >= 3.20, a C++17 compiler and the build tools, optional dependencies of @gpumem/native: npm install --save-dev cmake-js node-addon-api; the CUDA strategies also need nvcc, CUDA 12+; without it the host strategies are built);\n` +
       '  - in the repository: run `npm ci` (or `npm run build:native`) at its root;\n' +
       '  - point GPUMEM_ADDON at a gpumem.node you built elsewhere.',
     attempts,
+    code,
+    known.tag,
   );
 }
 
-/** Why no prebuilt addon could serve this machine, as a clause of the loader's first sentence; '' when one is there. */
-function noPrebuild({ tag, available }: Prebuilds): string {
-  if (available.includes(tag)) return '';
-  const carried = available.length > 0 ? `@gpumem/native carries one for ${available.join(', ')} only` : '@gpumem/native carries none';
+/**
+ * Why no prebuilt addon could serve this machine, as a clause of the loader's first sentence ('' when
+ * its package is installed), and the error's code.
+ */
+function noPrebuild(
+  { tag, available, installed }: Prebuilds,
+  attempts: ReadonlyArray<{ error: string }>,
+): { code: NativeLoadErrorCode; clause: string } {
+  // Something was there and failed to load: the attempts say why.
+  const failed = attempts.some((a) => a.error !== 'not found');
+  if (installed || failed) return { code: 'GPUMEM_NATIVE_LOAD_FAILED', clause: '' };
+  if (available.includes(tag)) {
+    return {
+      code: 'GPUMEM_PREBUILT_NOT_INSTALLED',
+      clause:
+        `: the prebuilt addon for ${tag}, ${platformPackage(tag)} (an optional dependency of @gpumem/native), is not installed ` +
+        `(installed with --omit=optional? install it: npm install ${platformPackage(tag)})`,
+    };
+  }
+  const carried = available.length > 0 ? `one is published for ${available.join(', ')} only` : '@gpumem/native lists none';
   const glibcTwin = tag.endsWith('-musl') && available.includes(tag.replace(/-musl$/, '-glibc'));
   const why = glibcTwin ? ', linked against glibc, which musl cannot load' : '';
-  return `: there is no prebuilt addon for ${tag} (${carried}${why})`;
+  return { code: 'GPUMEM_NO_PREBUILT', clause: `: there is no prebuilt addon for ${tag} (${carried}${why})` };
 }

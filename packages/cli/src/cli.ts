@@ -3,6 +3,8 @@
  * The `gpumem` command line.
  * @module
  */
+// First, before any other module of the CLI runs: stops on a Node.js older than engines' floor.
+import './node-version-guard.js';
 import { createRequire } from 'node:module';
 import { formatSystemInfo, systemInfo } from '@gpumem/allocator-core';
 import { loadAllocatorPlugins, pluginNames } from './plugins.js';

@@ -35,6 +35,7 @@ export interface BaselineRun {
 /** A baseline file that is not what the scripts in bench/baselines write. */
 export class BaselineFormatError extends Error {
   override readonly name = 'BaselineFormatError';
+  readonly code = 'GPUMEM_BASELINE_FORMAT';
   constructor(
     readonly file: string,
     readonly line: number,

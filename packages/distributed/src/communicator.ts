@@ -51,6 +51,8 @@ export interface Communicator {
  * waited past the group's timeout. The launcher reports which rank failed first and why.
  */
 export class CommAbortedError extends Error {
+  /** The code the native communicators' aborted errors carry too. */
+  readonly code = 'GPUMEM_COMM_ABORTED';
   constructor(message: string) {
     super(message);
     this.name = 'CommAbortedError';

@@ -32,6 +32,7 @@ export interface EnvRendezvous {
 /** The variables of a job are there, but not all of them, or they contradict each other. */
 export class RendezvousEnvError extends Error {
   override readonly name = 'RendezvousEnvError';
+  readonly code = 'GPUMEM_RENDEZVOUS_ENV';
 }
 
 /** The variables each convention uses, in the order they are looked for. */

@@ -113,7 +113,11 @@ describe.skipIf(needsBuild)(`host communicator across processes${needsBuild ? ` 
       ]);
       expect(outputs[1]!.error).toBeUndefined();
       for (const o of [outputs[0]!, outputs[2]!]) {
-        expect(o.error).toEqual({ name: 'CommAbortedError', message: 'aborted: rank 1 failed: loss became NaN' });
+        expect(o.error).toEqual({
+          name: 'CommAbortedError',
+          code: 'GPUMEM_COMM_ABORTED',
+          message: 'aborted: rank 1 failed: loss became NaN',
+        });
       }
     } finally {
       region.dispose();
@@ -129,7 +133,11 @@ describe.skipIf(needsBuild)(`host communicator across processes${needsBuild ? ` 
       region.abort(2, 'exited with code 1');
       region.abort(0, 'a later abort is ignored');
       for (const o of await waiting)
-        expect(o.error).toEqual({ name: 'CommAbortedError', message: 'aborted: rank 2 failed: exited with code 1' });
+        expect(o.error).toEqual({
+          name: 'CommAbortedError',
+          code: 'GPUMEM_COMM_ABORTED',
+          message: 'aborted: rank 2 failed: exited with code 1',
+        });
     } finally {
       region.dispose();
     }
@@ -142,6 +150,7 @@ describe.skipIf(needsBuild)(`host communicator across processes${needsBuild ? ` 
       const [first, second] = await Promise.all([runRank({ ...job, rank: 0, timeoutMs: 300 }), runRank({ ...job, rank: 1 })]);
       expect(first!.error).toEqual({
         name: 'CommAbortedError',
+        code: 'GPUMEM_COMM_ABORTED',
         message: expect.stringMatching(/^timed out after 300 ms in allReduce waiting for ranks (1,)?2$/),
       });
       const other = second!;

@@ -52,6 +52,7 @@ export interface LaunchOptions<P> {
 
 /** The launch failed: `rank` failed first, for `reason`; the others were stopped. */
 export class RankFailedError extends Error {
+  readonly code = 'GPUMEM_RANK_FAILED';
   /**
    * How every rank's process ended (code, or the signal that killed it), in rank order: the error is
    * raised only once all of them have exited, so their device memory has been given back.

@@ -53,6 +53,7 @@ export interface TcpStoreOptions {
 /** The ranks could not form the job: a rank never arrived, rank 0 could not be reached or refused a rank. */
 export class RendezvousError extends Error {
   override readonly name = 'RendezvousError';
+  readonly code = 'GPUMEM_RENDEZVOUS';
 }
 
 const defaultJoinTimeoutMs = 60_000;

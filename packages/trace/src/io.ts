@@ -82,6 +82,7 @@ interface TraceSource {
 /** Why a source's content could not be read (corrupt, truncated, too large): a reason without a location. */
 class TraceSourceError extends Error {
   override readonly name = 'TraceSourceError';
+  readonly code = 'GPUMEM_TRACE_SOURCE';
 }
 
 /** A {@link TraceFormatError} for a source failure where the content has no lines (a pickle). */

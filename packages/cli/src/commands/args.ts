@@ -8,6 +8,7 @@ import { stderrText } from '../terminal.js';
 
 export class UsageError extends Error {
   override readonly name = 'UsageError';
+  readonly code = 'GPUMEM_USAGE';
 }
 
 export type FlagSpec =

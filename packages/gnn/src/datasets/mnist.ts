@@ -24,6 +24,7 @@ export interface Mnist {
 /** Thrown for a missing, corrupt or truncated IDX file. */
 export class DatasetError extends Error {
   override readonly name = 'DatasetError';
+  readonly code = 'GPUMEM_DATASET';
 }
 
 /** How to get MNIST, as errors and the commands say it. */

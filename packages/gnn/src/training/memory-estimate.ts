@@ -32,6 +32,7 @@ export interface MemoryEstimate {
 /** Thrown when a configuration's memory estimate exceeds what the device (or host) has. */
 export class InsufficientMemoryError extends RangeError {
   override readonly name = 'InsufficientMemoryError';
+  readonly code = 'GPUMEM_INSUFFICIENT_MEMORY';
   constructor(
     message: string,
     readonly estimate: MemoryEstimate,

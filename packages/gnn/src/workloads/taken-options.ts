@@ -30,6 +30,7 @@ const commonOptions: { readonly [K in keyof CommonTrainOptions]-?: true } = {
 /** Thrown by train() and trainDistributed() for an option that the workload trained does not take. */
 export class OptionNotTakenError extends RangeError {
   override readonly name = 'OptionNotTakenError';
+  readonly code = 'GPUMEM_OPTION_NOT_TAKEN';
   constructor(
     message: string,
     /** The option refused, as train() names it. */

@@ -76,6 +76,8 @@ export function isGzip(data: Uint8Array): boolean {
 /** A malformed trace file: says which file, which line (1-based) and what is wrong with it. */
 export class TraceFormatError extends Error {
   override readonly name = 'TraceFormatError';
+  /** Also that of its subclasses (a pickle's, a snapshot's). */
+  readonly code: string = 'GPUMEM_TRACE_FORMAT';
   constructor(
     /** The file (or the name given to parsed text). */
     readonly file: string,
