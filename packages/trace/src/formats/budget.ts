@@ -35,7 +35,7 @@ export const minSnapshotBytesPerEntry = 16;
 /** Decoded work past the readers' budget: names the file, the limit, and how to raise it. */
 export class TraceBudgetError extends TraceFormatError {
   /** As the file system's errors carry one: callers that report unreadable files report these too. */
-  readonly code = 'ERR_TRACE_BUDGET';
+  override readonly code = 'ERR_TRACE_BUDGET';
   constructor(
     file: string,
     /** The 1-based line (0 for a pickle). */
