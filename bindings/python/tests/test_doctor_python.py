@@ -293,7 +293,8 @@ class BadInput(unittest.TestCase):
             self.refused(self.write(f"huge-{field}.pickle", pickle.dumps({"device_traces": [[entry]]}, protocol=4)), says=says)
         ok = {"segments": [], "device_traces": [[{"action": "alloc", "addr": 1, "size": 5}]]}
         path = self.write("nocap.pickle", pickle.dumps(ok, protocol=4))
-        proc = run([sys.executable, "-m", "gpumem_torch", "doctor", path], env=python_env())
+        # no CUDA device either (on a GPU host the device's total would be the capacity)
+        proc = run([sys.executable, "-m", "gpumem_torch", "doctor", path], env=python_env(CUDA_VISIBLE_DEVICES=""))
         self.assertEqual(proc.returncode, 2, proc.stderr)
         self.assertIn("no capacity to judge against", proc.stderr)
 
