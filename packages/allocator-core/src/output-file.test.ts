@@ -23,13 +23,11 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { isRoot, leftovers, notRoot, smallTmpfs } from '../../../tests/output-fixtures.js';
 import { isSameFile, OutputFile, OutputFileError, writeOutputFile } from './output-file.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'gpumem-output-file-'));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
-
-const isRoot = process.getuid?.() === 0;
-const notRoot = isRoot ? '' : ' (skipped: making a device node needs root)';
 
 /** The OutputFileError `fn` throws. */
 function refusal(fn: () => void): OutputFileError {
@@ -41,21 +39,6 @@ function refusal(fn: () => void): OutputFileError {
     return e as OutputFileError;
   }
   throw new Error('expected an OutputFileError');
-}
-
-/** Whether `command` ran and exited with 0 (its output dropped). */
-function succeeds(command: string, args: string[]): boolean {
-  try {
-    execFileSync(command, args, { stdio: 'ignore' });
-    return true;
-  } catch {
-    return false;
-  }
-}
-
-/** The names in `folder` that are temporary files of the writer. */
-function leftovers(folder: string): string[] {
-  return readdirSync(folder).filter((name) => name.endsWith('.tmp'));
 }
 
 describe('OutputFile: what it replaces', () => {
@@ -185,14 +168,8 @@ describe('OutputFile: streaming and failures', () => {
     expect(readdirSync(folder)).toEqual(['report.html']);
   });
 
-  // A real full disk: a 64 KiB tmpfs, where mounting is allowed (root outside a restricted container).
-  const full = join(dir, 'tmpfs');
-  mkdirSync(full);
-  const mounted = isRoot && succeeds('mount', ['-t', 'tmpfs', '-o', 'size=64k', 'tmpfs', full]);
-  afterAll(() => {
-    if (mounted) succeeds('umount', [full]);
-  });
-  const noMount = mounted ? '' : ' (skipped: cannot mount a small tmpfs here: needs root and mount rights)';
+  // A real full disk: a 64 KiB tmpfs.
+  const { folder: full, mounted, skipNote: noMount } = smallTmpfs(dir, '64k');
 
   it.skipIf(!mounted)(`a full disk (ENOSPC) names the file, keeps the previous one and leaves nothing${noMount}`, () => {
     const out = join(full, 'trace.jsonl');

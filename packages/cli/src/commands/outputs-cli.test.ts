@@ -9,6 +9,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, describe, expect, it } from 'vitest';
+import { isRoot, leftovers, notRoot, smallTmpfs } from '../../../../tests/output-fixtures.js';
 
 // The built CLI, as a user runs it (npm ci builds it).
 const cli = fileURLToPath(new URL('../../dist/cli.js', import.meta.url));
@@ -17,22 +18,6 @@ const dir = mkdtempSync(join(tmpdir(), 'gpumem-cli-outputs-'));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
 const run = (args: string[]) => spawnSync(process.execPath, [cli, ...args], { encoding: 'utf8', cwd: dir });
 const tiny = ['--model', 'mlp', '--allocator', 'host', '--train-subset', '256', '--test-subset', '128', '--hidden', '32'];
-
-const isRoot = process.getuid?.() === 0;
-const notRoot = isRoot ? '' : ' (skipped: making a device node needs root)';
-
-/** Whether `command` ran and exited with 0 (its output dropped). */
-function succeeds(command: string, args: string[]): boolean {
-  try {
-    execFileSync(command, args, { stdio: 'ignore' });
-    return true;
-  } catch {
-    return false;
-  }
-}
-
-/** The names in `folder` that are temporary files of the writer. */
-const leftovers = (folder: string) => readdirSync(folder).filter((name) => name.endsWith('.tmp'));
 
 describe('outputs of the commands', () => {
   it.skipIf(!isRoot)(`a character device given as an output is refused and stays a device${notRoot}`, () => {
@@ -86,14 +71,8 @@ describe('outputs of the commands', () => {
     expect(readFileSync(join(folder, 'main.js'), 'utf8')).toBe('export {};\n');
   });
 
-  // A real full disk: a 16 KiB tmpfs, where mounting is allowed (root outside a restricted container).
-  const full = join(dir, 'tmpfs');
-  mkdirSync(full);
-  const mounted = isRoot && succeeds('mount', ['-t', 'tmpfs', '-o', 'size=16k', 'tmpfs', full]);
-  afterAll(() => {
-    if (mounted) succeeds('umount', [full]);
-  });
-  const noMount = mounted ? '' : ' (skipped: cannot mount a small tmpfs here: needs root and mount rights)';
+  // A real full disk: a 16 KiB tmpfs.
+  const { folder: full, mounted, skipNote: noMount } = smallTmpfs(dir, '16k');
 
   it.skipIf(!mounted)(`record --out on a full disk names the file and keeps the previous trace whole${noMount}`, () => {
     const out = join(full, 'run.jsonl');
