@@ -42,7 +42,7 @@ export interface TcpStoreOptions {
   port: number;
   /** How long joining may take, on every rank (default 60,000 ms). */
   joinTimeoutMs?: number;
-  /** Checked first when a rank joins: every rank must give the same, at most {@link maxTokenBytes} bytes (default: none). */
+  /** Checked first when a rank joins: every rank must give the same, at most 1,024 bytes (default: none). */
   token?: string | undefined;
   /** What the store is for, in error messages (default 'the rendezvous'). */
   purpose?: string;

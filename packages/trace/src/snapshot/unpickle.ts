@@ -39,7 +39,7 @@ export interface UnpickleOptions {
    * The readers' budget on decoded work: the most events the snapshot may hold (default
    * {@link defaultMaxTraceEvents}). It caps the items of one list, tuple or dict (and of the stack
    * between two MARKs) at that, and the values decoded in all, memo references and DUPs each counted,
-   * at {@link pickleValuesPerEvent} times that; past either is a {@link TraceBudgetError}.
+   * at 16 times that; past either is a {@link TraceBudgetError}.
    */
   maxEvents?: number;
 }
