@@ -14,15 +14,14 @@ cuda_resource::cuda_resource(int device, const std::vector<int>& peers) : device
 }
 
 cuda_resource::~cuda_resource() {
-  for (auto& [ptr, reserved] : table_.take_all()) cudaFree(ptr);
+  for (auto& [ptr, reserved] : table_.take_all()) detail::cu::Free(ptr);
 }
 
 void* cuda_resource::do_allocate(std::size_t bytes, stream_handle) {
   detail::device_scope scope(device_);
   void* ptr = nullptr;
-  cudaError_t status = cudaMalloc(&ptr, bytes);
+  CUresult status = detail::cu::Malloc(&ptr, bytes);
   if (detail::is_out_of_memory(status)) {
-    cudaGetLastError();
     table_.count_oom();
     throw out_of_memory("cuda: cudaMalloc of " + format_bytes(bytes) + " failed: out of device memory", bytes,
                         table_.stats());
@@ -35,8 +34,8 @@ void* cuda_resource::do_allocate(std::size_t bytes, stream_handle) {
 void cuda_resource::do_deallocate(void* ptr, std::size_t bytes, stream_handle) {
   table_.remove(ptr, bytes);
   detail::device_scope scope(device_);
-  cudaError_t status = cudaFree(ptr);
-  if (status != cudaSuccess) cudaGetLastError();  // the memory is gone either way; never throw here
+  CUresult status = detail::cu::Free(ptr);
+  (void)status;  // the memory is gone either way; never throw here
 }
 
 #else

@@ -1,9 +1,8 @@
 // CUDA virtual memory management as physical_memory: one cuMemCreate'd handle per run of granules,
 // mapped into a cuMemAddressReserve'd range with one cuMemMap and one cuMemSetAccess (read/write for
-// the device and for each peer of the peerAccess option). The driver API is not linked: its entry points are looked up
-// once through cudaGetDriverEntryPointByVersion (cuda_driver.hpp, shared with tiered's
-// device_tier_memory), so that the addon loads where there is no driver and only this strategy
-// reports what is missing.
+// the device and for each peer of the peerAccess option). The driver API is not linked: its entry
+// points come from the driver table (cuda_driver.hpp, shared with tiered's device_tier_memory), so
+// that the addon loads where there is no driver and only this strategy reports what is missing.
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -42,7 +41,7 @@ class device_physical_memory final : public physical_memory {
     if (!api_.failure.empty()) throw invalid_state("expandable: needs CUDA virtual memory management, but " + api_.failure);
     {
       detail::device_scope scope(device);         // validates the ordinal
-      detail::check_cuda(cudaFree(nullptr), "cudaFree(0)");  // creates the primary context
+      detail::check_cuda(detail::cu::Free(nullptr), "cudaFree(0)");  // creates the primary context
     }
     CUdevice dev = 0;
     check(api_, api_.device_get(&dev, device), "cuDeviceGet");
@@ -145,10 +144,9 @@ class device_physical_memory final : public physical_memory {
   void synchronize() noexcept override {
     try {
       detail::device_scope scope(device_);
-      cudaDeviceSynchronize();
+      detail::cu::DeviceSynchronize();
     } catch (...) {
     }
-    cudaGetLastError();
   }
 
   std::uint64_t total_bytes() const noexcept override { return total_; }
