@@ -162,6 +162,7 @@ const strategy_descriptor& async_strategy() {
   static const strategy_descriptor descriptor = [] {
     strategy_descriptor d;
     d.name = "async";
+    d.driver_needs = {{"cuMemPoolCreate", 11020}, {"cuMemAllocFromPoolAsync", 11020}};
     d.description = "cudaMallocAsync on an owned cudaMemPool_t with a release threshold";
     d.options_type = &typeid(async_options);
     d.flags.requires_cuda = true;

@@ -54,6 +54,7 @@ const strategy_descriptor& cuda_strategy() {
   static const strategy_descriptor descriptor = [] {
     strategy_descriptor d;
     d.name = "cuda";
+    d.driver_needs = {{"cuMemAlloc", 3020}, {"cuMemFree", 3020}};
     d.description = "cudaMalloc/cudaFree: every call goes to the driver (the baseline)";
     d.flags.requires_cuda = true;
     d.flags.peer_access = true;

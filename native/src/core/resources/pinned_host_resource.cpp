@@ -192,6 +192,7 @@ const strategy_descriptor& pinned_strategy() {
   static const strategy_descriptor descriptor = [] {
     strategy_descriptor d;
     d.name = "pinned";
+    d.driver_needs = {{"cuMemHostAlloc", 2020}, {"cuMemHostGetDevicePointer", 3020}};
     d.description =
         "caching pool over mapped pinned host memory that kernels use in place: 512 B rounding, 2 MiB segments, per-stream "
         "free lists, pins at most what the host has available (host memory without a GPU)";

@@ -110,6 +110,7 @@ const strategy_descriptor& uvm_strategy() {
   static const strategy_descriptor descriptor = [] {
     strategy_descriptor d;
     d.name = "uvm";
+    d.driver_needs = {{"cuMemAllocManaged", 6000}, {"cuMemAdvise", 8000}, {"cuMemPrefetchAsync", 8000}};
     d.description = "cudaMallocManaged (unified memory) with prefetch-on-allocate and cudaMemAdvise hints";
     d.options_type = &typeid(uvm_spec);
     d.layer = strategy_layer::adaptor;
