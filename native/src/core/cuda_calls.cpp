@@ -2,6 +2,7 @@
 #include "cuda_calls.hpp"
 
 #ifdef GPUMEM_WITH_CUDA
+#include <atomic>
 #include <cstddef>
 #include <mutex>
 #include <unordered_map>
@@ -24,10 +25,20 @@ static_assert(sizeof(cudaMemLocation) == sizeof(CUmemLocation), "cudaMemLocation
 CUdeviceptr address(const void* p) { return reinterpret_cast<CUdeviceptr>(p); }
 
 // The device's primary context, retained on first use and kept for the process (as the runtime
-// keeps it until cudaDeviceReset, which gpumem never calls).
+// keeps it until cudaDeviceReset, which gpumem never calls). Read without a lock once retained:
+// SetDevice runs on every allocation of a resource that scopes its device.
 CUresult primary_context(const driver_api& api, int ordinal, CUcontext* out) {
+  constexpr int cached_devices = 64;
+  static std::atomic<CUcontext> cached[cached_devices] = {};
   static std::mutex mutex;
   static std::unordered_map<int, CUcontext> retained;
+  const bool cacheable = ordinal >= 0 && ordinal < cached_devices;
+  if (cacheable) {
+    if (CUcontext c = cached[ordinal].load(std::memory_order_acquire)) {
+      *out = c;
+      return CUDA_SUCCESS;
+    }
+  }
   std::lock_guard<std::mutex> lock(mutex);
   auto it = retained.find(ordinal);
   if (it != retained.end()) {
@@ -41,6 +52,7 @@ CUresult primary_context(const driver_api& api, int ordinal, CUcontext* out) {
   status = api.primary_ctx_retain(&context, device);
   if (status != CUDA_SUCCESS) return status;
   retained.emplace(ordinal, context);
+  if (cacheable) cached[ordinal].store(context, std::memory_order_release);
   *out = context;
   return CUDA_SUCCESS;
 }
