@@ -39,7 +39,7 @@ export { deviceRun, deviceLabels, devicePeaksText, anyDevices } from './devices.
 export { parseBaseline, readBaseline, baselineThroughput, BaselineFormatError, type BaselineRun } from './baseline.js';
 export { parseAllocatorSpec, parseAllocatorList, type AllocatorSpec } from './spec.js';
 export { defaultAllocators, type DefaultAllocators, type DefaultAllocatorsOptions } from './default-allocators.js';
-export { defaultWorkload, mnistAvailable, mnistInstallHint, type DefaultWorkload } from './default-workload.js';
+export { defaultWorkload, defaultWorkloadHelp, missingDataProblem, type DefaultWorkload } from './default-workload.js';
 export { specProblems, specProblemsInChild, type SpecProblem } from './check-specs.js';
 export type {
   CompareResult,

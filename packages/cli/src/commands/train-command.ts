@@ -25,9 +25,9 @@ import {
 import {
   builtInStrategyPackages,
   defaultWorkload,
+  defaultWorkloadHelp,
   formatTable,
-  mnistAvailable,
-  mnistInstallHint,
+  missingDataProblem,
   parseAllocatorSpec,
   specProblems,
   specProblemsInChild,
@@ -55,7 +55,7 @@ export const commonTrainFlags: Record<string, FlagSpec> = {
   model: {
     type: 'string',
     choices: listWorkloads().map((w) => w.name),
-    help: `the model (default mlp where MNIST is installed, else gcn, which needs no download): ${listWorkloads()
+    help: `the model (default ${defaultWorkloadHelp()}): ${listWorkloads()
       .map((w) => `${w.name}, ${w.description}`)
       .join('; ')}`,
   },
@@ -230,9 +230,9 @@ export function checkDevicesFlags(command: string, options: WorkloadTrainOptions
 }
 
 /**
- * The model the flags name, or the default: the mlp where MNIST is installed, else the gcn on a
- * generated graph (said once on stderr, with how to get MNIST). The mlp named without MNIST is a
- * usage error before any run starts.
+ * The model the flags name, or the default: the first registered workload whose data is here (the
+ * mlp where MNIST is installed, else the gcn on a generated graph; said once on stderr, with how to
+ * get the data). A workload named whose data is not here is a usage error before any run starts.
  */
 function modelFromFlags(command: string, flags: FlagValues): string {
   if (flags.model === undefined) {
@@ -240,9 +240,10 @@ function modelFromFlags(command: string, flags: FlagValues): string {
     if (chosen.note) stderrText.write(`gpumem ${command}: ${chosen.note}\n`);
     return chosen.model;
   }
-  if (flags.model === 'mlp' && !mnistAvailable())
-    throw new UsageError(`gpumem ${command}: '--model mlp' trains on MNIST, which is not installed: ${mnistInstallHint}`);
-  return flags.model as string;
+  const model = flags.model as string;
+  const missing = missingDataProblem(model);
+  if (missing !== undefined) throw new UsageError(`gpumem ${command}: '--model ${model}' ${missing}`);
+  return model;
 }
 
 /**
