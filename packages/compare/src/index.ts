@@ -66,5 +66,15 @@ export {
   pluginTimeoutVariable,
   type PluginLoadErrorCode,
 } from './strategies.js';
-export { replayToCompareResult, minCapacityText, type ReplayReportInput, type ReplayReportRow } from './from-replay.js';
+export {
+  replayToCompareResult,
+  replayReport,
+  minCapacityText,
+  type ReplayReportInput,
+  type ReplayReportRow,
+} from './from-replay.js';
+export { replayAllocators, type ReplayRun, type ReplayRunOptions } from './replay-run.js';
+export { formatReplayTable, replayNotes, replayProgressLine } from './replay-table.js';
+export { replayJson } from './replay-json.js';
+export { describeTrace } from './trace-description.js';
 export type { ExtraColumn, ExtraCell, ReplayReportInfo } from './types.js';
