@@ -1,9 +1,10 @@
 /**
  * `gpumem replay FILE`: replays an allocation trace (gpumem JSONL, RMM's logging CSV, a PyTorch
- * snapshot) through each allocator, natively where the strategy is native, optionally as if the
- * device had a given size, and answers "which allocator for this program, and how much GPU does it
- * need": time per call, peak memory, fragmentation at the peak, driver calls, the minimum capacity,
- * and a recommendation.
+ * snapshot) through each allocator, in the native loop for a NativeAllocator, optionally as if
+ * the device had a given size, and answers "which allocator for this program, and how much GPU does
+ * it need": time per call, peak memory, fragmentation at the peak, driver calls, the minimum
+ * capacity, and a recommendation. This module parses the flags, reads the trace and prints; the run,
+ * its table, its JSON and its report are @gpumem/compare's (replayAllocators, formatReplayTable, ...).
  * @module
  */
 import { deviceProperties, formatBytes, hasCudaDevice, writeOutputFile } from '@gpumem/allocator-core';
