@@ -112,9 +112,6 @@ export {
   type ResourceSpec,
   type ChainSpec,
   type NativeTools,
-  type NativeLinkBench,
-  type NativeLinkBenchOptions,
-  type NativeLinkMeasurement,
   type NativeAddon,
   type NativeResource,
   type NativeStats,
@@ -124,11 +121,12 @@ export {
   type NativeTrackingEvents,
   type NativeDeviceProperties,
   type NativeKernelImage,
-  type NativeComm,
   type NativeNcclLibrary,
   type NativePeerTopology,
   type NativePeerPair,
+  nativeAddonPart,
 } from './native.js';
+export type { NativeLinkBench, NativeLinkBenchOptions, NativeLinkMeasurement } from './tools.js';
 export { CudaAllocator, type CudaAllocatorOptions } from './strategies/cuda.js';
 export { HostAllocator, type HostAllocatorOptions } from './strategies/host.js';
 export {

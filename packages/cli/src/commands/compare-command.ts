@@ -18,7 +18,7 @@ import { formatCompareTable, renderHtmlReport } from '@gpumem/compare';
 import { toChromeTrace } from '@gpumem/compare';
 import { commonDefaults, getWorkload } from '@gpumem/gnn';
 import { flagHelp, parseFlags, ProgressBar, UsageError, type FlagAliases, type FlagSpec } from './args.js';
-import { checkDevicesFlags, devicesFromFlags, trainFlags, trainOptionsForHere } from './train-command.js';
+import { checkDevicesFlags, devicesFromFlags, trainFlags, trainOptionsForHere } from './train-options.js';
 import { checkOutputFlags, isStdout, pluginInputs } from './output-paths.js';
 import { checkAllocatorNames, refuseSpecProblems } from './allocator-flags.js';
 import { stdoutText, stderrText } from '../terminal.js';
