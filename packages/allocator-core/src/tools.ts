@@ -173,7 +173,7 @@ export function sumU32(allocator: NativeAllocator, ptr: DevicePtr, count: number
   run(allocator, (r) => loadNative().tools.sumU32(r, ptr, count, outPtr, handle, spinNs));
 }
 
-/** What the addon's host-link benchmark is given (every field checked by {@link linkBenchmark}). */
+/** What the addon's host-link benchmark is given (every field checked by `linkBenchmark`). */
 export interface NativeLinkBenchOptions {
   device: number;
   bytes: number;
@@ -217,7 +217,7 @@ interface LinkBenchNative {
   tools: { linkBench(options: NativeLinkBenchOptions): NativeLinkBench };
 }
 
-/** Options of {@link linkBenchmark}. */
+/** Options of `linkBenchmark`. */
 export interface LinkBenchmarkOptions {
   /** CUDA device ordinal (default 0). */
   device?: number;
@@ -235,14 +235,14 @@ export interface LinkBenchmarkOptions {
   threadsPerBlock?: number;
 }
 
-/** One figure of {@link linkBenchmark}, with its summary. */
+/** One figure of `linkBenchmark`, with its summary. */
 export interface LinkMeasurement extends NativeLinkMeasurement {
   medianGbps: number;
   minGbps: number;
   maxGbps: number;
 }
 
-/** The result of {@link linkBenchmark}: the device, the sizes used and every figure. */
+/** The result of `linkBenchmark`: the device, the sizes used and every figure. */
 export interface LinkBenchmark extends Omit<NativeLinkBench, 'measurements'> {
   measurements: LinkMeasurement[];
 }
