@@ -108,6 +108,16 @@ Napi::Value elementwise_backward(const Napi::CallbackInfo& info, const char* fn,
   });
 }
 
+// Y[rows,cols] += bias[cols], the ReLU after it or not (addBias, addBiasRelu).
+Napi::Value bias_add(const Napi::CallbackInfo& info, const char* fn,
+                     void (*op)(bool, stream_handle, float*, const float*, i64, i64)) {
+  return guarded_undefined(info.Env(), [&] {
+    args a(info, 6, fn);
+    op(a.flag(0), a.stream(1), a.ptr<float>(2, "Y"), a.ptr<const float>(3, "bias"), a.integer(4, "rows"),
+       a.integer(5, "cols"));
+  });
+}
+
 // Y = alpha * X or Y += alpha * X, n floats (scale, axpy).
 Napi::Value scaled(const Napi::CallbackInfo& info, const char* fn,
                    void (*op)(bool, stream_handle, float, const float*, float*, i64)) {
@@ -148,13 +158,7 @@ Napi::Value Gemm(const Napi::CallbackInfo& info) {
   });
 }
 
-Napi::Value AddBias(const Napi::CallbackInfo& info) {
-  return guarded_undefined(info.Env(), [&] {
-    args a(info, 6, "addBias");
-    ops::add_bias(a.flag(0), a.stream(1), a.ptr<float>(2, "Y"), a.ptr<const float>(3, "bias"), a.integer(4, "rows"),
-                  a.integer(5, "cols"));
-  });
-}
+Napi::Value AddBias(const Napi::CallbackInfo& info) { return bias_add(info, "addBias", ops::add_bias); }
 
 Napi::Value BiasGrad(const Napi::CallbackInfo& info) {
   return guarded_undefined(info.Env(), [&] {
@@ -164,13 +168,7 @@ Napi::Value BiasGrad(const Napi::CallbackInfo& info) {
   });
 }
 
-Napi::Value AddBiasRelu(const Napi::CallbackInfo& info) {
-  return guarded_undefined(info.Env(), [&] {
-    args a(info, 6, "addBiasRelu");
-    ops::add_bias_relu(a.flag(0), a.stream(1), a.ptr<float>(2, "Y"), a.ptr<const float>(3, "bias"),
-                       a.integer(4, "rows"), a.integer(5, "cols"));
-  });
-}
+Napi::Value AddBiasRelu(const Napi::CallbackInfo& info) { return bias_add(info, "addBiasRelu", ops::add_bias_relu); }
 
 Napi::Value ReluBiasGrad(const Napi::CallbackInfo& info) {
   return guarded_undefined(info.Env(), [&] {
