@@ -76,6 +76,7 @@ export {
   type StrategyInfo,
   type StrategyRegistration,
 } from './registry.js';
+export type { StrategyFlags } from './flags.generated.js';
 export {
   hostDevice,
   cudaDevice,
