@@ -19,6 +19,6 @@ export const asyncDescriptor = {
   },
   options: {
     /** idle bytes the pool keeps at a synchronisation point (unset: keep everything). */
-    releaseThreshold: option.nonNegative(),
+    releaseThreshold: option.native<number>(),
   },
 } as const;

@@ -20,31 +20,24 @@
  * Every strategy's options are, in this order: its placement option (`upstream`, where the
  * descriptor has one), `device`, `peerAccess` (with the `peerAccess` flag), the descriptor's other
  * options, the package's own (`extra`: what only TypeScript does, such as uvm's logger), and
- * {@link nativeLayerOptions}. The constructor parses them, resolves the placement ('auto': the
- * device's choice where a GPU is present, else 'host'), checks `peerAccess` and sends the
- * descriptor's options that were given (or have a default) to the native chain builder.
+ * {@link nativeLayerOptions}. The constructor checks the keys and the options TypeScript owns
+ * (device, peerAccess, the extras, the native layers), resolves the placement ('auto': the device's
+ * choice where a GPU is present, else 'host') and passes the descriptor's options that were given
+ * (or have a default) through as they are: the native core checks them, once, when it builds the
+ * chain (its TypeError or RangeError names the option).
  * @module
  */
 import { cudaDevice, hasCudaDevice, hostDevice, type Device } from './device.js';
-import type { ChainSpec } from './native.js';
+import type { StrategyFlags } from './flags.generated.js';
+import { type ChainSpec, loadNative } from './native.js';
 import { NativeAllocator, nativeLayerOptions, type NativeLayerOptions } from './native-allocator.js';
 import { defineOptions, option, type OptionEntries, type OptionsDefinition, type OptionValues, type ParsedOptions } from './options.js';
 import { checkPeerAccess, peerAccessOption, peerAccessSpec } from './peer-access.js';
 import { definedOptions } from './placement.js';
 import type { StrategyRegistration } from './registry.js';
 
-/** A strategy's capability flags, as its descriptor declares them (the registry's). */
-export interface NativeStrategyFlags {
-  readonly requiresCuda: boolean;
-  readonly capturable: boolean;
-  readonly hostMemory: boolean;
-  readonly requiresOptions: boolean;
-  readonly managedMemory: boolean;
-  readonly spillsToHost: boolean;
-  readonly peerAccess: boolean;
-  readonly sleep: boolean;
-  readonly addressOnly: boolean;
-}
+/** A strategy's capability flags, as its descriptor declares them (the registry's, ./flags.generated.ts). */
+export type NativeStrategyFlags = Readonly<StrategyFlags>;
 
 /**
  * A native strategy as its descriptor declares it (what `options.generated.ts` holds): `options`
@@ -134,13 +127,18 @@ function prepare(strategy: NativeStrategy, options: object) {
   const index = parsed.device as number;
   const own: Record<string, unknown> = definedOptions(parsed, Object.keys(descriptor.options));
   let upstream: string | undefined;
-  let device: Device;
   if (descriptor.placement !== undefined) {
     const { key, choices } = descriptor.placement;
     const onDevice = choices.find((c) => c !== 'host' && c !== 'auto') ?? 'host';
-    const requested = parsed[key] as string;
-    upstream = requested === 'auto' ? (hasCudaDevice() ? onDevice : 'host') : requested;
+    const requested = parsed[key];
+    upstream = requested === 'auto' ? (hasCudaDevice() ? onDevice : 'host') : (requested as string);
     own[key] = upstream;
+  }
+  // The native core checks the options (the one check of their values), before the device is
+  // looked for: a bad option is reported as such on a machine without one too.
+  loadNative().checkSpec({ strategy: descriptor.name, device: index, options: own } as ChainSpec);
+  let device: Device;
+  if (upstream !== undefined) {
     device = upstream === 'host' ? hostDevice : cudaDevice(index);
   } else {
     device = descriptor.flags.hostMemory && !descriptor.flags.requiresCuda ? hostDevice : cudaDevice(index);

@@ -24,14 +24,14 @@ export const poolDescriptor = {
      * where the pool's segments come from (default 'auto': 'cuda' when a GPU is present, else
      * 'host').
      */
-    upstream: option.oneOf(['cuda', 'host', 'auto'], { default: 'auto' }),
+    upstream: option.native<'cuda' | 'host' | 'auto'>({ default: 'auto' }),
     /** the most bytes the pool reserves from its upstream (unset: no cap beyond the upstream's). */
-    maxReservedBytes: option.bytes(),
+    maxReservedBytes: option.native<number>(),
     /** requests up to this size are small (default 1 MiB). */
-    smallRequestLimit: option.bytes({ default: 1048576 }),
+    smallRequestLimit: option.native<number>({ default: 1048576 }),
     /** small requests share segments of this size (default 2 MiB). */
-    smallSegmentBytes: option.bytes({ default: 2097152 }),
+    smallSegmentBytes: option.native<number>({ default: 2097152 }),
     /** large segments are rounded up to this (default 2 MiB). */
-    largeSegmentRounding: option.bytes({ default: 2097152 }),
+    largeSegmentRounding: option.native<number>({ default: 2097152 }),
   },
 } as const;

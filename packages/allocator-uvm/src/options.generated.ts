@@ -19,12 +19,12 @@ export const uvmDescriptor = {
   },
   options: {
     /** prefetch each allocation to the device when it is made (default true). */
-    prefetchOnAllocate: option.boolean({ default: true }),
+    prefetchOnAllocate: option.native<boolean>({ default: true }),
     /** cudaMemAdviseSetPreferredLocation for every allocation (default 'none'). */
-    preferredLocation: option.oneOf(['device', 'host', 'none'], { default: 'none' }),
+    preferredLocation: option.native<'device' | 'host' | 'none'>({ default: 'none' }),
     /** cudaMemAdviseSetAccessedBy for every allocation (default 'none'). */
-    accessedBy: option.oneOf(['device', 'host', 'none'], { default: 'none' }),
+    accessedBy: option.native<'device' | 'host' | 'none'>({ default: 'none' }),
     /** cudaMemAdviseSetReadMostly for every allocation (default false). */
-    readMostly: option.boolean({ default: false }),
+    readMostly: option.native<boolean>({ default: false }),
   },
 } as const;
