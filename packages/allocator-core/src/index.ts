@@ -67,6 +67,7 @@ export {
   listAllocators,
   hasAllocator,
   strategyInfo,
+  checkAllocatorOptions,
   strategyLabel,
   type AllocatorOptionsMap,
   type AllocatorFlagsMap,

@@ -112,20 +112,36 @@ export function defineNativeStrategy<const D extends NativeStrategyDescriptor, c
   const { requiresCuda, ...flags } = descriptor.flags;
   // a placement with a 'host' choice is the strategy's host twin
   const hostTwin = placement?.choices.includes('host') && { hostTwinOptions: { [placement.key]: 'host' } };
+  const definition = defineOptions(descriptor.name, entries);
+  const checkOptions = (options: object) => {
+    checkedOptions(descriptor, definition, options);
+  };
   return {
     name: descriptor.name,
-    options: defineOptions(descriptor.name, entries),
-    registration: { description: descriptor.description, requiresCuda, nativeLayers: true, ...flags, ...hostTwin },
+    options: definition,
+    registration: { description: descriptor.description, requiresCuda, nativeLayers: true, ...flags, ...hostTwin, checkOptions },
     descriptor,
   };
 }
 
+/**
+ * The options checked, nothing made and no device touched: TypeScript's own (the keys, device,
+ * peerAccess's form, the extras, the native layers), then the descriptor's by the native core
+ * (checkSpec: the one check of their values; 'auto' it resolves as {@link prepare} does).
+ */
+function checkedOptions(descriptor: NativeStrategyDescriptor, definition: OptionsDefinition<OptionEntries>, options: object) {
+  const parsed = definition.parse(options) as Record<string, unknown>;
+  const own: Record<string, unknown> = definedOptions(parsed, Object.keys(descriptor.options));
+  loadNative().checkSpec({ strategy: descriptor.name, device: parsed.device as number, options: own } as ChainSpec);
+  return { parsed, own };
+}
+
 /** What a strategy's constructor sends to NativeAllocator, from the options given. */
 function prepare(strategy: NativeStrategy, options: object) {
-  const parsed = strategy.options.parse(options) as Record<string, unknown>;
   const { descriptor } = strategy;
+  // checked before the device is looked for: a bad option is reported as such where there is none
+  const { parsed, own } = checkedOptions(descriptor, strategy.options, options);
   const index = parsed.device as number;
-  const own: Record<string, unknown> = definedOptions(parsed, Object.keys(descriptor.options));
   let upstream: string | undefined;
   if (descriptor.placement !== undefined) {
     const { key, choices } = descriptor.placement;
@@ -134,9 +150,6 @@ function prepare(strategy: NativeStrategy, options: object) {
     upstream = requested === 'auto' ? (hasCudaDevice() ? onDevice : 'host') : (requested as string);
     own[key] = upstream;
   }
-  // The native core checks the options (the one check of their values), before the device is
-  // looked for: a bad option is reported as such on a machine without one too.
-  loadNative().checkSpec({ strategy: descriptor.name, device: index, options: own } as ChainSpec);
   let device: Device;
   if (upstream !== undefined) {
     device = upstream === 'host' ? hostDevice : cudaDevice(index);

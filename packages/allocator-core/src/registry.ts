@@ -80,10 +80,17 @@ export interface StrategyRegistration extends Partial<Omit<StrategyFlags, 'requi
   hostTwinOptions?: Readonly<Record<string, unknown>>;
   /** The allocator whose rules it reproduces, in words (default: none). */
   models?: string;
+  /**
+   * Checks options as the factory would, making nothing and touching no device (a native strategy:
+   * the native core's check, the only one of its options' values): a TypeError or RangeError for
+   * what the factory would refuse. Default: none, and the options are checked when it is made.
+   */
+  checkOptions?: (options: object) => void;
 }
 
 interface Entry extends StrategyInfo {
   factory: AllocatorFactory<never>;
+  checkOptions?: (options: object) => void;
   /** Registered by a copy of the core itself (register.ts), not by a plug-in. */
   builtIn: boolean;
 }
@@ -178,7 +185,7 @@ function canonicalName(name: string): string {
 const flagKeys = ['nativeLayers', ...strategyFlagKeys.filter((k) => k !== 'requiresCuda')] as const;
 type OptionalFlag = (typeof flagKeys)[number];
 
-function checkRegistration(info: unknown): Omit<StrategyInfo, 'name'> {
+function checkRegistration(info: unknown): Omit<Entry, 'name' | 'factory' | 'builtIn'> {
   if (info === null || typeof info !== 'object' || Array.isArray(info)) {
     throw new TypeError(
       `Expected an object { description, requiresCuda, ${flagKeys.map((k) => `${k}?`).join(', ')}, hostTwinOptions?, models? } for info but received ${info === null ? 'null' : typeof info}`,
@@ -197,6 +204,8 @@ function checkRegistration(info: unknown): Omit<StrategyInfo, 'name'> {
   const twin = i.hostTwinOptions;
   if (twin !== undefined && (twin === null || typeof twin !== 'object' || Array.isArray(twin)))
     throw new TypeError(`Expected an object of options for info.hostTwinOptions but received ${twin === null ? 'null' : typeof twin}`);
+  if (i.checkOptions !== undefined && typeof i.checkOptions !== 'function')
+    throw new TypeError(`Expected a function for info.checkOptions but received ${typeof i.checkOptions}`);
   if (i.models !== undefined && (typeof i.models !== 'string' || i.models.length === 0))
     throw new TypeError(
       `Expected a non-empty string for info.models but received ${typeof i.models === 'string' ? "''" : typeof i.models}`,
@@ -207,6 +216,7 @@ function checkRegistration(info: unknown): Omit<StrategyInfo, 'name'> {
     ...(Object.fromEntries(flagKeys.map((k) => [k, i[k] === true])) as Record<OptionalFlag, boolean>),
     ...(twin !== undefined && { hostTwinOptions: Object.freeze({ ...(twin as Record<string, unknown>) }) }),
     ...(typeof i.models === 'string' && { models: i.models }),
+    ...(typeof i.checkOptions === 'function' && { checkOptions: i.checkOptions as (options: object) => void }),
   };
 }
 
@@ -299,8 +309,23 @@ export function listAllocators(): StrategyInfo[] {
   return [...entries.values()].map(infoOf);
 }
 
-function infoOf({ factory: _factory, builtIn: _builtIn, ...info }: Entry): StrategyInfo {
+function infoOf({ factory: _factory, builtIn: _builtIn, checkOptions: _check, ...info }: Entry): StrategyInfo {
   return info;
+}
+
+/**
+ * Checks `options` of the registered strategy `name` without making an allocator (its
+ * registration's `checkOptions`): throws its TypeError or RangeError for options it refuses.
+ * Returns false where the strategy has no such check (its options are checked when it is made).
+ */
+export function checkAllocatorOptions(name: string, options: object): boolean {
+  const entry = entryOf(name);
+  if (options === null || typeof options !== 'object') {
+    throw new TypeError(`Expected an options object for options but received ${typeof options}`);
+  }
+  if (entry.checkOptions === undefined) return false;
+  entry.checkOptions(options);
+  return true;
 }
 
 function entryOf(name: string): Entry {
