@@ -144,8 +144,10 @@ function generatedModule(descriptor) {
   out += `export const ${camel(name)}Descriptor = {\n`;
   out += `  name: ${quote(name)},\n`;
   out += `  description: ${quote(descriptor.description)},\n`;
+  // the flags it has: every other is false (StrategyFlags, flags.generated.ts, lists them all)
   out += `  flags: { ${Object.entries(descriptor.flags)
-    .map(([k, v]) => `${k}: ${v === true}`)
+    .filter(([, v]) => v === true)
+    .map(([k]) => `${k}: true`)
     .join(', ')} },\n`;
   if (placement) out += `  placement: { key: ${quote(placement.key)}, choices: [${placement.choices.map(quote).join(', ')}] },\n`;
   out += '  options: {\n';

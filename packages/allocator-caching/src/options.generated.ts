@@ -7,17 +7,7 @@ export const cachingDescriptor = {
   name: 'caching',
   description:
     "PyTorch's CUDACachingAllocator rules (rounding, small/large pools, best fit per stream, splitting, max_split_size, garbage collection, free-and-retry, expandable segments), for replay and as an allocator over cudaMalloc or host memory",
-  flags: {
-    requiresCuda: false,
-    capturable: false,
-    hostMemory: false,
-    requiresOptions: false,
-    managedMemory: false,
-    spillsToHost: false,
-    peerAccess: true,
-    sleep: false,
-    addressOnly: true,
-  },
+  flags: { peerAccess: true, addressOnly: true },
   placement: { key: 'upstream', choices: ['cuda', 'host'] },
   options: {
     /** where the segments come from (default 'auto': 'cuda' when a GPU is present, else 'host'). */

@@ -36,8 +36,11 @@ import { checkPeerAccess, peerAccessOption, peerAccessSpec } from './peer-access
 import { definedOptions } from './placement.js';
 import type { StrategyRegistration } from './registry.js';
 
-/** A strategy's capability flags, as its descriptor declares them (the registry's, ./flags.generated.ts). */
-export type NativeStrategyFlags = Readonly<StrategyFlags>;
+/**
+ * A strategy's capability flags as its generated descriptor lists them: those it has (true); every
+ * flag it does not list is false (the registry's, ./flags.generated.ts).
+ */
+export type NativeStrategyFlags = { readonly [K in keyof StrategyFlags]?: true };
 
 /**
  * A native strategy as its descriptor declares it (what `options.generated.ts` holds): `options`
@@ -71,7 +74,7 @@ export const peerAccessEntry = {
 /** The entries a descriptor's strategy takes: device, peerAccess (with the flag), its own, the extras, the native layers. */
 export type NativeStrategyEntries<D extends NativeStrategyDescriptor, X extends OptionEntries> = D['options'] &
   typeof deviceOption &
-  (D['flags']['peerAccess'] extends true ? typeof peerAccessEntry : unknown) &
+  (D['flags'] extends { peerAccess: true } ? typeof peerAccessEntry : unknown) &
   X &
   typeof nativeLayerOptions;
 
@@ -109,7 +112,7 @@ export function defineNativeStrategy<const D extends NativeStrategyDescriptor, c
     ...extra,
     ...nativeLayerOptions,
   } as unknown as NativeStrategyEntries<D, X>;
-  const { requiresCuda, ...flags } = descriptor.flags;
+  const { requiresCuda = false, ...flags } = descriptor.flags;
   // a placement with a 'host' choice is the strategy's host twin
   const hostTwin = placement?.choices.includes('host') && { hostTwinOptions: { [placement.key]: 'host' } };
   const definition = defineOptions(descriptor.name, entries);

@@ -7,17 +7,7 @@ export const expandableDescriptor = {
   name: 'expandable',
   description:
     'expandable segments: a virtual range per stream, physical memory mapped in granules as it grows (CUDA VMM, or mmap without a GPU)',
-  flags: {
-    requiresCuda: false,
-    capturable: false,
-    hostMemory: false,
-    requiresOptions: false,
-    managedMemory: false,
-    spillsToHost: false,
-    peerAccess: true,
-    sleep: true,
-    addressOnly: true,
-  },
+  flags: { peerAccess: true, sleep: true, addressOnly: true },
   placement: { key: 'upstream', choices: ['cuda', 'host'] },
   options: {
     /**

@@ -7,17 +7,7 @@ export const pinnedDescriptor = {
   name: 'pinned',
   description:
     'caching pool over mapped pinned host memory that kernels use in place: 512 B rounding, 2 MiB segments, per-stream free lists, pins at most what the host has available (host memory without a GPU)',
-  flags: {
-    requiresCuda: false,
-    capturable: true,
-    hostMemory: true,
-    requiresOptions: false,
-    managedMemory: false,
-    spillsToHost: false,
-    peerAccess: true,
-    sleep: false,
-    addressOnly: false,
-  },
+  flags: { capturable: true, hostMemory: true, peerAccess: true },
   placement: { key: 'upstream', choices: ['pinned', 'host'] },
   options: {
     /**

@@ -7,17 +7,7 @@ export const poolDescriptor = {
   name: 'pool',
   description:
     'caching block pool: 512 B rounding, best fit with split/coalesce, per-stream free lists (over cudaMalloc, or host memory without a GPU)',
-  flags: {
-    requiresCuda: false,
-    capturable: true,
-    hostMemory: false,
-    requiresOptions: false,
-    managedMemory: false,
-    spillsToHost: false,
-    peerAccess: true,
-    sleep: false,
-    addressOnly: true,
-  },
+  flags: { capturable: true, peerAccess: true, addressOnly: true },
   placement: { key: 'upstream', choices: ['cuda', 'host'] },
   options: {
     /**

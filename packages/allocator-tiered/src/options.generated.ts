@@ -7,17 +7,7 @@ export const tieredDescriptor = {
   name: 'tiered',
   description:
     'device memory first, then pinned host memory kernels use in place (CUDA VMM, or memfd without a GPU); placement by tag, prefetch moves blocks between tiers at the same address',
-  flags: {
-    requiresCuda: false,
-    capturable: false,
-    hostMemory: false,
-    requiresOptions: false,
-    managedMemory: false,
-    spillsToHost: true,
-    peerAccess: true,
-    sleep: true,
-    addressOnly: false,
-  },
+  flags: { spillsToHost: true, peerAccess: true, sleep: true },
   placement: { key: 'upstream', choices: ['cuda', 'host', 'auto'] },
   options: {
     /**

@@ -6,17 +6,7 @@ import { option } from '@gpumem/allocator-core';
 export const uvmDescriptor = {
   name: 'uvm',
   description: 'cudaMallocManaged (unified memory) with prefetch-on-allocate and cudaMemAdvise hints',
-  flags: {
-    requiresCuda: true,
-    capturable: false,
-    hostMemory: false,
-    requiresOptions: false,
-    managedMemory: true,
-    spillsToHost: false,
-    peerAccess: true,
-    sleep: false,
-    addressOnly: false,
-  },
+  flags: { requiresCuda: true, managedMemory: true, peerAccess: true },
   options: {
     /** prefetch each allocation to the device when it is made (default true). */
     prefetchOnAllocate: option.native<boolean>({ default: true }),
