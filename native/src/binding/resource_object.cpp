@@ -147,8 +147,9 @@ option_value field_option(const Napi::Object& o, const option_descriptor& option
           if (v == c) return c;
         }
         if (takes_auto && v == "auto") {
+          const bool on_device = device_count() > 0;
           for (const std::string& c : option.choices) {
-            if (c != "host" && device_count() > 0) return c;
+            if (on_device && c != "host") return c;
           }
           return std::string("host");
         }
