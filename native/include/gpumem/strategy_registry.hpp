@@ -62,7 +62,8 @@ const char* option_kind_name(option_kind kind) noexcept;  // "bytes", "count", "
 using option_value = std::variant<std::monostate, std::uint64_t, bool, double, std::string>;
 
 // Where an option may be given: in the Node binding's spec, in libgpumem_torch's environment.
-enum option_front : unsigned { front_js = 1u, front_env = 2u, front_both = 3u };
+// front_native: a capability flag only the native side reads (GPUMEM_STRATEGY_FLAGS).
+enum option_front : unsigned { front_native = 0u, front_js = 1u, front_env = 2u, front_both = 3u };
 
 struct option_descriptor {
   std::string key;   // the spec's key ("maxReservedBytes")
@@ -100,7 +101,7 @@ struct option_descriptor {
 // A strategy's capability flags, each named once here: X(member, key, front, doc), `key` its name in
 // strategies_json() and in TypeScript, `front` front_js where the TypeScript registry has it
 // (packages/allocator-core/src/flags.generated.ts, written by scripts/sync-strategies.mjs from
-// strategy_flags_json(), and each strategy's options.generated.ts) or front_env where only the
+// strategy_flags_json(), and each strategy's options.generated.ts) or front_native where only the
 // native side uses it. Every flag is false unless a descriptor sets it, except kernel_memory.
 #define GPUMEM_STRATEGY_FLAGS(X)                                                                                        \
   X(requires_cuda, "requiresCuda", front_js, "True when the strategy needs a CUDA device (it cannot run on the host alone).") \
@@ -131,8 +132,8 @@ struct option_descriptor {
     "(addresses backed by nothing, the native layer option `addressOnly`) exactly as over its own, taking none: a "    \
     "replay that only asks whether a trace fits then answers the same on any machine, whatever its memory. Native "    \
     "strategies whose descriptor has the flag.")                                                                        \
-  X(host_device, "hostDevice", front_env, "Device -1 selects host memory.")                                             \
-  X(kernel_memory, "kernelMemory", front_env, "CUDA kernels can use the memory (what PyTorch needs of a strategy).")
+  X(host_device, "hostDevice", front_native, "Device -1 selects host memory.")                                             \
+  X(kernel_memory, "kernelMemory", front_native, "CUDA kernels can use the memory (what PyTorch needs of a strategy).")
 
 // The flags of one strategy (GPUMEM_STRATEGY_FLAGS). sleep: its leaf is sleepable
 // (gpumem/sleep.hpp); address_only: set by the descriptor's make_address_only_leaf
