@@ -265,6 +265,31 @@ TEST_CASE("registry json lists every strategy") {
   CHECK(contains(json, "\"kernelMemory\":false"));
 }
 
+TEST_CASE("registry json gives every flag of GPUMEM_STRATEGY_FLAGS, and the flags' own list their docs") {
+  const std::string json = strategies_json();
+  const std::string flags = strategy_flags_json();
+  CHECK_EQ(flags.front(), '[');
+  CHECK_EQ(flags.back(), ']');
+  std::size_t count = 0;
+#define GPUMEM_FLAG_CHECK(member, key, front, doc)                                                     \
+  ++count;                                                                                             \
+  CHECK(contains(json, "\"" key "\":"));                                                                \
+  CHECK(contains(flags, std::string("{\"key\":\"" key "\",\"js\":") + (((front) & front_js) ? "true" : "false"))); \
+  CHECK(std::string(doc).size() > 10);
+  GPUMEM_STRATEGY_FLAGS(GPUMEM_FLAG_CHECK)
+#undef GPUMEM_FLAG_CHECK
+  CHECK_EQ(count, 11u);
+  // a flag's value is the descriptor's: 'host' alone has no kernel memory, 'expandable' sleeps
+  for (const strategy_descriptor* d : strategies()) {
+    CAPTURE(d->name);
+    const std::size_t at = json.find("{\"name\":\"" + d->name + "\"");
+    REQUIRE(at != std::string::npos);
+    const std::string own = json.substr(at, json.find("\"options\"", at) - at);
+    CHECK(contains(own, std::string("\"kernelMemory\":") + (d->flags.kernel_memory ? "true" : "false")));
+    CHECK(contains(own, std::string("\"sleep\":") + (d->flags.sleep ? "true" : "false")));
+  }
+}
+
 // --- libgpumem_torch's configuration --------------------------------------------------------------
 
 TEST_CASE("torch accepts exactly the registered names") {

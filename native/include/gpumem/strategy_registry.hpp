@@ -62,7 +62,8 @@ const char* option_kind_name(option_kind kind) noexcept;  // "bytes", "count", "
 using option_value = std::variant<std::monostate, std::uint64_t, bool, double, std::string>;
 
 // Where an option may be given: in the Node binding's spec, in libgpumem_torch's environment.
-enum option_front : unsigned { front_js = 1u, front_env = 2u, front_both = 3u };
+// front_native: a capability flag only the native side reads (GPUMEM_STRATEGY_FLAGS).
+enum option_front : unsigned { front_native = 0u, front_js = 1u, front_env = 2u, front_both = 3u };
 
 struct option_descriptor {
   std::string key;   // the spec's key ("maxReservedBytes")
@@ -97,25 +98,51 @@ struct option_descriptor {
   std::function<option_value(const chain_spec& spec)> read;
 };
 
-// A strategy's flags: the TypeScript registry's (packages/allocator-core/src/registry.ts), and what
-// only the native side uses.
+// A strategy's capability flags, each named once here: X(member, key, front, doc), `key` its name in
+// strategies_json() and in TypeScript, `front` front_js where the TypeScript registry has it
+// (packages/allocator-core/src/flags.generated.ts, written by scripts/sync-strategies.mjs from
+// strategy_flags_json(), and each strategy's options.generated.ts) or front_native where only the
+// native side uses it. Every flag is false unless a descriptor sets it, except kernel_memory.
+#define GPUMEM_STRATEGY_FLAGS(X)                                                                                        \
+  X(requires_cuda, "requiresCuda", front_js, "True when the strategy needs a CUDA device (it cannot run on the host alone).") \
+  X(capturable, "capturable", front_js,                                                                                 \
+    "True when the strategy's malloc and free make no driver calls once warm and never synchronise, so work that "      \
+    "allocates can be captured into a CUDA graph (the trainer's `cudaGraph` mode).")                                  \
+  X(host_memory, "hostMemory", front_js,                                                                                \
+    "True when the strategy keeps its memory on the host (comparisons on a GPU leave it out by default).")            \
+  X(requires_options, "requiresOptions", front_js,                                                                      \
+    "True when the strategy cannot be created without options (e.g. 'plugin' needs its library), so lists of every "   \
+    "strategy (a comparison's or a replay's default) leave it out; name it to use it.")                               \
+  X(managed_memory, "managedMemory", front_js,                                                                          \
+    "True when the strategy allocates managed (unified) memory. Asking for more than the device has free "             \
+    "oversubscribes it, which pages on demand and can hang a shared GPU, so planners (train()) keep what they ask of " \
+    "it within the device's free memory.")                                                                              \
+  X(spills_to_host, "spillsToHost", front_js,                                                                           \
+    "True when the strategy can hold more than the device by keeping part of its memory in (pinned) host memory that " \
+    "kernels use in place, e.g. 'tiered': planners count the host's available memory beside the device's.")            \
+  X(peer_access, "peerAccess", front_js,                                                                                \
+    "True when the strategy takes the `peerAccess` option: CUDA devices (ordinals) that may read and write its "       \
+    "memory besides its own (multi-GPU work reads another device's memory in place).")                                \
+  X(sleep, "sleep", front_js,                                                                                           \
+    "True when the strategy can put the memory of some tags to sleep and wake it at the same addresses: its "          \
+    "allocators have `sleep`, `wake`, `tagStats` and `trimBackup` (see `Allocator.sleep`). Strategies whose memory is " \
+    "mapped through virtual memory management.")                                                                        \
+  X(address_only, "addressOnly", front_js,                                                                              \
+    "True when the strategy's logic never reads or writes its memory, so that it runs over address-only memory "       \
+    "(addresses backed by nothing, the native layer option `addressOnly`) exactly as over its own, taking none: a "    \
+    "replay that only asks whether a trace fits then answers the same on any machine, whatever its memory. Native "    \
+    "strategies whose descriptor has the flag.")                                                                        \
+  X(host_device, "hostDevice", front_native, "Device -1 selects host memory.")                                             \
+  X(kernel_memory, "kernelMemory", front_native, "CUDA kernels can use the memory (what PyTorch needs of a strategy).")
+
+// The flags of one strategy (GPUMEM_STRATEGY_FLAGS). sleep: its leaf is sleepable
+// (gpumem/sleep.hpp); address_only: set by the descriptor's make_address_only_leaf
+// (gpumem/address_only.hpp, chain_spec::address_only).
 struct strategy_flags {
-  bool requires_cuda = false;     // needs a CUDA device (cannot run on the host alone)
-  bool capturable = false;        // malloc/free make no driver calls once warm: CUDA-graph capture works
-  bool host_memory = false;       // keeps its memory on the host
-  bool requires_options = false;  // cannot be made without options
-  bool managed_memory = false;    // allocates managed (unified) memory
-  bool spills_to_host = false;    // can keep part of its memory in host memory kernels use in place
-  bool peer_access = false;       // takes the peerAccess option
-  bool sleep = false;             // its leaf is sleepable (gpumem/sleep.hpp): sleep and wake by tag
-  // Its logic never reads or writes its memory: it runs over an address-only leaf
-  // (gpumem/address_only.hpp, chain_spec::address_only) exactly as over its own, taking none.
-  // Set by the descriptor's make_address_only_leaf.
-  bool address_only = false;
-  // Native side only: device -1 selects host memory; CUDA kernels can use the memory (what PyTorch
-  // needs of a strategy).
-  bool host_device = false;
-  bool kernel_memory = true;
+#define GPUMEM_FLAG_MEMBER(member, key, front, doc) bool member = false;
+  GPUMEM_STRATEGY_FLAGS(GPUMEM_FLAG_MEMBER)
+#undef GPUMEM_FLAG_MEMBER
+  strategy_flags() { kernel_memory = true; }
 };
 
 // Where the strategy sits in the chain: a leaf alone, or a cache or adaptor over a leaf of its own.
@@ -204,7 +231,11 @@ std::string option_text(const option_value& value);
 // "description", "layer", "wraps", "flags": {...}, "options": [{"key", "kind", "minimum", "choices",
 // "default", "required", "help", "doc", "placement", "js", "env", "envAliases"}]}]. Each strategy is
 // listed once, by its name; "aliases" are its deprecated names and "envAliases" the deprecated
-// spellings of an option's variable (option_env_aliases).
+// spellings of an option's variable (option_env_aliases). "flags" holds every flag of
+// GPUMEM_STRATEGY_FLAGS by its key.
 std::string strategies_json();
+// The flags themselves as JSON: [{"key", "js", "doc"}] in the order of GPUMEM_STRATEGY_FLAGS ("js":
+// the TypeScript registry has it). The addon's strategyFlags(); code generation reads it.
+std::string strategy_flags_json();
 
 }  // namespace gpumem

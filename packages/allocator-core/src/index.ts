@@ -67,6 +67,7 @@ export {
   listAllocators,
   hasAllocator,
   strategyInfo,
+  checkAllocatorOptions,
   strategyLabel,
   type AllocatorOptionsMap,
   type AllocatorFlagsMap,
@@ -76,6 +77,7 @@ export {
   type StrategyInfo,
   type StrategyRegistration,
 } from './registry.js';
+export type { StrategyFlags } from './flags.generated.js';
 export {
   hostDevice,
   cudaDevice,

@@ -199,6 +199,12 @@ export interface NativeAddon {
   endCapture(stream: number): number;
   launchGraph(graph: number, stream: number): void;
   destroyGraph(graph: number): void;
+  /**
+   * Checks a chain spec as the native core does when it builds it (the option values, the limits,
+   * the strategy's own checks), building nothing and touching no device: the one check of a native
+   * strategy's options, a TypeError or RangeError naming the field.
+   */
+  checkSpec(spec: ChainSpec): void;
   Resource: {
     new (spec: ResourceSpec): NativeResource;
     /** The tag of the allocations this thread makes from now on; undefined: the process tag ('default'). */

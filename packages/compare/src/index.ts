@@ -40,7 +40,7 @@ export { parseBaseline, readBaseline, baselineThroughput, BaselineFormatError, t
 export { parseAllocatorSpec, parseAllocatorList, type AllocatorSpec } from './spec.js';
 export { defaultAllocators, type DefaultAllocators, type DefaultAllocatorsOptions } from './default-allocators.js';
 export { defaultWorkload, defaultWorkloadHelp, missingDataProblem, type DefaultWorkload } from './default-workload.js';
-export { specProblems, specProblemsInChild, type SpecProblem } from './check-specs.js';
+export { specProblems, type SpecProblem } from './check-specs.js';
 export type {
   CompareResult,
   CompareRun,

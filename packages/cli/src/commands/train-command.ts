@@ -20,7 +20,6 @@ import {
   formatTable,
   parseAllocatorSpec,
   specProblems,
-  specProblemsInChild,
   type AllocatorSpec,
 } from '@gpumem/compare';
 import { checkOutputFlags, isStdout, pluginInputs } from './output-paths.js';
@@ -135,7 +134,7 @@ async function runTrainAsJobRank(flags: FlagValues, gpu: boolean, job: EnvRendez
   const spec = allocatorFromFlags('train', flags, gpu, false);
   const options = trainOptionsForHere('train', flags, gpu);
   checkDevicesFlags('train', options, job.size);
-  refuseSpecProblems('train', 'allocator', await specProblemsInChild([spec], plugins));
+  refuseSpecProblems('train', 'allocator', specProblems([spec]));
   const bar = job.rank === 0 ? new ProgressBar() : undefined;
   let result: TrainResult | undefined;
   try {
@@ -182,7 +181,7 @@ async function runTrainDistributed(
   plugins: readonly string[],
   bar: ProgressBar,
 ): Promise<number> {
-  refuseSpecProblems('train', 'allocator', await specProblemsInChild([spec], plugins));
+  refuseSpecProblems('train', 'allocator', specProblems([spec]));
   let result: TrainResult;
   try {
     result = await trainDistributed({
