@@ -395,7 +395,7 @@ TEST_CASE("torch defaults and descriptions are unchanged") {
   REQUIRE_EQ(torch_config({{"GPUMEM_ALLOCATOR", "uvm"}}, &c), std::string(""));
   const chain_spec free_limited = torch::chain_spec_for(c, 0, 4ull << 30);
   CHECK(free_limited.limit_bytes.has_value());
-  CHECK_EQ(free_limited.limit_bytes.value_or(0), (4ull << 30) - torch::uvm_free_margin);
+  CHECK_EQ(free_limited.limit_bytes.value_or(0), (4ull << 30) - torch::front_limit_free_margin);
 }
 
 TEST_CASE("torch bad values name the variable") {

@@ -193,6 +193,15 @@ struct strategy_descriptor {
   // Why a device strategy has no address-only twin (without the address_only flag), said where a
   // replay leaves it out (libgpumem_torch's out-of-memory report); "" where nothing needs saying.
   std::string no_address_only;
+  // A limit that libgpumem_torch puts under the strategy from a variable of the strategy's own, beside
+  // its options: 'free' (the default: the device's free memory less a margin, for memory that can
+  // outgrow the device, as managed memory can), 'none' or a size. `variable` empty: no such limit.
+  // `label` names it in the library's description of its configuration.
+  struct front_limit_setting {
+    std::string variable;  // e.g. GPUMEM_UVM_LIMIT
+    std::string label;     // e.g. uvm.limit
+  };
+  front_limit_setting front_limit;
 
   // The option `key` (JavaScript key), or nullptr.
   const option_descriptor* option(std::string_view key) const noexcept;

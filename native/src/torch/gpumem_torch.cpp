@@ -159,7 +159,7 @@ instance* configured_instance(int k, std::string& error) noexcept {
 
 std::unique_ptr<strategy> build(int device, const config& cfg) {
   const bool needs_free =
-      cfg.strategy->flags.managed_memory && cfg.uvm_limit == gpumem::torch::uvm_limit_mode::free_memory;
+      !cfg.strategy->front_limit.variable.empty() && cfg.front_limit == gpumem::torch::limit_mode::free_memory;
   const std::uint64_t free_bytes = needs_free ? get_memory_info(device).free_bytes : 0;
   return std::make_unique<strategy>(build_chain(gpumem::torch::chain_spec_for(cfg, device, free_bytes)));
 }
@@ -225,7 +225,7 @@ strategy& get_or_create(instance& in, int device) {
   return *s;
 }
 
-void* allocate(strategy& s, const config& cfg, std::size_t size, stream_handle stream) {
+void* allocate(strategy& s, std::size_t size, stream_handle stream) {
   tiered_resource* tiered = s.chain.tiered;
   if (tiered == nullptr) return s.top().allocate(size, stream);
   const tier_choice want = thread_placement < 0 ? tiered->configured_placement() : static_cast<tier_choice>(thread_placement);
@@ -301,8 +301,8 @@ std::uint64_t capacity_of(const config& cfg, int device, std::uint64_t reserved,
     }
   }
   std::uint64_t limit = cfg.spec.limit_bytes.value_or(0);
-  if (cfg.strategy->flags.managed_memory && cfg.uvm_limit == gpumem::torch::uvm_limit_mode::bytes) {
-    limit = cfg.uvm_limit_bytes;  // GPUMEM_UVM_LIMIT=SIZE (its limit layer is added per device)
+  if (!cfg.strategy->front_limit.variable.empty() && cfg.front_limit == gpumem::torch::limit_mode::bytes) {
+    limit = cfg.front_limit_bytes;  // e.g. GPUMEM_UVM_LIMIT=SIZE (its limit layer is added per device)
   }
   if (cfg.strategy->own_cap_bytes != nullptr) {  // a cap of the strategy's own options caps it as a limit does
     const std::uint64_t own = cfg.strategy->own_cap_bytes(cfg.spec);
@@ -377,7 +377,7 @@ void* instance_malloc(int k, ssize_t size, int device, gpumem_stream_t stream, b
                                "size " + std::to_string(static_cast<long long>(size)) + " is negative");
       }
       strategy& s = get_or_create(*in, device);
-      void* p = allocate(s, in->cfg, static_cast<std::size_t>(size), static_cast<stream_handle>(stream));
+      void* p = allocate(s, static_cast<std::size_t>(size), static_cast<stream_handle>(stream));
       if (gpumem::torch::event_ring* ring = ring_of(*in, device)) {
         ring->record_alloc(p, static_cast<std::uint64_t>(size), stream);
       }
