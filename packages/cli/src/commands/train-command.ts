@@ -15,13 +15,7 @@ import {
   type TrainResult,
   type WorkloadTrainOptions,
 } from '@gpumem/gnn';
-import {
-  builtInStrategyPackages,
-  formatTable,
-  parseAllocatorSpec,
-  specProblems,
-  type AllocatorSpec,
-} from '@gpumem/compare';
+import { builtInStrategyPackages, formatTable, parseAllocatorSpec, specProblems, type AllocatorSpec } from '@gpumem/compare';
 import { checkOutputFlags, isStdout, pluginInputs } from './output-paths.js';
 import { checkAllocatorNames, refuseSpecProblems } from './allocator-flags.js';
 import { flagHelp, parseFlags, ProgressBar, UsageError, type FlagValues } from './args.js';
