@@ -18,6 +18,7 @@
 #include "gpumem/stats.hpp"
 #include "gpumem/strategy_options.hpp"
 #include "gpumem/strategy_registry.hpp"
+#include "vmm_runs.hpp"
 
 namespace gpumem {
 
@@ -224,9 +225,9 @@ cblock key_of(stream_handle stream, std::size_t size) {
 }  // namespace
 
 struct caching_resource::impl final : stream_observer {
-  impl(memory_resource* up, std::unique_ptr<physical_memory> mem, const caching_options& opts,
+  impl(memory_resource* up, std::unique_ptr<vmm> mem, const caching_options& opts,
        std::unique_ptr<stream_ordering> order)
-      : upstream(up), memory(std::move(mem)), options(opts), ordering(std::move(order)) {
+      : upstream(up), memory(mem ? std::make_unique<detail::vmm_runs>(std::move(mem)) : nullptr), options(opts), ordering(std::move(order)) {
     divisions = parse_roundup_power2_divisions(options.roundup_power2_divisions);
     max_split = options.max_split_size_bytes == 0 ? std::numeric_limits<std::size_t>::max() : options.max_split_size_bytes;
   }
@@ -766,7 +767,7 @@ struct caching_resource::impl final : stream_observer {
   }
 
   memory_resource* const upstream;              // cudaMalloc or host memory (not expandable)
-  const std::unique_ptr<physical_memory> memory;  // expandable segments
+  const std::unique_ptr<detail::vmm_runs> memory;  // expandable segments
   const caching_options options;
   const std::unique_ptr<stream_ordering> ordering;
   std::vector<std::size_t> divisions;
@@ -818,9 +819,9 @@ caching_resource::caching_resource(memory_resource& upstream, caching_options op
   add_stream_observer(*impl_);
 }
 
-caching_resource::caching_resource(std::unique_ptr<physical_memory> memory, caching_options options,
+caching_resource::caching_resource(std::unique_ptr<vmm> memory, caching_options options,
                                    std::unique_ptr<stream_ordering> ordering) {
-  if (!memory) throw invalid_argument(invalid_argument::kind::type, "memory", "Expected a physical_memory but received none");
+  if (!memory) throw invalid_argument(invalid_argument::kind::type, "memory", "Expected a vmm but received none");
   check_options(options, true);
   if (small_buffer % memory->granule_bytes() != 0) {
     throw invalid_argument(invalid_argument::kind::range, "granuleBytes",
@@ -941,8 +942,9 @@ const strategy_descriptor& caching_strategy() {
     d.make_leaf = [](const chain_spec& spec, chain_build& build) -> std::unique_ptr<memory_resource> {
       const bool host = own(spec).upstream == caching_upstream::host;
       if (own(spec).options.expandable_segments) {
-        build.physical = host ? make_host_physical_memory(caching_resource::small_buffer)
-                              : make_device_physical_memory(spec.device, caching_resource::small_buffer, spec.peer_access);
+        build.physical = host ? make_host_vmm(caching_resource::small_buffer)
+                              : make_device_vmm(spec.device, {"expandable", "upstream 'host'", caching_resource::small_buffer,
+                                                              spec.peer_access, false});
         return nullptr;
       }
       if (host) return std::make_unique<host_resource>();
@@ -953,7 +955,7 @@ const strategy_descriptor& caching_strategy() {
     d.flags.address_only = true;
     d.make_address_only_leaf = [](const chain_spec& spec, chain_build& build) -> std::unique_ptr<memory_resource> {
       if (own(spec).options.expandable_segments) {
-        build.physical = make_address_only_physical_memory(caching_resource::small_buffer, spec.limit_bytes.value_or(0));
+        build.physical = make_address_only_vmm(caching_resource::small_buffer, spec.limit_bytes.value_or(0));
         return nullptr;
       }
       return make_address_only_resource();

@@ -15,6 +15,7 @@
 #include "pool_detail.hpp"
 #include "sleep_engine.hpp"
 #include "stream_ordered_blocks.hpp"
+#include "vmm_runs.hpp"
 #include "gpumem/address_only.hpp"
 #include "gpumem/strategy_options.hpp"
 
@@ -161,8 +162,8 @@ struct release_goal {
 }  // namespace
 
 struct expandable_resource::impl final : stream_observer {
-  impl(std::unique_ptr<physical_memory> mem, const expandable_options& opts, std::unique_ptr<stream_ordering> order)
-      : memory(std::move(mem)), options(opts), ordering(std::move(order)), granule(memory->granule_bytes()),
+  impl(std::unique_ptr<vmm> mem, const expandable_options& opts, std::unique_ptr<stream_ordering> order)
+      : memory(std::make_unique<detail::vmm_runs>(std::move(mem))), options(opts), ordering(std::move(order)), granule(memory->granule_bytes()),
         granule_shift(shift_of(granule)), engine(memory->kind(), memory->device()) {
     engine.set_backup_limit(options.backup_limit_bytes);
     if (options.backup_reserve_bytes > 0) engine.reserve_ahead(options.backup_reserve_bytes, resource_stats{});
@@ -1169,7 +1170,7 @@ struct expandable_resource::impl final : stream_observer {
     return s;
   }
 
-  std::unique_ptr<physical_memory> memory;
+  std::unique_ptr<detail::vmm_runs> memory;
   const expandable_options options;
   const std::unique_ptr<stream_ordering> ordering;
   const std::size_t granule;
@@ -1198,8 +1199,8 @@ struct expandable_resource::impl final : stream_observer {
 
 namespace {
 
-// Checks the options and fills in the defaults that depend on the physical memory.
-expandable_options resolve(const expandable_options& given, const physical_memory& memory) {
+// Checks the options and fills in the defaults that depend on the memory.
+expandable_options resolve(const expandable_options& given, const vmm& memory) {
   expandable_options o = given;
   const std::uint64_t granule = memory.granule_bytes();
   if (!(o.gc_threshold >= 0 && o.gc_threshold <= 1)) {
@@ -1223,9 +1224,9 @@ expandable_options resolve(const expandable_options& given, const physical_memor
 
 }  // namespace
 
-expandable_resource::expandable_resource(std::unique_ptr<physical_memory> memory, expandable_options options,
+expandable_resource::expandable_resource(std::unique_ptr<vmm> memory, expandable_options options,
                                          std::unique_ptr<stream_ordering> ordering) {
-  if (!memory) throw invalid_argument(invalid_argument::kind::type, "memory", "Expected a physical_memory but received none");
+  if (!memory) throw invalid_argument(invalid_argument::kind::type, "memory", "Expected a vmm but received none");
   const expandable_options resolved = resolve(options, *memory);
   if (!ordering) ordering = make_ordering(memory->kind(), memory->device());
   impl_ = std::make_unique<impl>(std::move(memory), resolved, std::move(ordering));
@@ -1418,8 +1419,9 @@ const strategy_descriptor& expandable_strategy() {
     };
     d.leaf_name = [](const chain_spec& spec) { return on_host(spec) ? "mmap" : "vmm"; };
     d.make_leaf = [](const chain_spec& spec, chain_build& build) -> std::unique_ptr<memory_resource> {
-      build.physical = on_host(spec) ? make_host_physical_memory(own(spec).granule_bytes)
-                                     : make_device_physical_memory(spec.device, own(spec).granule_bytes, spec.peer_access);
+      build.physical = on_host(spec) ? make_host_vmm(own(spec).granule_bytes)
+                                     : make_device_vmm(spec.device, {"expandable", "device 'host'", own(spec).granule_bytes,
+                                                                     spec.peer_access, false});
       return nullptr;
     };
     // granules mapped into ranges, never read or written: address-only ranges will do, with the
@@ -1428,7 +1430,7 @@ const strategy_descriptor& expandable_strategy() {
     d.flags.address_only = true;
     d.make_address_only_leaf = [](const chain_spec& spec, chain_build& build) -> std::unique_ptr<memory_resource> {
       const std::size_t granule = own(spec).granule_bytes != 0 ? static_cast<std::size_t>(own(spec).granule_bytes) : std::size_t{2} << 20;
-      build.physical = make_address_only_physical_memory(granule, spec.limit_bytes.value_or(0));
+      build.physical = make_address_only_vmm(granule, spec.limit_bytes.value_or(0));
       return nullptr;
     };
     d.layer_name = [](const chain_spec&) -> const char* { return "expandable"; };

@@ -32,7 +32,7 @@ struct block {
   std::uintptr_t base = 0;
   std::size_t size = 0;  // rounded to the granule: the range and the physical allocation
   memory_tier tier = memory_tier::device;
-  tier_memory::handle handle = 0;
+  vmm::handle handle = 0;
   std::size_t requested = 0;           // live: the bytes asked for
   stream_handle stream = nullptr;      // live: allocated on; cached: freed on
   bool stream_done = false;            // cached: the freeing stream is gone, its work complete
@@ -83,7 +83,7 @@ tier_choice parse_tier_choice(const char* name, const char* argument) {
 }
 
 struct tiered_resource::impl final : stream_observer {
-  impl(std::unique_ptr<tier_memory> mem, const tiered_options& options, std::unique_ptr<stream_ordering> order)
+  impl(std::unique_ptr<vmm> mem, const tiered_options& options, std::unique_ptr<stream_ordering> order)
       : memory(std::move(mem)),
         granule(memory->granule_bytes()),
         placement(options.placement),
@@ -277,7 +277,7 @@ struct tiered_resource::impl final : stream_observer {
   void* create_block(memory_tier t, std::size_t size, std::size_t bytes, stream_handle stream, tag_id tag,
                      std::string& why) {
     if (!make_room(t, size, why)) return nullptr;
-    tier_memory::handle h = 0;
+    vmm::handle h = 0;
     try {
       h = create_with_retry(t, size);
     } catch (const out_of_memory& e) {
@@ -339,7 +339,7 @@ struct tiered_resource::impl final : stream_observer {
 
   // One physical allocation on tier `t`; when the driver refuses, every cached block of that tier
   // is released and the call tried once more. Throws out_of_memory when it still fails.
-  tier_memory::handle create_with_retry(memory_tier t, std::size_t size) {
+  vmm::handle create_with_retry(memory_tier t, std::size_t size) {
     try {
       return memory->create(size, t);
     } catch (const out_of_memory&) {
@@ -370,7 +370,7 @@ struct tiered_resource::impl final : stream_observer {
     std::string why;
     if (!make_room(target, need, why)) return false;
     // Every target allocation first, so that a refusal changes no block.
-    std::vector<tier_memory::handle> fresh;
+    std::vector<vmm::handle> fresh;
     fresh.reserve(movers.size());
     std::size_t largest = 0;
     void* temp = nullptr;
@@ -381,10 +381,10 @@ struct tiered_resource::impl final : stream_observer {
       }
       temp = memory->reserve(largest);
     } catch (const out_of_memory&) {
-      for (tier_memory::handle h : fresh) memory->release(h);
+      for (vmm::handle h : fresh) memory->release(h);
       return false;
     } catch (...) {
-      for (tier_memory::handle h : fresh) memory->release(h);
+      for (vmm::handle h : fresh) memory->release(h);
       throw;
     }
     for (block* b : movers) on_reserved(target, b->size);
@@ -431,7 +431,7 @@ struct tiered_resource::impl final : stream_observer {
   // Moves block `b` to `target`'s physical allocation `fresh`, at the same address: map `fresh` at
   // `temp`, copy on `stream` after the streams `b` was used on, wait, then swap the mappings at b's
   // address. On a throw `b` is as it was and `fresh` is not taken.
-  void move_block(block& b, tier_memory::handle fresh, memory_tier target, void* temp, stream_handle stream) {
+  void move_block(block& b, vmm::handle fresh, memory_tier target, void* temp, stream_handle stream) {
     void* base = reinterpret_cast<void*>(b.base);
     memory->map(temp, b.size, fresh, target);
     try {
@@ -738,7 +738,7 @@ struct tiered_resource::impl final : stream_observer {
               entry->backup, mine,
               [&](const detail::sleep_unit& u) {
                 block& b = block_at(u.addr);
-                const tier_memory::handle h = create_with_retry(memory_tier::device, b.size);
+                const vmm::handle h = create_with_retry(memory_tier::device, b.size);
                 try {
                   memory->map(u.addr, b.size, h, memory_tier::device);
                 } catch (...) {
@@ -868,7 +868,7 @@ struct tiered_resource::impl final : stream_observer {
     }
   }
 
-  std::unique_ptr<tier_memory> memory;
+  std::unique_ptr<vmm> memory;
   std::unique_ptr<stream_ordering> ordering;
   const std::size_t granule;
   std::uint64_t budget[tiers] = {0, 0};
@@ -893,7 +893,7 @@ struct tiered_resource::impl final : stream_observer {
   detail::tag_book book;        // the tags allocated in, which sleep and how
 };
 
-tiered_resource::tiered_resource(std::unique_ptr<tier_memory> memory, tiered_options options,
+tiered_resource::tiered_resource(std::unique_ptr<vmm> memory, tiered_options options,
                                  std::unique_ptr<stream_ordering> ordering)
     : impl_(std::make_unique<impl>(std::move(memory), options, std::move(ordering))) {}
 
@@ -1075,7 +1075,8 @@ const strategy_descriptor& tiered_strategy() {
     d.leaf_name = [](const chain_spec&) { return "tiered"; };
     d.make_leaf = [](const chain_spec& spec, chain_build& build) -> std::unique_ptr<memory_resource> {
       auto r = std::make_unique<tiered_resource>(
-          tiers_on_device(spec) ? make_device_tier_memory(spec.device, spec.peer_access) : make_host_tier_memory(),
+          tiers_on_device(spec) ? make_device_vmm(spec.device, {"tiered", "upstream 'host'", 0, spec.peer_access, true})
+                                : make_host_vmm(),
           own(spec).options);
       build.chain.tiered = r.get();
       build.chain.sleeper = r.get();
