@@ -22,6 +22,7 @@
 #include "gpumem/pinned_host_resource.hpp"  // read_host_memory_info, default_pinned_cap: the host cap
 #include "gpumem/strategy_options.hpp"
 #include "sleep_engine.hpp"
+#include "stream_ordered_blocks.hpp"
 
 namespace gpumem {
 namespace detail::tiered {
@@ -54,17 +55,7 @@ struct block {
 using cache_key = std::pair<std::size_t, std::size_t>;
 using block_cache = std::multimap<cache_key, block>;
 
-// Makes later work on `waiter` wait for everything queued on `source` so far.
-inline void order_after(stream_ordering& ordering, stream_handle waiter, stream_handle source) {
-  event_handle event = ordering.record(source);
-  try {
-    ordering.wait(waiter, event);
-  } catch (...) {
-    ordering.release(event);
-    throw;
-  }
-  ordering.release(event);
-}
+using detail::pool::order_after;  // later work on a stream waits for what another queued so far
 
 }  // namespace detail::tiered
 
