@@ -2,11 +2,14 @@
 // allocation mapped at two addresses shows the same bytes (what a move between tiers relies on), an
 // unmapped range is a reservation again, and limit and fault injection count the bytes created and
 // not released, failing a create before the inner vmm is asked.
+#include <sys/resource.h>
+
 #include <cstdint>
 #include <cstring>
 #include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include <doctest/doctest.h>
 
@@ -93,6 +96,28 @@ TEST_CASE("the fault decorator fails every Nth create and any past its budget") 
         std::string::npos);
   capped->release(d);
   capped->release(capped->create(granule, memory_tier::device));  // released bytes count no more
+}
+
+TEST_CASE("the host twin raises the soft open-file limit when it runs out of descriptors") {
+  rlimit limit{};
+  REQUIRE(getrlimit(RLIMIT_NOFILE, &limit) == 0);
+  constexpr rlim_t low = 64;
+  constexpr std::size_t wanted = 200;  // more allocations than the lowered soft limit allows descriptors
+  if (limit.rlim_max != RLIM_INFINITY && limit.rlim_max < 4 * wanted) {
+    MESSAGE("skipped: the hard open-file limit (" << limit.rlim_max << ") leaves no room to raise to");
+    return;
+  }
+  rlimit lowered = limit;
+  lowered.rlim_cur = low;
+  REQUIRE(setrlimit(RLIMIT_NOFILE, &lowered) == 0);
+  auto memory = make_host_vmm(granule);
+  std::vector<vmm::handle> held;
+  for (std::size_t i = 0; i < wanted; ++i) held.push_back(memory->create(granule, memory_tier::device));
+  rlimit now{};
+  REQUIRE(getrlimit(RLIMIT_NOFILE, &now) == 0);
+  CHECK(now.rlim_cur == limit.rlim_max);
+  for (vmm::handle h : held) memory->release(h);
+  setrlimit(RLIMIT_NOFILE, &limit);
 }
 
 TEST_CASE("the host twin rejects a granule that is not a power of two of at least a page") {

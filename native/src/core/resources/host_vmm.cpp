@@ -4,10 +4,12 @@
 // map the new at the block's address), a run mapped and unmapped as a range grows and shrinks, and a
 // sleep and wake are the same sequences of steps as on a GPU, and the strategies are tested on
 // machines without one. One file descriptor per physical allocation: a process's open-file limit
-// (ulimit -n) bounds how many the twin can hold, and running out of descriptors is an out_of_memory
-// like any other.
+// (ulimit -n) bounds how many the twin can hold; where the soft limit is what stops it, it is raised
+// to the hard limit once (as Node does at start), and past that running out of descriptors is an
+// out_of_memory like any other.
 #include <fcntl.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -26,6 +28,18 @@ const char* tier_name(memory_tier tier) noexcept { return tier == memory_tier::d
 namespace {
 
 constexpr std::size_t default_host_granule = std::size_t{2} << 20;
+
+// Raises the soft limit on open files to the hard limit; false where it is there already or cannot be.
+bool raise_open_file_limit() noexcept {
+  rlimit limit{};
+  if (getrlimit(RLIMIT_NOFILE, &limit) != 0 || limit.rlim_cur >= limit.rlim_max) return false;
+  limit.rlim_cur = limit.rlim_max;
+  return setrlimit(RLIMIT_NOFILE, &limit) == 0;
+}
+
+int new_memfd(memory_tier tier) noexcept {
+  return memfd_create(tier == memory_tier::device ? "gpumem-vmm-device" : "gpumem-vmm-host", MFD_CLOEXEC);
+}
 
 class host_vmm final : public vmm {
  public:
@@ -58,7 +72,8 @@ class host_vmm final : public vmm {
   }
 
   handle create(std::size_t bytes, memory_tier tier) override {
-    const int fd = memfd_create(tier == memory_tier::device ? "gpumem-vmm-device" : "gpumem-vmm-host", MFD_CLOEXEC);
+    int fd = new_memfd(tier);
+    if (fd < 0 && errno == EMFILE && raise_open_file_limit()) fd = new_memfd(tier);
     if (fd < 0) {
       throw out_of_memory(std::string("host twin: memfd_create failed: ") + std::strerror(errno), bytes, {});
     }
