@@ -1,5 +1,5 @@
 // Helpers shared by the host-only tests of expandable_resource: options with a small range per
-// stream (and tag), and a resource over the host twin of the VMM primitive (vmm.hpp) with the fake
+// stream (and tag), and a resource over the VMM primitive's host implementation (vmm.hpp) with the fake
 // stream_ordering of fake_ordering.hpp.
 #pragma once
 #include <cstdint>

@@ -1,6 +1,6 @@
-// Helpers shared by the host-only tests of tiered_resource: the host twin of the VMM primitive (vmm.hpp) with a
+// Helpers shared by the host-only tests of tiered_resource: the VMM primitive's host implementation (vmm.hpp) with a
 // simulated device capacity and counted calls, tiered options with given budgets, and a resource over
-// that twin with the fake stream_ordering of fake_ordering.hpp.
+// that with the fake stream_ordering of fake_ordering.hpp.
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -15,7 +15,7 @@
 
 namespace gpumem::test {
 
-// The twin (64 KiB granules) with a simulated device capacity: creating device memory fails, as
+// The host vmm (64 KiB granules) with a simulated device capacity: creating device memory fails, as
 // cuMemCreate would, once `device_capacity` bytes of device memory are held. Counts the device bytes
 // held, creations, releases, refusals, copies and synchronisations.
 class capped_tier_memory final : public vmm {

@@ -1,4 +1,4 @@
-// The VMM primitive (gpumem/vmm.hpp) on its host twin, and its two decorators: one physical
+// The VMM primitive (gpumem/vmm.hpp) on its host implementation, and its two decorators: one physical
 // allocation mapped at two addresses shows the same bytes (what a move between tiers relies on), an
 // unmapped range is a reservation again, and limit and fault injection count the bytes created and
 // not released, failing a create before the inner vmm is asked.
@@ -33,7 +33,7 @@ std::string message_of(const std::function<void()>& f) {
 
 }  // namespace
 
-TEST_CASE("the host twin maps one physical allocation at two addresses, with the same content") {
+TEST_CASE("the host vmm maps one physical allocation at two addresses, with the same content") {
   auto memory = make_host_vmm(granule);
   CHECK(memory->granule_bytes() == granule);
   CHECK(memory->kind() == memory_kind::host);
@@ -98,7 +98,7 @@ TEST_CASE("the fault decorator fails every Nth create and any past its budget") 
   capped->release(capped->create(granule, memory_tier::device));  // released bytes count no more
 }
 
-TEST_CASE("the host twin raises the soft open-file limit when it runs out of descriptors") {
+TEST_CASE("the host vmm raises the soft open-file limit when it runs out of descriptors") {
   rlimit limit{};
   REQUIRE(getrlimit(RLIMIT_NOFILE, &limit) == 0);
   constexpr rlim_t low = 64;
@@ -120,7 +120,7 @@ TEST_CASE("the host twin raises the soft open-file limit when it runs out of des
   setrlimit(RLIMIT_NOFILE, &limit);
 }
 
-TEST_CASE("the host twin rejects a granule that is not a power of two of at least a page") {
+TEST_CASE("the host vmm rejects a granule that is not a power of two of at least a page") {
   CHECK_THROWS_AS(make_host_vmm(3 * granule), invalid_argument);
   CHECK_THROWS_AS(make_host_vmm(512), invalid_argument);
 }

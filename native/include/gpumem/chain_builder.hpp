@@ -20,7 +20,7 @@
 //
 // 'expandable' maps granules into virtual ranges rather than taking allocations from an upstream,
 // so nothing can sit under it as a memory_resource. Its leaf is a vmm (gpumem/vmm.hpp: CUDA VMM, or
-// the host twin over mmap'd memfds), and fault and limit wrap that in the same order: limitBytes
+// its host implementation over mmap'd memfds), and fault and limit wrap that in the same order: limitBytes
 // caps the bytes of the physical allocations created, checked on every create (a smaller GPU), and
 // faultInjection fails creates (failEvery counts them, failAfterBytes is a budget of created
 // bytes); each run the strategy maps is one create. A failure is an out_of_memory from a create, so

@@ -3,14 +3,15 @@
 // 'tiered' moves a block between tiers at one address, and their sleeps give memory back and map it
 // again at the same addresses). Reserve a range, create a physical allocation (on the device or in
 // host memory), map it at an address of a range, unmap it, release it. Two implementations run the
-// same allocator logic on a GPU and on any machine:
+// same allocator logic on a GPU and on any machine (the host one is what a strategy's host twin,
+// its 'host' placement, runs on):
 //   device     CUDA's virtual memory management: cuMemAddressReserve, cuMemCreate on the device
 //              (CU_MEM_LOCATION_TYPE_DEVICE) or in host memory (CU_MEM_LOCATION_TYPE_HOST_NUMA, the
 //              device's nearest NUMA node), cuMemMap + cuMemSetAccess (read/write for the device and
 //              its peers, and for the host too where the memory is on the host), cuMemUnmap,
 //              cuMemRelease, cuMemAddressFree; driver entry points looked up at run time
 //              (resources/cuda_driver.hpp), so the addon loads where there is no driver;
-//   host twin  both tiers are host memory: a physical allocation is a memfd (memfd_create +
+//   host       both tiers are host memory: a physical allocation is a memfd (memfd_create +
 //              ftruncate), mapped at a fixed address inside an mmap(PROT_NONE) reservation with
 //              mmap(MAP_FIXED | MAP_SHARED), so that mapping one allocation at another address (a
 //              move between tiers) works exactly as on a GPU. Runs anywhere; CI tests with it.
@@ -36,7 +37,7 @@ const char* tier_name(memory_tier tier) noexcept;  // "device", "host"
 
 class vmm {
  public:
-  // A physical allocation (a CUmemGenericAllocationHandle, or the twin's file descriptor).
+  // A physical allocation (a CUmemGenericAllocationHandle, or the host implementation's file descriptor).
   using handle = std::uint64_t;
 
   vmm() = default;
@@ -70,25 +71,25 @@ class vmm {
   // Copies `bytes` from `src` to `dst` (both mapped by map()) in order on `stream`; complete once
   // synchronize(stream) returns.
   virtual void copy(void* dst, const void* src, std::size_t bytes, stream_handle stream) = 0;
-  // Waits on the host for the work queued on `stream` (on the twin, the host stream's work).
+  // Waits on the host for the work queued on `stream` (on the host, the host stream's work).
   virtual void synchronize(stream_handle stream) = 0;
-  // Waits for all work on the device (on the twin, every host stream's): the last resort before
+  // Waits for all work on the device (on the host, every host stream's): the last resort before
   // unmapping memory when the streams that used it are not known. Never throws.
   virtual void synchronize_device() noexcept {}
 
-  // The device's memory (0 where unknown, as on the twin): the default virtual range per stream and
+  // The device's memory (0 where unknown, as on the host): the default virtual range per stream and
   // the capacity gcThreshold is a fraction of.
   virtual std::uint64_t total_bytes() const noexcept = 0;
   // The device budget when none is given: the device's free memory now less headroom for the CUDA
-  // context and libraries (the twin: 1 GiB).
+  // context and libraries (on the host: 1 GiB).
   virtual std::uint64_t default_device_budget() const = 0;
   // memory_kind::device for CUDA (copies through cudaMemcpy, reuse across streams through CUDA
-  // events), memory_kind::host for the twin.
+  // events), memory_kind::host for the host implementation.
   virtual memory_kind kind() const noexcept = 0;
-  virtual int device() const noexcept = 0;  // -1 for the twin
+  virtual int device() const noexcept = 0;  // -1 for the host implementation
 };
 
-// The host twin. granule_bytes: a power of two >= the page size; 0 for the default, 2 MiB. Throws
+// The host implementation. granule_bytes: a power of two >= the page size; 0 for the default, 2 MiB. Throws
 // invalid_argument (granuleBytes) for anything else.
 std::unique_ptr<vmm> make_host_vmm(std::size_t granule_bytes = 0);
 

@@ -1,10 +1,10 @@
-// The host twin of the VMM primitive (gpumem/vmm.hpp): both tiers are host memory, but a physical
+// The host implementation of the VMM primitive (gpumem/vmm.hpp): both tiers are host memory, but a physical
 // allocation is a memfd that is mapped at a fixed address inside a reservation, so that moving a
 // block between tiers (create on the other tier, map at a temporary address, copy, unmap the old,
 // map the new at the block's address), a run mapped and unmapped as a range grows and shrinks, and a
 // sleep and wake are the same sequences of steps as on a GPU, and the strategies are tested on
 // machines without one. One file descriptor per physical allocation: a process's open-file limit
-// (ulimit -n) bounds how many the twin can hold; where the soft limit is what stops it, it is raised
+// (ulimit -n) bounds how many it can hold; where the soft limit is what stops it, it is raised
 // to the hard limit once (as Node does at start), and past that running out of descriptors is an
 // out_of_memory like any other.
 #include <fcntl.h>
@@ -75,12 +75,12 @@ class host_vmm final : public vmm {
     int fd = new_memfd(tier);
     if (fd < 0 && errno == EMFILE && raise_open_file_limit()) fd = new_memfd(tier);
     if (fd < 0) {
-      throw out_of_memory(std::string("host twin: memfd_create failed: ") + std::strerror(errno), bytes, {});
+      throw out_of_memory(std::string("host memory: memfd_create failed: ") + std::strerror(errno), bytes, {});
     }
     if (ftruncate(fd, static_cast<off_t>(bytes)) != 0) {
       const int error = errno;
       close(fd);
-      throw out_of_memory("host twin: ftruncate to " + format_bytes(bytes) + " failed: " + std::strerror(error), bytes,
+      throw out_of_memory("host memory: ftruncate to " + format_bytes(bytes) + " failed: " + std::strerror(error), bytes,
                           {});
     }
     return static_cast<handle>(fd);
@@ -93,7 +93,7 @@ class host_vmm final : public vmm {
     if (p == MAP_FAILED) {
       const int error = errno;
       unmap(addr, bytes);  // whatever MAP_FIXED did to the range, it is a reservation again
-      throw out_of_memory("host twin: mapping " + format_bytes(bytes) + " failed: " + std::strerror(error), bytes, {});
+      throw out_of_memory("host memory: mapping " + format_bytes(bytes) + " failed: " + std::strerror(error), bytes, {});
     }
   }
 

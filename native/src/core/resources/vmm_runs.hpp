@@ -34,7 +34,7 @@ class vmm_runs {
   // Gives back a run exactly as map_run mapped it. The caller has made sure no work still uses it.
   // Never throws.
   void unmap_run(void* addr, std::size_t bytes) noexcept;
-  // Waits for all work on the device (on the twin, every host stream's): the last resort before
+  // Waits for all work on the device (on the host, every host stream's): the last resort before
   // unmapping when the streams that used the memory are not known. Never throws.
   void synchronize() noexcept { memory_->synchronize_device(); }
 
