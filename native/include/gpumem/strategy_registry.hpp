@@ -29,7 +29,7 @@
 
 #include "gpumem/chain_builder.hpp"
 #include "gpumem/memory_resource.hpp"
-#include "gpumem/physical_memory.hpp"
+#include "gpumem/vmm.hpp"
 
 namespace gpumem {
 
@@ -149,12 +149,12 @@ struct strategy_flags {
 enum class strategy_layer { leaf, cache, adaptor };
 const char* strategy_layer_name(strategy_layer layer) noexcept;  // "leaf", "cache", "adaptor"
 
-// While a chain is built (chain_builder.cpp): the chain so far, and the physical memory of a strategy
-// that maps granules (expandable), which the fault and limit layers wrap until the strategy's layer
-// takes it.
+// While a chain is built (chain_builder.cpp): the chain so far, and the VMM (gpumem/vmm.hpp) of a
+// strategy that maps granules (expandable), which the fault and limit layers wrap until the
+// strategy's layer takes it.
 struct chain_build {
   resource_chain& chain;
-  std::unique_ptr<physical_memory> physical;
+  std::unique_ptr<vmm> physical;
 };
 
 struct strategy_descriptor {
@@ -172,13 +172,13 @@ struct strategy_descriptor {
   strategy_flags flags;
   std::vector<option_descriptor> options;  // in the order they are described
 
-  // The leaf: its name in chain_layers() and how it is made. A leaf over physical memory sets
+  // The leaf: its name in chain_layers() and how it is made. A leaf over a VMM sets
   // build.physical and returns nullptr.
   const char* (*leaf_name)(const chain_spec& spec) = nullptr;
   std::unique_ptr<memory_resource> (*make_leaf)(const chain_spec& spec, chain_build& build) = nullptr;
   // The strategy's layer over the (fault-injected, limited) leaf: nullptr name where there is none.
   // The leaf that stands for make_leaf's under chain_spec::address_only: an address-only resource,
-  // or (a strategy over physical memory) build.physical set to an address-only physical memory and
+  // or (a strategy over a VMM) build.physical set to an address-only VMM and
   // nullptr returned. Set exactly where flags.address_only is.
   std::unique_ptr<memory_resource> (*make_address_only_leaf)(const chain_spec& spec, chain_build& build) = nullptr;
   const char* (*layer_name)(const chain_spec& spec) = nullptr;

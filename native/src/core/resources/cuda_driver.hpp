@@ -1,5 +1,5 @@
-// The CUDA driver entry points that the virtual-memory strategies use (expandable's
-// device_physical_memory, tiered's device_tier_memory), looked up once through the runtime
+// The CUDA driver entry points that the virtual-memory strategies use (device_vmm.cpp, the VMM
+// primitive under expandable, caching's expandable segments and tiered), looked up once through the runtime
 // (cudaGetDriverEntryPointByVersion) rather than linked, so that the addon loads where there is no
 // driver and only the strategies that need one report what is missing. A private header.
 #pragma once
