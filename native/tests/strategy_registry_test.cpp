@@ -424,8 +424,8 @@ TEST_CASE("torch plugin prefix and the native spellings are deprecated spellings
   torch::config c;
   REQUIRE_EQ(torch_config({{"GPUMEM_ALLOCATOR", "plugin:/Some/Lib.so"}, {"GPUMEM_PLUGIN_OPTIONS", "a=1"}}, &c), std::string(""));
   CHECK_EQ(c.strategy->name, std::string("plugin"));
-  CHECK_EQ(c.spec.options<native_spec>().library, std::string("/Some/Lib.so"));  // the path keeps its case
-  CHECK_EQ(c.spec.options<native_spec>().options, std::string("a=1"));
+  CHECK_EQ(c.spec.options<plugin_spec>().library, std::string("/Some/Lib.so"));  // the path keeps its case
+  CHECK_EQ(c.spec.options<plugin_spec>().options, std::string("a=1"));
   CHECK(contains(c.warning, "deprecated"));
   CHECK_EQ(torch::describe(c), std::string("strategy=plugin plugin.library=/Some/Lib.so plugin.options=a=1 oom=raise"));
   CHECK(contains(torch_config({{"GPUMEM_ALLOCATOR", "plugin:"}}), "plugin:<path of a gpumem plug-in library>"));
@@ -435,12 +435,12 @@ TEST_CASE("torch plugin prefix and the native spellings are deprecated spellings
                  "GPUMEM_PLUGIN_LIBRARY='/b.so' is not valid"));
   // The current spellings: no warning.
   REQUIRE_EQ(torch_config({{"GPUMEM_ALLOCATOR", "plugin"}, {"GPUMEM_PLUGIN_LIBRARY", "/a.so"}}, &c), std::string(""));
-  CHECK_EQ(c.spec.options<native_spec>().library, std::string("/a.so"));
+  CHECK_EQ(c.spec.options<plugin_spec>().library, std::string("/a.so"));
   CHECK(c.warning.empty());
   // The older name and variable: read, each with a warning naming what to write instead.
   REQUIRE_EQ(torch_config({{"GPUMEM_ALLOCATOR", "native"}, {"GPUMEM_NATIVE_LIBRARY", "/a.so"}}, &c), std::string(""));
   CHECK_EQ(c.strategy->name, std::string("plugin"));
-  CHECK_EQ(c.spec.options<native_spec>().library, std::string("/a.so"));
+  CHECK_EQ(c.spec.options<plugin_spec>().library, std::string("/a.so"));
   CHECK(contains(c.warning, "GPUMEM_ALLOCATOR=native is deprecated"));
   CHECK(contains(c.warning, "GPUMEM_NATIVE_LIBRARY is deprecated and will be removed; use GPUMEM_PLUGIN_LIBRARY"));
   // Both spellings of one variable: one would be ignored, so neither is.
