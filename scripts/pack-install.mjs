@@ -17,12 +17,10 @@
 // cache) for the packages' own dependencies.
 import { execFileSync } from 'node:child_process';
 import { cpSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { dirname, join, resolve } from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { join, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
-import { platformPackages, publishedPackages } from './published-packages.mjs';
+import { platformPackages, publishedPackages, repository as repo } from './published-packages.mjs';
 
-const repo = dirname(dirname(fileURLToPath(import.meta.url)));
 const { values } = parseArgs({
   options: {
     out: { type: 'string' },

@@ -10,7 +10,8 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { workspacePackages } from './sync-workspaces.mjs';
 
-const repository = fileURLToPath(new URL('..', import.meta.url));
+/** The repository's root folder (with a trailing separator). */
+export const repository = fileURLToPath(new URL('..', import.meta.url));
 
 /** The platform packages under native/npm/: each one's folder (relative, with '/'), name and package.json. */
 export function platformPackages(root = repository) {

@@ -22,12 +22,10 @@
 import { execFileSync, spawnSync } from 'node:child_process';
 import { mkdirSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { dirname, join, resolve } from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { join, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
-import { publishedPackages } from './published-packages.mjs';
+import { publishedPackages, repository as repo } from './published-packages.mjs';
 
-const repo = dirname(dirname(fileURLToPath(import.meta.url)));
 const { values } = parseArgs({
   options: {
     out: { type: 'string' },

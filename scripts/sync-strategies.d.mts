@@ -24,11 +24,21 @@ export interface NativeStrategyInfo {
   options: NativeOptionInfo[];
 }
 
+/** A flag of the registry as the addon's strategyFlags() lists it (those JavaScript has). */
+export interface NativeFlagInfo {
+  key: string;
+  doc: string;
+}
+
 export const syncStrategiesCommand: string;
 export function nativeStrategies(root?: string): NativeStrategyInfo[];
+export function nativeStrategyFlags(root?: string): NativeFlagInfo[];
 export function generatedStrategies(
   root?: string,
   descriptors?: NativeStrategyInfo[],
 ): Array<{ dir: string; descriptor: NativeStrategyInfo }>;
-export function expectedStrategyFiles(root?: string, descriptors?: NativeStrategyInfo[]): Record<string, string>;
-export function syncStrategies(root?: string, options?: { check?: boolean; descriptors?: NativeStrategyInfo[] }): string[];
+export function expectedStrategyFiles(root?: string, descriptors?: NativeStrategyInfo[], flags?: NativeFlagInfo[]): Record<string, string>;
+export function syncStrategies(
+  root?: string,
+  options?: { check?: boolean; descriptors?: NativeStrategyInfo[]; flags?: NativeFlagInfo[] },
+): string[];

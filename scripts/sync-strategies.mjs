@@ -1,8 +1,11 @@
 /**
  * Each strategy package's `src/options.generated.ts`, made from the native core's descriptor of its
  * strategy (native/include/gpumem/strategy_registry.hpp, as the built addon's `strategies()` lists
- * it): the registry's description and flags, and the options the Node binding takes, each with its
- * kind, default, choices, minimum and TSDoc (the descriptor's doc, else its help and default).
+ * it, the registry's one serialiser strategies_json()): the registry's description and flags, and the
+ * options the Node binding takes, each with its type, default and TSDoc (the descriptor's doc, else
+ * its help and default). The options are types only: the native core checks their values when an
+ * allocator is made. Also allocator-core's `src/flags.generated.ts`: the registry's flags with
+ * their documentation (the addon's `strategyFlags()`), which nothing else names by hand.
  * `node scripts/sync-strategies.mjs` rewrites them; `--check` writes nothing and exits 1 naming each
  * file that is out of date (tests/native-strategies.test.ts runs it).
  *
@@ -20,11 +23,21 @@ import { strategyPackages } from './sync-workspaces.mjs';
 const repository = fileURLToPath(new URL('..', import.meta.url));
 const command = 'npm run sync:strategies';
 
+/** The built addon, from native/build. */
+function addon(root) {
+  const path = join(root, 'native/build/Release/gpumem.node');
+  if (!existsSync(path)) throw new Error(`No native addon at ${path}: build it first (npm run build -w native)`);
+  return createRequire(import.meta.url)(path);
+}
+
 /** The addon's descriptors (strategies()), from native/build. */
 export function nativeStrategies(root = repository) {
-  const addon = join(root, 'native/build/Release/gpumem.node');
-  if (!existsSync(addon)) throw new Error(`No native addon at ${addon}: build it first (npm run build -w native)`);
-  return createRequire(import.meta.url)(addon).strategies();
+  return addon(root).strategies();
+}
+
+/** The registry's flags JavaScript has, with their documentation (the addon's strategyFlags()). */
+export function nativeStrategyFlags(root = repository) {
+  return addon(root).strategyFlags();
 }
 
 /** Each strategy package (folder) with the descriptor of its strategy. */
@@ -34,18 +47,6 @@ export function generatedStrategies(root = repository, descriptors = nativeStrat
     .map((w) => ({ dir: w.dir, descriptor: byName.get(basename(w.dir).replace(/^allocator-/, '')) }))
     .filter((p) => p.descriptor !== undefined);
 }
-
-const flagKeys = [
-  'requiresCuda',
-  'capturable',
-  'hostMemory',
-  'requiresOptions',
-  'managedMemory',
-  'spillsToHost',
-  'peerAccess',
-  'sleep',
-  'addressOnly',
-];
 
 function quote(text) {
   return `'${text.replaceAll('\\', '\\\\').replaceAll("'", "\\'")}'`;
@@ -95,7 +96,27 @@ function comment(text, indent) {
   return `${indent}/**\n${lines.map((l) => `${indent} * ${l}`).join('\n')}\n${indent} */\n`;
 }
 
-/** The option's entry: `option.<kind>(extras)`. */
+/** The TypeScript type of an option's values. */
+function optionType(strategy, option) {
+  switch (option.kind) {
+    case 'bytes':
+    case 'count':
+    case 'number':
+      return 'number';
+    case 'boolean':
+      return 'boolean';
+    case 'text':
+      return 'string';
+    case 'choice': {
+      const choices = option.placement && !option.choices.includes('auto') ? [...option.choices, 'auto'] : option.choices;
+      return choices.map(quote).join(' | ');
+    }
+    default:
+      throw new Error(`${strategy}.${option.key}: unknown option kind '${option.kind}'`);
+  }
+}
+
+/** The option's entry: `option.native<type>(extras)`, its type and default (the native core checks values). */
 function entry(strategy, option) {
   const extras = [];
   if (option.placement) {
@@ -105,24 +126,7 @@ function entry(strategy, option) {
   }
   if (option.required) extras.push('required: true');
   const args = extras.length > 0 ? `{ ${extras.join(', ')} }` : '';
-  switch (option.kind) {
-    case 'bytes':
-    case 'count':
-      if (option.minimum > 1) throw new Error(`${strategy}.${option.key}: a minimum above 1 has no TypeScript option kind`);
-      return `option.${option.minimum === 1 ? 'bytes' : 'nonNegative'}(${args})`;
-    case 'boolean':
-      return `option.boolean(${args})`;
-    case 'number':
-      return `option.number(${args})`;
-    case 'text':
-      return `option.text(${args})`;
-    case 'choice': {
-      const choices = option.placement && !option.choices.includes('auto') ? [...option.choices, 'auto'] : option.choices;
-      return `option.oneOf([${choices.map(quote).join(', ')}]${args ? `, ${args}` : ''})`;
-    }
-    default:
-      throw new Error(`${strategy}.${option.key}: unknown option kind '${option.kind}'`);
-  }
+  return `option.native<${optionType(strategy, option)}>(${args})`;
 }
 
 function camel(name) {
@@ -140,11 +144,30 @@ function generatedModule(descriptor) {
   out += `export const ${camel(name)}Descriptor = {\n`;
   out += `  name: ${quote(name)},\n`;
   out += `  description: ${quote(descriptor.description)},\n`;
-  out += `  flags: { ${flagKeys.map((k) => `${k}: ${descriptor.flags[k] === true}`).join(', ')} },\n`;
+  // the flags it has: every other is false (StrategyFlags, flags.generated.ts, lists them all)
+  out += `  flags: { ${Object.entries(descriptor.flags)
+    .filter(([, v]) => v === true)
+    .map(([k]) => `${k}: true`)
+    .join(', ')} },\n`;
   if (placement) out += `  placement: { key: ${quote(placement.key)}, choices: [${placement.choices.map(quote).join(', ')}] },\n`;
   out += '  options: {\n';
   for (const option of descriptor.options) out += `${comment(tsdoc(option), '    ')}    ${option.key}: ${entry(name, option)},\n`;
   out += '  },\n} as const;\n';
+  return out;
+}
+
+const flagsFile = 'packages/allocator-core/src/flags.generated.ts';
+
+/** allocator-core's module of the registry's flags, unformatted. */
+function flagsModule(flags) {
+  let out = "// Generated by scripts/sync-strategies.mjs from the native registry's flags (GPUMEM_STRATEGY_FLAGS,\n";
+  out += `// native/include/gpumem/strategy_registry.hpp); do not edit: \`${command}\` rewrites it.\n\n`;
+  out += "/** A strategy's capability flags, each declared once, by the native registry. */\n";
+  out += 'export interface StrategyFlags {\n';
+  for (const flag of flags) out += `${comment(flag.doc, '  ')}  ${flag.key}: boolean;\n`;
+  out += '}\n\n';
+  out += "/** The flags' names, in the registry's order. */\n";
+  out += `export const strategyFlagKeys = [${flags.map((f) => quote(f.key)).join(', ')}] as const;\n`;
   return out;
 }
 
@@ -155,8 +178,8 @@ function formatted(root, path, text) {
 }
 
 /** Each generated file, as it should read (path relative to the repository: text). */
-export function expectedStrategyFiles(root = repository, descriptors = nativeStrategies(root)) {
-  const files = {};
+export function expectedStrategyFiles(root = repository, descriptors = nativeStrategies(root), flags = nativeStrategyFlags(root)) {
+  const files = { [flagsFile]: formatted(root, flagsFile, flagsModule(flags)) };
   for (const { dir, descriptor } of generatedStrategies(root, descriptors)) {
     const path = `${dir}/src/options.generated.ts`;
     files[path] = formatted(root, path, generatedModule(descriptor));
@@ -165,9 +188,10 @@ export function expectedStrategyFiles(root = repository, descriptors = nativeStr
 }
 
 /** The generated files that differ from what the descriptors make (written unless `check`). */
-export function syncStrategies(root = repository, { check = false, descriptors } = {}) {
+export function syncStrategies(root = repository, { check = false, descriptors, flags } = {}) {
   const stale = [];
-  for (const [file, text] of Object.entries(expectedStrategyFiles(root, descriptors ?? nativeStrategies(root)))) {
+  const expected = expectedStrategyFiles(root, descriptors ?? nativeStrategies(root), flags ?? nativeStrategyFlags(root));
+  for (const [file, text] of Object.entries(expected)) {
     const path = join(root, file);
     if (existsSync(path) && readFileSync(path, 'utf8') === text) continue;
     stale.push(file);

@@ -9,7 +9,15 @@
 import { existsSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
-import { createAllocator, hasAllocator, listAllocators, loadNative, strategyInfo } from '@gpumem/allocator-core';
+import {
+  checkAllocatorOptions,
+  createAllocator,
+  hasAllocator,
+  listAllocators,
+  loadNative,
+  type StrategyFlags,
+  strategyInfo,
+} from '@gpumem/allocator-core';
 import '@gpumem/allocator-async';
 import '@gpumem/allocator-caching';
 import '@gpumem/allocator-expandable';
@@ -21,16 +29,6 @@ import { generatedStrategies, syncStrategies, syncStrategiesCommand, type Native
 
 const strategies = (loadNative() as unknown as { strategies(): NativeStrategyInfo[] }).strategies();
 const generated = generatedStrategies(undefined, strategies);
-const flagKeys = [
-  'requiresCuda',
-  'capturable',
-  'hostMemory',
-  'requiresOptions',
-  'managedMemory',
-  'spillsToHost',
-  'peerAccess',
-  'sleep',
-] as const;
 
 /** The TypeScript registry's name of a native strategy: its own, else one of its older names. */
 function registeredName(s: NativeStrategyInfo): string | undefined {
@@ -66,7 +64,8 @@ describe('native strategy descriptors', () => {
     expect(registered.length).toBeGreaterThanOrEqual(generated.length);
     for (const s of registered) {
       const info = strategyInfo(registeredName(s)!);
-      for (const key of flagKeys)
+      // the flags JavaScript has, as the addon lists them: the registry names them, nothing here
+      for (const key of Object.keys(s.flags) as (keyof StrategyFlags)[])
         expect({ strategy: s.name, key, value: s.flags[key] }).toEqual({ strategy: s.name, key, value: info[key] });
     }
   });
@@ -104,6 +103,24 @@ describe('native strategy descriptors', () => {
         );
       }
     }
+  });
+
+  it("checks a strategy's options once, by the native core, without making it or needing its device", () => {
+    for (const { descriptor } of generated) {
+      // on any machine, a CUDA strategy's too: nothing is made
+      expect(checkAllocatorOptions(descriptor.name, {})).toBe(true);
+      for (const o of descriptor.options) {
+        const bad = o.kind === 'boolean' || o.kind === 'text' || o.kind === 'choice' ? 7 : o.kind === 'number' ? Number.NaN : -1;
+        const error = o.kind === 'bytes' || o.kind === 'count' || o.kind === 'number' ? RangeError : TypeError;
+        expect(() => checkAllocatorOptions(descriptor.name, { [o.key]: bad })).toThrow(error);
+        expect(() => checkAllocatorOptions(descriptor.name, { [o.key]: bad })).toThrow(`for ${o.key} but received ${bad} of type number`);
+      }
+    }
+    expect(() => checkAllocatorOptions('async', { releaseThreshold: -1 })).toThrow(
+      'Expected non-negative integer for releaseThreshold but received -1 of type number',
+    );
+    expect(() => checkAllocatorOptions('pool', { maxReservedBytes: '1GiB' })).toThrow(TypeError);
+    expect(() => checkAllocatorOptions('pool', { bogusKey: 1 })).toThrow(/Unknown option 'bogusKey' for the 'pool' allocator/);
   });
 
   it('rejects an unknown option with the keys its descriptor lists', () => {

@@ -42,7 +42,7 @@ TEST_CASE("the address-only leaf counts bytes and hands out aligned, distinct ad
   leaf->deallocate(a, 64 * GiB, nullptr);
   leaf->deallocate(b, 1, nullptr);
   CHECK(leaf->stats().allocated_bytes == 0);
-  CHECK_THROWS_AS(make_address_only_physical_memory(3000, 0), invalid_argument);
+  CHECK_THROWS_AS(make_address_only_vmm(3000, 0), invalid_argument);
 }
 
 TEST_CASE("pool, expandable and caching declare the flag; the others do not") {

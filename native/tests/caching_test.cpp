@@ -14,7 +14,7 @@
 #include "gpumem/errors.hpp"
 #include "gpumem/host_resource.hpp"
 #include "gpumem/limiting_adaptor.hpp"
-#include "gpumem/physical_memory.hpp"
+#include "gpumem/vmm.hpp"
 #include "pool_test_support.hpp"
 
 using namespace gpumem;
@@ -251,7 +251,7 @@ TEST_CASE("garbage_collection_threshold frees aged cached segments before a new 
 }
 
 TEST_CASE("expandable segments: one range per pool and stream, mapped in 2 MiB and 20 MiB pages") {
-  caching_resource cache(make_host_physical_memory(2 * MiB), expandable_options());
+  caching_resource cache(make_host_vmm(2 * MiB), expandable_options());
   void* s = cache.allocate(MiB);
   CHECK_EQ(cache.stats().reserved_bytes, 2 * MiB);
   void* a = cache.allocate(5 * MiB);
@@ -273,7 +273,7 @@ TEST_CASE("expandable segments: one range per pool and stream, mapped in 2 MiB a
 }
 
 TEST_CASE("expandable segments under a limit: pages of the cache are unmapped and the request retried") {
-  caching_resource cache(make_limited_physical_memory(make_host_physical_memory(2 * MiB), 80 * MiB), expandable_options());
+  caching_resource cache(make_limited_vmm(make_host_vmm(2 * MiB), 80 * MiB), expandable_options());
   void* a = cache.allocate(30 * MiB);  // two pages
   void* b = cache.allocate(5 * MiB);   // the rest of the second page
   cache.deallocate(a, 30 * MiB);
@@ -302,7 +302,7 @@ TEST_CASE("bad options and bad calls get typed errors") {
     CHECK_THROWS_AS(parse_roundup_power2_divisions(text), invalid_argument);
   }
   CHECK_THROWS_AS(caching_resource(host, expandable_options()), invalid_argument);
-  CHECK_THROWS_AS(caching_resource(make_host_physical_memory(2 * MiB), caching_options{}), invalid_argument);
+  CHECK_THROWS_AS(caching_resource(make_host_vmm(2 * MiB), caching_options{}), invalid_argument);
 
   caching_resource cache(host);
   void* p = cache.allocate(1000);
@@ -348,7 +348,7 @@ TEST_CASE("on a GPU: cudaMalloc segments and CUDA VMM pages, written and read ba
   {
     caching_options o;
     o.expandable_segments = true;
-    caching_resource cache(make_device_physical_memory(0, 2 * MiB), o);
+    caching_resource cache(make_device_vmm(0, {"expandable", "upstream 'host'", 2 * MiB, {}, false}), o);
     void* a = cache.allocate(5 * MiB, s);
     void* b = cache.allocate(30 * MiB, s);  // grows a's range: one more 20 MiB page
     CHECK_EQ(reinterpret_cast<std::uintptr_t>(b), reinterpret_cast<std::uintptr_t>(a) + 5 * MiB);

@@ -17,7 +17,7 @@
 
 #include "gpumem/expandable_resource.hpp"
 #include "gpumem/host_resource.hpp"
-#include "gpumem/physical_memory.hpp"
+#include "gpumem/vmm.hpp"
 #include "gpumem/pool_resource.hpp"
 
 using namespace gpumem;
@@ -92,7 +92,7 @@ int main(int argc, char** argv) {
   const std::string only = argc > 3 ? argv[3] : "";  // one case by name (e.g. "64 MiB"), for a profiler
   host_resource host;
   pool_resource pool(host);
-  expandable_resource expandable(make_host_physical_memory());
+  expandable_resource expandable(make_host_vmm());
   memory_resource* resources[] = {&pool, &expandable};  // the public interface, as callers use it
   const std::vector<std::size_t> trace = mixed_trace(20000);
 

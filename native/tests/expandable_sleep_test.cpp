@@ -21,7 +21,7 @@
 #include "gpumem/chain_builder.hpp"
 #include "gpumem/errors.hpp"
 #include "gpumem/expandable_resource.hpp"
-#include "gpumem/physical_memory.hpp"
+#include "gpumem/vmm.hpp"
 #include "gpumem/sleep.hpp"
 #include "gpumem/strategy_registry.hpp"
 #include "gpumem/stream_ordering.hpp"
@@ -34,7 +34,7 @@ using namespace gpumem::test;
 namespace {
 
 // An expandable resource over the host twin with 64 KiB granules and a 64 MiB range per stream and
-// tag (a test that needs a smaller device passes a make_limited_physical_memory of the twin).
+// tag (a test that needs a smaller device passes a make_limited_vmm of the twin).
 using fixture = expandable_fixture;
 
 // Tags are per process: each test names its own, so that no test sees another's.
@@ -300,7 +300,7 @@ TEST_CASE("unknown tags are refused by name; asleep and awake tags named again a
 }
 
 TEST_CASE("a wake the device has no room for fails with the tag still asleep, and succeeds once there is") {
-  fixture f(make_limited_physical_memory(make_host_physical_memory(granule), 8 * granule));  // a smaller device
+  fixture f(make_limited_vmm(make_host_vmm(granule), 8 * granule));  // a smaller device
   void* w = allocate_in(f.resource, weights, 4 * granule);
   fill(w, 4 * granule, 6);
   f.resource.sleep(only({weights}));
@@ -329,7 +329,7 @@ TEST_CASE("a wake the device has no room for fails with the tag still asleep, an
 TEST_CASE("a host too short for the backups fails the sleep before anything is released") {
   expandable_options o = small_range();
   o.backup_limit_bytes = 4 * KiB;
-  fixture f(make_host_physical_memory(granule), o);
+  fixture f(make_host_vmm(granule), o);
   const tag_id t = intern_tag("sleep-test-host-short");
   void* p = allocate_in(f.resource, t, 2 * granule);
   void* idle = allocate_in(f.resource, t, granule);
@@ -600,7 +600,7 @@ TEST_CASE("check_awake refuses memory of a sleeping tag with invalid_state, and 
 TEST_CASE("GPUMEM_SLEEP_RESERVE's option pins the reservation when the resource is made") {
   expandable_options o = small_range();
   o.backup_reserve_bytes = 1;
-  fixture f(make_host_physical_memory(granule), o);
+  fixture f(make_host_vmm(granule), o);
   while (f.resource.backup_pool_bytes() == 0) std::this_thread::yield();  // a hang is the failure
   CHECK_EQ(f.resource.backup_pool_bytes(), detail::sleep_engine::pin_chunk_bytes);
   const tag_id t = intern_tag("sleep-test-reserved");

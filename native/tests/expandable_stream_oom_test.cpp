@@ -16,7 +16,7 @@
 #include "gpumem/chain_builder.hpp"
 #include "gpumem/device.hpp"
 #include "gpumem/expandable_resource.hpp"
-#include "gpumem/physical_memory.hpp"
+#include "gpumem/vmm.hpp"
 #include "gpumem/strategy_registry.hpp"
 #include "pool_test_support.hpp"
 
@@ -133,7 +133,7 @@ TEST_CASE("a destroyed streams range goes once its blocks are freed") {
 }
 
 TEST_CASE("a failed map releases every streams idle runs and retries") {
-  fixture f(make_limited_physical_memory(make_host_physical_memory(granule), 8 * granule));
+  fixture f(make_limited_vmm(make_host_vmm(granule), 8 * granule));
   void* a = f.resource.allocate(6 * granule, stream_a);
   f.resource.deallocate(a, 6 * granule, stream_a);  // an idle run of 6 granules on A
   void* b = f.resource.allocate(5 * granule, stream_b);  // B needs 5 more than the 2 left: A's run goes
@@ -169,7 +169,7 @@ TEST_CASE("a failed map releases every streams idle runs and retries") {
 TEST_CASE("a failed map in the middle unmaps what it mapped") {
   fault_options faults;
   faults.fail_every = 4;  // the fourth run map fails
-  fixture f(make_fault_injecting_physical_memory(make_host_physical_memory(granule), faults));
+  fixture f(make_fault_injecting_vmm(make_host_vmm(granule), faults));
   void* a = f.resource.allocate(2 * granule, stream_a);  // run #1: granules 0..1
   void* m = f.resource.allocate(granule, stream_a);      // run #2: granule 2
   f.resource.deallocate(a, 2 * granule, stream_a);
@@ -253,7 +253,7 @@ TEST_CASE("the device backing on cuda vmm or says what is missing") {
     }
     return;
   }
-  expandable_resource r(make_device_physical_memory(0));
+  expandable_resource r(make_device_vmm(0));
   MESSAGE("device granule " << r.granule_bytes() << ", reserve per stream " << format_bytes(r.options().reserve_bytes));
   CHECK(r.kind() == memory_kind::device);
   const stream_handle s1 = create_stream(0);
@@ -299,7 +299,7 @@ TEST_CASE("the device backing on cuda vmm or says what is missing") {
 TEST_CASE("threads share the resource") {
   expandable_options o = small_range();
   o.release_threshold = 4 * granule;  // unmapping at free, under the lock, while others allocate
-  expandable_resource resource(make_host_physical_memory(granule), o);
+  expandable_resource resource(make_host_vmm(granule), o);
   std::vector<std::thread> threads;
   std::vector<int> failures(4, 0);
   for (int t = 0; t < 4; ++t) {

@@ -13,7 +13,7 @@
 #include "fake_ordering.hpp"
 #include "gpumem/expandable_resource.hpp"
 #include "gpumem/host_resource.hpp"
-#include "gpumem/physical_memory.hpp"
+#include "gpumem/vmm.hpp"
 #include "gpumem/pool_resource.hpp"
 #include "pool_test_support.hpp"
 
@@ -27,7 +27,7 @@ constexpr std::size_t granule = 64 * KiB;
 // An expandable resource over the host twin with 64 KiB granules and a 64 MiB range per stream.
 struct fixture {
   explicit fixture(expandable_options options = small_range(), std::size_t granule_bytes = granule)
-      : resource(make_host_physical_memory(granule_bytes), options, make_fake_ordering(log)) {}
+      : resource(make_host_vmm(granule_bytes), options, make_fake_ordering(log)) {}
   static expandable_options small_range() {
     expandable_options o;
     o.reserve_bytes = 64 * MiB;
@@ -205,7 +205,7 @@ TEST_CASE("cycle pattern reserves what is allocated") {
   constexpr std::size_t scale = 16;
   expandable_options o;
   o.reserve_bytes = 1ull << 30;
-  expandable_resource expandable(make_host_physical_memory(2 * MiB / scale), o);
+  expandable_resource expandable(make_host_vmm(2 * MiB / scale), o);
   host_resource host;
   pool_options scaled;  // the pool's segment policy at the same scale
   scaled.small_request_limit = 1 * MiB / scale;
@@ -396,27 +396,27 @@ TEST_CASE("bad options are rejected by name") {
     }
     CHECK(false);
   };
-  rejects([] { return make_host_physical_memory(3 * MiB); }, "granuleBytes");  // not a power of two
-  rejects([] { return make_host_physical_memory(512); }, "granuleBytes");      // below the page size
+  rejects([] { return make_host_vmm(3 * MiB); }, "granuleBytes");  // not a power of two
+  rejects([] { return make_host_vmm(512); }, "granuleBytes");      // below the page size
   rejects([] {
     expandable_options o;
     o.reserve_bytes = 3 * MiB;  // not a multiple of 2 MiB
-    return expandable_resource(make_host_physical_memory(), o).granule_bytes();
+    return expandable_resource(make_host_vmm(), o).granule_bytes();
   }, "reserveBytes");
   rejects([] {
     expandable_options o;
     o.gc_threshold = 1.5;
-    return expandable_resource(make_host_physical_memory(), o).granule_bytes();
+    return expandable_resource(make_host_vmm(), o).granule_bytes();
   }, "gcThreshold");
   rejects([] {
     expandable_options o;
     o.gc_threshold = -0.1;
-    return expandable_resource(make_host_physical_memory(), o).granule_bytes();
+    return expandable_resource(make_host_vmm(), o).granule_bytes();
   }, "gcThreshold");
   rejects([] {
     expandable_options o;
     o.reserve_bytes = std::uint64_t{1} << 40;  // 2^28 granules of 4 KiB: past the 2^24 a range may have
-    return expandable_resource(make_host_physical_memory(4 * KiB), o).granule_bytes();
+    return expandable_resource(make_host_vmm(4 * KiB), o).granule_bytes();
   }, "reserveBytes");
 }
 

@@ -1,5 +1,5 @@
 // Helpers shared by the host-only tests of expandable_resource: options with a small range per
-// stream (and tag), and a resource over the host twin of physical_memory with the fake
+// stream (and tag), and a resource over the VMM primitive's host implementation (vmm.hpp) with the fake
 // stream_ordering of fake_ordering.hpp.
 #pragma once
 #include <cstdint>
@@ -8,7 +8,7 @@
 
 #include "fake_ordering.hpp"
 #include "gpumem/expandable_resource.hpp"
-#include "gpumem/physical_memory.hpp"
+#include "gpumem/vmm.hpp"
 #include "twin_granule.hpp"
 
 namespace gpumem::test {
@@ -24,7 +24,7 @@ inline expandable_options small_range() {
 // ordering is a fake_ordering writing to `log`. Members are declared in construction order: the log
 // outlives the resource.
 struct expandable_fixture {
-  explicit expandable_fixture(std::unique_ptr<physical_memory> memory = make_host_physical_memory(granule),
+  explicit expandable_fixture(std::unique_ptr<vmm> memory = make_host_vmm(granule),
                               expandable_options options = small_range())
       : resource(std::move(memory), options, make_fake_ordering(log)) {}
   std::shared_ptr<fake_ordering_log> log = std::make_shared<fake_ordering_log>();

@@ -219,7 +219,7 @@ TEST_CASE("chain builder puts the common layers over the plugin") {
   chain_spec s;
   s.strategy = "plugin";
   s.device = -1;
-  s.options<native_spec>().library = slab_library;
+  s.options<plugin_spec>().library = slab_library;
   s.limit_bytes = 2 << 20;
   s.fault_injection = fault_spec{std::nullopt, std::uint64_t(64) << 20};
   s.tracking_capacity = 16;
@@ -233,14 +233,14 @@ TEST_CASE("chain builder puts the common layers over the plugin") {
   chain.top().deallocate(p, 1 << 20);
   CHECK_EQ(chain.tracker->events(false).size(), std::size_t(3));
 
-  s.options<native_spec>().library.clear();
+  s.options<plugin_spec>().library.clear();
   try {
     build_chain(s);
     FAIL_CHECK("an empty library was accepted");
   } catch (const invalid_argument& e) {
     CHECK_EQ(e.argument(), std::string("library"));
   }
-  s.options<native_spec>().library = slab_library;
+  s.options<plugin_spec>().library = slab_library;
   s.device = -2;
   CHECK_THROWS_AS(build_chain(s), invalid_argument);
   // 'native', the strategy's older name, still builds it.

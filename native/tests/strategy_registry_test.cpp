@@ -265,6 +265,31 @@ TEST_CASE("registry json lists every strategy") {
   CHECK(contains(json, "\"kernelMemory\":false"));
 }
 
+TEST_CASE("registry json gives every flag of GPUMEM_STRATEGY_FLAGS, and the flags' own list their docs") {
+  const std::string json = strategies_json();
+  const std::string flags = strategy_flags_json();
+  CHECK_EQ(flags.front(), '[');
+  CHECK_EQ(flags.back(), ']');
+  std::size_t count = 0;
+#define GPUMEM_FLAG_CHECK(member, key, front, doc)                                                     \
+  ++count;                                                                                             \
+  CHECK(contains(json, "\"" key "\":"));                                                                \
+  CHECK(contains(flags, std::string("{\"key\":\"" key "\",\"js\":") + (((front) & front_js) ? "true" : "false"))); \
+  CHECK(std::string(doc).size() > 10);
+  GPUMEM_STRATEGY_FLAGS(GPUMEM_FLAG_CHECK)
+#undef GPUMEM_FLAG_CHECK
+  CHECK_EQ(count, 11u);
+  // a flag's value is the descriptor's: 'host' alone has no kernel memory, 'expandable' sleeps
+  for (const strategy_descriptor* d : strategies()) {
+    CAPTURE(d->name);
+    const std::size_t at = json.find("{\"name\":\"" + d->name + "\"");
+    REQUIRE(at != std::string::npos);
+    const std::string own = json.substr(at, json.find("\"options\"", at) - at);
+    CHECK(contains(own, std::string("\"kernelMemory\":") + (d->flags.kernel_memory ? "true" : "false")));
+    CHECK(contains(own, std::string("\"sleep\":") + (d->flags.sleep ? "true" : "false")));
+  }
+}
+
 // --- libgpumem_torch's configuration --------------------------------------------------------------
 
 TEST_CASE("torch accepts exactly the registered names") {
@@ -370,7 +395,7 @@ TEST_CASE("torch defaults and descriptions are unchanged") {
   REQUIRE_EQ(torch_config({{"GPUMEM_ALLOCATOR", "uvm"}}, &c), std::string(""));
   const chain_spec free_limited = torch::chain_spec_for(c, 0, 4ull << 30);
   CHECK(free_limited.limit_bytes.has_value());
-  CHECK_EQ(free_limited.limit_bytes.value_or(0), (4ull << 30) - torch::uvm_free_margin);
+  CHECK_EQ(free_limited.limit_bytes.value_or(0), (4ull << 30) - torch::front_limit_free_margin);
 }
 
 TEST_CASE("torch bad values name the variable") {
@@ -399,8 +424,8 @@ TEST_CASE("torch plugin prefix and the native spellings are deprecated spellings
   torch::config c;
   REQUIRE_EQ(torch_config({{"GPUMEM_ALLOCATOR", "plugin:/Some/Lib.so"}, {"GPUMEM_PLUGIN_OPTIONS", "a=1"}}, &c), std::string(""));
   CHECK_EQ(c.strategy->name, std::string("plugin"));
-  CHECK_EQ(c.spec.options<native_spec>().library, std::string("/Some/Lib.so"));  // the path keeps its case
-  CHECK_EQ(c.spec.options<native_spec>().options, std::string("a=1"));
+  CHECK_EQ(c.spec.options<plugin_spec>().library, std::string("/Some/Lib.so"));  // the path keeps its case
+  CHECK_EQ(c.spec.options<plugin_spec>().options, std::string("a=1"));
   CHECK(contains(c.warning, "deprecated"));
   CHECK_EQ(torch::describe(c), std::string("strategy=plugin plugin.library=/Some/Lib.so plugin.options=a=1 oom=raise"));
   CHECK(contains(torch_config({{"GPUMEM_ALLOCATOR", "plugin:"}}), "plugin:<path of a gpumem plug-in library>"));
@@ -410,12 +435,12 @@ TEST_CASE("torch plugin prefix and the native spellings are deprecated spellings
                  "GPUMEM_PLUGIN_LIBRARY='/b.so' is not valid"));
   // The current spellings: no warning.
   REQUIRE_EQ(torch_config({{"GPUMEM_ALLOCATOR", "plugin"}, {"GPUMEM_PLUGIN_LIBRARY", "/a.so"}}, &c), std::string(""));
-  CHECK_EQ(c.spec.options<native_spec>().library, std::string("/a.so"));
+  CHECK_EQ(c.spec.options<plugin_spec>().library, std::string("/a.so"));
   CHECK(c.warning.empty());
   // The older name and variable: read, each with a warning naming what to write instead.
   REQUIRE_EQ(torch_config({{"GPUMEM_ALLOCATOR", "native"}, {"GPUMEM_NATIVE_LIBRARY", "/a.so"}}, &c), std::string(""));
   CHECK_EQ(c.strategy->name, std::string("plugin"));
-  CHECK_EQ(c.spec.options<native_spec>().library, std::string("/a.so"));
+  CHECK_EQ(c.spec.options<plugin_spec>().library, std::string("/a.so"));
   CHECK(contains(c.warning, "GPUMEM_ALLOCATOR=native is deprecated"));
   CHECK(contains(c.warning, "GPUMEM_NATIVE_LIBRARY is deprecated and will be removed; use GPUMEM_PLUGIN_LIBRARY"));
   // Both spellings of one variable: one would be ignored, so neither is.

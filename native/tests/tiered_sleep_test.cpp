@@ -21,7 +21,7 @@
 #include "gpumem/device.hpp"
 #include "gpumem/sleep.hpp"
 #include "gpumem/strategy_registry.hpp"
-#include "gpumem/tier_memory.hpp"
+#include "gpumem/vmm.hpp"
 #include "gpumem/tiered_resource.hpp"
 #include "pool_test_support.hpp"
 #include "sleep_test_support.hpp"
@@ -556,7 +556,7 @@ TEST_CASE("on a GPU, content survives sleep and wake through CUDA VMM") {
   tiered_options o;
   o.device_budget_bytes = 256 * MiB;
   o.host_budget_bytes = 256 * MiB;
-  tiered_resource r(make_device_tier_memory(0), o);
+  tiered_resource r(make_device_vmm(0, {"tiered", "upstream 'host'", 0, {}, true}), o);
   const tag_id kv = intern_tag("gpu-kv"), scratch = intern_tag("gpu-scratch");
   const std::size_t n = 70 * MiB + 123;  // more than one copy piece (64 MiB)
   // Written on the host tier (host-readable), then moved to the device for the sleep.

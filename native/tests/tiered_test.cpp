@@ -17,7 +17,7 @@
 #include "gpumem/chain_builder.hpp"
 #include "gpumem/pool_resource.hpp"
 #include "gpumem/strategy_registry.hpp"
-#include "gpumem/tier_memory.hpp"
+#include "gpumem/vmm.hpp"
 #include "gpumem/tiered_resource.hpp"
 #include "pool_test_support.hpp"
 #include "tiered_test_support.hpp"
@@ -414,7 +414,7 @@ TEST_CASE("reset peak sets the host peaks too") {
 TEST_CASE("the host budget never passes what the host has") {
   tiered_options o;
   o.host_budget_bytes = UINT64_MAX;
-  tiered_resource r(make_host_tier_memory(), o);
+  tiered_resource r(make_host_vmm(), o);
   CHECK(r.host_budget_bytes() < UINT64_MAX);  // capped by MemAvailable less 10% of MemTotal
   CHECK_EQ(r.device_budget_bytes(), std::uint64_t{1} << 30);  // the twin's default
   CHECK_EQ(r.granule_bytes(), 2 * MiB);
@@ -422,9 +422,9 @@ TEST_CASE("the host budget never passes what the host has") {
   CHECK_EQ(r.device(), -1);
   tiered_options small;
   small.host_budget_bytes = 4 * MiB;
-  tiered_resource s(make_host_tier_memory(), small);
+  tiered_resource s(make_host_vmm(), small);
   CHECK_EQ(s.host_budget_bytes(), 4 * MiB);
-  CHECK_THROWS_AS(make_host_tier_memory(3 * MiB), invalid_argument);
+  CHECK_THROWS_AS(make_host_vmm(3 * MiB), invalid_argument);
 }
 
 TEST_CASE("chain builder builds tiered with the common layers") {

@@ -1,6 +1,6 @@
-// Helpers shared by the host-only tests of tiered_resource: the host twin of tier_memory with a
+// Helpers shared by the host-only tests of tiered_resource: the VMM primitive's host implementation (vmm.hpp) with a
 // simulated device capacity and counted calls, tiered options with given budgets, and a resource over
-// that twin with the fake stream_ordering of fake_ordering.hpp.
+// that with the fake stream_ordering of fake_ordering.hpp.
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -9,19 +9,19 @@
 
 #include "fake_ordering.hpp"
 #include "gpumem/errors.hpp"
-#include "gpumem/tier_memory.hpp"
+#include "gpumem/vmm.hpp"
 #include "gpumem/tiered_resource.hpp"
 #include "twin_granule.hpp"
 
 namespace gpumem::test {
 
-// The twin (64 KiB granules) with a simulated device capacity: creating device memory fails, as
+// The host vmm (64 KiB granules) with a simulated device capacity: creating device memory fails, as
 // cuMemCreate would, once `device_capacity` bytes of device memory are held. Counts the device bytes
 // held, creations, releases, refusals, copies and synchronisations.
-class capped_tier_memory final : public tier_memory {
+class capped_tier_memory final : public vmm {
  public:
   explicit capped_tier_memory(std::uint64_t device_capacity)
-      : inner_(make_host_tier_memory(granule)), capacity_(device_capacity) {}
+      : inner_(make_host_vmm(granule)), capacity_(device_capacity) {}
   std::size_t granule_bytes() const noexcept override { return inner_->granule_bytes(); }
   void* reserve(std::size_t bytes) override { return inner_->reserve(bytes); }
   void free_range(void* base, std::size_t bytes) noexcept override { inner_->free_range(base, bytes); }
@@ -56,6 +56,7 @@ class capped_tier_memory final : public tier_memory {
     ++synchronizes;
     inner_->synchronize(stream);
   }
+  std::uint64_t total_bytes() const noexcept override { return inner_->total_bytes(); }
   std::uint64_t default_device_budget() const override { return inner_->default_device_budget(); }
   memory_kind kind() const noexcept override { return memory_kind::host; }
   int device() const noexcept override { return -1; }
@@ -69,7 +70,7 @@ class capped_tier_memory final : public tier_memory {
     std::size_t bytes;
     memory_tier tier;
   };
-  std::unique_ptr<tier_memory> inner_;
+  std::unique_ptr<vmm> inner_;
   std::uint64_t capacity_;
   std::vector<created> created_;
 };
@@ -89,7 +90,7 @@ inline tiered_options budgets(std::uint64_t device, std::uint64_t host) {
 struct tiered_fixture {
   explicit tiered_fixture(tiered_options options, std::uint64_t device_capacity = UINT64_MAX)
       : memory(new capped_tier_memory(device_capacity)),
-        resource(std::unique_ptr<tier_memory>(memory), options, make_fake_ordering(log)) {}
+        resource(std::unique_ptr<vmm>(memory), options, make_fake_ordering(log)) {}
   std::shared_ptr<fake_ordering_log> log = std::make_shared<fake_ordering_log>();
   capped_tier_memory* memory;  // owned by the resource
   tiered_resource resource;

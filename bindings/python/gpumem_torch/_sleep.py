@@ -78,6 +78,19 @@ _NAMES = ctypes.POINTER(ctypes.c_char_p)
 _declared = False
 
 
+class _SleepRequest(ctypes.Structure):
+    """The library's gpumem_sleep_request (gpumem_torch.h): one sleep request, passed whole."""
+
+    _fields_ = [
+        ("tags", _NAMES),
+        ("tag_count", ctypes.c_size_t),
+        ("keep_all", ctypes.c_int),
+        ("keep", _NAMES),
+        ("keep_count", ctypes.c_size_t),
+        ("keep_cache", ctypes.c_int),
+    ]
+
+
 def _lib() -> ctypes.CDLL:
     global _declared
     lib = _library.load()
@@ -93,6 +106,7 @@ def _lib() -> ctypes.CDLL:
         ("gpumem_instance_sleep", c_int, [c_int, c_int, _NAMES, c_size_t, c_int, _NAMES, c_size_t, out]),
         ("gpumem_instance_wake", c_int, [c_int, c_int, _NAMES, c_size_t, out]),
         ("gpumem_instance_sleep_cache", c_int, [c_int, c_int, _NAMES, c_size_t, c_int, _NAMES, c_size_t, c_int, out]),
+        ("gpumem_instance_sleep_request", c_int, [c_int, c_int, ctypes.POINTER(_SleepRequest), out]),
         ("gpumem_instance_wake_retain", c_int, [c_int, c_int, _NAMES, c_size_t, c_int, out]),
         ("gpumem_instance_backup_view", c_int, [c_int, c_int, ctypes.c_void_p, c_size_t, ctypes.POINTER(ctypes.c_void_p)]),
         ("gpumem_instance_tag_stats", c_int, [c_int, c_int, out]),
@@ -214,10 +228,9 @@ def instance_sleep(
         if listed:
             encoded = [_tag_bytes(t, "keep") for t in listed]
             keep_names, keep_count = (ctypes.c_char_p * len(encoded))(*encoded), len(encoded)
+    request = _SleepRequest(names, count, keep_all, keep_names, keep_count, cache)
     report = ctypes.c_char_p()
-    rc = _lib().gpumem_instance_sleep_cache(
-        instance, device_index(device), names, count, keep_all, keep_names, keep_count, cache, ctypes.byref(report)
-    )
+    rc = _lib().gpumem_instance_sleep_request(instance, device_index(device), ctypes.byref(request), ctypes.byref(report))
     if rc != 0:
         _raise(rc)
     return _report(report.value or b"{}")

@@ -1,5 +1,5 @@
 // Address-only memory: a leaf that hands out addresses and counts bytes but backs them with
-// nothing, and a physical memory whose ranges and runs map nothing. A strategy whose logic never
+// nothing, and a VMM (gpumem/vmm.hpp) whose ranges and allocations map nothing. A strategy whose logic never
 // reads or writes its memory (a cache keyed by addresses, granules mapped into ranges) runs over
 // them exactly as over the driver's memory, taking none: a replay that asks "does this trace fit
 // in N bytes with this strategy?" then answers the same on any machine, whatever the host's memory
@@ -15,7 +15,7 @@
 #include <memory>
 
 #include "gpumem/memory_resource.hpp"
-#include "gpumem/physical_memory.hpp"
+#include "gpumem/vmm.hpp"
 
 namespace gpumem {
 
@@ -23,8 +23,8 @@ namespace gpumem {
 // out_of_memory only when the address space itself is spent.
 std::unique_ptr<memory_resource> make_address_only_resource();
 
-// A physical memory of `granule_bytes` granules (a power of two, at least 4 KiB) that reserves
-// address ranges and maps nothing; total_bytes() is `total_bytes` (0: unknown, as on the host).
-std::unique_ptr<physical_memory> make_address_only_physical_memory(std::size_t granule_bytes, std::uint64_t total_bytes);
+// A VMM of `granule_bytes` granules (a power of two, at least 4 KiB) that reserves address ranges
+// and creates and maps nothing; total_bytes() is `total_bytes` (0: unknown, as on the host).
+std::unique_ptr<vmm> make_address_only_vmm(std::size_t granule_bytes, std::uint64_t total_bytes);
 
 }  // namespace gpumem

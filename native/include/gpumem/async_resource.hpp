@@ -13,9 +13,9 @@
 
 namespace gpumem {
 
-// Also strategy 'async''s options in a chain_spec (spec.options<async_options>()), where the chain
+// Also strategy 'async''s options in a chain_spec (spec.options<async_spec>()), where the chain
 // builder sets peer_access from chain_spec::peer_access.
-struct async_options {
+struct async_spec {
   std::uint64_t release_threshold = std::numeric_limits<std::uint64_t>::max();
   // Devices that may read and write the pool's memory (cudaMemPoolSetAccess, read/write), set when
   // the pool is made: the peerAccess option.
@@ -24,7 +24,7 @@ struct async_options {
 
 class async_resource final : public detail::leaf_resource {
  public:
-  explicit async_resource(int device = 0, async_options options = {});
+  explicit async_resource(int device = 0, async_spec options = {});
   ~async_resource() override;
   std::uint64_t release_threshold() const noexcept { return options_.release_threshold; }
   void* pool_handle() const noexcept { return pool_; }
@@ -40,7 +40,7 @@ class async_resource final : public detail::leaf_resource {
   int do_device() const noexcept override { return device_; }
 
   int device_;
-  async_options options_;
+  async_spec options_;
   void* pool_ = nullptr;  // cudaMemPool_t
   std::mutex recorded_mutex_;
   std::unordered_map<void*, std::vector<stream_handle>> recorded_streams_;

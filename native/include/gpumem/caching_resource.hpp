@@ -38,7 +38,7 @@
 #include <vector>
 
 #include "gpumem/memory_resource.hpp"
-#include "gpumem/physical_memory.hpp"
+#include "gpumem/vmm.hpp"
 #include "gpumem/stream_ordering.hpp"
 
 namespace gpumem {
@@ -83,7 +83,7 @@ class caching_resource final : public memory_resource {
                             std::unique_ptr<stream_ordering> ordering = nullptr);
   // Expandable segments over `memory` (its granule must divide 2 MiB): options.expandable_segments
   // must be true.
-  caching_resource(std::unique_ptr<physical_memory> memory, caching_options options,
+  caching_resource(std::unique_ptr<vmm> memory, caching_options options,
                    std::unique_ptr<stream_ordering> ordering = nullptr);
   ~caching_resource() override;  // gives every segment back
 

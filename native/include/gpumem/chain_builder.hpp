@@ -19,11 +19,12 @@
 //   tracking        tracking_adaptor on top: records every call as the user made it.
 //
 // 'expandable' maps granules into virtual ranges rather than taking allocations from an upstream,
-// so nothing can sit under it as a memory_resource. Its leaf is a physical_memory (CUDA VMM, or the
-// host twin over mmap), and fault and limit wrap that in the same order: limitBytes caps the bytes
-// mapped, checked on every run map (a smaller GPU), and faultInjection fails run maps
-// (failEvery counts maps, failAfterBytes is a budget of mapped bytes). A failure is an out_of_memory
-// from a map, so it meets the strategy's release-and-retry exactly as a real one would. chain_layers
+// so nothing can sit under it as a memory_resource. Its leaf is a vmm (gpumem/vmm.hpp: CUDA VMM, or
+// its host implementation over mmap'd memfds), and fault and limit wrap that in the same order: limitBytes
+// caps the bytes of the physical allocations created, checked on every create (a smaller GPU), and
+// faultInjection fails creates (failEvery counts them, failAfterBytes is a budget of created
+// bytes); each run the strategy maps is one create. A failure is an out_of_memory from a create, so
+// it meets the strategy's release-and-retry exactly as a real one would. chain_layers
 // names them in that order: {"vmm" or "mmap", "fault", "limit", "expandable", "track"}.
 #pragma once
 #include <any>

@@ -45,7 +45,7 @@
 #include <vector>
 
 #include "gpumem/memory_resource.hpp"
-#include "gpumem/physical_memory.hpp"
+#include "gpumem/vmm.hpp"
 #include "gpumem/sleep.hpp"
 #include "gpumem/stream_ordering.hpp"
 
@@ -88,7 +88,7 @@ class expandable_resource final : public memory_resource, public sleepable {
 
   // Owns `memory`. `ordering` defaults to the one matching its kind (CUDA events for device memory,
   // nothing for host memory). Throws invalid_argument naming the option for bad options.
-  explicit expandable_resource(std::unique_ptr<physical_memory> memory, expandable_options options = {},
+  explicit expandable_resource(std::unique_ptr<vmm> memory, expandable_options options = {},
                                std::unique_ptr<stream_ordering> ordering = nullptr);
   ~expandable_resource() override;  // unmaps every run (but sleeping ones) and frees every range
 

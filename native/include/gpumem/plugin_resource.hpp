@@ -61,8 +61,8 @@ class plugin_resource final : public detail::leaf_resource {
 };
 
 // Strategy 'plugin': a strategy from a shared library (gpumem/plugin.h); its options in a chain_spec
-// (spec.options<native_spec>()). Its memory is on `chain_spec::device`, or on the host when that is -1.
-struct native_spec {
+// (spec.options<plugin_spec>()). Its memory is on `chain_spec::device`, or on the host when that is -1.
+struct plugin_spec {
   std::string library;  // the path dlopen is given
   std::string options;  // "key=value;key=value", passed to the library as is
 };

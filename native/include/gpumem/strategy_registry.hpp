@@ -29,7 +29,7 @@
 
 #include "gpumem/chain_builder.hpp"
 #include "gpumem/memory_resource.hpp"
-#include "gpumem/physical_memory.hpp"
+#include "gpumem/vmm.hpp"
 
 namespace gpumem {
 
@@ -62,7 +62,8 @@ const char* option_kind_name(option_kind kind) noexcept;  // "bytes", "count", "
 using option_value = std::variant<std::monostate, std::uint64_t, bool, double, std::string>;
 
 // Where an option may be given: in the Node binding's spec, in libgpumem_torch's environment.
-enum option_front : unsigned { front_js = 1u, front_env = 2u, front_both = 3u };
+// front_native: a capability flag only the native side reads (GPUMEM_STRATEGY_FLAGS).
+enum option_front : unsigned { front_native = 0u, front_js = 1u, front_env = 2u, front_both = 3u };
 
 struct option_descriptor {
   std::string key;   // the spec's key ("maxReservedBytes")
@@ -97,37 +98,63 @@ struct option_descriptor {
   std::function<option_value(const chain_spec& spec)> read;
 };
 
-// A strategy's flags: the TypeScript registry's (packages/allocator-core/src/registry.ts), and what
-// only the native side uses.
+// A strategy's capability flags, each named once here: X(member, key, front, doc), `key` its name in
+// strategies_json() and in TypeScript, `front` front_js where the TypeScript registry has it
+// (packages/allocator-core/src/flags.generated.ts, written by scripts/sync-strategies.mjs from
+// strategy_flags_json(), and each strategy's options.generated.ts) or front_native where only the
+// native side uses it. Every flag is false unless a descriptor sets it, except kernel_memory.
+#define GPUMEM_STRATEGY_FLAGS(X)                                                                                        \
+  X(requires_cuda, "requiresCuda", front_js, "True when the strategy needs a CUDA device (it cannot run on the host alone).") \
+  X(capturable, "capturable", front_js,                                                                                 \
+    "True when the strategy's malloc and free make no driver calls once warm and never synchronise, so work that "      \
+    "allocates can be captured into a CUDA graph (the trainer's `cudaGraph` mode).")                                  \
+  X(host_memory, "hostMemory", front_js,                                                                                \
+    "True when the strategy keeps its memory on the host (comparisons on a GPU leave it out by default).")            \
+  X(requires_options, "requiresOptions", front_js,                                                                      \
+    "True when the strategy cannot be created without options (e.g. 'plugin' needs its library), so lists of every "   \
+    "strategy (a comparison's or a replay's default) leave it out; name it to use it.")                               \
+  X(managed_memory, "managedMemory", front_js,                                                                          \
+    "True when the strategy allocates managed (unified) memory. Asking for more than the device has free "             \
+    "oversubscribes it, which pages on demand and can hang a shared GPU, so planners (train()) keep what they ask of " \
+    "it within the device's free memory.")                                                                              \
+  X(spills_to_host, "spillsToHost", front_js,                                                                           \
+    "True when the strategy can hold more than the device by keeping part of its memory in (pinned) host memory that " \
+    "kernels use in place, e.g. 'tiered': planners count the host's available memory beside the device's.")            \
+  X(peer_access, "peerAccess", front_js,                                                                                \
+    "True when the strategy takes the `peerAccess` option: CUDA devices (ordinals) that may read and write its "       \
+    "memory besides its own (multi-GPU work reads another device's memory in place).")                                \
+  X(sleep, "sleep", front_js,                                                                                           \
+    "True when the strategy can put the memory of some tags to sleep and wake it at the same addresses: its "          \
+    "allocators have `sleep`, `wake`, `tagStats` and `trimBackup` (see `Allocator.sleep`). Strategies whose memory is " \
+    "mapped through virtual memory management.")                                                                        \
+  X(address_only, "addressOnly", front_js,                                                                              \
+    "True when the strategy's logic never reads or writes its memory, so that it runs over address-only memory "       \
+    "(addresses backed by nothing, the native layer option `addressOnly`) exactly as over its own, taking none: a "    \
+    "replay that only asks whether a trace fits then answers the same on any machine, whatever its memory. Native "    \
+    "strategies whose descriptor has the flag.")                                                                        \
+  X(host_device, "hostDevice", front_native, "Device -1 selects host memory.")                                             \
+  X(kernel_memory, "kernelMemory", front_native, "CUDA kernels can use the memory (what PyTorch needs of a strategy).")
+
+// The flags of one strategy (GPUMEM_STRATEGY_FLAGS). sleep: its leaf is sleepable
+// (gpumem/sleep.hpp); address_only: set by the descriptor's make_address_only_leaf
+// (gpumem/address_only.hpp, chain_spec::address_only).
 struct strategy_flags {
-  bool requires_cuda = false;     // needs a CUDA device (cannot run on the host alone)
-  bool capturable = false;        // malloc/free make no driver calls once warm: CUDA-graph capture works
-  bool host_memory = false;       // keeps its memory on the host
-  bool requires_options = false;  // cannot be made without options
-  bool managed_memory = false;    // allocates managed (unified) memory
-  bool spills_to_host = false;    // can keep part of its memory in host memory kernels use in place
-  bool peer_access = false;       // takes the peerAccess option
-  bool sleep = false;             // its leaf is sleepable (gpumem/sleep.hpp): sleep and wake by tag
-  // Its logic never reads or writes its memory: it runs over an address-only leaf
-  // (gpumem/address_only.hpp, chain_spec::address_only) exactly as over its own, taking none.
-  // Set by the descriptor's make_address_only_leaf.
-  bool address_only = false;
-  // Native side only: device -1 selects host memory; CUDA kernels can use the memory (what PyTorch
-  // needs of a strategy).
-  bool host_device = false;
-  bool kernel_memory = true;
+#define GPUMEM_FLAG_MEMBER(member, key, front, doc) bool member = false;
+  GPUMEM_STRATEGY_FLAGS(GPUMEM_FLAG_MEMBER)
+#undef GPUMEM_FLAG_MEMBER
+  strategy_flags() { kernel_memory = true; }
 };
 
 // Where the strategy sits in the chain: a leaf alone, or a cache or adaptor over a leaf of its own.
 enum class strategy_layer { leaf, cache, adaptor };
 const char* strategy_layer_name(strategy_layer layer) noexcept;  // "leaf", "cache", "adaptor"
 
-// While a chain is built (chain_builder.cpp): the chain so far, and the physical memory of a strategy
-// that maps granules (expandable), which the fault and limit layers wrap until the strategy's layer
-// takes it.
+// While a chain is built (chain_builder.cpp): the chain so far, and the VMM (gpumem/vmm.hpp) of a
+// strategy that maps granules (expandable), which the fault and limit layers wrap until the
+// strategy's layer takes it.
 struct chain_build {
   resource_chain& chain;
-  std::unique_ptr<physical_memory> physical;
+  std::unique_ptr<vmm> physical;
 };
 
 // Something a strategy calls on a CUDA device: a driver entry point ("cuMemCreate") or a feature
@@ -157,13 +184,13 @@ struct strategy_descriptor {
   // of these refuses the strategy by name (driver_unsupported) rather than failing a call later.
   std::vector<driver_need> driver_needs;
 
-  // The leaf: its name in chain_layers() and how it is made. A leaf over physical memory sets
+  // The leaf: its name in chain_layers() and how it is made. A leaf over a VMM sets
   // build.physical and returns nullptr.
   const char* (*leaf_name)(const chain_spec& spec) = nullptr;
   std::unique_ptr<memory_resource> (*make_leaf)(const chain_spec& spec, chain_build& build) = nullptr;
   // The strategy's layer over the (fault-injected, limited) leaf: nullptr name where there is none.
   // The leaf that stands for make_leaf's under chain_spec::address_only: an address-only resource,
-  // or (a strategy over physical memory) build.physical set to an address-only physical memory and
+  // or (a strategy over a VMM) build.physical set to an address-only VMM and
   // nullptr returned. Set exactly where flags.address_only is.
   std::unique_ptr<memory_resource> (*make_address_only_leaf)(const chain_spec& spec, chain_build& build) = nullptr;
   const char* (*layer_name)(const chain_spec& spec) = nullptr;
@@ -178,6 +205,15 @@ struct strategy_descriptor {
   // Why a device strategy has no address-only twin (without the address_only flag), said where a
   // replay leaves it out (libgpumem_torch's out-of-memory report); "" where nothing needs saying.
   std::string no_address_only;
+  // A limit that libgpumem_torch puts under the strategy from a variable of the strategy's own, beside
+  // its options: 'free' (the default: the device's free memory less a margin, for memory that can
+  // outgrow the device, as managed memory can), 'none' or a size. `variable` empty: no such limit.
+  // `label` names it in the library's description of its configuration.
+  struct front_limit_setting {
+    std::string variable;  // e.g. GPUMEM_UVM_LIMIT
+    std::string label;     // e.g. uvm.limit
+  };
+  front_limit_setting front_limit;
 
   // The option `key` (JavaScript key), or nullptr.
   const option_descriptor* option(std::string_view key) const noexcept;
@@ -216,7 +252,11 @@ std::string option_text(const option_value& value);
 // "description", "layer", "wraps", "flags": {...}, "options": [{"key", "kind", "minimum", "choices",
 // "default", "required", "help", "doc", "placement", "js", "env", "envAliases"}]}]. Each strategy is
 // listed once, by its name; "aliases" are its deprecated names and "envAliases" the deprecated
-// spellings of an option's variable (option_env_aliases).
+// spellings of an option's variable (option_env_aliases). "flags" holds every flag of
+// GPUMEM_STRATEGY_FLAGS by its key.
 std::string strategies_json();
+// The flags themselves as JSON: [{"key", "js", "doc"}] in the order of GPUMEM_STRATEGY_FLAGS ("js":
+// the TypeScript registry has it). The addon's strategyFlags(); code generation reads it.
+std::string strategy_flags_json();
 
 }  // namespace gpumem

@@ -4,7 +4,7 @@
 // moves it, and it keeps its address when it moves.
 //
 //  - every block has a virtual range of its own, its size rounded up to the granule (2 MiB), backed
-//    by one physical allocation on one tier (tier_memory.hpp: CUDA VMM, or the memfd host twin);
+//    by one physical allocation on one tier (vmm.hpp: CUDA VMM, or the memfd host twin);
 //  - placement (set_placement): automatic puts a block on the device while the device tier's bytes
 //    (live and cached) stay within device_budget_bytes and the driver gives memory, and on the host
 //    (a spill) otherwise, within host_budget_bytes; device means the device only and host the host
@@ -52,7 +52,7 @@
 #include "gpumem/memory_resource.hpp"
 #include "gpumem/sleep.hpp"
 #include "gpumem/stream_ordering.hpp"
-#include "gpumem/tier_memory.hpp"
+#include "gpumem/vmm.hpp"
 
 namespace gpumem {
 
@@ -87,7 +87,7 @@ class tiered_resource final : public memory_resource, public sleepable {
   // Owns `memory`. `ordering` defaults to the one matching its kind (CUDA events on a GPU, nothing on
   // the host twin). Throws invalid_state where no host budget can be decided (no /proc/meminfo and
   // no host_budget_bytes).
-  explicit tiered_resource(std::unique_ptr<tier_memory> memory, tiered_options options = {},
+  explicit tiered_resource(std::unique_ptr<vmm> memory, tiered_options options = {},
                            std::unique_ptr<stream_ordering> ordering = nullptr);
   // Unmaps and releases every block, live or cached (a sleeping one has nothing mapped), and frees
   // the backups of sleeping tags.

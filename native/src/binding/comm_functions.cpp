@@ -18,6 +18,7 @@
 #include "comm/nccl_library.hpp"
 #include "comm/staging.hpp"
 #include "convert.hpp"
+#include "function_helpers.hpp"
 #include "gpumem/device.hpp"
 #include "gpumem/errors.hpp"
 
@@ -250,10 +251,7 @@ Napi::Value DieWithParent(const Napi::CallbackInfo& info) {
 // stageIn(ptr, device, stream, source: Float32Array): the source into `ptr`, ordered the same way.
 // Both return once the copy is done.
 Napi::Float32Array f32_array_arg(const Napi::Value& v, const char* name) {
-  if (!v.IsTypedArray() || v.As<Napi::TypedArray>().TypedArrayType() != napi_float32_array) {
-    throw invalid_argument(invalid_argument::kind::type, name, std::string("Expected a Float32Array for ") + name + " but received " + describe(v));
-  }
-  return v.As<Napi::Float32Array>();
+  return typed_array_arg<Napi::Float32Array>(v, napi_float32_array, name, "Float32Array");
 }
 Napi::Value StageOut(const Napi::CallbackInfo& info) {
   return comm_guarded(info.Env(), [&] {

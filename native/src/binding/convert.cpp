@@ -52,13 +52,27 @@ Napi::Object from_stats(Napi::Env env, const resource_stats& s) {
 }
 
 std::string describe(const Napi::Value& v) {
-  if (v.IsString()) return "'" + v.As<Napi::String>().Utf8Value() + "' of type string";
+  if (v.IsString()) {
+    // clipped as describeValue clips it: 80 UTF-16 code units, then the length in them
+    const std::u16string text = v.As<Napi::String>().Utf16Value();
+    constexpr std::size_t shown_chars = 80;
+    if (text.size() <= shown_chars) return "'" + v.As<Napi::String>().Utf8Value() + "' of type string";
+    const std::string head = Napi::String::New(v.Env(), text.substr(0, shown_chars)).Utf8Value();
+    return "'" + head + "\u2026' (" + std::to_string(text.size()) + " characters) of type string";
+  }
   if (v.IsNull()) return "null";
   if (v.IsSymbol()) return "a symbol";
   if (v.IsUndefined()) return "undefined of type undefined";
-  if (v.IsObject() && !v.IsFunction()) return "an object";
+  if (v.IsArray()) return "an array";
+  if (v.IsFunction()) return "a function";
+  if (v.IsObject()) {
+    Napi::Env env = v.Env();
+    Napi::Object proto = env.Global().Get("Object").As<Napi::Object>().Get("prototype").As<Napi::Object>();
+    Napi::Function to_string = proto.Get("toString").As<Napi::Function>();
+    return "an object (" + to_string.Call(v, {}).As<Napi::String>().Utf8Value() + ")";
+  }
   Napi::Value text = v.ToString();
-  std::string type = v.IsNumber() ? "number" : v.IsBoolean() ? "boolean" : v.IsBigInt() ? "bigint" : v.IsFunction() ? "function" : "symbol";
+  std::string type = v.IsNumber() ? "number" : v.IsBoolean() ? "boolean" : v.IsBigInt() ? "bigint" : "symbol";
   return text.As<Napi::String>().Utf8Value() + (v.IsBigInt() ? "n" : "") + " of type " + type;
 }
 
@@ -77,41 +91,66 @@ std::string get_string(const Napi::Object& o, const char* key, const std::string
   return v.IsUndefined() || v.IsNull() ? fallback : v.ToString().Utf8Value();
 }
 
-std::vector<tag_id> to_tags(const Napi::Value& v, const char* name) {
+namespace {
+
+// One tag name: a TypeError for a non-string; the core's own checks (intern_tag: empty, too long,
+// control characters) with the argument named, as the TypeScript checkTag names it.
+tag_id to_tag(const Napi::Value& e, const std::string& name) {
+  if (!e.IsString()) {
+    throw invalid_argument(invalid_argument::kind::type, name, "Expected a tag name (string) for " + name + " but received " + describe(e));
+  }
+  try {
+    return intern_tag(e.As<Napi::String>().Utf8Value());
+  } catch (const invalid_argument& err) {
+    std::string message = err.what();
+    const std::size_t at = message.find(" but received");
+    if (at != std::string::npos) message.insert(at, " for " + name);
+    throw invalid_argument(err.error_kind(), name, message);
+  }
+}
+
+}  // namespace
+
+std::vector<tag_id> to_tags(const Napi::Value& v, const std::string& name) {
   std::vector<tag_id> out;
-  if (v.IsUndefined() || v.IsNull()) return out;
+  if (v.IsUndefined()) return out;
   if (!v.IsArray()) {
-    throw invalid_argument(invalid_argument::kind::type, name,
-                           std::string("Expected an array of tag names for ") + name + " but received " + describe(v));
+    throw invalid_argument(invalid_argument::kind::type, name, "Expected an array of tag names for " + name + " but received " + describe(v));
   }
   Napi::Array a = v.As<Napi::Array>();
-  for (std::uint32_t i = 0; i < a.Length(); ++i) {
-    Napi::Value e = a.Get(i);
-    if (!e.IsString()) {
-      throw invalid_argument(invalid_argument::kind::type, name,
-                             std::string("Expected a tag name (string) for ") + name + "[" + std::to_string(i) + "] but received " +
-                                 describe(e));
-    }
-    out.push_back(intern_tag(e.As<Napi::String>().Utf8Value()));
-  }
+  for (std::uint32_t i = 0; i < a.Length(); ++i) out.push_back(to_tag(a.Get(i), name + "[" + std::to_string(i) + "]"));
   return out;
 }
 
-sleep_request to_sleep_request(const Napi::Value& v) {
+sleep_request to_sleep_request(const Napi::Value& v, bool* names_no_tag) {
   sleep_request request;
-  if (v.IsUndefined() || v.IsNull()) return request;
-  if (!v.IsObject() || v.IsArray()) {
+  *names_no_tag = false;
+  if (v.IsUndefined()) return request;
+  if (!v.IsObject() || v.IsArray() || v.IsFunction()) {
     throw invalid_argument(invalid_argument::kind::type, "request",
                            "Expected an object { tags?, keep? } for request but received " + describe(v));
   }
   const Napi::Object o = v.As<Napi::Object>();
-  request.tags = to_tags(o.Get("tags"), "tags");
+  Napi::Array keys = o.GetPropertyNames();
+  for (std::uint32_t i = 0; i < keys.Length(); ++i) {
+    const std::string key = keys.Get(i).ToString().Utf8Value();
+    if (key != "tags" && key != "keep") {
+      throw invalid_argument(invalid_argument::kind::type, key, "Unknown option '" + key + "' in request; expected one of: tags, keep");
+    }
+  }
+  const Napi::Value tags = o.Get("tags");
+  request.tags = to_tags(tags, "request.tags");
+  *names_no_tag = tags.IsArray() && request.tags.empty();
   const Napi::Value keep = o.Get("keep");
   if (keep.IsBoolean()) {
     request.keep_all = keep.As<Napi::Boolean>().Value();
   } else if (!keep.IsUndefined()) {
+    if (!keep.IsArray()) {
+      throw invalid_argument(invalid_argument::kind::type, "request.keep",
+                             "Expected a boolean or an array of tag names for request.keep but received " + describe(keep));
+    }
     request.keep_all = false;
-    request.keep = to_tags(keep, "keep");
+    request.keep = to_tags(keep, "request.keep");
   }
   return request;
 }

@@ -21,17 +21,20 @@ Napi::Value from_pointer(Napi::Env env, const void* p);
 Napi::Object from_stats(Napi::Env env, const resource_stats& s);
 
 // Sleep and wake by tag (gpumem/sleep.hpp). Tags travel as names; ids stay in C++.
-//   request: undefined | { tags?: string[], keep?: boolean | string[] } (the TypeScript layer checks
-//   the shape; these throw invalid_argument naming the field for anything else);
+//   request: undefined | { tags?: string[], keep?: boolean | string[] }, decoded once, here: the
+//   TypeScript layer passes it as given, and anything else throws invalid_argument naming the field
+//   (request.tags[1], ...), a TypeError or RangeError in JavaScript. *names_no_tag is set where the
+//   request lists no tag (tags: []): nothing sleeps, where a request without tags sleeps every tag.
 //   tags: undefined | string[] (wake).
-sleep_request to_sleep_request(const Napi::Value& v);
-std::vector<tag_id> to_tags(const Napi::Value& v, const char* name);
+sleep_request to_sleep_request(const Napi::Value& v, bool* names_no_tag);
+std::vector<tag_id> to_tags(const Napi::Value& v, const std::string& name);
 // { changed: string[], unchanged: string[], deviceBytes, copiedBytes, seconds }
 Napi::Object from_sleep_report(Napi::Env env, const sleep_report& r);
 // [{ tag, asleep, mode: 'keep' | 'discard', allocatedBytes, deviceBytes, sleptBytes, backupBytes }]
 Napi::Array from_tag_states(Napi::Env env, const std::vector<tag_state>& states);
 
-// A value as validate.ts describes it in messages: "-1 of type number", "'x' of type string".
+// A value as validate.ts's describeValue shows it in messages: "-1 of type number", "'x' of type
+// string" (clipped to 80 characters, with its length), "null", "an array", "an object ([object Object])".
 std::string describe(const Napi::Value& v);
 
 // Optional object properties with defaults.

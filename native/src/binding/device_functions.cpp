@@ -1,6 +1,7 @@
 #include "device_functions.hpp"
 
 #include "convert.hpp"
+#include "function_helpers.hpp"
 #include "gpumem/device.hpp"
 #include "gpumem/peer_access.hpp"
 #include "gpumem/topology.hpp"
@@ -93,24 +94,15 @@ Napi::Value DestroyStream(const Napi::CallbackInfo& info) {
 }
 
 Napi::Value SynchronizeStream(const Napi::CallbackInfo& info) {
-  return guarded(info.Env(), [&] {
-    synchronize_stream(to_stream(info[0]));
-    return info.Env().Undefined();
-  });
+  return guarded_undefined(info.Env(), [&] { synchronize_stream(to_stream(info[0])); });
 }
 
 Napi::Value SynchronizeDevice(const Napi::CallbackInfo& info) {
-  return guarded(info.Env(), [&] {
-    synchronize_device(device_arg(info, 0));
-    return info.Env().Undefined();
-  });
+  return guarded_undefined(info.Env(), [&] { synchronize_device(device_arg(info, 0)); });
 }
 
 Napi::Value SetCurrentDevice(const Napi::CallbackInfo& info) {
-  return guarded(info.Env(), [&] {
-    set_current_device(device_arg(info, 0));
-    return info.Env().Undefined();
-  });
+  return guarded_undefined(info.Env(), [&] { set_current_device(device_arg(info, 0)); });
 }
 
 Napi::Value CreateEvent(const Napi::CallbackInfo& info) {
@@ -123,17 +115,11 @@ Napi::Value DestroyEvent(const Napi::CallbackInfo& info) {
 }
 
 Napi::Value RecordEvent(const Napi::CallbackInfo& info) {
-  return guarded(info.Env(), [&] {
-    record_event(to_pointer(info[0]), to_stream(info[1]));
-    return info.Env().Undefined();
-  });
+  return guarded_undefined(info.Env(), [&] { record_event(to_pointer(info[0]), to_stream(info[1])); });
 }
 
 Napi::Value SynchronizeEvent(const Napi::CallbackInfo& info) {
-  return guarded(info.Env(), [&] {
-    synchronize_event(to_pointer(info[0]));
-    return info.Env().Undefined();
-  });
+  return guarded_undefined(info.Env(), [&] { synchronize_event(to_pointer(info[0])); });
 }
 
 Napi::Value QueryEvent(const Napi::CallbackInfo& info) {
@@ -147,10 +133,7 @@ Napi::Value ElapsedMs(const Napi::CallbackInfo& info) {
 }
 
 Napi::Value BeginCapture(const Napi::CallbackInfo& info) {
-  return guarded(info.Env(), [&] {
-    begin_capture(to_stream(info[0]));
-    return info.Env().Undefined();
-  });
+  return guarded_undefined(info.Env(), [&] { begin_capture(to_stream(info[0])); });
 }
 
 Napi::Value EndCapture(const Napi::CallbackInfo& info) {
@@ -158,10 +141,7 @@ Napi::Value EndCapture(const Napi::CallbackInfo& info) {
 }
 
 Napi::Value LaunchGraph(const Napi::CallbackInfo& info) {
-  return guarded(info.Env(), [&] {
-    launch_graph(to_pointer(info[0]), to_stream(info[1]));
-    return info.Env().Undefined();
-  });
+  return guarded_undefined(info.Env(), [&] { launch_graph(to_pointer(info[0]), to_stream(info[1])); });
 }
 
 Napi::Value DestroyGraph(const Napi::CallbackInfo& info) {
@@ -196,29 +176,30 @@ void register_device_functions(Napi::Env env, Napi::Object exports) {
   exports.Set("driverVersion", Napi::Number::New(env, driver_version()));
   exports.Set("runtimeVersion", Napi::Number::New(env, ops::runtime_version()));
   exports.Set("cudaArchitectures", Napi::String::New(env, ops::built_cuda_architectures()));
-  exports.Set("kernelImage", Napi::Function::New<KernelImage>(env, "kernelImage"));
-  exports.Set("deviceCount", Napi::Function::New<DeviceCount>(env, "deviceCount"));
-  exports.Set("deviceStatus", Napi::Function::New<DeviceStatus>(env, "deviceStatus"));
-  exports.Set("deviceProperties", Napi::Function::New<DeviceProperties>(env, "deviceProperties"));
-  exports.Set("memoryInfo", Napi::Function::New<MemoryInfo>(env, "memoryInfo"));
-  exports.Set("peerTopology", Napi::Function::New<PeerTopology>(env, "peerTopology"));
-  exports.Set("canAccessPeer", Napi::Function::New<CanAccessPeer>(env, "canAccessPeer"));
-  exports.Set("createStream", Napi::Function::New<CreateStream>(env, "createStream"));
-  exports.Set("destroyStream", Napi::Function::New<DestroyStream>(env, "destroyStream"));
-  exports.Set("synchronizeStream", Napi::Function::New<SynchronizeStream>(env, "synchronizeStream"));
-  exports.Set("synchronizeDevice", Napi::Function::New<SynchronizeDevice>(env, "synchronizeDevice"));
-  exports.Set("setCurrentDevice", Napi::Function::New<SetCurrentDevice>(env, "setCurrentDevice"));
-  exports.Set("createEvent", Napi::Function::New<CreateEvent>(env, "createEvent"));
-  exports.Set("destroyEvent", Napi::Function::New<DestroyEvent>(env, "destroyEvent"));
-  exports.Set("recordEvent", Napi::Function::New<RecordEvent>(env, "recordEvent"));
-  exports.Set("synchronizeEvent", Napi::Function::New<SynchronizeEvent>(env, "synchronizeEvent"));
-  exports.Set("queryEvent", Napi::Function::New<QueryEvent>(env, "queryEvent"));
-  exports.Set("elapsedMs", Napi::Function::New<ElapsedMs>(env, "elapsedMs"));
-  exports.Set("canLoadLibrary", Napi::Function::New<CanLoadLibrary>(env, "canLoadLibrary"));
-  exports.Set("beginCapture", Napi::Function::New<BeginCapture>(env, "beginCapture"));
-  exports.Set("endCapture", Napi::Function::New<EndCapture>(env, "endCapture"));
-  exports.Set("launchGraph", Napi::Function::New<LaunchGraph>(env, "launchGraph"));
-  exports.Set("destroyGraph", Napi::Function::New<DestroyGraph>(env, "destroyGraph"));
+  set_functions(env, exports,
+                {{"kernelImage", KernelImage},
+                 {"deviceCount", DeviceCount},
+                 {"deviceStatus", DeviceStatus},
+                 {"deviceProperties", DeviceProperties},
+                 {"memoryInfo", MemoryInfo},
+                 {"peerTopology", PeerTopology},
+                 {"canAccessPeer", CanAccessPeer},
+                 {"createStream", CreateStream},
+                 {"destroyStream", DestroyStream},
+                 {"synchronizeStream", SynchronizeStream},
+                 {"synchronizeDevice", SynchronizeDevice},
+                 {"setCurrentDevice", SetCurrentDevice},
+                 {"createEvent", CreateEvent},
+                 {"destroyEvent", DestroyEvent},
+                 {"recordEvent", RecordEvent},
+                 {"synchronizeEvent", SynchronizeEvent},
+                 {"queryEvent", QueryEvent},
+                 {"elapsedMs", ElapsedMs},
+                 {"canLoadLibrary", CanLoadLibrary},
+                 {"beginCapture", BeginCapture},
+                 {"endCapture", EndCapture},
+                 {"launchGraph", LaunchGraph},
+                 {"destroyGraph", DestroyGraph}});
 }
 
 }  // namespace gpumem::binding

@@ -9,6 +9,7 @@
 #include <string>
 
 #include "convert.hpp"
+#include "function_helpers.hpp"
 #include "gpumem/errors.hpp"
 #include "ops/ops.hpp"
 #include "ops/workspace.hpp"
@@ -83,19 +84,73 @@ class args {
   const Napi::CallbackInfo& info_;
 };
 
-template <class F>
-Napi::Value run(const Napi::CallbackInfo& info, F&& f) {
-  return guarded(info.Env(), [&] {
-    f();
-    return info.Env().Undefined();
-  });
-}
-
 using i32 = std::int32_t;
 using u8 = std::uint8_t;
 
+// The ops that share one argument list, each bound by the one conversion of its shape.
+
+// Y = f(X), n floats (relu, gelu).
+Napi::Value elementwise(const Napi::CallbackInfo& info, const char* fn,
+                        void (*op)(bool, stream_handle, const float*, float*, i64)) {
+  return guarded_undefined(info.Env(), [&] {
+    args a(info, 5, fn);
+    op(a.flag(0), a.stream(1), a.ptr<const float>(2, "X"), a.ptr<float>(3, "Y"), a.integer(4, "n"));
+  });
+}
+
+// dX = dY * f'(input), n floats; input: what the backward pass reads (relu: its output Y, gelu: its input X).
+Napi::Value elementwise_backward(const Napi::CallbackInfo& info, const char* fn, const char* input,
+                                 void (*op)(bool, stream_handle, const float*, const float*, float*, i64)) {
+  return guarded_undefined(info.Env(), [&] {
+    args a(info, 6, fn);
+    op(a.flag(0), a.stream(1), a.ptr<const float>(2, input), a.ptr<const float>(3, "dY"), a.ptr<float>(4, "dX"),
+       a.integer(5, "n"));
+  });
+}
+
+// Y[rows,cols] += bias[cols], the ReLU after it or not (addBias, addBiasRelu).
+Napi::Value bias_add(const Napi::CallbackInfo& info, const char* fn,
+                     void (*op)(bool, stream_handle, float*, const float*, i64, i64)) {
+  return guarded_undefined(info.Env(), [&] {
+    args a(info, 6, fn);
+    op(a.flag(0), a.stream(1), a.ptr<float>(2, "Y"), a.ptr<const float>(3, "bias"), a.integer(4, "rows"),
+       a.integer(5, "cols"));
+  });
+}
+
+// Y = alpha * X or Y += alpha * X, n floats (scale, axpy).
+Napi::Value scaled(const Napi::CallbackInfo& info, const char* fn,
+                   void (*op)(bool, stream_handle, float, const float*, float*, i64)) {
+  return guarded_undefined(info.Env(), [&] {
+    args a(info, 6, fn);
+    op(a.flag(0), a.stream(1), a.f32(2, "alpha"), a.ptr<const float>(3, "X"), a.ptr<float>(4, "Y"), a.integer(5, "n"));
+  });
+}
+
+// E rows of H floats moved by an i32 index (gatherRows: X to out, scatterAddRows: src added into out).
+Napi::Value indexed_rows(const Napi::CallbackInfo& info, const char* fn, const char* source,
+                         void (*op)(bool, stream_handle, const float*, const i32*, float*, i64, i64)) {
+  return guarded_undefined(info.Env(), [&] {
+    args a(info, 7, fn);
+    op(a.flag(0), a.stream(1), a.ptr<const float>(2, source), a.ptr<const i32>(3, "index"), a.ptr<float>(4, "out"),
+       a.integer(5, "E"), a.integer(6, "H"));
+  });
+}
+
+// out = A X for the CSR matrix (rowptr, col, val) of N rows, X with H columns stored as X (float or bf16).
+template <class X>
+Napi::Value sparse_product(const Napi::CallbackInfo& info, const char* fn,
+                           void (*op)(bool, stream_handle, const i32*, const i32*, const float*, const X*, float*, i64,
+                                      i64)) {
+  return guarded_undefined(info.Env(), [&] {
+    args a(info, 9, fn);
+    op(a.flag(0), a.stream(1), a.ptr<const i32>(2, "rowptr"), a.ptr<const i32>(3, "col"), a.ptr<const float>(4, "val"),
+       a.ptr<const X>(5, "X"), a.ptr<float>(6, "out"), a.integer(7, "N"), a.integer(8, "H"));
+  });
+}
+
 Napi::Value Gemm(const Napi::CallbackInfo& info) {
-  return run(info, [&] {
+  return guarded_undefined(info.Env(), [&] {
     args a(info, 12, "gemm");
     ops::gemm(a.flag(0), a.stream(1), a.flag(2), a.flag(3), a.integer(4, "M"), a.integer(5, "N"), a.integer(6, "K"),
               a.f32(7, "alpha"), a.ptr<const float>(8, "A"), a.ptr<const float>(9, "B"), a.f32(10, "beta"),
@@ -103,55 +158,34 @@ Napi::Value Gemm(const Napi::CallbackInfo& info) {
   });
 }
 
-Napi::Value AddBias(const Napi::CallbackInfo& info) {
-  return run(info, [&] {
-    args a(info, 6, "addBias");
-    ops::add_bias(a.flag(0), a.stream(1), a.ptr<float>(2, "Y"), a.ptr<const float>(3, "bias"), a.integer(4, "rows"),
-                  a.integer(5, "cols"));
-  });
-}
+Napi::Value AddBias(const Napi::CallbackInfo& info) { return bias_add(info, "addBias", ops::add_bias); }
 
 Napi::Value BiasGrad(const Napi::CallbackInfo& info) {
-  return run(info, [&] {
+  return guarded_undefined(info.Env(), [&] {
     args a(info, 7, "biasGrad");
     ops::bias_grad(a.flag(0), a.stream(1), a.ptr<const float>(2, "dY"), a.ptr<float>(3, "dBias"),
                    a.integer(4, "rows"), a.integer(5, "cols"), a.flag(6));
   });
 }
 
-Napi::Value AddBiasRelu(const Napi::CallbackInfo& info) {
-  return run(info, [&] {
-    args a(info, 6, "addBiasRelu");
-    ops::add_bias_relu(a.flag(0), a.stream(1), a.ptr<float>(2, "Y"), a.ptr<const float>(3, "bias"),
-                       a.integer(4, "rows"), a.integer(5, "cols"));
-  });
-}
+Napi::Value AddBiasRelu(const Napi::CallbackInfo& info) { return bias_add(info, "addBiasRelu", ops::add_bias_relu); }
 
 Napi::Value ReluBiasGrad(const Napi::CallbackInfo& info) {
-  return run(info, [&] {
+  return guarded_undefined(info.Env(), [&] {
     args a(info, 7, "reluBiasGrad");
     ops::relu_bias_grad(a.flag(0), a.stream(1), a.ptr<const float>(2, "Y"), a.ptr<float>(3, "dY"),
                         a.ptr<float>(4, "dBias"), a.integer(5, "rows"), a.integer(6, "cols"));
   });
 }
 
-Napi::Value Relu(const Napi::CallbackInfo& info) {
-  return run(info, [&] {
-    args a(info, 5, "relu");
-    ops::relu(a.flag(0), a.stream(1), a.ptr<const float>(2, "X"), a.ptr<float>(3, "Y"), a.integer(4, "n"));
-  });
-}
+Napi::Value Relu(const Napi::CallbackInfo& info) { return elementwise(info, "relu", ops::relu); }
 
 Napi::Value ReluBackward(const Napi::CallbackInfo& info) {
-  return run(info, [&] {
-    args a(info, 6, "reluBackward");
-    ops::relu_backward(a.flag(0), a.stream(1), a.ptr<const float>(2, "Y"), a.ptr<const float>(3, "dY"),
-                       a.ptr<float>(4, "dX"), a.integer(5, "n"));
-  });
+  return elementwise_backward(info, "reluBackward", "Y", ops::relu_backward);
 }
 
 Napi::Value Dropout(const Napi::CallbackInfo& info) {
-  return run(info, [&] {
+  return guarded_undefined(info.Env(), [&] {
     args a(info, 9, "dropout");
     ops::dropout(a.flag(0), a.stream(1), a.ptr<const float>(2, "X"), a.ptr<float>(3, "Y"), a.ptr<u8>(4, "mask"),
                  a.integer(5, "n"), a.number(6, "p"), a.counter(7, "seed"), a.counter(8, "offset"));
@@ -159,7 +193,7 @@ Napi::Value Dropout(const Napi::CallbackInfo& info) {
 }
 
 Napi::Value DropoutBackward(const Napi::CallbackInfo& info) {
-  return run(info, [&] {
+  return guarded_undefined(info.Env(), [&] {
     args a(info, 7, "dropoutBackward");
     ops::dropout_backward(a.flag(0), a.stream(1), a.ptr<const float>(2, "dY"), a.ptr<const u8>(3, "mask"),
                           a.ptr<float>(4, "dX"), a.integer(5, "n"), a.number(6, "p"));
@@ -167,7 +201,7 @@ Napi::Value DropoutBackward(const Napi::CallbackInfo& info) {
 }
 
 Napi::Value SoftmaxCrossEntropy(const Napi::CallbackInfo& info) {
-  return run(info, [&] {
+  return guarded_undefined(info.Env(), [&] {
     args a(info, 11, "softmaxCrossEntropy");
     ops::softmax_cross_entropy(a.flag(0), a.stream(1), a.ptr<const float>(2, "logits"), a.ptr<const i32>(3, "labels"),
                                a.ptr<const i32>(4, "rowIndex"), a.integer(5, "R"), a.integer(6, "N"),
@@ -177,7 +211,7 @@ Napi::Value SoftmaxCrossEntropy(const Napi::CallbackInfo& info) {
 }
 
 Napi::Value SoftmaxCrossEntropyBiasGrad(const Napi::CallbackInfo& info) {
-  return run(info, [&] {
+  return guarded_undefined(info.Env(), [&] {
     args a(info, 11, "softmaxCrossEntropyBiasGrad");
     ops::softmax_cross_entropy_bias_grad(a.flag(0), a.stream(1), a.ptr<const float>(2, "logits"),
                                          a.ptr<const i32>(3, "labels"), a.integer(4, "N"), a.integer(5, "C"),
@@ -188,7 +222,7 @@ Napi::Value SoftmaxCrossEntropyBiasGrad(const Napi::CallbackInfo& info) {
 }
 
 Napi::Value Accuracy(const Napi::CallbackInfo& info) {
-  return run(info, [&] {
+  return guarded_undefined(info.Env(), [&] {
     args a(info, 9, "accuracy");
     ops::accuracy(a.flag(0), a.stream(1), a.ptr<const float>(2, "logits"), a.ptr<const i32>(3, "labels"),
                   a.ptr<const i32>(4, "rowIndex"), a.integer(5, "R"), a.integer(6, "N"), a.integer(7, "C"),
@@ -197,7 +231,7 @@ Napi::Value Accuracy(const Napi::CallbackInfo& info) {
 }
 
 Napi::Value Sgd(const Napi::CallbackInfo& info) {
-  return run(info, [&] {
+  return guarded_undefined(info.Env(), [&] {
     args a(info, 6, "sgd");
     ops::sgd(a.flag(0), a.stream(1), a.ptr<float>(2, "W"), a.ptr<const float>(3, "G"), a.integer(4, "n"),
              a.f32(5, "lr"));
@@ -205,7 +239,7 @@ Napi::Value Sgd(const Napi::CallbackInfo& info) {
 }
 
 Napi::Value Adam(const Napi::CallbackInfo& info) {
-  return run(info, [&] {
+  return guarded_undefined(info.Env(), [&] {
     args a(info, 12, "adam");
     ops::adam(a.flag(0), a.stream(1), a.ptr<float>(2, "W"), a.ptr<const float>(3, "G"), a.ptr<float>(4, "M"),
               a.ptr<float>(5, "V"), a.integer(6, "n"), a.f32(7, "lr"), a.f32(8, "beta1"), a.f32(9, "beta2"),
@@ -214,15 +248,11 @@ Napi::Value Adam(const Napi::CallbackInfo& info) {
 }
 
 Napi::Value GatherRows(const Napi::CallbackInfo& info) {
-  return run(info, [&] {
-    args a(info, 7, "gatherRows");
-    ops::gather_rows(a.flag(0), a.stream(1), a.ptr<const float>(2, "X"), a.ptr<const i32>(3, "index"),
-                     a.ptr<float>(4, "out"), a.integer(5, "E"), a.integer(6, "H"));
-  });
+  return indexed_rows(info, "gatherRows", "X", ops::gather_rows);
 }
 
 Napi::Value GatherBatch(const Napi::CallbackInfo& info) {
-  return run(info, [&] {
+  return guarded_undefined(info.Env(), [&] {
     args a(info, 10, "gatherBatch");
     ops::gather_batch(a.flag(0), a.stream(1), a.ptr<const float>(2, "X"), a.ptr<const i32>(3, "labels"),
                       a.ptr<const i32>(4, "index"), a.ptr<const i32>(5, "step"), a.integer(6, "rows"),
@@ -231,33 +261,17 @@ Napi::Value GatherBatch(const Napi::CallbackInfo& info) {
 }
 
 Napi::Value ScatterAddRows(const Napi::CallbackInfo& info) {
-  return run(info, [&] {
-    args a(info, 7, "scatterAddRows");
-    ops::scatter_add_rows(a.flag(0), a.stream(1), a.ptr<const float>(2, "src"), a.ptr<const i32>(3, "index"),
-                          a.ptr<float>(4, "out"), a.integer(5, "E"), a.integer(6, "H"));
-  });
+  return indexed_rows(info, "scatterAddRows", "src", ops::scatter_add_rows);
 }
 
-Napi::Value Spmm(const Napi::CallbackInfo& info) {
-  return run(info, [&] {
-    args a(info, 9, "spmm");
-    ops::spmm(a.flag(0), a.stream(1), a.ptr<const i32>(2, "rowptr"), a.ptr<const i32>(3, "col"),
-              a.ptr<const float>(4, "val"), a.ptr<const float>(5, "X"), a.ptr<float>(6, "out"), a.integer(7, "N"),
-              a.integer(8, "H"));
-  });
-}
+Napi::Value Spmm(const Napi::CallbackInfo& info) { return sparse_product<float>(info, "spmm", ops::spmm); }
 
 Napi::Value SpmmBf16(const Napi::CallbackInfo& info) {
-  return run(info, [&] {
-    args a(info, 9, "spmmBf16");
-    ops::spmm_bf16(a.flag(0), a.stream(1), a.ptr<const i32>(2, "rowptr"), a.ptr<const i32>(3, "col"),
-                   a.ptr<const float>(4, "val"), a.ptr<const std::uint16_t>(5, "X"), a.ptr<float>(6, "out"),
-                   a.integer(7, "N"), a.integer(8, "H"));
-  });
+  return sparse_product<std::uint16_t>(info, "spmmBf16", ops::spmm_bf16);
 }
 
 Napi::Value F32ToBf16(const Napi::CallbackInfo& info) {
-  return run(info, [&] {
+  return guarded_undefined(info.Env(), [&] {
     args a(info, 5, "f32ToBf16");
     ops::f32_to_bf16(a.flag(0), a.stream(1), a.ptr<const float>(2, "X"), a.ptr<std::uint16_t>(3, "Y"),
                      a.integer(4, "n"));
@@ -273,7 +287,7 @@ Napi::Value CsrBuildTempBytes(const Napi::CallbackInfo& info) {
 }
 
 Napi::Value CsrBuild(const Napi::CallbackInfo& info) {
-  return run(info, [&] {
+  return guarded_undefined(info.Env(), [&] {
     args a(info, 10, "csrBuild");
     const i64 temp_bytes = a.integer(9, "tempBytes");
     ops::check::non_negative(temp_bytes, "tempBytes");
@@ -284,7 +298,7 @@ Napi::Value CsrBuild(const Napi::CallbackInfo& info) {
 }
 
 Napi::Value RowDegrees(const Napi::CallbackInfo& info) {
-  return run(info, [&] {
+  return guarded_undefined(info.Env(), [&] {
     args a(info, 5, "rowDegrees");
     ops::row_degrees(a.flag(0), a.stream(1), a.ptr<const i32>(2, "rowptr"), a.integer(3, "N"),
                      a.ptr<float>(4, "deg"));
@@ -292,17 +306,18 @@ Napi::Value RowDegrees(const Napi::CallbackInfo& info) {
 }
 
 Napi::Value EdgeNorm(const Napi::CallbackInfo& info) {
-  return run(info, [&] {
+  return guarded_undefined(info.Env(), [&] {
     args a(info, 8, "edgeNorm");
     const i64 mode = a.integer(6, "mode");
-    if (mode < 0 || mode > 2) ops::check::fail_range("mode", "0 (symmetric), 1 (by row) or 2 (by column)", std::to_string(mode));
+    if (mode < 0 || mode > 2)
+      ops::check::fail_range("mode", "0 (symmetric), 1 (by row) or 2 (by column)", std::to_string(mode));
     ops::edge_norm(a.flag(0), a.stream(1), a.ptr<const i32>(2, "rowptr"), a.ptr<const i32>(3, "col"),
                    a.integer(4, "N"), a.ptr<const float>(5, "deg"), static_cast<int>(mode), a.ptr<float>(7, "val"));
   });
 }
 
 Napi::Value EdgeNormList(const Napi::CallbackInfo& info) {
-  return run(info, [&] {
+  return guarded_undefined(info.Env(), [&] {
     args a(info, 8, "edgeNormList");
     ops::edge_norm_list(a.flag(0), a.stream(1), a.ptr<const i32>(2, "src"), a.ptr<const i32>(3, "dst"),
                         a.ptr<const float>(4, "deg"), a.integer(5, "E"), static_cast<int>(a.integer(6, "mode")),
@@ -311,7 +326,7 @@ Napi::Value EdgeNormList(const Napi::CallbackInfo& info) {
 }
 
 Napi::Value ScaleRows(const Napi::CallbackInfo& info) {
-  return run(info, [&] {
+  return guarded_undefined(info.Env(), [&] {
     args a(info, 7, "scaleRows");
     ops::scale_rows(a.flag(0), a.stream(1), a.ptr<const float>(2, "X"), a.ptr<const float>(3, "w"),
                     a.ptr<float>(4, "out"), a.integer(5, "E"), a.integer(6, "H"));
@@ -319,7 +334,7 @@ Napi::Value ScaleRows(const Napi::CallbackInfo& info) {
 }
 
 Napi::Value RandomInts(const Napi::CallbackInfo& info) {
-  return run(info, [&] {
+  return guarded_undefined(info.Env(), [&] {
     args a(info, 7, "randomInts");
     ops::random_ints(a.flag(0), a.stream(1), a.ptr<i32>(2, "out"), a.integer(3, "n"), a.integer(4, "modulo"),
                      a.counter(5, "seed"), a.counter(6, "offset"));
@@ -327,7 +342,7 @@ Napi::Value RandomInts(const Napi::CallbackInfo& info) {
 }
 
 Napi::Value RandomNormal(const Napi::CallbackInfo& info) {
-  return run(info, [&] {
+  return guarded_undefined(info.Env(), [&] {
     args a(info, 6, "randomNormal");
     ops::random_normal(a.flag(0), a.stream(1), a.ptr<float>(2, "out"), a.integer(3, "n"), a.counter(4, "seed"),
                        a.counter(5, "offset"));
@@ -335,7 +350,7 @@ Napi::Value RandomNormal(const Napi::CallbackInfo& info) {
 }
 
 Napi::Value RandomUniform(const Napi::CallbackInfo& info) {
-  return run(info, [&] {
+  return guarded_undefined(info.Env(), [&] {
     args a(info, 8, "randomUniform");
     ops::random_uniform(a.flag(0), a.stream(1), a.ptr<float>(2, "out"), a.integer(3, "n"), a.f32(4, "low"),
                         a.f32(5, "high"), a.counter(6, "seed"), a.counter(7, "offset"));
@@ -343,14 +358,14 @@ Napi::Value RandomUniform(const Napi::CallbackInfo& info) {
 }
 
 Napi::Value FillF32(const Napi::CallbackInfo& info) {
-  return run(info, [&] {
+  return guarded_undefined(info.Env(), [&] {
     args a(info, 5, "fillF32");
     ops::fill_f32(a.flag(0), a.stream(1), a.ptr<float>(2, "ptr"), a.integer(3, "n"), a.f32(4, "value"));
   });
 }
 
 Napi::Value FillI32(const Napi::CallbackInfo& info) {
-  return run(info, [&] {
+  return guarded_undefined(info.Env(), [&] {
     args a(info, 5, "fillI32");
     const i64 value = a.integer(4, "value");
     ops::check::i32(value, "value");
@@ -359,7 +374,7 @@ Napi::Value FillI32(const Napi::CallbackInfo& info) {
 }
 
 Napi::Value AddI32(const Napi::CallbackInfo& info) {
-  return run(info, [&] {
+  return guarded_undefined(info.Env(), [&] {
     args a(info, 4, "addI32");
     const i64 value = a.integer(3, "value");
     ops::check::i32(value, "value");
@@ -368,30 +383,18 @@ Napi::Value AddI32(const Napi::CallbackInfo& info) {
 }
 
 Napi::Value StreamWait(const Napi::CallbackInfo& info) {
-  return run(info, [&] {
+  return guarded_undefined(info.Env(), [&] {
     args a(info, 3, "streamWait");
     ops::stream_wait(a.flag(0), a.stream(1), a.stream(2));
   });
 }
 
-Napi::Value Scale(const Napi::CallbackInfo& info) {
-  return run(info, [&] {
-    args a(info, 6, "scale");
-    ops::scale(a.flag(0), a.stream(1), a.f32(2, "alpha"), a.ptr<const float>(3, "X"), a.ptr<float>(4, "Y"),
-               a.integer(5, "n"));
-  });
-}
+Napi::Value Scale(const Napi::CallbackInfo& info) { return scaled(info, "scale", ops::scale); }
 
-Napi::Value Axpy(const Napi::CallbackInfo& info) {
-  return run(info, [&] {
-    args a(info, 6, "axpy");
-    ops::axpy(a.flag(0), a.stream(1), a.f32(2, "alpha"), a.ptr<const float>(3, "X"), a.ptr<float>(4, "Y"),
-              a.integer(5, "n"));
-  });
-}
+Napi::Value Axpy(const Napi::CallbackInfo& info) { return scaled(info, "axpy", ops::axpy); }
 
 Napi::Value GemmStridedBatched(const Napi::CallbackInfo& info) {
-  return run(info, [&] {
+  return guarded_undefined(info.Env(), [&] {
     args a(info, 19, "gemmStridedBatched");
     ops::gemm_strided_batched(a.flag(0), a.stream(1), a.flag(2), a.flag(3), a.integer(4, "M"), a.integer(5, "N"),
                               a.integer(6, "K"), a.f32(7, "alpha"), a.ptr<const float>(8, "A"), a.integer(9, "lda"),
@@ -402,7 +405,7 @@ Napi::Value GemmStridedBatched(const Napi::CallbackInfo& info) {
 }
 
 Napi::Value HeadsToBatch(const Napi::CallbackInfo& info) {
-  return run(info, [&] {
+  return guarded_undefined(info.Env(), [&] {
     args a(info, 9, "headsToBatch");
     ops::heads_to_batch(a.flag(0), a.stream(1), a.ptr<const float>(2, "X"), a.integer(3, "ldx"), a.ptr<float>(4, "Y"),
                         a.integer(5, "B"), a.integer(6, "T"), a.integer(7, "H"), a.integer(8, "D"));
@@ -410,7 +413,7 @@ Napi::Value HeadsToBatch(const Napi::CallbackInfo& info) {
 }
 
 Napi::Value BatchToHeads(const Napi::CallbackInfo& info) {
-  return run(info, [&] {
+  return guarded_undefined(info.Env(), [&] {
     args a(info, 9, "batchToHeads");
     ops::batch_to_heads(a.flag(0), a.stream(1), a.ptr<const float>(2, "Y"), a.ptr<float>(3, "X"), a.integer(4, "ldx"),
                         a.integer(5, "B"), a.integer(6, "T"), a.integer(7, "H"), a.integer(8, "D"));
@@ -418,7 +421,7 @@ Napi::Value BatchToHeads(const Napi::CallbackInfo& info) {
 }
 
 Napi::Value CausalSoftmax(const Napi::CallbackInfo& info) {
-  return run(info, [&] {
+  return guarded_undefined(info.Env(), [&] {
     args a(info, 7, "causalSoftmax");
     ops::causal_softmax(a.flag(0), a.stream(1), a.ptr<const float>(2, "S"), a.ptr<float>(3, "P"), a.integer(4, "rows"),
                         a.integer(5, "T"), a.f32(6, "scale"));
@@ -426,7 +429,7 @@ Napi::Value CausalSoftmax(const Napi::CallbackInfo& info) {
 }
 
 Napi::Value CausalSoftmaxBackward(const Napi::CallbackInfo& info) {
-  return run(info, [&] {
+  return guarded_undefined(info.Env(), [&] {
     args a(info, 8, "causalSoftmaxBackward");
     ops::causal_softmax_backward(a.flag(0), a.stream(1), a.ptr<const float>(2, "P"), a.ptr<const float>(3, "dP"),
                                  a.ptr<float>(4, "dS"), a.integer(5, "rows"), a.integer(6, "T"), a.f32(7, "scale"));
@@ -434,7 +437,7 @@ Napi::Value CausalSoftmaxBackward(const Napi::CallbackInfo& info) {
 }
 
 Napi::Value LayerNorm(const Napi::CallbackInfo& info) {
-  return run(info, [&] {
+  return guarded_undefined(info.Env(), [&] {
     args a(info, 11, "layerNorm");
     ops::layer_norm(a.flag(0), a.stream(1), a.ptr<const float>(2, "X"), a.ptr<const float>(3, "gamma"),
                     a.ptr<const float>(4, "beta"), a.ptr<float>(5, "Y"), a.ptr<float>(6, "mean"),
@@ -443,7 +446,7 @@ Napi::Value LayerNorm(const Napi::CallbackInfo& info) {
 }
 
 Napi::Value LayerNormBackward(const Napi::CallbackInfo& info) {
-  return run(info, [&] {
+  return guarded_undefined(info.Env(), [&] {
     args a(info, 13, "layerNormBackward");
     ops::layer_norm_backward(a.flag(0), a.stream(1), a.ptr<const float>(2, "dY"), a.ptr<const float>(3, "X"),
                              a.ptr<const float>(4, "gamma"), a.ptr<const float>(5, "mean"),
@@ -452,23 +455,14 @@ Napi::Value LayerNormBackward(const Napi::CallbackInfo& info) {
   });
 }
 
-Napi::Value Gelu(const Napi::CallbackInfo& info) {
-  return run(info, [&] {
-    args a(info, 5, "gelu");
-    ops::gelu(a.flag(0), a.stream(1), a.ptr<const float>(2, "X"), a.ptr<float>(3, "Y"), a.integer(4, "n"));
-  });
-}
+Napi::Value Gelu(const Napi::CallbackInfo& info) { return elementwise(info, "gelu", ops::gelu); }
 
 Napi::Value GeluBackward(const Napi::CallbackInfo& info) {
-  return run(info, [&] {
-    args a(info, 6, "geluBackward");
-    ops::gelu_backward(a.flag(0), a.stream(1), a.ptr<const float>(2, "X"), a.ptr<const float>(3, "dY"),
-                       a.ptr<float>(4, "dX"), a.integer(5, "n"));
-  });
+  return elementwise_backward(info, "geluBackward", "X", ops::gelu_backward);
 }
 
 Napi::Value Embedding(const Napi::CallbackInfo& info) {
-  return run(info, [&] {
+  return guarded_undefined(info.Env(), [&] {
     args a(info, 9, "embedding");
     ops::embedding(a.flag(0), a.stream(1), a.ptr<const i32>(2, "tokens"), a.ptr<const float>(3, "wte"),
                    a.ptr<const float>(4, "wpe"), a.ptr<float>(5, "out"), a.integer(6, "B"), a.integer(7, "T"),
@@ -477,7 +471,7 @@ Napi::Value Embedding(const Napi::CallbackInfo& info) {
 }
 
 Napi::Value EmbeddingBackward(const Napi::CallbackInfo& info) {
-  return run(info, [&] {
+  return guarded_undefined(info.Env(), [&] {
     args a(info, 9, "embeddingBackward");
     ops::embedding_backward(a.flag(0), a.stream(1), a.ptr<const float>(2, "dOut"), a.ptr<const i32>(3, "tokens"),
                             a.ptr<float>(4, "dWte"), a.ptr<float>(5, "dWpe"), a.integer(6, "B"), a.integer(7, "T"),
@@ -497,7 +491,7 @@ Napi::Value GemmBackend(const Napi::CallbackInfo& info) {
 
 // bindStreamWorkspace(onDevice, stream, scratchPtr, scratchBytes, blasPtr, blasBytes)
 Napi::Value BindStreamWorkspace(const Napi::CallbackInfo& info) {
-  return run(info, [&] {
+  return guarded_undefined(info.Env(), [&] {
     args a(info, 6, "bindStreamWorkspace");
     const i64 scratch_bytes = a.integer(3, "scratchBytes"), blas_bytes = a.integer(5, "blasBytes");
     ops::check::non_negative(scratch_bytes, "scratchBytes");
@@ -509,7 +503,7 @@ Napi::Value BindStreamWorkspace(const Napi::CallbackInfo& info) {
 
 // unbindStreamWorkspace(onDevice, stream)
 Napi::Value UnbindStreamWorkspace(const Napi::CallbackInfo& info) {
-  return run(info, [&] {
+  return guarded_undefined(info.Env(), [&] {
     args a(info, 2, "unbindStreamWorkspace");
     ops::unbind_stream_workspace(a.flag(0), a.stream(1));
   });
@@ -537,60 +531,58 @@ Napi::Value UnboundWorkspaceAllocations(const Napi::CallbackInfo& info) {
 
 void register_ops(Napi::Env env, Napi::Object exports) {
   Napi::Object o = Napi::Object::New(env);
-  auto add = [&](const char* name, Napi::Value (*fn)(const Napi::CallbackInfo&)) {
-    o.Set(name, Napi::Function::New(env, fn, name));
-  };
-  add("gemm", Gemm);
-  add("addBias", AddBias);
-  add("addBiasRelu", AddBiasRelu);
-  add("reluBiasGrad", ReluBiasGrad);
-  add("biasGrad", BiasGrad);
-  add("relu", Relu);
-  add("reluBackward", ReluBackward);
-  add("dropout", Dropout);
-  add("dropoutBackward", DropoutBackward);
-  add("softmaxCrossEntropy", SoftmaxCrossEntropy);
-  add("softmaxCrossEntropyBiasGrad", SoftmaxCrossEntropyBiasGrad);
-  add("accuracy", Accuracy);
-  add("sgd", Sgd);
-  add("adam", Adam);
-  add("gatherRows", GatherRows);
-  add("gatherBatch", GatherBatch);
-  add("scatterAddRows", ScatterAddRows);
-  add("spmm", Spmm);
-  add("spmmBf16", SpmmBf16);
-  add("f32ToBf16", F32ToBf16);
-  add("csrBuildTempBytes", CsrBuildTempBytes);
-  add("csrBuild", CsrBuild);
-  add("rowDegrees", RowDegrees);
-  add("edgeNorm", EdgeNorm);
-  add("edgeNormList", EdgeNormList);
-  add("scaleRows", ScaleRows);
-  add("randomInts", RandomInts);
-  add("randomNormal", RandomNormal);
-  add("randomUniform", RandomUniform);
-  add("fillF32", FillF32);
-  add("fillI32", FillI32);
-  add("addI32", AddI32);
-  add("streamWait", StreamWait);
-  add("scale", Scale);
-  add("axpy", Axpy);
-  add("gemmStridedBatched", GemmStridedBatched);
-  add("headsToBatch", HeadsToBatch);
-  add("batchToHeads", BatchToHeads);
-  add("causalSoftmax", CausalSoftmax);
-  add("causalSoftmaxBackward", CausalSoftmaxBackward);
-  add("layerNorm", LayerNorm);
-  add("layerNormBackward", LayerNormBackward);
-  add("gelu", Gelu);
-  add("geluBackward", GeluBackward);
-  add("embedding", Embedding);
-  add("embeddingBackward", EmbeddingBackward);
-  add("gemmBackend", GemmBackend);
-  add("bindStreamWorkspace", BindStreamWorkspace);
-  add("unbindStreamWorkspace", UnbindStreamWorkspace);
-  add("workspaceBytes", WorkspaceBytes);
-  add("unboundWorkspaceAllocations", UnboundWorkspaceAllocations);
+  set_functions(env, o,
+                {{"gemm", Gemm},
+                 {"addBias", AddBias},
+                 {"addBiasRelu", AddBiasRelu},
+                 {"reluBiasGrad", ReluBiasGrad},
+                 {"biasGrad", BiasGrad},
+                 {"relu", Relu},
+                 {"reluBackward", ReluBackward},
+                 {"dropout", Dropout},
+                 {"dropoutBackward", DropoutBackward},
+                 {"softmaxCrossEntropy", SoftmaxCrossEntropy},
+                 {"softmaxCrossEntropyBiasGrad", SoftmaxCrossEntropyBiasGrad},
+                 {"accuracy", Accuracy},
+                 {"sgd", Sgd},
+                 {"adam", Adam},
+                 {"gatherRows", GatherRows},
+                 {"gatherBatch", GatherBatch},
+                 {"scatterAddRows", ScatterAddRows},
+                 {"spmm", Spmm},
+                 {"spmmBf16", SpmmBf16},
+                 {"f32ToBf16", F32ToBf16},
+                 {"csrBuildTempBytes", CsrBuildTempBytes},
+                 {"csrBuild", CsrBuild},
+                 {"rowDegrees", RowDegrees},
+                 {"edgeNorm", EdgeNorm},
+                 {"edgeNormList", EdgeNormList},
+                 {"scaleRows", ScaleRows},
+                 {"randomInts", RandomInts},
+                 {"randomNormal", RandomNormal},
+                 {"randomUniform", RandomUniform},
+                 {"fillF32", FillF32},
+                 {"fillI32", FillI32},
+                 {"addI32", AddI32},
+                 {"streamWait", StreamWait},
+                 {"scale", Scale},
+                 {"axpy", Axpy},
+                 {"gemmStridedBatched", GemmStridedBatched},
+                 {"headsToBatch", HeadsToBatch},
+                 {"batchToHeads", BatchToHeads},
+                 {"causalSoftmax", CausalSoftmax},
+                 {"causalSoftmaxBackward", CausalSoftmaxBackward},
+                 {"layerNorm", LayerNorm},
+                 {"layerNormBackward", LayerNormBackward},
+                 {"gelu", Gelu},
+                 {"geluBackward", GeluBackward},
+                 {"embedding", Embedding},
+                 {"embeddingBackward", EmbeddingBackward},
+                 {"gemmBackend", GemmBackend},
+                 {"bindStreamWorkspace", BindStreamWorkspace},
+                 {"unbindStreamWorkspace", UnbindStreamWorkspace},
+                 {"workspaceBytes", WorkspaceBytes},
+                 {"unboundWorkspaceAllocations", UnboundWorkspaceAllocations}});
   exports.Set("ops", o);
 }
 

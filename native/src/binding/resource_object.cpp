@@ -1,5 +1,6 @@
 #include "resource_object.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <mutex>
 #include <new>
@@ -16,12 +17,20 @@
 namespace gpumem::binding {
 namespace {
 
-// Spec fields: plain conversions with the TypeScript checks' wording, so a spec built by hand (not
-// by NativeAllocator) still gets a clear error rather than a wrong chain.
+// Spec fields, checked here and nowhere else: the TypeScript strategies pass a native strategy's
+// options through as given (their generated options carry types and defaults, no checks), so these
+// are the messages a caller sees, in the wording of the TypeScript checks (validate.ts) that other
+// options get: "Expected non-negative integer for releaseThreshold but received -1 of type number",
+// a RangeError for a number out of range, a TypeError for anything else.
 [[noreturn]] void bad_field(const std::string& name, const std::string& expected, const Napi::Value& v) {
   const bool is_number = v.IsNumber();
   throw invalid_argument(is_number ? invalid_argument::kind::range : invalid_argument::kind::type, name,
                          "Expected " + expected + " for " + name + " but received " + describe(v));
+}
+
+// A TypeError whatever the value (a boolean, a string: no number is ever in their range).
+[[noreturn]] void bad_type(const std::string& name, const std::string& expected, const Napi::Value& v) {
+  throw invalid_argument(invalid_argument::kind::type, name, "Expected " + expected + " for " + name + " but received " + describe(v));
 }
 
 std::optional<std::uint64_t> field_u64(const Napi::Object& o, const char* key, const std::string& name, bool positive) {
@@ -44,21 +53,21 @@ std::optional<double> field_number(const Napi::Object& o, const char* key, const
 std::optional<bool> field_bool(const Napi::Object& o, const char* key, const std::string& name) {
   Napi::Value v = o.Get(key);
   if (v.IsUndefined()) return std::nullopt;
-  if (!v.IsBoolean()) bad_field(name, "boolean", v);
+  if (!v.IsBoolean()) bad_type(name, "boolean", v);
   return v.As<Napi::Boolean>().Value();
 }
 
 std::optional<std::string> field_string(const Napi::Object& o, const char* key, const std::string& name) {
   Napi::Value v = o.Get(key);
   if (v.IsUndefined()) return std::nullopt;
-  if (!v.IsString()) bad_field(name, "string", v);
+  if (!v.IsString()) bad_type(name, "string", v);
   return v.As<Napi::String>().Utf8Value();
 }
 
 std::optional<Napi::Object> field_object(const Napi::Object& o, const char* key, const std::string& name) {
   Napi::Value v = o.Get(key);
   if (v.IsUndefined()) return std::nullopt;
-  if (!v.IsObject() || v.IsArray() || v.IsFunction()) bad_field(name, "an object", v);
+  if (!v.IsObject() || v.IsArray() || v.IsFunction()) bad_type(name, "an object", v);
   return v.As<Napi::Object>();
 }
 
@@ -124,14 +133,30 @@ option_value field_option(const Napi::Object& o, const option_descriptor& option
       return std::monostate{};
     }
     case option_kind::choice: {
-      const std::optional<std::string> v = field_string(o, key, option.key);
-      if (!v) return std::monostate{};
+      const Napi::Value given = o.Get(key);
+      if (given.IsUndefined()) return std::monostate{};
+      // A placement option also takes 'auto' (the TypeScript strategies resolve it before they call):
+      // the choice on the device where a CUDA device is present, else 'host'.
       std::string list;
-      for (const std::string& c : option.choices) {
-        if (*v == c) return c;
-        list += (list.empty() ? "'" : ", '") + c + "'";
+      for (const std::string& c : option.choices) list += (list.empty() ? "'" : ", '") + c + "'";
+      const bool takes_auto = option.placement && std::find(option.choices.begin(), option.choices.end(), "auto") == option.choices.end();
+      if (takes_auto) list += ", 'auto'";
+      if (given.IsString()) {
+        const std::string v = given.As<Napi::String>().Utf8Value();
+        for (const std::string& c : option.choices) {
+          if (v == c) return c;
+        }
+        if (takes_auto && v == "auto") {
+          const bool on_device = device_count() > 0;
+          for (const std::string& c : option.choices) {
+            if (on_device && c != "host") return c;
+          }
+          return std::string("host");
+        }
       }
-      bad_field(option.key, "one of " + list, o.Get(key));
+      // a TypeError whatever the value, as checkOneOf's
+      throw invalid_argument(invalid_argument::kind::type, option.key,
+                             "Expected one of " + list + " for " + option.key + " but received " + describe(given));
     }
   }
   return std::monostate{};
@@ -230,8 +255,41 @@ Napi::Value Strategies(const Napi::CallbackInfo& info) {
         options.Set(n++, oo);
       }
       o.Set("options", options);
+      // the flags JavaScript has (GPUMEM_STRATEGY_FLAGS' front)
+      Napi::Object flags = o.Get("flags").As<Napi::Object>();
+#define GPUMEM_FLAG_JS_ONLY(member, key, front, doc) \
+  if (!((front) & front_js)) flags.Delete(key);
+      GPUMEM_STRATEGY_FLAGS(GPUMEM_FLAG_JS_ONLY)
+#undef GPUMEM_FLAG_JS_ONLY
     }
     return static_cast<Napi::Value>(all);
+  });
+}
+
+Napi::Value CheckSpec(const Napi::CallbackInfo& info) {
+  return guarded(info.Env(), [&] {
+    if (!info[0].IsObject() || info[0].IsArray()) bad_type("spec", "an object", info[0]);
+    validate(to_chain_spec(info[0].As<Napi::Object>()));
+    return info.Env().Undefined();
+  });
+}
+
+Napi::Value StrategyFlags(const Napi::CallbackInfo& info) {
+  return guarded(info.Env(), [&] {
+    // [{ key, doc }]: the flags JavaScript has, for code generation (scripts/sync-strategies.mjs)
+    Napi::Env env = info.Env();
+    Napi::Object json = env.Global().Get("JSON").As<Napi::Object>();
+    Napi::Array all =
+        json.Get("parse").As<Napi::Function>().Call(json, {Napi::String::New(env, strategy_flags_json())}).As<Napi::Array>();
+    Napi::Array out = Napi::Array::New(env);
+    std::uint32_t n = 0;
+    for (std::uint32_t i = 0; i < all.Length(); ++i) {
+      Napi::Object f = all.Get(i).As<Napi::Object>();
+      if (!f.Get("js").ToBoolean().Value()) continue;
+      f.Delete("js");
+      out.Set(n++, f);
+    }
+    return static_cast<Napi::Value>(out);
   });
 }
 
@@ -470,7 +528,11 @@ Napi::Value ResourceObject::Sleepable(const Napi::CallbackInfo& info) {
 Napi::Value ResourceObject::Sleep(const Napi::CallbackInfo& info) {
   return guarded(info.Env(), [&] {
     sleepable& s = need_sleeper();
-    return from_sleep_report(info.Env(), s.sleep(to_sleep_request(info[0])));
+    bool names_no_tag = false;
+    const sleep_request request = to_sleep_request(info[0], &names_no_tag);
+    // An empty list names no tag: nothing sleeps (the core reads an empty list as every tag).
+    if (names_no_tag) return from_sleep_report(info.Env(), sleep_report{});
+    return from_sleep_report(info.Env(), s.sleep(request));
   });
 }
 

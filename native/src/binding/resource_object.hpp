@@ -23,6 +23,11 @@ namespace gpumem::binding {
 // [{ name, description, layer, wraps?, flags: { requiresCuda, capturable, ... }, options: [{ key,
 // kind, minimum?, choices?, default?, required, help }] }], in the registry's order.
 Napi::Value Strategies(const Napi::CallbackInfo& info);
+// checkSpec(spec): the spec decoded and validated as the chain builder does (gpumem/chain_builder.hpp
+// validate()), nothing built: the one check of a native strategy's options.
+Napi::Value CheckSpec(const Napi::CallbackInfo& info);
+// The registry's flags that JavaScript has, with their documentation: [{ key, doc }].
+Napi::Value StrategyFlags(const Napi::CallbackInfo& info);
 
 // A chain of layers owned jointly by the ResourceObjects of several threads (worker_threads): it
 // lives until the last of them lets go, and is then destroyed top first.

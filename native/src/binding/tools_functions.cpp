@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "convert.hpp"
+#include "function_helpers.hpp"
 #include "gpumem/bench.hpp"
 #include "gpumem/errors.hpp"
 #include "gpumem/link_bench.hpp"
@@ -37,9 +38,7 @@ Napi::Value BenchPairs(const Napi::CallbackInfo& info) {
 Napi::Value BenchTrace(const Napi::CallbackInfo& info) {
   return guarded(info.Env(), [&] {
     memory_resource& r = ResourceObject::from(info[0], "allocator").top();
-    if (!info[1].IsTypedArray() || info[1].As<Napi::TypedArray>().TypedArrayType() != napi_float64_array)
-      throw invalid_argument(invalid_argument::kind::type, "sizes", "Expected a Float64Array for sizes but received " + describe(info[1]));
-    auto sizes_js = info[1].As<Napi::Float64Array>();
+    auto sizes_js = typed_array_arg<Napi::Float64Array>(info[1], napi_float64_array, "sizes", "Float64Array");
     std::vector<std::uint64_t> sizes(sizes_js.ElementLength());
     for (std::size_t i = 0; i < sizes.size(); ++i) sizes[i] = static_cast<std::uint64_t>(sizes_js[i]);
     auto t = bench::trace(r, sizes.data(), sizes.size(), to_u64(info[2]), static_cast<int>(to_u64(info[3])),
@@ -51,10 +50,7 @@ Napi::Value BenchTrace(const Napi::CallbackInfo& info) {
 // A typed array argument of the replay program, checked for its type and length.
 template <class Array>
 Array replay_array(const Napi::Value& v, napi_typedarray_type type, const char* name, const char* expected, std::size_t length) {
-  if (!v.IsTypedArray() || v.As<Napi::TypedArray>().TypedArrayType() != type)
-    throw invalid_argument(invalid_argument::kind::type, name,
-                           std::string("Expected a ") + expected + " for " + name + " but received " + describe(v));
-  Array a = v.As<Array>();
+  Array a = typed_array_arg<Array>(v, type, name, expected);
   if (a.ElementLength() != length)
     throw invalid_argument(invalid_argument::kind::range, name,
                            std::string("Expected ") + name + " to have " + std::to_string(length) + " elements (one per operation) but received " +
@@ -109,53 +105,64 @@ Napi::Value Replay(const Napi::CallbackInfo& info) {
   });
 }
 
+// The u32 values a test kernel reads or writes: (resource, ptr, count, ...) with count u32 at ptr
+// checked to lie in one of the resource's blocks.
+struct u32_block {
+  ResourceObject& owner;
+  void* ptr;
+  std::uint64_t count;
+};
+
+u32_block u32_block_arg(const Napi::CallbackInfo& info) {
+  ResourceObject& owner = ResourceObject::from(info[0], "allocator");
+  void* ptr = to_pointer(info[1]);
+  std::uint64_t count = to_u64(info[2]);
+  owner.check_range(ptr, 0, count * 4);
+  return {owner, ptr, count};
+}
+
+// The test kernels run on a GPU: a resource of host memory has nothing they can reach.
+void require_device_memory(ResourceObject& owner, const char* fn) {
+  if (owner.top().kind() == memory_kind::host)
+    throw invalid_state(std::string(fn) + " runs on a GPU; this allocator holds host memory");
+}
+
 // fillU32(resource, ptr, count, value, stream)
 Napi::Value FillU32(const Napi::CallbackInfo& info) {
-  return guarded(info.Env(), [&] {
-    ResourceObject& owner = ResourceObject::from(info[0], "allocator");
-    void* ptr = to_pointer(info[1]);
-    std::uint64_t count = to_u64(info[2]);
-    owner.check_range(ptr, 0, count * 4);
-    if (owner.top().kind() == memory_kind::host) throw invalid_state("fillU32 runs on a GPU; this allocator holds host memory");
+  return guarded_undefined(info.Env(), [&] {
+    const u32_block b = u32_block_arg(info);
+    require_device_memory(b.owner, "fillU32");
 #ifdef GPUMEM_WITH_CUDA
-    kernels::fill_u32(ptr, count, static_cast<std::uint32_t>(to_u64(info[3])), to_stream(info[4]));
+    kernels::fill_u32(b.ptr, b.count, static_cast<std::uint32_t>(to_u64(info[3])), to_stream(info[4]));
 #endif
-    return info.Env().Undefined();
   });
 }
 
 // peerFillU32(resource, ptr, count, value, device): fills count u32 values at ptr from a kernel on
 // `device` (a CUDA ordinal, normally not the memory's own), and waits for it.
 Napi::Value PeerFillU32(const Napi::CallbackInfo& info) {
-  return guarded(info.Env(), [&] {
-    ResourceObject& owner = ResourceObject::from(info[0], "allocator");
-    void* ptr = to_pointer(info[1]);
-    std::uint64_t count = to_u64(info[2]);
-    owner.check_range(ptr, 0, count * 4);
-    if (owner.top().kind() == memory_kind::host) throw invalid_state("peerFillU32 runs on a GPU; this allocator holds host memory");
+  return guarded_undefined(info.Env(), [&] {
+    const u32_block b = u32_block_arg(info);
+    require_device_memory(b.owner, "peerFillU32");
 #ifdef GPUMEM_WITH_CUDA
-    kernels::fill_u32_on_device(static_cast<int>(to_u64(info[4])), ptr, count, static_cast<std::uint32_t>(to_u64(info[3])));
+    kernels::fill_u32_on_device(static_cast<int>(to_u64(info[4])), b.ptr, b.count,
+                                static_cast<std::uint32_t>(to_u64(info[3])));
 #endif
-    return info.Env().Undefined();
   });
 }
 
 // sumU32(resource, ptr, count, outPtr, stream, spinNs): adds the sum of count u32 values at ptr
 // into the u64 at outPtr, after spinning spinNs nanoseconds on the GPU.
 Napi::Value SumU32(const Napi::CallbackInfo& info) {
-  return guarded(info.Env(), [&] {
-    ResourceObject& owner = ResourceObject::from(info[0], "allocator");
-    void* ptr = to_pointer(info[1]);
-    std::uint64_t count = to_u64(info[2]);
+  return guarded_undefined(info.Env(), [&] {
+    const u32_block b = u32_block_arg(info);
     void* out = to_pointer(info[3]);
-    owner.check_range(ptr, 0, count * 4);
-    owner.check_range(out, 0, 8);
-    if (owner.top().kind() == memory_kind::host) throw invalid_state("sumU32 runs on a GPU; this allocator holds host memory");
+    b.owner.check_range(out, 0, 8);
+    require_device_memory(b.owner, "sumU32");
 #ifdef GPUMEM_WITH_CUDA
     std::uint64_t spin_ns = info[5].IsUndefined() ? 0 : to_u64(info[5]);
-    kernels::spin_then_sum_u32(ptr, count, spin_ns, out, to_stream(info[4]));
+    kernels::spin_then_sum_u32(b.ptr, b.count, spin_ns, out, to_stream(info[4]));
 #endif
-    return info.Env().Undefined();
   });
 }
 
@@ -164,25 +171,18 @@ Napi::Value SumU32(const Napi::CallbackInfo& info) {
 // waited on, synchronizeHostStreams): a host stream kept busy, for the conformance suite's stream
 // order check. ptr must stay writable until then; the suite gives a block of the allocator under test.
 Napi::Value DeferHostWrite(const Napi::CallbackInfo& info) {
-  return guarded(info.Env(), [&] {
+  return guarded_undefined(info.Env(), [&] {
     stream_handle stream = to_stream(info[0]);
     auto* ptr = static_cast<std::uint8_t*>(to_pointer(info[1]));
-    if (!info[2].IsTypedArray() || info[2].As<Napi::TypedArray>().TypedArrayType() != napi_uint8_array) {
-      throw invalid_argument(invalid_argument::kind::type, "data", "Expected a Uint8Array for data but received " + describe(info[2]));
-    }
-    const Napi::Uint8Array data = info[2].As<Napi::Uint8Array>();
+    const auto data = typed_array_arg<Napi::Uint8Array>(info[2], napi_uint8_array, "data", "Uint8Array");
     std::vector<std::uint8_t> bytes(data.Data(), data.Data() + data.ByteLength());
     defer_host_work(stream, [ptr, bytes = std::move(bytes)] { std::copy(bytes.begin(), bytes.end(), ptr); });
-    return info.Env().Undefined();
   });
 }
 
 // synchronizeHostStream(stream): runs the work queued on a host stream.
 Napi::Value SynchronizeHostStream(const Napi::CallbackInfo& info) {
-  return guarded(info.Env(), [&] {
-    synchronize_host_stream(to_stream(info[0]));
-    return info.Env().Undefined();
-  });
+  return guarded_undefined(info.Env(), [&] { synchronize_host_stream(to_stream(info[0])); });
 }
 
 // synchronizeHostStreams(): runs the work queued on every host stream.
@@ -195,7 +195,7 @@ Napi::Value SynchronizeHostStreams(const Napi::CallbackInfo& info) {
 // allocator's, TypeScript strategies included): spins spinNs on the GPU, then adds the sum of count
 // u32 at ptr into the u64 at outPtr. The caller vouches that both are live device-accessible memory.
 Napi::Value DelayedAddU32(const Napi::CallbackInfo& info) {
-  return guarded(info.Env(), [&] {
+  return guarded_undefined(info.Env(), [&] {
     void* ptr = to_pointer(info[0]);
     std::uint64_t count = to_u64(info[1]);
     void* out = to_pointer(info[2]);
@@ -205,7 +205,6 @@ Napi::Value DelayedAddU32(const Napi::CallbackInfo& info) {
     (void)ptr, (void)count, (void)out;
     throw invalid_state("delayedAddU32 runs on a GPU; gpumem was built without CUDA");
 #endif
-    return info.Env().Undefined();
   });
 }
 
@@ -273,20 +272,18 @@ Napi::Value LinkBench(const Napi::CallbackInfo& info) {
 
 void register_tools(Napi::Env env, Napi::Object exports) {
   Napi::Object o = Napi::Object::New(env);
-  auto add = [&](const char* name, Napi::Value (*fn)(const Napi::CallbackInfo&)) {
-    o.Set(name, Napi::Function::New(env, fn, name));
-  };
-  add("benchPairs", BenchPairs);
-  add("benchTrace", BenchTrace);
-  add("replay", Replay);
-  add("fillU32", FillU32);
-  add("sumU32", SumU32);
-  add("peerFillU32", PeerFillU32);
-  add("linkBench", LinkBench);
-  add("deferHostWrite", DeferHostWrite);
-  add("synchronizeHostStream", SynchronizeHostStream);
-  add("synchronizeHostStreams", SynchronizeHostStreams);
-  add("delayedAddU32", DelayedAddU32);
+  set_functions(env, o,
+                {{"benchPairs", BenchPairs},
+                 {"benchTrace", BenchTrace},
+                 {"replay", Replay},
+                 {"fillU32", FillU32},
+                 {"sumU32", SumU32},
+                 {"peerFillU32", PeerFillU32},
+                 {"linkBench", LinkBench},
+                 {"deferHostWrite", DeferHostWrite},
+                 {"synchronizeHostStream", SynchronizeHostStream},
+                 {"synchronizeHostStreams", SynchronizeHostStreams},
+                 {"delayedAddU32", DelayedAddU32}});
   exports.Set("tools", o);
 }
 

@@ -11,7 +11,7 @@
 #include "gpumem/fault_injecting_adaptor.hpp"
 #include "gpumem/limiting_adaptor.hpp"
 #include "gpumem/peer_access.hpp"
-#include "gpumem/physical_memory.hpp"
+#include "gpumem/vmm.hpp"
 #include "gpumem/sizes.hpp"
 #include "gpumem/strategy_registry.hpp"
 
@@ -118,17 +118,17 @@ resource_chain build_chain(const chain_spec& spec) {
   chain_build build{chain, nullptr};
   if (auto leaf = spec.address_only ? d.make_address_only_leaf(spec, build) : d.make_leaf(spec, build))
     chain.layers.push_back(std::move(leaf));
-  // fault and limit wrap the physical memory of a strategy that maps granules, else the leaf.
+  // fault and limit wrap the VMM of a strategy that maps granules, else the leaf.
   if (spec.fault_injection) {
     if (build.physical) {
-      build.physical = make_fault_injecting_physical_memory(std::move(build.physical), to_fault_options(*spec.fault_injection));
+      build.physical = make_fault_injecting_vmm(std::move(build.physical), to_fault_options(*spec.fault_injection));
     } else {
       chain.layers.push_back(std::make_unique<fault_injecting_adaptor>(chain.top(), to_fault_options(*spec.fault_injection)));
     }
   }
   if (spec.limit_bytes) {
     if (build.physical) {
-      build.physical = make_limited_physical_memory(std::move(build.physical), *spec.limit_bytes);
+      build.physical = make_limited_vmm(std::move(build.physical), *spec.limit_bytes);
     } else {
       chain.layers.push_back(std::make_unique<limiting_adaptor>(chain.top(), *spec.limit_bytes));
     }

@@ -250,14 +250,14 @@ std::string strategies_json() {
     out += "{\"name\":" + json_string(d->name) + ",\"aliases\":" + json_strings(d->aliases) +
            ",\"description\":" + json_string(d->description) +
            ",\"layer\":" + json_string(strategy_layer_name(d->layer)) + ",\"wraps\":" + json_string(d->wraps) +
-           ",\"flags\":{\"requiresCuda\":" + (f.requires_cuda ? "true" : "false") +
-           ",\"capturable\":" + (f.capturable ? "true" : "false") + ",\"hostMemory\":" + (f.host_memory ? "true" : "false") +
-           ",\"requiresOptions\":" + (f.requires_options ? "true" : "false") +
-           ",\"managedMemory\":" + (f.managed_memory ? "true" : "false") +
-           ",\"spillsToHost\":" + (f.spills_to_host ? "true" : "false") + ",\"peerAccess\":" + (f.peer_access ? "true" : "false") +
-           ",\"hostDevice\":" + (f.host_device ? "true" : "false") + ",\"kernelMemory\":" + (f.kernel_memory ? "true" : "false") +
-           ",\"sleep\":" + (f.sleep ? "true" : "false") + ",\"addressOnly\":" + (f.address_only ? "true" : "false") +
-           "},\"options\":[";
+           ",\"flags\":{";
+    bool first_flag = true;
+#define GPUMEM_FLAG_JSON(member, key, front, doc)                        \
+  out += std::string(first_flag ? "" : ",") + "\"" key "\":" + (f.member ? "true" : "false"); \
+  first_flag = false;
+    GPUMEM_STRATEGY_FLAGS(GPUMEM_FLAG_JSON)
+#undef GPUMEM_FLAG_JSON
+    out += "},\"options\":[";
     bool first_option = true;
     for (const option_descriptor& o : d->options) {
       out += first_option ? "" : ",";
@@ -274,6 +274,16 @@ std::string strategies_json() {
     }
     out += "]}";
   }
+  return out + "]";
+}
+
+std::string strategy_flags_json() {
+  std::string out = "[";
+#define GPUMEM_FLAG_SCHEMA(member, key, front, doc)                                                        \
+  out += std::string(out.size() > 1 ? "," : "") + "{\"key\":\"" key "\",\"js\":" + ((front) & front_js ? "true" : "false") + \
+         ",\"doc\":" + json_string(doc) + "}";
+  GPUMEM_STRATEGY_FLAGS(GPUMEM_FLAG_SCHEMA)
+#undef GPUMEM_FLAG_SCHEMA
   return out + "]";
 }
 

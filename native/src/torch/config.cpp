@@ -114,7 +114,10 @@ const std::vector<std::string>& config_variables() {
         }
       }
     }
-    v.emplace_back("GPUMEM_UVM_LIMIT");
+    for (const gpumem::strategy_descriptor* d : gpumem::strategies()) {
+      const std::string& limit = d->front_limit.variable;
+      if (!limit.empty() && std::find(v.begin(), v.end(), limit) == v.end()) v.push_back(limit);
+    }
     v.emplace_back("GPUMEM_OOM");
     v.emplace_back("GPUMEM_OOM_WINDOW");
     v.emplace_back("GPUMEM_OOM_REPLAY_MS");
@@ -256,14 +259,23 @@ bool parse_config(const env_reader& env, config& out, std::string& error) {
       return false;
     }
   }
-  if (auto v = read(env, "GPUMEM_UVM_LIMIT")) {
-    std::string s = lower(*v);
-    if (s == "free") c.uvm_limit = uvm_limit_mode::free_memory;
-    else if (s == "none") c.uvm_limit = uvm_limit_mode::none;
-    else if (gpumem::try_parse_size(*v, c.uvm_limit_bytes) && c.uvm_limit_bytes > 0) c.uvm_limit = uvm_limit_mode::bytes;
-    else {
-      error = bad_value("GPUMEM_UVM_LIMIT", *v, "'free', 'none' or a positive " + size_expected()) + gpumem::size_unit_hint(*v);
+  // Every strategy's limit variable is checked, as its options are; the chosen strategy's is kept.
+  for (const gpumem::strategy_descriptor* d : gpumem::strategies()) {
+    const std::string& name = d->front_limit.variable;
+    auto v = name.empty() ? std::nullopt : read(env, name);
+    if (!v) continue;
+    const std::string s = lower(*v);
+    limit_mode mode = limit_mode::bytes;
+    std::uint64_t bytes = 0;
+    if (s == "free") mode = limit_mode::free_memory;
+    else if (s == "none") mode = limit_mode::none;
+    else if (!gpumem::try_parse_size(*v, bytes) || bytes == 0) {
+      error = bad_value(name, *v, "'free', 'none' or a positive " + size_expected()) + gpumem::size_unit_hint(*v);
       return false;
+    }
+    if (d == c.strategy) {
+      c.front_limit = mode;
+      c.front_limit_bytes = bytes;
     }
   }
   if (auto v = read(env, "GPUMEM_OOM")) {
@@ -296,11 +308,12 @@ bool parse_config(const env_reader& env, config& out, std::string& error) {
 gpumem::chain_spec chain_spec_for(const config& c, int device, std::uint64_t free_bytes) {
   gpumem::chain_spec spec = c.spec;
   spec.device = device;
-  if (c.strategy->flags.managed_memory) {  // GPUMEM_UVM_LIMIT: a limit layer under the managed leaf's user
-    if (c.uvm_limit == uvm_limit_mode::bytes) {
-      spec.limit_bytes = c.uvm_limit_bytes;
-    } else if (c.uvm_limit == uvm_limit_mode::free_memory) {
-      const std::uint64_t limit = free_bytes > uvm_free_margin ? free_bytes - uvm_free_margin : free_bytes / 2;
+  if (!c.strategy->front_limit.variable.empty()) {  // a limit layer under the strategy's user
+    if (c.front_limit == limit_mode::bytes) {
+      spec.limit_bytes = c.front_limit_bytes;
+    } else if (c.front_limit == limit_mode::free_memory) {
+      const std::uint64_t limit =
+          free_bytes > front_limit_free_margin ? free_bytes - front_limit_free_margin : free_bytes / 2;
       if (limit != 0) spec.limit_bytes = limit;
     }
   }
@@ -314,11 +327,11 @@ std::string describe(const config& c) {
     const gpumem::option_value v = o.read(c.spec);
     s += " " + o.label + "=" + (std::holds_alternative<std::monostate>(v) ? o.unset_text : gpumem::option_text(v));
   }
-  if (c.strategy->flags.managed_memory) {
-    s += " uvm.limit=";
-    if (c.uvm_limit == uvm_limit_mode::free_memory) s += "free";
-    else if (c.uvm_limit == uvm_limit_mode::none) s += "none";
-    else s += std::to_string(c.uvm_limit_bytes);
+  if (!c.strategy->front_limit.variable.empty()) {
+    s += " " + c.strategy->front_limit.label + "=";
+    if (c.front_limit == limit_mode::free_memory) s += "free";
+    else if (c.front_limit == limit_mode::none) s += "none";
+    else s += std::to_string(c.front_limit_bytes);
   }
   s += std::string(" oom=") + (c.oom == oom_mode::raise ? "raise" : "null");
   return s;

@@ -14,8 +14,8 @@
 
 namespace gpumem::torch {
 
-// GPUMEM_UVM_LIMIT, for a strategy of managed memory (the managedMemory flag): a limit layer under it.
-enum class uvm_limit_mode { free_memory, none, bytes };
+// A strategy's front_limit variable (its descriptor's; GPUMEM_UVM_LIMIT for uvm): a limit layer under it.
+enum class limit_mode { free_memory, none, bytes };
 enum class oom_mode { raise, null };
 
 // GPUMEM_OOM_WINDOW and GPUMEM_OOM_REPLAY_MS: their defaults and the most they take.
@@ -33,8 +33,9 @@ constexpr std::uint64_t max_oom_replay_ms = 60000;
 struct config {
   const gpumem::strategy_descriptor* strategy = nullptr;  // never null once parsed ('expandable' by default)
   gpumem::chain_spec spec;  // the strategy and its options; chain_spec_for adds the device and the limit
-  uvm_limit_mode uvm_limit = uvm_limit_mode::free_memory;
-  std::uint64_t uvm_limit_bytes = 0;  // uvm_limit == bytes
+  // The strategy's front_limit (only where its descriptor declares one).
+  limit_mode front_limit = limit_mode::free_memory;
+  std::uint64_t front_limit_bytes = 0;  // front_limit == bytes
   oom_mode oom = oom_mode::raise;
   // The out-of-memory report (oom_report.hpp): events kept per device (GPUMEM_OOM_WINDOW, 0: the
   // ring is off) and the replay's time bound in milliseconds (GPUMEM_OOM_REPLAY_MS, 0: no replay).
@@ -45,11 +46,11 @@ struct config {
 
 // The variables parse_config reads, in the order it reads them.
 // GPUMEM_ALLOCATOR, the strategies' variables (in the registry's order), their deprecated spellings,
-// GPUMEM_UVM_LIMIT, GPUMEM_OOM, GPUMEM_OOM_WINDOW, GPUMEM_OOM_REPLAY_MS.
+// the strategies' front_limit variables, GPUMEM_OOM, GPUMEM_OOM_WINDOW, GPUMEM_OOM_REPLAY_MS.
 const std::vector<std::string>& config_variables();
 
-// Bytes kept free below the device's free memory when GPUMEM_UVM_LIMIT=free.
-constexpr std::uint64_t uvm_free_margin = 512ull << 20;
+// Bytes kept free below the device's free memory when a front_limit variable says 'free'.
+constexpr std::uint64_t front_limit_free_margin = 512ull << 20;
 
 // Reads a variable; nullptr or "" means unset. Replaceable for tests.
 using env_reader = std::function<const char*(const char*)>;

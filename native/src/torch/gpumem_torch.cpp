@@ -22,6 +22,7 @@
 #include <utility>
 #include <vector>
 
+#include "c_status.hpp"
 #include "config.hpp"
 #include "gpumem/chain_builder.hpp"
 #include "gpumem/device.hpp"
@@ -40,6 +41,8 @@ namespace {
 
 using namespace gpumem;
 using gpumem::torch::config;
+using gpumem::torch::guard_export;
+using gpumem::torch::guard_export_as;
 
 constexpr int max_devices = 64;
 // Device -1: host memory, for a strategy with the host_device flag (expandable's host twin), so that
@@ -174,7 +177,7 @@ instance* configured_instance(int k, std::string& error) noexcept {
 
 std::unique_ptr<strategy> build(int device, const config& cfg) {
   const bool needs_free =
-      cfg.strategy->flags.managed_memory && cfg.uvm_limit == gpumem::torch::uvm_limit_mode::free_memory;
+      !cfg.strategy->front_limit.variable.empty() && cfg.front_limit == gpumem::torch::limit_mode::free_memory;
   const std::uint64_t free_bytes = needs_free ? get_memory_info(device).free_bytes : 0;
   return std::make_unique<strategy>(build_chain(gpumem::torch::chain_spec_for(cfg, device, free_bytes)));
 }
@@ -240,7 +243,7 @@ strategy& get_or_create(instance& in, int device) {
   return *s;
 }
 
-void* allocate(strategy& s, const config& cfg, std::size_t size, stream_handle stream) {
+void* allocate(strategy& s, std::size_t size, stream_handle stream) {
   tiered_resource* tiered = s.chain.tiered;
   if (tiered == nullptr) return s.top().allocate(size, stream);
   const tier_choice want = thread_placement < 0 ? tiered->configured_placement() : static_cast<tier_choice>(thread_placement);
@@ -316,8 +319,8 @@ std::uint64_t capacity_of(const config& cfg, int device, std::uint64_t reserved,
     }
   }
   std::uint64_t limit = cfg.spec.limit_bytes.value_or(0);
-  if (cfg.strategy->flags.managed_memory && cfg.uvm_limit == gpumem::torch::uvm_limit_mode::bytes) {
-    limit = cfg.uvm_limit_bytes;  // GPUMEM_UVM_LIMIT=SIZE (its limit layer is added per device)
+  if (!cfg.strategy->front_limit.variable.empty() && cfg.front_limit == gpumem::torch::limit_mode::bytes) {
+    limit = cfg.front_limit_bytes;  // e.g. GPUMEM_UVM_LIMIT=SIZE (its limit layer is added per device)
   }
   if (cfg.strategy->own_cap_bytes != nullptr) {  // a cap of the strategy's own options caps it as a limit does
     const std::uint64_t own = cfg.strategy->own_cap_bytes(cfg.spec);
@@ -392,7 +395,7 @@ void* instance_malloc(int k, ssize_t size, int device, gpumem_stream_t stream, b
                                "size " + std::to_string(static_cast<long long>(size)) + " is negative");
       }
       strategy& s = get_or_create(*in, device);
-      void* p = allocate(s, in->cfg, static_cast<std::size_t>(size), static_cast<stream_handle>(stream));
+      void* p = allocate(s, static_cast<std::size_t>(size), static_cast<stream_handle>(stream));
       if (gpumem::torch::event_ring* ring = ring_of(*in, device)) {
         ring->record_alloc(p, static_cast<std::uint64_t>(size), stream);
       }
@@ -514,6 +517,24 @@ int check_target(int k, int device, instance*& out) {
   return GPUMEM_TORCH_OK;
 }
 
+// Runs op on the top of instance k's strategy for `device` where one exists (nothing to do where
+// none was created), after checking k and device: gpumem_instance_reset_peak and _trim.
+template <class Op>
+int on_existing_top(int k, int device, const char* what, Op op) {
+  if (!valid_instance(k)) {
+    instance* unused = nullptr;
+    return check_target(k, device, unused);
+  }
+  if (!valid_index(device)) {
+    set_error("gpumem: device " + std::to_string(device) + " is out of range");
+    return GPUMEM_TORCH_ERR_DEVICE;
+  }
+  return guard_export_as(what, status_of, [&] {
+    if (strategy* s = existing(global().instances[k], device)) op(s->top());
+    return GPUMEM_TORCH_OK;
+  });
+}
+
 // Reads a configuration text (gpumem_instance_create) into `out`; false with `error` set.
 bool config_from_spec(const char* spec, config& out, std::string& error) {
   if (spec == nullptr) {
@@ -579,14 +600,11 @@ GPUMEM_TORCH_API const char* gpumem_config(void) { return gpumem_instance_config
 GPUMEM_TORCH_API int gpumem_abi_version(void) { return GPUMEM_TORCH_ABI_VERSION; }
 
 GPUMEM_TORCH_API const char* gpumem_strategies(void) {
-  try {
+  return guard_export("gpumem_strategies", nullptr, [] {
     returned_text = gpumem::strategies_json();
     set_error("");
     return returned_text.c_str();
-  } catch (...) {
-    set_error("gpumem: gpumem_strategies failed");
-    return nullptr;
-  }
+  });
 }
 
 GPUMEM_TORCH_API const char* gpumem_driver_json(void) {
@@ -649,7 +667,7 @@ GPUMEM_TORCH_INSTANCE_ENTRY_POINTS(7)
 static_assert(GPUMEM_TORCH_MAX_INSTANCES == 8, "one GPUMEM_TORCH_INSTANCE_ENTRY_POINTS line per instance");
 
 GPUMEM_TORCH_API int gpumem_instance_create(const char* spec) {
-  try {
+  return guard_export("gpumem_instance_create", -GPUMEM_TORCH_ERR_CONFIG, [&] {
     config c;
     std::string error;
     if (!config_from_spec(spec, c, error)) {
@@ -680,14 +698,11 @@ GPUMEM_TORCH_API int gpumem_instance_create(const char* spec) {
     gpumem::torch::warn(GPUMEM_TORCH_WARN_DEPRECATED, warning);
     set_error("");
     return k;
-  } catch (const std::exception& e) {
-    set_error(std::string("gpumem: gpumem_instance_create failed: ") + e.what());
-    return -GPUMEM_TORCH_ERR_CONFIG;
-  }
+  });
 }
 
 GPUMEM_TORCH_API const char* gpumem_describe_config(const char* spec) {
-  try {
+  return guard_export("gpumem_describe_config", nullptr, [&]() -> const char* {
     config c;
     std::string error;
     if (!config_from_spec(spec, c, error)) {
@@ -697,10 +712,7 @@ GPUMEM_TORCH_API const char* gpumem_describe_config(const char* spec) {
     returned_text = gpumem::torch::describe(c);
     set_error("");
     return returned_text.c_str();
-  } catch (...) {
-    set_error("gpumem: gpumem_describe_config failed");
-    return nullptr;
-  }
+  });
 }
 
 GPUMEM_TORCH_API const char* gpumem_instance_config(int k) {
@@ -745,22 +757,19 @@ GPUMEM_TORCH_API size_t gpumem_format_oom(const char* strategy_name, uint64_t re
 }
 
 GPUMEM_TORCH_API const char* gpumem_last_oom_report(void) {
-  try {
+  return guard_export("gpumem_last_oom_report", nullptr, []() -> const char* {
     {
       std::lock_guard<std::mutex> lock(global().oom_report_mutex);
       returned_text = global().last_oom_report;
     }
     set_error("");
     return returned_text.empty() ? nullptr : returned_text.c_str();
-  } catch (...) {
-    set_error("gpumem: gpumem_last_oom_report failed (out of host memory)");
-    return nullptr;
-  }
+  });
 }
 
 GPUMEM_TORCH_API int gpumem_record_stream(void* ptr, gpumem_stream_t stream) {
   if (ptr == nullptr) return GPUMEM_TORCH_OK;
-  try {
+  return guard_export("record_stream", GPUMEM_TORCH_ERR_CUDA, [&] {
     for (instance& in : global().instances) {
       if (!in.configured.load(std::memory_order_acquire)) continue;
       for (int d = host_device; d < max_devices; ++d) {
@@ -772,13 +781,7 @@ GPUMEM_TORCH_API int gpumem_record_stream(void* ptr, gpumem_stream_t stream) {
     }
     set_error("gpumem: record_stream of " + format_pointer(ptr) + ": not allocated by gpumem");
     return GPUMEM_TORCH_ERR_ARGUMENT;
-  } catch (const std::exception& e) {
-    set_error(std::string("gpumem: record_stream failed: ") + e.what());
-    return GPUMEM_TORCH_ERR_CUDA;
-  } catch (...) {
-    set_error("gpumem: record_stream failed");
-    return GPUMEM_TORCH_ERR_CUDA;
-  }
+  });
 }
 
 GPUMEM_TORCH_API int gpumem_instance_stats(int k, int device, gpumem_torch_stats* out) {
@@ -794,62 +797,22 @@ GPUMEM_TORCH_API int gpumem_instance_stats(int k, int device, gpumem_torch_stats
     set_error("gpumem: device " + std::to_string(device) + " is out of range");
     return GPUMEM_TORCH_ERR_DEVICE;
   }
-  try {
+  return guard_export("gpumem_stats", GPUMEM_TORCH_ERR_CUDA, [&] {
     *out = stats_of(global().instances[k], device);  // instance 0 reports zeros before it is configured
     return GPUMEM_TORCH_OK;
-  } catch (const std::exception& e) {
-    set_error(std::string("gpumem: gpumem_stats failed: ") + e.what());
-    return GPUMEM_TORCH_ERR_CUDA;
-  } catch (...) {
-    set_error("gpumem: gpumem_stats failed");
-    return GPUMEM_TORCH_ERR_CUDA;
-  }
+  });
 }
 
 GPUMEM_TORCH_API int gpumem_stats(int device, gpumem_torch_stats* out) { return gpumem_instance_stats(0, device, out); }
 
 GPUMEM_TORCH_API int gpumem_instance_reset_peak(int k, int device) {
-  if (!valid_instance(k)) {
-    instance* unused = nullptr;
-    return check_target(k, device, unused);
-  }
-  if (!valid_index(device)) {
-    set_error("gpumem: device " + std::to_string(device) + " is out of range");
-    return GPUMEM_TORCH_ERR_DEVICE;
-  }
-  try {
-    if (strategy* s = existing(global().instances[k], device)) s->top().reset_peak();
-    return GPUMEM_TORCH_OK;
-  } catch (const std::exception& e) {
-    set_error(std::string("gpumem: reset_peak failed: ") + e.what());
-    return status_of(std::current_exception());
-  } catch (...) {
-    set_error("gpumem: reset_peak failed");
-    return GPUMEM_TORCH_ERR_CUDA;
-  }
+  return on_existing_top(k, device, "reset_peak", [](memory_resource& top) { top.reset_peak(); });
 }
 
 GPUMEM_TORCH_API int gpumem_reset_peak(int device) { return gpumem_instance_reset_peak(0, device); }
 
 GPUMEM_TORCH_API int gpumem_instance_trim(int k, int device) {
-  if (!valid_instance(k)) {
-    instance* unused = nullptr;
-    return check_target(k, device, unused);
-  }
-  if (!valid_index(device)) {
-    set_error("gpumem: device " + std::to_string(device) + " is out of range");
-    return GPUMEM_TORCH_ERR_DEVICE;
-  }
-  try {
-    if (strategy* s = existing(global().instances[k], device)) s->top().trim(0);
-    return GPUMEM_TORCH_OK;
-  } catch (const std::exception& e) {
-    set_error(std::string("gpumem: trim failed: ") + e.what());
-    return status_of(std::current_exception());
-  } catch (...) {
-    set_error("gpumem: trim failed");
-    return GPUMEM_TORCH_ERR_CUDA;
-  }
+  return on_existing_top(k, device, "trim", [](memory_resource& top) { top.trim(0); });
 }
 
 GPUMEM_TORCH_API int gpumem_trim(int device) { return gpumem_instance_trim(0, device); }

@@ -345,6 +345,27 @@ GPUMEM_TORCH_API const char* gpumem_set_process_tag(const char* name);
 /* The tag the calling thread's allocations get now ("default" where none is set). */
 GPUMEM_TORCH_API const char* gpumem_current_tag(void);
 
+/* A sleep request (the core's sleep_request, gpumem/sleep.hpp), passed whole to
+ * gpumem_instance_sleep_request. `tags`: tag_count names, or NULL / 0 for every tag the strategy has
+ * allocated in. keep_all != 0: every tag keeps its content; else only the keep_count tags named in
+ * `keep` do (none when 0), the others discard it. keep_cache != 0: the tags' cached memory sleeps
+ * too and wake maps it again (see gpumem_instance_sleep_cache). */
+typedef struct gpumem_sleep_request {
+  const char* const* tags;
+  size_t tag_count;
+  int keep_all;
+  const char* const* keep;
+  size_t keep_count;
+  int keep_cache;
+} gpumem_sleep_request;
+
+/* Puts the tags of `request` (instance k's strategy, on `device`) to sleep: the one entry point that
+ * takes a whole request; gpumem_instance_sleep and gpumem_instance_sleep_cache are it with the
+ * request's fields as arguments. *report and the errors as for gpumem_instance_sleep;
+ * GPUMEM_TORCH_ERR_ARGUMENT for a NULL request. */
+GPUMEM_TORCH_API int gpumem_instance_sleep_request(int k, int device, const gpumem_sleep_request* request,
+                                                   const char** report);
+
 /* Puts tags of instance k's strategy on `device` to sleep. `tags`: tag_count names, or NULL / 0 for
  * every tag the strategy has allocated in. keep_all != 0: every tag keeps its content; else only
  * the keep_count tags named in `keep` do (none when 0), the others discard it (their blocks read

@@ -162,14 +162,24 @@ GPUMEM_TORCH_API int gpumem_instance_sleep(int k, int device, const char* const*
 GPUMEM_TORCH_API int gpumem_instance_sleep_cache(int k, int device, const char* const* tags, size_t tag_count,
                                                  int keep_all, const char* const* keep, size_t keep_count,
                                                  int keep_cache, const char** report) {
+  const gpumem_sleep_request request{tags, tag_count, keep_all, keep, keep_count, keep_cache};
+  return gpumem_instance_sleep_request(k, device, &request, report);
+}
+
+GPUMEM_TORCH_API int gpumem_instance_sleep_request(int k, int device, const gpumem_sleep_request* c_request,
+                                                   const char** report) {
   try {
+    if (c_request == nullptr) {
+      throw invalid_argument(invalid_argument::kind::type, "request", "Expected a sleep request but received NULL");
+    }
     torch::sleep_target t;
     if (const int rc = torch::find_sleep_target(k, device, t); rc != GPUMEM_TORCH_OK) return rc;
+    // the C request decoded once into the core's
     sleep_request request;
-    request.tags = tag_ids(tags, tag_count);
-    request.keep_all = keep_all != 0;
-    if (!request.keep_all) request.keep = tag_ids(keep, keep_count);
-    request.keep_cache = keep_cache != 0;
+    request.tags = tag_ids(c_request->tags, c_request->tag_count);
+    request.keep_all = c_request->keep_all != 0;
+    if (!request.keep_all) request.keep = tag_ids(c_request->keep, c_request->keep_count);
+    request.keep_cache = c_request->keep_cache != 0;
     sleepable* leaf = leaf_of(t);
     if (leaf == nullptr) {
       if (!request.tags.empty()) throw_unknown(t, device, request.tags);

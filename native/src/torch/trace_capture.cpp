@@ -1,5 +1,7 @@
 // Allocation traces inside PyTorch: the process's one trace recorder, GPUMEM_TRACE, the
 // gpumem_trace_* exports (gpumem_torch_trace.h), and the flush at exit.
+#include "trace_capture.hpp"
+
 #include <pthread.h>
 #include <unistd.h>
 
@@ -9,8 +11,8 @@
 #include <mutex>
 #include <string>
 
+#include "c_status.hpp"
 #include "gpumem_torch_trace.h"
-#include "trace_capture.hpp"
 #include "warnings.hpp"
 
 namespace gpumem::torch {
@@ -153,7 +155,7 @@ GPUMEM_TORCH_API int gpumem_trace_start_frames(const char* path, const char* wor
       return GPUMEM_TORCH_ERR_ARGUMENT;
     }
   }
-  try {
+  return gpumem::torch::guard_export("gpumem_trace_start", GPUMEM_TORCH_ERR_TRACE, [&] {
     gpumem::torch::watch_forks();
     std::string error;
     gpumem::torch::trace_options options = gpumem::torch::options_for(path, "gpumem_trace_start", workload_json);
@@ -164,28 +166,19 @@ GPUMEM_TORCH_API int gpumem_trace_start_frames(const char* path, const char* wor
     }
     set_last_error("");
     return GPUMEM_TORCH_OK;
-  } catch (const std::exception& e) {
-    set_last_error(std::string("gpumem: gpumem_trace_start failed: ") + e.what());
-    return GPUMEM_TORCH_ERR_TRACE;
-  } catch (...) {
-    set_last_error("gpumem: gpumem_trace_start failed");
-    return GPUMEM_TORCH_ERR_TRACE;
-  }
+  });
 }
 
 GPUMEM_TORCH_API int gpumem_trace_stop(uint64_t* events) {
   gpumem::torch::ensure_env_trace();
-  try {
+  return gpumem::torch::guard_export("gpumem_trace_stop", GPUMEM_TORCH_ERR_TRACE, [&] {
     std::uint64_t n = 0;
     std::string error;
     const bool ok = recorder().stop(n, error);
     if (events != nullptr) *events = n;
     set_last_error(ok ? std::string() : error);
     return ok ? GPUMEM_TORCH_OK : GPUMEM_TORCH_ERR_TRACE;
-  } catch (...) {
-    set_last_error("gpumem: gpumem_trace_stop failed");
-    return GPUMEM_TORCH_ERR_TRACE;
-  }
+  });
 }
 
 GPUMEM_TORCH_API int gpumem_trace_active(void) {

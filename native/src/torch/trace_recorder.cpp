@@ -40,16 +40,19 @@ std::uint32_t thread_id() noexcept {
   return id;
 }
 
-void append_dec(std::string& out, std::uint64_t v) {
+// v in decimal (any integer type: the device is signed).
+template <class Int>
+void append_dec(std::string& out, Int v) {
   char buf[24];
   auto r = std::to_chars(buf, buf + sizeof buf, v);
   out.append(buf, r.ptr);
 }
 
-void append_int(std::string& out, long long v) {
-  char buf[24];
-  auto r = std::to_chars(buf, buf + sizeof buf, v);
-  out.append(buf, r.ptr);
+// A field of a JSON event or CSV row: what stands before it (the punctuation and the JSON name), then v.
+template <class Int>
+void append_field(std::string& out, const char* before, Int v) {
+  out += before;
+  append_dec(out, v);
 }
 
 void append_hex(std::string& out, std::uint64_t v) {
@@ -64,6 +67,18 @@ void append_padded(std::string& out, std::uint64_t v, int width) {
   auto r = std::to_chars(buf, buf + sizeof buf, v);
   for (int n = static_cast<int>(r.ptr - buf); n < width; ++n) out.push_back('0');
   out.append(buf, r.ptr);
+}
+
+// The time of day of RMM's CSV: HH:MM:SS.uuuuuu from the nanoseconds since midnight.
+void append_time_of_day(std::string& out, std::uint64_t day_ns) {
+  const std::uint64_t s = day_ns / ns_per_s;
+  append_padded(out, s / 3600, 2);
+  out += ':';
+  append_padded(out, s / 60 % 60, 2);
+  out += ':';
+  append_padded(out, s % 60, 2);
+  out += '.';
+  append_padded(out, day_ns % ns_per_s / 1000, 6);
 }
 
 void append_json_string(std::string& out, const std::string& s) {
@@ -97,23 +112,19 @@ std::string iso8601_now() {
   return out;
 }
 
-const char* json_action(trace_action a) {
-  switch (a) {
-    case trace_action::alloc: return "alloc";
-    case trace_action::free: return "free";
-    case trace_action::oom: return "oom";
-  }
-  return "alloc";
-}
+// An action's name in each format: gpumem's JSONL and RMM's CSV (logging_resource_adaptor's names).
+struct action_names {
+  const char* json;
+  const char* rmm;
+};
 
-// RMM's names (logging_resource_adaptor).
-const char* rmm_action(trace_action a) {
+action_names names_of(trace_action a) {
   switch (a) {
-    case trace_action::alloc: return "allocate";
-    case trace_action::free: return "free";
-    case trace_action::oom: return "allocate failure";
+    case trace_action::alloc: return {"alloc", "allocate"};
+    case trace_action::free: return {"free", "free"};
+    case trace_action::oom: return {"oom", "allocate failure"};
   }
-  return "allocate";
+  return {"alloc", "allocate"};
 }
 
 }  // namespace
@@ -352,41 +363,25 @@ bool trace_recorder::write_events(const event* events, std::size_t count, std::s
     const event& e = events[i];
     if (format_ == trace_format::jsonl) {
       // The fields of `gpumem record`'s events, plus the device and the thread.
-      text_ += "{\"timeNs\":";
-      append_dec(text_, e.time_ns - base_ns_);
+      append_field(text_, "{\"timeNs\":", e.time_ns - base_ns_);
       text_ += ",\"action\":\"";
-      text_ += json_action(e.action);
-      text_ += "\",\"ptr\":";
-      append_dec(text_, e.ptr);
-      text_ += ",\"bytes\":";
-      append_dec(text_, e.bytes);
-      text_ += ",\"stream\":";
-      append_dec(text_, e.stream);
-      text_ += ",\"tag\":";
-      append_dec(text_, e.tag);
-      text_ += ",\"device\":";
-      append_int(text_, e.device);
-      text_ += ",\"thread\":";
-      append_dec(text_, e.thread);
+      text_ += names_of(e.action).json;
+      append_field(text_, "\",\"ptr\":", e.ptr);
+      append_field(text_, ",\"bytes\":", e.bytes);
+      append_field(text_, ",\"stream\":", e.stream);
+      append_field(text_, ",\"tag\":", e.tag);
+      append_field(text_, ",\"device\":", e.device);
+      append_field(text_, ",\"thread\":", e.thread);
       text_ += "}\n";
     } else {
-      const std::uint64_t day = (start_day_ns_ + (e.time_ns - start_mono_ns_)) % ns_per_day;
-      const std::uint64_t s = day / ns_per_s;
       append_dec(text_, e.thread);
       text_ += ',';
-      append_padded(text_, s / 3600, 2);
-      text_ += ':';
-      append_padded(text_, s / 60 % 60, 2);
-      text_ += ':';
-      append_padded(text_, s % 60, 2);
-      text_ += '.';
-      append_padded(text_, day % ns_per_s / 1000, 6);
+      append_time_of_day(text_, (start_day_ns_ + (e.time_ns - start_mono_ns_)) % ns_per_day);
       text_ += ',';
-      text_ += rmm_action(e.action);
+      text_ += names_of(e.action).rmm;
       text_ += ',';
       append_hex(text_, e.ptr);
-      text_ += ',';
-      append_dec(text_, e.bytes);
+      append_field(text_, ",", e.bytes);
       text_ += ',';
       append_hex(text_, e.stream);
       text_ += '\n';

@@ -6,19 +6,9 @@ import { option } from '@gpumem/allocator-core';
 export const asyncDescriptor = {
   name: 'async',
   description: 'cudaMallocAsync on an owned cudaMemPool_t with a release threshold',
-  flags: {
-    requiresCuda: true,
-    capturable: false,
-    hostMemory: false,
-    requiresOptions: false,
-    managedMemory: false,
-    spillsToHost: false,
-    peerAccess: true,
-    sleep: false,
-    addressOnly: false,
-  },
+  flags: { requiresCuda: true, peerAccess: true },
   options: {
     /** idle bytes the pool keeps at a synchronisation point (unset: keep everything). */
-    releaseThreshold: option.nonNegative(),
+    releaseThreshold: option.native<number>(),
   },
 } as const;

@@ -7,52 +7,42 @@ export const cachingDescriptor = {
   name: 'caching',
   description:
     "PyTorch's CUDACachingAllocator rules (rounding, small/large pools, best fit per stream, splitting, max_split_size, garbage collection, free-and-retry, expandable segments), for replay and as an allocator over cudaMalloc or host memory",
-  flags: {
-    requiresCuda: false,
-    capturable: false,
-    hostMemory: false,
-    requiresOptions: false,
-    managedMemory: false,
-    spillsToHost: false,
-    peerAccess: true,
-    sleep: false,
-    addressOnly: true,
-  },
+  flags: { peerAccess: true, addressOnly: true },
   placement: { key: 'upstream', choices: ['cuda', 'host'] },
   options: {
     /** where the segments come from (default 'auto': 'cuda' when a GPU is present, else 'host'). */
-    upstream: option.oneOf(['cuda', 'host', 'auto'], { default: 'auto' }),
+    upstream: option.native<'cuda' | 'host' | 'auto'>({ default: 'auto' }),
     /**
      * PyTorch's roundup_power2_divisions: a count (4) or counts per interval in MiB
      * ([256:1,512:2,>:8]).
      */
-    roundupPower2Divisions: option.text(),
+    roundupPower2Divisions: option.native<string>(),
     /** PyTorch's max_split_size_mb in bytes: blocks this large are not split (at least 20 MiB). */
-    maxSplitSizeBytes: option.bytes(),
+    maxSplitSizeBytes: option.native<number>(),
     /**
      * PyTorch's max_non_split_rounding_mb in bytes: how much larger an oversize cached block may be
      * than a request it serves (default 20 MiB).
      */
-    maxNonSplitRoundingBytes: option.bytes({ default: 20971520 }),
+    maxNonSplitRoundingBytes: option.native<number>({ default: 20971520 }),
     /**
      * PyTorch's garbage_collection_threshold in (0, 1): acts where allowedMemoryBytes is set (0:
      * off) (default 0).
      */
-    garbageCollectionThreshold: option.number({ default: 0 }),
+    garbageCollectionThreshold: option.native<number>({ default: 0 }),
     /**
      * set_per_process_memory_fraction in bytes: no segment past it, and the base of garbage
      * collection.
      */
-    allowedMemoryBytes: option.bytes(),
+    allowedMemoryBytes: option.native<number>(),
     /**
      * PyTorch's expandable_segments:True: one range per stream and pool, mapped in 2 MiB / 20 MiB
      * pages (default false).
      */
-    expandableSegments: option.boolean({ default: false }),
+    expandableSegments: option.native<boolean>({ default: false }),
     /**
      * the virtual range of each expandable segment (unset: 9/8 of the device's memory, 64 GiB on
      * the host).
      */
-    expandableAddressSpaceBytes: option.bytes(),
+    expandableAddressSpaceBytes: option.native<number>(),
   },
 } as const;

@@ -67,6 +67,7 @@ export {
   listAllocators,
   hasAllocator,
   strategyInfo,
+  checkAllocatorOptions,
   strategyLabel,
   type AllocatorOptionsMap,
   type AllocatorFlagsMap,
@@ -76,6 +77,7 @@ export {
   type StrategyInfo,
   type StrategyRegistration,
 } from './registry.js';
+export type { StrategyFlags } from './flags.generated.js';
 export {
   hostDevice,
   cudaDevice,
@@ -112,9 +114,6 @@ export {
   type ResourceSpec,
   type ChainSpec,
   type NativeTools,
-  type NativeLinkBench,
-  type NativeLinkBenchOptions,
-  type NativeLinkMeasurement,
   type NativeAddon,
   type NativeResource,
   type NativeStats,
@@ -124,11 +123,12 @@ export {
   type NativeTrackingEvents,
   type NativeDeviceProperties,
   type NativeKernelImage,
-  type NativeComm,
   type NativeNcclLibrary,
   type NativePeerTopology,
   type NativePeerPair,
+  nativeAddonPart,
 } from './native.js';
+export type { NativeLinkBench, NativeLinkBenchOptions, NativeLinkMeasurement } from './tools.js';
 export { CudaAllocator, type CudaAllocatorOptions } from './strategies/cuda.js';
 export { HostAllocator, type HostAllocatorOptions } from './strategies/host.js';
 export {

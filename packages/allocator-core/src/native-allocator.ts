@@ -10,7 +10,6 @@ import { loadNative, type ChainSpec, type NativeResource, type NativeTrackingEve
 import type { Stream } from './stream.js';
 import type { Allocator, AllocatorStats, DevicePtr, PrefetchTarget, SleepReport, SleepRequest, TagStats, TrackingEvent } from './types.js';
 import { option, type OptionValues } from './options.js';
-import { checkSleepRequest, checkTagList, emptySleepReport } from './sleep-request.js';
 import { syncNativeTag } from './tags.js';
 import { checkBoolean, checkBytes, checkNonNegative } from './validate.js';
 
@@ -171,13 +170,10 @@ export abstract class NativeAllocator extends BaseAllocator {
     resources.set(this, this.#native);
     if (this.#native.sleepable()) {
       const methods: Pick<Required<Allocator>, 'sleep' | 'wake' | 'tagStats' | 'trimBackup' | 'reserveBackup'> = {
-        sleep: (request) => {
-          const checked = checkSleepRequest(request);
-          // An empty list names no tag: nothing sleeps (the native core reads an empty list as every tag).
-          if (checked?.tags?.length === 0) return this.callNative(() => emptySleepReport());
-          return this.callNative((r) => r.sleep(checked));
-        },
-        wake: (tags) => this.callNative((r) => r.wake(checkTagList(tags, 'tags'))),
+        // The request and the tags go as given: the addon decodes them, once (its TypeError or
+        // RangeError names the field: request.tags[1], ...), and a request of no tag sleeps none.
+        sleep: (request) => this.callNative((r) => r.sleep(request)),
+        wake: (tags) => this.callNative((r) => r.wake(tags)),
         tagStats: () => this.callNative((r) => r.tagStats()),
         trimBackup: () => this.callNative((r) => r.trimBackup()),
         reserveBackup: (bytes) => {

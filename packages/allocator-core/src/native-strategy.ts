@@ -20,31 +20,27 @@
  * Every strategy's options are, in this order: its placement option (`upstream`, where the
  * descriptor has one), `device`, `peerAccess` (with the `peerAccess` flag), the descriptor's other
  * options, the package's own (`extra`: what only TypeScript does, such as uvm's logger), and
- * {@link nativeLayerOptions}. The constructor parses them, resolves the placement ('auto': the
- * device's choice where a GPU is present, else 'host'), checks `peerAccess` and sends the
- * descriptor's options that were given (or have a default) to the native chain builder.
+ * {@link nativeLayerOptions}. The constructor checks the keys and the options TypeScript owns
+ * (device, peerAccess, the extras, the native layers), resolves the placement ('auto': the device's
+ * choice where a GPU is present, else 'host') and passes the descriptor's options that were given
+ * (or have a default) through as they are: the native core checks them, once, when it builds the
+ * chain (its TypeError or RangeError names the option).
  * @module
  */
 import { cudaDevice, hasCudaDevice, hostDevice, type Device } from './device.js';
-import type { ChainSpec } from './native.js';
+import type { StrategyFlags } from './flags.generated.js';
+import { type ChainSpec, loadNative } from './native.js';
 import { NativeAllocator, nativeLayerOptions, type NativeLayerOptions } from './native-allocator.js';
 import { defineOptions, option, type OptionEntries, type OptionsDefinition, type OptionValues, type ParsedOptions } from './options.js';
 import { checkPeerAccess, peerAccessOption, peerAccessSpec } from './peer-access.js';
 import { definedOptions } from './placement.js';
 import type { StrategyRegistration } from './registry.js';
 
-/** A strategy's capability flags, as its descriptor declares them (the registry's). */
-export interface NativeStrategyFlags {
-  readonly requiresCuda: boolean;
-  readonly capturable: boolean;
-  readonly hostMemory: boolean;
-  readonly requiresOptions: boolean;
-  readonly managedMemory: boolean;
-  readonly spillsToHost: boolean;
-  readonly peerAccess: boolean;
-  readonly sleep: boolean;
-  readonly addressOnly: boolean;
-}
+/**
+ * A strategy's capability flags as its generated descriptor lists them: those it has (true); every
+ * flag it does not list is false (the registry's, ./flags.generated.ts).
+ */
+export type NativeStrategyFlags = { readonly [K in keyof StrategyFlags]?: true };
 
 /**
  * A native strategy as its descriptor declares it (what `options.generated.ts` holds): `options`
@@ -78,7 +74,7 @@ export const peerAccessEntry = {
 /** The entries a descriptor's strategy takes: device, peerAccess (with the flag), its own, the extras, the native layers. */
 export type NativeStrategyEntries<D extends NativeStrategyDescriptor, X extends OptionEntries> = D['options'] &
   typeof deviceOption &
-  (D['flags']['peerAccess'] extends true ? typeof peerAccessEntry : unknown) &
+  (D['flags'] extends { peerAccess: true } ? typeof peerAccessEntry : unknown) &
   X &
   typeof nativeLayerOptions;
 
@@ -116,31 +112,49 @@ export function defineNativeStrategy<const D extends NativeStrategyDescriptor, c
     ...extra,
     ...nativeLayerOptions,
   } as unknown as NativeStrategyEntries<D, X>;
-  const { requiresCuda, ...flags } = descriptor.flags;
+  const { requiresCuda = false, ...flags } = descriptor.flags;
   // a placement with a 'host' choice is the strategy's host twin
   const hostTwin = placement?.choices.includes('host') && { hostTwinOptions: { [placement.key]: 'host' } };
+  const definition = defineOptions(descriptor.name, entries);
+  const checkOptions = (options: object) => {
+    checkedOptions(descriptor, definition, options);
+  };
   return {
     name: descriptor.name,
-    options: defineOptions(descriptor.name, entries),
-    registration: { description: descriptor.description, requiresCuda, nativeLayers: true, ...flags, ...hostTwin },
+    options: definition,
+    registration: { description: descriptor.description, requiresCuda, nativeLayers: true, ...flags, ...hostTwin, checkOptions },
     descriptor,
   };
 }
 
+/**
+ * The options checked, nothing made and no device touched: TypeScript's own (the keys, device,
+ * peerAccess's form, the extras, the native layers), then the descriptor's by the native core
+ * (checkSpec: the one check of their values; 'auto' it resolves as {@link prepare} does).
+ */
+function checkedOptions(descriptor: NativeStrategyDescriptor, definition: OptionsDefinition<OptionEntries>, options: object) {
+  const parsed = definition.parse(options) as Record<string, unknown>;
+  const own: Record<string, unknown> = definedOptions(parsed, Object.keys(descriptor.options));
+  loadNative().checkSpec({ strategy: descriptor.name, device: parsed.device as number, options: own } as ChainSpec);
+  return { parsed, own };
+}
+
 /** What a strategy's constructor sends to NativeAllocator, from the options given. */
 function prepare(strategy: NativeStrategy, options: object) {
-  const parsed = strategy.options.parse(options) as Record<string, unknown>;
   const { descriptor } = strategy;
+  // checked before the device is looked for: a bad option is reported as such where there is none
+  const { parsed, own } = checkedOptions(descriptor, strategy.options, options);
   const index = parsed.device as number;
-  const own: Record<string, unknown> = definedOptions(parsed, Object.keys(descriptor.options));
   let upstream: string | undefined;
-  let device: Device;
   if (descriptor.placement !== undefined) {
     const { key, choices } = descriptor.placement;
     const onDevice = choices.find((c) => c !== 'host' && c !== 'auto') ?? 'host';
-    const requested = parsed[key] as string;
-    upstream = requested === 'auto' ? (hasCudaDevice() ? onDevice : 'host') : requested;
+    const requested = parsed[key];
+    upstream = requested === 'auto' ? (hasCudaDevice() ? onDevice : 'host') : (requested as string);
     own[key] = upstream;
+  }
+  let device: Device;
+  if (upstream !== undefined) {
     device = upstream === 'host' ? hostDevice : cudaDevice(index);
   } else {
     device = descriptor.flags.hostMemory && !descriptor.flags.requiresCuda ? hostDevice : cudaDevice(index);

@@ -2,13 +2,31 @@ import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { addonCandidates, loadNative, loadNativeFrom, NativeLoadError, platformPackage, prebuildTag } from './index.js';
+import {
+  addonCandidates,
+  InvalidStateError,
+  loadNative,
+  loadNativeFrom,
+  nativeAddonPart,
+  NativeLoadError,
+  platformPackage,
+  prebuildTag,
+} from './index.js';
 
 describe('native loader', () => {
   it('loads the addon built by npm ci', () => {
     const addon = loadNative();
     expect(typeof addon.deviceCount()).toBe('number');
     expect(addonCandidates().some((p) => p.endsWith('gpumem.node'))).toBe(true);
+  });
+
+  it('hands a package the addon typed as it declares the part it calls, and names a member the addon lacks', () => {
+    const part = nativeAddonPart<{ deviceCount(): number }>('a test', ['deviceCount']);
+    expect(part.deviceCount()).toBe(loadNative().deviceCount());
+    expect(() => nativeAddonPart<{ noSuchMember(): void }>('a test', ['noSuchMember'])).toThrow(InvalidStateError);
+    expect(() => nativeAddonPart<{ noSuchMember(): void }>('a test', ['noSuchMember'])).toThrow(
+      /^The gpumem addon has no 'noSuchMember', which a test calls: it was built from an older tree; rebuild it/,
+    );
   });
 
   it('puts GPUMEM_ADDON first', () => {

@@ -7,6 +7,7 @@ import { createRequire } from 'node:module';
 import { existsSync, readFileSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { InvalidStateError } from './errors.js';
 import { processShared, shareClass } from './process-shared.js';
 import type { AllocatorStats, SleepReport, TagStats } from './types.js';
 
@@ -139,7 +140,6 @@ export interface NativeTools {
   sumU32(resource: NativeResource, ptr: number, count: number, outPtr: number, stream: number, spinNs?: number): void;
   /** fillU32 from a kernel on `device` (a peer of the memory's device), waiting for it. */
   peerFillU32(resource: NativeResource, ptr: number, count: number, value: number, device: number): void;
-  linkBench(options: NativeLinkBenchOptions): NativeLinkBench;
   /** Queues on host stream `stream` a copy of `data` to `ptr` that runs when the stream is reached (tests of stream order). */
   deferHostWrite(stream: number, ptr: number, data: Uint8Array): void;
   /** Runs the work queued on host stream `stream`. */
@@ -148,45 +148,6 @@ export interface NativeTools {
   synchronizeHostStreams(): void;
   /** sumU32 on raw device pointers: spins `spinNs` on `stream`, then adds the sum of `count` u32 at ptr into the u64 at outPtr. */
   delayedAddU32(ptr: number, count: number, outPtr: number, stream: number, spinNs: number): void;
-}
-
-/** What the host-link benchmark is given (every field checked by `linkBenchmark` in ./tools). */
-export interface NativeLinkBenchOptions {
-  device: number;
-  bytes: number;
-  repetitions: number;
-  blocksPerSm: number[];
-  threadsPerBlock: number;
-}
-
-/** One figure of the host-link benchmark: `bytes` moved `gbps.length` times. */
-export interface NativeLinkMeasurement {
-  /** zero-copy-read, zero-copy-write, h2d-copy, d2h-copy, managed-prefetch, managed-fault-read or device-read. */
-  kind: string;
-  /** Kernels: blocks per multiprocessor (the grid is this times the multiprocessors); 0 for copies and prefetch. */
-  blocksPerSm: number;
-  /** Blocks launched; 0 for copies and prefetch. */
-  grid: number;
-  bytes: number;
-  /** GB/s (10^9 bytes per second) of each repetition, in order. */
-  gbps: number[];
-}
-
-/** The host-link benchmark's result (native/include/gpumem/link_bench.hpp). */
-export interface NativeLinkBench {
-  device: number;
-  deviceName: string;
-  multiprocessors: number;
-  threadsPerBlock: number;
-  repetitions: number;
-  /** The buffer size asked for, and the one used (bounded by half the host's available and half the device's free memory). */
-  requestedBytes: number;
-  bytes: number;
-  hostAvailableBytes: number;
-  deviceFreeBytes: number;
-  measurements: NativeLinkMeasurement[];
-  /** Measurements not made on this device, each with the reason. */
-  skipped: string[];
 }
 
 /** What the runtime says of this build's kernels on one device. */
@@ -200,6 +161,11 @@ export interface NativeKernelImage {
   error?: string;
 }
 
+/**
+ * The addon's members that the core calls itself. Those only another package calls (the
+ * communicators of @gpumem/distributed, the trainer's ops of @gpumem/gnn, the host-link benchmark of
+ * ./tools) are declared by that package and reached through {@link nativeAddonPart}.
+ */
 export interface NativeAddon {
   builtWithCuda: boolean;
   driverVersion: number;
@@ -233,37 +199,20 @@ export interface NativeAddon {
   endCapture(stream: number): number;
   launchGraph(graph: number, stream: number): void;
   destroyGraph(graph: number): void;
+  /**
+   * Checks a chain spec as the native core does when it builds it (the option values, the limits,
+   * the strategy's own checks), building nothing and touching no device: the one check of a native
+   * strategy's options, a TypeError or RangeError naming the field.
+   */
+  checkSpec(spec: ChainSpec): void;
   Resource: {
     new (spec: ResourceSpec): NativeResource;
     /** The tag of the allocations this thread makes from now on; undefined: the process tag ('default'). */
     setThreadTag(tag: string | undefined): void;
   };
   tools: NativeTools;
-  /** Whether NCCL loads (GPUMEM_NCCL_LIB, else libnccl.so.2), its version code, or why not; never throws. */
+  /** Whether NCCL loads (GPUMEM_NCCL_LIB, else libnccl.so.2), its version code, or why not; never throws (info() reports it). */
   ncclLibrary(): NativeNcclLibrary;
-  /** ncclGetUniqueId: the 128 bytes every rank of a new NCCL communicator is given. */
-  ncclUniqueId(): Uint8Array;
-  /** One rank of an NCCL communicator on CUDA device `device` (blocks until all `size` ranks join). */
-  NcclComm: new (
-    uniqueId: Uint8Array,
-    size: number,
-    rank: number,
-    device: number,
-  ) => NativeComm;
-  /** One rank of the shared-memory communicator over region `name`; device -1 for host buffers; timeoutMs 0: none. */
-  HostComm: new (
-    name: string,
-    size: number,
-    rank: number,
-    device: number,
-    timeoutMs: number,
-  ) => NativeComm;
-  /** Creates a shared-memory region for `size` ranks (slots of slotBytes, default 4 MiB) and returns its name. */
-  hostCommRegionCreate(size: number, slotBytes?: number): string;
-  /** Aborts the region's group in the name of `rank` (-1: no rank); the first abort wins. */
-  hostCommRegionAbort(name: string, rank: number, reason: string): void;
-  /** Removes the region's name; false when there was none. */
-  hostCommRegionUnlink(name: string): boolean;
 }
 
 /** What ncclLibrary() reports. */
@@ -275,19 +224,6 @@ export interface NativeNcclLibrary {
   version?: number;
   /** Why NCCL cannot be used. */
   reason?: string;
-}
-
-/**
- * One rank of a native communicator (NcclComm or HostComm): f32 collectives on addresses, ordered on
- * a stream (a handle). Errors carry `code`: GPUMEM_COMM_ABORTED when the group was stopped,
- * GPUMEM_NCCL (with ncclResult and ncclResultName) for another NCCL failure.
- */
-export interface NativeComm {
-  allReduce(ptr: number, count: number, stream: number): void;
-  allGather(send: number, recv: number, count: number, stream: number): void;
-  broadcast(ptr: number, count: number, root: number, stream: number): void;
-  abort(reason: string): void;
-  destroy(): void;
 }
 
 /** Device `from` accessing memory on device `to`, as the addon reports it. */
@@ -546,4 +482,22 @@ function noPrebuild(
   const glibcTwin = tag.endsWith('-musl') && available.includes(tag.replace(/-musl$/, '-glibc'));
   const why = glibcTwin ? ', linked against glibc, which musl cannot load' : '';
   return { code: 'GPUMEM_NO_PREBUILT', clause: `: there is no prebuilt addon for ${tag} (${carried}${why})` };
+}
+
+/**
+ * The addon typed as the caller declares it (`Part`): for members the core does not call, declared
+ * by the package that calls them (its communicators, its kernels). Each member in `members` is checked to be there, so that an addon
+ * built from an older tree is a clear {@link InvalidStateError} naming the member and `user`
+ * rather than "is not a function" at the first call; members left out of `members` are optional
+ * (the package feature-detects them).
+ */
+export function nativeAddonPart<Part extends object>(user: string, members: readonly (keyof Part & string)[]): Part {
+  const addon = loadNative() as unknown as Record<string, unknown>;
+  const missing = members.filter((m) => addon[m] === undefined);
+  if (missing.length > 0) {
+    throw new InvalidStateError(
+      `The gpumem addon has no ${missing.map((m) => `'${m}'`).join(', ')}, which ${user} calls: it was built from an older tree; rebuild it (npm run build:native, or npx gpumem-build-native) or point GPUMEM_ADDON at a current gpumem.node`,
+    );
+  }
+  return addon as unknown as Part;
 }

@@ -161,6 +161,16 @@ export const option = {
   custom<P, X extends OptionExtras<P>>(parse: (value: unknown, name: string) => P, extras?: X) {
     return spec<Exclude<P, undefined>, P, X>(parse, extras);
   },
+  /**
+   * A native strategy's option (its generated `options.generated.ts`): typed here, with its default,
+   * and passed through as given: the native core checks it, once, when the allocator is made (a
+   * TypeError or RangeError naming the option, in the wording of the checks above).
+   */
+  native: ((extras?: OptionExtras<unknown>) => spec<unknown, unknown, OptionExtras<unknown>>((value) => value, extras)) as {
+    <T>(extras: { default: NoInfer<T> }): OptionSpec<T> & { default: T };
+    <T>(extras: { required: true }): OptionSpec<T> & { required: true };
+    <T>(): OptionSpec<T>;
+  },
   /** A value that `parse` turns into another form: callers pass a `T`, the strategy gets a `P`. */
   convert<T, P>(parse: (value: unknown, name: string) => P) {
     return spec<T, P, OptionExtras<P>>(parse);

@@ -4,9 +4,9 @@
  * (a plug-in's own) finds them registered and adds nothing.
  */
 import { registerBuiltInAllocator, registerDeprecatedAlias } from './registry.js';
-import { CudaAllocator, type CudaAllocatorOptions } from './strategies/cuda.js';
-import { HostAllocator, type HostAllocatorOptions } from './strategies/host.js';
-import { PluginAllocator, type PluginAllocatorOptions } from './strategies/plugin.js';
+import { CudaAllocator, type CudaAllocatorOptions, checkCudaOptions } from './strategies/cuda.js';
+import { checkHostOptions, HostAllocator, type HostAllocatorOptions } from './strategies/host.js';
+import { checkPluginOptions, PluginAllocator, type PluginAllocatorOptions } from './strategies/plugin.js';
 
 declare module './registry.js' {
   interface AllocatorOptionsMap {
@@ -23,17 +23,20 @@ registerBuiltInAllocator('cuda', (options) => new CudaAllocator(options), {
   requiresCuda: true,
   nativeLayers: true,
   peerAccess: true,
+  checkOptions: checkCudaOptions,
 });
 registerBuiltInAllocator('host', (options) => new HostAllocator(options), {
   description: 'plain host memory, 256-byte aligned (runs without a GPU)',
   requiresCuda: false,
   nativeLayers: true,
   hostMemory: true,
+  checkOptions: checkHostOptions,
 });
 registerBuiltInAllocator('plugin', (options) => new PluginAllocator(options), {
   description: 'a strategy from a shared library built against gpumem/plugin.h (options: library, options?, device?)',
   requiresCuda: false,
   nativeLayers: true,
   requiresOptions: true,
+  checkOptions: checkPluginOptions,
 });
 registerDeprecatedAlias('native', 'plugin');

@@ -5,6 +5,7 @@
  * into the application's registry, and the core's own strategies are registered once.
  * @module
  */
+import { type StrategyFlags, strategyFlagKeys } from './flags.generated.js';
 import { processShared } from './process-shared.js';
 import type { Allocator, SleepingAllocator } from './types.js';
 
@@ -45,59 +46,15 @@ export type AllocatorFor<N extends string> = N extends keyof AllocatorFlagsMap
 /** Makes an allocator from its options. */
 export type AllocatorFactory<O = Record<string, unknown>> = (options: O) => Allocator;
 
-/** What the registry knows of a strategy. */
-export interface StrategyInfo {
+/** What the registry knows of a strategy: its name, description and flags (./flags.generated.ts). */
+export interface StrategyInfo extends StrategyFlags {
   name: string;
   description: string;
-  /** True when the strategy needs a CUDA device (it cannot run on the host alone). */
-  requiresCuda: boolean;
   /**
    * True when the factory makes a NativeAllocator and accepts the native layer options
    * (`limitBytes`, `trackingCapacity`, ...; see NativeLayerOptions).
    */
   nativeLayers: boolean;
-  /**
-   * True when the strategy's malloc and free make no driver calls once warm and never synchronise,
-   * so work that allocates can be captured into a CUDA graph (the trainer's `cudaGraph` mode).
-   */
-  capturable: boolean;
-  /** True when the strategy keeps its memory on the host (comparisons on a GPU leave it out by default). */
-  hostMemory: boolean;
-  /**
-   * True when the strategy cannot be created without options (e.g. 'plugin' needs its library), so
-   * lists of every strategy (a comparison's or a replay's default) leave it out; name it to use it.
-   */
-  requiresOptions: boolean;
-  /**
-   * True when the strategy allocates managed (unified) memory. Asking for more than the device has
-   * free oversubscribes it, which pages on demand and can hang a shared GPU, so planners (train())
-   * keep what they ask of it within the device's free memory.
-   */
-  managedMemory: boolean;
-  /**
-   * True when the strategy can hold more than the device by keeping part of its memory in (pinned)
-   * host memory that kernels use in place, e.g. 'tiered': planners count the host's available
-   * memory beside the device's.
-   */
-  spillsToHost: boolean;
-  /**
-   * True when the strategy takes the `peerAccess` option: CUDA devices (ordinals) that may read and
-   * write its memory besides its own (multi-GPU work reads another device's memory in place).
-   */
-  peerAccess: boolean;
-  /**
-   * True when the strategy can put the memory of some tags to sleep and wake it at the same
-   * addresses: its allocators have `sleep`, `wake`, `tagStats` and `trimBackup` (see
-   * `Allocator.sleep`). Strategies whose memory is mapped through virtual memory management.
-   */
-  sleep: boolean;
-  /**
-   * True when the strategy's logic never reads or writes its memory, so that it runs over
-   * address-only memory (addresses backed by nothing, the native layer option `addressOnly`)
-   * exactly as over its own, taking none: a replay that only asks whether a trace fits then answers
-   * the same on any machine, whatever its memory. Native strategies whose descriptor has the flag.
-   */
-  addressOnly: boolean;
   /**
    * The options that make the strategy run on its host twin: the same logic over host memory (for a
    * strategy with a placement option, its 'host' choice). A verdict that must not depend on the
@@ -111,38 +68,29 @@ export interface StrategyInfo {
   models?: string;
 }
 
-/** What a strategy says of itself when it registers. */
-export interface StrategyRegistration {
+/** What a strategy says of itself when it registers: each flag but requiresCuda defaults to false. */
+export interface StrategyRegistration extends Partial<Omit<StrategyFlags, 'requiresCuda'>> {
   /** One line: what memory it takes and how. */
   description: string;
   /** Needs a CUDA device (cannot run on the host alone). */
   requiresCuda: boolean;
   /** Makes a NativeAllocator that accepts the native layer options (default false). */
   nativeLayers?: boolean;
-  /** Allocates without driver calls or synchronisation once warm: CUDA-graph capture works (default false). */
-  capturable?: boolean;
-  /** Keeps its memory on the host (default false). */
-  hostMemory?: boolean;
-  /** Cannot be created without options, so default lists leave it out (default false). */
-  requiresOptions?: boolean;
-  /** Allocates managed memory, to be kept within the device's free memory by planners (default false). */
-  managedMemory?: boolean;
-  /** Can keep part of its memory in host memory that kernels use in place (default false). */
-  spillsToHost?: boolean;
-  /** Takes the `peerAccess` option: devices that may read and write its memory (default false). */
-  peerAccess?: boolean;
-  /** Its allocators sleep and wake by tag: they have sleep, wake, tagStats and trimBackup (default false). */
-  sleep?: boolean;
-  /** Runs over address-only memory (the `addressOnly` option), its logic never touching its memory (default false). */
-  addressOnly?: boolean;
   /** The options that run it on its host twin, the same logic over host memory (default: none). */
   hostTwinOptions?: Readonly<Record<string, unknown>>;
   /** The allocator whose rules it reproduces, in words (default: none). */
   models?: string;
+  /**
+   * Checks options as the factory would, making nothing and touching no device (a native strategy:
+   * the native core's check, the only one of its options' values): a TypeError or RangeError for
+   * what the factory would refuse. Default: none, and the options are checked when it is made.
+   */
+  checkOptions?: (options: object) => void;
 }
 
 interface Entry extends StrategyInfo {
   factory: AllocatorFactory<never>;
+  checkOptions?: (options: object) => void;
   /** Registered by a copy of the core itself (register.ts), not by a plug-in. */
   builtIn: boolean;
 }
@@ -233,22 +181,14 @@ function canonicalName(name: string): string {
   return aliases.get(name)?.name ?? name;
 }
 
-const flagKeys = [
-  'nativeLayers',
-  'capturable',
-  'hostMemory',
-  'requiresOptions',
-  'managedMemory',
-  'spillsToHost',
-  'peerAccess',
-  'sleep',
-  'addressOnly',
-] as const;
+/** The flags a registration may give, each false unless it does. */
+const flagKeys = ['nativeLayers', ...strategyFlagKeys.filter((k) => k !== 'requiresCuda')] as const;
+type OptionalFlag = (typeof flagKeys)[number];
 
-function checkRegistration(info: unknown): Omit<StrategyInfo, 'name'> {
+function checkRegistration(info: unknown): Omit<Entry, 'name' | 'factory' | 'builtIn'> {
   if (info === null || typeof info !== 'object' || Array.isArray(info)) {
     throw new TypeError(
-      `Expected an object { description, requiresCuda, nativeLayers?, capturable?, hostMemory?, requiresOptions?, managedMemory?, spillsToHost?, peerAccess?, sleep?, addressOnly?, hostTwinOptions?, models? } for info but received ${info === null ? 'null' : typeof info}`,
+      `Expected an object { description, requiresCuda, ${flagKeys.map((k) => `${k}?`).join(', ')}, hostTwinOptions?, models? } for info but received ${info === null ? 'null' : typeof info}`,
     );
   }
   const i = info as Record<string, unknown>;
@@ -264,6 +204,8 @@ function checkRegistration(info: unknown): Omit<StrategyInfo, 'name'> {
   const twin = i.hostTwinOptions;
   if (twin !== undefined && (twin === null || typeof twin !== 'object' || Array.isArray(twin)))
     throw new TypeError(`Expected an object of options for info.hostTwinOptions but received ${twin === null ? 'null' : typeof twin}`);
+  if (i.checkOptions !== undefined && typeof i.checkOptions !== 'function')
+    throw new TypeError(`Expected a function for info.checkOptions but received ${typeof i.checkOptions}`);
   if (i.models !== undefined && (typeof i.models !== 'string' || i.models.length === 0))
     throw new TypeError(
       `Expected a non-empty string for info.models but received ${typeof i.models === 'string' ? "''" : typeof i.models}`,
@@ -271,17 +213,10 @@ function checkRegistration(info: unknown): Omit<StrategyInfo, 'name'> {
   return {
     description: i.description,
     requiresCuda: i.requiresCuda,
-    nativeLayers: i.nativeLayers === true,
-    capturable: i.capturable === true,
-    hostMemory: i.hostMemory === true,
-    requiresOptions: i.requiresOptions === true,
-    managedMemory: i.managedMemory === true,
-    spillsToHost: i.spillsToHost === true,
-    peerAccess: i.peerAccess === true,
-    sleep: i.sleep === true,
-    addressOnly: i.addressOnly === true,
+    ...(Object.fromEntries(flagKeys.map((k) => [k, i[k] === true])) as Record<OptionalFlag, boolean>),
     ...(twin !== undefined && { hostTwinOptions: Object.freeze({ ...(twin as Record<string, unknown>) }) }),
     ...(typeof i.models === 'string' && { models: i.models }),
+    ...(typeof i.checkOptions === 'function' && { checkOptions: i.checkOptions as (options: object) => void }),
   };
 }
 
@@ -374,8 +309,23 @@ export function listAllocators(): StrategyInfo[] {
   return [...entries.values()].map(infoOf);
 }
 
-function infoOf({ factory: _factory, builtIn: _builtIn, ...info }: Entry): StrategyInfo {
+function infoOf({ factory: _factory, builtIn: _builtIn, checkOptions: _check, ...info }: Entry): StrategyInfo {
   return info;
+}
+
+/**
+ * Checks `options` of the registered strategy `name` without making an allocator (its
+ * registration's `checkOptions`): throws its TypeError or RangeError for options it refuses.
+ * Returns false where the strategy has no such check (its options are checked when it is made).
+ */
+export function checkAllocatorOptions(name: string, options: object): boolean {
+  const entry = entryOf(name);
+  if (options === null || typeof options !== 'object') {
+    throw new TypeError(`Expected an options object for options but received ${typeof options}`);
+  }
+  if (entry.checkOptions === undefined) return false;
+  entry.checkOptions(options);
+  return true;
 }
 
 function entryOf(name: string): Entry {

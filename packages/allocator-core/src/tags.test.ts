@@ -1,6 +1,5 @@
 import { describe, expect, it } from 'vitest';
 import { currentTag, HostAllocator, registerAllocator, strategyInfo, TrackingAllocator, withTag } from './index.js';
-import { checkSleepRequest, checkTagList } from './sleep-request.js';
 import { syncNativeTag } from './tags.js';
 import type { SleepReport, SleepRequest, TagStats } from './types.js';
 
@@ -72,23 +71,6 @@ describe('the tag sent to the native core', () => {
     expect(sent).toEqual(['a', undefined, 'b']);
     syncNativeTag(send); // back to none, as it was
     expect(sent).toEqual(['a', undefined, 'b', undefined]);
-  });
-});
-
-describe('the arguments of sleep and wake', () => {
-  it('takes { tags?, keep? } with tag names, and names what is wrong', () => {
-    expect(checkSleepRequest(undefined)).toBeUndefined();
-    expect(checkSleepRequest({})).toEqual({});
-    expect(checkSleepRequest({ tags: ['kv'], keep: false })).toEqual({ tags: ['kv'], keep: false });
-    expect(checkSleepRequest({ keep: ['weights'] })).toEqual({ keep: ['weights'] });
-    expect(() => checkSleepRequest('kv')).toThrow(/object \{ tags\?, keep\? \} for request/);
-    expect(() => checkSleepRequest({ tag: ['kv'] })).toThrow(/Unknown option 'tag' in request; expected one of: tags, keep/);
-    expect(() => checkSleepRequest({ tags: 'kv' })).toThrow(/array of tag names for request.tags/);
-    expect(() => checkSleepRequest({ tags: ['kv', 3] })).toThrow(/request.tags\[1\]/);
-    expect(() => checkSleepRequest({ keep: 'kv' })).toThrow(/boolean or an array of tag names for request.keep/);
-    expect(() => checkSleepRequest({ keep: [''] })).toThrow(RangeError);
-    expect(checkTagList(undefined, 'tags')).toBeUndefined();
-    expect(() => checkTagList(['ok', null], 'tags')).toThrow(/tags\[1\]/);
   });
 });
 

@@ -25,7 +25,7 @@ const state = processShared('allocation-tags', 1, () => ({
 }));
 
 /** Throws TypeError for a non-string, RangeError for a name the native core refuses; `name` is the argument's. */
-export function checkTag(tag: unknown, name = 'tag'): asserts tag is string {
+function checkTag(tag: unknown, name = 'tag'): asserts tag is string {
   if (typeof tag !== 'string') throw new TypeError(`Expected a tag name (string) for ${name} but received ${describeValue(tag)}`);
   if (tag.length === 0) throw new RangeError(`Expected a non-empty tag name for ${name} but received ''`);
   if (Buffer.byteLength(tag) > maxTagBytes) {

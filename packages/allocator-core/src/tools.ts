@@ -8,20 +8,13 @@
 import { deviceCount, deviceStatus, type Device } from './device.js';
 import { InvalidStateError, translateNativeError } from './errors.js';
 import { NativeAllocator, nativeResourceOf } from './native-allocator.js';
-import {
-  loadNative,
-  type NativeLinkBench,
-  type NativeLinkMeasurement,
-  type NativeReplay,
-  type NativeResource,
-  type NativeTiming,
-} from './native.js';
+import { loadNative, nativeAddonPart, type NativeReplay, type NativeResource, type NativeTiming } from './native.js';
 import { median } from './numbers.js';
 import { Stream } from './stream.js';
 import type { DevicePtr } from './types.js';
 import { checkBytes, checkNonNegative, checkPointer } from './validate.js';
 
-export type { NativeLinkBench, NativeLinkMeasurement, NativeReplay, NativeReplayPass, NativeTiming } from './native.js';
+export type { NativeReplay, NativeReplayPass, NativeTiming } from './native.js';
 
 /**
  * An allocation trace compiled for {@link replayNative}: one entry per operation in each array. An
@@ -180,7 +173,51 @@ export function sumU32(allocator: NativeAllocator, ptr: DevicePtr, count: number
   run(allocator, (r) => loadNative().tools.sumU32(r, ptr, count, outPtr, handle, spinNs));
 }
 
-/** Options of {@link linkBenchmark}. */
+/** What the addon's host-link benchmark is given (every field checked by `linkBenchmark`). */
+export interface NativeLinkBenchOptions {
+  device: number;
+  bytes: number;
+  repetitions: number;
+  blocksPerSm: number[];
+  threadsPerBlock: number;
+}
+
+/** One figure of the host-link benchmark: `bytes` moved `gbps.length` times. */
+export interface NativeLinkMeasurement {
+  /** zero-copy-read, zero-copy-write, h2d-copy, d2h-copy, managed-prefetch, managed-fault-read or device-read. */
+  kind: string;
+  /** Kernels: blocks per multiprocessor (the grid is this times the multiprocessors); 0 for copies and prefetch. */
+  blocksPerSm: number;
+  /** Blocks launched; 0 for copies and prefetch. */
+  grid: number;
+  bytes: number;
+  /** GB/s (10^9 bytes per second) of each repetition, in order. */
+  gbps: number[];
+}
+
+/** The host-link benchmark's result (native/include/gpumem/link_bench.hpp). */
+export interface NativeLinkBench {
+  device: number;
+  deviceName: string;
+  multiprocessors: number;
+  threadsPerBlock: number;
+  repetitions: number;
+  /** The buffer size asked for, and the one used (bounded by half the host's available and half the device's free memory). */
+  requestedBytes: number;
+  bytes: number;
+  hostAvailableBytes: number;
+  deviceFreeBytes: number;
+  measurements: NativeLinkMeasurement[];
+  /** Measurements not made on this device, each with the reason. */
+  skipped: string[];
+}
+
+/** The part of the addon that only the host-link benchmark calls (the core's allocators never do). */
+interface LinkBenchNative {
+  tools: { linkBench(options: NativeLinkBenchOptions): NativeLinkBench };
+}
+
+/** Options of `linkBenchmark`. */
 export interface LinkBenchmarkOptions {
   /** CUDA device ordinal (default 0). */
   device?: number;
@@ -198,14 +235,14 @@ export interface LinkBenchmarkOptions {
   threadsPerBlock?: number;
 }
 
-/** One figure of {@link linkBenchmark}, with its summary. */
+/** One figure of `linkBenchmark`, with its summary. */
 export interface LinkMeasurement extends NativeLinkMeasurement {
   medianGbps: number;
   minGbps: number;
   maxGbps: number;
 }
 
-/** The result of {@link linkBenchmark}: the device, the sizes used and every figure. */
+/** The result of `linkBenchmark`: the device, the sizes used and every figure. */
 export interface LinkBenchmark extends Omit<NativeLinkBench, 'measurements'> {
   measurements: LinkMeasurement[];
 }
@@ -258,7 +295,13 @@ export function linkBenchmark(options: LinkBenchmarkOptions = {}): LinkBenchmark
   if (device >= count) throw new RangeError(`Expected a CUDA device index below ${count} for device but received ${device}`);
   let result: NativeLinkBench;
   try {
-    result = loadNative().tools.linkBench({ device, bytes, repetitions, blocksPerSm: [...blocksPerSm], threadsPerBlock });
+    result = nativeAddonPart<LinkBenchNative>('linkBenchmark', ['tools']).tools.linkBench({
+      device,
+      bytes,
+      repetitions,
+      blocksPerSm: [...blocksPerSm],
+      threadsPerBlock,
+    });
   } catch (e) {
     throw translateNativeError(e, 'linkBenchmark');
   }

@@ -7,8 +7,8 @@
  * another stream is reused after an event; idle runs (every granule idle: a run is unmapped whole)
  * are unmapped by trim(), past `releaseThreshold`, before growing past `gcThreshold` of the
  * capacity, before reserved passes its peak (`unmapIdleBeforeGrowth`), and when a map fails (then every stream's idle runs go and the map is retried once).
- * Over host memory (no GPU) the same logic runs on an mmap reservation whose runs are committed
- * with one mprotect each. upstreamAllocCount/upstreamFreeCount/segmentCount count runs. Its options and registry entry come from
+ * Over host memory (no GPU) the same logic runs on an mmap reservation whose runs are memfds
+ * mapped into it, one each. upstreamAllocCount/upstreamFreeCount/segmentCount count runs. Its options and registry entry come from
  * the native descriptor (./options.generated.ts). Side-effect free; index.ts registers it.
  * @module
  */

@@ -93,6 +93,30 @@ describe('expandable', () => {
     );
   });
 
+  it('takes sleep requests { tags?, keep? } as given, the addon naming what is wrong once', () => {
+    const a = createAllocator('expandable', { upstream: 'host', granuleBytes: MiB, reserveBytes: 16 * MiB });
+    try {
+      const p = withTag('kv', () => a.malloc(MiB));
+      const bad = (request: unknown) => () => a.sleep(request as never);
+      expect(bad('kv')).toThrow(TypeError);
+      expect(bad('kv')).toThrow(/Expected an object \{ tags\?, keep\? \} for request but received 'kv' of type string/);
+      expect(bad({ tag: ['kv'] })).toThrow(/Unknown option 'tag' in request; expected one of: tags, keep/);
+      expect(bad({ tags: 'kv' })).toThrow(/array of tag names for request.tags/);
+      expect(bad({ tags: ['kv', 3] })).toThrow(/Expected a tag name \(string\) for request.tags\[1\] but received 3 of type number/);
+      expect(bad({ keep: 'kv' })).toThrow(/boolean or an array of tag names for request.keep/);
+      expect(bad({ keep: [''] })).toThrow(RangeError);
+      expect(bad({ keep: [''] })).toThrow("Expected a non-empty tag name for request.keep[0] but received ''");
+      expect(() => a.wake(['ok', null] as never)).toThrow(/tags\[1\]/);
+      // a list of no tag names none: nothing sleeps
+      expect(a.sleep({ tags: [] })).toEqual({ changed: [], unchanged: [], deviceBytes: 0, copiedBytes: 0, seconds: 0 });
+      expect(a.sleep({ tags: ['kv'], keep: false }).changed).toEqual(['kv']);
+      expect(a.wake(undefined).changed).toEqual(['kv']);
+      a.free(p, MiB);
+    } finally {
+      a.dispose();
+    }
+  });
+
   it('reserves backup memory ahead of a sleep (reserveBackup, backupReserveBytes), checking the byte count', () => {
     const a = createAllocator('expandable', { upstream: 'host', granuleBytes: MiB, reserveBytes: 64 * MiB, backupReserveBytes: MiB });
     try {

@@ -7,39 +7,29 @@ export const expandableDescriptor = {
   name: 'expandable',
   description:
     'expandable segments: a virtual range per stream, physical memory mapped in granules as it grows (CUDA VMM, or mmap without a GPU)',
-  flags: {
-    requiresCuda: false,
-    capturable: false,
-    hostMemory: false,
-    requiresOptions: false,
-    managedMemory: false,
-    spillsToHost: false,
-    peerAccess: true,
-    sleep: true,
-    addressOnly: true,
-  },
+  flags: { peerAccess: true, sleep: true, addressOnly: true },
   placement: { key: 'upstream', choices: ['cuda', 'host'] },
   options: {
     /**
      * where the granules come from: CUDA VMM, or host mappings (mmap) (default 'auto': 'cuda' when
      * a GPU is present, else 'host').
      */
-    upstream: option.oneOf(['cuda', 'host', 'auto'], { default: 'auto' }),
+    upstream: option.native<'cuda' | 'host' | 'auto'>({ default: 'auto' }),
     /**
      * Bytes mapped at a time. cuda: a multiple of the device's minimum granularity (default: its
      * recommended granularity, 2 MiB on current GPUs); host: a power of two of at least the page
      * size (default 2 MiB).
      */
-    granuleBytes: option.bytes(),
+    granuleBytes: option.native<number>(),
     /**
      * idle mapped bytes kept; past it, idle granules are unmapped at free (unset: keep everything).
      */
-    releaseThreshold: option.nonNegative(),
+    releaseThreshold: option.native<number>(),
     /**
      * 0 < f <= 1: before mapping past f x `capacityBytes`, idle granules are unmapped first
      * (PyTorch's garbage_collection_threshold). 0 (the default): off.
      */
-    gcThreshold: option.number({ default: 0 }),
+    gcThreshold: option.native<number>({ default: 0 }),
     /**
      * Before mapping past the peak of reserved bytes (since resetPeak()), every stream's idle
      * granules are unmapped first (waiting on the host for the streams that used them), so that a
@@ -50,25 +40,25 @@ export const expandableDescriptor = {
      * it, 1.08x without, at about the same epoch time) and not streams taking turns (two streams
      * unmapped 214 runs a pass: 55.7 µs an allocation against 4.4 µs; bench/RESULTS.md).
      */
-    unmapIdleBeforeGrowth: option.boolean({ default: false }),
+    unmapIdleBeforeGrowth: option.native<boolean>({ default: false }),
     /** what gcThreshold is a fraction of (unset: limitBytes, else the device's memory). */
-    capacityBytes: option.bytes(),
+    capacityBytes: option.native<number>(),
     /**
      * The virtual range reserved per stream, a multiple of the granule; no allocation can be larger
      * (default: the device's memory rounded up to a granule; host: 64 GiB).
      */
-    reserveBytes: option.bytes(),
+    reserveBytes: option.native<number>(),
     /**
      * host bytes the backups of sleeping tags may hold (unset: MemAvailable less 10% of MemTotal at
      * each sleep).
      */
-    backupLimitBytes: option.nonNegative(),
+    backupLimitBytes: option.native<number>(),
     /**
      * Host bytes pinned for the backups of sleeping tags when the allocator is made, on background
      * threads (nothing waits for them), so that a first sleep copies at the host link's speed
      * instead of pinning as it copies; counted against `backupLimitBytes`. 0 (the default): none
      * (`reserveBackup` asks later).
      */
-    backupReserveBytes: option.nonNegative({ default: 0 }),
+    backupReserveBytes: option.native<number>({ default: 0 }),
   },
 } as const;

@@ -7,35 +7,25 @@ export const pinnedDescriptor = {
   name: 'pinned',
   description:
     'caching pool over mapped pinned host memory that kernels use in place: 512 B rounding, 2 MiB segments, per-stream free lists, pins at most what the host has available (host memory without a GPU)',
-  flags: {
-    requiresCuda: false,
-    capturable: true,
-    hostMemory: true,
-    requiresOptions: false,
-    managedMemory: false,
-    spillsToHost: false,
-    peerAccess: true,
-    sleep: false,
-    addressOnly: false,
-  },
+  flags: { capturable: true, hostMemory: true, peerAccess: true },
   placement: { key: 'upstream', choices: ['pinned', 'host'] },
   options: {
     /**
      * where the pool's segments come from (default 'auto': 'pinned' when a GPU is present, else
      * 'host').
      */
-    upstream: option.oneOf(['pinned', 'host', 'auto'], { default: 'auto' }),
+    upstream: option.native<'pinned' | 'host' | 'auto'>({ default: 'auto' }),
     /**
      * Cap on reserved bytes. Over pinned memory it lowers the cap on pinned bytes (default: the
      * host's MemAvailable at creation less 10% of MemTotal); over host memory it is the pool's cap
      * (default: none).
      */
-    maxReservedBytes: option.bytes(),
+    maxReservedBytes: option.native<number>(),
     /** requests up to this size are small (default 1 MiB). */
-    smallRequestLimit: option.bytes({ default: 1048576 }),
+    smallRequestLimit: option.native<number>({ default: 1048576 }),
     /** small requests share segments of this size (default 2 MiB). */
-    smallSegmentBytes: option.bytes({ default: 2097152 }),
+    smallSegmentBytes: option.native<number>({ default: 2097152 }),
     /** large segments are rounded up to this (default 2 MiB). */
-    largeSegmentRounding: option.bytes({ default: 2097152 }),
+    largeSegmentRounding: option.native<number>({ default: 2097152 }),
   },
 } as const;

@@ -7,31 +7,21 @@ export const poolDescriptor = {
   name: 'pool',
   description:
     'caching block pool: 512 B rounding, best fit with split/coalesce, per-stream free lists (over cudaMalloc, or host memory without a GPU)',
-  flags: {
-    requiresCuda: false,
-    capturable: true,
-    hostMemory: false,
-    requiresOptions: false,
-    managedMemory: false,
-    spillsToHost: false,
-    peerAccess: true,
-    sleep: false,
-    addressOnly: true,
-  },
+  flags: { capturable: true, peerAccess: true, addressOnly: true },
   placement: { key: 'upstream', choices: ['cuda', 'host'] },
   options: {
     /**
      * where the pool's segments come from (default 'auto': 'cuda' when a GPU is present, else
      * 'host').
      */
-    upstream: option.oneOf(['cuda', 'host', 'auto'], { default: 'auto' }),
+    upstream: option.native<'cuda' | 'host' | 'auto'>({ default: 'auto' }),
     /** the most bytes the pool reserves from its upstream (unset: no cap beyond the upstream's). */
-    maxReservedBytes: option.bytes(),
+    maxReservedBytes: option.native<number>(),
     /** requests up to this size are small (default 1 MiB). */
-    smallRequestLimit: option.bytes({ default: 1048576 }),
+    smallRequestLimit: option.native<number>({ default: 1048576 }),
     /** small requests share segments of this size (default 2 MiB). */
-    smallSegmentBytes: option.bytes({ default: 2097152 }),
+    smallSegmentBytes: option.native<number>({ default: 2097152 }),
     /** large segments are rounded up to this (default 2 MiB). */
-    largeSegmentRounding: option.bytes({ default: 2097152 }),
+    largeSegmentRounding: option.native<number>({ default: 2097152 }),
   },
 } as const;

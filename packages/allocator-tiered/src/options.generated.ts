@@ -7,47 +7,37 @@ export const tieredDescriptor = {
   name: 'tiered',
   description:
     'device memory first, then pinned host memory kernels use in place (CUDA VMM, or memfd without a GPU); placement by tag, prefetch moves blocks between tiers at the same address',
-  flags: {
-    requiresCuda: false,
-    capturable: false,
-    hostMemory: false,
-    requiresOptions: false,
-    managedMemory: false,
-    spillsToHost: true,
-    peerAccess: true,
-    sleep: true,
-    addressOnly: false,
-  },
+  flags: { spillsToHost: true, peerAccess: true, sleep: true },
   placement: { key: 'upstream', choices: ['cuda', 'host', 'auto'] },
   options: {
     /**
      * where the tiers come from: CUDA VMM, the host twin, or CUDA VMM when a GPU is present
      * (default 'auto': 'cuda' when a GPU is present, else 'host').
      */
-    upstream: option.oneOf(['cuda', 'host', 'auto'], { default: 'auto' }),
+    upstream: option.native<'cuda' | 'host' | 'auto'>({ default: 'auto' }),
     /**
      * Bytes the device tier may hold, live and cached blocks (default: the device's free memory
      * when the allocator is made, less 1 GiB for the CUDA context and libraries; the host twin: 1
      * GiB). 0 puts everything on the host.
      */
-    deviceBudgetBytes: option.nonNegative(),
+    deviceBudgetBytes: option.native<number>(),
     /**
      * Bytes the host tier may hold pinned (default and upper bound: the host's available memory
      * when the allocator is made less 10% of its total, as the 'pinned' strategy's cap; a value
      * only lowers it).
      */
-    hostBudgetBytes: option.nonNegative(),
+    hostBudgetBytes: option.native<number>(),
     /**
      * host bytes the backups of sleeping tags may hold (unset: MemAvailable less 10% of MemTotal at
      * each sleep).
      */
-    backupLimitBytes: option.nonNegative(),
+    backupLimitBytes: option.native<number>(),
     /**
      * Host bytes pinned for the backups of sleeping tags when the allocator is made, on background
      * threads (nothing waits for them), so that a first sleep copies at the host link's speed
      * instead of pinning as it copies; counted against `backupLimitBytes`. 0 (the default): none
      * (`reserveBackup` asks later).
      */
-    backupReserveBytes: option.nonNegative({ default: 0 }),
+    backupReserveBytes: option.native<number>({ default: 0 }),
   },
 } as const;

@@ -6,25 +6,15 @@ import { option } from '@gpumem/allocator-core';
 export const uvmDescriptor = {
   name: 'uvm',
   description: 'cudaMallocManaged (unified memory) with prefetch-on-allocate and cudaMemAdvise hints',
-  flags: {
-    requiresCuda: true,
-    capturable: false,
-    hostMemory: false,
-    requiresOptions: false,
-    managedMemory: true,
-    spillsToHost: false,
-    peerAccess: true,
-    sleep: false,
-    addressOnly: false,
-  },
+  flags: { requiresCuda: true, managedMemory: true, peerAccess: true },
   options: {
     /** prefetch each allocation to the device when it is made (default true). */
-    prefetchOnAllocate: option.boolean({ default: true }),
+    prefetchOnAllocate: option.native<boolean>({ default: true }),
     /** cudaMemAdviseSetPreferredLocation for every allocation (default 'none'). */
-    preferredLocation: option.oneOf(['device', 'host', 'none'], { default: 'none' }),
+    preferredLocation: option.native<'device' | 'host' | 'none'>({ default: 'none' }),
     /** cudaMemAdviseSetAccessedBy for every allocation (default 'none'). */
-    accessedBy: option.oneOf(['device', 'host', 'none'], { default: 'none' }),
+    accessedBy: option.native<'device' | 'host' | 'none'>({ default: 'none' }),
     /** cudaMemAdviseSetReadMostly for every allocation (default false). */
-    readMostly: option.boolean({ default: false }),
+    readMostly: option.native<boolean>({ default: false }),
   },
 } as const;

@@ -1,12 +1,11 @@
 /**
  * The child process of `gpumem compare`: receives one request, imports the strategies (the
- * built-in ones and the request's plug-ins, so they exist here too), and either runs it, sending
- * progress and the result, or checks allocator specs (see check-specs.ts); then exits.
+ * built-in ones and the request's plug-ins, so they exist here too) and runs it, sending
+ * progress and the result; then exits.
  * @module
  */
 import { importStrategies } from './strategies.js';
 import { runOne, type RunRequest } from './compare.js';
-import { specProblems, type CheckRequest } from './check-specs.js';
 import { throttledProgress, type Progress } from '@gpumem/gnn';
 import { escapeTerminalLines } from '@gpumem/allocator-core';
 
@@ -14,14 +13,9 @@ function send(message: unknown): Promise<void> {
   return new Promise((resolve, reject) => process.send!(message, undefined, {}, (e) => (e ? reject(e) : resolve())));
 }
 
-process.once('message', (request: RunRequest | CheckRequest) => {
+process.once('message', (request: RunRequest) => {
   void (async () => {
     await importStrategies(request.plugins);
-    if ('check' in request) {
-      await send({ type: 'checked', problems: specProblems(request.check) });
-      process.disconnect();
-      return;
-    }
     const onProgress = throttledProgress((progress: Progress) => process.send!({ type: 'progress', progress }));
     const run = runOne(request, onProgress);
     await send({ type: 'result', run });

@@ -8,6 +8,7 @@
 import { formatBytes } from '@gpumem/allocator-core';
 import type { DoctorStrategy, DoctorVerdict, PeakShare } from '@gpumem/trace';
 import { REPORT_STYLE } from './report-styles.js';
+import { pageStart } from './report-page.js';
 import { DASH, escapeHtml } from './report-text.js';
 
 /** Where the verdict came from: the file, its form and origin, the device the replays ran on. */
@@ -126,17 +127,7 @@ export function renderDoctorReport(v: DoctorVerdict, info: DoctorReportInfo): st
   const details = rest.filter((l) => !l.startsWith('- ') && l !== 'What would reduce the live bytes:');
   const reductions = v.reductions.map((r) => r.text);
   const ownBytes = v.liveBytes - v.heldBeforeTraceBytes;
-  return `<!DOCTYPE html>
-<html lang="en">
-<head>
-<meta charset="utf-8">
-<meta name="viewport" content="width=device-width, initial-scale=1">
-<meta name="generator" content="gpumem doctor">
-<title>gpumem doctor: ${escapeHtml(info.file)}</title>
-<style>${REPORT_STYLE}${DOCTOR_STYLE}</style>
-</head>
-<body>
-<header>
+  return `${pageStart('gpumem doctor', `gpumem doctor: ${info.file}`, REPORT_STYLE + DOCTOR_STYLE)}<header>
 <h1>Is this OOM real? ${escapeHtml(info.file)}</h1>
 <dl class="meta">
 <dt>trace</dt><dd>${escapeHtml(info.format)}; ${escapeHtml(info.origin)}</dd>

@@ -135,6 +135,17 @@ function simulate(shape: StrategyShape, index: number): CompareRun {
   let upstreamAllocs = 0;
   let upstreamFrees = 0;
   let failure: string | undefined;
+  // The counters an epoch's stats and the run's final stats report, as they stand when called.
+  const counters = (peakAllocatedBytes: number, peakReservedBytes: number): Partial<AllocatorStats> => ({
+    allocatedBytes: timeline.allocatedBytes.at(-1)!,
+    peakAllocatedBytes,
+    reservedBytes: reserved,
+    peakReservedBytes,
+    allocCount,
+    freeCount: allocCount - 40,
+    upstreamAllocCount: upstreamAllocs,
+    upstreamFreeCount: upstreamFrees,
+  });
 
   for (let epoch = 0; epoch < EPOCHS && failure === undefined; epoch++) {
     const startMs = t;
@@ -197,17 +208,7 @@ function simulate(shape: StrategyShape, index: number): CompareRun {
       peakReservedBytes: peakReserved,
       upstreamAllocCalls: upstreamAllocs - upstreamBefore[0],
       upstreamFreeCalls: upstreamFrees - upstreamBefore[1],
-      stats: stats({
-        allocatedBytes: timeline.allocatedBytes.at(-1)!,
-        peakAllocatedBytes: peakAllocated,
-        reservedBytes: reserved,
-        peakReservedBytes: peakReserved,
-        allocCount,
-        freeCount: allocCount - 40,
-        upstreamAllocCount: upstreamAllocs,
-        upstreamFreeCount: upstreamFrees,
-        ...hostStats(peakHostAllocated, peakHostReserved),
-      }),
+      stats: stats({ ...counters(peakAllocated, peakReserved), ...hostStats(peakHostAllocated, peakHostReserved) }),
     });
     t += 2; // between epochs
   }
@@ -215,14 +216,7 @@ function simulate(shape: StrategyShape, index: number): CompareRun {
   const peakAllocated = Math.max(...timeline.allocatedBytes);
   const peakReserved = Math.max(...timeline.reservedBytes);
   const finalStats = stats({
-    allocatedBytes: timeline.allocatedBytes.at(-1)!,
-    peakAllocatedBytes: peakAllocated,
-    reservedBytes: reserved,
-    peakReservedBytes: peakReserved,
-    allocCount,
-    freeCount: allocCount - 40,
-    upstreamAllocCount: upstreamAllocs,
-    upstreamFreeCount: upstreamFrees,
+    ...counters(peakAllocated, peakReserved),
     oomCount: failure === undefined ? 0 : 1,
     ...(shape.allocator === 'pool' ? { largestFreeBlock: 18 * MiB, segmentCount: Math.round(peakReserved / (20 * MiB)) } : {}),
     ...hostStats(Math.max(0, ...(timeline.hostAllocatedBytes ?? [])), Math.max(0, ...(timeline.hostReservedBytes ?? []))),

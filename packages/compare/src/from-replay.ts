@@ -5,8 +5,10 @@
  * @module
  */
 import { formatBytes } from '@gpumem/allocator-core';
-import type { Advice, CompiledTrace, MinCapacity, RecordedBaseline, StrategyReplay } from '@gpumem/trace';
+import type { Advice, CompiledTrace, MinCapacity, ReadTrace, RecordedBaseline, StrategyReplay } from '@gpumem/trace';
+import type { ReplayRun } from './replay-run.js';
 import { capTimeline, peakBreakdown } from './timeline.js';
+import { originOf, traceSummary } from './trace-description.js';
 import type { CompareColumn, CompareResult, CompareRun, ExtraColumn, TimelineSeries } from './types.js';
 
 /** One strategy's replay, as replayStrategy returns it: its results, or the error that stopped it. */
@@ -248,4 +250,26 @@ export function replayToCompareResult(input: ReplayReportInput): CompareResult {
   if (input.capacityBytes !== undefined) result.replay!.capacityBytes = input.capacityBytes;
   if (picks && picks.lines.length > 0) result.recommendation = [...picks.lines];
   return result;
+}
+
+/** The report of a replay of `file` (read as `trace`), for renderHtmlReport: its rows, its recommendation, the trace described. */
+export function replayReport(
+  file: string,
+  trace: ReadTrace,
+  compiled: CompiledTrace,
+  { rows, baseline, advice }: ReplayRun,
+  o: { device: string; capacityBytes?: number | undefined },
+): CompareResult {
+  return replayToCompareResult({
+    file,
+    format: trace.format,
+    origin: originOf(trace),
+    summary: traceSummary(trace, compiled),
+    compiled,
+    rows,
+    ...(baseline && { baseline }),
+    device: o.device,
+    ...(o.capacityBytes !== undefined && { capacityBytes: o.capacityBytes }),
+    advice,
+  });
 }

@@ -39,8 +39,8 @@ export { deviceRun, deviceLabels, devicePeaksText, anyDevices } from './devices.
 export { parseBaseline, readBaseline, baselineThroughput, BaselineFormatError, type BaselineRun } from './baseline.js';
 export { parseAllocatorSpec, parseAllocatorList, type AllocatorSpec } from './spec.js';
 export { defaultAllocators, type DefaultAllocators, type DefaultAllocatorsOptions } from './default-allocators.js';
-export { defaultWorkload, mnistAvailable, mnistInstallHint, type DefaultWorkload } from './default-workload.js';
-export { specProblems, specProblemsInChild, type SpecProblem } from './check-specs.js';
+export { defaultWorkload, defaultWorkloadHelp, missingDataProblem, type DefaultWorkload } from './default-workload.js';
+export { specProblems, type SpecProblem } from './check-specs.js';
 export type {
   CompareResult,
   CompareRun,
@@ -66,5 +66,15 @@ export {
   pluginTimeoutVariable,
   type PluginLoadErrorCode,
 } from './strategies.js';
-export { replayToCompareResult, minCapacityText, type ReplayReportInput, type ReplayReportRow } from './from-replay.js';
+export {
+  replayToCompareResult,
+  replayReport,
+  minCapacityText,
+  type ReplayReportInput,
+  type ReplayReportRow,
+} from './from-replay.js';
+export { replayAllocators, type ReplayRun, type ReplayRunOptions } from './replay-run.js';
+export { formatReplayTable, replayNotes, replayProgressLine } from './replay-table.js';
+export { replayJson } from './replay-json.js';
+export { describeTrace } from './trace-description.js';
 export type { ExtraColumn, ExtraCell, ReplayReportInfo } from './types.js';

@@ -12,6 +12,7 @@ import { chartData } from './report-chart-data.js';
 import type { ReportDataElementId } from './report-client/report-data.js';
 import { timelineFigure } from './report-figures.js';
 import { headerHtml, notesHtml, recommendationHtml } from './report-header.js';
+import { pageStart } from './report-page.js';
 import { REPORT_STYLE } from './report-styles.js';
 import { tableHtml } from './report-table.js';
 import { escapeHtml } from './report-text.js';
@@ -44,17 +45,7 @@ export function renderHtmlReport(result: CompareResult): string {
   const epochSection = data.epochChart
     ? `<div class="chart-box wide"><canvas id="${data.epochChart.canvasId}" role="img" aria-label="Epoch time per allocator"></canvas></div>`
     : '<p class="note">No run completed an epoch.</p>';
-  return `<!DOCTYPE html>
-<html lang="en">
-<head>
-<meta charset="utf-8">
-<meta name="viewport" content="width=device-width, initial-scale=1">
-<meta name="generator" content="${tool}">
-<title>${tool}: ${escapeHtml(result.workload.title)}</title>
-<style>${REPORT_STYLE}</style>
-</head>
-<body>
-${headerHtml(result)}
+  return `${pageStart(tool, `${tool}: ${result.workload.title}`, REPORT_STYLE)}${headerHtml(result)}
 <main>
 <section id="comparison">
 <h2>Comparison</h2>

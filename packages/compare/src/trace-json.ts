@@ -115,17 +115,22 @@ function epochEvents(run: CompareRun, pid: number): ChromeTraceEvent[] {
           ...(epoch.stats?.peakHostReservedBytes !== undefined ? { peakHostReservedBytes: epoch.stats.peakHostReservedBytes } : {}),
         }
       : {};
-    return {
-      name: phase.name,
-      cat: 'epoch',
-      ph: 'X',
-      pid,
-      tid: EPOCH_TID,
-      ts: us(phase.startMs),
-      dur: us(phase.endMs - phase.startMs),
-      args,
-    };
+    return phaseSpan(phase, pid, args);
   });
+}
+
+/** A phase (an epoch) as a complete event on the process's epochs thread. */
+function phaseSpan(phase: { name: string; startMs: number; endMs: number }, pid: number, args: Record<string, unknown>): ChromeTraceEvent {
+  return {
+    name: phase.name,
+    cat: 'epoch',
+    ph: 'X',
+    pid,
+    tid: EPOCH_TID,
+    ts: us(phase.startMs),
+    dur: us(phase.endMs - phase.startMs),
+    args,
+  };
 }
 
 /** A marker where a failed run stopped: at its last timeline point or epoch end, else at 0. */
@@ -178,18 +183,7 @@ function rankEvents(p: RankProcess, order: number): ChromeTraceEvent[] {
     ...seriesCounterEvents(device.timeline, pid),
     ...device.phases
       .filter((phase) => Number.isFinite(phase.startMs) && Number.isFinite(phase.endMs) && phase.endMs >= phase.startMs)
-      .map(
-        (phase): ChromeTraceEvent => ({
-          name: phase.name,
-          cat: 'epoch',
-          ph: 'X',
-          pid,
-          tid: EPOCH_TID,
-          ts: us(phase.startMs),
-          dur: us(phase.endMs - phase.startMs),
-          args: { rank: device.rank, device: device.device },
-        }),
-      ),
+      .map((phase) => phaseSpan(phase, pid, { rank: device.rank, device: device.device })),
   ];
 }
 

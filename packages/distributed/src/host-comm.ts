@@ -9,8 +9,9 @@
  * CommAbortedError.
  * @module
  */
-import { hostDevice, InvalidStateError, loadNative, type Device, type NativeAddon } from '@gpumem/allocator-core';
+import { hostDevice, InvalidStateError, type Device } from '@gpumem/allocator-core';
 import { commCall } from './comm-errors.js';
+import { commNative } from './comm-native.js';
 import type { Communicator } from './communicator.js';
 import { NativeCommunicator } from './native-communicator.js';
 
@@ -57,11 +58,6 @@ export interface HostCommunicatorOptions {
 
 const MiB = 2 ** 20;
 
-/** The addon's region constructor with the argument this package adds (unlink once every rank attached). */
-interface HostRegionNative {
-  hostCommRegionCreate(size: number, slotBytes: number, unlinkWhenAttached: boolean): string;
-}
-
 function checkInteger(value: unknown, name: string, min: number, max: number): asserts value is number {
   const expected = max === Infinity ? `an integer >= ${min}` : `an integer in [${min}, ${max}]`;
   if (typeof value !== 'number')
@@ -85,7 +81,7 @@ export function createHostCommRegion(options: HostCommRegionOptions): HostCommRe
     throw new TypeError(
       `Expected boolean for unlinkWhenAttached but received ${String(unlinkWhenAttached)} of type ${typeof unlinkWhenAttached}`,
     );
-  const native = loadNative() as NativeAddon & HostRegionNative;
+  const native = commNative();
   const name = commCall('createHostCommRegion', () => native.hostCommRegionCreate(ranks, slotBytes, unlinkWhenAttached));
   let disposed = false;
   return {
@@ -119,6 +115,6 @@ export function attachHostCommunicator(options: HostCommunicatorOptions): Commun
     throw new TypeError('Expected a Device (cudaDevice(i) or hostDevice) for device');
   }
   const index = device.kind === 'host' ? -1 : device.index;
-  const native = commCall('attachHostCommunicator', () => new (loadNative().HostComm)(name, size, rank, index, timeoutMs));
+  const native = commCall('attachHostCommunicator', () => new (commNative().HostComm)(name, size, rank, index, timeoutMs));
   return new NativeCommunicator(native, 'host', rank, size, false, device);
 }

@@ -5,7 +5,8 @@
  * InvalidStateError after dispose().
  * @module
  */
-import { checkBytes, checkPointer, InvalidStateError, Stream, type Device, type DevicePtr, type NativeComm } from '@gpumem/allocator-core';
+import { checkBytes, checkPointer, InvalidStateError, Stream, type Device, type DevicePtr } from '@gpumem/allocator-core';
+import type { NativeComm } from './comm-native.js';
 import { commCall } from './comm-errors.js';
 import type { CommBackend, Communicator } from './communicator.js';
 

@@ -8,6 +8,7 @@
  */
 import { cudaDevice, InvalidStateError, loadNative, type NativeNcclLibrary } from '@gpumem/allocator-core';
 import { commCall } from './comm-errors.js';
+import { commNative } from './comm-native.js';
 import type { Communicator } from './communicator.js';
 import { NativeCommunicator } from './native-communicator.js';
 
@@ -34,7 +35,7 @@ function requireNccl(what: string): void {
 /** ncclGetUniqueId: the 128 bytes that identify a new communicator; give the same to every rank. */
 export function ncclUniqueId(): Uint8Array {
   requireNccl('ncclUniqueId');
-  return new Uint8Array(commCall('ncclUniqueId', () => loadNative().ncclUniqueId()));
+  return new Uint8Array(commCall('ncclUniqueId', () => commNative().ncclUniqueId()));
 }
 
 export interface NcclCommunicatorOptions {
@@ -69,6 +70,6 @@ export function createNcclCommunicator(options: NcclCommunicatorOptions): Commun
   checkInteger(device, 'device', 0, Infinity);
   requireNccl('createNcclCommunicator');
   const cuda = cudaDevice(device);
-  const native = commCall('createNcclCommunicator', () => new (loadNative().NcclComm)(uniqueId, size, rank, device));
+  const native = commCall('createNcclCommunicator', () => new (commNative().NcclComm)(uniqueId, size, rank, device));
   return new NativeCommunicator(native, 'nccl', rank, size, true, cuda);
 }

@@ -5,7 +5,8 @@
  * to the launcher and exits with code 1. A rank dies with its launcher: see {@link dieWithLauncher}.
  * @module
  */
-import { cudaDevice, escapeTerminalLines, hostDevice, loadNative, type Device, type NativeAddon } from '@gpumem/allocator-core';
+import { cudaDevice, escapeTerminalLines, hostDevice, loadNative, type Device } from '@gpumem/allocator-core';
+import { commNative } from './comm-native.js';
 import type { Communicator } from './communicator.js';
 import { attachHostCommunicator } from './host-comm.js';
 import { createNcclCommunicator } from './nccl.js';
@@ -25,11 +26,6 @@ function send(message: RankMessage): Promise<void> {
   return new Promise((resolve, reject) => process.send!(message, undefined, {}, (e) => (e ? reject(e) : resolve())));
 }
 
-/** The addon's request to be killed with the parent (comm_functions.cpp). */
-interface ParentDeathNative {
-  dieWithParent?(parentPid: number): 'armed' | 'orphaned' | 'unsupported';
-}
-
 /** How often a rank checks that its launcher is still its parent. */
 const parentCheckMs = 1000;
 
@@ -45,7 +41,7 @@ function dieWithLauncher(launcherPid: number): void {
     process.stderr.write(`rank ${process.pid}: its launcher (pid ${launcherPid}) is gone; stopping\n`);
     process.exit(1);
   };
-  const native = loadNative() as NativeAddon & ParentDeathNative;
+  const native = commNative();
   const state = typeof native.dieWithParent === 'function' ? native.dieWithParent(launcherPid) : 'unsupported';
   if (state === 'orphaned' || process.ppid !== launcherPid) gone();
   setInterval(() => {

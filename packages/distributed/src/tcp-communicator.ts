@@ -14,7 +14,8 @@
  * @module
  */
 import { receiveMessageOnPort, MessageChannel, Worker, type MessagePort } from 'node:worker_threads';
-import { hostDevice, loadNative, type Device, type NativeAddon, type NativeComm } from '@gpumem/allocator-core';
+import { hostDevice, type Device } from '@gpumem/allocator-core';
+import { commNative, type CommNative, type NativeComm } from './comm-native.js';
 import { CommAbortedError, type Communicator } from './communicator.js';
 import { builtModule } from './launcher.js';
 import { NativeCommunicator } from './native-communicator.js';
@@ -32,12 +33,6 @@ export interface TcpCommunicatorOptions {
   token?: string | undefined;
 }
 
-/** The addon's staging copies (comm_functions.cpp). */
-interface StagingNative {
-  commStageOut(ptr: number, device: number, stream: number, target: Float32Array): void;
-  commStageIn(ptr: number, device: number, stream: number, source: Float32Array): void;
-}
-
 /** How long the rank's thread waits for its communicator thread past the collective's own timeout. */
 const workerSlackMs = 10_000;
 
@@ -46,7 +41,7 @@ class TcpTransport implements NativeComm {
   readonly #worker: Worker;
   readonly #replies: MessagePort;
   readonly #signal: Int32Array;
-  readonly #native: StagingNative;
+  readonly #native: Pick<CommNative, 'commStageOut' | 'commStageIn'>;
   #closed = false;
 
   constructor(
@@ -61,7 +56,7 @@ class TcpTransport implements NativeComm {
     this.#worker = worker;
     this.#replies = replies;
     this.#signal = signal;
-    this.#native = loadNative() as NativeAddon & StagingNative;
+    this.#native = commNative();
   }
 
   allReduce(ptr: number, count: number, stream: number): void {

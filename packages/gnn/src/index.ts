@@ -88,6 +88,7 @@ export {
   optionNotTakenProblem,
   type TakenOptions,
   type Workload,
+  type WorkloadData,
   type WorkloadRun,
   type WorkloadFlag,
   type RunContext,

@@ -11,7 +11,7 @@
  */
 import { isOutOfMemory, type AllocatorStats, type Stream, type TrackingEvents } from '@gpumem/allocator-core';
 import { createReplayAllocator, type CapacityLimit, type StrategySpec } from './capacity.js';
-import { replayStreams, type CompiledTrace } from './replay.js';
+import { freeHeldSlots, replayStreams, type CompiledTrace } from './replay.js';
 
 /** Memory at one out-of-memory failure, from the strategy's statistics right after it. */
 export interface OomSnapshot {
@@ -137,14 +137,7 @@ export function profileReplay(trace: CompiledTrace, spec: StrategySpec, o: Profi
       upstreamFreeCount: end.upstreamFreeCount - before.upstreamFreeCount,
     };
   } finally {
-    for (let s = 0; s < trace.slots; s++) {
-      if (ptr[s] === 0) continue;
-      try {
-        allocator.free(ptr[s]!, size[s]!, slotStream[s]);
-      } catch {
-        // dispose() frees what a failed cleanup leaves
-      }
-    }
+    freeHeldSlots(allocator, ptr, size, slotStream);
     try {
       // The strategy's cache goes back before the events are read (the ring records no trim): a
       // pass that ran the host's memory or address space (RLIMIT_AS) to its limit leaves no room

@@ -248,6 +248,21 @@ function jsClockOverheadNs(): number {
   return median(samples);
 }
 
+/**
+ * The end of a replay: frees the block each slot still holds (ptr 0: none) with its size and
+ * stream. A free that fails is left: the allocator's dispose() frees what a failed cleanup leaves.
+ */
+export function freeHeldSlots(allocator: Allocator, ptr: Float64Array, size: Float64Array, slotStream: Array<Stream | undefined>): void {
+  for (let s = 0; s < ptr.length; s++) {
+    if (ptr[s] === 0) continue;
+    try {
+      allocator.free(ptr[s]!, size[s]!, slotStream[s]);
+    } catch {
+      // dispose() frees it
+    }
+  }
+}
+
 /** One pass of the TypeScript loop; mirrors the native loop (native/src/tools/replay.cpp). */
 function typescriptPass(
   allocator: Allocator,
@@ -311,14 +326,7 @@ function typescriptPass(
     }
     p.end = allocator.stats();
   } finally {
-    for (let s = 0; s < c.slots; s++) {
-      if (ptr[s] === 0) continue;
-      try {
-        allocator.free(ptr[s]!, size[s]!, slotStream[s]);
-      } catch {
-        // the allocator's dispose() frees what a failed cleanup leaves
-      }
-    }
+    freeHeldSlots(allocator, ptr, size, slotStream);
   }
   p.allocNs = Math.max(0, p.allocNs * 1e6 - overhead * p.allocs);
   p.freeNs = Math.max(0, p.freeNs * 1e6 - overhead * p.frees);

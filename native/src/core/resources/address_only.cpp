@@ -46,22 +46,28 @@ class address_only_resource final : public detail::leaf_resource {
   address_counter addresses_;
 };
 
-// Ranges and runs that map nothing.
-class address_only_physical_memory final : public physical_memory {
+// Ranges, allocations and mappings of nothing: each allocation a number never given out again.
+class address_only_vmm final : public vmm {
  public:
-  address_only_physical_memory(std::size_t granule, std::uint64_t total) : granule_(granule), total_(total) {}
+  address_only_vmm(std::size_t granule, std::uint64_t total) : granule_(granule), total_(total) {}
   std::size_t granule_bytes() const noexcept override { return granule_; }
-  void* reserve_range(std::size_t bytes) override { return addresses_.take(bytes); }
-  void release_range(void*, std::size_t) noexcept override {}
-  void map_run(void*, std::size_t) override {}
-  void unmap_run(void*, std::size_t) noexcept override {}
+  void* reserve(std::size_t bytes) override { return addresses_.take(bytes); }
+  void free_range(void*, std::size_t) noexcept override {}
+  handle create(std::size_t, memory_tier) override { return ++created_; }
+  void release(handle) noexcept override {}
+  void map(void*, std::size_t, handle, memory_tier) override {}
+  void unmap(void*, std::size_t) noexcept override {}
+  void copy(void*, const void*, std::size_t, stream_handle) override {}
+  void synchronize(stream_handle) override {}
   std::uint64_t total_bytes() const noexcept override { return total_; }
+  std::uint64_t default_device_budget() const override { return total_; }
   memory_kind kind() const noexcept override { return memory_kind::host; }
   int device() const noexcept override { return -1; }
 
  private:
   std::size_t granule_;
   std::uint64_t total_;
+  handle created_ = 0;
   address_counter addresses_;
 };
 
@@ -69,13 +75,13 @@ class address_only_physical_memory final : public physical_memory {
 
 std::unique_ptr<memory_resource> make_address_only_resource() { return std::make_unique<address_only_resource>(); }
 
-std::unique_ptr<physical_memory> make_address_only_physical_memory(std::size_t granule_bytes, std::uint64_t total_bytes) {
+std::unique_ptr<vmm> make_address_only_vmm(std::size_t granule_bytes, std::uint64_t total_bytes) {
   if (granule_bytes < 4096 || (granule_bytes & (granule_bytes - 1)) != 0) {
     throw invalid_argument(invalid_argument::kind::range, "granuleBytes",
                            "Expected granuleBytes to be a power of two of at least 4096 but received " +
                                std::to_string(granule_bytes));
   }
-  return std::make_unique<address_only_physical_memory>(granule_bytes, total_bytes);
+  return std::make_unique<address_only_vmm>(granule_bytes, total_bytes);
 }
 
 }  // namespace gpumem

@@ -10,7 +10,7 @@ namespace gpumem {
 namespace {
 
 // The options of strategy 'async' in a chain_spec (its descriptor's options_type).
-const async_options& own(const chain_spec& spec) { return spec.options<async_options>(); }
+const async_spec& own(const chain_spec& spec) { return spec.options<async_spec>(); }
 
 }  // namespace
 
@@ -27,7 +27,7 @@ std::uint64_t pool_attribute(void* pool, cudaMemPoolAttr attr) {
 }
 }  // namespace
 
-async_resource::async_resource(int device, async_options options) : device_(device), options_(options) {
+async_resource::async_resource(int device, async_spec options) : device_(device), options_(options) {
   detail::device_scope scope(device);
   int supported = 0;
   detail::check_cuda(detail::cu::DeviceGetAttribute(&supported, cudaDevAttrMemoryPoolsSupported, device),
@@ -144,7 +144,7 @@ void async_resource::do_trim(std::size_t bytes_to_keep) {
 
 #else
 
-async_resource::async_resource(int device, async_options options) : device_(device), options_(options) {
+async_resource::async_resource(int device, async_spec options) : device_(device), options_(options) {
   throw invalid_state("async: gpumem was built without CUDA");
 }
 async_resource::~async_resource() = default;
@@ -164,17 +164,17 @@ const strategy_descriptor& async_strategy() {
     d.name = "async";
     d.driver_needs = {{"cuMemPoolCreate", 11020}, {"cuMemAllocFromPoolAsync", 11020}};
     d.description = "cudaMallocAsync on an owned cudaMemPool_t with a release threshold";
-    d.options_type = &typeid(async_options);
+    d.options_type = &typeid(async_spec);
     d.flags.requires_cuda = true;
     d.flags.peer_access = true;
     d.no_address_only = "cudaMallocAsync's pool is the driver's, whose placement has no twin to replay it on";
-    d.options = {bytes_option<&async_options::release_threshold>(
+    d.options = {bytes_option<&async_spec::release_threshold>(
                      "releaseThreshold", "idle bytes the pool keeps at a synchronisation point (unset: keep everything)")
                      .unset_at(std::numeric_limits<std::uint64_t>::max())
                      .env("GPUMEM_ASYNC_RELEASE_THRESHOLD", "async.release_threshold").unset_text("keep-all")};
     d.leaf_name = [](const chain_spec&) { return "async"; };
     d.make_leaf = [](const chain_spec& spec, chain_build&) -> std::unique_ptr<memory_resource> {
-      async_options o = own(spec);
+      async_spec o = own(spec);
       o.peer_access = spec.peer_access;
       return std::make_unique<async_resource>(spec.device, o);
     };

@@ -2,6 +2,8 @@
 
 #include <string>
 
+#include "budget_rules.hpp"
+
 namespace gpumem {
 
 std::uint64_t fault_injecting_adaptor::attempts() const {
@@ -23,17 +25,12 @@ void* fault_injecting_adaptor::do_allocate(std::size_t bytes, stream_handle stre
   std::string reason;
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    const std::uint64_t attempt = ++attempts_;
-    if (options_.fail_every != 0 && attempt % options_.fail_every == 0) {
-      reason = "allocation #" + std::to_string(attempt) + " of " + format_bytes(bytes) + " failed (fail_every " +
-               std::to_string(options_.fail_every) + ")";
-    } else if (bytes > options_.fail_after_bytes - held_) {  // held_ never exceeds the budget
-      reason = format_bytes(bytes) + " requested with " + format_bytes(held_) + " of the " +
-               format_bytes(options_.fail_after_bytes) + " budget (fail_after_bytes) held";
-    } else {
+    reason = detail::injected_fault(options_, ++attempts_, bytes, held_, "allocation");
+    if (reason.empty()) {
       held_ += bytes;
+    } else {
+      ++injected_;
     }
-    if (!reason.empty()) ++injected_;
   }
   if (!reason.empty()) inject(bytes, reason);
   try {

@@ -1,17 +1,20 @@
 #include "gpumem/limiting_adaptor.hpp"
 
+#include <string>
+
+#include "budget_rules.hpp"
+
 namespace gpumem {
 
 void* limiting_adaptor::do_allocate(std::size_t bytes, stream_handle stream) {
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    if (bytes > limit_ - used_) {
+    const std::string why = detail::over_limit(bytes, used_, limit_);
+    if (!why.empty()) {
       ++oom_count_;
       resource_stats s = upstream_.stats();
       s.oom_count += oom_count_;
-      throw out_of_memory("limiting_adaptor: " + format_bytes(bytes) + " requested with " + format_bytes(used_) +
-                              " of the " + format_bytes(limit_) + " limit in use",
-                          bytes, s);
+      throw out_of_memory("limiting_adaptor: " + why, bytes, s);
     }
     used_ += bytes;
   }

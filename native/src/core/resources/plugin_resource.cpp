@@ -17,7 +17,7 @@ namespace gpumem {
 namespace {
 
 // The options of strategy 'plugin' in a chain_spec (its descriptor's options_type).
-const native_spec& own(const chain_spec& spec) { return spec.options<native_spec>(); }
+const plugin_spec& own(const chain_spec& spec) { return spec.options<plugin_spec>(); }
 
 }  // namespace
 
@@ -301,14 +301,14 @@ const strategy_descriptor& plugin_strategy() {
     d.name = "plugin";
     d.aliases = {"native"};
     d.description = "a strategy from a shared library built against gpumem/plugin.h (options: library, options?, device?)";
-    d.options_type = &typeid(native_spec);
+    d.options_type = &typeid(plugin_spec);
     d.flags.requires_options = true;
     d.flags.host_device = true;
 
     d.options = {
-        text_option<&native_spec::library>("library", "the path of the plug-in library (dlopen)")
+        text_option<&plugin_spec::library>("library", "the path of the plug-in library (dlopen)")
             .env("GPUMEM_PLUGIN_LIBRARY", "plugin.library").strict().required("<path of a gpumem plug-in library>").unset_text(""),
-        text_option<&native_spec::options>("options", "'key=value;key=value', passed to the library as is")
+        text_option<&plugin_spec::options>("options", "'key=value;key=value', passed to the library as is")
             .env("GPUMEM_PLUGIN_OPTIONS", "plugin.options").strict().unset_text(""),
     };
     d.leaf_name = [](const chain_spec&) { return "plugin"; };

@@ -118,6 +118,8 @@ const strategy_descriptor& uvm_strategy() {
     d.flags.requires_cuda = true;
     d.flags.managed_memory = true;
     d.flags.peer_access = true;
+    // Managed memory can outgrow the device: the PyTorch library caps it at the free memory by default.
+    d.front_limit = {"GPUMEM_UVM_LIMIT", "uvm.limit"};
     using A = managed_options;
     constexpr auto device = advise_target::device, host = advise_target::host, none = advise_target::none;
     d.options = {

@@ -24,6 +24,11 @@ const cudaOptions = defineOptions('cuda', {
 /** The 'cuda' strategy's options (from its options definition). */
 export interface CudaAllocatorOptions extends OptionsOf<typeof cudaOptions> {}
 
+/** Checks 'cuda' options as its constructor does before it looks for the device, making nothing. */
+export function checkCudaOptions(options: object): void {
+  cudaOptions.parse(options);
+}
+
 export class CudaAllocator extends NativeAllocator {
   constructor(options: CudaAllocatorOptions = {}) {
     const { device: index, peerAccess } = cudaOptions.parse(options);

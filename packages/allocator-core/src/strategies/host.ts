@@ -12,6 +12,11 @@ const hostOptions = defineOptions('host', nativeLayerOptions);
 /** The 'host' strategy's options (from its options definition). */
 export interface HostAllocatorOptions extends OptionsOf<typeof hostOptions> {}
 
+/** Checks 'host' options as its constructor does, making nothing (its registration's checkOptions). */
+export function checkHostOptions(options: object): void {
+  hostOptions.parse(options);
+}
+
 export class HostAllocator extends NativeAllocator {
   constructor(options: HostAllocatorOptions = {}) {
     hostOptions.parse(options);

@@ -9,6 +9,7 @@
  */
 import { resolve } from 'node:path';
 import { cudaDevice, hasCudaDevice, hostDevice, type Device } from '../device.js';
+import { type ChainSpec, loadNative } from '../native.js';
 import { NativeAllocator, nativeLayerOptions } from '../native-allocator.js';
 import { defineOptions, option, type OptionsOf } from '../options.js';
 import { checkNonNegative, describeValue } from '../validate.js';
@@ -85,6 +86,19 @@ export interface PluginAllocatorOptions extends OptionsOf<typeof pluginOptions> 
 
 /** @deprecated The old name of {@link PluginAllocatorOptions}; removed in the next release. */
 export type NativeAllocatorOptions = PluginAllocatorOptions;
+
+/**
+ * Checks 'plugin' options as its constructor does, making nothing: TypeScript's checks, then the
+ * native core's of the library and its options (checkSpec), the library not loaded.
+ */
+export function checkPluginOptions(options: object): void {
+  const { library, options: libraryOptions, device } = pluginOptions.parse(options);
+  loadNative().checkSpec({
+    strategy: 'plugin',
+    device: (device ?? hostDevice).index,
+    options: { library, options: libraryOptions ?? '' },
+  } as ChainSpec);
+}
 
 /** A plug-in library's strategy behind the Allocator interface (`createAllocator('plugin', { library })`). */
 export class PluginAllocator extends NativeAllocator {

@@ -13,12 +13,12 @@ import {
   type CompareTrainOptions,
   type BaselineRun,
 } from '@gpumem/compare';
-import { defaultAllocators, parseAllocatorList, specProblems, specProblemsInChild, type AllocatorSpec } from '@gpumem/compare';
+import { defaultAllocators, parseAllocatorList, specProblems, type AllocatorSpec } from '@gpumem/compare';
 import { formatCompareTable, renderHtmlReport } from '@gpumem/compare';
 import { toChromeTrace } from '@gpumem/compare';
 import { commonDefaults, getWorkload } from '@gpumem/gnn';
 import { flagHelp, parseFlags, ProgressBar, UsageError, type FlagAliases, type FlagSpec } from './args.js';
-import { checkDevicesFlags, devicesFromFlags, trainFlags, trainOptionsForHere } from './train-command.js';
+import { checkDevicesFlags, devicesFromFlags, trainFlags, trainOptionsForHere } from './train-options.js';
 import { checkOutputFlags, isStdout, pluginInputs } from './output-paths.js';
 import { checkAllocatorNames, refuseSpecProblems } from './allocator-flags.js';
 import { stdoutText, stderrText } from '../terminal.js';
@@ -239,9 +239,9 @@ export async function runCompare(argv: readonly string[], plugins: readonly stri
   };
   warnFewSamples(trainOptions.epochs ?? defaultCompareEpochs, flags.repeat as number);
   const device = describeDevice(gpu, devices);
-  // Every spec's options, checked by its strategy (in a process of its own unless --inline, so this
-  // one holds no allocator while the runs work).
-  refuseSpecProblems('compare', 'allocators', flags.inline === true ? specProblems(specs) : await specProblemsInChild(specs, plugins));
+  // Every spec's options, checked once by its strategy, nothing made (so this process holds no
+  // allocator while the runs work).
+  refuseSpecProblems('compare', 'allocators', specProblems(specs));
 
   // With the JSON on stdout (--json -), the table and every status line go to stderr.
   const jsonToStdout = isStdout(flags.json);

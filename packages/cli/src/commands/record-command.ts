@@ -16,7 +16,8 @@ import { allocationTags } from '@gpumem/gnn';
 import { formatFromPath, traceFileFormats, writeTrace, type AllocationTrace, type TraceFileFormat } from '@gpumem/trace';
 import { compileTrace, traceFromEvents } from '@gpumem/trace';
 import { flagHelp, parseFlags, ProgressBar, UsageError, type FlagSpec, type FlagValues } from './args.js';
-import { allocatorFromFlags, trainFlags, trainOptionsForHere } from './train-command.js';
+import { allocatorFromFlags } from './train-command.js';
+import { trainFlags, trainOptionsForHere } from './train-options.js';
 import { checkOutputFlags, isStdout, pluginInputs } from './output-paths.js';
 import { stdoutText, stderrText } from '../terminal.js';
 

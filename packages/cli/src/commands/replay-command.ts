@@ -1,38 +1,36 @@
 /**
  * `gpumem replay FILE`: replays an allocation trace (gpumem JSONL, RMM's logging CSV, a PyTorch
- * snapshot) through each allocator, natively where the strategy is native, optionally as if the
- * device had a given size, and answers "which allocator for this program, and how much GPU does it
- * need": time per call, peak memory, fragmentation at the peak, driver calls, the minimum capacity,
- * and a recommendation.
+ * snapshot) through each allocator, in the native loop for a NativeAllocator, optionally as if
+ * the device had a given size, and answers "which allocator for this program, and how much GPU does
+ * it need": time per call, peak memory, fragmentation at the peak, driver calls, the minimum
+ * capacity, and a recommendation. This module parses the flags, reads the trace and prints; the run,
+ * its table, its JSON and its report are @gpumem/compare's (replayAllocators, formatReplayTable, ...).
  * @module
  */
 import { deviceProperties, formatBytes, hasCudaDevice, writeOutputFile } from '@gpumem/allocator-core';
 import {
   defaultAllocators,
-  formatTable,
+  describeTrace,
+  formatReplayTable,
   parseAllocatorList,
   renderHtmlReport,
-  replayToCompareResult,
-  minCapacityText,
+  replayAllocators,
+  replayJson,
+  replayNotes,
+  replayProgressLine,
+  replayReport,
   specProblems,
   type AllocatorSpec,
   type DefaultAllocators,
 } from '@gpumem/compare';
-import { readTrace, TraceBudgetError, TraceFormatError, type ReadTrace } from '@gpumem/trace';
 import {
   compileTrace,
   defaultCapacityResolution,
-  engineHeadroomBytes,
-  peakByTag,
-  pytorchBaseline,
-  recommendStrategy,
-  replayStrategy,
-  type Advice,
-  type CompiledTrace,
-  type RecordedBaseline,
+  readTrace,
+  TraceBudgetError,
+  TraceFormatError,
+  type ReadTrace,
   type ReplayLoop,
-  type SkippedStrategy,
-  type StrategyReplay,
 } from '@gpumem/trace';
 import { flagHelp, parseFlags, positiveSizeFlag, splitFileArgs, UsageError, type FlagAliases, type FlagSpec } from './args.js';
 import { checkOutputFlags, isStdout, pluginInputs } from './output-paths.js';
@@ -142,240 +140,6 @@ function replayDefaults(): DefaultAllocators {
   return defaults;
 }
 
-/** What a run of the command does for each allocator. */
-interface RunSettings {
-  repeats: number;
-  loop: ReplayLoop | undefined;
-  capacityBytes: number | undefined;
-  minCapacity: boolean;
-  resolutionBytes: number;
-}
-
-function formatNs(ns: number): string {
-  return ns >= 10_000 ? `${(ns / 1000).toFixed(1)} µs` : `${ns.toFixed(0)} ns`;
-}
-
-function withShare(bytes: number, of: number): string {
-  return `${formatBytes(bytes)}${of > 0 ? ` (${((100 * bytes) / of).toFixed(1)}%)` : ''}`;
-}
-
-/** The results table; the OOM columns when some row ran out of memory, the search's when it ran. */
-function formatReplayTable(rows: readonly StrategyReplay[], baseline?: RecordedBaseline, traceOoms = 0): string {
-  const showOom = rows.some((r) => (r.profile?.ooms ?? 0) > 0);
-  const showMin = rows.some((r) => r.minCapacity !== undefined);
-  const header = [
-    'allocator',
-    'loop',
-    'calls',
-    'ns/alloc',
-    'ns/free',
-    'peak allocated',
-    'peak reserved',
-    'unused at peak reserved',
-    'driver allocs/frees',
-    'OOMs',
-  ];
-  if (showOom) header.push('largest free at OOM', 'unallocated at OOM');
-  if (showMin) header.push('min capacity', 'probes');
-  header.push('unmatched frees');
-  const body = rows.map((row) => {
-    // the error itself goes under the table (see failureLines): a long message would widen every row
-    if (row.error !== undefined || !row.result || !row.profile) return [row.label, 'failed'];
-    const r = row.result;
-    const p = row.profile;
-    const cells = [
-      row.label,
-      r.loop,
-      String(r.calls),
-      formatNs(r.nsPerAlloc),
-      formatNs(r.nsPerFree),
-      formatBytes(r.peakAllocatedBytes),
-      formatBytes(r.peakReservedBytes),
-      withShare(p.fragmentationAtPeakBytes, p.reservedAtPeakBytes),
-      `${p.driverAllocs}/${p.driverFrees}`,
-      String(r.ooms),
-    ];
-    if (showOom) {
-      const first = p.oomSnapshots[0];
-      cells.push(
-        first === undefined ? '-' : first.largestFreeBlock === undefined ? 'not reported' : formatBytes(first.largestFreeBlock),
-        first === undefined ? '-' : formatBytes(first.unallocatedReservedBytes),
-      );
-    }
-    if (showMin)
-      cells.push(row.minCapacity ? minCapacityText(row.minCapacity) : '-', row.minCapacity ? String(row.minCapacity.probes) : '-');
-    cells.push(String(r.unmatchedFrees));
-    return cells;
-  });
-  if (baseline) {
-    const cells = [
-      baseline.label,
-      'recorded',
-      '-',
-      '-',
-      '-',
-      formatBytes(baseline.peakAllocatedBytes),
-      formatBytes(baseline.peakReservedBytes),
-      withShare(baseline.fragmentationAtPeakBytes, baseline.fragmentationAtPeakBytes + baseline.allocatedAtPeakBytes),
-      `${baseline.driverAllocs}/${baseline.driverFrees}`,
-      String(traceOoms),
-    ];
-    if (showOom) cells.push('-', '-');
-    if (showMin) cells.push(`${formatBytes(baseline.peakReservedBytes)} (recorded)`, '-');
-    cells.push('-');
-    body.push(cells);
-  }
-  return formatTable(header, body);
-}
-
-/** The allocators that failed, grouped by their error: `cuda and async: InvalidStateError: ...`. */
-function failuresByError(rows: readonly StrategyReplay[]): string[] {
-  const byError = new Map<string, string[]>();
-  for (const r of rows.filter((r) => r.error !== undefined || !r.result || !r.profile)) {
-    const error = r.error ?? 'no result';
-    byError.set(error, [...(byError.get(error) ?? []), r.label]);
-  }
-  return [...byError].map(
-    ([error, labels]) => `${labels.length > 1 ? `${labels.slice(0, -1).join(', ')} and ${labels.at(-1)}` : labels[0]}: ${error}`,
-  );
-}
-
-/** Under the table, the allocators that failed and why (a long error would widen every row of it). */
-function failureLines(rows: readonly StrategyReplay[]): string[] {
-  return failuresByError(rows).map((f) => `failed: ${f}`);
-}
-
-/** When no allocator finished, what happened, in one line (the recommendation has nothing to pick from). */
-function noneFinishedLine(rows: readonly StrategyReplay[]): string | undefined {
-  if (rows.length === 0 || rows.some((r) => r.error === undefined && r.result && r.profile)) return undefined;
-  return `no strategy could replay the trace: ${failuresByError(rows).join('; ')}`;
-}
-
-/** Notes under the table: what a mark or a limit means. */
-function tableNotes(rows: readonly StrategyReplay[], baseline: RecordedBaseline | undefined, resolutionBytes: number): string[] {
-  const notes: string[] = [];
-  if (rows.some((r) => r.minCapacity)) {
-    notes.push(
-      `min capacity: no out-of-memory at or above it, to within ${formatBytes(resolutionBytes)}; "> CAP": out of memory even at the cap`,
-    );
-    if (baseline)
-      notes.push(
-        `${baseline.label}: the program ran in what it reserved, so its min capacity is its recorded peak reserved (not searched)`,
-      );
-  }
-  for (const r of rows) {
-    if (r.limit === 'outer-limit') {
-      notes.push(
-        `${r.label}: creates no allocator through the registry, so the capacity caps the bytes it hands out, not what it reserves`,
-      );
-    }
-    if (r.result && r.profile && r.profile.reservedAtPeakBytes !== r.result.peakReservedBytes) {
-      notes.push(
-        `${r.label}: unused at peak reserved is measured in the tracked pass, whose peak reserved was ${formatBytes(r.profile.reservedAtPeakBytes)}`,
-      );
-    }
-    const range = r.result?.peakReservedRange;
-    if (range && range[0] !== range[1])
-      notes.push(
-        `${r.label}: peak reserved ranged ${formatBytes(range[0])}–${formatBytes(range[1])} over ${r.result!.repeats} passes (the table gives the highest)`,
-      );
-    const min = r.minCapacity?.bytesRange;
-    if (min && min[0] !== min[1])
-      notes.push(
-        `${r.label}: min capacity ranged ${formatBytes(min[0])}–${formatBytes(min[1])} over ${r.minCapacity!.searches} searches (the table gives the largest)`,
-      );
-  }
-  if (baseline?.peakAllocatedNote) notes.push(`${baseline.label}: ${baseline.peakAllocatedNote}`);
-  return notes;
-}
-
-/**
- * Why a row ran out of memory when no --capacity says why: the address-space limit it was
- * replayed within, and the strategy's own reason for its first failure (an expandable range that
- * could not be reserved, for one).
- */
-function outOfMemoryNotes(rows: readonly StrategyReplay[], capacityBytes: number | undefined): string[] {
-  if (capacityBytes !== undefined) return [];
-  const notes: string[] = [];
-  for (const r of rows) {
-    const room = r.addressSpace;
-    if (room) {
-      notes.push(
-        `${r.label}: replayed within ${formatBytes(room.roomBytes)}: the address space is limited to ${formatBytes(room.limitBytes)} (RLIMIT_AS), the process maps ${formatBytes(room.mappedBytes)} and ${formatBytes(engineHeadroomBytes)} stay free for the JavaScript heap`,
-      );
-    }
-    const reason = r.profile?.firstOomReason;
-    if (reason !== undefined) notes.push(`${r.label}: the first out of memory: ${reason}`);
-  }
-  return notes;
-}
-
-/** One allocator done, for --progress: `gpumem replay: [2/6] pool: min capacity 1.25 GiB (14 probes), 3.2 s`. */
-function progressLine(row: StrategyReplay, index: number, count: number): string {
-  const what =
-    row.error !== undefined
-      ? `failed (${row.error})`
-      : row.minCapacity
-        ? `min capacity ${minCapacityText(row.minCapacity)} (${row.minCapacity.probes} probe${row.minCapacity.probes === 1 ? '' : 's'})`
-        : 'replayed';
-  const seconds = row.wallMs !== undefined ? `, ${(row.wallMs / 1000).toFixed(1)} s` : '';
-  return `gpumem replay: [${index + 1}/${count}] ${row.label}: ${what}${seconds}`;
-}
-
-/** The recommendation from the rows that finished (and PyTorch's recorded row, when there is one). */
-function recommend(
-  rows: readonly StrategyReplay[],
-  baseline: RecordedBaseline | undefined,
-  s: RunSettings,
-  skipped: readonly SkippedStrategy[],
-): Advice {
-  return recommendStrategy(rows, {
-    minCapacity: s.minCapacity,
-    ...(s.capacityBytes !== undefined && { capacityBytes: s.capacityBytes }),
-    ...(baseline && { baseline }),
-    skipped,
-    gpu: hasCudaDevice(),
-  });
-}
-
-/** Where the trace came from, in a few words. */
-function originOf(trace: ReadTrace): string {
-  const h = trace.header;
-  return [h.source, h.allocator && `allocator '${h.allocator}'`, h.device, h.createdAt].filter(Boolean).join(', ');
-}
-
-/** What the trace holds, in one line. */
-function traceSummary(trace: ReadTrace, c: CompiledTrace): string {
-  const durationMs = trace.events.length > 0 ? (trace.events[trace.events.length - 1]!.timeNs - trace.events[0]!.timeNs) / 1e6 : 0;
-  return (
-    `${trace.events.length} events over ${durationMs.toFixed(1)} ms: ${c.allocs} allocs, ${c.frees} frees, ${c.traceOoms} OOMs, ` +
-    `${c.streamIds.length} stream(s); peak allocated ${formatBytes(c.peakAllocatedBytes)}` +
-    (c.peakReservedBytes !== undefined ? `, peak reserved ${formatBytes(c.peakReservedBytes)} (as recorded)` : '')
-  );
-}
-
-/** A line about the trace: what it holds and where it came from. */
-function describeTrace(file: string, trace: ReadTrace, c: CompiledTrace): string {
-  const h = trace.header;
-  const lines = [`trace ${file} (${trace.format}; ${originOf(trace)})`, `  ${traceSummary(trace, c)}`];
-  const notes = [
-    c.unmatchedFrees > 0 && `${c.unmatchedFrees} frees of pointers the trace never allocated (skipped)`,
-    c.liveAtEnd > 0 && `${c.liveAtEnd} allocations live at the end (freed after each pass)`,
-    c.zeroByteEvents > 0 && `${c.zeroByteEvents} zero-byte events (skipped)`,
-    c.sizeMismatches > 0 && `${c.sizeMismatches} frees with a size other than their allocation's (replayed with the allocation's)`,
-    h.droppedEvents !== undefined && h.droppedEvents > 0 && `the recorder dropped ${h.droppedEvents} older events`,
-  ].filter(Boolean);
-  if (notes.length > 0) lines.push(`  ${notes.join('; ')}`);
-  const byTag = peakByTag(c);
-  if (byTag.length > 0) {
-    const shown = byTag
-      .slice(0, 5)
-      .map((p) => `${p.tag} ${formatBytes(p.bytes)} (${((100 * p.bytes) / c.peakAllocatedBytes).toFixed(0)}%)`);
-    lines.push(`  at its peak, by where it was allocated: ${shown.join(', ')}${byTag.length > 5 ? `, ${byTag.length - 5} more` : ''}`);
-  }
-  return lines.join('\n');
-}
-
 /** Reads the trace; prints why and returns undefined when it cannot (exit 1). */
 async function readOrExplain(file: string, device?: number): Promise<ReadTrace | undefined> {
   try {
@@ -393,46 +157,6 @@ async function readOrExplain(file: string, device?: number): Promise<ReadTrace |
     }
     throw e;
   }
-}
-
-/** The results as JSON: the timelines left out (they go into --report). */
-function jsonOf(
-  file: string,
-  trace: ReadTrace,
-  compiled: CompiledTrace,
-  rows: readonly StrategyReplay[],
-  baseline: RecordedBaseline | undefined,
-  advice: Advice,
-  s: RunSettings,
-): string {
-  const { events: _events, ...rest } = trace;
-  const summary = {
-    ...rest,
-    events: trace.events.length,
-    ...Object.fromEntries(Object.entries(compiled).filter(([, v]) => typeof v === 'number')),
-  };
-  delete (summary as { pytorch?: unknown }).pytorch;
-  const results = rows.map(({ label, profile, ...row }) => {
-    if (!profile) return { allocator: label, ...row };
-    const { timeline: _timeline, ...p } = profile;
-    return { allocator: label, ...row, profile: p };
-  });
-  const recorded = baseline && (({ reservedTimeline: _t, ...p }) => p)(baseline);
-  return `${JSON.stringify(
-    {
-      file,
-      trace: summary,
-      ...(s.capacityBytes !== undefined && { capacityBytes: s.capacityBytes }),
-      results,
-      ...(recorded && { recorded }),
-      recommendation: advice.lines,
-      ...(advice.skipped.length > 0 && { skipped: advice.skipped }),
-      ...(advice.notRanked.length > 0 && { notRanked: advice.notRanked }),
-      ...(compiled.tagNames && { peakByTag: peakByTag(compiled) }),
-    },
-    null,
-    2,
-  )}\n`;
 }
 
 export async function runReplay(argv: readonly string[], plugins: readonly string[] = []): Promise<number> {
@@ -465,13 +189,8 @@ export async function runReplay(argv: readonly string[], plugins: readonly strin
     }));
     refuseSpecProblems('replay', 'allocators', [...conflicts, ...specProblems(named)]);
   }
-  const settings: RunSettings = {
-    repeats: flags.repeat as number,
-    loop: flags.loop === 'auto' ? undefined : (flags.loop as ReplayLoop),
-    capacityBytes,
-    minCapacity: flags['min-capacity'] === true,
-    resolutionBytes: resolution ?? defaultCapacityResolution,
-  };
+  const minCapacity = flags['min-capacity'] === true;
+  const resolutionBytes = resolution ?? defaultCapacityResolution;
   // With the JSON on stdout (--json -), the table and every status line go to stderr.
   const jsonToStdout = isStdout(flags.json);
   const out = jsonToStdout ? stderrText : stdoutText;
@@ -490,50 +209,34 @@ export async function runReplay(argv: readonly string[], plugins: readonly strin
   if (capacityBytes !== undefined) out.write(`  replayed as if the device had ${formatBytes(capacityBytes)}\n`);
   out.write('\n');
 
-  const baseline = pytorchBaseline(trace, compiled);
-  const progress = flags.progress === true || (settings.minCapacity && process.stderr.isTTY === true);
-  const rows = specs.map((spec, i) => {
-    const row = replayStrategy(compiled, spec, settings);
-    if (progress) stderrText.write(`${progressLine(row, i, specs.length)}\n`);
-    return row;
+  const progress = flags.progress === true || (minCapacity && process.stderr.isTTY === true);
+  const run = replayAllocators(trace, compiled, specs, {
+    repeats: flags.repeat as number,
+    ...(flags.loop !== 'auto' && { loop: flags.loop as ReplayLoop }),
+    ...(capacityBytes !== undefined && { capacityBytes }),
+    minCapacity,
+    resolutionBytes,
+    skipped: defaults?.skipped ?? [],
+    gpu: hasCudaDevice(),
+    ...(progress && { onRow: (row, i, count) => stderrText.write(`gpumem replay: ${replayProgressLine(row, i, count)}\n`) }),
   });
-  out.write(`${formatReplayTable(rows, baseline, compiled.traceOoms)}\n`);
-  const noneFinished = noneFinishedLine(rows);
-  // when none finished, the result below says why, once
-  const notes = [
-    ...tableNotes(rows, baseline, settings.resolutionBytes),
-    ...outOfMemoryNotes(rows, capacityBytes),
-    ...(noneFinished === undefined ? failureLines(rows) : []),
-  ];
+  out.write(`${formatReplayTable(run.rows, run.baseline, compiled.traceOoms)}\n`);
+  const notes = replayNotes(run.rows, run.baseline, { resolutionBytes, capacityBytes });
   if (notes.length > 0) out.write(`${notes.map((n) => `  ${n}`).join('\n')}\n`);
-  const advice: Advice =
-    noneFinished !== undefined
-      ? { ...recommend(rows, baseline, settings, defaults?.skipped ?? []), lines: [noneFinished] }
-      : recommend(rows, baseline, settings, defaults?.skipped ?? []);
+  const { advice } = run;
   if (advice.lines.length > 0)
-    out.write(`\n${noneFinished !== undefined ? 'result' : 'recommendation'}:\n${advice.lines.map((l) => `  ${l}`).join('\n')}\n`);
+    out.write(`\n${run.noneFinished !== undefined ? 'result' : 'recommendation'}:\n${advice.lines.map((l) => `  ${l}`).join('\n')}\n`);
 
   if (jsonToStdout) {
-    process.stdout.write(jsonOf(file, trace, compiled, rows, baseline, advice, settings));
+    process.stdout.write(replayJson(file, trace, compiled, run, capacityBytes));
   } else if (flags.json) {
-    writeOutputFile(flags.json as string, jsonOf(file, trace, compiled, rows, baseline, advice, settings));
+    writeOutputFile(flags.json as string, replayJson(file, trace, compiled, run, capacityBytes));
     out.write(`wrote ${String(flags.json)}\n`);
   }
   if (flags.report) {
-    const result = replayToCompareResult({
-      file,
-      format: trace.format,
-      origin: originOf(trace),
-      summary: traceSummary(trace, compiled),
-      compiled,
-      rows,
-      ...(baseline && { baseline }),
-      device: hasCudaDevice() ? `${deviceProperties(0).name} (cuda:0)` : 'host (no GPU)',
-      ...(capacityBytes !== undefined && { capacityBytes }),
-      advice,
-    });
-    writeOutputFile(flags.report as string, renderHtmlReport(result));
+    const device = hasCudaDevice() ? `${deviceProperties(0).name} (cuda:0)` : 'host (no GPU)';
+    writeOutputFile(flags.report as string, renderHtmlReport(replayReport(file, trace, compiled, run, { device, capacityBytes })));
     out.write(`wrote ${String(flags.report)} (open it in a browser)\n`);
   }
-  return rows.some((r) => r.error !== undefined) ? 1 : 0;
+  return run.rows.some((r) => r.error !== undefined) ? 1 : 0;
 }

@@ -4,7 +4,7 @@
  */
 import { describe, expect, it } from 'vitest';
 import { getWorkload, listWorkloads } from '@gpumem/gnn';
-import { commonTrainFlags, trainFlags } from './train-command.js';
+import { commonTrainFlags, trainFlags } from './train-options.js';
 
 const ownFlags: Record<string, string[]> = {
   mlp: ['hidden-layers', 'batch', 'cuda-graph', 'checkpoint', 'nano-batches', 'train-subset', 'test-subset'],

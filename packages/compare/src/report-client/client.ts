@@ -32,6 +32,13 @@ interface Window {
   const dataElementId: ReportDataElementId = 'gpumem-data';
   const data = JSON.parse(document.getElementById(dataElementId)!.textContent!) as ReportData;
   const UNITS = ['B', 'KiB', 'MiB', 'GiB', 'TiB', 'PiB'];
+  // The options of the line charts (timelines, losses): points given as {x, y}; the tooltip takes the nearest point along x.
+  const LINE_OPTIONS = {
+    parsing: false,
+    responsive: true,
+    maintainAspectRatio: false,
+    interaction: { mode: 'nearest', axis: 'x', intersect: false },
+  } as const;
   // Bytes in binary units with 'digits' decimals; 'trim' drops trailing zeros (axis ticks).
   function formatBytes(bytes: number, digits: number, trim: boolean): string {
     let value = bytes;
@@ -153,10 +160,7 @@ interface Window {
       type: 'line',
       data: { datasets },
       options: {
-        parsing: false,
-        responsive: true,
-        maintainAspectRatio: false,
-        interaction: { mode: 'nearest', axis: 'x', intersect: false },
+        ...LINE_OPTIONS,
         scales: {
           x: {
             type: 'linear',
@@ -366,10 +370,7 @@ interface Window {
         ),
       },
       options: {
-        parsing: false,
-        responsive: true,
-        maintainAspectRatio: false,
-        interaction: { mode: 'nearest', axis: 'x', intersect: false },
+        ...LINE_OPTIONS,
         scales: {
           x: { type: 'linear', min: 1, title: { display: true, text: 'training step' } },
           y: { title: { display: true, text: 'training loss' } },

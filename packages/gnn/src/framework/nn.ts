@@ -278,6 +278,11 @@ export class ReLU {
   }
 }
 
+/** Throws a RangeError naming `name` unless p is a dropout probability, in [0, 1). */
+export function checkDropoutProbability(p: number, name: string): void {
+  if (!(p >= 0 && p < 1)) throw new RangeError(`Expected dropout probability in [0, 1) for ${name} but received ${p}`);
+}
+
 /** Inverted dropout with a seeded counter-based RNG: the same (seed, offset) drops the same units. */
 export class Dropout {
   #mask: Tensor | undefined;
@@ -285,7 +290,7 @@ export class Dropout {
     private readonly rt: Runtime,
     readonly p: number,
   ) {
-    if (!(p >= 0 && p < 1)) throw new RangeError(`Expected dropout probability in [0, 1) for p but received ${p}`);
+    checkDropoutProbability(p, 'p');
   }
 
   forward(x: Tensor, seed: number, offset: number, training: boolean): Tensor {

@@ -19,11 +19,11 @@
  * plain plan's two N x H tensors. x may be stored as bf16 (only the aggregation reads it).
  * @module
  */
-import { ParameterSet, type Parameter } from '../framework/nn.js';
+import { checkDropoutProbability, type ParameterSet, type Parameter } from '../framework/nn.js';
 import type { Runtime } from '../framework/runtime.js';
 import type { Tensor } from '../framework/tensor.js';
 import type { Csr, Graph } from '../datasets/graphs.js';
-import { GcnConv } from './gcn.js';
+import { type GcnConv, gcnLayers } from './gcn.js';
 
 export class BlockedGcn {
   readonly conv1: GcnConv;
@@ -44,15 +44,10 @@ export class BlockedGcn {
     /** Trainer-inserted prefetch: each layer's operands to the device before it runs. */
     private readonly layerPrefetch = false,
   ) {
-    if (!(dropout >= 0 && dropout < 1)) throw new RangeError(`Expected dropout probability in [0, 1) for dropout but received ${dropout}`);
+    checkDropoutProbability(dropout, 'dropout');
     if (!Number.isSafeInteger(rowBlocks) || rowBlocks <= 0)
       throw new RangeError(`Expected positive integer for rowBlocks but received ${String(rowBlocks)}`);
-    this.params = new ParameterSet(rt, [
-      ...GcnConv.parameterSpecs('conv1', inputs, hidden),
-      ...GcnConv.parameterSpecs('conv2', hidden, classes),
-    ]);
-    this.conv1 = new GcnConv(rt, 'conv1', inputs, hidden, this.params, seed, 0);
-    this.conv2 = new GcnConv(rt, 'conv2', hidden, classes, this.params, seed, inputs * hidden);
+    ({ params: this.params, conv1: this.conv1, conv2: this.conv2 } = gcnLayers(rt, inputs, hidden, classes, seed));
   }
 
   get parameters(): Parameter[] {

@@ -10,11 +10,11 @@
  * @module
  */
 import type { Communicator } from '@gpumem/distributed';
-import { ParameterSet, type Parameter } from '../framework/nn.js';
+import { checkDropoutProbability, type ParameterSet, type Parameter } from '../framework/nn.js';
 import type { Runtime } from '../framework/runtime.js';
 import type { Tensor } from '../framework/tensor.js';
 import type { GraphPart } from '../datasets/graph-part.js';
-import { GcnConv } from './gcn.js';
+import { gcnLayers } from './gcn.js';
 
 export class PartitionedGcn {
   readonly params: ParameterSet;
@@ -34,14 +34,10 @@ export class PartitionedGcn {
     readonly dropout: number,
     seed: number,
   ) {
-    if (!(dropout >= 0 && dropout < 1)) throw new RangeError(`Expected dropout probability in [0, 1) for dropout but received ${dropout}`);
-    this.params = new ParameterSet(rt, [
-      ...GcnConv.parameterSpecs('conv1', inputs, hidden),
-      ...GcnConv.parameterSpecs('conv2', hidden, classes),
-    ]);
+    checkDropoutProbability(dropout, 'dropout');
     // Gcn's initialisation, on every rank; then rank 0's values everywhere (as data-parallel trainers do)
-    const conv1 = new GcnConv(rt, 'conv1', inputs, hidden, this.params, seed, 0);
-    const conv2 = new GcnConv(rt, 'conv2', hidden, classes, this.params, seed, inputs * hidden);
+    const { params, conv1, conv2 } = gcnLayers(rt, inputs, hidden, classes, seed);
+    this.params = params;
     [this.#w1, this.#b1, this.#w2, this.#b2] = [conv1.weight, conv1.bias, conv2.weight, conv2.bias];
     comm.broadcast(this.params.values.ptr, this.params.size, 0, rt.stream);
   }

@@ -7,7 +7,7 @@
  * (A·x)·W1ᵀ + b1 with A·x aggregated once for the run (InputAggregation 'once').
  * @module
  */
-import { ParameterSet, weightAndBias, type Parameter } from '../framework/nn.js';
+import { checkDropoutProbability, ParameterSet, weightAndBias, type Parameter } from '../framework/nn.js';
 import type { Runtime } from '../framework/runtime.js';
 import type { Tensor } from '../framework/tensor.js';
 import type { Csr, Graph } from '../datasets/graphs.js';
@@ -44,6 +44,27 @@ function aggregate(rt: Runtime, graph: Graph, h: Tensor, aggregation: Aggregatio
     rt.ops.scatterAddRows(rt.onDevice, rt.s, messages.ptr, to.ptr, out.ptr, e, width);
     return out;
   });
+}
+
+/**
+ * The two convs of the 2-layer GCN (inputs → hidden → classes) in one parameter set, initialised
+ * from `seed` as every GCN model here is (conv2's random stream starts where conv1's ends), so that
+ * the plain, blocked and partitioned models hold the same parameters.
+ */
+export function gcnLayers(
+  rt: Runtime,
+  inputs: number,
+  hidden: number,
+  classes: number,
+  seed: number,
+): { params: ParameterSet; conv1: GcnConv; conv2: GcnConv } {
+  const params = new ParameterSet(rt, [
+    ...GcnConv.parameterSpecs('conv1', inputs, hidden),
+    ...GcnConv.parameterSpecs('conv2', hidden, classes),
+  ]);
+  const conv1 = new GcnConv(rt, 'conv1', inputs, hidden, params, seed, 0);
+  const conv2 = new GcnConv(rt, 'conv2', hidden, classes, params, seed, inputs * hidden);
+  return { params, conv1, conv2 };
 }
 
 export class GcnConv {
@@ -175,15 +196,10 @@ export class Gcn {
     /** 'once': aggregateInput() takes A·x before the first forward (see InputAggregation). */
     readonly inputAggregation: InputAggregation = 'every-epoch',
   ) {
-    if (!(dropout >= 0 && dropout < 1)) throw new RangeError(`Expected dropout probability in [0, 1) for dropout but received ${dropout}`);
+    checkDropoutProbability(dropout, 'dropout');
     if (inputAggregation !== 'once' && inputAggregation !== 'every-epoch')
       throw new RangeError(`Expected 'once' or 'every-epoch' for inputAggregation but received '${String(inputAggregation)}'`);
-    this.params = new ParameterSet(rt, [
-      ...GcnConv.parameterSpecs('conv1', inputs, hidden),
-      ...GcnConv.parameterSpecs('conv2', hidden, classes),
-    ]);
-    this.conv1 = new GcnConv(rt, 'conv1', inputs, hidden, this.params, seed, 0);
-    this.conv2 = new GcnConv(rt, 'conv2', hidden, classes, this.params, seed, inputs * hidden);
+    ({ params: this.params, conv1: this.conv1, conv2: this.conv2 } = gcnLayers(rt, inputs, hidden, classes, seed));
   }
 
   get parameters(): Parameter[] {

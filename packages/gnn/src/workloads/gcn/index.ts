@@ -49,6 +49,7 @@ const gcnWorkload: Workload<GcnTrainOptions, GcnTrainingShape> = {
   description:
     'a two-layer GCN on a generated graph (random: 10 random directed edges per node; sbm: a learnable stochastic block model), full batch, Adam',
   datasets: ['random', 'sbm'],
+  trainsOn: 'a generated graph',
   datasetAliases: gcnDatasetAliases,
   samples: 'nodes',
   evaluationLabel: 'held-out acc',

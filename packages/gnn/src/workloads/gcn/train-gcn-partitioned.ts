@@ -13,6 +13,8 @@ import type { GraphPart } from '../../datasets/graph-part.js';
 import { beginEpoch, endFullBatchStep } from '../../training/train-common.js';
 import type { EpochRecord, RankShare } from '../../training/train-types.js';
 import type { GcnTrainOptions } from './options.js';
+import { epochRecordHead } from '../epoch-record.js';
+import { correctInRows } from './correct-rows.js';
 
 /** This rank's part of the run, ready for its epochs: each epoch's record holds its share of the loss and counts; dispose() frees the part too. */
 export function preparePartitionedGcn(
@@ -53,13 +55,14 @@ export function preparePartitionedGcn(
       rt.tag('validation');
       const evalCorrect = evaluate(rt, model, part, trainRows, restRows, seed);
       const record = {
-        epoch,
-        startMs: begun.t0,
-        epochMs,
-        loss,
-        losses: [loss],
-        trainAccuracy: trainRows > 0 ? correct / trainRows : 0,
-        accuracy: restRows > 0 ? evalCorrect / restRows : 0,
+        ...epochRecordHead(
+          epoch,
+          begun.t0,
+          epochMs,
+          [loss],
+          trainRows > 0 ? correct / trainRows : 0,
+          restRows > 0 ? evalCorrect / restRows : 0,
+        ),
         ...stats,
         share: { lossWeights: [weight], trainCorrect: correct, trainCount: trainRows, evalCorrect, evalCount: restRows },
       };
@@ -79,19 +82,6 @@ export function preparePartitionedGcn(
 function evaluate(rt: Runtime, model: PartitionedGcn, part: GraphPart, trainRows: number, restRows: number, seed: number): number {
   return rt.scope(() => {
     const logits = model.forward(part, false, seed, 0);
-    if (restRows === 0) return 0;
-    const correct = rt.zeros([1], 'i32');
-    rt.ops.accuracy(
-      rt.onDevice,
-      rt.s,
-      logits.rows(trainRows, restRows).ptr,
-      part.labels.rows(trainRows, restRows).ptr,
-      0,
-      restRows,
-      restRows,
-      part.numClasses,
-      correct.ptr,
-    );
-    return correct.toArray()[0] ?? 0;
+    return restRows === 0 ? 0 : correctInRows(rt, logits, part.labels, trainRows, restRows, part.numClasses);
   });
 }

@@ -15,6 +15,8 @@ import { randomGraphPart } from '../../datasets/random-graph-part.js';
 import { beginEpoch, checkPositiveInt, endFullBatchStep } from '../../training/train-common.js';
 import type { RunContext, WorkloadRun } from '../workload.js';
 import type { GcnTrainOptions } from './options.js';
+import { epochRecordHead } from '../epoch-record.js';
+import { correctInRows } from './correct-rows.js';
 
 /** The gcn, ready for its epochs; with `comm`, this rank's part of a run split by rows over the communicator's ranks. */
 export function prepareGcn(rt: Runtime, o: GcnTrainOptions, { epochs, seed, comm }: RunContext): WorkloadRun {
@@ -90,16 +92,7 @@ export function prepareGcn(rt: Runtime, o: GcnTrainOptions, { epochs, seed, comm
       const { epochMs, stats, loss, correct } = endFullBatchStep(rt, o, epoch, begun, scalars);
       rt.tag('validation');
       const accuracy = evaluateGcn(rt, model, graph, seed);
-      const record = {
-        epoch,
-        startMs: begun.t0,
-        epochMs,
-        loss,
-        losses: [loss],
-        trainAccuracy: correct / graph.trainNodes,
-        accuracy,
-        ...stats,
-      };
+      const record = { ...epochRecordHead(epoch, begun.t0, epochMs, [loss], correct / graph.trainNodes, accuracy), ...stats };
       o.onProgress?.({ epoch, epochs, step: 1, steps: 1 });
       return record;
     },
@@ -117,19 +110,7 @@ function evaluateGcn(rt: Runtime, model: Gcn | BlockedGcn, graph: Graph, seed: n
   if (rest <= 0) return 0;
   return rt.scope(() => {
     const logits: Tensor = model.forward(graph, false, seed, 0);
-    const correct = rt.zeros([1], 'i32');
-    rt.ops.accuracy(
-      rt.onDevice,
-      rt.s,
-      logits.rows(graph.trainNodes, rest).ptr,
-      graph.labels.rows(graph.trainNodes, rest).ptr,
-      0,
-      rest,
-      rest,
-      graph.numClasses,
-      correct.ptr,
-    );
-    return (correct.toArray()[0] ?? 0) / rest;
+    return correctInRows(rt, logits, graph.labels, graph.trainNodes, rest, graph.numClasses) / rest;
   });
 }
 

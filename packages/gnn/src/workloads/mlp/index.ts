@@ -2,6 +2,7 @@
  * The mlp workload: an MLP on MNIST, mini-batch SGD (see train-mlp.ts). Registers itself as 'mlp'.
  * @module
  */
+import { mnistAvailable, mnistInstallHint } from '../../datasets/mnist.js';
 import { registerWorkload } from '../registry.js';
 import type { OptionNames, Workload, WorkloadFlag } from '../workload.js';
 import { mlpDefaults, mlpHiddenWidths } from './defaults.js';
@@ -60,6 +61,9 @@ const mlpWorkload: Workload<MlpTrainOptions, MlpTrainingShape> = {
   name: 'mlp',
   description: 'an MLP on MNIST (mini-batch SGD)',
   datasets: ['mnist'],
+  trainsOn: 'MNIST',
+  // 53 MB that only this workload reads: an optional package the user installs to run it
+  data: { available: mnistAvailable, installHint: mnistInstallHint },
   samples: 'images',
   evaluationLabel: 'test acc',
   options: {

@@ -11,9 +11,10 @@ import { Mlp, type MlpStepPlan } from '../../models/mlp.js';
 import type { Tensor } from '../../framework/tensor.js';
 import { loadMnist, normalisedPixels } from '../../datasets/mnist.js';
 import { GraphedSteps } from '../../training/graphed-steps.js';
-import { beginEpoch, checkPositiveInt, epochStats, isCapturable, mean, sum } from '../../training/train-common.js';
+import { beginEpoch, checkPositiveInt, epochStats, isCapturable, sum } from '../../training/train-common.js';
 import type { WorkloadRun, RunContext } from '../workload.js';
 import type { MlpTrainOptions } from './options.js';
+import { epochRecordHead } from '../epoch-record.js';
 import type { Communicator } from '@gpumem/distributed';
 
 /** xorshift32: the epoch's shuffle order, from the seed. */
@@ -413,13 +414,14 @@ export function prepareMlp(rt: Runtime, o: MlpTrainOptions, { epochs, seed, comm
       const trainCount = rankRows(nTrain, batch);
       const evalCount = rankRows(nTest, evalBatch);
       return {
-        epoch,
-        startMs: t0,
-        epochMs,
-        loss: mean(losses),
-        losses: [...losses],
-        trainAccuracy: trainCount > 0 ? sum(correct) / trainCount : 0,
-        accuracy: evalCount > 0 ? sum(testCorrect) / evalCount : 0,
+        ...epochRecordHead(
+          epoch,
+          t0,
+          epochMs,
+          losses,
+          trainCount > 0 ? sum(correct) / trainCount : 0,
+          evalCount > 0 ? sum(testCorrect) / evalCount : 0,
+        ),
         ...epochStats(allocator, before),
         ...(comm
           ? {

@@ -63,6 +63,7 @@ const transformerWorkload: Workload<TransformerTrainOptions, TransformerTraining
   name: 'transformer',
   description: 'a GPT-style decoder on sequences of varying length and batch per step (tokens from an order-2 Markov chain), Adam',
   datasets: ['markov'],
+  trainsOn: 'generated token sequences',
   samples: 'tokens',
   evaluationLabel: 'held-out acc',
   options,

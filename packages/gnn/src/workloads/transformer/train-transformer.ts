@@ -11,10 +11,11 @@ import { Adam, softmaxCrossEntropy } from '../../framework/nn.js';
 import type { Runtime } from '../../framework/runtime.js';
 import type { Tensor } from '../../framework/tensor.js';
 import { Transformer } from '../../models/transformer.js';
-import { beginEpoch, epochStats, mean, sum } from '../../training/train-common.js';
+import { beginEpoch, epochStats, sum } from '../../training/train-common.js';
 import type { RunContext, WorkloadRun } from '../workload.js';
 import { transformerDefaults } from './defaults.js';
 import type { TransformerTrainOptions } from './options.js';
+import { epochRecordHead } from '../epoch-record.js';
 import { baseShapes, epochOrder, heldOutTokens, MarkovChain, stepTokens, type StepShape } from './schedule.js';
 import { checkedTransformerSizes } from './sizes.js';
 
@@ -99,13 +100,7 @@ export function prepareTransformer(rt: Runtime, o: TransformerTrainOptions, { ep
       rt.synchronize();
       const epochMs = performance.now() - t0;
       return {
-        epoch,
-        startMs: t0,
-        epochMs,
-        loss: mean(losses),
-        losses: [...losses],
-        trainAccuracy: sum(correct) / tokensPerEpoch,
-        accuracy: evaluation.accuracy,
+        ...epochRecordHead(epoch, t0, epochMs, losses, sum(correct) / tokensPerEpoch, evaluation.accuracy),
         evaluationLoss: evaluation.loss,
         ...epochStats(rt.allocator, before),
       };
