@@ -345,7 +345,7 @@ TEST_CASE("torch accepts exactly the registered names") {
     CAPTURE(name);
     const std::string error = torch_config({{"GPUMEM_ALLOCATOR", name}});
     CHECK(contains(error, std::string("GPUMEM_ALLOCATOR='") + name + "'"));
-    CHECK(contains(error, "one of " + usable + ", plugin:<library path>"));
+    CHECK(contains(error, "one of " + usable + ", plugin:<path>"));
   }
   torch::config c;
   CHECK_EQ(torch_config({{"GPUMEM_ALLOCATOR", "UVM"}}, &c), std::string(""));

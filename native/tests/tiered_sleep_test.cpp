@@ -502,7 +502,7 @@ TEST_CASE("the tiered descriptor has the sleep flag, backupLimitBytes and sets t
   spec.limit_bytes = 32 * MiB;
   resource_chain chain = build_chain(spec);
   REQUIRE(chain.sleeper != nullptr);
-  CHECK(chain.sleeper == static_cast<sleepable*>(chain.tiered));
+  CHECK(chain.sleeper == dynamic_cast<sleepable*>(chain.placer));
   const tag_id kv = intern_tag("kv");
   void* a = nullptr;
   {

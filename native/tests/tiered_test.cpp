@@ -438,15 +438,17 @@ TEST_CASE("chain builder builds tiered with the common layers") {
   const std::vector<std::string> expected = {"tiered", "limit", "track"};
   CHECK(chain_layers(spec) == expected);
   resource_chain chain = build_chain(spec);
-  REQUIRE(chain.tiered != nullptr);
+  REQUIRE(chain.placer != nullptr);
+  auto* tiered = dynamic_cast<tiered_resource*>(chain.placer);
+  REQUIRE(tiered != nullptr);
   memory_resource& top = chain.top();
   void* a = top.allocate(3 * MiB);
   void* b = top.allocate(3 * MiB);  // past the 4 MiB device budget: the host
-  CHECK(chain.tiered->tier_of(a) == memory_tier::device);
-  CHECK(chain.tiered->tier_of(b) == memory_tier::host);
-  chain.tiered->set_placement(tier_choice::host);
+  CHECK(tiered->tier_of(a) == memory_tier::device);
+  CHECK(tiered->tier_of(b) == memory_tier::host);
+  tiered->set_placement(tier_choice::host);
   void* c = top.allocate(1000);
-  CHECK(chain.tiered->tier_of(c) == memory_tier::host);
+  CHECK(tiered->tier_of(c) == memory_tier::host);
   resource_stats s = top.stats();  // the host part passes through the adaptors
   CHECK_EQ(s.host_allocated_bytes, static_cast<std::int64_t>(3 * MiB + 1000));
   CHECK(top.prefetch(b, 3 * MiB, location::device) == false);  // the device budget is spent
@@ -460,7 +462,7 @@ TEST_CASE("chain builder builds tiered with the common layers") {
   chain_spec plain;
   plain.strategy = "pool";
   plain.options<pool_spec>().upstream = pool_upstream::host;
-  CHECK(build_chain(plain).tiered == nullptr);
+  CHECK(build_chain(plain).placer == nullptr);
 }
 
 TEST_CASE("threads share one resource") {

@@ -137,7 +137,7 @@ class ConfigTests(unittest.TestCase):
         self.assertIn("GPUMEM_ALLOCATOR", error)
         self.assertIn("'bogus'", error)
         # The registry's strategies whose memory kernels can use, in its order.
-        self.assertIn(", ".join(gpumem_torch.STRATEGIES) + ", plugin:<library path>", error)
+        self.assertIn(", ".join(gpumem_torch.STRATEGIES) + ", plugin:<path>", error)
         self.assertNotIn("native", error)
 
     def test_host_is_registered_but_not_for_kernels(self):

@@ -42,7 +42,7 @@
 
 namespace gpumem {
 
-class tiered_resource;
+class placeable;
 class sleepable;
 
 // At least one of the two must be set.
@@ -112,7 +112,7 @@ struct chain_spec {
 struct resource_chain {
   std::vector<std::unique_ptr<memory_resource>> layers;  // bottom (the leaf) first
   tracking_adaptor* tracker = nullptr;                   // the tracking layer, when there is one
-  tiered_resource* tiered = nullptr;                     // the tiered leaf (set_placement), when there is one
+  placeable* placer = nullptr;                           // the leaf whose placement can be set, when there is one
   sleepable* sleeper = nullptr;                          // the leaf of a strategy with the sleep flag
   memory_resource& top() const { return *layers.back(); }
   resource_chain() = default;

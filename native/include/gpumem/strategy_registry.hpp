@@ -214,6 +214,14 @@ struct strategy_descriptor {
     std::string label;     // e.g. uvm.limit
   };
   front_limit_setting front_limit;
+  // An older spelling that libgpumem_torch still reads, with a warning, until it is removed:
+  // GPUMEM_ALLOCATOR=<name>:<value> sets option `key` ('plugin:PATH' for plugin with
+  // GPUMEM_PLUGIN_LIBRARY=PATH). `key` empty: none. `placeholder` names the value in messages.
+  struct inline_option_spelling {
+    std::string key;          // e.g. library
+    std::string placeholder;  // e.g. path
+  };
+  inline_option_spelling inline_option;
 
   // The option `key` (JavaScript key), or nullptr.
   const option_descriptor* option(std::string_view key) const noexcept;

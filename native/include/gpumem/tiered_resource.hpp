@@ -52,18 +52,11 @@
 #include "gpumem/memory_resource.hpp"
 #include "gpumem/sleep.hpp"
 #include "gpumem/stream_ordering.hpp"
+#include "gpumem/placeable.hpp"
 #include "gpumem/vmm.hpp"
 
 namespace gpumem {
 
-// Where new blocks go: automatic (the device while its budget and the driver allow, else the host),
-// the device only, or the host only.
-enum class tier_choice : std::uint8_t { automatic, device, host };
-
-// "auto", "device", "host"; parse_tier_choice throws invalid_argument (type, naming `argument`) for
-// anything else.
-const char* tier_choice_name(tier_choice choice) noexcept;
-tier_choice parse_tier_choice(const char* name, const char* argument = "placement");
 
 struct tiered_options {
   // Bytes the device tier may hold (live and cached blocks). Default: the device's free memory when
@@ -82,7 +75,7 @@ struct tiered_options {
   std::uint64_t backup_reserve_bytes = 0;
 };
 
-class tiered_resource final : public memory_resource, public sleepable {
+class tiered_resource final : public memory_resource, public sleepable, public placeable {
  public:
   // Owns `memory`. `ordering` defaults to the one matching its kind (CUDA events on a GPU, nothing on
   // the host twin). Throws invalid_state where no host budget can be decided (no /proc/meminfo and
@@ -93,12 +86,10 @@ class tiered_resource final : public memory_resource, public sleepable {
   // the backups of sleeping tags.
   ~tiered_resource() override;
 
-  // Where allocations go from now on (the whole resource, every thread).
-  void set_placement(tier_choice choice) noexcept;
-  tier_choice placement() const noexcept;
-  // The placement the resource was made with (tiered_options::placement), which set_placement(...)
-  // calls do not change: where a caller goes back to between its own choices.
-  tier_choice configured_placement() const noexcept;
+  // placeable: where allocations go from now on; the placement made with (tiered_options::placement).
+  void set_placement(tier_choice choice) noexcept override;
+  tier_choice placement() const noexcept override;
+  tier_choice configured_placement() const noexcept override;
 
   std::uint64_t device_budget_bytes() const noexcept;  // resolved
   std::uint64_t host_budget_bytes() const noexcept;    // resolved

@@ -12,7 +12,7 @@
 #include "gpumem/device.hpp"
 #include "gpumem/errors.hpp"
 #include "gpumem/strategy_registry.hpp"
-#include "gpumem/tiered_resource.hpp"
+#include "gpumem/placeable.hpp"
 
 namespace gpumem::binding {
 namespace {
@@ -499,13 +499,13 @@ Napi::Value ResourceObject::SetTrackingEnabled(const Napi::CallbackInfo& info) {
 Napi::Value ResourceObject::SetPlacement(const Napi::CallbackInfo& info) {
   return guarded(info.Env(), [&] {
     top();  // throws after dispose
-    tiered_resource* tiered = shared_ ? shared_->chain.tiered : chain_->tiered;
-    if (tiered == nullptr) throw invalid_state("setPlacement: only the 'tiered' strategy places memory by tier");
+    placeable* placer = shared_ ? shared_->chain.placer : chain_->placer;
+    if (placer == nullptr) throw invalid_state("setPlacement: only the 'tiered' strategy places memory by tier");
     if (!info[0].IsString()) {
       throw invalid_argument(invalid_argument::kind::type, "placement",
                              "Expected one of 'auto', 'device', 'host' for placement but received " + describe(info[0]));
     }
-    tiered->set_placement(parse_tier_choice(info[0].As<Napi::String>().Utf8Value().c_str()));
+    placer->set_placement(parse_tier_choice(info[0].As<Napi::String>().Utf8Value().c_str()));
     return info.Env().Undefined();
   });
 }

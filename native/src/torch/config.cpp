@@ -68,9 +68,24 @@ std::string strategies_with(const std::string& env) {
   return "GPUMEM_ALLOCATOR=" + names;
 }
 
-// GPUMEM_ALLOCATOR=plugin:PATH, the older spelling of plugin with GPUMEM_PLUGIN_LIBRARY=PATH: read
-// with a warning until it is removed.
-constexpr const char* deprecated_plugin_prefix = "plugin:";
+// ", plugin:<path>": the strategies that an older GPUMEM_ALLOCATOR=<name>:<value> spelling still
+// names (their descriptors' inline_option).
+std::string inline_spellings() {
+  std::string s;
+  for (const gpumem::strategy_descriptor* d : gpumem::strategies()) {
+    if (!d->inline_option.key.empty()) s += ", " + d->name + ":<" + d->inline_option.placeholder + ">";
+  }
+  return s;
+}
+
+// The strategy of GPUMEM_ALLOCATOR=<name>:<value> (lowercased `s`), where its descriptor keeps that
+// older spelling; else nullptr.
+const gpumem::strategy_descriptor* inline_spelling_strategy(const std::string& s) {
+  const std::size_t colon = s.find(':');
+  if (colon == std::string::npos) return nullptr;
+  const gpumem::strategy_descriptor* d = gpumem::find_strategy(s.substr(0, colon));
+  return d != nullptr && d->name == s.substr(0, colon) && !d->inline_option.key.empty() ? d : nullptr;
+}
 
 void add_warning(config& c, const std::string& warning) { c.warning += (c.warning.empty() ? "" : "\n") + warning; }
 
@@ -174,19 +189,20 @@ bool parse_config(const env_reader& env, config& out, std::string& error) {
   c.strategy = &gpumem::expandable_strategy();
   const std::optional<std::string> allocator = read(env, "GPUMEM_ALLOCATOR");
   const bool defaulted = !allocator;
-  std::string deprecated_library;  // GPUMEM_ALLOCATOR=plugin:PATH
+  std::string inline_value;  // GPUMEM_ALLOCATOR=<name>:<value> (plugin:PATH)
   if (const auto& v = allocator) {
     const std::string s = lower(*v);
     const gpumem::strategy_descriptor* d = nullptr;
-    if (s.rfind(deprecated_plugin_prefix, 0) == 0) {  // 'plugin' by its older spelling; the path keeps its case
-      d = &gpumem::plugin_strategy();
-      deprecated_library = v->substr(std::char_traits<char>::length(deprecated_plugin_prefix));
-      if (deprecated_library.empty()) {
-        error = bad_value("GPUMEM_ALLOCATOR", *v, "plugin:<path of a gpumem plug-in library>");
+    if ((d = inline_spelling_strategy(s)) != nullptr) {  // the older spelling; the value keeps its case
+      const gpumem::option_descriptor& o = *d->option(d->inline_option.key);
+      const std::string form = d->name + ":<" + d->inline_option.placeholder + ">";
+      inline_value = v->substr(d->name.size() + 1);
+      if (inline_value.empty()) {
+        error = bad_value("GPUMEM_ALLOCATOR", *v, d->name + ":" + o.required_form);
         return false;
       }
-      add_warning(c, "gpumem: GPUMEM_ALLOCATOR=plugin:<path> is deprecated and will be removed; use GPUMEM_ALLOCATOR=plugin "
-                     "with GPUMEM_PLUGIN_LIBRARY=<path>");
+      add_warning(c, "gpumem: GPUMEM_ALLOCATOR=" + form + " is deprecated and will be removed; use GPUMEM_ALLOCATOR=" + d->name +
+                         " with " + o.env + "=<" + d->inline_option.placeholder + ">");
     } else {
       d = gpumem::find_strategy(s);
       if (d != nullptr && d->name != s) {  // an alias: the strategy's older name
@@ -194,7 +210,7 @@ bool parse_config(const env_reader& env, config& out, std::string& error) {
       }
     }
     if (d == nullptr || !d->flags.kernel_memory) {
-      std::string expected = "one of " + torch_strategy_names() + ", plugin:<library path>";
+      std::string expected = "one of " + torch_strategy_names() + inline_spellings();
       if (d != nullptr) expected += " ('" + d->name + "' memory is not usable by CUDA kernels)";
       error = bad_value("GPUMEM_ALLOCATOR", *v, expected);
       return false;
@@ -242,20 +258,24 @@ bool parse_config(const env_reader& env, config& out, std::string& error) {
       if (mine && !std::holds_alternative<std::monostate>(value)) o.apply(c.spec, value);
     }
   }
-  if (!deprecated_library.empty()) {
-    const gpumem::option_descriptor& library = *c.strategy->option("library");
+  if (!inline_value.empty()) {
+    const gpumem::option_descriptor& inline_option = *c.strategy->option(c.strategy->inline_option.key);
     variable_read r;
-    if (!read_option(env, *c.strategy, library, r, error)) return false;
+    if (!read_option(env, *c.strategy, inline_option, r, error)) return false;
     if (r.value) {
-      error = bad_value(r.name, *r.value, "GPUMEM_ALLOCATOR=" + c.strategy->name + " (plugin:<path> names the library itself)");
+      error = bad_value(r.name, *r.value,
+                        "GPUMEM_ALLOCATOR=" + c.strategy->name + " (" + c.strategy->name + ":<" + c.strategy->inline_option.placeholder +
+                            "> names the " + c.strategy->inline_option.key + " itself)");
       return false;
     }
-    library.apply(c.spec, std::string(deprecated_library));
+    inline_option.apply(c.spec, std::string(inline_value));
   }
   for (const gpumem::option_descriptor& o : c.strategy->options) {
     if (o.required && std::holds_alternative<std::monostate>(o.read(c.spec))) {
       error = "GPUMEM_ALLOCATOR=" + c.strategy->name + " needs " + o.env + "=" + o.required_form;
-      if (c.strategy == &gpumem::plugin_strategy()) error += " (or GPUMEM_ALLOCATOR=plugin:<path>)";
+      if (c.strategy->inline_option.key == o.key) {
+        error += " (or GPUMEM_ALLOCATOR=" + c.strategy->name + ":<" + c.strategy->inline_option.placeholder + ">)";
+      }
       return false;
     }
   }

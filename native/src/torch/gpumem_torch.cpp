@@ -29,7 +29,7 @@
 #include "gpumem/driver_support.hpp"
 #include "gpumem/errors.hpp"
 #include "gpumem/memory_resource.hpp"
-#include "gpumem/tiered_resource.hpp"
+#include "gpumem/placeable.hpp"
 #include "oom_report.hpp"
 #include "oom_ring.hpp"
 #include "sleep_target.hpp"
@@ -244,11 +244,11 @@ strategy& get_or_create(instance& in, int device) {
 }
 
 void* allocate(strategy& s, std::size_t size, stream_handle stream) {
-  tiered_resource* tiered = s.chain.tiered;
-  if (tiered == nullptr) return s.top().allocate(size, stream);
-  const tier_choice want = thread_placement < 0 ? tiered->configured_placement() : static_cast<tier_choice>(thread_placement);
+  placeable* placer = s.chain.placer;
+  if (placer == nullptr) return s.top().allocate(size, stream);
+  const tier_choice want = thread_placement < 0 ? placer->configured_placement() : static_cast<tier_choice>(thread_placement);
   std::lock_guard<std::mutex> lock(s.placement_mutex);
-  if (tiered->placement() != want) tiered->set_placement(want);
+  if (placer->placement() != want) placer->set_placement(want);
   return s.top().allocate(size, stream);
 }
 

@@ -210,7 +210,7 @@ std::string oom_report::text() const {
   if (verdict == oom_verdict::real) {
     t += "Real: " + need + " exceed the capacity by " +
          format_bytes_brief(c.live_bytes + c.request_bytes - c.capacity_bytes) +
-         "; no allocator can serve it: reduce the live bytes (sleep idle tags, tiered placement, activation "
+         "; no allocator can serve it: reduce the live bytes (sleep idle tags, placing blocks on the host, activation "
          "checkpointing, a smaller batch).";
     return t;
   }

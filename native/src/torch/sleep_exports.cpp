@@ -219,7 +219,7 @@ GPUMEM_TORCH_API int gpumem_instance_tag_stats(int k, int device, const char** j
     if (const int rc = torch::find_sleep_target(k, device, t); rc != GPUMEM_TORCH_OK) return rc;
     sleepable* leaf = leaf_of(t);
     std::string out = "{\"tags\":[";
-    std::uint64_t pool = 0;
+    std::uint64_t backup_pool = 0;
     if (leaf != nullptr) {
       const std::vector<tag_state> states = leaf->tag_states();
       for (size_t i = 0; i < states.size(); ++i) {
@@ -231,9 +231,9 @@ GPUMEM_TORCH_API int gpumem_instance_tag_stats(int k, int device, const char** j
                ",\"sleptBytes\":" + std::to_string(s.slept_bytes) +
                ",\"backupBytes\":" + std::to_string(s.backup_bytes) + "}";
       }
-      pool = leaf->backup_pool_bytes();
+      backup_pool = leaf->backup_pool_bytes();
     }
-    out += "],\"backupPoolBytes\":" + std::to_string(pool) + "}";
+    out += "],\"backupPoolBytes\":" + std::to_string(backup_pool) + "}";
     const char* text = give(std::move(out), returned_json);
     if (json != nullptr) *json = text;
     set_last_error("");

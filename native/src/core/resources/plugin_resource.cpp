@@ -304,6 +304,7 @@ const strategy_descriptor& plugin_strategy() {
     d.options_type = &typeid(plugin_spec);
     d.flags.requires_options = true;
     d.flags.host_device = true;
+    d.inline_option = {"library", "path"};  // GPUMEM_ALLOCATOR=plugin:PATH, deprecated
 
     d.options = {
         text_option<&plugin_spec::library>("library", "the path of the plug-in library (dlopen)")

@@ -227,7 +227,7 @@ const strategy_descriptor& tiered_strategy() {
           tiers_on_device(spec) ? make_device_vmm(spec.device, {"tiered", "upstream 'host'", 0, spec.peer_access, true})
                                 : make_host_vmm(),
           own(spec).options);
-      build.chain.tiered = r.get();
+      build.chain.placer = r.get();
       build.chain.sleeper = r.get();
       return r;
     };
