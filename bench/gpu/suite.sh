@@ -23,6 +23,8 @@ Suites (each fits one device call of 10 minutes; tiered and large take most of o
                 test (no Chromium on the GPU host), the guide and the pack-install tests (no registry there)
   torch         the PyTorch tests: python3 -m unittest discover -s bindings/python/tests -v
                 (needs native/build/Release/libgpumem_torch.so from the packed tree)
+  torch-driver  the PyTorch library on older drivers: test_driver_gpu.py and test_driver.py alone (part of
+                torch too): each strategy under an interposer reporting CUDA 12.0, 12.4, 12.8
   torch-gcn     the seed GCN at 2M nodes under PyTorch's caching allocator and gpumem's strategies
                 (bench/torch/run.sh; NODES, EPOCHS and ALLOCATORS as that script takes them)
   sanitize      compute-sanitizer memcheck and racecheck over the GPU op and behaviour tests
@@ -120,6 +122,12 @@ suite_test() {
 
 suite_torch() {
   step torch unittest 540 python3 -m unittest discover -s bindings/python/tests -v
+  counts 3
+}
+
+suite_torch-driver() {
+  # The library under native/tests/driver/fake_cuda.c at CUDA 12.0, 12.4 and 12.8 (also part of torch).
+  step torch-driver unittest 420 python3 -m unittest discover -s bindings/python/tests -p 'test_driver*.py' -v
   counts 3
 }
 

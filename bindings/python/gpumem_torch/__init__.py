@@ -55,11 +55,12 @@ import os
 import threading
 from typing import Any, Dict, List, Optional
 
-from . import _frames, _library, _output, _warnings
+from . import _driver, _frames, _library, _output, _warnings
 from ._output import OutputFileError
 from ._allocator import Allocator, allocator, describe, place, set_thread_placement, thread_placement
 from ._library import library_path
 from ._doctor_api import doctor
+from ._driver import DriverUnsupportedError, driver_info
 from ._observer import diagnose_ooms, last_oom_diagnosis
 from ._oom import last_oom_report
 from ._sleep import InvalidStateError, NotEnabledError, OutOfMemoryError, backup_pool_bytes, current_tag, region, reserve_backup, sleep, tag_stats, trim_backup, wake
@@ -111,6 +112,8 @@ __all__ = [
     "OutOfMemoryError",
     "InvalidStateError",
     "NotEnabledError",
+    "DriverUnsupportedError",
+    "driver_info",
 ]
 
 def __getattr__(name: str) -> Any:
@@ -162,9 +165,12 @@ def _init(previous: Dict[str, Optional[str]]) -> str:
     global _init_env
     lib = _library.load()
     with _warnings.collected():  # deprecated spellings the library read: FutureWarning, at the caller's line
-        if lib.gpumem_init() != 0:
+        rc = lib.gpumem_init()
+        if rc != 0:
             message = _library.last_error()
             _restore_env(previous)
+            if rc == _driver.ERR_DRIVER:
+                raise _driver.unsupported(message)
             raise ValueError(message)
         kept = lib.gpumem_config().decode()
         if _init_env is None:
@@ -253,7 +259,10 @@ def enable(strategy: Optional[str] = None, **options: Any) -> str:
     are FutureWarnings, its other warnings RuntimeWarnings, through the ``warnings`` module.
 
     Returns the configuration string. Raises ValueError for a bad configuration (nothing is
-    changed in PyTorch or in the environment), RuntimeError when CUDA is already initialised or
+    changed in PyTorch or in the environment), DriverUnsupportedError (a RuntimeError) when the
+    NVIDIA driver is older than the strategy needs (it names the strategy, the entry point or
+    feature, the CUDA version that brought it and the driver's version; see :func:`driver_info`),
+    RuntimeError when CUDA is already initialised or
     another allocator is in place, FileNotFoundError when the library is missing, ImportError
     without PyTorch. Calling it again with the same (or no) options is a no-op."""
     global _enabled, _allocator

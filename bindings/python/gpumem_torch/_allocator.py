@@ -8,7 +8,7 @@ import ctypes
 import threading
 from typing import Any, Dict, Iterator, List, Optional
 
-from . import _library, _sleep, _warnings
+from . import _driver, _library, _sleep, _warnings
 from ._stats import instance_memory_stats, instance_raw_stats, device_index
 
 _instances_lock = threading.Lock()
@@ -155,8 +155,8 @@ def allocator(strategy: str, **options: Any) -> Allocator:
     Several allocators with different strategies can live in one process (up to 7, each with its
     own statistics); asking again for the same strategy and options returns an object on the same
     instance (its statistics are shared). Needs PyTorch (ImportError without it). ValueError for a
-    bad value (the library's message), TypeError for an unknown option, RuntimeError when all 7
-    instances are taken."""
+    bad value (the library's message), TypeError for an unknown option, DriverUnsupportedError when
+    the NVIDIA driver is older than the strategy needs, RuntimeError when all 7 instances are taken."""
     import torch  # noqa: F401  (ImportError is the clear message here)
 
     spec = _spec(strategy, options)
@@ -168,6 +168,8 @@ def allocator(strategy: str, **options: Any) -> Allocator:
                 rc = lib.gpumem_instance_create(spec.encode())
             if rc < 0:
                 message = _library.last_error()
+                if rc == -_driver.ERR_DRIVER:
+                    raise _driver.unsupported(message)
                 raise (RuntimeError if rc == -4 else ValueError)(message)
             number = _instances[spec] = rc
     return Allocator(number, strategy, options)

@@ -109,7 +109,7 @@ def _declare(lib: ctypes.CDLL) -> None:
         ),
     }
     # Newer than the interface version: declared where the library has it.
-    optional = {"gpumem_strategies": (c_char_p, [])}
+    optional = {"gpumem_strategies": (c_char_p, []), "gpumem_driver_json": (c_char_p, [])}
     signatures.update({name: sig for name, sig in optional.items() if hasattr(lib, name)})
     for name, (restype, argtypes) in signatures.items():
         fn = getattr(lib, name)

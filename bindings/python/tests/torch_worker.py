@@ -262,6 +262,7 @@ def main():
     try:
         if args.mode == "train" and args.allocator != "torch":
             result["config"] = gpumem_torch.enable(args.allocator)
+            result["driver_version"] = gpumem_torch.driver_info()["version"]  # as gpumem sees it (GPUMEM_CUDA_DRIVER)
         elif args.mode == "oom":
             result["config"] = gpumem_torch.enable(args.allocator)
         {"train": run_train, "badenv": run_badenv, "direct": run_direct, "late": run_late, "oom": run_oom}[args.mode](

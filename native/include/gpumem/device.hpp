@@ -18,7 +18,6 @@ int device_count() noexcept;
 std::string device_status();
 
 int driver_version() noexcept;   // e.g. 13000; 0 when unknown
-int runtime_version() noexcept;  // the runtime linked into the addon; 0 without CUDA
 
 struct device_properties {
   int index = 0;

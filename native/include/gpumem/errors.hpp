@@ -60,7 +60,26 @@ class invalid_state : public error {
   using error::error;
 };
 
-// A CUDA runtime call failed. code is the cudaError_t value, name its cudaGetErrorName.
+// The running CUDA driver lacks an entry point or a feature that a strategy needs: the strategy,
+// what it needs, the CUDA version whose driver first has it and the driver's own version
+// (cuDriverGetVersion). An invalid_state: the strategy cannot be used on this machine, others can.
+class driver_unsupported : public invalid_state {
+ public:
+  driver_unsupported(std::string strategy, std::string need, int required_version, int driver_version);
+  const std::string& strategy() const noexcept { return strategy_; }
+  const std::string& need() const noexcept { return need_; }
+  int required_version() const noexcept { return required_version_; }
+  int driver_version() const noexcept { return driver_version_; }
+
+ private:
+  std::string strategy_;
+  std::string need_;
+  int required_version_;
+  int driver_version_;
+};
+
+// A CUDA call failed. code is the CUresult value (the cudaError_t value in the addon's kernels and
+// copies, which call the runtime), name its name (CUDA_ERROR_OUT_OF_MEMORY, cudaErrorInvalidValue).
 class cuda_error : public error {
  public:
   cuda_error(const std::string& what, int code, std::string name)

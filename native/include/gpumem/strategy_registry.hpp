@@ -157,6 +157,15 @@ struct chain_build {
   std::unique_ptr<vmm> physical;
 };
 
+// Something a strategy calls on a CUDA device: a driver entry point ("cuMemCreate") or a feature
+// ("host-located cuMemCreate (CU_MEM_LOCATION_TYPE_HOST_NUMA)"), and the CUDA version whose driver
+// first has it (cuda.h's __CUDA_API_VERSION history). gpumem/driver_support.hpp checks them against
+// the running driver.
+struct driver_need {
+  std::string what;
+  int version = 0;  // e.g. 12020 for CUDA 12.2
+};
+
 struct strategy_descriptor {
   std::string name;
   // Older names of the strategy, still accepted by find_strategy and parse_strategy for one release
@@ -171,6 +180,9 @@ struct strategy_descriptor {
   std::string wraps;  // cache/adaptor: what it is over ("cudaMalloc (upstream 'cuda') or host memory")
   strategy_flags flags;
   std::vector<option_descriptor> options;  // in the order they are described
+  // What it calls on a CUDA device beyond the driver layer's floor (CUDA 12.0): a driver without one
+  // of these refuses the strategy by name (driver_unsupported) rather than failing a call later.
+  std::vector<driver_need> driver_needs;
 
   // The leaf: its name in chain_layers() and how it is made. A leaf over a VMM sets
   // build.physical and returns nullptr.

@@ -174,7 +174,7 @@ Napi::Value KernelImage(const Napi::CallbackInfo& info) {
 void register_device_functions(Napi::Env env, Napi::Object exports) {
   exports.Set("builtWithCuda", Napi::Boolean::New(env, built_with_cuda()));
   exports.Set("driverVersion", Napi::Number::New(env, driver_version()));
-  exports.Set("runtimeVersion", Napi::Number::New(env, runtime_version()));
+  exports.Set("runtimeVersion", Napi::Number::New(env, ops::runtime_version()));
   exports.Set("cudaArchitectures", Napi::String::New(env, ops::built_cuda_architectures()));
   set_functions(env, exports,
                 {{"kernelImage", KernelImage},

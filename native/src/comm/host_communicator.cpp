@@ -23,7 +23,7 @@
 #include <vector>
 
 #include "comm_errors.hpp"
-#include "core/cuda_check.hpp"
+#include "core/cuda_runtime_check.hpp"
 #include "gpumem/errors.hpp"
 
 namespace gpumem::comm {

@@ -3,7 +3,7 @@
 #include "nccl_communicator.hpp"
 
 #include "comm_errors.hpp"
-#include "core/cuda_check.hpp"
+#include "core/cuda_runtime_check.hpp"
 #include "gpumem/device.hpp"
 #include "gpumem/errors.hpp"
 

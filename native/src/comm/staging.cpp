@@ -2,7 +2,7 @@
 
 #include <cstring>
 
-#include "core/cuda_check.hpp"
+#include "core/cuda_runtime_check.hpp"
 #include "gpumem/errors.hpp"
 
 namespace gpumem::comm {

@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <string>
 
+#include "gpumem/driver_support.hpp"
 #include "gpumem/errors.hpp"
 #include "gpumem/fault_injecting_adaptor.hpp"
 #include "gpumem/limiting_adaptor.hpp"
@@ -111,6 +112,8 @@ std::vector<std::string> chain_layers(const chain_spec& spec) {
 resource_chain build_chain(const chain_spec& spec) {
   validate(spec);
   const strategy_descriptor& d = strategy_of(spec);
+  // On a CUDA device, a driver older than the strategy needs refuses it by name.
+  if (!spec.address_only && spec.device >= 0) require_driver(d);
   resource_chain chain;  // on a throw, its destructor undoes the layers built so far
   chain_build build{chain, nullptr};
   if (auto leaf = spec.address_only ? d.make_address_only_leaf(spec, build) : d.make_leaf(spec, build))

@@ -7,6 +7,7 @@
 #include "gpumem/errors.hpp"
 #include "gpumem/stream_ordering.hpp"
 #include "cuda_check.hpp"
+#include "resources/cuda_driver.hpp"
 
 namespace gpumem {
 
@@ -21,8 +22,7 @@ bool built_with_cuda() noexcept { return true; }
 
 int device_count() noexcept {
   int n = 0;
-  if (cudaGetDeviceCount(&n) != cudaSuccess) {
-    cudaGetLastError();
+  if (detail::cu::GetDeviceCount(&n) != CUDA_SUCCESS) {
     return 0;
   }
   return n;
@@ -30,72 +30,61 @@ int device_count() noexcept {
 
 int driver_version() noexcept {
   int v = 0;
-  if (cudaDriverGetVersion(&v) != cudaSuccess) cudaGetLastError();
+  (void)detail::cu::DriverGetVersion(&v);
   return v;
 }
 
-namespace {
-// A driver too old for the CUDA runtime linked in, in words that name the requirement: the oldest
-// Linux driver of the runtime's major release (CUDA's "Minimum Required Driver Version" table).
-std::string insufficient_driver() {
-  const int major = CUDART_VERSION / 1000;
-  std::string out = "the NVIDIA driver is older than CUDA " + std::to_string(major) + " needs";
-  if (major == 13) out += " (580 or later)";
-  if (major == 12) out += " (525 or later)";
-  const int driver = driver_version();
-  if (driver > 0) out += "; it supports CUDA " + std::to_string(driver / 1000) + "." + std::to_string(driver % 1000 / 10);
-  return out + " (cudaErrorInsufficientDriver)";
-}
-}  // namespace
-
 std::string device_status() {
   int n = 0;
-  cudaError_t status = cudaGetDeviceCount(&n);
-  if (status != cudaSuccess) {
-    cudaGetLastError();
-    if (status == cudaErrorInsufficientDriver && driver_version() > 0) return insufficient_driver();
-    return std::string(cudaGetErrorString(status)) + " (" + cudaGetErrorName(status) + ")";
+  const CUresult status = detail::cu::GetDeviceCount(&n);
+  if (status != CUDA_SUCCESS) {
+    // Without a usable driver the text is the driver layer's reason ("no CUDA driver: ...").
+    return std::string(detail::cu::GetErrorString(status)) + " (" + detail::cu::GetErrorName(status) + ")";
   }
   return n == 0 ? "no CUDA device" : "";
 }
 
-int runtime_version() noexcept {
-  int v = 0;
-  if (cudaRuntimeGetVersion(&v) != cudaSuccess) cudaGetLastError();
-  return v;
-}
-
 device_properties get_device_properties(int device) {
-  cudaDeviceProp p{};
-  check_cuda(cudaGetDeviceProperties(&p, device), "cudaGetDeviceProperties");
+  // The runtime's cudaGetDeviceProperties is the driver's attributes, one call each.
+  const auto attribute = [device](cudaDeviceAttr which) {
+    int value = 0;
+    check_cuda(detail::cu::DeviceGetAttribute(&value, which, device), "cudaDeviceGetAttribute");
+    return value;
+  };
+  const detail::driver_api& api = detail::driver();
+  CUdevice dev = 0;
+  check_cuda(api.status, "cudaGetDeviceProperties");
+  check_cuda(api.device_get(&dev, device), "cuDeviceGet");
+  char name[256] = {};
+  check_cuda(api.device_get_name(name, sizeof name, dev), "cuDeviceGetName");
+  std::size_t total = 0;
+  check_cuda(api.device_total_mem(&total, dev), "cuDeviceTotalMem");
   device_properties out;
   out.index = device;
-  out.name = p.name;
-  out.compute_major = p.major;
-  out.compute_minor = p.minor;
-  out.total_memory = p.totalGlobalMem;
-  out.multiprocessors = p.multiProcessorCount;
-  out.managed_memory = p.managedMemory != 0;
-  out.concurrent_managed_access = p.concurrentManagedAccess != 0;
-  int pools = 0;
-  check_cuda(cudaDeviceGetAttribute(&pools, cudaDevAttrMemoryPoolsSupported, device), "cudaDeviceGetAttribute");
-  out.memory_pools = pools != 0;
-  out.pci_bus_id = p.pciBusID;
-  out.l2_cache_bytes = static_cast<std::uint64_t>(p.l2CacheSize);
+  out.name = name;
+  out.compute_major = attribute(cudaDevAttrComputeCapabilityMajor);
+  out.compute_minor = attribute(cudaDevAttrComputeCapabilityMinor);
+  out.total_memory = total;
+  out.multiprocessors = attribute(cudaDevAttrMultiProcessorCount);
+  out.managed_memory = attribute(cudaDevAttrManagedMemory) != 0;
+  out.concurrent_managed_access = attribute(cudaDevAttrConcurrentManagedAccess) != 0;
+  out.memory_pools = attribute(cudaDevAttrMemoryPoolsSupported) != 0;
+  out.pci_bus_id = attribute(cudaDevAttrPciBusId);
+  out.l2_cache_bytes = static_cast<std::uint64_t>(attribute(cudaDevAttrL2CacheSize));
   return out;
 }
 
 memory_info get_memory_info(int device) {
   detail::device_scope scope(device);
   std::size_t free_bytes = 0, total_bytes = 0;
-  check_cuda(cudaMemGetInfo(&free_bytes, &total_bytes), "cudaMemGetInfo");
+  check_cuda(detail::cu::MemGetInfo(&free_bytes, &total_bytes), "cudaMemGetInfo");
   return {free_bytes, total_bytes};
 }
 
 stream_handle create_stream(int device) {
   detail::device_scope scope(device);
   cudaStream_t s = nullptr;
-  check_cuda(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), "cudaStreamCreateWithFlags");
+  check_cuda(detail::cu::StreamCreateWithFlags(&s, cudaStreamNonBlocking), "cudaStreamCreateWithFlags");
   return s;
 }
 
@@ -104,41 +93,40 @@ void destroy_stream(stream_handle stream) noexcept {
   // Everything queued on the stream finishes first, so that the resources told below may treat the
   // memory freed on it as idle; then they forget the handle, before it becomes invalid (or reused).
   // A failed synchronisation (a context already broken by a fault) does not stop the destroy.
-  if (cudaStreamSynchronize(as_stream(stream)) != cudaSuccess) cudaGetLastError();
+  (void)detail::cu::StreamSynchronize(as_stream(stream));
   notify_stream_destroyed(stream);
-  if (cudaStreamDestroy(as_stream(stream)) != cudaSuccess) cudaGetLastError();
+  (void)detail::cu::StreamDestroy(as_stream(stream));
 }
 
-void synchronize_stream(stream_handle stream) { check_cuda(cudaStreamSynchronize(as_stream(stream)), "cudaStreamSynchronize"); }
+void synchronize_stream(stream_handle stream) { check_cuda(detail::cu::StreamSynchronize(as_stream(stream)), "cudaStreamSynchronize"); }
 
 void synchronize_device(int device) {
   detail::device_scope scope(device);
-  check_cuda(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
+  check_cuda(detail::cu::DeviceSynchronize(), "cudaDeviceSynchronize");
 }
 
-void set_current_device(int device) { check_cuda(cudaSetDevice(device), "cudaSetDevice"); }
+void set_current_device(int device) { check_cuda(detail::cu::SetDevice(device), "cudaSetDevice"); }
 
 void* create_event(int device) {
   detail::device_scope scope(device);
   cudaEvent_t e = nullptr;
-  check_cuda(cudaEventCreate(&e), "cudaEventCreate");
+  check_cuda(detail::cu::EventCreate(&e), "cudaEventCreate");
   return e;
 }
 
 void destroy_event(void* event) noexcept {
-  if (event != nullptr && cudaEventDestroy(as_event(event)) != cudaSuccess) cudaGetLastError();
+  if (event != nullptr) (void)detail::cu::EventDestroy(as_event(event));
 }
 
 void record_event(void* event, stream_handle stream) {
-  check_cuda(cudaEventRecord(as_event(event), as_stream(stream)), "cudaEventRecord");
+  check_cuda(detail::cu::EventRecord(as_event(event), as_stream(stream)), "cudaEventRecord");
 }
 
-void synchronize_event(void* event) { check_cuda(cudaEventSynchronize(as_event(event)), "cudaEventSynchronize"); }
+void synchronize_event(void* event) { check_cuda(detail::cu::EventSynchronize(as_event(event)), "cudaEventSynchronize"); }
 
 bool query_event(void* event) {
-  cudaError_t status = cudaEventQuery(as_event(event));
-  if (status == cudaErrorNotReady) {
-    cudaGetLastError();
+  CUresult status = detail::cu::EventQuery(as_event(event));
+  if (status == CUDA_ERROR_NOT_READY) {
     return false;
   }
   check_cuda(status, "cudaEventQuery");
@@ -147,31 +135,31 @@ bool query_event(void* event) {
 
 float elapsed_ms(void* start, void* end) {
   float ms = 0;
-  check_cuda(cudaEventElapsedTime(&ms, as_event(start), as_event(end)), "cudaEventElapsedTime");
+  check_cuda(detail::cu::EventElapsedTime(&ms, as_event(start), as_event(end)), "cudaEventElapsedTime");
   return ms;
 }
 
 void begin_capture(stream_handle stream) {
   if (stream == nullptr) throw invalid_state("CUDA Graph capture needs a stream other than the default stream");
-  check_cuda(cudaStreamBeginCapture(as_stream(stream), cudaStreamCaptureModeRelaxed), "cudaStreamBeginCapture");
+  check_cuda(detail::cu::StreamBeginCapture(as_stream(stream), cudaStreamCaptureModeRelaxed), "cudaStreamBeginCapture");
 }
 
 void* end_capture(stream_handle stream) {
   cudaGraph_t graph = nullptr;
-  check_cuda(cudaStreamEndCapture(as_stream(stream), &graph), "cudaStreamEndCapture");
+  check_cuda(detail::cu::StreamEndCapture(as_stream(stream), &graph), "cudaStreamEndCapture");
   cudaGraphExec_t exec = nullptr;
-  cudaError_t status = cudaGraphInstantiate(&exec, graph, 0);
-  cudaGraphDestroy(graph);
+  CUresult status = detail::cu::GraphInstantiate(&exec, graph, 0);
+  detail::cu::GraphDestroy(graph);
   check_cuda(status, "cudaGraphInstantiate");
   return exec;
 }
 
 void launch_graph(void* graph_exec, stream_handle stream) {
-  check_cuda(cudaGraphLaunch(static_cast<cudaGraphExec_t>(graph_exec), as_stream(stream)), "cudaGraphLaunch");
+  check_cuda(detail::cu::GraphLaunch(static_cast<cudaGraphExec_t>(graph_exec), as_stream(stream)), "cudaGraphLaunch");
 }
 
 void destroy_graph(void* graph_exec) noexcept {
-  if (graph_exec != nullptr && cudaGraphExecDestroy(static_cast<cudaGraphExec_t>(graph_exec)) != cudaSuccess) cudaGetLastError();
+  if (graph_exec != nullptr) (void)detail::cu::GraphExecDestroy(static_cast<cudaGraphExec_t>(graph_exec));
 }
 
 void copy_to(void* dst, memory_kind dst_kind, const void* src, std::size_t bytes, stream_handle stream) {
@@ -179,8 +167,8 @@ void copy_to(void* dst, memory_kind dst_kind, const void* src, std::size_t bytes
     std::memcpy(dst, src, bytes);
     return;
   }
-  check_cuda(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, as_stream(stream)), "cudaMemcpyAsync");
-  check_cuda(cudaStreamSynchronize(as_stream(stream)), "cudaStreamSynchronize");
+  check_cuda(detail::cu::MemcpyAsync(dst, src, bytes, cudaMemcpyDefault, as_stream(stream)), "cudaMemcpyAsync");
+  check_cuda(detail::cu::StreamSynchronize(as_stream(stream)), "cudaStreamSynchronize");
 }
 
 void copy_from(void* dst, const void* src, memory_kind src_kind, std::size_t bytes, stream_handle stream) {
@@ -188,8 +176,8 @@ void copy_from(void* dst, const void* src, memory_kind src_kind, std::size_t byt
     std::memcpy(dst, src, bytes);
     return;
   }
-  check_cuda(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, as_stream(stream)), "cudaMemcpyAsync");
-  check_cuda(cudaStreamSynchronize(as_stream(stream)), "cudaStreamSynchronize");
+  check_cuda(detail::cu::MemcpyAsync(dst, src, bytes, cudaMemcpyDefault, as_stream(stream)), "cudaMemcpyAsync");
+  check_cuda(detail::cu::StreamSynchronize(as_stream(stream)), "cudaStreamSynchronize");
 }
 
 #else  // host-only build
@@ -202,7 +190,6 @@ bool built_with_cuda() noexcept { return false; }
 int device_count() noexcept { return 0; }
 std::string device_status() { return "gpumem was built without CUDA (no CUDA toolkit at build time)"; }
 int driver_version() noexcept { return 0; }
-int runtime_version() noexcept { return 0; }
 device_properties get_device_properties(int) { no_cuda(); }
 memory_info get_memory_info(int) { no_cuda(); }
 stream_handle create_stream(int) { no_cuda(); }

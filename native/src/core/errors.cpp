@@ -36,6 +36,33 @@ std::string describe_memory(const resource_stats& s) {
          format_bytes_brief(largest) + ")";
 }
 
+namespace {
+// "CUDA 12.2 (driver R535 or later)": the oldest Linux driver branch of each CUDA 12/13 release
+// (CUDA's release notes, "CUDA Toolkit and Corresponding Driver Versions").
+std::string cuda_release(int version) {
+  static const struct {
+    int cuda;
+    int branch;
+  } branches[] = {{12000, 525}, {12010, 530}, {12020, 535}, {12030, 545}, {12040, 550},
+                  {12050, 555}, {12060, 560}, {12080, 570}, {12090, 575}, {13000, 580}};
+  std::string out = "CUDA " + std::to_string(version / 1000) + "." + std::to_string(version % 1000 / 10);
+  for (const auto& b : branches) {
+    if (b.cuda == version) return out + " (driver R" + std::to_string(b.branch) + " or later)";
+  }
+  return out;
+}
+}  // namespace
+
+driver_unsupported::driver_unsupported(std::string strategy, std::string need, int required_version, int driver_version)
+    : invalid_state("gpumem: strategy '" + strategy + "' needs " + need + ", which came with " +
+                    cuda_release(required_version) + ", but the NVIDIA driver supports CUDA " +
+                    std::to_string(driver_version / 1000) + "." + std::to_string(driver_version % 1000 / 10) +
+                    ": update the driver or choose another strategy"),
+      strategy_(std::move(strategy)),
+      need_(std::move(need)),
+      required_version_(required_version),
+      driver_version_(driver_version) {}
+
 std::string format_bytes(std::uint64_t bytes) {
   // the brief form, and the exact count where the brief one rounds
   if (bytes < 1024) return format_bytes_brief(bytes);

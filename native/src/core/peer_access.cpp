@@ -24,8 +24,7 @@ std::string id(int device) { return "cuda:" + std::to_string(device); }
 bool can_access_peer(int accessor, int owner) noexcept {
   if (accessor == owner || accessor < 0 || owner < 0) return false;
   int can = 0;
-  if (cudaDeviceCanAccessPeer(&can, accessor, owner) != cudaSuccess) {
-    cudaGetLastError();
+  if (detail::cu::DeviceCanAccessPeer(&can, accessor, owner) != CUDA_SUCCESS) {
     return false;
   }
   return can != 0;
@@ -34,9 +33,8 @@ bool can_access_peer(int accessor, int owner) noexcept {
 void enable_peer_access(int device, const std::vector<int>& peers) {
   for (int peer : peers) {
     detail::device_scope scope(peer);
-    const cudaError_t status = cudaDeviceEnablePeerAccess(device, 0);
-    if (status == cudaErrorPeerAccessAlreadyEnabled) {
-      cudaGetLastError();
+    const CUresult status = detail::cu::DeviceEnablePeerAccess(device, 0);
+    if (status == CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED) {
       continue;
     }
     detail::check_cuda(status, ("cudaDeviceEnablePeerAccess(" + id(peer) + " -> " + id(device) + ")").c_str());

@@ -12,7 +12,7 @@
 #include "gpumem/errors.hpp"
 
 #ifdef GPUMEM_WITH_CUDA
-#include <cuda_runtime_api.h>
+#include "core/cuda_calls.hpp"
 
 #include <string>
 #endif
@@ -96,15 +96,14 @@ class host_ordering final : public stream_ordering {
 
 #ifdef GPUMEM_WITH_CUDA
 
-[[noreturn]] void throw_cuda(cudaError_t status, const char* call) {
-  (void)cudaGetLastError();  // clear it, so that the next unrelated call does not report it again
-  const char* name = cudaGetErrorName(status);
-  const char* text = cudaGetErrorString(status);
+[[noreturn]] void throw_cuda(CUresult status, const char* call) {
+  const char* name = detail::cu::GetErrorName(status);
+  const char* text = detail::cu::GetErrorString(status);
   throw cuda_error(std::string(call) + " failed: " + name + " (" + text + ")", static_cast<int>(status), name);
 }
 
-void check(cudaError_t status, const char* call) {
-  if (status != cudaSuccess) throw_cuda(status, call);
+void check(CUresult status, const char* call) {
+  if (status != CUDA_SUCCESS) throw_cuda(status, call);
 }
 
 // Makes `device` current for a scope and gives the caller's device back after: events must be
@@ -112,14 +111,14 @@ void check(cudaError_t status, const char* call) {
 class device_scope {
  public:
   explicit device_scope(int device) {
-    check(cudaGetDevice(&previous_), "cudaGetDevice");
+    check(detail::cu::GetDevice(&previous_), "cudaGetDevice");
     if (previous_ != device) {
-      check(cudaSetDevice(device), "cudaSetDevice");
+      check(detail::cu::SetDevice(device), "cudaSetDevice");
       switched_ = true;
     }
   }
   ~device_scope() {
-    if (switched_) (void)cudaSetDevice(previous_);
+    if (switched_) (void)detail::cu::SetDevice(previous_);
   }
   device_scope(const device_scope&) = delete;
   device_scope& operator=(const device_scope&) = delete;
@@ -138,14 +137,14 @@ class cuda_ordering final : public stream_ordering {
   }
 
   ~cuda_ordering() override {
-    for (cudaEvent_t event : cache_) (void)cudaEventDestroy(event);
+    for (cudaEvent_t event : cache_) (void)detail::cu::EventDestroy(event);
   }
 
   event_handle record(stream_handle stream) override {
     device_scope scope(device_);
     cudaEvent_t event = take_event();
-    const cudaError_t status = cudaEventRecord(event, static_cast<cudaStream_t>(stream));
-    if (status != cudaSuccess) {
+    const CUresult status = detail::cu::EventRecord(event, static_cast<cudaStream_t>(stream));
+    if (status != CUDA_SUCCESS) {
       give_event(event);
       throw_cuda(status, "cudaEventRecord");
     }
@@ -154,10 +153,9 @@ class cuda_ordering final : public stream_ordering {
 
   bool query(event_handle event) override {
     if (event == nullptr) return true;
-    const cudaError_t status = cudaEventQuery(static_cast<cudaEvent_t>(event));
-    if (status == cudaSuccess) return true;
-    if (status == cudaErrorNotReady) {
-      (void)cudaGetLastError();  // "not ready" is an answer, not an error to report later
+    const CUresult status = detail::cu::EventQuery(static_cast<cudaEvent_t>(event));
+    if (status == CUDA_SUCCESS) return true;
+    if (status == CUDA_ERROR_NOT_READY) {
       return false;
     }
     throw_cuda(status, "cudaEventQuery");
@@ -166,13 +164,13 @@ class cuda_ordering final : public stream_ordering {
   void wait(stream_handle stream, event_handle event) override {
     if (event == nullptr) return;
     device_scope scope(device_);
-    check(cudaStreamWaitEvent(static_cast<cudaStream_t>(stream), static_cast<cudaEvent_t>(event), 0),
+    check(detail::cu::StreamWaitEvent(static_cast<cudaStream_t>(stream), static_cast<cudaEvent_t>(event), 0),
           "cudaStreamWaitEvent");
   }
 
   void synchronize(event_handle event) override {
     if (event == nullptr) return;
-    check(cudaEventSynchronize(static_cast<cudaEvent_t>(event)), "cudaEventSynchronize");
+    check(detail::cu::EventSynchronize(static_cast<cudaEvent_t>(event)), "cudaEventSynchronize");
   }
 
   void release(event_handle event) noexcept override {
@@ -190,7 +188,7 @@ class cuda_ordering final : public stream_ordering {
       }
     }
     cudaEvent_t event = nullptr;
-    check(cudaEventCreateWithFlags(&event, cudaEventDisableTiming), "cudaEventCreateWithFlags");
+    check(detail::cu::EventCreateWithFlags(&event, cudaEventDisableTiming), "cudaEventCreateWithFlags");
     return event;
   }
 
@@ -199,7 +197,7 @@ class cuda_ordering final : public stream_ordering {
       std::lock_guard<std::mutex> lock(mutex_);
       cache_.push_back(event);
     } catch (...) {
-      (void)cudaEventDestroy(event);  // no room to cache it
+      (void)detail::cu::EventDestroy(event);  // no room to cache it
     }
   }
 

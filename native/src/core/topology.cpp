@@ -25,8 +25,7 @@ namespace {
 
 int p2p_attribute(cudaDeviceP2PAttr attr, int from, int to) {
   int value = 0;
-  if (cudaDeviceGetP2PAttribute(&value, attr, from, to) != cudaSuccess) {
-    cudaGetLastError();
+  if (detail::cu::DeviceGetP2PAttribute(&value, attr, from, to) != CUDA_SUCCESS) {
     return 0;
   }
   return value;
@@ -35,8 +34,7 @@ int p2p_attribute(cudaDeviceP2PAttr attr, int from, int to) {
 detail::pci_address pci_address_of(int device) {
   detail::pci_address a;
   char id[32] = {};
-  if (cudaDeviceGetPCIBusId(id, sizeof id, device) != cudaSuccess) {
-    cudaGetLastError();
+  if (detail::cu::DeviceGetPCIBusId(id, sizeof id, device) != CUDA_SUCCESS) {
     return a;
   }
   a.text = id;
@@ -67,7 +65,7 @@ peer_topology get_peer_topology() noexcept {
         p.from = from;
         p.to = to;
         int can = 0;
-        if (cudaDeviceCanAccessPeer(&can, from, to) != cudaSuccess) cudaGetLastError();
+        (void)detail::cu::DeviceCanAccessPeer(&can, from, to);
         p.can_access_peer = can != 0;
         p.performance_rank = p2p_attribute(cudaDevP2PAttrPerformanceRank, from, to);
         p.access_supported = p2p_attribute(cudaDevP2PAttrAccessSupported, from, to) != 0;

@@ -9,7 +9,7 @@
 #include <mutex>
 #include <unordered_map>
 
-#include "core/cuda_check.hpp"
+#include "core/cuda_runtime_check.hpp"
 #include "gpumem/errors.hpp"
 #include "workspace.hpp"
 

@@ -8,7 +8,7 @@
 #include <string>
 #include <unordered_map>
 
-#include "core/cuda_check.hpp"
+#include "core/cuda_runtime_check.hpp"
 #include "gpumem/errors.hpp"
 #include "gpumem/stream.hpp"
 #include "ops.hpp"

@@ -14,6 +14,12 @@ __global__ void kernel_image_probe() {}
 
 std::string built_cuda_architectures() { return GPUMEM_CUDA_ARCHITECTURES; }
 
+int runtime_version() noexcept {
+  int v = 0;
+  if (cudaRuntimeGetVersion(&v) != cudaSuccess) cudaGetLastError();
+  return v;
+}
+
 kernel_image_info kernel_image(int device) {
   kernel_image_info info;
   int previous = 0;

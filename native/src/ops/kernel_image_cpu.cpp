@@ -5,6 +5,8 @@ namespace gpumem::ops {
 
 std::string built_cuda_architectures() { return ""; }
 
+int runtime_version() noexcept { return 0; }
+
 kernel_image_info kernel_image(int) {
   kernel_image_info info;
   info.error = "built without CUDA";

@@ -42,6 +42,9 @@ gemm_backend_info gemm_backend();
 // The CUDA architectures the kernels were built for, as CMake's list ("80-real 86-real ... 120":
 // "-real" is machine code only, a bare number adds its PTX); "" in a build without CUDA.
 std::string built_cuda_architectures();
+// The CUDA runtime the kernels are linked with (e.g. 13000); 0 in a build without CUDA. gpumem_core
+// calls the driver only: the kernels are what need a driver of this runtime's major release.
+int runtime_version() noexcept;
 struct kernel_image_info {
   bool runnable = false;  // the device has an image of the kernels it can run (machine code or PTX)
   int binary_version = 0; // the machine code's architecture, e.g. 90; with PTX only, the JIT target

@@ -8,7 +8,7 @@
 #include <cstring>
 #include <string>
 
-#include "core/cuda_check.hpp"
+#include "core/cuda_runtime_check.hpp"
 #include "gpumem/errors.hpp"
 #include "gpumem/pinned_host_resource.hpp"
 

@@ -2,7 +2,7 @@
 
 #include <cuda_runtime.h>
 
-#include "core/cuda_check.hpp"
+#include "core/cuda_runtime_check.hpp"
 
 namespace gpumem::kernels {
 namespace {

@@ -26,6 +26,7 @@
 #include "config.hpp"
 #include "gpumem/chain_builder.hpp"
 #include "gpumem/device.hpp"
+#include "gpumem/driver_support.hpp"
 #include "gpumem/errors.hpp"
 #include "gpumem/memory_resource.hpp"
 #include "gpumem/placeable.hpp"
@@ -33,6 +34,7 @@
 #include "oom_ring.hpp"
 #include "sleep_target.hpp"
 #include "trace_capture.hpp"
+#include "trace_recorder.hpp"
 #include "warnings.hpp"
 
 namespace {
@@ -115,6 +117,17 @@ bool valid_instance(int k) { return k >= 0 && k < max_instances; }
 // Instance 0 reads the environment until it is valid: a bad value is reported and nothing is
 // kept, so that the process can still choose another configuration (check_config('pol') and then
 // check_config('pool')). Returns GPUMEM_TORCH_OK, or GPUMEM_TORCH_ERR_CONFIG with `error` set.
+// Why the running driver cannot serve `strategy` (gpumem/driver_support.hpp), or "" when it can or
+// when there is no driver at all (the first allocation then says there is no device).
+std::string driver_refusal(const strategy_descriptor& strategy) {
+  try {
+    require_driver(strategy);
+    return "";
+  } catch (const driver_unsupported& e) {
+    return e.what();
+  }
+}
+
 int configure_from_env(instance& in, std::string* error) noexcept {
   if (in.configured.load(std::memory_order_acquire)) return GPUMEM_TORCH_OK;
   try {
@@ -128,6 +141,11 @@ int configure_from_env(instance& in, std::string* error) noexcept {
         in.config_error = "gpumem: " + why;
         if (error) *error = in.config_error;
         return GPUMEM_TORCH_ERR_CONFIG;
+      }
+      if (const std::string refused = driver_refusal(*c.strategy); !refused.empty()) {
+        in.config_error = refused;
+        if (error) *error = refused;
+        return GPUMEM_TORCH_ERR_DRIVER;
       }
       warning = c.warning;
       in.description = gpumem::torch::describe(c);
@@ -589,6 +607,33 @@ GPUMEM_TORCH_API const char* gpumem_strategies(void) {
   });
 }
 
+GPUMEM_TORCH_API const char* gpumem_driver_json(void) {
+  try {
+    using gpumem::torch::json_quote;
+    const driver_summary d = running_driver();
+    const auto need_json = [&](const driver_need& n) {
+      return "{\"what\": " + json_quote(n.what) + ", \"version\": " + std::to_string(n.version) + "}";
+    };
+    std::string needs, refused;
+    for (const strategy_descriptor* s : gpumem::strategies()) {
+      std::string list;
+      for (const driver_need& n : s->driver_needs) list += (list.empty() ? "" : ", ") + need_json(n);
+      const driver_need* unmet = unmet_driver_need(*s);
+      needs += (needs.empty() ? "" : ", ") + json_quote(s->name) + ": [" + list + "]";
+      refused += (refused.empty() ? "" : ", ") + json_quote(s->name) + ": " + (unmet ? need_json(*unmet) : "null");
+    }
+    returned_text = std::string("{\"loaded\": ") + (d.loaded ? "true" : "false") +
+                    ", \"version\": " + std::to_string(d.version) + ", \"path\": " + json_quote(d.path) +
+                    ", \"failure\": " + json_quote(d.failure) + ", \"needs\": {" + needs + "}, \"refused\": {" +
+                    refused + "}}";
+    set_error("");
+    return returned_text.c_str();
+  } catch (...) {
+    set_error("gpumem: gpumem_driver_json failed");
+    return nullptr;
+  }
+}
+
 GPUMEM_TORCH_API size_t gpumem_stats_size(void) { return sizeof(gpumem_torch_stats); }
 
 // Not noexcept: under GPUMEM_OOM=raise a failure is thrown to PyTorch (see the header).
@@ -628,6 +673,10 @@ GPUMEM_TORCH_API int gpumem_instance_create(const char* spec) {
     if (!config_from_spec(spec, c, error)) {
       set_error(error);
       return -GPUMEM_TORCH_ERR_CONFIG;
+    }
+    if (const std::string refused = driver_refusal(*c.strategy); !refused.empty()) {
+      set_error(refused);
+      return -GPUMEM_TORCH_ERR_DRIVER;
     }
     const std::string warning = c.warning;
     int k = 0;

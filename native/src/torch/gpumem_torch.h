@@ -114,6 +114,7 @@ typedef struct CUstream_st* gpumem_stream_t;
 #define GPUMEM_TORCH_ERR_ARGUMENT 4      /* a NULL output pointer, an unknown pointer, an unknown tag */
 #define GPUMEM_TORCH_ERR_OUT_OF_MEMORY 5 /* sleep: host memory for the backups; wake: device memory */
 #define GPUMEM_TORCH_ERR_STATE 6         /* a strategy that cannot sleep; another state the call cannot be made in */
+#define GPUMEM_TORCH_ERR_DRIVER 7        /* the CUDA driver is older than the strategy needs (named in the error) */
 
 /* Version of this interface (the struct below included). */
 #define GPUMEM_TORCH_ABI_VERSION 2
@@ -219,6 +220,13 @@ GPUMEM_TORCH_API int gpumem_abi_version(void);
  * none). NULL on failure (gpumem_last_error). Valid until the thread's next call. Reads no
  * configuration and touches no CUDA. */
 GPUMEM_TORCH_API const char* gpumem_strategies(void);
+
+/* The CUDA driver as gpumem sees it, as JSON text: {"loaded": bool, "version": 12040 (0 without a
+ * driver), "path": the library opened (libcuda.so.1, or $GPUMEM_CUDA_DRIVER), "failure": why it is
+ * not usable ("" when loaded), "needs": {"<strategy>": [{"what", "version"}]}, "refused":
+ * {"<strategy>": {"what", "version"} or null}} for every strategy. Opens the driver (cuInit) but
+ * makes no context. NULL on failure (gpumem_last_error). Valid until the thread's next call. */
+GPUMEM_TORCH_API const char* gpumem_driver_json(void);
 
 /* What one replay pass measured (gpumem_replay). */
 typedef struct gpumem_replay_result {

@@ -60,15 +60,19 @@ export function isOutOfMemory(e: unknown): e is OutOfMemoryError {
   return e instanceof OutOfMemoryError || (e instanceof Error && (e as { code?: unknown }).code === 'GPUMEM_OOM');
 }
 
-/** A CUDA runtime call failed. */
+/**
+ * A CUDA call failed: a driver call of the allocators (their status is a `CUresult`, named like
+ * `CUDA_ERROR_INVALID_VALUE`) or a runtime call of the kernels and copies (a `cudaError_t`, named
+ * like `cudaErrorInvalidValue`).
+ */
 export class CudaError extends Error {
   override readonly name = 'CudaError';
   readonly code = 'GPUMEM_CUDA';
   constructor(
     message: string,
-    /** The cudaError_t value. */
+    /** The status value: a `CUresult` from the allocators, a `cudaError_t` from the kernels. */
     readonly cudaError: number,
-    /** Its name, e.g. `cudaErrorInvalidValue`. */
+    /** Its name, e.g. `CUDA_ERROR_OUT_OF_MEMORY` or `cudaErrorInvalidValue`. */
     readonly cudaErrorName: string,
   ) {
     super(message);

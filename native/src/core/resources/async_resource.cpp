@@ -22,7 +22,7 @@ cudaStream_t as_stream(stream_handle s) { return static_cast<cudaStream_t>(s); }
 
 std::uint64_t pool_attribute(void* pool, cudaMemPoolAttr attr) {
   std::uint64_t value = 0;
-  detail::check_cuda(cudaMemPoolGetAttribute(as_pool(pool), attr, &value), "cudaMemPoolGetAttribute");
+  detail::check_cuda(detail::cu::MemPoolGetAttribute(as_pool(pool), attr, &value), "cudaMemPoolGetAttribute");
   return value;
 }
 }  // namespace
@@ -30,7 +30,7 @@ std::uint64_t pool_attribute(void* pool, cudaMemPoolAttr attr) {
 async_resource::async_resource(int device, async_spec options) : device_(device), options_(options) {
   detail::device_scope scope(device);
   int supported = 0;
-  detail::check_cuda(cudaDeviceGetAttribute(&supported, cudaDevAttrMemoryPoolsSupported, device),
+  detail::check_cuda(detail::cu::DeviceGetAttribute(&supported, cudaDevAttrMemoryPoolsSupported, device),
                      "cudaDeviceGetAttribute");
   if (!supported) throw invalid_state("async: device " + std::to_string(device) + " does not support memory pools");
   cudaMemPoolProps props{};
@@ -38,11 +38,11 @@ async_resource::async_resource(int device, async_spec options) : device_(device)
   props.handleTypes = cudaMemHandleTypeNone;
   props.location = detail::device_location(device);
   cudaMemPool_t pool = nullptr;
-  detail::check_cuda(cudaMemPoolCreate(&pool, &props), "cudaMemPoolCreate");
+  detail::check_cuda(detail::cu::MemPoolCreate(&pool, &props), "cudaMemPoolCreate");
   std::uint64_t threshold = options.release_threshold;
-  cudaError_t status = cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &threshold);
-  if (status != cudaSuccess) {
-    cudaMemPoolDestroy(pool);
+  CUresult status = detail::cu::MemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &threshold);
+  if (status != CUDA_SUCCESS) {
+    detail::cu::MemPoolDestroy(pool);
     detail::check_cuda(status, "cudaMemPoolSetAttribute(ReleaseThreshold)");
   }
   if (!options.peer_access.empty()) {
@@ -51,9 +51,9 @@ async_resource::async_resource(int device, async_spec options) : device_(device)
       access[i].location = detail::device_location(options.peer_access[i]);
       access[i].flags = cudaMemAccessFlagsProtReadWrite;
     }
-    status = cudaMemPoolSetAccess(pool, access.data(), access.size());
-    if (status != cudaSuccess) {
-      cudaMemPoolDestroy(pool);
+    status = detail::cu::MemPoolSetAccess(pool, access.data(), access.size());
+    if (status != CUDA_SUCCESS) {
+      detail::cu::MemPoolDestroy(pool);
       detail::check_cuda(status, "cudaMemPoolSetAccess(peerAccess)");
     }
   }
@@ -62,17 +62,15 @@ async_resource::async_resource(int device, async_spec options) : device_(device)
 
 async_resource::~async_resource() {
   detail::device_scope scope(device_);
-  for (auto& [ptr, reserved] : table_.take_all()) cudaFreeAsync(ptr, nullptr);
-  cudaDeviceSynchronize();
-  cudaMemPoolDestroy(as_pool(pool_));
-  cudaGetLastError();
+  for (auto& [ptr, reserved] : table_.take_all()) detail::cu::FreeAsync(ptr, nullptr);
+  detail::cu::DeviceSynchronize();
+  detail::cu::MemPoolDestroy(as_pool(pool_));
 }
 
 void* async_resource::do_allocate(std::size_t bytes, stream_handle stream) {
   void* ptr = nullptr;
-  cudaError_t status = cudaMallocFromPoolAsync(&ptr, bytes, as_pool(pool_), as_stream(stream));
+  CUresult status = detail::cu::MallocFromPoolAsync(&ptr, bytes, as_pool(pool_), as_stream(stream));
   if (detail::is_out_of_memory(status)) {
-    cudaGetLastError();
     table_.count_oom();
     throw out_of_memory("async: cudaMallocFromPoolAsync of " + format_bytes(bytes) + " failed: out of device memory",
                         bytes, stats());
@@ -97,16 +95,15 @@ void async_resource::do_deallocate(void* ptr, std::size_t bytes, stream_handle s
   // the freeing stream waits for each of them, then frees in its own order.
   for (stream_handle user : users) {
     cudaEvent_t event = nullptr;
-    if (cudaEventCreateWithFlags(&event, cudaEventDisableTiming) != cudaSuccess) {
-      cudaGetLastError();
-      cudaStreamSynchronize(as_stream(user));
+    if (detail::cu::EventCreateWithFlags(&event, cudaEventDisableTiming) != CUDA_SUCCESS) {
+      detail::cu::StreamSynchronize(as_stream(user));
       continue;
     }
-    cudaEventRecord(event, as_stream(user));
-    cudaStreamWaitEvent(as_stream(stream), event, 0);
-    cudaEventDestroy(event);  // released once it completes
+    detail::cu::EventRecord(event, as_stream(user));
+    detail::cu::StreamWaitEvent(as_stream(stream), event, 0);
+    detail::cu::EventDestroy(event);  // released once it completes
   }
-  if (cudaFreeAsync(ptr, as_stream(stream)) != cudaSuccess) cudaGetLastError();
+  (void)detail::cu::FreeAsync(ptr, as_stream(stream));
 }
 
 void async_resource::do_record_stream(void* ptr, stream_handle stream) {
@@ -132,17 +129,17 @@ resource_stats async_resource::do_stats() const {
 void async_resource::do_reset_peak() {
   table_.reset_peak();
   std::uint64_t zero = 0;  // setting a high-water mark to 0 resets it to the current value
-  detail::check_cuda(cudaMemPoolSetAttribute(as_pool(pool_), cudaMemPoolAttrReservedMemHigh, &zero),
+  detail::check_cuda(detail::cu::MemPoolSetAttribute(as_pool(pool_), cudaMemPoolAttrReservedMemHigh, &zero),
                      "cudaMemPoolSetAttribute(ReservedMemHigh)");
-  detail::check_cuda(cudaMemPoolSetAttribute(as_pool(pool_), cudaMemPoolAttrUsedMemHigh, &zero),
+  detail::check_cuda(detail::cu::MemPoolSetAttribute(as_pool(pool_), cudaMemPoolAttrUsedMemHigh, &zero),
                      "cudaMemPoolSetAttribute(UsedMemHigh)");
 }
 
 void async_resource::do_trim(std::size_t bytes_to_keep) {
   detail::device_scope scope(device_);
   // Frees queued on streams only reach the pool once they have run.
-  detail::check_cuda(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
-  detail::check_cuda(cudaMemPoolTrimTo(as_pool(pool_), bytes_to_keep), "cudaMemPoolTrimTo");
+  detail::check_cuda(detail::cu::DeviceSynchronize(), "cudaDeviceSynchronize");
+  detail::check_cuda(detail::cu::MemPoolTrimTo(as_pool(pool_), bytes_to_keep), "cudaMemPoolTrimTo");
 }
 
 #else
@@ -165,6 +162,7 @@ const strategy_descriptor& async_strategy() {
   static const strategy_descriptor descriptor = [] {
     strategy_descriptor d;
     d.name = "async";
+    d.driver_needs = {{"cuMemPoolCreate", 11020}, {"cuMemAllocFromPoolAsync", 11020}};
     d.description = "cudaMallocAsync on an owned cudaMemPool_t with a release threshold";
     d.options_type = &typeid(async_spec);
     d.flags.requires_cuda = true;

@@ -257,6 +257,7 @@ const strategy_descriptor& caching_strategy() {
   static const strategy_descriptor descriptor = [] {
     strategy_descriptor d;
     d.name = "caching";
+    d.driver_needs = {{"cuMemAlloc", 3020}, {"cuEventRecord", 2000}};
     d.description =
         "PyTorch's CUDACachingAllocator rules (rounding, small/large pools, best fit per stream, splitting, "
         "max_split_size, garbage collection, free-and-retry, expandable segments), for replay and as an allocator over "

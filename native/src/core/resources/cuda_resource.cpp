@@ -14,15 +14,14 @@ cuda_resource::cuda_resource(int device, const std::vector<int>& peers) : device
 }
 
 cuda_resource::~cuda_resource() {
-  for (auto& [ptr, reserved] : table_.take_all()) cudaFree(ptr);
+  for (auto& [ptr, reserved] : table_.take_all()) detail::cu::Free(ptr);
 }
 
 void* cuda_resource::do_allocate(std::size_t bytes, stream_handle) {
   detail::device_scope scope(device_);
   void* ptr = nullptr;
-  cudaError_t status = cudaMalloc(&ptr, bytes);
+  CUresult status = detail::cu::Malloc(&ptr, bytes);
   if (detail::is_out_of_memory(status)) {
-    cudaGetLastError();
     table_.count_oom();
     throw out_of_memory("cuda: cudaMalloc of " + format_bytes(bytes) + " failed: out of device memory", bytes,
                         table_.stats());
@@ -35,8 +34,7 @@ void* cuda_resource::do_allocate(std::size_t bytes, stream_handle) {
 void cuda_resource::do_deallocate(void* ptr, std::size_t bytes, stream_handle) {
   table_.remove(ptr, bytes);
   detail::device_scope scope(device_);
-  cudaError_t status = cudaFree(ptr);
-  if (status != cudaSuccess) cudaGetLastError();  // the memory is gone either way; never throw here
+  (void)detail::cu::Free(ptr);  // the memory is gone either way; never throw here
 }
 
 #else
@@ -55,6 +53,7 @@ const strategy_descriptor& cuda_strategy() {
   static const strategy_descriptor descriptor = [] {
     strategy_descriptor d;
     d.name = "cuda";
+    d.driver_needs = {{"cuMemAlloc", 3020}, {"cuMemFree", 3020}};
     d.description = "cudaMalloc/cudaFree: every call goes to the driver (the baseline)";
     d.flags.requires_cuda = true;
     d.flags.peer_access = true;

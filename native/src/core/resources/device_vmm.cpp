@@ -18,7 +18,6 @@
 
 #ifdef GPUMEM_WITH_CUDA
 #include <cuda.h>
-#include <cuda_runtime_api.h>
 
 #include "../cuda_check.hpp"
 #include "cuda_driver.hpp"
@@ -48,7 +47,7 @@ class device_vmm final : public vmm {
     if (!api_.failure.empty()) throw invalid_state(owner_ + ": needs CUDA virtual memory management, but " + api_.failure);
     {
       detail::device_scope scope(device);                     // validates the ordinal
-      detail::check_cuda(cudaFree(nullptr), "cudaFree(0)");  // creates the primary context
+      detail::check_cuda(detail::cu::Free(nullptr), "cudaFree(0)");  // creates the primary context
     }
     CUdevice dev = 0;
     check(api_.device_get(&dev, device), "cuDeviceGet");
@@ -163,29 +162,28 @@ class device_vmm final : public vmm {
 
   void copy(void* dst, const void* src, std::size_t bytes, stream_handle stream) override {
     detail::device_scope scope(device_);
-    detail::check_cuda(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, static_cast<cudaStream_t>(stream)),
+    detail::check_cuda(detail::cu::MemcpyAsync(dst, src, bytes, cudaMemcpyDefault, static_cast<cudaStream_t>(stream)),
                        (owner_ + ": cudaMemcpyAsync").c_str());
   }
 
   void synchronize(stream_handle stream) override {
     detail::device_scope scope(device_);
-    detail::check_cuda(cudaStreamSynchronize(static_cast<cudaStream_t>(stream)), (owner_ + ": cudaStreamSynchronize").c_str());
+    detail::check_cuda(detail::cu::StreamSynchronize(static_cast<cudaStream_t>(stream)), (owner_ + ": cudaStreamSynchronize").c_str());
   }
 
   void synchronize_device() noexcept override {
     try {
       detail::device_scope scope(device_);
-      cudaDeviceSynchronize();
+      detail::cu::DeviceSynchronize();
     } catch (...) {
     }
-    cudaGetLastError();
   }
 
   std::uint64_t default_device_budget() const override {
     detail::device_scope scope(device_);
     std::size_t free = 0;
     std::size_t total = 0;
-    detail::check_cuda(cudaMemGetInfo(&free, &total), (owner_ + ": cudaMemGetInfo").c_str());
+    detail::check_cuda(detail::cu::MemGetInfo(&free, &total), (owner_ + ": cudaMemGetInfo").c_str());
     return free > context_headroom ? free - context_headroom : 0;
   }
 

@@ -181,6 +181,7 @@ const strategy_descriptor& expandable_strategy() {
   static const strategy_descriptor descriptor = [] {
     strategy_descriptor d;
     d.name = "expandable";
+    d.driver_needs = {{"cuMemCreate", 10020}, {"cuMemMap", 10020}, {"cuMemSetAccess", 10020}};
     d.description =
         "expandable segments: a virtual range per stream, physical memory mapped in granules as it grows (CUDA VMM, or "
         "mmap without a GPU)";

@@ -109,8 +109,8 @@ pinned_host_resource::pinned_host_resource(int device, pinned_host_options optio
   detail::device_scope scope(device);  // validates the device
   int can_map = 0;
   int unified = 0;
-  detail::check_cuda(cudaDeviceGetAttribute(&can_map, cudaDevAttrCanMapHostMemory, device), "cudaDeviceGetAttribute");
-  detail::check_cuda(cudaDeviceGetAttribute(&unified, cudaDevAttrUnifiedAddressing, device), "cudaDeviceGetAttribute");
+  detail::check_cuda(detail::cu::DeviceGetAttribute(&can_map, cudaDevAttrCanMapHostMemory, device), "cudaDeviceGetAttribute");
+  detail::check_cuda(detail::cu::DeviceGetAttribute(&unified, cudaDevAttrUnifiedAddressing, device), "cudaDeviceGetAttribute");
   if (!can_map) {
     throw invalid_state("pinned: device " + std::to_string(device) +
                         " cannot map host memory (cudaDevAttrCanMapHostMemory is 0), so kernels could not use pinned memory in place");
@@ -125,7 +125,7 @@ pinned_host_resource::pinned_host_resource(int device, pinned_host_options optio
 
 pinned_host_resource::~pinned_host_resource() {
   for (auto& [ptr, reserved] : table_.take_all()) {
-    if (cudaFreeHost(ptr) != cudaSuccess) cudaGetLastError();  // never throw here
+    (void)detail::cu::FreeHost(ptr);  // never throw here
   }
 }
 
@@ -145,15 +145,14 @@ void* pinned_host_resource::do_allocate(std::size_t bytes, stream_handle) {
   void* ptr = nullptr;
   try {
     detail::device_scope scope(device_);
-    const cudaError_t status = cudaHostAlloc(&ptr, bytes, cudaHostAllocMapped | cudaHostAllocPortable);
+    const CUresult status = detail::cu::HostAlloc(&ptr, bytes, cudaHostAllocMapped | cudaHostAllocPortable);
     if (detail::is_out_of_memory(status)) {
-      cudaGetLastError();
       throw_oom(bytes, "pinned: cudaHostAlloc of " + format_bytes(bytes) + " failed: the host could not pin that much memory");
     }
     detail::check_cuda(status, "cudaHostAlloc");
     void* device_ptr = nullptr;
-    const cudaError_t mapped = cudaHostGetDevicePointer(&device_ptr, ptr, 0);
-    if (mapped != cudaSuccess || device_ptr != ptr) {
+    const CUresult mapped = detail::cu::HostGetDevicePointer(&device_ptr, ptr, 0);
+    if (mapped != CUDA_SUCCESS || device_ptr != ptr) {
       detail::check_cuda(mapped, "cudaHostGetDevicePointer");
       throw invalid_state("pinned: the device pointer of mapped pinned memory (" + format_pointer(device_ptr) +
                           ") differs from its host pointer (" + format_pointer(ptr) +
@@ -161,7 +160,7 @@ void* pinned_host_resource::do_allocate(std::size_t bytes, stream_handle) {
     }
     table_.add(ptr, bytes, bytes);
   } catch (...) {
-    if (ptr != nullptr && cudaFreeHost(ptr) != cudaSuccess) cudaGetLastError();
+    if (ptr != nullptr) (void)detail::cu::FreeHost(ptr);
     std::lock_guard<std::mutex> lock(pinned_mutex_);
     pinned_bytes_ -= bytes;  // nothing stays pinned for this request
     throw;
@@ -172,7 +171,7 @@ void* pinned_host_resource::do_allocate(std::size_t bytes, stream_handle) {
 void pinned_host_resource::do_deallocate(void* ptr, std::size_t bytes, stream_handle) {
   const std::size_t reserved = table_.remove(ptr, bytes);  // validates first; throws changing nothing
   // cudaFreeHost waits for the device: no kernel can still be using the memory once it returns.
-  if (cudaFreeHost(ptr) != cudaSuccess) cudaGetLastError();  // the memory is gone either way
+  (void)detail::cu::FreeHost(ptr);  // the memory is gone either way
   std::lock_guard<std::mutex> lock(pinned_mutex_);
   pinned_bytes_ -= reserved;
 }
@@ -193,6 +192,7 @@ const strategy_descriptor& pinned_strategy() {
   static const strategy_descriptor descriptor = [] {
     strategy_descriptor d;
     d.name = "pinned";
+    d.driver_needs = {{"cuMemHostAlloc", 2020}, {"cuMemHostGetDevicePointer", 3020}};
     d.description =
         "caching pool over mapped pinned host memory that kernels use in place: 512 B rounding, 2 MiB segments, per-stream "
         "free lists, pins at most what the host has available (host memory without a GPU)";

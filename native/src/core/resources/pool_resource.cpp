@@ -594,6 +594,7 @@ const strategy_descriptor& pool_strategy() {
   static const strategy_descriptor descriptor = [] {
     strategy_descriptor d;
     d.name = "pool";
+    d.driver_needs = {{"cuMemAlloc", 3020}, {"cuEventRecord", 2000}};
     d.description =
         "caching block pool: 512 B rounding, best fit with split/coalesce, per-stream free lists (over cudaMalloc, or host "
         "memory without a GPU)";

@@ -270,18 +270,16 @@ struct sleep_engine::impl {
       }
       fault = since(t);
       t = clock_type::now();
-      const cudaError_t status = cudaHostRegister(base, bytes, cudaHostRegisterPortable);
+      const CUresult status = detail::cu::HostRegister(base, bytes, cudaHostRegisterPortable);
       reg = since(t);
-      if (status == cudaSuccess) return {base, bytes, sleep_backup::origin::registered};
-      cudaGetLastError();
+      if (status == CUDA_SUCCESS) return {base, bytes, sleep_backup::origin::registered};
       munmap(base, bytes);
     }
     const auto t = clock_type::now();
     void* p = nullptr;
-    const cudaError_t status = cudaHostAlloc(&p, bytes, cudaHostAllocPortable);
+    const CUresult status = detail::cu::HostAlloc(&p, bytes, cudaHostAllocPortable);
     reg += since(t);
-    if (status != cudaSuccess) {
-      cudaGetLastError();
+    if (status != CUDA_SUCCESS) {
       return {nullptr, bytes, sleep_backup::origin::host_alloc};
     }
     return {static_cast<std::byte*>(p), bytes, sleep_backup::origin::host_alloc};
@@ -302,13 +300,13 @@ struct sleep_engine::impl {
         return;
       case sleep_backup::origin::registered:
 #ifdef GPUMEM_WITH_CUDA
-        cudaHostUnregister(c.base);
+        detail::cu::HostUnregister(c.base);
 #endif
         munmap(c.base, c.bytes);
         return;
       case sleep_backup::origin::host_alloc:
 #ifdef GPUMEM_WITH_CUDA
-        cudaFreeHost(c.base);
+        detail::cu::FreeHost(c.base);
 #endif
         return;
     }
@@ -317,12 +315,12 @@ struct sleep_engine::impl {
 #ifdef GPUMEM_WITH_CUDA
   void ensure_stream() {
     if (stream != nullptr) return;
-    check_cuda(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreateWithFlags (sleep copies)");
+    check_cuda(detail::cu::StreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreateWithFlags (sleep copies)");
   }
   cudaEvent_t event(std::size_t i) {
     while (events.size() <= i) {
       cudaEvent_t e = nullptr;
-      check_cuda(cudaEventCreateWithFlags(&e, cudaEventDisableTiming), "cudaEventCreateWithFlags (sleep copies)");
+      check_cuda(detail::cu::EventCreateWithFlags(&e, cudaEventDisableTiming), "cudaEventCreateWithFlags (sleep copies)");
       events.push_back(e);
     }
     return events[i];
@@ -338,8 +336,8 @@ struct sleep_engine::impl {
       return;
     }
 #ifdef GPUMEM_WITH_CUDA
-    check_cuda(save ? cudaMemcpyAsync(p.host, dev, p.bytes, cudaMemcpyDeviceToHost, stream)
-                    : cudaMemcpyAsync(dev, p.host, p.bytes, cudaMemcpyHostToDevice, stream),
+    check_cuda(save ? detail::cu::MemcpyAsync(p.host, dev, p.bytes, cudaMemcpyDeviceToHost, stream)
+                    : detail::cu::MemcpyAsync(dev, p.host, p.bytes, cudaMemcpyHostToDevice, stream),
                save ? "cudaMemcpyAsync (sleep: device to host)" : "cudaMemcpyAsync (wake: host to device)");
 #endif
   }
@@ -363,7 +361,7 @@ struct sleep_engine::impl {
 
   void synchronize_stream() noexcept {
 #ifdef GPUMEM_WITH_CUDA
-    if (!on_host() && stream != nullptr) cudaStreamSynchronize(stream);
+    if (!on_host() && stream != nullptr) detail::cu::StreamSynchronize(stream);
 #endif
   }
 };
@@ -378,8 +376,8 @@ sleep_engine::~sleep_engine() {
   trim();
 #ifdef GPUMEM_WITH_CUDA
   if (!impl_->on_host()) {
-    for (cudaEvent_t e : impl_->events) cudaEventDestroy(e);
-    if (impl_->stream != nullptr) cudaStreamDestroy(impl_->stream);
+    for (cudaEvent_t e : impl_->events) detail::cu::EventDestroy(e);
+    if (impl_->stream != nullptr) detail::cu::StreamDestroy(impl_->stream);
   }
 #endif
 }
@@ -467,7 +465,7 @@ void sleep_engine::quiesce() {
   } else {
 #ifdef GPUMEM_WITH_CUDA
     device_scope scope(impl_->device);
-    check_cuda(cudaDeviceSynchronize(), "cudaDeviceSynchronize (sleep)");
+    check_cuda(detail::cu::DeviceSynchronize(), "cudaDeviceSynchronize (sleep)");
 #endif
   }
   impl_->timing.quiesce_seconds += since(start);
@@ -533,7 +531,7 @@ void sleep_engine::save_and_release(sleep_backup& backup, const std::vector<slee
         const auto queued = clock_type::now();
         m.copy(backup.pieces_.back(), true);
 #ifdef GPUMEM_WITH_CUDA
-        if (!m.on_host()) check_cuda(cudaEventRecord(m.event(backup.pieces_.size() - 1), m.stream), "cudaEventRecord (sleep)");
+        if (!m.on_host()) check_cuda(detail::cu::EventRecord(m.event(backup.pieces_.size() - 1), m.stream), "cudaEventRecord (sleep)");
 #endif
         m.timing.queue_seconds += since(queued);
         at += n;
@@ -558,9 +556,9 @@ void sleep_engine::save_and_release(sleep_backup& backup, const std::vector<slee
 #ifdef GPUMEM_WITH_CUDA
     if (!m.on_host() && last > p) {
       const auto waited = clock_type::now();
-      const cudaError_t status = cudaEventSynchronize(m.events[last - 1]);
+      const CUresult status = detail::cu::EventSynchronize(m.events[last - 1]);
       m.timing.copy_wait_seconds += since(waited);
-      if (status != cudaSuccess && failed == 0) failed = static_cast<int>(status);
+      if (status != CUDA_SUCCESS && failed == 0) failed = static_cast<int>(status);
     }
 #endif
     const auto released = clock_type::now();
@@ -570,7 +568,7 @@ void sleep_engine::save_and_release(sleep_backup& backup, const std::vector<slee
 #ifdef GPUMEM_WITH_CUDA
   if (failed != 0) {
     backup.pieces_.clear();
-    check_cuda(static_cast<cudaError_t>(failed), "sleep: copying to host memory");
+    check_cuda(static_cast<CUresult>(failed), "sleep: copying to host memory");
   }
 #else
   (void)failed;
@@ -595,7 +593,7 @@ void sleep_engine::map_and_restore(sleep_backup& backup, const std::vector<sleep
     }
     for (; next < backup.pieces_.size(); ++next) m.copy(backup.pieces_[next], false);
 #ifdef GPUMEM_WITH_CUDA
-    if (!m.on_host()) check_cuda(cudaStreamSynchronize(m.stream), "wake: copying back from host memory");
+    if (!m.on_host()) check_cuda(detail::cu::StreamSynchronize(m.stream), "wake: copying back from host memory");
 #endif
   } catch (...) {
     m.synchronize_stream();

@@ -174,6 +174,9 @@ const strategy_descriptor& tiered_strategy() {
   static const strategy_descriptor descriptor = [] {
     strategy_descriptor d;
     d.name = "tiered";
+    d.driver_needs = {{"cuMemCreate", 10020},
+                       // cuda.h: CU_MEM_LOCATION_TYPE_HOST_NUMA and its device attribute are CUDA 12.2's.
+                       {"host-located cuMemCreate (CU_MEM_LOCATION_TYPE_HOST_NUMA)", 12020}};
     d.description =
         "device memory first, then pinned host memory kernels use in place (CUDA VMM, or memfd without a GPU); placement by "
         "tag, prefetch moves blocks between tiers at the same address";

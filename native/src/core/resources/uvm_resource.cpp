@@ -25,20 +25,19 @@ cudaMemLocation advise_location(advise_target target, int device) {
 uvm_resource::uvm_resource(int device, managed_options options) : device_(device), options_(options) {
   detail::device_scope scope(device);
   int managed = 0;
-  detail::check_cuda(cudaDeviceGetAttribute(&managed, cudaDevAttrManagedMemory, device), "cudaDeviceGetAttribute");
+  detail::check_cuda(detail::cu::DeviceGetAttribute(&managed, cudaDevAttrManagedMemory, device), "cudaDeviceGetAttribute");
   if (!managed) throw invalid_state("uvm: device " + std::to_string(device) + " does not support managed memory");
 }
 
 uvm_resource::~uvm_resource() {
-  for (auto& [ptr, reserved] : table_.take_all()) cudaFree(ptr);
+  for (auto& [ptr, reserved] : table_.take_all()) detail::cu::Free(ptr);
 }
 
 void* uvm_resource::do_allocate(std::size_t bytes, stream_handle) {
   detail::device_scope scope(device_);
   void* ptr = nullptr;
-  cudaError_t status = cudaMallocManaged(&ptr, bytes, cudaMemAttachGlobal);
+  CUresult status = detail::cu::MallocManaged(&ptr, bytes, cudaMemAttachGlobal);
   if (detail::is_out_of_memory(status)) {
-    cudaGetLastError();
     table_.count_oom();
     throw out_of_memory("uvm: cudaMallocManaged of " + format_bytes(bytes) + " failed: out of memory", bytes,
                         table_.stats());
@@ -46,21 +45,21 @@ void* uvm_resource::do_allocate(std::size_t bytes, stream_handle) {
   detail::check_cuda(status, "cudaMallocManaged");
   try {
     if (options_.preferred_location != advise_target::none) {
-      detail::check_cuda(cudaMemAdvise(ptr, bytes, cudaMemAdviseSetPreferredLocation,
+      detail::check_cuda(detail::cu::MemAdvise(ptr, bytes, cudaMemAdviseSetPreferredLocation,
                                        advise_location(options_.preferred_location, device_)),
                          "cudaMemAdvise(SetPreferredLocation)");
     }
     if (options_.accessed_by != advise_target::none) {
       detail::check_cuda(
-          cudaMemAdvise(ptr, bytes, cudaMemAdviseSetAccessedBy, advise_location(options_.accessed_by, device_)),
+          detail::cu::MemAdvise(ptr, bytes, cudaMemAdviseSetAccessedBy, advise_location(options_.accessed_by, device_)),
           "cudaMemAdvise(SetAccessedBy)");
     }
     if (options_.read_mostly) {
-      detail::check_cuda(cudaMemAdvise(ptr, bytes, cudaMemAdviseSetReadMostly, detail::device_location(device_)),
+      detail::check_cuda(detail::cu::MemAdvise(ptr, bytes, cudaMemAdviseSetReadMostly, detail::device_location(device_)),
                          "cudaMemAdvise(SetReadMostly)");
     }
   } catch (...) {
-    cudaFree(ptr);
+    detail::cu::Free(ptr);
     throw;
   }
   table_.add(ptr, bytes, bytes);
@@ -70,7 +69,7 @@ void* uvm_resource::do_allocate(std::size_t bytes, stream_handle) {
 void uvm_resource::do_deallocate(void* ptr, std::size_t bytes, stream_handle) {
   table_.remove(ptr, bytes);
   detail::device_scope scope(device_);
-  if (cudaFree(ptr) != cudaSuccess) cudaGetLastError();
+  (void)detail::cu::Free(ptr);
 }
 
 bool uvm_resource::do_prefetch(void* ptr, std::size_t bytes, location to, stream_handle stream) {
@@ -79,7 +78,7 @@ bool uvm_resource::do_prefetch(void* ptr, std::size_t bytes, location to, stream
   if (bytes > size) throw_size_mismatch(ptr, bytes, size);
   detail::device_scope scope(device_);
   cudaMemLocation where = to == location::device ? detail::device_location(device_) : detail::host_location();
-  detail::check_cuda(cudaMemPrefetchAsync(ptr, bytes, where, 0, static_cast<cudaStream_t>(stream)),
+  detail::check_cuda(detail::cu::MemPrefetchAsync(ptr, bytes, where, 0, static_cast<cudaStream_t>(stream)),
                      "cudaMemPrefetchAsync");
   return true;
 }
@@ -111,6 +110,7 @@ const strategy_descriptor& uvm_strategy() {
   static const strategy_descriptor descriptor = [] {
     strategy_descriptor d;
     d.name = "uvm";
+    d.driver_needs = {{"cuMemAllocManaged", 6000}, {"cuMemAdvise", 8000}, {"cuMemPrefetchAsync", 8000}};
     d.description = "cudaMallocManaged (unified memory) with prefetch-on-allocate and cudaMemAdvise hints";
     d.options_type = &typeid(uvm_spec);
     d.layer = strategy_layer::adaptor;
