@@ -59,7 +59,7 @@ TEST_CASE("host resource aligns counts and rejects bad frees") {
   CHECK_EQ(s.largest_free_block, -1);
   CHECK(host.kind() == memory_kind::host);
   CHECK_EQ(host.device(), -1);
-  CHECK(!host.prefetch(live[0].first, live[0].second, location::device));
+  CHECK(!host.prefetch(live[0].first, live[0].second, placement::device));
 
   int not_ours = 0;
   CHECK_THROWS_AS(host.deallocate(&not_ours, 4), invalid_argument);
@@ -190,7 +190,7 @@ TEST_CASE("prefetch adaptor over host memory changes nothing") {
   prefetch_adaptor prefetch(host);
   void* p = prefetch.allocate(4096);
   std::memset(p, 1, 4096);
-  CHECK(!prefetch.prefetch(p, 4096, location::host));
+  CHECK(!prefetch.prefetch(p, 4096, placement::host));
   CHECK_EQ(prefetch.stats().allocated_bytes, 4096u);
   CHECK(prefetch.kind() == memory_kind::host);
   prefetch.deallocate(p, 4096);

@@ -69,7 +69,7 @@ TEST_CASE("a pool over addresses serves 64 GiB requests under a 128 GiB limit, a
 
 TEST_CASE("expandable over address-only granules maps 64 GiB without a byte of memory") {
   chain_spec s = address_only("expandable", 128 * GiB);
-  s.options<expandable_spec>().backing = expandable_backing::host;
+  s.options<expandable_spec>().backing = placement::host;
   CHECK(chain_layers(s) == std::vector<std::string>{"addresses", "limit", "expandable"});
   resource_chain chain = build_chain(s);
   CHECK(chain.sleeper == nullptr);  // nothing to back up: no sleep over addresses

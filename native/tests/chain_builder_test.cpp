@@ -32,7 +32,7 @@ std::string join(const names& v) {
 chain_spec host_pool() {
   chain_spec s;
   s.strategy = "pool";
-  s.options<pool_spec>().upstream = pool_upstream::host;
+  s.options<pool_spec>().upstream = placement::host;
   return s;
 }
 
@@ -183,7 +183,7 @@ TEST_CASE("peer access is checked by name before anything is built") {
   CHECK_EQ(rejection(s), std::string("Expected peerAccess only for memory on a CUDA device but 'host' memory is plain host memory"));
   s = chain_spec{};
   s.strategy = "expandable";
-  s.options<expandable_spec>().backing = expandable_backing::host;
+  s.options<expandable_spec>().backing = placement::host;
   s.peer_access = {1};
   CHECK_EQ(rejection(s), std::string("Expected peerAccess only for memory on a CUDA device but 'expandable' over the host twin holds host memory"));
   s = chain_spec{};
@@ -228,14 +228,14 @@ TEST_CASE("a spec names its strategy and holds that strategys options") {
   s = chain_spec{};
   s.strategy = "pool";
   CHECK(!s.has_options());
-  CHECK(std::as_const(s).options<pool_spec>().upstream == pool_upstream::cuda);
+  CHECK(std::as_const(s).options<pool_spec>().upstream == placement::device);
   CHECK(!s.has_options());
-  s.options<pool_spec>().upstream = pool_upstream::host;
+  s.options<pool_spec>().upstream = placement::host;
   CHECK(s.options_type() == typeid(pool_spec));
   CHECK_EQ(join(chain_layers(s)), std::string("host pool"));
   chain_spec copy = s;  // a copy holds its own options
-  copy.options<pool_spec>().upstream = pool_upstream::cuda;
-  CHECK(s.options<pool_spec>().upstream == pool_upstream::host);
+  copy.options<pool_spec>().upstream = placement::device;
+  CHECK(s.options<pool_spec>().upstream == placement::host);
   // Another strategy's options: the typed accessor and validate() refuse them.
   CHECK_THROWS_AS(s.options<uvm_spec>(), invalid_state);
   s.strategy = "uvm";

@@ -433,7 +433,7 @@ TEST_CASE("the 'expandable' strategy is sleepable and takes backupLimitBytes") {
 
   chain_spec spec;
   spec.strategy = "expandable";
-  spec.options<expandable_spec>().backing = expandable_backing::host;
+  spec.options<expandable_spec>().backing = placement::host;
   spec.options<expandable_spec>().options.reserve_bytes = 64 * MiB;
   option_value limit;
   REQUIRE(parse_option_text(*o, "4KiB", limit));

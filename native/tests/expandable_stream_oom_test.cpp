@@ -209,7 +209,7 @@ TEST_CASE("chain builder puts limit and fault on the granule mapper") {
   chain_spec spec;
   spec.strategy = "expandable";
   CHECK_EQ(join(chain_layers(spec)), std::string("vmm expandable"));
-  spec.options<expandable_spec>().backing = expandable_backing::host;
+  spec.options<expandable_spec>().backing = placement::host;
   spec.limit_bytes = 4 * MiB;
   spec.fault_injection = fault_spec{std::nullopt, std::uint64_t{64 * MiB}};
   spec.tracking_capacity = 16;

@@ -432,7 +432,7 @@ TEST_CASE("bad calls change nothing") {
   CHECK_EQ(f.resource.stats().allocated_bytes, before.allocated_bytes);
   CHECK_EQ(f.resource.stats().reserved_bytes, before.reserved_bytes);
   CHECK_EQ(f.resource.allocation_size(a), 5000u);
-  CHECK_EQ(f.resource.prefetch(a, 5000, location::device), false);
+  CHECK_EQ(f.resource.prefetch(a, 5000, placement::device), false);
   f.resource.deallocate(a, 5000);
   CHECK_THROWS_AS(f.resource.deallocate(a, 5000), invalid_argument);  // double free
   CHECK_EQ(f.resource.stats().free_count, 1u);

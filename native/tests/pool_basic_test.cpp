@@ -409,7 +409,7 @@ class prefetch_recorder final : public memory_resource {
   struct call {
     void* ptr;
     std::size_t bytes;
-    location to;
+    placement to;
     stream_handle stream;
   };
   std::vector<call> calls;
@@ -419,7 +419,7 @@ class prefetch_recorder final : public memory_resource {
   void do_deallocate(void* ptr, std::size_t bytes, stream_handle stream) override {
     host_.deallocate(ptr, bytes, stream);
   }
-  bool do_prefetch(void* ptr, std::size_t bytes, location to, stream_handle stream) override {
+  bool do_prefetch(void* ptr, std::size_t bytes, placement to, stream_handle stream) override {
     calls.push_back({ptr, bytes, to, stream});
     return true;
   }
@@ -440,7 +440,7 @@ TEST_CASE("kind and device forward to the upstream") {
   CHECK_EQ(&pool.upstream(), static_cast<memory_resource*>(&host));
   CHECK_EQ(pool.options().small_segment_bytes, 2 * MiB);
   void* p = pool.allocate(4096);
-  CHECK(!pool.prefetch(p, 4096, location::device));  // host memory: nothing to move
+  CHECK(!pool.prefetch(p, 4096, placement::device));  // host memory: nothing to move
   pool.deallocate(p, 4096);
 
   prefetch_recorder managed;
@@ -455,22 +455,22 @@ TEST_CASE("prefetch forwards the segment range that covers the block") {
   const stream_handle stream = reinterpret_cast<stream_handle>(0x7);
   void* a = pool.allocate(10 * KiB, stream);
   void* b = pool.allocate(3000, stream);
-  CHECK(pool.prefetch(b, 3000, location::device, stream));
+  CHECK(pool.prefetch(b, 3000, placement::device, stream));
   REQUIRE_EQ(managed.calls.size(), 1u);
   CHECK_EQ(managed.calls[0].ptr, a);  // the segment's start, which the upstream knows
   CHECK_EQ(managed.calls[0].bytes, 10 * KiB + 3000);
-  CHECK(managed.calls[0].to == location::device);
+  CHECK(managed.calls[0].to == placement::device);
   CHECK_EQ(managed.calls[0].stream, stream);
-  CHECK(pool.prefetch(a, 100, location::host, stream));
+  CHECK(pool.prefetch(a, 100, placement::host, stream));
   CHECK_EQ(managed.calls[1].bytes, 100u);
 
   int on_stack = 0;
-  CHECK_THROWS_AS(pool.prefetch(&on_stack, 4, location::device), invalid_argument);
-  CHECK_THROWS_AS(pool.prefetch(b, 3001, location::device), invalid_argument);  // past the block
+  CHECK_THROWS_AS(pool.prefetch(&on_stack, 4, placement::device), invalid_argument);
+  CHECK_THROWS_AS(pool.prefetch(b, 3001, placement::device), invalid_argument);  // past the block
   CHECK_EQ(managed.calls.size(), 2u);
   pool.deallocate(a, 10 * KiB, stream);
   pool.deallocate(b, 3000, stream);
-  CHECK_THROWS_AS(pool.prefetch(b, 3000, location::device), invalid_argument);
+  CHECK_THROWS_AS(pool.prefetch(b, 3000, placement::device), invalid_argument);
 }
 
 TEST_CASE("bad deallocations throw and change nothing") {

@@ -188,7 +188,7 @@ TEST_CASE("bad option values are rejected naming the key") {
       if (o.kind != option_kind::bytes || o.minimum == 0) continue;
       chain_spec spec;
       spec.strategy = d->name;
-      if (d->name == "pool") spec.options<pool_spec>().upstream = pool_upstream::host;
+      if (d->name == "pool") spec.options<pool_spec>().upstream = placement::host;
       if (d->name == "pinned") spec.options<pinned_spec>().upstream = pinned_upstream::host;
       o.apply(spec, std::uint64_t{0});
       if (std::holds_alternative<std::monostate>(o.read(spec))) continue;  // 0 means unset for this option
@@ -371,8 +371,8 @@ TEST_CASE("torch defaults and descriptions are unchanged") {
              std::string(""));
   CHECK_EQ(torch::describe(c), "strategy=uvm uvm.prefetch=0 uvm.advise=host uvm.limit=" + std::to_string(8ull << 30) + " oom=raise");
   const chain_spec uvm = torch::chain_spec_for(c, 0, 0);
-  CHECK(uvm.options<uvm_spec>().advice.preferred_location == advise_target::host);
-  CHECK(uvm.options<uvm_spec>().advice.accessed_by == advise_target::device);
+  CHECK(uvm.options<uvm_spec>().advice.preferred_location == placement_choice::host);
+  CHECK(uvm.options<uvm_spec>().advice.accessed_by == placement_choice::device);
   CHECK(!uvm.options<uvm_spec>().prefetch_on_allocate);
   CHECK(uvm.limit_bytes.has_value());
   CHECK_EQ(uvm.limit_bytes.value_or(0), 8ull << 30);
@@ -382,7 +382,7 @@ TEST_CASE("torch defaults and descriptions are unchanged") {
              std::string(""));
   CHECK_EQ(torch::describe(c), "strategy=tiered tiered.device_budget=" + std::to_string(8ull << 30) +
                                    " tiered.host_budget=default tiered.placement=host oom=raise");
-  CHECK(c.spec.options<tiered_spec>().options.placement == tier_choice::host);
+  CHECK(c.spec.options<tiered_spec>().options.placement == placement_choice::host);
   REQUIRE_EQ(torch_config({{"GPUMEM_ALLOCATOR", "pinned"}, {"GPUMEM_POOL_MAX_RESERVED", "1GiB"}}, &c), std::string(""));
   CHECK_EQ(torch::describe(c), "strategy=pinned pool.upstream=pinned pool.max_reserved=" + std::to_string(1ull << 30) + " oom=raise");
   REQUIRE_EQ(torch_config({{"GPUMEM_ALLOCATOR", "async"}}, &c), std::string(""));

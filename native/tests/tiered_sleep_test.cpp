@@ -97,7 +97,7 @@ TEST_CASE("keep: content and addresses survive sleep and wake") {
   CHECK_EQ(woken.copied_bytes, na + nb);
   CHECK(intact(a, na, 1));  // the same addresses, the same content
   CHECK(intact(b, nb, 2));
-  CHECK(f.resource.tier_of(a) == memory_tier::device);
+  CHECK(f.resource.tier_of(a) == placement::device);
   CHECK_EQ(f.memory->device_held, 4 * granule);
   CHECK_EQ(f.resource.stats().reserved_bytes, 4 * granule);
   const tag_state awake = f.state(kv);
@@ -257,7 +257,7 @@ TEST_CASE("an allocation or a prefetch in a sleeping tag throws invalid_state an
   CHECK_THROWS_AS(f.resource.allocate(100), invalid_state);
   set_process_tag(previous);
   try {
-    f.resource.prefetch(a, granule, location::host);
+    f.resource.prefetch(a, granule, placement::host);
     CHECK(false);
   } catch (const invalid_state& e) {
     CHECK(contains(e.what(), "tag 'kv' is asleep"));
@@ -270,7 +270,7 @@ TEST_CASE("an allocation or a prefetch in a sleeping tag throws invalid_state an
   CHECK(f.state(kv).asleep);
   // Other tags go on.
   void* p = f.allocate(other, granule);
-  CHECK(f.resource.prefetch(o, granule, location::host));
+  CHECK(f.resource.prefetch(o, granule, placement::host));
   f.resource.deallocate(p, granule);
   f.resource.deallocate(o, granule);
   f.resource.wake({kv});
@@ -330,9 +330,9 @@ TEST_CASE("wake without room on the device throws out_of_memory and the tag stay
   fill(a, 2 * granule, 12);
   fill(b, granule, 13);
   f.resource.sleep(keep({kv}));
-  f.resource.set_placement(tier_choice::device);
+  f.resource.set_placement(placement_choice::device);
   void* o = f.allocate(other, 2 * granule);  // the room the sleep gave back
-  f.resource.set_placement(tier_choice::automatic);
+  f.resource.set_placement(placement_choice::automatic);
   const std::uint64_t held = f.memory->device_held;
   try {
     f.resource.wake({kv});
@@ -365,7 +365,7 @@ TEST_CASE("a wake the driver refuses half way releases what it mapped and the ta
   fill(b, 2 * granule, 15);
   f.resource.sleep(keep({kv}));
   void* o = f.allocate(other, 2 * granule);  // 2 of the 4 the "driver" has: a maps, b does not
-  CHECK(f.resource.tier_of(o) == memory_tier::device);
+  CHECK(f.resource.tier_of(o) == placement::device);
   CHECK_THROWS_AS(f.resource.wake({kv}), out_of_memory);
   CHECK(f.memory->refused > 0);
   CHECK(f.state(kv).asleep);
@@ -419,16 +419,16 @@ TEST_CASE("host-tier blocks stay mapped and in place while their tag sleeps") {
   fixture f;
   const tag_id kv = intern_tag("kv");
   void* d = f.allocate(kv, granule);
-  f.resource.set_placement(tier_choice::host);
+  f.resource.set_placement(placement_choice::host);
   void* h = f.allocate(kv, granule + 7);
-  f.resource.set_placement(tier_choice::automatic);
+  f.resource.set_placement(placement_choice::automatic);
   fill(d, granule, 17);
   fill(h, granule + 7, 18);
   const resource_stats before = f.resource.stats();
   const sleep_report r = f.resource.sleep(keep({kv}));
   CHECK_EQ(r.device_bytes, granule);
   CHECK_EQ(r.copied_bytes, granule);  // the device block's bytes only
-  CHECK(f.resource.tier_of(h) == memory_tier::host);
+  CHECK(f.resource.tier_of(h) == placement::host);
   CHECK(intact(h, granule + 7, 18));  // readable while the tag sleeps
   const resource_stats during = f.resource.stats();
   CHECK_EQ(during.host_reserved_bytes, before.host_reserved_bytes);
@@ -437,7 +437,7 @@ TEST_CASE("host-tier blocks stay mapped and in place while their tag sleeps") {
   CHECK_EQ(s.allocated_bytes, 2 * granule + 7);
   CHECK_EQ(s.device_bytes, 0u);
   CHECK_EQ(s.slept_bytes, granule);
-  CHECK_THROWS_AS(f.resource.prefetch(h, granule, location::device), invalid_state);
+  CHECK_THROWS_AS(f.resource.prefetch(h, granule, placement::device), invalid_state);
   f.resource.deallocate(h, granule + 7);  // an ordinary free: cached on the host tier
   CHECK_EQ(f.resource.cached_blocks(), 1u);
   f.resource.wake({kv});
@@ -495,7 +495,7 @@ TEST_CASE("the tiered descriptor has the sleep flag, backupLimitBytes and sets t
 
   chain_spec spec;
   spec.strategy = "tiered";
-  spec.options<tiered_spec>().backing = tiered_backing::host;
+  spec.options<tiered_spec>().backing = placement_choice::host;
   spec.options<tiered_spec>().options = budgets(4 * MiB, 64 * MiB);
   limit->apply(spec, option_value{std::uint64_t{KiB}});
   CHECK_EQ(spec.options<tiered_spec>().options.backup_limit_bytes.value_or(0), 1 * KiB);
@@ -560,22 +560,22 @@ TEST_CASE("on a GPU, content survives sleep and wake through CUDA VMM") {
   const tag_id kv = intern_tag("gpu-kv"), scratch = intern_tag("gpu-scratch");
   const std::size_t n = 70 * MiB + 123;  // more than one copy piece (64 MiB)
   // Written on the host tier (host-readable), then moved to the device for the sleep.
-  r.set_placement(tier_choice::host);
+  r.set_placement(placement_choice::host);
   void* p = nullptr;
   {
     tag_scope scope(kv);
     p = r.allocate(n);
   }
-  r.set_placement(tier_choice::automatic);
+  r.set_placement(placement_choice::automatic);
   fill(p, n, 21);
-  REQUIRE(r.prefetch(p, n, location::device));
+  REQUIRE(r.prefetch(p, n, placement::device));
   void* s = nullptr;
   {
     tag_scope scope(scratch);
     s = r.allocate(3 * MiB);
   }
-  REQUIRE(r.tier_of(p) == memory_tier::device);
-  REQUIRE(r.tier_of(s) == memory_tier::device);
+  REQUIRE(r.tier_of(p) == placement::device);
+  REQUIRE(r.tier_of(s) == placement::device);
   const std::uint64_t reserved = r.stats().reserved_bytes;
 
   sleep_request req;
@@ -591,7 +591,7 @@ TEST_CASE("on a GPU, content survives sleep and wake through CUDA VMM") {
   const sleep_report woken = r.wake({});
   CHECK_EQ(woken.device_bytes, reserved);
   CHECK_EQ(woken.copied_bytes, n);
-  REQUIRE(r.prefetch(p, n, location::host));
+  REQUIRE(r.prefetch(p, n, placement::host));
   CHECK(intact(p, n, 21));
   CHECK(r.backup_pool_bytes() >= n);
   r.trim_backup();

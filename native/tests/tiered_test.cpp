@@ -33,7 +33,7 @@ struct fixture : tiered_fixture {
       : tiered_fixture(options, device_capacity) {}
 };
 
-memory_tier tier(const tiered_resource& r, const void* p) {
+placement tier(const tiered_resource& r, const void* p) {
   auto t = r.tier_of(p);
   REQUIRE(t.has_value());
   return *t;
@@ -48,9 +48,9 @@ TEST_CASE("device first then host when the device budget is spent") {
   void* a = f.resource.allocate(3 * granule);  // device: 3 of 4 granules
   void* b = f.resource.allocate(1000);         // device: rounded to 1 granule, the budget is full
   void* c = f.resource.allocate(granule + 1);  // spills: 2 granules on the host
-  CHECK(tier(f.resource, a) == memory_tier::device);
-  CHECK(tier(f.resource, b) == memory_tier::device);
-  CHECK(tier(f.resource, c) == memory_tier::host);
+  CHECK(tier(f.resource, a) == placement::device);
+  CHECK(tier(f.resource, b) == placement::device);
+  CHECK(tier(f.resource, c) == placement::host);
   CHECK_EQ(addr(a) % granule, 0u);
   fill(a, 3 * granule, 1);
   fill(b, 1000, 2);
@@ -79,13 +79,13 @@ TEST_CASE("device first then host when the device budget is spent") {
 
 TEST_CASE("placement device only and host only") {
   fixture f;
-  f.resource.set_placement(tier_choice::host);
-  CHECK(f.resource.placement() == tier_choice::host);
+  f.resource.set_placement(placement_choice::host);
+  CHECK(f.resource.current_placement() == placement_choice::host);
   void* h = f.resource.allocate(100);
-  CHECK(tier(f.resource, h) == memory_tier::host);  // with the device budget free
-  f.resource.set_placement(tier_choice::device);
+  CHECK(tier(f.resource, h) == placement::host);  // with the device budget free
+  f.resource.set_placement(placement_choice::device);
   void* d = f.resource.allocate(4 * granule);  // the whole device budget
-  CHECK(tier(f.resource, d) == memory_tier::device);
+  CHECK(tier(f.resource, d) == placement::device);
   try {
     f.resource.allocate(10);  // device only: no spill
     CHECK(false);
@@ -95,31 +95,31 @@ TEST_CASE("placement device only and host only") {
     CHECK_EQ(e.requested_bytes(), 10u);
     CHECK_EQ(e.stats().allocated_bytes, 4 * granule + 100);
   }
-  f.resource.set_placement(tier_choice::automatic);
+  f.resource.set_placement(placement_choice::automatic);
   void* spill = f.resource.allocate(10);
-  CHECK(tier(f.resource, spill) == memory_tier::host);
-  f.resource.set_placement(tier_choice::host);
+  CHECK(tier(f.resource, spill) == placement::host);
+  f.resource.set_placement(placement_choice::host);
   CHECK_THROWS_AS(f.resource.allocate(7 * granule), out_of_memory);  // 2 of the 8 host granules are in use
   CHECK_EQ(f.resource.stats().oom_count, 2u);
   f.resource.deallocate(spill, 10);
   f.resource.deallocate(d, 4 * granule);
   f.resource.deallocate(h, 100);
-  CHECK_EQ(parse_tier_choice("auto") == tier_choice::automatic, true);
-  CHECK_THROWS_AS(parse_tier_choice("gpu"), invalid_argument);
-  CHECK_EQ(std::string(tier_choice_name(tier_choice::host)), std::string("host"));
+  CHECK_EQ(parse_placement_choice("auto") == placement_choice::automatic, true);
+  CHECK_THROWS_AS(parse_placement_choice("gpu"), invalid_argument);
+  CHECK_EQ(std::string(placement_choice_name(placement_choice::host)), std::string("host"));
 }
 
 TEST_CASE("prefetch moves a block both ways keeping its address and contents") {
   fixture f;
   const std::size_t n = 2 * granule + 123;
   void* p = f.resource.allocate(n);
-  CHECK(tier(f.resource, p) == memory_tier::device);
+  CHECK(tier(f.resource, p) == placement::device);
   fill(p, n, 7);
-  CHECK(f.resource.prefetch(p, n, location::device));  // already there
+  CHECK(f.resource.prefetch(p, n, placement::device));  // already there
   CHECK_EQ(f.memory->copies, 0u);
 
-  CHECK(f.resource.prefetch(static_cast<char*>(p) + 100, 10, location::host));  // a pointer inside the block
-  CHECK(tier(f.resource, p) == memory_tier::host);
+  CHECK(f.resource.prefetch(static_cast<char*>(p) + 100, 10, placement::host));  // a pointer inside the block
+  CHECK(tier(f.resource, p) == placement::host);
   CHECK(intact(p, n, 7));  // same address, same bytes
   CHECK_EQ(f.memory->copies, 1u);
   CHECK_EQ(f.memory->synchronizes, 1u);
@@ -133,8 +133,8 @@ TEST_CASE("prefetch moves a block both ways keeping its address and contents") {
   CHECK_EQ(f.resource.allocation_size(p), n);
 
   fill(p, n, 9);  // written on the host tier
-  CHECK(f.resource.prefetch(p, n, location::device));
-  CHECK(tier(f.resource, p) == memory_tier::device);
+  CHECK(f.resource.prefetch(p, n, placement::device));
+  CHECK(tier(f.resource, p) == placement::device);
   CHECK(intact(p, n, 9));
   s = f.resource.stats();
   CHECK_EQ(s.bytes_moved_to_device, n);
@@ -150,16 +150,16 @@ TEST_CASE("prefetch returns false and changes nothing without room") {
   void* d = f.resource.allocate(2 * granule);  // fills the device budget
   void* h = f.resource.allocate(granule);       // spills
   fill(h, granule, 4);
-  CHECK(tier(f.resource, h) == memory_tier::host);
+  CHECK(tier(f.resource, h) == placement::host);
   const resource_stats before = f.resource.stats();
-  CHECK(!f.resource.prefetch(h, granule, location::device));  // the device budget has no room
-  CHECK(tier(f.resource, h) == memory_tier::host);
+  CHECK(!f.resource.prefetch(h, granule, placement::device));  // the device budget has no room
+  CHECK(tier(f.resource, h) == placement::host);
   CHECK(intact(h, granule, 4));
   CHECK_EQ(f.resource.stats().reserved_bytes, before.reserved_bytes);
   CHECK_EQ(f.resource.stats().upstream_alloc_count, before.upstream_alloc_count);
   f.resource.deallocate(d, 2 * granule);  // cached: released to make room
-  CHECK(f.resource.prefetch(h, granule, location::device));
-  CHECK(tier(f.resource, h) == memory_tier::device);
+  CHECK(f.resource.prefetch(h, granule, placement::device));
+  CHECK(tier(f.resource, h) == placement::device);
   CHECK(intact(h, granule, 4));
   CHECK_EQ(f.resource.stats().reserved_bytes, granule);
   f.resource.deallocate(h, granule);
@@ -184,7 +184,7 @@ TEST_CASE("out of memory past both budgets leaves the resource usable") {
   CHECK_EQ(f.resource.stats().oom_count, 2u);
   f.resource.deallocate(b, 8 * granule);
   void* c = f.resource.allocate(granule);  // usable: the cached host block is released to make room
-  CHECK(tier(f.resource, c) == memory_tier::host);
+  CHECK(tier(f.resource, c) == placement::host);
   f.resource.deallocate(c, granule);
   f.resource.deallocate(a, 4 * granule);
   CHECK_EQ(f.resource.stats().allocated_bytes, 0u);
@@ -195,7 +195,7 @@ TEST_CASE("steady state reuses cached blocks with no new physical allocation") {
   const std::size_t sizes[] = {1000, 2 * granule, granule + 5, 3 * granule};  // 1 + 2 + 2 on the device... spills
   std::vector<void*> first;
   for (std::size_t n : sizes) first.push_back(f.resource.allocate(n));
-  std::vector<memory_tier> tiers;
+  std::vector<placement> tiers;
   for (void* p : first) tiers.push_back(tier(f.resource, p));
   for (std::size_t i = 0; i < 4; ++i) f.resource.deallocate(first[i], sizes[i]);
   const resource_stats warm = f.resource.stats();
@@ -249,7 +249,7 @@ TEST_CASE("the cache never causes an out of memory") {
   for (int i = 0; i < 4; ++i) ps.push_back(f.resource.allocate(granule));
   for (void* p : ps) f.resource.deallocate(p, granule);  // 4 device granules cached
   void* big = f.resource.allocate(2 * granule);
-  CHECK(tier(f.resource, big) == memory_tier::device);  // not spilled: two cached blocks made room
+  CHECK(tier(f.resource, big) == placement::device);  // not spilled: two cached blocks made room
   CHECK_EQ(f.resource.cached_blocks(), 2u);
   CHECK_EQ(f.resource.stats().reserved_bytes, 4 * granule);
   f.resource.deallocate(big, 2 * granule);
@@ -260,11 +260,11 @@ TEST_CASE("the cache never causes an out of memory") {
   for (int i = 0; i < 3; ++i) qs.push_back(g.resource.allocate(granule));
   for (void* q : qs) g.resource.deallocate(q, granule);
   void* two = g.resource.allocate(2 * granule);
-  CHECK(tier(g.resource, two) == memory_tier::device);
+  CHECK(tier(g.resource, two) == placement::device);
   CHECK_EQ(g.memory->refused, 1u);
   CHECK_EQ(g.resource.cached_blocks(), 0u);
   void* three = g.resource.allocate(2 * granule);  // the device is full for real: spills
-  CHECK(tier(g.resource, three) == memory_tier::host);
+  CHECK(tier(g.resource, three) == placement::host);
   g.resource.deallocate(three, 2 * granule);
   g.resource.deallocate(two, 2 * granule);
 }
@@ -280,7 +280,7 @@ TEST_CASE("near the budget a larger cached block serves instead of being release
   const std::size_t creates = f.memory->creates;
   void* small = f.resource.allocate(granule);
   CHECK_EQ(small, a);
-  CHECK(tier(f.resource, small) == memory_tier::device);
+  CHECK(tier(f.resource, small) == placement::device);
   CHECK_EQ(f.memory->creates, creates);
   CHECK_EQ(f.memory->releases, 0u);
   CHECK_EQ(f.resource.stats().allocated_bytes, 3 * granule);
@@ -353,7 +353,7 @@ TEST_CASE("prefetch orders the copy after the streams the block was used on") {
   const stream_handle s1 = stream_key(0x100), s2 = stream_key(0x200);
   void* p = f.resource.allocate(1000, s1);
   f.resource.record_stream(p, s2);
-  CHECK(f.resource.prefetch(p, 1000, location::host, nullptr));
+  CHECK(f.resource.prefetch(p, 1000, placement::host, nullptr));
   CHECK_EQ(f.log->records_on(s1), 1u);
   CHECK_EQ(f.log->records_on(s2), 1u);
   CHECK_EQ(f.log->waits_on(nullptr), 2u);
@@ -378,12 +378,12 @@ TEST_CASE("bad pointers and sizes get typed errors and change nothing") {
   CHECK_EQ(kind_of([&] { f.resource.deallocate(p, 999); }), std::string("range:bytes"));
   CHECK_EQ(kind_of([&] { f.resource.deallocate(reinterpret_cast<void*>(0x1000), 8); }), std::string("type:ptr"));
   CHECK_EQ(kind_of([&] { f.resource.record_stream(inside, stream_key(9)); }), std::string("type:ptr"));
-  CHECK_EQ(kind_of([&] { f.resource.prefetch(reinterpret_cast<void*>(0x1000), 8, location::host); }), std::string("type:ptr"));
-  CHECK_EQ(kind_of([&] { f.resource.prefetch(static_cast<char*>(p) + granule, 8, location::host); }), std::string("type:ptr"));
-  CHECK_EQ(kind_of([&] { f.resource.prefetch(p, granule + 1, location::host); }), std::string("range:bytes"));
+  CHECK_EQ(kind_of([&] { f.resource.prefetch(reinterpret_cast<void*>(0x1000), 8, placement::host); }), std::string("type:ptr"));
+  CHECK_EQ(kind_of([&] { f.resource.prefetch(static_cast<char*>(p) + granule, 8, placement::host); }), std::string("type:ptr"));
+  CHECK_EQ(kind_of([&] { f.resource.prefetch(p, granule + 1, placement::host); }), std::string("range:bytes"));
   CHECK_EQ(f.resource.allocation_size(inside), 0u);
   CHECK_EQ(f.resource.allocation_size(p), 1000u);
-  CHECK(tier(f.resource, p) == memory_tier::device);
+  CHECK(tier(f.resource, p) == placement::device);
   const resource_stats after = f.resource.stats();
   CHECK_EQ(after.allocated_bytes, before.allocated_bytes);
   CHECK_EQ(after.reserved_bytes, before.reserved_bytes);
@@ -397,7 +397,7 @@ TEST_CASE("reset peak sets the host peaks too") {
   fixture f(budgets(0, 8 * granule));  // device budget 0: everything on the host
   void* a = f.resource.allocate(2 * granule);
   void* b = f.resource.allocate(granule);
-  CHECK(tier(f.resource, a) == memory_tier::host);
+  CHECK(tier(f.resource, a) == placement::host);
   f.resource.deallocate(b, granule);
   f.resource.trim();
   resource_stats s = f.resource.stats();
@@ -431,7 +431,7 @@ TEST_CASE("chain builder builds tiered with the common layers") {
   chain_spec spec;
   spec.strategy = parse_strategy("tiered").name;
   CHECK_EQ(spec.strategy, std::string("tiered"));
-  spec.options<tiered_spec>().backing = tiered_backing::host;
+  spec.options<tiered_spec>().backing = placement_choice::host;
   spec.options<tiered_spec>().options = budgets(4 * MiB, 64 * MiB);
   spec.limit_bytes = 32 * MiB;
   spec.tracking_capacity = 16;
@@ -444,15 +444,15 @@ TEST_CASE("chain builder builds tiered with the common layers") {
   memory_resource& top = chain.top();
   void* a = top.allocate(3 * MiB);
   void* b = top.allocate(3 * MiB);  // past the 4 MiB device budget: the host
-  CHECK(tiered->tier_of(a) == memory_tier::device);
-  CHECK(tiered->tier_of(b) == memory_tier::host);
-  tiered->set_placement(tier_choice::host);
+  CHECK(tiered->tier_of(a) == placement::device);
+  CHECK(tiered->tier_of(b) == placement::host);
+  tiered->set_placement(placement_choice::host);
   void* c = top.allocate(1000);
-  CHECK(tiered->tier_of(c) == memory_tier::host);
+  CHECK(tiered->tier_of(c) == placement::host);
   resource_stats s = top.stats();  // the host part passes through the adaptors
   CHECK_EQ(s.host_allocated_bytes, static_cast<std::int64_t>(3 * MiB + 1000));
-  CHECK(top.prefetch(b, 3 * MiB, location::device) == false);  // the device budget is spent
-  CHECK(top.prefetch(a, 3 * MiB, location::host));
+  CHECK(top.prefetch(b, 3 * MiB, placement::device) == false);  // the device budget is spent
+  CHECK(top.prefetch(a, 3 * MiB, placement::host));
   CHECK_EQ(top.stats().bytes_moved_to_host, 3 * MiB);
   CHECK_THROWS_AS(top.allocate(30 * MiB), out_of_memory);  // the limit
   top.deallocate(a, 3 * MiB);
@@ -461,7 +461,7 @@ TEST_CASE("chain builder builds tiered with the common layers") {
 
   chain_spec plain;
   plain.strategy = "pool";
-  plain.options<pool_spec>().upstream = pool_upstream::host;
+  plain.options<pool_spec>().upstream = placement::host;
   CHECK(build_chain(plain).placer == nullptr);
 }
 
@@ -475,7 +475,7 @@ TEST_CASE("threads share one resource") {
         const std::size_t n = (static_cast<std::size_t>(i % 3) + 1) * granule / 2;
         void* p = f.resource.allocate(n, s);
         fill(p, n, static_cast<std::uint8_t>(t));
-        if (i % 17 == 0) f.resource.prefetch(p, n, i % 2 == 0 ? location::host : location::device, s);
+        if (i % 17 == 0) f.resource.prefetch(p, n, i % 2 == 0 ? placement::host : placement::device, s);
         CHECK_MESSAGE(intact(p, n, static_cast<std::uint8_t>(t)), "contents changed");
         f.resource.deallocate(p, n, s);
       }

@@ -25,13 +25,13 @@ class capped_tier_memory final : public vmm {
   std::size_t granule_bytes() const noexcept override { return inner_->granule_bytes(); }
   void* reserve(std::size_t bytes) override { return inner_->reserve(bytes); }
   void free_range(void* base, std::size_t bytes) noexcept override { inner_->free_range(base, bytes); }
-  handle create(std::size_t bytes, memory_tier tier) override {
-    if (tier == memory_tier::device && device_held + bytes > capacity_) {
+  handle create(std::size_t bytes, placement tier) override {
+    if (tier == placement::device && device_held + bytes > capacity_) {
       ++refused;
       throw out_of_memory("capped: device full", bytes, {});
     }
     handle h = inner_->create(bytes, tier);
-    if (tier == memory_tier::device) device_held += bytes;
+    if (tier == placement::device) device_held += bytes;
     created_.push_back({h, bytes, tier});
     ++creates;
     return h;
@@ -39,14 +39,14 @@ class capped_tier_memory final : public vmm {
   void release(handle h) noexcept override {
     for (auto it = created_.begin(); it != created_.end(); ++it) {
       if (it->h != h) continue;
-      if (it->tier == memory_tier::device) device_held -= it->bytes;
+      if (it->tier == placement::device) device_held -= it->bytes;
       created_.erase(it);
       break;
     }
     ++releases;
     inner_->release(h);
   }
-  void map(void* addr, std::size_t bytes, handle h, memory_tier tier) override { inner_->map(addr, bytes, h, tier); }
+  void map(void* addr, std::size_t bytes, handle h, placement tier) override { inner_->map(addr, bytes, h, tier); }
   void unmap(void* addr, std::size_t bytes) noexcept override { inner_->unmap(addr, bytes); }
   void copy(void* dst, const void* src, std::size_t bytes, stream_handle stream) override {
     ++copies;
@@ -68,7 +68,7 @@ class capped_tier_memory final : public vmm {
   struct created {
     handle h;
     std::size_t bytes;
-    memory_tier tier;
+    placement tier;
   };
   std::unique_ptr<vmm> inner_;
   std::uint64_t capacity_;

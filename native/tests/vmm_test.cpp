@@ -43,10 +43,10 @@ TEST_CASE("the host vmm maps one physical allocation at two addresses, with the 
   CHECK(reinterpret_cast<std::uintptr_t>(range) % granule == 0);
   auto* a = static_cast<unsigned char*>(range);
   unsigned char* b = a + 2 * granule;
-  const vmm::handle h = memory->create(2 * granule, memory_tier::host);
-  memory->map(a, 2 * granule, h, memory_tier::host);
+  const vmm::handle h = memory->create(2 * granule, placement::host);
+  memory->map(a, 2 * granule, h, placement::host);
   std::memset(a, 0x5a, 2 * granule);
-  memory->map(b, 2 * granule, h, memory_tier::host);
+  memory->map(b, 2 * granule, h, placement::host);
   CHECK(b[0] == 0x5a);
   CHECK(b[2 * granule - 1] == 0x5a);
   b[17] = 0x11;  // one allocation: a write through either address shows at the other
@@ -55,8 +55,8 @@ TEST_CASE("the host vmm maps one physical allocation at two addresses, with the 
   memory->unmap(b, 2 * granule);
   memory->release(h);
   // The range is a reservation again: a new allocation maps there and starts out zeroed.
-  const vmm::handle fresh = memory->create(granule, memory_tier::device);
-  memory->map(a, granule, fresh, memory_tier::device);
+  const vmm::handle fresh = memory->create(granule, placement::device);
+  memory->map(a, granule, fresh, placement::device);
   CHECK(a[17] == 0);
   memory->unmap(a, granule);
   memory->release(fresh);
@@ -65,13 +65,13 @@ TEST_CASE("the host vmm maps one physical allocation at two addresses, with the 
 
 TEST_CASE("the limit decorator counts the bytes created and not released, whatever is mapped") {
   auto memory = make_limited_vmm(make_host_vmm(granule), 3 * granule);
-  const vmm::handle h = memory->create(2 * granule, memory_tier::device);
-  const std::string why = message_of([&] { memory->create(2 * granule, memory_tier::host); });
+  const vmm::handle h = memory->create(2 * granule, placement::device);
+  const std::string why = message_of([&] { memory->create(2 * granule, placement::host); });
   CHECK(why.find("limit: ") == 0);
   CHECK(why.find("limit in use") != std::string::npos);
-  const vmm::handle g = memory->create(granule, memory_tier::host);  // exactly the limit
+  const vmm::handle g = memory->create(granule, placement::host);  // exactly the limit
   memory->release(h);
-  const vmm::handle k = memory->create(2 * granule, memory_tier::device);  // room again
+  const vmm::handle k = memory->create(2 * granule, placement::device);  // room again
   memory->release(g);
   memory->release(k);
 }
@@ -80,22 +80,22 @@ TEST_CASE("the fault decorator fails every Nth create and any past its budget") 
   fault_options every;
   every.fail_every = 3;
   auto memory = make_fault_injecting_vmm(make_host_vmm(granule), every);
-  const vmm::handle a = memory->create(granule, memory_tier::device);
-  const vmm::handle b = memory->create(granule, memory_tier::device);
-  const std::string why = message_of([&] { memory->create(granule, memory_tier::device); });
+  const vmm::handle a = memory->create(granule, placement::device);
+  const vmm::handle b = memory->create(granule, placement::device);
+  const std::string why = message_of([&] { memory->create(granule, placement::device); });
   CHECK(why.find("fault injection: injected out-of-memory: physical allocation #3") == 0);
   CHECK(why.find("fail_every 3") != std::string::npos);
-  const vmm::handle c = memory->create(granule, memory_tier::device);  // attempt 4 passes
+  const vmm::handle c = memory->create(granule, placement::device);  // attempt 4 passes
   for (vmm::handle h : {a, b, c}) memory->release(h);
 
   fault_options budget;
   budget.fail_after_bytes = 2 * granule;
   auto capped = make_fault_injecting_vmm(make_host_vmm(granule), budget);
-  const vmm::handle d = capped->create(2 * granule, memory_tier::device);
-  CHECK(message_of([&] { capped->create(granule, memory_tier::device); }).find("budget (fail_after_bytes)") !=
+  const vmm::handle d = capped->create(2 * granule, placement::device);
+  CHECK(message_of([&] { capped->create(granule, placement::device); }).find("budget (fail_after_bytes)") !=
         std::string::npos);
   capped->release(d);
-  capped->release(capped->create(granule, memory_tier::device));  // released bytes count no more
+  capped->release(capped->create(granule, placement::device));  // released bytes count no more
 }
 
 TEST_CASE("the host vmm raises the soft open-file limit when it runs out of descriptors") {
@@ -112,7 +112,7 @@ TEST_CASE("the host vmm raises the soft open-file limit when it runs out of desc
   REQUIRE(setrlimit(RLIMIT_NOFILE, &lowered) == 0);
   auto memory = make_host_vmm(granule);
   std::vector<vmm::handle> held;
-  for (std::size_t i = 0; i < wanted; ++i) held.push_back(memory->create(granule, memory_tier::device));
+  for (std::size_t i = 0; i < wanted; ++i) held.push_back(memory->create(granule, placement::device));
   rlimit now{};
   REQUIRE(getrlimit(RLIMIT_NOFILE, &now) == 0);
   CHECK(now.rlim_cur == limit.rlim_max);

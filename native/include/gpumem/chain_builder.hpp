@@ -59,7 +59,7 @@ struct fault_spec {
 //
 //   chain_spec s;
 //   s.strategy = "pool";
-//   s.options<pool_spec>().upstream = pool_upstream::host;
+//   s.options<pool_spec>().upstream = placement::host;
 struct chain_spec {
   // A registered strategy's name, or one of its older names (GPUMEM_STRATEGIES in
   // gpumem/strategy_registry.hpp; strategies() lists them); validate() rejects any other.

@@ -105,7 +105,7 @@ class expandable_resource final : public memory_resource, public sleepable {
   void* do_allocate(std::size_t bytes, stream_handle stream) override;
   void do_deallocate(void* ptr, std::size_t bytes, stream_handle stream) override;
   void do_record_stream(void* ptr, stream_handle stream) override;
-  bool do_prefetch(void* ptr, std::size_t bytes, location to, stream_handle stream) override;
+  bool do_prefetch(void* ptr, std::size_t bytes, placement to, stream_handle stream) override;
   resource_stats do_stats() const override;
   void do_reset_peak() override;
   void do_trim(std::size_t bytes_to_keep) override;
@@ -127,13 +127,12 @@ class expandable_resource final : public memory_resource, public sleepable {
   std::unique_ptr<impl> impl_;
 };
 
-// Where an expandable strategy's granules come from: CUDA VMM on `device`, or the host twin (also
-// chosen by device -1).
-enum class expandable_backing { device, host };
+// Where an expandable strategy's granules come from (spec.backing): CUDA VMM on the device, or the host
+// twin (also chosen by device -1).
 
 // Strategy 'expandable' (its options in a chain_spec: spec.options<expandable_spec>()).
 struct expandable_spec {
-  expandable_backing backing = expandable_backing::device;
+  placement backing = placement::device;
   std::uint64_t granule_bytes = 0;  // 0: the backing's default
   expandable_options options;       // capacity_bytes 0: limitBytes when set, else the device's memory
 };

@@ -22,7 +22,7 @@ class limiting_adaptor final : public memory_resource {
  private:
   void* do_allocate(std::size_t bytes, stream_handle stream) override;
   void do_deallocate(void* ptr, std::size_t bytes, stream_handle stream) override;
-  bool do_prefetch(void* ptr, std::size_t bytes, location to, stream_handle stream) override {
+  bool do_prefetch(void* ptr, std::size_t bytes, placement to, stream_handle stream) override {
     return upstream_.prefetch(ptr, bytes, to, stream);
   }
   void do_record_stream(void* ptr, stream_handle stream) override { upstream_.record_stream(ptr, stream); }

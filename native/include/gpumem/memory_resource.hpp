@@ -32,7 +32,7 @@ class memory_resource {
   }
 
   // Moves pages of managed memory towards `to`. Returns false where there is nothing to move.
-  bool prefetch(void* ptr, std::size_t bytes, location to, stream_handle stream = nullptr) {
+  bool prefetch(void* ptr, std::size_t bytes, placement to, stream_handle stream = nullptr) {
     return do_prefetch(ptr, bytes, to, stream);
   }
 
@@ -57,7 +57,7 @@ class memory_resource {
  private:
   virtual void* do_allocate(std::size_t bytes, stream_handle stream) = 0;
   virtual void do_deallocate(void* ptr, std::size_t bytes, stream_handle stream) = 0;
-  virtual bool do_prefetch(void*, std::size_t, location, stream_handle) { return false; }
+  virtual bool do_prefetch(void*, std::size_t, placement, stream_handle) { return false; }
   virtual void do_record_stream(void*, stream_handle) {}
   virtual resource_stats do_stats() const = 0;
   virtual void do_reset_peak() = 0;

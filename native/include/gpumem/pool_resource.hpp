@@ -67,7 +67,7 @@ class pool_resource final : public memory_resource {
   void* do_allocate(std::size_t bytes, stream_handle stream) override;
   void do_deallocate(void* ptr, std::size_t bytes, stream_handle stream) override;
   void do_record_stream(void* ptr, stream_handle stream) override;
-  bool do_prefetch(void* ptr, std::size_t bytes, location to, stream_handle stream) override;
+  bool do_prefetch(void* ptr, std::size_t bytes, placement to, stream_handle stream) override;
   resource_stats do_stats() const override;
   void do_reset_peak() override;
   void do_trim(std::size_t bytes_to_keep) override;
@@ -79,12 +79,11 @@ class pool_resource final : public memory_resource {
   std::unique_ptr<impl> impl_;
 };
 
-// Where a pool's segments come from.
-enum class pool_upstream { cuda, host };
+// Where a pool's segments come from (spec.upstream): the device (option value "cuda") or host memory.
 
 // Strategy 'pool' (its options in a chain_spec: spec.options<pool_spec>()).
 struct pool_spec {
-  pool_upstream upstream = pool_upstream::cuda;
+  placement upstream = placement::device;
   pool_options options;
 };
 

@@ -2,6 +2,8 @@
 // legacy default stream); over host memory it is only a key that separates free lists.
 #pragma once
 
+#include "gpumem/placement.hpp"
+
 namespace gpumem {
 
 using stream_handle = void*;
@@ -11,8 +13,5 @@ using stream_handle = void*;
 // it is copied with cudaMemcpy and ordered with CUDA events like device memory; only `host` means
 // plain host memory that no kernel may touch.
 enum class memory_kind { host, device, managed, pinned };
-
-// A prefetch destination.
-enum class location { device, host };
 
 }  // namespace gpumem

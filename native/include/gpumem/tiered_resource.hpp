@@ -66,7 +66,7 @@ struct tiered_options {
   // Bytes the host tier may hold pinned. Never more than MemAvailable less 10% of MemTotal when the
   // resource is made (the 'pinned' strategy's cap): an explicit value only lowers it.
   std::optional<std::uint64_t> host_budget_bytes;
-  tier_choice placement = tier_choice::automatic;
+  placement_choice placement = placement_choice::automatic;
   // Host bytes the backups of sleeping tags (and the pool kept for the next sleep) may hold.
   // Default: the host's available memory less 10% of its total, read at each sleep.
   std::optional<std::uint64_t> backup_limit_bytes;
@@ -87,15 +87,15 @@ class tiered_resource final : public memory_resource, public sleepable, public p
   ~tiered_resource() override;
 
   // placeable: where allocations go from now on; the placement made with (tiered_options::placement).
-  void set_placement(tier_choice choice) noexcept override;
-  tier_choice placement() const noexcept override;
-  tier_choice configured_placement() const noexcept override;
+  void set_placement(placement_choice choice) noexcept override;
+  placement_choice current_placement() const noexcept override;
+  placement_choice configured_placement() const noexcept override;
 
   std::uint64_t device_budget_bytes() const noexcept;  // resolved
   std::uint64_t host_budget_bytes() const noexcept;    // resolved
   std::size_t granule_bytes() const noexcept;
   // The tier of the live block that contains `ptr`; nullopt when none does.
-  std::optional<memory_tier> tier_of(const void* ptr) const;
+  std::optional<placement> tier_of(const void* ptr) const;
   // Cached (freed, not yet released) blocks and their bytes, over both tiers.
   std::size_t cached_blocks() const;
   std::uint64_t cached_bytes() const;
@@ -104,7 +104,7 @@ class tiered_resource final : public memory_resource, public sleepable, public p
   void* do_allocate(std::size_t bytes, stream_handle stream) override;
   void do_deallocate(void* ptr, std::size_t bytes, stream_handle stream) override;
   void do_record_stream(void* ptr, stream_handle stream) override;
-  bool do_prefetch(void* ptr, std::size_t bytes, location to, stream_handle stream) override;
+  bool do_prefetch(void* ptr, std::size_t bytes, placement to, stream_handle stream) override;
   resource_stats do_stats() const override;
   void do_reset_peak() override;
   void do_trim(std::size_t bytes_to_keep) override;
@@ -128,13 +128,12 @@ class tiered_resource final : public memory_resource, public sleepable, public p
 
 // Where a 'tiered' strategy's tiers come from: CUDA VMM on `device` (device memory, then pinned host
 // memory kernels use in place), the host twin (memfd mappings), or automatic (CUDA VMM when a GPU is
-// present). Its leaf is a tiered_resource; fault, limit and tracking wrap it as memory_resources
-// ({"tiered", "fault", "limit", "track"}), so limitBytes caps the bytes callers hold over both tiers.
-enum class tiered_backing { device, host, automatic };
-
+// present; the option values "cuda", "host", "auto"). Its leaf is a tiered_resource; fault, limit and
+// tracking wrap it as memory_resources ({"tiered", "fault", "limit", "track"}), so limitBytes caps the
+// bytes callers hold over both tiers.
 // Strategy 'tiered' (its options in a chain_spec: spec.options<tiered_spec>()).
 struct tiered_spec {
-  tiered_backing backing = tiered_backing::automatic;
+  placement_choice backing = placement_choice::automatic;
   tiered_options options;
 };
 

@@ -8,11 +8,10 @@
 
 namespace gpumem {
 
-enum class advise_target { none, device, host };
-
+// The targets of the advice: the device or the host, or automatic for no hint (the option value "none").
 struct managed_options {
-  advise_target preferred_location = advise_target::none;  // cudaMemAdviseSetPreferredLocation
-  advise_target accessed_by = advise_target::none;         // cudaMemAdviseSetAccessedBy
+  placement_choice preferred_location = placement_choice::automatic;  // cudaMemAdviseSetPreferredLocation
+  placement_choice accessed_by = placement_choice::automatic;         // cudaMemAdviseSetAccessedBy
   bool read_mostly = false;                                 // cudaMemAdviseSetReadMostly
 };
 
@@ -25,7 +24,7 @@ class uvm_resource final : public detail::leaf_resource {
  private:
   void* do_allocate(std::size_t bytes, stream_handle stream) override;
   void do_deallocate(void* ptr, std::size_t bytes, stream_handle stream) override;
-  bool do_prefetch(void* ptr, std::size_t bytes, location to, stream_handle stream) override;
+  bool do_prefetch(void* ptr, std::size_t bytes, placement to, stream_handle stream) override;
   memory_kind do_kind() const noexcept override { return memory_kind::managed; }
   int do_device() const noexcept override { return device_; }
 

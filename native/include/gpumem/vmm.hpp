@@ -26,14 +26,11 @@
 #include <vector>
 
 #include "gpumem/fault_injecting_adaptor.hpp"
+#include "gpumem/placement.hpp"
 #include "gpumem/stream.hpp"
 
 namespace gpumem {
 
-// Where a physical allocation lives.
-enum class memory_tier : std::uint8_t { device = 0, host = 1 };
-
-const char* tier_name(memory_tier tier) noexcept;  // "device", "host"
 
 class vmm {
  public:
@@ -56,14 +53,14 @@ class vmm {
 
   // A physical allocation of `bytes` (a positive multiple of the granule) in `tier`. Throws
   // out_of_memory when the tier has none to give, creating nothing; other failures as cuda_error.
-  virtual handle create(std::size_t bytes, memory_tier tier) = 0;
+  virtual handle create(std::size_t bytes, placement tier) = 0;
   // Gives a physical allocation back; it must not be mapped anywhere. Never throws.
   virtual void release(handle h) noexcept = 0;
 
   // Maps all of `h` (created with `bytes` in `tier`) at `addr` (granule-aligned, unmapped, inside a
   // reserved range), readable and writable by the device and its peers and, where the tier is the
   // host, by the host too. Throws out_of_memory or cuda_error, mapping nothing then.
-  virtual void map(void* addr, std::size_t bytes, handle h, memory_tier tier) = 0;
+  virtual void map(void* addr, std::size_t bytes, handle h, placement tier) = 0;
   // Unmaps what map() mapped at `addr` (the range stays reserved). The caller has made sure no work
   // still uses it. Never throws.
   virtual void unmap(void* addr, std::size_t bytes) noexcept = 0;
@@ -104,7 +101,7 @@ struct vmm_options {
   // Devices (checked by the caller: gpumem/peer_access.hpp) every mapping, on either tier, is made
   // read/write for besides the device (cuMemSetAccess).
   std::vector<int> peers;
-  // Whether create() is asked for host memory (memory_tier::host): the device must then support
+  // Whether create() is asked for host memory (placement::host): the device must then support
   // host-located VMM allocations.
   bool host_tier = false;
 };

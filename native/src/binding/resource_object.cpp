@@ -376,7 +376,7 @@ memory_resource& ResourceObject::top() {
 Napi::Value ResourceObject::Prefetch(const Napi::CallbackInfo& info) {
   return guarded(info.Env(), [&] {
     bool moved = top().prefetch(to_pointer(info[0]), to_u64(info[1]),
-                                info[2].ToBoolean().Value() ? location::device : location::host, to_stream(info[3]));
+                                info[2].ToBoolean().Value() ? placement::device : placement::host, to_stream(info[3]));
     return Napi::Boolean::New(info.Env(), moved);
   });
 }
@@ -505,7 +505,7 @@ Napi::Value ResourceObject::SetPlacement(const Napi::CallbackInfo& info) {
       throw invalid_argument(invalid_argument::kind::type, "placement",
                              "Expected one of 'auto', 'device', 'host' for placement but received " + describe(info[0]));
     }
-    placer->set_placement(parse_tier_choice(info[0].As<Napi::String>().Utf8Value().c_str()));
+    placer->set_placement(parse_placement_choice(info[0].As<Napi::String>().Utf8Value().c_str()));
     return info.Env().Undefined();
   });
 }

@@ -246,9 +246,9 @@ strategy& get_or_create(instance& in, int device) {
 void* allocate(strategy& s, std::size_t size, stream_handle stream) {
   placeable* placer = s.chain.placer;
   if (placer == nullptr) return s.top().allocate(size, stream);
-  const tier_choice want = thread_placement < 0 ? placer->configured_placement() : static_cast<tier_choice>(thread_placement);
+  const placement_choice want = thread_placement < 0 ? placer->configured_placement() : static_cast<placement_choice>(thread_placement);
   std::lock_guard<std::mutex> lock(s.placement_mutex);
-  if (placer->placement() != want) placer->set_placement(want);
+  if (placer->current_placement() != want) placer->set_placement(want);
   return s.top().allocate(size, stream);
 }
 

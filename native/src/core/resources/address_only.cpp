@@ -53,9 +53,9 @@ class address_only_vmm final : public vmm {
   std::size_t granule_bytes() const noexcept override { return granule_; }
   void* reserve(std::size_t bytes) override { return addresses_.take(bytes); }
   void free_range(void*, std::size_t) noexcept override {}
-  handle create(std::size_t, memory_tier) override { return ++created_; }
+  handle create(std::size_t, placement) override { return ++created_; }
   void release(handle) noexcept override {}
-  void map(void*, std::size_t, handle, memory_tier) override {}
+  void map(void*, std::size_t, handle, placement) override {}
   void unmap(void*, std::size_t) noexcept override {}
   void copy(void*, const void*, std::size_t, stream_handle) override {}
   void synchronize(stream_handle) override {}

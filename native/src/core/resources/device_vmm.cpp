@@ -126,27 +126,27 @@ class device_vmm final : public vmm {
     api_.address_free(reinterpret_cast<CUdeviceptr>(base), bytes);
   }
 
-  handle create(std::size_t bytes, memory_tier tier) override {
+  handle create(std::size_t bytes, placement tier) override {
     CUmemGenericAllocationHandle h = 0;
-    const CUresult status = api_.create(&h, bytes, tier == memory_tier::device ? &device_prop_ : &host_prop_, 0);
+    const CUresult status = api_.create(&h, bytes, tier == placement::device ? &device_prop_ : &host_prop_, 0);
     if (status == CUDA_ERROR_OUT_OF_MEMORY) {
       throw out_of_memory(owner_ + ": cuMemCreate of " + format_bytes(bytes) + " " +
-                              (tier == memory_tier::device ? std::string("on the device")
+                              (tier == placement::device ? std::string("on the device")
                                                            : "in host memory (NUMA node " + std::to_string(numa_) + ")") +
                               " failed: out of memory",
                           bytes, {});
     }
-    check(status, tier == memory_tier::device ? "cuMemCreate (device)" : "cuMemCreate (host NUMA)");
+    check(status, tier == placement::device ? "cuMemCreate (device)" : "cuMemCreate (host NUMA)");
     return static_cast<handle>(h);
   }
 
   void release(handle h) noexcept override { api_.release(static_cast<CUmemGenericAllocationHandle>(h)); }
 
-  void map(void* addr, std::size_t bytes, handle h, memory_tier tier) override {
+  void map(void* addr, std::size_t bytes, handle h, placement tier) override {
     const auto ptr = reinterpret_cast<CUdeviceptr>(addr);
     CUresult status = api_.map(ptr, bytes, 0, static_cast<CUmemGenericAllocationHandle>(h), 0);
     if (status == CUDA_SUCCESS) {
-      const std::vector<CUmemAccessDesc>& access = tier == memory_tier::host ? host_access_ : device_access_;
+      const std::vector<CUmemAccessDesc>& access = tier == placement::host ? host_access_ : device_access_;
       status = api_.set_access(ptr, bytes, access.data(), access.size());
       if (status != CUDA_SUCCESS) api_.unmap(ptr, bytes);
     }

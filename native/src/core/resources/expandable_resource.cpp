@@ -90,7 +90,7 @@ void expandable_resource::do_record_stream(void* ptr, stream_handle stream) {
   detail::pool::locked_record_stream(*impl_, ptr, stream);
 }
 
-bool expandable_resource::do_prefetch(void* ptr, std::size_t bytes, location, stream_handle) {
+bool expandable_resource::do_prefetch(void* ptr, std::size_t bytes, placement, stream_handle) {
   std::lock_guard<resource_lock> guard(impl_->lock);
   const block* b = impl_->live.at(live_slot(impl_->live, ptr));
   if (bytes > b->requested) throw_size_mismatch(ptr, bytes, b->requested);
@@ -172,7 +172,7 @@ void expandable_resource::do_check_awake(const void* ptr, std::size_t bytes) con
 namespace {
 
 // Whether an expandable chain maps host memory (the host twin): asked for, or device -1.
-bool on_host(const chain_spec& spec) { return own(spec).backing == expandable_backing::host || spec.device == -1; }
+bool on_host(const chain_spec& spec) { return own(spec).backing == placement::host || spec.device == -1; }
 
 }  // namespace
 
@@ -196,7 +196,7 @@ const strategy_descriptor& expandable_strategy() {
     constexpr std::uint64_t keep_all = std::numeric_limits<std::uint64_t>::max();
     d.options = {
         choice_option<&expandable_spec::backing>("upstream", "where the granules come from: CUDA VMM, or host mappings (mmap)",
-                                                 {{"cuda", expandable_backing::device}, {"host", expandable_backing::host}})
+                                                 {{"cuda", placement::device}, {"host", placement::host}})
             .placement().js_only(),
         bytes_option<&expandable_spec::granule_bytes>("granuleBytes", "the mapping granule (unset: the backing's default)")
             .positive().unset_at(0).js_only()

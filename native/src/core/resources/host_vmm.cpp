@@ -23,7 +23,6 @@
 
 namespace gpumem {
 
-const char* tier_name(memory_tier tier) noexcept { return tier == memory_tier::device ? "device" : "host"; }
 
 namespace {
 
@@ -37,8 +36,8 @@ bool raise_open_file_limit() noexcept {
   return setrlimit(RLIMIT_NOFILE, &limit) == 0;
 }
 
-int new_memfd(memory_tier tier) noexcept {
-  return memfd_create(tier == memory_tier::device ? "gpumem-vmm-device" : "gpumem-vmm-host", MFD_CLOEXEC);
+int new_memfd(placement tier) noexcept {
+  return memfd_create(tier == placement::device ? "gpumem-vmm-device" : "gpumem-vmm-host", MFD_CLOEXEC);
 }
 
 class host_vmm final : public vmm {
@@ -71,7 +70,7 @@ class host_vmm final : public vmm {
     munmap(base, bytes);
   }
 
-  handle create(std::size_t bytes, memory_tier tier) override {
+  handle create(std::size_t bytes, placement tier) override {
     int fd = new_memfd(tier);
     if (fd < 0 && errno == EMFILE && raise_open_file_limit()) fd = new_memfd(tier);
     if (fd < 0) {
@@ -88,7 +87,7 @@ class host_vmm final : public vmm {
 
   void release(handle h) noexcept override { close(static_cast<int>(h)); }
 
-  void map(void* addr, std::size_t bytes, handle h, memory_tier) override {
+  void map(void* addr, std::size_t bytes, handle h, placement) override {
     void* p = mmap(addr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, static_cast<int>(h), 0);
     if (p == MAP_FAILED) {
       const int error = errno;

@@ -558,7 +558,7 @@ void pool_resource::do_record_stream(void* ptr, stream_handle stream) {
   detail::pool::locked_record_stream(*impl_, ptr, stream);
 }
 
-bool pool_resource::do_prefetch(void* ptr, std::size_t bytes, location to, stream_handle stream) {
+bool pool_resource::do_prefetch(void* ptr, std::size_t bytes, placement to, stream_handle stream) {
   std::lock_guard<resource_lock> guard(impl_->lock);  // keeps the segment from being released meanwhile
   const block* b = impl_->live.at(live_slot(impl_->live, ptr));
   if (bytes > b->requested) throw_size_mismatch(ptr, bytes, b->requested);
@@ -604,12 +604,12 @@ const strategy_descriptor& pool_strategy() {
     d.flags.capturable = true;
     d.flags.peer_access = true;
     d.options = {choice_option<&pool_spec::upstream>("upstream", "where the pool's segments come from",
-                                                     {{"cuda", pool_upstream::cuda}, {"host", pool_upstream::host}})
+                                                     {{"cuda", placement::device}, {"host", placement::host}})
                      .placement().js_only().label("pool.upstream")};
     for (option_descriptor& o : pool_size_options<&pool_spec::options>("")) d.options.push_back(std::move(o));
-    d.leaf_name = [](const chain_spec& spec) { return own(spec).upstream == pool_upstream::cuda ? "cuda" : "host"; };
+    d.leaf_name = [](const chain_spec& spec) { return own(spec).upstream == placement::device ? "cuda" : "host"; };
     d.make_leaf = [](const chain_spec& spec, chain_build&) -> std::unique_ptr<memory_resource> {
-      if (own(spec).upstream == pool_upstream::host) return std::make_unique<host_resource>();
+      if (own(spec).upstream == placement::host) return std::make_unique<host_resource>();
       return std::make_unique<cuda_resource>(spec.device, spec.peer_access);
     };
     // the pool never touches its segments: it runs over addresses alone
@@ -621,7 +621,7 @@ const strategy_descriptor& pool_strategy() {
       return std::make_unique<pool_resource>(build.chain.top(), own(spec).options);
     };
     d.no_peer_access = [](const chain_spec& spec) {
-      return std::string(own(spec).upstream == pool_upstream::host ? "'pool' over upstream 'host' holds host memory" : "");
+      return std::string(own(spec).upstream == placement::host ? "'pool' over upstream 'host' holds host memory" : "");
     };
     return d;
   }();

@@ -20,15 +20,15 @@ void* tiered_resource::impl::allocate(std::size_t bytes, stream_handle stream) {
   std::lock_guard<std::mutex> lock(mutex);
   const tag_id tag = current_tag();
   book.on_allocate(tag);  // throws invalid_state while the tag sleeps, before anything is done
-  const tier_choice choice = placement.load(std::memory_order_relaxed);
+  const placement_choice choice = this->choice.load(std::memory_order_relaxed);
   if (bytes > std::numeric_limits<std::size_t>::max() - granule) {
     throw_oom(bytes, "the request is larger than any block can be");
   }
   const std::size_t size = (bytes + granule - 1) / granule * granule;
   std::string why;
-  for (memory_tier t : {memory_tier::device, memory_tier::host}) {
-    if ((t == memory_tier::device && choice == tier_choice::host) ||
-        (t == memory_tier::host && choice == tier_choice::device)) {
+  for (placement t : {placement::device, placement::host}) {
+    if ((t == placement::device && choice == placement_choice::host) ||
+        (t == placement::host && choice == placement_choice::device)) {
       continue;
     }
     const auto cached_block = find_cached(t, size, stream);
@@ -42,8 +42,8 @@ void* tiered_resource::impl::allocate(std::size_t bytes, stream_handle stream) {
     }
     if (void* p = create_block(t, size, bytes, stream, tag, why)) return p;
   }
-  if (choice != tier_choice::automatic) {
-    why += std::string(why.empty() ? "" : "; ") + "placement '" + tier_choice_name(choice) +
+  if (choice != placement_choice::automatic) {
+    why += std::string(why.empty() ? "" : "; ") + "placement '" + placement_choice_name(choice) +
            "' allows that tier only";
   }
   throw_oom(bytes, why);
@@ -85,7 +85,7 @@ void tiered_resource::impl::deallocate(void* ptr, std::size_t bytes, stream_hand
   freed.used_on.clear();
   freed.events = std::move(events);
   freed.age = next_age++;
-  const memory_tier t = freed.tier;
+  const placement t = freed.tier;
   const std::size_t size = freed.size;
   live.erase(it);
   try {
@@ -99,7 +99,7 @@ void tiered_resource::impl::deallocate(void* ptr, std::size_t bytes, stream_hand
     counter.on_release(size);
   }
   counter.on_deallocate(requested);
-  if (t == memory_tier::host) host_allocated -= requested;
+  if (t == placement::host) host_allocated -= requested;
 }
 
 void tiered_resource::impl::record_stream(void* ptr, stream_handle stream) {
@@ -113,7 +113,7 @@ void tiered_resource::impl::record_stream(void* ptr, stream_handle stream) {
 
 // A cached block of `size` on tier `t` for `stream`: one freed on `stream` (or whose stream is
 // gone) first, else the oldest freed on another stream; end() when there is none.
-block_cache::iterator tiered_resource::impl::find_cached(memory_tier t, std::size_t size, stream_handle stream) {
+block_cache::iterator tiered_resource::impl::find_cached(placement t, std::size_t size, stream_handle stream) {
   auto [first, last] = cache.equal_range(cache_key{index(t), size});
   block_cache::iterator other = cache.end();
   for (auto it = first; it != last; ++it) {
@@ -127,7 +127,7 @@ block_cache::iterator tiered_resource::impl::find_cached(memory_tier t, std::siz
 
 // The smallest usable cached block on tier `t` larger than `size` and at most larger_reuse
 // times it; end() when there is none.
-block_cache::iterator tiered_resource::impl::find_cached_larger(memory_tier t, std::size_t size) {
+block_cache::iterator tiered_resource::impl::find_cached_larger(placement t, std::size_t size) {
   const std::size_t most = size > std::numeric_limits<std::size_t>::max() / larger_reuse ? size : size * larger_reuse;
   for (auto it = cache.upper_bound(cache_key{index(t), size}); it != cache.end(); ++it) {
     if (it->first.first != index(t) || it->first.second > most) break;
@@ -160,7 +160,7 @@ void* tiered_resource::impl::take_cached(block_cache::iterator it, std::size_t b
 
 // A new block on tier `t`, or nullptr (with why appended) when its budget or the driver refuses
 // even after the tier's cached blocks are released. Other failures throw, leaving nothing behind.
-void* tiered_resource::impl::create_block(memory_tier t, std::size_t size, std::size_t bytes, stream_handle stream, tag_id tag,
+void* tiered_resource::impl::create_block(placement t, std::size_t size, std::size_t bytes, stream_handle stream, tag_id tag,
                    std::string& why) {
   if (!make_room(t, size, why)) return nullptr;
   vmm::handle h = 0;
@@ -211,11 +211,11 @@ void* tiered_resource::impl::create_block(memory_tier t, std::size_t size, std::
 // Whether tier `t` can take `size` more bytes within its budget, releasing its cached blocks
 // (oldest first) as far as that needs; false (with why appended, nothing released) when the
 // blocks in use leave no room.
-bool tiered_resource::impl::make_room(memory_tier t, std::uint64_t size, std::string& why) {
+bool tiered_resource::impl::make_room(placement t, std::uint64_t size, std::string& why) {
   const std::size_t i = index(t);
   const std::uint64_t in_use = reserved[i] - cached[i];
   if (size > budget[i] || in_use > budget[i] - size) {
-    append(why, std::string("the ") + tier_name(t) + " budget of " + format_bytes_brief(budget[i]) + " has " +
+    append(why, std::string("the ") + placement_name(t) + " budget of " + format_bytes_brief(budget[i]) + " has " +
                     format_bytes_brief(budget[i] > in_use ? budget[i] - in_use : 0) + " left beside the blocks in use");
     return false;
   }
@@ -225,7 +225,7 @@ bool tiered_resource::impl::make_room(memory_tier t, std::uint64_t size, std::st
 
 // One physical allocation on tier `t`; when the driver refuses, every cached block of that tier
 // is released and the call tried once more. Throws out_of_memory when it still fails.
-vmm::handle tiered_resource::impl::create_with_retry(memory_tier t, std::size_t size) {
+vmm::handle tiered_resource::impl::create_with_retry(placement t, std::size_t size) {
   try {
     return memory->create(size, t);
   } catch (const out_of_memory&) {
@@ -236,7 +236,7 @@ vmm::handle tiered_resource::impl::create_with_retry(memory_tier t, std::size_t 
 
 // Releases cached blocks (of tier *t, or of both when t is null), oldest first, until at least
 // `at_least` bytes are released or none is left. Returns the bytes released.
-std::uint64_t tiered_resource::impl::release_cached(const memory_tier* t, std::uint64_t at_least) {
+std::uint64_t tiered_resource::impl::release_cached(const placement* t, std::uint64_t at_least) {
   std::vector<block_cache::iterator> candidates;
   for (auto it = cache.begin(); it != cache.end(); ++it) {
     if (t == nullptr || it->first.first == index(*t)) candidates.push_back(it);
@@ -292,15 +292,15 @@ void tiered_resource::impl::give_back(block& b) noexcept {
   memory->free_range(base, b.size);
 }
 
-void tiered_resource::impl::on_reserved(memory_tier t, std::size_t size) noexcept {
+void tiered_resource::impl::on_reserved(placement t, std::size_t size) noexcept {
   reserved[index(t)] += size;
   counter.on_reserve(size);
-  if (t == memory_tier::host) peak_host_reserved = std::max(peak_host_reserved, reserved[index(t)]);
+  if (t == placement::host) peak_host_reserved = std::max(peak_host_reserved, reserved[index(t)]);
 }
 
-void tiered_resource::impl::on_allocated(memory_tier t, std::size_t bytes) noexcept {
+void tiered_resource::impl::on_allocated(placement t, std::size_t bytes) noexcept {
   counter.on_allocate(bytes);
-  if (t == memory_tier::host) {
+  if (t == placement::host) {
     host_allocated += bytes;
     peak_host_allocated = std::max(peak_host_allocated, host_allocated);
   }
@@ -309,15 +309,15 @@ void tiered_resource::impl::on_allocated(memory_tier t, std::size_t bytes) noexc
 resource_stats tiered_resource::impl::stats() const {
   resource_stats s = counter.get();
   std::uint64_t largest = 0;
-  const auto host_first = cache.lower_bound(cache_key{index(memory_tier::host), 0});
+  const auto host_first = cache.lower_bound(cache_key{index(placement::host), 0});
   if (host_first != cache.begin()) largest = std::prev(host_first)->first.second;  // the largest device block
-  if (!cache.empty() && cache.rbegin()->first.first == index(memory_tier::host)) {
+  if (!cache.empty() && cache.rbegin()->first.first == index(placement::host)) {
     largest = std::max<std::uint64_t>(largest, cache.rbegin()->first.second);
   }
   s.largest_free_block = static_cast<std::int64_t>(largest);
   s.host_allocated_bytes = static_cast<std::int64_t>(host_allocated);
   s.peak_host_allocated_bytes = static_cast<std::int64_t>(peak_host_allocated);
-  s.host_reserved_bytes = static_cast<std::int64_t>(reserved[index(memory_tier::host)]);
+  s.host_reserved_bytes = static_cast<std::int64_t>(reserved[index(placement::host)]);
   s.peak_host_reserved_bytes = static_cast<std::int64_t>(peak_host_reserved);
   s.bytes_moved_to_host = moved_to_host;
   s.bytes_moved_to_device = moved_to_device;

@@ -31,13 +31,13 @@ namespace detail::tiered {
 inline const tiered_spec& own(const chain_spec& spec) { return spec.options<tiered_spec>(); }
 
 constexpr std::size_t tiers = 2;
-constexpr std::size_t index(memory_tier t) noexcept { return static_cast<std::size_t>(t); }
+constexpr std::size_t index(placement t) noexcept { return static_cast<std::size_t>(t); }
 
 // One block: a virtual range of its own, backed by one physical allocation on one tier.
 struct block {
   std::uintptr_t base = 0;
   std::size_t size = 0;  // rounded to the granule: the range and the physical allocation
-  memory_tier tier = memory_tier::device;
+  placement tier = placement::device;
   vmm::handle handle = 0;
   std::size_t requested = 0;           // live: the bytes asked for
   stream_handle stream = nullptr;      // live: allocated on; cached: freed on
@@ -65,15 +65,15 @@ struct tiered_resource::impl final : stream_observer {
   impl(std::unique_ptr<vmm> mem, const tiered_options& options, std::unique_ptr<stream_ordering> order)
       : memory(std::move(mem)),
         granule(memory->granule_bytes()),
-        placement(options.placement),
+        choice(options.placement),
         configured_placement(options.placement),
         engine(memory->kind(), memory->device()) {
     engine.set_backup_limit(options.backup_limit_bytes);
     if (options.backup_reserve_bytes > 0) engine.reserve_ahead(options.backup_reserve_bytes, resource_stats{});
-    budget[index(memory_tier::device)] =
+    budget[index(placement::device)] =
         options.device_budget_bytes ? *options.device_budget_bytes : memory->default_device_budget();
     const std::optional<host_memory_info> host = read_host_memory_info();
-    std::uint64_t& host_budget = budget[index(memory_tier::host)];
+    std::uint64_t& host_budget = budget[index(placement::host)];
     if (host) {
       host_budget = default_pinned_cap(*host);
       if (options.host_budget_bytes) host_budget = std::min(host_budget, *options.host_budget_bytes);
@@ -114,28 +114,28 @@ struct tiered_resource::impl final : stream_observer {
 
   void record_stream(void* ptr, stream_handle stream);
 
-  block_cache::iterator find_cached(memory_tier t, std::size_t size, stream_handle stream);
+  block_cache::iterator find_cached(placement t, std::size_t size, stream_handle stream);
 
-  block_cache::iterator find_cached_larger(memory_tier t, std::size_t size);
+  block_cache::iterator find_cached_larger(placement t, std::size_t size);
 
   void* take_cached(block_cache::iterator it, std::size_t bytes, stream_handle stream, tag_id tag);
 
-  void* create_block(memory_tier t, std::size_t size, std::size_t bytes, stream_handle stream, tag_id tag,
+  void* create_block(placement t, std::size_t size, std::size_t bytes, stream_handle stream, tag_id tag,
                      std::string& why);
 
-  bool make_room(memory_tier t, std::uint64_t size, std::string& why);
+  bool make_room(placement t, std::uint64_t size, std::string& why);
 
-  vmm::handle create_with_retry(memory_tier t, std::size_t size);
+  vmm::handle create_with_retry(placement t, std::size_t size);
 
   // ----- prefetch: moving blocks between tiers -----------------------------------------------------
-  bool prefetch(void* ptr, std::size_t bytes, location to, stream_handle stream);
+  bool prefetch(void* ptr, std::size_t bytes, placement to, stream_handle stream);
 
   std::vector<block*> covering(void* ptr, std::size_t bytes);
 
-  void move_block(block& b, vmm::handle fresh, memory_tier target, void* temp, stream_handle stream);
+  void move_block(block& b, vmm::handle fresh, placement target, void* temp, stream_handle stream);
 
   // ----- releasing cached blocks ----------------------------------------------------------------
-  std::uint64_t release_cached(const memory_tier* t, std::uint64_t at_least);
+  std::uint64_t release_cached(const placement* t, std::uint64_t at_least);
 
   void wait_idle(block& b) noexcept;
 
@@ -154,7 +154,7 @@ struct tiered_resource::impl final : stream_observer {
   template <class Contains>
   std::uint64_t release_cached_of(const Contains& tags) {
     std::uint64_t released = 0;
-    const std::size_t d = index(memory_tier::device);
+    const std::size_t d = index(placement::device);
     for (auto it = cache.lower_bound(cache_key{d, 0}); it != cache.end() && it->first.first == d;) {
       block& b = it->second;
       if (!tags(b.tag)) {
@@ -188,9 +188,9 @@ struct tiered_resource::impl final : stream_observer {
   std::vector<tag_state> tag_states() const;
 
   // ----- statistics ----------------------------------------------------------------------------
-  void on_reserved(memory_tier t, std::size_t size) noexcept;
+  void on_reserved(placement t, std::size_t size) noexcept;
 
-  void on_allocated(memory_tier t, std::size_t bytes) noexcept;
+  void on_allocated(placement t, std::size_t bytes) noexcept;
 
   resource_stats stats() const;
 
@@ -205,8 +205,8 @@ struct tiered_resource::impl final : stream_observer {
   std::unique_ptr<stream_ordering> ordering;
   const std::size_t granule;
   std::uint64_t budget[tiers] = {0, 0};
-  std::atomic<tier_choice> placement;
-  const tier_choice configured_placement;
+  std::atomic<placement_choice> choice;  // where new blocks go (set_placement)
+  const placement_choice configured_placement;
 
   mutable std::mutex mutex;
   std::map<std::uintptr_t, block> live;  // by base address

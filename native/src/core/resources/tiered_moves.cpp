@@ -16,9 +16,9 @@
 
 namespace gpumem {
 
-bool tiered_resource::impl::prefetch(void* ptr, std::size_t bytes, location to, stream_handle stream) {
+bool tiered_resource::impl::prefetch(void* ptr, std::size_t bytes, placement to, stream_handle stream) {
   std::lock_guard<std::mutex> lock(mutex);
-  const memory_tier target = to == location::device ? memory_tier::device : memory_tier::host;
+  const placement target = to == placement::device ? placement::device : placement::host;
   std::vector<block*> movers;
   std::uint64_t need = 0;
   const std::vector<block*> blocks = covering(ptr, bytes);
@@ -97,7 +97,7 @@ std::vector<block*> tiered_resource::impl::covering(void* ptr, std::size_t bytes
 // Moves block `b` to `target`'s physical allocation `fresh`, at the same address: map `fresh` at
 // `temp`, copy on `stream` after the streams `b` was used on, wait, then swap the mappings at b's
 // address. On a throw `b` is as it was and `fresh` is not taken.
-void tiered_resource::impl::move_block(block& b, vmm::handle fresh, memory_tier target, void* temp, stream_handle stream) {
+void tiered_resource::impl::move_block(block& b, vmm::handle fresh, placement target, void* temp, stream_handle stream) {
   void* base = reinterpret_cast<void*>(b.base);
   memory->map(temp, b.size, fresh, target);
   try {
@@ -125,7 +125,7 @@ void tiered_resource::impl::move_block(block& b, vmm::handle fresh, memory_tier 
   memory->release(b.handle);
   reserved[index(b.tier)] -= b.size;
   counter.on_release(b.size);
-  if (target == memory_tier::host) {
+  if (target == placement::host) {
     host_allocated += b.requested;
     peak_host_allocated = std::max(peak_host_allocated, host_allocated);
     moved_to_host += b.requested;

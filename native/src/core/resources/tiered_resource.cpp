@@ -20,42 +20,23 @@
 
 namespace gpumem {
 
-const char* tier_choice_name(tier_choice choice) noexcept {
-  switch (choice) {
-    case tier_choice::automatic: return "auto";
-    case tier_choice::device: return "device";
-    case tier_choice::host: return "host";
-  }
-  return "auto";
-}
-
-tier_choice parse_tier_choice(const char* name, const char* argument) {
-  const std::string n = name == nullptr ? "" : name;
-  if (n == "auto") return tier_choice::automatic;
-  if (n == "device") return tier_choice::device;
-  if (n == "host") return tier_choice::host;
-  throw invalid_argument(invalid_argument::kind::type, argument,
-                         std::string("Expected one of 'auto', 'device', 'host' for ") + argument + " but received '" + n +
-                             "' of type string");
-}
-
 tiered_resource::tiered_resource(std::unique_ptr<vmm> memory, tiered_options options,
                                  std::unique_ptr<stream_ordering> ordering)
     : impl_(std::make_unique<impl>(std::move(memory), options, std::move(ordering))) {}
 
 tiered_resource::~tiered_resource() = default;
 
-void tiered_resource::set_placement(tier_choice choice) noexcept {
-  impl_->placement.store(choice, std::memory_order_relaxed);
+void tiered_resource::set_placement(placement_choice choice) noexcept {
+  impl_->choice.store(choice, std::memory_order_relaxed);
 }
-tier_choice tiered_resource::placement() const noexcept { return impl_->placement.load(std::memory_order_relaxed); }
-tier_choice tiered_resource::configured_placement() const noexcept { return impl_->configured_placement; }
+placement_choice tiered_resource::current_placement() const noexcept { return impl_->choice.load(std::memory_order_relaxed); }
+placement_choice tiered_resource::configured_placement() const noexcept { return impl_->configured_placement; }
 
-std::uint64_t tiered_resource::device_budget_bytes() const noexcept { return impl_->budget[index(memory_tier::device)]; }
-std::uint64_t tiered_resource::host_budget_bytes() const noexcept { return impl_->budget[index(memory_tier::host)]; }
+std::uint64_t tiered_resource::device_budget_bytes() const noexcept { return impl_->budget[index(placement::device)]; }
+std::uint64_t tiered_resource::host_budget_bytes() const noexcept { return impl_->budget[index(placement::host)]; }
 std::size_t tiered_resource::granule_bytes() const noexcept { return impl_->granule; }
 
-std::optional<memory_tier> tiered_resource::tier_of(const void* ptr) const {
+std::optional<placement> tiered_resource::tier_of(const void* ptr) const {
   std::lock_guard<std::mutex> lock(impl_->mutex);
   const auto p = reinterpret_cast<std::uintptr_t>(ptr);
   auto it = impl_->live.upper_bound(p);
@@ -83,7 +64,7 @@ void tiered_resource::do_deallocate(void* ptr, std::size_t bytes, stream_handle 
 
 void tiered_resource::do_record_stream(void* ptr, stream_handle stream) { impl_->record_stream(ptr, stream); }
 
-bool tiered_resource::do_prefetch(void* ptr, std::size_t bytes, location to, stream_handle stream) {
+bool tiered_resource::do_prefetch(void* ptr, std::size_t bytes, placement to, stream_handle stream) {
   return impl_->prefetch(ptr, bytes, to, stream);
 }
 
@@ -96,7 +77,7 @@ void tiered_resource::do_reset_peak() {
   std::lock_guard<std::mutex> lock(impl_->mutex);
   impl_->counter.reset_peak();
   impl_->peak_host_allocated = impl_->host_allocated;
-  impl_->peak_host_reserved = impl_->reserved[index(memory_tier::host)];
+  impl_->peak_host_reserved = impl_->reserved[index(placement::host)];
 }
 
 void tiered_resource::do_trim(std::size_t bytes_to_keep) {
@@ -163,8 +144,8 @@ namespace {
 
 // Whether a tiered chain's tiers are on the device: asked for, or 'auto' where a GPU is present.
 bool tiers_on_device(const chain_spec& spec) {
-  const tiered_backing b = own(spec).backing;
-  return b == tiered_backing::device || (b == tiered_backing::automatic && device_count() > 0);
+  const placement_choice b = own(spec).backing;
+  return b == placement_choice::device || (b == placement_choice::automatic && device_count() > 0);
 }
 
 }  // namespace
@@ -186,11 +167,11 @@ const strategy_descriptor& tiered_strategy() {
     d.flags.sleep = true;
 
     using O = tiered_options;
-    constexpr auto automatic = tier_choice::automatic;
+    constexpr auto automatic = placement_choice::automatic;
     d.options = {
         choice_option<&tiered_spec::backing>(
             "upstream", "where the tiers come from: CUDA VMM, the host twin, or CUDA VMM when a GPU is present",
-            {{"cuda", tiered_backing::device}, {"host", tiered_backing::host}, {"auto", tiered_backing::automatic}})
+            {{"cuda", placement_choice::device}, {"host", placement_choice::host}, {"auto", placement_choice::automatic}})
             .placement().js_only(),
         bytes_option<&tiered_spec::options, &O::device_budget_bytes>(
             "deviceBudgetBytes", "bytes the device tier may hold (unset: the device's free memory less 1 GiB; 0: all on the host)")
@@ -206,7 +187,7 @@ const strategy_descriptor& tiered_strategy() {
                  "allocator is made less 10% of its total, as the 'pinned' strategy's cap; a value only lowers it)."),
         choice_option<&tiered_spec::options, &O::placement>(
             "placement", "where allocations go when the calling thread chose nothing",
-            {{"auto", automatic}, {"device", tier_choice::device}, {"host", tier_choice::host}})
+            {{"auto", automatic}, {"device", placement_choice::device}, {"host", placement_choice::host}})
             .env_only().env("GPUMEM_TIERED_PLACEMENT", "tiered.placement"),
         bytes_option<&tiered_spec::options, &O::backup_limit_bytes>(
             "backupLimitBytes",

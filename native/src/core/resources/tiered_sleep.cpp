@@ -35,7 +35,7 @@ void tiered_resource::impl::put_to_sleep(block& b) noexcept {
   memory->release(b.handle);
   b.handle = 0;
   b.asleep = true;
-  reserved[index(memory_tier::device)] -= b.size;
+  reserved[index(placement::device)] -= b.size;
   counter.on_release(b.size);
 }
 
@@ -81,7 +81,7 @@ sleep_report tiered_resource::impl::sleep(const sleep_request& request) {
     slot.emplace(plan[i].first, i);
   }
   for (auto& [base, b] : live) {
-    if (b.tier != memory_tier::device || b.asleep) continue;
+    if (b.tier != placement::device || b.asleep) continue;
     const auto s = slot.find(b.tag);
     if (s == slot.end()) continue;
     tag_work& w = work[s->second];
@@ -176,7 +176,7 @@ sleep_report tiered_resource::impl::wake(const wake_request& request) {
   }
   // The device budget for them all first: when it is short, nothing is mapped.
   std::string why;
-  if (need > 0 && !make_room(memory_tier::device, need, why)) throw_wake_oom(plan, need, why);
+  if (need > 0 && !make_room(placement::device, need, why)) throw_wake_oom(plan, need, why);
   // Tag by tag: when the driver refuses one, the tags before it are awake, it and those after it
   // asleep with their backups whole.
   for (tag_id tag : plan) {
@@ -192,16 +192,16 @@ sleep_report tiered_resource::impl::wake(const wake_request& request) {
             entry->backup, mine,
             [&](const detail::sleep_unit& u) {
               block& b = block_at(u.addr);
-              const vmm::handle h = create_with_retry(memory_tier::device, b.size);
+              const vmm::handle h = create_with_retry(placement::device, b.size);
               try {
-                memory->map(u.addr, b.size, h, memory_tier::device);
+                memory->map(u.addr, b.size, h, placement::device);
               } catch (...) {
                 memory->release(h);
                 throw;
               }
               b.handle = h;
               b.asleep = false;
-              on_reserved(memory_tier::device, b.size);
+              on_reserved(placement::device, b.size);
               mapped += b.size;
             },
             [&](const detail::sleep_unit& u) {
@@ -253,11 +253,11 @@ std::vector<tag_state> tiered_resource::impl::tag_states() const {
     const auto s = slot.find(b.tag);
     if (s == slot.end()) continue;
     out[s->second].allocated_bytes += b.requested;
-    if (b.tier == memory_tier::device && !b.asleep) out[s->second].device_bytes += b.size;
+    if (b.tier == placement::device && !b.asleep) out[s->second].device_bytes += b.size;
   }
   for (const auto& [key, b] : cache) {
     const auto s = slot.find(b.tag);
-    if (key.first == index(memory_tier::device) && s != slot.end()) out[s->second].device_bytes += b.size;
+    if (key.first == index(placement::device) && s != slot.end()) out[s->second].device_bytes += b.size;
   }
   return out;
 }

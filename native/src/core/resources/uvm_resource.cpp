@@ -17,8 +17,8 @@ const uvm_spec& own(const chain_spec& spec) { return spec.options<uvm_spec>(); }
 #ifdef GPUMEM_WITH_CUDA
 
 namespace {
-cudaMemLocation advise_location(advise_target target, int device) {
-  return target == advise_target::host ? detail::host_location() : detail::device_location(device);
+cudaMemLocation advise_location(placement_choice target, int device) {
+  return target == placement_choice::host ? detail::host_location() : detail::device_location(device);
 }
 }  // namespace
 
@@ -44,12 +44,12 @@ void* uvm_resource::do_allocate(std::size_t bytes, stream_handle) {
   }
   detail::check_cuda(status, "cudaMallocManaged");
   try {
-    if (options_.preferred_location != advise_target::none) {
+    if (options_.preferred_location != placement_choice::automatic) {
       detail::check_cuda(detail::cu::MemAdvise(ptr, bytes, cudaMemAdviseSetPreferredLocation,
                                        advise_location(options_.preferred_location, device_)),
                          "cudaMemAdvise(SetPreferredLocation)");
     }
-    if (options_.accessed_by != advise_target::none) {
+    if (options_.accessed_by != placement_choice::automatic) {
       detail::check_cuda(
           detail::cu::MemAdvise(ptr, bytes, cudaMemAdviseSetAccessedBy, advise_location(options_.accessed_by, device_)),
           "cudaMemAdvise(SetAccessedBy)");
@@ -72,12 +72,12 @@ void uvm_resource::do_deallocate(void* ptr, std::size_t bytes, stream_handle) {
   (void)detail::cu::Free(ptr);
 }
 
-bool uvm_resource::do_prefetch(void* ptr, std::size_t bytes, location to, stream_handle stream) {
+bool uvm_resource::do_prefetch(void* ptr, std::size_t bytes, placement to, stream_handle stream) {
   std::size_t size = table_.size_of(ptr);
   if (size == 0) throw_unknown_pointer(ptr);
   if (bytes > size) throw_size_mismatch(ptr, bytes, size);
   detail::device_scope scope(device_);
-  cudaMemLocation where = to == location::device ? detail::device_location(device_) : detail::host_location();
+  cudaMemLocation where = to == placement::device ? detail::device_location(device_) : detail::host_location();
   detail::check_cuda(detail::cu::MemPrefetchAsync(ptr, bytes, where, 0, static_cast<cudaStream_t>(stream)),
                      "cudaMemPrefetchAsync");
   return true;
@@ -91,7 +91,7 @@ uvm_resource::uvm_resource(int device, managed_options options) : device_(device
 uvm_resource::~uvm_resource() = default;
 void* uvm_resource::do_allocate(std::size_t, stream_handle) { throw invalid_state("uvm: built without CUDA"); }
 void uvm_resource::do_deallocate(void* ptr, std::size_t bytes, stream_handle) { table_.remove(ptr, bytes); }
-bool uvm_resource::do_prefetch(void*, std::size_t, location, stream_handle) { return false; }
+bool uvm_resource::do_prefetch(void*, std::size_t, placement, stream_handle) { return false; }
 
 #endif
 
@@ -100,7 +100,7 @@ namespace {
 // advise: one setting for both hints, the preferred location; accessed by the device unless none.
 void accessed_by_follows(chain_spec& spec) {
   managed_options& a = own(spec).advice;
-  a.accessed_by = a.preferred_location == advise_target::none ? advise_target::none : advise_target::device;
+  a.accessed_by = a.preferred_location == placement_choice::automatic ? placement_choice::automatic : placement_choice::device;
 }
 
 }  // namespace
@@ -121,7 +121,7 @@ const strategy_descriptor& uvm_strategy() {
     // Managed memory can outgrow the device: the PyTorch library caps it at the free memory by default.
     d.front_limit = {"GPUMEM_UVM_LIMIT", "uvm.limit"};
     using A = managed_options;
-    constexpr auto device = advise_target::device, host = advise_target::host, none = advise_target::none;
+    constexpr auto device = placement_choice::device, host = placement_choice::host, none = placement_choice::automatic;
     d.options = {
         boolean_option<&uvm_spec::prefetch_on_allocate>("prefetchOnAllocate", "prefetch each allocation to the device when it is made")
             .env("GPUMEM_UVM_PREFETCH", "uvm.prefetch"),

@@ -23,7 +23,7 @@ class counting_vmm : public vmm {
   void* reserve(std::size_t bytes) override { return inner_->reserve(bytes); }
   void free_range(void* base, std::size_t bytes) noexcept override { inner_->free_range(base, bytes); }
 
-  handle create(std::size_t bytes, memory_tier tier) override {
+  handle create(std::size_t bytes, placement tier) override {
     const std::string why = refuse(bytes);
     if (!why.empty()) throw out_of_memory(why, bytes, {});
     sizes_.reserve(sizes_.size() + 1);  // before the inner create: afterwards nothing may throw
@@ -41,7 +41,7 @@ class counting_vmm : public vmm {
     sizes_.erase(it);
   }
 
-  void map(void* addr, std::size_t bytes, handle h, memory_tier tier) override { inner_->map(addr, bytes, h, tier); }
+  void map(void* addr, std::size_t bytes, handle h, placement tier) override { inner_->map(addr, bytes, h, tier); }
   void unmap(void* addr, std::size_t bytes) noexcept override { inner_->unmap(addr, bytes); }
   void copy(void* dst, const void* src, std::size_t bytes, stream_handle stream) override {
     inner_->copy(dst, src, bytes, stream);

@@ -12,9 +12,9 @@ vmm_runs::~vmm_runs() {
 
 void vmm_runs::map_run(void* addr, std::size_t bytes) {
   runs_.reserve(runs_.size() + 1);  // the only step that may throw bad_alloc: before any driver call
-  const vmm::handle h = memory_->create(bytes, memory_tier::device);
+  const vmm::handle h = memory_->create(bytes, placement::device);
   try {
-    memory_->map(addr, bytes, h, memory_tier::device);
+    memory_->map(addr, bytes, h, placement::device);
   } catch (...) {
     memory_->release(h);  // a failed run keeps nothing
     throw;
