@@ -22,8 +22,8 @@ or for part of a program, beside PyTorch's own allocator::
 
 Strategies (the names of gpumem's registry): ``cuda``, ``uvm``, ``pool``, ``async``,
 ``plugin`` (a plug-in library; ``native``, its older name, and ``plugin:PATH`` are deprecated
-spellings), ``expandable`` (the default), ``pinned`` and ``tiered``: every registered strategy but
-``host``, whose memory CUDA kernels cannot use. :func:`strategies` lists them with their options, as
+spellings), ``expandable`` (the default), ``pinned``, ``tiered`` and ``caching`` (PyTorch's caching
+allocator's rules): every registered strategy but ``host``, whose memory CUDA kernels cannot use. :func:`strategies` lists them with their options, as
 the library's registry describes them, and :data:`STRATEGIES` names them; both, and the option
 keywords, are read from the library when first needed.
 Out of memory follows PyTorch's convention ("CUDA out of memory. ..."). See docs/torch.md.
@@ -238,7 +238,8 @@ def enable(strategy: Optional[str] = None, **options: Any) -> str:
     initialises CUDA.
 
     ``strategy`` is one of ``cuda``, ``uvm``, ``pool``, ``async``, ``plugin`` (with
-    ``plugin_library``), ``expandable``, ``pinned``, ``tiered`` (:data:`STRATEGIES`, :func:`strategies`)
+    ``plugin_library``), ``expandable``, ``pinned``, ``tiered``, ``caching`` (:data:`STRATEGIES`,
+    :func:`strategies`)
     (default: ``$GPUMEM_ALLOCATOR``, else ``expandable``); ``native`` (the older name of ``plugin``)
     and ``plugin:/path/lib.so`` are deprecated spellings. ``options`` set the matching environment
     variables, each keyword the variable's name in lower case without ``GPUMEM_``, or without the

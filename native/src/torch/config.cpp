@@ -83,8 +83,9 @@ std::string inline_spellings() {
 const gpumem::strategy_descriptor* inline_spelling_strategy(const std::string& s) {
   const std::size_t colon = s.find(':');
   if (colon == std::string::npos) return nullptr;
-  const gpumem::strategy_descriptor* d = gpumem::find_strategy(s.substr(0, colon));
-  return d != nullptr && d->name == s.substr(0, colon) && !d->inline_option.key.empty() ? d : nullptr;
+  const std::string name = s.substr(0, colon);
+  const gpumem::strategy_descriptor* d = gpumem::find_strategy(name);
+  return d != nullptr && d->name == name && !d->inline_option.key.empty() ? d : nullptr;
 }
 
 void add_warning(config& c, const std::string& warning) { c.warning += (c.warning.empty() ? "" : "\n") + warning; }
