@@ -104,12 +104,9 @@ class caching_resource final : public memory_resource {
   std::unique_ptr<impl> impl_;
 };
 
-// Where a caching strategy's memory comes from.
-enum class caching_upstream { cuda, host };
-
 // Strategy 'caching' (its options in a chain_spec: spec.options<caching_spec>()).
 struct caching_spec {
-  caching_upstream upstream = caching_upstream::cuda;
+  placement upstream = placement::device;  // where the memory comes from (option values "cuda", "host")
   caching_options options;
 };
 

@@ -127,12 +127,9 @@ class expandable_resource final : public memory_resource, public sleepable {
   std::unique_ptr<impl> impl_;
 };
 
-// Where an expandable strategy's granules come from (spec.backing): CUDA VMM on the device, or the host
-// twin (also chosen by device -1).
-
 // Strategy 'expandable' (its options in a chain_spec: spec.options<expandable_spec>()).
 struct expandable_spec {
-  placement backing = placement::device;
+  placement backing = placement::device;  // where the granules come from: CUDA VMM, or the host twin (also device -1)
   std::uint64_t granule_bytes = 0;  // 0: the backing's default
   expandable_options options;       // capacity_bytes 0: limitBytes when set, else the device's memory
 };

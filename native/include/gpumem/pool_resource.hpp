@@ -79,11 +79,9 @@ class pool_resource final : public memory_resource {
   std::unique_ptr<impl> impl_;
 };
 
-// Where a pool's segments come from (spec.upstream): the device (option value "cuda") or host memory.
-
 // Strategy 'pool' (its options in a chain_spec: spec.options<pool_spec>()).
 struct pool_spec {
-  placement upstream = placement::device;
+  placement upstream = placement::device;  // where the segments come from (option values "cuda", "host")
   pool_options options;
 };
 

@@ -269,7 +269,7 @@ const strategy_descriptor& caching_strategy() {
     d.flags.capturable = false;  // new segments and expandable pages take driver calls at any time
     d.options = {
         choice_option<&caching_spec::upstream>("upstream", "where the segments come from",
-                                               {{"cuda", caching_upstream::cuda}, {"host", caching_upstream::host}})
+                                               {{"cuda", placement::device}, {"host", placement::host}})
             .placement().js_only().label("caching.upstream"),
         text_option<&caching_spec::options, &caching_options::roundup_power2_divisions>(
             "roundupPower2Divisions", "PyTorch's roundup_power2_divisions: a count (4) or counts per interval in MiB ([256:1,512:2,>:8])")
@@ -296,12 +296,12 @@ const strategy_descriptor& caching_strategy() {
             .positive().unset_at(0).js_only(),
     };
     d.leaf_name = [](const chain_spec& spec) -> const char* {
-      const bool host = own(spec).upstream == caching_upstream::host;
+      const bool host = own(spec).upstream == placement::host;
       if (own(spec).options.expandable_segments) return host ? "mmap" : "vmm";
       return host ? "host" : "cuda";
     };
     d.make_leaf = [](const chain_spec& spec, chain_build& build) -> std::unique_ptr<memory_resource> {
-      const bool host = own(spec).upstream == caching_upstream::host;
+      const bool host = own(spec).upstream == placement::host;
       if (own(spec).options.expandable_segments) {
         build.physical = host ? make_host_vmm(caching_resource::small_buffer)
                               : make_device_vmm(spec.device, {"expandable", "upstream 'host'", caching_resource::small_buffer,
@@ -331,7 +331,7 @@ const strategy_descriptor& caching_strategy() {
     d.validate = [](const chain_spec& spec) { check_options(own(spec).options, own(spec).options.expandable_segments); };
     d.flags.peer_access = true;
     d.no_peer_access = [](const chain_spec& spec) {
-      return std::string(own(spec).upstream == caching_upstream::host ? "'caching' over upstream 'host' holds host memory" : "");
+      return std::string(own(spec).upstream == placement::host ? "'caching' over upstream 'host' holds host memory" : "");
     };
     return d;
   }();
