@@ -11,10 +11,7 @@ import {
   defaultOutsideMemory,
   defaultPytorchModelError,
   diagnoseOom,
-  readTrace,
   recordedCapacity,
-  TraceBudgetError,
-  TraceFormatError,
   type DoctorStrategy,
   type DoctorVerdict,
   type OutsideMemory,
@@ -23,6 +20,7 @@ import {
 } from '@gpumem/trace';
 import { flagHelp, parseFlags, positiveSizeFlag, splitFileArgs, UsageError, type FlagSpec } from './args.js';
 import { checkOutputFlags, isStdout, pluginInputs } from './output-paths.js';
+import { readTraceOrExplain } from './read-trace-file.js';
 import { stdoutText, stderrText } from '../terminal.js';
 
 const doctorFlags: Record<string, FlagSpec> = {
@@ -118,25 +116,6 @@ Examples:
 function refuseNul(what: string, path: unknown): void {
   if (typeof path === 'string' && path.includes('\0'))
     throw new UsageError(`gpumem doctor: ${what} ${JSON.stringify(path)} holds a NUL byte; no file can have that name`);
-}
-
-/** Reads the trace; prints why and returns undefined when it cannot (exit 1). */
-async function readOrExplain(file: string, device?: number): Promise<ReadTrace | undefined> {
-  try {
-    return await readTrace(file, device === undefined ? {} : { device });
-  } catch (e) {
-    if (e instanceof TraceFormatError) {
-      const what = e instanceof TraceBudgetError ? "trace past the readers' budget" : 'malformed trace';
-      stderrText.write(`gpumem doctor: ${what}: ${e.message}\n`);
-      return undefined;
-    }
-    const err = e as NodeJS.ErrnoException;
-    if (typeof err.code === 'string') {
-      stderrText.write(`gpumem doctor: cannot read '${file}': ${err.code === 'ENOENT' ? 'no such file' : err.message}\n`);
-      return undefined;
-    }
-    throw e;
-  }
 }
 
 /** Where the trace came from, in a few words. */
@@ -245,7 +224,7 @@ export async function runDoctor(argv: readonly string[], plugins: readonly strin
   const jsonToStdout = isStdout(flags.json);
   const out = jsonToStdout ? stderrText : stdoutText;
 
-  const trace = await readOrExplain(file, flags.device as number | undefined);
+  const trace = await readTraceOrExplain('doctor', file, flags.device as number | undefined);
   if (trace === undefined) return 1;
   const capacity = capacityOf(givenCapacity, trace);
   // The snapshot's capacity is what the allocator could have had: the memory outside it is taken off already.

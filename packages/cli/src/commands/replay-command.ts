@@ -23,18 +23,11 @@ import {
   type AllocatorSpec,
   type DefaultAllocators,
 } from '@gpumem/compare';
-import {
-  compileTrace,
-  defaultCapacityResolution,
-  readTrace,
-  TraceBudgetError,
-  TraceFormatError,
-  type ReadTrace,
-  type ReplayLoop,
-} from '@gpumem/trace';
+import { compileTrace, defaultCapacityResolution, type ReplayLoop } from '@gpumem/trace';
 import { flagHelp, parseFlags, positiveSizeFlag, splitFileArgs, UsageError, type FlagAliases, type FlagSpec } from './args.js';
 import { checkOutputFlags, isStdout, pluginInputs } from './output-paths.js';
 import { checkAllocatorNames, refuseSpecProblems } from './allocator-flags.js';
+import { readTraceOrExplain } from './read-trace-file.js';
 import { stdoutText, stderrText } from '../terminal.js';
 
 const replayFlags: Record<string, FlagSpec> = {
@@ -140,25 +133,6 @@ function replayDefaults(): DefaultAllocators {
   return defaults;
 }
 
-/** Reads the trace; prints why and returns undefined when it cannot (exit 1). */
-async function readOrExplain(file: string, device?: number): Promise<ReadTrace | undefined> {
-  try {
-    return await readTrace(file, device === undefined ? {} : { device });
-  } catch (e) {
-    if (e instanceof TraceFormatError) {
-      const what = e instanceof TraceBudgetError ? "trace past the readers' budget" : 'malformed trace';
-      stderrText.write(`gpumem replay: ${what}: ${e.message}\n`);
-      return undefined;
-    }
-    const err = e as NodeJS.ErrnoException;
-    if (typeof err.code === 'string') {
-      stderrText.write(`gpumem replay: cannot read '${file}': ${err.code === 'ENOENT' ? 'no such file' : err.message}\n`);
-      return undefined;
-    }
-    throw e;
-  }
-}
-
 export async function runReplay(argv: readonly string[], plugins: readonly string[] = []): Promise<number> {
   const { files, flags: flagArgs } = splitFileArgs(argv, replayFlags, replayFlagAliases);
   const flags = parseFlags(flagArgs, replayFlags, 'replay', replayFlagAliases);
@@ -195,7 +169,7 @@ export async function runReplay(argv: readonly string[], plugins: readonly strin
   const jsonToStdout = isStdout(flags.json);
   const out = jsonToStdout ? stderrText : stdoutText;
 
-  const trace = await readOrExplain(file, flags.device as number | undefined);
+  const trace = await readTraceOrExplain('replay', file, flags.device as number | undefined);
   if (trace === undefined) return 1;
   const compiled = compileTrace(trace);
   if (capacityBytes !== undefined && capacityBytes < compiled.largestRequestBytes) {
