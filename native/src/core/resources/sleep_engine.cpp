@@ -159,6 +159,22 @@ struct sleep_engine::impl {
     pin.wake_worker.notify_all();
   }
 
+  // Makes the next chunk asked for (pin.todo's front), with pin.mu released while it pins, and counts
+  // its time and, where the host gave it, its bytes. `lock` holds pin.mu on entry and on return.
+  sleep_backup::chunk make_next(std::unique_lock<std::mutex>& lock) {
+    std::byte* base = pin.todo.front();
+    pin.todo.pop_front();
+    lock.unlock();
+    double fault = 0;
+    double reg = 0;
+    const sleep_backup::chunk c = make_chunk(base, fault, reg);
+    lock.lock();
+    pin.fault_seconds += fault;
+    pin.register_seconds += reg;
+    if (c.base != nullptr) pin.made_bytes += c.bytes;
+    return c;
+  }
+
   void pin_loop() {
     std::unique_lock<std::mutex> lock(pin.mu);
     for (bool first = true;; first = false) {
@@ -166,19 +182,8 @@ struct sleep_engine::impl {
       pin.wake_worker.wait(lock, [&] { return pin.stop || !pin.todo.empty(); });
       --pin.idle;
       if (pin.stop) return;
-      std::byte* base = pin.todo.front();
-      pin.todo.pop_front();
-      lock.unlock();
-      double fault = 0;
-      double reg = 0;
-      const sleep_backup::chunk c = make_chunk(base, fault, reg);
-      lock.lock();
-      pin.fault_seconds += fault;
-      pin.register_seconds += reg;
-      if (c.base != nullptr) {
-        pin.made_bytes += c.bytes;
-        pin.ready_bytes += c.bytes;
-      }
+      const sleep_backup::chunk c = make_next(lock);
+      if (c.base != nullptr) pin.ready_bytes += c.bytes;
       pin.ready.push_back(c);
       pin.chunk_ready.notify_all();
     }
@@ -189,16 +194,7 @@ struct sleep_engine::impl {
     std::unique_lock<std::mutex> lock(pin.mu);
     if (pin.threads.empty() && pin.ready.empty() && !pin.todo.empty()) {
       // No thread could be started: the chunk is made here.
-      std::byte* base = pin.todo.front();
-      pin.todo.pop_front();
-      lock.unlock();
-      double fault = 0;
-      double reg = 0;
-      const sleep_backup::chunk c = make_chunk(base, fault, reg);
-      lock.lock();
-      pin.fault_seconds += fault;
-      pin.register_seconds += reg;
-      if (c.base != nullptr) pin.made_bytes += c.bytes;
+      const sleep_backup::chunk c = make_next(lock);
       pin.inflight -= c.bytes;
       return c;
     }
