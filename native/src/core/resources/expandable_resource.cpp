@@ -20,6 +20,7 @@
 #include "gpumem/strategy_options.hpp"
 #include "expandable_impl.hpp"
 #include "expandable_hot_path.hpp"
+#include "sleep_options.hpp"
 
 namespace gpumem {
 
@@ -231,19 +232,9 @@ const strategy_descriptor& expandable_strategy() {
             .positive().unset_at(0).js_only()
             .doc("The virtual range reserved per stream, a multiple of the granule; no allocation can be larger (default: "
                  "the device's memory rounded up to a granule; host: 64 GiB)."),
-        bytes_option<&expandable_spec::options, &O::backup_limit_bytes>(
-            "backupLimitBytes",
-            "host bytes the backups of sleeping tags may hold (unset: MemAvailable less 10% of MemTotal at each sleep)")
-            .js_only(),
-        bytes_option<&expandable_spec::options, &O::backup_reserve_bytes>(
-            "backupReserveBytes",
-            "host bytes pinned for sleep's backups ahead of the first sleep, in the background (0: none)")
-            .env("GPUMEM_SLEEP_RESERVE", "")  // no describe() label: config strings stay as they were
-            .doc("Host bytes pinned for the backups of sleeping tags when the allocator is made, on background "
-                 "threads (nothing waits for them), so that a first sleep copies at the host link's speed instead of "
-                 "pinning as it copies; counted against `backupLimitBytes`. 0 (the default): none (`reserveBackup` "
-                 "asks later)."),
     };
+    for (option_descriptor& o : sleep_backup_options<&expandable_spec::options, &O::backup_limit_bytes, &O::backup_reserve_bytes>())
+      d.options.push_back(std::move(o));
     d.leaf_name = [](const chain_spec& spec) { return on_host(spec) ? "mmap" : "vmm"; };
     d.make_leaf = [](const chain_spec& spec, chain_build& build) -> std::unique_ptr<memory_resource> {
       build.physical = on_host(spec) ? make_host_vmm(own(spec).granule_bytes)

@@ -17,6 +17,7 @@
 #include "gpumem/strategy_options.hpp"
 #include "sleep_engine.hpp"
 #include "tiered_impl.hpp"
+#include "sleep_options.hpp"
 
 namespace gpumem {
 
@@ -189,19 +190,9 @@ const strategy_descriptor& tiered_strategy() {
             "placement", "where allocations go when the calling thread chose nothing",
             {{"auto", automatic}, {"device", placement_choice::device}, {"host", placement_choice::host}})
             .env_only().env("GPUMEM_TIERED_PLACEMENT", "tiered.placement"),
-        bytes_option<&tiered_spec::options, &O::backup_limit_bytes>(
-            "backupLimitBytes",
-            "host bytes the backups of sleeping tags may hold (unset: MemAvailable less 10% of MemTotal at each sleep)")
-            .js_only(),
-        bytes_option<&tiered_spec::options, &O::backup_reserve_bytes>(
-            "backupReserveBytes",
-            "host bytes pinned for sleep's backups ahead of the first sleep, in the background (0: none)")
-            .env("GPUMEM_SLEEP_RESERVE", "")  // no describe() label: config strings stay as they were
-            .doc("Host bytes pinned for the backups of sleeping tags when the allocator is made, on background "
-                 "threads (nothing waits for them), so that a first sleep copies at the host link's speed instead of "
-                 "pinning as it copies; counted against `backupLimitBytes`. 0 (the default): none (`reserveBackup` "
-                 "asks later)."),
     };
+    for (option_descriptor& o : sleep_backup_options<&tiered_spec::options, &O::backup_limit_bytes, &O::backup_reserve_bytes>())
+      d.options.push_back(std::move(o));
     d.leaf_name = [](const chain_spec&) { return "tiered"; };
     d.make_leaf = [](const chain_spec& spec, chain_build& build) -> std::unique_ptr<memory_resource> {
       auto r = std::make_unique<tiered_resource>(
