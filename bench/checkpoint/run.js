@@ -13,8 +13,6 @@
 //
 // With a GPU: 'pool' over cudaMalloc, batch 4096, 8 steps. Without one: 'host' and the CPU kernels,
 // batch 128, 4 steps (a 4096-row step of this mlp takes the CPU kernels half a minute or more).
-import { mkdirSync, writeFileSync } from 'node:fs';
-import { dirname } from 'node:path';
 import { createAllocator, deviceProperties, formatBytes, hasCudaDevice, median, synchronizeDevice } from '@gpumem/allocator-core';
 import '@gpumem/allocator-uvm';
 import '@gpumem/allocator-pool';
@@ -22,6 +20,7 @@ import '@gpumem/allocator-async';
 import '@gpumem/allocator-expandable';
 import { parseAllocatorSpec } from '@gpumem/compare';
 import { Mlp, mlpDefaults, train } from '@gpumem/gnn';
+import { runMain, writeJson } from '../lib/output.js';
 
 const gpu = hasCudaDevice();
 const width = mlpDefaults.features; // every layer's input as wide as the pixels: one X for all of them
@@ -219,14 +218,7 @@ function main() {
     // times of every repeat (ms, after its warm-up step) and the first repeat's losses
     rows,
   };
-  mkdirSync(dirname(args.json), { recursive: true });
-  writeFileSync(args.json, `${JSON.stringify(result, null, 2)}\n`);
-  console.log(`\nwrote ${args.json}`);
+  writeJson(args.json, result);
 }
 
-try {
-  main();
-} catch (e) {
-  console.error(`bench/checkpoint: ${e instanceof Error ? e.message : e}`);
-  process.exit(1);
-}
+await runMain('bench/checkpoint', main);

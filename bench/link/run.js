@@ -11,10 +11,9 @@
 //
 // Needs a CUDA device; without one it says why and exits with status 1. Memory is bounded: the
 // buffers are at most half the host's MemAvailable and half the device's free memory.
-import { mkdirSync, writeFileSync } from 'node:fs';
-import { dirname } from 'node:path';
 import { deviceStatus, formatBytes, hasCudaDevice, parseSize } from '@gpumem/allocator-core';
 import { linkBenchmark } from '@gpumem/allocator-core/tools';
+import { runMain, writeJson } from '../lib/output.js';
 
 const usage = `Usage: node bench/link/run.js [--json FILE] [--bytes SIZE] [--repetitions N] [--blocks-per-sm LIST] [--threads N] [--device N]
   --json FILE           where to write the JSON (default bench/link/out/link.json)
@@ -169,14 +168,7 @@ function main() {
     measurements: rows,
     skipped: r.skipped,
   };
-  mkdirSync(dirname(args.json), { recursive: true });
-  writeFileSync(args.json, `${JSON.stringify(result, null, 2)}\n`);
-  console.log(`\nwrote ${args.json}`);
+  writeJson(args.json, result);
 }
 
-try {
-  main();
-} catch (e) {
-  console.error(`bench/link: ${e instanceof Error ? e.message : e}`);
-  process.exit(1);
-}
+await runMain('bench/link', main);

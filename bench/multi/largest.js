@@ -12,12 +12,13 @@
 //   node bench/multi/largest.js --config 'NAME|ALLOCATOR|DEVICES' [--config ...] [--nodes 2000000]
 //                               [--epochs 2] [--tolerance 0.02] [--max-probes 12] [--timeout 300] [--json FILE]
 import { execFileSync } from 'node:child_process';
-import { mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { cliArgs } from '../lib/args.js';
 import { devicesText, parseDevices } from './configs.js';
+import { writeJson } from '../lib/output.js';
 
 const runJs = join(dirname(fileURLToPath(import.meta.url)), 'run.js');
 const usage = `Usage: node bench/multi/largest.js --config 'NAME|ALLOCATOR|DEVICES' [--config ...] [options]
@@ -201,9 +202,7 @@ async function main() {
       .map((l) => `| ${l} |`),
   ];
   console.log(lines.join('\n'));
-  mkdirSync(dirname(args.json), { recursive: true });
-  writeFileSync(args.json, `${JSON.stringify({ args, rows }, null, 2)}\n`);
-  console.log(`\nwrote ${args.json}`);
+  writeJson(args.json, { args, rows });
 }
 
 await main();

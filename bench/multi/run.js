@@ -23,13 +23,14 @@
 // PLAN, for train() only: 'once' (the default: A·x taken once, (A·x)·W1ᵀ per epoch, as the ranks
 // compute it) or 'every-epoch' (A·(x·W1ᵀ) per epoch: gcn-seed's plan, for comparison; no speed-up).
 import { execFileSync } from 'node:child_process';
-import { mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { dirname, join } from 'node:path';
+import { readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { tmpdir } from 'node:os';
 import { fileURLToPath } from 'node:url';
 import { median } from '@gpumem/allocator-core';
 import { cliArgs } from '../lib/args.js';
 import { devicesText, parseDevices as parseDevicesOf } from './configs.js';
+import { writeJson } from '../lib/output.js';
 
 const self = fileURLToPath(import.meta.url);
 const usage = `Usage: node bench/multi/run.js --config 'NAME|ALLOCATOR|DEVICES[|COMMUNICATOR][|PLAN]' [--config ...] [options]
@@ -303,9 +304,7 @@ function main() {
         : 'speed-up: none (no configuration on one device computing A·x once ran)',
   );
   console.log(lines.join('\n'));
-  mkdirSync(dirname(args.json), { recursive: true });
-  writeFileSync(args.json, `${JSON.stringify({ args, baseline: baseline?.name, rows, runs }, null, 2)}\n`);
-  console.log(`\nwrote ${args.json}`);
+  writeJson(args.json, { args, baseline: baseline?.name, rows, runs });
 }
 
 if (process.argv[2] === '--worker') await worker(JSON.parse(process.argv[3]), process.argv[4]);

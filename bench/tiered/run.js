@@ -11,12 +11,13 @@
 //
 // FLAGS are `gpumem train` flags for that configuration, e.g. '--row-blocks 50 --feature-dtype bf16'.
 import { execFileSync } from 'node:child_process';
-import { mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { readFileSync, rmSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { tmpdir } from 'node:os';
 import { fileURLToPath } from 'node:url';
 import { cliArgs } from '../lib/args.js';
 import { formatBytes, median } from '@gpumem/allocator-core';
+import { writeJson } from '../lib/output.js';
 
 const cli = join(dirname(fileURLToPath(import.meta.url)), '../../packages/cli/dist/cli.js');
 const usage = `Usage: node bench/tiered/run.js --config 'NAME|ALLOCATOR|FLAGS' [--config ...] [--nodes N] [--epochs E] [--repeats R] [--json FILE]
@@ -169,11 +170,7 @@ function main() {
   console.log(
     `\none pass over a CSR form: ${formatBytes(csrPass(args.nodes, edges))}; an epoch (training and validation) makes 6 passes over the two forms with row blocks or the input aggregated every epoch, ${formatBytes(6 * csrPass(args.nodes, edges))}, and 3 with A·x once`,
   );
-  mkdirSync(dirname(args.json), { recursive: true });
-  writeFileSync(
-    args.json,
-    JSON.stringify({ nodes: args.nodes, edges, epochs: args.epochs, repeats: args.repeats, rows, runs: Object.fromEntries(runs) }, null, 2),
-  );
+  writeJson(args.json, { nodes: args.nodes, edges, epochs: args.epochs, repeats: args.repeats, rows, runs: Object.fromEntries(runs) });
 }
 
 main();

@@ -1,0 +1,21 @@
+// The end of a bench script: its JSON written (folders made, pretty-printed, a line saying where) and
+// its main function run with any error as one line on stderr (exit 1).
+import { mkdirSync, writeFileSync } from 'node:fs';
+import { dirname } from 'node:path';
+
+/** Writes `result` as indented JSON to `path`, making its folder, and says so on stdout. */
+export function writeJson(path, result) {
+  mkdirSync(dirname(path), { recursive: true });
+  writeFileSync(path, `${JSON.stringify(result, null, 2)}\n`);
+  console.log(`\nwrote ${path}`);
+}
+
+/** Runs `main` (sync or async); an error is `NAME: message` on stderr and exit status 1. */
+export async function runMain(name, main) {
+  try {
+    await main();
+  } catch (e) {
+    console.error(`${name}: ${e instanceof Error ? e.message : e}`);
+    process.exit(1);
+  }
+}
