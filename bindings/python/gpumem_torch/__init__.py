@@ -23,9 +23,10 @@ or for part of a program, beside PyTorch's own allocator::
 Strategies (the names of gpumem's registry): ``cuda``, ``uvm``, ``pool``, ``async``,
 ``plugin`` (a plug-in library; ``native``, its older name, and ``plugin:PATH`` are deprecated
 spellings), ``expandable`` (the default), ``pinned``, ``tiered`` and ``caching`` (PyTorch's caching
-allocator's rules): every registered strategy but ``host``, whose memory CUDA kernels cannot use. :func:`strategies` lists them with their options, as
-the library's registry describes them, and :data:`STRATEGIES` names them; both, and the option
-keywords, are read from the library when first needed.
+allocator's rules): every registered strategy but ``host``, whose memory CUDA kernels cannot use.
+:func:`strategies` lists them with their options, as the library's registry describes them, and
+:data:`STRATEGIES` names them; both, and the option keywords, are read from the library when first
+needed.
 Out of memory follows PyTorch's convention ("CUDA out of memory. ..."). See docs/torch.md.
 
 The library is found at ``$GPUMEM_TORCH_LIB``, else inside this package (the wheel), else at

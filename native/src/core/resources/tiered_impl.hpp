@@ -128,7 +128,7 @@ struct tiered_resource::impl final : stream_observer {
   vmm::handle create_with_retry(placement t, std::size_t size);
 
   // ----- prefetch: moving blocks between tiers -----------------------------------------------------
-  bool prefetch(void* ptr, std::size_t bytes, placement to, stream_handle stream);
+  bool prefetch(void* ptr, std::size_t bytes, placement target, stream_handle stream);
 
   std::vector<block*> covering(void* ptr, std::size_t bytes);
 

@@ -16,9 +16,8 @@
 
 namespace gpumem {
 
-bool tiered_resource::impl::prefetch(void* ptr, std::size_t bytes, placement to, stream_handle stream) {
+bool tiered_resource::impl::prefetch(void* ptr, std::size_t bytes, placement target, stream_handle stream) {
   std::lock_guard<std::mutex> lock(mutex);
-  const placement target = to == placement::device ? placement::device : placement::host;
   std::vector<block*> movers;
   std::uint64_t need = 0;
   const std::vector<block*> blocks = covering(ptr, bytes);
