@@ -55,12 +55,13 @@ const options = {
 
 function main() {
   const args = parseArgs(process.argv.slice(2));
-  // On a GPU host the host strategy would run the CPU kernels: compare the GPU allocators only.
+  // Every strategy that can be made without options (not 'plugin': its library); on a GPU host a strategy over
+  // host memory would run the CPU kernels, so the GPU allocators only; without one, the host twins.
   const names =
     args.allocators ??
     listAllocators()
-      .map((s) => s.name)
-      .filter((n) => (gpu ? n !== 'host' : !listAllocators().find((s) => s.name === n)?.requiresCuda));
+      .filter((s) => !s.requiresOptions && (gpu ? !s.hostMemory : !s.requiresCuda))
+      .map((s) => s.name);
   const rows = [];
   if (args.workload !== 'gcn') {
     // the pool once more with each step replayed as a captured CUDA Graph
