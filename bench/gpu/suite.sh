@@ -172,10 +172,10 @@ suite_corpus() {
     # 114k cudaMalloc+cudaFree pairs a pass: minutes for each capacity probe
     [ "$name" = gpt2_generate ] && allocators=pool,async,expandable
     step corpus "$name" 150 node "$cli" replay "bench/traces/$name.torch.pickle.gz" --allocators "$allocators" \
-      --min-capacity --repeats 3 --json "$(json corpus "$name.json")"
+      --min-capacity --repeat 3 --json "$(json corpus "$name.json")"
   done
   # the gpumem capture of the same program replays to the same peaks
-  step corpus gpt2_finetune.gpumem 40 node "$cli" replay bench/traces/gpt2_finetune.gpumem.jsonl.gz --allocators pool --repeats 1
+  step corpus gpt2_finetune.gpumem 40 node "$cli" replay bench/traces/gpt2_finetune.gpumem.jsonl.gz --allocators pool --repeat 1
 }
 
 suite_capture() {
