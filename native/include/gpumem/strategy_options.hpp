@@ -208,24 +208,27 @@ option_builder member_option(std::string key, option_kind kind, std::string help
       [](const chain_spec& spec) { return value_of(F::get(spec)); });
 }
 
+// bytes_option and count_option: an integer member (not bool), or a std::optional of one.
+template <auto First, auto... Rest>
+option_builder integer_option(std::string key, option_kind kind, std::string help) {
+  using F = field<First, Rest...>;
+  static_assert(std::is_integral_v<value_t<F>> && !std::is_same_v<value_t<F>, bool>,
+                "a bytes or count option is an integer member");
+  return member_option<F>(std::move(key), kind, std::move(help));
+}
+
 }  // namespace detail::options
 
 // A byte count (an unsigned integer member, or a std::optional of one: unset while empty).
 template <auto First, auto... Rest>
 option_builder bytes_option(std::string key, std::string help) {
-  using F = detail::options::field<First, Rest...>;
-  static_assert(std::is_integral_v<detail::options::value_t<F>> && !std::is_same_v<detail::options::value_t<F>, bool>,
-                "a bytes option is an integer member");
-  return detail::options::member_option<F>(std::move(key), option_kind::bytes, std::move(help));
+  return detail::options::integer_option<First, Rest...>(std::move(key), option_kind::bytes, std::move(help));
 }
 
 // An integer that is not a size.
 template <auto First, auto... Rest>
 option_builder count_option(std::string key, std::string help) {
-  using F = detail::options::field<First, Rest...>;
-  static_assert(std::is_integral_v<detail::options::value_t<F>> && !std::is_same_v<detail::options::value_t<F>, bool>,
-                "a count option is an integer member");
-  return detail::options::member_option<F>(std::move(key), option_kind::count, std::move(help));
+  return detail::options::integer_option<First, Rest...>(std::move(key), option_kind::count, std::move(help));
 }
 
 template <auto First, auto... Rest>

@@ -22,6 +22,7 @@
 #include "gpumem/stats.hpp"
 #include "gpumem/strategy_options.hpp"
 #include "gpumem/strategy_registry.hpp"
+#include "stream_waits.hpp"
 #include "vmm_runs.hpp"
 
 namespace gpumem {
@@ -241,25 +242,14 @@ struct caching_resource::impl final : stream_observer {
     // PyTorch keeps a block on the stream it was allocated on. Work the program queued on the freeing
     // stream, or on streams record_stream named, may still use it: the block's stream waits for
     // them, so that its next user there comes after (PyTorch polls events for the same promise).
-    if (stream != b->stream) order_after(b->stream, stream);
+    if (stream != b->stream) detail::order_after(*ordering, b->stream, stream);
     for (stream_handle s : b->stream_uses) {
-      if (s != b->stream && s != stream) order_after(b->stream, s);
+      if (s != b->stream && s != stream) detail::order_after(*ordering, b->stream, s);
     }
     live.erase(it);
     counter.on_deallocate(bytes);
     b->stream_uses.clear();
     free_block(b);
-  }
-
-  void order_after(stream_handle waiter, stream_handle source) {
-    event_handle event = ordering->record(source);
-    try {
-      ordering->wait(waiter, event);
-    } catch (...) {
-      ordering->release(event);
-      throw;
-    }
-    ordering->release(event);
   }
 
   void free_block(cblock* b) {

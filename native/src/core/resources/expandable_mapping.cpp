@@ -152,16 +152,7 @@ bool expandable_resource::impl::quiesce(stream_range* r) noexcept {
         if (std::find(sync_scratch.begin(), sync_scratch.end(), s) == sync_scratch.end()) sync_scratch.push_back(s);
       }
     }
-    for (stream_handle s : sync_scratch) {
-      event_handle event = ordering->record(s);
-      try {
-        ordering->synchronize(event);
-      } catch (...) {
-        ordering->release(event);
-        throw;
-      }
-      ordering->release(event);
-    }
+    for (stream_handle s : sync_scratch) detail::synchronize_stream(*ordering, s);
   } catch (...) {
     return false;
   }

@@ -30,7 +30,7 @@ using detail::pool::granule;
 using detail::pool::live_slot;
 using detail::pool::live_table;
 using detail::pool::merge_into;
-using detail::pool::order_after;
+using detail::order_after;
 using detail::pool::order_after_used_on;
 using detail::pool::pending_list;
 using detail::pool::resource_lock;

@@ -13,6 +13,7 @@
 #include "gpumem/memory_resource.hpp"
 #include "gpumem/stream_ordering.hpp"
 #include "pool_detail.hpp"
+#include "stream_waits.hpp"
 
 namespace gpumem::detail::pool {
 
@@ -50,18 +51,6 @@ inline void note_used_on(block* b, stream_handle stream) {
 
 // ----- ordering between streams ---------------------------------------------------------------
 
-// Makes later work on `waiter` wait for everything queued on `source` so far.
-inline void order_after(stream_ordering& ordering, stream_handle waiter, stream_handle source) {
-  event_handle event = ordering.record(source);
-  try {
-    ordering.wait(waiter, event);
-  } catch (...) {
-    ordering.release(event);
-    throw;
-  }
-  ordering.release(event);
-}
-
 // Free block `b` holds memory freed on the streams in b->used_on besides its own: `stream` is
 // about to use it, so it waits for them first (it need not wait for itself).
 GPUMEM_POOL_COLD inline void order_after_used_on(stream_ordering& ordering, const block* b, stream_handle stream) {
@@ -75,18 +64,7 @@ GPUMEM_POOL_COLD inline void order_after_used_on(stream_ordering& ordering, cons
 // recorded is quarantined (never reused) rather than reused too early.
 GPUMEM_POOL_COLD inline void record_use_events(stream_ordering& ordering, block* b,
                                                stream_handle freeing_stream) noexcept {
-  try {
-    b->events.reserve(b->used_on.size());
-    for (stream_handle s : b->used_on) {
-      if (s == freeing_stream) continue;
-      event_handle event = ordering.record(s);
-      if (event != nullptr) b->events.push_back(event);  // nullptr: nothing to wait for
-    }
-  } catch (...) {
-    for (event_handle event : b->events) ordering.release(event);
-    b->events.clear();
-    b->quarantined = true;
-  }
+  if (!detail::record_use_events(ordering, b->used_on, freeing_stream, b->events)) b->quarantined = true;
   b->used_on.clear();
 }
 

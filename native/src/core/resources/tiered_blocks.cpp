@@ -64,19 +64,7 @@ void tiered_resource::impl::deallocate(void* ptr, std::size_t bytes, stream_hand
   // so that whoever takes the block next waits for them. An event that cannot be recorded
   // quarantines the block: it is never reused, and released after the device has finished.
   std::vector<event_handle> events;
-  bool quarantined = false;
-  try {
-    events.reserve(b.used_on.size());
-    for (stream_handle s : b.used_on) {
-      if (s == stream) continue;
-      event_handle e = ordering->record(s);
-      if (e != nullptr) events.push_back(e);
-    }
-  } catch (...) {
-    for (event_handle e : events) ordering->release(e);
-    events.clear();
-    quarantined = true;
-  }
+  const bool quarantined = !detail::record_use_events(*ordering, b.used_on, stream, events);
   block freed = std::move(b);
   freed.requested = 0;
   freed.stream = stream;
@@ -262,16 +250,7 @@ std::uint64_t tiered_resource::impl::release_cached(const placement* t, std::uin
 void tiered_resource::impl::wait_idle(block& b) noexcept {
   bool waited = !b.quarantined;
   try {
-    if (waited && !b.stream_done) {
-      event_handle e = ordering->record(b.stream);
-      try {
-        ordering->synchronize(e);
-      } catch (...) {
-        ordering->release(e);
-        throw;
-      }
-      ordering->release(e);
-    }
+    if (waited && !b.stream_done) detail::synchronize_stream(*ordering, b.stream);
     for (event_handle e : b.events) ordering->synchronize(e);
   } catch (...) {
     waited = false;

@@ -55,7 +55,7 @@ struct block {
 using cache_key = std::pair<std::size_t, std::size_t>;
 using block_cache = std::multimap<cache_key, block>;
 
-using detail::pool::order_after;  // later work on a stream waits for what another queued so far
+using detail::order_after;  // later work on a stream waits for what another queued so far
 
 }  // namespace detail::tiered
 
