@@ -22,6 +22,7 @@ import {
 } from '@gpumem/allocator-core';
 import { benchmarkPairs, benchmarkTrace } from '@gpumem/allocator-core/tools';
 import { importStrategies } from '@gpumem/compare';
+import { cliArgs } from '../lib/args.js';
 
 // Every strategy package that ships with gpumem, from the one list the CLI uses too.
 await importStrategies();
@@ -32,6 +33,8 @@ const usage = `Usage: node bench/alloc/run.js [--out FILE] [--quick] [--allocato
   --allocators LIST  comma-separated registered strategies (default: every one that can run here
                      and needs no options; 'plugin' needs its library and is left out)`;
 
+const { help, fail } = cliArgs(usage);
+
 function parseArgs(argv) {
   const args = { out: 'bench/alloc/out/alloc.json', quick: false, allocators: undefined };
   for (let i = 0; i < argv.length; i++) {
@@ -39,13 +42,8 @@ function parseArgs(argv) {
     if (a === '--out') args.out = argv[++i];
     else if (a === '--quick') args.quick = true;
     else if (a === '--allocators') args.allocators = argv[++i]?.split(',');
-    else if (a === '-h' || a === '--help') {
-      console.log(usage);
-      process.exit(0);
-    } else {
-      console.error(`bench/alloc: unknown option '${a}'\n${usage}`);
-      process.exit(2);
-    }
+    else if (a === '-h' || a === '--help') help();
+    else fail(`bench/alloc: unknown option '${a}'`);
   }
   return args;
 }

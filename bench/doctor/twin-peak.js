@@ -14,6 +14,7 @@ import { formatBytes } from '@gpumem/allocator-core';
 import '@gpumem/allocator-caching';
 import '@gpumem/allocator-pool';
 import { compileTrace, createReplayAllocator, pytorchTwin, readTrace, replayTrace } from '@gpumem/trace';
+import { cliArgs } from '../lib/args.js';
 
 const usage = `Usage: node bench/doctor/twin-peak.js [--out FILE] [--traces DIR]
   --out FILE    where to write the JSON (default bench/doctor/results/twin-peak.json)
@@ -21,19 +22,16 @@ const usage = `Usage: node bench/doctor/twin-peak.js [--out FILE] [--traces DIR]
 
 const goal = 0.001; // within 0.1% of the recorded peak
 
+const { help, fail } = cliArgs(usage);
+
 function parseArgs(argv) {
   const args = { out: 'bench/doctor/results/twin-peak.json', traces: 'bench/traces' };
   for (let i = 0; i < argv.length; i++) {
     const a = argv[i];
     if (a === '--out') args.out = argv[++i];
     else if (a === '--traces') args.traces = argv[++i];
-    else if (a === '-h' || a === '--help') {
-      console.log(usage);
-      process.exit(0);
-    } else {
-      console.error(`Unknown argument '${a}'\n${usage}`);
-      process.exit(2);
-    }
+    else if (a === '-h' || a === '--help') help();
+    else fail(`Unknown argument '${a}'`);
   }
   if (!args.out || !args.traces) {
     console.error(usage);

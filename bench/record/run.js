@@ -16,9 +16,12 @@ import '@gpumem/allocator-pool';
 import '@gpumem/allocator-async';
 import { train } from '@gpumem/gnn';
 import { parseAllocatorList } from '@gpumem/compare';
+import { cliArgs } from '../lib/args.js';
 
 const usage = 'Usage: node bench/record/run.js [--allocators pool,async] [--epochs N >= 3] [--runs N] [--out FILE]';
 const gpu = hasCudaDevice();
+
+const { help, fail } = cliArgs(usage);
 
 function parseArgs(argv) {
   const a = { allocators: gpu ? 'pool,async' : 'pool', epochs: 9, runs: 2, out: 'bench/record/out/record.json' };
@@ -29,13 +32,8 @@ function parseArgs(argv) {
     else if (k === '--epochs' && Number.isSafeInteger(Number(v)) && Number(v) >= 3) a.epochs = Number(argv[++i]);
     else if (k === '--runs' && Number.isSafeInteger(Number(v)) && Number(v) >= 1) a.runs = Number(argv[++i]);
     else if (k === '--out' && v) a.out = argv[++i];
-    else if (k === '-h' || k === '--help') {
-      console.log(usage);
-      process.exit(0);
-    } else {
-      console.error(`bench/record: bad or unknown option '${k}'\n${usage}`);
-      process.exit(2);
-    }
+    else if (k === '-h' || k === '--help') help();
+    else fail(`bench/record: bad or unknown option '${k}'`);
   }
   return a;
 }

@@ -27,6 +27,7 @@ import {
 import '@gpumem/allocator-uvm';
 import '@gpumem/allocator-pool';
 import '@gpumem/allocator-async';
+import { cliArgs } from '../lib/args.js';
 
 const KiB = 1024;
 const MiB = 2 ** 20;
@@ -48,10 +49,7 @@ const usage = `Usage: node bench/soak/run.js [flags]
   --seed N          random seed (default 1)
   --out FILE        where to write the JSON (default bench/soak/out/<date>-<device>.json)`;
 
-function fail(message) {
-  console.error(`bench/soak: ${message}\n${usage}`);
-  process.exit(2);
-}
+const { help, fail } = cliArgs(usage, 'bench/soak');
 
 function positiveInt(raw, flag) {
   const v = Number(String(raw).replaceAll('_', ''));
@@ -89,10 +87,8 @@ function parseArgs(argv) {
       args.margin = Number(raw);
       if (raw === undefined || !Number.isFinite(args.margin) || args.margin < 0)
         fail(`--margin needs a non-negative number (received '${raw}')`);
-    } else if (a === '-h' || a === '--help') {
-      console.log(usage);
-      process.exit(0);
-    } else fail(`unknown option '${a}'`);
+    } else if (a === '-h' || a === '--help') help();
+    else fail(`unknown option '${a}'`);
   }
   if (args.allocators !== undefined && args.allocators.length === 0) fail('--allocators needs at least one name');
   return args;

@@ -22,17 +22,15 @@ const usage = 'Usage: node bench/trace-memory/run.js [--events N,N,...] [--out F
 const self = fileURLToPath(import.meta.url);
 
 function parseArgs(argv) {
-  const { fail, integer } = cliArgs(usage);
+  const { help, fail, integer } = cliArgs(usage);
   const a = { events: [1_000_000, 4_000_000], out: 'bench/trace-memory/out/trace-memory.json' };
   for (let i = 0; i < argv.length; i++) {
     const k = argv[i];
     const v = argv[i + 1];
     if (k === '--events' && v) a.events = argv[++i].split(',').map((n) => integer(n, '--events', 1));
     else if (k === '--out' && v) a.out = argv[++i];
-    else if (k === '-h' || k === '--help') {
-      console.log(usage);
-      process.exit(0);
-    } else fail(`bench/trace-memory: bad or unknown option '${k}'`);
+    else if (k === '-h' || k === '--help') help();
+    else fail(`bench/trace-memory: bad or unknown option '${k}'`);
   }
   return a;
 }

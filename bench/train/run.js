@@ -14,9 +14,12 @@ import '@gpumem/allocator-uvm';
 import '@gpumem/allocator-pool';
 import '@gpumem/allocator-async';
 import { train } from '@gpumem/gnn';
+import { cliArgs } from '../lib/args.js';
 
 const usage = `Usage: node bench/train/run.js [--workload mlp|gcn|all] [--nodes N] [--epochs N]
                                 [--allocators a,b] [--aggregation spmm|scatter|both] [--out FILE]`;
+
+const { help, fail } = cliArgs(usage);
 
 function parseArgs(argv) {
   const a = {
@@ -36,13 +39,8 @@ function parseArgs(argv) {
     else if (k === '--allocators' && v) a.allocators = argv[++i].split(',');
     else if (k === '--aggregation' && ['spmm', 'scatter', 'both'].includes(v)) a.aggregation = argv[++i];
     else if (k === '--out' && v) a.out = argv[++i];
-    else if (k === '-h' || k === '--help') {
-      console.log(usage);
-      process.exit(0);
-    } else {
-      console.error(`bench/train: bad or unknown option '${k}'\n${usage}`);
-      process.exit(2);
-    }
+    else if (k === '-h' || k === '--help') help();
+    else fail(`bench/train: bad or unknown option '${k}'`);
   }
   return a;
 }
