@@ -7,8 +7,6 @@
 // On a machine without a GPU only the host strategies run. Strategies that cannot be made without
 // options ('plugin' needs its library) are left out with a note. Medians over repeated batches;
 // each batch is timed as a whole (steady clock) and divided by its number of pairs.
-import { mkdirSync, writeFileSync } from 'node:fs';
-import { dirname } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import {
   createAllocator,
@@ -23,6 +21,7 @@ import {
 import { benchmarkPairs, benchmarkTrace } from '@gpumem/allocator-core/tools';
 import { importStrategies } from '@gpumem/compare';
 import { cliArgs } from '../lib/args.js';
+import { writeJson } from '../lib/output.js';
 
 // Every strategy package that ships with gpumem, from the one list the CLI uses too.
 await importStrategies();
@@ -217,9 +216,7 @@ function main() {
     sizes,
     rows,
   };
-  mkdirSync(dirname(args.out), { recursive: true });
-  writeFileSync(args.out, `${JSON.stringify(result, null, 2)}\n`);
-  console.log(`wrote ${args.out}`);
+  writeJson(args.out, result);
 }
 
 main();

@@ -8,13 +8,14 @@
 // Prints a table and writes JSON.
 //
 //   node bench/doctor/twin-peak.js [--out bench/doctor/results/twin-peak.json] [--traces DIR]
-import { mkdirSync, readdirSync, writeFileSync } from 'node:fs';
-import { dirname, join } from 'node:path';
+import { readdirSync } from 'node:fs';
+import { join } from 'node:path';
 import { formatBytes } from '@gpumem/allocator-core';
 import '@gpumem/allocator-caching';
 import '@gpumem/allocator-pool';
 import { compileTrace, createReplayAllocator, pytorchTwin, readTrace, replayTrace } from '@gpumem/trace';
 import { cliArgs } from '../lib/args.js';
+import { writeJson } from '../lib/output.js';
 
 const usage = `Usage: node bench/doctor/twin-peak.js [--out FILE] [--traces DIR]
   --out FILE    where to write the JSON (default bench/doctor/results/twin-peak.json)
@@ -110,9 +111,4 @@ for (const [i, row] of table.entries()) {
 const all = rows.every((r) => r.withinGoal);
 console.log(`\n${all ? 'Every' : 'Not every'} snapshot within ${100 * goal}% of its recorded peak reserved.`);
 
-mkdirSync(dirname(args.out), { recursive: true });
-writeFileSync(
-  args.out,
-  `${JSON.stringify({ bench: 'doctor/twin-peak', date: new Date().toISOString(), goal, allWithinGoal: all, rows }, null, 2)}\n`,
-);
-console.log(`Wrote ${args.out}`);
+writeJson(args.out, { bench: 'doctor/twin-peak', date: new Date().toISOString(), goal, allWithinGoal: all, rows });

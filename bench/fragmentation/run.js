@@ -9,8 +9,7 @@
 //
 // With a GPU: cuda, pool, async and expandable on the device. Without one: host, pool and expandable
 // over host memory (expandable's host twin). The traces are regenerated from patterns.js when missing.
-import { existsSync, mkdirSync, writeFileSync } from 'node:fs';
-import { dirname } from 'node:path';
+import { existsSync } from 'node:fs';
 import { formatBytes, hasCudaDevice, hostDevice, cudaDevice } from '@gpumem/allocator-core';
 import '@gpumem/allocator-pool';
 import '@gpumem/allocator-async';
@@ -20,6 +19,7 @@ import { capacityCap, compileTrace, createReplayAllocator, findMinCapacity, read
 import { generateTraces } from './generate.js';
 import { patterns } from './patterns.js';
 import { cliArgs } from '../lib/args.js';
+import { writeJson } from '../lib/output.js';
 
 const usage = `Usage: node bench/fragmentation/run.js [--out FILE] [--repeats N] [--allocators a,b] [--traces t1,t2]
   --out FILE         where to write the JSON (default bench/fragmentation/out/fragmentation.json)
@@ -129,9 +129,7 @@ async function main() {
       );
     }
   }
-  mkdirSync(dirname(args.out), { recursive: true });
-  writeFileSync(args.out, `${JSON.stringify({ device: gpu ? 'cuda:0' : 'host', repeats: args.repeats, rows }, null, 2)}\n`);
-  console.log(`\nwrote ${args.out}`);
+  writeJson(args.out, { device: gpu ? 'cuda:0' : 'host', repeats: args.repeats, rows });
 }
 
 main().catch((e) => {

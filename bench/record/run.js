@@ -8,8 +8,6 @@
 // alternate within one run on a warm device (epoch 1, the warm-up, is left out). Runs alternate
 // which mode comes first. Overhead = median(on) / median(off) - 1, and the median of the paired
 // differences between neighbouring epochs. Without a GPU: the host strategies on a subset of MNIST.
-import { mkdirSync, writeFileSync } from 'node:fs';
-import { dirname } from 'node:path';
 import { createTrackedAllocator, deviceProperties, hasCudaDevice, median } from '@gpumem/allocator-core';
 import '@gpumem/allocator-uvm';
 import '@gpumem/allocator-pool';
@@ -17,6 +15,7 @@ import '@gpumem/allocator-async';
 import { train } from '@gpumem/gnn';
 import { parseAllocatorList } from '@gpumem/compare';
 import { cliArgs } from '../lib/args.js';
+import { writeJson } from '../lib/output.js';
 
 const usage = 'Usage: node bench/record/run.js [--allocators pool,async] [--epochs N >= 3] [--runs N] [--out FILE]';
 const gpu = hasCudaDevice();
@@ -113,9 +112,7 @@ function main() {
       dropped: r.dropped,
     })),
   );
-  mkdirSync(dirname(args.out), { recursive: true });
-  writeFileSync(args.out, `${JSON.stringify({ device, date: new Date().toISOString(), args, rows }, null, 2)}\n`);
-  console.log(`wrote ${args.out}`);
+  writeJson(args.out, { device, date: new Date().toISOString(), args, rows });
 }
 
 main();

@@ -11,8 +11,6 @@
 // On a machine without a GPU only the host strategies run ('host' and 'pool-host', the pool over
 // host memory). Strategies that make a driver call per operation ('cuda', 'uvm': tens of µs to
 // milliseconds each) run --driver-ops operations instead of --ops, so that a run ends in minutes.
-import { mkdirSync, writeFileSync } from 'node:fs';
-import { dirname } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import {
   createAllocator,
@@ -28,6 +26,7 @@ import '@gpumem/allocator-uvm';
 import '@gpumem/allocator-pool';
 import '@gpumem/allocator-async';
 import { cliArgs } from '../lib/args.js';
+import { writeJson } from '../lib/output.js';
 
 const KiB = 1024;
 const MiB = 2 ** 20;
@@ -348,9 +347,7 @@ function main() {
     settings: { ...args, out },
     rows,
   };
-  mkdirSync(dirname(out), { recursive: true });
-  writeFileSync(out, `${JSON.stringify(result, null, 2)}\n`);
-  console.log(`wrote ${out}`);
+  writeJson(out, result);
   process.exitCode = rows.every((r) => r.verdict === 'bounded') ? 0 : 1;
 }
 
