@@ -7,8 +7,6 @@
 // On a machine without a GPU only the host strategies run. Strategies that cannot be made without
 // options ('plugin' needs its library) are left out with a note. Medians over repeated batches;
 // each batch is timed as a whole (steady clock) and divided by its number of pairs.
-import { mkdirSync, writeFileSync } from 'node:fs';
-import { dirname } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import {
   createAllocator,
@@ -22,6 +20,8 @@ import {
 } from '@gpumem/allocator-core';
 import { benchmarkPairs, benchmarkTrace } from '@gpumem/allocator-core/tools';
 import { importStrategies } from '@gpumem/compare';
+import { cliArgs } from '../lib/args.js';
+import { writeJson } from '../lib/output.js';
 
 // Every strategy package that ships with gpumem, from the one list the CLI uses too.
 await importStrategies();
@@ -32,6 +32,8 @@ const usage = `Usage: node bench/alloc/run.js [--out FILE] [--quick] [--allocato
   --allocators LIST  comma-separated registered strategies (default: every one that can run here
                      and needs no options; 'plugin' needs its library and is left out)`;
 
+const { help, fail } = cliArgs(usage);
+
 function parseArgs(argv) {
   const args = { out: 'bench/alloc/out/alloc.json', quick: false, allocators: undefined };
   for (let i = 0; i < argv.length; i++) {
@@ -39,13 +41,8 @@ function parseArgs(argv) {
     if (a === '--out') args.out = argv[++i];
     else if (a === '--quick') args.quick = true;
     else if (a === '--allocators') args.allocators = argv[++i]?.split(',');
-    else if (a === '-h' || a === '--help') {
-      console.log(usage);
-      process.exit(0);
-    } else {
-      console.error(`bench/alloc: unknown option '${a}'\n${usage}`);
-      process.exit(2);
-    }
+    else if (a === '-h' || a === '--help') help();
+    else fail(`bench/alloc: unknown option '${a}'`);
   }
   return args;
 }
@@ -219,9 +216,7 @@ function main() {
     sizes,
     rows,
   };
-  mkdirSync(dirname(args.out), { recursive: true });
-  writeFileSync(args.out, `${JSON.stringify(result, null, 2)}\n`);
-  console.log(`wrote ${args.out}`);
+  writeJson(args.out, result);
 }
 
 main();

@@ -21,6 +21,7 @@ import '@gpumem/allocator-expandable';
 import { parseAllocatorSpec } from '@gpumem/compare';
 import { Mlp, mlpDefaults, train } from '@gpumem/gnn';
 import { runMain, writeJson } from '../lib/output.js';
+import { cliArgs } from '../lib/args.js';
 
 const gpu = hasCudaDevice();
 const width = mlpDefaults.features; // every layer's input as wide as the pixels: one X for all of them
@@ -37,10 +38,7 @@ const usage = `Usage: node bench/checkpoint/run.js [--json FILE] [--allocator SP
   --nano-batches LIST  nano-batches per batch (default 1,2,4)
   --layer-prefetch     trainer-inserted prefetch in every run (moves memory with uvm)`;
 
-function fail(message) {
-  console.error(`bench/checkpoint: ${message}\n${usage}`);
-  process.exit(2);
-}
+const { help, fail } = cliArgs(usage, 'bench/checkpoint');
 
 function integer(text, name, min) {
   const n = Number(text);
@@ -77,10 +75,8 @@ function parseArgs(argv) {
     else if (a === '--checkpoints') args.checkpoints = list(argv[++i], '--checkpoints', 0);
     else if (a === '--nano-batches') args.nanoBatches = list(argv[++i], '--nano-batches', 1);
     else if (a === '--layer-prefetch') args.layerPrefetch = true;
-    else if (a === '-h' || a === '--help') {
-      console.log(usage);
-      process.exit(0);
-    } else fail(`unknown option '${a}'`);
+    else if (a === '-h' || a === '--help') help();
+    else fail(`unknown option '${a}'`);
   }
   if (!args.json) fail('--json needs a file');
   if (!args.allocator) fail('--allocator needs a spec');

@@ -89,21 +89,20 @@ def parse_args(argv):
         p.error(f"--cases takes {', '.join(CASES)}, comma-separated; received {args.cases!r}")
     if args.steps is not None and args.steps < 1:
         p.error("--steps must be at least 1")
-    args.near_factors = []
-    if args.near:
-        try:
-            args.near_factors = [float(f) for f in args.near.split(",") if f]
-        except ValueError:
-            p.error(f"--near takes comma-separated factors such as 0.99,1.01; received {args.near!r}")
-        if not args.near_factors or any(not 0.5 <= f <= 2 for f in args.near_factors):
-            p.error(f"--near takes factors from 0.5 to 2; received {args.near!r}")
-    args.near_offsets_mib = []
-    if args.near_offsets:
-        try:
-            args.near_offsets_mib = [int(v) for v in args.near_offsets.split(",") if v]
-        except ValueError:
-            p.error(f"--near-offsets takes comma-separated whole MiB such as 0,100,200; received {args.near_offsets!r}")
+    args.near_factors = comma_separated(p, "--near", args.near, float, "factors such as 0.99,1.01")
+    if args.near and (not args.near_factors or any(not 0.5 <= f <= 2 for f in args.near_factors)):
+        p.error(f"--near takes factors from 0.5 to 2; received {args.near!r}")
+    args.near_offsets_mib = comma_separated(p, "--near-offsets", args.near_offsets, int, "whole MiB such as 0,100,200")
     return args
+
+
+def comma_separated(p, flag, text, kind, what):
+    """The values of `flag`'s comma-separated `text`, each made by `kind` ([] where the flag is not
+    given); p.error (exit 2) where one is not a `kind`."""
+    try:
+        return [kind(v) for v in (text or "").split(",") if v]
+    except ValueError:
+        p.error(f"{flag} takes comma-separated {what}; received {text!r}")
 
 
 # ---------------------------------------------------------------------------------------------

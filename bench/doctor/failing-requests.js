@@ -5,12 +5,11 @@
 // with the trace's length, not with its failures. Prints a table and writes JSON.
 //
 //   node bench/doctor/failing-requests.js [--out bench/doctor/out/failing-requests.json] [--counts 10000,100000,1000000]
-import { mkdirSync, writeFileSync } from 'node:fs';
-import { dirname } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { formatTable, importStrategies } from '@gpumem/compare';
 import { compileTrace, createReplayAllocator, diagnoseOom, replayTrace } from '@gpumem/trace';
 import { cliArgs } from '../lib/args.js';
+import { writeJson } from '../lib/output.js';
 
 await importStrategies();
 
@@ -82,6 +81,4 @@ console.log(
 console.log(
   '\nA replay that counted every failure would take (failing requests x us per failure) per probe; the doctor stops each at the first.',
 );
-mkdirSync(dirname(out), { recursive: true });
-writeFileSync(out, `${JSON.stringify({ date: new Date().toISOString(), capacityBytes: 32 * MiB, rows }, null, 2)}\n`);
-console.log(`wrote ${out}`);
+writeJson(out, { date: new Date().toISOString(), capacityBytes: 32 * MiB, rows });

@@ -19,6 +19,9 @@ import subprocess
 import sys
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "lib"))
+from output import write_json  # noqa: E402
+
 STAGES = ["context", "cublas fp32 matmul", "cublas bf16 matmul", "cublasLt addmm", "cudnn conv2d", "backward", "nccl"]
 
 
@@ -98,9 +101,7 @@ def main() -> int:
 
     out = {"benchmark": "outside-allocator", "command": " ".join(sys.argv), "torch": torch.__version__,
            "gpu": torch.cuda.get_device_name(0), "total_bytes": runs[0]["total"], "repeats": a.repeats, "stages": rows}
-    Path(a.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(a.out).write_text(json.dumps(out, indent=2) + "\n")
-    print(f"wrote {a.out}", file=sys.stderr)
+    write_json(a.out, out, log=sys.stderr)
     return 0
 
 

@@ -8,12 +8,14 @@
 // Prints a table and writes JSON.
 //
 //   node bench/doctor/twin-peak.js [--out bench/doctor/results/twin-peak.json] [--traces DIR]
-import { mkdirSync, readdirSync, writeFileSync } from 'node:fs';
-import { dirname, join } from 'node:path';
+import { readdirSync } from 'node:fs';
+import { join } from 'node:path';
 import { formatBytes } from '@gpumem/allocator-core';
 import '@gpumem/allocator-caching';
 import '@gpumem/allocator-pool';
 import { compileTrace, createReplayAllocator, pytorchTwin, readTrace, replayTrace } from '@gpumem/trace';
+import { cliArgs } from '../lib/args.js';
+import { writeJson } from '../lib/output.js';
 
 const usage = `Usage: node bench/doctor/twin-peak.js [--out FILE] [--traces DIR]
   --out FILE    where to write the JSON (default bench/doctor/results/twin-peak.json)
@@ -21,19 +23,16 @@ const usage = `Usage: node bench/doctor/twin-peak.js [--out FILE] [--traces DIR]
 
 const goal = 0.001; // within 0.1% of the recorded peak
 
+const { help, fail } = cliArgs(usage);
+
 function parseArgs(argv) {
   const args = { out: 'bench/doctor/results/twin-peak.json', traces: 'bench/traces' };
   for (let i = 0; i < argv.length; i++) {
     const a = argv[i];
     if (a === '--out') args.out = argv[++i];
     else if (a === '--traces') args.traces = argv[++i];
-    else if (a === '-h' || a === '--help') {
-      console.log(usage);
-      process.exit(0);
-    } else {
-      console.error(`Unknown argument '${a}'\n${usage}`);
-      process.exit(2);
-    }
+    else if (a === '-h' || a === '--help') help();
+    else fail(`Unknown argument '${a}'`);
   }
   if (!args.out || !args.traces) {
     console.error(usage);
@@ -112,9 +111,4 @@ for (const [i, row] of table.entries()) {
 const all = rows.every((r) => r.withinGoal);
 console.log(`\n${all ? 'Every' : 'Not every'} snapshot within ${100 * goal}% of its recorded peak reserved.`);
 
-mkdirSync(dirname(args.out), { recursive: true });
-writeFileSync(
-  args.out,
-  `${JSON.stringify({ bench: 'doctor/twin-peak', date: new Date().toISOString(), goal, allWithinGoal: all, rows }, null, 2)}\n`,
-);
-console.log(`Wrote ${args.out}`);
+writeJson(args.out, { bench: 'doctor/twin-peak', date: new Date().toISOString(), goal, allWithinGoal: all, rows });

@@ -9,8 +9,7 @@
 //
 // With a GPU: cuda, pool, async and expandable on the device. Without one: host, pool and expandable
 // over host memory (expandable's host twin). The traces are regenerated from patterns.js when missing.
-import { existsSync, mkdirSync, writeFileSync } from 'node:fs';
-import { dirname } from 'node:path';
+import { existsSync } from 'node:fs';
 import { formatBytes, hasCudaDevice, hostDevice, cudaDevice } from '@gpumem/allocator-core';
 import '@gpumem/allocator-pool';
 import '@gpumem/allocator-async';
@@ -19,12 +18,16 @@ import '@gpumem/allocator-pinned';
 import { capacityCap, compileTrace, createReplayAllocator, findMinCapacity, readTrace, replayTrace } from '@gpumem/trace';
 import { generateTraces } from './generate.js';
 import { patterns } from './patterns.js';
+import { cliArgs } from '../lib/args.js';
+import { writeJson } from '../lib/output.js';
 
 const usage = `Usage: node bench/fragmentation/run.js [--out FILE] [--repeats N] [--allocators a,b] [--traces t1,t2]
   --out FILE         where to write the JSON (default bench/fragmentation/out/fragmentation.json)
   --repeats N        timed passes per trace and strategy (default 5)
   --allocators LIST  strategies (default: cuda,pool,async,expandable with a GPU; host,pool,expandable without)
   --traces LIST      traces (default: ${Object.keys(patterns).join(',')})`;
+
+const { help, fail } = cliArgs(usage);
 
 function parseArgs(argv) {
   const gpu = hasCudaDevice();
@@ -40,13 +43,8 @@ function parseArgs(argv) {
     else if (a === '--repeats') args.repeats = Number(argv[++i]);
     else if (a === '--allocators') args.allocators = argv[++i]?.split(',');
     else if (a === '--traces') args.traces = argv[++i]?.split(',');
-    else if (a === '-h' || a === '--help') {
-      console.log(usage);
-      process.exit(0);
-    } else {
-      console.error(`Unknown argument '${a}'\n${usage}`);
-      process.exit(2);
-    }
+    else if (a === '-h' || a === '--help') help();
+    else fail(`Unknown argument '${a}'`);
   }
   if (!args.out || !Number.isSafeInteger(args.repeats) || args.repeats < 1 || !args.allocators || !args.traces) {
     console.error(usage);
@@ -131,9 +129,7 @@ async function main() {
       );
     }
   }
-  mkdirSync(dirname(args.out), { recursive: true });
-  writeFileSync(args.out, `${JSON.stringify({ device: gpu ? 'cuda:0' : 'host', repeats: args.repeats, rows }, null, 2)}\n`);
-  console.log(`\nwrote ${args.out}`);
+  writeJson(args.out, { device: gpu ? 'cuda:0' : 'host', repeats: args.repeats, rows });
 }
 
 main().catch((e) => {

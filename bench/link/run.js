@@ -14,6 +14,7 @@
 import { deviceStatus, formatBytes, hasCudaDevice, parseSize } from '@gpumem/allocator-core';
 import { linkBenchmark } from '@gpumem/allocator-core/tools';
 import { runMain, writeJson } from '../lib/output.js';
+import { cliArgs } from '../lib/args.js';
 
 const usage = `Usage: node bench/link/run.js [--json FILE] [--bytes SIZE] [--repetitions N] [--blocks-per-sm LIST] [--threads N] [--device N]
   --json FILE           where to write the JSON (default bench/link/out/link.json)
@@ -24,10 +25,7 @@ const usage = `Usage: node bench/link/run.js [--json FILE] [--bytes SIZE] [--rep
   --threads N           threads per block (default 512)
   --device N            CUDA device (default 0)`;
 
-function fail(message) {
-  console.error(`bench/link: ${message}\n${usage}`);
-  process.exit(2);
-}
+const { help, fail } = cliArgs(usage, 'bench/link');
 
 function integer(text, name) {
   const n = Number(text);
@@ -50,10 +48,8 @@ function parseArgs(argv) {
     else if (a === '--blocks-per-sm') args.blocksPerSm = (argv[++i] ?? '').split(',').map((s) => integer(s, '--blocks-per-sm'));
     else if (a === '--threads') args.threads = integer(argv[++i], '--threads');
     else if (a === '--device') args.device = integer(argv[++i], '--device');
-    else if (a === '-h' || a === '--help') {
-      console.log(usage);
-      process.exit(0);
-    } else fail(`unknown option '${a}'`);
+    else if (a === '-h' || a === '--help') help();
+    else fail(`unknown option '${a}'`);
   }
   if (!args.json) fail('--json needs a file');
   return args;

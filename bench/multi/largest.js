@@ -36,7 +36,7 @@ const usage = `Usage: node bench/multi/largest.js --config 'NAME|ALLOCATOR|DEVIC
                       with a capped allocator, e.g. 'host:limitBytes=…', to try the search without a GPU)
   --json FILE         where to write the JSON (default bench/multi/out/largest.json)`;
 
-const { fail, integer } = cliArgs(usage);
+const { help, fail, integer } = cliArgs(usage);
 
 function parseArgs(argv) {
   const args = {
@@ -68,10 +68,8 @@ function parseArgs(argv) {
       if (!(args.fill > 0 && args.fill <= 1)) fail(`Expected a number in (0, 1] for --fill but received '${argv[i]}'`);
     } else if (a === '--total') args.total = integer(argv[++i], '--total', 1);
     else if (a === '--json') args.json = argv[++i];
-    else if (a === '-h' || a === '--help') {
-      console.log(usage);
-      process.exit(0);
-    } else fail(`Unknown argument '${a}'`);
+    else if (a === '-h' || a === '--help') help();
+    else fail(`Unknown argument '${a}'`);
   }
   if (args.configs.length === 0) fail('Expected at least one --config');
   return args;

@@ -50,7 +50,7 @@ const usage = `Usage: node bench/multi/run.js --config 'NAME|ALLOCATOR|DEVICES[|
   --cuda-graph            the mlp's steps captured into CUDA graphs (the all-reduce inside them)
   --json FILE             where to write the JSON (default bench/multi/out/multi.json)`;
 
-const { fail, integer } = cliArgs(usage);
+const { help, fail, integer } = cliArgs(usage);
 const parseDevices = (text) => parseDevicesOf(text, { fail, integer });
 
 function parseArgs(argv) {
@@ -94,10 +94,8 @@ function parseArgs(argv) {
       if (args.model !== 'gcn' && args.model !== 'mlp') fail(`Expected 'gcn' or 'mlp' for --model but received '${args.model}'`);
     } else if (a === '--batch-size') args.batchSize = integer(argv[++i], '--batch-size', 1);
     else if (a === '--cuda-graph') args.cudaGraph = true;
-    else if (a === '-h' || a === '--help') {
-      console.log(usage);
-      process.exit(0);
-    } else fail(`Unknown argument '${a}'`);
+    else if (a === '-h' || a === '--help') help();
+    else fail(`Unknown argument '${a}'`);
   }
   if (args.configs.length === 0) fail('Expected at least one --config');
   if (args.model === 'gcn' && (args.batchSize !== undefined || args.cudaGraph))

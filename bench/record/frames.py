@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import argparse
 import datetime
-import json
 import os
 import platform
 import statistics
@@ -34,10 +33,12 @@ import time
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(REPO, "bindings", "python"))
+sys.path.insert(0, os.path.join(REPO, "bench", "lib"))
 
 import gpumem_torch  # noqa: E402
 from gpumem_torch import _frames  # noqa: E402
 from gpumem_torch._frames import simulate  # noqa: E402
+from output import write_json  # noqa: E402
 
 
 def torch_like_chain(depth):
@@ -140,11 +141,7 @@ def main():
         "note": "ns per allocation (each with its free) through gpumem_trace_simulate; frame cost = case - 'trace' (or - 'new line each time, no frames')",
         "results": results,
     }
-    os.makedirs(os.path.dirname(os.path.abspath(args.json)), exist_ok=True)
-    with open(args.json, "w") as f:
-        json.dump(out, f, indent=2)
-        f.write("\n")
-    print(f"wrote {args.json}")
+    write_json(args.json, out)
 
 
 if __name__ == "__main__":

@@ -8,17 +8,19 @@
 // alternate within one run on a warm device (epoch 1, the warm-up, is left out). Runs alternate
 // which mode comes first. Overhead = median(on) / median(off) - 1, and the median of the paired
 // differences between neighbouring epochs. Without a GPU: the host strategies on a subset of MNIST.
-import { mkdirSync, writeFileSync } from 'node:fs';
-import { dirname } from 'node:path';
 import { createTrackedAllocator, deviceProperties, hasCudaDevice, median } from '@gpumem/allocator-core';
 import '@gpumem/allocator-uvm';
 import '@gpumem/allocator-pool';
 import '@gpumem/allocator-async';
 import { train } from '@gpumem/gnn';
 import { parseAllocatorList } from '@gpumem/compare';
+import { cliArgs } from '../lib/args.js';
+import { writeJson } from '../lib/output.js';
 
 const usage = 'Usage: node bench/record/run.js [--allocators pool,async] [--epochs N >= 3] [--runs N] [--out FILE]';
 const gpu = hasCudaDevice();
+
+const { help, fail } = cliArgs(usage);
 
 function parseArgs(argv) {
   const a = { allocators: gpu ? 'pool,async' : 'pool', epochs: 9, runs: 2, out: 'bench/record/out/record.json' };
@@ -29,13 +31,8 @@ function parseArgs(argv) {
     else if (k === '--epochs' && Number.isSafeInteger(Number(v)) && Number(v) >= 3) a.epochs = Number(argv[++i]);
     else if (k === '--runs' && Number.isSafeInteger(Number(v)) && Number(v) >= 1) a.runs = Number(argv[++i]);
     else if (k === '--out' && v) a.out = argv[++i];
-    else if (k === '-h' || k === '--help') {
-      console.log(usage);
-      process.exit(0);
-    } else {
-      console.error(`bench/record: bad or unknown option '${k}'\n${usage}`);
-      process.exit(2);
-    }
+    else if (k === '-h' || k === '--help') help();
+    else fail(`bench/record: bad or unknown option '${k}'`);
   }
   return a;
 }
@@ -115,9 +112,7 @@ function main() {
       dropped: r.dropped,
     })),
   );
-  mkdirSync(dirname(args.out), { recursive: true });
-  writeFileSync(args.out, `${JSON.stringify({ device, date: new Date().toISOString(), args, rows }, null, 2)}\n`);
-  console.log(`wrote ${args.out}`);
+  writeJson(args.out, { device, date: new Date().toISOString(), args, rows });
 }
 
 main();

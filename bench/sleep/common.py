@@ -87,6 +87,13 @@ def run_worker(script, args, limit):
     return WorkerRun(False, proc.returncode, proc.stdout, proc.stderr, seconds)
 
 
+def check_worker_flags(parser, args, *flags):
+    """The hidden flags a parent gives its worker with --worker (run_worker's ARGS): where one is
+    missing, parser.error (exit 2) naming them all."""
+    if not all(getattr(args, flag) for flag in flags):
+        parser.error("--worker needs " + " and ".join(f"--{flag}" for flag in flags))
+
+
 # ---------------------------------------------------------------------------------------------
 # The parent's report
 

@@ -49,7 +49,7 @@ import os
 import sys
 import time
 
-from common import REPO, GiB, commit, csv_list, emit_result, free_bytes, markdown_table, run_worker, utc_now, write_json
+from common import REPO, GiB, check_worker_flags, commit, csv_list, emit_result, free_bytes, markdown_table, run_worker, utc_now, write_json
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 MODELS = ("gpt2", "resnet18")
@@ -241,8 +241,7 @@ def main(argv=None):
     p.add_argument("--path", choices=PATHS, help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     if args.worker:
-        if not args.model or not args.path:
-            p.error("--worker needs --model and --path")
+        check_worker_flags(p, args, "model", "path")
         return worker(args)
     return parent(args)
 

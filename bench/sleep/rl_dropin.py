@@ -42,7 +42,7 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
-from common import REPO, GiB, commit, csv_list, emit_result, free_bytes, markdown_table, run_worker, utc_now, write_json  # noqa: E402
+from common import REPO, GiB, check_worker_flags, commit, csv_list, emit_result, free_bytes, markdown_table, run_worker, utc_now, write_json  # noqa: E402
 from rl_loop import fraction, greedy_generate, make_plan, positive, train_steps  # noqa: E402
 
 IMPLS = ("saver", "tagged_pool", "peer")
@@ -318,8 +318,7 @@ def main(argv=None):
     p.add_argument("--plan", help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     if args.worker:
-        if not args.impl:
-            p.error("--worker needs --impl")
+        check_worker_flags(p, args, "impl")
         return worker(args)
     if args.impls is None:
         args.impls = list(IMPLS) if args.peer_site else list(GPUMEM_IMPLS)

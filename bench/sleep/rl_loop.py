@@ -45,7 +45,7 @@ import os
 import sys
 import time
 
-from common import REPO, GiB, commit, emit_result, free_bytes, markdown_table, run_worker, utc_now, write_json
+from common import REPO, GiB, check_worker_flags, commit, emit_result, free_bytes, markdown_table, run_worker, utc_now, write_json
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -364,8 +364,7 @@ def main(argv=None):
     p.add_argument("--plan", help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     if args.worker:
-        if not args.role:
-            p.error("--worker needs --role")
+        check_worker_flags(p, args, "role")
         return worker(args)
     return parent(args)
 

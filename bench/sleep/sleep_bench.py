@@ -68,7 +68,7 @@ import statistics
 import sys
 import time
 
-from common import REPO, GiB, commit, csv_list, emit_result, free_bytes, markdown_table, run_worker, utc_now, write_json
+from common import REPO, GiB, check_worker_flags, commit, csv_list, emit_result, free_bytes, markdown_table, run_worker, utc_now, write_json
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 PEER_SITE = os.path.join(HERE, "out", "peer", "site")  # the unzipped torch_memory_saver wheel (README.md)
@@ -653,8 +653,7 @@ def main(argv=None):
                   f"({min(sizes) // MiB}–{max(sizes) // MiB} MiB); systems {', '.join(systems_of(name))}")
         return 0
     if args.worker:
-        if not args.case or not args.system:
-            p.error("--worker needs --case and --system")
+        check_worker_flags(p, args, "case", "system")
         return worker(args)
     return parent(args)
 

@@ -11,8 +11,6 @@
 // On a machine without a GPU only the host strategies run ('host' and 'pool-host', the pool over
 // host memory). Strategies that make a driver call per operation ('cuda', 'uvm': tens of µs to
 // milliseconds each) run --driver-ops operations instead of --ops, so that a run ends in minutes.
-import { mkdirSync, writeFileSync } from 'node:fs';
-import { dirname } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import {
   createAllocator,
@@ -27,6 +25,8 @@ import {
 import '@gpumem/allocator-uvm';
 import '@gpumem/allocator-pool';
 import '@gpumem/allocator-async';
+import { cliArgs } from '../lib/args.js';
+import { writeJson } from '../lib/output.js';
 
 const KiB = 1024;
 const MiB = 2 ** 20;
@@ -48,10 +48,7 @@ const usage = `Usage: node bench/soak/run.js [flags]
   --seed N          random seed (default 1)
   --out FILE        where to write the JSON (default bench/soak/out/<date>-<device>.json)`;
 
-function fail(message) {
-  console.error(`bench/soak: ${message}\n${usage}`);
-  process.exit(2);
-}
+const { help, fail } = cliArgs(usage, 'bench/soak');
 
 function positiveInt(raw, flag) {
   const v = Number(String(raw).replaceAll('_', ''));
@@ -89,10 +86,8 @@ function parseArgs(argv) {
       args.margin = Number(raw);
       if (raw === undefined || !Number.isFinite(args.margin) || args.margin < 0)
         fail(`--margin needs a non-negative number (received '${raw}')`);
-    } else if (a === '-h' || a === '--help') {
-      console.log(usage);
-      process.exit(0);
-    } else fail(`unknown option '${a}'`);
+    } else if (a === '-h' || a === '--help') help();
+    else fail(`unknown option '${a}'`);
   }
   if (args.allocators !== undefined && args.allocators.length === 0) fail('--allocators needs at least one name');
   return args;
@@ -352,9 +347,7 @@ function main() {
     settings: { ...args, out },
     rows,
   };
-  mkdirSync(dirname(out), { recursive: true });
-  writeFileSync(out, `${JSON.stringify(result, null, 2)}\n`);
-  console.log(`wrote ${out}`);
+  writeJson(out, result);
   process.exitCode = rows.every((r) => r.verdict === 'bounded') ? 0 : 1;
 }
 

@@ -29,7 +29,7 @@ const usage = `Usage: node bench/tiered/run.js --config 'NAME|ALLOCATOR|FLAGS' [
   --timeout S                    seconds a run may take before it is stopped (default 600)
   --json FILE                    where to write the JSON (default bench/tiered/out/tiered.json)`;
 
-const { fail, integer } = cliArgs(usage);
+const { help, fail, integer } = cliArgs(usage);
 
 function parseArgs(argv) {
   const args = { configs: [], nodes: 2_000_000, epochs: 3, repeats: 2, timeout: 600, json: 'bench/tiered/out/tiered.json' };
@@ -44,10 +44,8 @@ function parseArgs(argv) {
     else if (a === '--repeats') args.repeats = integer(argv[++i], '--repeats', 1);
     else if (a === '--timeout') args.timeout = integer(argv[++i], '--timeout', 1);
     else if (a === '--json') args.json = argv[++i];
-    else if (a === '-h' || a === '--help') {
-      console.log(usage);
-      process.exit(0);
-    } else fail(`Unknown argument '${a}'`);
+    else if (a === '-h' || a === '--help') help();
+    else fail(`Unknown argument '${a}'`);
   }
   if (args.configs.length === 0) fail('Expected at least one --config');
   return args;

@@ -25,6 +25,8 @@ import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "bench" / "lib"))
+from output import write_json  # noqa: E402
 
 
 def build(work: Path) -> Path:
@@ -88,9 +90,7 @@ def main() -> int:
                          capture_output=True, text=True).stdout.strip()
     out = {"benchmark": "oom-ring", "command": " ".join(sys.argv), "gpu": gpu, "library": lib, "cpu": a.cpu,
            "repeats": a.repeats, "rounds": a.rounds, "pairs": a.pairs, "held": a.held, "rows": rows}
-    Path(a.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(a.out).write_text(json.dumps(out, indent=2) + "\n")
-    print(f"wrote {a.out}", file=sys.stderr)
+    write_json(a.out, out, log=sys.stderr)
     return 0
 
 

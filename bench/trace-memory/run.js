@@ -10,29 +10,28 @@
 // process reports its peak RSS; the baseline is the same process without a trace. Per million
 // events = (peak - baseline) / events * 10^6.
 import { spawnSync } from 'node:child_process';
-import { createWriteStream, mkdirSync, mkdtempSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { createWriteStream, mkdtempSync, rmSync, statSync } from 'node:fs';
 import { once } from 'node:events';
 import { tmpdir } from 'node:os';
-import { dirname, join } from 'node:path';
+import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { cliArgs } from '../lib/args.js';
+import { writeJson } from '../lib/output.js';
 import { random } from '../lib/random.js';
 
 const usage = 'Usage: node bench/trace-memory/run.js [--events N,N,...] [--out FILE]';
 const self = fileURLToPath(import.meta.url);
 
 function parseArgs(argv) {
-  const { fail, integer } = cliArgs(usage);
+  const { help, fail, integer } = cliArgs(usage);
   const a = { events: [1_000_000, 4_000_000], out: 'bench/trace-memory/out/trace-memory.json' };
   for (let i = 0; i < argv.length; i++) {
     const k = argv[i];
     const v = argv[i + 1];
     if (k === '--events' && v) a.events = argv[++i].split(',').map((n) => integer(n, '--events', 1));
     else if (k === '--out' && v) a.out = argv[++i];
-    else if (k === '-h' || k === '--help') {
-      console.log(usage);
-      process.exit(0);
-    } else fail(`bench/trace-memory: bad or unknown option '${k}'`);
+    else if (k === '-h' || k === '--help') help();
+    else fail(`bench/trace-memory: bad or unknown option '${k}'`);
   }
   return a;
 }
@@ -149,9 +148,7 @@ async function main() {
       seconds: r.seconds.toFixed(1),
     })),
   );
-  mkdirSync(dirname(args.out), { recursive: true });
-  writeFileSync(args.out, `${JSON.stringify({ node: process.version, date: new Date().toISOString(), args, rows }, null, 2)}\n`);
-  console.log(`wrote ${args.out}`);
+  writeJson(args.out, { node: process.version, date: new Date().toISOString(), args, rows });
 }
 
 if (process.argv[2] === '--child') await child(process.argv[3] || undefined);

@@ -23,6 +23,8 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
 BENCH = os.path.join(REPO, "examples", "torch", "gcn_benchmark.py")
+sys.path.insert(0, os.path.join(REPO, "bench", "lib"))
+from output import write_json  # noqa: E402
 
 
 def run(args, trace_path):
@@ -110,11 +112,7 @@ def main():
         "goal_met": overhead < args.goal,
         "runs": runs,
     }
-    os.makedirs(os.path.dirname(os.path.abspath(args.json)), exist_ok=True)
-    with open(args.json, "w") as f:
-        json.dump(summary, f, indent=1)
-        f.write("\n")
-    print(f"wrote {args.json}")
+    write_json(args.json, summary, indent=1)
     return 0 if overhead < args.goal else 1
 
 

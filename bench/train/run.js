@@ -7,16 +7,18 @@
 // mlp-seed: epoch time (training + validation, synchronised), median over epochs after the first,
 // and test accuracy. gcn-seed: median epoch time after a warm-up epoch, peak allocated and
 // reserved. The PyTorch baselines are separate scripts (bench/baselines/), run in the same session.
-import { mkdirSync, writeFileSync } from 'node:fs';
-import { dirname } from 'node:path';
 import { deviceProperties, formatBytes, hasCudaDevice, listAllocators, median } from '@gpumem/allocator-core';
 import '@gpumem/allocator-uvm';
 import '@gpumem/allocator-pool';
 import '@gpumem/allocator-async';
 import { train } from '@gpumem/gnn';
+import { cliArgs } from '../lib/args.js';
+import { writeJson } from '../lib/output.js';
 
 const usage = `Usage: node bench/train/run.js [--workload mlp|gcn|all] [--nodes N] [--epochs N]
                                 [--allocators a,b] [--aggregation spmm|scatter|both] [--out FILE]`;
+
+const { help, fail } = cliArgs(usage);
 
 function parseArgs(argv) {
   const a = {
@@ -36,13 +38,8 @@ function parseArgs(argv) {
     else if (k === '--allocators' && v) a.allocators = argv[++i].split(',');
     else if (k === '--aggregation' && ['spmm', 'scatter', 'both'].includes(v)) a.aggregation = argv[++i];
     else if (k === '--out' && v) a.out = argv[++i];
-    else if (k === '-h' || k === '--help') {
-      console.log(usage);
-      process.exit(0);
-    } else {
-      console.error(`bench/train: bad or unknown option '${k}'\n${usage}`);
-      process.exit(2);
-    }
+    else if (k === '-h' || k === '--help') help();
+    else fail(`bench/train: bad or unknown option '${k}'`);
   }
   return a;
 }
@@ -145,12 +142,7 @@ function main() {
   console.log(line(header));
   console.log(`|${widths.map((w) => '-'.repeat(w + 2)).join('|')}|`);
   for (const t of table) console.log(line(t));
-  mkdirSync(dirname(args.out), { recursive: true });
-  writeFileSync(
-    args.out,
-    `${JSON.stringify({ benchmark: 'train', date: new Date().toISOString(), gpu: gpu ? deviceProperties(0) : null, rows }, null, 2)}\n`,
-  );
-  console.log(`wrote ${args.out}`);
+  writeJson(args.out, { benchmark: 'train', date: new Date().toISOString(), gpu: gpu ? deviceProperties(0) : null, rows });
 }
 
 main();

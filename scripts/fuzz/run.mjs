@@ -37,7 +37,7 @@ const usage = `Usage: node scripts/fuzz/run.mjs [options]
   --reader FILE      the reader module (read(path, options), typedErrors; default scripts/fuzz/reader.mjs)
   --replay FILE      reads one saved input (a defect's case-N.bin, its options from case-N.json) and exits`;
 
-const { fail, integer } = cliArgs(usage);
+const { help, fail, integer } = cliArgs(usage);
 
 function parseArgs(argv) {
   const args = {
@@ -66,10 +66,8 @@ function parseArgs(argv) {
     else if (a === '--out') args.out = value();
     else if (a === '--reader') args.reader = value();
     else if (a === '--replay') args.replay = value();
-    else if (a === '-h' || a === '--help') {
-      console.log(usage);
-      process.exit(0);
-    } else fail(`scripts/fuzz: unknown option '${a}'`);
+    else if (a === '-h' || a === '--help') help();
+    else fail(`scripts/fuzz: unknown option '${a}'`);
   }
   if (args.iterations !== undefined && args.seconds !== undefined) fail('give --iterations or --seconds, not both');
   args.iterations ??= args.seconds === undefined ? 2000 : Number.POSITIVE_INFINITY;

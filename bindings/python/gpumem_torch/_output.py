@@ -12,6 +12,7 @@ name). Every error is an :class:`OutputFileError` naming the file. Only the stan
 
 from __future__ import annotations
 
+import contextlib
 import errno as _errno
 import os
 import stat
@@ -206,28 +207,22 @@ class OutputFile:
                 raise
             self._fail(e, "completing the file failed")
         self._temporary = None
-        try:  # the rename's durability across a power cut: best effort
+        with contextlib.suppress(OSError):  # the rename's durability across a power cut: best effort
             folder = os.open(os.path.dirname(self._target.path), os.O_RDONLY)
             try:
                 os.fsync(folder)
             finally:
                 os.close(folder)
-        except OSError:
-            pass
 
     def discard(self) -> None:
         """Removes the temporary file; the target stays as it was. Safe to call more than once."""
         if self._fd is not None:
-            try:
+            with contextlib.suppress(OSError):
                 os.close(self._fd)
-            except OSError:
-                pass
             self._fd = None
         if self._temporary is not None:
-            try:
+            with contextlib.suppress(OSError):
                 os.unlink(self._temporary)
-            except OSError:
-                pass
             self._temporary = None
 
     def __enter__(self) -> "OutputFile":
