@@ -15,13 +15,15 @@ await importStrategies();
 
 const usage = `Usage: node bench/doctor/failing-requests.js [--out FILE] [--counts N,N,...]
   --out FILE     where to write the JSON (default bench/doctor/out/failing-requests.json)
-  --counts LIST  the numbers of failing requests (default 10000,100000,1000000)`;
-const { fail, integer } = cliArgs(usage);
+  --counts LIST  the numbers of failing requests (default 10000,100000,1000000)
+  --help         this text`;
+const { help, fail, integer } = cliArgs(usage);
 let out = 'bench/doctor/out/failing-requests.json';
 let counts = [10_000, 100_000, 1_000_000];
 const argv = process.argv.slice(2);
 for (let i = 0; i < argv.length; i++) {
-  if (argv[i] === '--out' && argv[i + 1] !== undefined) out = argv[++i];
+  if (argv[i] === '--help' || argv[i] === '-h') help();
+  else if (argv[i] === '--out' && argv[i + 1] !== undefined) out = argv[++i];
   else if (argv[i] === '--counts' && argv[i + 1] !== undefined) counts = argv[++i].split(',').map((c) => integer(c, '--counts', 1));
   else fail(`Unknown argument '${argv[i]}'`);
 }
