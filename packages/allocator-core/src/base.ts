@@ -54,19 +54,20 @@ export abstract class BaseAllocator implements Allocator {
   }
 
   write(ptr: DevicePtr, data: ArrayBufferView, offset = 0, stream?: Stream): void {
-    this.checkLive();
-    checkPointer(ptr);
-    checkView(data, 'data');
-    checkNonNegative(offset, 'offset');
-    this.doWrite(ptr, data, offset, this.checkStream(stream));
+    this.doWrite(ptr, data, offset, this.#checkCopy(ptr, data, 'data', offset, stream));
   }
 
   read(ptr: DevicePtr, target: ArrayBufferView, offset = 0, stream?: Stream): void {
+    this.doRead(ptr, target, offset, this.#checkCopy(ptr, target, 'target', offset, stream));
+  }
+
+  /** The checks of a copy between host memory and an allocation (write, read); returns the stream it runs on. */
+  #checkCopy(ptr: DevicePtr, view: ArrayBufferView, viewName: string, offset: number, stream: Stream | undefined): Stream | undefined {
     this.checkLive();
     checkPointer(ptr);
-    checkView(target, 'target');
+    checkView(view, viewName);
     checkNonNegative(offset, 'offset');
-    this.doRead(ptr, target, offset, this.checkStream(stream));
+    return this.checkStream(stream);
   }
 
   stats(): AllocatorStats {

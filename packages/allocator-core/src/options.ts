@@ -104,35 +104,31 @@ function spec<T, P, X extends OptionExtras<P>>(parse: (value: unknown, name: str
   return { parse, ...(extras as X) };
 }
 
-function oneOf<T extends string>(allowed: readonly T[], extras?: OptionExtras<T>): OptionSpec<T> {
-  return spec<T, T, OptionExtras<T>>((value, name) => {
-    checkOneOf(value, allowed, name);
+/** A kind whose check is one of ./validate.ts's: the value, once checked, is passed on as given. */
+function checkedBy<T, X extends OptionExtras<T>>(check: (value: unknown, name: string) => asserts value is T, extras?: X) {
+  return spec<T, T, X>((value, name) => {
+    check(value, name);
     return value;
   }, extras);
+}
+
+function oneOf<T extends string>(allowed: readonly T[], extras?: OptionExtras<T>): OptionSpec<T> {
+  return checkedBy<T, OptionExtras<T>>((value, name): asserts value is T => checkOneOf(value, allowed, name), extras);
 }
 
 /** The kinds of option value, each with its check (the messages of ./validate.ts). */
 export const option = {
   /** A byte count or other positive integer: an integer in [1, 2^53 - 1]. */
   bytes<X extends OptionExtras<number>>(extras?: X) {
-    return spec<number, number, X>((value, name) => {
-      checkBytes(value, name);
-      return value;
-    }, extras);
+    return checkedBy<number, X>(checkBytes, extras);
   },
   /** An integer in [0, 2^53 - 1] (a device ordinal, a threshold that may be 0). */
   nonNegative<X extends OptionExtras<number>>(extras?: X) {
-    return spec<number, number, X>((value, name) => {
-      checkNonNegative(value, name);
-      return value;
-    }, extras);
+    return checkedBy<number, X>(checkNonNegative, extras);
   },
   /** true or false. */
   boolean<X extends OptionExtras<boolean>>(extras?: X) {
-    return spec<boolean, boolean, X>((value, name) => {
-      checkBoolean(value, name);
-      return value;
-    }, extras);
+    return checkedBy<boolean, X>(checkBoolean, extras);
   },
   /** A finite number. */
   number<X extends OptionExtras<number>>(extras?: X) {

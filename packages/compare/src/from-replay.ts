@@ -112,6 +112,21 @@ function baseRun(label: string): CompareRun {
   };
 }
 
+/** A row's memory columns, the same for a replayed strategy and the recorded allocator: peaks, their ratio, driver calls, OOMs. */
+function setMemoryFigures(
+  run: CompareRun,
+  peaks: { peakAllocatedBytes: number; peakReservedBytes: number },
+  calls: { driverAllocs: number; driverFrees: number },
+  ooms: number,
+): void {
+  run.peakAllocatedBytes = peaks.peakAllocatedBytes;
+  run.peakReservedBytes = peaks.peakReservedBytes;
+  run.overhead = peaks.peakAllocatedBytes > 0 ? peaks.peakReservedBytes / peaks.peakAllocatedBytes : null;
+  run.upstreamAllocCalls = calls.driverAllocs;
+  run.upstreamFreeCalls = calls.driverFrees;
+  run.oomCount = ooms;
+}
+
 const share = (part: number, whole: number) => (whole > 0 ? ` (${((100 * part) / whole).toFixed(1)}%)` : '');
 const ns = (v: number) => (v >= 10_000 ? `${(v / 1000).toFixed(1)} µs` : `${v.toFixed(0)} ns`);
 
@@ -145,12 +160,7 @@ export function replayToCompareResult(input: ReplayReportInput): CompareResult {
     }
     const r = row.result;
     const p = row.profile;
-    run.peakAllocatedBytes = r.peakAllocatedBytes;
-    run.peakReservedBytes = r.peakReservedBytes;
-    run.overhead = r.peakAllocatedBytes > 0 ? r.peakReservedBytes / r.peakAllocatedBytes : null;
-    run.upstreamAllocCalls = p.driverAllocs;
-    run.upstreamFreeCalls = p.driverFrees;
-    run.oomCount = r.ooms;
+    setMemoryFigures(run, r, p, r.ooms);
     // A trace with tags (a snapshot's allocation frames) stacks allocated bytes by them.
     run.timeline = seriesOf(p.timeline.timeNs, p.timeline.allocatedBytes, p.timeline.reservedBytes, points, p.timeline);
     const breakdown = peakBreakdown(run.timeline);
@@ -176,12 +186,7 @@ export function replayToCompareResult(input: ReplayReportInput): CompareResult {
   const notes: string[] = [];
   if (baseline) {
     const run = baseRun(baseline.label);
-    run.peakAllocatedBytes = baseline.peakAllocatedBytes;
-    run.peakReservedBytes = baseline.peakReservedBytes;
-    run.overhead = baseline.peakAllocatedBytes > 0 ? baseline.peakReservedBytes / baseline.peakAllocatedBytes : null;
-    run.upstreamAllocCalls = baseline.driverAllocs;
-    run.upstreamFreeCalls = baseline.driverFrees;
-    run.oomCount = compiled.traceOoms;
+    setMemoryFigures(run, baseline, baseline, compiled.traceOoms);
     run.timeline = baselineTimeline(baseline, compiled, points);
     run.eventsRecorded = compiled.action.length;
     run.extra = {

@@ -4,6 +4,7 @@
  * @module
  */
 import type { TrackingEvent } from '@gpumem/allocator-core';
+import { LiveBytesByTag } from '@gpumem/trace';
 import type { TimelineSeries } from './types.js';
 
 /**
@@ -47,25 +48,15 @@ export function buildTimeline(
   const series: TimelineSeries = { tMs: new Array<number>(n), allocatedBytes: new Array<number>(n), reservedBytes: new Array<number>(n) };
   // per tag: index 0 is 'before', then one per tag name (unknown tags go to 'before' too)
   const tagCount = tagNames ? tagNames.length + 1 : 0;
-  const byTag = tagNames ? Array.from({ length: tagCount }, () => new Array<number>(n)) : undefined;
-  const current = new Float64Array(tagCount);
-  if (tagCount > 0) current[0] = before;
-  const tagOfPtr = new Map<number, number>();
+  const byTag = tagNames && new LiveBytesByTag(tagCount, n, before);
   for (let i = 0; i < n; i++) {
     const e = events[i]!;
     if (e.action === 'alloc') allocated += e.bytes;
     else if (e.action === 'free') allocated -= e.bytes;
     if (byTag) {
-      if (e.action === 'alloc') {
-        const k = e.tag >= 0 && e.tag < tagCount - 1 ? e.tag + 1 : 0;
-        tagOfPtr.set(e.ptr, k);
-        current[k]! += e.bytes;
-      } else if (e.action === 'free') {
-        const k = tagOfPtr.get(e.ptr) ?? 0;
-        tagOfPtr.delete(e.ptr);
-        current[k]! -= e.bytes;
-      }
-      for (let k = 0; k < tagCount; k++) byTag[k]![i] = current[k]!;
+      if (e.action === 'alloc') byTag.alloc(e.ptr, e.bytes, e.tag >= 0 && e.tag < tagCount - 1 ? e.tag + 1 : 0);
+      else if (e.action === 'free') byTag.free(e.ptr, e.bytes);
+      byTag.record(i);
     }
     series.tMs[i] = (e.timeNs - originNs) / 1e6;
     series.allocatedBytes[i] = allocated;
@@ -73,7 +64,7 @@ export function buildTimeline(
   }
   if (byTag && tagNames) {
     series.tags = ['before', ...tagNames];
-    series.byTag = byTag;
+    series.byTag = byTag.series;
   }
   if (host && host.tMs.length > 0) {
     // a sample may be older than the point (bytes freed since): the host part is at most the total

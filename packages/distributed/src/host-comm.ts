@@ -10,6 +10,7 @@
  * @module
  */
 import { hostDevice, InvalidStateError, type Device } from '@gpumem/allocator-core';
+import { checkInteger } from './check-integer.js';
 import { commCall } from './comm-errors.js';
 import { commNative } from './comm-native.js';
 import type { Communicator } from './communicator.js';
@@ -57,14 +58,6 @@ export interface HostCommunicatorOptions {
 }
 
 const MiB = 2 ** 20;
-
-function checkInteger(value: unknown, name: string, min: number, max: number): asserts value is number {
-  const expected = max === Infinity ? `an integer >= ${min}` : `an integer in [${min}, ${max}]`;
-  if (typeof value !== 'number')
-    throw new TypeError(`Expected ${expected} for ${name} but received ${String(value)} of type ${typeof value}`);
-  if (!Number.isSafeInteger(value) || value < min || value > max)
-    throw new RangeError(`Expected ${expected} for ${name} but received ${value}`);
-}
 
 function checkString(value: unknown, name: string): asserts value is string {
   if (typeof value !== 'string') throw new TypeError(`Expected string for ${name} but received ${String(value)} of type ${typeof value}`);

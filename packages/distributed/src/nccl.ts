@@ -7,6 +7,7 @@
  * @module
  */
 import { cudaDevice, InvalidStateError, loadNative, type NativeNcclLibrary } from '@gpumem/allocator-core';
+import { checkInteger } from './check-integer.js';
 import { commCall } from './comm-errors.js';
 import { commNative } from './comm-native.js';
 import type { Communicator } from './communicator.js';
@@ -45,14 +46,6 @@ export interface NcclCommunicatorOptions {
   size: number;
   /** The CUDA device this rank drives. */
   device: number;
-}
-
-function checkInteger(value: unknown, name: string, min: number, max: number): asserts value is number {
-  const expected = max === Infinity ? `an integer >= ${min}` : `an integer in [${min}, ${max}]`;
-  if (typeof value !== 'number')
-    throw new TypeError(`Expected ${expected} for ${name} but received ${String(value)} of type ${typeof value}`);
-  if (!Number.isSafeInteger(value) || value < min || value > max)
-    throw new RangeError(`Expected ${expected} for ${name} but received ${value}`);
 }
 
 /**

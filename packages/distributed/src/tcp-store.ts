@@ -56,6 +56,10 @@ export class RendezvousError extends Error {
   readonly code = 'GPUMEM_RENDEZVOUS';
 }
 
+/** {@link TcpStore.join}'s options, checked, with their defaults in place: what both sides of joining work from. */
+type Join = Required<Pick<TcpStoreOptions, 'rank' | 'size' | 'host' | 'port' | 'joinTimeoutMs' | 'purpose'>> &
+  Pick<TcpStoreOptions, 'token' | 'onListening'>;
+
 const defaultJoinTimeoutMs = 60_000;
 const retryMs = 200;
 /** A rank waiting for rank 0's answer gives up this long after rank 0 would have (it names the missing ranks). */
@@ -157,10 +161,8 @@ export class TcpStore {
     if (token !== undefined && typeof token !== 'string') throw new TypeError(`Expected a string for token but received ${typeof token}`);
     if (token !== undefined && Buffer.byteLength(token) > maxTokenBytes)
       throw new RangeError(`Expected a token of at most ${maxTokenBytes} bytes but received ${Buffer.byteLength(token)} bytes`);
-    const joined =
-      rank === 0
-        ? await serve(size, host, port, joinTimeoutMs, token, purpose, onListening)
-        : await reach(rank, size, host, port, joinTimeoutMs, token, purpose);
+    const join: Join = { rank, size, host, port, joinTimeoutMs, token, purpose, onListening };
+    const joined = rank === 0 ? await serve(join) : await reach(join);
     const store = new TcpStore({ rank, size, host, port: joined.port }, joined.peers);
     store.#listen(joined);
     return store;
@@ -455,15 +457,7 @@ function tokenMatches(expected: string | undefined, given: unknown): boolean {
 }
 
 /** Rank 0's side of joining: listen, admit each rank once, and start the job when all are in. */
-function serve(
-  size: number,
-  host: string,
-  port: number,
-  joinTimeoutMs: number,
-  token: string | undefined,
-  purpose: string,
-  onListening: ((port: number) => void) | undefined,
-): Promise<Joined> {
+function serve({ size, host, port, joinTimeoutMs, token, purpose, onListening }: Join): Promise<Joined> {
   return new Promise((resolve, reject) => {
     const peers = new Array<Socket | undefined>(size).fill(undefined);
     const readers = new Array<FrameReader>(size);
@@ -583,15 +577,7 @@ function serve(
 }
 
 /** A rank's side of joining: connect to rank 0 (retrying while it is not there yet), say who it is, wait for the start. */
-function reach(
-  rank: number,
-  size: number,
-  host: string,
-  port: number,
-  joinTimeoutMs: number,
-  token: string | undefined,
-  purpose: string,
-): Promise<Joined> {
+function reach({ rank, size, host, port, joinTimeoutMs, token, purpose }: Join): Promise<Joined> {
   const deadline = performance.now() + joinTimeoutMs;
   const where = `${host}:${port}`;
   return new Promise((resolve, reject) => {

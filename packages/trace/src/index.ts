@@ -84,6 +84,7 @@ export {
   type MinCapacityOptions,
 } from './min-capacity.js';
 export { profileReplay, type ReplayProfile, type OomSnapshot, type ProfileOptions } from './profile.js';
+export { LiveBytesByTag } from './live-bytes-by-tag.js';
 export { addressSpaceRoom, engineHeadroomBytes, type AddressSpaceRoom } from './address-space.js';
 export { pytorchBaseline, pytorchBaselineLabel, type RecordedBaseline } from './baseline.js';
 export { pytorchTwin, pytorchTwinOptions } from './pytorch-twin.js';

@@ -11,6 +11,7 @@
  */
 import { isOutOfMemory, type AllocatorStats, type Stream, type TrackingEvents } from '@gpumem/allocator-core';
 import { createReplayAllocator, type CapacityLimit, type StrategySpec } from './capacity.js';
+import { LiveBytesByTag } from './live-bytes-by-tag.js';
 import { freeHeldSlots, replayStreams, type CompiledTrace } from './replay.js';
 
 /** Memory at one out-of-memory failure, from the strategy's statistics right after it. */
@@ -167,9 +168,7 @@ export function profileReplay(trace: CompiledTrace, spec: StrategySpec, o: Profi
     reservedBytes: new Array<number>(count),
   };
   const tagNames = onTraceClock ? trace.tagNames : undefined;
-  const byTag = tagNames?.map(() => new Array<number>(count));
-  const byTagNow = new Float64Array(tagNames?.length ?? 0);
-  const tagOfPtr = new Map<number, number>(); // live pointer -> its allocation's tag
+  const byTag = tagNames && new LiveBytesByTag(tagNames.length, count);
   let allocated = 0;
   let reservedAtPeak = 0;
   let allocatedAtPeak = 0;
@@ -181,16 +180,9 @@ export function profileReplay(trace: CompiledTrace, spec: StrategySpec, o: Profi
     timeline.allocatedBytes[k] = allocated;
     timeline.reservedBytes[k] = e.reservedBytes;
     if (byTag) {
-      if (e.action === 'alloc' && k < calls) {
-        const t = Math.min(trace.tag[callOp[k]!]!, byTag.length - 1);
-        tagOfPtr.set(e.ptr, t);
-        byTagNow[t]! += e.bytes;
-      } else if (e.action === 'free') {
-        const t = tagOfPtr.get(e.ptr) ?? 0;
-        tagOfPtr.delete(e.ptr);
-        byTagNow[t]! -= e.bytes;
-      }
-      for (let j = 0; j < byTag.length; j++) byTag[j]![k] = byTagNow[j]!;
+      if (e.action === 'alloc' && k < calls) byTag.alloc(e.ptr, e.bytes, Math.min(trace.tag[callOp[k]!]!, byTag.series.length - 1));
+      else if (e.action === 'free') byTag.free(e.ptr, e.bytes);
+      byTag.record(k);
     }
     if (e.reservedBytes > reservedAtPeak) {
       reservedAtPeak = e.reservedBytes;
@@ -199,7 +191,7 @@ export function profileReplay(trace: CompiledTrace, spec: StrategySpec, o: Profi
   }
   if (tagNames && byTag) {
     timeline.tags = [...tagNames];
-    timeline.byTag = byTag;
+    timeline.byTag = byTag.series;
   }
   const profile: ReplayProfile = {
     timeline,

@@ -16,10 +16,10 @@ import {
   type DoctorVerdict,
   type OutsideMemory,
   type ReadTrace,
-  type ReplayLoop,
 } from '@gpumem/trace';
 import { flagHelp, parseFlags, positiveSizeFlag, splitFileArgs, UsageError, type FlagSpec } from './args.js';
 import { checkOutputFlags, isStdout, pluginInputs } from './output-paths.js';
+import { loopFlag, loopOption } from './loop-flag.js';
 import { readTraceOrExplain } from './read-trace-file.js';
 import { stdoutText, stderrText } from '../terminal.js';
 
@@ -43,12 +43,7 @@ const doctorFlags: Record<string, FlagSpec> = {
     type: 'boolean',
     help: 'leave out the requests that failed in the recording (default: replay each as an allocation freed at once)',
   },
-  loop: {
-    type: 'string',
-    choices: ['auto', 'native', 'typescript'],
-    default: 'auto',
-    help: 'auto: native loop for native strategies, TypeScript for plug-ins',
-  },
+  loop: loopFlag,
   device: { type: 'int', min: 0, max: 1023, help: 'PyTorch snapshots: the device whose history to read (default: the first with events)' },
   report: { type: 'string', help: 'write the verdict as an HTML page to this file' },
   json: { type: 'string', help: "write the verdict and its figures as JSON to this file ('-': to stdout, the rest to stderr)" },
@@ -257,7 +252,7 @@ export async function runDoctor(argv: readonly string[], plugins: readonly strin
     outside,
     ...(flags['model-error'] !== undefined && { pytorchModelError: flags['model-error'] as number }),
     failedRequests: flags['skip-failed-requests'] ? 'skip' : 'replay',
-    ...(flags.loop !== 'auto' && { loop: flags.loop as ReplayLoop }),
+    ...loopOption(flags),
   });
   out.write(verdictText(verdict, capacity.source));
 

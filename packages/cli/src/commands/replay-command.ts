@@ -23,22 +23,18 @@ import {
   type AllocatorSpec,
   type DefaultAllocators,
 } from '@gpumem/compare';
-import { compileTrace, defaultCapacityResolution, type ReplayLoop } from '@gpumem/trace';
+import { compileTrace, defaultCapacityResolution } from '@gpumem/trace';
 import { flagHelp, parseFlags, positiveSizeFlag, splitFileArgs, UsageError, type FlagAliases, type FlagSpec } from './args.js';
 import { checkOutputFlags, isStdout, pluginInputs } from './output-paths.js';
 import { checkAllocatorNames, refuseSpecProblems } from './allocator-flags.js';
+import { loopFlag, loopOption } from './loop-flag.js';
 import { readTraceOrExplain } from './read-trace-file.js';
 import { stdoutText, stderrText } from '../terminal.js';
 
 const replayFlags: Record<string, FlagSpec> = {
   allocators: { type: 'string', help: 'comma-separated allocator specs, NAME or NAME:key=value (default: every one that can run here)' },
   repeat: { type: 'int', min: 1, max: 10000, default: 5, help: 'timed passes over the trace; times are the median' },
-  loop: {
-    type: 'string',
-    choices: ['auto', 'native', 'typescript'],
-    default: 'auto',
-    help: 'auto: native loop for native strategies, TypeScript for plug-ins',
-  },
+  loop: loopFlag,
   capacity: { type: 'string', help: 'replay as if the device had SIZE bytes (e.g. 16GiB); also the cap of --min-capacity' },
   'min-capacity': { type: 'boolean', help: "find each allocator's smallest capacity with no out-of-memory (bisection)" },
   resolution: {
@@ -186,7 +182,7 @@ export async function runReplay(argv: readonly string[], plugins: readonly strin
   const progress = flags.progress === true || (minCapacity && process.stderr.isTTY === true);
   const run = replayAllocators(trace, compiled, specs, {
     repeats: flags.repeat as number,
-    ...(flags.loop !== 'auto' && { loop: flags.loop as ReplayLoop }),
+    ...loopOption(flags),
     ...(capacityBytes !== undefined && { capacityBytes }),
     minCapacity,
     resolutionBytes,

@@ -12,6 +12,7 @@ import {
   trainAsJobRank,
   trainDistributed,
   type EnvRendezvous,
+  type Progress,
   type TrainResult,
   type WorkloadTrainOptions,
 } from '@gpumem/gnn';
@@ -92,18 +93,37 @@ export function runTrain(argv: readonly string[], plugins: readonly string[] = [
   if (devices !== undefined) return runTrainDistributed(flags, spec, options, devices, plugins, bar);
   let result: TrainResult;
   try {
-    result = train({
-      ...options,
-      allocator: spec.name,
-      allocatorOptions: spec.options,
-      onProgress: (p) => bar.update(`epoch ${p.epoch + 1}/${p.epochs}`, p.step, p.steps),
-    });
+    result = train(runOptions(options, spec, bar));
   } catch (e) {
-    if (e instanceof RangeError || e instanceof TypeError) throw new UsageError(`gpumem train: ${e.message}`);
-    throw e;
+    refusedOption(e);
   }
   writeResult(result, flags);
   return 0;
+}
+
+/** The options every way of training takes from the command: the workload's, the allocator, progress on `bar`. */
+function runOptions(options: WorkloadTrainOptions, spec: AllocatorSpec, bar: ProgressBar | undefined) {
+  return {
+    ...options,
+    allocator: spec.name,
+    allocatorOptions: spec.options,
+    onProgress: (p: Progress) => bar?.update(`epoch ${p.epoch + 1}/${p.epochs}`, p.step, p.steps),
+  };
+}
+
+/** What training over several ranks adds: the communicator, the collectives' timeout, the packages each rank imports. */
+function rankOptions(flags: FlagValues, plugins: readonly string[]) {
+  return {
+    ...(flags.communicator !== undefined ? { communicator: flags.communicator as 'nccl' | 'host' } : {}),
+    ...(flags.timeout !== undefined ? { timeoutMs: flags.timeout as number } : {}),
+    imports: [...builtInStrategyPackages, ...plugins],
+  };
+}
+
+/** An option that training refused (a RangeError or TypeError) is a usage error; anything else is thrown as it is. */
+function refusedOption(e: unknown): never {
+  if (e instanceof RangeError || e instanceof TypeError) throw new UsageError(`gpumem train: ${e.message}`);
+  throw e;
 }
 
 /** This process's place in a job that torchrun, srun or mpirun started, if it is one (then --devices is refused). */
@@ -132,21 +152,9 @@ async function runTrainAsJobRank(flags: FlagValues, gpu: boolean, job: EnvRendez
   const bar = job.rank === 0 ? new ProgressBar() : undefined;
   let result: TrainResult | undefined;
   try {
-    result = await trainAsJobRank(
-      {
-        ...options,
-        allocator: spec.name,
-        allocatorOptions: spec.options,
-        ...(flags.communicator !== undefined ? { communicator: flags.communicator as 'nccl' | 'host' } : {}),
-        ...(flags.timeout !== undefined ? { timeoutMs: flags.timeout as number } : {}),
-        imports: [...builtInStrategyPackages, ...plugins],
-        onProgress: (p) => bar?.update(`epoch ${p.epoch + 1}/${p.epochs}`, p.step, p.steps),
-      },
-      job,
-    );
+    result = await trainAsJobRank({ ...runOptions(options, spec, bar), ...rankOptions(flags, plugins) }, job);
   } catch (e) {
-    if (e instanceof RangeError || e instanceof TypeError) throw new UsageError(`gpumem train: ${e.message}`);
-    throw e;
+    refusedOption(e);
   }
   if (result) writeResult(result, flags);
   return 0;
@@ -178,19 +186,9 @@ async function runTrainDistributed(
   refuseSpecProblems('train', 'allocator', specProblems([spec]));
   let result: TrainResult;
   try {
-    result = await trainDistributed({
-      ...options,
-      allocator: spec.name,
-      allocatorOptions: spec.options,
-      devices,
-      ...(flags.communicator !== undefined ? { communicator: flags.communicator as 'nccl' | 'host' } : {}),
-      ...(flags.timeout !== undefined ? { timeoutMs: flags.timeout as number } : {}),
-      imports: [...builtInStrategyPackages, ...plugins],
-      onProgress: (p) => bar.update(`epoch ${p.epoch + 1}/${p.epochs}`, p.step, p.steps),
-    });
+    result = await trainDistributed({ ...runOptions(options, spec, bar), devices, ...rankOptions(flags, plugins) });
   } catch (e) {
-    if (e instanceof RangeError || e instanceof TypeError) throw new UsageError(`gpumem train: ${e.message}`);
-    throw e;
+    refusedOption(e);
   }
   writeResult(result, flags);
   return 0;

@@ -56,15 +56,39 @@ export class ParameterSet {
   }
 }
 
-/** PyTorch's default init for Linear: U(-1/sqrt(fanIn), 1/sqrt(fanIn)) for weight and bias. */
-/** A weight [out, in] and a bias [out] named after their layer: the parameters of a dense layer. */
-export function weightAndBias(name: string, inFeatures: number, outFeatures: number) {
-  return [
-    { name: `${name}.weight`, shape: [outFeatures, inFeatures] },
-    { name: `${name}.bias`, shape: [outFeatures] },
-  ];
+/**
+ * What a dense layer holds: a weight [out, in] and a bias [out] in a ParameterSet, named
+ * `<name>.weight` and `<name>.bias`. {@link Linear} and GcnConv are dense layers.
+ */
+export abstract class DenseLayer {
+  readonly weight: Parameter;
+  readonly bias: Parameter;
+
+  /** The parameters the layer needs, for its ParameterSet. */
+  static parameterSpecs(name: string, inFeatures: number, outFeatures: number) {
+    return [
+      { name: `${name}.weight`, shape: [outFeatures, inFeatures] },
+      { name: `${name}.bias`, shape: [outFeatures] },
+    ];
+  }
+
+  constructor(
+    protected readonly rt: Runtime,
+    readonly name: string,
+    readonly inFeatures: number,
+    readonly outFeatures: number,
+    params: ParameterSet,
+  ) {
+    this.weight = params.get(`${name}.weight`);
+    this.bias = params.get(`${name}.bias`);
+  }
+
+  get parameters(): Parameter[] {
+    return [this.weight, this.bias];
+  }
 }
 
+/** PyTorch's default init for Linear: U(-1/sqrt(fanIn), 1/sqrt(fanIn)) for weight and bias. */
 function initUniform(rt: Runtime, p: Parameter, fanIn: number, seed: number, offset: number): void {
   const bound = 1 / Math.sqrt(fanIn);
   rt.ops.randomUniform(rt.onDevice, rt.s, p.value.ptr, p.value.size, -bound, bound, seed, offset);
@@ -74,36 +98,24 @@ function initUniform(rt: Runtime, p: Parameter, fanIn: number, seed: number, off
  * y = x Wᵀ + b, or with `relu`, y = max(x Wᵀ + b, 0) with the ReLU fused into the bias add (and,
  * backward, into the bias gradient): two kernels fewer per layer and step.  W: [out, in], b: [out].
  */
-export class Linear {
-  readonly weight: Parameter;
-  readonly bias: Parameter;
+export class Linear extends DenseLayer {
   #x: Tensor | undefined; // [rows, in], saved by forward
   #y: Tensor | undefined; // [rows, out], the ReLU's output, saved by forward when relu
 
-  /** The parameters a Linear needs, for its ParameterSet. */
-  static parameterSpecs(name: string, inFeatures: number, outFeatures: number) {
-    return weightAndBias(name, inFeatures, outFeatures);
-  }
-
   constructor(
-    private readonly rt: Runtime,
-    readonly name: string,
-    readonly inFeatures: number,
-    readonly outFeatures: number,
+    rt: Runtime,
+    name: string,
+    inFeatures: number,
+    outFeatures: number,
     params: ParameterSet,
     readonly relu = false,
   ) {
-    this.weight = params.get(`${name}.weight`);
-    this.bias = params.get(`${name}.bias`);
+    super(rt, name, inFeatures, outFeatures, params);
   }
 
   init(seed: number, offset: number): void {
     initUniform(this.rt, this.weight, this.inFeatures, seed, offset);
     initUniform(this.rt, this.bias, this.inFeatures, seed, offset + this.weight.value.size);
-  }
-
-  get parameters(): Parameter[] {
-    return [this.weight, this.bias];
   }
 
   /** x: [rows, in] → [rows, out]. */

@@ -7,7 +7,7 @@
  * (A·x)·W1ᵀ + b1 with A·x aggregated once for the run (InputAggregation 'once').
  * @module
  */
-import { checkDropoutProbability, ParameterSet, weightAndBias, type Parameter } from '../framework/nn.js';
+import { checkDropoutProbability, DenseLayer, ParameterSet, type Parameter } from '../framework/nn.js';
 import type { Runtime } from '../framework/runtime.js';
 import type { Tensor } from '../framework/tensor.js';
 import type { Csr, Graph } from '../datasets/graphs.js';
@@ -67,35 +67,15 @@ export function gcnLayers(
   return { params, conv1, conv2 };
 }
 
-export class GcnConv {
-  readonly weight: Parameter; // [out, in]
-  readonly bias: Parameter; // [out]
+export class GcnConv extends DenseLayer {
   #x: Tensor | undefined;
 
-  /** The parameters a GcnConv needs, for its ParameterSet. */
-  static parameterSpecs(name: string, inFeatures: number, outFeatures: number) {
-    return weightAndBias(name, inFeatures, outFeatures);
-  }
-
-  constructor(
-    private readonly rt: Runtime,
-    readonly name: string,
-    readonly inFeatures: number,
-    readonly outFeatures: number,
-    params: ParameterSet,
-    seed: number,
-    offset: number,
-  ) {
-    this.weight = params.get(`${name}.weight`);
-    this.bias = params.get(`${name}.bias`);
+  constructor(rt: Runtime, name: string, inFeatures: number, outFeatures: number, params: ParameterSet, seed: number, offset: number) {
+    super(rt, name, inFeatures, outFeatures, params);
     // Glorot uniform weight, zero bias (as GCNConv)
     const bound = Math.sqrt(6 / (inFeatures + outFeatures));
     rt.ops.randomUniform(rt.onDevice, rt.s, this.weight.value.ptr, this.weight.value.size, -bound, bound, seed, offset);
     rt.ops.fillF32(rt.onDevice, rt.s, this.bias.value.ptr, outFeatures, 0);
-  }
-
-  get parameters(): Parameter[] {
-    return [this.weight, this.bias];
   }
 
   /** x: [N, in] → [N, out]. */
