@@ -28,8 +28,7 @@ void check_softmax(i64 rows, i64 T) {
 void heads_to_batch(bool on_device, stream_handle stream, const float* X, i64 ldx, float* Y, i64 B, i64 T, i64 H,
                     i64 D) {
   check_heads(ldx, B, T, H, D);
-  check::not_null(X, "X");
-  check::not_null(Y, "Y");
+  check::not_null({{X, "X"}, {Y, "Y"}});
   GPUMEM_OPS_ON_DEVICE(heads_to_batch(stream, X, ldx, Y, B, T, H, D));
   for (i64 b = 0; b < B; ++b)
     for (i64 h = 0; h < H; ++h)
@@ -42,8 +41,7 @@ void heads_to_batch(bool on_device, stream_handle stream, const float* X, i64 ld
 void batch_to_heads(bool on_device, stream_handle stream, const float* Y, float* X, i64 ldx, i64 B, i64 T, i64 H,
                     i64 D) {
   check_heads(ldx, B, T, H, D);
-  check::not_null(Y, "Y");
-  check::not_null(X, "X");
+  check::not_null({{Y, "Y"}, {X, "X"}});
   GPUMEM_OPS_ON_DEVICE(batch_to_heads(stream, Y, X, ldx, B, T, H, D));
   for (i64 b = 0; b < B; ++b)
     for (i64 h = 0; h < H; ++h)
@@ -55,8 +53,7 @@ void batch_to_heads(bool on_device, stream_handle stream, const float* Y, float*
 
 void causal_softmax(bool on_device, stream_handle stream, const float* S, float* P, i64 rows, i64 T, float scale) {
   check_softmax(rows, T);
-  check::not_null(S, "S");
-  check::not_null(P, "P");
+  check::not_null({{S, "S"}, {P, "P"}});
   GPUMEM_OPS_ON_DEVICE(causal_softmax(stream, S, P, rows, T, scale));
   for (i64 q = 0; q < rows * T; ++q) {
     const i64 i = q % T;  // the query's position: keys 0..i
@@ -75,9 +72,7 @@ void causal_softmax(bool on_device, stream_handle stream, const float* S, float*
 void causal_softmax_backward(bool on_device, stream_handle stream, const float* P, const float* dP, float* dS, i64 rows,
                              i64 T, float scale) {
   check_softmax(rows, T);
-  check::not_null(P, "P");
-  check::not_null(dP, "dP");
-  check::not_null(dS, "dS");
+  check::not_null({{P, "P"}, {dP, "dP"}, {dS, "dS"}});
   GPUMEM_OPS_ON_DEVICE(causal_softmax_backward(stream, P, dP, dS, rows, T, scale));
   for (i64 q = 0; q < rows * T; ++q) {
     const i64 i = q % T;

@@ -132,9 +132,7 @@ void gemm_strided_batched(bool on_device, stream_handle stream, bool trans_a, bo
                             std::to_string((M - 1) * ldc + N) + ", or rows interleaved: >= N with (batch-1)*strideC + N <= ldc)",
                         std::to_string(stride_c));
   }
-  check::not_null(A, "A");
-  check::not_null(B, "B");
-  check::not_null(C, "C");
+  check::not_null({{A, "A"}, {B, "B"}, {C, "C"}});
   if (on_device) {
     check::fits_i32(M, "M");
     check::fits_i32(N, "N");
@@ -160,10 +158,7 @@ void gemm(bool on_device, stream_handle stream, bool trans_a, bool trans_b, i64 
   check::non_negative(K, "K");
   if (M == 0 || N == 0) return;
   check::not_null(C, "C");
-  if (K > 0) {
-    check::not_null(A, "A");
-    check::not_null(B, "B");
-  }
+  if (K > 0) check::not_null({{A, "A"}, {B, "B"}});
   if (on_device) {
     check::fits_i32(M, "M");
     check::fits_i32(N, "N");
