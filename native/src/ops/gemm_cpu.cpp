@@ -108,6 +108,13 @@ void gemm_strided_one(bool ta, bool tb, i64 M, i64 N, i64 K, float alpha, const 
   }
 }
 
+// cuBLAS takes a product's sizes as int.
+void check_gpu_sizes(i64 M, i64 N, i64 K) {
+  check::fits_i32(M, "M");
+  check::fits_i32(N, "N");
+  check::fits_i32(K, "K");
+}
+
 }  // namespace
 
 void gemm_strided_batched(bool on_device, stream_handle stream, bool trans_a, bool trans_b, i64 M, i64 N, i64 K,
@@ -134,9 +141,7 @@ void gemm_strided_batched(bool on_device, stream_handle stream, bool trans_a, bo
   }
   check::not_null({{A, "A"}, {B, "B"}, {C, "C"}});
   if (on_device) {
-    check::fits_i32(M, "M");
-    check::fits_i32(N, "N");
-    check::fits_i32(K, "K");
+    check_gpu_sizes(M, N, K);
     check::fits_i32(lda, "lda");
     check::fits_i32(ldb, "ldb");
     check::fits_i32(ldc, "ldc");
@@ -159,11 +164,7 @@ void gemm(bool on_device, stream_handle stream, bool trans_a, bool trans_b, i64 
   if (M == 0 || N == 0) return;
   check::not_null(C, "C");
   if (K > 0) check::not_null({{A, "A"}, {B, "B"}});
-  if (on_device) {
-    check::fits_i32(M, "M");
-    check::fits_i32(N, "N");
-    check::fits_i32(K, "K");
-  }
+  if (on_device) check_gpu_sizes(M, N, K);
   GPUMEM_OPS_ON_DEVICE(gemm(stream, trans_a, trans_b, M, N, K, alpha, A, B, beta, C));
   gemm_cpu(trans_a, trans_b, M, N, K, alpha, A, B, beta, C);
 }
