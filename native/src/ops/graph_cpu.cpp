@@ -15,13 +15,19 @@ using check::bad_index;
 
 void check_i32(i64 v, const char* name) { check::fits_i32(v, name); }
 
+// The sizes of a [rows, H] operand (rows named rows_name) checked >= 0; true when it is empty, so
+// the op has nothing to do.
+bool empty_rows(i64 rows, const char* rows_name, i64 H) {
+  check::non_negative(rows, rows_name);
+  check::non_negative(H, "H");
+  return rows == 0 || H == 0;
+}
+
 }  // namespace
 
 void gather_rows(bool on_device, stream_handle stream, const float* X, const std::int32_t* index, float* out, i64 E,
                  i64 H) {
-  check::non_negative(E, "E");
-  check::non_negative(H, "H");
-  if (E == 0 || H == 0) return;
+  if (empty_rows(E, "E", H)) return;
   check::not_null({{X, "X"}, {index, "index"}, {out, "out"}});
   GPUMEM_OPS_ON_DEVICE(gather_rows(stream, X, index, out, E, H));
   const std::size_t row_bytes = static_cast<std::size_t>(H) * sizeof(float);
@@ -54,9 +60,7 @@ void gather_batch(bool on_device, stream_handle stream, const float* X, const st
 
 void scatter_add_rows(bool on_device, stream_handle stream, const float* src, const std::int32_t* index, float* out,
                       i64 E, i64 H) {
-  check::non_negative(E, "E");
-  check::non_negative(H, "H");
-  if (E == 0 || H == 0) return;
+  if (empty_rows(E, "E", H)) return;
   check::not_null({{src, "src"}, {index, "index"}, {out, "out"}});
   GPUMEM_OPS_ON_DEVICE(scatter_add_rows(stream, src, index, out, E, H));
   for (i64 e = 0; e < E; ++e) {
@@ -98,9 +102,7 @@ void spmm_rows(const std::int32_t* rowptr, const std::int32_t* col, const float*
 
 void spmm(bool on_device, stream_handle stream, const std::int32_t* rowptr, const std::int32_t* col, const float* val,
           const float* X, float* out, i64 N, i64 H) {
-  check::non_negative(N, "N");
-  check::non_negative(H, "H");
-  if (N == 0 || H == 0) return;
+  if (empty_rows(N, "N", H)) return;
   check::not_null({{rowptr, "rowptr"}, {out, "out"}});
   GPUMEM_OPS_ON_DEVICE(spmm(stream, rowptr, col, val, X, out, N, H));
   spmm_rows(rowptr, col, val, X, out, N, H);
@@ -109,9 +111,7 @@ void spmm(bool on_device, stream_handle stream, const std::int32_t* rowptr, cons
 // spmm over bf16 X (the upper halves of floats), accumulated in f32 in the same order.
 void spmm_bf16(bool on_device, stream_handle stream, const std::int32_t* rowptr, const std::int32_t* col,
                const float* val, const std::uint16_t* X, float* out, i64 N, i64 H) {
-  check::non_negative(N, "N");
-  check::non_negative(H, "H");
-  if (N == 0 || H == 0) return;
+  if (empty_rows(N, "N", H)) return;
   check::not_null({{rowptr, "rowptr"}, {out, "out"}});
   GPUMEM_OPS_ON_DEVICE(spmm_bf16(stream, rowptr, col, val, X, out, N, H));
   spmm_rows(rowptr, col, val, X, out, N, H);
@@ -211,9 +211,7 @@ void edge_norm_list(bool on_device, stream_handle stream, const std::int32_t* sr
 }
 
 void scale_rows(bool on_device, stream_handle stream, const float* X, const float* w, float* out, i64 E, i64 H) {
-  check::non_negative(E, "E");
-  check::non_negative(H, "H");
-  if (E == 0 || H == 0) return;
+  if (empty_rows(E, "E", H)) return;
   check::not_null({{X, "X"}, {w, "w"}, {out, "out"}});
   GPUMEM_OPS_ON_DEVICE(scale_rows(stream, X, w, out, E, H));
   for (i64 e = 0; e < E; ++e) {
