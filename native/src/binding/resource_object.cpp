@@ -580,11 +580,14 @@ Napi::Value ResourceObject::FastPath(const Napi::CallbackInfo& info) {
 }
 
 namespace {
-// Runs f; a C++ exception becomes a pending JavaScript exception (raw callbacks must not throw).
+// Runs f with the ResourceObject the raw callback was created for (its data); a C++ exception
+// becomes a pending JavaScript exception (raw callbacks must not throw).
 template <class F>
-napi_value run_fast(napi_env env, F&& f) {
+napi_value run_fast(napi_env env, napi_callback_info info, F&& f) {
+  void* data = nullptr;
+  napi_get_cb_info(env, info, nullptr, nullptr, nullptr, &data);
   try {
-    f();
+    f(*static_cast<ResourceObject*>(data));
   } catch (...) {
     try {
       throw_js(Napi::Env(env));
@@ -597,34 +600,28 @@ napi_value run_fast(napi_env env, F&& f) {
 }  // namespace
 
 napi_value ResourceObject::FastAllocate(napi_env env, napi_callback_info info) {
-  void* data = nullptr;
-  napi_get_cb_info(env, info, nullptr, nullptr, nullptr, &data);
-  auto* self = static_cast<ResourceObject*>(data);
-  return run_fast(env, [&] {
-    double* a = self->fast_args_;
+  return run_fast(env, info, [](ResourceObject& self) {
+    double* a = self.fast_args_;
     const auto bytes = static_cast<std::size_t>(a[0]);
     void* ptr = nullptr;
     try {
-      ptr = self->top().allocate(bytes, reinterpret_cast<stream_handle>(static_cast<std::uintptr_t>(a[1])));
+      ptr = self.top().allocate(bytes, reinterpret_cast<stream_handle>(static_cast<std::uintptr_t>(a[1])));
     } catch (const std::bad_alloc&) {
       // The host's own memory or address space (RLIMIT_AS) ran out inside the strategy: to the
       // caller this request failed for want of memory, like any other (the strategy is unchanged).
       throw out_of_memory("out of host memory allocating " + format_bytes(bytes) +
                               " (std::bad_alloc: the host's memory or address space is exhausted)",
-                          bytes, self->top().stats());
+                          bytes, self.top().stats());
     }
     a[2] = static_cast<double>(reinterpret_cast<std::uintptr_t>(ptr));
   });
 }
 
 napi_value ResourceObject::FastDeallocate(napi_env env, napi_callback_info info) {
-  void* data = nullptr;
-  napi_get_cb_info(env, info, nullptr, nullptr, nullptr, &data);
-  auto* self = static_cast<ResourceObject*>(data);
-  return run_fast(env, [&] {
-    double* a = self->fast_args_;
-    self->top().deallocate(reinterpret_cast<void*>(static_cast<std::uintptr_t>(a[2])), static_cast<std::size_t>(a[0]),
-                           reinterpret_cast<stream_handle>(static_cast<std::uintptr_t>(a[1])));
+  return run_fast(env, info, [](ResourceObject& self) {
+    double* a = self.fast_args_;
+    self.top().deallocate(reinterpret_cast<void*>(static_cast<std::uintptr_t>(a[2])), static_cast<std::size_t>(a[0]),
+                          reinterpret_cast<stream_handle>(static_cast<std::uintptr_t>(a[1])));
   });
 }
 
