@@ -1,6 +1,6 @@
 // What the addon's function tables (ops, tools, device, comm) share: a guarded call that returns
-// undefined, a typed array argument checked for its type, and the registration of named functions
-// on an object.
+// undefined (the Resource class's methods use it too), a typed array argument checked for its type,
+// and the registration of named functions on an object.
 #pragma once
 #include <napi.h>
 

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "convert.hpp"
+#include "function_helpers.hpp"
 #include "gpumem/device.hpp"
 #include "gpumem/errors.hpp"
 #include "gpumem/strategy_registry.hpp"
@@ -267,10 +268,9 @@ Napi::Value Strategies(const Napi::CallbackInfo& info) {
 }
 
 Napi::Value CheckSpec(const Napi::CallbackInfo& info) {
-  return guarded(info.Env(), [&] {
+  return guarded_undefined(info.Env(), [&] {
     if (!info[0].IsObject() || info[0].IsArray()) bad_type("spec", "an object", info[0]);
     validate(to_chain_spec(info[0].As<Napi::Object>()));
-    return info.Env().Undefined();
   });
 }
 
@@ -382,10 +382,7 @@ Napi::Value ResourceObject::Prefetch(const Napi::CallbackInfo& info) {
 }
 
 Napi::Value ResourceObject::RecordStream(const Napi::CallbackInfo& info) {
-  return guarded(info.Env(), [&] {
-    top().record_stream(to_pointer(info[0]), to_stream(info[1]));
-    return info.Env().Undefined();
-  });
+  return guarded_undefined(info.Env(), [&] { top().record_stream(to_pointer(info[0]), to_stream(info[1])); });
 }
 
 // A chain that can sleep adds sleptBytes: the device bytes its sleeping tags gave back.
@@ -402,17 +399,11 @@ Napi::Value ResourceObject::Stats(const Napi::CallbackInfo& info) {
 }
 
 Napi::Value ResourceObject::ResetPeak(const Napi::CallbackInfo& info) {
-  return guarded(info.Env(), [&] {
-    top().reset_peak();
-    return info.Env().Undefined();
-  });
+  return guarded_undefined(info.Env(), [&] { top().reset_peak(); });
 }
 
 Napi::Value ResourceObject::Trim(const Napi::CallbackInfo& info) {
-  return guarded(info.Env(), [&] {
-    top().trim(info[0].IsUndefined() ? 0 : to_u64(info[0]));
-    return info.Env().Undefined();
-  });
+  return guarded_undefined(info.Env(), [&] { top().trim(info[0].IsUndefined() ? 0 : to_u64(info[0])); });
 }
 
 // write(ptr, offset, view, stream) / read(ptr, offset, view, stream): one checked copy between a
@@ -480,24 +471,22 @@ Napi::Value ResourceObject::TrackingEvents(const Napi::CallbackInfo& info) {
 }
 
 Napi::Value ResourceObject::SetTrackingTag(const Napi::CallbackInfo& info) {
-  return guarded(info.Env(), [&] {
+  return guarded_undefined(info.Env(), [&] {
     top();
     if (tracker_ != nullptr) tracker_->set_tag(static_cast<std::uint32_t>(to_u64(info[0])));
-    return info.Env().Undefined();
   });
 }
 
 Napi::Value ResourceObject::SetTrackingEnabled(const Napi::CallbackInfo& info) {
-  return guarded(info.Env(), [&] {
+  return guarded_undefined(info.Env(), [&] {
     top();
     if (tracker_ != nullptr) tracker_->set_enabled(info[0].ToBoolean().Value());
-    return info.Env().Undefined();
   });
 }
 
 // setPlacement('auto' | 'device' | 'host'): where the tiered strategy puts allocations from now on.
 Napi::Value ResourceObject::SetPlacement(const Napi::CallbackInfo& info) {
-  return guarded(info.Env(), [&] {
+  return guarded_undefined(info.Env(), [&] {
     top();  // throws after dispose
     placeable* placer = shared_ ? shared_->chain.placer : chain_->placer;
     if (placer == nullptr) throw invalid_state("setPlacement: only the 'tiered' strategy places memory by tier");
@@ -506,7 +495,6 @@ Napi::Value ResourceObject::SetPlacement(const Napi::CallbackInfo& info) {
                              "Expected one of 'auto', 'device', 'host' for placement but received " + describe(info[0]));
     }
     placer->set_placement(parse_placement_choice(info[0].As<Napi::String>().Utf8Value().c_str()));
-    return info.Env().Undefined();
   });
 }
 
@@ -549,21 +537,15 @@ Napi::Value ResourceObject::TagStats(const Napi::CallbackInfo& info) {
 
 // reserveBackup(bytes): starts pinning host memory for later sleeps in the background.
 Napi::Value ResourceObject::ReserveBackup(const Napi::CallbackInfo& info) {
-  return guarded(info.Env(), [&] {
-    need_sleeper().reserve_backup(to_u64(info[0]));
-    return info.Env().Undefined();
-  });
+  return guarded_undefined(info.Env(), [&] { need_sleeper().reserve_backup(to_u64(info[0])); });
 }
 
 Napi::Value ResourceObject::TrimBackup(const Napi::CallbackInfo& info) {
-  return guarded(info.Env(), [&] {
-    need_sleeper().trim_backup();
-    return info.Env().Undefined();
-  });
+  return guarded_undefined(info.Env(), [&] { need_sleeper().trim_backup(); });
 }
 
 Napi::Value ResourceObject::SetThreadTag(const Napi::CallbackInfo& info) {
-  return guarded(info.Env(), [&] {
+  return guarded_undefined(info.Env(), [&] {
     if (info[0].IsUndefined() || info[0].IsNull()) {
       set_thread_tag(std::nullopt);
     } else if (info[0].IsString()) {
@@ -572,7 +554,6 @@ Napi::Value ResourceObject::SetThreadTag(const Napi::CallbackInfo& info) {
       throw invalid_argument(invalid_argument::kind::type, "tag",
                              "Expected a tag name (string) or undefined for tag but received " + describe(info[0]));
     }
-    return info.Env().Undefined();
   });
 }
 
@@ -599,11 +580,14 @@ Napi::Value ResourceObject::FastPath(const Napi::CallbackInfo& info) {
 }
 
 namespace {
-// Runs f; a C++ exception becomes a pending JavaScript exception (raw callbacks must not throw).
+// Runs f with the ResourceObject the raw callback was created for (its data); a C++ exception
+// becomes a pending JavaScript exception (raw callbacks must not throw).
 template <class F>
-napi_value run_fast(napi_env env, F&& f) {
+napi_value run_fast(napi_env env, napi_callback_info info, F&& f) {
+  void* data = nullptr;
+  napi_get_cb_info(env, info, nullptr, nullptr, nullptr, &data);
   try {
-    f();
+    f(*static_cast<ResourceObject*>(data));
   } catch (...) {
     try {
       throw_js(Napi::Env(env));
@@ -616,34 +600,28 @@ napi_value run_fast(napi_env env, F&& f) {
 }  // namespace
 
 napi_value ResourceObject::FastAllocate(napi_env env, napi_callback_info info) {
-  void* data = nullptr;
-  napi_get_cb_info(env, info, nullptr, nullptr, nullptr, &data);
-  auto* self = static_cast<ResourceObject*>(data);
-  return run_fast(env, [&] {
-    double* a = self->fast_args_;
+  return run_fast(env, info, [](ResourceObject& self) {
+    double* a = self.fast_args_;
     const auto bytes = static_cast<std::size_t>(a[0]);
     void* ptr = nullptr;
     try {
-      ptr = self->top().allocate(bytes, reinterpret_cast<stream_handle>(static_cast<std::uintptr_t>(a[1])));
+      ptr = self.top().allocate(bytes, reinterpret_cast<stream_handle>(static_cast<std::uintptr_t>(a[1])));
     } catch (const std::bad_alloc&) {
       // The host's own memory or address space (RLIMIT_AS) ran out inside the strategy: to the
       // caller this request failed for want of memory, like any other (the strategy is unchanged).
       throw out_of_memory("out of host memory allocating " + format_bytes(bytes) +
                               " (std::bad_alloc: the host's memory or address space is exhausted)",
-                          bytes, self->top().stats());
+                          bytes, self.top().stats());
     }
     a[2] = static_cast<double>(reinterpret_cast<std::uintptr_t>(ptr));
   });
 }
 
 napi_value ResourceObject::FastDeallocate(napi_env env, napi_callback_info info) {
-  void* data = nullptr;
-  napi_get_cb_info(env, info, nullptr, nullptr, nullptr, &data);
-  auto* self = static_cast<ResourceObject*>(data);
-  return run_fast(env, [&] {
-    double* a = self->fast_args_;
-    self->top().deallocate(reinterpret_cast<void*>(static_cast<std::uintptr_t>(a[2])), static_cast<std::size_t>(a[0]),
-                           reinterpret_cast<stream_handle>(static_cast<std::uintptr_t>(a[1])));
+  return run_fast(env, info, [](ResourceObject& self) {
+    double* a = self.fast_args_;
+    self.top().deallocate(reinterpret_cast<void*>(static_cast<std::uintptr_t>(a[2])), static_cast<std::size_t>(a[0]),
+                          reinterpret_cast<stream_handle>(static_cast<std::uintptr_t>(a[1])));
   });
 }
 

@@ -391,18 +391,22 @@ void host_communicator::finish_copies() {
 #endif
 }
 
-void host_communicator::all_reduce(float* buffer, std::uint64_t count, stream_handle stream) {
-  check_pointer(buffer, "buffer");
-  if (count == 0) count_error(count, "positive integer");
-  begin("allReduce", stream);
+template <class Chunk>
+void host_communicator::in_chunks(const char* op, stream_handle stream, std::uint64_t count, Chunk&& chunk) {
+  begin(op, stream);
 #ifdef GPUMEM_WITH_CUDA
   std::optional<detail::device_scope> scope;
   if (device_ >= 0) scope.emplace(device_);
 #endif
   const std::uint64_t per_slot = slot_bytes_ / sizeof(float);
-  std::vector<float> staging(device_ >= 0 ? std::min(per_slot, count) : 0);
-  for (std::uint64_t offset = 0; offset < count; offset += per_slot) {
-    const std::uint64_t n = std::min(per_slot, count - offset);
+  for (std::uint64_t offset = 0; offset < count; offset += per_slot) chunk(offset, std::min(per_slot, count - offset));
+}
+
+void host_communicator::all_reduce(float* buffer, std::uint64_t count, stream_handle stream) {
+  check_pointer(buffer, "buffer");
+  if (count == 0) count_error(count, "positive integer");
+  std::vector<float> staging(device_ >= 0 ? std::min(slot_bytes_ / sizeof(float), count) : 0);
+  in_chunks("allReduce", stream, count, [&](std::uint64_t offset, std::uint64_t n) {
     to_slot(slot(rank_), buffer + offset, n);
     barrier("allReduce");
     // The sum in rank order, the same on every rank. The rank's own values are in its slot, so a
@@ -418,7 +422,7 @@ void host_communicator::all_reduce(float* buffer, std::uint64_t count, stream_ha
       finish_copies();
     }
     barrier("allReduce");  // nobody writes its slot again before everyone has read this chunk
-  }
+  });
 }
 
 void host_communicator::all_gather(const float* send, float* recv, std::uint64_t count, stream_handle stream) {
@@ -428,20 +432,13 @@ void host_communicator::all_gather(const float* send, float* recv, std::uint64_t
   if (count > std::numeric_limits<std::uint64_t>::max() / sizeof(float) / static_cast<std::uint64_t>(size_)) {
     count_error(count, "count * size * 4 below 2^64");
   }
-  begin("allGather", stream);
-#ifdef GPUMEM_WITH_CUDA
-  std::optional<detail::device_scope> scope;
-  if (device_ >= 0) scope.emplace(device_);
-#endif
-  const std::uint64_t per_slot = slot_bytes_ / sizeof(float);
-  for (std::uint64_t offset = 0; offset < count; offset += per_slot) {
-    const std::uint64_t n = std::min(per_slot, count - offset);
+  in_chunks("allGather", stream, count, [&](std::uint64_t offset, std::uint64_t n) {
     to_slot(slot(rank_), send + offset, n);
     barrier("allGather");
     for (int r = 0; r < size_; ++r) from_slot(recv + static_cast<std::uint64_t>(r) * count + offset, slot(r), n);
     finish_copies();
     barrier("allGather");
-  }
+  });
 }
 
 void host_communicator::broadcast(float* buffer, std::uint64_t count, int root, stream_handle stream) {
@@ -451,14 +448,7 @@ void host_communicator::broadcast(float* buffer, std::uint64_t count, int root, 
     throw invalid_argument(invalid_argument::kind::range, "root",
                            "Expected an integer in [0, " + std::to_string(size_ - 1) + "] for root but received " + std::to_string(root));
   }
-  begin("broadcast", stream);
-#ifdef GPUMEM_WITH_CUDA
-  std::optional<detail::device_scope> scope;
-  if (device_ >= 0) scope.emplace(device_);
-#endif
-  const std::uint64_t per_slot = slot_bytes_ / sizeof(float);
-  for (std::uint64_t offset = 0; offset < count; offset += per_slot) {
-    const std::uint64_t n = std::min(per_slot, count - offset);
+  in_chunks("broadcast", stream, count, [&](std::uint64_t offset, std::uint64_t n) {
     if (rank_ == root) to_slot(slot(root), buffer + offset, n);
     barrier("broadcast");
     if (rank_ != root) {
@@ -466,7 +456,7 @@ void host_communicator::broadcast(float* buffer, std::uint64_t count, int root, 
       finish_copies();
     }
     barrier("broadcast");
-  }
+  });
 }
 
 }  // namespace gpumem::comm

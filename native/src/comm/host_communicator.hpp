@@ -64,6 +64,10 @@ class host_communicator {
  private:
   struct region;
   void begin(const char* op, stream_handle stream);
+  // Runs a collective of `count` floats a slot at a time: begin(op, stream), then, on the
+  // communicator's device, chunk(offset, n) for each run of at most a slot's floats.
+  template <class Chunk>
+  void in_chunks(const char* op, stream_handle stream, std::uint64_t count, Chunk&& chunk);
   void barrier(const char* op);
   float* slot(int rank) const;
   void to_slot(float* slot, const float* src, std::uint64_t n);

@@ -19,28 +19,27 @@ namespace {
 constexpr unsigned full_mask = 0xffffffffu;
 constexpr int softmax_warps = 8;  // warps (query rows in flight) per block
 
+// Where element i of the [B*H, T, D] layout stands in the [B, T, ldx] one (head h at columns
+// h*D..): the index map both layout changes walk, one each way.
+__device__ __forceinline__ std::int64_t token_major_offset(std::uint64_t i, std::int64_t ldx, std::int64_t T,
+                                                           std::int64_t H, std::int64_t D) {
+  const std::int64_t d = std::int64_t(i % std::uint64_t(D));
+  const std::int64_t bht = std::int64_t(i / std::uint64_t(D));
+  const std::int64_t t = bht % T, bh = bht / T;
+  const std::int64_t h = bh % H, b = bh / H;
+  return (b * T + t) * ldx + h * D + d;
+}
+
 template <class V>
 __global__ void heads_to_batch_kernel(const V* __restrict__ X, std::int64_t ldx, V* __restrict__ Y, std::int64_t T,
                                       std::int64_t H, std::int64_t D, std::uint64_t total) {
-  GPUMEM_GRID_STRIDE(i, total) {
-    const std::int64_t d = std::int64_t(i % std::uint64_t(D));
-    const std::int64_t bht = std::int64_t(i / std::uint64_t(D));
-    const std::int64_t t = bht % T, bh = bht / T;
-    const std::int64_t h = bh % H, b = bh / H;
-    Y[i] = X[(b * T + t) * ldx + h * D + d];
-  }
+  GPUMEM_GRID_STRIDE(i, total) Y[i] = X[token_major_offset(i, ldx, T, H, D)];
 }
 
 template <class V>
 __global__ void batch_to_heads_kernel(const V* __restrict__ Y, V* __restrict__ X, std::int64_t ldx, std::int64_t T,
                                       std::int64_t H, std::int64_t D, std::uint64_t total) {
-  GPUMEM_GRID_STRIDE(i, total) {
-    const std::int64_t d = std::int64_t(i % std::uint64_t(D));
-    const std::int64_t bht = std::int64_t(i / std::uint64_t(D));
-    const std::int64_t t = bht % T, bh = bht / T;
-    const std::int64_t h = bh % H, b = bh / H;
-    X[(b * T + t) * ldx + h * D + d] = Y[i];
-  }
+  GPUMEM_GRID_STRIDE(i, total) X[token_major_offset(i, ldx, T, H, D)] = Y[i];
 }
 
 // Whether X (leading dimension ldx) and Y can move as float4: D and ldx multiples of 4, both aligned.

@@ -18,6 +18,15 @@ void check_heads(i64 ldx, i64 B, i64 T, i64 H, i64 D) {
   check::at_least(ldx, H * D, "ldx");
 }
 
+// Calls row(x, y) for each head row of D values: x its offset in the [B, T, ldx] layout (head h at
+// columns h*D..), y its offset in the [B*H, T, D] one. Both layout changes walk this map, one each way.
+template <class Row>
+void for_each_head_row(i64 ldx, i64 B, i64 T, i64 H, i64 D, Row&& row) {
+  for (i64 b = 0; b < B; ++b)
+    for (i64 h = 0; h < H; ++h)
+      for (i64 t = 0; t < T; ++t) row((b * T + t) * ldx + h * D, ((b * H + h) * T + t) * D);
+}
+
 void check_softmax(i64 rows, i64 T) {
   check::at_least(rows, 1, "rows");
   check::at_least(T, 1, "T");
@@ -28,35 +37,22 @@ void check_softmax(i64 rows, i64 T) {
 void heads_to_batch(bool on_device, stream_handle stream, const float* X, i64 ldx, float* Y, i64 B, i64 T, i64 H,
                     i64 D) {
   check_heads(ldx, B, T, H, D);
-  check::not_null(X, "X");
-  check::not_null(Y, "Y");
+  check::not_null({{X, "X"}, {Y, "Y"}});
   GPUMEM_OPS_ON_DEVICE(heads_to_batch(stream, X, ldx, Y, B, T, H, D));
-  for (i64 b = 0; b < B; ++b)
-    for (i64 h = 0; h < H; ++h)
-      for (i64 t = 0; t < T; ++t) {
-        const float* x = X + (b * T + t) * ldx + h * D;
-        std::copy(x, x + D, Y + ((b * H + h) * T + t) * D);
-      }
+  for_each_head_row(ldx, B, T, H, D, [&](i64 x, i64 y) { std::copy(X + x, X + x + D, Y + y); });
 }
 
 void batch_to_heads(bool on_device, stream_handle stream, const float* Y, float* X, i64 ldx, i64 B, i64 T, i64 H,
                     i64 D) {
   check_heads(ldx, B, T, H, D);
-  check::not_null(Y, "Y");
-  check::not_null(X, "X");
+  check::not_null({{Y, "Y"}, {X, "X"}});
   GPUMEM_OPS_ON_DEVICE(batch_to_heads(stream, Y, X, ldx, B, T, H, D));
-  for (i64 b = 0; b < B; ++b)
-    for (i64 h = 0; h < H; ++h)
-      for (i64 t = 0; t < T; ++t) {
-        const float* y = Y + ((b * H + h) * T + t) * D;
-        std::copy(y, y + D, X + (b * T + t) * ldx + h * D);
-      }
+  for_each_head_row(ldx, B, T, H, D, [&](i64 x, i64 y) { std::copy(Y + y, Y + y + D, X + x); });
 }
 
 void causal_softmax(bool on_device, stream_handle stream, const float* S, float* P, i64 rows, i64 T, float scale) {
   check_softmax(rows, T);
-  check::not_null(S, "S");
-  check::not_null(P, "P");
+  check::not_null({{S, "S"}, {P, "P"}});
   GPUMEM_OPS_ON_DEVICE(causal_softmax(stream, S, P, rows, T, scale));
   for (i64 q = 0; q < rows * T; ++q) {
     const i64 i = q % T;  // the query's position: keys 0..i
@@ -75,9 +71,7 @@ void causal_softmax(bool on_device, stream_handle stream, const float* S, float*
 void causal_softmax_backward(bool on_device, stream_handle stream, const float* P, const float* dP, float* dS, i64 rows,
                              i64 T, float scale) {
   check_softmax(rows, T);
-  check::not_null(P, "P");
-  check::not_null(dP, "dP");
-  check::not_null(dS, "dS");
+  check::not_null({{P, "P"}, {dP, "dP"}, {dS, "dS"}});
   GPUMEM_OPS_ON_DEVICE(causal_softmax_backward(stream, P, dP, dS, rows, T, scale));
   for (i64 q = 0; q < rows * T; ++q) {
     const i64 i = q % T;

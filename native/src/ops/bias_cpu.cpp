@@ -11,8 +11,7 @@ void add_bias_impl(bool on_device, stream_handle stream, float* Y, const float* 
   check::non_negative(rows, "rows");
   check::non_negative(cols, "cols");
   if (rows == 0 || cols == 0) return;
-  check::not_null(Y, "Y");
-  check::not_null(bias, "bias");
+  check::not_null({{Y, "Y"}, {bias, "bias"}});
   GPUMEM_OPS_ON_DEVICE(add_bias(stream, Y, bias, rows, cols, relu));
   for (i64 r = 0; r < rows; ++r) {
     float* y = Y + r * cols;

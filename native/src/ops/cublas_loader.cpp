@@ -29,14 +29,18 @@ using sgemm_strided_batched_fn = status_t (*)(handle_t, int, int, int, int, int,
                                               long long, const float*, int, long long, const float*, float*, int,
                                               long long, int);
 
-struct library {
-  load_status status;
+// The functions used, all null until a library that has the required ones is loaded.
+struct entry_points {
   create_fn create = nullptr;
   destroy_fn destroy = nullptr;
   set_stream_fn set_stream = nullptr;
   set_workspace_fn set_workspace = nullptr;  // optional (cuBLAS 11.4 and later)
   sgemm_fn sgemm = nullptr;
   sgemm_strided_batched_fn sgemm_strided_batched = nullptr;  // optional (every cuBLAS since 8.0 has it)
+};
+
+struct library : entry_points {
+  load_status status;
   std::mutex mutex;  // guards handles and each set_stream + sgemm pair
   struct device_handle {
     handle_t handle = nullptr;
@@ -87,23 +91,19 @@ void do_load(library& l) {
       errors += std::string(errors.empty() ? "" : "; ") + (e != nullptr ? e : name);
       continue;
     }
-    l.create = reinterpret_cast<create_fn>(dlsym(h, "cublasCreate_v2"));
-    l.destroy = reinterpret_cast<destroy_fn>(dlsym(h, "cublasDestroy_v2"));
-    l.set_stream = reinterpret_cast<set_stream_fn>(dlsym(h, "cublasSetStream_v2"));
-    l.sgemm = reinterpret_cast<sgemm_fn>(dlsym(h, "cublasSgemm_v2"));
-    l.set_workspace = reinterpret_cast<set_workspace_fn>(dlsym(h, "cublasSetWorkspace_v2"));
-    l.sgemm_strided_batched = reinterpret_cast<sgemm_strided_batched_fn>(dlsym(h, "cublasSgemmStridedBatched"));
-    if (l.create == nullptr || l.set_stream == nullptr || l.sgemm == nullptr) {
+    entry_points f;
+    f.create = reinterpret_cast<create_fn>(dlsym(h, "cublasCreate_v2"));
+    f.destroy = reinterpret_cast<destroy_fn>(dlsym(h, "cublasDestroy_v2"));
+    f.set_stream = reinterpret_cast<set_stream_fn>(dlsym(h, "cublasSetStream_v2"));
+    f.sgemm = reinterpret_cast<sgemm_fn>(dlsym(h, "cublasSgemm_v2"));
+    f.set_workspace = reinterpret_cast<set_workspace_fn>(dlsym(h, "cublasSetWorkspace_v2"));
+    f.sgemm_strided_batched = reinterpret_cast<sgemm_strided_batched_fn>(dlsym(h, "cublasSgemmStridedBatched"));
+    if (f.create == nullptr || f.set_stream == nullptr || f.sgemm == nullptr) {
       errors += std::string(errors.empty() ? "" : "; ") + name + ": missing cublasCreate_v2/cublasSetStream_v2/cublasSgemm_v2";
       dlclose(h);
-      l.create = nullptr;
-      l.destroy = nullptr;
-      l.set_stream = nullptr;
-      l.sgemm = nullptr;
-      l.set_workspace = nullptr;
-      l.sgemm_strided_batched = nullptr;
       continue;
     }
+    static_cast<entry_points&>(l) = f;
     l.status.loaded = true;
     l.status.library = name;
     return;  // the library stays loaded for the process's life

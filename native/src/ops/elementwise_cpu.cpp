@@ -20,8 +20,7 @@ float keep_scale(double p) { return static_cast<float>(1.0 / (1.0 - p)); }
 void relu(bool on_device, stream_handle stream, const float* X, float* Y, i64 n) {
   check::non_negative(n, "n");
   if (n == 0) return;
-  check::not_null(X, "X");
-  check::not_null(Y, "Y");
+  check::not_null({{X, "X"}, {Y, "Y"}});
   GPUMEM_OPS_ON_DEVICE(relu(stream, X, Y, n));
   for (i64 i = 0; i < n; ++i) Y[i] = X[i] > 0.0f ? X[i] : 0.0f;
 }
@@ -29,9 +28,7 @@ void relu(bool on_device, stream_handle stream, const float* X, float* Y, i64 n)
 void relu_backward(bool on_device, stream_handle stream, const float* Y, const float* dY, float* dX, i64 n) {
   check::non_negative(n, "n");
   if (n == 0) return;
-  check::not_null(Y, "Y");
-  check::not_null(dY, "dY");
-  check::not_null(dX, "dX");
+  check::not_null({{Y, "Y"}, {dY, "dY"}, {dX, "dX"}});
   GPUMEM_OPS_ON_DEVICE(relu_backward(stream, Y, dY, dX, n));
   for (i64 i = 0; i < n; ++i) dX[i] = Y[i] > 0.0f ? dY[i] : 0.0f;
 }
@@ -41,9 +38,7 @@ void dropout(bool on_device, stream_handle stream, const float* X, float* Y, std
   check::non_negative(n, "n");
   check_p(p);
   if (n == 0) return;
-  check::not_null(X, "X");
-  check::not_null(Y, "Y");
-  check::not_null(mask, "mask");
+  check::not_null({{X, "X"}, {Y, "Y"}, {mask, "mask"}});
   const float s = keep_scale(p);
   GPUMEM_OPS_ON_DEVICE(dropout(stream, X, Y, mask, n, p, s, seed, offset));
   const std::uint64_t key = rng::key_of(seed);
@@ -59,9 +54,7 @@ void dropout_backward(bool on_device, stream_handle stream, const float* dY, con
   check::non_negative(n, "n");
   check_p(p);
   if (n == 0) return;
-  check::not_null(dY, "dY");
-  check::not_null(mask, "mask");
-  check::not_null(dX, "dX");
+  check::not_null({{dY, "dY"}, {mask, "mask"}, {dX, "dX"}});
   const float s = keep_scale(p);
   GPUMEM_OPS_ON_DEVICE(dropout_backward(stream, dY, mask, dX, n, s));
   for (i64 i = 0; i < n; ++i) dX[i] = mask[i] ? dY[i] * s : 0.0f;
@@ -70,8 +63,7 @@ void dropout_backward(bool on_device, stream_handle stream, const float* dY, con
 void sgd(bool on_device, stream_handle stream, float* W, const float* G, i64 n, float lr) {
   check::non_negative(n, "n");
   if (n == 0) return;
-  check::not_null(W, "W");
-  check::not_null(G, "G");
+  check::not_null({{W, "W"}, {G, "G"}});
   GPUMEM_OPS_ON_DEVICE(sgd(stream, W, G, n, lr));
   for (i64 i = 0; i < n; ++i) W[i] -= lr * G[i];
 }
@@ -86,10 +78,7 @@ void adam(bool on_device, stream_handle stream, float* W, const float* G, float*
   check::unit_interval(beta1, "beta1");
   check::unit_interval(beta2, "beta2");
   if (n == 0) return;
-  check::not_null(W, "W");
-  check::not_null(G, "G");
-  check::not_null(M, "M");
-  check::not_null(V, "V");
+  check::not_null({{W, "W"}, {G, "G"}, {M, "M"}, {V, "V"}});
   const double bc1 = 1.0 - std::pow(static_cast<double>(beta1), static_cast<double>(step));
   const double bc2 = 1.0 - std::pow(static_cast<double>(beta2), static_cast<double>(step));
   const float step_size = static_cast<float>(lr / bc1);
@@ -178,8 +167,7 @@ void stream_wait(bool on_device, stream_handle waiter, stream_handle signaller) 
 void scale(bool on_device, stream_handle stream, float alpha, const float* X, float* Y, i64 n) {
   check::non_negative(n, "n");
   if (n == 0) return;
-  check::not_null(X, "X");
-  check::not_null(Y, "Y");
+  check::not_null({{X, "X"}, {Y, "Y"}});
   GPUMEM_OPS_ON_DEVICE(scale(stream, alpha, X, Y, n));
   for (i64 i = 0; i < n; ++i) Y[i] = alpha * X[i];
 }
@@ -187,8 +175,7 @@ void scale(bool on_device, stream_handle stream, float alpha, const float* X, fl
 void axpy(bool on_device, stream_handle stream, float alpha, const float* X, float* Y, i64 n) {
   check::non_negative(n, "n");
   if (n == 0) return;
-  check::not_null(X, "X");
-  check::not_null(Y, "Y");
+  check::not_null({{X, "X"}, {Y, "Y"}});
   GPUMEM_OPS_ON_DEVICE(axpy(stream, alpha, X, Y, n));
   for (i64 i = 0; i < n; ++i) Y[i] = std::fma(alpha, X[i], Y[i]);
 }

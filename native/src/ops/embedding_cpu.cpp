@@ -23,10 +23,7 @@ void check_tokens(const std::int32_t* tokens, i64 n) {
 void embedding(bool on_device, stream_handle stream, const std::int32_t* tokens, const float* wte, const float* wpe,
                float* out, i64 B, i64 T, i64 C) {
   check_sizes(B, T, C);
-  check::not_null(tokens, "tokens");
-  check::not_null(wte, "wte");
-  check::not_null(wpe, "wpe");
-  check::not_null(out, "out");
+  check::not_null({{tokens, "tokens"}, {wte, "wte"}, {wpe, "wpe"}, {out, "out"}});
   GPUMEM_OPS_ON_DEVICE(embedding(stream, tokens, wte, wpe, out, B, T, C));
   check_tokens(tokens, B * T);
   for (i64 r = 0; r < B * T; ++r) {
@@ -40,10 +37,7 @@ void embedding(bool on_device, stream_handle stream, const std::int32_t* tokens,
 void embedding_backward(bool on_device, stream_handle stream, const float* dOut, const std::int32_t* tokens,
                         float* dWte, float* dWpe, i64 B, i64 T, i64 C) {
   check_sizes(B, T, C);
-  check::not_null(dOut, "dOut");
-  check::not_null(tokens, "tokens");
-  check::not_null(dWte, "dWte");
-  check::not_null(dWpe, "dWpe");
+  check::not_null({{dOut, "dOut"}, {tokens, "tokens"}, {dWte, "dWte"}, {dWpe, "dWpe"}});
   GPUMEM_OPS_ON_DEVICE(embedding_backward(stream, dOut, tokens, dWte, dWpe, B, T, C));
   check_tokens(tokens, B * T);
   for (i64 r = 0; r < B * T; ++r) {

@@ -108,6 +108,13 @@ void gemm_strided_one(bool ta, bool tb, i64 M, i64 N, i64 K, float alpha, const 
   }
 }
 
+// cuBLAS takes a product's sizes as int.
+void check_gpu_sizes(i64 M, i64 N, i64 K) {
+  check::fits_i32(M, "M");
+  check::fits_i32(N, "N");
+  check::fits_i32(K, "K");
+}
+
 }  // namespace
 
 void gemm_strided_batched(bool on_device, stream_handle stream, bool trans_a, bool trans_b, i64 M, i64 N, i64 K,
@@ -132,13 +139,9 @@ void gemm_strided_batched(bool on_device, stream_handle stream, bool trans_a, bo
                             std::to_string((M - 1) * ldc + N) + ", or rows interleaved: >= N with (batch-1)*strideC + N <= ldc)",
                         std::to_string(stride_c));
   }
-  check::not_null(A, "A");
-  check::not_null(B, "B");
-  check::not_null(C, "C");
+  check::not_null({{A, "A"}, {B, "B"}, {C, "C"}});
   if (on_device) {
-    check::fits_i32(M, "M");
-    check::fits_i32(N, "N");
-    check::fits_i32(K, "K");
+    check_gpu_sizes(M, N, K);
     check::fits_i32(lda, "lda");
     check::fits_i32(ldb, "ldb");
     check::fits_i32(ldc, "ldc");
@@ -160,15 +163,8 @@ void gemm(bool on_device, stream_handle stream, bool trans_a, bool trans_b, i64 
   check::non_negative(K, "K");
   if (M == 0 || N == 0) return;
   check::not_null(C, "C");
-  if (K > 0) {
-    check::not_null(A, "A");
-    check::not_null(B, "B");
-  }
-  if (on_device) {
-    check::fits_i32(M, "M");
-    check::fits_i32(N, "N");
-    check::fits_i32(K, "K");
-  }
+  if (K > 0) check::not_null({{A, "A"}, {B, "B"}});
+  if (on_device) check_gpu_sizes(M, N, K);
   GPUMEM_OPS_ON_DEVICE(gemm(stream, trans_a, trans_b, M, N, K, alpha, A, B, beta, C));
   gemm_cpu(trans_a, trans_b, M, N, K, alpha, A, B, beta, C);
 }

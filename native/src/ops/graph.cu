@@ -174,6 +174,19 @@ void with_group(int G, F&& f) {
   }
 }
 
+// Runs launch(group, in, out, W) for rows of H floats read from `in` and written to `out`, the two
+// pointers passed as float4 (W = H / 4) where H is a multiple of 4 and both are 16-byte aligned, as
+// float (W = H) otherwise; the group of threads per row follows W.
+template <class F>
+void with_float_lanes(const float* in, float* out, std::int64_t H, F&& launch) {
+  const bool v4 = H % 4 == 0 && aligned16(in) && aligned16(out);
+  const std::int64_t W = v4 ? H / 4 : H;
+  with_group(group_for(W), [&](auto gc) {
+    if (v4) launch(gc, reinterpret_cast<const float4*>(in), reinterpret_cast<float4*>(out), W);
+    else launch(gc, in, out, W);
+  });
+}
+
 __global__ void rowptr_from_sorted_kernel(const std::uint32_t* __restrict__ keys, std::int64_t E, std::int64_t N,
                                           std::int32_t* rowptr) {
   // Rows prev+1 .. cur start at edge e (for sorted keys in [0, N) every rowptr entry is written
@@ -243,16 +256,9 @@ std::size_t cub_sort_bytes(i64 E, i64 N, cudaStream_t st) {
 void spmm(stream_handle s, const std::int32_t* rowptr, const std::int32_t* col, const float* val, const float* X,
           float* out, i64 N, i64 H) {
   cudaStream_t st = as_cuda(s);
-  const bool v4 = H % 4 == 0 && aligned16(X) && aligned16(out);
-  const std::int64_t W = v4 ? H / 4 : H;
-  const int G = group_for(W);
-  with_group(G, [&](auto gc) {
+  with_float_lanes(X, out, H, [&](auto gc, auto x, auto o, std::int64_t W) {
     constexpr int g = decltype(gc)::value;
-    if (v4)
-      spmm_kernel<g, float4, float4><<<blocks_for_groups(N, g), block_threads, 0, st>>>(
-          rowptr, col, val, reinterpret_cast<const float4*>(X), reinterpret_cast<float4*>(out), N, W);
-    else
-      spmm_kernel<g, float, float><<<blocks_for_groups(N, g), block_threads, 0, st>>>(rowptr, col, val, X, out, N, W);
+    spmm_kernel<g><<<blocks_for_groups(N, g), block_threads, 0, st>>>(rowptr, col, val, x, o, N, W);
   });
   check_launch("spmm launch");
 }
@@ -282,15 +288,9 @@ void f32_to_bf16(stream_handle s, const float* X, std::uint16_t* Y, i64 n) {
 
 void gather_rows(stream_handle s, const float* X, const std::int32_t* index, float* out, i64 E, i64 H) {
   cudaStream_t st = as_cuda(s);
-  const bool v4 = H % 4 == 0 && aligned16(X) && aligned16(out);
-  const std::int64_t W = v4 ? H / 4 : H;
-  with_group(group_for(W), [&](auto gc) {
+  with_float_lanes(X, out, H, [&](auto gc, auto x, auto o, std::int64_t W) {
     constexpr int g = decltype(gc)::value;
-    if (v4)
-      gather_kernel<g, float4><<<blocks_for_groups(E, g), block_threads, 0, st>>>(
-          reinterpret_cast<const float4*>(X), index, reinterpret_cast<float4*>(out), E, W);
-    else
-      gather_kernel<g, float><<<blocks_for_groups(E, g), block_threads, 0, st>>>(X, index, out, E, W);
+    gather_kernel<g><<<blocks_for_groups(E, g), block_threads, 0, st>>>(x, index, o, E, W);
   });
   check_launch("gatherRows launch");
 }
@@ -312,15 +312,9 @@ void gather_batch(stream_handle s, const float* X, const std::int32_t* labels, c
 
 void scatter_add_rows(stream_handle s, const float* src, const std::int32_t* index, float* out, i64 E, i64 H) {
   cudaStream_t st = as_cuda(s);
-  const bool v4 = H % 4 == 0 && aligned16(src) && aligned16(out);
-  const std::int64_t W = v4 ? H / 4 : H;
-  with_group(group_for(W), [&](auto gc) {
+  with_float_lanes(src, out, H, [&](auto gc, auto x, auto o, std::int64_t W) {
     constexpr int g = decltype(gc)::value;
-    if (v4)
-      scatter_add_kernel<g, float4><<<blocks_for_groups(E, g), block_threads, 0, st>>>(
-          reinterpret_cast<const float4*>(src), index, reinterpret_cast<float4*>(out), E, W);
-    else
-      scatter_add_kernel<g, float><<<blocks_for_groups(E, g), block_threads, 0, st>>>(src, index, out, E, W);
+    scatter_add_kernel<g><<<blocks_for_groups(E, g), block_threads, 0, st>>>(x, index, o, E, W);
   });
   check_launch("scatterAddRows launch");
 }

@@ -15,16 +15,20 @@ using check::bad_index;
 
 void check_i32(i64 v, const char* name) { check::fits_i32(v, name); }
 
+// The sizes of a [rows, H] operand (rows named rows_name) checked >= 0; true when it is empty, so
+// the op has nothing to do.
+bool empty_rows(i64 rows, const char* rows_name, i64 H) {
+  check::non_negative(rows, rows_name);
+  check::non_negative(H, "H");
+  return rows == 0 || H == 0;
+}
+
 }  // namespace
 
 void gather_rows(bool on_device, stream_handle stream, const float* X, const std::int32_t* index, float* out, i64 E,
                  i64 H) {
-  check::non_negative(E, "E");
-  check::non_negative(H, "H");
-  if (E == 0 || H == 0) return;
-  check::not_null(X, "X");
-  check::not_null(index, "index");
-  check::not_null(out, "out");
+  if (empty_rows(E, "E", H)) return;
+  check::not_null({{X, "X"}, {index, "index"}, {out, "out"}});
   GPUMEM_OPS_ON_DEVICE(gather_rows(stream, X, index, out, E, H));
   const std::size_t row_bytes = static_cast<std::size_t>(H) * sizeof(float);
   for (i64 e = 0; e < E; ++e) {
@@ -40,11 +44,7 @@ void gather_batch(bool on_device, stream_handle stream, const float* X, const st
   check::non_negative(rows, "rows");
   check::non_negative(H, "H");
   if (rows == 0) return;
-  check::not_null(X, "X");
-  check::not_null(labels, "labels");
-  check::not_null(index, "index");
-  check::not_null(x_out, "xOut");
-  check::not_null(y_out, "yOut");
+  check::not_null({{X, "X"}, {labels, "labels"}, {index, "index"}, {x_out, "xOut"}, {y_out, "yOut"}});
   GPUMEM_OPS_ON_DEVICE(gather_batch(stream, X, labels, index, step, rows, H, x_out, y_out));
   const i64 first = (step != nullptr ? i64(*step) : 0) * rows;
   if (first < 0)
@@ -60,12 +60,8 @@ void gather_batch(bool on_device, stream_handle stream, const float* X, const st
 
 void scatter_add_rows(bool on_device, stream_handle stream, const float* src, const std::int32_t* index, float* out,
                       i64 E, i64 H) {
-  check::non_negative(E, "E");
-  check::non_negative(H, "H");
-  if (E == 0 || H == 0) return;
-  check::not_null(src, "src");
-  check::not_null(index, "index");
-  check::not_null(out, "out");
+  if (empty_rows(E, "E", H)) return;
+  check::not_null({{src, "src"}, {index, "index"}, {out, "out"}});
   GPUMEM_OPS_ON_DEVICE(scatter_add_rows(stream, src, index, out, E, H));
   for (i64 e = 0; e < E; ++e) {
     const i64 r = index[e];
@@ -106,11 +102,8 @@ void spmm_rows(const std::int32_t* rowptr, const std::int32_t* col, const float*
 
 void spmm(bool on_device, stream_handle stream, const std::int32_t* rowptr, const std::int32_t* col, const float* val,
           const float* X, float* out, i64 N, i64 H) {
-  check::non_negative(N, "N");
-  check::non_negative(H, "H");
-  if (N == 0 || H == 0) return;
-  check::not_null(rowptr, "rowptr");
-  check::not_null(out, "out");
+  if (empty_rows(N, "N", H)) return;
+  check::not_null({{rowptr, "rowptr"}, {out, "out"}});
   GPUMEM_OPS_ON_DEVICE(spmm(stream, rowptr, col, val, X, out, N, H));
   spmm_rows(rowptr, col, val, X, out, N, H);
 }
@@ -118,11 +111,8 @@ void spmm(bool on_device, stream_handle stream, const std::int32_t* rowptr, cons
 // spmm over bf16 X (the upper halves of floats), accumulated in f32 in the same order.
 void spmm_bf16(bool on_device, stream_handle stream, const std::int32_t* rowptr, const std::int32_t* col,
                const float* val, const std::uint16_t* X, float* out, i64 N, i64 H) {
-  check::non_negative(N, "N");
-  check::non_negative(H, "H");
-  if (N == 0 || H == 0) return;
-  check::not_null(rowptr, "rowptr");
-  check::not_null(out, "out");
+  if (empty_rows(N, "N", H)) return;
+  check::not_null({{rowptr, "rowptr"}, {out, "out"}});
   GPUMEM_OPS_ON_DEVICE(spmm_bf16(stream, rowptr, col, val, X, out, N, H));
   spmm_rows(rowptr, col, val, X, out, N, H);
 }
@@ -131,8 +121,7 @@ void spmm_bf16(bool on_device, stream_handle stream, const std::int32_t* rowptr,
 void f32_to_bf16(bool on_device, stream_handle stream, const float* X, std::uint16_t* Y, i64 n) {
   check::non_negative(n, "n");
   if (n == 0) return;
-  check::not_null(X, "X");
-  check::not_null(Y, "Y");
+  check::not_null({{X, "X"}, {Y, "Y"}});
   GPUMEM_OPS_ON_DEVICE(f32_to_bf16(stream, X, Y, n));
   for (i64 i = 0; i < n; ++i) {
     std::uint32_t u;
@@ -165,11 +154,7 @@ void csr_build(bool on_device, stream_handle stream, const std::int32_t* rows, c
   check_i32(E, "E");
   check_i32(N, "N");
   check::not_null(rowptr, "rowptr");
-  if (E > 0) {
-    check::not_null(rows, "rows");
-    check::not_null(cols, "cols");
-    check::not_null(col_out, "colOut");
-  }
+  if (E > 0) check::not_null({{rows, "rows"}, {cols, "cols"}, {col_out, "colOut"}});
   const std::size_t need = csr_build_temp_bytes(on_device, E, N);
   if (temp_bytes < need)
     check::fail_range("tempBytes", "at least " + std::to_string(need) + " (csrBuildTempBytes)", std::to_string(temp_bytes));
@@ -188,8 +173,7 @@ void csr_build(bool on_device, stream_handle stream, const std::int32_t* rows, c
 void row_degrees(bool on_device, stream_handle stream, const std::int32_t* rowptr, i64 N, float* deg) {
   check::non_negative(N, "N");
   if (N == 0) return;
-  check::not_null(rowptr, "rowptr");
-  check::not_null(deg, "deg");
+  check::not_null({{rowptr, "rowptr"}, {deg, "deg"}});
   GPUMEM_OPS_ON_DEVICE(row_degrees(stream, rowptr, N, deg));
   for (i64 i = 0; i < N; ++i) deg[i] = static_cast<float>(rowptr[i + 1] - rowptr[i]);
 }
@@ -200,8 +184,7 @@ void edge_norm(bool on_device, stream_handle stream, const std::int32_t* rowptr,
   if (mode < 0 || mode > 2)
     check::fail_range("mode", "0 (symmetric), 1 (by row) or 2 (by column)", std::to_string(mode));
   if (N == 0) return;
-  check::not_null(rowptr, "rowptr");
-  check::not_null(deg, "deg");
+  check::not_null({{rowptr, "rowptr"}, {deg, "deg"}});
   GPUMEM_OPS_ON_DEVICE(edge_norm(stream, rowptr, col, N, deg, mode, val));
   for (i64 i = 0; i < N; ++i) {
     for (i64 e = rowptr[i]; e < rowptr[i + 1]; ++e) {
@@ -218,10 +201,7 @@ void edge_norm_list(bool on_device, stream_handle stream, const std::int32_t* sr
   if (mode < 0 || mode > 2)
     check::fail_range("mode", "0 (symmetric), 1 (by target) or 2 (by source)", std::to_string(mode));
   if (E == 0) return;
-  check::not_null(src, "src");
-  check::not_null(dst, "dst");
-  check::not_null(deg, "deg");
-  check::not_null(w, "w");
+  check::not_null({{src, "src"}, {dst, "dst"}, {deg, "deg"}, {w, "w"}});
   GPUMEM_OPS_ON_DEVICE(edge_norm_list(stream, src, dst, deg, E, mode, w));
   for (i64 e = 0; e < E; ++e) {
     if (src[e] < 0) bad_index("src", e, src[e]);
@@ -231,12 +211,8 @@ void edge_norm_list(bool on_device, stream_handle stream, const std::int32_t* sr
 }
 
 void scale_rows(bool on_device, stream_handle stream, const float* X, const float* w, float* out, i64 E, i64 H) {
-  check::non_negative(E, "E");
-  check::non_negative(H, "H");
-  if (E == 0 || H == 0) return;
-  check::not_null(X, "X");
-  check::not_null(w, "w");
-  check::not_null(out, "out");
+  if (empty_rows(E, "E", H)) return;
+  check::not_null({{X, "X"}, {w, "w"}, {out, "out"}});
   GPUMEM_OPS_ON_DEVICE(scale_rows(stream, X, w, out, E, H));
   for (i64 e = 0; e < E; ++e) {
     const float we = w[e];

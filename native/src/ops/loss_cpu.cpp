@@ -34,13 +34,9 @@ void softmax_cross_entropy(bool on_device, stream_handle stream, const float* lo
                            const std::int32_t* row_index, i64 R, i64 N, i64 C, float* dLogits, float* loss_out,
                            std::int32_t* correct_out) {
   check_rows(row_index, R, N, C);
-  check::not_null(loss_out, "lossOut");
-  check::not_null(correct_out, "correctOut");
+  check::not_null({{loss_out, "lossOut"}, {correct_out, "correctOut"}});
   if (N > 0 && C > 0) check::not_null(dLogits, "dLogits");
-  if (R > 0) {
-    check::not_null(logits, "logits");
-    check::not_null(labels, "labels");
-  }
+  if (R > 0) check::not_null({{logits, "logits"}, {labels, "labels"}});
   GPUMEM_OPS_ON_DEVICE(
       softmax_cross_entropy(stream, logits, labels, row_index, R, N, C, dLogits, loss_out, correct_out));
   if (row_index != nullptr || R == 0)
@@ -79,12 +75,8 @@ void softmax_cross_entropy_bias_grad(bool on_device, stream_handle stream, const
                                      float* loss_out, std::int32_t* correct_out, const std::int32_t* step) {
   check_rows(nullptr, N, N, C);
   check::at_least(N, 1, "N");
-  check::not_null(logits, "logits");
-  check::not_null(labels, "labels");
-  check::not_null(dLogits, "dLogits");
-  check::not_null(dBias, "dBias");
-  check::not_null(loss_out, "lossOut");
-  check::not_null(correct_out, "correctOut");
+  check::not_null({{logits, "logits"}, {labels, "labels"}, {dLogits, "dLogits"}, {dBias, "dBias"},
+                   {loss_out, "lossOut"}, {correct_out, "correctOut"}});
   GPUMEM_OPS_ON_DEVICE(
       softmax_cross_entropy_bias_grad(stream, logits, labels, N, C, dLogits, dBias, loss_out, correct_out, step));
   const i64 slot = step != nullptr ? *step : 0;
@@ -98,10 +90,7 @@ void accuracy(bool on_device, stream_handle stream, const float* logits, const s
               const std::int32_t* row_index, i64 R, i64 N, i64 C, std::int32_t* correct_out) {
   check_rows(row_index, R, N, C);
   check::not_null(correct_out, "correctOut");
-  if (R > 0) {
-    check::not_null(logits, "logits");
-    check::not_null(labels, "labels");
-  }
+  if (R > 0) check::not_null({{logits, "logits"}, {labels, "labels"}});
   GPUMEM_OPS_ON_DEVICE(accuracy(stream, logits, labels, row_index, R, N, C, correct_out));
   std::int64_t correct = 0;
   for (i64 r = 0; r < R; ++r) {

@@ -23,12 +23,7 @@ void layer_norm(bool on_device, stream_handle stream, const float* X, const floa
                 float* mean, float* rstd, i64 rows, i64 cols, float eps) {
   check_rows_cols(rows, cols);
   if (!(eps >= 0.0f) || std::isinf(eps)) check::fail_range("eps", "a finite number >= 0", std::to_string(eps));
-  check::not_null(X, "X");
-  check::not_null(gamma, "gamma");
-  check::not_null(beta, "beta");
-  check::not_null(Y, "Y");
-  check::not_null(mean, "mean");
-  check::not_null(rstd, "rstd");
+  check::not_null({{X, "X"}, {gamma, "gamma"}, {beta, "beta"}, {Y, "Y"}, {mean, "mean"}, {rstd, "rstd"}});
   GPUMEM_OPS_ON_DEVICE(layer_norm(stream, X, gamma, beta, Y, mean, rstd, rows, cols, eps));
   for (i64 r = 0; r < rows; ++r) {
     const float* x = X + r * cols;
@@ -50,14 +45,8 @@ void layer_norm_backward(bool on_device, stream_handle stream, const float* dY, 
                          const float* mean, const float* rstd, float* dX, float* dGamma, float* dBeta, i64 rows,
                          i64 cols, bool accumulate) {
   check_rows_cols(rows, cols);
-  check::not_null(dY, "dY");
-  check::not_null(X, "X");
-  check::not_null(gamma, "gamma");
-  check::not_null(mean, "mean");
-  check::not_null(rstd, "rstd");
-  check::not_null(dX, "dX");
-  check::not_null(dGamma, "dGamma");
-  check::not_null(dBeta, "dBeta");
+  check::not_null({{dY, "dY"}, {X, "X"}, {gamma, "gamma"}, {mean, "mean"}, {rstd, "rstd"}, {dX, "dX"},
+                   {dGamma, "dGamma"}, {dBeta, "dBeta"}});
   GPUMEM_OPS_ON_DEVICE(
       layer_norm_backward(stream, dY, X, gamma, mean, rstd, dX, dGamma, dBeta, rows, cols, accumulate));
   std::vector<double> sum_gamma(static_cast<std::size_t>(cols), 0.0), sum_beta(static_cast<std::size_t>(cols), 0.0);
@@ -90,8 +79,7 @@ void layer_norm_backward(bool on_device, stream_handle stream, const float* dY, 
 
 void gelu(bool on_device, stream_handle stream, const float* X, float* Y, i64 n) {
   check::at_least(n, 1, "n");
-  check::not_null(X, "X");
-  check::not_null(Y, "Y");
+  check::not_null({{X, "X"}, {Y, "Y"}});
   GPUMEM_OPS_ON_DEVICE(gelu(stream, X, Y, n));
   for (i64 i = 0; i < n; ++i) {
     const double x = X[i];
@@ -101,9 +89,7 @@ void gelu(bool on_device, stream_handle stream, const float* X, float* Y, i64 n)
 
 void gelu_backward(bool on_device, stream_handle stream, const float* X, const float* dY, float* dX, i64 n) {
   check::at_least(n, 1, "n");
-  check::not_null(X, "X");
-  check::not_null(dY, "dY");
-  check::not_null(dX, "dX");
+  check::not_null({{X, "X"}, {dY, "dY"}, {dX, "dX"}});
   GPUMEM_OPS_ON_DEVICE(gelu_backward(stream, X, dY, dX, n));
   for (i64 i = 0; i < n; ++i) {
     const double x = X[i];

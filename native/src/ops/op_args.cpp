@@ -52,6 +52,10 @@ void not_null(const void* p, const char* name) {
   if (p == nullptr) fail_type(name, "a pointer (positive integer)", "0 (a null pointer)");
 }
 
+void not_null(std::initializer_list<named_pointer> pointers) {
+  for (const named_pointer& a : pointers) not_null(a.p, a.name);
+}
+
 void unit_interval(double v, const char* name) {
   if (!(v >= 0.0 && v < 1.0)) fail_range(name, "a number in [0, 1)", show(v));
 }

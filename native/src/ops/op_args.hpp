@@ -6,6 +6,7 @@
 // kind::range for a value out of range.
 #pragma once
 #include <cstdint>
+#include <initializer_list>
 #include <string>
 
 namespace gpumem::ops::check {
@@ -24,6 +25,13 @@ void fits_i32(i64 v, const char* name);
 // v in [-2^31, 2^31 - 1].
 void i32(i64 v, const char* name);
 void not_null(const void* p, const char* name);
+// A pointer argument and its name, for the list form of not_null.
+struct named_pointer {
+  const void* p;
+  const char* name;
+};
+// Every pointer of an op that must be set, checked in order: the first null one is named.
+void not_null(std::initializer_list<named_pointer> pointers);
 // v in [0, 1).
 void unit_interval(double v, const char* name);
 // A JavaScript number that must be an integer (|v| <= 2^53 - 1): the binding's conversion.

@@ -5,6 +5,7 @@
 #include <variant>
 
 #include "gpumem/sizes.hpp"
+#include "text_lines.hpp"
 
 namespace gpumem::torch {
 namespace {
@@ -145,13 +146,7 @@ const std::vector<std::string>& config_variables() {
 bool parse_spec(const std::string& spec, std::vector<std::pair<std::string, std::string>>& out, std::string& error) {
   out.clear();
   const std::vector<std::string>& variables = config_variables();
-  std::size_t start = 0;
-  while (start <= spec.size()) {
-    std::size_t end = spec.find('\n', start);
-    if (end == std::string::npos) end = spec.size();
-    const std::string line = spec.substr(start, end - start);
-    start = end + 1;
-    if (line.empty()) continue;
+  for (const std::string& line : non_empty_lines(spec)) {
     const std::size_t eq = line.find('=');
     if (line.find('\0') != std::string::npos) {
       // The value is read as a C string: it would be cut short at the NUL ('8GiB\0junk' read as 8GiB).

@@ -5,6 +5,7 @@
 #include <cstdio>
 
 #include "gpumem_torch.h"
+#include "text_lines.hpp"
 
 namespace gpumem::torch {
 namespace {
@@ -17,13 +18,7 @@ thread_local int stderr_only = 0;
 void warn(int category, const std::string& message) noexcept {
   const gpumem_warning_handler h = stderr_only > 0 ? nullptr : handler.load(std::memory_order_acquire);
   try {
-    std::size_t start = 0;
-    while (start < message.size()) {
-      std::size_t end = message.find('\n', start);
-      if (end == std::string::npos) end = message.size();
-      const std::string line = message.substr(start, end - start);
-      start = end + 1;
-      if (line.empty()) continue;
+    for (const std::string& line : non_empty_lines(message)) {
       if (h != nullptr) h(category, line.c_str());
       else std::fprintf(stderr, "%s\n", line.c_str());
     }
