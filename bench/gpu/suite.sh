@@ -378,7 +378,9 @@ trap finish EXIT
 
 {
   echo "date: $(date -u +%Y-%m-%dT%H:%M:%SZ)"
-  echo "commit: $(git rev-parse --short HEAD 2>/dev/null || echo "${GPUMEM_COMMIT:-unknown (no git here: set GPUMEM_COMMIT)}")"
+  # GPUMEM_COMMIT first, as bench/sleep and bench/torch-live take it: a tree copied to a GPU host may carry a .git
+  # older than the files measured, and git's HEAD says nothing of uncommitted changes
+  echo "commit: ${GPUMEM_COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo "unknown (no git here: set GPUMEM_COMMIT)")}"
   echo "suites: $*"
   nvidia-smi --query-gpu=name,driver_version,memory.total,memory.used --format=csv 2>&1
 } >"$summary"
