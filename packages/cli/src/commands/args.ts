@@ -11,6 +11,15 @@ export class UsageError extends Error {
   readonly code = 'GPUMEM_USAGE';
 }
 
+/**
+ * A value the library refused (its RangeError or TypeError) is a usage error, its message after
+ * `prefix` (e.g. `gpumem train`); anything else is thrown as it is.
+ */
+export function refusedAsUsage(e: unknown, prefix: string): never {
+  if (e instanceof RangeError || e instanceof TypeError) throw new UsageError(`${prefix}: ${e.message}`);
+  throw e;
+}
+
 export type FlagSpec =
   | {
       type: 'string';

@@ -15,7 +15,7 @@ import { train, type TrainResult } from '@gpumem/gnn';
 import { allocationTags } from '@gpumem/gnn';
 import { formatFromPath, traceFileFormats, writeTrace, type AllocationTrace, type TraceFileFormat } from '@gpumem/trace';
 import { compileTrace, traceFromEvents } from '@gpumem/trace';
-import { flagHelp, parseFlags, ProgressBar, UsageError, type FlagSpec, type FlagValues } from './args.js';
+import { flagHelp, parseFlags, ProgressBar, refusedAsUsage, UsageError, type FlagSpec, type FlagValues } from './args.js';
 import { allocatorFromFlags } from './train-command.js';
 import { trainFlags, trainOptionsForHere } from './train-options.js';
 import { checkOutputFlags, isStdout, pluginInputs } from './output-paths.js';
@@ -86,8 +86,7 @@ export async function runRecord(argv: readonly string[], plugins: readonly strin
   try {
     tracked = createTrackedAllocator(name, spec.options, capacity);
   } catch (e) {
-    if (e instanceof RangeError || e instanceof TypeError) throw new UsageError(`gpumem record: '--allocator': ${e.message}`);
-    throw e;
+    refusedAsUsage(e, "gpumem record: '--allocator'");
   }
   const { allocator } = tracked;
   const createdAt = new Date().toISOString();
@@ -105,8 +104,7 @@ export async function runRecord(argv: readonly string[], plugins: readonly strin
         onProgress: (p) => bar.update(`epoch ${p.epoch + 1}/${p.epochs}`, p.step, p.steps),
       });
     } catch (e) {
-      if (e instanceof RangeError || e instanceof TypeError) throw new UsageError(`gpumem record: ${e.message}`);
-      throw e;
+      refusedAsUsage(e, 'gpumem record');
     }
     ({ events, dropped } = tracked.events());
   } finally {

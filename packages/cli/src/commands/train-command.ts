@@ -19,7 +19,7 @@ import {
 import { builtInStrategyPackages, formatTable, parseAllocatorSpec, specProblems, type AllocatorSpec } from '@gpumem/compare';
 import { checkOutputFlags, isStdout, pluginInputs } from './output-paths.js';
 import { checkAllocatorNames, refuseSpecProblems } from './allocator-flags.js';
-import { flagHelp, parseFlags, ProgressBar, UsageError, type FlagValues } from './args.js';
+import { flagHelp, parseFlags, ProgressBar, refusedAsUsage, UsageError, type FlagValues } from './args.js';
 import { checkDevicesFlags, devicesFromFlags, trainFlags, trainOptionsForHere } from './train-options.js';
 import { stdoutText, stderrText } from '../terminal.js';
 
@@ -95,7 +95,7 @@ export function runTrain(argv: readonly string[], plugins: readonly string[] = [
   try {
     result = train(runOptions(options, spec, bar));
   } catch (e) {
-    refusedOption(e);
+    refusedAsUsage(e, 'gpumem train');
   }
   writeResult(result, flags);
   return 0;
@@ -118,12 +118,6 @@ function rankOptions(flags: FlagValues, plugins: readonly string[]) {
     ...(flags.timeout !== undefined ? { timeoutMs: flags.timeout as number } : {}),
     imports: [...builtInStrategyPackages, ...plugins],
   };
-}
-
-/** An option that training refused (a RangeError or TypeError) is a usage error; anything else is thrown as it is. */
-function refusedOption(e: unknown): never {
-  if (e instanceof RangeError || e instanceof TypeError) throw new UsageError(`gpumem train: ${e.message}`);
-  throw e;
 }
 
 /** This process's place in a job that torchrun, srun or mpirun started, if it is one (then --devices is refused). */
@@ -154,7 +148,7 @@ async function runTrainAsJobRank(flags: FlagValues, gpu: boolean, job: EnvRendez
   try {
     result = await trainAsJobRank({ ...runOptions(options, spec, bar), ...rankOptions(flags, plugins) }, job);
   } catch (e) {
-    refusedOption(e);
+    refusedAsUsage(e, 'gpumem train');
   }
   if (result) writeResult(result, flags);
   return 0;
@@ -188,7 +182,7 @@ async function runTrainDistributed(
   try {
     result = await trainDistributed({ ...runOptions(options, spec, bar), devices, ...rankOptions(flags, plugins) });
   } catch (e) {
-    refusedOption(e);
+    refusedAsUsage(e, 'gpumem train');
   }
   writeResult(result, flags);
   return 0;
