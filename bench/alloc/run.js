@@ -21,7 +21,8 @@ import {
 import { benchmarkPairs, benchmarkTrace } from '@gpumem/allocator-core/tools';
 import { importStrategies } from '@gpumem/compare';
 import { cliArgs } from '../lib/args.js';
-import { writeJson } from '../lib/output.js';
+import { mixedTrace } from '../lib/mixed-trace.js';
+import { printTable, writeJson } from '../lib/output.js';
 
 // Every strategy package that ships with gpumem, from the one list the CLI uses too.
 await importStrategies();
@@ -64,26 +65,6 @@ const variants = {
       ]
     : [['pool(host)', { upstream: 'host' }]],
 };
-
-// A mixed-size trace like a training step's: many small tensors, some medium, a few large ones,
-// with a window of live allocations. Deterministic (xorshift), so every run measures the same trace.
-function mixedTrace(count) {
-  let x = 0x9e3779b9;
-  const rand = () => {
-    x ^= x << 13;
-    x ^= x >>> 17;
-    x ^= x << 5;
-    return (x >>> 0) / 2 ** 32;
-  };
-  const out = new Float64Array(count);
-  for (let i = 0; i < count; i++) {
-    const r = rand();
-    if (r < 0.6) out[i] = 64 + Math.floor(rand() * 16 * 1024);
-    else if (r < 0.9) out[i] = 16 * 1024 + Math.floor(rand() * 2 * MiB);
-    else out[i] = 2 * MiB + Math.floor(rand() * 30 * MiB);
-  }
-  return out;
-}
 
 // iterations per batch: the driver strategies cost tens of microseconds a pair
 function iterationsFor(name, quick) {
@@ -200,12 +181,8 @@ function main() {
     fmt(r.trace.nativeNsPerPair),
     fmt(r.trace.typescriptNsPerPair),
   ]);
-  const widths = header.map((h, i) => Math.max(h.length, ...table.map((row) => row[i].length)));
-  const line = (cells) => `| ${cells.map((c, i) => c.padEnd(widths[i])).join(' | ')} |`;
   console.log(`median malloc+free pair latency (${gpu ? deviceProperties(0).name : 'no GPU: host strategies only'})`);
-  console.log(line(header));
-  console.log(`|${widths.map((w) => '-'.repeat(w + 2)).join('|')}|`);
-  for (const row of table) console.log(line(row));
+  printTable(header, table);
 
   const result = {
     benchmark: 'alloc',

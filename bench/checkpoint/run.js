@@ -20,7 +20,7 @@ import '@gpumem/allocator-async';
 import '@gpumem/allocator-expandable';
 import { parseAllocatorSpec } from '@gpumem/compare';
 import { Mlp, mlpDefaults, train } from '@gpumem/gnn';
-import { runMain, writeJson } from '../lib/output.js';
+import { printTable, runMain, writeJson } from '../lib/output.js';
 import { cliArgs } from '../lib/args.js';
 
 const gpu = hasCudaDevice();
@@ -184,11 +184,7 @@ function main() {
     r.ratio.toFixed(3),
     `${r.medianStepMs.toFixed(2)} ms (${r.minStepMs.toFixed(2)}–${r.maxStepMs.toFixed(2)})`,
   ]);
-  const widths = header.map((h, i) => Math.max(h.length, ...table.map((row) => row[i].length)));
-  const line = (cells) => `| ${cells.map((c, i) => c.padEnd(widths[i])).join(' | ')} |`;
-  console.log(line(header));
-  console.log(`|${widths.map((w) => '-'.repeat(w + 2)).join('|')}|`);
-  for (const row of table) console.log(line(row));
+  printTable(header, table);
   const base = rows.find((r) => r.checkpoint === 0 && r.nanoBatches === 1);
   const differing = base ? rows.filter((r) => r.losses.some((l, s) => Math.abs(l - base.losses[s]) > 1e-5 * Math.abs(base.losses[s]))) : [];
   if (differing.length > 0)

@@ -15,7 +15,7 @@ import '@gpumem/allocator-caching';
 import '@gpumem/allocator-pool';
 import { compileTrace, createReplayAllocator, pytorchTwin, readTrace, replayTrace } from '@gpumem/trace';
 import { cliArgs } from '../lib/args.js';
-import { writeJson } from '../lib/output.js';
+import { printTable, writeJson } from '../lib/output.js';
 
 const usage = `Usage: node bench/doctor/twin-peak.js [--out FILE] [--traces DIR]
   --out FILE    where to write the JSON (default bench/doctor/results/twin-peak.json)
@@ -87,27 +87,19 @@ for (const file of files) {
 }
 
 const pct = (x) => (x === undefined ? '-' : `${(100 * x).toFixed(3)}%`);
-const table = [
-  ['snapshot', 'events', 'streams', 'recorded peak reserved', 'caching (twin)', 'error', 'pool', 'pool error', 'within 0.1%'],
-  ...rows.map((r) => [
-    r.trace,
-    String(r.events),
-    String(r.streams),
-    r.recordedPeakReservedBytes > 0 ? formatBytes(r.recordedPeakReservedBytes) : '-',
-    formatBytes(r.cachingPeakReservedBytes),
-    pct(r.relativeError),
-    formatBytes(r.poolPeakReservedBytes),
-    pct(
-      r.recordedPeakReservedBytes > 0 ? (r.poolPeakReservedBytes - r.recordedPeakReservedBytes) / r.recordedPeakReservedBytes : undefined,
-    ),
-    r.withinGoal ? 'yes' : 'no',
-  ]),
-];
-const widths = table[0].map((_, c) => Math.max(...table.map((row) => row[c].length)));
-for (const [i, row] of table.entries()) {
-  console.log(`| ${row.map((cell, c) => cell.padEnd(widths[c])).join(' | ')} |`);
-  if (i === 0) console.log(`|${widths.map((w) => '-'.repeat(w + 2)).join('|')}|`);
-}
+const header = ['snapshot', 'events', 'streams', 'recorded peak reserved', 'caching (twin)', 'error', 'pool', 'pool error', 'within 0.1%'];
+const table = rows.map((r) => [
+  r.trace,
+  String(r.events),
+  String(r.streams),
+  r.recordedPeakReservedBytes > 0 ? formatBytes(r.recordedPeakReservedBytes) : '-',
+  formatBytes(r.cachingPeakReservedBytes),
+  pct(r.relativeError),
+  formatBytes(r.poolPeakReservedBytes),
+  pct(r.recordedPeakReservedBytes > 0 ? (r.poolPeakReservedBytes - r.recordedPeakReservedBytes) / r.recordedPeakReservedBytes : undefined),
+  r.withinGoal ? 'yes' : 'no',
+]);
+printTable(header, table);
 const all = rows.every((r) => r.withinGoal);
 console.log(`\n${all ? 'Every' : 'Not every'} snapshot within ${100 * goal}% of its recorded peak reserved.`);
 

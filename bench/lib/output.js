@@ -1,7 +1,17 @@
-// The end of a bench script: its JSON written (folders made, pretty-printed, a line saying where) and
-// its main function run with any error as one line on stderr (exit 1).
+// The end of a bench script: its table printed (Markdown, columns padded), its JSON written (folders
+// made, pretty-printed, a line saying where) and its main function run with any error as one line on
+// stderr (exit 1).
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { dirname } from 'node:path';
+
+/** Prints `rows` (arrays of strings) under `header` as a Markdown table, each column as wide as its widest cell. */
+export function printTable(header, rows) {
+  const widths = header.map((h, i) => Math.max(h.length, ...rows.map((row) => row[i].length)));
+  const line = (cells) => `| ${cells.map((c, i) => c.padEnd(widths[i])).join(' | ')} |`;
+  console.log(line(header));
+  console.log(`|${widths.map((w) => '-'.repeat(w + 2)).join('|')}|`);
+  for (const row of rows) console.log(line(row));
+}
 
 /** Writes `result` as indented JSON to `path`, making its folder, and says so on stdout. */
 export function writeJson(path, result) {

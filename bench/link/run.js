@@ -13,7 +13,7 @@
 // buffers are at most half the host's MemAvailable and half the device's free memory.
 import { deviceStatus, formatBytes, hasCudaDevice, parseSize } from '@gpumem/allocator-core';
 import { linkBenchmark } from '@gpumem/allocator-core/tools';
-import { runMain, writeJson } from '../lib/output.js';
+import { printTable, runMain, writeJson } from '../lib/output.js';
 import { cliArgs } from '../lib/args.js';
 
 const usage = `Usage: node bench/link/run.js [--json FILE] [--bytes SIZE] [--repetitions N] [--blocks-per-sm LIST] [--threads N] [--device N]
@@ -130,11 +130,7 @@ function main() {
     ratio(m.vsBestH2dCopy),
     ratio(m.vsManagedFaulting),
   ]);
-  const widths = header.map((h, i) => Math.max(h.length, ...table.map((row) => row[i].length)));
-  const line = (cells) => `| ${cells.map((c, i) => c.padEnd(widths[i])).join(' | ')} |`;
-  console.log(line(header));
-  console.log(`|${widths.map((w) => '-'.repeat(w + 2)).join('|')}|`);
-  for (const row of table) console.log(line(row));
+  printTable(header, table);
   for (const reason of r.skipped) console.log(`\nnot measured: ${reason}`);
   const reads = rows.filter((m) => m.kind === 'zero-copy-read');
   if (reads.length > 0) {

@@ -26,7 +26,7 @@ import '@gpumem/allocator-uvm';
 import '@gpumem/allocator-pool';
 import '@gpumem/allocator-async';
 import { cliArgs } from '../lib/args.js';
-import { writeJson } from '../lib/output.js';
+import { printTable, writeJson } from '../lib/output.js';
 
 const KiB = 1024;
 const MiB = 2 ** 20;
@@ -288,7 +288,7 @@ function fmtNs(ns) {
   return ns >= 1000 ? `${(ns / 1000).toFixed(2)} µs` : `${ns.toFixed(0)} ns`;
 }
 
-function printTable(rows, device) {
+function printSoakTable(rows, device) {
   const header = ['allocator', 'ops', 'wall', 'per op', 'reserved@10%', '@50%', '@100%', 'max reserved', 'peak live', 'verdict'];
   const table = rows.map((r) => [
     r.allocator,
@@ -302,12 +302,8 @@ function printTable(rows, device) {
     formatBytes(r.peakLiveBytes),
     r.verdict,
   ]);
-  const widths = header.map((h, i) => Math.max(h.length, ...table.map((row) => row[i].length)));
-  const line = (cells) => `| ${cells.map((c, i) => c.padEnd(widths[i])).join(' | ')} |`;
   console.log(`soak: mixed sizes over streams (${device})`);
-  console.log(line(header));
-  console.log(`|${widths.map((w) => '-'.repeat(w + 2)).join('|')}|`);
-  for (const row of table) console.log(line(row));
+  printTable(header, table);
   for (const r of rows) for (const p of r.problems) console.log(`  ${r.allocator}: ${p}`);
 }
 
@@ -329,7 +325,7 @@ function main() {
     process.stderr.write(`soaking ${run.label} (${ops.toLocaleString('en-US')} operations)...\n`);
     rows.push(soak(run, ops, args, sizes));
   }
-  printTable(rows, device);
+  printSoakTable(rows, device);
   const date = new Date().toISOString();
   const slug = gpu
     ? deviceProperties(0)

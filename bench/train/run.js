@@ -13,7 +13,7 @@ import '@gpumem/allocator-pool';
 import '@gpumem/allocator-async';
 import { train } from '@gpumem/gnn';
 import { cliArgs } from '../lib/args.js';
-import { writeJson } from '../lib/output.js';
+import { printTable, writeJson } from '../lib/output.js';
 
 const usage = `Usage: node bench/train/run.js [--workload mlp|gcn|all] [--nodes N] [--epochs N]
                                 [--allocators a,b] [--aggregation spmm|scatter|both] [--out FILE]`;
@@ -136,12 +136,8 @@ function main() {
           String(r.upstreamCalls),
         ],
   );
-  const widths = header.map((h, i) => Math.max(h.length, ...table.map((t) => t[i].length)));
-  const line = (cells) => `| ${cells.map((c, i) => c.padEnd(widths[i])).join(' | ')} |`;
   console.log(`bench/train on ${gpu ? deviceProperties(0).name : 'the CPU (no GPU): reduced sizes'}`);
-  console.log(line(header));
-  console.log(`|${widths.map((w) => '-'.repeat(w + 2)).join('|')}|`);
-  for (const t of table) console.log(line(t));
+  printTable(header, table);
   writeJson(args.out, { benchmark: 'train', date: new Date().toISOString(), gpu: gpu ? deviceProperties(0) : null, rows });
 }
 
