@@ -144,20 +144,12 @@ void expandable_resource::do_trim_backup() {
 
 bool expandable_resource::do_read_backup(const void* addr, std::size_t bytes, void* out) const {
   std::lock_guard<resource_lock> guard(impl_->lock);
-  for (const detail::tag_book::entry& e : impl_->book.entries()) {
-    // An awake tag holds a backup only where its wake retained it.
-    if ((!e.asleep || e.mode == sleep_mode::keep) && e.backup.read(addr, bytes, out)) return true;
-  }
-  return false;
+  return impl_->book.read_backup(addr, bytes, out);
 }
 
 const void* expandable_resource::do_backup_view(const void* addr, std::size_t bytes) const {
   std::lock_guard<resource_lock> guard(impl_->lock);
-  for (const detail::tag_book::entry& e : impl_->book.entries()) {
-    if (e.asleep && e.mode != sleep_mode::keep) continue;
-    if (const void* p = e.backup.view(addr, bytes)) return p;
-  }
-  return nullptr;
+  return impl_->book.backup_view(addr, bytes);
 }
 
 void expandable_resource::do_reserve_backup(std::uint64_t bytes) {

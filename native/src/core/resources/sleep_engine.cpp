@@ -291,13 +291,12 @@ struct sleep_engine::impl {
   void free_chunk(const sleep_backup::chunk& c) noexcept {
     held_bytes -= c.bytes;
     switch (c.from) {
-      case sleep_backup::origin::mapped:
-        munmap(c.base, c.bytes);
-        return;
-      case sleep_backup::origin::registered:
+      case sleep_backup::origin::registered:  // unregistered, then unmapped as a mapped chunk is
 #ifdef GPUMEM_WITH_CUDA
         detail::cu::HostUnregister(c.base);
 #endif
+        [[fallthrough]];
+      case sleep_backup::origin::mapped:
         munmap(c.base, c.bytes);
         return;
       case sleep_backup::origin::host_alloc:

@@ -191,6 +191,11 @@ class tag_book {
   // The sleeping tags among `tags` (empty: all); awake ones go to report.unchanged. Throws as above.
   std::vector<tag_id> plan_wake(const std::vector<tag_id>& tags, sleep_report& report, const char* strategy) const;
 
+  // sleepable's read_backup and backup_view: the content of a tag asleep in keep mode, or of an awake
+  // one whose wake retained its backup (a discarding tag keeps nothing).
+  bool read_backup(const void* addr, std::size_t bytes, void* out) const noexcept;
+  const void* backup_view(const void* addr, std::size_t bytes) const noexcept;
+
  private:
   void check_known(const std::vector<tag_id>& tags, const char* strategy) const;
   std::vector<entry> entries_;

@@ -88,4 +88,19 @@ std::vector<tag_id> tag_book::plan_wake(const std::vector<tag_id>& tags, sleep_r
   return plan;
 }
 
+bool tag_book::read_backup(const void* addr, std::size_t bytes, void* out) const noexcept {
+  for (const entry& e : entries_) {
+    if ((!e.asleep || e.mode == sleep_mode::keep) && e.backup.read(addr, bytes, out)) return true;
+  }
+  return false;
+}
+
+const void* tag_book::backup_view(const void* addr, std::size_t bytes) const noexcept {
+  for (const entry& e : entries_) {
+    if (e.asleep && e.mode != sleep_mode::keep) continue;
+    if (const void* p = e.backup.view(addr, bytes)) return p;
+  }
+  return nullptr;
+}
+
 }  // namespace gpumem::detail

@@ -116,19 +116,13 @@ void tiered_resource::do_trim_backup() {
 
 bool tiered_resource::do_read_backup(const void* addr, std::size_t bytes, void* out) const {
   std::lock_guard<std::mutex> lock(impl_->mutex);
-  for (const detail::tag_book::entry& e : impl_->book.entries()) {
-    if (e.asleep && e.mode == sleep_mode::keep && e.backup.read(addr, bytes, out)) return true;
-  }
-  return false;
+  // tiered retains no backup at wake: only sleeping tags hold content.
+  return impl_->book.read_backup(addr, bytes, out);
 }
 
 const void* tiered_resource::do_backup_view(const void* addr, std::size_t bytes) const {
   std::lock_guard<std::mutex> lock(impl_->mutex);
-  for (const detail::tag_book::entry& e : impl_->book.entries()) {
-    if (!e.asleep || e.mode != sleep_mode::keep) continue;
-    if (const void* p = e.backup.view(addr, bytes)) return p;
-  }
-  return nullptr;
+  return impl_->book.backup_view(addr, bytes);
 }
 
 void tiered_resource::do_reserve_backup(std::uint64_t bytes) {

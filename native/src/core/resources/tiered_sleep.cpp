@@ -15,6 +15,16 @@
 
 namespace gpumem {
 
+namespace {
+
+// A sleep or wake option 'expandable' offers and tiered does not, refused before anything changes.
+[[noreturn]] void throw_not_offered(const std::string& option, const char* why) {
+  throw invalid_argument(invalid_argument::kind::range, option,
+                         "tiered: " + option + " is not offered (" + why + "); 'expandable' offers it");
+}
+
+}  // namespace
+
 // A free of a sleeping block: nothing is mapped, so its range is freed as it is, and its saved
 // copy is dropped; its physical bytes were counted as released when it slept.
 void tiered_resource::impl::free_sleeping(std::map<std::uintptr_t, block>::iterator it) noexcept {
@@ -58,9 +68,7 @@ sleep_report tiered_resource::impl::sleep(const sleep_request& request) {
   std::lock_guard<std::mutex> lock(mutex);
   sleep_report report;
   if (request.keep_cache) {
-    throw invalid_argument(invalid_argument::kind::range, "keep_cache",
-                           "tiered: keep_cache is not offered (its cached device blocks are released at sleep and not "
-                           "mapped again); 'expandable' offers it");
+    throw_not_offered("keep_cache", "its cached device blocks are released at sleep and not mapped again");
   }
   const std::vector<std::pair<tag_id, sleep_mode>> plan = book.plan_sleep(request, report, "tiered");
   engine.begin_timing();
@@ -161,11 +169,7 @@ sleep_report tiered_resource::impl::wake(const wake_request& request) {
   const auto start = std::chrono::steady_clock::now();
   std::lock_guard<std::mutex> lock(mutex);
   sleep_report report;
-  if (request.retain_backup) {
-    throw invalid_argument(invalid_argument::kind::range, "retain_backup",
-                           "tiered: retain_backup is not offered (a woken tag's backup goes back to the pool); "
-                           "'expandable' offers it");
-  }
+  if (request.retain_backup) throw_not_offered("retain_backup", "a woken tag's backup goes back to the pool");
   const std::vector<tag_id> plan = book.plan_wake(request.tags, report, "tiered");
   std::unordered_map<tag_id, std::vector<detail::sleep_unit>> units;
   std::uint64_t need = 0;
