@@ -19,6 +19,8 @@ namespace {
 
 namespace ops = gpumem::ops;
 using ops::i64;
+using i32 = std::int32_t;
+using u8 = std::uint8_t;
 
 constexpr double max_safe = 9007199254740991.0;  // 2^53 - 1
 
@@ -48,11 +50,18 @@ class args {
   // An integer (JS number, |v| <= 2^53 - 1); the ops check the range.
   i64 integer(std::size_t i, const char* name) const { return ops::check::integer(number(i, name), name); }
 
-  // A seed or counter offset: an integer in [0, 2^53 - 1].
+  // A seed, counter offset or byte count: an integer in [0, 2^53 - 1].
   std::uint64_t counter(std::size_t i, const char* name) const {
     const i64 v = integer(i, name);
     ops::check::non_negative(v, name);
     return static_cast<std::uint64_t>(v);
+  }
+
+  // An integer that an i32 holds (a value the op writes into i32 elements).
+  i32 int32(std::size_t i, const char* name) const {
+    const i64 v = integer(i, name);
+    ops::check::i32(v, name);
+    return static_cast<i32>(v);
   }
 
   double number(std::size_t i, const char* name) const {
@@ -83,9 +92,6 @@ class args {
 
   const Napi::CallbackInfo& info_;
 };
-
-using i32 = std::int32_t;
-using u8 = std::uint8_t;
 
 // The ops that share one argument list, each bound by the one conversion of its shape.
 
@@ -289,8 +295,7 @@ Napi::Value CsrBuildTempBytes(const Napi::CallbackInfo& info) {
 Napi::Value CsrBuild(const Napi::CallbackInfo& info) {
   return guarded_undefined(info.Env(), [&] {
     args a(info, 10, "csrBuild");
-    const i64 temp_bytes = a.integer(9, "tempBytes");
-    ops::check::non_negative(temp_bytes, "tempBytes");
+    const std::uint64_t temp_bytes = a.counter(9, "tempBytes");
     ops::csr_build(a.flag(0), a.stream(1), a.ptr<const i32>(2, "rows"), a.ptr<const i32>(3, "cols"),
                    a.integer(4, "E"), a.integer(5, "N"), a.ptr<i32>(6, "rowptr"), a.ptr<i32>(7, "colOut"),
                    a.ptr<void>(8, "temp"), static_cast<std::size_t>(temp_bytes));
@@ -367,18 +372,16 @@ Napi::Value FillF32(const Napi::CallbackInfo& info) {
 Napi::Value FillI32(const Napi::CallbackInfo& info) {
   return guarded_undefined(info.Env(), [&] {
     args a(info, 5, "fillI32");
-    const i64 value = a.integer(4, "value");
-    ops::check::i32(value, "value");
-    ops::fill_i32(a.flag(0), a.stream(1), a.ptr<i32>(2, "ptr"), a.integer(3, "n"), static_cast<i32>(value));
+    const i32 value = a.int32(4, "value");
+    ops::fill_i32(a.flag(0), a.stream(1), a.ptr<i32>(2, "ptr"), a.integer(3, "n"), value);
   });
 }
 
 Napi::Value AddI32(const Napi::CallbackInfo& info) {
   return guarded_undefined(info.Env(), [&] {
     args a(info, 4, "addI32");
-    const i64 value = a.integer(3, "value");
-    ops::check::i32(value, "value");
-    ops::add_i32(a.flag(0), a.stream(1), a.ptr<i32>(2, "ptr"), static_cast<i32>(value));
+    const i32 value = a.int32(3, "value");
+    ops::add_i32(a.flag(0), a.stream(1), a.ptr<i32>(2, "ptr"), value);
   });
 }
 

@@ -34,6 +34,15 @@ __device__ __forceinline__ row_result sum_in_warp_order(const float* block_loss,
   return total;
 }
 
+// A batch's results: the mean of its R rows' loss and its correct count go to slot *step of
+// loss_out and correct_out (step null: slot 0), where every kernel that finishes a batch writes them.
+__device__ __forceinline__ void store_batch_result(row_result total, std::int64_t R, const std::int32_t* step,
+                                                   float* loss_out, int* correct_out) {
+  const std::int64_t slot = step != nullptr ? std::int64_t(*step) : 0;
+  loss_out[slot] = total.loss / static_cast<float>(R);
+  correct_out[slot] = total.correct;
+}
+
 __device__ __forceinline__ void argmax_combine(float& v, int& idx, float ov, int oidx) {
   // Larger value wins; on a tie the smaller index (the first maximum, as on the CPU).
   if (ov > v || (ov == v && oidx < idx)) {
@@ -107,7 +116,6 @@ __global__ void __launch_bounds__(warps_per_block * 32)
   __shared__ float block_loss[warps_per_block];
   __shared__ int block_correct[warps_per_block];
   const int warp = threadIdx.x / 32;
-  const std::int64_t slot = step != nullptr ? std::int64_t(*step) : 0;
   const std::int64_t r0 = std::int64_t(blockIdx.x) * block_rows;
   std::int64_t r1 = r0 + block_rows;
   if (r1 > R) r1 = R;
@@ -131,16 +139,13 @@ __global__ void __launch_bounds__(warps_per_block * 32)
   __syncthreads();
   if (threadIdx.x != 0) return;
   const row_result total = sum_in_warp_order(block_loss, block_correct);
-  const float bl = total.loss;
-  const int bc = total.correct;
   if (!Train) {
-    if (bc != 0) atomicAdd(correct_out, bc);
+    if (total.correct != 0) atomicAdd(correct_out, total.correct);
   } else if (gridDim.x == 1) {
-    loss_out[slot] = bl / static_cast<float>(R);
-    correct_out[slot] = bc;
+    store_batch_result(total, R, step, loss_out, correct_out);
   } else {
-    partial_loss[blockIdx.x] = bl;
-    partial_correct[blockIdx.x] = bc;
+    partial_loss[blockIdx.x] = total.loss;
+    partial_correct[blockIdx.x] = total.correct;
   }
 }
 
@@ -209,12 +214,7 @@ __global__ void __launch_bounds__(batch_warps * 32)
     __syncthreads();
   }
   if (threadIdx.x != 0) return;
-  const row_result total = sum_in_warp_order(block_loss, block_correct);
-  const float bl = total.loss;
-  const int bc = total.correct;
-  const std::int64_t slot = step != nullptr ? std::int64_t(*step) : 0;
-  loss_out[slot] = bl / static_cast<float>(R);
-  correct_out[slot] = bc;
+  store_batch_result(sum_in_warp_order(block_loss, block_correct), R, step, loss_out, correct_out);
 }
 
 constexpr int finish_threads = 256;
@@ -242,11 +242,7 @@ __global__ void __launch_bounds__(finish_threads)
     }
     __syncthreads();
   }
-  if (threadIdx.x == 0) {
-    const std::int64_t slot = step != nullptr ? std::int64_t(*step) : 0;
-    loss_out[slot] = sl[0] / static_cast<float>(R);
-    correct_out[slot] = sc[0];
-  }
+  if (threadIdx.x == 0) store_batch_result({sl[0], sc[0]}, R, step, loss_out, correct_out);
 }
 
 // The grid of the loss kernels for R rows: blocks of rows_per_block rows, or of a multiple of it
