@@ -1,16 +1,5 @@
 /** Seeded random inputs and error measures shared by the ops suites. */
-
-/** mulberry32: a small seeded generator for test inputs. */
-function rng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
+import { seededRandom as rng } from '@gpumem/allocator-core/tools';
 
 /** n floats uniform in [-scale, scale). */
 export function randf(n: number, seed: number, scale = 1): Float32Array {

@@ -1,6 +1,6 @@
 // The fragmentation patterns, as gpumem allocation traces (the events of packages/trace's JSONL
 // form). Deterministic: the same trace every time. See README.md for what each reproduces.
-import { random } from '../lib/random.js';
+import { seededRandom } from '@gpumem/allocator-core/tools';
 
 const MiB = 2 ** 20;
 
@@ -57,7 +57,7 @@ export function cyclePattern({ cycles = 100 } = {}) {
  */
 export function twoStreamPattern({ rounds = 60, seed = 2039 } = {}) {
   const t = new TraceBuilder();
-  const next = random(seed);
+  const next = seededRandom(seed);
   const streams = [1, 2];
   const previous = new Map(streams.map((s) => [s, []]));
   const longLived = [];
@@ -97,7 +97,7 @@ export function twoStreamPattern({ rounds = 60, seed = 2039 } = {}) {
  */
 export function variableBatchPattern({ steps = 40, layers = 8, hidden = 1024, heads = 8, vocab = 32000, seed = 7 } = {}) {
   const t = new TraceBuilder();
-  const next = random(seed);
+  const next = seededRandom(seed);
   const bf16 = 2;
   const fp32 = 4;
   const layerParams = 12 * hidden * hidden; // QKV + output projection + a 4x MLP

@@ -15,9 +15,9 @@ import { once } from 'node:events';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { seededRandom } from '@gpumem/allocator-core/tools';
 import { cliArgs } from '../lib/args.js';
 import { writeJson } from '../lib/output.js';
-import { random } from '../lib/random.js';
 
 const usage = 'Usage: node bench/trace-memory/run.js [--events N,N,...] [--out FILE]';
 const self = fileURLToPath(import.meta.url);
@@ -39,7 +39,7 @@ function parseArgs(argv) {
 /** Writes a JSONL trace of `count` events to `file`. */
 async function writeTraceFile(file, count) {
   const out = createWriteStream(file);
-  const rnd = random(count);
+  const rnd = seededRandom(count);
   const sizes = [256, 512, 4096, 65536, 1 << 20];
   const live = []; // [slot, bytes]
   const freeSlots = Array.from({ length: 512 }, (_, i) => 511 - i);

@@ -14,7 +14,7 @@ import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { gunzipSync } from 'node:zlib';
 import { cliArgs } from '../../bench/lib/args.js';
-import { random } from '../../bench/lib/random.js';
+import { seededRandom } from '@gpumem/allocator-core/tools';
 import { defaultLimits, runCases } from './harness.mjs';
 import { sizeBombs } from './bombs.mjs';
 import { fuzzCase } from './mutate.mjs';
@@ -108,7 +108,7 @@ async function caseSource() {
   }
   const seeds = fuzzSeeds(root, gunzipSync).filter((s) => s.content.length <= MiB); // the bigger fixtures are size bombs of their own
   const bombs = (await sizeBombs({ bombBytes: args.bombBytes })).map((c, i) => ({ ...c, index: -1 - i }));
-  const rnd = random(args.seed);
+  const rnd = seededRandom(args.seed);
   let index = 0;
   return () => {
     if (bombs.length > 0) return bombs.shift();

@@ -5,7 +5,7 @@
 import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { serializeTrace } from '@gpumem/trace';
-import { random } from '../../bench/lib/random.js';
+import { seededRandom } from '@gpumem/allocator-core/tools';
 import { pickle } from './pickle.mjs';
 
 /** The readers, by the format of what they read. */
@@ -16,7 +16,7 @@ const T0 = 1_732_000_000_000_000; // time_us of a PyTorch snapshot: µs since th
 
 /** A small trace of a training-like run: two streams, four tags, reserved bytes and threads. */
 function generatedTrace() {
-  const rnd = random(0x7ace);
+  const rnd = seededRandom(0x7ace);
   const events = [];
   const live = [];
   let t = 0;

@@ -253,10 +253,7 @@ class MemorySaver:
         _check_tag(tag, "pause(tag=...)", optional=True)
         self._ensure_initialized()
         with self._lock:
-            chosen, states = self._chosen(tag)
-            paused = sorted({self._tags[g][0] for g in chosen if states[g]["asleep"]})
-            if paused:
-                raise _sleep.InvalidStateError(f"gpumem: pause: tag {', '.join(map(repr, paused))} is paused already; resume it first")
+            chosen, _ = self._chosen_unless(tag, "asleep", "pause", "is paused already; resume it first")
             if chosen:
                 self._backend.sleep(chosen, [g for g in chosen if self._tags[g][1]], keep_cache=True)
 
@@ -268,10 +265,7 @@ class MemorySaver:
         _check_tag(tag, "resume(tag=...)", optional=True)
         self._ensure_initialized()
         with self._lock:
-            chosen, states = self._chosen(tag)
-            awake = sorted({self._tags[g][0] for g in chosen if states[g]["awake"]})
-            if awake:
-                raise _sleep.InvalidStateError(f"gpumem: resume: tag {', '.join(map(repr, awake))} is not paused")
+            chosen, states = self._chosen_unless(tag, "awake", "resume", "is not paused")
             if not chosen:
                 return
             if self._memory_margin_bytes:
@@ -291,6 +285,16 @@ class MemorySaver:
         gpumem's states by tag."""
         states = {s["tag"]: s for s in self._backend.tag_stats()}
         chosen = [g for g, (t, _) in self._tags.items() if g in states and (not tag or t == tag)]
+        return chosen, states
+
+    def _chosen_unless(self, tag: Optional[str], state: str, call: str, why: str) -> Tuple[List[str], Dict[str, Dict[str, Any]]]:
+        """_chosen(tag), where none of the chosen regions is in ``state`` ("asleep", "awake"):
+        otherwise InvalidStateError naming their saver tags, for ``call`` (pause, resume) to
+        refuse before it changes anything."""
+        chosen, states = self._chosen(tag)
+        refused = sorted({self._tags[g][0] for g in chosen if states[g][state]})
+        if refused:
+            raise _sleep.InvalidStateError(f"gpumem: {call}: tag {', '.join(map(repr, refused))} {why}")
         return chosen, states
 
     def _ensure_initialized(self) -> None:

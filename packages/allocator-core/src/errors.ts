@@ -102,8 +102,10 @@ interface NativeErrorShape {
 }
 
 /**
- * Turns an error thrown by the addon into its typed form, keeping the caller's stack.
- * RangeError/TypeError from the addon already have the right class and pass through.
+ * Turns an error thrown by the addon into its typed form, keeping the caller's stack; `allocator`
+ * (an allocator's name, or the call for others) prefixes the message. RangeError/TypeError from the
+ * addon already have the right class and pass through. Exported for the packages that call the
+ * addon themselves (the communicators), so an error means the same whichever package met it.
  */
 export function translateNativeError(e: unknown, allocator: string): Error {
   if (!(e instanceof Error)) return new Error(String(e));

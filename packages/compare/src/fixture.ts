@@ -6,6 +6,7 @@
  * @module
  */
 import type { AllocatorStats } from '@gpumem/allocator-core';
+import { seededRandom } from '@gpumem/allocator-core/tools';
 import type { EpochRecord } from '@gpumem/gnn';
 import { rankRuns } from './compare.js';
 import { spreadOf, warmupEpochsOf } from './spread.js';
@@ -32,18 +33,6 @@ interface StrategyShape {
 
 function roundUp(bytes: number, granule: number): number {
   return Math.ceil(bytes / granule) * granule;
-}
-
-/** A small deterministic generator (mulberry32), so the fixture is the same on every call. */
-function random(seed: number): () => number {
-  let state = seed >>> 0;
-  return () => {
-    state = (state + 0x6d2b79f5) >>> 0;
-    let t = state;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 2 ** 32;
-  };
 }
 
 const shapes: StrategyShape[] = [
@@ -104,7 +93,7 @@ export function stats(partial: Partial<AllocatorStats>): AllocatorStats {
 
 /** Runs one synthetic strategy: its timeline, epochs, phases and the figures derived from them. */
 function simulate(shape: StrategyShape, index: number): CompareRun {
-  const next = random(1234 + index);
+  const next = seededRandom(1234 + index); // the same fixture on every call
   const timeline: TimelineSeries = { tMs: [], allocatedBytes: [], reservedBytes: [] };
   const tier = shape.hostTier;
   if (tier) {

@@ -1,10 +1,11 @@
 /**
  * The addon's communicator errors in their typed form: code GPUMEM_COMM_ABORTED becomes
- * {@link CommAbortedError}, GPUMEM_NCCL an {@link NcclError}, GPUMEM_CUDA a CudaError,
- * GPUMEM_INVALID_STATE an InvalidStateError; RangeError and TypeError pass through.
+ * {@link CommAbortedError}, GPUMEM_NCCL an {@link NcclError}, and the rest as the core's
+ * translateNativeError has them (GPUMEM_CUDA a CudaError, GPUMEM_INVALID_STATE an
+ * InvalidStateError; RangeError and TypeError pass through).
  * @module
  */
-import { CudaError, InvalidStateError } from '@gpumem/allocator-core';
+import { translateNativeError } from '@gpumem/allocator-core';
 import { CommAbortedError } from './communicator.js';
 
 /** An NCCL call failed for a reason other than the group being stopped. */
@@ -24,28 +25,20 @@ export class NcclError extends Error {
 
 interface NativeCommErrorShape {
   code?: string;
-  cudaError?: number;
-  cudaErrorName?: string;
   ncclResult?: number;
   ncclResultName?: string;
 }
 
 /** `e` from the addon, typed; `what` (the call) prefixes every message but an abort's. */
 function translateCommError(e: unknown, what: string): Error {
-  if (!(e instanceof Error)) return new Error(String(e));
-  const n = e as Error & NativeCommErrorShape;
-  switch (n.code) {
-    case 'GPUMEM_COMM_ABORTED':
-      return new CommAbortedError(n.message);
-    case 'GPUMEM_NCCL':
-      return new NcclError(`${what}: ${n.message}`, n.ncclResult ?? -1, n.ncclResultName ?? 'unknown');
-    case 'GPUMEM_CUDA':
-      return new CudaError(`${what}: ${n.message}`, n.cudaError ?? -1, n.cudaErrorName ?? 'unknown');
-    case 'GPUMEM_INVALID_STATE':
-      return new InvalidStateError(`${what}: ${n.message}`);
-    default:
-      return e;
+  if (e instanceof Error) {
+    const n = e as Error & NativeCommErrorShape;
+    if (n.code === 'GPUMEM_COMM_ABORTED') return new CommAbortedError(n.message);
+    if (n.code === 'GPUMEM_NCCL') return new NcclError(`${what}: ${n.message}`, n.ncclResult ?? -1, n.ncclResultName ?? 'unknown');
   }
+  // The addon's other errors as from any call into it (the binding wraps the communicators' own
+  // around the same translation): CudaError, InvalidStateError, the rest as thrown.
+  return translateNativeError(e, what);
 }
 
 /** Runs a call into the addon's communicators, throwing the typed errors. */

@@ -230,6 +230,16 @@ export function splitFileArgs(
 }
 
 /**
+ * The FILE of a command that takes exactly one: a UsageError naming `command` otherwise, saying
+ * `missing` (what to give, with an example) for none and listing what was received for more.
+ */
+export function oneFile(command: string, files: readonly string[], name: string, missing: string): string {
+  if (files.length === 0) throw new UsageError(`gpumem ${command}: expected ${missing}`);
+  if (files.length > 1) throw new UsageError(`gpumem ${command}: expected one ${name} but received ${files.length}: ${files.join(' ')}`);
+  return files[0]!;
+}
+
+/**
  * A SIZE flag in bytes (the project's size parser), or undefined when not given. A malformed or zero
  * size is a UsageError that names `command` and the flag.
  */

@@ -17,7 +17,7 @@ import {
   type OutsideMemory,
   type ReadTrace,
 } from '@gpumem/trace';
-import { flagHelp, parseFlags, positiveSizeFlag, splitFileArgs, UsageError, type FlagSpec } from './args.js';
+import { flagHelp, oneFile, parseFlags, positiveSizeFlag, splitFileArgs, UsageError, type FlagSpec } from './args.js';
 import { checkOutputFlags, isStdout, pluginInputs } from './output-paths.js';
 import { loopFlag, loopOption } from './loop-flag.js';
 import { readTraceOrExplain } from './read-trace-file.js';
@@ -200,14 +200,7 @@ export async function runDoctor(argv: readonly string[], plugins: readonly strin
     stdoutText.write(doctorUsage);
     return 0;
   }
-  if (files.length !== 1) {
-    throw new UsageError(
-      files.length === 0
-        ? 'gpumem doctor: expected a FILE (a PyTorch memory snapshot or a gpumem trace), e.g. gpumem doctor oom.pickle'
-        : `gpumem doctor: expected one FILE but received ${files.length}: ${files.join(' ')}`,
-    );
-  }
-  const file = files[0]!;
+  const file = oneFile('doctor', files, 'FILE', 'a FILE (a PyTorch memory snapshot or a gpumem trace), e.g. gpumem doctor oom.pickle');
   refuseNul('FILE', file);
   refuseNul("'--json'", flags.json);
   refuseNul("'--report'", flags.report);

@@ -24,7 +24,7 @@ import {
   type DefaultAllocators,
 } from '@gpumem/compare';
 import { compileTrace, defaultCapacityResolution } from '@gpumem/trace';
-import { flagHelp, parseFlags, positiveSizeFlag, splitFileArgs, UsageError, type FlagAliases, type FlagSpec } from './args.js';
+import { flagHelp, oneFile, parseFlags, positiveSizeFlag, splitFileArgs, UsageError, type FlagAliases, type FlagSpec } from './args.js';
 import { checkOutputFlags, isStdout, pluginInputs } from './output-paths.js';
 import { checkAllocatorNames, refuseSpecProblems } from './allocator-flags.js';
 import { loopFlag, loopOption } from './loop-flag.js';
@@ -136,14 +136,12 @@ export async function runReplay(argv: readonly string[], plugins: readonly strin
     stdoutText.write(replayUsage);
     return 0;
   }
-  if (files.length !== 1) {
-    throw new UsageError(
-      files.length === 0
-        ? `gpumem replay: expected a trace FILE (gpumem JSONL, RMM CSV or a PyTorch snapshot), e.g. gpumem replay run.jsonl`
-        : `gpumem replay: expected one trace FILE but received ${files.length}: ${files.join(' ')}`,
-    );
-  }
-  const file = files[0]!;
+  const file = oneFile(
+    'replay',
+    files,
+    'trace FILE',
+    'a trace FILE (gpumem JSONL, RMM CSV or a PyTorch snapshot), e.g. gpumem replay run.jsonl',
+  );
   // Everything that can be wrong with the command line is found before any work.
   checkOutputFlags('replay', flags, ['report', 'json'], [['the trace FILE', file], ...pluginInputs(plugins, [flags.allocators])]);
   const capacityBytes = positiveSizeFlag('gpumem replay', flags.capacity, 'capacity');

@@ -13,6 +13,7 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { CudaAllocator, deviceStatus, HostAllocator, hasCudaDevice, loadNative } from '@gpumem/allocator-core';
+import { seededRandom } from '@gpumem/allocator-core/tools';
 import type { NativeOps } from './native-ops.js';
 
 const gpu = hasCudaDevice();
@@ -24,15 +25,9 @@ const ops = (loadNative() as unknown as { ops: NativeOps }).ops;
 
 /** n floats uniform in [lo, hi) from a small seeded generator (mulberry32). */
 function randf(n: number, seed: number, lo = -1, hi = 1): Float32Array {
-  let a = seed >>> 0;
+  const next = seededRandom(seed);
   const out = new Float32Array(n);
-  for (let i = 0; i < n; i++) {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    out[i] = lo + (((t ^ (t >>> 14)) >>> 0) / 4294967296) * (hi - lo);
-  }
+  for (let i = 0; i < n; i++) out[i] = lo + next() * (hi - lo);
   return out;
 }
 

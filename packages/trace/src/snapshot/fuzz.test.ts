@@ -7,24 +7,13 @@
 import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { gzipSync } from 'node:zlib';
+import { seededRandom as random } from '@gpumem/allocator-core/tools';
 import { describe, expect, it } from 'vitest';
 import { TraceFormatError } from '../format.js';
 import { parseSnapshot, type SnapshotTrace } from './snapshot.js';
 import { defaultMaxPickleItems, pickleCycleMarker, PickleFormatError, unpickle } from './unpickle.js';
 
 const load = (name: string) => readFileSync(fileURLToPath(new URL(`./fixtures/${name}`, import.meta.url)));
-
-/** mulberry32: a small seeded generator, so a failure replays exactly. */
-function random(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 /** Bytes a mutation likes to write: opcodes that change the machine's state, and boundary values. */
 const interesting = [
