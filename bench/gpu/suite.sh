@@ -21,8 +21,11 @@ Usage: bash bench/gpu/suite.sh SUITE [SUITE ...]     (on a GPU host: bash .gpu/r
 Suites (each fits one device call of 10 minutes; tiered and large take most of one):
   test          npm run test:gpu (ctest on CUDA, then vitest with the GPU required), without the browser
                 test (no Chromium on the GPU host), the guide and the pack-install tests (no registry there)
-  torch         the PyTorch tests: python3 -m unittest discover -s bindings/python/tests -v
-                (needs native/build/Release/libgpumem_torch.so from the packed tree)
+  torch         the PyTorch tests: python3 -m unittest discover -s bindings/python/tests -v, in two steps
+                (needs native/build/Release/libgpumem_torch.so from the packed tree); about 9 minutes on an
+                H200, more than one device call leaves after run.sh has unpacked the tree
+  torch-1       the first half of torch (test_[a-h]*.py), for one call
+  torch-2       the second half of torch (test_[i-z]*.py), for one call
   torch-driver  the PyTorch library on older drivers: test_driver_gpu.py and test_driver.py alone (part of
                 torch too): each strategy under an interposer reporting CUDA 12.0, 12.4, 12.8
   torch-gcn     the seed GCN at 2M nodes under PyTorch's caching allocator and gpumem's strategies
@@ -120,9 +123,20 @@ suite_test() {
   counts 6
 }
 
-suite_torch() {
-  step torch unittest 540 python3 -m unittest discover -s bindings/python/tests -v
+# The PyTorch tests in two halves by file name, each fitting a device call.
+suite_torch-1() {
+  step torch unittest-a-h 560 python3 -m unittest discover -s bindings/python/tests -p 'test_[a-h]*.py' -v
   counts 3
+}
+
+suite_torch-2() {
+  step torch unittest-i-z 560 python3 -m unittest discover -s bindings/python/tests -p 'test_[i-z]*.py' -v
+  counts 3
+}
+
+suite_torch() {
+  suite_torch-1
+  suite_torch-2
 }
 
 suite_torch-driver() {
