@@ -16,8 +16,8 @@ import { existsSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import path from 'node:path';
 import { performance } from 'node:perf_hooks';
-import { deviceProperties, formatBytes, hasCudaDevice, loadNative, median } from '@gpumem/allocator-core';
-import { parseAllocatorList } from '@gpumem/compare';
+import { deviceProperties, formatBytes, hasCudaDevice, loadNative } from '@gpumem/allocator-core';
+import { parseAllocatorList, spreadOf } from '@gpumem/compare';
 import { cliArgs } from '../lib/args.js';
 import { mixedTrace } from '../lib/mixed-trace.js';
 import { printTable, writeJson } from '../lib/output.js';
@@ -106,11 +106,6 @@ function measurements(addon, chain, iterations, trace) {
   return { cells, dispose: () => resource.dispose() };
 }
 
-function spread(values) {
-  const sorted = [...values].sort((a, b) => a - b);
-  return { min: sorted[0], median: median(sorted), max: sorted.at(-1) };
-}
-
 // Both builds' batches of one measurement, alternating which goes first; one warm-up each.
 function alternate(after, before, rounds) {
   after();
@@ -143,13 +138,15 @@ function main() {
     try {
       for (const [measurement, after] of a.cells) {
         const { afterNs, beforeNs } = alternate(after, b.cells.get(measurement), args.rounds);
+        const beforeNsPerPair = spreadOf(beforeNs);
+        const afterNsPerPair = spreadOf(afterNs);
         rows.push({
           chain: label,
           measurement,
-          beforeNsPerPair: spread(beforeNs),
-          afterNsPerPair: spread(afterNs),
-          ratio: median(afterNs) / median(beforeNs),
-          roundRatios: spread(afterNs.map((ns, r) => ns / beforeNs[r])),
+          beforeNsPerPair,
+          afterNsPerPair,
+          ratio: afterNsPerPair.median / beforeNsPerPair.median,
+          roundRatios: spreadOf(afterNs.map((ns, r) => ns / beforeNs[r])),
         });
       }
     } finally {
