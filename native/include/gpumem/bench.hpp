@@ -3,6 +3,7 @@
 #pragma once
 #include <cstddef>
 #include <cstdint>
+#include <vector>
 
 #include "gpumem/memory_resource.hpp"
 
@@ -11,6 +12,7 @@ namespace gpumem::bench {
 struct timing {
   double median_ns_per_pair;
   double min_ns_per_pair;
+  std::vector<double> batch_ns_per_pair;  // each batch's ns per pair, in the order run: the spread behind the median
 };
 
 // allocate(bytes) then deallocate, `iterations` times per batch.

@@ -22,6 +22,9 @@ Napi::Object from_timing(Napi::Env env, const bench::timing& t) {
   Napi::Object o = Napi::Object::New(env);
   o.Set("medianNsPerPair", Napi::Number::New(env, t.median_ns_per_pair));
   o.Set("minNsPerPair", Napi::Number::New(env, t.min_ns_per_pair));
+  Napi::Array batches = Napi::Array::New(env, t.batch_ns_per_pair.size());
+  for (std::size_t i = 0; i < t.batch_ns_per_pair.size(); ++i) batches[i] = Napi::Number::New(env, t.batch_ns_per_pair[i]);
+  o.Set("batchNsPerPair", batches);
   return o;
 }
 

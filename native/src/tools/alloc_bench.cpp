@@ -12,8 +12,9 @@ namespace {
 using clock_type = std::chrono::steady_clock;
 
 timing summarise(std::vector<double> ns_per_pair) {
-  std::sort(ns_per_pair.begin(), ns_per_pair.end());
-  return {ns_per_pair[ns_per_pair.size() / 2], ns_per_pair.front()};
+  std::vector<double> sorted = ns_per_pair;
+  std::sort(sorted.begin(), sorted.end());
+  return {sorted[sorted.size() / 2], sorted.front(), std::move(ns_per_pair)};
 }
 
 double seconds_since(clock_type::time_point start) {

@@ -71,8 +71,12 @@ describe('native layers over any strategy', () => {
       const t = benchmarkPairs(a, 256, 100, 3);
       expect(t.medianNsPerPair).toBeGreaterThan(0);
       expect(t.minNsPerPair).toBeLessThanOrEqual(t.medianNsPerPair);
+      expect(t.batchNsPerPair).toHaveLength(3);
+      expect(Math.min(...t.batchNsPerPair)).toBe(t.minNsPerPair);
+      expect([...t.batchNsPerPair].sort((x, y) => x - y)[1]).toBe(t.medianNsPerPair);
       const trace = benchmarkTrace(a, new Float64Array([100, 2000, 30000, 5]), 2, 3);
       expect(trace.medianNsPerPair).toBeGreaterThan(0);
+      expect(trace.batchNsPerPair).toHaveLength(3);
       expect(a.stats().allocatedBytes).toBe(0);
       expect(() => benchmarkTrace(a, new Float64Array([0]), 2)).toThrow(/sizes/);
     } finally {

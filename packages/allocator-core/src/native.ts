@@ -59,9 +59,14 @@ export interface NativeTrackingEvents {
   dropped: number;
 }
 
+/** A native timing loop's result, in nanoseconds per malloc+free pair. */
 export interface NativeTiming {
+  /** The median over the batches. */
   medianNsPerPair: number;
+  /** The fastest batch. */
   minNsPerPair: number;
+  /** Each batch's figure, in the order the batches ran (one per repeat): the spread behind the median. */
+  batchNsPerPair: number[];
 }
 
 /** One pass of a native trace replay. */
