@@ -5,8 +5,9 @@
 //   node bench/alloc/run.js [--out bench/alloc/out/alloc.json] [--quick] [--allocators pool,async,...]
 //
 // On a machine without a GPU only the host strategies run. Strategies that cannot be made without
-// options ('plugin' needs its library) are left out with a note. Medians over repeated batches;
-// each batch is timed as a whole (steady clock) and divided by its number of pairs.
+// options ('plugin' needs its library) are left out with a note. Medians over repeated batches,
+// with the spread of the batches (min, quartiles, max) in the JSON and min–max in the table; each
+// batch is timed as a whole (steady clock) and divided by its number of pairs.
 import { performance } from 'node:perf_hooks';
 import {
   createAllocator,
@@ -16,10 +17,9 @@ import {
   listAllocators,
   NativeAllocator,
   Stream,
-  median,
 } from '@gpumem/allocator-core';
 import { benchmarkPairs, benchmarkTrace } from '@gpumem/allocator-core/tools';
-import { importStrategies } from '@gpumem/compare';
+import { importStrategies, spreadOf } from '@gpumem/compare';
 import { cliArgs } from '../lib/args.js';
 import { mixedTrace } from '../lib/mixed-trace.js';
 import { printTable, writeJson } from '../lib/output.js';
@@ -84,7 +84,7 @@ function tsPairs(allocator, bytes, iterations, repeats, stream) {
     }
     samples.push(((performance.now() - t0) * 1e6) / iterations);
   }
-  return median(samples);
+  return samples;
 }
 
 function tsTrace(allocator, trace, window, repeats, stream) {
@@ -106,12 +106,23 @@ function tsTrace(allocator, trace, window, repeats, stream) {
     run();
     samples.push(((performance.now() - t0) * 1e6) / trace.length);
   }
-  return median(samples);
+  return samples;
 }
 
 function fmt(ns) {
-  if (ns === undefined) return '-';
   return ns >= 1000 ? `${(ns / 1000).toFixed(2)} µs` : `${ns.toFixed(1)} ns`;
+}
+
+// A cell: the median, then the fastest and slowest batch.
+function cell(spread) {
+  if (!spread) return '-';
+  return `${fmt(spread.median)} (${fmt(spread.min)}–${fmt(spread.max)})`;
+}
+
+// The median and the spread of per-batch figures (ns per pair), as the JSON keeps them.
+function figures(samples, key) {
+  const spread = samples ? spreadOf(samples) : null;
+  return { [`${key}NsPerPair`]: spread?.median, [`${key}Spread`]: spread ?? undefined };
 }
 
 function main() {
@@ -147,21 +158,18 @@ function main() {
       try {
         for (const bytes of sizes) {
           const native =
-            allocator instanceof NativeAllocator
-              ? benchmarkPairs(allocator, bytes, iterations, repeats, stream).medianNsPerPair
-              : undefined;
+            allocator instanceof NativeAllocator ? benchmarkPairs(allocator, bytes, iterations, repeats, stream).batchNsPerPair : undefined;
           const ts = tsPairs(allocator, bytes, iterations, repeats, stream);
-          row.sizes[bytes] = { nativeNsPerPair: native, typescriptNsPerPair: ts };
+          row.sizes[bytes] = { ...figures(native, 'native'), ...figures(ts, 'typescript') };
         }
         const traceIters = name === 'cuda' || name === 'uvm' ? traceSizes.subarray(0, 500) : traceSizes;
+        const nativeTrace =
+          allocator instanceof NativeAllocator ? benchmarkTrace(allocator, traceIters, window, repeats, stream).batchNsPerPair : undefined;
         row.trace = {
           operations: traceIters.length,
           window,
-          nativeNsPerPair:
-            allocator instanceof NativeAllocator
-              ? benchmarkTrace(allocator, traceIters, window, repeats, stream).medianNsPerPair
-              : undefined,
-          typescriptNsPerPair: tsTrace(allocator, traceIters, window, repeats, stream),
+          ...figures(nativeTrace, 'native'),
+          ...figures(tsTrace(allocator, traceIters, window, repeats, stream), 'typescript'),
         };
         row.stats = allocator.stats();
       } finally {
@@ -177,11 +185,13 @@ function main() {
   const header = ['allocator', ...sizes.flatMap((s) => [`${formatBytes(s)} native`, `${formatBytes(s)} TS`]), 'trace native', 'trace TS'];
   const table = rows.map((r) => [
     r.allocator,
-    ...sizes.flatMap((s) => [fmt(r.sizes[s].nativeNsPerPair), fmt(r.sizes[s].typescriptNsPerPair)]),
-    fmt(r.trace.nativeNsPerPair),
-    fmt(r.trace.typescriptNsPerPair),
+    ...sizes.flatMap((s) => [cell(r.sizes[s].nativeSpread), cell(r.sizes[s].typescriptSpread)]),
+    cell(r.trace.nativeSpread),
+    cell(r.trace.typescriptSpread),
   ]);
-  console.log(`median malloc+free pair latency (${gpu ? deviceProperties(0).name : 'no GPU: host strategies only'})`);
+  console.log(
+    `malloc+free pair latency, median (fastest–slowest) of ${repeats} batches (${gpu ? deviceProperties(0).name : 'no GPU: host strategies only'})`,
+  );
   printTable(header, table);
 
   const result = {

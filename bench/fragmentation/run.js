@@ -2,7 +2,7 @@
 // bench/fragmentation: each fragmentation trace (README.md) replayed through each strategy in the
 // native replay loop. Per trace and strategy: peak reserved / peak allocated, the least capacity that
 // replays it with no out-of-memory (bisection over limitBytes to 2 MiB), driver calls over one pass
-// and ns per call. Prints a table and writes JSON.
+// and ns per call (the median pass, and bounds from the fastest and slowest passes). Prints a table and writes JSON.
 //
 //   node bench/fragmentation/run.js [--out bench/fragmentation/out/fragmentation.json] [--repeats 5]
 //                                  [--allocators pool,expandable,...] [--traces cycle,two-stream,...]
@@ -84,20 +84,30 @@ function measure(trace, spec, repeats, device) {
     timed.dispose();
   }
   const min = findMinCapacity(trace, spec, { capBytes: capacityCap(device), hintBytes: result.peakReservedBytes });
-  const nsPerCall = (result.nsPerAlloc * result.allocs + result.nsPerFree * result.frees) / Math.max(1, result.calls);
+  // ns per call from per-allocation and per-free figures, weighted by how many of each a pass makes.
+  const perCall = (nsPerAlloc, nsPerFree) => (nsPerAlloc * result.allocs + nsPerFree * result.frees) / Math.max(1, result.calls);
   return {
     allocator: spec.name,
     options: spec.options,
     peakAllocatedBytes: result.peakAllocatedBytes,
     peakReservedBytes: result.peakReservedBytes,
+    // The lowest and highest peak over the timed passes (one value where the replay is deterministic).
+    peakReservedRange: result.peakReservedRange,
     reservedOverAllocated: result.peakAllocatedBytes > 0 ? result.peakReservedBytes / result.peakAllocatedBytes : 0,
     // Undefined bytes: even the cap (the GPU's free memory, or the machine's) ran out.
     minCapacityBytes: min.bytes ?? null,
     driverAllocs: calls.driverAllocs,
     driverFrees: calls.driverFrees,
-    nsPerCall,
+    nsPerCall: perCall(result.nsPerAlloc, result.nsPerFree),
+    // Bounds of ns per call: the fastest pass's allocations and frees, and the slowest's.
+    nsPerCallRange: [
+      perCall(result.nsPerAllocRange[0], result.nsPerFreeRange[0]),
+      perCall(result.nsPerAllocRange[1], result.nsPerFreeRange[1]),
+    ],
     nsPerAlloc: result.nsPerAlloc,
+    nsPerAllocRange: result.nsPerAllocRange,
     nsPerFree: result.nsPerFree,
+    nsPerFreeRange: result.nsPerFreeRange,
     ooms: calls.ooms,
   };
 }
@@ -114,7 +124,7 @@ async function main() {
   if (args.traces.some((t) => !existsSync(`${dir}${t}.jsonl.gz`))) generateTraces(dir);
   const rows = [];
   console.log(`device: ${gpu ? 'cuda:0' : 'host (no GPU: the host strategies, expandable on its mmap twin)'}\n`);
-  const header = `${pad('trace', 15)}${pad('allocator', 12)}${pad('peak alloc', 12)}${pad('peak resv', 12)}${pad('resv/alloc', 11)}${pad('min capacity', 14)}${pad('driver calls', 14)}ns/call`;
+  const header = `${pad('trace', 15)}${pad('allocator', 12)}${pad('peak alloc', 12)}${pad('peak resv', 12)}${pad('resv/alloc', 11)}${pad('min capacity', 14)}${pad('driver calls', 14)}ns/call (range over passes)`;
   console.log(header);
   console.log('-'.repeat(header.length + 4));
   for (const name of args.traces) {
@@ -125,7 +135,7 @@ async function main() {
       const min = row.minCapacityBytes === null ? `> ${formatBytes(capacityCap(device))}` : formatBytes(row.minCapacityBytes);
       console.log(
         `${pad(name, 15)}${pad(allocator, 12)}${pad(formatBytes(row.peakAllocatedBytes), 12)}${pad(formatBytes(row.peakReservedBytes), 12)}` +
-          `${pad(`${row.reservedOverAllocated.toFixed(2)}x`, 11)}${pad(min, 14)}${pad(`${row.driverAllocs}/${row.driverFrees}`, 14)}${row.nsPerCall.toFixed(0)}`,
+          `${pad(`${row.reservedOverAllocated.toFixed(2)}x`, 11)}${pad(min, 14)}${pad(`${row.driverAllocs}/${row.driverFrees}`, 14)}${row.nsPerCall.toFixed(0)} (${row.nsPerCallRange.map((ns) => ns.toFixed(0)).join('–')})`,
       );
     }
   }
