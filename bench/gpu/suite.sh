@@ -31,8 +31,10 @@ Suites (each fits one device call of 10 minutes; tiered and large take most of o
   torch-gcn     the seed GCN at 2M nodes under PyTorch's caching allocator and gpumem's strategies
                 (bench/torch/run.sh; NODES, EPOCHS and ALLOCATORS as that script takes them)
   sanitize      compute-sanitizer memcheck and racecheck over the GPU op and behaviour tests
-  alloc         malloc+free pair latency, every strategy (bench/alloc), and pool_microbench if built
-  fragmentation the fragmentation traces, 3 repeats (bench/fragmentation), with the PyTorch baselines
+  alloc         malloc+free pair latency, every strategy (bench/alloc), in 5 processes (a process is
+                fast or slow as a whole), and pool_microbench if built
+  fragmentation the fragmentation traces, 3 repeats, in 3 processes (bench/fragmentation), with the
+                PyTorch baselines
   corpus        the real-workload corpus (bench/traces/*.torch.pickle.gz) replayed through each
                 strategy with its minimum capacity, and the gpumem capture of GPT-2 fine-tuning
   capture       what recording a trace inside PyTorch costs (bench/traces/capture_overhead.py)
@@ -42,7 +44,7 @@ Suites (each fits one device call of 10 minutes; tiered and large take most of o
                 PLACEMENTS as that script takes them)
   train         bench/train (mlp-seed and gcn-seed per allocator) and the PyTorch baselines (bench/baselines)
   record        what recording the memory timeline costs (bench/record)
-  soak          10M mixed-size operations over 4 streams per strategy (bench/soak)
+  soak          10M mixed-size operations over 4 streams per strategy (bench/soak), in 3 processes
   link          the host link: zero-copy, copies, managed memory (bench/link)
   checkpoint    activation checkpointing and nano-batches against the formulas, pool and uvm (bench/checkpoint)
   tiered        the seed GCN at 28M nodes: pool against tiered, plain and row-block plans, the graph on host
@@ -164,7 +166,10 @@ suite_sanitize() {
 }
 
 suite_alloc() {
-  step alloc alloc 200 node bench/alloc/run.js --out "$(json alloc alloc.json)"
+  local i
+  for i in 1 2 3 4 5; do
+    step alloc "alloc-$i" 120 node bench/alloc/run.js --out "$(json alloc "alloc-$i.json")"
+  done
   local bench
   for bench in native/build-tests-cuda/tests/pool_microbench native/build-tests/tests/pool_microbench; do
     if [ -x "$bench" ]; then
@@ -175,7 +180,10 @@ suite_alloc() {
 }
 
 suite_fragmentation() {
-  step fragmentation run.js 150 node bench/fragmentation/run.js --repeats 3 --out "$(json fragmentation fragmentation.json)"
+  local i
+  for i in 1 2 3; do
+    step fragmentation "run.js-$i" 150 node bench/fragmentation/run.js --repeats 3 --out "$(json fragmentation "fragmentation-$i.json")"
+  done
   step fragmentation torch_baseline.py 120 python3 bench/fragmentation/torch_baseline.py --out "$(json fragmentation torch-baseline.json)"
 }
 
@@ -224,8 +232,11 @@ suite_record() {
 }
 
 suite_soak() {
-  step soak soak 300 node bench/soak/run.js --allocators pool,async,cuda,uvm --out "$(json soak soak.json)"
-  [ -f "$(json soak soak.json)" ] && gzip "$(json soak soak.json)"
+  local i
+  for i in 1 2 3; do
+    step soak "soak-$i" 300 node bench/soak/run.js --allocators pool,async,cuda,uvm --out "$(json soak "soak-$i.json")"
+    [ -f "$(json soak "soak-$i.json")" ] && gzip "$(json soak "soak-$i.json")"
+  done
 }
 
 suite_link() {
