@@ -168,7 +168,7 @@ suite_sanitize() {
 suite_alloc() {
   local i
   for i in 1 2 3 4 5; do
-    step alloc "alloc-$i" 120 node bench/alloc/run.js --out "$(json alloc "alloc-$i.json")"
+    step alloc "alloc-$i" 100 node bench/alloc/run.js --out "$(json alloc "alloc-$i.json")"
   done
   local bench
   for bench in native/build-tests-cuda/tests/pool_microbench native/build-tests/tests/pool_microbench; do
@@ -234,7 +234,7 @@ suite_record() {
 suite_soak() {
   local i
   for i in 1 2 3; do
-    step soak "soak-$i" 300 node bench/soak/run.js --allocators pool,async,cuda,uvm --out "$(json soak "soak-$i.json")"
+    step soak "soak-$i" 180 node bench/soak/run.js --allocators pool,async,cuda,uvm --out "$(json soak "soak-$i.json")"
     [ -f "$(json soak "soak-$i.json")" ] && gzip "$(json soak "soak-$i.json")"
   done
 }
