@@ -20,7 +20,7 @@ import { deviceProperties, formatBytes, hasCudaDevice, loadNative } from '@gpume
 import { parseAllocatorList, spreadOf } from '@gpumem/compare';
 import { cliArgs } from '../lib/args.js';
 import { mixedTrace } from '../lib/mixed-trace.js';
-import { printTable, writeJson } from '../lib/output.js';
+import { formatNs, printTable, writeJson } from '../lib/output.js';
 
 const gpu = hasCudaDevice();
 const defaultSpecs = gpu ? 'pool,expandable' : 'pool:upstream=host,expandable:upstream=host:device=-1';
@@ -156,15 +156,14 @@ function main() {
     process.stderr.write(`measured ${label}\n`);
   }
 
-  const ns = (v) => (v >= 1000 ? `${(v / 1000).toFixed(2)} µs` : `${v.toFixed(1)} ns`);
   console.log(`malloc+free pair latency, before (${other.root}) and after (this tree), ${args.rounds} alternating batches each`);
   printTable(
     ['chain', 'measurement', 'before', 'after', 'after/before', 'per-round ratio (min–max)'],
     rows.map((r) => [
       r.chain,
       r.measurement,
-      ns(r.beforeNsPerPair.median),
-      ns(r.afterNsPerPair.median),
+      formatNs(r.beforeNsPerPair.median),
+      formatNs(r.afterNsPerPair.median),
       r.ratio.toFixed(3),
       `${r.roundRatios.min.toFixed(2)}–${r.roundRatios.max.toFixed(2)}`,
     ]),

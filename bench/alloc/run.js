@@ -22,7 +22,7 @@ import { benchmarkPairs, benchmarkTrace } from '@gpumem/allocator-core/tools';
 import { importStrategies, spreadOf } from '@gpumem/compare';
 import { cliArgs } from '../lib/args.js';
 import { mixedTrace } from '../lib/mixed-trace.js';
-import { printTable, writeJson } from '../lib/output.js';
+import { formatNs, printTable, writeJson } from '../lib/output.js';
 
 // Every strategy package that ships with gpumem, from the one list the CLI uses too.
 await importStrategies();
@@ -109,14 +109,10 @@ function tsTrace(allocator, trace, window, repeats, stream) {
   return samples;
 }
 
-function fmt(ns) {
-  return ns >= 1000 ? `${(ns / 1000).toFixed(2)} µs` : `${ns.toFixed(1)} ns`;
-}
-
 // A cell: the median, then the fastest and slowest batch.
 function cell(spread) {
   if (!spread) return '-';
-  return `${fmt(spread.median)} (${fmt(spread.min)}–${fmt(spread.max)})`;
+  return `${formatNs(spread.median)} (${formatNs(spread.min)}–${formatNs(spread.max)})`;
 }
 
 // The median and the spread of per-batch figures (ns per pair), as the JSON keeps them.
