@@ -129,10 +129,10 @@ TEST_CASE("a library path that is not a regular file is refused before dlopen, w
   REQUIRE_EQ(mkfifo(fifo.c_str(), 0600), 0);
   std::string argument;
   std::string e = load_error(plugin_options{fifo, "", -1}, &argument);
-  CHECK(contains(e, "plugin library '" + fifo + "': is a FIFO (named pipe), not a regular file"));
+  CHECK(contains(e, "plugin library '" + fifo + "': is a named pipe (FIFO), not a regular file"));
   CHECK_EQ(argument, std::string("library"));
   CHECK(contains(load_error(plugin_options{"/dev/zero", "", -1}), "'/dev/zero': is a character device, not a regular file"));
-  CHECK(contains(load_error(plugin_options{dir_template, "", -1}), "is a directory, not a regular file"));
+  CHECK(contains(load_error(plugin_options{dir_template, "", -1}), "is a folder, not a regular file"));
   ::unlink(fifo.c_str());
   ::rmdir(dir_template);
 }

@@ -272,11 +272,11 @@ def _read_input(path: str, limit: int) -> bytes:
         mode = os.fstat(fd).st_mode
         if not stat.S_ISREG(mode):
             kind = (
-                "a directory" if stat.S_ISDIR(mode)
-                else "a FIFO (named pipe)" if stat.S_ISFIFO(mode)
+                "a folder" if stat.S_ISDIR(mode)
+                else "a named pipe (FIFO)" if stat.S_ISFIFO(mode)
+                else "a socket" if stat.S_ISSOCK(mode)
                 else "a character device" if stat.S_ISCHR(mode)
                 else "a block device" if stat.S_ISBLK(mode)
-                else "a socket" if stat.S_ISSOCK(mode)
                 else "not a regular file"
             )
             raise TraceFileError(f"{path} is {kind}, not a regular file: give a trace file, or - to read one from standard input")

@@ -156,7 +156,7 @@ class InputTests(unittest.TestCase):
         self.addCleanup(shutil.rmtree, d, ignore_errors=True)
         fifo = os.path.join(d, "trace.fifo")
         os.mkfifo(fifo)
-        with self.assertRaisesRegex(_tracefile.TraceFileError, r"is a FIFO \(named pipe\), not a regular file"):
+        with self.assertRaisesRegex(_tracefile.TraceFileError, r"is a named pipe \(FIFO\), not a regular file"):
             _tracefile.read_trace(fifo)
         doctor = subprocess.run(
             [sys.executable, "-m", "gpumem_torch", "doctor", fifo],
@@ -165,7 +165,7 @@ class InputTests(unittest.TestCase):
             timeout=60,
         )
         self.assertNotEqual(doctor.returncode, 0)
-        self.assertIn(f"gpumem_torch doctor: cannot read '{fifo}': {fifo} is a FIFO (named pipe), not a regular file", doctor.stderr.decode())
+        self.assertIn(f"gpumem_torch doctor: cannot read '{fifo}': {fifo} is a named pipe (FIFO), not a regular file", doctor.stderr.decode())
         if os.path.exists("/dev/zero"):
             with self.assertRaisesRegex(_tracefile.TraceFormatError, r"^/dev/zero is a character device, not a regular file"):
                 _tracefile.read_trace("/dev/zero")

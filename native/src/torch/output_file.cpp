@@ -12,19 +12,17 @@
 #include <cstring>
 #include <random>
 
+#include "core/file_kind.hpp"
+
 namespace gpumem::torch {
 
 namespace {
 
-// What a file that is not regular is, for messages; nullptr for a regular file.
-const char* kind_of(const struct stat& st) {
-  if (S_ISREG(st.st_mode)) return nullptr;
-  if (S_ISDIR(st.st_mode)) return "is a folder; give a file name";
-  if (S_ISFIFO(st.st_mode)) return "is a named pipe (FIFO); give a regular file";
-  if (S_ISSOCK(st.st_mode)) return "is a socket; give a regular file";
-  if (S_ISCHR(st.st_mode)) return "is a character device; give a regular file";
-  if (S_ISBLK(st.st_mode)) return "is a block device; give a regular file";
-  return "is not a regular file; give a regular file";
+// Why a file that is not regular cannot be the output, for messages; "" for a regular file.
+std::string refusal_of(const struct stat& st) {
+  const char* kind = detail::non_regular_file_kind(st);
+  if (kind == nullptr) return "";
+  return std::string("is ") + kind + (S_ISDIR(st.st_mode) ? "; give a file name" : "; give a regular file");
 }
 
 bool is_null_device(const struct stat& st) {
@@ -87,8 +85,8 @@ bool output_file::open(const std::string& path, std::string& error) {
     return true;
   }
   if (exists) {
-    if (const char* kind = kind_of(st)) {
-      error = prefix + kind;
+    if (const std::string refusal = refusal_of(st); !refusal.empty()) {
+      error = prefix + refusal;
       return false;
     }
   }
@@ -136,8 +134,8 @@ bool output_file::commit(std::string& error) {
   // The target may have been swapped for a device or a folder since open().
   struct stat st {};
   if (::lstat(target_.c_str(), &st) == 0) {
-    if (const char* kind = kind_of(st)) {
-      error = prefix + "is now " + (kind + 3);
+    if (const std::string refusal = refusal_of(st); !refusal.empty()) {
+      error = prefix + "is now " + refusal.substr(3);
       discard();
       return false;
     }

@@ -56,6 +56,7 @@ export {
 export { attachSharedAllocator, AttachedAllocator } from './shared.js';
 export { TrackingAllocator, createTrackedAllocator, type TrackedAllocator, type TrackingEvents } from './adaptors/tracking.js';
 export { OutputFile, OutputFileError, writeOutputFile, outputTarget, isSameFile, checkPathName, type OutputTarget } from './output-file.js';
+export { nonRegularFileKind, type FileKindStats } from './file-kind.js';
 export { OutOfMemoryError, CudaError, InvalidStateError, isOutOfMemory, describeMemory, translateNativeError } from './errors.js';
 export { AllocatorAdaptor, type AdaptorOptions } from './adaptors/adaptor.js';
 export { LimitingAdaptor, ByteBudget } from './adaptors/limiting.js';

@@ -31,6 +31,7 @@ import {
   writeSync,
 } from 'node:fs';
 import { basename, dirname, join, resolve } from 'node:path';
+import { nonRegularFileKind } from './file-kind.js';
 
 /** Writing an output file failed, or the path cannot be one. Nothing was left behind. */
 export class OutputFileError extends Error {
@@ -56,15 +57,13 @@ export function checkPathName(path: unknown): asserts path is string {
   if (path.includes('\0')) throw new OutputFileError(path, 'the file name contains a NUL byte');
 }
 
-/** What a non-regular file is, for messages; undefined for a regular file. */
-function kindOf(st: Stats): string | undefined {
-  if (st.isFile()) return undefined;
-  if (st.isDirectory()) return 'is a folder; give a file name';
-  if (st.isFIFO()) return 'is a named pipe (FIFO); give a regular file';
-  if (st.isSocket()) return 'is a socket; give a regular file';
-  if (st.isCharacterDevice()) return 'is a character device; give a regular file (or leave the output out)';
-  if (st.isBlockDevice()) return 'is a block device; give a regular file';
-  return 'is not a regular file; give a regular file';
+/** Why a file that is not regular cannot be the output, for messages; undefined for a regular file. */
+function refusalOf(st: Stats): string | undefined {
+  const kind = nonRegularFileKind(st);
+  if (kind === undefined) return undefined;
+  if (st.isDirectory()) return `is ${kind}; give a file name`;
+  if (st.isCharacterDevice()) return `is ${kind}; give a regular file (or leave the output out)`;
+  return `is ${kind}; give a regular file`;
 }
 
 let nullDevice: number | undefined | null = null;
@@ -116,8 +115,8 @@ export function outputTarget(path: string): OutputTarget {
   }
   if (st !== undefined) {
     if (isNullDevice(st)) return { path: target, existing: st, discard: true };
-    const kind = kindOf(st);
-    if (kind !== undefined) throw new OutputFileError(path, kind);
+    const refusal = refusalOf(st);
+    if (refusal !== undefined) throw new OutputFileError(path, refusal);
     return { path: target, existing: st, discard: false };
   }
   const folder = dirname(target);
@@ -219,8 +218,8 @@ export class OutputFile {
       this.fd = undefined;
       // The target may have been swapped for a device or a folder since it was opened.
       const now = lstatSync(this.target.path, { throwIfNoEntry: false });
-      const kind = now === undefined || now.isFile() ? undefined : kindOf(now);
-      if (kind !== undefined) throw new OutputFileError(this.path, `is now ${kind.replace(/^is /, '')}`);
+      const refusal = now === undefined ? undefined : refusalOf(now);
+      if (refusal !== undefined) throw new OutputFileError(this.path, refusal.replace(/^is /, 'is now '));
       renameSync(this.temporary!, this.target.path);
     } catch (e) {
       this.fail(e, 'completing the file failed');

@@ -146,10 +146,10 @@ describe('a plug-in is read from regular files of bounded size', () => {
       );
       const fifo = join(dir, 'plugin.mjs');
       expect(spawnSync('mkfifo', [fifo]).status).toBe(0);
-      expect(refusal(fifo)?.message).toMatch(/module .*plugin\.mjs is a FIFO \(named pipe\), not a regular file$/);
+      expect(refusal(fifo)?.message).toMatch(/module .*plugin\.mjs is a named pipe \(FIFO\), not a regular file$/);
       const folder = packageAt('fifo-manifest', undefined, { 'index.js': module });
       expect(spawnSync('mkfifo', [join(folder, 'package.json')]).status).toBe(0);
-      expect(refusal(folder)?.message).toMatch(/package\.json .*fifo-manifest\/package\.json is a FIFO/);
+      expect(refusal(folder)?.message).toMatch(/package\.json .*fifo-manifest\/package\.json is a named pipe \(FIFO\)/);
     },
   );
 

@@ -16,10 +16,11 @@
  * loading does not settle within GPUMEM_PLUGIN_TIMEOUT seconds (default 60) is an error.
  * @module
  */
-import { existsSync, readFileSync, type Stats, statSync } from 'node:fs';
+import { existsSync, readFileSync, statSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { isAbsolute, join, resolve } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
+import { nonRegularFileKind } from '@gpumem/allocator-core';
 import { builtInStrategyPackages, importPlugin, importStrategies, PluginLoadError } from '@gpumem/compare';
 import { exports as packageExports } from 'resolve.exports';
 import { stderrText } from './terminal.js';
@@ -30,16 +31,6 @@ export const maxPluginModuleBytes = 64 * 2 ** 20;
 /** The largest package.json of a plug-in read. */
 const maxManifestBytes = 2 ** 20;
 
-/** What a path that is not a regular file is, for messages. */
-function kindOf(stats: Stats): string {
-  if (stats.isDirectory()) return 'a folder';
-  if (stats.isFIFO()) return 'a FIFO (named pipe)';
-  if (stats.isCharacterDevice()) return 'a character device';
-  if (stats.isBlockDevice()) return 'a block device';
-  if (stats.isSocket()) return 'a socket';
-  return 'not a regular file';
-}
-
 /**
  * Checks that `path`, a file a plug-in is read from, is a regular file of at most `maxBytes`: what
  * Node would read whole. Throws a {@link PluginLoadError} naming the plug-in otherwise.
@@ -47,8 +38,9 @@ function kindOf(stats: Stats): string {
 function checkPluginFile(name: string, path: string, maxBytes: number, what: string): void {
   const stats = statSync(path, { throwIfNoEntry: false });
   if (stats === undefined) return; // Node's own resolution or import says what is missing
-  if (!stats.isFile()) {
-    throw new PluginLoadError(name, 'ERR_PLUGIN_NOT_FILE', `${what} ${path} is ${kindOf(stats)}, not a regular file`);
+  const kind = nonRegularFileKind(stats);
+  if (kind !== undefined) {
+    throw new PluginLoadError(name, 'ERR_PLUGIN_NOT_FILE', `${what} ${path} is ${kind}, not a regular file`);
   }
   if (stats.size > maxBytes) {
     throw new PluginLoadError(

@@ -34,7 +34,7 @@ describe('trace inputs are regular files', () => {
     expect(error).toBeInstanceOf(TraceFileError);
     expect(error?.code).toBe('ERR_TRACE_NOT_FILE');
     expect(error?.message).toBe(
-      `${fifo} is a FIFO (named pipe), not a regular file: give a trace file, or - to read one from standard input (cat ${fifo} | gpumem ... -)`,
+      `${fifo} is a named pipe (FIFO), not a regular file: give a trace file, or - to read one from standard input (cat ${fifo} | gpumem ... -)`,
     );
     await expect(readLines(fifo).next()).rejects.toThrow(TraceFileError);
   });

@@ -139,7 +139,7 @@ describe('paths and content that are not traces', () => {
     expect(error).toBeInstanceOf(TraceFileError);
     expect(error).toMatchObject({
       code: 'EISDIR',
-      message: `${sub} is a directory: give a trace file (gpumem JSONL, an RMM CSV log or a PyTorch memory snapshot)`,
+      message: `${sub} is a folder: give a trace file (gpumem JSONL, an RMM CSV log or a PyTorch memory snapshot)`,
     });
   });
 

@@ -11,6 +11,7 @@ import { open, stat } from 'node:fs/promises';
 import { pipeline, Readable, type Transform } from 'node:stream';
 import { StringDecoder } from 'node:string_decoder';
 import * as zlib from 'node:zlib';
+import { nonRegularFileKind } from '@gpumem/allocator-core';
 import { maxDecompressedTraceBytes, TraceFileError, TraceFormatError } from './formats/model.js';
 import { startsLikeZstd, ZstdFramesError, zstdFrames } from './zstd-frames.js';
 
@@ -92,15 +93,6 @@ function sourceFormatError(file: string, e: TraceSourceError): TraceFormatError 
   return error;
 }
 
-/** What a file that is not a regular one is, for messages. */
-function kindOf(stats: { isFIFO(): boolean; isCharacterDevice(): boolean; isBlockDevice(): boolean; isSocket(): boolean }): string {
-  if (stats.isFIFO()) return 'a FIFO (named pipe)';
-  if (stats.isCharacterDevice()) return 'a character device';
-  if (stats.isBlockDevice()) return 'a block device';
-  if (stats.isSocket()) return 'a socket';
-  return 'not a regular file';
-}
-
 /** The error for a path that is not a regular file, `kind` saying what it is. */
 function notRegular(path: string, kind: string): TraceFileError {
   return new TraceFileError(
@@ -148,10 +140,11 @@ async function openRaw(path: string): Promise<RawInput> {
       throw new TraceFileError(
         path,
         'EISDIR',
-        `${path} is a directory: give a trace file (gpumem JSONL, an RMM CSV log or a PyTorch memory snapshot)`,
+        `${path} is ${nonRegularFileKind(stats)}: give a trace file (gpumem JSONL, an RMM CSV log or a PyTorch memory snapshot)`,
       );
     }
-    if (!stats.isFile()) throw notRegular(path, kindOf(stats));
+    const kind = nonRegularFileKind(stats);
+    if (kind !== undefined) throw notRegular(path, kind);
     let lastFourBytes: Buffer | undefined;
     if (stats.size >= 18) {
       const { buffer } = await handle.read(Buffer.alloc(4), 0, 4, stats.size - 4);

@@ -9,6 +9,7 @@
 #include <utility>
 
 #include "../cuda_check.hpp"
+#include "../file_kind.hpp"
 #include "gpumem/plugin.h"
 #include "gpumem/strategy_options.hpp"
 
@@ -43,13 +44,9 @@ std::string file_name(const std::string& path) {
 // cannot be looked at (dlopen then says why it cannot load it).
 std::string non_regular_kind(const std::string& path) {
   struct stat st {};
-  if (::stat(path.c_str(), &st) != 0 || S_ISREG(st.st_mode)) return "";
-  if (S_ISDIR(st.st_mode)) return "a directory";
-  if (S_ISFIFO(st.st_mode)) return "a FIFO (named pipe)";
-  if (S_ISCHR(st.st_mode)) return "a character device";
-  if (S_ISBLK(st.st_mode)) return "a block device";
-  if (S_ISSOCK(st.st_mode)) return "a socket";
-  return "not a regular file";
+  if (::stat(path.c_str(), &st) != 0) return "";
+  const char* kind = detail::non_regular_file_kind(st);
+  return kind == nullptr ? "" : kind;
 }
 
 std::string message_or(const char* text, const char* fallback) {
