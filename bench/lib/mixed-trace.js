@@ -1,4 +1,5 @@
 // The mixed-size allocation trace of the alloc benchmarks (bench/alloc/run.js, before-after.js).
+import { xorshift32 } from '@gpumem/allocator-core/tools';
 
 const MiB = 2 ** 20;
 
@@ -8,13 +9,8 @@ const MiB = 2 ** 20;
  * same trace.
  */
 export function mixedTrace(count) {
-  let x = 0x9e3779b9;
-  const rand = () => {
-    x ^= x << 13;
-    x ^= x >>> 17;
-    x ^= x << 5;
-    return (x >>> 0) / 2 ** 32;
-  };
+  const next = xorshift32(0x9e3779b9);
+  const rand = () => next() / 2 ** 32;
   const out = new Float64Array(count);
   for (let i = 0; i < count; i++) {
     const r = rand();

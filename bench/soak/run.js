@@ -22,6 +22,7 @@ import {
   OutOfMemoryError,
   Stream,
 } from '@gpumem/allocator-core';
+import { xorshift32 } from '@gpumem/allocator-core/tools';
 import '@gpumem/allocator-uvm';
 import '@gpumem/allocator-pool';
 import '@gpumem/allocator-async';
@@ -133,15 +134,10 @@ function selectRuns(requested) {
   return runs;
 }
 
-// xorshift32
+/** Numbers in [0, 1) from the seed (xorshift32). */
 function rng(seed) {
-  let x = (seed * 2654435761) >>> 0 || 1;
-  return () => {
-    x ^= x << 13;
-    x ^= x >>> 17;
-    x ^= x << 5;
-    return (x >>> 0) / 2 ** 32;
-  };
+  const next = xorshift32((seed * 2654435761) >>> 0 || 1);
+  return () => next() / 2 ** 32;
 }
 
 /**

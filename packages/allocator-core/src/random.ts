@@ -18,3 +18,20 @@ export function seededRandom(seed: number): () => number {
     return ((t ^ (t >>> 14)) >>> 0) / 2 ** 32;
   };
 }
+
+/**
+ * xorshift32 (Marsaglia's 13, 17, 5): the generator of bench/alloc's mixed-size trace, bench/soak's
+ * operations, the conformance suite's byte patterns and the MLP's shuffle order. Returns a function
+ * giving the next state as an unsigned 32-bit integer (divide by 2 ** 32 for [0, 1)). `state` is
+ * taken as a 32-bit integer; throws RangeError for 0, where the sequence would stay 0.
+ */
+export function xorshift32(state: number): () => number {
+  let x = state | 0;
+  if (x === 0) throw new RangeError('xorshift32: the state must not be 0 as a 32-bit integer (the sequence would stay 0)');
+  return () => {
+    x ^= x << 13;
+    x ^= x >>> 17;
+    x ^= x << 5;
+    return x >>> 0;
+  };
+}

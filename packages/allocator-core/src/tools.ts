@@ -15,7 +15,7 @@ import type { DevicePtr } from './types.js';
 import { checkBytes, checkNonNegative, checkPointer } from './validate.js';
 
 export type { NativeReplay, NativeReplayPass, NativeTiming } from './native.js';
-export { seededRandom } from './random.js';
+export { seededRandom, xorshift32 } from './random.js';
 
 /**
  * An allocation trace compiled for {@link replayNative}: one entry per operation in each array. An

@@ -21,6 +21,7 @@
  * @module
  */
 import { isOutOfMemory, InvalidStateError, type OutOfMemoryError } from '../errors.js';
+import { xorshift32 } from '../random.js';
 import { loadNative } from '../native.js';
 import { hasAllocator, strategyInfo } from '../registry.js';
 import { Stream } from '../stream.js';
@@ -108,13 +109,8 @@ const sizes = [1, 255, 256, 257, 511, 4096, 65_536, 1 << 20, (3 << 20) + 7];
 
 function pattern(bytes: number, seed: number): Uint8Array {
   const out = new Uint8Array(bytes);
-  let x = (seed * 2654435761) >>> 0 || 1;
-  for (let i = 0; i < bytes; i++) {
-    x ^= x << 13;
-    x ^= x >>> 17;
-    x ^= x << 5;
-    out[i] = x & 0xff;
-  }
+  const next = xorshift32((seed * 2654435761) >>> 0 || 1);
+  for (let i = 0; i < bytes; i++) out[i] = next() & 0xff;
   return out;
 }
 

@@ -5,6 +5,7 @@
  */
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { HostAllocator } from '@gpumem/allocator-core';
+import { xorshift32 } from '@gpumem/allocator-core/tools';
 import { Runtime } from './runtime.js';
 import { Dropout, Linear, ParameterSet, ReLU, softmaxCrossEntropy, type Parameter } from './nn.js';
 import { GcnConv } from '../models/gcn.js';
@@ -26,13 +27,8 @@ afterEach(() => {
 
 function random(n: number, seed: number): Float32Array {
   const out = new Float32Array(n);
-  let x = seed * 2654435761 || 1;
-  for (let i = 0; i < n; i++) {
-    x ^= x << 13;
-    x ^= x >>> 17;
-    x ^= x << 5;
-    out[i] = ((x >>> 0) / 2 ** 32) * 2 - 1;
-  }
+  const next = xorshift32((seed * 2654435761) >>> 0 || 1);
+  for (let i = 0; i < n; i++) out[i] = (next() / 2 ** 32) * 2 - 1;
   return out;
 }
 

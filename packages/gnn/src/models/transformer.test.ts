@@ -6,6 +6,7 @@
  */
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { HostAllocator } from '@gpumem/allocator-core';
+import { xorshift32 } from '@gpumem/allocator-core/tools';
 import { Runtime } from '../framework/runtime.js';
 import { softmaxCrossEntropy } from '../framework/nn.js';
 import type { Tensor } from '../framework/tensor.js';
@@ -28,13 +29,8 @@ afterEach(() => {
 /** xorshift32 values in [-scale, scale). */
 function random(n: number, seed: number, scale: number): Float32Array {
   const out = new Float32Array(n);
-  let x = seed * 2654435761 || 1;
-  for (let i = 0; i < n; i++) {
-    x ^= x << 13;
-    x ^= x >>> 17;
-    x ^= x << 5;
-    out[i] = ((x >>> 0) / 2 ** 32 - 0.5) * 2 * scale;
-  }
+  const next = xorshift32((seed * 2654435761) >>> 0 || 1);
+  for (let i = 0; i < n; i++) out[i] = (next() / 2 ** 32 - 0.5) * 2 * scale;
   return out;
 }
 

@@ -4,6 +4,7 @@
  * @module
  */
 import { listAllocators } from '@gpumem/allocator-core';
+import { xorshift32 } from '@gpumem/allocator-core/tools';
 import type { Runtime } from '../../framework/runtime.js';
 import { mlpDefaults, mlpHiddenWidths } from './defaults.js';
 import { SGD, softmaxCrossEntropy, softmaxCrossEntropyBiasGrad } from '../../framework/nn.js';
@@ -21,12 +22,9 @@ import type { Communicator } from '@gpumem/distributed';
 function permutation(n: number, seed: number): Int32Array {
   const p = new Int32Array(n);
   for (let i = 0; i < n; i++) p[i] = i;
-  let x = (seed * 2654435761 + 12345) >>> 0 || 1;
+  const next = xorshift32((seed * 2654435761 + 12345) >>> 0 || 1);
   for (let i = n - 1; i > 0; i--) {
-    x ^= x << 13;
-    x ^= x >>> 17;
-    x ^= x << 5;
-    const j = (x >>> 0) % (i + 1);
+    const j = next() % (i + 1);
     const t = p[i]!;
     p[i] = p[j]!;
     p[j] = t;
