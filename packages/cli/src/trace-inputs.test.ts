@@ -59,7 +59,7 @@ describe('the trace a command reads', () => {
     expect(spawnSync('mkfifo', [fifo]).status).toBe(0);
     const r = run(['doctor', fifo, '--capacity', '1GiB']);
     expect(r.status).toBe(1);
-    expect(r.stderr).toContain(`${fifo} is a FIFO (named pipe), not a regular file`);
+    expect(r.stderr).toContain(`${fifo} is a named pipe (FIFO), not a regular file`);
   });
 
   it.skipIf(zstdCompressSync === undefined)(
