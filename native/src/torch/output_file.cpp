@@ -18,11 +18,12 @@ namespace gpumem::torch {
 
 namespace {
 
-// Why a file that is not regular cannot be the output, for messages; "" for a regular file.
+// What a file that is not regular is and what to give instead ("a folder; give a file name"), for
+// messages; "" for a regular file.
 std::string refusal_of(const struct stat& st) {
   const char* kind = detail::non_regular_file_kind(st);
   if (kind == nullptr) return "";
-  return std::string("is ") + kind + (S_ISDIR(st.st_mode) ? "; give a file name" : "; give a regular file");
+  return std::string(kind) + (S_ISDIR(st.st_mode) ? "; give a file name" : "; give a regular file");
 }
 
 bool is_null_device(const struct stat& st) {
@@ -86,7 +87,7 @@ bool output_file::open(const std::string& path, std::string& error) {
   }
   if (exists) {
     if (const std::string refusal = refusal_of(st); !refusal.empty()) {
-      error = prefix + refusal;
+      error = prefix + "is " + refusal;
       return false;
     }
   }
@@ -135,7 +136,7 @@ bool output_file::commit(std::string& error) {
   struct stat st {};
   if (::lstat(target_.c_str(), &st) == 0) {
     if (const std::string refusal = refusal_of(st); !refusal.empty()) {
-      error = prefix + "is now " + refusal.substr(3);
+      error = prefix + "is now " + refusal;
       discard();
       return false;
     }

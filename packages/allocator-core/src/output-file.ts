@@ -57,13 +57,16 @@ export function checkPathName(path: unknown): asserts path is string {
   if (path.includes('\0')) throw new OutputFileError(path, 'the file name contains a NUL byte');
 }
 
-/** Why a file that is not regular cannot be the output, for messages; undefined for a regular file. */
+/**
+ * What a file that is not regular is and what to give instead ('a folder; give a file name'), for
+ * messages; undefined for a regular file.
+ */
 function refusalOf(st: Stats): string | undefined {
   const kind = nonRegularFileKind(st);
   if (kind === undefined) return undefined;
-  if (st.isDirectory()) return `is ${kind}; give a file name`;
-  if (st.isCharacterDevice()) return `is ${kind}; give a regular file (or leave the output out)`;
-  return `is ${kind}; give a regular file`;
+  if (st.isDirectory()) return `${kind}; give a file name`;
+  if (st.isCharacterDevice()) return `${kind}; give a regular file (or leave the output out)`;
+  return `${kind}; give a regular file`;
 }
 
 let nullDevice: number | undefined | null = null;
@@ -116,7 +119,7 @@ export function outputTarget(path: string): OutputTarget {
   if (st !== undefined) {
     if (isNullDevice(st)) return { path: target, existing: st, discard: true };
     const refusal = refusalOf(st);
-    if (refusal !== undefined) throw new OutputFileError(path, refusal);
+    if (refusal !== undefined) throw new OutputFileError(path, `is ${refusal}`);
     return { path: target, existing: st, discard: false };
   }
   const folder = dirname(target);
@@ -219,7 +222,7 @@ export class OutputFile {
       // The target may have been swapped for a device or a folder since it was opened.
       const now = lstatSync(this.target.path, { throwIfNoEntry: false });
       const refusal = now === undefined ? undefined : refusalOf(now);
-      if (refusal !== undefined) throw new OutputFileError(this.path, refusal.replace(/^is /, 'is now '));
+      if (refusal !== undefined) throw new OutputFileError(this.path, `is now ${refusal}`);
       renameSync(this.temporary!, this.target.path);
     } catch (e) {
       this.fail(e, 'completing the file failed');
